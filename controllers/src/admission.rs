@@ -1,0 +1,176 @@
+//! Admission: pure checks that gate what may be written and what may start.
+//!
+//! Each check looks only at the desired record and facts handed in, and returns
+//! *admit*, *wait* or *deny*; a denial names the fix.
+
+use std::time::Duration;
+
+use crate::spec::Spec;
+
+/// The outcome of an admission check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Go ahead.
+    Admit,
+    /// Not now; try again after `retry`.
+    Wait {
+        /// Why.
+        reason: String,
+        /// When to look again.
+        retry: Duration,
+    },
+    /// Never, as it stands: the reason names the fix.
+    Deny {
+        /// Why, and what to do.
+        reason: String,
+    },
+}
+
+/// Longest world name accepted (it becomes a directory, a branch and a DNS label).
+pub const MAX_NAME: usize = 100;
+
+/// Is `name` safe as a world name, a branch name and a directory under the worktree root?
+///
+/// Allowed: `A–Z a–z 0–9 . _ - /`; no `..`, no leading `-`, `/` or `.`, no empty path
+/// component, no component ending in `.lock` or `.` (git refuses those).
+pub fn check_world_name(name: &str) -> Verdict {
+    let deny = |why: &str| {
+        Verdict::Deny {
+        reason: format!(
+            "invalid world name `{name}`: {why}; use letters, digits and `. _ - /`, e.g. `login-fix` or `feat/login`"
+        ),
+    }
+    };
+    if name.is_empty() {
+        return deny("it is empty");
+    }
+    if name.len() > MAX_NAME {
+        return deny(&format!("it is longer than {MAX_NAME} characters"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/')))
+    {
+        return deny(&format!("`{}` is not allowed", c.escape_default()));
+    }
+    if name.starts_with('-') {
+        return deny("it starts with `-`");
+    }
+    if name.contains("..") {
+        return deny("it contains `..`");
+    }
+    if name.starts_with('/') || name.ends_with('/') || name.contains("//") {
+        return deny("it has an empty path component");
+    }
+    for part in name.split('/') {
+        if part.starts_with('.') {
+            return deny("a path component starts with `.`");
+        }
+        if part.ends_with(".lock") || part.ends_with('.') {
+            return deny("a path component ends with `.lock` or `.`");
+        }
+    }
+    Verdict::Admit
+}
+
+/// Can a world running `spec` (with `group`) be written at all? Checks what binky cannot
+/// run yet, so nothing is silently ignored.
+pub fn check_spec(spec: &Spec, group: Option<&str>) -> Verdict {
+    if let Some(g) = group {
+        if !spec.groups.contains_key(g) {
+            let known: Vec<&str> = spec.groups.keys().map(String::as_str).collect();
+            return Verdict::Deny {
+                reason: if known.is_empty() {
+                    format!("no group `{g}`: binky.toml has no [groups]")
+                } else {
+                    format!("no group `{g}`; groups: {}", known.join(", "))
+                },
+            };
+        }
+    }
+    if let Err(cycle) = spec.start_order() {
+        return Verdict::Deny {
+            reason: format!("{cycle}; remove one of these depends_on entries"),
+        };
+    }
+    for name in spec.selected(group) {
+        let svc = &spec.services[&name];
+        if let Some(r) = svc.resource() {
+            return Verdict::Deny {
+                reason: format!(
+                    "service `{name}` uses adapter `{}`: adapter services (slices) are not supported by this binky yet; run the other services with `--group`, or remove `{name}` for now",
+                    r.adapter
+                ),
+            };
+        }
+        if svc.shared {
+            return Verdict::Deny {
+                reason: format!("service `{name}` has `shared = true`: shared services are not supported by this binky yet; remove the key"),
+            };
+        }
+        if let Some(p) = svc.process() {
+            if p.replicas > 1 {
+                return Verdict::Deny {
+                    reason: format!("service `{name}` has `replicas = {}`: more than one replica is not supported by this binky yet; set replicas = 1", p.replicas),
+                };
+            }
+        }
+    }
+    Verdict::Admit
+}
+
+/// Keys that are accepted but do nothing yet: said out loud at `binky up`.
+pub fn not_yet_enforced(spec: &Spec, group: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in spec.selected(group) {
+        let svc = &spec.services[&name];
+        if let Some(p) = svc.process() {
+            if !p.watch.is_empty() {
+                out.push(format!(
+                    "service `{name}`: `watch` is not supported yet; files are not watched"
+                ));
+            }
+            if p.limits.is_some() {
+                out.push(format!("service `{name}`: `limits` are not enforced yet"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_names_pass_and_unsafe_ones_are_denied() {
+        for ok in ["login-fix", "feat/login", "v1.2", "a_b", "A"] {
+            assert_eq!(check_world_name(ok), Verdict::Admit, "{ok}");
+        }
+        for bad in [
+            "",
+            "../x",
+            "a;b",
+            "-rf",
+            "/abs",
+            "a//b",
+            "a/",
+            "x/.hidden",
+            "a.lock",
+            "a b",
+            "a\nb",
+            "$(id)",
+            "a..b",
+            "dot.",
+        ] {
+            assert!(
+                matches!(check_world_name(bad), Verdict::Deny { .. }),
+                "{bad:?} should be denied"
+            );
+        }
+        let Verdict::Deny { reason } = check_world_name("a;b") else {
+            panic!()
+        };
+        assert!(reason.contains("`;` is not allowed"), "{reason}");
+    }
+}

@@ -1,0 +1,250 @@
+//! A world's environment: the tokens its config resolves against, the variables each
+//! process gets, and what `binky env` hands out.
+//!
+//! One module builds all three so a process, a hook and `binky env` never disagree.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::spec::Service;
+use crate::store::{PortRow, World};
+use crate::tokens::Tokens;
+
+/// `web-ui` → `WEB_UI`: an environment-variable-safe, upper-case form of a name.
+///
+/// binky 0.1.2 kept dashes (`WEB-UI_URL`), which `/bin/sh` silently drops from a child's
+/// environment; binky replaces every character outside `[A-Za-z0-9_]` with `_`.
+pub fn env_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Where a world's files live: its worktree and the directory holding its `binky.toml`.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// The worktree root.
+    pub worktree: PathBuf,
+}
+
+impl Layout {
+    /// The directory holding `binky.toml` inside the worktree.
+    pub fn config_dir(&self, world: &World) -> PathBuf {
+        if world.config_rel.is_empty() {
+            self.worktree.clone()
+        } else {
+            self.worktree.join(&world.config_rel)
+        }
+    }
+
+    /// A service's working directory.
+    pub fn workdir(&self, world: &World, service: &Service) -> PathBuf {
+        let dir = self.config_dir(world);
+        match service.process() {
+            Some(p) if p.workdir != "." && !p.workdir.is_empty() => dir.join(&p.workdir),
+            _ => dir,
+        }
+    }
+}
+
+/// The URL of a process service that has a port (`http://localhost:<port>`).
+pub fn process_url(tokens: &Tokens, service: &str, spec_service: &Service) -> Option<String> {
+    let process = spec_service.process()?;
+    let label = process
+        .url
+        .as_ref()
+        .map(|u| u.port_label().to_owned())
+        .filter(|l| !l.is_empty());
+    let port = match label {
+        Some(l) => tokens.ports.get(&(service.to_owned(), l)).copied(),
+        None => tokens.primary_port(service),
+    }?;
+    Some(format!("http://localhost:{port}"))
+}
+
+/// The tokens of a world, from its spec and its port assignments.
+pub fn tokens(world: &World, ports: &[PortRow]) -> Tokens {
+    let mut t = Tokens {
+        world: world.name.clone(),
+        env: world.env.clone(),
+        ..Tokens::default()
+    };
+    for p in ports {
+        t.ports.insert((p.service.clone(), p.label.clone()), p.port);
+    }
+    for name in world.spec.services.keys() {
+        if let Some(label) = world.spec.primary_label(name) {
+            t.primary.insert(name.clone(), label);
+        }
+    }
+    for (name, svc) in &world.spec.services {
+        if let Some(url) = process_url(&t, name, svc) {
+            t.urls.insert(name.clone(), url);
+        }
+    }
+    t
+}
+
+/// Parse a dotenv file: `KEY=value`, `export KEY=value`, `#` comments, single or double
+/// quotes (double quotes understand `\n`, `\"` and `\\`).
+pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            continue;
+        }
+        let value = value.trim();
+        let value = if let Some(inner) = value
+            .strip_prefix('"')
+            .and_then(|v| v.rfind('"').map(|end| &v[..end]))
+        {
+            let mut s = String::with_capacity(inner.len());
+            let mut chars = inner.chars();
+            while let Some(c) = chars.next() {
+                if c == '\\' {
+                    match chars.next() {
+                        Some('n') => s.push('\n'),
+                        Some('t') => s.push('\t'),
+                        Some(other) => s.push(other),
+                        None => s.push('\\'),
+                    }
+                } else {
+                    s.push(c);
+                }
+            }
+            s
+        } else if let Some(inner) = value
+            .strip_prefix('\'')
+            .and_then(|v| v.rfind('\'').map(|end| &v[..end]))
+        {
+            inner.to_owned()
+        } else {
+            // An unquoted value ends at an inline comment.
+            match value.find(" #") {
+                Some(i) => value[..i].trim_end().to_owned(),
+                None => value.to_owned(),
+            }
+        };
+        out.push((key.to_owned(), value));
+    }
+    out
+}
+
+/// The variables of a service's `env_file`s, in order, and the files that were missing.
+pub fn read_env_files(dir: &Path, files: &[String]) -> (Vec<(String, String)>, Vec<PathBuf>) {
+    let mut vars = Vec::new();
+    let mut missing = Vec::new();
+    for f in files {
+        let path = dir.join(f);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => vars.extend(parse_dotenv(&text)),
+            Err(_) => missing.push(path),
+        }
+    }
+    (vars, missing)
+}
+
+/// The environment one process service runs with, lowest precedence first: the
+/// environment `binky up` was run with, the `env_file`s, `BINKY_WORKTREE`, `PORT`,
+/// `PORT_<LABEL>`, then the service's own `env` (tokens resolved).
+pub fn service_env(
+    world: &World,
+    service: &str,
+    spec_service: &Service,
+    tokens: &Tokens,
+    env_files: &[(String, String)],
+) -> BTreeMap<String, String> {
+    let mut env = world.env.clone();
+    let mut t = tokens.clone();
+    for (k, v) in env_files {
+        env.insert(k.clone(), v.clone());
+        t.env.insert(k.clone(), v.clone());
+    }
+    env.insert("BINKY_WORKTREE".into(), world.name.clone());
+    env.insert("BINKY_PROJECT".into(), world.project.clone());
+    if let Some(port) = tokens.primary_port(service) {
+        env.insert("PORT".into(), port.to_string());
+    }
+    for ((svc, label), port) in &tokens.ports {
+        if svc == service && !label.is_empty() {
+            env.insert(format!("PORT_{}", env_name(label)), port.to_string());
+        }
+    }
+    if let Some(p) = spec_service.process() {
+        for (k, v) in &p.env {
+            env.insert(k.clone(), t.resolve(v, service));
+        }
+    }
+    env
+}
+
+/// What `binky env` hands out: `<SVC>_URL`, `<SVC>_PORT` and `<SVC>_PORT_<LABEL>` for each
+/// exposed service (`[agents] expose`, else every service), plus `BINKY_WORKTREE`.
+pub fn exported(world: &World, tokens: &Tokens) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    out.insert("BINKY_WORKTREE".into(), world.name.clone());
+    out.insert("BINKY_PROJECT".into(), world.project.clone());
+    let expose = &world.spec.agents.expose;
+    for name in world.spec.services.keys() {
+        if !expose.is_empty() && !expose.contains(name) {
+            continue;
+        }
+        let key = env_name(name);
+        if let Some(url) = tokens.urls.get(name) {
+            out.insert(format!("{key}_URL"), url.clone());
+        }
+        if let Some(port) = tokens.primary_port(name) {
+            out.insert(format!("{key}_PORT"), port.to_string());
+        }
+        for ((svc, label), port) in &tokens.ports {
+            if svc == name && !label.is_empty() {
+                out.insert(format!("{key}_PORT_{}", env_name(label)), port.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_shell_safe() {
+        assert_eq!(env_name("web-ui"), "WEB_UI");
+        assert_eq!(env_name("api.v2"), "API_V2");
+        assert_eq!(env_name("db"), "DB");
+    }
+
+    #[test]
+    fn dotenv_understands_quotes_comments_and_export() {
+        let vars = parse_dotenv(
+            "# comment\nA=1\nexport B = two words \nC=\"x\\ny\" \nD='$NOT' \nE=v # note\n\nbad line\n=x\n",
+        );
+        assert_eq!(
+            vars,
+            vec![
+                ("A".into(), "1".into()),
+                ("B".into(), "two words".into()),
+                ("C".into(), "x\ny".into()),
+                ("D".into(), "$NOT".into()),
+                ("E".into(), "v".into()),
+            ]
+        );
+    }
+}

@@ -1,0 +1,15 @@
+//! binky-controllers: the desired-state store, the reconcile runtime, admission, and the
+//! controllers that converge reality, written against small traits for their effects
+//! (git, ports, processes) so they build fast and test with fakes.
+
+#![warn(missing_docs)]
+
+pub mod admission;
+pub mod env;
+pub mod port;
+pub mod process;
+pub mod runtime;
+pub mod spec;
+pub mod store;
+pub mod tokens;
+pub mod worktree;

@@ -1,0 +1,285 @@
+//! The port controller: every service that asks for ports has them before anything starts.
+//!
+//! # Guarantees
+//! - Ports are unique machine-wide: the `ports` table's primary key is the port, and every
+//!   allocation is one transaction against it.
+//! - A port is handed out only after a bind probe says nobody listens on it; a port held by
+//!   a foreign process is skipped.
+//! - Assignments are stable across down/up, reload and daemon restarts. The first choice is
+//!   derived from a hash of project, world, service and label (as binky 0.1.2 does), so a
+//!   world that is removed and made again usually gets the same ports.
+//! - A kept port that a foreign process took while its service was not running is moved,
+//!   and an event says so: a service never starts into `EADDRINUSE`.
+//! - Ports are released when the world is removed, after its processes have stopped.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rusqlite::params;
+use sha2::{Digest, Sha256};
+
+use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::store::{self, now_ms, Store, StoreError, World};
+
+/// Finalizer and controller name.
+pub const NAME: &str = "port";
+/// The condition this controller reports.
+pub const CONDITION: &str = "PortsReady";
+
+/// Says whether a port is free, by binding it.
+pub trait PortProbe: Send + Sync + 'static {
+    /// True when a server could bind `port` on loopback right now.
+    fn is_free(&self, port: u16) -> bool;
+}
+
+/// Why the port controller could not converge.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No free port left in the range.
+    #[error("no free port in {low}-{high} for {service}{label}: {ours} are assigned to binky worlds and {foreign} are held by other processes; widen [project] port_range or remove unused worlds")]
+    Exhausted {
+        /// Range start.
+        low: u16,
+        /// Range end.
+        high: u16,
+        /// The service asking.
+        service: String,
+        /// `.label` or empty.
+        label: String,
+        /// Ports binky holds in the range.
+        ours: usize,
+        /// Ports foreign processes hold in the range.
+        foreign: usize,
+    },
+}
+
+impl From<rusqlite::Error> for PortError {
+    fn from(e: rusqlite::Error) -> Self {
+        PortError::Store(e.into())
+    }
+}
+
+impl ReconcileError for PortError {
+    fn reason(&self) -> &'static str {
+        match self {
+            PortError::Store(_) => "StoreFailed",
+            PortError::Exhausted { .. } => "PortRangeExhausted",
+        }
+    }
+
+    fn stalled(&self) -> bool {
+        matches!(self, PortError::Exhausted { .. })
+    }
+}
+
+/// The port controller.
+pub struct PortController<P> {
+    store: Store,
+    probe: P,
+}
+
+/// Process states in which a service holds its own ports (so they must not be probed).
+const HOLDING: &[&str] = &["setup", "starting", "running", "stopping"];
+
+impl<P: PortProbe> PortController<P> {
+    /// A controller over `store`, probing with `probe`.
+    pub fn new(store: Store, probe: P) -> Self {
+        PortController { store, probe }
+    }
+}
+
+fn first_choice(world: &World, service: &str, label: &str, low: u16, high: u16) -> u16 {
+    let key = format!("{}:{}:{}:{}", world.project, world.name, service, label);
+    let digest = Sha256::digest(key.as_bytes());
+    let n = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    let span = u32::from(high - low) + 1;
+    low + (n % span) as u16
+}
+
+fn describe(service: &str, label: &str) -> String {
+    if label.is_empty() {
+        service.to_owned()
+    } else {
+        format!("{service}.{label}")
+    }
+}
+
+impl<P: PortProbe> Controller for PortController<P> {
+    type Error = PortError;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn condition_type(&self) -> &'static str {
+        CONDITION
+    }
+
+    async fn apply(&self, world: &World) -> Result<Applied, PortError> {
+        let (low, high) = world.spec.project.port_range();
+        let wanted: BTreeSet<(String, String)> = world
+            .spec
+            .services
+            .iter()
+            .flat_map(|(name, svc)| {
+                svc.port_labels()
+                    .into_iter()
+                    .map(move |l| (name.clone(), l))
+            })
+            .collect();
+        let holding: BTreeSet<String> = self
+            .store
+            .read(|c| store::processes(c, world.id))?
+            .into_iter()
+            .filter(|p| HOLDING.contains(&p.state.as_str()))
+            .map(|p| p.service)
+            .collect();
+
+        let mut events: Vec<(&'static str, String)> = Vec::new();
+        let assigned = self.store.write_with(|tx| -> Result<_, PortError> {
+            let mut mine: BTreeMap<(String, String), u16> = BTreeMap::new();
+            {
+                let mut stmt =
+                    tx.prepare("SELECT service, label, port FROM ports WHERE world_id = ?1")?;
+                let rows = stmt.query_map([world.id], |r| {
+                    Ok(((r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get(2)?))
+                })?;
+                for row in rows {
+                    let (k, v) = row?;
+                    mine.insert(k, v);
+                }
+            }
+            let mut used: BTreeSet<u16> = {
+                let mut stmt = tx.prepare("SELECT port FROM ports")?;
+                let ports = stmt
+                    .query_map([], |r| r.get(0))?
+                    .collect::<Result<BTreeSet<u16>, _>>()?;
+                ports
+            };
+            // Release ports of services that are gone from the spec and not running.
+            for (key, port) in mine.clone() {
+                if !wanted.contains(&key) && !holding.contains(&key.0) {
+                    tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
+                    mine.remove(&key);
+                    used.remove(&port);
+                    events.push((
+                        "port_released",
+                        format!("released port {port} of {}", describe(&key.0, &key.1)),
+                    ));
+                }
+            }
+            let mut foreign: BTreeSet<u16> = BTreeSet::new();
+            for key in &wanted {
+                let (service, label) = key;
+                let moved_from = match mine.get(key) {
+                    Some(&port) if holding.contains(service) => {
+                        let _ = port;
+                        continue;
+                    }
+                    Some(&port) if self.probe.is_free(port) => continue,
+                    Some(&port) => {
+                        // Kept for this service, but a foreign process took it meanwhile.
+                        tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
+                        foreign.insert(port);
+                        Some(port)
+                    }
+                    None => None,
+                };
+                let start = first_choice(world, service, label, low, high);
+                let span = u32::from(high - low) + 1;
+                let mut chosen = None;
+                for i in 0..span {
+                    let cand = low + ((u32::from(start - low) + i) % span) as u16;
+                    if used.contains(&cand) || foreign.contains(&cand) {
+                        continue;
+                    }
+                    if !self.probe.is_free(cand) {
+                        foreign.insert(cand);
+                        continue;
+                    }
+                    chosen = Some(cand);
+                    break;
+                }
+                let Some(port) = chosen else {
+                    let ours = used.iter().filter(|p| (low..=high).contains(*p)).count();
+                    return Err(PortError::Exhausted {
+                        low,
+                        high,
+                        service: service.clone(),
+                        label: if label.is_empty() {
+                            String::new()
+                        } else {
+                            format!(".{label}")
+                        },
+                        ours,
+                        foreign: foreign.len(),
+                    });
+                };
+                tx.execute(
+                    "INSERT INTO ports (port, world_id, service, label, assigned_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![port, world.id, service, label, now_ms()],
+                )?;
+                used.insert(port);
+                mine.insert(key.clone(), port);
+                let what = describe(service, label);
+                events.push(match moved_from {
+                    Some(old) => (
+                        "port_moved",
+                        format!("port {old} of {what} is held by another process; moved {what} to {port}"),
+                    ),
+                    None => ("port_assigned", format!("assigned port {port} to {what}")),
+                });
+            }
+            for (kind, msg) in &events {
+                store::add_event(tx, world.id, kind, msg)?;
+            }
+            Ok(mine)
+        })?;
+
+        let summary = if assigned.is_empty() {
+            "no service asks for a port".to_owned()
+        } else {
+            assigned
+                .iter()
+                .map(|((s, l), p)| format!("{}={p}", describe(s, l)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        Ok(Applied {
+            action: Action::AwaitChange,
+            conditions: vec![Condition::ok(CONDITION, "Allocated", summary)],
+        })
+    }
+
+    async fn cleanup(&self, world: &World) -> Result<Cleanup, PortError> {
+        let fins = self.store.read(|c| store::finalizers(c, world.id))?;
+        if fins.iter().any(|f| f == crate::process::NAME) {
+            return Ok(Cleanup::Pending(Action::AwaitChange));
+        }
+        self.store.write(|tx| {
+            let ports: Vec<u16> = {
+                let mut stmt =
+                    tx.prepare("SELECT port FROM ports WHERE world_id = ?1 ORDER BY port")?;
+                let ports = stmt
+                    .query_map([world.id], |r| r.get(0))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                ports
+            };
+            if !ports.is_empty() {
+                tx.execute("DELETE FROM ports WHERE world_id = ?1", [world.id])?;
+                let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+                store::add_event(
+                    tx,
+                    world.id,
+                    "port_released",
+                    &format!("released ports {}", list.join(", ")),
+                )?;
+            }
+            Ok(())
+        })?;
+        Ok(Cleanup::Done)
+    }
+}

@@ -1,0 +1,544 @@
+//! The reconcile runtime: one scheduler per controller, keyed by world.
+//!
+//! Shaped like kube-runtime's controller loop, with its gap closed: the runtime, not the
+//! controller, counts attempts per key and backs off exponentially on errors, resetting
+//! on success.
+//!
+//! # Guarantees
+//! - Never two reconciles of the same world by the same controller at once; requests for
+//!   a key that is running or already queued are merged (the earliest due time wins).
+//! - `apply`/`cleanup` are never told why they run: a nudge, a resync, a requeue and a
+//!   retry look the same.
+//! - After a successful `apply`, the runtime writes the controller's conditions and
+//!   `observed_generation` (the generation the controller was handed) to the store.
+//!   When a controller's conditions change, every controller is nudged for that world.
+//! - Deletion works like finalizers: a world marked deleted gets `cleanup` from every
+//!   controller that still holds its finalizer; the row is deleted when none is left.
+//! - A periodic resync visits every world, so correctness never depends on a nudge.
+
+mod backoff;
+mod scheduler;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{params, OptionalExtension};
+use tokio::sync::mpsc;
+
+use crate::store::{self, now_ms, CondStatus, Store, StoreError, World, WorldId};
+
+pub use self::backoff::KeyBackoff;
+pub use self::scheduler::RuntimeConfig;
+
+/// What to do with a key after a successful reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Reconcile again after this long (unless nudged sooner).
+    Requeue(Duration),
+    /// Reconcile again when nudged or at the next resync.
+    AwaitChange,
+}
+
+/// The result of a `cleanup`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cleanup {
+    /// This controller's part is torn down: its finalizer can go.
+    Done,
+    /// Not yet (waiting for another controller's part, or for a slow teardown).
+    Pending(Action),
+}
+
+/// A condition a controller reports about a world.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// E.g. `WorktreeReady`.
+    pub type_: &'static str,
+    /// True, False or Unknown.
+    pub status: CondStatus,
+    /// CamelCase reason.
+    pub reason: String,
+    /// A human sentence, naming the fix where there is one.
+    pub message: String,
+    /// Waiting will not fix it: a person must act (`binky up` stops waiting and fails).
+    pub stalled: bool,
+}
+
+impl Condition {
+    /// The condition holds.
+    pub fn ok(type_: &'static str, reason: &str, message: impl Into<String>) -> Condition {
+        Condition {
+            type_,
+            status: CondStatus::True,
+            reason: reason.into(),
+            message: message.into(),
+            stalled: false,
+        }
+    }
+
+    /// Not yet: waiting fixes it.
+    pub fn waiting(type_: &'static str, reason: &str, message: impl Into<String>) -> Condition {
+        Condition {
+            type_,
+            status: CondStatus::False,
+            reason: reason.into(),
+            message: message.into(),
+            stalled: false,
+        }
+    }
+
+    /// Failed: a person has to act.
+    pub fn failed(type_: &'static str, reason: &str, message: impl Into<String>) -> Condition {
+        Condition {
+            type_,
+            status: CondStatus::False,
+            reason: reason.into(),
+            message: message.into(),
+            stalled: true,
+        }
+    }
+}
+
+/// The result of a successful `apply`.
+#[derive(Clone, Debug)]
+pub struct Applied {
+    /// When to come back.
+    pub action: Action,
+    /// What the controller concluded.
+    pub conditions: Vec<Condition>,
+}
+
+/// An error a controller returns: typed, with a reason for the condition it becomes.
+pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
+    /// CamelCase reason for the condition.
+    fn reason(&self) -> &'static str;
+    /// Retrying will not help: a person has to act.
+    fn stalled(&self) -> bool {
+        false
+    }
+}
+
+/// A controller: converges one kind of reality for each world.
+pub trait Controller: Send + Sync + 'static {
+    /// Its typed error.
+    type Error: ReconcileError;
+
+    /// Its name: the finalizer it holds and the `controller` column it writes.
+    fn name(&self) -> &'static str;
+
+    /// The condition type errors are reported on.
+    fn condition_type(&self) -> &'static str;
+
+    /// Make reality match the world's desired record. Idempotent.
+    fn apply(&self, world: &World) -> impl Future<Output = Result<Applied, Self::Error>> + Send;
+
+    /// Tear this controller's part of a deleted world down. Idempotent.
+    fn cleanup(&self, world: &World) -> impl Future<Output = Result<Cleanup, Self::Error>> + Send;
+
+    /// Runs once when the daemon starts, before the first reconcile.
+    fn startup(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Msg {
+    /// Reconcile this world; the origin controller (if any) ignores its own nudge, so
+    /// its error backoff is not cut short by the condition it just wrote.
+    World(WorldId, Option<&'static str>),
+    All,
+}
+
+/// Wakes controllers up for a world (or all worlds). Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Trigger {
+    senders: Arc<Mutex<Vec<mpsc::UnboundedSender<Msg>>>>,
+}
+
+impl std::fmt::Debug for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Trigger")
+    }
+}
+
+impl Trigger {
+    /// Nudge every controller for one world.
+    pub fn world(&self, id: WorldId) {
+        self.send(|| Msg::World(id, None));
+    }
+
+    /// Nudge every controller but `origin` for one world.
+    pub fn others(&self, id: WorldId, origin: &'static str) {
+        self.send(|| Msg::World(id, Some(origin)));
+    }
+
+    /// Nudge every controller for every world.
+    pub fn all(&self) {
+        self.send(|| Msg::All);
+    }
+
+    fn send(&self, msg: impl Fn() -> Msg) {
+        let senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        for tx in senders.iter() {
+            let _ = tx.send(msg());
+        }
+    }
+
+    fn subscribe(&self) -> mpsc::UnboundedReceiver<Msg> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.senders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tx);
+        rx
+    }
+}
+
+/// What one reconcile concluded, as the scheduler needs it.
+pub(crate) struct Outcome {
+    pub(crate) next: Option<Duration>,
+    pub(crate) forget: bool,
+}
+
+/// Runs one reconcile of `world` by `controller`, writing what it concluded.
+pub(crate) async fn reconcile_one<C: Controller>(
+    controller: &C,
+    store: &Store,
+    trigger: &Trigger,
+    backoff: &mut KeyBackoff,
+    id: WorldId,
+) -> Outcome {
+    let world = match store.read(|c| store::world(c, id)) {
+        Ok(Some(w)) => w,
+        Ok(None) => {
+            return Outcome {
+                next: None,
+                forget: true,
+            }
+        }
+        Err(err) => {
+            tracing::warn!(controller = controller.name(), world = id, %err, "cannot read world");
+            return Outcome {
+                next: Some(backoff.next_delay()),
+                forget: false,
+            };
+        }
+    };
+    if world.deleted {
+        return cleanup_one(controller, store, trigger, backoff, &world).await;
+    }
+    if let Err(err) = add_finalizer(store, id, controller.name()) {
+        tracing::warn!(controller = controller.name(), world = id, %err, "cannot add finalizer");
+    }
+    match controller.apply(&world).await {
+        Ok(applied) => {
+            *backoff = KeyBackoff::default();
+            match record_success(store, &world, controller.name(), &applied.conditions) {
+                Ok(true) => trigger.others(id, controller.name()),
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(controller = controller.name(), world = id, %err, "cannot record status")
+                }
+            }
+            Outcome {
+                next: match applied.action {
+                    Action::Requeue(d) => Some(d),
+                    Action::AwaitChange => None,
+                },
+                forget: false,
+            }
+        }
+        Err(err) => {
+            let delay = backoff.next_delay();
+            report_error(store, trigger, controller, &world, &err, backoff.attempts());
+            Outcome {
+                next: Some(delay),
+                forget: false,
+            }
+        }
+    }
+}
+
+async fn cleanup_one<C: Controller>(
+    controller: &C,
+    store: &Store,
+    trigger: &Trigger,
+    backoff: &mut KeyBackoff,
+    world: &World,
+) -> Outcome {
+    let held = match store.read(|c| store::finalizers(c, world.id)) {
+        Ok(f) => f.iter().any(|f| f == controller.name()),
+        Err(_) => true,
+    };
+    if !held {
+        return Outcome {
+            next: None,
+            forget: false,
+        };
+    }
+    match controller.cleanup(world).await {
+        Ok(Cleanup::Done) => {
+            *backoff = KeyBackoff::default();
+            match remove_finalizer(store, world.id, controller.name()) {
+                Ok(gone) => {
+                    if gone {
+                        tracing::info!(world = %world.name, project = %world.project, "world removed");
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(controller = controller.name(), world = world.id, %err, "cannot remove finalizer");
+                    return Outcome {
+                        next: Some(backoff.next_delay()),
+                        forget: false,
+                    };
+                }
+            }
+            trigger.world(world.id);
+            Outcome {
+                next: None,
+                forget: false,
+            }
+        }
+        Ok(Cleanup::Pending(action)) => {
+            *backoff = KeyBackoff::default();
+            Outcome {
+                next: match action {
+                    Action::Requeue(d) => Some(d),
+                    Action::AwaitChange => None,
+                },
+                forget: false,
+            }
+        }
+        Err(err) => {
+            let delay = backoff.next_delay();
+            report_error(store, trigger, controller, world, &err, backoff.attempts());
+            Outcome {
+                next: Some(delay),
+                forget: false,
+            }
+        }
+    }
+}
+
+fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<(), StoreError> {
+    store.write(|tx| {
+        tx.execute(
+            "INSERT OR IGNORE INTO finalizers (world_id, controller)
+             SELECT id, ?2 FROM worlds WHERE id = ?1 AND deleted_at IS NULL",
+            params![world, controller],
+        )?;
+        Ok(())
+    })
+}
+
+/// Drop a finalizer; deletes the world row when it was the last. Returns whether the world
+/// is gone.
+fn remove_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool, StoreError> {
+    store.write(|tx| {
+        tx.execute(
+            "DELETE FROM finalizers WHERE world_id = ?1 AND controller = ?2",
+            params![world, controller],
+        )?;
+        let left: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM finalizers WHERE world_id = ?1",
+            [world],
+            |r| r.get(0),
+        )?;
+        if left == 0 {
+            store::add_event(tx, world, "removed", "world removed")?;
+            tx.execute(
+                "DELETE FROM worlds WHERE id = ?1 AND deleted_at IS NOT NULL",
+                [world],
+            )?;
+            return Ok(true);
+        }
+        Ok(false)
+    })
+}
+
+/// Write conditions and observed generation; true when anything a reader cares about
+/// changed (so other controllers should look again).
+fn record_success(
+    store: &Store,
+    world: &World,
+    controller: &str,
+    conditions: &[Condition],
+) -> Result<bool, StoreError> {
+    store.write(|tx| {
+        let mut changed = write_conditions(tx, world, controller, conditions)?;
+        let before: Option<i64> = tx
+            .query_row(
+                "SELECT observed_generation FROM controller_status
+                 WHERE world_id = ?1 AND controller = ?2",
+                params![world.id, controller],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if before != Some(world.generation) {
+            changed = true;
+        }
+        tx.execute(
+            "INSERT INTO controller_status (world_id, controller, observed_generation, attempts, reconciled_at)
+             SELECT ?1, ?2, ?3, 0, ?4 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+             ON CONFLICT (world_id, controller) DO UPDATE SET
+                observed_generation = excluded.observed_generation, attempts = 0,
+                reconciled_at = excluded.reconciled_at",
+            params![world.id, controller, world.generation, now_ms()],
+        )?;
+        Ok(changed)
+    })
+}
+
+/// Upsert conditions; `last_transition` moves only when the status changes. Returns true
+/// when any condition's status, reason, message or stalled flag changed.
+fn write_conditions(
+    tx: &rusqlite::Transaction<'_>,
+    world: &World,
+    controller: &str,
+    conditions: &[Condition],
+) -> Result<bool, StoreError> {
+    let mut changed = false;
+    let now = now_ms();
+    for c in conditions {
+        let before: Option<(String, String, String, i64)> = tx
+            .query_row(
+                "SELECT status, reason, message, stalled FROM conditions
+                 WHERE world_id = ?1 AND type = ?2",
+                params![world.id, c.type_],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?;
+        let status_changed = before.as_ref().map(|b| b.0.as_str()) != Some(c.status.as_str());
+        let same = before.as_ref().is_some_and(|b| {
+            b.0 == c.status.as_str()
+                && b.1 == c.reason
+                && b.2 == c.message
+                && (b.3 != 0) == c.stalled
+        });
+        if !same {
+            changed = true;
+        }
+        tx.execute(
+            "INSERT INTO conditions (world_id, type, controller, status, reason, message, stalled, generation, last_transition)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+             ON CONFLICT (world_id, type) DO UPDATE SET
+                controller = excluded.controller, status = excluded.status, reason = excluded.reason,
+                message = excluded.message, stalled = excluded.stalled, generation = excluded.generation,
+                last_transition = CASE WHEN ?10 THEN excluded.last_transition ELSE conditions.last_transition END",
+            params![
+                world.id,
+                c.type_,
+                controller,
+                c.status.as_str(),
+                c.reason,
+                c.message,
+                c.stalled as i64,
+                world.generation,
+                now,
+                status_changed
+            ],
+        )?;
+    }
+    Ok(changed)
+}
+
+fn report_error<C: Controller>(
+    store: &Store,
+    trigger: &Trigger,
+    controller: &C,
+    world: &World,
+    err: &C::Error,
+    attempts: u32,
+) {
+    let mut message = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = s.source();
+    }
+    tracing::warn!(controller = controller.name(), world = %world.name, attempts, error = %message, "reconcile failed");
+    let cond = Condition {
+        type_: controller.condition_type(),
+        status: CondStatus::False,
+        reason: err.reason().to_owned(),
+        message: message.clone(),
+        stalled: err.stalled(),
+    };
+    let result = store.write(|tx| {
+        let changed = write_conditions(tx, world, controller.name(), std::slice::from_ref(&cond))?;
+        if changed {
+            store::add_event(tx, world.id, "error", &format!("{}: {message}", controller.name()))?;
+        }
+        tx.execute(
+            "INSERT INTO controller_status (world_id, controller, observed_generation, attempts, reconciled_at)
+             SELECT ?1, ?2, 0, ?3, ?4 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+             ON CONFLICT (world_id, controller) DO UPDATE SET attempts = excluded.attempts,
+                reconciled_at = excluded.reconciled_at",
+            params![world.id, controller.name(), attempts, now_ms()],
+        )?;
+        Ok(changed)
+    });
+    if let Ok(true) = result {
+        trigger.others(world.id, controller.name());
+    }
+}
+
+/// The runtime: owns the schedulers of every registered controller.
+pub struct Runtime {
+    store: Store,
+    trigger: Trigger,
+    config: RuntimeConfig,
+    tasks: Vec<scheduler::Pending>,
+}
+
+impl Runtime {
+    /// A runtime over `store`.
+    pub fn new(store: Store, config: RuntimeConfig) -> Runtime {
+        Runtime {
+            store,
+            trigger: Trigger::default(),
+            config,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// The handle that wakes controllers.
+    pub fn trigger(&self) -> Trigger {
+        self.trigger.clone()
+    }
+
+    /// Register a controller.
+    pub fn add<C: Controller>(&mut self, controller: Arc<C>) {
+        let rx = self.trigger.subscribe();
+        self.tasks.push(scheduler::Pending::new(
+            controller,
+            self.store.clone(),
+            self.trigger.clone(),
+            self.config.clone(),
+            rx,
+        ));
+    }
+
+    /// Run every controller until `shutdown` resolves; running reconciles are allowed to
+    /// finish (up to the configured grace).
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut handles = Vec::new();
+        for task in self.tasks {
+            handles.push(tokio::spawn(task.run(stop_rx.clone())));
+        }
+        self.trigger.all();
+        shutdown.await;
+        let _ = stop_tx.send(true);
+        for h in handles {
+            let _ = h.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

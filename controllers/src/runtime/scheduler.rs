@@ -1,0 +1,165 @@
+//! The per-controller scheduler: a due time per key, at most one reconcile per key.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::{reconcile_one, Controller, KeyBackoff, Msg, Outcome, Trigger};
+use crate::store::{self, Store, WorldId};
+
+/// Tuning of the runtime.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Every world is reconciled at least this often.
+    pub resync: Duration,
+    /// How long running reconciles may take to finish at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            resync: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A controller's scheduler, ready to run.
+pub(crate) struct Pending {
+    start: Box<dyn FnOnce(watch::Receiver<bool>) -> BoxFuture + Send>,
+}
+
+impl Pending {
+    pub(crate) fn new<C: Controller>(
+        controller: Arc<C>,
+        store: Store,
+        trigger: Trigger,
+        config: RuntimeConfig,
+        rx: mpsc::UnboundedReceiver<Msg>,
+    ) -> Pending {
+        Pending {
+            start: Box::new(move |stop| {
+                Box::pin(run_controller(controller, store, trigger, config, rx, stop))
+            }),
+        }
+    }
+
+    pub(crate) fn run(self, stop: watch::Receiver<bool>) -> BoxFuture {
+        (self.start)(stop)
+    }
+}
+
+fn schedule(due: &mut HashMap<WorldId, Instant>, id: WorldId, at: Instant) {
+    due.entry(id)
+        .and_modify(|t| {
+            if at < *t {
+                *t = at
+            }
+        })
+        .or_insert(at);
+}
+
+fn schedule_all(due: &mut HashMap<WorldId, Instant>, store: &Store, at: Instant) {
+    match store.read(store::world_ids) {
+        Ok(ids) => {
+            for id in ids {
+                schedule(due, id, at);
+            }
+        }
+        Err(err) => tracing::warn!(%err, "cannot list worlds for a resync"),
+    }
+}
+
+async fn run_controller<C: Controller>(
+    controller: Arc<C>,
+    store: Store,
+    trigger: Trigger,
+    config: RuntimeConfig,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    mut stop: watch::Receiver<bool>,
+) {
+    controller.startup().await;
+    let mut due: HashMap<WorldId, Instant> = HashMap::new();
+    let mut running: HashSet<WorldId> = HashSet::new();
+    let mut backoffs: HashMap<WorldId, KeyBackoff> = HashMap::new();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(WorldId, KeyBackoff, Outcome)>();
+    let mut resync = tokio::time::interval_at(Instant::now() + config.resync, config.resync);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    loop {
+        let now = Instant::now();
+        let ready: Vec<WorldId> = due
+            .iter()
+            .filter(|(id, at)| **at <= now && !running.contains(*id))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ready {
+            due.remove(&id);
+            running.insert(id);
+            let mut backoff = backoffs.remove(&id).unwrap_or_default();
+            let (controller, store, trigger, done_tx) = (
+                controller.clone(),
+                store.clone(),
+                trigger.clone(),
+                done_tx.clone(),
+            );
+            tokio::spawn(async move {
+                let outcome = reconcile_one(&*controller, &store, &trigger, &mut backoff, id).await;
+                let _ = done_tx.send((id, backoff, outcome));
+            });
+        }
+        let next_due = due
+            .iter()
+            .filter(|(id, _)| !running.contains(*id))
+            .map(|(_, at)| *at)
+            .min();
+        tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            Some((id, backoff, outcome)) = done_rx.recv() => {
+                running.remove(&id);
+                if outcome.forget {
+                    due.remove(&id);
+                } else {
+                    backoffs.insert(id, backoff);
+                    if let Some(after) = outcome.next {
+                        schedule(&mut due, id, Instant::now() + after);
+                    }
+                }
+            }
+            Some(msg) = rx.recv() => match msg {
+                Msg::World(id, origin) if origin != Some(controller.name()) => {
+                    schedule(&mut due, id, Instant::now())
+                }
+                Msg::World(..) => {}
+                Msg::All => schedule_all(&mut due, &store, Instant::now()),
+            },
+            _ = resync.tick() => schedule_all(&mut due, &store, Instant::now()),
+            _ = sleep_until(next_due) => {}
+        }
+    }
+
+    // Let running reconciles finish, so a stop never cuts a reconcile in half on purpose.
+    let deadline = Instant::now() + config.shutdown_grace;
+    while !running.is_empty() {
+        tokio::select! {
+            Some((id, _, _)) = done_rx.recv() => { running.remove(&id); }
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

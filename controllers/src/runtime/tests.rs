@@ -1,0 +1,258 @@
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex as StdMutex;
+
+use super::*;
+use crate::store::tests::new_world;
+
+#[derive(Debug, thiserror::Error)]
+#[error("fake failure {0}")]
+struct FakeError(u32);
+
+impl ReconcileError for FakeError {
+    fn reason(&self) -> &'static str {
+        "FakeFailure"
+    }
+    fn stalled(&self) -> bool {
+        self.0 == 99
+    }
+}
+
+#[derive(Default)]
+struct Fake {
+    in_flight: StdMutex<HashMap<WorldId, usize>>,
+    max_in_flight: AtomicUsize,
+    applies: AtomicUsize,
+    cleanups: AtomicUsize,
+    fail_first: AtomicUsize,
+    stall: bool,
+    times: StdMutex<Vec<tokio::time::Instant>>,
+    work: Duration,
+    cleanup_pending: AtomicUsize,
+}
+
+impl Controller for Fake {
+    type Error = FakeError;
+
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+
+    fn condition_type(&self) -> &'static str {
+        "FakeReady"
+    }
+
+    async fn apply(&self, world: &World) -> Result<Applied, FakeError> {
+        {
+            let mut m = self.in_flight.lock().unwrap();
+            let n = m.entry(world.id).or_default();
+            *n += 1;
+            self.max_in_flight.fetch_max(*n, Ordering::SeqCst);
+        }
+        self.times.lock().unwrap().push(tokio::time::Instant::now());
+        tokio::time::sleep(self.work).await;
+        *self.in_flight.lock().unwrap().get_mut(&world.id).unwrap() -= 1;
+        let n = self.applies.fetch_add(1, Ordering::SeqCst);
+        if n < self.fail_first.load(Ordering::SeqCst) {
+            return Err(FakeError(if self.stall { 99 } else { n as u32 }));
+        }
+        Ok(Applied {
+            action: Action::AwaitChange,
+            conditions: vec![Condition::ok("FakeReady", "Fine", "all good")],
+        })
+    }
+
+    async fn cleanup(&self, _world: &World) -> Result<Cleanup, FakeError> {
+        self.cleanups.fetch_add(1, Ordering::SeqCst);
+        if self.cleanup_pending.load(Ordering::SeqCst) > 0 {
+            self.cleanup_pending.fetch_sub(1, Ordering::SeqCst);
+            return Ok(Cleanup::Pending(Action::Requeue(Duration::from_millis(10))));
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    store: Store,
+    trigger: Trigger,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn start(fake: Arc<Fake>, resync: Duration) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    start_with(dir, store, fake, resync)
+}
+
+fn start_with(dir: tempfile::TempDir, store: Store, fake: Arc<Fake>, resync: Duration) -> Harness {
+    let mut rt = Runtime::new(
+        store.clone(),
+        RuntimeConfig {
+            resync,
+            shutdown_grace: Duration::from_secs(2),
+        },
+    );
+    rt.add(fake);
+    let trigger = rt.trigger();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(rt.run(async {
+        let _ = rx.await;
+    }));
+    Harness {
+        _dir: dir,
+        store,
+        trigger,
+        stop,
+        task,
+    }
+}
+
+async fn wait_for(mut f: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("condition not reached in 5 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_is_never_reconciled_twice_at_once_and_nudges_are_merged() {
+    let fake = Arc::new(Fake {
+        work: Duration::from_millis(50),
+        ..Fake::default()
+    });
+    let h = start(fake.clone(), Duration::from_secs(3600));
+    let w = h.store.put_world(&new_world("p", "/r", "w")).unwrap().world;
+    for _ in 0..200 {
+        h.trigger.world(w.id);
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(fake.max_in_flight.load(Ordering::SeqCst), 1);
+    let applies = fake.applies.load(Ordering::SeqCst);
+    assert!(
+        (1..=4).contains(&applies),
+        "200 nudges gave {applies} reconciles"
+    );
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_back_off_per_key_and_success_resets_and_records_status() {
+    let fake = Arc::new(Fake::default());
+    fake.fail_first.store(4, Ordering::SeqCst);
+    // The world exists before the runtime starts: its first pass is the only nudge.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let w = store.put_world(&new_world("p", "/r", "w")).unwrap().world;
+    let h = start_with(dir, store, fake.clone(), Duration::from_secs(3600));
+    wait_for(|| fake.applies.load(Ordering::SeqCst) >= 2).await;
+    // While failing: a False condition with the error's reason, and an attempt count.
+    let conds = h.store.read(|c| store::conditions(c, w.id)).unwrap();
+    assert_eq!(conds[0].reason, "FakeFailure");
+    assert_eq!(conds[0].status, CondStatus::False);
+    wait_for(|| fake.applies.load(Ordering::SeqCst) >= 5).await;
+    wait_for(|| {
+        h.store
+            .read(|c| store::conditions(c, w.id))
+            .unwrap()
+            .first()
+            .is_some_and(|c| c.status == CondStatus::True)
+    })
+    .await;
+    let times = fake.times.lock().unwrap().clone();
+    let gaps: Vec<Duration> = times.windows(2).map(|p| p[1] - p[0]).collect();
+    // 200 ms, 400 ms, 800 ms, 1.6 s (±20% jitter): each gap longer than the one before.
+    for pair in gaps.windows(2) {
+        assert!(pair[1] > pair[0], "gaps do not grow: {gaps:?}");
+    }
+    assert!(gaps[0] >= Duration::from_millis(150), "{gaps:?}");
+    let gens = h
+        .store
+        .read(|c| store::observed_generations(c, w.id))
+        .unwrap();
+    assert_eq!(gens["fake"], w.generation);
+    let attempts: i64 = h
+        .store
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT attempts FROM controller_status WHERE world_id = ?1",
+                [w.id],
+                |r| r.get(0),
+            )?)
+        })
+        .unwrap();
+    assert_eq!(attempts, 0);
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_error_is_marked_for_people() {
+    let fake = Arc::new(Fake {
+        stall: true,
+        ..Fake::default()
+    });
+    fake.fail_first.store(1000, Ordering::SeqCst);
+    let h = start(fake.clone(), Duration::from_secs(3600));
+    let w = h.store.put_world(&new_world("p", "/r", "w")).unwrap().world;
+    h.trigger.world(w.id);
+    wait_for(|| {
+        h.store
+            .read(|c| store::conditions(c, w.id))
+            .unwrap()
+            .first()
+            .is_some_and(|c| c.stalled)
+    })
+    .await;
+    let evs = h
+        .store
+        .read(|c| store::events(c, "p", "w", 0, 100))
+        .unwrap();
+    assert!(evs
+        .iter()
+        .any(|e| e.kind == "error" && e.message.contains("fake failure")));
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_visits_worlds_without_any_nudge() {
+    let fake = Arc::new(Fake::default());
+    let h = start(fake.clone(), Duration::from_millis(50));
+    h.store.put_world(&new_world("p", "/r", "w")).unwrap();
+    wait_for(|| fake.applies.load(Ordering::SeqCst) >= 3).await;
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_world_goes_only_when_its_finalizers_are_done() {
+    let fake = Arc::new(Fake::default());
+    fake.cleanup_pending.store(3, Ordering::SeqCst);
+    let h = start(fake.clone(), Duration::from_secs(3600));
+    let w = h.store.put_world(&new_world("p", "/r", "w")).unwrap().world;
+    h.trigger.world(w.id);
+    wait_for(|| {
+        h.store
+            .read(|c| store::finalizers(c, w.id))
+            .unwrap()
+            .contains(&"fake".to_string())
+    })
+    .await;
+    h.store.mark_deleted(w.id, false).unwrap();
+    h.trigger.world(w.id);
+    wait_for(|| h.store.read(|c| store::world(c, w.id)).unwrap().is_none()).await;
+    assert_eq!(fake.cleanups.load(Ordering::SeqCst), 4);
+    let evs = h
+        .store
+        .read(|c| store::events(c, "p", "w", 0, 100))
+        .unwrap();
+    assert_eq!(evs.last().unwrap().kind, "removed");
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}

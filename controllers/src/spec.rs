@@ -1,0 +1,465 @@
+//! The validated world spec: a `binky.toml` after parsing, in the form the store keeps.
+//!
+//! `binky` parses and validates the file (with file, line and key path in every error) and
+//! builds these types; the controllers only ever see a spec that passed validation. The
+//! spec is stored as JSON in the world's desired record, one generation per change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Default range ports are allocated from when `[project] port_range` is not set
+/// (the same as binky 0.1.2).
+pub const DEFAULT_PORT_RANGE: (u16, u16) = (4000, 4999);
+
+/// How long a service may take to pass its health check, unless `health.timeout` says.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A whole `binky.toml`, validated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spec {
+    /// `[project]`
+    pub project: Project,
+    /// `[services.NAME]`, by name.
+    pub services: BTreeMap<String, Service>,
+    /// `[groups]`, with `"*"` expanded to every service.
+    pub groups: BTreeMap<String, Vec<String>>,
+    /// `[agents]`
+    #[serde(default)]
+    pub agents: Agents,
+    /// `[hooks]`
+    #[serde(default)]
+    pub hooks: Hooks,
+}
+
+/// `[project]`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Project {
+    /// The project's name: part of every hostname and slice name.
+    pub name: String,
+    /// Base domain for URLs; `None` means `<name>.localhost`.
+    pub domain: Option<String>,
+    /// Where this project's ports come from, inclusive.
+    pub port_range: Option<(u16, u16)>,
+    /// Also serve the project's URLs over HTTPS.
+    pub https: bool,
+}
+
+impl Project {
+    /// The base domain: `domain`, else `<name>.localhost`.
+    pub fn domain(&self) -> String {
+        self.domain
+            .clone()
+            .unwrap_or_else(|| format!("{}.localhost", self.name))
+    }
+
+    /// The inclusive port range this project allocates from.
+    pub fn port_range(&self) -> (u16, u16) {
+        self.port_range.unwrap_or(DEFAULT_PORT_RANGE)
+    }
+}
+
+/// One `[services.NAME]` table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Service {
+    /// Services that must be ready before this one starts.
+    pub depends_on: Vec<String>,
+    /// One instance for all worlds (not supported yet: refused at `up`).
+    pub shared: bool,
+    /// A process (has `cmd`) or a resource (has `adapter`).
+    pub kind: ServiceKind,
+}
+
+/// A service is either a process or a resource, never both.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServiceKind {
+    /// A supervised process.
+    Process(Process),
+    /// A slice of a shared server, served by an adapter.
+    Resource(Resource),
+}
+
+impl Service {
+    /// The process part, if this service is a process.
+    pub fn process(&self) -> Option<&Process> {
+        match &self.kind {
+            ServiceKind::Process(p) => Some(p),
+            ServiceKind::Resource(_) => None,
+        }
+    }
+
+    /// The resource part, if this service is an adapter service.
+    pub fn resource(&self) -> Option<&Resource> {
+        match &self.kind {
+            ServiceKind::Resource(r) => Some(r),
+            ServiceKind::Process(_) => None,
+        }
+    }
+
+    /// The port labels this service asks for, in order: its `ports`, else one primary
+    /// port (label `""`) when it has a `url`, else none.
+    pub fn port_labels(&self) -> Vec<String> {
+        match &self.kind {
+            ServiceKind::Process(p) => p.port_labels(),
+            ServiceKind::Resource(_) => Vec::new(),
+        }
+    }
+}
+
+/// Restart policy of a process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    /// Restart when it exits non-zero or is killed by a signal.
+    #[default]
+    OnFailure,
+    /// Restart whenever it exits.
+    Always,
+    /// Never restart.
+    Never,
+}
+
+impl Restart {
+    /// The spelling used in `binky.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Restart::OnFailure => "on-failure",
+            Restart::Always => "always",
+            Restart::Never => "never",
+        }
+    }
+}
+
+/// `limits = { cpu = "…", memory = "…" }` (accepted; not enforced yet).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// CPU limit, as written.
+    pub cpu: Option<String>,
+    /// Memory limit, as written.
+    pub memory: Option<String>,
+}
+
+/// The process part of a service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    /// The command, run through `sh -c`.
+    pub cmd: String,
+    /// Runs once per world before the service's first start.
+    pub setup: Option<String>,
+    /// Working directory relative to the directory holding `binky.toml`.
+    pub workdir: String,
+    /// Restart policy (defaults applied).
+    pub restart: Restart,
+    /// Resource limits (defaults applied; not enforced yet).
+    pub limits: Option<Limits>,
+    /// The URL this service is served under, if any.
+    pub url: Option<UrlSpec>,
+    /// Named ports, in the order written.
+    pub ports: Option<Vec<String>>,
+    /// Readiness check.
+    pub health: Option<Health>,
+    /// Globs that restart the service when matching files change (not supported yet).
+    pub watch: Vec<String>,
+    /// Extra environment, tokens unresolved.
+    pub env: BTreeMap<String, String>,
+    /// Dotenv files, relative to the directory holding `binky.toml`.
+    pub env_file: Vec<String>,
+    /// Number of instances (only 1 supported yet).
+    pub replicas: u32,
+}
+
+impl Process {
+    /// See [`Service::port_labels`].
+    pub fn port_labels(&self) -> Vec<String> {
+        if let Some(ports) = &self.ports {
+            return ports.clone();
+        }
+        if self.url.is_some() {
+            return vec![String::new()];
+        }
+        Vec::new()
+    }
+}
+
+/// `url = true | "label" | { port_label = "subdomain" }`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UrlSpec {
+    /// `url = true`: the subdomain is the service's name, on its primary port.
+    Service,
+    /// `url = "web"`: that subdomain, on the primary port.
+    Subdomain(String),
+    /// `url = { http = "web" }`: subdomain `web` on the port labelled `http`.
+    Port {
+        /// The port label.
+        label: String,
+        /// The subdomain.
+        subdomain: String,
+    },
+}
+
+impl UrlSpec {
+    /// The subdomain (first DNS label) this URL is served under.
+    pub fn subdomain<'a>(&'a self, service: &'a str) -> &'a str {
+        match self {
+            UrlSpec::Service => service,
+            UrlSpec::Subdomain(s) => s,
+            UrlSpec::Port { subdomain, .. } => subdomain,
+        }
+    }
+
+    /// The port label the URL points at (`""` = primary).
+    pub fn port_label(&self) -> &str {
+        match self {
+            UrlSpec::Port { label, .. } => label,
+            _ => "",
+        }
+    }
+}
+
+/// A readiness check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// What to probe.
+    pub probe: Probe,
+    /// How long the service may take to pass, in milliseconds.
+    pub timeout_ms: Option<u64>,
+}
+
+impl Health {
+    /// The time allowed to become healthy.
+    pub fn timeout(&self) -> Duration {
+        self.timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_HEALTH_TIMEOUT)
+    }
+}
+
+/// One of the three probe kinds; values are token templates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Probe {
+    /// GET this URL (or path on the primary port); ready on a status below 500.
+    Http(String),
+    /// Connect to this port (or `host:port`).
+    Tcp(String),
+    /// Run this shell command; ready when it exits 0.
+    Cmd(String),
+}
+
+/// `sync` mode of a shared resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncMode {
+    /// No syncing (the default).
+    #[default]
+    Off,
+    /// Notify.
+    Notify,
+    /// Change data capture.
+    Cdc,
+    /// Reactive.
+    Reactive,
+}
+
+/// The resource part of a service (an adapter slice).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resource {
+    /// Adapter name (built-in, or `binky-adapter-<name>` on PATH).
+    pub adapter: String,
+    /// The shared server's admin address (a token template).
+    pub admin_url: Option<String>,
+    /// Runs once per slice after provisioning.
+    pub migrate: Option<String>,
+    /// Runs once per slice after `migrate`.
+    pub seed: Option<String>,
+    /// Name of the golden template to clone from.
+    pub clone_from: Option<String>,
+    /// Sync mode (needs `shared = true`).
+    pub sync: SyncMode,
+    /// Buckets to create (object stores).
+    pub buckets: Vec<String>,
+    /// Free-form adapter options, handed over as they are.
+    pub options: BTreeMap<String, String>,
+}
+
+/// `[agents]`
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agents {
+    /// The agent harness name.
+    pub harness: Option<String>,
+    /// Services `binky env` hands out (empty: all).
+    pub expose: Vec<String>,
+    /// Commands `binky verify` runs.
+    pub verify: Vec<String>,
+}
+
+/// `[hooks]`
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hooks {
+    /// Runs in the worktree once the world is up.
+    pub post_up: Option<String>,
+    /// Runs in the worktree before the world's processes stop.
+    pub pre_down: Option<String>,
+}
+
+/// A dependency cycle, named in order (`a -> b -> a`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("dependency cycle: {}", .0.join(" -> "))]
+pub struct Cycle(pub Vec<String>);
+
+impl Spec {
+    /// The services of a world that runs `group` (`None`: every service): the group's
+    /// members and everything they depend on, transitively.
+    pub fn selected(&self, group: Option<&str>) -> BTreeSet<String> {
+        let roots: Vec<String> = match group.and_then(|g| self.groups.get(g)) {
+            Some(members) => members.clone(),
+            None => self.services.keys().cloned().collect(),
+        };
+        let mut out = BTreeSet::new();
+        let mut stack = roots;
+        while let Some(name) = stack.pop() {
+            if !out.insert(name.clone()) {
+                continue;
+            }
+            if let Some(svc) = self.services.get(&name) {
+                stack.extend(svc.depends_on.iter().cloned());
+            }
+        }
+        out.retain(|n| self.services.contains_key(n));
+        out
+    }
+
+    /// Services in dependency order (dependencies first), or the cycle that prevents it.
+    pub fn start_order(&self) -> Result<Vec<String>, Cycle> {
+        use petgraph::graphmap::DiGraphMap;
+        let mut graph: DiGraphMap<&str, ()> = DiGraphMap::new();
+        for (name, svc) in &self.services {
+            graph.add_node(name.as_str());
+            for dep in &svc.depends_on {
+                if self.services.contains_key(dep) {
+                    graph.add_edge(dep.as_str(), name.as_str(), ());
+                }
+            }
+        }
+        match petgraph::algo::toposort(&graph, None) {
+            Ok(order) => Ok(order.into_iter().map(str::to_owned).collect()),
+            Err(cycle) => Err(Cycle(self.cycle_through(cycle.node_id()))),
+        }
+    }
+
+    /// A readable cycle that passes through `start` (`start -> … -> start`).
+    fn cycle_through(&self, start: &str) -> Vec<String> {
+        // Depth-first search over depends_on edges until we come back to `start`.
+        fn dfs(
+            spec: &Spec,
+            node: &str,
+            start: &str,
+            path: &mut Vec<String>,
+            seen: &mut BTreeSet<String>,
+        ) -> bool {
+            let Some(svc) = spec.services.get(node) else {
+                return false;
+            };
+            for dep in &svc.depends_on {
+                if dep == start {
+                    path.push(dep.clone());
+                    return true;
+                }
+                if seen.insert(dep.clone()) {
+                    path.push(dep.clone());
+                    if dfs(spec, dep, start, path, seen) {
+                        return true;
+                    }
+                    path.pop();
+                }
+            }
+            false
+        }
+        let mut path = vec![start.to_owned()];
+        let mut seen = BTreeSet::new();
+        if dfs(self, start, start, &mut path, &mut seen) {
+            path
+        } else {
+            vec![start.to_owned(), start.to_owned()]
+        }
+    }
+
+    /// The primary port label of a service: `""` if it has one, else its first label.
+    pub fn primary_label(&self, service: &str) -> Option<String> {
+        let labels = self.services.get(service)?.port_labels();
+        if labels.iter().any(|l| l.is_empty()) {
+            return Some(String::new());
+        }
+        labels.into_iter().next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(cmd: &str, deps: &[&str]) -> Service {
+        Service {
+            depends_on: deps.iter().map(|s| s.to_string()).collect(),
+            shared: false,
+            kind: ServiceKind::Process(Process {
+                cmd: cmd.into(),
+                setup: None,
+                workdir: ".".into(),
+                restart: Restart::OnFailure,
+                limits: None,
+                url: None,
+                ports: None,
+                health: None,
+                watch: vec![],
+                env: BTreeMap::new(),
+                env_file: vec![],
+                replicas: 1,
+            }),
+        }
+    }
+
+    fn spec(services: &[(&str, &[&str])]) -> Spec {
+        Spec {
+            project: Project {
+                name: "p".into(),
+                domain: None,
+                port_range: None,
+                https: false,
+            },
+            services: services
+                .iter()
+                .map(|(n, d)| (n.to_string(), process("true", d)))
+                .collect(),
+            groups: BTreeMap::new(),
+            agents: Agents::default(),
+            hooks: Hooks::default(),
+        }
+    }
+
+    #[test]
+    fn start_order_puts_dependencies_first() {
+        let s = spec(&[("web", &["api"]), ("api", &["db"]), ("db", &[])]);
+        assert_eq!(s.start_order().unwrap(), vec!["db", "api", "web"]);
+    }
+
+    #[test]
+    fn a_cycle_is_named_from_end_to_end() {
+        let s = spec(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"]), ("d", &[])]);
+        let cycle = s.start_order().unwrap_err();
+        assert_eq!(cycle.0.first(), cycle.0.last());
+        assert_eq!(cycle.0.len(), 4, "{cycle}");
+    }
+
+    #[test]
+    fn a_group_selects_its_members_and_their_dependencies() {
+        let mut s = spec(&[("web", &["api"]), ("api", &[]), ("worker", &[])]);
+        s.groups.insert("front".into(), vec!["web".into()]);
+        let sel: Vec<_> = s.selected(Some("front")).into_iter().collect();
+        assert_eq!(sel, vec!["api", "web"]);
+        assert_eq!(s.selected(None).len(), 3);
+    }
+}

@@ -1,0 +1,249 @@
+//! Desired-state writes: the only writes commands make.
+//!
+//! Every write bumps the world's `generation`, so a command can wait until each controller
+//! has observed (reconciled) at least the generation it wrote.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{add_event, now_ms, read, DesiredState, Store, StoreError, World, WorldId};
+use crate::spec::Spec;
+
+/// What `binky up` asks for.
+#[derive(Clone, Debug)]
+pub struct NewWorld {
+    /// Project name (from the spec).
+    pub project: String,
+    /// The project's main checkout.
+    pub repo_root: PathBuf,
+    /// World name.
+    pub name: String,
+    /// Branch (the world name).
+    pub branch: String,
+    /// Commit to branch from when the branch does not exist.
+    pub from_ref: Option<String>,
+    /// Where the worktree goes.
+    pub worktree_path: PathBuf,
+    /// Directory of `binky.toml` relative to the worktree root.
+    pub config_rel: String,
+    /// The file the spec was read from.
+    pub config_path: PathBuf,
+    /// The validated spec.
+    pub spec: Spec,
+    /// The caller's environment.
+    pub env: BTreeMap<String, String>,
+    /// `--group`.
+    pub group: Option<String>,
+}
+
+/// The result of [`Store::put_world`].
+#[derive(Clone, Debug)]
+pub struct PutOutcome {
+    /// The world as written.
+    pub world: World,
+    /// It did not exist before.
+    pub created: bool,
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|source| StoreError::Decode {
+        what: "a value being written".into(),
+        source,
+    })
+}
+
+impl Store {
+    /// Create or update a world to run `spec` (what `binky up` writes).
+    pub fn put_world(&self, new: &NewWorld) -> Result<PutOutcome, StoreError> {
+        let spec = encode(&new.spec)?;
+        let env = encode(&new.env)?;
+        let now = now_ms();
+        let repo = new.repo_root.to_string_lossy().into_owned();
+        let id = self.write(|tx| {
+            let project: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT id, repo_root FROM projects WHERE name = ?1",
+                    [&new.project],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let project_id = match project {
+                Some((id, root)) if root == repo => id,
+                Some((id, root)) => {
+                    // A project whose worlds are all gone can move to a new checkout.
+                    let worlds: i64 = tx.query_row(
+                        "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
+                        [id],
+                        |r| r.get(0),
+                    )?;
+                    if worlds > 0 {
+                        return Err(StoreError::ProjectNameTaken {
+                            name: new.project.clone(),
+                            existing: root,
+                            requested: repo.clone(),
+                        });
+                    }
+                    tx.execute(
+                        "UPDATE projects SET repo_root = ?1 WHERE id = ?2",
+                        params![repo, id],
+                    )?;
+                    id
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO projects (name, repo_root, created_at) VALUES (?1, ?2, ?3)",
+                        params![new.project, repo, now],
+                    )?;
+                    tx.last_insert_rowid()
+                }
+            };
+            let existing: Option<(i64, Option<i64>)> = tx
+                .query_row(
+                    "SELECT id, deleted_at FROM worlds WHERE project_id = ?1 AND name = ?2",
+                    params![project_id, new.name],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            match existing {
+                Some((_, Some(_))) => Err(StoreError::BeingRemoved(new.name.clone())),
+                Some((id, None)) => {
+                    tx.execute(
+                        "UPDATE worlds SET spec = ?1, env = ?2, service_group = ?3,
+                            config_path = ?4, config_rel = ?5, desired_state = 'running',
+                            generation = generation + 1, updated_at = ?6, last_used_at = ?6
+                         WHERE id = ?7",
+                        params![
+                            spec,
+                            env,
+                            new.group,
+                            new.config_path.to_string_lossy(),
+                            new.config_rel,
+                            now,
+                            id
+                        ],
+                    )?;
+                    add_event(tx, id, "up", "up requested")?;
+                    Ok((id, false))
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
+                            config_rel, config_path, spec, env, service_group, desired_state,
+                            generation, created_at, updated_at, last_used_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', 1, ?11, ?11, ?11)",
+                        params![
+                            project_id,
+                            new.name,
+                            new.branch,
+                            new.from_ref,
+                            new.worktree_path.to_string_lossy(),
+                            new.config_rel,
+                            new.config_path.to_string_lossy(),
+                            spec,
+                            env,
+                            new.group,
+                            now
+                        ],
+                    )?;
+                    let id = tx.last_insert_rowid();
+                    add_event(tx, id, "created", "world created")?;
+                    Ok((id, true))
+                }
+            }
+        })?;
+        let world = self
+            .read(|c| read::world(c, id.0))?
+            .ok_or_else(|| StoreError::NotFound(format!("world {} vanished", new.name)))?;
+        Ok(PutOutcome {
+            world,
+            created: id.1,
+        })
+    }
+
+    /// Set a world running or stopped (`binky down`); returns the new generation.
+    pub fn set_desired_state(
+        &self,
+        world: WorldId,
+        state: DesiredState,
+    ) -> Result<i64, StoreError> {
+        self.write(|tx| {
+            refuse_deleted(tx, world)?;
+            tx.execute(
+                "UPDATE worlds SET desired_state = ?1, generation = generation + 1, updated_at = ?2
+                 WHERE id = ?3",
+                params![state.as_str(), now_ms(), world],
+            )?;
+            let kind = match state {
+                DesiredState::Running => "up",
+                DesiredState::Stopped => "down",
+            };
+            add_event(tx, world, kind, &format!("{kind} requested"))?;
+            generation(tx, world)
+        })
+    }
+
+    /// Restart a world's processes in place (`binky reload`); returns the new generation.
+    pub fn reload_world(&self, world: WorldId) -> Result<i64, StoreError> {
+        self.write(|tx| {
+            refuse_deleted(tx, world)?;
+            let now = now_ms();
+            tx.execute(
+                "UPDATE worlds SET desired_state = 'running', restart_nonce = restart_nonce + 1,
+                    generation = generation + 1, updated_at = ?1, last_used_at = ?1
+                 WHERE id = ?2",
+                params![now, world],
+            )?;
+            add_event(tx, world, "reload", "reload requested")?;
+            generation(tx, world)
+        })
+    }
+
+    /// Mark a world for deletion (`binky remove`); controllers then tear it down.
+    pub fn mark_deleted(&self, world: WorldId, force: bool) -> Result<i64, StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE worlds SET deleted_at = COALESCE(deleted_at, ?1),
+                    force_delete = MAX(force_delete, ?2), generation = generation + 1,
+                    updated_at = ?1
+                 WHERE id = ?3",
+                params![now_ms(), force as i64, world],
+            )?;
+            add_event(
+                tx,
+                world,
+                "remove",
+                if force {
+                    "remove requested (--force)"
+                } else {
+                    "remove requested"
+                },
+            )?;
+            generation(tx, world)
+        })
+    }
+}
+
+fn refuse_deleted(tx: &rusqlite::Transaction<'_>, world: WorldId) -> Result<(), StoreError> {
+    let row: Option<(String, Option<i64>)> = tx
+        .query_row(
+            "SELECT name, deleted_at FROM worlds WHERE id = ?1",
+            [world],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    match row {
+        None => Err(StoreError::NotFound(format!("no world with id {world}"))),
+        Some((name, Some(_))) => Err(StoreError::BeingRemoved(name)),
+        Some(_) => Ok(()),
+    }
+}
+
+fn generation(tx: &rusqlite::Transaction<'_>, world: WorldId) -> Result<i64, StoreError> {
+    Ok(tx.query_row(
+        "SELECT generation FROM worlds WHERE id = ?1",
+        [world],
+        |r| r.get(0),
+    )?)
+}

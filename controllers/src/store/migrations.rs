@@ -1,0 +1,152 @@
+//! Versioned schema migrations, applied in place in one transaction each.
+//!
+//! Never edit a released migration: add a new one at the end.
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: the foundation.
+    r#"
+    CREATE TABLE projects (
+        id          INTEGER PRIMARY KEY,
+        name        TEXT NOT NULL UNIQUE,
+        repo_root   TEXT NOT NULL,
+        created_at  INTEGER NOT NULL
+    );
+    CREATE TABLE worlds (
+        id            INTEGER PRIMARY KEY,
+        project_id    INTEGER NOT NULL REFERENCES projects(id),
+        name          TEXT NOT NULL,
+        branch        TEXT NOT NULL,
+        from_ref      TEXT,
+        worktree_path TEXT NOT NULL,
+        config_rel    TEXT NOT NULL,
+        config_path   TEXT NOT NULL,
+        spec          TEXT NOT NULL,
+        env           TEXT NOT NULL,
+        service_group TEXT,
+        desired_state TEXT NOT NULL CHECK (desired_state IN ('running', 'stopped')),
+        generation    INTEGER NOT NULL,
+        restart_nonce INTEGER NOT NULL DEFAULT 0,
+        deleted_at    INTEGER,
+        force_delete  INTEGER NOT NULL DEFAULT 0,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        last_used_at  INTEGER NOT NULL,
+        UNIQUE (project_id, name)
+    );
+    CREATE TABLE finalizers (
+        world_id    INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        controller  TEXT NOT NULL,
+        PRIMARY KEY (world_id, controller)
+    );
+    CREATE TABLE controller_status (
+        world_id            INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        controller          TEXT NOT NULL,
+        observed_generation INTEGER NOT NULL DEFAULT 0,
+        attempts            INTEGER NOT NULL DEFAULT 0,
+        reconciled_at       INTEGER NOT NULL,
+        PRIMARY KEY (world_id, controller)
+    );
+    CREATE TABLE conditions (
+        world_id        INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        type            TEXT NOT NULL,
+        controller      TEXT NOT NULL,
+        status          TEXT NOT NULL CHECK (status IN ('True', 'False', 'Unknown')),
+        reason          TEXT NOT NULL,
+        message         TEXT NOT NULL,
+        stalled         INTEGER NOT NULL DEFAULT 0,
+        generation      INTEGER NOT NULL,
+        last_transition INTEGER NOT NULL,
+        PRIMARY KEY (world_id, type)
+    );
+    CREATE TABLE worktrees (
+        world_id       INTEGER PRIMARY KEY REFERENCES worlds(id) ON DELETE CASCADE,
+        path           TEXT NOT NULL,
+        branch         TEXT NOT NULL,
+        head           TEXT,
+        dirty          INTEGER NOT NULL DEFAULT 0,
+        adopted        INTEGER NOT NULL DEFAULT 0,
+        created_branch INTEGER NOT NULL DEFAULT 0,
+        base_commit    TEXT,
+        state          TEXT NOT NULL,
+        seen_generation INTEGER NOT NULL DEFAULT 0,
+        updated_at     INTEGER NOT NULL
+    );
+    CREATE TABLE ports (
+        port        INTEGER PRIMARY KEY,
+        world_id    INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        service     TEXT NOT NULL,
+        label       TEXT NOT NULL,
+        assigned_at INTEGER NOT NULL,
+        UNIQUE (world_id, service, label)
+    );
+    CREATE TABLE processes (
+        world_id      INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        service       TEXT NOT NULL,
+        state         TEXT NOT NULL,
+        pid           INTEGER,
+        start_time    INTEGER,
+        spawn_token   TEXT,
+        healthy       INTEGER NOT NULL DEFAULT 0,
+        restarts      INTEGER NOT NULL DEFAULT 0,
+        failures      INTEGER NOT NULL DEFAULT 0,
+        last_exit     TEXT,
+        last_exit_at  INTEGER,
+        started_at    INTEGER,
+        ready_at      INTEGER,
+        next_start_at INTEGER,
+        spec_hash     TEXT,
+        setup_hash    TEXT,
+        up_generation INTEGER NOT NULL DEFAULT 0,
+        failed_generation INTEGER,
+        message       TEXT NOT NULL DEFAULT '',
+        updated_at    INTEGER NOT NULL,
+        PRIMARY KEY (world_id, service)
+    );
+    CREATE TABLE world_runs (
+        world_id        INTEGER PRIMARY KEY REFERENCES worlds(id) ON DELETE CASCADE,
+        restart_nonce   INTEGER NOT NULL DEFAULT 0,
+        post_up_key     TEXT,
+        updated_at      INTEGER NOT NULL
+    );
+    CREATE TABLE events (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        at        INTEGER NOT NULL,
+        world_id  INTEGER,
+        project   TEXT NOT NULL,
+        world     TEXT NOT NULL,
+        kind      TEXT NOT NULL,
+        message   TEXT NOT NULL
+    );
+    CREATE INDEX events_by_world ON events (project, world, id);
+    "#,
+];
+
+/// The newest schema version this build knows.
+pub const LATEST: i64 = MIGRATIONS.len() as i64;
+
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current > LATEST {
+        return Err(StoreError::TooNew {
+            found: current,
+            known: LATEST,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let version = i as i64 + 1;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
+        // Another process may have migrated while we waited for the lock.
+        let now: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if now >= version {
+            continue;
+        }
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The desired-state store: one SQLite file (WAL) that commands write and controllers read.
+//!
+//! # Tables and their writers
+//! | table | kind | writer |
+//! | --- | --- | --- |
+//! | `projects`, `worlds` | desired | commands (`binky up/down/reload/remove`) |
+//! | `finalizers`, `controller_status`, `conditions` | bookkeeping | the reconcile runtime |
+//! | `worktrees` | observed | worktree controller |
+//! | `ports` | observed | port controller |
+//! | `processes`, `world_runs` | observed | process controller |
+//! | `events` | append-only log | anyone |
+//!
+//! # Guarantees
+//! - Every write is one transaction (`BEGIN IMMEDIATE`), so a crash never leaves half a
+//!   record. Schema changes are versioned migrations (`PRAGMA user_version`) applied in
+//!   place when the store opens.
+//! - The file and its directory are private to the user (0600/0700): the store holds the
+//!   environment `binky up` was run with.
+
+mod desired;
+mod migrations;
+mod read;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+pub use desired::{NewWorld, PutOutcome};
+pub use read::*;
+
+/// Row id of a world: the key every controller reconciles.
+pub type WorldId = i64;
+
+/// Errors from the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The SQLite file could not be opened or migrated.
+    #[error("cannot open the state store {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A query failed.
+    #[error("state store query failed: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// A stored JSON value did not parse (a newer binky wrote it?).
+    #[error("state store holds a record this binky cannot read ({what}): {source}")]
+    Decode {
+        /// Which record.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The store was written by a newer binky.
+    #[error("the state store is at schema version {found}, newer than this binky knows ({known}); upgrade binky")]
+    TooNew {
+        /// Version in the file.
+        found: i64,
+        /// Newest version this build knows.
+        known: i64,
+    },
+    /// A project name is already used by another repository.
+    #[error("project `{name}` is already registered from {existing}; rename [project].name in {requested}/binky.toml or remove the other project's worlds")]
+    ProjectNameTaken {
+        /// The name.
+        name: String,
+        /// The repository that has it.
+        existing: String,
+        /// The repository asking.
+        requested: String,
+    },
+    /// A world is being removed and cannot be changed.
+    #[error(
+        "world `{0}` is being removed; wait for `binky remove` to finish, then run this again"
+    )]
+    BeingRemoved(String),
+    /// No such world.
+    #[error("{0}")]
+    NotFound(String),
+}
+
+/// A handle on the store; cheap to clone, safe to share between tasks.
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// Open (creating if needed) the store at `path` and bring its schema up to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(open_err)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
+        let mut conn = conn;
+        migrations::migrate(&mut conn)?;
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.to_owned(),
+        })
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite half-written (transactions
+        // roll back on drop), so a poisoned mutex is safe to keep using.
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run read-only queries.
+    pub fn read<R>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let conn = self.lock();
+        f(&conn)
+    }
+
+    /// Run `f` in one immediate (write-locking) transaction, committed when `f` succeeds.
+    pub fn write<R>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Like [`Store::write`], for callers with their own error type.
+    pub fn write_with<R, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(StoreError::from)?;
+        let out = f(&tx)?;
+        tx.commit().map_err(StoreError::from)?;
+        Ok(out)
+    }
+
+    /// Append an event to the world's history.
+    pub fn event(&self, world: WorldId, kind: &str, message: &str) -> Result<(), StoreError> {
+        self.write(|tx| add_event(tx, world, kind, message))
+    }
+}
+
+/// Append an event inside a transaction (the world's project and name are copied so the
+/// history outlives the world).
+pub fn add_event(
+    conn: &Connection,
+    world: WorldId,
+    kind: &str,
+    message: &str,
+) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO events (at, world_id, project, world, kind, message)
+         SELECT ?1, w.id, p.name, w.name, ?2, ?3
+         FROM worlds w JOIN projects p ON p.id = w.project_id WHERE w.id = ?4",
+        rusqlite::params![now_ms(), kind, message, world],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,177 @@
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::*;
+use crate::spec::{Agents, Hooks, Project, Spec};
+
+pub(crate) fn spec(name: &str) -> Spec {
+    Spec {
+        project: Project {
+            name: name.into(),
+            domain: None,
+            port_range: None,
+            https: false,
+        },
+        services: BTreeMap::new(),
+        groups: BTreeMap::new(),
+        agents: Agents::default(),
+        hooks: Hooks::default(),
+    }
+}
+
+pub(crate) fn new_world(project: &str, repo: &str, name: &str) -> NewWorld {
+    NewWorld {
+        project: project.into(),
+        repo_root: PathBuf::from(repo),
+        name: name.into(),
+        branch: name.into(),
+        from_ref: None,
+        worktree_path: PathBuf::from(format!("{repo}.worktrees/{name}")),
+        config_rel: String::new(),
+        config_path: PathBuf::from(format!("{repo}/binky.toml")),
+        spec: spec(project),
+        env: BTreeMap::from([("PATH".to_string(), "/usr/bin".to_string())]),
+        group: None,
+    }
+}
+
+#[test]
+fn a_reopened_store_keeps_its_records_and_schema_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    {
+        let store = Store::open(&path).unwrap();
+        store.put_world(&new_world("acme", "/r", "w1")).unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let worlds = store.read(worlds).unwrap();
+    assert_eq!(worlds.len(), 1);
+    assert_eq!(worlds[0].name, "w1");
+    assert_eq!(worlds[0].env["PATH"], "/usr/bin");
+    let (version, mode): (i64, String) = store
+        .read(|c| {
+            Ok((
+                c.pragma_query_value(None, "user_version", |r| r.get(0))?,
+                c.pragma_query_value(None, "journal_mode", |r| r.get(0))?,
+            ))
+        })
+        .unwrap();
+    assert_eq!(version, migrations::LATEST);
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn a_store_from_a_newer_binky_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 999).unwrap();
+    }
+    let err = Store::open(&path).unwrap_err();
+    assert!(
+        matches!(err, StoreError::TooNew { found: 999, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_write_bumps_the_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let first = store.put_world(&new_world("acme", "/r", "w1")).unwrap();
+    assert!(first.created);
+    assert_eq!(first.world.generation, 1);
+    let again = store.put_world(&new_world("acme", "/r", "w1")).unwrap();
+    assert!(!again.created);
+    assert_eq!(again.world.generation, 2);
+    assert_eq!(
+        store
+            .set_desired_state(first.world.id, DesiredState::Stopped)
+            .unwrap(),
+        3
+    );
+    assert_eq!(store.reload_world(first.world.id).unwrap(), 4);
+    let w = store.read(|c| world(c, first.world.id)).unwrap().unwrap();
+    assert_eq!(w.restart_nonce, 1);
+    assert_eq!(w.desired, DesiredState::Running);
+}
+
+#[test]
+fn a_project_name_belongs_to_one_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    store.put_world(&new_world("acme", "/r1", "w1")).unwrap();
+    let err = store
+        .put_world(&new_world("acme", "/r2", "w1"))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::ProjectNameTaken { .. }), "{err}");
+    assert!(err.to_string().contains("rename [project].name"), "{err}");
+}
+
+#[test]
+fn a_world_being_removed_cannot_be_brought_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let w = store
+        .put_world(&new_world("acme", "/r", "w1"))
+        .unwrap()
+        .world;
+    store.mark_deleted(w.id, false).unwrap();
+    let err = store.put_world(&new_world("acme", "/r", "w1")).unwrap_err();
+    assert!(matches!(err, StoreError::BeingRemoved(_)), "{err}");
+    let err = store
+        .set_desired_state(w.id, DesiredState::Running)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::BeingRemoved(_)), "{err}");
+}
+
+#[test]
+fn a_port_can_be_assigned_only_once_machine_wide() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let a = store
+        .put_world(&new_world("acme", "/r", "a"))
+        .unwrap()
+        .world;
+    let b = store
+        .put_world(&new_world("acme", "/r", "b"))
+        .unwrap()
+        .world;
+    let insert = |w: WorldId| {
+        store.write(|tx| {
+            tx.execute(
+                "INSERT INTO ports (port, world_id, service, label, assigned_at) VALUES (4000, ?1, 'web', '', 0)",
+                [w],
+            )?;
+            Ok(())
+        })
+    };
+    insert(a.id).unwrap();
+    assert!(insert(b.id).is_err());
+    assert_eq!(store.read(all_ports).unwrap(), vec![4000]);
+}
+
+#[test]
+fn events_keep_their_order_and_outlive_the_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let w = store
+        .put_world(&new_world("acme", "/r", "w1"))
+        .unwrap()
+        .world;
+    store.event(w.id, "x", "one").unwrap();
+    store.event(w.id, "x", "two").unwrap();
+    store
+        .write(|tx| {
+            tx.execute("DELETE FROM worlds WHERE id = ?1", [w.id])?;
+            Ok(())
+        })
+        .unwrap();
+    let evs = store.read(|c| events(c, "acme", "w1", 0, 100)).unwrap();
+    let msgs: Vec<&str> = evs.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(msgs, vec!["world created", "one", "two"]);
+    let last2 = store.read(|c| events(c, "acme", "w1", 0, 2)).unwrap();
+    assert_eq!(last2.len(), 2);
+    assert_eq!(last2[1].message, "two");
+}

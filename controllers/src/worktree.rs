@@ -1,0 +1,448 @@
+//! The worktree controller: a git worktree for each world's branch.
+//!
+//! # Guarantees
+//! - A world's branch gets a worktree: an existing worktree of that branch is adopted
+//!   (and never deleted by binky); an existing branch is checked out; a missing branch is
+//!   created from the world's `from_ref`.
+//! - On deletion the worktree goes only after the world's processes have stopped, never
+//!   with uncommitted changes unless the world was removed with `--force`. A branch binky
+//!   created is deleted when it has no commits of its own and kept (with an event saying
+//!   so) when it has.
+//! - A worktree deleted from outside is reported (`WorktreeMissing`), not silently
+//!   recreated; the next `binky up` recreates it.
+//!
+//! # Caveats
+//! Git mutations of one repository are serialised: concurrent `git worktree add` calls
+//! race on the repository's lock files.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::params;
+
+use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::store::{self, now_ms, Store, StoreError, WorktreeRow, World};
+
+/// Finalizer and controller name.
+pub const NAME: &str = "worktree";
+/// The condition this controller reports.
+pub const CONDITION: &str = "WorktreeReady";
+
+/// One entry of `git worktree list`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorktreeInfo {
+    /// Its directory.
+    pub path: PathBuf,
+    /// The branch checked out (`None` when detached).
+    pub branch: Option<String>,
+}
+
+/// A failed git command.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// git ran and failed.
+    #[error("`git {args}` failed in {dir}: {stderr}")]
+    Failed {
+        /// The arguments.
+        args: String,
+        /// Where it ran.
+        dir: PathBuf,
+        /// What it said.
+        stderr: String,
+    },
+    /// git could not be run at all.
+    #[error("cannot run git (is it installed and on PATH?)")]
+    Spawn(#[source] std::io::Error),
+}
+
+/// The git operations the worktree controller needs.
+pub trait Git: Send + Sync + 'static {
+    /// `git worktree list`.
+    fn worktrees(
+        &self,
+        repo: &Path,
+    ) -> impl Future<Output = Result<Vec<WorktreeInfo>, GitError>> + Send;
+    /// Does `refs/heads/<branch>` exist?
+    fn branch_exists(
+        &self,
+        repo: &Path,
+        branch: &str,
+    ) -> impl Future<Output = Result<bool, GitError>> + Send;
+    /// The commit a revision names.
+    fn rev_parse(
+        &self,
+        repo: &Path,
+        rev: &str,
+    ) -> impl Future<Output = Result<String, GitError>> + Send;
+    /// `git worktree add [-b branch] path [branch|from]`.
+    fn add_worktree(
+        &self,
+        repo: &Path,
+        path: &Path,
+        branch: &str,
+        create_from: Option<&str>,
+    ) -> impl Future<Output = Result<(), GitError>> + Send;
+    /// Uncommitted changes, untracked files included.
+    fn is_dirty(&self, worktree: &Path) -> impl Future<Output = Result<bool, GitError>> + Send;
+    /// `git worktree remove --force path`.
+    fn remove_worktree(
+        &self,
+        repo: &Path,
+        path: &Path,
+    ) -> impl Future<Output = Result<(), GitError>> + Send;
+    /// `git worktree prune`.
+    fn prune(&self, repo: &Path) -> impl Future<Output = Result<(), GitError>> + Send;
+    /// Commits on `branch` that `base` does not have.
+    fn commits_ahead(
+        &self,
+        repo: &Path,
+        base: &str,
+        branch: &str,
+    ) -> impl Future<Output = Result<u64, GitError>> + Send;
+    /// `git branch -D branch`.
+    fn delete_branch(
+        &self,
+        repo: &Path,
+        branch: &str,
+    ) -> impl Future<Output = Result<(), GitError>> + Send;
+}
+
+/// Why the worktree controller could not converge.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    /// A git command failed.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The project's repository is gone.
+    #[error(
+        "the repository {0} no longer exists; `binky remove` the world or restore the repository"
+    )]
+    RepoMissing(PathBuf),
+    /// Something else sits where the worktree should go.
+    #[error("{0} exists and is not a worktree of this repository; move it away, then run `binky up` again")]
+    PathTaken(PathBuf),
+    /// Removal refused: uncommitted changes.
+    #[error("worktree {0} has uncommitted changes; commit or stash them, or run `binky remove --force` to discard them")]
+    Dirty(PathBuf),
+}
+
+impl ReconcileError for WorktreeError {
+    fn reason(&self) -> &'static str {
+        match self {
+            WorktreeError::Git(_) => "GitFailed",
+            WorktreeError::Store(_) => "StoreFailed",
+            WorktreeError::RepoMissing(_) => "RepoMissing",
+            WorktreeError::PathTaken(_) => "PathTaken",
+            WorktreeError::Dirty(_) => "WorktreeDirty",
+        }
+    }
+
+    fn stalled(&self) -> bool {
+        matches!(
+            self,
+            WorktreeError::RepoMissing(_) | WorktreeError::PathTaken(_) | WorktreeError::Dirty(_)
+        )
+    }
+}
+
+/// The worktree controller.
+pub struct WorktreeController<G> {
+    store: Store,
+    git: G,
+    repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl<G: Git> WorktreeController<G> {
+    /// A controller over `store`, using `git`.
+    pub fn new(store: Store, git: G) -> Self {
+        WorktreeController {
+            store,
+            git,
+            repo_locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn repo_lock(&self, repo: &Path) -> Arc<tokio::sync::Mutex<()>> {
+        self.repo_locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(repo.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    fn save(&self, world: &World, row: &WorktreeRow) -> Result<(), StoreError> {
+        self.store.write(|tx| {
+            tx.execute(
+                "INSERT INTO worktrees (world_id, path, branch, head, dirty, adopted,
+                    created_branch, base_commit, state, seen_generation, updated_at)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
+                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+                 ON CONFLICT (world_id) DO UPDATE SET path = excluded.path,
+                    branch = excluded.branch, head = excluded.head, dirty = excluded.dirty,
+                    adopted = excluded.adopted, created_branch = excluded.created_branch,
+                    base_commit = excluded.base_commit, state = excluded.state,
+                    seen_generation = excluded.seen_generation, updated_at = excluded.updated_at",
+                params![
+                    world.id,
+                    row.path.to_string_lossy(),
+                    row.branch,
+                    row.head,
+                    row.dirty as i64,
+                    row.adopted as i64,
+                    row.created_branch as i64,
+                    row.base_commit,
+                    row.state,
+                    row.seen_generation,
+                    now_ms()
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    async fn create(&self, world: &World) -> Result<WorktreeRow, WorktreeError> {
+        let repo = &world.repo_root;
+        if !repo.is_dir() {
+            return Err(WorktreeError::RepoMissing(repo.clone()));
+        }
+        let lock = self.repo_lock(repo);
+        let _guard = lock.lock().await;
+        let existing = self.git.worktrees(repo).await?;
+        if let Some(wt) = existing
+            .iter()
+            .find(|w| w.branch.as_deref() == Some(world.branch.as_str()) && w.path.is_dir())
+        {
+            // Ours if it is where binky puts worlds (a daemon that died before recording
+            // it); otherwise someone made it: adopt it and never delete it.
+            let adopted = !same_path(&wt.path, &world.worktree_path);
+            let head = self.git.rev_parse(&wt.path, "HEAD").await.ok();
+            let row = WorktreeRow {
+                path: wt.path.clone(),
+                branch: world.branch.clone(),
+                head: head.clone(),
+                dirty: false,
+                adopted,
+                created_branch: false,
+                base_commit: head,
+                state: "ready".into(),
+                seen_generation: world.generation,
+            };
+            let msg = if adopted {
+                format!(
+                    "adopted the existing worktree of branch {} at {} (binky will not delete it)",
+                    world.branch,
+                    wt.path.display()
+                )
+            } else {
+                format!("found worktree at {}", wt.path.display())
+            };
+            self.store.event(world.id, "worktree", &msg)?;
+            return Ok(row);
+        }
+        let path = &world.worktree_path;
+        if path.exists() && !is_empty_dir(path) {
+            return Err(WorktreeError::PathTaken(path.clone()));
+        }
+        let (created_branch, base) = if self.git.branch_exists(repo, &world.branch).await? {
+            self.git
+                .add_worktree(repo, path, &world.branch, None)
+                .await?;
+            (false, self.git.rev_parse(repo, &world.branch).await?)
+        } else {
+            let from = world.from_ref.clone().unwrap_or_else(|| "HEAD".into());
+            let base = self.git.rev_parse(repo, &from).await?;
+            self.git
+                .add_worktree(repo, path, &world.branch, Some(&base))
+                .await?;
+            (true, base)
+        };
+        let short: String = base.chars().take(7).collect();
+        let msg = if created_branch {
+            format!(
+                "created worktree {} on new branch {} from {short}",
+                path.display(),
+                world.branch
+            )
+        } else {
+            format!(
+                "created worktree {} on existing branch {}",
+                path.display(),
+                world.branch
+            )
+        };
+        self.store.event(world.id, "worktree", &msg)?;
+        Ok(WorktreeRow {
+            path: path.clone(),
+            branch: world.branch.clone(),
+            head: Some(base.clone()),
+            dirty: false,
+            adopted: false,
+            created_branch,
+            base_commit: Some(base),
+            state: "ready".into(),
+            seen_generation: world.generation,
+        })
+    }
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    canon(a) == canon(b)
+}
+
+fn is_empty_dir(path: &Path) -> bool {
+    std::fs::read_dir(path)
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(false)
+}
+
+impl<G: Git> Controller for WorktreeController<G> {
+    type Error = WorktreeError;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn condition_type(&self) -> &'static str {
+        CONDITION
+    }
+
+    async fn apply(&self, world: &World) -> Result<Applied, WorktreeError> {
+        let row = self.store.read(|c| store::worktree(c, world.id))?;
+        let row = match row {
+            Some(row) if row.path.is_dir() => {
+                if row.state != "ready" {
+                    let mut row = row;
+                    row.state = "ready".into();
+                    row.seen_generation = world.generation;
+                    self.save(world, &row)?;
+                    row
+                } else {
+                    row
+                }
+            }
+            // Deleted from outside: say so until a new `binky up` asks for it again.
+            Some(mut row) if row.state == "ready" || row.seen_generation == world.generation => {
+                if row.state == "ready" {
+                    row.state = "missing".into();
+                    row.seen_generation = world.generation;
+                    self.save(world, &row)?;
+                    self.store.event(
+                        world.id,
+                        "worktree_missing",
+                        &format!("worktree {} was deleted outside binky", row.path.display()),
+                    )?;
+                }
+                return Ok(Applied {
+                    action: Action::AwaitChange,
+                    conditions: vec![Condition::failed(
+                        CONDITION,
+                        "WorktreeMissing",
+                        format!(
+                            "worktree {} was deleted outside binky; run `binky up {}` to recreate it or `binky remove {}` to forget the world",
+                            row.path.display(),
+                            world.name,
+                            world.name
+                        ),
+                    )],
+                });
+            }
+            _ => {
+                let _ = self.git.prune(&world.repo_root).await;
+                let row = self.create(world).await?;
+                self.save(world, &row)?;
+                row
+            }
+        };
+        Ok(Applied {
+            action: Action::AwaitChange,
+            conditions: vec![Condition::ok(
+                CONDITION,
+                if row.adopted { "Adopted" } else { "Ready" },
+                format!("{} (branch {})", row.path.display(), row.branch),
+            )],
+        })
+    }
+
+    async fn cleanup(&self, world: &World) -> Result<Cleanup, WorktreeError> {
+        let fins = self.store.read(|c| store::finalizers(c, world.id))?;
+        if fins.iter().any(|f| f == crate::process::NAME) {
+            return Ok(Cleanup::Pending(Action::AwaitChange));
+        }
+        let Some(row) = self.store.read(|c| store::worktree(c, world.id))? else {
+            return Ok(Cleanup::Done);
+        };
+        let repo = &world.repo_root;
+        if row.adopted {
+            self.store.event(
+                world.id,
+                "worktree",
+                &format!(
+                    "kept worktree {} (it existed before binky)",
+                    row.path.display()
+                ),
+            )?;
+        } else if repo.is_dir() {
+            let lock = self.repo_lock(repo);
+            let _guard = lock.lock().await;
+            if row.path.is_dir() {
+                if !world.force_delete && self.git.is_dirty(&row.path).await? {
+                    return Err(WorktreeError::Dirty(row.path.clone()));
+                }
+                self.git.remove_worktree(repo, &row.path).await?;
+                remove_empty_parents(&row.path, &world.name);
+                self.store.event(
+                    world.id,
+                    "worktree",
+                    &format!("removed worktree {}", row.path.display()),
+                )?;
+            } else {
+                self.git.prune(repo).await?;
+            }
+            if row.created_branch && self.git.branch_exists(repo, &row.branch).await? {
+                let base = row.base_commit.clone().unwrap_or_else(|| "HEAD".into());
+                let ahead = self.git.commits_ahead(repo, &base, &row.branch).await?;
+                if ahead == 0 {
+                    self.git.delete_branch(repo, &row.branch).await?;
+                    self.store.event(
+                        world.id,
+                        "branch",
+                        &format!("deleted branch {} (no commits of its own)", row.branch),
+                    )?;
+                } else {
+                    self.store.event(
+                        world.id,
+                        "branch",
+                        &format!(
+                            "kept branch {}: it has {ahead} commit(s) of its own",
+                            row.branch
+                        ),
+                    )?;
+                }
+            }
+        }
+        self.store.write(|tx| {
+            tx.execute("DELETE FROM worktrees WHERE world_id = ?1", [world.id])?;
+            Ok(())
+        })?;
+        Ok(Cleanup::Done)
+    }
+}
+
+/// `feat/login` lives at `<root>/feat/login`: drop the `feat` directory once it is empty.
+fn remove_empty_parents(path: &Path, world: &str) {
+    let depth = world.matches('/').count();
+    let mut dir = path.parent();
+    for _ in 0..depth {
+        match dir {
+            Some(d) if std::fs::remove_dir(d).is_ok() => dir = d.parent(),
+            _ => break,
+        }
+    }
+}
