@@ -196,7 +196,8 @@ pub struct ProcessConfig {
     pub crash_loop_after: u32,
     /// A run this long resets the failure count.
     pub stable_after: Duration,
-    /// Interval between readiness probes while a service starts.
+    /// Shortest interval between readiness probes while a service starts (it grows with
+    /// the time waited, up to 500 ms).
     pub probe_interval: Duration,
 }
 
@@ -210,7 +211,7 @@ impl ProcessConfig {
             hook_timeout: Duration::from_secs(5 * 60),
             crash_loop_after: 3,
             stable_after: Duration::from_secs(10),
-            probe_interval: Duration::from_millis(100),
+            probe_interval: Duration::from_millis(20),
         }
     }
 }
@@ -719,7 +720,12 @@ impl<S: Supervisor> ProcessController<S> {
                                         ));
                                         step.wake = Some(Duration::from_secs(1));
                                     } else {
-                                        step.wake = Some(self.config.probe_interval);
+                                        // Probe often at first (most services are up in
+                                        // tens of ms), then less and less.
+                                        step.wake = Some((waited / 10).clamp(
+                                            self.config.probe_interval,
+                                            Duration::from_millis(500),
+                                        ));
                                     }
                                     step.waiting = Some(format!("{name}: starting"));
                                 }

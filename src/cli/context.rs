@@ -1,0 +1,216 @@
+//! What every command needs: the binky home, the store, the checkout it runs in, and
+//! finding a world by name.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use binky_controllers::store::{self, Store, StoreError, World};
+
+use super::exit;
+use crate::paths::Home;
+
+/// A command's failure: an exit code and a message that names the fix.
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit code.
+    pub code: i32,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl Failure {
+    /// Bad usage or config (exit 2).
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            code: exit::USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// It failed (exit 1).
+    pub fn failed(message: impl Into<String>) -> Failure {
+        Failure {
+            code: exit::FAILED,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        match e {
+            StoreError::ProjectNameTaken { .. } => Failure::usage(e.to_string()),
+            _ => Failure::failed(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::daemon::client::ClientError> for Failure {
+    fn from(e: crate::daemon::client::ClientError) -> Failure {
+        Failure::failed(e.to_string())
+    }
+}
+
+/// The home and its store.
+pub struct Ctx {
+    /// The binky home.
+    pub home: Home,
+    /// Its store.
+    pub store: Store,
+}
+
+impl Ctx {
+    /// Open the home's store (creating the home if needed).
+    pub fn open() -> Result<Ctx, Failure> {
+        let home = Home::from_env().map_err(Failure::usage)?;
+        home.ensure()
+            .map_err(|e| Failure::failed(format!("cannot use {}: {e}", home.root().display())))?;
+        let store = Store::open(&home.db())?;
+        Ok(Ctx { home, store })
+    }
+
+    /// Find a world by name: in the project of the current checkout if there is one, else
+    /// in any project (a name used by two projects must then be disambiguated by `cd`).
+    /// Without a name, the world whose worktree contains the current directory.
+    pub fn world(&self, name: Option<&str>) -> Result<World, Failure> {
+        let all = self.store.read(store::worlds)?;
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let Some(name) = name else {
+            for w in &all {
+                if let Some(wt) = self.store.read(|c| store::worktree(c, w.id))? {
+                    if cwd.starts_with(&wt.path) {
+                        return Ok(w.clone());
+                    }
+                }
+            }
+            return Err(Failure::usage(format!(
+                "name a world (you are not inside a world's worktree); worlds: {}",
+                names(&all)
+            )));
+        };
+        let project = Checkout::discover(&cwd)
+            .ok()
+            .and_then(|c| c.project_name(&all));
+        let matching: Vec<&World> = all
+            .iter()
+            .filter(|w| w.name == name && project.as_ref().is_none_or(|p| &w.project == p))
+            .collect();
+        match matching.as_slice() {
+            [w] => Ok((*w).clone()),
+            [] => Err(Failure::usage(format!("no world `{name}`; worlds: {}", names(&all)))),
+            many => Err(Failure::usage(format!(
+                "world `{name}` exists in several projects ({}); run the command inside the project's repository",
+                many.iter().map(|w| w.project.as_str()).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+}
+
+fn names(all: &[World]) -> String {
+    if all.is_empty() {
+        return "none yet (`binky up NAME` makes one)".into();
+    }
+    let mut projects: Vec<&str> = all.iter().map(|w| w.project.as_str()).collect();
+    projects.dedup();
+    all.iter()
+        .map(|w| {
+            if projects.len() > 1 {
+                format!("{}/{}", w.project, w.name)
+            } else {
+                w.name.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Run git and return its trimmed stdout, or its stderr as the error.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .map_err(|e| format!("cannot run git (is it installed?): {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
+}
+
+/// The git checkout a command runs in, and its `binky.toml`.
+#[derive(Clone, Debug)]
+pub struct Checkout {
+    /// The top of this worktree.
+    pub toplevel: PathBuf,
+    /// The repository's main checkout (the project's identity).
+    pub repo_root: PathBuf,
+    /// The nearest `binky.toml` at or above the current directory, within the worktree.
+    pub config_path: Option<PathBuf>,
+    /// Its directory relative to the worktree top (`""` at the top).
+    pub config_rel: String,
+}
+
+impl Checkout {
+    /// Look around `cwd`.
+    pub fn discover(cwd: &Path) -> Result<Checkout, Failure> {
+        let toplevel = git(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
+            Failure::usage(format!(
+                "{} is not inside a git repository ({e}); binky gives each git worktree its own world: run it inside a repository",
+                cwd.display()
+            ))
+        })?;
+        let toplevel = PathBuf::from(toplevel);
+        let common = git(
+            cwd,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+        .map_err(Failure::usage)?;
+        let common = PathBuf::from(common);
+        let repo_root = if common.file_name().is_some_and(|n| n == ".git") {
+            common.parent().map(Path::to_path_buf).unwrap_or(common)
+        } else {
+            common
+        };
+        let mut config_path = None;
+        let mut config_rel = String::new();
+        let mut dir = Some(cwd);
+        while let Some(d) = dir {
+            let candidate = d.join(crate::config::FILE_NAME);
+            if candidate.is_file() {
+                config_rel = d
+                    .strip_prefix(&toplevel)
+                    .map(|r| r.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                config_path = Some(candidate);
+                break;
+            }
+            if d == toplevel {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(Checkout {
+            toplevel,
+            repo_root,
+            config_path,
+            config_rel,
+        })
+    }
+
+    /// The project this checkout belongs to, if any world of it is known.
+    fn project_name(&self, all: &[World]) -> Option<String> {
+        all.iter()
+            .find(|w| w.repo_root == self.repo_root)
+            .map(|w| w.project.clone())
+    }
+}
+
+/// Wake the daemon (starting it if needed) about a world.
+pub async fn nudge(ctx: &Ctx, world: i64) -> Result<(), Failure> {
+    crate::daemon::client::ensure(&ctx.home).await?;
+    crate::daemon::client::nudge(&ctx.home, Some(world)).await?;
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! `binky daemon start|stop|status|run`.
+
+use std::time::{Duration, Instant};
+
+use super::context::{Ctx, Failure};
+use super::{exit, DaemonAction};
+use crate::daemon::client::{self, ClientError};
+use crate::daemon::protocol::Request;
+use crate::daemon::{self as daemon_lib, DaemonConfig};
+use crate::paths::Home;
+
+/// `binky daemon start|stop|status`.
+pub async fn run(action: DaemonAction) -> Result<i32, Failure> {
+    let home = Home::from_env().map_err(Failure::usage)?;
+    match action {
+        DaemonAction::Start => {
+            let info = client::ensure(&home).await?;
+            println!("binky daemon running (pid {})", info.pid.unwrap_or(0));
+            Ok(exit::OK)
+        }
+        DaemonAction::Stop => {
+            match client::request(&home, &Request::Shutdown, Duration::from_secs(5)).await {
+                Ok(_) => {
+                    let until = Instant::now() + Duration::from_secs(15);
+                    while client::ping(&home).await.is_ok() {
+                        if Instant::now() > until {
+                            return Err(Failure::failed("the daemon did not stop within 15 s"));
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    println!(
+                        "binky daemon stopped (services keep running; the next daemon adopts them)"
+                    );
+                    Ok(exit::OK)
+                }
+                Err(ClientError::NotRunning) => {
+                    println!("binky daemon is not running");
+                    Ok(exit::OK)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+        DaemonAction::Status => match client::ping(&home).await {
+            Ok(info) => {
+                let ctx = Ctx::open()?;
+                let worlds = ctx.store.read(binky_controllers::store::worlds)?.len();
+                println!(
+                    "binky daemon running: pid {}, version {}, up {}s, {:.1} MiB resident, {worlds} world(s), home {}",
+                    info.pid.unwrap_or(0),
+                    info.version.unwrap_or_default(),
+                    info.uptime_secs.unwrap_or(0),
+                    info.rss_bytes.unwrap_or(0) as f64 / 1048576.0,
+                    home.root().display()
+                );
+                Ok(exit::OK)
+            }
+            Err(_) => {
+                println!(
+                    "binky daemon is not running (home {})",
+                    home.root().display()
+                );
+                Ok(exit::FAILED)
+            }
+        },
+        DaemonAction::Run => Ok(run_foreground()),
+    }
+}
+
+/// `binky daemon run`: the daemon in the foreground, logging to `$BINKY_HOME/daemon.log`.
+pub fn run_foreground() -> i32 {
+    let home = match Home::from_env() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("binky: {e}");
+            return exit::USAGE;
+        }
+    };
+    if let Err(e) = home.ensure() {
+        eprintln!("binky: cannot use {}: {e}", home.root().display());
+        return exit::FAILED;
+    }
+    crate::logging::init(&home.daemon_log());
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("binky: cannot start the runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    let result = rt.block_on(async {
+        let shutdown = async {
+            use tokio::signal::unix::{signal, SignalKind};
+            match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        };
+        daemon_lib::run(DaemonConfig::new(home.clone()), shutdown).await
+    });
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            tracing::error!(%e, "daemon failed");
+            eprintln!("binky: daemon: {e}");
+            exit::FAILED
+        }
+    }
+}

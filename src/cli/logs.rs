@@ -1,0 +1,151 @@
+//! `binky logs NAME [SVC]`: captured output, per service.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use binky_controllers::process::ProcessController;
+use binky_controllers::store;
+
+use super::context::{Ctx, Failure};
+use super::exit;
+use crate::supervisor::RealSupervisor;
+
+fn tail(path: &PathBuf, lines: usize) -> (Vec<String>, u64) {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return (Vec::new(), 0);
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    // Read enough of the end for `lines` lines (about 512 bytes a line at most).
+    let want = (lines as u64).saturating_mul(512).max(64 * 1024).min(len);
+    let _ = f.seek(SeekFrom::Start(len - want));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let mut all: Vec<String> = text.lines().map(str::to_owned).collect();
+    if want < len && !all.is_empty() {
+        all.remove(0); // a partial first line
+    }
+    let start = all.len().saturating_sub(lines);
+    (all.split_off(start), len)
+}
+
+fn emit(out: &mut impl Write, service: &str, line: &str, prefix: bool, json: bool) {
+    let _ = if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"service": service, "line": line})
+        )
+    } else if prefix {
+        writeln!(out, "{service:>10} | {line}")
+    } else {
+        writeln!(out, "{line}")
+    };
+}
+
+/// `binky logs`.
+pub async fn run(
+    name: Option<String>,
+    service: Option<String>,
+    follow: bool,
+    lines: usize,
+    json: bool,
+) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let world = ctx.world(name.as_deref())?;
+    let logs_dir = ctx.home.logs();
+    let mut names: Vec<String> = world
+        .spec
+        .services
+        .iter()
+        .filter(|(_, s)| s.process().is_some())
+        .map(|(n, _)| n.clone())
+        .collect();
+    names.push("hooks".into());
+    let path_of = |svc: &str| ProcessController::<RealSupervisor>::log_path(&logs_dir, &world, svc);
+    let selected: Vec<String> = match &service {
+        Some(s) if names.contains(s) || path_of(s).exists() => vec![s.clone()],
+        Some(s) => {
+            return Err(Failure::usage(format!(
+                "world `{}` has no service `{s}`; services: {}",
+                world.name,
+                names[..names.len() - 1].join(", ")
+            )))
+        }
+        None => names.into_iter().filter(|n| path_of(n).exists()).collect(),
+    };
+    let prefix = service.is_none();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut offsets: Vec<(String, PathBuf, u64)> = Vec::new();
+    for svc in &selected {
+        let path = path_of(svc);
+        let (history, len) = tail(&path, lines);
+        for line in history {
+            emit(&mut out, svc, &line, prefix, json);
+        }
+        offsets.push((svc.clone(), path, len));
+    }
+    let _ = out.flush();
+    drop(out);
+    if !follow {
+        if selected.is_empty() && !json {
+            eprintln!("binky: no output captured yet for {}", world.name);
+        }
+        return Ok(exit::OK);
+    }
+    let mut partial: Vec<String> = vec![String::new(); offsets.len()];
+    let mut ticks = 0u32;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        for (i, (svc, path, offset)) in offsets.iter_mut().enumerate() {
+            let Ok(mut f) = std::fs::File::open(&*path) else {
+                continue;
+            };
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if len < *offset {
+                *offset = 0; // rotated or truncated
+            }
+            if len == *offset {
+                continue;
+            }
+            let _ = f.seek(SeekFrom::Start(*offset));
+            let mut buf = Vec::new();
+            let _ = f.read_to_end(&mut buf);
+            *offset += buf.len() as u64;
+            partial[i].push_str(&String::from_utf8_lossy(&buf));
+            while let Some(nl) = partial[i].find('\n') {
+                let line: String = partial[i].drain(..=nl).collect();
+                emit(
+                    &mut out,
+                    svc,
+                    line.trim_end_matches(['\n', '\r']),
+                    prefix,
+                    json,
+                );
+            }
+        }
+        if out.flush().is_err() {
+            return Ok(exit::OK); // reader went away (e.g. `| head`)
+        }
+        ticks += 1;
+        if ticks % 5 == 0 {
+            // New services' logs appear; a removed world ends the follow.
+            if ctx.store.read(|c| store::world(c, world.id))?.is_none() {
+                return Ok(exit::OK);
+            }
+            if service.is_none() {
+                for svc in world.spec.services.keys() {
+                    let path = path_of(svc);
+                    if path.exists() && !offsets.iter().any(|(s, _, _)| s == svc) {
+                        offsets.push((svc.clone(), path, 0));
+                        partial.push(String::new());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The command line: one file per command. Commands validate, run admission, write desired
+//! state, nudge the daemon, and wait; they never start a process themselves.
+
+mod context;
+mod daemon;
+mod down;
+mod env;
+mod events;
+mod logs;
+mod reload;
+mod remove;
+mod status;
+mod up;
+mod wait;
+
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub use context::Failure;
+
+/// Exit codes.
+pub mod exit {
+    /// Done.
+    pub const OK: i32 = 0;
+    /// Failed.
+    pub const FAILED: i32 = 1;
+    /// Bad usage or config.
+    pub const USAGE: i32 = 2;
+    /// Still pending when the wait ran out (EX_TEMPFAIL).
+    pub const PENDING: i32 = 75;
+}
+
+/// binky: an isolated local world for every git worktree.
+#[derive(Debug, Parser)]
+#[command(name = "binky", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How long commands wait by default.
+const DEFAULT_TIMEOUT: &str = "120s";
+
+/// Flags shared by commands that wait for the daemon.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WaitArgs {
+    /// Return as soon as the desired state is written.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Give up waiting after this long (exit 75; the daemon carries on).
+    #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
+    pub timeout: Duration,
+    /// Print no progress.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(s)
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create (or reuse) the world's worktree, allocate its ports and start its services.
+    Up {
+        /// World name (also its branch): letters, digits, `. _ - /`.
+        name: String,
+        /// Start only this group of services (and what they depend on).
+        #[arg(long, short)]
+        group: Option<String>,
+        /// Create the branch from this commit-ish when it does not exist (default: HEAD).
+        #[arg(long)]
+        from: Option<String>,
+        /// Waiting.
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Stop a world's processes; its files and ports are kept.
+    Down {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
+        /// Waiting.
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Stop and start a world's processes in place, on the same ports.
+    Reload {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
+        /// Waiting.
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Stop a world, release its ports and remove its worktree.
+    Remove {
+        /// World name.
+        name: String,
+        /// Remove the worktree even with uncommitted changes (they are lost).
+        #[arg(long, short)]
+        force: bool,
+        /// Waiting.
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Every world, grouped by project (or one world in detail).
+    Status {
+        /// One world in detail.
+        name: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A world's URLs and ports as environment variables.
+    Env {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
+        /// `KEY=value` lines (the default).
+        #[arg(long, group = "format")]
+        dotenv: bool,
+        /// `export KEY='value'` lines for `eval`.
+        #[arg(long, group = "format")]
+        shell: bool,
+        /// JSON.
+        #[arg(long, group = "format")]
+        json: bool,
+    },
+    /// A world's captured output (stdout and stderr), per service.
+    Logs {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
+        /// One service (default: all, each line prefixed with its service).
+        service: Option<String>,
+        /// Keep printing new output.
+        #[arg(long, short)]
+        follow: bool,
+        /// Lines of history to print first.
+        #[arg(long, short = 'n', default_value_t = 100)]
+        lines: usize,
+        /// JSON lines: {"service", "line"}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What happened to a world, oldest first.
+    Events {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
+        /// How many of the newest events.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        lines: usize,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The background daemon that runs every world.
+    Daemon {
+        /// start, stop, status or run (in the foreground).
+        action: DaemonAction,
+    },
+}
+
+/// `binky daemon …`
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DaemonAction {
+    /// Start it in the background (commands also start it on demand).
+    Start,
+    /// Stop it; services keep running and are adopted by the next daemon.
+    Stop,
+    /// Is it running? (exit 1 when not)
+    Status,
+    /// Run it in the foreground.
+    Run,
+}
+
+/// Run a parsed command line; returns the exit code.
+pub fn run(cli: Cli) -> i32 {
+    if let Command::Daemon {
+        action: DaemonAction::Run,
+    } = cli.command
+    {
+        return daemon::run_foreground();
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("binky: cannot start: {e}");
+            return exit::FAILED;
+        }
+    };
+    let result = rt.block_on(async move {
+        match cli.command {
+            Command::Up {
+                name,
+                group,
+                from,
+                wait,
+            } => up::run(&name, group, from, &wait).await,
+            Command::Down { name, wait } => down::run(name, &wait).await,
+            Command::Reload { name, wait } => reload::run(name, &wait).await,
+            Command::Remove { name, force, wait } => remove::run(&name, force, &wait).await,
+            Command::Status { name, json } => status::run(name, json).await,
+            Command::Env {
+                name, shell, json, ..
+            } => env::run(name, shell, json),
+            Command::Logs {
+                name,
+                service,
+                follow,
+                lines,
+                json,
+            } => logs::run(name, service, follow, lines, json).await,
+            Command::Events { name, lines, json } => events::run(name, lines, json),
+            Command::Daemon { action } => daemon::run(action).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("binky: {}", f.message);
+            f.code
+        }
+    }
+}

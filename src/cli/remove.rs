@@ -1,0 +1,57 @@
+//! `binky remove NAME`: stop the world, release its ports, remove its worktree.
+
+use binky_controllers::store;
+
+use super::context::{git, nudge, Ctx, Failure};
+use super::wait::{self, Goal};
+use super::{exit, WaitArgs};
+
+/// `binky remove`.
+pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let world = ctx.world(Some(name))?;
+    // Refuse before writing anything: uncommitted work is never lost without --force.
+    if let Some(wt) = ctx.store.read(|c| store::worktree(c, world.id))? {
+        if !force && !wt.adopted && wt.path.is_dir() {
+            let status = git(
+                &wt.path,
+                &["status", "--porcelain", "--untracked-files=normal"],
+            )
+            .map_err(|e| {
+                Failure::failed(format!(
+                    "cannot check {} for uncommitted changes: {e}",
+                    wt.path.display()
+                ))
+            })?;
+            if !status.trim().is_empty() {
+                let lines: Vec<&str> = status.lines().collect();
+                let mut shown = lines
+                    .iter()
+                    .take(5)
+                    .map(|l| format!("    {l}"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if lines.len() > 5 {
+                    shown.push_str(&format!("\n    … and {} more", lines.len() - 5));
+                }
+                return Err(Failure::failed(format!(
+                    "worktree {} has uncommitted changes:\n{shown}\ncommit or stash them, or run `binky remove {name} --force` to discard them; nothing was changed",
+                    wt.path.display()
+                )));
+            }
+        }
+    }
+    let since = ctx.store.read(store::last_event_id)?;
+    let generation = ctx.store.mark_deleted(world.id, force)?;
+    nudge(&ctx, world.id).await?;
+    if args.no_wait {
+        println!("{name}: remove requested");
+        return Ok(exit::OK);
+    }
+    let outcome = wait::wait(&ctx, &world, generation, Goal::Removed, args, since).await?;
+    if let Some(code) = wait::report(name, "be removed", &outcome, args.timeout) {
+        return Ok(code);
+    }
+    println!("{name} removed");
+    Ok(exit::OK)
+}

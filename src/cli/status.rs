@@ -1,0 +1,264 @@
+//! `binky status [NAME]`: every world grouped by project, or one in detail.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use binky_controllers::store::{
+    self, CondStatus, ConditionRow, DesiredState, ProcessRow, WorktreeRow, World,
+};
+use binky_controllers::{port, process, worktree};
+use serde::Serialize;
+
+use super::context::{Ctx, Failure};
+use super::events::clock;
+use super::exit;
+
+/// One service as status shows it.
+#[derive(Serialize)]
+struct ServiceView {
+    name: String,
+    state: String,
+    ready: bool,
+    pid: Option<u32>,
+    ports: BTreeMap<String, u16>,
+    url: Option<String>,
+    restarts: u32,
+    last_exit: Option<String>,
+    message: String,
+}
+
+/// One world as status shows it.
+#[derive(Serialize)]
+struct WorldView {
+    project: String,
+    name: String,
+    state: String,
+    desired: DesiredState,
+    generation: i64,
+    group: Option<String>,
+    worktree: Option<WorktreeRow>,
+    services: Vec<ServiceView>,
+    conditions: Vec<ConditionRow>,
+}
+
+/// `ready`, `starting`, `failed`, `stopped`, `stopping`, `removing`.
+fn world_state(
+    w: &World,
+    gens: &BTreeMap<String, i64>,
+    conds: &[ConditionRow],
+    procs: &[ProcessRow],
+) -> &'static str {
+    if w.deleted {
+        return "removing";
+    }
+    let live = procs.iter().any(|p| p.pid.is_some());
+    if w.desired == DesiredState::Stopped {
+        return if live { "stopping" } else { "stopped" };
+    }
+    if conds
+        .iter()
+        .any(|c| c.stalled && c.status != CondStatus::True)
+    {
+        return "failed";
+    }
+    let current = [worktree::NAME, port::NAME, process::NAME]
+        .iter()
+        .all(|c| gens.get(*c).copied().unwrap_or(0) >= w.generation);
+    let ready = [worktree::CONDITION, port::CONDITION, process::CONDITION]
+        .iter()
+        .all(|t| {
+            conds
+                .iter()
+                .any(|c| c.type_ == *t && c.status == CondStatus::True)
+        });
+    if current && ready {
+        "ready"
+    } else {
+        "starting"
+    }
+}
+
+fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
+    let gens = ctx.store.read(|c| store::observed_generations(c, w.id))?;
+    let conds = ctx.store.read(|c| store::conditions(c, w.id))?;
+    let procs = ctx.store.read(|c| store::processes(c, w.id))?;
+    let ports = ctx.store.read(|c| store::ports(c, w.id))?;
+    let wt = ctx.store.read(|c| store::worktree(c, w.id))?;
+    let tokens = binky_controllers::env::tokens(w, &ports);
+    let selected = w.spec.selected(w.group.as_deref());
+    let services = w
+        .spec
+        .services
+        .keys()
+        .filter(|n| selected.contains(*n) || procs.iter().any(|p| &p.service == *n))
+        .map(|name| {
+            let p = procs.iter().find(|p| &p.service == name);
+            ServiceView {
+                name: name.clone(),
+                state: p
+                    .map(|p| p.state.clone())
+                    .unwrap_or_else(|| "pending".into()),
+                ready: p
+                    .is_some_and(|p| (p.state == "running" && p.healthy) || p.state == "exited"),
+                pid: p.and_then(|p| p.pid),
+                ports: ports
+                    .iter()
+                    .filter(|r| &r.service == name)
+                    .map(|r| (r.label.clone(), r.port))
+                    .collect(),
+                url: tokens.urls.get(name).cloned(),
+                restarts: p.map(|p| p.restarts).unwrap_or(0),
+                last_exit: p.and_then(|p| p.last_exit.clone()),
+                message: p.map(|p| p.message.clone()).unwrap_or_default(),
+            }
+        })
+        .collect();
+    Ok(WorldView {
+        project: w.project.clone(),
+        name: w.name.clone(),
+        state: world_state(w, &gens, &conds, &procs).to_owned(),
+        desired: w.desired,
+        generation: w.generation,
+        group: w.group.clone(),
+        worktree: wt,
+        services,
+        conditions: conds,
+    })
+}
+
+fn ports_text(s: &ServiceView) -> String {
+    s.ports
+        .iter()
+        .map(|(l, p)| {
+            if l.is_empty() {
+                format!(":{p}")
+            } else {
+                format!("{l}:{p}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn print_world(v: &WorldView, detail: bool) {
+    let path = v
+        .worktree
+        .as_ref()
+        .map(|w| w.path.display().to_string())
+        .unwrap_or_default();
+    println!("  {:<20} {:<9} {}", v.name, v.state, path);
+    for s in &v.services {
+        let mut line = format!("    {:<12} {:<8}", s.name, s.state);
+        line.push_str(&format!(" {:<14}", ports_text(s)));
+        if let Some(pid) = s.pid {
+            line.push_str(&format!(" pid {pid}"));
+        }
+        if s.restarts > 0 {
+            line.push_str(&format!("  restarts {}", s.restarts));
+        }
+        if let Some(e) = &s.last_exit {
+            if s.state != "running" || detail {
+                line.push_str(&format!("  last {e}"));
+            }
+        }
+        if !s.message.is_empty() && (s.state != "running" || detail) {
+            line.push_str(&format!("  — {}", s.message.lines().next().unwrap_or("")));
+        }
+        println!("{}", line.trim_end());
+    }
+    for c in &v.conditions {
+        if c.status != CondStatus::True || detail {
+            let first = c.message.lines().next().unwrap_or("");
+            println!(
+                "    {} {} ({}): {first}",
+                if c.status == CondStatus::True {
+                    "✓"
+                } else {
+                    "✗"
+                },
+                c.type_,
+                c.reason
+            );
+        }
+    }
+}
+
+/// `binky status`.
+pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let daemon = crate::daemon::client::request(
+        &ctx.home,
+        &crate::daemon::protocol::Request::Ping,
+        Duration::from_millis(500),
+    )
+    .await
+    .ok();
+    if let Some(name) = name {
+        let w = ctx.world(Some(&name))?;
+        let v = view(&ctx, &w)?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            return Ok(exit::OK);
+        }
+        println!("{}  {}", v.project, w.repo_root.display());
+        print_world(&v, true);
+        let evs = ctx
+            .store
+            .read(|c| store::events(c, &w.project, &w.name, 0, 8))?;
+        if !evs.is_empty() {
+            println!("  recent events:");
+            for e in evs {
+                println!(
+                    "    {}  {}",
+                    clock(e.at),
+                    e.message.lines().next().unwrap_or("")
+                );
+            }
+        }
+        if daemon.is_none() {
+            println!(
+                "(the daemon is not running: `binky daemon start` or any `binky up` starts it)"
+            );
+        }
+        return Ok(exit::OK);
+    }
+    let worlds = ctx.store.read(store::worlds)?;
+    let views = worlds
+        .iter()
+        .map(|w| view(&ctx, w))
+        .collect::<Result<Vec<_>, _>>()?;
+    if json {
+        #[derive(Serialize)]
+        struct All<'a> {
+            daemon: Option<&'a crate::daemon::protocol::Response>,
+            worlds: &'a [WorldView],
+        }
+        let all = All {
+            daemon: daemon.as_ref(),
+            worlds: &views,
+        };
+        println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+        return Ok(exit::OK);
+    }
+    if views.is_empty() {
+        println!("no worlds yet: `binky up NAME` in a repository with a binky.toml makes one");
+    }
+    let mut project = String::new();
+    for (w, v) in worlds.iter().zip(&views) {
+        if w.project != project {
+            project = w.project.clone();
+            println!("{}  {}", w.project, w.repo_root.display());
+        }
+        print_world(v, false);
+    }
+    match daemon {
+        Some(d) => {
+            if views.is_empty() {
+                return Ok(exit::OK);
+            }
+            println!("daemon: pid {} · up {}s", d.pid.unwrap_or(0), d.uptime_secs.unwrap_or(0));
+        }
+        None => println!("daemon: not running (`binky daemon start` or any `binky up` starts it; services keep running without it)"),
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,232 @@
+//! `binky up NAME`: write the world's desired state (running) and wait until it is ready.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use binky_controllers::admission::{self, Verdict};
+use binky_controllers::store::{self, NewWorld};
+
+use super::context::{git, nudge, Checkout, Ctx, Failure};
+use super::wait::{self, Goal, Outcome};
+use super::{exit, WaitArgs};
+use crate::config;
+
+/// Which `binky.toml` a world will run, and its text.
+struct Source {
+    text: String,
+    path: PathBuf,
+    /// Read from git: the path inside the worktree binky will create.
+    in_new_worktree: Option<String>,
+    note: Option<String>,
+}
+
+/// The config the world's worktree has (or will have when binky creates it).
+fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<Source, Failure> {
+    let rel = &co.config_rel;
+    let in_tree = |root: &PathBuf| {
+        let dir = if rel.is_empty() {
+            root.clone()
+        } else {
+            root.join(rel)
+        };
+        dir.join(config::FILE_NAME)
+    };
+    // 1. The world's worktree exists: its own file, uncommitted edits included.
+    let known = ctx.store.read(|c| {
+        let all = store::worlds(c)?;
+        let w = all
+            .into_iter()
+            .find(|w| w.name == name && w.repo_root == co.repo_root);
+        Ok(match w {
+            Some(w) => store::worktree(c, w.id)?.map(|r| r.path),
+            None => None,
+        })
+    })?;
+    let mut existing = known.filter(|p| p.is_dir());
+    if existing.is_none() {
+        if let Ok(list) = git(&co.repo_root, &["worktree", "list", "--porcelain"]) {
+            existing = crate::git::parse_worktree_list(&list)
+                .into_iter()
+                .find(|w| w.branch.as_deref() == Some(name) && w.path.is_dir())
+                .map(|w| w.path);
+        }
+    }
+    if let Some(root) = existing {
+        let path = in_tree(&root);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            Failure::usage(format!(
+                "{}: cannot read it ({e}); the world's worktree at {} has no binky.toml in {}",
+                path.display(),
+                root.display(),
+                if rel.is_empty() { "its root" } else { rel }
+            ))
+        })?;
+        return Ok(Source {
+            text,
+            path,
+            in_new_worktree: None,
+            note: None,
+        });
+    }
+    // 2. The branch exists or will be made from REF: the file as committed there.
+    let branch_exists = git(
+        &co.repo_root,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{name}"),
+        ],
+    )
+    .is_ok();
+    let rev = if branch_exists {
+        format!("refs/heads/{name}")
+    } else {
+        from.unwrap_or("HEAD").to_owned()
+    };
+    let file_rel = if rel.is_empty() {
+        config::FILE_NAME.to_owned()
+    } else {
+        format!("{rel}/{}", config::FILE_NAME)
+    };
+    match git(&co.toplevel, &["show", &format!("{rev}:{file_rel}")]) {
+        Ok(text) => Ok(Source {
+            text,
+            path: PathBuf::from(format!("{rev}:{file_rel}")),
+            in_new_worktree: Some(file_rel),
+            note: None,
+        }),
+        Err(_) => {
+            // Not committed there: run the file of this checkout, and say so.
+            let path = co.config_path.clone().ok_or_else(|| {
+                Failure::usage(format!(
+                    "no binky.toml in {} or above",
+                    co.toplevel.display()
+                ))
+            })?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
+            Ok(Source {
+                in_new_worktree: None,
+                note: Some(format!(
+                    "{file_rel} is not committed at {rev}, so the new worktree will not have it; world `{name}` runs {} instead (commit it so every worktree carries its own)",
+                    path.display()
+                )),
+                text,
+                path,
+            })
+        }
+    }
+}
+
+/// `binky up`.
+pub async fn run(
+    name: &str,
+    group: Option<String>,
+    from: Option<String>,
+    args: &WaitArgs,
+) -> Result<i32, Failure> {
+    let started = Instant::now();
+    if let Verdict::Deny { reason } = admission::check_world_name(name) {
+        return Err(Failure::usage(reason));
+    }
+    let cwd = std::env::current_dir().map_err(|e| Failure::failed(e.to_string()))?;
+    let co = Checkout::discover(&cwd)?;
+    if co.config_path.is_none() {
+        return Err(Failure::usage(format!(
+            "no binky.toml in {} or any directory above it up to {}; write one (see README: Quickstart)",
+            cwd.display(),
+            co.toplevel.display()
+        )));
+    }
+    let ctx = Ctx::open()?;
+    let from_commit = match &from {
+        Some(r) => Some(
+            git(
+                &co.toplevel,
+                &["rev-parse", "--verify", &format!("{r}^{{commit}}")],
+            )
+            .map_err(|e| {
+                Failure::usage(format!("--from {r}: not a commit in this repository ({e})"))
+            })?,
+        ),
+        None => git(&co.toplevel, &["rev-parse", "--verify", "HEAD^{commit}"]).ok(),
+    };
+    let src = source(&ctx, &co, name, from_commit.as_deref())?;
+    let loaded = config::parse(&src.text, &src.path).map_err(|e| Failure::usage(e.to_string()))?;
+    if let Some(note) = &src.note {
+        eprintln!("binky: note: {note}");
+    }
+    if let Verdict::Deny { reason } = admission::check_spec(&loaded.spec, group.as_deref()) {
+        return Err(Failure::usage(format!("{}: {reason}", src.path.display())));
+    }
+    for w in &loaded.warnings {
+        eprintln!("binky: warning: {}: {}", w.key, w.message);
+    }
+    for w in admission::not_yet_enforced(&loaded.spec, group.as_deref()) {
+        eprintln!("binky: warning: {w}");
+    }
+    let project = loaded.spec.project.name.clone();
+    let worktree_path = crate::paths::worktree_path(&co.repo_root, &project, name);
+    let config_path = match &src.in_new_worktree {
+        Some(rel) => worktree_path.join(rel),
+        None => src.path.clone(),
+    };
+    let new = NewWorld {
+        project: project.clone(),
+        repo_root: co.repo_root.clone(),
+        name: name.to_owned(),
+        branch: name.to_owned(),
+        from_ref: from_commit,
+        worktree_path,
+        config_rel: co.config_rel.clone(),
+        config_path,
+        spec: loaded.spec,
+        env: std::env::vars()
+            .filter(|(k, _)| k != crate::supervisor::TOKEN_VAR)
+            .collect(),
+        group,
+    };
+    let since = ctx.store.read(store::last_event_id)?;
+    let put = ctx.store.put_world(&new)?;
+    nudge(&ctx, put.world.id).await?;
+    if args.no_wait {
+        println!("{name}: up requested (generation {})", put.world.generation);
+        return Ok(exit::OK);
+    }
+    if !args.quiet {
+        eprintln!("binky: bringing up {name} ({project})");
+    }
+    let outcome = wait::wait(
+        &ctx,
+        &put.world,
+        put.world.generation,
+        Goal::Ready,
+        args,
+        since,
+    )
+    .await?;
+    if let Some(code) = wait::report(name, "come up", &outcome, args.timeout) {
+        if !args.quiet {
+            eprintln!("  (`binky logs {name}` shows the services' output, `binky events {name}` what binky did)");
+        }
+        return Ok(code);
+    }
+    let Outcome::Done(Some(world)) = outcome else {
+        return Ok(exit::FAILED);
+    };
+    let ports = ctx.store.read(|c| store::ports(c, world.id))?;
+    let tokens = binky_controllers::env::tokens(&world, &ports);
+    let wt = ctx.store.read(|c| store::worktree(c, world.id))?;
+    println!("{name} is up in {:.2}s", started.elapsed().as_secs_f64());
+    if let Some(wt) = wt {
+        println!("  worktree  {}", wt.path.display());
+    }
+    for svc in world.spec.selected(world.group.as_deref()) {
+        match tokens.urls.get(&svc) {
+            Some(url) => println!("  {svc:<9} {url}"),
+            None => println!("  {svc:<9} running"),
+        }
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,152 @@
+//! Waiting for the daemon to converge a world, with progress from the world's events.
+
+use std::time::{Duration, Instant};
+
+use binky_controllers::store::{self, CondStatus, ConditionRow, World, WorldId};
+use binky_controllers::{port, process, worktree};
+
+use super::context::{Ctx, Failure};
+use super::{exit, WaitArgs};
+
+/// What a command waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Goal {
+    /// Every selected service ready.
+    Ready,
+    /// Every process stopped.
+    Stopped,
+    /// The world gone.
+    Removed,
+}
+
+/// How a wait ended.
+pub enum Outcome {
+    /// Reached.
+    Done(Option<World>),
+    /// A condition needs a person.
+    Failed(String),
+    /// Out of time.
+    Pending(String),
+}
+
+const CONTROLLERS: [&str; 3] = [worktree::NAME, port::NAME, process::NAME];
+const READY: [&str; 3] = [worktree::CONDITION, port::CONDITION, process::CONDITION];
+
+/// A one-line-per-item summary of conditions that do not hold.
+pub fn not_ready(conds: &[ConditionRow]) -> String {
+    conds
+        .iter()
+        .filter(|c| c.status != CondStatus::True)
+        .map(|c| format!("{}: {}", c.type_, c.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Wait until `goal` holds for world `id` at `generation` (or later).
+pub async fn wait(
+    ctx: &Ctx,
+    world: &World,
+    generation: i64,
+    goal: Goal,
+    args: &WaitArgs,
+    since_event: i64,
+) -> Result<Outcome, Failure> {
+    let id: WorldId = world.id;
+    let started = Instant::now();
+    let mut last_event = since_event;
+    loop {
+        if !args.quiet {
+            let evs = ctx
+                .store
+                .read(|c| store::events(c, &world.project, &world.name, last_event, 1000))?;
+            for e in evs {
+                last_event = e.id;
+                if matches!(
+                    e.kind.as_str(),
+                    "up" | "down" | "reload" | "remove" | "created"
+                ) {
+                    continue;
+                }
+                eprintln!("  {}", e.message.replace('\n', "\n    "));
+            }
+        }
+        let current = ctx.store.read(|c| store::world(c, id))?;
+        let Some(current) = current else {
+            return Ok(if goal == Goal::Removed {
+                Outcome::Done(None)
+            } else {
+                Outcome::Failed(format!("world `{}` was removed meanwhile", world.name))
+            });
+        };
+        let gens = ctx.store.read(|c| store::observed_generations(c, id))?;
+        let conds = ctx.store.read(|c| store::conditions(c, id))?;
+        if let Some(stalled) = conds
+            .iter()
+            .find(|c| c.stalled && c.status != CondStatus::True && c.generation >= generation)
+        {
+            return Ok(Outcome::Failed(stalled.message.clone()));
+        }
+        let observed = |ctrl: &str| gens.get(ctrl).copied().unwrap_or(0) >= generation;
+        let reached = match goal {
+            Goal::Ready => {
+                CONTROLLERS.iter().all(|c| observed(c))
+                    && READY.iter().all(|t| {
+                        conds.iter().any(|c| {
+                            c.type_ == *t
+                                && c.status == CondStatus::True
+                                && c.generation >= generation
+                        })
+                    })
+            }
+            Goal::Stopped => {
+                observed(process::NAME)
+                    && ctx
+                        .store
+                        .read(|c| store::processes(c, id))?
+                        .iter()
+                        .all(|p| p.pid.is_none())
+            }
+            Goal::Removed => false,
+        };
+        if reached {
+            return Ok(Outcome::Done(Some(current)));
+        }
+        if started.elapsed() >= args.timeout {
+            let mut why = not_ready(&conds);
+            if why.is_empty() {
+                why = "the daemon has not reconciled it yet (see `binky daemon status`)".into();
+            }
+            return Ok(Outcome::Pending(why));
+        }
+        // Fast at first (a world is often ready in tens of ms), gentler later.
+        let pause = if started.elapsed() < Duration::from_secs(2) {
+            10
+        } else {
+            100
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// Turn an outcome into an exit code, printing failures.
+pub fn report(world: &str, verb: &str, outcome: &Outcome, timeout: Duration) -> Option<i32> {
+    match outcome {
+        Outcome::Done(_) => None,
+        Outcome::Failed(msg) => {
+            eprintln!("binky: {world} failed to {verb}: {msg}");
+            Some(exit::FAILED)
+        }
+        Outcome::Pending(msg) => {
+            eprintln!(
+                "binky: {world} is still not {}after {}s (the daemon carries on; `binky status {world}` shows progress):\n{msg}",
+                match verb {
+                    "come up" => "up ",
+                    "stop" => "stopped ",
+                    _ => "done ",
+                },
+                timeout.as_secs()
+            );
+            Some(exit::PENDING)
+        }
+    }
+}

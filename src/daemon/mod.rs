@@ -1,0 +1,246 @@
+//! The daemon: one per binky home, running the controllers and answering the control socket.
+//!
+//! `daemon::run` is a library function: `binky daemon run` calls it, and tests boot it
+//! in-process in a temporary home.
+//!
+//! # Guarantees
+//! - One daemon per home: an exclusive `flock` on `daemon.lock` (released by the kernel if
+//!   the daemon dies, so a `kill -9` never leaves a stale lock).
+//! - The control socket is mode 0600 inside a 0700 home.
+//! - Stopping the daemon (or killing it) leaves services running; the next daemon adopts
+//!   them from the store.
+
+pub mod client;
+pub mod protocol;
+
+use std::fs::File;
+use std::future::Future;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use binky_controllers::port::PortController;
+use binky_controllers::process::{ProcessConfig, ProcessController};
+use binky_controllers::runtime::{Runtime, RuntimeConfig, Trigger};
+use binky_controllers::store::{Store, StoreError};
+use binky_controllers::worktree::WorktreeController;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Notify;
+
+use crate::git::GitCli;
+use crate::paths::Home;
+use crate::ports::BindProbe;
+use crate::supervisor::RealSupervisor;
+use protocol::{Request, Response};
+
+/// How the daemon runs.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// The binky home it serves.
+    pub home: Home,
+    /// Runtime tuning.
+    pub runtime: RuntimeConfig,
+    /// Stop grace for services.
+    pub stop_grace: Duration,
+}
+
+impl DaemonConfig {
+    /// Defaults for `home`.
+    pub fn new(home: Home) -> Self {
+        DaemonConfig {
+            home,
+            runtime: RuntimeConfig::default(),
+            stop_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Another daemon holds the lock.
+    #[error("another binky daemon is already running for {home} (pid {pid})")]
+    AlreadyRunning {
+        /// The home.
+        home: String,
+        /// Its pid, if known.
+        pid: String,
+    },
+    /// The home directory is unusable.
+    #[error("cannot use {path}: {source}")]
+    Home {
+        /// Which path.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+struct Lock {
+    _flock: nix::fcntl::Flock<File>,
+}
+
+fn take_lock(home: &Home) -> Result<Lock, DaemonError> {
+    let path = home.lock();
+    let io = |source| DaemonError::Home {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(mut flock) => {
+            // The kernel releases the lock when this descriptor closes: on drop, or when the
+            // daemon dies however it dies.
+            flock.set_len(0).map_err(io)?;
+            write!(flock, "{}", std::process::id()).map_err(io)?;
+            Ok(Lock { _flock: flock })
+        }
+        Err(_) => Err(DaemonError::AlreadyRunning {
+            home: home.root().display().to_string(),
+            pid: std::fs::read_to_string(&path)
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        }),
+    }
+}
+
+/// Run the daemon until `shutdown` resolves or a client asks it to stop.
+pub async fn run(
+    config: DaemonConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), DaemonError> {
+    let home = &config.home;
+    home.ensure().map_err(|source| DaemonError::Home {
+        path: home.root().display().to_string(),
+        source,
+    })?;
+    let _lock = take_lock(home)?;
+    let store = Store::open(&home.db())?;
+
+    let socket = home.socket();
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| DaemonError::Home {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+    }
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).map_err(|source| DaemonError::Home {
+        path: socket.display().to_string(),
+        source,
+    })?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+    }
+
+    let mut runtime = Runtime::new(store.clone(), config.runtime.clone());
+    let trigger = runtime.trigger();
+    let supervisor = Arc::new(RealSupervisor::new(home.tag(), trigger.clone()));
+    let mut pconf = ProcessConfig::new(home.logs());
+    pconf.stop_grace = config.stop_grace;
+    runtime.add(Arc::new(WorktreeController::new(store.clone(), GitCli)));
+    runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
+    runtime.add(Arc::new(ProcessController::new(
+        store.clone(),
+        supervisor,
+        pconf,
+    )));
+
+    let stop = Arc::new(Notify::new());
+    let rt_stop = stop.clone();
+    let rt = tokio::spawn(runtime.run(async move { rt_stop.notified().await }));
+    tracing::info!(pid = std::process::id(), home = %home.root().display(), version = env!("CARGO_PKG_VERSION"), "daemon started");
+
+    let started = Instant::now();
+    let requested = Arc::new(Notify::new());
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = requested.notified() => break,
+            conn = listener.accept() => match conn {
+                Ok((stream, _)) => {
+                    let ctx = Conn { trigger: trigger.clone(), requested: requested.clone(), started, home: home.clone() };
+                    tokio::spawn(async move { ctx.serve(stream).await });
+                }
+                Err(err) => tracing::warn!(%err, "accept failed"),
+            },
+        }
+    }
+    tracing::info!("daemon stopping (services keep running)");
+    stop.notify_one();
+    let _ = rt.await;
+    let _ = std::fs::remove_file(&socket);
+    Ok(())
+}
+
+struct Conn {
+    trigger: Trigger,
+    requested: Arc<Notify>,
+    started: Instant,
+    home: Home,
+}
+
+impl Conn {
+    async fn serve(self, stream: UnixStream) {
+        let (read, mut write) = stream.into_split();
+        let mut lines = BufReader::new(read).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let (resp, stop) = match serde_json::from_str::<Request>(&line) {
+                Ok(req) => self.handle(req),
+                Err(e) => (Response::error(format!("bad request: {e}")), false),
+            };
+            let mut text = serde_json::to_string(&resp).unwrap_or_else(|_| "{\"ok\":false}".into());
+            text.push('\n');
+            if write.write_all(text.as_bytes()).await.is_err() {
+                break;
+            }
+            if stop {
+                self.requested.notify_one();
+                break;
+            }
+        }
+    }
+
+    fn handle(&self, req: Request) -> (Response, bool) {
+        match req {
+            Request::Ping => (self.info(), false),
+            Request::Nudge { world } => {
+                match world {
+                    Some(id) => self.trigger.world(id),
+                    None => self.trigger.all(),
+                }
+                (Response::ok(), false)
+            }
+            Request::Shutdown => (Response::ok(), true),
+        }
+    }
+
+    fn info(&self) -> Response {
+        let mut r = Response::ok();
+        r.pid = Some(std::process::id());
+        r.version = Some(env!("CARGO_PKG_VERSION").to_owned());
+        r.uptime_secs = Some(self.started.elapsed().as_secs());
+        r.rss_bytes = crate::supervisor::procfs::rss_bytes(std::process::id());
+        r.home = Some(self.home.root().display().to_string());
+        (r, false).0
+    }
+}

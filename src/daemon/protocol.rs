@@ -1,0 +1,63 @@
+//! The control socket's protocol: one JSON object per line each way.
+
+use serde::{Deserialize, Serialize};
+
+/// A request to the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Are you there? (answers pid, version, uptime)
+    Ping,
+    /// Reconcile this world (or every world) now.
+    Nudge {
+        /// The world's id; none means all.
+        #[serde(default)]
+        world: Option<i64>,
+    },
+    /// Stop the daemon (services keep running).
+    Shutdown,
+}
+
+/// The daemon's answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    /// Whether the request was done.
+    pub ok: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The daemon's pid (ping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its version (ping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Seconds since it started (ping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uptime_secs: Option<u64>,
+    /// Its resident memory (ping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
+    /// The home it serves (ping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
+}
+
+impl Response {
+    /// Done.
+    pub fn ok() -> Response {
+        Response {
+            ok: true,
+            ..Response::default()
+        }
+    }
+
+    /// Not done, because.
+    pub fn error(msg: String) -> Response {
+        Response {
+            ok: false,
+            error: Some(msg),
+            ..Response::default()
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Real git, through the `git` binary.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use binky_controllers::worktree::{Git, GitError, WorktreeInfo};
+use tokio::process::Command;
+
+/// The `git` command line.
+#[derive(Clone, Debug, Default)]
+pub struct GitCli;
+
+async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir).args(args);
+    cmd.env("GIT_TERMINAL_PROMPT", "0");
+    cmd.env_remove("GIT_DIR");
+    cmd.env_remove("GIT_WORK_TREE");
+    cmd.stdin(std::process::Stdio::null());
+    cmd.kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .map_err(|_| GitError::Failed {
+            args: args.join(" "),
+            dir: dir.to_owned(),
+            stderr: "timed out after 120 s".into(),
+        })?
+        .map_err(GitError::Spawn)?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(GitError::Failed {
+            args: args.join(" "),
+            dir: dir.to_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
+    }
+}
+
+/// Parse `git worktree list --porcelain`.
+pub fn parse_worktree_list(text: &str) -> Vec<WorktreeInfo> {
+    let mut out = Vec::new();
+    let mut path: Option<PathBuf> = None;
+    let mut branch: Option<String> = None;
+    for line in text.lines().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if let Some(p) = path.take() {
+                out.push(WorktreeInfo {
+                    path: p,
+                    branch: branch.take(),
+                });
+            }
+            branch = None;
+        } else if let Some(p) = line.strip_prefix("worktree ") {
+            path = Some(PathBuf::from(p));
+        } else if let Some(b) = line.strip_prefix("branch ") {
+            branch = Some(b.strip_prefix("refs/heads/").unwrap_or(b).to_owned());
+        }
+    }
+    out
+}
+
+impl Git for GitCli {
+    async fn worktrees(&self, repo: &Path) -> Result<Vec<WorktreeInfo>, GitError> {
+        Ok(parse_worktree_list(
+            &git(repo, &["worktree", "list", "--porcelain"]).await?,
+        ))
+    }
+
+    async fn branch_exists(&self, repo: &Path, branch: &str) -> Result<bool, GitError> {
+        let r = format!("refs/heads/{branch}");
+        match git(repo, &["rev-parse", "--verify", "--quiet", &r]).await {
+            Ok(_) => Ok(true),
+            Err(GitError::Failed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn rev_parse(&self, repo: &Path, rev: &str) -> Result<String, GitError> {
+        let r = format!("{rev}^{{commit}}");
+        Ok(git(repo, &["rev-parse", "--verify", &r])
+            .await?
+            .trim()
+            .to_owned())
+    }
+
+    async fn add_worktree(
+        &self,
+        repo: &Path,
+        path: &Path,
+        branch: &str,
+        create_from: Option<&str>,
+    ) -> Result<(), GitError> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(GitError::Spawn)?;
+        }
+        let p = path.to_string_lossy();
+        match create_from {
+            Some(from) => {
+                git(
+                    repo,
+                    &["worktree", "add", "--quiet", "-b", branch, &p, from],
+                )
+                .await?
+            }
+            None => git(repo, &["worktree", "add", "--quiet", &p, branch]).await?,
+        };
+        Ok(())
+    }
+
+    async fn is_dirty(&self, worktree: &Path) -> Result<bool, GitError> {
+        Ok(!git(
+            worktree,
+            &["status", "--porcelain", "--untracked-files=normal"],
+        )
+        .await?
+        .trim()
+        .is_empty())
+    }
+
+    async fn remove_worktree(&self, repo: &Path, path: &Path) -> Result<(), GitError> {
+        git(
+            repo,
+            &["worktree", "remove", "--force", &path.to_string_lossy()],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn prune(&self, repo: &Path) -> Result<(), GitError> {
+        git(repo, &["worktree", "prune"]).await?;
+        Ok(())
+    }
+
+    async fn commits_ahead(&self, repo: &Path, base: &str, branch: &str) -> Result<u64, GitError> {
+        let range = format!("{base}..refs/heads/{branch}");
+        let out = git(repo, &["rev-list", "--count", &range]).await?;
+        Ok(out.trim().parse().unwrap_or(0))
+    }
+
+    async fn delete_branch(&self, repo: &Path, branch: &str) -> Result<(), GitError> {
+        git(repo, &["branch", "-D", branch]).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_worktree_lists_parse() {
+        let text = "worktree /r\nHEAD abc\nbranch refs/heads/main\n\nworktree /r.worktrees/x\nHEAD def\ndetached\n\nworktree /r.worktrees/feat/a\nHEAD 123\nbranch refs/heads/feat/a\n";
+        let list = parse_worktree_list(text);
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[0].branch.as_deref(), Some("main"));
+        assert_eq!(list[1].branch, None);
+        assert_eq!(list[2].path, PathBuf::from("/r.worktrees/feat/a"));
+        assert_eq!(list[2].branch.as_deref(), Some("feat/a"));
+    }
+}

@@ -1,0 +1,16 @@
+//! binky: an isolated local world for every git worktree — ports nobody chose by hand, its
+//! own env and URLs, and supervised processes — converged by a daemon from desired state.
+//!
+//! This crate holds the CLI, the daemon and the real effects (git, processes, ports); the
+//! store, the reconcile runtime and the controllers live in `binky-controllers`.
+
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod git;
+pub mod logging;
+pub mod paths;
+pub mod ports;
+pub mod supervisor;

@@ -1,0 +1,36 @@
+//! The real port probe: can a server bind this port on loopback right now?
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+
+use binky_controllers::port::PortProbe;
+
+/// Probes by binding, the way a dev server binds (with `SO_REUSEADDR`, as Rust's std does
+/// on Unix): a port in TIME_WAIT reads free, an active listener on 127.0.0.1 or 0.0.0.0
+/// reads taken.
+#[derive(Clone, Debug, Default)]
+pub struct BindProbe;
+
+impl PortProbe for BindProbe {
+    fn is_free(&self, port: u16) -> bool {
+        let loopback = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+        if loopback.is_err() {
+            return false;
+        }
+        drop(loopback);
+        TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listening_port_is_taken_and_a_closed_one_free() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(!BindProbe.is_free(port));
+        drop(l);
+        assert!(BindProbe.is_free(port));
+    }
+}

@@ -1,0 +1,340 @@
+//! The real process effects: spawning services in their own process groups, watching them,
+//! adopting ones a previous daemon started, and stopping whole groups.
+//!
+//! # Guarantees
+//! - A service's output goes straight to its log file (the child holds the file, not a pipe
+//!   to the daemon), so a daemon that stops or dies never breaks a service's stdout.
+//! - Every process carries `BINKY_SPAWN_TOKEN=<home tag>.<world>.<nonce>` in its
+//!   environment; the tag keeps two binky homes (e.g. parallel tests) from ever touching
+//!   each other's processes.
+//! - Stopping signals the whole process group, so grandchildren (`sh -c 'a & b'`) stop too;
+//!   a process that starts its own session escapes, as with any supervisor.
+
+pub mod probe;
+pub mod procfs;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use binky_controllers::process::{
+    Exit, Liveness, Marked, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
+};
+use binky_controllers::runtime::Trigger;
+use binky_controllers::store::WorldId;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// The environment variable that marks binky's processes.
+pub const TOKEN_VAR: &str = "BINKY_SPAWN_TOKEN";
+
+/// Logs are rotated at (re)start once they pass this size; three generations are kept.
+const LOG_ROTATE_BYTES: u64 = 10 * 1024 * 1024;
+
+#[derive(Clone, Copy)]
+enum ChildState {
+    Running,
+    Exited(Exit),
+}
+
+/// The real supervisor.
+pub struct RealSupervisor {
+    tag: String,
+    trigger: Trigger,
+    children: Arc<Mutex<HashMap<ProcId, ChildState>>>,
+    watched: Arc<Mutex<HashSet<ProcId>>>,
+    counter: AtomicU64,
+}
+
+impl RealSupervisor {
+    /// A supervisor marking its processes with `tag`, nudging `trigger` on exits.
+    pub fn new(tag: String, trigger: Trigger) -> Self {
+        RealSupervisor {
+            tag,
+            trigger,
+            children: Arc::default(),
+            watched: Arc::default(),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    fn open_log(path: &Path, cmd: &str) -> std::io::Result<std::fs::File> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        if std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) > LOG_ROTATE_BYTES {
+            for i in (1..3).rev() {
+                let _ = std::fs::rename(rotated(path, i), rotated(path, i + 1));
+            }
+            let _ = std::fs::rename(path, rotated(path, 1));
+        }
+        let mut opts = OpenOptions::new();
+        opts.create(true).append(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut file = opts.open(path)?;
+        let _ = writeln!(
+            file,
+            "--- binky {} · {} ---",
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+            cmd
+        );
+        Ok(file)
+    }
+
+    fn command(spec: &SpawnSpec, log: &std::fs::File) -> std::io::Result<tokio::process::Command> {
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(&spec.cmd)
+            .current_dir(&spec.workdir)
+            .env_clear()
+            .envs(&spec.env)
+            .env(TOKEN_VAR, &spec.token)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log.try_clone()?)
+            .process_group(0)
+            .kill_on_drop(false);
+        Ok(cmd)
+    }
+
+    fn io_error(spec: &SpawnSpec, source: std::io::Error) -> SpawnError {
+        SpawnError::Io {
+            cmd: spec.cmd.clone(),
+            dir: spec.workdir.clone(),
+            source,
+        }
+    }
+
+    /// Watch a process this supervisor did not start; nudge its world when it dies.
+    fn watch_adopted(&self, world: WorldId, id: ProcId) {
+        if !self
+            .watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id)
+        {
+            return;
+        }
+        let watched = self.watched.clone();
+        let trigger = self.trigger.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                if !procfs::alive(id.pid, id.start_time) {
+                    watched
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id);
+                    trigger.world(world);
+                    break;
+                }
+            }
+        });
+    }
+}
+
+fn rotated(path: &Path, n: u32) -> std::path::PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{n}"));
+    s.into()
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    Exit {
+        code: status.code(),
+        signal: status.signal(),
+    }
+}
+
+async fn wait_group_gone(pgid: u32, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    loop {
+        if procfs::group_members(pgid).is_empty() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn stop_group(pgid: u32, grace: Duration) {
+    let pg = Pid::from_raw(pgid as i32);
+    if killpg(pg, Signal::SIGTERM).is_err() {
+        return;
+    }
+    if !wait_group_gone(pgid, grace).await {
+        tracing::info!(pgid, "group still alive after SIGTERM; sending SIGKILL");
+        let _ = killpg(pg, Signal::SIGKILL);
+        wait_group_gone(pgid, Duration::from_secs(3)).await;
+    }
+}
+
+impl Supervisor for RealSupervisor {
+    async fn spawn(&self, spec: &SpawnSpec) -> Result<ProcId, SpawnError> {
+        let log = Self::open_log(&spec.log, &spec.cmd).map_err(|e| Self::io_error(spec, e))?;
+        if !spec.workdir.is_dir() {
+            return Err(Self::io_error(
+                spec,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "working directory does not exist",
+                ),
+            ));
+        }
+        let mut child = Self::command(spec, &log)
+            .and_then(|mut c| c.spawn())
+            .map_err(|e| Self::io_error(spec, e))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| Self::io_error(spec, std::io::Error::other("no pid")))?;
+        // The child exists until we reap it, so its stat is readable (a zombie's too).
+        let start_time = procfs::stat(pid).map(|s| s.start_time).unwrap_or(0);
+        let id = ProcId { pid, start_time };
+        self.children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, ChildState::Running);
+        let children = self.children.clone();
+        let trigger = self.trigger.clone();
+        let world = spec.world;
+        tokio::spawn(async move {
+            let exit = match child.wait().await {
+                Ok(status) => exit_of(status),
+                Err(_) => Exit {
+                    code: None,
+                    signal: None,
+                },
+            };
+            children
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, ChildState::Exited(exit));
+            trigger.world(world);
+        });
+        Ok(id)
+    }
+
+    fn liveness(&self, world: WorldId, id: ProcId) -> Liveness {
+        let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        match children.get(&id).copied() {
+            Some(ChildState::Running) => Liveness::Running,
+            Some(ChildState::Exited(exit)) => {
+                children.remove(&id);
+                Liveness::Exited(exit)
+            }
+            None => {
+                drop(children);
+                if procfs::alive(id.pid, id.start_time) {
+                    self.watch_adopted(world, id);
+                    Liveness::Running
+                } else {
+                    Liveness::Exited(Exit {
+                        code: None,
+                        signal: None,
+                    })
+                }
+            }
+        }
+    }
+
+    async fn stop(&self, id: ProcId, grace: Duration) {
+        let ours = matches!(
+            self.children
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id),
+            Some(ChildState::Running)
+        );
+        if !ours
+            && !procfs::alive(id.pid, id.start_time)
+            && procfs::group_members(id.pid).is_empty()
+        {
+            return;
+        }
+        stop_group(id.pid, grace).await;
+    }
+
+    async fn probe(&self, target: &ProbeTarget) -> Result<(), String> {
+        probe::probe(target).await
+    }
+
+    async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {
+        let log = Self::open_log(&spec.log, &spec.cmd).map_err(|e| Self::io_error(spec, e))?;
+        let mut child = Self::command(spec, &log)
+            .and_then(|mut c| c.spawn())
+            .map_err(|e| Self::io_error(spec, e))?;
+        let pid = child.id().unwrap_or(0);
+        match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(Ok(status)) => {
+                // Whatever it left running in its group goes with it.
+                if pid != 0 && !procfs::group_members(pid).is_empty() {
+                    stop_group(pid, Duration::from_secs(2)).await;
+                }
+                Ok(exit_of(status))
+            }
+            Ok(Err(e)) => Err(Self::io_error(spec, e)),
+            Err(_) => {
+                stop_group(pid, Duration::from_secs(2)).await;
+                let _ = child.wait().await;
+                Err(SpawnError::Timeout {
+                    cmd: spec.cmd.clone(),
+                    secs: timeout.as_secs(),
+                })
+            }
+        }
+    }
+
+    fn marked(&self) -> Vec<Marked> {
+        let me = std::process::id();
+        let prefix = format!("{}.", self.tag);
+        procfs::pids()
+            .into_iter()
+            .filter(|p| *p != me)
+            .filter_map(|pid| {
+                let token = procfs::environ_var(pid, TOKEN_VAR)?;
+                if !token.starts_with(&prefix) {
+                    return None;
+                }
+                let st = procfs::stat(pid)?;
+                if matches!(st.state, 'Z' | 'X' | 'x') {
+                    return None;
+                }
+                Some(Marked {
+                    pid,
+                    pgid: st.pgrp,
+                    start_time: st.start_time,
+                    token,
+                })
+            })
+            .collect()
+    }
+
+    async fn kill_group(&self, pgid: u32, grace: Duration) {
+        stop_group(pgid, grace).await;
+    }
+
+    fn token(&self, world: WorldId) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        format!(
+            "{}.{world}.{:x}{n:x}{:x}",
+            self.tag,
+            nanos,
+            std::process::id()
+        )
+    }
+}

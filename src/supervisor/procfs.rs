@@ -1,0 +1,102 @@
+//! Reading `/proc`: process identity, state, group and environment.
+//!
+//! A pid alone is not an identity (pids are reused): binky pairs it with the start time
+//! (`/proc/PID/stat` field 22). A zombie (state `Z`) is dead even though its pid exists.
+
+use std::fs;
+
+/// The fields of `/proc/PID/stat` binky uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// `R`, `S`, `D`, `Z`, …
+    pub state: char,
+    /// Parent pid.
+    pub ppid: u32,
+    /// Process group.
+    pub pgrp: u32,
+    /// Start time in clock ticks since boot.
+    pub start_time: u64,
+}
+
+/// Parse the text of `/proc/PID/stat`.
+pub fn parse_stat(text: &str) -> Option<Stat> {
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the
+    // last `)`.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        start_time: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// `/proc/PID/stat`, if the process exists.
+pub fn stat(pid: u32) -> Option<Stat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Is the process with this pid *and* start time alive (not a zombie)?
+pub fn alive(pid: u32, start_time: u64) -> bool {
+    matches!(stat(pid), Some(s) if s.start_time == start_time && !matches!(s.state, 'Z' | 'X' | 'x'))
+}
+
+/// Every pid on the machine.
+pub fn pids() -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Live (non-zombie) members of a process group.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    pids()
+        .into_iter()
+        .filter(|p| matches!(stat(*p), Some(s) if s.pgrp == pgid && !matches!(s.state, 'Z' | 'X' | 'x')))
+        .collect()
+}
+
+/// The value of `key` in a process's initial environment (readable for our own processes).
+pub fn environ_var(pid: u32, key: &str) -> Option<String> {
+    let data = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{key}=");
+    data.split(|b| *b == 0).find_map(|entry| {
+        let s = std::str::from_utf8(entry).ok()?;
+        s.strip_prefix(&prefix).map(str::to_owned)
+    })
+}
+
+/// Resident set size of a process, in bytes.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parses_names_with_spaces_and_parens() {
+        let text = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100";
+        let s = parse_stat(text).unwrap();
+        assert_eq!(s.state, 'S');
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.pgrp, 1234);
+        assert_eq!(s.start_time, 987654);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let me = std::process::id();
+        let s = stat(me).unwrap();
+        assert!(alive(me, s.start_time));
+        assert!(!alive(me, s.start_time + 1));
+        assert!(rss_bytes(me).unwrap() > 0);
+    }
+}
