@@ -196,6 +196,8 @@ pub struct ProcessConfig {
     pub crash_loop_after: u32,
     /// A run this long resets the failure count.
     pub stable_after: Duration,
+    /// How long a process with nothing to probe must stay up to count as ready.
+    pub settle: Duration,
     /// Shortest interval between readiness probes while a service starts (it grows with
     /// the time waited, up to 500 ms).
     pub probe_interval: Duration,
@@ -212,6 +214,7 @@ impl ProcessConfig {
             crash_loop_after: 3,
             stable_after: Duration::from_secs(10),
             probe_interval: Duration::from_millis(20),
+            settle: Duration::from_millis(300),
         }
     }
 }
@@ -463,7 +466,11 @@ impl<S: Supervisor> ProcessController<S> {
         };
         let start = text.len().saturating_sub(16 * 1024);
         let text = String::from_utf8_lossy(&text[start..]);
-        let all: Vec<&str> = text.lines().collect();
+        // binky's own run separators are noise in a failure message.
+        let all: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with("--- binky "))
+            .collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
@@ -579,18 +586,27 @@ impl<S: Supervisor> ProcessController<S> {
         if live.is_empty() {
             return Ok(());
         }
-        let any_running = rows.values().any(|r| r.pid.is_some());
-        if any_running {
-            if let (Some(cmd), Some(layout)) =
-                (world.spec.hooks.pre_down.clone(), self.layout(world)?)
-            {
-                let ports = self.store.read(|c| store::ports(c, world.id))?;
-                let tokens = env::tokens(world, &ports);
-                self.run_hook(world, &layout, "pre_down", &cmd, &tokens)
-                    .await;
-            }
-        }
+        self.pre_down(world, &rows).await?;
         self.stop_services(world, &mut rows, &live, why).await
+    }
+
+    /// Run the `pre_down` hook when any process of the world runs.
+    async fn pre_down(
+        &self,
+        world: &World,
+        rows: &BTreeMap<String, ProcessRow>,
+    ) -> Result<(), StoreError> {
+        if !rows.values().any(|r| r.pid.is_some()) {
+            return Ok(());
+        }
+        if let (Some(cmd), Some(layout)) = (world.spec.hooks.pre_down.clone(), self.layout(world)?)
+        {
+            let ports = self.store.read(|c| store::ports(c, world.id))?;
+            let tokens = env::tokens(world, &ports);
+            self.run_hook(world, &layout, "pre_down", &cmd, &tokens)
+                .await;
+        }
+        Ok(())
     }
 
     fn rows(&self, world: WorldId) -> Result<BTreeMap<String, ProcessRow>, StoreError> {
@@ -669,6 +685,19 @@ impl<S: Supervisor> ProcessController<S> {
                         }
                         Liveness::Running => {
                             let target = self.probe_target(name, svc, tokens, &resolved);
+                            // Nothing to probe: ready once it has survived a short
+                            // settle time, so a command that dies at once (a typo, a
+                            // missing binary) fails `binky up` instead of passing it.
+                            let settle =
+                                self.config.settle.saturating_sub(ms_since(row.started_at));
+                            if target.is_none() && !settle.is_zero() {
+                                rows.insert(name.to_owned(), row);
+                                return Ok(Step {
+                                    wake: Some(settle),
+                                    waiting: Some(format!("{name}: starting")),
+                                    ..Step::default()
+                                });
+                            }
                             let result = match &target {
                                 Some(t) => self.sup.probe(t).await,
                                 None => Ok(()),
@@ -1151,6 +1180,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         if run.restart_nonce != world.restart_nonce {
             let mut rows = self.rows(world.id)?;
             let live: BTreeSet<String> = rows.keys().cloned().collect();
+            self.pre_down(world, &rows).await?;
             self.stop_services(world, &mut rows, &live, "reload")
                 .await?;
             for row in rows.values_mut() {

@@ -380,11 +380,20 @@ impl Spec {
         }
         let mut path = vec![start.to_owned()];
         let mut seen = BTreeSet::new();
-        if dfs(self, start, start, &mut path, &mut seen) {
-            path
-        } else {
-            vec![start.to_owned(), start.to_owned()]
+        if !dfs(self, start, start, &mut path, &mut seen) {
+            return vec![start.to_owned(), start.to_owned()];
         }
+        // `path` runs dependent -> dependency; name it from its smallest member so the
+        // same cycle always reads the same.
+        path.pop();
+        let min = path
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.cmp(b.1))
+            .map_or(0, |(i, _)| i);
+        path.rotate_left(min);
+        path.push(path[0].clone());
+        path
     }
 
     /// The primary port label of a service: `""` if it has one, else its first label.

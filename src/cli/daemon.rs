@@ -20,9 +20,19 @@ pub async fn run(action: DaemonAction) -> Result<i32, Failure> {
         }
         DaemonAction::Stop => {
             match client::request(&home, &Request::Shutdown, Duration::from_secs(5)).await {
-                Ok(_) => {
+                Ok(info) => {
+                    // Stopped means gone: wait for the process itself, not just its socket.
                     let until = Instant::now() + Duration::from_secs(15);
-                    while client::ping(&home).await.is_ok() {
+                    let gone = |pid: Option<u32>| {
+                        pid.is_none_or(|p| {
+                            crate::supervisor::procfs::stat(p).is_none_or(|s| s.state == 'Z')
+                        })
+                    };
+                    let _ = &info;
+                    let pid = std::fs::read_to_string(home.lock())
+                        .ok()
+                        .and_then(|p| p.trim().parse::<u32>().ok());
+                    while client::ping(&home).await.is_ok() || !gone(pid) {
                         if Instant::now() > until {
                             return Err(Failure::failed("the daemon did not stop within 15 s"));
                         }

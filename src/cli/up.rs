@@ -90,12 +90,35 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
         format!("{rel}/{}", config::FILE_NAME)
     };
     match git(&co.toplevel, &["show", &format!("{rev}:{file_rel}")]) {
-        Ok(text) => Ok(Source {
-            text,
-            path: PathBuf::from(format!("{rev}:{file_rel}")),
-            in_new_worktree: Some(file_rel),
-            note: None,
-        }),
+        Ok(text) => {
+            // Messages point at the file a person can open: this checkout's, when it holds
+            // the same text; else name the commit.
+            let local = co
+                .config_path
+                .as_ref()
+                .and_then(|p| std::fs::read_to_string(p).ok());
+            let short: String = rev
+                .trim_start_matches("refs/heads/")
+                .chars()
+                .take(12)
+                .collect();
+            let same = local.as_deref().map(|l| l.trim_end() == text.trim_end());
+            let path = match (same, &co.config_path) {
+                (Some(true), Some(p)) => p.clone(),
+                _ => PathBuf::from(format!("{file_rel} (at {short})")),
+            };
+            let note = (same == Some(false) && !branch_exists).then(|| {
+                format!(
+                    "your {file_rel} has changes that are not committed; the new worktree of `{name}` checks out {short} and runs the committed version (commit the changes to use them)"
+                )
+            });
+            Ok(Source {
+                text,
+                path,
+                in_new_worktree: Some(file_rel),
+                note,
+            })
+        }
         Err(_) => {
             // Not committed there: run the file of this checkout, and say so.
             let path = co.config_path.clone().ok_or_else(|| {

@@ -1,0 +1,158 @@
+//! The daemon: on demand, one per home, replaceable at any moment without losing or
+//! duplicating a service.
+
+use std::time::Duration;
+
+use crate::harness::*;
+
+fn config() -> String {
+    format!(
+        r#"
+[project]
+name = "daemon"
+{{range}}
+
+[services.api]
+cmd = "LISTEN_DELAY=0.3 exec python3 server.py ${{self.port}}"
+url = true
+
+[services.web]
+cmd = "{SERVE}"
+url = true
+depends_on = ["api"]
+"#
+    )
+}
+
+/// (service, pid) of every live test server of this home, by the service it serves.
+fn servers(env: &Env) -> Vec<String> {
+    let mut out: Vec<String> = env
+        .our_processes()
+        .into_iter()
+        .filter_map(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains("server.py").then_some(cmd)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn stopping_the_daemon_leaves_services_running_and_the_next_one_adopts_them() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    let pids: Vec<u32> = ["api", "web"]
+        .iter()
+        .map(|s| env.pid_of("w", s).unwrap())
+        .collect();
+    let daemon = env.daemon_pid().unwrap();
+    let out = env.ok(&["daemon", "stop"]);
+    assert!(out.contains("services keep running"), "{out}");
+    assert!(!alive(daemon));
+    for p in &pids {
+        assert!(alive(*p), "a service died with the daemon");
+    }
+    let st = env.binky(&["daemon", "status"]);
+    assert_eq!(st.status.code(), Some(1));
+
+    // A new daemon adopts them: same pids, no duplicates.
+    env.ok(&["up", "w"]);
+    let again: Vec<u32> = ["api", "web"]
+        .iter()
+        .map(|s| env.pid_of("w", s).unwrap())
+        .collect();
+    assert_eq!(pids, again);
+    assert_eq!(servers(&env).len(), 2, "{:?}", servers(&env));
+
+    // Adopted services are still supervised: killed from outside, restarted.
+    signal(pids[1], 9);
+    wait_until("web restarted", Duration::from_secs(10), || {
+        env.pid_of("w", "web").is_some_and(|p| p != pids[1]) && listening(env.port_of("w", "web"))
+    });
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn killing_the_daemon_in_the_middle_of_up_leaves_no_duplicate_and_no_orphan() {
+    let env = Env::new(&config());
+    for (i, delay_ms) in [0u64, 20, 60, 150, 350, 600].into_iter().enumerate() {
+        let world = format!("w{i}");
+        let out = env.binky(&["up", &world, "--no-wait"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let daemon = env.daemon_pid().expect("daemon running");
+        signal(daemon, 9);
+        wait_until("daemon dead", Duration::from_secs(5), || !alive(daemon));
+        // The next command's daemon converges from the store alone.
+        env.ok(&["up", &world, "-q"]);
+        assert!(listening(env.port_of(&world, "web")));
+        let servers = servers(&env);
+        assert_eq!(
+            servers.len(),
+            2 * (i + 1),
+            "after a kill at {delay_ms} ms: {servers:#?}"
+        );
+    }
+    let s = env.status();
+    for w in s["worlds"].as_array().unwrap() {
+        assert_eq!(w["state"], "ready", "{w}");
+    }
+    for i in 0..6 {
+        env.ok(&["remove", &format!("w{i}"), "-q"]);
+    }
+    env.assert_nothing_left(&["w0", "w1", "w2", "w3", "w4", "w5"]);
+}
+
+#[test]
+fn only_one_daemon_runs_per_home() {
+    let env = Env::new(&config());
+    env.ok(&["daemon", "start"]);
+    let first = env.daemon_pid().unwrap();
+    let out = std::process::Command::new(binky_bin())
+        .args(["daemon", "run"])
+        .env("BINKY_HOME", &env.home)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("already running"), "{}", stderr(&out));
+    assert_eq!(env.daemon_pid(), Some(first));
+    let status = env.ok(&["daemon", "status"]);
+    assert!(status.contains(&format!("pid {first}")), "{status}");
+    let mode = std::fs::metadata(binky::paths::Home::at(env.home.clone()).socket()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(mode.permissions().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn the_daemon_runs_in_process_as_a_library_function() {
+    let env = Env::new(&config());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = binky::daemon::DaemonConfig::new(binky::paths::Home::at(env.home.clone()));
+    let daemon = rt.spawn(binky::daemon::run(config, async {
+        let _ = stopped.await;
+    }));
+    wait_until("socket", Duration::from_secs(5), || {
+        env.binky(&["daemon", "status"]).status.success()
+    });
+    let status = env.ok(&["daemon", "status"]);
+    assert!(
+        status.contains(&format!("pid {}", std::process::id())),
+        "the CLI talks to the in-process daemon: {status}"
+    );
+    env.ok(&["up", "w"]);
+    assert!(listening(env.port_of("w", "web")));
+    let pid = env.pid_of("w", "web").unwrap();
+    stop.send(()).unwrap();
+    rt.block_on(daemon).unwrap().unwrap();
+    assert!(alive(pid), "services outlive the daemon");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -1,0 +1,353 @@
+//! Shared helpers: a temp git repository with a `binky.toml`, an isolated `BINKY_HOME`, the
+//! real `binky` binary, and waits on conditions instead of sleeps.
+
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub fn binky_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_binky")
+}
+
+/// A block of ports held for one test (a lock file per block, so tests running in
+/// parallel processes never share a range).
+pub struct PortBlock {
+    pub low: u16,
+    pub high: u16,
+    _lock: File,
+}
+
+impl PortBlock {
+    pub fn take() -> PortBlock {
+        let dir = std::env::temp_dir().join("binky-test-ports");
+        std::fs::create_dir_all(&dir).unwrap();
+        // 10000..32000 stays clear of the kernel's ephemeral range (32768+).
+        let mut base = 10000 + (std::process::id() % 440) as u16 * 50;
+        for _ in 0..440 {
+            let path = dir.join(format!("{base}.lock"));
+            let f = File::create(&path).unwrap();
+            let rc = unsafe { libc_flock(f.as_raw_fd()) };
+            if rc == 0 {
+                return PortBlock {
+                    low: base,
+                    high: base + 49,
+                    _lock: f,
+                };
+            }
+            base += 50;
+            if base >= 32000 {
+                base = 10000;
+            }
+        }
+        panic!("no free port block for the test");
+    }
+}
+
+unsafe fn libc_flock(fd: i32) -> i32 {
+    extern "C" {
+        fn flock(fd: i32, op: i32) -> i32;
+    }
+    const LOCK_EX: i32 = 2;
+    const LOCK_NB: i32 = 4;
+    flock(fd, LOCK_EX | LOCK_NB)
+}
+
+/// One test's world: a repository, a home, a port block.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub repo: PathBuf,
+    pub home: PathBuf,
+    pub ports: PortBlock,
+}
+
+/// A tiny HTTP server (in every test repository): answers any request with its
+/// environment as JSON. Starts in a few tens of milliseconds.
+pub const SERVER_PY: &str = r#"
+import json, os, socket, sys
+port = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ["PORT"])
+delay = float(os.environ.get("LISTEN_DELAY", "0"))
+if delay:
+    import time; time.sleep(delay)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(64)
+print("listening on", port, flush=True)
+while True:
+    c, _ = s.accept()
+    try:
+        c.recv(65536)
+        body = json.dumps(dict(os.environ)).encode()
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    except OSError:
+        pass
+    finally:
+        c.close()
+"#;
+
+/// The command that runs [`SERVER_PY`] on the service's port.
+pub const SERVE: &str = "exec python3 server.py ${self.port}";
+
+impl Env {
+    /// A repository holding `binky.toml` (with `{range}` replaced by this test's port range).
+    pub fn new(toml: &str) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&repo).unwrap();
+        let ports = PortBlock::take();
+        let env = Env {
+            dir,
+            repo,
+            home,
+            ports,
+        };
+        env.git(&["init", "-q", "-b", "main"]);
+        env.git(&["config", "user.email", "t@example.com"]);
+        env.git(&["config", "user.name", "t"]);
+        env.write_config(toml);
+        std::fs::write(env.repo.join("server.py"), SERVER_PY).unwrap();
+        env.git(&["add", "-A"]);
+        env.git(&["commit", "-qm", "init"]);
+        env
+    }
+
+    /// The port range line for `[project]`.
+    pub fn range(&self) -> String {
+        format!("port_range = [{}, {}]", self.ports.low, self.ports.high)
+    }
+
+    pub fn write_config(&self, toml: &str) {
+        std::fs::write(
+            self.repo.join("binky.toml"),
+            toml.replace("{range}", &self.range()),
+        )
+        .unwrap();
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        git_in(&self.repo, args)
+    }
+
+    /// Run binky in the repository.
+    pub fn binky(&self, args: &[&str]) -> Output {
+        self.binky_in(&self.repo, args)
+    }
+
+    pub fn binky_in(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new(binky_bin())
+            .args(args)
+            .current_dir(dir)
+            .env("BINKY_HOME", &self.home)
+            .env_remove("BINKY_WORKTREE_ROOT")
+            .output()
+            .unwrap()
+    }
+
+    /// Run binky and insist on exit 0.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.binky(args);
+        assert!(
+            out.status.success(),
+            "binky {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn worktree(&self, name: &str) -> PathBuf {
+        self.dir.path().join("repo.worktrees").join(name)
+    }
+
+    /// `binky status --json`.
+    pub fn status(&self) -> serde_json::Value {
+        serde_json::from_str(&self.ok(&["status", "--json"])).unwrap()
+    }
+
+    /// `binky env NAME --json` → the env map.
+    pub fn env_of(&self, world: &str) -> serde_json::Map<String, serde_json::Value> {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.ok(&["env", world, "--json"])).unwrap();
+        v["env"].as_object().unwrap().clone()
+    }
+
+    pub fn port_of(&self, world: &str, service: &str) -> u16 {
+        let key = format!("{}_PORT", service.to_uppercase().replace('-', "_"));
+        self.env_of(world)[&key].as_str().unwrap().parse().unwrap()
+    }
+
+    /// The world's services from `binky status NAME --json`.
+    pub fn services(&self, world: &str) -> Vec<serde_json::Value> {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.ok(&["status", world, "--json"])).unwrap();
+        v["services"].as_array().unwrap().clone()
+    }
+
+    pub fn pid_of(&self, world: &str, service: &str) -> Option<u32> {
+        self.services(world)
+            .iter()
+            .find(|s| s["name"] == service)
+            .and_then(|s| s["pid"].as_u64())
+            .map(|p| p as u32)
+    }
+
+    /// Processes started by this home (they carry its spawn token), alive (not zombies).
+    pub fn our_processes(&self) -> Vec<u32> {
+        let tag = home_tag(&self.home);
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            let marked = env
+                .split(|b| *b == 0)
+                .any(|e| e.starts_with(format!("BINKY_SPAWN_TOKEN={tag}.").as_bytes()));
+            if marked && alive(pid) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
+    pub fn daemon_pid(&self) -> Option<u32> {
+        let pid: u32 = std::fs::read_to_string(self.home.join("daemon.lock"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        alive(pid).then_some(pid)
+    }
+
+    /// Assert no process, worktree or port of this test is left.
+    pub fn assert_nothing_left(&self, worlds: &[&str]) {
+        wait_until("no processes left", Duration::from_secs(10), || {
+            self.our_processes().is_empty()
+        });
+        for w in worlds {
+            assert!(!self.worktree(w).exists(), "worktree of {w} left behind");
+        }
+        let status = self.status();
+        assert_eq!(
+            status["worlds"].as_array().unwrap().len(),
+            0,
+            "worlds left: {status}"
+        );
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = Command::new(binky_bin())
+            .args(["daemon", "stop"])
+            .env("BINKY_HOME", &self.home)
+            .output();
+        for pid in self.our_processes() {
+            unsafe {
+                kill(-(pid as i32), 9);
+                kill(pid as i32, 9);
+            }
+        }
+    }
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Send a signal to a pid.
+pub fn signal(pid: u32, sig: i32) {
+    unsafe {
+        kill(pid as i32, sig);
+    }
+}
+
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The home's tag, as binky computes it.
+pub fn home_tag(home: &Path) -> String {
+    binky::paths::Home::at(home.to_owned()).tag()
+}
+
+/// Alive and not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let state = s[s.rfind(')').unwrap() + 2..].chars().next().unwrap();
+            state != 'Z' && state != 'X'
+        }
+        Err(_) => false,
+    }
+}
+
+/// Wait until `f` holds, or panic naming `what`.
+pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out after {limit:?} waiting for: {what}");
+}
+
+/// Does something accept connections on this loopback port?
+pub fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(300))
+        .is_ok()
+}
+
+/// Is the port free to bind?
+pub fn bindable(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// The environment a test server on `port` runs with.
+pub fn served_env(port: u16) -> serde_json::Value {
+    let text = http_get(port, "/");
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON from :{port}: {e}: {text}"))
+}
+
+/// GET a path on a loopback port; the whole answer.
+pub fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
