@@ -11,5 +11,9 @@ pub mod process;
 pub mod runtime;
 pub mod spec;
 pub mod store;
+#[cfg(test)]
+pub mod testing;
+#[cfg(test)]
+mod tests;
 pub mod tokens;
 pub mod worktree;

@@ -795,7 +795,11 @@ impl<S: Supervisor> ProcessController<S> {
                 let step = Step {
                     problem: Some(Condition::failed(
                         CONDITION,
-                        "ServiceFailed",
+                        if row.failed_generation.is_some() {
+                            "SetupFailed"
+                        } else {
+                            "ServiceFailed"
+                        },
                         format!("{name}: {}", row.message),
                     )),
                     ..Step::default()

@@ -167,6 +167,11 @@ impl<G: Git> WorktreeController<G> {
         }
     }
 
+    #[cfg(test)]
+    pub(crate) fn git_for_tests(&self) -> &G {
+        &self.git
+    }
+
     fn repo_lock(&self, repo: &Path) -> Arc<tokio::sync::Mutex<()>> {
         self.repo_locks
             .lock()

@@ -1707,6 +1707,14 @@ fn env_token_admin_url_does_not_warn() {
 }
 
 #[test]
+fn admin_url_whose_credentials_are_env_tokens_does_not_warn() {
+    let loaded = ok(&with_project(
+        "[services.db]\nadapter = \"postgres\"\nadmin_url = \"postgres://${env.PGUSER}:${env.PGPASSWORD}@localhost:5432/postgres\"\n",
+    ));
+    assert!(loaded.warnings.is_empty(), "{:#?}", loaded.warnings);
+}
+
+#[test]
 fn admin_url_with_a_user_but_no_password_does_not_warn() {
     for url in [
         "postgres://admin@localhost:5432/postgres",

@@ -1,0 +1,1192 @@
+//! Foundation benchmark: binky (this repo) against binky 0.1.2 (the Python reference), on the
+//! same `binky.toml`, in the same run, reporting ratios (binky / 0.1.2).
+//!
+//! Measured:
+//! 1. `binky up` overhead for a 2-service world (web depends_on api): median wall time of
+//!    `binky up W` over fresh worlds on a warm daemon, minus the median time the same two
+//!    commands take to start directly, one after the other, until each accepts TCP.
+//! 2. `binky status` latency (whole command, median) with the load worlds up.
+//! 3. daemon RSS (VmRSS of the daemon pid only) and idle CPU (utime+stime ticks over a window)
+//!    with the load worlds up.
+//!
+//! binky 0.1.2 caps running worlds at `max(2, min(RAM_GB // 2, cpu_count))` (admission.py) and
+//! nothing (settings.json, env) raises it, so it runs `min(--worlds, cap)` worlds; binky is
+//! measured at that same count too (the like-for-like ratio) and at `--worlds`.
+//!
+//! Run: `cargo bench --bench foundation [-- --worlds N --runs N --json PATH]`.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+type Res<T> = Result<T, String>;
+
+const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) is not installed.\n\
+Install it into a venv and point the benchmark at it:\n\n\
+    python3 -m venv .venv-ref && .venv-ref/bin/pip install binky==0.1.2\n\
+    BINKY012=$PWD/.venv-ref/bin/binky cargo bench --bench foundation\n\n\
+(the benchmark also looks for /work/ref/venv/bin/binky and for `binky012` on PATH)";
+
+/// The tiny TCP service both tools run: binds the primary port, accepts and closes forever.
+const SERVICE_PY: &str = "import socket as S;s=S.socket();\
+s.setsockopt(S.SOL_SOCKET,S.SO_REUSEADDR,1);s.bind(('127.0.0.1',PORT));s.listen(64);\
+[c.close() for c,_ in iter(s.accept,None)]";
+
+// ---------------------------------------------------------------------------------------------
+// Interrupts: a flag, so that Ctrl-C unwinds through the teardown guards.
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: nix::libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(sig, &action) };
+    }
+}
+
+fn check_stop() -> Res<()> {
+    if STOP.load(Ordering::SeqCst) {
+        Err("interrupted".into())
+    } else {
+        Ok(())
+    }
+}
+
+/// Sleep in small steps so an interrupt is noticed.
+fn sleep_checked(d: Duration) -> Res<()> {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        check_stop()?;
+        thread::sleep((until - Instant::now()).min(Duration::from_millis(100)));
+    }
+    check_stop()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments.
+
+struct Args {
+    worlds: usize,
+    runs: usize,
+    status_runs: usize,
+    idle_secs: u64,
+    json: Option<PathBuf>,
+}
+
+const USAGE: &str = "usage: cargo bench --bench foundation -- [--worlds N] [--runs N] \
+[--status-runs N] [--idle-secs N] [--json PATH]\n\
+  --worlds N       worlds (x 2 services) up for status/RSS/CPU (default 20)\n\
+  --runs N         fresh worlds for the `up` median (default 10)\n\
+  --status-runs N  `status` runs for its median (default 20)\n\
+  --idle-secs N    idle CPU window in seconds (default 10)\n\
+  --json PATH      also write the results as JSON";
+
+fn parse_args() -> Res<Args> {
+    let mut a = Args {
+        worlds: 20,
+        runs: 10,
+        status_runs: 20,
+        idle_secs: 10,
+        json: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| -> Res<String> {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
+        let number = |name: &str, v: String| -> Res<usize> {
+            v.parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{name}: `{v}` is not a positive number"))
+        };
+        match flag.as_str() {
+            // `cargo bench` passes --bench to harness = false targets.
+            "--bench" => {}
+            "--worlds" => a.worlds = number("--worlds", value("--worlds")?)?,
+            "--runs" => a.runs = number("--runs", value("--runs")?)?,
+            "--status-runs" => a.status_runs = number("--status-runs", value("--status-runs")?)?,
+            "--idle-secs" => a.idle_secs = number("--idle-secs", value("--idle-secs")?)? as u64,
+            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+        }
+    }
+    Ok(a)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running commands with a timeout, timing the whole command precisely.
+
+struct Run {
+    status: ExitStatus,
+    elapsed: Duration,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn ok(&self) -> bool {
+        self.status.success()
+    }
+}
+
+/// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
+/// daemon that inherits the descriptors cannot hold the command open.
+fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
+    check_stop()?;
+    let out_path = scratch.join("cmd.stdout");
+    let err_path = scratch.join("cmd.stderr");
+    let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
+    let err = fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    let desc = format!("{cmd:?}");
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run {desc}: {e}"))?;
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel::<()>();
+    let dog = thread::spawn(move || {
+        if rx.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            true
+        } else {
+            false
+        }
+    });
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {desc}: {e}"))?;
+    let elapsed = start.elapsed();
+    let _ = tx.send(());
+    let timed_out = dog.join().unwrap_or(false);
+    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    if timed_out {
+        return Err(format!(
+            "{desc} timed out after {timeout:?}\nstdout: {stdout}\nstderr: {stderr}"
+        ));
+    }
+    Ok(Run {
+        status,
+        elapsed,
+        stdout,
+        stderr,
+    })
+}
+
+fn capture(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if out.status.success() && !text.is_empty() {
+        Some(text)
+    } else {
+        let e = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        (!e.is_empty() && out.status.success()).then_some(e)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc helpers.
+
+fn clk_tck() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// utime + stime of one process, in clock ticks.
+fn cpu_ticks(pid: u32) -> Res<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // Fields after the `(comm)`, which may contain spaces: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').ok_or("bad /proc stat")? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+    Ok(num(11).ok_or("bad utime")? + num(12).ok_or("bad stime")?)
+}
+
+/// A `VmXXX:` line of /proc/PID/status, in bytes.
+fn proc_status_kib(pid: u32, key: &str) -> Res<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .ok_or_else(|| format!("no {key} in /proc/{pid}/status"))
+}
+
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
+/// working directory inside the sandbox.
+fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
+    let me = std::process::id();
+    let needle = format!("BINKY_HOME={}", home.display());
+    let mut pids = Vec::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || !alive(pid) {
+            continue;
+        }
+        let env_match = fs::read(format!("/proc/{pid}/environ"))
+            .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+            .unwrap_or(false);
+        let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
+            .map(|c| c.starts_with(root))
+            .unwrap_or(false);
+        if env_match || cwd_match {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics.
+
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn summary(v: &[f64]) -> Value {
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    json!({ "median": median(v), "min": min, "max": max, "n": v.len(), "samples": v })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two tools.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// This repo's binky.
+    Rust,
+    /// binky 0.1.2 (Python).
+    Py,
+}
+
+struct Tool {
+    kind: Kind,
+    label: &'static str,
+    bin: PathBuf,
+    root: PathBuf,
+    repo: PathBuf,
+    home: PathBuf,
+    binky_home: PathBuf,
+    /// Worlds that may exist and must be removed at teardown.
+    live: Vec<String>,
+    daemon_pid: Option<u32>,
+    /// Set by teardown: processes of this sandbox still alive after remove + daemon stop.
+    leftovers: Vec<String>,
+    torn_down: bool,
+    _dir: tempfile::TempDir,
+}
+
+fn binky_toml(python: &str, lo: u16, hi: u16) -> String {
+    let py = SERVICE_PY.replace("PORT", "${self.port}");
+    format!(
+        r#"[project]
+name = "bench"
+port_range = [{lo}, {hi}]
+
+[services.api]
+cmd = "{python} -c \"{py}\""
+ports = ["http"]
+
+[services.web]
+cmd = "{python} -c \"{py}\""
+ports = ["http"]
+depends_on = ["api"]
+"#
+    )
+}
+
+impl Tool {
+    fn new(kind: Kind, bin: PathBuf, python: &str) -> Res<Tool> {
+        let (label, prefix, lo, hi) = match kind {
+            Kind::Rust => ("binky", "binky-bench-rs-", 21000, 21999),
+            Kind::Py => ("binky 0.1.2", "binky-bench-py-", 22000, 22999),
+        };
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .map_err(|e| format!("tempdir: {e}"))?;
+        let root = fs::canonicalize(dir.path()).map_err(|e| format!("tempdir: {e}"))?;
+        let repo = root.join("repo");
+        let home = root.join("home");
+        let binky_home = home.join(".binky");
+        fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
+        fs::create_dir_all(&binky_home).map_err(|e| format!("{}: {e}", binky_home.display()))?;
+        if kind == Kind::Py {
+            // No hostname proxy on :80 (and so no Caddy on :443): binky has neither.
+            fs::write(
+                binky_home.join("settings.json"),
+                "{\"proxy_port\": 0, \"https_port\": 0}\n",
+            )
+            .map_err(|e| format!("settings.json: {e}"))?;
+        }
+        fs::write(repo.join("binky.toml"), binky_toml(python, lo, hi))
+            .map_err(|e| format!("binky.toml: {e}"))?;
+        let tool = Tool {
+            kind,
+            label,
+            bin,
+            root,
+            repo,
+            home,
+            binky_home,
+            live: Vec::new(),
+            daemon_pid: None,
+            leftovers: Vec::new(),
+            torn_down: false,
+            _dir: dir,
+        };
+        for args in [
+            &["init", "-q"][..],
+            &["add", "binky.toml"][..],
+            &[
+                "-c",
+                "user.name=bench",
+                "-c",
+                "user.email=bench@localhost",
+                "commit",
+                "-qm",
+                "bench",
+            ][..],
+        ] {
+            let mut c = Command::new("git");
+            c.args(args).current_dir(&tool.repo).env("HOME", &tool.home);
+            let r = run_cmd(c, &tool.root, Duration::from_secs(30))?;
+            if !r.ok() {
+                return Err(format!("git {args:?} failed: {}", r.stderr));
+            }
+        }
+        Ok(tool)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.args(args)
+            .current_dir(&self.repo)
+            .env("HOME", &self.home)
+            .env("BINKY_HOME", &self.binky_home)
+            .env_remove("BINKY_LOG")
+            .env_remove("RUST_LOG");
+        c
+    }
+
+    fn run(&self, args: &[&str], timeout: Duration) -> Res<Run> {
+        run_cmd(self.cmd(args), &self.root, timeout)
+    }
+
+    fn run_ok(&self, args: &[&str], timeout: Duration) -> Res<Run> {
+        let r = self.run(args, timeout)?;
+        if r.ok() {
+            Ok(r)
+        } else {
+            Err(format!(
+                "{}: `binky {}` exited {}\nstdout: {}\nstderr: {}",
+                self.label,
+                args.join(" "),
+                r.status,
+                r.stdout.trim(),
+                r.stderr.trim()
+            ))
+        }
+    }
+
+    fn version(&self) -> String {
+        let args: &[&str] = match self.kind {
+            Kind::Rust => &["--version"],
+            Kind::Py => &["version"],
+        };
+        self.run(args, Duration::from_secs(30))
+            .map(|r| r.stdout.trim().to_owned())
+            .unwrap_or_else(|e| format!("unknown ({e})"))
+    }
+
+    fn start_daemon(&mut self) -> Res<u32> {
+        self.run_ok(&["daemon", "start"], Duration::from_secs(60))?;
+        let r = self.run_ok(&["daemon", "status"], Duration::from_secs(30))?;
+        let text = format!("{}{}", r.stdout, r.stderr);
+        let pid = text
+            .split("pid ")
+            .nth(1)
+            .and_then(|s| {
+                s.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse::<u32>()
+                    .ok()
+            })
+            .ok_or_else(|| format!("{}: no pid in `daemon status`: {text}", self.label))?;
+        if !alive(pid) {
+            return Err(format!("{}: daemon pid {pid} is not alive", self.label));
+        }
+        self.daemon_pid = Some(pid);
+        Ok(pid)
+    }
+
+    fn daemon(&self) -> Res<u32> {
+        let pid = self.daemon_pid.ok_or("daemon not started")?;
+        if alive(pid) {
+            Ok(pid)
+        } else {
+            Err(format!("{}: daemon pid {pid} died", self.label))
+        }
+    }
+
+    /// `binky up NAME`, timed; the world is ready when it returns 0.
+    fn up(&mut self, name: &str) -> Res<Duration> {
+        self.live.push(name.to_owned());
+        let args: &[&str] = match self.kind {
+            Kind::Rust => &["up", name, "-q"],
+            Kind::Py => &["up", name],
+        };
+        Ok(self.run_ok(args, Duration::from_secs(150))?.elapsed)
+    }
+
+    fn remove(&mut self, name: &str) -> Res<()> {
+        self.run_ok(&["remove", name, "--force"], Duration::from_secs(60))?;
+        self.live.retain(|w| w != name);
+        Ok(())
+    }
+
+    fn status(&self) -> Res<Run> {
+        self.run_ok(&["status"], Duration::from_secs(30))
+    }
+
+    /// How many worlds the tool reports with all their services running.
+    fn running_worlds(&self) -> Res<usize> {
+        match self.kind {
+            Kind::Rust => {
+                let r = self.run_ok(&["status", "--json"], Duration::from_secs(30))?;
+                let v: Value = serde_json::from_str(&r.stdout)
+                    .map_err(|e| format!("binky status --json: {e}"))?;
+                Ok(v["worlds"]
+                    .as_array()
+                    .map(|ws| {
+                        ws.iter()
+                            .filter(|w| {
+                                w["services"].as_array().is_some_and(|ss| {
+                                    !ss.is_empty() && ss.iter().all(|s| s["state"] == "running")
+                                })
+                            })
+                            .count()
+                    })
+                    .unwrap_or(0))
+            }
+            Kind::Py => {
+                let r = self.status()?;
+                Ok(r.stdout.lines().filter(|l| l.contains("[running")).count())
+            }
+        }
+    }
+
+    /// binky 0.1.2's admission capacity, from `binky metrics`.
+    fn py_capacity(&self) -> Res<usize> {
+        let r = self.run_ok(&["metrics"], Duration::from_secs(30))?;
+        let v: Value =
+            serde_json::from_str(&r.stdout).map_err(|e| format!("binky metrics: {e}"))?;
+        v["admission"]["capacity"]
+            .as_u64()
+            .map(|c| c as usize)
+            .ok_or_else(|| format!("no admission.capacity in `binky metrics`: {}", r.stdout))
+    }
+
+    /// Remove every world, stop the daemon, kill whatever of this sandbox is still alive.
+    fn teardown(&mut self) {
+        if self.torn_down {
+            return;
+        }
+        self.torn_down = true;
+        for w in self.live.clone().iter().rev() {
+            if let Err(e) = self.run_ok(&["remove", w, "--force"], Duration::from_secs(60)) {
+                eprintln!("teardown: {e}");
+            }
+        }
+        if let Err(e) = self.run_ok(&["daemon", "stop"], Duration::from_secs(30)) {
+            eprintln!("teardown: {e}");
+        }
+        // Give exiting processes a moment before calling them leftovers.
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut left = sandbox_processes(&self.binky_home, &self.root);
+        while !left.is_empty() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(100));
+            left = sandbox_processes(&self.binky_home, &self.root);
+        }
+        for pid in &left {
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .replace('\0', " ")
+                        .trim()
+                        .to_owned()
+                })
+                .unwrap_or_default();
+            self.leftovers.push(format!("{pid} {cmdline}"));
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        }
+        if !left.is_empty() {
+            eprintln!(
+                "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
+                left.len(),
+                self.label,
+                self.leftovers.join("\n  ")
+            );
+        }
+    }
+}
+
+impl Drop for Tool {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The services' own start time, without binky.
+
+/// Kills the process groups of directly started services, even on error.
+struct Direct(Vec<Child>);
+
+impl Drop for Direct {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = killpg(Pid::from_raw(c.id() as i32), Signal::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> Res<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// Start api, wait until it accepts TCP, then web, the way both tools do with depends_on;
+/// returns the time from the first spawn to web accepting.
+fn direct_start(python: &str) -> Res<Duration> {
+    let ports = [free_port()?, free_port()?];
+    let mut kids = Direct(Vec::new());
+    let start = Instant::now();
+    for port in ports {
+        let script = SERVICE_PY.replace("PORT", &port.to_string());
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(format!("{python} -c \"{script}\""))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        kids.0
+            .push(c.spawn().map_err(|e| format!("spawn service: {e}"))?);
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
+                break;
+            }
+            if let Some(st) = kids.0.last_mut().and_then(|k| k.try_wait().ok().flatten()) {
+                return Err(format!("the service exited before listening: {st}"));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the service did not listen on {port} within 10 s"));
+            }
+            check_stop()?;
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    Ok(start.elapsed())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load measurements.
+
+struct Load {
+    worlds: usize,
+    running: usize,
+    status_ms: Vec<f64>,
+    rss_bytes: u64,
+    hwm_bytes: u64,
+    idle_cpu_pct: f64,
+    up_ms: Vec<f64>,
+}
+
+impl Load {
+    fn json(&self) -> Value {
+        json!({
+            "worlds": self.worlds,
+            "worlds_running": self.running,
+            "services_running": self.running * 2,
+            "status_ms": summary(&self.status_ms),
+            "daemon_rss_bytes": self.rss_bytes,
+            "daemon_rss_mib": self.rss_bytes as f64 / 1048576.0,
+            "daemon_vmhwm_bytes": self.hwm_bytes,
+            "daemon_idle_cpu_pct_of_one_core": self.idle_cpu_pct,
+            "up_ms_while_loading": summary(&self.up_ms),
+        })
+    }
+}
+
+/// Bring `tool` up to `target` load worlds (`s00`, `s01`, …), timing each `up`.
+fn load_to(tool: &mut Tool, have: &mut usize, target: usize, ups: &mut Vec<f64>) -> Res<()> {
+    while *have < target {
+        let name = format!("s{:02}", *have);
+        ups.push(ms(tool.up(&name)?));
+        *have += 1;
+    }
+    Ok(())
+}
+
+fn measure_status(tools: &[&Tool], runs: usize) -> Res<Vec<Vec<f64>>> {
+    let mut out = vec![Vec::new(); tools.len()];
+    for i in 0..runs {
+        // Alternate the order so neither tool always runs right after the other.
+        for k in 0..tools.len() {
+            let j = if i % 2 == 0 { k } else { tools.len() - 1 - k };
+            out[j].push(ms(tools[j].status()?.elapsed));
+        }
+    }
+    Ok(out)
+}
+
+/// Idle CPU (% of one core) of each daemon over the same window; RSS at its end.
+fn measure_idle(tools: &[&Tool], secs: u64) -> Res<Vec<(f64, u64, u64)>> {
+    // Let the ups settle (health checks, bookkeeping) before the window starts.
+    sleep_checked(Duration::from_secs(3))?;
+    let pids: Vec<u32> = tools.iter().map(|t| t.daemon()).collect::<Res<_>>()?;
+    let before: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Res<_>>()?;
+    let t0 = Instant::now();
+    sleep_checked(Duration::from_secs(secs))?;
+    let after: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Res<_>>()?;
+    let wall = t0.elapsed().as_secs_f64();
+    let tck = clk_tck();
+    let mut out = Vec::new();
+    for (i, pid) in pids.iter().enumerate() {
+        let cpu = (after[i] - before[i]) as f64 / tck / wall * 100.0;
+        let rss = proc_status_kib(*pid, "VmRSS:")?;
+        let hwm = proc_status_kib(*pid, "VmHWM:").unwrap_or(0);
+        out.push((cpu, rss, hwm));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting.
+
+fn fmt_ms(v: f64) -> String {
+    if v.is_nan() {
+        "n/a".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+fn fmt_mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / 1048576.0)
+}
+
+fn fmt_pct(v: f64) -> String {
+    format!("{v:.2} %")
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b.is_nan() || a.is_nan() || b <= 0.0 {
+        "n/a".into()
+    } else {
+        format!("{:.3}", a / b)
+    }
+}
+
+fn ratio_value(a: f64, b: f64) -> Value {
+    if b.is_nan() || a.is_nan() || b <= 0.0 {
+        Value::Null
+    } else {
+        json!(a / b)
+    }
+}
+
+struct Table {
+    rows: Vec<[String; 6]>,
+}
+
+impl Table {
+    fn row(&mut self, cells: [&str; 6]) {
+        self.rows.push(cells.map(str::to_owned));
+    }
+
+    fn render(&self) -> String {
+        let mut w = [0usize; 6];
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let mut s = String::new();
+        for (n, r) in self.rows.iter().enumerate() {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                let pad = w[i] - c.chars().count();
+                if i == 0 {
+                    let _ = write!(line, "{c}{}", " ".repeat(pad));
+                } else {
+                    let _ = write!(line, "  {}{c}", " ".repeat(pad));
+                }
+            }
+            let _ = writeln!(s, "{}", line.trim_end());
+            if n == 0 {
+                let total: usize = w.iter().sum::<usize>() + 2 * 5;
+                let _ = writeln!(s, "{}", "-".repeat(total));
+            }
+        }
+        s
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "yes"
+    } else {
+        "NO"
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn find_binky012() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let reference = PathBuf::from("/work/ref/venv/bin/binky");
+    if reference.is_file() {
+        return Some(reference);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("binky012"))
+            .find(|p| p.is_file())
+    })
+}
+
+fn machine(python: &str) -> Value {
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    json!({
+        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu": cpu,
+        "ram_gib": mem_kib as f64 / 1048576.0,
+        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
+        "python": capture(python, &["--version"]).unwrap_or_default(),
+        "python_path": python,
+        "git": capture("git", &["--version"]).unwrap_or_default(),
+    })
+}
+
+fn main() {
+    install_signal_handlers();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let Some(ref_bin) = find_binky012() else {
+        eprintln!("{INSTALL_HINT}");
+        std::process::exit(1);
+    };
+    match bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin) {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("foundation benchmark failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
+    // The real interpreter, not a pyenv shim: its start time must be the same everywhere.
+    let python = capture("python3", &["-c", "import sys; print(sys.executable)"])
+        .ok_or("python3 is needed for the benchmark's services")?;
+    let machine = machine(&python);
+    eprintln!("machine: {machine}");
+
+    let mut rs = Tool::new(Kind::Rust, rs_bin, &python)?;
+    let mut py = Tool::new(Kind::Py, py_bin, &python)?;
+    let versions = (rs.version(), py.version());
+    eprintln!("binky: {} ({})", versions.0, rs.bin.display());
+    eprintln!("binky 0.1.2: {} ({})", versions.1, py.bin.display());
+    if !versions.1.contains("0.1.2") {
+        eprintln!(
+            "warning: the reference reports version `{}`, not 0.1.2",
+            versions.1
+        );
+    }
+
+    // Warm daemons, one warm-up world each, and a warm-up direct start.
+    let rs_pid = rs.start_daemon()?;
+    let py_pid = py.start_daemon()?;
+    eprintln!("daemons: binky pid {rs_pid}, binky 0.1.2 pid {py_pid}");
+    for t in [&mut rs, &mut py] {
+        let d = t.up("warm")?;
+        eprintln!("warm-up world on {}: up {:.0} ms", t.label, ms(d));
+        t.remove("warm")?;
+    }
+    direct_start(&python)?;
+
+    // 1. up overhead, interleaved so drift hits both tools and the direct start alike.
+    let (mut direct, mut up_rs, mut up_py) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..args.runs {
+        let name = format!("u{i:02}");
+        direct.push(ms(direct_start(&python)?));
+        let order: [&mut Tool; 2] = if i % 2 == 0 {
+            [&mut rs, &mut py]
+        } else {
+            [&mut py, &mut rs]
+        };
+        for t in order {
+            let d = ms(t.up(&name)?);
+            t.remove(&name)?;
+            match t.kind {
+                Kind::Rust => up_rs.push(d),
+                Kind::Py => up_py.push(d),
+            }
+        }
+        eprintln!(
+            "up run {}/{}: direct {:.0} ms, binky {:.0} ms, 0.1.2 {:.0} ms",
+            i + 1,
+            args.runs,
+            direct.last().copied().unwrap_or(f64::NAN),
+            up_rs.last().copied().unwrap_or(f64::NAN),
+            up_py.last().copied().unwrap_or(f64::NAN)
+        );
+    }
+    let start_med = median(&direct);
+    let over_rs = median(&up_rs) - start_med;
+    let over_py = median(&up_py) - start_med;
+
+    // 2 + 3. Load: both tools at 0.1.2's cap (like for like), then binky alone at --worlds.
+    let cap = py.py_capacity()?;
+    let equal = args.worlds.min(cap);
+    eprintln!(
+        "binky 0.1.2 admission capacity: {cap} running worlds (not configurable); \
+         like-for-like load = {equal} worlds"
+    );
+    let (mut have_rs, mut have_py) = (0usize, 0usize);
+    let (mut ups_rs, mut ups_py) = (Vec::new(), Vec::new());
+    load_to(&mut rs, &mut have_rs, equal, &mut ups_rs)?;
+    load_to(&mut py, &mut have_py, equal, &mut ups_py)?;
+    let running_rs = rs.running_worlds()?;
+    let running_py = py.running_worlds()?;
+    let st = measure_status(&[&rs, &py], args.status_runs)?;
+    let idle = measure_idle(&[&rs, &py], args.idle_secs)?;
+    let eq_rs = Load {
+        worlds: equal,
+        running: running_rs,
+        status_ms: st[0].clone(),
+        rss_bytes: idle[0].1,
+        hwm_bytes: idle[0].2,
+        idle_cpu_pct: idle[0].0,
+        up_ms: ups_rs.clone(),
+    };
+    let eq_py = Load {
+        worlds: equal,
+        running: running_py,
+        status_ms: st[1].clone(),
+        rss_bytes: idle[1].1,
+        hwm_bytes: idle[1].2,
+        idle_cpu_pct: idle[1].0,
+        up_ms: ups_py,
+    };
+    eprintln!(
+        "load {equal}: status binky {:.1} ms / 0.1.2 {:.1} ms; RSS {} / {}; idle CPU {:.2}% / {:.2}%",
+        median(&eq_rs.status_ms),
+        median(&eq_py.status_ms),
+        fmt_mib(eq_rs.rss_bytes),
+        fmt_mib(eq_py.rss_bytes),
+        eq_rs.idle_cpu_pct,
+        eq_py.idle_cpu_pct
+    );
+
+    let full_rs = if args.worlds > equal {
+        load_to(&mut rs, &mut have_rs, args.worlds, &mut ups_rs)?;
+        let running = rs.running_worlds()?;
+        let st = measure_status(&[&rs], args.status_runs)?;
+        let idle = measure_idle(&[&rs], args.idle_secs)?;
+        Some(Load {
+            worlds: args.worlds,
+            running,
+            status_ms: st[0].clone(),
+            rss_bytes: idle[0].1,
+            hwm_bytes: idle[0].2,
+            idle_cpu_pct: idle[0].0,
+            up_ms: ups_rs,
+        })
+    } else {
+        None
+    };
+    let full = full_rs.as_ref().unwrap_or(&eq_rs);
+    let daemon_binary_rs = rs.bin.clone();
+
+    // Teardown before reporting, so leftovers are part of the report.
+    rs.teardown();
+    py.teardown();
+
+    // ------------------------------------------------------------------ report
+    let n = args.worlds;
+    let mut t = Table { rows: Vec::new() };
+    t.row([
+        "metric",
+        "binky",
+        "binky 0.1.2",
+        "ratio",
+        "target",
+        "binky meets",
+    ]);
+    let r = args.runs;
+    t.row([
+        &format!("up wall time, 2-service world (median of {r})"),
+        &fmt_ms(median(&up_rs)),
+        &fmt_ms(median(&up_py)),
+        &ratio(median(&up_rs), median(&up_py)),
+        "",
+        "",
+    ]);
+    t.row([
+        &format!("  services' own start, direct (median of {r})"),
+        &fmt_ms(start_med),
+        &fmt_ms(start_med),
+        "",
+        "",
+        "",
+    ]);
+    t.row([
+        "up overhead (wall - own start)",
+        &fmt_ms(over_rs),
+        &fmt_ms(over_py),
+        &ratio(over_rs, over_py),
+        "<= 100 ms",
+        verdict(over_rs <= 100.0),
+    ]);
+    let sr = args.status_runs;
+    let eq_label = |what: &str| format!("{what}, {equal} worlds x 2 svc");
+    t.row([
+        &eq_label(&format!("status latency (median of {sr})")),
+        &fmt_ms(median(&eq_rs.status_ms)),
+        &fmt_ms(median(&eq_py.status_ms)),
+        &ratio(median(&eq_rs.status_ms), median(&eq_py.status_ms)),
+        "<= 20 ms",
+        verdict(median(&eq_rs.status_ms) <= 20.0),
+    ]);
+    t.row([
+        &eq_label("daemon RSS"),
+        &fmt_mib(eq_rs.rss_bytes),
+        &fmt_mib(eq_py.rss_bytes),
+        &ratio(eq_rs.rss_bytes as f64, eq_py.rss_bytes as f64),
+        "<= 20 MiB",
+        verdict(eq_rs.rss_bytes <= 20 * 1048576),
+    ]);
+    t.row([
+        &eq_label(&format!("daemon idle CPU ({} s)", args.idle_secs)),
+        &fmt_pct(eq_rs.idle_cpu_pct),
+        &fmt_pct(eq_py.idle_cpu_pct),
+        &ratio(eq_rs.idle_cpu_pct, eq_py.idle_cpu_pct),
+        "<= 1 % core",
+        verdict(eq_rs.idle_cpu_pct <= 1.0),
+    ]);
+    if let Some(f) = &full_rs {
+        let capped = format!("({equal}w cap) ");
+        let full_label = |what: &str| format!("{what}, {n} worlds x 2 svc");
+        t.row([
+            &full_label(&format!("status latency (median of {sr})")),
+            &fmt_ms(median(&f.status_ms)),
+            &format!("{capped}{}", fmt_ms(median(&eq_py.status_ms))),
+            &format!("{}*", ratio(median(&f.status_ms), median(&eq_py.status_ms))),
+            "<= 20 ms",
+            verdict(median(&f.status_ms) <= 20.0),
+        ]);
+        t.row([
+            &full_label("daemon RSS"),
+            &fmt_mib(f.rss_bytes),
+            &format!("{capped}{}", fmt_mib(eq_py.rss_bytes)),
+            &format!("{}*", ratio(f.rss_bytes as f64, eq_py.rss_bytes as f64)),
+            "<= 20 MiB",
+            verdict(f.rss_bytes <= 20 * 1048576),
+        ]);
+        t.row([
+            &full_label(&format!("daemon idle CPU ({} s)", args.idle_secs)),
+            &fmt_pct(f.idle_cpu_pct),
+            &format!("{capped}{}", fmt_pct(eq_py.idle_cpu_pct)),
+            &format!("{}*", ratio(f.idle_cpu_pct, eq_py.idle_cpu_pct)),
+            "<= 1 % core",
+            verdict(f.idle_cpu_pct <= 1.0),
+        ]);
+    }
+    println!();
+    println!("{}", t.render());
+    if full_rs.is_some() {
+        println!(
+            "* binky 0.1.2 cannot run more than {cap} worlds at once on this machine \
+             (max(2, min(RAM_GB // 2, cpu_count)); no setting or env var raises it), so its \
+             figure is at {equal} worlds while binky's is at {n}."
+        );
+    }
+    println!(
+        "worlds running when measured: binky {}/{} (and {}/{equal}), binky 0.1.2 {}/{equal}",
+        full.running, full.worlds, eq_rs.running, eq_py.running
+    );
+    println!(
+        "binky `up` while loading worlds 1..{}: median {} (max {})",
+        full.worlds,
+        fmt_ms(median(&full.up_ms)),
+        fmt_ms(full.up_ms.iter().copied().fold(f64::NAN, f64::max))
+    );
+    for tool in [&rs, &py] {
+        if !tool.leftovers.is_empty() {
+            println!(
+                "{}: {} process(es) still alive after remove --force + daemon stop (killed)",
+                tool.label,
+                tool.leftovers.len()
+            );
+        }
+    }
+
+    if let Some(path) = &args.json {
+        let targets = json!({
+            "up_overhead_ms": 100, "status_ms": 20, "daemon_rss_mib": 20, "idle_cpu_pct": 1
+        });
+        let report = json!({
+            "benchmark": "foundation",
+            "machine": machine,
+            "settings": {
+                "worlds": n, "runs": args.runs, "status_runs": args.status_runs,
+                "idle_secs": args.idle_secs, "services_per_world": 2,
+                "service": format!("{python} -c \"{}\"", SERVICE_PY),
+                "binky012_proxy_port": 0,
+            },
+            "targets": targets,
+            "binky": {
+                "version": versions.0, "binary": daemon_binary_rs,
+                "up_wall_ms": summary(&up_rs),
+                "up_overhead_ms": over_rs,
+                "load_equal": eq_rs.json(),
+                "load_full": full_rs.as_ref().map(Load::json),
+                "leftover_processes": rs.leftovers,
+            },
+            "binky012": {
+                "version": versions.1, "binary": py.bin,
+                "admission_capacity": cap,
+                "up_wall_ms": summary(&up_py),
+                "up_overhead_ms": over_py,
+                "load_equal": eq_py.json(),
+                "leftover_processes": py.leftovers,
+            },
+            "direct_start_ms": summary(&direct),
+            "ratios_binky_over_012": {
+                "up_wall": ratio_value(median(&up_rs), median(&up_py)),
+                "up_overhead": ratio_value(over_rs, over_py),
+                "status_equal_load": ratio_value(median(&eq_rs.status_ms), median(&eq_py.status_ms)),
+                "rss_equal_load": ratio_value(eq_rs.rss_bytes as f64, eq_py.rss_bytes as f64),
+                "idle_cpu_equal_load": ratio_value(eq_rs.idle_cpu_pct, eq_py.idle_cpu_pct),
+                "status_full_vs_012_at_cap": full_rs.as_ref().map(|f| ratio_value(median(&f.status_ms), median(&eq_py.status_ms))),
+                "rss_full_vs_012_at_cap": full_rs.as_ref().map(|f| ratio_value(f.rss_bytes as f64, eq_py.rss_bytes as f64)),
+                "idle_cpu_full_vs_012_at_cap": full_rs.as_ref().map(|f| ratio_value(f.idle_cpu_pct, eq_py.idle_cpu_pct)),
+            },
+            "meets_targets": {
+                "up_overhead": over_rs <= 100.0,
+                "status": median(&full.status_ms) <= 20.0,
+                "daemon_rss": full.rss_bytes <= 20 * 1048576,
+                "idle_cpu": full.idle_cpu_pct <= 1.0,
+            },
+        });
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,331 @@
+//! Fakes of the effect traits, and a harness that converges a world through the real
+//! runtime functions against a real SQLite file.
+
+#![allow(dead_code, missing_docs)]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::port::PortProbe;
+use crate::process::{
+    Exit, Liveness, Marked, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
+};
+use crate::runtime::{reconcile_one, Controller, KeyBackoff, Trigger};
+use crate::spec::{Agents, Hooks, Process, Project, Restart, Service, ServiceKind, Spec, UrlSpec};
+use crate::store::{NewWorld, Store, World, WorldId};
+use crate::worktree::{Git, GitError, WorktreeInfo};
+
+/// A process service with a URL (so it gets a port).
+pub fn web(cmd: &str, deps: &[&str]) -> Service {
+    Service {
+        depends_on: deps.iter().map(|s| s.to_string()).collect(),
+        shared: false,
+        kind: ServiceKind::Process(Process {
+            cmd: cmd.into(),
+            setup: None,
+            workdir: ".".into(),
+            restart: Restart::OnFailure,
+            limits: None,
+            url: Some(UrlSpec::Service),
+            ports: None,
+            health: None,
+            watch: vec![],
+            env: BTreeMap::new(),
+            env_file: vec![],
+            replicas: 1,
+        }),
+    }
+}
+
+/// A spec of these services.
+pub fn spec(services: Vec<(&str, Service)>) -> Spec {
+    Spec {
+        project: Project {
+            name: "acme".into(),
+            domain: None,
+            port_range: Some((5000, 5009)),
+            https: false,
+        },
+        services: services
+            .into_iter()
+            .map(|(n, s)| (n.to_owned(), s))
+            .collect(),
+        groups: BTreeMap::new(),
+        agents: Agents::default(),
+        hooks: Hooks::default(),
+    }
+}
+
+/// A new world of `spec` in repo `/repo` (worktree under the temp dir).
+pub fn new_world(dir: &Path, name: &str, spec: Spec) -> NewWorld {
+    NewWorld {
+        project: spec.project.name.clone(),
+        repo_root: dir.join("repo"),
+        name: name.into(),
+        branch: name.into(),
+        from_ref: Some("base".into()),
+        worktree_path: dir.join("wt").join(name),
+        config_rel: String::new(),
+        config_path: dir.join("repo/binky.toml"),
+        spec,
+        env: BTreeMap::new(),
+        group: None,
+    }
+}
+
+/// Fake git over real directories (so "the path exists" checks hold).
+#[derive(Default)]
+pub struct FakeGit {
+    pub inner: Mutex<GitState>,
+}
+
+#[derive(Default)]
+pub struct GitState {
+    pub worktrees: Vec<WorktreeInfo>,
+    pub branches: BTreeMap<String, u64>,
+    pub dirty: BTreeSet<PathBuf>,
+    pub calls: Vec<String>,
+}
+
+impl Git for FakeGit {
+    async fn worktrees(&self, _repo: &Path) -> Result<Vec<WorktreeInfo>, GitError> {
+        Ok(self.inner.lock().unwrap().worktrees.clone())
+    }
+    async fn branch_exists(&self, _repo: &Path, branch: &str) -> Result<bool, GitError> {
+        Ok(self.inner.lock().unwrap().branches.contains_key(branch))
+    }
+    async fn rev_parse(&self, _repo: &Path, rev: &str) -> Result<String, GitError> {
+        Ok(format!("sha-of-{rev}"))
+    }
+    async fn add_worktree(
+        &self,
+        _repo: &Path,
+        path: &Path,
+        branch: &str,
+        from: Option<&str>,
+    ) -> Result<(), GitError> {
+        let mut g = self.inner.lock().unwrap();
+        g.calls.push(format!("add {branch} from {from:?}"));
+        std::fs::create_dir_all(path).unwrap();
+        g.branches.entry(branch.into()).or_insert(0);
+        g.worktrees.push(WorktreeInfo {
+            path: path.to_owned(),
+            branch: Some(branch.into()),
+        });
+        Ok(())
+    }
+    async fn is_dirty(&self, wt: &Path) -> Result<bool, GitError> {
+        Ok(self.inner.lock().unwrap().dirty.contains(wt))
+    }
+    async fn remove_worktree(&self, _repo: &Path, path: &Path) -> Result<(), GitError> {
+        let mut g = self.inner.lock().unwrap();
+        g.calls.push(format!("remove {}", path.display()));
+        g.worktrees.retain(|w| w.path != path);
+        let _ = std::fs::remove_dir_all(path);
+        Ok(())
+    }
+    async fn prune(&self, _repo: &Path) -> Result<(), GitError> {
+        Ok(())
+    }
+    async fn commits_ahead(
+        &self,
+        _repo: &Path,
+        _base: &str,
+        branch: &str,
+    ) -> Result<u64, GitError> {
+        Ok(*self
+            .inner
+            .lock()
+            .unwrap()
+            .branches
+            .get(branch)
+            .unwrap_or(&0))
+    }
+    async fn delete_branch(&self, _repo: &Path, branch: &str) -> Result<(), GitError> {
+        let mut g = self.inner.lock().unwrap();
+        g.calls.push(format!("delete-branch {branch}"));
+        g.branches.remove(branch);
+        Ok(())
+    }
+}
+
+/// Ports that a "foreign process" holds.
+#[derive(Default, Clone)]
+pub struct FakePorts {
+    pub busy: Arc<Mutex<BTreeSet<u16>>>,
+    pub probed: Arc<Mutex<Vec<u16>>>,
+}
+
+impl PortProbe for FakePorts {
+    fn is_free(&self, port: u16) -> bool {
+        self.probed.lock().unwrap().push(port);
+        !self.busy.lock().unwrap().contains(&port)
+    }
+}
+
+/// A fake process.
+#[derive(Clone, Debug)]
+pub struct FakeProc {
+    pub spec: SpawnSpec,
+    pub exit: Option<Exit>,
+}
+
+/// A supervisor that records everything and lets tests decide what happens.
+#[derive(Default)]
+pub struct FakeSupervisor {
+    pub inner: Mutex<SupState>,
+}
+
+#[derive(Default)]
+pub struct SupState {
+    pub next_pid: u32,
+    pub procs: HashMap<ProcId, FakeProc>,
+    pub spawned: Vec<(String, ProcId)>,
+    pub stopped: Vec<String>,
+    /// Services whose probe fails.
+    pub unready: BTreeSet<String>,
+    /// Processes carrying this home's token (for the orphan sweep).
+    pub marked: Vec<Marked>,
+    pub killed_groups: Vec<u32>,
+    /// `run` calls (setup, hooks) and the exit code they get.
+    pub runs: Vec<SpawnSpec>,
+    pub run_code: i32,
+}
+
+impl FakeSupervisor {
+    /// Make a running service exit.
+    pub fn exit(&self, service: &str, code: i32) {
+        let mut s = self.inner.lock().unwrap();
+        for p in s.procs.values_mut() {
+            if p.spec.service == service && p.exit.is_none() {
+                p.exit = Some(Exit {
+                    code: Some(code),
+                    signal: None,
+                });
+            }
+        }
+    }
+
+    /// Live process of a service.
+    pub fn live(&self, service: &str) -> Vec<ProcId> {
+        let s = self.inner.lock().unwrap();
+        s.procs
+            .iter()
+            .filter(|(_, p)| p.spec.service == service && p.exit.is_none())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    pub fn spawn_order(&self) -> Vec<String> {
+        self.inner
+            .lock()
+            .unwrap()
+            .spawned
+            .iter()
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    fn service_on_port(&self, port: u16) -> Option<String> {
+        let s = self.inner.lock().unwrap();
+        s.procs
+            .values()
+            .find(|p| {
+                p.exit.is_none()
+                    && p.spec.env.get("PORT").map(String::as_str) == Some(&port.to_string())
+            })
+            .map(|p| p.spec.service.clone())
+    }
+}
+
+impl Supervisor for FakeSupervisor {
+    async fn spawn(&self, spec: &SpawnSpec) -> Result<ProcId, SpawnError> {
+        let mut s = self.inner.lock().unwrap();
+        s.next_pid += 1;
+        let id = ProcId {
+            pid: 1000 + s.next_pid,
+            start_time: 77,
+        };
+        s.procs.insert(
+            id,
+            FakeProc {
+                spec: spec.clone(),
+                exit: None,
+            },
+        );
+        s.spawned.push((spec.service.clone(), id));
+        Ok(id)
+    }
+
+    fn liveness(&self, _world: WorldId, id: ProcId) -> Liveness {
+        let s = self.inner.lock().unwrap();
+        match s.procs.get(&id) {
+            Some(FakeProc { exit: None, .. }) => Liveness::Running,
+            Some(FakeProc { exit: Some(e), .. }) => Liveness::Exited(*e),
+            None => Liveness::Exited(Exit {
+                code: None,
+                signal: None,
+            }),
+        }
+    }
+
+    async fn stop(&self, id: ProcId, _grace: Duration) {
+        let mut s = self.inner.lock().unwrap();
+        let name = s.procs.get(&id).map(|p| p.spec.service.clone());
+        if let Some(p) = s.procs.get_mut(&id) {
+            if p.exit.is_none() {
+                p.exit = Some(Exit {
+                    code: None,
+                    signal: Some(15),
+                });
+            }
+        }
+        if let Some(n) = name {
+            s.stopped.push(n);
+        }
+    }
+
+    async fn probe(&self, target: &ProbeTarget) -> Result<(), String> {
+        let ProbeTarget::Tcp(_, port) = target else {
+            return Ok(());
+        };
+        match self.service_on_port(*port) {
+            Some(svc) if !self.inner.lock().unwrap().unready.contains(&svc) => Ok(()),
+            _ => Err("connection refused".into()),
+        }
+    }
+
+    async fn run(&self, spec: &SpawnSpec, _timeout: Duration) -> Result<Exit, SpawnError> {
+        let mut s = self.inner.lock().unwrap();
+        s.runs.push(spec.clone());
+        Ok(Exit {
+            code: Some(s.run_code),
+            signal: None,
+        })
+    }
+
+    fn marked(&self) -> Vec<Marked> {
+        self.inner.lock().unwrap().marked.clone()
+    }
+
+    async fn kill_group(&self, pgid: u32, _grace: Duration) {
+        self.inner.lock().unwrap().killed_groups.push(pgid);
+    }
+
+    fn token(&self, world: WorldId) -> String {
+        format!("tag.{world}.x")
+    }
+}
+
+/// Reconcile `world` with `controller` once, the way the runtime does.
+pub async fn reconcile<C: Controller>(c: &C, store: &Store, id: WorldId) {
+    let mut b = KeyBackoff::default();
+    let _ = reconcile_one(c, store, &Trigger::default(), &mut b, id).await;
+}
+
+/// Load a world.
+pub fn world(store: &Store, id: WorldId) -> Option<World> {
+    store.read(|c| crate::store::world(c, id)).unwrap()
+}

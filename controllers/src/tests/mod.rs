@@ -1,0 +1,5 @@
+//! Controller tests: the real store and runtime functions, fake effects.
+
+mod port;
+mod process;
+mod worktree;

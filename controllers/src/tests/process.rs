@@ -1,0 +1,354 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::port::PortController;
+use crate::process::{Marked, ProcessConfig, ProcessController};
+use crate::runtime::Controller;
+use crate::spec::{Restart, ServiceKind, Spec};
+use crate::store::{self, CondStatus, DesiredState, Store};
+use crate::testing::*;
+use crate::worktree::WorktreeController;
+
+struct H {
+    dir: tempfile::TempDir,
+    store: Store,
+    wt: WorktreeController<FakeGit>,
+    port: PortController<FakePorts>,
+    proc_: ProcessController<FakeSupervisor>,
+    sup: Arc<FakeSupervisor>,
+}
+
+fn h() -> H {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("repo")).unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let sup = Arc::new(FakeSupervisor::default());
+    let mut cfg = ProcessConfig::new(dir.path().join("logs"));
+    cfg.settle = Duration::ZERO;
+    H {
+        wt: WorktreeController::new(store.clone(), FakeGit::default()),
+        port: PortController::new(store.clone(), FakePorts::default()),
+        proc_: ProcessController::new(store.clone(), sup.clone(), cfg),
+        sup,
+        store,
+        dir,
+    }
+}
+
+impl H {
+    async fn converge(&self, id: i64) {
+        for _ in 0..8 {
+            reconcile(&self.wt, &self.store, id).await;
+            reconcile(&self.port, &self.store, id).await;
+            reconcile(&self.proc_, &self.store, id).await;
+        }
+    }
+
+    fn ready(&self, id: i64) -> store::ConditionRow {
+        self.store
+            .read(|c| store::conditions(c, id))
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "ServicesReady")
+            .unwrap()
+    }
+
+    fn row(&self, id: i64, svc: &str) -> store::ProcessRow {
+        self.store
+            .read(|c| store::processes(c, id))
+            .unwrap()
+            .into_iter()
+            .find(|r| r.service == svc)
+            .unwrap()
+    }
+
+    fn up(&self, s: Spec) -> i64 {
+        self.store
+            .put_world(&new_world(self.dir.path(), "w", s))
+            .unwrap()
+            .world
+            .id
+    }
+}
+
+fn chain() -> Spec {
+    spec(vec![
+        ("db", web("db", &[])),
+        ("api", web("api", &["db"])),
+        ("web", web("web", &["api"])),
+    ])
+}
+
+#[tokio::test]
+async fn services_start_in_dependency_order_once_dependencies_are_ready() {
+    let h = h();
+    h.sup.inner.lock().unwrap().unready.insert("db".into());
+    let id = h.up(chain());
+    h.converge(id).await;
+    assert_eq!(
+        h.sup.spawn_order(),
+        vec!["db"],
+        "api started before db was ready"
+    );
+    assert_eq!(h.row(id, "api").message, "waiting for db");
+    assert_eq!(h.ready(id).status, CondStatus::False);
+    h.sup.inner.lock().unwrap().unready.clear();
+    h.converge(id).await;
+    assert_eq!(h.sup.spawn_order(), vec!["db", "api", "web"]);
+    assert_eq!(h.ready(id).status, CondStatus::True);
+    // Each process got its port and the ports of what it references.
+    let spawned = h
+        .sup
+        .inner
+        .lock()
+        .unwrap()
+        .procs
+        .values()
+        .map(|p| p.spec.clone())
+        .collect::<Vec<_>>();
+    let api = spawned.iter().find(|s| s.service == "api").unwrap();
+    assert!(api.env.contains_key("PORT"));
+    assert_eq!(api.env["BINKY_WORKTREE"], "w");
+    assert!(api.token.starts_with("tag."));
+}
+
+#[tokio::test]
+async fn a_failing_service_backs_off_and_becomes_a_crash_loop_without_touching_others() {
+    let h = h();
+    let id = h.up(spec(vec![("good", web("g", &[])), ("bad", web("b", &[]))]));
+    h.converge(id).await;
+    let good = h.sup.live("good");
+    for n in 1..=3u32 {
+        h.sup.exit("bad", 3);
+        reconcile(&h.proc_, &h.store, id).await;
+        let row = h.row(id, "bad");
+        assert_eq!(row.state, "backoff");
+        assert_eq!(row.failures, n);
+        let wait = row.next_start_at.unwrap() - store::now_ms();
+        let expect = 500 * (1 << (n - 1)) as i64;
+        assert!(
+            (expect - 100..=expect).contains(&wait),
+            "failure {n}: waits {wait} ms"
+        );
+        // Not before its time.
+        reconcile(&h.proc_, &h.store, id).await;
+        assert!(h.sup.live("bad").is_empty());
+        // Pretend the time has come.
+        h.store
+            .write(|tx| {
+                tx.execute(
+                    "UPDATE processes SET next_start_at = 0 WHERE service = 'bad'",
+                    [],
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        if n < 3 {
+            reconcile(&h.proc_, &h.store, id).await;
+            assert_eq!(h.sup.live("bad").len(), 1);
+        }
+    }
+    let c = h.ready(id);
+    assert_eq!(c.reason, "CrashLoop");
+    assert!(c.stalled);
+    assert!(
+        c.message.contains("exit 3, 3 times in a row"),
+        "{}",
+        c.message
+    );
+    assert_eq!(h.sup.live("good"), good, "the healthy service was touched");
+    assert_eq!(h.row(id, "bad").restarts, 2);
+}
+
+#[tokio::test]
+async fn restart_policies_decide_what_an_exit_means() {
+    let h = h();
+    let mut s = spec(vec![
+        ("once", web("o", &[])),
+        ("never", web("n", &[])),
+        ("always", web("a", &[])),
+    ]);
+    for (name, policy) in [("never", Restart::Never), ("always", Restart::Always)] {
+        if let ServiceKind::Process(p) = &mut s.services.get_mut(name).unwrap().kind {
+            p.restart = policy;
+        }
+    }
+    let id = h.up(s);
+    h.converge(id).await;
+    h.sup.exit("once", 0);
+    h.sup.exit("never", 1);
+    h.sup.exit("always", 0);
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(
+        h.row(id, "once").state,
+        "exited",
+        "on-failure: exit 0 is done"
+    );
+    assert_eq!(h.row(id, "never").state, "failed");
+    assert_eq!(h.row(id, "always").state, "backoff");
+    let c = h.ready(id);
+    assert_eq!(c.reason, "ServiceFailed");
+    assert!(c.message.contains("never"), "{}", c.message);
+}
+
+#[tokio::test]
+async fn a_changed_command_restarts_only_that_service() {
+    let h = h();
+    let mut s = spec(vec![("api", web("api v1", &[])), ("web", web("web", &[]))]);
+    let id = h.up(s.clone());
+    h.converge(id).await;
+    let web_pid = h.sup.live("web");
+    if let ServiceKind::Process(p) = &mut s.services.get_mut("api").unwrap().kind {
+        p.cmd = "api v2".into();
+    }
+    h.up(s);
+    h.converge(id).await;
+    assert_eq!(h.sup.live("web"), web_pid);
+    let api = h.sup.live("api");
+    assert_eq!(api.len(), 1);
+    let cmd = h.sup.inner.lock().unwrap().procs[&api[0]].spec.cmd.clone();
+    assert_eq!(cmd, "api v2");
+    assert_eq!(h.sup.inner.lock().unwrap().stopped, vec!["api"]);
+}
+
+#[tokio::test]
+async fn down_stops_dependents_before_their_dependencies_and_up_restarts_them() {
+    let h = h();
+    let id = h.up(chain());
+    h.converge(id).await;
+    h.store
+        .set_desired_state(id, DesiredState::Stopped)
+        .unwrap();
+    h.converge(id).await;
+    assert_eq!(
+        h.sup.inner.lock().unwrap().stopped,
+        vec!["web", "api", "db"]
+    );
+    assert_eq!(h.ready(id).reason, "Stopped");
+    for s in ["db", "api", "web"] {
+        assert_eq!(h.row(id, s).state, "stopped");
+        assert!(h.sup.live(s).is_empty());
+    }
+    h.store
+        .set_desired_state(id, DesiredState::Running)
+        .unwrap();
+    h.converge(id).await;
+    assert_eq!(h.sup.spawn_order().len(), 6);
+    assert_eq!(h.ready(id).status, CondStatus::True);
+}
+
+#[tokio::test]
+async fn reload_restarts_everything_once() {
+    let h = h();
+    let id = h.up(chain());
+    h.converge(id).await;
+    h.store.reload_world(id).unwrap();
+    h.converge(id).await;
+    assert_eq!(
+        h.sup.spawn_order(),
+        vec!["db", "api", "web", "db", "api", "web"]
+    );
+    h.converge(id).await;
+    assert_eq!(
+        h.sup.spawn_order().len(),
+        6,
+        "reload restarted more than once"
+    );
+}
+
+#[tokio::test]
+async fn setup_runs_once_and_a_failed_setup_stalls_until_the_next_up() {
+    let h = h();
+    let mut s = spec(vec![("api", web("api", &[]))]);
+    if let ServiceKind::Process(p) = &mut s.services.get_mut("api").unwrap().kind {
+        p.setup = Some("make deps".into());
+    }
+    h.sup.inner.lock().unwrap().run_code = 2;
+    let id = h.up(s.clone());
+    h.converge(id).await;
+    assert_eq!(
+        h.sup.inner.lock().unwrap().runs.len(),
+        1,
+        "a failed setup is retried without a new up"
+    );
+    assert!(h.sup.live("api").is_empty());
+    let c = h.ready(id);
+    assert_eq!(c.reason, "SetupFailed");
+    assert!(c.stalled);
+    h.sup.inner.lock().unwrap().run_code = 0;
+    h.up(s.clone());
+    h.converge(id).await;
+    assert_eq!(h.sup.live("api").len(), 1);
+    h.store
+        .set_desired_state(id, DesiredState::Stopped)
+        .unwrap();
+    h.converge(id).await;
+    h.up(s);
+    h.converge(id).await;
+    assert_eq!(
+        h.sup.inner.lock().unwrap().runs.len(),
+        2,
+        "setup ran again after a successful one"
+    );
+}
+
+#[tokio::test]
+async fn the_startup_sweep_stops_unrecorded_processes_and_spares_recorded_ones() {
+    let h = h();
+    let id = h.up(spec(vec![("api", web("api", &[]))]));
+    h.converge(id).await;
+    let api = h.sup.live("api")[0];
+    h.sup.inner.lock().unwrap().marked = vec![
+        // The recorded service and a grandchild in its group.
+        Marked {
+            pid: api.pid,
+            pgid: api.pid,
+            start_time: api.start_time,
+            token: "tag.1.a".into(),
+        },
+        Marked {
+            pid: 5555,
+            pgid: api.pid,
+            start_time: 9,
+            token: "tag.1.a".into(),
+        },
+        // Started by a daemon that died before recording it.
+        Marked {
+            pid: 7777,
+            pgid: 7777,
+            start_time: 3,
+            token: format!("tag.{id}.b"),
+        },
+        Marked {
+            pid: 7778,
+            pgid: 7777,
+            start_time: 4,
+            token: format!("tag.{id}.b"),
+        },
+    ];
+    h.proc_.startup().await;
+    assert_eq!(h.sup.inner.lock().unwrap().killed_groups, vec![7777]);
+    let evs = h
+        .store
+        .read(|c| store::events(c, "acme", "w", 0, 50))
+        .unwrap();
+    assert!(evs.iter().any(|e| e.kind == "orphan"));
+}
+
+#[tokio::test]
+async fn removal_stops_everything_and_forgets_the_rows() {
+    let h = h();
+    let id = h.up(chain());
+    h.converge(id).await;
+    h.store.mark_deleted(id, false).unwrap();
+    h.converge(id).await;
+    assert!(
+        world(&h.store, id).is_none(),
+        "the world row outlived its finalizers"
+    );
+    for s in ["db", "api", "web"] {
+        assert!(h.sup.live(s).is_empty());
+    }
+    assert!(h.store.read(store::all_processes).unwrap().is_empty());
+    assert!(h.store.read(store::all_ports).unwrap().is_empty());
+}

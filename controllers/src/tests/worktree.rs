@@ -1,0 +1,204 @@
+use crate::process;
+use crate::runtime::Controller;
+use crate::store::{self, CondStatus, Store};
+use crate::testing::*;
+use crate::worktree::{WorktreeController, WorktreeInfo};
+
+fn setup() -> (tempfile::TempDir, Store, WorktreeController<FakeGit>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("repo")).unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let ctrl = WorktreeController::new(store.clone(), FakeGit::default());
+    (dir, store, ctrl)
+}
+
+fn cond(store: &Store, id: i64) -> store::ConditionRow {
+    store
+        .read(|c| store::conditions(c, id))
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "WorktreeReady")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_new_branch_is_created_from_the_worlds_base() {
+    let (dir, store, ctrl) = setup();
+    let w = store
+        .put_world(&new_world(dir.path(), "w", spec(vec![])))
+        .unwrap()
+        .world;
+    reconcile(&ctrl, &store, w.id).await;
+    assert_eq!(ctrl_calls(&ctrl), vec!["add w from Some(\"sha-of-base\")"]);
+    let row = store.read(|c| store::worktree(c, w.id)).unwrap().unwrap();
+    assert!(row.created_branch && !row.adopted);
+    assert_eq!(row.base_commit.as_deref(), Some("sha-of-base"));
+    assert_eq!(cond(&store, w.id).status, CondStatus::True);
+    // Idempotent: a second pass changes nothing.
+    reconcile(&ctrl, &store, w.id).await;
+    assert_eq!(ctrl_calls(&ctrl).len(), 1);
+}
+
+fn ctrl_calls(ctrl: &WorktreeController<FakeGit>) -> Vec<String> {
+    ctrl_git(ctrl).inner.lock().unwrap().calls.clone()
+}
+
+fn ctrl_git(ctrl: &WorktreeController<FakeGit>) -> &FakeGit {
+    ctrl.git_for_tests()
+}
+
+#[tokio::test]
+async fn an_existing_worktree_of_the_branch_is_adopted() {
+    let (dir, store, ctrl) = setup();
+    let elsewhere = dir.path().join("mine");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    ctrl_git(&ctrl)
+        .inner
+        .lock()
+        .unwrap()
+        .worktrees
+        .push(WorktreeInfo {
+            path: elsewhere.clone(),
+            branch: Some("w".into()),
+        });
+    let w = store
+        .put_world(&new_world(dir.path(), "w", spec(vec![])))
+        .unwrap()
+        .world;
+    reconcile(&ctrl, &store, w.id).await;
+    let row = store.read(|c| store::worktree(c, w.id)).unwrap().unwrap();
+    assert!(row.adopted);
+    assert_eq!(row.path, elsewhere);
+    assert!(ctrl_calls(&ctrl).is_empty());
+    // Removal keeps it.
+    store.mark_deleted(w.id, true).unwrap();
+    reconcile(&ctrl, &store, w.id).await;
+    assert!(elsewhere.exists());
+    assert!(store.read(|c| store::worktree(c, w.id)).unwrap().is_none());
+}
+
+#[tokio::test]
+async fn something_else_at_the_path_stalls_with_the_fix() {
+    let (dir, store, ctrl) = setup();
+    let path = dir.path().join("wt").join("w");
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::write(path.join("stranger.txt"), "x").unwrap();
+    let w = store
+        .put_world(&new_world(dir.path(), "w", spec(vec![])))
+        .unwrap()
+        .world;
+    reconcile(&ctrl, &store, w.id).await;
+    let c = cond(&store, w.id);
+    assert_eq!(c.reason, "PathTaken");
+    assert!(c.stalled);
+    assert!(c.message.contains("move it away"), "{}", c.message);
+    assert!(path.join("stranger.txt").exists());
+}
+
+#[tokio::test]
+async fn a_worktree_deleted_from_outside_is_reported_not_recreated_until_the_next_up() {
+    let (dir, store, ctrl) = setup();
+    let nw = new_world(dir.path(), "w", spec(vec![]));
+    let w = store.put_world(&nw).unwrap().world;
+    reconcile(&ctrl, &store, w.id).await;
+    std::fs::remove_dir_all(&w.worktree_path).unwrap();
+    ctrl_git(&ctrl).inner.lock().unwrap().worktrees.clear();
+    reconcile(&ctrl, &store, w.id).await;
+    reconcile(&ctrl, &store, w.id).await;
+    let c = cond(&store, w.id);
+    assert_eq!(c.reason, "WorktreeMissing");
+    assert!(c.stalled);
+    assert!(!w.worktree_path.exists(), "recreated silently");
+    // A new `binky up` (a new generation) asks for it again.
+    store.put_world(&nw).unwrap();
+    reconcile(&ctrl, &store, w.id).await;
+    assert!(w.worktree_path.exists());
+    assert_eq!(cond(&store, w.id).status, CondStatus::True);
+}
+
+#[tokio::test]
+async fn removal_waits_for_processes_then_deletes_a_branch_without_commits() {
+    let (dir, store, ctrl) = setup();
+    let w = store
+        .put_world(&new_world(dir.path(), "w", spec(vec![])))
+        .unwrap()
+        .world;
+    reconcile(&ctrl, &store, w.id).await;
+    store
+        .write(|tx| {
+            tx.execute(
+                "INSERT INTO finalizers VALUES (?1, ?2)",
+                rusqlite::params![w.id, process::NAME],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    store.mark_deleted(w.id, false).unwrap();
+    let world = world(&store, w.id).unwrap();
+    let r = ctrl.cleanup(&world).await.unwrap();
+    assert_eq!(
+        r,
+        crate::runtime::Cleanup::Pending(crate::runtime::Action::AwaitChange)
+    );
+    assert!(
+        w.worktree_path.exists(),
+        "removed while processes may still run"
+    );
+    store
+        .write(|tx| {
+            tx.execute(
+                "DELETE FROM finalizers WHERE controller = ?1",
+                [process::NAME],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        ctrl.cleanup(&world).await.unwrap(),
+        crate::runtime::Cleanup::Done
+    );
+    assert!(!w.worktree_path.exists());
+    assert!(ctrl_calls(&ctrl).contains(&"delete-branch w".to_string()));
+}
+
+#[tokio::test]
+async fn a_branch_with_commits_of_its_own_is_kept_and_a_dirty_tree_refused() {
+    let (dir, store, ctrl) = setup();
+    let w = store
+        .put_world(&new_world(dir.path(), "w", spec(vec![])))
+        .unwrap()
+        .world;
+    reconcile(&ctrl, &store, w.id).await;
+    ctrl_git(&ctrl)
+        .inner
+        .lock()
+        .unwrap()
+        .branches
+        .insert("w".into(), 2);
+    ctrl_git(&ctrl)
+        .inner
+        .lock()
+        .unwrap()
+        .dirty
+        .insert(w.worktree_path.clone());
+    store.mark_deleted(w.id, false).unwrap();
+    let world = world(&store, w.id).unwrap();
+    let err = ctrl.cleanup(&world).await.unwrap_err();
+    assert!(err.to_string().contains("uncommitted changes"), "{err}");
+    assert!(w.worktree_path.exists());
+    store.mark_deleted(w.id, true).unwrap();
+    let world = crate::testing::world(&store, w.id).unwrap();
+    assert_eq!(
+        ctrl.cleanup(&world).await.unwrap(),
+        crate::runtime::Cleanup::Done
+    );
+    assert!(!ctrl_calls(&ctrl)
+        .iter()
+        .any(|c| c.starts_with("delete-branch")));
+    let evs = store
+        .read(|c| store::events(c, "acme", "w", 0, 50))
+        .unwrap();
+    assert!(evs
+        .iter()
+        .any(|e| e.message.contains("kept branch w: it has 2 commit(s)")));
+}
