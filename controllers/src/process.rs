@@ -957,8 +957,9 @@ impl<S: Supervisor> ProcessController<S> {
                     code: Some(127),
                     signal: None,
                 };
-                row.message = err.to_string();
                 self.on_exit(world, name, process.restart, &mut row, exit, &log)?;
+                // It never ran: say why instead of a made-up exit code.
+                row.last_exit = Some(format!("not started: {err}"));
                 row.message = format!("{err}; {}", row.message);
                 if row.state == "backoff" {
                     step = self.crash_loop_step(
@@ -1006,7 +1007,10 @@ impl<S: Supervisor> ProcessController<S> {
                     row.failures,
                     secs(wait),
                     world.name,
-                    Self::log_tail(log, 5)
+                    match Self::log_tail(log, 5) {
+                        t if t.trim().is_empty() => "(none)".to_owned(),
+                        t => t,
+                    }
                 ),
             ));
         }

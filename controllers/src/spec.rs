@@ -283,6 +283,19 @@ pub struct Resource {
     pub buckets: Vec<String>,
     /// Free-form adapter options, handed over as they are.
     pub options: BTreeMap<String, String>,
+    /// Where `migrate` and `seed` run, relative to the directory holding `binky.toml`.
+    #[serde(default = "dot")]
+    pub workdir: String,
+    /// Extra environment for `migrate` and `seed`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Dotenv files for `migrate` and `seed`.
+    #[serde(default)]
+    pub env_file: Vec<String>,
+}
+
+fn dot() -> String {
+    ".".into()
 }
 
 /// `[agents]`

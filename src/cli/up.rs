@@ -120,6 +120,11 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
             })
         }
         Err(_) => {
+            let rev: String = rev
+                .trim_start_matches("refs/heads/")
+                .chars()
+                .take(12)
+                .collect();
             // Not committed there: run the file of this checkout, and say so.
             let path = co.config_path.clone().ok_or_else(|| {
                 Failure::usage(format!(

@@ -22,7 +22,7 @@ pub enum Goal {
 /// How a wait ended.
 pub enum Outcome {
     /// Reached.
-    Done(Option<World>),
+    Done(Option<Box<World>>),
     /// A condition needs a person.
     Failed(String),
     /// Out of time.
@@ -109,7 +109,7 @@ pub async fn wait(
             Goal::Removed => false,
         };
         if reached {
-            return Ok(Outcome::Done(Some(current)));
+            return Ok(Outcome::Done(Some(Box::new(current))));
         }
         if started.elapsed() >= args.timeout {
             let mut why = not_ready(&conds);

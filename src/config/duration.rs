@@ -19,7 +19,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" => value * 3600.0,
         other => return Err(format!("unknown unit `{other}` in `{text}`")),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 7.0 * 86400.0 {
+    if !secs.is_finite() || !(0.0..=7.0 * 86400.0).contains(&secs) {
         return Err(format!("`{text}` is out of range"));
     }
     Ok(Duration::from_secs_f64(secs))

@@ -148,6 +148,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Loaded, ConfigErrors> {
                     fix: None,
                 });
             }
+            cx.errors
+                .sort_by_key(|e| e.position.unwrap_or((usize::MAX, 0)));
             Err(ConfigErrors(cx.errors))
         }
     }
@@ -249,10 +251,8 @@ impl<'a> Cx<'a> {
     fn position(&self, offset: usize) -> (usize, usize) {
         let before = &self.text[..offset.min(self.text.len())];
         let line = before.matches('\n').count() + 1;
-        let col = before
-            .rfind('\n')
-            .map_or(before.len(), |i| before.len() - i - 1)
-            + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let col = before[line_start..].chars().count() + 1;
         (line, col)
     }
 
@@ -336,7 +336,10 @@ impl<'a> Cx<'a> {
             DeValue::String(s) => Some(s.to_string()),
             other => {
                 let fix = match other {
-                    DeValue::Integer(i) => Some(format!("quote it: \"{}\"", i.as_str())),
+                    DeValue::Integer(_) => Some(format!(
+                        "quote it: \"{}\"",
+                        self.text.get(v.span()).unwrap_or("").trim()
+                    )),
                     DeValue::Boolean(b) => Some(format!("quote it: \"{b}\"")),
                     _ => None,
                 };
@@ -512,6 +515,14 @@ impl<'a> Cx<'a> {
 
         let mut services = BTreeMap::new();
         let mut dep_spans: Vec<(String, String, Range<usize>)> = Vec::new();
+        // Every service the file declares, valid or not: a reference to one that has its
+        // own error is not also an "unknown service".
+        let declared: BTreeSet<String> = Self::get(root, "services")
+            .and_then(|v| match v.get_ref() {
+                DeValue::Table(t) => Some(t.iter().map(|(k, _)| k.get_ref().to_string()).collect()),
+                _ => None,
+            })
+            .unwrap_or_default();
         if let Some(v) = Self::get(root, "services") {
             if let Some(t) = self.expect_table(v, "services") {
                 for (k, sv) in t.iter() {
@@ -553,13 +564,8 @@ impl<'a> Cx<'a> {
                     format!("`{svc}` depends on itself"),
                     Some("remove it from its own depends_on".to_owned()),
                 );
-            } else if !services.contains_key(dep)
-                && !self
-                    .errors
-                    .iter()
-                    .any(|e| e.key == format!("services.{dep}"))
-            {
-                let known: Vec<&str> = services.keys().map(String::as_str).collect();
+            } else if !declared.contains(dep) {
+                let known: Vec<&str> = declared.iter().map(String::as_str).collect();
                 self.error(
                     span.clone(),
                     &format!("services.{svc}.depends_on"),
@@ -585,7 +591,7 @@ impl<'a> Cx<'a> {
                             let mut members = Vec::new();
                             for (i, item) in items.iter().enumerate() {
                                 if let Some(m) = self.string_value(item, &format!("{path}[{i}]")) {
-                                    if !services.contains_key(&m) {
+                                    if !declared.contains(&m) {
                                         let known: Vec<&str> =
                                             services.keys().map(String::as_str).collect();
                                         self.error(
@@ -627,8 +633,8 @@ impl<'a> Cx<'a> {
                     .string_list(t, "agents", "expose", false)
                     .unwrap_or_default()
                 {
-                    if !services.contains_key(&name) {
-                        let known: Vec<&str> = services.keys().map(String::as_str).collect();
+                    if !declared.contains(&name) {
+                        let known: Vec<&str> = declared.iter().map(String::as_str).collect();
                         self.error(
                             span,
                             "agents.expose",
@@ -665,9 +671,10 @@ impl<'a> Cx<'a> {
         if self.errors.is_empty() {
             if let Err(cycle) = spec.start_order() {
                 let first = &cycle.0[0];
+                let second = cycle.0.get(1).unwrap_or(first);
                 let span = dep_spans
                     .iter()
-                    .find(|(s, _, _)| s == first)
+                    .find(|(s, d, _)| s == first && d == second)
                     .map(|(_, _, sp)| sp.clone())
                     .unwrap_or(0..0);
                 self.error(
@@ -808,7 +815,7 @@ impl<'a> Cx<'a> {
         let kind = if has_cmd {
             ServiceKind::Process(self.process(t, path, d_workdir, d_restart, d_limits)?)
         } else {
-            let adapter = self.non_empty_string(t, path, "adapter")?;
+            let adapter = self.non_empty_string(t, path, "adapter");
             let sync = match Self::get(t, "sync") {
                 Some(v) => match self.string_value(v, &join(path, "sync")).as_deref() {
                     Some("off") => SyncMode::Off,
@@ -839,20 +846,39 @@ impl<'a> Cx<'a> {
                     Some("add shared = true, or remove sync".to_owned()),
                 );
             }
+            let admin_url = self.string(t, path, "admin_url");
+            let migrate = self.string(t, path, "migrate");
+            let seed = self.string(t, path, "seed");
+            let clone_from = self.string(t, path, "clone_from");
+            let buckets = self
+                .string_list(t, path, "buckets", false)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(s, _)| s)
+                .collect();
+            let options = self.string_map(t, path, "options").unwrap_or_default();
+            let workdir = self
+                .string(t, path, "workdir")
+                .unwrap_or_else(|| d_workdir.to_owned());
+            let env = self.string_map(t, path, "env").unwrap_or_default();
+            let env_file = self
+                .string_list(t, path, "env_file", true)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(s, _)| s)
+                .collect();
             ServiceKind::Resource(Resource {
-                adapter,
-                admin_url: self.string(t, path, "admin_url"),
-                migrate: self.string(t, path, "migrate"),
-                seed: self.string(t, path, "seed"),
-                clone_from: self.string(t, path, "clone_from"),
+                adapter: adapter?,
+                admin_url,
+                migrate,
+                seed,
+                clone_from,
                 sync,
-                buckets: self
-                    .string_list(t, path, "buckets", false)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(s, _)| s)
-                    .collect(),
-                options: self.string_map(t, path, "options").unwrap_or_default(),
+                buckets,
+                options,
+                workdir,
+                env,
+                env_file,
             })
         };
         Some(Service {
@@ -887,14 +913,26 @@ impl<'a> Cx<'a> {
                     }
                     Some(UrlSpec::Subdomain(s.to_string()))
                 }
-                DeValue::Table(m) if m.len() == 1 => {
-                    let (k, sub) = m.iter().next()?;
-                    let sub = self.string_value(sub, &join(&join(path, "url"), k.get_ref()))?;
+                DeValue::Table(m) if m.len() == 1 => m.iter().next().and_then(|(k, sub)| {
+                    let sub_path = join(&join(path, "url"), k.get_ref());
+                    let sub_span = sub.span();
+                    let sub = self.string_value(sub, &sub_path)?;
+                    if !dns_label(&sub) {
+                        self.error(
+                            sub_span,
+                            &sub_path,
+                            format!("`{sub}` is not a valid hostname label"),
+                            Some(
+                                "use letters, digits and `-`, e.g. url = { http = \"web\" }"
+                                    .to_owned(),
+                            ),
+                        );
+                    }
                     Some(UrlSpec::Port {
                         label: k.get_ref().to_string(),
                         subdomain: sub,
                     })
-                }
+                }),
                 other => {
                     self.error(v.span(), &join(path, "url"), format!("expected true, a subdomain string or {{ port_label = \"subdomain\" }}, found {}", type_name(other)), Some("e.g. url = \"web\"".to_owned()));
                     None
@@ -990,6 +1028,7 @@ impl<'a> Cx<'a> {
                     }),
                     DeValue::Table(h) => {
                         self.unknown_keys(h, &hpath, HEALTH_KEYS);
+                        let before = self.errors.len();
                         let probes: Vec<Probe> = [
                             self.string(h, &hpath, "http").map(Probe::Http),
                             self.string(h, &hpath, "tcp").map(Probe::Tcp),
@@ -1020,7 +1059,11 @@ impl<'a> Cx<'a> {
                             }
                             None => None,
                         };
-                        if probes.len() != 1 {
+                        let probe_keys = ["http", "tcp", "cmd"]
+                            .iter()
+                            .filter(|k| h.get(**k).is_some())
+                            .count();
+                        if probes.len() != 1 && !(probe_keys == 1 && self.errors.len() > before) {
                             self.error(v.span(), &hpath, format!("health needs exactly one of http, tcp, cmd (found {})", probes.len()), Some("e.g. health = { http = \"http://localhost:${self.port}/health\", timeout = \"30s\" }".to_owned()));
                             None
                         } else {
@@ -1047,12 +1090,12 @@ impl<'a> Cx<'a> {
         };
         let replicas = match Self::get(t, "replicas") {
             Some(v) => match self.integer(v, &join(path, "replicas")) {
-                Some(n) if n >= 1 && n <= 1024 => n as u32,
+                Some(n) if (1..=1024).contains(&n) => n as u32,
                 Some(_) => {
                     self.error(
                         v.span(),
                         &join(path, "replicas"),
-                        "replicas must be >= 1",
+                        "replicas must be between 1 and 1024",
                         None,
                     );
                     1
@@ -1062,7 +1105,7 @@ impl<'a> Cx<'a> {
             None => 1,
         };
         let env = self.string_map(t, path, "env").unwrap_or_default();
-        for (k, _) in &env {
+        for k in env.keys() {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
                 let sp = Self::get(t, "env").map(|v| v.span()).unwrap_or(0..0);
                 self.error(
@@ -1073,30 +1116,37 @@ impl<'a> Cx<'a> {
                 );
             }
         }
+        // Check every key before giving up on a missing `cmd`: all errors at once.
+        let setup = self.string(t, path, "setup");
+        let workdir = self
+            .string(t, path, "workdir")
+            .unwrap_or_else(|| d_workdir.to_owned());
+        let restart = self.restart(t, path).unwrap_or(d_restart);
+        let limits = self.limits(t, path).or_else(|| d_limits.clone());
+        let watch = self
+            .string_list(t, path, "watch", false)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        let env_file = self
+            .string_list(t, path, "env_file", true)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
         Some(Process {
             cmd: cmd?,
-            setup: self.string(t, path, "setup"),
-            workdir: self
-                .string(t, path, "workdir")
-                .unwrap_or_else(|| d_workdir.to_owned()),
-            restart: self.restart(t, path).unwrap_or(d_restart),
-            limits: self.limits(t, path).or_else(|| d_limits.clone()),
+            setup,
+            workdir,
+            restart,
+            limits,
             url,
             ports,
             health,
-            watch: self
-                .string_list(t, path, "watch", false)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(s, _)| s)
-                .collect(),
+            watch,
             env,
-            env_file: self
-                .string_list(t, path, "env_file", true)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(s, _)| s)
-                .collect(),
+            env_file,
             replicas,
         })
     }
@@ -1106,7 +1156,7 @@ impl<'a> Cx<'a> {
         for (name, svc) in &spec.services {
             let path = format!("services.{name}");
             if let Some(p) = svc.process() {
-                if p.ports.is_none() && p.url.is_none() {
+                if p.ports.as_ref().is_none_or(|p| p.is_empty()) && p.url.is_none() {
                     let mut sites: Vec<&str> = vec![p.cmd.as_str()];
                     sites.extend(p.env.values().map(String::as_str));
                     if let Some(h) = &p.health {
@@ -1121,7 +1171,7 @@ impl<'a> Cx<'a> {
             }
             if let Some(r) = svc.resource() {
                 if let Some(url) = &r.admin_url {
-                    if !url.contains("${") && url_has_password(url) {
+                    if url_has_password(url) {
                         self.warn(&format!("{path}.admin_url"), "admin_url has an inline password; use ${env.NAME} so the secret is not committed");
                     }
                 }
@@ -1146,7 +1196,7 @@ fn url_has_password(url: &str) -> bool {
     authority.rsplit_once('@').is_some_and(|(userinfo, _)| {
         userinfo
             .split_once(':')
-            .is_some_and(|(_, pw)| !pw.is_empty())
+            .is_some_and(|(_, pw)| !pw.is_empty() && !pw.contains("${"))
     })
 }
 

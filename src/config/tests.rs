@@ -442,6 +442,9 @@ fn every_resource_key_lands_in_the_resource() {
             sync: SyncMode::Cdc,
             buckets: vec![],
             options: map(&[("version", "16"), ("extensions", "pgcrypto")]),
+            workdir: "apps".into(),
+            env: BTreeMap::new(),
+            env_file: vec![],
         }
     );
     assert!(db.port_labels().is_empty());
@@ -1072,7 +1075,7 @@ fn every_restart_policy_is_accepted() {
 fn replicas_zero_is_refused() {
     let text = with_project("[services.web]\ncmd = \"run\"\nreplicas = 0\n");
     let e = sole_error(&text, "services.web.replicas");
-    assert_eq!(e.message, "replicas must be >= 1");
+    assert_eq!(e.message, "replicas must be between 1 and 1024");
     assert_eq!(e.position, Some(pos_of(&text, "0\n")));
 }
 
@@ -1080,7 +1083,7 @@ fn replicas_zero_is_refused() {
 fn negative_replicas_is_refused() {
     let text = with_project("[services.web]\ncmd = \"run\"\nreplicas = -3\n");
     let e = sole_error(&text, "services.web.replicas");
-    assert_eq!(e.message, "replicas must be >= 1");
+    assert_eq!(e.message, "replicas must be between 1 and 1024");
 }
 
 #[test]
@@ -1733,4 +1736,123 @@ fn warnings_are_not_returned_when_the_file_has_errors() {
     // The footgun is there, but an error wins: the result is Err with only the error.
     let text = with_project("[services.worker]\ncmd = \"run ${self.port}\"\nrestart = \"x\"\n");
     sole_error(&text, "services.worker.restart");
+}
+
+// ---------------------------------------------------------------------------------------
+// Regressions: bugs found in review, each kept as a test.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_service_with_its_own_error_is_not_also_an_unknown_service() {
+    let text = with_project(
+        "[services.web]\ncmd = \"\"\n\n[services.api]\ncmd = \"y\"\ndepends_on = [\"web\"]\n\n[groups]\ng = [\"web\"]\n\n[agents]\nexpose = [\"web\"]\n",
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(errs[0].key, "services.web.cmd");
+}
+
+#[test]
+fn every_error_of_a_service_is_reported_not_just_the_first() {
+    let text = with_project("[services.web]\ncmd = \"\"\nrestart = \"sometimes\"\nurl = { http = 5 }\nports = [\"port\"]\n");
+    let errs = errors(&text);
+    let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
+    for k in [
+        "services.web.cmd",
+        "services.web.restart",
+        "services.web.url.http",
+        "services.web.ports",
+    ] {
+        assert!(keys.contains(&k), "{k} missing: {keys:?}");
+    }
+}
+
+#[test]
+fn a_resources_workdir_env_and_env_file_are_checked_and_kept() {
+    let errs = errors(&with_project(
+        "[services.db]\nadapter = \"pg\"\nworkdir = 5\nenv = 3\nenv_file = true\n",
+    ));
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    let spec = ok(&with_project("[services.db]\nadapter = \"pg\"\nworkdir = \"db\"\nenv = { A = \"1\" }\nenv_file = \".env\"\n")).spec;
+    let r = resource(&spec, "db");
+    assert_eq!(r.workdir, "db");
+    assert_eq!(r.env, map(&[("A", "1")]));
+    assert_eq!(r.env_file, strings(&[".env"]));
+}
+
+#[test]
+fn an_inline_password_next_to_a_token_still_warns() {
+    let loaded = ok(&with_project("[services.db]\nadapter = \"pg\"\nadmin_url = \"postgres://admin:hunter2@${env.PGHOST}/x\"\n"));
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    let clean = ok(&with_project(
+        "[services.db]\nadapter = \"pg\"\nadmin_url = \"postgres://${env.U}:${env.P}@h/x\"\n",
+    ));
+    assert!(clean.warnings.is_empty(), "{:?}", clean.warnings);
+}
+
+#[test]
+fn a_url_tables_subdomain_must_be_a_hostname_label() {
+    let e = sole_error(
+        &with_project(
+            "[services.web]\ncmd = \"x\"\nports = [\"http\"]\nurl = { http = \"not a label\" }\n",
+        ),
+        "services.web.url.http",
+    );
+    assert!(
+        e.message.contains("not a valid hostname label"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn empty_ports_with_a_self_token_warns() {
+    let loaded = ok(&with_project(
+        "[services.web]\ncmd = \"serve ${self.port}\"\nports = []\n",
+    ));
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+}
+
+#[test]
+fn a_cycle_error_points_at_an_entry_of_the_cycle() {
+    let text = with_project("[services.a]\ncmd = \"x\"\ndepends_on = [\"c\",\n\"b\"]\n\n[services.b]\ncmd = \"x\"\ndepends_on = [\"a\"]\n\n[services.c]\ncmd = \"x\"\n");
+    let e = sole_error(&text, "services.a.depends_on");
+    assert_eq!(e.position, Some(pos_of(&text, "\"b\"]")), "{e}");
+}
+
+#[test]
+fn columns_count_characters_not_bytes() {
+    let text = with_project("[services]\nweb = { cmd = \"éé\", cmdd = \"x\" }\n");
+    let e = sole_error(&text, "services.web.cmdd");
+    let line = line_of(&text, "cmdd");
+    assert_eq!(e.position, Some((line, 21)));
+}
+
+#[test]
+fn the_quote_it_fix_keeps_the_number_as_written() {
+    let e = sole_error(
+        &with_project("[services.web]\ncmd = 0x1F\n"),
+        "services.web.cmd",
+    );
+    assert_eq!(fix(&e), "quote it: \"0x1F\"");
+}
+
+#[test]
+fn a_mistyped_only_probe_is_one_error() {
+    let errs = errors(&with_project(
+        "[services.web]\ncmd = \"x\"\nhealth = { tcp = 5 }\n",
+    ));
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(errs[0].key, "services.web.health.tcp");
+}
+
+#[test]
+fn errors_are_listed_in_file_order() {
+    let errs = errors(&with_project(
+        "[services.web]\ncmd = \"x\"\nrestart = \"sometimes\"\nreplicas = 0\n",
+    ));
+    let lines: Vec<usize> = errs.iter().map(|e| e.position.unwrap().0).collect();
+    let mut sorted = lines.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted);
 }
