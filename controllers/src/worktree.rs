@@ -447,7 +447,13 @@ fn remove_empty_parents(path: &Path, world: &str) {
     for _ in 0..depth {
         match dir {
             Some(d) if std::fs::remove_dir(d).is_ok() => dir = d.parent(),
-            _ => break,
+            _ => return,
+        }
+    }
+    // The default root (`<repo>.worktrees`) goes too once its last world has.
+    if let Some(d) = dir {
+        if d.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".worktrees")) {
+            let _ = std::fs::remove_dir(d);
         }
     }
 }

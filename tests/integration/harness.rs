@@ -243,6 +243,8 @@ impl Env {
             0,
             "worlds left: {status}"
         );
+        let root = self.dir.path().join("repo.worktrees");
+        assert!(!root.exists(), "{} left behind", root.display());
     }
 }
 
