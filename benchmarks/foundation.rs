@@ -243,6 +243,19 @@ fn cpu_ticks(pid: u32) -> Res<u64> {
     Ok(num(11).ok_or("bad utime")? + num(12).ok_or("bad stime")?)
 }
 
+/// CPU time of all live threads of one process, in nanoseconds (`/proc/PID/task/*/schedstat`):
+/// finer than clock ticks, to tell a near-idle daemon from a fully idle one.
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// A `VmXXX:` line of /proc/PID/status, in bytes.
 fn proc_status_kib(pid: u32, key: &str) -> Res<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status"))
@@ -545,8 +558,12 @@ impl Tool {
                     .unwrap_or(0))
             }
             Kind::Py => {
+                // `[unhealthy]` also means "processes alive" in 0.1.2 (its health flag can lag).
                 let r = self.status()?;
-                Ok(r.stdout.lines().filter(|l| l.contains("[running")).count())
+                Ok(r.stdout
+                    .lines()
+                    .filter(|l| l.contains("[running") || l.contains("[unhealthy"))
+                    .count())
             }
         }
     }
@@ -671,13 +688,23 @@ fn direct_start(python: &str) -> Res<Duration> {
 // ---------------------------------------------------------------------------------------------
 // Load measurements.
 
+/// One daemon over one idle window.
+#[derive(Clone, Copy)]
+struct Idle {
+    /// utime + stime ticks over the window, as % of one core (10 ms resolution).
+    cpu_pct: f64,
+    /// The same from per-thread schedstat (ns resolution).
+    cpu_pct_fine: f64,
+    rss_bytes: u64,
+    hwm_bytes: u64,
+    threads: usize,
+}
+
 struct Load {
     worlds: usize,
     running: usize,
     status_ms: Vec<f64>,
-    rss_bytes: u64,
-    hwm_bytes: u64,
-    idle_cpu_pct: f64,
+    idle: Idle,
     up_ms: Vec<f64>,
 }
 
@@ -688,10 +715,12 @@ impl Load {
             "worlds_running": self.running,
             "services_running": self.running * 2,
             "status_ms": summary(&self.status_ms),
-            "daemon_rss_bytes": self.rss_bytes,
-            "daemon_rss_mib": self.rss_bytes as f64 / 1048576.0,
-            "daemon_vmhwm_bytes": self.hwm_bytes,
-            "daemon_idle_cpu_pct_of_one_core": self.idle_cpu_pct,
+            "daemon_rss_bytes": self.idle.rss_bytes,
+            "daemon_rss_mib": self.idle.rss_bytes as f64 / 1048576.0,
+            "daemon_vmhwm_bytes": self.idle.hwm_bytes,
+            "daemon_threads": self.idle.threads,
+            "daemon_idle_cpu_pct_of_one_core": self.idle.cpu_pct,
+            "daemon_idle_cpu_pct_of_one_core_schedstat": self.idle.cpu_pct_fine,
             "up_ms_while_loading": summary(&self.up_ms),
         })
     }
@@ -720,22 +749,30 @@ fn measure_status(tools: &[&Tool], runs: usize) -> Res<Vec<Vec<f64>>> {
 }
 
 /// Idle CPU (% of one core) of each daemon over the same window; RSS at its end.
-fn measure_idle(tools: &[&Tool], secs: u64) -> Res<Vec<(f64, u64, u64)>> {
+fn measure_idle(tools: &[&Tool], secs: u64) -> Res<Vec<Idle>> {
     // Let the ups settle (health checks, bookkeeping) before the window starts.
     sleep_checked(Duration::from_secs(3))?;
     let pids: Vec<u32> = tools.iter().map(|t| t.daemon()).collect::<Res<_>>()?;
     let before: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Res<_>>()?;
+    let before_ns: Vec<u64> = pids.iter().map(|p| cpu_ns(*p)).collect();
     let t0 = Instant::now();
     sleep_checked(Duration::from_secs(secs))?;
     let after: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Res<_>>()?;
+    let after_ns: Vec<u64> = pids.iter().map(|p| cpu_ns(*p)).collect();
     let wall = t0.elapsed().as_secs_f64();
     let tck = clk_tck();
     let mut out = Vec::new();
     for (i, pid) in pids.iter().enumerate() {
-        let cpu = (after[i] - before[i]) as f64 / tck / wall * 100.0;
-        let rss = proc_status_kib(*pid, "VmRSS:")?;
-        let hwm = proc_status_kib(*pid, "VmHWM:").unwrap_or(0);
-        out.push((cpu, rss, hwm));
+        let threads = fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        out.push(Idle {
+            cpu_pct: after[i].saturating_sub(before[i]) as f64 / tck / wall * 100.0,
+            cpu_pct_fine: after_ns[i].saturating_sub(before_ns[i]) as f64 / 1e9 / wall * 100.0,
+            rss_bytes: proc_status_kib(*pid, "VmRSS:")?,
+            hwm_bytes: proc_status_kib(*pid, "VmHWM:").unwrap_or(0),
+            threads,
+        });
     }
     Ok(out)
 }
@@ -757,8 +794,9 @@ fn fmt_mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / 1048576.0)
 }
 
-fn fmt_pct(v: f64) -> String {
-    format!("{v:.2} %")
+/// Tick-based % of one core, then the schedstat-based figure in brackets.
+fn fmt_cpu(i: &Idle) -> String {
+    format!("{:.2} % [{:.3}]", i.cpu_pct, i.cpu_pct_fine)
 }
 
 fn ratio(a: f64, b: f64) -> String {
@@ -969,28 +1007,24 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         worlds: equal,
         running: running_rs,
         status_ms: st[0].clone(),
-        rss_bytes: idle[0].1,
-        hwm_bytes: idle[0].2,
-        idle_cpu_pct: idle[0].0,
+        idle: idle[0],
         up_ms: ups_rs.clone(),
     };
     let eq_py = Load {
         worlds: equal,
         running: running_py,
         status_ms: st[1].clone(),
-        rss_bytes: idle[1].1,
-        hwm_bytes: idle[1].2,
-        idle_cpu_pct: idle[1].0,
+        idle: idle[1],
         up_ms: ups_py,
     };
     eprintln!(
-        "load {equal}: status binky {:.1} ms / 0.1.2 {:.1} ms; RSS {} / {}; idle CPU {:.2}% / {:.2}%",
+        "load {equal}: status binky {:.1} ms / 0.1.2 {:.1} ms; RSS {} / {}; idle CPU {} / {}",
         median(&eq_rs.status_ms),
         median(&eq_py.status_ms),
-        fmt_mib(eq_rs.rss_bytes),
-        fmt_mib(eq_py.rss_bytes),
-        eq_rs.idle_cpu_pct,
-        eq_py.idle_cpu_pct
+        fmt_mib(eq_rs.idle.rss_bytes),
+        fmt_mib(eq_py.idle.rss_bytes),
+        fmt_cpu(&eq_rs.idle),
+        fmt_cpu(&eq_py.idle)
     );
 
     let full_rs = if args.worlds > equal {
@@ -1002,9 +1036,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
             worlds: args.worlds,
             running,
             status_ms: st[0].clone(),
-            rss_bytes: idle[0].1,
-            hwm_bytes: idle[0].2,
-            idle_cpu_pct: idle[0].0,
+            idle: idle[0],
             up_ms: ups_rs,
         })
     } else {
@@ -1065,19 +1097,19 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
     ]);
     t.row([
         &eq_label("daemon RSS"),
-        &fmt_mib(eq_rs.rss_bytes),
-        &fmt_mib(eq_py.rss_bytes),
-        &ratio(eq_rs.rss_bytes as f64, eq_py.rss_bytes as f64),
+        &fmt_mib(eq_rs.idle.rss_bytes),
+        &fmt_mib(eq_py.idle.rss_bytes),
+        &ratio(eq_rs.idle.rss_bytes as f64, eq_py.idle.rss_bytes as f64),
         "<= 20 MiB",
-        verdict(eq_rs.rss_bytes <= 20 * 1048576),
+        verdict(eq_rs.idle.rss_bytes <= 20 * 1048576),
     ]);
     t.row([
         &eq_label(&format!("daemon idle CPU ({} s)", args.idle_secs)),
-        &fmt_pct(eq_rs.idle_cpu_pct),
-        &fmt_pct(eq_py.idle_cpu_pct),
-        &ratio(eq_rs.idle_cpu_pct, eq_py.idle_cpu_pct),
+        &fmt_cpu(&eq_rs.idle),
+        &fmt_cpu(&eq_py.idle),
+        &ratio(eq_rs.idle.cpu_pct_fine, eq_py.idle.cpu_pct_fine),
         "<= 1 % core",
-        verdict(eq_rs.idle_cpu_pct <= 1.0),
+        verdict(eq_rs.idle.cpu_pct <= 1.0),
     ]);
     if let Some(f) = &full_rs {
         let capped = format!("({equal}w cap) ");
@@ -1092,19 +1124,22 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         ]);
         t.row([
             &full_label("daemon RSS"),
-            &fmt_mib(f.rss_bytes),
-            &format!("{capped}{}", fmt_mib(eq_py.rss_bytes)),
-            &format!("{}*", ratio(f.rss_bytes as f64, eq_py.rss_bytes as f64)),
+            &fmt_mib(f.idle.rss_bytes),
+            &format!("{capped}{}", fmt_mib(eq_py.idle.rss_bytes)),
+            &format!(
+                "{}*",
+                ratio(f.idle.rss_bytes as f64, eq_py.idle.rss_bytes as f64)
+            ),
             "<= 20 MiB",
-            verdict(f.rss_bytes <= 20 * 1048576),
+            verdict(f.idle.rss_bytes <= 20 * 1048576),
         ]);
         t.row([
             &full_label(&format!("daemon idle CPU ({} s)", args.idle_secs)),
-            &fmt_pct(f.idle_cpu_pct),
-            &format!("{capped}{}", fmt_pct(eq_py.idle_cpu_pct)),
-            &format!("{}*", ratio(f.idle_cpu_pct, eq_py.idle_cpu_pct)),
+            &fmt_cpu(&f.idle),
+            &format!("{capped}{}", fmt_cpu(&eq_py.idle)),
+            &format!("{}*", ratio(f.idle.cpu_pct_fine, eq_py.idle.cpu_pct_fine)),
             "<= 1 % core",
-            verdict(f.idle_cpu_pct <= 1.0),
+            verdict(f.idle.cpu_pct <= 1.0),
         ]);
     }
     println!();
@@ -1116,6 +1151,14 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
              figure is at {equal} worlds while binky's is at {n}."
         );
     }
+    println!(
+        "idle CPU: /proc/PID/stat utime+stime ticks over the window as % of one core \
+         [in brackets: the same from /proc/PID/task/*/schedstat, ns resolution; ratios use it]"
+    );
+    println!(
+        "daemon threads: binky {} ({} worlds), binky 0.1.2 {} ({equal} worlds)",
+        full.idle.threads, full.worlds, eq_py.idle.threads
+    );
     println!(
         "worlds running when measured: binky {}/{} (and {}/{equal}), binky 0.1.2 {}/{equal}",
         full.running, full.worlds, eq_rs.running, eq_py.running
@@ -1171,17 +1214,17 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
                 "up_wall": ratio_value(median(&up_rs), median(&up_py)),
                 "up_overhead": ratio_value(over_rs, over_py),
                 "status_equal_load": ratio_value(median(&eq_rs.status_ms), median(&eq_py.status_ms)),
-                "rss_equal_load": ratio_value(eq_rs.rss_bytes as f64, eq_py.rss_bytes as f64),
-                "idle_cpu_equal_load": ratio_value(eq_rs.idle_cpu_pct, eq_py.idle_cpu_pct),
+                "rss_equal_load": ratio_value(eq_rs.idle.rss_bytes as f64, eq_py.idle.rss_bytes as f64),
+                "idle_cpu_equal_load_schedstat": ratio_value(eq_rs.idle.cpu_pct_fine, eq_py.idle.cpu_pct_fine),
                 "status_full_vs_012_at_cap": full_rs.as_ref().map(|f| ratio_value(median(&f.status_ms), median(&eq_py.status_ms))),
-                "rss_full_vs_012_at_cap": full_rs.as_ref().map(|f| ratio_value(f.rss_bytes as f64, eq_py.rss_bytes as f64)),
-                "idle_cpu_full_vs_012_at_cap": full_rs.as_ref().map(|f| ratio_value(f.idle_cpu_pct, eq_py.idle_cpu_pct)),
+                "rss_full_vs_012_at_cap": full_rs.as_ref().map(|f| ratio_value(f.idle.rss_bytes as f64, eq_py.idle.rss_bytes as f64)),
+                "idle_cpu_full_vs_012_at_cap_schedstat": full_rs.as_ref().map(|f| ratio_value(f.idle.cpu_pct_fine, eq_py.idle.cpu_pct_fine)),
             },
             "meets_targets": {
                 "up_overhead": over_rs <= 100.0,
                 "status": median(&full.status_ms) <= 20.0,
-                "daemon_rss": full.rss_bytes <= 20 * 1048576,
-                "idle_cpu": full.idle_cpu_pct <= 1.0,
+                "daemon_rss": full.idle.rss_bytes <= 20 * 1048576,
+                "idle_cpu": full.idle.cpu_pct <= 1.0,
             },
         });
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;

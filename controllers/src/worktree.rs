@@ -452,7 +452,9 @@ fn remove_empty_parents(path: &Path, world: &str) {
     }
     // The default root (`<repo>.worktrees`) goes too once its last world has.
     if let Some(d) = dir {
-        if d.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".worktrees")) {
+        if d.file_name()
+            .is_some_and(|n| n.to_string_lossy().ends_with(".worktrees"))
+        {
             let _ = std::fs::remove_dir(d);
         }
     }
