@@ -347,7 +347,7 @@ name = "hooks"
 [services.api]
 cmd = "SERVE"
 url = true
-setup = "echo ran >> ../setup-count-${worktree}"
+setup = "echo ran >> setup-count-${worktree}.txt"
 
 [hooks]
 post_up = "echo up $API_PORT >> post_up.txt"
@@ -359,7 +359,7 @@ pre_down = "echo down >> pre_down.txt"
     env.ok(&["down", "w"]);
     env.ok(&["up", "w"]);
     env.ok(&["reload", "w"]);
-    let count = std::fs::read_to_string(env.worktree("w").join("../setup-count-w")).unwrap();
+    let count = std::fs::read_to_string(env.worktree("w").join("setup-count-w.txt")).unwrap();
     assert_eq!(
         count.lines().count(),
         1,
