@@ -90,15 +90,17 @@ struct Args {
     runs: usize,
     status_runs: usize,
     idle_secs: u64,
+    settle_secs: u64,
     json: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: cargo bench --bench foundation -- [--worlds N] [--runs N] \
-[--status-runs N] [--idle-secs N] [--json PATH]\n\
+[--status-runs N] [--idle-secs N] [--settle-secs N] [--json PATH]\n\
   --worlds N       worlds (x 2 services) up for status/RSS/CPU (default 20)\n\
   --runs N         fresh worlds for the `up` median (default 10)\n\
   --status-runs N  `status` runs for its median (default 20)\n\
-  --idle-secs N    idle CPU window in seconds (default 10)\n\
+  --idle-secs N    idle CPU window in seconds (default 30: one period of binky's resync)\n\
+  --settle-secs N  wait after the last `up` before the idle window (default 15)\n\
   --json PATH      also write the results as JSON";
 
 fn parse_args() -> Res<Args> {
@@ -106,7 +108,8 @@ fn parse_args() -> Res<Args> {
         worlds: 20,
         runs: 10,
         status_runs: 20,
-        idle_secs: 10,
+        idle_secs: 30,
+        settle_secs: 15,
         json: None,
     };
     let mut it = std::env::args().skip(1);
@@ -134,6 +137,9 @@ fn parse_args() -> Res<Args> {
             "--runs" => a.runs = number("--runs", value("--runs")?)?,
             "--status-runs" => a.status_runs = number("--status-runs", value("--status-runs")?)?,
             "--idle-secs" => a.idle_secs = number("--idle-secs", value("--idle-secs")?)? as u64,
+            "--settle-secs" => {
+                a.settle_secs = number("--settle-secs", value("--settle-secs")?)? as u64
+            }
             "--json" => a.json = Some(PathBuf::from(value("--json")?)),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -164,7 +170,6 @@ impl Run {
 /// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
 /// daemon that inherits the descriptors cannot hold the command open.
 fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
-    check_stop()?;
     let out_path = scratch.join("cmd.stdout");
     let err_path = scratch.join("cmd.stderr");
     let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
@@ -457,6 +462,10 @@ impl Tool {
     }
 
     fn run(&self, args: &[&str], timeout: Duration) -> Res<Run> {
+        // After an interrupt only the teardown still runs commands.
+        if !self.torn_down {
+            check_stop()?;
+        }
         run_cmd(self.cmd(args), &self.root, timeout)
     }
 
@@ -519,6 +528,8 @@ impl Tool {
 
     /// `binky up NAME`, timed; the world is ready when it returns 0.
     fn up(&mut self, name: &str) -> Res<Duration> {
+        check_stop()?;
+        // Recorded before running: a failed or killed `up` may still leave the world behind.
         self.live.push(name.to_owned());
         let args: &[&str] = match self.kind {
             Kind::Rust => &["up", name, "-q"],
@@ -527,10 +538,11 @@ impl Tool {
         Ok(self.run_ok(args, Duration::from_secs(150))?.elapsed)
     }
 
-    fn remove(&mut self, name: &str) -> Res<()> {
-        self.run_ok(&["remove", name, "--force"], Duration::from_secs(60))?;
+    /// `binky remove NAME --force`, timed.
+    fn remove(&mut self, name: &str) -> Res<Duration> {
+        let r = self.run_ok(&["remove", name, "--force"], Duration::from_secs(60))?;
         self.live.retain(|w| w != name);
-        Ok(())
+        Ok(r.elapsed)
     }
 
     fn status(&self) -> Res<Run> {
@@ -749,9 +761,10 @@ fn measure_status(tools: &[&Tool], runs: usize) -> Res<Vec<Vec<f64>>> {
 }
 
 /// Idle CPU (% of one core) of each daemon over the same window; RSS at its end.
-fn measure_idle(tools: &[&Tool], secs: u64) -> Res<Vec<Idle>> {
-    // Let the ups settle (health checks, bookkeeping) before the window starts.
-    sleep_checked(Duration::from_secs(3))?;
+fn measure_idle(tools: &[&Tool], settle: u64, secs: u64) -> Res<Vec<Idle>> {
+    // Let the ups settle first: one-off work after a start (binky marks a service stable 10 s
+    // after it started, 0.1.2 runs its first health checks) is not idle cost.
+    sleep_checked(Duration::from_secs(settle))?;
     let pids: Vec<u32> = tools.iter().map(|t| t.daemon()).collect::<Res<_>>()?;
     let before: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Res<_>>()?;
     let before_ns: Vec<u64> = pids.iter().map(|p| cpu_ns(*p)).collect();
@@ -878,6 +891,13 @@ fn find_binky012() -> Option<PathBuf> {
     })
 }
 
+fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
 fn machine(python: &str) -> Value {
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mem_kib = meminfo
@@ -902,6 +922,7 @@ fn machine(python: &str) -> Value {
         "python": capture(python, &["--version"]).unwrap_or_default(),
         "python_path": python,
         "git": capture("git", &["--version"]).unwrap_or_default(),
+        "loadavg_at_start": loadavg(),
     })
 }
 
@@ -959,6 +980,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
 
     // 1. up overhead, interleaved so drift hits both tools and the direct start alike.
     let (mut direct, mut up_rs, mut up_py) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut rm_rs, mut rm_py) = (Vec::new(), Vec::new());
     for i in 0..args.runs {
         let name = format!("u{i:02}");
         direct.push(ms(direct_start(&python)?));
@@ -969,10 +991,16 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         };
         for t in order {
             let d = ms(t.up(&name)?);
-            t.remove(&name)?;
+            let rm = ms(t.remove(&name)?);
             match t.kind {
-                Kind::Rust => up_rs.push(d),
-                Kind::Py => up_py.push(d),
+                Kind::Rust => {
+                    up_rs.push(d);
+                    rm_rs.push(rm);
+                }
+                Kind::Py => {
+                    up_py.push(d);
+                    rm_py.push(rm);
+                }
             }
         }
         eprintln!(
@@ -987,6 +1015,11 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
     let start_med = median(&direct);
     let over_rs = median(&up_rs) - start_med;
     let over_py = median(&up_py) - start_med;
+    // Each up ran right next to its own direct start: the median of those paired differences
+    // is steadier on a noisy machine than the difference of the two medians.
+    let paired =
+        |ups: &[f64]| -> Vec<f64> { ups.iter().zip(&direct).map(|(u, d)| u - d).collect() };
+    let (pair_rs, pair_py) = (paired(&up_rs), paired(&up_py));
 
     // 2 + 3. Load: both tools at 0.1.2's cap (like for like), then binky alone at --worlds.
     let cap = py.py_capacity()?;
@@ -1002,7 +1035,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
     let running_rs = rs.running_worlds()?;
     let running_py = py.running_worlds()?;
     let st = measure_status(&[&rs, &py], args.status_runs)?;
-    let idle = measure_idle(&[&rs, &py], args.idle_secs)?;
+    let idle = measure_idle(&[&rs, &py], args.settle_secs, args.idle_secs)?;
     let eq_rs = Load {
         worlds: equal,
         running: running_rs,
@@ -1031,7 +1064,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         load_to(&mut rs, &mut have_rs, args.worlds, &mut ups_rs)?;
         let running = rs.running_worlds()?;
         let st = measure_status(&[&rs], args.status_runs)?;
-        let idle = measure_idle(&[&rs], args.idle_secs)?;
+        let idle = measure_idle(&[&rs], args.settle_secs, args.idle_secs)?;
         Some(Load {
             worlds: args.worlds,
             running,
@@ -1078,7 +1111,15 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "",
     ]);
     t.row([
-        "up overhead (wall - own start)",
+        "  up overhead, median of paired (up_i - start_i)",
+        &fmt_ms(median(&pair_rs)),
+        &fmt_ms(median(&pair_py)),
+        &ratio(median(&pair_rs), median(&pair_py)),
+        "",
+        "",
+    ]);
+    t.row([
+        "up overhead (median wall - median own start)",
         &fmt_ms(over_rs),
         &fmt_ms(over_py),
         &ratio(over_rs, over_py),
@@ -1169,6 +1210,23 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         fmt_ms(median(&full.up_ms)),
         fmt_ms(full.up_ms.iter().copied().fold(f64::NAN, f64::max))
     );
+    let lo_hi = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{} .. {}", fmt_ms(lo), fmt_ms(hi))
+    };
+    println!(
+        "up wall range: binky {}, 0.1.2 {}; direct start range {}",
+        lo_hi(&up_rs),
+        lo_hi(&up_py),
+        lo_hi(&direct)
+    );
+    println!("load average at the end: {}", loadavg());
+    println!(
+        "remove --force (median): binky {}, 0.1.2 {}",
+        fmt_ms(median(&rm_rs)),
+        fmt_ms(median(&rm_py))
+    );
     for tool in [&rs, &py] {
         if !tool.leftovers.is_empty() {
             println!(
@@ -1186,9 +1244,11 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         let report = json!({
             "benchmark": "foundation",
             "machine": machine,
+            "loadavg_at_end": loadavg(),
             "settings": {
                 "worlds": n, "runs": args.runs, "status_runs": args.status_runs,
-                "idle_secs": args.idle_secs, "services_per_world": 2,
+                "idle_secs": args.idle_secs, "settle_secs": args.settle_secs,
+                "services_per_world": 2,
                 "service": format!("{python} -c \"{}\"", SERVICE_PY),
                 "binky012_proxy_port": 0,
             },
@@ -1197,6 +1257,8 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
                 "version": versions.0, "binary": daemon_binary_rs,
                 "up_wall_ms": summary(&up_rs),
                 "up_overhead_ms": over_rs,
+                "remove_ms": summary(&rm_rs),
+                "up_overhead_paired_ms": summary(&pair_rs),
                 "load_equal": eq_rs.json(),
                 "load_full": full_rs.as_ref().map(Load::json),
                 "leftover_processes": rs.leftovers,
@@ -1206,6 +1268,8 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
                 "admission_capacity": cap,
                 "up_wall_ms": summary(&up_py),
                 "up_overhead_ms": over_py,
+                "remove_ms": summary(&rm_py),
+                "up_overhead_paired_ms": summary(&pair_py),
                 "load_equal": eq_py.json(),
                 "leftover_processes": py.leftovers,
             },
@@ -1213,6 +1277,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
             "ratios_binky_over_012": {
                 "up_wall": ratio_value(median(&up_rs), median(&up_py)),
                 "up_overhead": ratio_value(over_rs, over_py),
+                "up_overhead_paired": ratio_value(median(&pair_rs), median(&pair_py)),
                 "status_equal_load": ratio_value(median(&eq_rs.status_ms), median(&eq_py.status_ms)),
                 "rss_equal_load": ratio_value(eq_rs.idle.rss_bytes as f64, eq_py.idle.rss_bytes as f64),
                 "idle_cpu_equal_load_schedstat": ratio_value(eq_rs.idle.cpu_pct_fine, eq_py.idle.cpu_pct_fine),
