@@ -213,7 +213,7 @@ impl ProcessConfig {
             hook_timeout: Duration::from_secs(5 * 60),
             crash_loop_after: 3,
             stable_after: Duration::from_secs(10),
-            probe_interval: Duration::from_millis(20),
+            probe_interval: Duration::from_millis(5),
             settle: Duration::from_millis(300),
         }
     }
@@ -734,15 +734,16 @@ impl<S: Supervisor> ProcessController<S> {
                                         }
                                         _ => format!("health check failing: {why}"),
                                     };
+                                    // Whole seconds: the row is rewritten once a second, not
+                                    // on every probe.
                                     row.message =
-                                        format!("not ready after {}: {what}", secs(waited));
+                                        format!("not ready after {}s: {what}", waited.as_secs());
                                     if waited > timeout {
                                         step.problem = Some(Condition::failed(
                                             CONDITION,
                                             "HealthTimeout",
                                             format!(
-                                                "{name} is not ready after {} (health timeout {}): {what}. Last output:\n{}",
-                                                secs(waited),
+                                                "{name} is not ready within its health timeout of {}: {what}. Last output:\n{}",
                                                 secs(timeout),
                                                 Self::log_tail(&log, 5)
                                             ),
@@ -759,7 +760,10 @@ impl<S: Supervisor> ProcessController<S> {
                                     step.waiting = Some(format!("{name}: starting"));
                                 }
                             }
-                            self.save(world.id, &row)?;
+                            if step.ready || rows.get(name).is_none_or(|r| r.message != row.message)
+                            {
+                                self.save(world.id, &row)?;
+                            }
                             rows.insert(name.to_owned(), row);
                             return Ok(step);
                         }

@@ -261,7 +261,12 @@ impl<G: Git> WorktreeController<G> {
             (false, self.git.rev_parse(repo, &world.branch).await?)
         } else {
             let from = world.from_ref.clone().unwrap_or_else(|| "HEAD".into());
-            let base = self.git.rev_parse(repo, &from).await?;
+            // `binky up` resolved it to a commit already; ask git only for anything else.
+            let base = if from.len() == 40 && from.bytes().all(|b| b.is_ascii_hexdigit()) {
+                from
+            } else {
+                self.git.rev_parse(repo, &from).await?
+            };
             self.git
                 .add_worktree(repo, path, &world.branch, Some(&base))
                 .await?;
@@ -359,8 +364,15 @@ impl<G: Git> Controller for WorktreeController<G> {
                 });
             }
             _ => {
-                let _ = self.git.prune(&world.repo_root).await;
-                let row = self.create(world).await?;
+                let row = match self.create(world).await {
+                    Ok(row) => row,
+                    // A worktree deleted by hand stays registered until pruned.
+                    Err(WorktreeError::Git(_)) => {
+                        self.git.prune(&world.repo_root).await?;
+                        self.create(world).await?
+                    }
+                    Err(e) => return Err(e),
+                };
                 self.save(world, &row)?;
                 row
             }

@@ -151,24 +151,41 @@ pub struct Checkout {
     pub config_path: Option<PathBuf>,
     /// Its directory relative to the worktree top (`""` at the top).
     pub config_rel: String,
+    /// The commit checked out (none in a repository without commits).
+    pub head: Option<String>,
 }
 
 impl Checkout {
     /// Look around `cwd`.
     pub fn discover(cwd: &Path) -> Result<Checkout, Failure> {
-        let toplevel = git(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
-            Failure::usage(format!(
-                "{} is not inside a git repository ({e}); binky gives each git worktree its own world: run it inside a repository",
-                cwd.display()
-            ))
-        })?;
-        let toplevel = PathBuf::from(toplevel);
-        let common = git(
-            cwd,
-            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-        )
-        .map_err(Failure::usage)?;
-        let common = PathBuf::from(common);
+        // One git process for the three facts (HEAD fails in a repository without commits:
+        // ask again without it).
+        let args = [
+            "rev-parse",
+            "--path-format=absolute",
+            "--show-toplevel",
+            "--git-common-dir",
+        ];
+        let (out, head) = match git(cwd, &[&args[..], &["HEAD"]].concat()) {
+            Ok(out) => (out, true),
+            Err(_) => (
+                git(cwd, &args).map_err(|e| {
+                    Failure::usage(format!(
+                        "{} is not inside a git repository ({e}); binky gives each git worktree its own world: run it inside a repository",
+                        cwd.display()
+                    ))
+                })?,
+                false,
+            ),
+        };
+        let mut lines = out.lines();
+        let toplevel = PathBuf::from(lines.next().unwrap_or_default());
+        let common = PathBuf::from(lines.next().unwrap_or_default());
+        let head = if head {
+            lines.next().map(str::to_owned)
+        } else {
+            None
+        };
         let repo_root = if common.file_name().is_some_and(|n| n == ".git") {
             common.parent().map(Path::to_path_buf).unwrap_or(common)
         } else {
@@ -197,6 +214,7 @@ impl Checkout {
             repo_root,
             config_path,
             config_rel,
+            head,
         })
     }
 
@@ -210,7 +228,17 @@ impl Checkout {
 
 /// Wake the daemon (starting it if needed) about a world.
 pub async fn nudge(ctx: &Ctx, world: i64) -> Result<(), Failure> {
-    crate::daemon::client::ensure(&ctx.home).await?;
+    let info = crate::daemon::client::ensure(&ctx.home).await?;
+    if let Some(v) = info
+        .version
+        .as_deref()
+        .filter(|v| *v != env!("CARGO_PKG_VERSION"))
+    {
+        eprintln!(
+            "binky: warning: the running daemon is binky {v}, this is binky {}; `binky daemon stop` (services keep running) and the next command starts the new one",
+            env!("CARGO_PKG_VERSION")
+        );
+    }
     crate::daemon::client::nudge(&ctx.home, Some(world)).await?;
     Ok(())
 }

@@ -167,7 +167,9 @@ fn print_world(v: &WorldView, detail: bool) {
         println!("{}", line.trim_end());
     }
     for c in &v.conditions {
-        if c.status != CondStatus::True || detail {
+        // In the overview, only what needs attention: a failure, or why a world waits.
+        let worth = detail || c.stalled || (c.status != CondStatus::True && v.state == "starting");
+        if worth {
             let first = c.message.lines().next().unwrap_or("");
             println!(
                 "    {} {} ({}): {first}",

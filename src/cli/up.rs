@@ -178,7 +178,7 @@ pub async fn run(
                 Failure::usage(format!("--from {r}: not a commit in this repository ({e})"))
             })?,
         ),
-        None => git(&co.toplevel, &["rev-parse", "--verify", "HEAD^{commit}"]).ok(),
+        None => co.head.clone(),
     };
     let src = source(&ctx, &co, name, from_commit.as_deref())?;
     let loaded = config::parse(&src.text, &src.path).map_err(|e| Failure::usage(e.to_string()))?;

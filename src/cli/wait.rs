@@ -120,7 +120,7 @@ pub async fn wait(
         }
         // Fast at first (a world is often ready in tens of ms), gentler later.
         let pause = if started.elapsed() < Duration::from_secs(2) {
-            10
+            5
         } else {
             100
         };

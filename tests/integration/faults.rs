@@ -279,7 +279,11 @@ health = { tcp = "${self.port}", timeout = "1s" }
     );
     let out = env.binky(&["up", "w"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("not ready after"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("api is not ready within its health timeout of 1.0s"),
+        "{}",
+        stderr(&out)
+    );
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
