@@ -13,4 +13,5 @@ pub mod git;
 pub mod logging;
 pub mod paths;
 pub mod ports;
+pub mod proxy;
 pub mod supervisor;

@@ -62,6 +62,11 @@ impl Home {
         self.root.join("logs")
     }
 
+    /// The local certificate authority (`ca.crt`, `ca.key`).
+    pub fn ca(&self) -> PathBuf {
+        self.root.join("ca")
+    }
+
     /// The daemon's log.
     pub fn daemon_log(&self) -> PathBuf {
         self.root.join("daemon.log")

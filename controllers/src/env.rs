@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::route;
 use crate::spec::Service;
-use crate::store::{PortRow, World};
+use crate::store::{PortRow, ProxyView, World};
 use crate::tokens::Tokens;
 
 /// `web-ui` → `WEB_UI`: an environment-variable-safe, upper-case form of a name.
@@ -53,7 +54,43 @@ impl Layout {
     }
 }
 
-/// The URL of a process service that has a port (`http://localhost:<port>`).
+/// `http://host`, `https://host:8443`: the default port of the scheme is left out.
+fn with_port(scheme: &str, host: &str, port: u16) -> String {
+    match (scheme, port) {
+        ("http", 80) | ("https", 443) => format!("{scheme}://{host}"),
+        _ => format!("{scheme}://{host}:{port}"),
+    }
+}
+
+/// The proxy URL of a service with `url`: `http://<sub>.<world>.<domain>` (https when the
+/// project serves HTTPS), with the proxy's port when it is not the scheme's default.
+pub fn proxy_url(world: &World, service: &str, proxy: &ProxyView) -> Option<String> {
+    let url = world.spec.services.get(service)?.process()?.url.as_ref()?;
+    let host = format!(
+        "{}.{}.{}",
+        url.subdomain(service).to_ascii_lowercase(),
+        route::dns_slug(&world.name),
+        route::domain(world)
+    );
+    scheme_url(world, &host, proxy)
+}
+
+fn scheme_url(world: &World, host: &str, proxy: &ProxyView) -> Option<String> {
+    if world.spec.project.https {
+        if let Some(p) = proxy.https_port {
+            return Some(with_port("https", host, p));
+        }
+    }
+    proxy.http_port.map(|p| with_port("http", host, p))
+}
+
+/// The world's own URL (`http://<world>.<domain>`: its first URL service), if it has one.
+pub fn world_url(world: &World, proxy: &ProxyView) -> Option<String> {
+    let (host, _, _) = route::hosts(world).into_iter().next()?;
+    scheme_url(world, &host, proxy)
+}
+
+/// The direct URL of a process service that has a port (`http://localhost:<port>`).
 pub fn process_url(tokens: &Tokens, service: &str, spec_service: &Service) -> Option<String> {
     let process = spec_service.process()?;
     let label = process
@@ -68,8 +105,10 @@ pub fn process_url(tokens: &Tokens, service: &str, spec_service: &Service) -> Op
     Some(format!("http://localhost:{port}"))
 }
 
-/// The tokens of a world, from its spec and its port assignments.
-pub fn tokens(world: &World, ports: &[PortRow]) -> Tokens {
+/// The tokens of a world, from its spec, its port assignments and where the proxy listens:
+/// `${svc.url}` of a service with `url` is its proxy URL, of a service with only `ports`
+/// its direct `http://localhost:<port>`.
+pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView) -> Tokens {
     let mut t = Tokens {
         world: world.name.clone(),
         env: world.env.clone(),
@@ -84,7 +123,8 @@ pub fn tokens(world: &World, ports: &[PortRow]) -> Tokens {
         }
     }
     for (name, svc) in &world.spec.services {
-        if let Some(url) = process_url(&t, name, svc) {
+        let url = proxy_url(world, name, proxy).or_else(|| process_url(&t, name, svc));
+        if let Some(url) = url {
             t.urls.insert(name.clone(), url);
         }
     }
@@ -194,11 +234,15 @@ pub fn service_env(
 }
 
 /// What `binky env` hands out: `<SVC>_URL`, `<SVC>_PORT` and `<SVC>_PORT_<LABEL>` for each
-/// exposed service (`[agents] expose`, else every service), plus `BINKY_WORKTREE`.
-pub fn exported(world: &World, tokens: &Tokens) -> BTreeMap<String, String> {
+/// exposed service (`[agents] expose`, else every service), plus `BINKY_WORKTREE`,
+/// `BINKY_PROJECT` and `BINKY_URL` (the world's own URL).
+pub fn exported(world: &World, tokens: &Tokens, proxy: &ProxyView) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     out.insert("BINKY_WORKTREE".into(), world.name.clone());
     out.insert("BINKY_PROJECT".into(), world.project.clone());
+    if let Some(url) = world_url(world, proxy) {
+        out.insert("BINKY_URL".into(), url);
+    }
     let expose = &world.spec.agents.expose;
     for name in world.spec.services.keys() {
         if !expose.is_empty() && !expose.contains(name) {

@@ -8,6 +8,7 @@ pub mod admission;
 pub mod env;
 pub mod port;
 pub mod process;
+pub mod route;
 pub mod runtime;
 pub mod spec;
 pub mod store;

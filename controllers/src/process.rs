@@ -537,7 +537,14 @@ impl<S: Supervisor> ProcessController<S> {
         tokens: &Tokens,
     ) {
         let mut env = world.env.clone();
-        env.extend(env::exported(world, tokens));
+        let proxy = self
+            .store
+            .read(store::proxy_view)
+            .unwrap_or(store::ProxyView {
+                http_port: None,
+                https_port: None,
+            });
+        env.extend(env::exported(world, tokens, &proxy));
         let spec = SpawnSpec {
             world: world.id,
             service: format!("hook:{which}"),
@@ -602,7 +609,8 @@ impl<S: Supervisor> ProcessController<S> {
         if let (Some(cmd), Some(layout)) = (world.spec.hooks.pre_down.clone(), self.layout(world)?)
         {
             let ports = self.store.read(|c| store::ports(c, world.id))?;
-            let tokens = env::tokens(world, &ports);
+            let proxy = self.store.read(store::proxy_view)?;
+            let tokens = env::tokens(world, &ports, &proxy);
             self.run_hook(world, &layout, "pre_down", &cmd, &tokens)
                 .await;
         }
@@ -1248,7 +1256,8 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         }
 
         let ports = self.store.read(|c| store::ports(c, world.id))?;
-        let tokens = env::tokens(world, &ports);
+        let proxy = self.store.read(store::proxy_view)?;
+        let tokens = env::tokens(world, &ports, &proxy);
         let mut ready = 0usize;
         let mut wake: Option<Duration> = None;
         let mut problem: Option<Condition> = None;

@@ -23,6 +23,10 @@ pub struct Spec {
     pub project: Project,
     /// `[services.NAME]`, by name.
     pub services: BTreeMap<String, Service>,
+    /// Service names in the order the file lists them (the first URL service is the
+    /// world's own host).
+    #[serde(default)]
+    pub order: Vec<String>,
     /// `[groups]`, with `"*"` expanded to every service.
     pub groups: BTreeMap<String, Vec<String>>,
     /// `[agents]`
@@ -409,6 +413,22 @@ impl Spec {
         path
     }
 
+    /// Service names in file order (every service exactly once).
+    pub fn order(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .order
+            .iter()
+            .filter(|n| self.services.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in self.services.keys() {
+            if !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        out
+    }
+
     /// The primary port label of a service: `""` if it has one, else its first label.
     pub fn primary_label(&self, service: &str) -> Option<String> {
         let labels = self.services.get(service)?.port_labels();
@@ -459,6 +479,7 @@ mod tests {
             groups: BTreeMap::new(),
             agents: Agents::default(),
             hooks: Hooks::default(),
+            order: vec![],
         }
     }
 

@@ -55,6 +55,7 @@ pub fn spec(services: Vec<(&str, Service)>) -> Spec {
         groups: BTreeMap::new(),
         agents: Agents::default(),
         hooks: Hooks::default(),
+        order: vec![],
     }
 }
 

@@ -15,8 +15,9 @@ pub fn run(name: Option<String>, shell: bool, json: bool) -> Result<i32, Failure
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
     let ports = ctx.store.read(|c| store::ports(c, world.id))?;
-    let tokens = binky_controllers::env::tokens(&world, &ports);
-    let vars = binky_controllers::env::exported(&world, &tokens);
+    let proxy = ctx.store.read(store::proxy_view)?;
+    let tokens = binky_controllers::env::tokens(&world, &ports, &proxy);
+    let vars = binky_controllers::env::exported(&world, &tokens, &proxy);
     if json {
         #[derive(Serialize)]
         struct Out<'a> {

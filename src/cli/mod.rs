@@ -2,14 +2,17 @@
 //! state, nudge the daemon, and wait; they never start a process themselves.
 
 mod context;
+mod curl;
 mod daemon;
 mod down;
 mod env;
 mod events;
 mod logs;
+mod port;
 mod reload;
 mod remove;
 mod status;
+mod trust;
 mod up;
 mod wait;
 
@@ -154,6 +157,45 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A request to a world's service through the proxy, `Host` filled in (no DNS needed).
+    Curl {
+        /// World name.
+        name: String,
+        /// Service name (one with a `url`).
+        service: String,
+        /// Path and query (default `/`).
+        path: Option<String>,
+        /// Method (default GET, or POST with --data).
+        #[arg(long, short = 'X')]
+        request: Option<String>,
+        /// Request body (Content-Type: application/json unless -H says otherwise).
+        #[arg(long, short)]
+        data: Option<String>,
+        /// Extra header, 'Name: value' (repeatable).
+        #[arg(long, short = 'H')]
+        header: Vec<String>,
+        /// Print the response's status line and headers too.
+        #[arg(long, short)]
+        include: bool,
+        /// Exit 22 on an HTTP status of 400 or more.
+        #[arg(long, short)]
+        fail: bool,
+    },
+    /// Where the proxy listens (no flags: show it).
+    Port {
+        /// HTTP port of the proxy (0 turns HTTP off).
+        #[arg(long)]
+        proxy: Option<u16>,
+        /// HTTPS port of the proxy (0 turns HTTPS off).
+        #[arg(long)]
+        https: Option<u16>,
+    },
+    /// Install binky's local CA in the system trust store (and say how for browsers).
+    Trust {
+        /// Remove it instead.
+        #[arg(long)]
+        uninstall: bool,
+    },
     /// The background daemon that runs every world.
     Daemon {
         /// start, stop, status or run (in the foreground).
@@ -215,6 +257,30 @@ pub fn run(cli: Cli) -> i32 {
                 json,
             } => logs::run(name, service, follow, lines, json).await,
             Command::Events { name, lines, json } => events::run(name, lines, json),
+            Command::Curl {
+                name,
+                service,
+                path,
+                request,
+                data,
+                header,
+                include,
+                fail,
+            } => {
+                curl::run(curl::CurlArgs {
+                    name,
+                    service,
+                    path,
+                    method: request,
+                    data,
+                    headers: header,
+                    include,
+                    fail,
+                })
+                .await
+            }
+            Command::Port { proxy, https } => port::run(proxy, https).await,
+            Command::Trust { uninstall } => trust::run_trust(uninstall),
             Command::Daemon { action } => daemon::run(action).await,
         }
     });

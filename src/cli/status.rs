@@ -84,7 +84,8 @@ fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     let procs = ctx.store.read(|c| store::processes(c, w.id))?;
     let ports = ctx.store.read(|c| store::ports(c, w.id))?;
     let wt = ctx.store.read(|c| store::worktree(c, w.id))?;
-    let tokens = binky_controllers::env::tokens(w, &ports);
+    let proxy = ctx.store.read(store::proxy_view)?;
+    let tokens = binky_controllers::env::tokens(w, &ports, &proxy);
     let selected = w.spec.selected(w.group.as_deref());
     let services = w
         .spec
@@ -151,7 +152,10 @@ fn print_world(v: &WorldView, detail: bool) {
         let mut line = format!("    {:<12} {:<8}", s.name, s.state);
         line.push_str(&format!(" {:<14}", ports_text(s)));
         if let Some(pid) = s.pid {
-            line.push_str(&format!(" pid {pid}"));
+            line.push_str(&format!(" pid {pid:<8}"));
+        }
+        if let Some(url) = &s.url {
+            line.push_str(&format!(" {url}"));
         }
         if s.restarts > 0 {
             line.push_str(&format!("  restarts {}", s.restarts));
@@ -259,6 +263,7 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
                 return Ok(exit::OK);
             }
             println!("daemon: pid {} · up {}s", d.pid.unwrap_or(0), d.uptime_secs.unwrap_or(0));
+            print!("{}", super::port::describe(&ctx)?);
         }
         None => println!("daemon: not running (`binky daemon start` or any `binky up` starts it; services keep running without it)"),
     }

@@ -244,7 +244,8 @@ pub async fn run(
         return Ok(exit::FAILED);
     };
     let ports = ctx.store.read(|c| store::ports(c, world.id))?;
-    let tokens = binky_controllers::env::tokens(&world, &ports);
+    let proxy = ctx.store.read(store::proxy_view)?;
+    let tokens = binky_controllers::env::tokens(&world, &ports, &proxy);
     let wt = ctx.store.read(|c| store::worktree(c, world.id))?;
     println!("{name} is up in {:.2}s", started.elapsed().as_secs_f64());
     if let Some(wt) = wt {

@@ -517,6 +517,14 @@ impl<'a> Cx<'a> {
         let mut dep_spans: Vec<(String, String, Range<usize>)> = Vec::new();
         // Every service the file declares, valid or not: a reference to one that has its
         // own error is not also an "unknown service".
+        // `preserve_order` keeps the file's order: the first URL service is the world's
+        // own host.
+        let declared_order: Vec<String> = Self::get(root, "services")
+            .and_then(|v| match v.get_ref() {
+                DeValue::Table(t) => Some(t.iter().map(|(k, _)| k.get_ref().to_string()).collect()),
+                _ => None,
+            })
+            .unwrap_or_default();
         let declared: BTreeSet<String> = Self::get(root, "services")
             .and_then(|v| match v.get_ref() {
                 DeValue::Table(t) => Some(t.iter().map(|(k, _)| k.get_ref().to_string()).collect()),
@@ -661,12 +669,17 @@ impl<'a> Cx<'a> {
             }
         }
 
+        let order = declared_order
+            .into_iter()
+            .filter(|n| services.contains_key(n))
+            .collect();
         let spec = Spec {
             project: project?,
             services,
             groups,
             agents,
             hooks,
+            order,
         };
         if self.errors.is_empty() {
             if let Err(cycle) = spec.start_order() {

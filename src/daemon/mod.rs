@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod protocol;
+pub mod proxy_manager;
 
 use std::fs::File;
 use std::future::Future;
@@ -28,11 +29,16 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
+use binky_controllers::route::RouteController;
+
 use crate::git::GitCli;
 use crate::paths::Home;
 use crate::ports::BindProbe;
+use crate::proxy::tls::{self, HostResolver, LocalCa};
+use crate::proxy::{Proxy, Routes};
 use crate::supervisor::RealSupervisor;
 use protocol::{Request, Response};
+use proxy_manager::ProxyManager;
 
 /// How the daemon runs.
 #[derive(Clone, Debug)]
@@ -153,6 +159,34 @@ pub async fn run(
 
     let mut runtime = Runtime::new(store.clone(), config.runtime.clone());
     let trigger = runtime.trigger();
+
+    // The proxy: routes published by the route controller, HTTPS from the local CA.
+    let routes = Routes::default();
+    let proxy = Proxy::new(routes.clone());
+    let tls = match LocalCa::load_or_create(&home.ca()) {
+        Ok(ca) => {
+            let table = routes.clone();
+            let allow =
+                Arc::new(move |host: &str| table.load().lookup(host).is_some_and(|r| r.https));
+            match tls::server_config(Arc::new(HostResolver::new(Arc::new(ca), allow))) {
+                Ok(cfg) => Some(tokio_rustls::TlsAcceptor::from(cfg)),
+                Err(err) => {
+                    tracing::error!(%err, "HTTPS is off");
+                    None
+                }
+            }
+        }
+        Err(err) => {
+            tracing::error!(%err, "HTTPS is off: no local CA");
+            None
+        }
+    };
+    let manager = Arc::new(std::sync::Mutex::new(ProxyManager::new(
+        store.clone(),
+        proxy,
+        tls,
+    )));
+    manager.lock().unwrap_or_else(|e| e.into_inner()).apply();
     let supervisor = Arc::new(RealSupervisor::new(home.tag(), trigger.clone()));
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;
@@ -163,6 +197,7 @@ pub async fn run(
         supervisor,
         pconf,
     )));
+    runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
 
     let stop = Arc::new(Notify::new());
     let rt_stop = stop.clone();
@@ -178,7 +213,7 @@ pub async fn run(
             _ = requested.notified() => break,
             conn = listener.accept() => match conn {
                 Ok((stream, _)) => {
-                    let ctx = Conn { trigger: trigger.clone(), requested: requested.clone(), started, home: home.clone() };
+                    let ctx = Conn { trigger: trigger.clone(), requested: requested.clone(), started, home: home.clone(), proxy: manager.clone() };
                     tokio::spawn(async move { ctx.serve(stream).await });
                 }
                 Err(err) => tracing::warn!(%err, "accept failed"),
@@ -188,6 +223,7 @@ pub async fn run(
     tracing::info!("daemon stopping (services keep running)");
     stop.notify_one();
     let _ = rt.await;
+    manager.lock().unwrap_or_else(|e| e.into_inner()).stop();
     let _ = std::fs::remove_file(&socket);
     Ok(())
 }
@@ -197,6 +233,7 @@ struct Conn {
     requested: Arc<Notify>,
     started: Instant,
     home: Home,
+    proxy: Arc<std::sync::Mutex<ProxyManager>>,
 }
 
 impl Conn {
@@ -231,6 +268,12 @@ impl Conn {
                 (Response::ok(), false)
             }
             Request::Shutdown => (Response::ok(), true),
+            Request::Reconfigure => {
+                self.proxy.lock().unwrap_or_else(|e| e.into_inner()).apply();
+                // URLs carry the proxy's ports: every world looks again.
+                self.trigger.all();
+                (Response::ok(), false)
+            }
         }
     }
 

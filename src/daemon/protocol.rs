@@ -16,6 +16,8 @@ pub enum Request {
     },
     /// Stop the daemon (services keep running).
     Shutdown,
+    /// Re-read the machine settings (the proxy's ports) and apply them.
+    Reconfigure,
 }
 
 /// The daemon's answer.

@@ -77,6 +77,47 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The process listening on a TCP port (any address), as `(pid, command name)`, when it
+/// is one this user may inspect.
+pub fn listener_of(port: u16) -> Option<(u32, String)> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let lport = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if *state == "0A" && lport == Some(port) {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return None;
+    }
+    for pid in pids() {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Ok(target) = fs::read_link(fd.path()) {
+                if inodes.iter().any(|i| target.as_os_str() == i.as_str()) {
+                    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                    return Some((pid, comm.trim().to_owned()));
+                }
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +130,16 @@ mod tests {
         assert_eq!(s.ppid, 1);
         assert_eq!(s.pgrp, 1234);
         assert_eq!(s.start_time, 987654);
+    }
+
+    #[test]
+    fn the_listener_of_a_port_is_found() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (pid, _) = listener_of(port).unwrap();
+        assert_eq!(pid, std::process::id());
+        drop(l);
+        assert!(listener_of(port).is_none());
     }
 
     #[test]

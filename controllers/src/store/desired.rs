@@ -225,6 +225,20 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Set a machine setting (`binky port`, …).
+    pub fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO settings (key, value, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                params![key, value, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+}
+
 fn refuse_deleted(tx: &rusqlite::Transaction<'_>, world: WorldId) -> Result<(), StoreError> {
     let row: Option<(String, Option<i64>)> = tx
         .query_row(

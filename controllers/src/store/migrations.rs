@@ -123,6 +123,36 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX events_by_world ON events (project, world, id);
     "#,
+    // 2: routes, machine settings, the proxy's observed state.
+    r#"
+    CREATE TABLE routes (
+        host        TEXT PRIMARY KEY,
+        world_id    INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        project     TEXT NOT NULL,
+        world       TEXT NOT NULL,
+        service     TEXT NOT NULL,
+        port        INTEGER NOT NULL,
+        https       INTEGER NOT NULL,
+        state       TEXT NOT NULL,
+        note        TEXT NOT NULL DEFAULT '',
+        updated_at  INTEGER NOT NULL
+    );
+    CREATE INDEX routes_by_world ON routes (world_id);
+    CREATE TABLE settings (
+        key         TEXT PRIMARY KEY,
+        value       TEXT NOT NULL,
+        updated_at  INTEGER NOT NULL
+    );
+    CREATE TABLE proxy_status (
+        id          INTEGER PRIMARY KEY CHECK (id = 1),
+        pid         INTEGER NOT NULL,
+        http_port   INTEGER,
+        https_port  INTEGER,
+        http_note   TEXT NOT NULL DEFAULT '',
+        https_note  TEXT NOT NULL DEFAULT '',
+        updated_at  INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -127,6 +127,7 @@ fn placeholder_spec() -> Spec {
         groups: BTreeMap::new(),
         agents: Default::default(),
         hooks: Default::default(),
+        order: Vec::new(),
     }
 }
 
@@ -567,4 +568,85 @@ pub fn world_run(conn: &Connection, world: WorldId) -> Result<Option<WorldRunRow
             },
         )
         .optional()?)
+}
+
+/// A machine setting (`binky port`, …), if set.
+pub fn setting(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| {
+            r.get(0)
+        })
+        .optional()?)
+}
+
+/// Default HTTP port of the proxy.
+pub const DEFAULT_PROXY_PORT: u16 = 80;
+/// Default HTTPS port of the proxy.
+pub const DEFAULT_HTTPS_PORT: u16 = 443;
+
+/// Where the proxy listens: what the daemon reports, else what the settings ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ProxyView {
+    /// HTTP port (none: not serving).
+    pub http_port: Option<u16>,
+    /// HTTPS port (none: not serving).
+    pub https_port: Option<u16>,
+}
+
+/// The proxy's observed state, as the daemon last wrote it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProxyStatusRow {
+    /// The daemon that wrote it.
+    pub pid: u32,
+    /// HTTP port it serves on.
+    pub http_port: Option<u16>,
+    /// HTTPS port it serves on.
+    pub https_port: Option<u16>,
+    /// Why HTTP is not on the asked-for port (or not served), if so.
+    pub http_note: String,
+    /// Why HTTPS is not on the asked-for port (or not served), if so.
+    pub https_note: String,
+    /// When (ms).
+    pub updated_at: i64,
+}
+
+/// The proxy's observed state.
+pub fn proxy_status(conn: &Connection) -> Result<Option<ProxyStatusRow>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT pid, http_port, https_port, http_note, https_note, updated_at FROM proxy_status WHERE id = 1",
+            [],
+            |r| {
+                Ok(ProxyStatusRow {
+                    pid: r.get(0)?,
+                    http_port: r.get(1)?,
+                    https_port: r.get(2)?,
+                    http_note: r.get(3)?,
+                    https_note: r.get(4)?,
+                    updated_at: r.get(5)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// The ports URLs should carry.
+pub fn proxy_view(conn: &Connection) -> Result<ProxyView, StoreError> {
+    if let Some(s) = proxy_status(conn)? {
+        return Ok(ProxyView {
+            http_port: s.http_port,
+            https_port: s.https_port,
+        });
+    }
+    let port = |key: &str, default: u16| -> Result<Option<u16>, StoreError> {
+        Ok(Some(
+            setting(conn, key)?
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default),
+        ))
+    };
+    Ok(ProxyView {
+        http_port: port("proxy_port", DEFAULT_PROXY_PORT)?,
+        https_port: port("https_port", DEFAULT_HTTPS_PORT)?,
+    })
 }

@@ -16,6 +16,7 @@ pub(crate) fn spec(name: &str) -> Spec {
         groups: BTreeMap::new(),
         agents: Agents::default(),
         hooks: Hooks::default(),
+        order: vec![],
     }
 }
 

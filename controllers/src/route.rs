@@ -1,0 +1,451 @@
+//! The route controller: the proxy's routing table equals the worlds that have URLs.
+//!
+//! # Guarantees
+//! - Each process service with `url` is routed as `<subdomain>.<world>.<domain>`, and the
+//!   world's first URL service also as `<world>.<domain>` (domain: `[project] domain`, else
+//!   `<project>.localhost`). A world name that is not a DNS label gets a readable,
+//!   deterministic slug (`feat/login` → `feat-login-<hash>`).
+//! - Routes are rows of `routes` (the host is the primary key, so two worlds can never
+//!   claim one host); after every change the whole table is published to the proxy as one
+//!   immutable snapshot.
+//! - A route exists while its world exists, running or not: the proxy can then say *why* a
+//!   host does not answer (stopped, starting, failing) instead of "unknown host".
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rusqlite::params;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::store::{self, now_ms, DesiredState, Store, StoreError, World};
+
+/// Finalizer and controller name.
+pub const NAME: &str = "route";
+/// The condition this controller reports.
+pub const CONDITION: &str = "RoutesReady";
+
+/// Whether a route's backend should answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteState {
+    /// The service is running and ready.
+    Ready,
+    /// The service is starting or waiting for its dependencies.
+    Starting,
+    /// The service keeps failing.
+    Failing,
+    /// The world (or this service) is stopped.
+    Stopped,
+}
+
+impl RouteState {
+    /// Stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteState::Ready => "ready",
+            RouteState::Starting => "starting",
+            RouteState::Failing => "failing",
+            RouteState::Stopped => "stopped",
+        }
+    }
+
+    fn parse(s: &str) -> RouteState {
+        match s {
+            "ready" => RouteState::Ready,
+            "starting" => RouteState::Starting,
+            "failing" => RouteState::Failing,
+            _ => RouteState::Stopped,
+        }
+    }
+}
+
+/// One routed hostname.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Route {
+    /// The hostname (lower case, no port).
+    pub host: String,
+    /// Project name.
+    pub project: String,
+    /// World name.
+    pub world: String,
+    /// Service name.
+    pub service: String,
+    /// The backend port on 127.0.0.1.
+    pub port: u16,
+    /// The project serves HTTPS too.
+    pub https: bool,
+    /// Whether the backend should answer.
+    pub state: RouteState,
+    /// Why it is not ready (for the proxy's error pages).
+    pub note: String,
+}
+
+/// The proxy's whole routing table: an immutable snapshot, swapped as one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RouteTable {
+    /// By host.
+    pub routes: BTreeMap<String, Route>,
+}
+
+impl RouteTable {
+    /// The route for a `Host` header value (port and trailing dot ignored, case-insensitive).
+    pub fn lookup(&self, host: &str) -> Option<&Route> {
+        let host = strip_port(host).trim_end_matches('.').to_ascii_lowercase();
+        self.routes.get(&host)
+    }
+}
+
+/// `Host: a.b:8080` → `a.b` (and `[::1]:80` → `[::1]`).
+pub fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host
+            .split_once(']')
+            .map_or(host, |(h, _)| &host[..h.len() + 1]);
+    }
+    host.rsplit_once(':').map_or(host, |(h, p)| {
+        if p.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    })
+}
+
+/// Receives every new routing table.
+pub trait RouteSink: Send + Sync + 'static {
+    /// Replace the table the proxy routes by.
+    fn publish(&self, table: Arc<RouteTable>);
+}
+
+/// A name as a DNS label: itself when it already is one (`login-fix`), else a slug plus a
+/// short hash so two names never share a slug (`feat/login` → `feat-login-1f3a`).
+pub fn dns_slug(name: &str) -> String {
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if valid {
+        return name.to_owned();
+    }
+    let mut slug = String::new();
+    for c in name.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    let slug: String = slug.trim_matches('-').chars().take(50).collect();
+    let digest = Sha256::digest(name.as_bytes());
+    let hash: String = digest.iter().take(2).map(|b| format!("{b:02x}")).collect();
+    if slug.is_empty() {
+        format!("w-{hash}")
+    } else {
+        format!("{}-{hash}", slug.trim_end_matches('-'))
+    }
+}
+
+/// The base domain of a project: `[project] domain`, else `<project slug>.localhost`.
+pub fn domain(world: &World) -> String {
+    world
+        .spec
+        .project
+        .domain
+        .clone()
+        .unwrap_or_else(|| format!("{}.localhost", dns_slug(&world.project)))
+        .to_ascii_lowercase()
+}
+
+/// `(host, service, port label)` for every URL of a world, the world's own host first.
+pub fn hosts(world: &World) -> Vec<(String, String, String)> {
+    let domain = domain(world);
+    let slug = dns_slug(&world.name);
+    let mut out = Vec::new();
+    for name in world.spec.order() {
+        let Some(p) = world.spec.services.get(&name).and_then(|s| s.process()) else {
+            continue;
+        };
+        let Some(url) = &p.url else { continue };
+        if out.is_empty() {
+            out.push((
+                format!("{slug}.{domain}"),
+                name.clone(),
+                url.port_label().to_owned(),
+            ));
+        }
+        out.push((
+            format!(
+                "{}.{slug}.{domain}",
+                url.subdomain(&name).to_ascii_lowercase()
+            ),
+            name.clone(),
+            url.port_label().to_owned(),
+        ));
+    }
+    out
+}
+
+/// Why the route controller could not converge.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for RouteError {
+    fn from(e: rusqlite::Error) -> Self {
+        RouteError::Store(e.into())
+    }
+}
+
+impl ReconcileError for RouteError {
+    fn reason(&self) -> &'static str {
+        "StoreFailed"
+    }
+}
+
+/// Read the whole routing table from the store.
+pub fn load_table(store: &Store) -> Result<RouteTable, StoreError> {
+    store.read(|c| {
+        let mut stmt = c.prepare(
+            "SELECT host, project, world, service, port, https, state, note FROM routes",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(Route {
+                host: r.get(0)?,
+                project: r.get(1)?,
+                world: r.get(2)?,
+                service: r.get(3)?,
+                port: r.get(4)?,
+                https: r.get::<_, i64>(5)? != 0,
+                state: RouteState::parse(&r.get::<_, String>(6)?),
+                note: r.get(7)?,
+            })
+        })?;
+        let mut routes = BTreeMap::new();
+        for r in rows {
+            let r = r?;
+            routes.insert(r.host.clone(), r);
+        }
+        Ok(RouteTable { routes })
+    })
+}
+
+/// The route controller.
+pub struct RouteController<S> {
+    store: Store,
+    sink: S,
+}
+
+impl<S: RouteSink> RouteController<S> {
+    /// A controller over `store`, publishing to `sink`.
+    pub fn new(store: Store, sink: S) -> Self {
+        RouteController { store, sink }
+    }
+
+    fn publish(&self) -> Result<(), StoreError> {
+        self.sink.publish(Arc::new(load_table(&self.store)?));
+        Ok(())
+    }
+}
+
+impl<S: RouteSink> Controller for RouteController<S> {
+    type Error = RouteError;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn condition_type(&self) -> &'static str {
+        CONDITION
+    }
+
+    async fn startup(&self) {
+        if let Err(err) = self.publish() {
+            tracing::warn!(%err, "cannot load the routing table");
+        }
+    }
+
+    async fn apply(&self, world: &World) -> Result<Applied, RouteError> {
+        let ports = self.store.read(|c| store::ports(c, world.id))?;
+        let procs = self.store.read(|c| store::processes(c, world.id))?;
+        let selected = world.spec.selected(world.group.as_deref());
+        let mut wanted: Vec<Route> = Vec::new();
+        for (host, service, label) in hosts(world) {
+            let port = if label.is_empty() {
+                world
+                    .spec
+                    .primary_label(&service)
+                    .and_then(|l| ports.iter().find(|p| p.service == service && p.label == l))
+            } else {
+                ports
+                    .iter()
+                    .find(|p| p.service == service && p.label == label)
+            };
+            let Some(port) = port else { continue };
+            let row = procs.iter().find(|p| p.service == service);
+            let (state, note) = if world.desired == DesiredState::Stopped {
+                (
+                    RouteState::Stopped,
+                    format!(
+                        "world {} is stopped; `binky up {}` starts it",
+                        world.name, world.name
+                    ),
+                )
+            } else if !selected.contains(&service) {
+                (
+                    RouteState::Stopped,
+                    format!("{service} is not part of this world's group"),
+                )
+            } else {
+                match row {
+                    Some(r) if r.state == "running" && r.healthy => {
+                        (RouteState::Ready, String::new())
+                    }
+                    Some(r) if matches!(r.state.as_str(), "backoff" | "failed") => {
+                        (RouteState::Failing, r.message.clone())
+                    }
+                    Some(r) => (RouteState::Starting, r.message.clone()),
+                    None => (RouteState::Starting, "starting".into()),
+                }
+            };
+            wanted.push(Route {
+                host,
+                project: world.project.clone(),
+                world: world.name.clone(),
+                service,
+                port: port.port,
+                https: world.spec.project.https,
+                state,
+                note,
+            });
+        }
+        let mut taken: Vec<String> = Vec::new();
+        let changed = self.store.write_with(|tx| -> Result<bool, RouteError> {
+            let before: Vec<(String, String, u16, String, String)> = {
+                let mut stmt = tx.prepare(
+                    "SELECT host, service, port, state, note FROM routes WHERE world_id = ?1 ORDER BY host",
+                )?;
+                let rows = stmt
+                    .query_map([world.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows
+            };
+            tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?;
+            for r in &wanted {
+                let n = tx.execute(
+                    "INSERT OR IGNORE INTO routes (host, world_id, project, world, service, port, https, state, note, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    params![r.host, world.id, r.project, r.world, r.service, r.port, r.https as i64, r.state.as_str(), r.note, now_ms()],
+                )?;
+                if n == 0 {
+                    taken.push(r.host.clone());
+                }
+            }
+            let mut after: Vec<(String, String, u16, String, String)> = wanted
+                .iter()
+                .filter(|r| !taken.contains(&r.host))
+                .map(|r| (r.host.clone(), r.service.clone(), r.port, r.state.as_str().to_owned(), r.note.clone()))
+                .collect();
+            after.sort();
+            Ok(before != after)
+        })?;
+        if changed {
+            self.publish()?;
+        }
+        let condition = if let Some(host) = taken.first() {
+            let owner = self.store.read(|c| {
+                Ok(c.query_row(
+                    "SELECT project || '/' || world FROM routes WHERE host = ?1",
+                    [host],
+                    |r| r.get::<_, String>(0),
+                )
+                .unwrap_or_default())
+            })?;
+            Condition::failed(
+                CONDITION,
+                "HostTaken",
+                format!(
+                    "{host} already routes to {owner}; give this project its own [project] domain"
+                ),
+            )
+        } else if wanted.is_empty() {
+            Condition::ok(CONDITION, "NoUrls", "no service has a url")
+        } else {
+            Condition::ok(
+                CONDITION,
+                "Routed",
+                wanted
+                    .iter()
+                    .map(|r| r.host.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
+        };
+        Ok(Applied {
+            action: Action::AwaitChange,
+            conditions: vec![condition],
+        })
+    }
+
+    async fn cleanup(&self, world: &World) -> Result<Cleanup, RouteError> {
+        let n = self
+            .store
+            .write(|tx| Ok(tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?))?;
+        if n > 0 {
+            self.publish()?;
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_are_labels_stay_and_others_get_a_stable_slug() {
+        assert_eq!(dns_slug("login-fix"), "login-fix");
+        let s = dns_slug("feat/login");
+        assert!(
+            s.starts_with("feat-login-") && s.len() == "feat-login-".len() + 4,
+            "{s}"
+        );
+        assert_eq!(dns_slug("feat/login"), s);
+        assert_ne!(dns_slug("feat-login"), s);
+        assert_ne!(dns_slug("Login-Fix"), dns_slug("login-fix"));
+        let long = dns_slug(&"x".repeat(100));
+        assert!(long.len() <= 63, "{long}");
+        assert!(dns_slug("...").starts_with("w-"));
+    }
+
+    #[test]
+    fn hosts_strip_ports_and_case() {
+        assert_eq!(strip_port("a.b:8080"), "a.b");
+        assert_eq!(strip_port("a.b"), "a.b");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        let mut t = RouteTable::default();
+        t.routes.insert(
+            "web.w.p.localhost".into(),
+            Route {
+                host: "web.w.p.localhost".into(),
+                project: "p".into(),
+                world: "w".into(),
+                service: "web".into(),
+                port: 1,
+                https: false,
+                state: RouteState::Ready,
+                note: String::new(),
+            },
+        );
+        assert!(t.lookup("WEB.w.p.localhost.:8080").is_some());
+        assert!(t.lookup("api.w.p.localhost").is_none());
+    }
+}

@@ -1,0 +1,163 @@
+//! `binky curl NAME SVC [PATH]`: a request through the proxy with the right `Host`, no DNS
+//! needed (many tools cannot resolve `*.localhost`).
+
+use std::io::Write;
+
+use binky_controllers::store;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+
+use super::context::{Ctx, Failure};
+use super::exit;
+use crate::proxy::tls;
+
+/// What to send.
+pub struct CurlArgs {
+    /// World.
+    pub name: String,
+    /// Service.
+    pub service: String,
+    /// Path (default `/`).
+    pub path: Option<String>,
+    /// Method.
+    pub method: Option<String>,
+    /// Body.
+    pub data: Option<String>,
+    /// Extra headers `K: V`.
+    pub headers: Vec<String>,
+    /// Print the response headers too.
+    pub include: bool,
+    /// Exit 22 on a status of 400 or more.
+    pub fail: bool,
+}
+
+fn err(e: impl std::fmt::Display) -> Failure {
+    Failure::failed(e.to_string())
+}
+
+/// `binky curl`.
+pub async fn run(a: CurlArgs) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let world = ctx.world(Some(&a.name))?;
+    let svc = world.spec.services.get(&a.service).ok_or_else(|| {
+        Failure::usage(format!(
+            "world `{}` has no service `{}`; services: {}",
+            world.name,
+            a.service,
+            world
+                .spec
+                .services
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    if svc.process().and_then(|p| p.url.as_ref()).is_none() {
+        return Err(Failure::usage(format!(
+            "service `{}` has no `url`, so the proxy does not route it; give it url = true, or use its port (`binky env {}`)",
+            a.service, world.name
+        )));
+    }
+    let proxy = ctx.store.read(store::proxy_view)?;
+    let url = binky_controllers::env::proxy_url(&world, &a.service, &proxy)
+        .ok_or_else(|| Failure::failed("the proxy is not serving; see `binky port`"))?;
+    let https = url.starts_with("https://");
+    let authority = url.split("://").nth(1).unwrap_or_default().to_owned();
+    let host = binky_controllers::route::strip_port(&authority).to_owned();
+    let port = if https {
+        proxy.https_port
+    } else {
+        proxy.http_port
+    }
+    .ok_or_else(|| Failure::failed("the proxy is not serving; see `binky port`"))?;
+    let path = a.path.clone().unwrap_or_else(|| "/".into());
+    let path = if path.starts_with('/') {
+        path
+    } else {
+        format!("/{path}")
+    };
+
+    let mut req = Request::builder()
+        .method(
+            a.method
+                .as_deref()
+                .unwrap_or(if a.data.is_some() { "POST" } else { "GET" }),
+        )
+        .uri(&path)
+        .header(hyper::header::HOST, &authority)
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("binky/", env!("CARGO_PKG_VERSION")),
+        );
+    let mut has_ctype = false;
+    for h in &a.headers {
+        let (k, v) = h
+            .split_once(':')
+            .ok_or_else(|| Failure::usage(format!("-H {h:?}: write headers as 'Name: value'")))?;
+        has_ctype |= k.trim().eq_ignore_ascii_case("content-type");
+        req = req.header(k.trim(), v.trim());
+    }
+    if a.data.is_some() && !has_ctype {
+        req = req.header(hyper::header::CONTENT_TYPE, "application/json");
+    }
+    let req = req
+        .body(Full::new(Bytes::from(a.data.clone().unwrap_or_default())))
+        .map_err(err)?;
+
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| Failure::failed(format!("cannot reach the proxy on 127.0.0.1:{port}: {e} (is the daemon running? `binky daemon status`)")))?;
+    let resp = if https {
+        let ca = tls::LocalCa::load_or_create(&ctx.home.ca()).map_err(err)?;
+        let cfg = tls::client_config(ca.cert_der(), &[b"http/1.1"]).map_err(err)?;
+        let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(err)?;
+        let tls = tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, stream)
+            .await
+            .map_err(err)?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(err)?;
+        tokio::spawn(conn);
+        sender.send_request(req).await.map_err(err)?
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(err)?;
+        tokio::spawn(conn);
+        sender.send_request(req).await.map_err(err)?
+    };
+    let status = resp.status();
+    eprintln!(
+        "{:?} {status}  ({url}{})",
+        resp.version(),
+        if path == "/" { "" } else { &path }
+    );
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if a.include {
+        let _ = writeln!(out, "{:?} {status}", resp.version());
+        for (k, v) in resp.headers() {
+            let _ = writeln!(out, "{k}: {}", v.to_str().unwrap_or("<binary>"));
+        }
+        let _ = writeln!(out);
+    }
+    let mut body = resp.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(err)?;
+        if let Some(data) = frame.data_ref() {
+            if out.write_all(data).is_err() {
+                break;
+            }
+        }
+    }
+    let _ = out.flush();
+    Ok(if a.fail && status.as_u16() >= 400 {
+        22
+    } else {
+        exit::OK
+    })
+}

@@ -1,0 +1,148 @@
+//! The daemon's side of the proxy: which ports it serves on, rebinding when `binky port`
+//! changes them, and the observed `proxy_status` row that status and URLs read.
+
+use std::sync::Arc;
+
+use binky_controllers::store::{self, now_ms, Store, DEFAULT_HTTPS_PORT, DEFAULT_PROXY_PORT};
+use rusqlite::params;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::proxy::{self, listen, Proxy};
+
+/// Fallbacks when the default ports (80, 443) cannot be had.
+const HTTP_FALLBACKS: &[u16] = &[8080, 8081, 8082, 18080, 18081, 18082];
+const HTTPS_FALLBACKS: &[u16] = &[8443, 8444, 8445, 18443, 18444, 18445];
+
+/// The listeners currently served.
+pub struct ProxyManager {
+    store: Store,
+    proxy: Arc<Proxy>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    stop: Option<watch::Sender<bool>>,
+    serving: (Option<u16>, Option<u16>),
+    wanted: (Option<u16>, Option<u16>),
+}
+
+fn wanted_port(store: &Store, key: &str, default: u16) -> Option<u16> {
+    let v = store.read(|c| store::setting(c, key)).ok().flatten();
+    match v.as_deref().map(str::parse::<u16>) {
+        Some(Ok(0)) => None,
+        Some(Ok(p)) => Some(p),
+        _ => Some(default),
+    }
+}
+
+impl ProxyManager {
+    /// A manager serving `proxy`, with HTTPS when `tls` is given.
+    pub fn new(store: Store, proxy: Arc<Proxy>, tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
+        ProxyManager {
+            store,
+            proxy,
+            tls,
+            stop: None,
+            serving: (None, None),
+            wanted: (None, None),
+        }
+    }
+
+    /// Bind (or rebind, when the settings changed) and serve.
+    pub fn apply(&mut self) {
+        let wanted = (
+            wanted_port(&self.store, "proxy_port", DEFAULT_PROXY_PORT),
+            wanted_port(&self.store, "https_port", DEFAULT_HTTPS_PORT),
+        );
+        if self.stop.is_some() && wanted == self.wanted {
+            return;
+        }
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        self.wanted = wanted;
+        let (tx, rx) = watch::channel(false);
+        let mut notes = (String::new(), String::new());
+        let serve = |port: Option<u16>,
+                     defaults: &[u16],
+                     tls: Option<tokio_rustls::TlsAcceptor>,
+                     note: &mut String|
+         -> Option<u16> {
+            let wanted = port?;
+            let fallbacks = if wanted == DEFAULT_PROXY_PORT || wanted == DEFAULT_HTTPS_PORT {
+                defaults.to_vec()
+            } else {
+                listen::fallbacks(wanted, defaults)
+            };
+            match listen::bind(wanted, &fallbacks) {
+                Ok(bound) => {
+                    *note = bound.note;
+                    for l in bound.listeners {
+                        let _ = l.set_nonblocking(true);
+                        match TcpListener::from_std(l) {
+                            Ok(l) => {
+                                tokio::spawn(proxy::serve(
+                                    l,
+                                    self.proxy.clone(),
+                                    tls.clone(),
+                                    rx.clone(),
+                                ));
+                            }
+                            Err(err) => tracing::warn!(%err, "cannot use a proxy socket"),
+                        }
+                    }
+                    Some(bound.port)
+                }
+                Err(why) => {
+                    *note = why;
+                    None
+                }
+            }
+        };
+        let http = serve(wanted.0, HTTP_FALLBACKS, None, &mut notes.0);
+        let https = match (&self.tls, wanted.1) {
+            (Some(tls), Some(_)) => {
+                serve(wanted.1, HTTPS_FALLBACKS, Some(tls.clone()), &mut notes.1)
+            }
+            (None, Some(_)) => {
+                notes.1 = "HTTPS is off: the local CA could not be set up (see daemon.log)".into();
+                None
+            }
+            _ => None,
+        };
+        if !notes.0.is_empty() {
+            tracing::warn!(note = %notes.0, "proxy http");
+        }
+        if !notes.1.is_empty() {
+            tracing::warn!(note = %notes.1, "proxy https");
+        }
+        tracing::info!(?http, ?https, "proxy serving");
+        self.proxy.set_ports(http, https);
+        self.stop = Some(tx);
+        self.serving = (http, https);
+        let written = self.store.write(|tx| {
+            tx.execute(
+                "INSERT INTO proxy_status (id, pid, http_port, https_port, http_note, https_note, updated_at)
+                 VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, http_port = excluded.http_port,
+                    https_port = excluded.https_port, http_note = excluded.http_note,
+                    https_note = excluded.https_note, updated_at = excluded.updated_at",
+                params![std::process::id(), http, https, notes.0, notes.1, now_ms()],
+            )?;
+            Ok(())
+        });
+        if let Err(err) = written {
+            tracing::warn!(%err, "cannot record the proxy's ports");
+        }
+    }
+
+    /// Stop serving (on daemon shutdown).
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+    }
+
+    /// The ports served on.
+    pub fn serving(&self) -> (Option<u16>, Option<u16>) {
+        self.serving
+    }
+}
