@@ -181,12 +181,12 @@ pub async fn run(
             None
         }
     };
-    let manager = Arc::new(std::sync::Mutex::new(ProxyManager::new(
+    let manager = Arc::new(tokio::sync::Mutex::new(ProxyManager::new(
         store.clone(),
         proxy,
         tls,
     )));
-    manager.lock().unwrap_or_else(|e| e.into_inner()).apply();
+    manager.lock().await.apply().await;
     let supervisor = Arc::new(RealSupervisor::new(home.tag(), trigger.clone()));
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;
@@ -223,7 +223,7 @@ pub async fn run(
     tracing::info!("daemon stopping (services keep running)");
     stop.notify_one();
     let _ = rt.await;
-    manager.lock().unwrap_or_else(|e| e.into_inner()).stop();
+    manager.lock().await.stop().await;
     let _ = std::fs::remove_file(&socket);
     Ok(())
 }
@@ -233,7 +233,7 @@ struct Conn {
     requested: Arc<Notify>,
     started: Instant,
     home: Home,
-    proxy: Arc<std::sync::Mutex<ProxyManager>>,
+    proxy: Arc<tokio::sync::Mutex<ProxyManager>>,
 }
 
 impl Conn {
@@ -242,7 +242,7 @@ impl Conn {
         let mut lines = BufReader::new(read).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let (resp, stop) = match serde_json::from_str::<Request>(&line) {
-                Ok(req) => self.handle(req),
+                Ok(req) => self.handle(req).await,
                 Err(e) => (Response::error(format!("bad request: {e}")), false),
             };
             let mut text = serde_json::to_string(&resp).unwrap_or_else(|_| "{\"ok\":false}".into());
@@ -257,7 +257,7 @@ impl Conn {
         }
     }
 
-    fn handle(&self, req: Request) -> (Response, bool) {
+    async fn handle(&self, req: Request) -> (Response, bool) {
         match req {
             Request::Ping => (self.info(), false),
             Request::Nudge { world } => {
@@ -269,7 +269,7 @@ impl Conn {
             }
             Request::Shutdown => (Response::ok(), true),
             Request::Reconfigure => {
-                self.proxy.lock().unwrap_or_else(|e| e.into_inner()).apply();
+                self.proxy.lock().await.apply().await;
                 // URLs carry the proxy's ports: every world looks again.
                 self.trigger.all();
                 (Response::ok(), false)

@@ -7,6 +7,7 @@ use binky_controllers::store::{self, now_ms, Store, DEFAULT_HTTPS_PORT, DEFAULT_
 use rusqlite::params;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::proxy::{self, listen, Proxy};
 
@@ -20,6 +21,7 @@ pub struct ProxyManager {
     proxy: Arc<Proxy>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     stop: Option<watch::Sender<bool>>,
+    tasks: Vec<JoinHandle<()>>,
     serving: (Option<u16>, Option<u16>),
     wanted: (Option<u16>, Option<u16>),
 }
@@ -33,6 +35,43 @@ fn wanted_port(store: &Store, key: &str, default: u16) -> Option<u16> {
     }
 }
 
+/// Bind `wanted` (or a fallback) and serve it; the port served, and a note.
+fn serve_port(
+    wanted: Option<u16>,
+    defaults: &[u16],
+    proxy: &Arc<Proxy>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    stop: &watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> (Option<u16>, String) {
+    let Some(wanted) = wanted else {
+        return (None, String::new());
+    };
+    let fallbacks = if wanted == DEFAULT_PROXY_PORT || wanted == DEFAULT_HTTPS_PORT {
+        defaults.to_vec()
+    } else {
+        listen::fallbacks(wanted, defaults)
+    };
+    match listen::bind(wanted, &fallbacks) {
+        Ok(bound) => {
+            for l in bound.listeners {
+                let _ = l.set_nonblocking(true);
+                match TcpListener::from_std(l) {
+                    Ok(l) => tasks.push(tokio::spawn(proxy::serve(
+                        l,
+                        proxy.clone(),
+                        tls.clone(),
+                        stop.clone(),
+                    ))),
+                    Err(err) => tracing::warn!(%err, "cannot use a proxy socket"),
+                }
+            }
+            (Some(bound.port), bound.note)
+        }
+        Err(why) => (None, why),
+    }
+}
+
 impl ProxyManager {
     /// A manager serving `proxy`, with HTTPS when `tls` is given.
     pub fn new(store: Store, proxy: Arc<Proxy>, tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
@@ -41,82 +80,53 @@ impl ProxyManager {
             proxy,
             tls,
             stop: None,
+            tasks: Vec::new(),
             serving: (None, None),
             wanted: (None, None),
         }
     }
 
-    /// Bind (or rebind, when the settings changed) and serve.
-    pub fn apply(&mut self) {
+    /// Bind (or rebind, when the settings changed or a fallback is in use) and serve.
+    pub async fn apply(&mut self) {
         let wanted = (
             wanted_port(&self.store, "proxy_port", DEFAULT_PROXY_PORT),
             wanted_port(&self.store, "https_port", DEFAULT_HTTPS_PORT),
         );
-        if self.stop.is_some() && wanted == self.wanted {
+        // Nothing to do when serving exactly what is asked; a fallback is retried.
+        if self.stop.is_some() && wanted == self.wanted && self.serving == wanted {
             return;
         }
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(true);
-        }
+        // Close the old listeners before binding: the same port may be wanted again.
+        self.stop().await;
         self.wanted = wanted;
         let (tx, rx) = watch::channel(false);
-        let mut notes = (String::new(), String::new());
-        let serve = |port: Option<u16>,
-                     defaults: &[u16],
-                     tls: Option<tokio_rustls::TlsAcceptor>,
-                     note: &mut String|
-         -> Option<u16> {
-            let wanted = port?;
-            let fallbacks = if wanted == DEFAULT_PROXY_PORT || wanted == DEFAULT_HTTPS_PORT {
-                defaults.to_vec()
-            } else {
-                listen::fallbacks(wanted, defaults)
-            };
-            match listen::bind(wanted, &fallbacks) {
-                Ok(bound) => {
-                    *note = bound.note;
-                    for l in bound.listeners {
-                        let _ = l.set_nonblocking(true);
-                        match TcpListener::from_std(l) {
-                            Ok(l) => {
-                                tokio::spawn(proxy::serve(
-                                    l,
-                                    self.proxy.clone(),
-                                    tls.clone(),
-                                    rx.clone(),
-                                ));
-                            }
-                            Err(err) => tracing::warn!(%err, "cannot use a proxy socket"),
-                        }
-                    }
-                    Some(bound.port)
-                }
-                Err(why) => {
-                    *note = why;
-                    None
-                }
-            }
+        let mut tasks = Vec::new();
+        let (http, http_note) =
+            serve_port(wanted.0, HTTP_FALLBACKS, &self.proxy, None, &rx, &mut tasks);
+        let (https, https_note) = match (&self.tls, wanted.1) {
+            (Some(tls), Some(_)) => serve_port(
+                wanted.1,
+                HTTPS_FALLBACKS,
+                &self.proxy,
+                Some(tls.clone()),
+                &rx,
+                &mut tasks,
+            ),
+            (None, Some(_)) => (
+                None,
+                "HTTPS is off: the local CA could not be set up (see daemon.log)".to_owned(),
+            ),
+            _ => (None, String::new()),
         };
-        let http = serve(wanted.0, HTTP_FALLBACKS, None, &mut notes.0);
-        let https = match (&self.tls, wanted.1) {
-            (Some(tls), Some(_)) => {
-                serve(wanted.1, HTTPS_FALLBACKS, Some(tls.clone()), &mut notes.1)
+        for note in [&http_note, &https_note] {
+            if !note.is_empty() {
+                tracing::warn!(%note, "proxy");
             }
-            (None, Some(_)) => {
-                notes.1 = "HTTPS is off: the local CA could not be set up (see daemon.log)".into();
-                None
-            }
-            _ => None,
-        };
-        if !notes.0.is_empty() {
-            tracing::warn!(note = %notes.0, "proxy http");
-        }
-        if !notes.1.is_empty() {
-            tracing::warn!(note = %notes.1, "proxy https");
         }
         tracing::info!(?http, ?https, "proxy serving");
         self.proxy.set_ports(http, https);
         self.stop = Some(tx);
+        self.tasks = tasks;
         self.serving = (http, https);
         let written = self.store.write(|tx| {
             tx.execute(
@@ -125,7 +135,7 @@ impl ProxyManager {
                  ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, http_port = excluded.http_port,
                     https_port = excluded.https_port, http_note = excluded.http_note,
                     https_note = excluded.https_note, updated_at = excluded.updated_at",
-                params![std::process::id(), http, https, notes.0, notes.1, now_ms()],
+                params![std::process::id(), http, https, http_note, https_note, now_ms()],
             )?;
             Ok(())
         });
@@ -134,10 +144,13 @@ impl ProxyManager {
         }
     }
 
-    /// Stop serving (on daemon shutdown).
-    pub fn stop(&mut self) {
+    /// Stop serving and wait until the listeners are closed.
+    pub async fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(true);
+        }
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
         }
     }
 

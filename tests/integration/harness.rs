@@ -69,15 +69,15 @@ pub struct Env {
 /// A tiny HTTP server (in every test repository): answers any request with its
 /// environment as JSON. Starts in a few tens of milliseconds.
 pub const SERVER_PY: &str = r#"
-import json, os, socket, sys
+import hashlib, json, os, socket, sys, time
 port = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ["PORT"])
 delay = float(os.environ.get("LISTEN_DELAY", "0"))
 if delay:
-    import time; time.sleep(delay)
+    time.sleep(delay)
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", port))
-s.listen(64)
+s.listen(128)
 print("listening on", port, flush=True)
 while True:
     c, _ = s.accept()
@@ -88,7 +88,34 @@ while True:
             if not chunk:
                 break
             req += chunk
-        body = json.dumps(dict(os.environ)).encode()
+        head, _, rest = req.partition(b"\r\n\r\n")
+        parts = head.split(b" ")
+        path = parts[1] if len(parts) > 1 else b"/"
+        if path == b"/stream":
+            c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+            for i in range(3):
+                c.sendall(b"6\r\nchunk%d\r\n" % i)
+                time.sleep(0.4)
+            c.sendall(b"0\r\n\r\n")
+            continue
+        if path == b"/echo":
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                k, _, v = line.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    length = int(v.strip())
+            body = rest
+            while len(body) < length:
+                chunk = c.recv(1 << 20)
+                if not chunk:
+                    break
+                body += chunk
+            out = json.dumps({"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}).encode()
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+            continue
+        doc = dict(os.environ)
+        doc["_request"] = head.decode("latin-1")
+        body = json.dumps(doc).encode()
         c.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
     except OSError:
         pass
@@ -120,12 +147,25 @@ impl Env {
         std::fs::write(env.repo.join("server.py"), SERVER_PY).unwrap();
         env.git(&["add", "-A"]);
         env.git(&["commit", "-qm", "init"]);
+        // Every test's daemon serves its proxy on its own ports.
+        let (p, s) = (env.proxy_port().to_string(), env.https_port().to_string());
+        env.ok(&["port", "--proxy", &p, "--https", &s]);
         env
     }
 
-    /// The port range line for `[project]`.
+    /// The port range line for `[project]` (the block's last ten ports are the proxy's).
     pub fn range(&self) -> String {
-        format!("port_range = [{}, {}]", self.ports.low, self.ports.high)
+        format!("port_range = [{}, {}]", self.ports.low, self.ports.low + 39)
+    }
+
+    /// The proxy's HTTP port in this test.
+    pub fn proxy_port(&self) -> u16 {
+        self.ports.low + 44
+    }
+
+    /// The proxy's HTTPS port in this test.
+    pub fn https_port(&self) -> u16 {
+        self.ports.low + 47
     }
 
     pub fn write_config(&self, toml: &str) {

@@ -45,16 +45,17 @@ fn two_worlds_run_side_by_side_on_their_own_ports() {
     assert_eq!(unique.len(), 4, "ports collide: {ports:?}");
     assert!(ports
         .iter()
-        .all(|p| (env.ports.low..=env.ports.high).contains(p)));
+        .all(|p| (env.ports.low..=env.ports.low + 39).contains(p)));
 
     // Each world's web runs in its own worktree, with its own env, reaching its own api.
     for (world, e) in [("login-fix", &a), ("checkout-v2", &b)] {
         let web = served_env(e["WEB_PORT"].as_str().unwrap().parse().unwrap());
         assert_eq!(web["BINKY_WORKTREE"], world);
         assert_eq!(web["WHO"], format!("web of {world}"));
+        // `${api.url}` is the proxy URL of the world's own api.
         assert_eq!(
             web["API_URL"],
-            format!("http://localhost:{}", e["API_PORT"].as_str().unwrap())
+            format!("http://api.{world}.acme.localhost:{}", env.proxy_port())
         );
         assert_eq!(web["PORT"], e["WEB_PORT"].as_str().unwrap());
         assert_eq!(
@@ -63,7 +64,11 @@ fn two_worlds_run_side_by_side_on_their_own_ports() {
         );
         assert_eq!(
             e["WEB_URL"],
-            format!("http://localhost:{}", e["WEB_PORT"].as_str().unwrap())
+            format!("http://web.{world}.acme.localhost:{}", env.proxy_port())
+        );
+        assert_eq!(
+            e["BINKY_URL"],
+            format!("http://{world}.acme.localhost:{}", env.proxy_port())
         );
     }
 

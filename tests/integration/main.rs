@@ -6,3 +6,4 @@ mod daemon;
 mod faults;
 mod harness;
 mod lifecycle;
+mod proxy;

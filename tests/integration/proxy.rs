@@ -1,0 +1,581 @@
+//! The proxy: hostnames to the right world over HTTP, HTTPS and h2, upgrades, streaming,
+//! error pages, and bad clients that must not hurt anyone else.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+
+fn config(https: bool) -> String {
+    format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+https = {https}
+
+[services.web]
+cmd = "{SERVE}"
+url = "web"
+depends_on = ["api"]
+env = {{ API_URL = "${{api.url}}" }}
+
+[services.api]
+cmd = "{SERVE}"
+url = "api"
+"#
+    )
+}
+
+/// One raw HTTP/1.1 request to the proxy; the whole answer (head and body).
+fn raw(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn get(port: u16, host: &str, path: &str, accept: &str) -> String {
+    raw(
+        port,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+        ),
+    )
+}
+
+fn status_of(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn body_json(answer: &str) -> serde_json::Value {
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"))
+}
+
+#[test]
+fn hostnames_reach_the_right_world_and_service() {
+    let env = Env::new(&config(false));
+    env.ok(&["up", "login-fix"]);
+    env.ok(&["up", "feat/login"]);
+    let p = env.proxy_port();
+    let slug = binky_controllers::route::dns_slug("feat/login");
+    assert!(slug.starts_with("feat-login-"), "{slug}");
+    for (world, label) in [
+        ("login-fix", "login-fix".to_owned()),
+        ("feat/login", slug.clone()),
+    ] {
+        for svc in ["web", "api"] {
+            let a = get(p, &format!("{svc}.{label}.acme.localhost"), "/", "*/*");
+            assert_eq!(status_of(&a), 200, "{a}");
+            let served = body_json(&a);
+            assert_eq!(served["BINKY_WORKTREE"], world);
+            assert_eq!(
+                served["PORT"],
+                env.port_of(world, svc).to_string(),
+                "{svc} of {world}"
+            );
+            // Forwarded headers, and the Host kept as sent.
+            let head = served["_request"].as_str().unwrap().to_ascii_lowercase();
+            assert!(
+                head.contains(&format!("host: {svc}.{label}.acme.localhost")),
+                "{head}"
+            );
+            assert!(head.contains("x-forwarded-for: 127.0.0.1"), "{head}");
+            assert!(head.contains("x-forwarded-proto: http"), "{head}");
+            assert!(
+                head.contains(&format!("x-forwarded-host: {svc}.{label}.acme.localhost")),
+                "{head}"
+            );
+        }
+        // The world's own host is its first URL service (web, first in the file).
+        let a = get(p, &format!("{label}.acme.localhost:{p}"), "/", "*/*");
+        assert_eq!(body_json(&a)["PORT"], env.port_of(world, "web").to_string());
+    }
+    // env and ${api.url} carry the proxy URL; the web reaches its own api through it.
+    let e = env.env_of("login-fix");
+    assert_eq!(
+        e["WEB_URL"],
+        format!("http://web.login-fix.acme.localhost:{p}")
+    );
+    let web = served_env(env.port_of("login-fix", "web"));
+    assert_eq!(
+        web["API_URL"],
+        format!("http://api.login-fix.acme.localhost:{p}")
+    );
+    // binky curl: the same, with no DNS.
+    let out = env.binky(&["curl", "feat/login", "api", "/x?y=1", "-i"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains("\"BINKY_WORKTREE\": \"feat/login\""),
+        "{text}"
+    );
+    assert!(text.contains("GET /x?y=1 HTTP/1.1"), "{text}");
+    // Status shows the URLs.
+    let status = env.ok(&["status"]);
+    assert!(
+        status.contains(&format!("http://web.{slug}.acme.localhost:{p}")),
+        "{status}"
+    );
+    env.ok(&["remove", "login-fix"]);
+    env.ok(&["remove", "feat/login"]);
+    env.assert_nothing_left(&["login-fix", "feat/login"]);
+    // Routes go with their worlds.
+    assert_eq!(
+        status_of(&get(p, "web.login-fix.acme.localhost", "/", "*/*")),
+        404
+    );
+}
+
+#[test]
+fn unknown_hosts_list_what_exists_and_stopped_worlds_say_so() {
+    let env = Env::new(&config(false));
+    env.ok(&["up", "w"]);
+    let p = env.proxy_port();
+    let a = get(p, "nope.acme.localhost", "/", "text/plain");
+    assert_eq!(status_of(&a), 404);
+    assert!(a.contains("no world answers to nope.acme.localhost"), "{a}");
+    assert!(
+        a.contains(&format!("http://web.w.acme.localhost:{p}")),
+        "{a}"
+    );
+    let html = get(p, "nope.acme.localhost", "/", "text/html,*/*");
+    assert!(
+        html.contains("text/html") && html.contains("<a href=\"http://api.w.acme.localhost"),
+        "{html}"
+    );
+
+    env.ok(&["down", "w"]);
+    let a = get(p, "web.w.acme.localhost", "/", "text/plain");
+    assert_eq!(status_of(&a), 503, "{a}");
+    assert!(
+        a.contains("web of world w (acme) is not running") && a.contains("binky up w"),
+        "{a}"
+    );
+    env.ok(&["up", "w"]);
+    assert_eq!(status_of(&get(p, "web.w.acme.localhost", "/", "*/*")), 200);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn a_backend_that_does_not_answer_gets_a_502_naming_it_and_the_proxy_stays_up() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.deaf]
+cmd = "sleep 1000"
+url = true
+health = {{ cmd = "true" }}
+
+[services.web]
+cmd = "{SERVE}"
+url = true
+"#
+    ));
+    env.ok(&["up", "w"]);
+    let p = env.proxy_port();
+    let a = get(p, "deaf.w.acme.localhost", "/", "text/plain");
+    assert_eq!(status_of(&a), 502, "{a}");
+    assert!(a.contains("deaf of world w (acme) did not answer"), "{a}");
+    assert!(a.contains("connection refused"), "{a}");
+    assert_eq!(status_of(&get(p, "web.w.acme.localhost", "/", "*/*")), 200);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn bad_clients_are_turned_away_without_hurting_others() {
+    let env = Env::new(&config(true));
+    env.ok(&["up", "w"]);
+    let p = env.proxy_port();
+    // Garbage instead of HTTP.
+    let a = raw(p, "\x16\x03\x01garbage\r\n\r\n");
+    assert!(a.is_empty() || status_of(&a) == 400, "{a:?}");
+    // A request line that is not one.
+    let a = raw(p, "NOT A REQUEST\r\n\r\n");
+    assert!(a.is_empty() || status_of(&a) == 400, "{a:?}");
+    // A 100 KiB header.
+    let big = "x".repeat(100 * 1024);
+    let a = raw(
+        p,
+        &format!("GET / HTTP/1.1\r\nHost: web.w.acme.localhost\r\nX-Big: {big}\r\n\r\n"),
+    );
+    assert!(
+        a.is_empty() || status_of(&a) == 431,
+        "{}",
+        &a[..a.len().min(200)]
+    );
+    // A TLS hello for a name binky does not route: no certificate, handshake refused.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ca = std::fs::read_to_string(env.home.join("ca/ca.crt")).unwrap();
+    let err = rt
+        .block_on(tls_get(
+            env.https_port(),
+            "evil.example.com",
+            &ca,
+            b"http/1.1",
+        ))
+        .unwrap_err();
+    assert!(
+        err.contains("alert") || err.contains("handshake") || err.contains("unrecognised"),
+        "{err}"
+    );
+    // Everyone else is still served, over both schemes.
+    assert_eq!(status_of(&get(p, "web.w.acme.localhost", "/", "*/*")), 200);
+    let (version, body) = rt
+        .block_on(tls_get(
+            env.https_port(),
+            "web.w.acme.localhost",
+            &ca,
+            b"http/1.1",
+        ))
+        .unwrap();
+    assert_eq!(version, "HTTP/1.1");
+    assert!(body.contains("\"BINKY_WORKTREE\": \"w\""));
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// GET / over TLS (trusting only `ca_pem`), with the given ALPN; (version, body).
+async fn tls_get(
+    port: u16,
+    host: &str,
+    ca_pem: &str,
+    alpn: &[u8],
+) -> Result<(String, String), String> {
+    use http_body_util::BodyExt;
+    let der = binky::proxy::tls::pem_to_der(ca_pem).unwrap();
+    let cfg = binky::proxy::tls::client_config(der, &[alpn]).map_err(|e| e.to_string())?;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name =
+        rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let negotiated = tls.get_ref().1.alpn_protocol().map(|p| p.to_vec());
+    let io = hyper_util::rt::TokioIo::new(tls);
+    let req = hyper::Request::builder()
+        .uri(format!("https://{host}/"))
+        .header(hyper::header::HOST, host)
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = if negotiated.as_deref() == Some(b"h2") {
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                .await
+                .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        send.send_request(req).await.map_err(|e| e.to_string())?
+    } else {
+        let (mut send, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        send.send_request(req).await.map_err(|e| e.to_string())?
+    };
+    let version = format!("{:?}", resp.version());
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((version, String::from_utf8_lossy(&body).into_owned()))
+}
+
+#[test]
+fn https_with_the_local_ca_as_the_only_root_and_h2_by_alpn() {
+    let env = Env::new(&config(true));
+    env.ok(&["up", "w"]);
+    let e = env.env_of("w");
+    assert_eq!(
+        e["WEB_URL"],
+        format!("https://web.w.acme.localhost:{}", env.https_port())
+    );
+    let ca = std::fs::read_to_string(env.home.join("ca/ca.crt")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let key_mode = std::fs::metadata(env.home.join("ca/ca.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(key_mode & 0o777, 0o600);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (version, body) = rt
+        .block_on(tls_get(
+            env.https_port(),
+            "api.w.acme.localhost",
+            &ca,
+            b"h2",
+        ))
+        .unwrap();
+    assert_eq!(version, "HTTP/2.0");
+    let served: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(served["PORT"], env.port_of("w", "api").to_string());
+    assert!(served["_request"]
+        .as_str()
+        .unwrap()
+        .to_ascii_lowercase()
+        .contains("x-forwarded-proto: https"));
+    // binky curl speaks TLS to https projects, trusting the same CA.
+    let out = env.binky(&["curl", "w", "web", "-f"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\"BINKY_WORKTREE\": \"w\""));
+    // A project without `https = true` gets no certificate.
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn bodies_stream_both_ways() {
+    let env = Env::new(&config(false));
+    env.ok(&["up", "w"]);
+    let p = env.proxy_port();
+    // Upload: 8 MiB arrive intact.
+    let body: Vec<u8> = (0..8 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let mut s = TcpStream::connect(("127.0.0.1", p)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(s, "POST /echo HTTP/1.1\r\nHost: api.w.acme.localhost\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+    s.write_all(&body).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    use sha2::Digest;
+    let sum: String = sha2::Sha256::digest(&body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let got = body_json(&out);
+    assert_eq!(got["length"], body.len());
+    assert_eq!(got["sha256"], sum);
+    // Download: the first chunk arrives long before the last is sent.
+    let mut s = TcpStream::connect(("127.0.0.1", p)).unwrap();
+    s.write_all(b"GET /stream HTTP/1.1\r\nHost: api.w.acme.localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let t = Instant::now();
+    let mut buf = [0u8; 4096];
+    let mut seen = String::new();
+    while !seen.contains("chunk0") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let first = t.elapsed();
+    let mut rest = String::new();
+    s.read_to_string(&mut rest).unwrap();
+    let all = t.elapsed();
+    assert!(rest.contains("chunk2"), "{rest}");
+    assert!(
+        first < Duration::from_millis(300) && all >= Duration::from_millis(700),
+        "first {first:?}, all {all:?}: the proxy buffered the body"
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+const WS_ECHO: &str = r#"
+import base64, hashlib, os, socket, sys, threading
+port = int(os.environ["PORT"])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port)); s.listen(16)
+def recv_exact(c, n):
+    b = b""
+    while len(b) < n:
+        k = c.recv(n - len(b))
+        if not k: raise EOFError
+        b += k
+    return b
+def serve(c):
+    req = b""
+    while b"\r\n\r\n" not in req:
+        k = c.recv(4096)
+        if not k: return
+        req += k
+    key = [l.split(b":", 1)[1].strip() for l in req.split(b"\r\n") if l.lower().startswith(b"sec-websocket-key:")]
+    if not key:
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); c.close(); return
+    accept = base64.b64encode(hashlib.sha1(key[0] + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+    try:
+        while True:
+            b0, b1 = recv_exact(c, 2)
+            n = b1 & 127
+            if n == 126: n = int.from_bytes(recv_exact(c, 2), "big")
+            mask = recv_exact(c, 4) if b1 & 128 else b"\0\0\0\0"
+            data = bytes(x ^ mask[i % 4] for i, x in enumerate(recv_exact(c, n)))
+            if b0 & 15 == 8: c.sendall(b"\x88\x00"); return
+            reply = ("echo " + os.environ["BINKY_WORKTREE"] + ": ").encode() + data
+            c.sendall(bytes([0x81, len(reply)]) + reply)
+    except EOFError:
+        pass
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+#[test]
+fn a_websocket_echo_works_through_the_proxy() {
+    let env = Env::new(
+        r#"
+[project]
+name = "acme"
+{range}
+
+[services.ws]
+cmd = "exec python3 ws.py"
+url = true
+"#,
+    );
+    std::fs::write(env.repo.join("ws.py"), WS_ECHO).unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ws"]);
+    env.ok(&["up", "w"]);
+    let mut s = TcpStream::connect(("127.0.0.1", env.proxy_port())).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let key = "dGhlIHNhbXBsZSBub25jZQ==";
+    write!(
+        s,
+        "GET /socket HTTP/1.1\r\nHost: ws.w.acme.localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
+    for msg in ["hello", "second message"] {
+        let mask = [1u8, 2, 3, 4];
+        let mut frame = vec![0x81, 0x80 | msg.len() as u8];
+        frame.extend_from_slice(&mask);
+        frame.extend(msg.bytes().enumerate().map(|(i, c)| c ^ mask[i % 4]));
+        s.write_all(&frame).unwrap();
+        let mut hdr = [0u8; 2];
+        s.read_exact(&mut hdr).unwrap();
+        let mut payload = vec![0u8; (hdr[1] & 127) as usize];
+        s.read_exact(&mut payload).unwrap();
+        assert_eq!(String::from_utf8_lossy(&payload), format!("echo w: {msg}"));
+    }
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn two_hundred_concurrent_connections_across_ten_worlds_never_cross() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.web]
+cmd = "{SERVE}"
+url = true
+"#
+    ));
+    env.ok(&["daemon", "start"]);
+    let worlds: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
+    std::thread::scope(|s| {
+        for w in &worlds {
+            s.spawn(|| env.ok(&["up", w, "-q"]));
+        }
+    });
+    let p = env.proxy_port();
+    let results: Vec<(String, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..200)
+            .map(|i| {
+                let world = worlds[(i * 7) % 10].clone();
+                s.spawn(move || {
+                    let a = get(p, &format!("web.{world}.acme.localhost"), "/", "*/*");
+                    (
+                        world,
+                        body_json(&a)["BINKY_WORKTREE"]
+                            .as_str()
+                            .unwrap_or("?")
+                            .to_owned(),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results.len(), 200);
+    for (asked, got) in &results {
+        assert_eq!(asked, got, "a request for {asked} was answered by {got}");
+    }
+    for w in &worlds {
+        env.ok(&["remove", w, "-q"]);
+    }
+    let refs: Vec<&str> = worlds.iter().map(String::as_str).collect();
+    env.assert_nothing_left(&refs);
+}
+
+#[test]
+fn a_proxy_port_held_by_another_process_falls_back_and_says_so() {
+    let env = Env::new(&config(false));
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", env.proxy_port())).unwrap();
+    env.ok(&["up", "w"]);
+    let port = env.ok(&["port"]);
+    let fallback = env.proxy_port() + 1;
+    assert!(
+        port.contains(&format!("port {} is in use by", env.proxy_port())),
+        "{port}"
+    );
+    assert!(
+        port.contains(&format!("serving on {fallback} instead")),
+        "{port}"
+    );
+    assert!(env
+        .ok(&["status"])
+        .contains(&format!("serving on {fallback} instead")));
+    // URLs carry the port actually served.
+    assert_eq!(
+        env.env_of("w")["WEB_URL"],
+        format!("http://web.w.acme.localhost:{fallback}")
+    );
+    assert_eq!(
+        status_of(&get(fallback, "web.w.acme.localhost", "/", "*/*")),
+        200
+    );
+    // Moving the proxy: `binky port` rebinds and the services' URLs follow.
+    drop(squatter);
+    let moved = env.ok(&["port", "--proxy", &env.proxy_port().to_string()]);
+    assert!(
+        moved.contains(&format!("http 127.0.0.1:{}", env.proxy_port())),
+        "{moved}"
+    );
+    wait_until(
+        "web's API_URL follows the proxy",
+        Duration::from_secs(15),
+        || {
+            listening(env.port_of("w", "web"))
+                && served_env(env.port_of("w", "web"))["API_URL"]
+                    == format!("http://api.w.acme.localhost:{}", env.proxy_port())
+        },
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
