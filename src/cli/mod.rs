@@ -7,6 +7,7 @@ mod daemon;
 mod down;
 mod env;
 mod events;
+mod hosts;
 mod logs;
 mod port;
 mod reload;
@@ -190,6 +191,15 @@ pub enum Command {
         #[arg(long)]
         https: Option<u16>,
     },
+    /// `/etc/hosts` lines for every routed hostname (for tools that cannot resolve *.localhost).
+    Hosts {
+        /// Write them into /etc/hosts (a managed block; needs root).
+        #[arg(long, conflicts_with = "remove")]
+        write: bool,
+        /// Remove binky's block from /etc/hosts.
+        #[arg(long)]
+        remove: bool,
+    },
     /// Install binky's local CA in the system trust store (and say how for browsers).
     Trust {
         /// Remove it instead.
@@ -281,6 +291,7 @@ pub fn run(cli: Cli) -> i32 {
             }
             Command::Port { proxy, https } => port::run(proxy, https).await,
             Command::Trust { uninstall } => trust::run_trust(uninstall),
+            Command::Hosts { write, remove } => hosts::run(write, remove),
             Command::Daemon { action } => daemon::run(action).await,
         }
     });

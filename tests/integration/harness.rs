@@ -185,6 +185,17 @@ impl Env {
         self.binky_in(&self.repo, args)
     }
 
+    /// Run binky in the repository with extra environment variables.
+    pub fn binky_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
+        Command::new(binky_bin())
+            .args(args)
+            .current_dir(&self.repo)
+            .env("BINKY_HOME", &self.home)
+            .envs(vars.iter().copied())
+            .output()
+            .unwrap()
+    }
+
     pub fn binky_in(&self, dir: &Path, args: &[&str]) -> Output {
         Command::new(binky_bin())
             .args(args)

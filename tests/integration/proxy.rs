@@ -579,3 +579,112 @@ fn a_proxy_port_held_by_another_process_falls_back_and_says_so() {
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn hosts_lists_every_routed_name_and_manages_its_own_block() {
+    let env = Env::new(&config(false));
+    env.ok(&["up", "w"]);
+    let listed = env.ok(&["hosts"]);
+    for h in [
+        "web.w.acme.localhost",
+        "api.w.acme.localhost",
+        "w.acme.localhost",
+    ] {
+        assert!(
+            listed.lines().any(|l| l == format!("127.0.0.1 {h}")),
+            "{listed}"
+        );
+    }
+    let file = env.dir.path().join("hosts");
+    std::fs::write(&file, "127.0.0.1 localhost\n::1 localhost ip6-localhost\n").unwrap();
+    let f = file.to_str().unwrap();
+    for _ in 0..2 {
+        let out = env.binky_env(&["hosts", "--write"], &[("BINKY_HOSTS_FILE", f)]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.starts_with("127.0.0.1 localhost\n::1 localhost ip6-localhost\n# binky begin"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("# binky begin").count(),
+        1,
+        "the block was written twice: {text}"
+    );
+    assert!(text.contains("127.0.0.1 web.w.acme.localhost\n"), "{text}");
+    let out = env.binky_env(&["hosts", "--remove"], &[("BINKY_HOSTS_FILE", f)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "127.0.0.1 localhost\n::1 localhost ip6-localhost\n"
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn trust_puts_the_ca_in_the_system_store_and_uninstall_takes_it_out() {
+    let env = Env::new(&config(true));
+    env.ok(&["up", "w"]);
+    let ca = std::fs::read_to_string(env.home.join("ca/ca.crt")).unwrap();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if !root {
+        let out = env.binky(&["trust"]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("needs root") && stderr(&out).contains("sudo cp"),
+            "{}",
+            stderr(&out)
+        );
+        env.ok(&["remove", "w"]);
+        return;
+    }
+    let anchor = format!(
+        "/usr/local/share/ca-certificates/binky-{}.crt",
+        home_tag(&env.home)
+    );
+    let bundle = "/etc/ssl/certs/ca-certificates.crt";
+    let body: String = ca.lines().filter(|l| !l.starts_with("-----")).collect();
+    let in_bundle = || {
+        std::fs::read_to_string(bundle)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect::<String>()
+            .contains(&body)
+    };
+    let out = env.ok(&["trust"]);
+    assert!(
+        out.contains("trusted by the system") && out.contains("Firefox"),
+        "{out}"
+    );
+    assert!(std::path::Path::new(&anchor).exists());
+    assert!(in_bundle(), "the CA is not in {bundle}");
+    // A client that knows only the system store now accepts binky's certificate.
+    let url = format!("https://web.w.acme.localhost:{}/", env.https_port());
+    let curl = std::process::Command::new("curl")
+        .args(["-sS", "--fail", &url])
+        .output()
+        .unwrap();
+    assert!(
+        curl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&curl.stderr)
+    );
+    assert!(String::from_utf8_lossy(&curl.stdout).contains("\"BINKY_WORKTREE\": \"w\""));
+    let out = env.ok(&["trust", "--uninstall"]);
+    assert!(out.contains("removed"), "{out}");
+    assert!(!std::path::Path::new(&anchor).exists());
+    assert!(!in_bundle(), "the CA is still in {bundle}");
+    let curl = std::process::Command::new("curl")
+        .args(["-sS", "--fail", &url])
+        .output()
+        .unwrap();
+    assert!(!curl.status.success(), "curl still trusts the removed CA");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
