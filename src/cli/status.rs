@@ -6,7 +6,6 @@ use std::time::Duration;
 use binky_controllers::store::{
     self, CondStatus, ConditionRow, DesiredState, ProcessRow, WorktreeRow, World,
 };
-use binky_controllers::{port, process, worktree};
 use serde::Serialize;
 
 use super::context::{Ctx, Failure};
@@ -61,16 +60,14 @@ fn world_state(
     {
         return "failed";
     }
-    let current = [worktree::NAME, port::NAME, process::NAME]
+    let current = super::wait::CONTROLLERS
         .iter()
         .all(|c| gens.get(*c).copied().unwrap_or(0) >= w.generation);
-    let ready = [worktree::CONDITION, port::CONDITION, process::CONDITION]
-        .iter()
-        .all(|t| {
-            conds
-                .iter()
-                .any(|c| c.type_ == *t && c.status == CondStatus::True)
-        });
+    let ready = super::wait::READY.iter().all(|t| {
+        conds
+            .iter()
+            .any(|c| c.type_ == *t && c.status == CondStatus::True)
+    });
     if current && ready {
         "ready"
     } else {

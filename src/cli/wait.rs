@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use binky_controllers::store::{self, CondStatus, ConditionRow, World, WorldId};
-use binky_controllers::{port, process, worktree};
+use binky_controllers::{port, process, route, worktree};
 
 use super::context::{Ctx, Failure};
 use super::{exit, WaitArgs};
@@ -29,8 +29,15 @@ pub enum Outcome {
     Pending(String),
 }
 
-const CONTROLLERS: [&str; 3] = [worktree::NAME, port::NAME, process::NAME];
-const READY: [&str; 3] = [worktree::CONDITION, port::CONDITION, process::CONDITION];
+/// Every controller that must have seen a generation before a world counts as up.
+pub const CONTROLLERS: [&str; 4] = [worktree::NAME, port::NAME, process::NAME, route::NAME];
+/// Every condition that must hold for a world to count as up.
+pub const READY: [&str; 4] = [
+    worktree::CONDITION,
+    port::CONDITION,
+    process::CONDITION,
+    route::CONDITION,
+];
 
 /// A one-line-per-item summary of conditions that do not hold.
 pub fn not_ready(conds: &[ConditionRow]) -> String {
