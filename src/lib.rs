@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adapters;
 pub mod cli;
 pub mod config;
 pub mod daemon;
@@ -14,4 +15,6 @@ pub mod logging;
 pub mod paths;
 pub mod ports;
 pub mod proxy;
+pub mod servers;
+pub mod slices;
 pub mod supervisor;

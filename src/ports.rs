@@ -4,6 +4,11 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 
 use binky_controllers::port::PortProbe;
 
+/// Can a server bind `port` on loopback right now?
+pub fn is_free(port: u16) -> bool {
+    BindProbe.is_free(port)
+}
+
 /// Probes by binding, the way a dev server binds (with `SO_REUSEADDR`, as Rust's std does
 /// on Unix): a port in TIME_WAIT reads free, an active listener on 127.0.0.1 or 0.0.0.0
 /// reads taken.

@@ -95,14 +95,6 @@ pub fn check_spec(spec: &Spec, group: Option<&str>) -> Verdict {
     }
     for name in spec.selected(group) {
         let svc = &spec.services[&name];
-        if let Some(r) = svc.resource() {
-            return Verdict::Deny {
-                reason: format!(
-                    "service `{name}` uses adapter `{}`: adapter services (slices) are not supported by this binky yet; run the other services with `--group`, or remove `{name}` for now",
-                    r.adapter
-                ),
-            };
-        }
         if svc.shared {
             return Verdict::Deny {
                 reason: format!("service `{name}` has `shared = true`: shared services are not supported by this binky yet; remove the key"),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::route;
 use crate::spec::Service;
-use crate::store::{PortRow, ProxyView, World};
+use crate::store::{PortRow, ProxyView, SliceRow, World};
 use crate::tokens::Tokens;
 
 /// `web-ui` → `WEB_UI`: an environment-variable-safe, upper-case form of a name.
@@ -108,7 +108,7 @@ pub fn process_url(tokens: &Tokens, service: &str, spec_service: &Service) -> Op
 /// The tokens of a world, from its spec, its port assignments and where the proxy listens:
 /// `${svc.url}` of a service with `url` is its proxy URL, of a service with only `ports`
 /// its direct `http://localhost:<port>`.
-pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView) -> Tokens {
+pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView, slices: &[SliceRow]) -> Tokens {
     let mut t = Tokens {
         world: world.name.clone(),
         env: world.env.clone(),
@@ -126,6 +126,23 @@ pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView) -> Tokens {
         let url = proxy_url(world, name, proxy).or_else(|| process_url(&t, name, svc));
         if let Some(url) = url {
             t.urls.insert(name.clone(), url);
+        }
+    }
+    // An adapter service's `${svc.url}` is its slice's address; its other tokens
+    // (`${cache.prefix}`) come from the adapter.
+    for s in slices {
+        if world
+            .spec
+            .services
+            .get(&s.service)
+            .is_some_and(|svc| svc.resource().is_some())
+        {
+            if let Some(addr) = &s.address {
+                t.urls.insert(s.service.clone(), addr.clone());
+            }
+            for (k, v) in &s.tokens {
+                t.extra.insert((s.service.clone(), k.clone()), v.clone());
+            }
         }
     }
     t

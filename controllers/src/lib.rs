@@ -10,6 +10,7 @@ pub mod port;
 pub mod process;
 pub mod route;
 pub mod runtime;
+pub mod slice;
 pub mod spec;
 pub mod store;
 #[cfg(test)]

@@ -461,17 +461,7 @@ impl<S: Supervisor> ProcessController<S> {
     }
 
     fn log_tail(path: &Path, lines: usize) -> String {
-        let Ok(text) = std::fs::read(path) else {
-            return String::new();
-        };
-        let start = text.len().saturating_sub(16 * 1024);
-        let text = String::from_utf8_lossy(&text[start..]);
-        // binky's own run separators are noise in a failure message.
-        let all: Vec<&str> = text
-            .lines()
-            .filter(|l| !l.starts_with("--- binky "))
-            .collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        log_tail(path, lines)
     }
 
     /// Stop `services` (names with live rows), dependents first, each level in parallel.
@@ -610,7 +600,8 @@ impl<S: Supervisor> ProcessController<S> {
         {
             let ports = self.store.read(|c| store::ports(c, world.id))?;
             let proxy = self.store.read(store::proxy_view)?;
-            let tokens = env::tokens(world, &ports, &proxy);
+            let slices = self.store.read(|c| store::slices(c, world.id))?;
+            let tokens = env::tokens(world, &ports, &proxy, &slices);
             self.run_hook(world, &layout, "pre_down", &cmd, &tokens)
                 .await;
         }
@@ -830,17 +821,23 @@ impl<S: Supervisor> ProcessController<S> {
         }
 
         // Not running: start it once its dependencies are ready.
+        // A process dependency is ready when it runs and passed its check; an adapter
+        // dependency when its slice is provisioned, migrated and seeded.
+        let slice_ready: BTreeSet<String> = self
+            .store
+            .read(|c| store::slices(c, world.id))?
+            .into_iter()
+            .filter(|s| s.state == "ready")
+            .map(|s| s.service)
+            .collect();
         let waiting_for: Vec<&str> = svc
             .depends_on
             .iter()
-            .filter(|d| {
-                world
-                    .spec
-                    .services
-                    .get(*d)
-                    .is_some_and(|s| s.process().is_some())
+            .filter(|d| match world.spec.services.get(*d) {
+                Some(s) if s.process().is_some() => !rows.get(*d).is_some_and(is_ready),
+                Some(_) => !slice_ready.contains(*d),
+                None => false,
             })
-            .filter(|d| !rows.get(*d).is_some_and(is_ready))
             .map(String::as_str)
             .collect();
         if !waiting_for.is_empty() {
@@ -1072,6 +1069,21 @@ impl<S: Supervisor> ProcessController<S> {
     }
 }
 
+/// The last `lines` lines of a log file (binky's run separators left out).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let Ok(text) = std::fs::read(path) else {
+        return String::new();
+    };
+    let start = text.len().saturating_sub(16 * 1024);
+    let text = String::from_utf8_lossy(&text[start..]);
+    // binky's own run separators are noise in a failure message.
+    let all: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("--- binky "))
+        .collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
 /// Level of each service: 0 without dependencies, else one more than its deepest one.
 fn dependency_levels(world: &World) -> HashMap<String, usize> {
     let mut levels = HashMap::new();
@@ -1257,7 +1269,8 @@ impl<S: Supervisor> Controller for ProcessController<S> {
 
         let ports = self.store.read(|c| store::ports(c, world.id))?;
         let proxy = self.store.read(store::proxy_view)?;
-        let tokens = env::tokens(world, &ports, &proxy);
+        let slices = self.store.read(|c| store::slices(c, world.id))?;
+        let tokens = env::tokens(world, &ports, &proxy, &slices);
         let mut ready = 0usize;
         let mut wake: Option<Duration> = None;
         let mut problem: Option<Condition> = None;

@@ -27,6 +27,8 @@ pub struct Tokens {
     pub urls: BTreeMap<String, String>,
     /// Environment for `${env.NAME}`.
     pub env: BTreeMap<String, String>,
+    /// Other named values of a service (`${cache.prefix}`): `(service, name) → value`.
+    pub extra: BTreeMap<(String, String), String>,
 }
 
 impl Tokens {
@@ -83,7 +85,12 @@ impl Tokens {
             label => self
                 .ports
                 .get(&(target.to_owned(), label.to_owned()))
-                .map(|p| p.to_string()),
+                .map(|p| p.to_string())
+                .or_else(|| {
+                    self.extra
+                        .get(&(target.to_owned(), label.to_owned()))
+                        .cloned()
+                }),
         }
     }
 

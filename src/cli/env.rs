@@ -16,7 +16,8 @@ pub fn run(name: Option<String>, shell: bool, json: bool) -> Result<i32, Failure
     let world = ctx.world(name.as_deref())?;
     let ports = ctx.store.read(|c| store::ports(c, world.id))?;
     let proxy = ctx.store.read(store::proxy_view)?;
-    let tokens = binky_controllers::env::tokens(&world, &ports, &proxy);
+    let slices = ctx.store.read(|c| store::slices(c, world.id))?;
+    let tokens = binky_controllers::env::tokens(&world, &ports, &proxy, &slices);
     let vars = binky_controllers::env::exported(&world, &tokens, &proxy);
     if json {
         #[derive(Serialize)]

@@ -12,6 +12,7 @@ mod logs;
 mod port;
 mod reload;
 mod remove;
+mod servers;
 mod status;
 mod trust;
 mod up;
@@ -206,6 +207,17 @@ pub enum Command {
         #[arg(long)]
         uninstall: bool,
     },
+    /// The servers binky runs itself for adapter services without `admin_url`.
+    Servers {
+        /// `stop` stops them (their data is kept).
+        #[arg(value_parser = ["stop"])]
+        action: Option<String>,
+        /// Only this kind (postgres, redis).
+        kind: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// The background daemon that runs every world.
     Daemon {
         /// start, stop, status or run (in the foreground).
@@ -292,6 +304,9 @@ pub fn run(cli: Cli) -> i32 {
             Command::Port { proxy, https } => port::run(proxy, https).await,
             Command::Trust { uninstall } => trust::run_trust(uninstall),
             Command::Hosts { write, remove } => hosts::run(write, remove),
+            Command::Servers { action, kind, json } => {
+                servers::run(action.is_some(), kind, json).await
+            }
             Command::Daemon { action } => daemon::run(action).await,
         }
     });

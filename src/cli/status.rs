@@ -82,7 +82,8 @@ fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     let ports = ctx.store.read(|c| store::ports(c, w.id))?;
     let wt = ctx.store.read(|c| store::worktree(c, w.id))?;
     let proxy = ctx.store.read(store::proxy_view)?;
-    let tokens = binky_controllers::env::tokens(w, &ports, &proxy);
+    let slices = ctx.store.read(|c| store::slices(c, w.id))?;
+    let tokens = binky_controllers::env::tokens(w, &ports, &proxy, &slices);
     let selected = w.spec.selected(w.group.as_deref());
     let services = w
         .spec
@@ -90,6 +91,23 @@ fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
         .keys()
         .filter(|n| selected.contains(*n) || procs.iter().any(|p| &p.service == *n))
         .map(|name| {
+            if let Some(sl) = slices.iter().find(|s| &s.service == name) {
+                // A slice: its state, and its address without the credentials.
+                return ServiceView {
+                    name: name.clone(),
+                    state: sl.state.clone(),
+                    ready: sl.state == "ready",
+                    pid: None,
+                    ports: Default::default(),
+                    url: sl
+                        .address
+                        .as_deref()
+                        .map(crate::adapters::without_credentials),
+                    restarts: 0,
+                    last_exit: None,
+                    message: sl.message.clone(),
+                };
+            }
             let p = procs.iter().find(|p| &p.service == name);
             ServiceView {
                 name: name.clone(),

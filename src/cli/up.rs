@@ -188,6 +188,18 @@ pub async fn run(
     if let Verdict::Deny { reason } = admission::check_spec(&loaded.spec, group.as_deref()) {
         return Err(Failure::usage(format!("{}: {reason}", src.path.display())));
     }
+    // An adapter binky cannot find is refused now, not discovered by the daemon later.
+    let registry = crate::adapters::Registry::default();
+    for name in loaded.spec.selected(group.as_deref()) {
+        if let Some(r) = loaded.spec.services[&name].resource() {
+            if let Err(e) = registry.get(&r.adapter) {
+                return Err(Failure::usage(format!(
+                    "{}: services.{name}: {e}",
+                    src.path.display()
+                )));
+            }
+        }
+    }
     for w in &loaded.warnings {
         eprintln!("binky: warning: {}: {}", w.key, w.message);
     }
@@ -245,7 +257,8 @@ pub async fn run(
     };
     let ports = ctx.store.read(|c| store::ports(c, world.id))?;
     let proxy = ctx.store.read(store::proxy_view)?;
-    let tokens = binky_controllers::env::tokens(&world, &ports, &proxy);
+    let slices = ctx.store.read(|c| store::slices(c, world.id))?;
+    let tokens = binky_controllers::env::tokens(&world, &ports, &proxy, &slices);
     let wt = ctx.store.read(|c| store::worktree(c, world.id))?;
     println!("{name} is up in {:.2}s", started.elapsed().as_secs_f64());
     if let Some(wt) = wt {

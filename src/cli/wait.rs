@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use binky_controllers::store::{self, CondStatus, ConditionRow, World, WorldId};
-use binky_controllers::{port, process, route, worktree};
+use binky_controllers::{port, process, route, slice, worktree};
 
 use super::context::{Ctx, Failure};
 use super::{exit, WaitArgs};
@@ -30,7 +30,13 @@ pub enum Outcome {
 }
 
 /// Every controller that must have seen a generation before a world counts as up.
-pub const CONTROLLERS: [&str; 4] = [worktree::NAME, port::NAME, process::NAME, route::NAME];
+pub const CONTROLLERS: [&str; 5] = [
+    worktree::NAME,
+    port::NAME,
+    slice::NAME,
+    process::NAME,
+    route::NAME,
+];
 /// Every condition that must hold for a world to count as up.
 pub const READY: [&str; 4] = [
     worktree::CONDITION,

@@ -30,6 +30,11 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
 use binky_controllers::route::RouteController;
+use binky_controllers::slice::SliceController;
+
+use crate::adapters::Registry;
+use crate::servers::{Kind, Servers};
+use crate::slices::RealSlices;
 
 use crate::git::GitCli;
 use crate::paths::Home;
@@ -188,16 +193,24 @@ pub async fn run(
     )));
     manager.lock().await.apply().await;
     let supervisor = Arc::new(RealSupervisor::new(home.tag(), trigger.clone()));
+    let process_supervisor = supervisor.clone();
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;
     runtime.add(Arc::new(WorktreeController::new(store.clone(), GitCli)));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
     runtime.add(Arc::new(ProcessController::new(
         store.clone(),
-        supervisor,
+        process_supervisor,
         pconf,
     )));
     runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
+    let servers = Arc::new(Servers::new(home.clone(), store.clone()));
+    runtime.add(Arc::new(SliceController::new(
+        store.clone(),
+        RealSlices::new(Registry::default(), servers.clone()),
+        supervisor.clone(),
+        home.logs(),
+    )));
 
     let stop = Arc::new(Notify::new());
     let rt_stop = stop.clone();
@@ -213,7 +226,7 @@ pub async fn run(
             _ = requested.notified() => break,
             conn = listener.accept() => match conn {
                 Ok((stream, _)) => {
-                    let ctx = Conn { trigger: trigger.clone(), requested: requested.clone(), started, home: home.clone(), proxy: manager.clone() };
+                    let ctx = Conn { trigger: trigger.clone(), requested: requested.clone(), started, home: home.clone(), proxy: manager.clone(), servers: servers.clone() };
                     tokio::spawn(async move { ctx.serve(stream).await });
                 }
                 Err(err) => tracing::warn!(%err, "accept failed"),
@@ -234,6 +247,7 @@ struct Conn {
     started: Instant,
     home: Home,
     proxy: Arc<tokio::sync::Mutex<ProxyManager>>,
+    servers: Arc<Servers>,
 }
 
 impl Conn {
@@ -268,6 +282,18 @@ impl Conn {
                 (Response::ok(), false)
             }
             Request::Shutdown => (Response::ok(), true),
+            Request::StopServers { kind } => match self
+                .servers
+                .stop(kind.as_deref().and_then(Kind::parse))
+                .await
+            {
+                Ok(stopped) => {
+                    let mut r = Response::ok();
+                    r.stopped = Some(stopped);
+                    (r, false)
+                }
+                Err(e) => (Response::error(e.to_string()), false),
+            },
             Request::Reconfigure => {
                 self.proxy.lock().await.apply().await;
                 // URLs carry the proxy's ports: every world looks again.

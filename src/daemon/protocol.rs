@@ -18,6 +18,12 @@ pub enum Request {
     Shutdown,
     /// Re-read the machine settings (the proxy's ports) and apply them.
     Reconfigure,
+    /// Stop managed servers (all, or one kind); their data is kept.
+    StopServers {
+        /// `postgres`, `redis`; none: all.
+        #[serde(default)]
+        kind: Option<String>,
+    },
 }
 
 /// The daemon's answer.
@@ -43,6 +49,9 @@ pub struct Response {
     /// The home it serves (ping).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<String>,
+    /// Servers stopped (stop_servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Vec<String>>,
 }
 
 impl Response {

@@ -168,7 +168,8 @@ async fn wait_group_gone(pgid: u32, limit: Duration) -> bool {
     }
 }
 
-async fn stop_group(pgid: u32, grace: Duration) {
+/// SIGTERM to a process group, SIGKILL after `grace`; returns once it is gone.
+pub async fn stop_group(pgid: u32, grace: Duration) {
     let pg = Pid::from_raw(pgid as i32);
     if killpg(pg, Signal::SIGTERM).is_err() {
         return;

@@ -366,18 +366,16 @@ fn an_unknown_world_lists_the_ones_that_exist() {
 }
 
 #[test]
-fn not_supported_yet_features_are_refused_not_ignored() {
+fn not_supported_yet_features_and_unknown_adapters_are_refused_not_ignored() {
     let env = Env::new(
         r#"
 [project]
 name = "later"
 {range}
 
-[services.db]
-adapter = "postgres"
-
 [services.api]
 cmd = "true"
+shared = true
 "#,
     );
     let out = env.binky(&["up", "w"]);
@@ -386,6 +384,17 @@ cmd = "true"
         stderr(&out).contains("not supported by this binky yet"),
         "{}",
         stderr(&out)
+    );
+    env.write_config(
+        "[project]\nname = \"later\"\n{range}\n\n[services.db]\nadapter = \"nosuchdb\"\n",
+    );
+    env.git(&["commit", "-qam", "adapter"]);
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no adapter `nosuchdb`") && err.contains("binky-adapter-nosuchdb"),
+        "{err}"
     );
     assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
 }

@@ -153,6 +153,38 @@ const MIGRATIONS: &[&str] = &[
         updated_at  INTEGER NOT NULL
     );
     "#,
+    // 3: slices of shared servers, and the servers binky runs itself.
+    r#"
+    CREATE TABLE slices (
+        world_id          INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        service           TEXT NOT NULL,
+        adapter           TEXT NOT NULL,
+        name              TEXT NOT NULL,
+        secret            TEXT NOT NULL,
+        state             TEXT NOT NULL,
+        address           TEXT,
+        tokens            TEXT NOT NULL DEFAULT '{}',
+        admin_url         TEXT,
+        migrate_hash      TEXT,
+        seed_hash         TEXT,
+        failed_generation INTEGER,
+        message           TEXT NOT NULL DEFAULT '',
+        updated_at        INTEGER NOT NULL,
+        PRIMARY KEY (world_id, service)
+    );
+    CREATE TABLE servers (
+        kind        TEXT PRIMARY KEY,
+        pid         INTEGER,
+        start_time  INTEGER,
+        port        INTEGER NOT NULL,
+        admin_url   TEXT NOT NULL,
+        data_dir    TEXT NOT NULL,
+        version     TEXT NOT NULL DEFAULT '',
+        state       TEXT NOT NULL,
+        message     TEXT NOT NULL DEFAULT '',
+        updated_at  INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

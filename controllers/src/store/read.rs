@@ -650,3 +650,112 @@ pub fn proxy_view(conn: &Connection) -> Result<ProxyView, StoreError> {
         https_port: port("https_port", DEFAULT_HTTPS_PORT)?,
     })
 }
+
+/// A world's slice of a shared server, as the slice controller last recorded it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SliceRow {
+    /// The adapter service.
+    pub service: String,
+    /// Adapter name.
+    pub adapter: String,
+    /// Slice name on the server.
+    pub name: String,
+    /// The slice's own password.
+    #[serde(skip)]
+    pub secret: String,
+    /// `provisioning`, `migrating`, `seeding`, `ready`, `failed`.
+    pub state: String,
+    /// Its address (credentials included).
+    #[serde(skip)]
+    pub address: Option<String>,
+    /// Extra tokens (`prefix`, …).
+    pub tokens: BTreeMap<String, String>,
+    /// The admin URL it was made on (to tear it down on the same server).
+    #[serde(skip)]
+    pub admin_url: Option<String>,
+    /// Hash of the `migrate` command last run successfully.
+    pub migrate_hash: Option<String>,
+    /// Hash of the `seed` command last run successfully.
+    pub seed_hash: Option<String>,
+    /// The world generation it failed for good at.
+    pub failed_generation: Option<i64>,
+    /// What it waits for, or why it failed.
+    pub message: String,
+}
+
+/// A world's slices.
+pub fn slices(conn: &Connection, world: WorldId) -> Result<Vec<SliceRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT service, adapter, name, secret, state, address, tokens, admin_url, migrate_hash,
+                seed_hash, failed_generation, message
+         FROM slices WHERE world_id = ?1 ORDER BY service",
+    )?;
+    let rows = stmt
+        .query_map([world], |r| {
+            let tokens: String = r.get(6)?;
+            Ok(SliceRow {
+                service: r.get(0)?,
+                adapter: r.get(1)?,
+                name: r.get(2)?,
+                secret: r.get(3)?,
+                state: r.get(4)?,
+                address: r.get(5)?,
+                tokens: serde_json::from_str(&tokens).unwrap_or_default(),
+                admin_url: r.get(7)?,
+                migrate_hash: r.get(8)?,
+                seed_hash: r.get(9)?,
+                failed_generation: r.get(10)?,
+                message: r.get(11)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// A server binky runs itself (a managed PostgreSQL, Redis, …).
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerRow {
+    /// `postgres`, `redis`.
+    pub kind: String,
+    /// Its pid.
+    pub pid: Option<u32>,
+    /// Its start time (with the pid, its identity).
+    pub start_time: Option<u64>,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its admin address (credentials included).
+    #[serde(skip)]
+    pub admin_url: String,
+    /// Its data directory.
+    pub data_dir: String,
+    /// The server's version.
+    pub version: String,
+    /// `running`, `stopped`, `failed`.
+    pub state: String,
+    /// Why it failed, if it did.
+    pub message: String,
+}
+
+/// Every managed server.
+pub fn servers(conn: &Connection) -> Result<Vec<ServerRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT kind, pid, start_time, port, admin_url, data_dir, version, state, message
+         FROM servers ORDER BY kind",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(ServerRow {
+                kind: r.get(0)?,
+                pid: r.get(1)?,
+                start_time: r.get::<_, Option<i64>>(2)?.map(|v| v as u64),
+                port: r.get(3)?,
+                admin_url: r.get(4)?,
+                data_dir: r.get(5)?,
+                version: r.get(6)?,
+                state: r.get(7)?,
+                message: r.get(8)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}

@@ -1,0 +1,604 @@
+//! The slice controller: each adapter service of a world has its own slice of a shared
+//! server (a database with its own role, a key prefix with its own ACL user, …).
+//!
+//! # Guarantees
+//! - A slice is provisioned, then `migrate` and `seed` run once with its address in the
+//!   environment (`DATABASE_URL`, as binky 0.1.2 does, and `${svc.url}`), before any process
+//!   that depends on it starts (the process controller waits for `ready`).
+//! - `migrate` runs again when its text changes; `seed` runs once per world.
+//! - A server that is down or refuses the admin credentials is retried with backoff; the
+//!   world waits with a condition naming the server and the error, and comes up by itself.
+//! - A failing `migrate` or `seed` fails the world with the command's output tail, touching
+//!   nothing of other worlds; the next `binky up` tries again.
+//! - Slices are torn down on removal, after the world's processes have stopped; a crash in
+//!   the middle is finished by the next daemon (the finalizer stays until it is done).
+//! - A slice whose service left `binky.toml` is kept (it holds data) until the world goes.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::params;
+use sha2::{Digest, Sha256};
+
+use crate::env::{self, Layout};
+use crate::process::{SpawnSpec, Supervisor};
+use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::spec::Resource;
+use crate::store::{self, now_ms, SliceRow, Store, StoreError, World};
+
+/// Finalizer and controller name.
+pub const NAME: &str = "slice";
+/// The condition this controller reports.
+pub const CONDITION: &str = "SlicesReady";
+
+/// Everything an adapter needs to make or find one slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceSpec {
+    /// Adapter name.
+    pub adapter: String,
+    /// The slice's name.
+    pub slice: String,
+    /// Its password.
+    pub secret: String,
+    /// The server's admin address (tokens resolved); none: binky's managed server.
+    pub admin_url: Option<String>,
+    /// `options`, tokens resolved.
+    pub options: BTreeMap<String, String>,
+    /// `buckets`.
+    pub buckets: Vec<String>,
+}
+
+/// A provisioned slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceAddress {
+    /// The address a service's client takes as is.
+    pub url: String,
+    /// Extra tokens (`prefix`, …).
+    pub tokens: BTreeMap<String, String>,
+    /// The admin address actually used (a managed server's, when none was given).
+    pub admin_url: Option<String>,
+}
+
+/// Why a slice could not be made or dropped.
+#[derive(Debug, thiserror::Error)]
+pub enum SliceFault {
+    /// Retrying may help (the server is down, the credentials are refused).
+    #[error("{0}")]
+    Transient(String),
+    /// Retrying will not help until the configuration changes.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// The slice effects: adapters, and managed servers behind them.
+pub trait SliceEffects: Send + Sync + 'static {
+    /// Make the slice if it does not exist, and say where it is.
+    fn provision(
+        &self,
+        spec: &SliceSpec,
+    ) -> impl Future<Output = Result<SliceAddress, SliceFault>> + Send;
+    /// Remove the slice and its credentials.
+    fn teardown(&self, spec: &SliceSpec) -> impl Future<Output = Result<(), SliceFault>> + Send;
+}
+
+/// Why the slice controller could not converge.
+#[derive(Debug, thiserror::Error)]
+pub enum SliceError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A server is not reachable yet.
+    #[error("{service}: waiting for its {adapter} server: {detail}; retrying")]
+    Waiting {
+        /// The service.
+        service: String,
+        /// Its adapter.
+        adapter: String,
+        /// What the adapter said.
+        detail: String,
+    },
+}
+
+impl ReconcileError for SliceError {
+    fn reason(&self) -> &'static str {
+        match self {
+            SliceError::Store(_) => "StoreFailed",
+            SliceError::Waiting { .. } => "ServerUnavailable",
+        }
+    }
+}
+
+/// A slice name: `bk_<project>_<world>_<service>`, lower case, `[a-z0-9_]`, at most 63
+/// characters (PostgreSQL's limit, the tightest of the servers here); a name that had to be
+/// shortened ends in a hash of the full one, so it stays unique.
+pub fn slice_name(project: &str, world: &str, service: &str) -> String {
+    let full = format!("bk_{project}_{world}_{service}");
+    let mut name: String = full
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.len() > 63 || name != full.to_ascii_lowercase() {
+        let digest = Sha256::digest(full.as_bytes());
+        let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        name.truncate(54);
+        name = format!("{}_{hash}", name.trim_end_matches('_'));
+    }
+    name
+}
+
+/// A new random secret (hex, 144 bits, from the kernel's CSPRNG).
+pub fn random_secret() -> String {
+    use std::io::Read;
+    let mut buf = [0u8; 18];
+    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)) {
+        Ok(()) => buf.iter().map(|b| format!("{b:02x}")).collect(),
+        // Never reached on Linux; still not a constant.
+        Err(_) => format!("{:x}{:x}", now_ms(), std::process::id()),
+    }
+}
+
+fn hash(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .take(12)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The slice controller.
+pub struct SliceController<E, S> {
+    store: Store,
+    effects: E,
+    sup: Arc<S>,
+    logs_dir: std::path::PathBuf,
+    command_timeout: Duration,
+}
+
+impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
+    /// A controller over `store`, making slices with `effects`, running `migrate`/`seed`
+    /// with `sup`, logging to `logs_dir`.
+    pub fn new(store: Store, effects: E, sup: Arc<S>, logs_dir: std::path::PathBuf) -> Self {
+        SliceController {
+            store,
+            effects,
+            sup,
+            logs_dir,
+            command_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+
+    fn save(&self, world: &World, row: &SliceRow) -> Result<(), StoreError> {
+        let tokens = serde_json::to_string(&row.tokens).unwrap_or_else(|_| "{}".into());
+        self.store.write(|tx| {
+            tx.execute(
+                "INSERT INTO slices (world_id, service, adapter, name, secret, state, address, tokens,
+                    admin_url, migrate_hash, seed_hash, failed_generation, message, updated_at)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14
+                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+                 ON CONFLICT (world_id, service) DO UPDATE SET adapter = excluded.adapter,
+                    name = excluded.name, secret = excluded.secret, state = excluded.state,
+                    address = excluded.address, tokens = excluded.tokens,
+                    admin_url = excluded.admin_url, migrate_hash = excluded.migrate_hash,
+                    seed_hash = excluded.seed_hash, failed_generation = excluded.failed_generation,
+                    message = excluded.message, updated_at = excluded.updated_at",
+                params![
+                    world.id,
+                    row.service,
+                    row.adapter,
+                    row.name,
+                    row.secret,
+                    row.state,
+                    row.address,
+                    tokens,
+                    row.admin_url,
+                    row.migrate_hash,
+                    row.seed_hash,
+                    row.failed_generation,
+                    row.message,
+                    now_ms()
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn event(&self, world: &World, kind: &str, msg: &str) {
+        if let Err(err) = self.store.event(world.id, kind, msg) {
+            tracing::warn!(%err, "cannot record event");
+        }
+    }
+
+    fn spec_of(&self, world: &World, service: &str, res: &Resource, row: &SliceRow) -> SliceSpec {
+        // Adapter settings see the environment of `binky up` (`${env.X}`), nothing else.
+        let t = crate::tokens::Tokens {
+            world: world.name.clone(),
+            env: world.env.clone(),
+            ..Default::default()
+        };
+        SliceSpec {
+            adapter: res.adapter.clone(),
+            slice: row.name.clone(),
+            secret: row.secret.clone(),
+            admin_url: res.admin_url.as_ref().map(|u| t.resolve(u, service)),
+            options: res
+                .options
+                .iter()
+                .map(|(k, v)| (k.clone(), t.resolve(v, service)))
+                .collect(),
+            buckets: res.buckets.clone(),
+        }
+    }
+
+    /// Run `migrate` or `seed` against the slice; the error is the message to show.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_command(
+        &self,
+        world: &World,
+        layout: &Layout,
+        service: &str,
+        res: &Resource,
+        which: &str,
+        cmd: &str,
+        address: &SliceAddress,
+    ) -> Result<(), String> {
+        let ports = self
+            .store
+            .read(|c| store::ports(c, world.id))
+            .map_err(|e| e.to_string())?;
+        let proxy = self
+            .store
+            .read(store::proxy_view)
+            .map_err(|e| e.to_string())?;
+        let slices = self
+            .store
+            .read(|c| store::slices(c, world.id))
+            .map_err(|e| e.to_string())?;
+        let mut tokens = env::tokens(world, &ports, &proxy, &slices);
+        tokens.urls.insert(service.to_owned(), address.url.clone());
+        let dir = layout.config_dir(world);
+        let workdir = if res.workdir.is_empty() || res.workdir == "." {
+            dir.clone()
+        } else {
+            dir.join(&res.workdir)
+        };
+        let (vars, _) = env::read_env_files(&workdir, &res.env_file);
+        let mut e = world.env.clone();
+        for (k, v) in &vars {
+            e.insert(k.clone(), v.clone());
+            tokens.env.insert(k.clone(), v.clone());
+        }
+        e.insert("BINKY_WORKTREE".into(), world.name.clone());
+        e.insert("BINKY_PROJECT".into(), world.project.clone());
+        e.insert("DATABASE_URL".into(), address.url.clone());
+        for (k, v) in &res.env {
+            e.insert(k.clone(), tokens.resolve(v, service));
+        }
+        let log = crate::process::ProcessController::<S>::log_path(&self.logs_dir, world, service);
+        let spec = SpawnSpec {
+            world: world.id,
+            service: service.to_owned(),
+            cmd: tokens.resolve(cmd, service),
+            workdir,
+            env: e,
+            log: log.clone(),
+            token: self.sup.token(world.id),
+        };
+        let started = std::time::Instant::now();
+        match self.sup.run(&spec, self.command_timeout).await {
+            Ok(exit) if exit.success() => {
+                self.event(
+                    world,
+                    which,
+                    &format!(
+                        "{service}: {which} finished in {:.1}s",
+                        started.elapsed().as_secs_f64()
+                    ),
+                );
+                Ok(())
+            }
+            other => {
+                let why = match other {
+                    Ok(exit) => exit.to_string(),
+                    Err(err) => err.to_string(),
+                };
+                Err(format!(
+                    "{which} `{}` failed ({why}); fix it and run `binky up {}` again. Last output:\n{}",
+                    spec.cmd,
+                    world.name,
+                    crate::process::log_tail(&log, 10)
+                ))
+            }
+        }
+    }
+}
+
+impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
+    type Error = SliceError;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn condition_type(&self) -> &'static str {
+        CONDITION
+    }
+
+    async fn apply(&self, world: &World) -> Result<Applied, SliceError> {
+        let selected = world.spec.selected(world.group.as_deref());
+        let wanted: Vec<(String, Resource)> = world
+            .spec
+            .start_order()
+            .unwrap_or_else(|_| world.spec.services.keys().cloned().collect())
+            .into_iter()
+            .filter(|n| selected.contains(n))
+            .filter_map(|n| world.spec.services[&n].resource().cloned().map(|r| (n, r)))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Applied {
+                action: Action::AwaitChange,
+                conditions: vec![Condition::ok(CONDITION, "NoSlices", "no adapter services")],
+            });
+        }
+        let Some(layout) = self
+            .store
+            .read(|c| store::worktree(c, world.id))?
+            .filter(|w| w.state == "ready")
+            .map(|w| Layout { worktree: w.path })
+        else {
+            return Ok(Applied {
+                action: Action::AwaitChange,
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    "Waiting",
+                    "waiting for the worktree",
+                )],
+            });
+        };
+        let rows: BTreeMap<String, SliceRow> = self
+            .store
+            .read(|c| store::slices(c, world.id))?
+            .into_iter()
+            .map(|r| (r.service.clone(), r))
+            .collect();
+        let mut ready = Vec::new();
+        for (service, res) in &wanted {
+            let mut row = rows.get(service).cloned().unwrap_or_else(|| SliceRow {
+                service: service.clone(),
+                adapter: res.adapter.clone(),
+                name: slice_name(&world.project, &world.name, service),
+                secret: random_secret(),
+                state: "provisioning".into(),
+                address: None,
+                tokens: BTreeMap::new(),
+                admin_url: None,
+                migrate_hash: None,
+                seed_hash: None,
+                failed_generation: None,
+                message: String::new(),
+            });
+            if row.state == "failed" && row.failed_generation == Some(world.generation) {
+                return Ok(Applied {
+                    action: Action::AwaitChange,
+                    conditions: vec![Condition::failed(
+                        CONDITION,
+                        "SliceFailed",
+                        format!("{service}: {}", row.message),
+                    )],
+                });
+            }
+            let migrate_due = res
+                .migrate
+                .as_deref()
+                .is_some_and(|m| row.migrate_hash.as_deref() != Some(&hash(m)));
+            let seed_due = res.seed.is_some() && row.seed_hash.is_none();
+            if row.state == "ready" && row.adapter == res.adapter && !migrate_due && !seed_due {
+                ready.push(format!("{service}={}", row.name));
+                continue;
+            }
+            let spec = self.spec_of(world, service, res, &row);
+            let fresh = row.address.is_none();
+            let address = match self.effects.provision(&spec).await {
+                Ok(a) => a,
+                Err(SliceFault::Transient(detail)) => {
+                    row.message = format!("waiting for its {} server: {detail}", res.adapter);
+                    self.save(world, &row)?;
+                    return Err(SliceError::Waiting {
+                        service: service.clone(),
+                        adapter: res.adapter.clone(),
+                        detail,
+                    });
+                }
+                Err(SliceFault::Permanent(detail)) => {
+                    row.state = "failed".into();
+                    row.failed_generation = Some(world.generation);
+                    row.message = detail.clone();
+                    self.save(world, &row)?;
+                    self.event(world, "slice_failed", &format!("{service}: {detail}"));
+                    return Ok(Applied {
+                        action: Action::AwaitChange,
+                        conditions: vec![Condition::failed(
+                            CONDITION,
+                            "SliceFailed",
+                            format!("{service}: {detail}"),
+                        )],
+                    });
+                }
+            };
+            row.adapter = res.adapter.clone();
+            row.address = Some(address.url.clone());
+            row.tokens = address.tokens.clone();
+            row.admin_url = address.admin_url.clone();
+            if fresh {
+                self.event(
+                    world,
+                    "slice",
+                    &format!("{service}: provisioned {} slice {}", res.adapter, row.name),
+                );
+            }
+            for (which, cmd, due) in [
+                ("migrate", res.migrate.as_deref(), migrate_due),
+                ("seed", res.seed.as_deref(), seed_due),
+            ] {
+                let Some(cmd) = cmd.filter(|_| due) else {
+                    continue;
+                };
+                row.state = if which == "migrate" {
+                    "migrating".into()
+                } else {
+                    "seeding".into()
+                };
+                row.message = format!("running {which}");
+                self.save(world, &row)?;
+                if let Err(msg) = self
+                    .run_command(world, &layout, service, res, which, cmd, &address)
+                    .await
+                {
+                    row.state = "failed".into();
+                    row.failed_generation = Some(world.generation);
+                    row.message = msg.clone();
+                    self.save(world, &row)?;
+                    self.event(
+                        world,
+                        &format!("{which}_failed"),
+                        &format!("{service}: {msg}"),
+                    );
+                    return Ok(Applied {
+                        action: Action::AwaitChange,
+                        conditions: vec![Condition::failed(
+                            CONDITION,
+                            "SliceFailed",
+                            format!("{service}: {msg}"),
+                        )],
+                    });
+                }
+                if which == "migrate" {
+                    row.migrate_hash = Some(hash(cmd));
+                } else {
+                    row.seed_hash = Some(hash(cmd));
+                }
+            }
+            row.state = "ready".into();
+            row.failed_generation = None;
+            row.message = String::new();
+            self.save(world, &row)?;
+            ready.push(format!("{service}={}", row.name));
+        }
+        Ok(Applied {
+            action: Action::AwaitChange,
+            conditions: vec![Condition::ok(CONDITION, "Ready", ready.join(" "))],
+        })
+    }
+
+    async fn cleanup(&self, world: &World) -> Result<Cleanup, SliceError> {
+        let fins = self.store.read(|c| store::finalizers(c, world.id))?;
+        if fins.iter().any(|f| f == crate::process::NAME) {
+            return Ok(Cleanup::Pending(Action::AwaitChange));
+        }
+        for row in self.store.read(|c| store::slices(c, world.id))? {
+            let res = world
+                .spec
+                .services
+                .get(&row.service)
+                .and_then(|s| s.resource())
+                .cloned();
+            let mut spec = match &res {
+                Some(r) => self.spec_of(world, &row.service, r, &row),
+                None => SliceSpec {
+                    adapter: row.adapter.clone(),
+                    slice: row.name.clone(),
+                    secret: row.secret.clone(),
+                    admin_url: None,
+                    options: BTreeMap::new(),
+                    buckets: Vec::new(),
+                },
+            };
+            spec.adapter = row.adapter.clone();
+            // Drop it where it was made, even if binky.toml changed meanwhile.
+            if row.admin_url.is_some() {
+                spec.admin_url = row.admin_url.clone();
+            }
+            match self.effects.teardown(&spec).await {
+                Ok(()) => {}
+                Err(SliceFault::Transient(detail)) => {
+                    return Err(SliceError::Waiting {
+                        service: row.service.clone(),
+                        adapter: row.adapter.clone(),
+                        detail,
+                    })
+                }
+                Err(SliceFault::Permanent(detail)) => {
+                    // Nothing binky can drop (an adapter that is gone): say so, do not hang.
+                    self.event(
+                        world,
+                        "slice_failed",
+                        &format!(
+                            "{}: could not drop slice {}: {detail}",
+                            row.service, row.name
+                        ),
+                    );
+                }
+            }
+            self.store.write(|tx| {
+                tx.execute(
+                    "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
+                    params![world.id, row.service],
+                )?;
+                Ok(())
+            })?;
+            self.event(
+                world,
+                "slice",
+                &format!(
+                    "{}: dropped {} slice {}",
+                    row.service, row.adapter, row.name
+                ),
+            );
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slice_names_are_safe_short_and_distinct() {
+        let dashed = slice_name("acme", "login-fix", "db");
+        assert!(
+            dashed.starts_with("bk_acme_login_fix_db_")
+                && dashed.len() == "bk_acme_login_fix_db_".len() + 8,
+            "{dashed}"
+        );
+        assert_eq!(slice_name("acme", "login-fix", "db"), dashed);
+        let a = slice_name("acme", "feat/x", "db");
+        let b = slice_name("acme", "feat_x", "db");
+        assert_ne!(a, b, "two worlds share a slice");
+        assert_eq!(slice_name("acme", "w", "db"), "bk_acme_w_db");
+        let long = slice_name(&"p".repeat(40), &"w".repeat(40), "db");
+        assert!(long.len() <= 63, "{long}");
+        for n in [a, b, long] {
+            assert!(
+                n.bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'),
+                "{n}"
+            );
+        }
+    }
+
+    #[test]
+    fn secrets_are_random() {
+        let a = random_secret();
+        assert_eq!(a.len(), 36);
+        assert_ne!(a, random_secret());
+    }
+}

@@ -1,0 +1,249 @@
+//! Adapters: how binky carves a private slice (a database, a key prefix, …) for each world
+//! out of one shared server.
+//!
+//! The contract is binky 0.1.2's four verbs: `provision`, `resolve` (the slice's address),
+//! `teardown` and `capabilities`, plus `clone` where the server can copy server-side.
+//! Built-in adapters are Rust types registered by name; any other name runs the external
+//! executable `binky-adapter-<name>` (see [`external`]).
+//!
+//! # Guarantees
+//! - Every verb is idempotent: provisioning a slice that exists, or tearing down one that
+//!   is gone, succeeds.
+//! - A slice's credentials are its own: a world's address cannot reach another world's
+//!   slice (enforced by the server: roles, ACL users).
+//! - Services see only their slice's address, never the admin URL.
+
+pub mod external;
+pub mod postgres;
+pub mod redis;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A boxed future (adapters are used through `dyn Adapter`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The slice an adapter works on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// The slice's name: safe for every server binky knows (lower-case letters, digits and
+    /// `_`, at most 63 characters), unique per project, world and service.
+    pub name: String,
+    /// A password binky generated for this slice and keeps in its store (mode 0600).
+    pub secret: String,
+}
+
+/// An adapter's configuration, from the service's table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdapterConfig {
+    /// The shared server's admin address, tokens resolved; for a built-in adapter without
+    /// one, the managed server's.
+    pub admin_url: Option<String>,
+    /// `options = { … }`, as written.
+    pub options: BTreeMap<String, String>,
+    /// `buckets = [ … ]`.
+    pub buckets: Vec<String>,
+}
+
+/// Where a slice is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Address {
+    /// What a service's client library takes as is (`${db.url}`), credentials included.
+    pub url: String,
+    /// Extra tokens (`${cache.prefix}`), by name.
+    pub tokens: BTreeMap<String, String>,
+}
+
+/// What an adapter can do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// It can copy one slice into another server-side.
+    pub clone: bool,
+}
+
+/// Why an adapter call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    /// The server cannot be reached (or refused the admin credentials): worth retrying.
+    #[error("cannot reach {server}: {detail}")]
+    Unreachable {
+        /// The server, without credentials (`postgres://127.0.0.1:5432`).
+        server: String,
+        /// What happened.
+        detail: String,
+    },
+    /// The server answered with an error.
+    #[error("{server}: {detail}")]
+    Server {
+        /// The server, without credentials.
+        server: String,
+        /// What it said.
+        detail: String,
+    },
+    /// No built-in adapter and no external one by this name.
+    #[error("no adapter `{name}`: not built in ({builtins}) and no `binky-adapter-{name}` on PATH; install it, or fix `adapter` in binky.toml")]
+    NotFound {
+        /// The name asked for.
+        name: String,
+        /// The built-in names.
+        builtins: String,
+    },
+    /// An external adapter broke its protocol or failed.
+    #[error("binky-adapter-{name} {verb}: {detail}")]
+    External {
+        /// Adapter name.
+        name: String,
+        /// The verb.
+        verb: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The configuration cannot work.
+    #[error("{0}")]
+    Config(String),
+    /// Not supported by this adapter.
+    #[error("adapter `{0}` cannot clone")]
+    NoClone(String),
+}
+
+impl AdapterError {
+    /// Worth retrying with backoff (a server that is down may come back).
+    pub fn transient(&self) -> bool {
+        matches!(self, AdapterError::Unreachable { .. })
+    }
+}
+
+/// One adapter.
+pub trait Adapter: Send + Sync {
+    /// The names it answers to (`["redis", "valkey"]`).
+    fn names(&self) -> &'static [&'static str];
+    /// What it can do.
+    fn capabilities<'a>(
+        &'a self,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>>;
+    /// Create the slice (and its own credentials) if it does not exist.
+    fn provision<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>>;
+    /// The slice's address.
+    fn resolve<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Address, AdapterError>>;
+    /// Remove the slice and its credentials; nothing of it is left.
+    fn teardown<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>>;
+    /// Names of the slices binky made on this server (those starting with `bk_`), for
+    /// `binky gc`; adapters that cannot list return an empty list.
+    fn list<'a>(
+        &'a self,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
+        let _ = cfg;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    /// Copy `from` into a new `to`, server-side (only with `capabilities().clone`).
+    fn clone_slice<'a>(
+        &'a self,
+        from: &'a Slice,
+        to: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+        let _ = (from, to, cfg);
+        Box::pin(async move { Err(AdapterError::NoClone(self.names()[0].to_owned())) })
+    }
+}
+
+/// The built-in adapters, by name, and the fallback to external ones.
+#[derive(Clone)]
+pub struct Registry {
+    builtins: Vec<Arc<dyn Adapter>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            builtins: vec![Arc::new(postgres::Postgres), Arc::new(redis::Redis)],
+        }
+    }
+}
+
+impl Registry {
+    /// The adapter for `name` (`name@version`: the version is ignored, as in binky 0.1.2).
+    pub fn get(&self, name: &str) -> Result<Arc<dyn Adapter>, AdapterError> {
+        let name = name.split('@').next().unwrap_or(name);
+        if let Some(a) = self.builtins.iter().find(|a| a.names().contains(&name)) {
+            return Ok(a.clone());
+        }
+        external::External::find(name)
+            .map(|e| Arc::new(e) as Arc<dyn Adapter>)
+            .ok_or_else(|| AdapterError::NotFound {
+                name: name.to_owned(),
+                builtins: self.builtin_names().join(", "),
+            })
+    }
+
+    /// Is `name` a built-in adapter?
+    pub fn is_builtin(&self, name: &str) -> bool {
+        let name = name.split('@').next().unwrap_or(name);
+        self.builtins.iter().any(|a| a.names().contains(&name))
+    }
+
+    /// Every built-in name.
+    pub fn builtin_names(&self) -> Vec<&'static str> {
+        self.builtins
+            .iter()
+            .flat_map(|a| a.names().iter().copied())
+            .collect()
+    }
+}
+
+/// `postgres://user:pw@host:5432/db` → `postgres://host:5432` (for messages: never show a
+/// credential).
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{host}")
+}
+
+/// `postgres://u:pw@host:5432/db?x` → `postgres://host:5432/db?x`: the address to show.
+pub fn without_credentials(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{host}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_never_reach_a_message() {
+        assert_eq!(
+            redact("postgres://admin:s3cret@127.0.0.1:5432/postgres"),
+            "postgres://127.0.0.1:5432"
+        );
+        assert_eq!(redact("redis://:pw@h:6379/0"), "redis://h:6379");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(
+            without_credentials("postgres://u:pw@127.0.0.1:5432/bk_x?sslmode=disable"),
+            "postgres://127.0.0.1:5432/bk_x?sslmode=disable"
+        );
+    }
+}

@@ -1,0 +1,344 @@
+//! Managed servers: when an adapter service leaves out `admin_url`, binky runs one shared
+//! server per kind for the whole machine from the locally installed binaries, under
+//! `$BINKY_HOME/servers/<kind>`, on loopback, with a generated admin password.
+//!
+//! # Guarantees
+//! - Started on first need, kept across worlds and daemon restarts (adopted by pid and
+//!   start time, like services); `binky servers stop` stops them.
+//! - Listens on 127.0.0.1 only; the admin password is generated, kept in the store (mode
+//!   0600) and never shown to services.
+//! - Without the binaries, the error names the package to install.
+
+pub mod postgres;
+pub mod redis;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use binky_controllers::store::{self, now_ms, ServerRow, Store, StoreError};
+use rusqlite::params;
+
+use crate::paths::Home;
+use crate::supervisor::procfs;
+
+/// The kinds of server binky can run itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// PostgreSQL.
+    Postgres,
+    /// Redis (or Valkey).
+    Redis,
+}
+
+impl Kind {
+    /// The managed server behind an adapter name, if binky runs that kind.
+    pub fn for_adapter(adapter: &str) -> Option<Kind> {
+        match adapter.split('@').next().unwrap_or(adapter) {
+            "postgres" | "postgresql" => Some(Kind::Postgres),
+            "redis" | "valkey" => Some(Kind::Redis),
+            _ => None,
+        }
+    }
+
+    /// Its name in the store and in paths.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Postgres => "postgres",
+            Kind::Redis => "redis",
+        }
+    }
+
+    /// Parse a stored name.
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "postgres" => Some(Kind::Postgres),
+            "redis" => Some(Kind::Redis),
+            _ => None,
+        }
+    }
+}
+
+/// Why a managed server could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The binaries are not installed.
+    #[error("{what} is not installed: install {package} (e.g. `sudo apt-get install {package}`), or give the service an `admin_url`")]
+    Missing {
+        /// What was looked for.
+        what: String,
+        /// The package that has it.
+        package: String,
+    },
+    /// It would not start.
+    #[error("the managed {kind} server did not start: {detail} (see {log})")]
+    Start {
+        /// Which kind.
+        kind: &'static str,
+        /// What happened.
+        detail: String,
+        /// Its log.
+        log: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Files could not be made.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl ServerError {
+    /// Waiting (and retrying) will not help.
+    pub fn permanent(&self) -> bool {
+        matches!(self, ServerError::Missing { .. })
+    }
+}
+
+/// What starting a server needs.
+#[derive(Clone, Debug)]
+pub struct StartCtx {
+    /// Its data directory (made by binky, empty on first start).
+    pub data_dir: PathBuf,
+    /// The port to listen on (127.0.0.1).
+    pub port: u16,
+    /// The admin password to set (first start) or use.
+    pub password: String,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+/// A server that started.
+#[derive(Clone, Debug)]
+pub struct Started {
+    /// Its pid (the server process itself, leader of its own process group).
+    pub pid: u32,
+    /// The admin address (credentials included).
+    pub admin_url: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// The managed servers of one binky home.
+pub struct Servers {
+    home: Home,
+    store: Store,
+    lock: tokio::sync::Mutex<()>,
+}
+
+fn free_port() -> Option<u16> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()
+        .map(|a| a.port())
+}
+
+impl Servers {
+    /// The managed servers of `home`.
+    pub fn new(home: Home, store: Store) -> Self {
+        Servers {
+            home,
+            store,
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn row(&self, kind: Kind) -> Result<Option<ServerRow>, StoreError> {
+        Ok(self
+            .store
+            .read(store::servers)?
+            .into_iter()
+            .find(|r| r.kind == kind.as_str()))
+    }
+
+    fn alive(row: &ServerRow) -> bool {
+        match (row.pid, row.start_time) {
+            (Some(pid), Some(st)) => procfs::alive(pid, st),
+            _ => false,
+        }
+    }
+
+    /// The admin URL of the managed server of `kind`, starting it when it is not running.
+    pub async fn ensure(&self, kind: Kind) -> Result<String, ServerError> {
+        let _guard = self.lock.lock().await;
+        let existing = self.row(kind)?;
+        if let Some(row) = &existing {
+            if Self::alive(row) && row.state == "running" {
+                return Ok(row.admin_url.clone());
+            }
+        }
+        let dir = self.home.root().join("servers").join(kind.as_str());
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| ServerError::Io(format!("{}: {e}", dir.display())))?;
+        // Keep the port (and password) a server had: URLs stored in slices stay valid.
+        let port = existing
+            .as_ref()
+            .map(|r| r.port)
+            .filter(|p| crate::ports::is_free(*p))
+            .or_else(free_port)
+            .ok_or_else(|| ServerError::Io("no free port on 127.0.0.1".into()))?;
+        let password = existing
+            .as_ref()
+            .and_then(|r| password_of(&r.admin_url))
+            .unwrap_or_else(binky_controllers::slice::random_secret);
+        let ctx = StartCtx {
+            data_dir: dir.join("data"),
+            port,
+            password,
+            log: dir.join("server.log"),
+        };
+        let started = match kind {
+            Kind::Postgres => postgres::start(&ctx).await,
+            Kind::Redis => redis::start(&ctx).await,
+        };
+        let started = match started {
+            Ok(s) => s,
+            Err(err) => {
+                self.record(kind, None, port, "", &ctx, "", "failed", &err.to_string())?;
+                return Err(err);
+            }
+        };
+        let start_time = procfs::stat(started.pid).map(|s| s.start_time);
+        self.record(
+            kind,
+            Some((started.pid, start_time.unwrap_or(0))),
+            port,
+            &started.admin_url,
+            &ctx,
+            &started.version,
+            "running",
+            "",
+        )?;
+        tracing::info!(
+            kind = kind.as_str(),
+            port,
+            pid = started.pid,
+            "managed server started"
+        );
+        Ok(started.admin_url)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        kind: Kind,
+        proc_: Option<(u32, u64)>,
+        port: u16,
+        admin_url: &str,
+        ctx: &StartCtx,
+        version: &str,
+        state: &str,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        let admin_url = if admin_url.is_empty() {
+            self.row(kind)?.map(|r| r.admin_url).unwrap_or_default()
+        } else {
+            admin_url.to_owned()
+        };
+        self.store.write(|tx| {
+            tx.execute(
+                "INSERT INTO servers (kind, pid, start_time, port, admin_url, data_dir, version, state, message, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (kind) DO UPDATE SET pid = excluded.pid, start_time = excluded.start_time,
+                    port = excluded.port, admin_url = excluded.admin_url, data_dir = excluded.data_dir,
+                    version = excluded.version, state = excluded.state, message = excluded.message,
+                    updated_at = excluded.updated_at",
+                params![
+                    kind.as_str(),
+                    proc_.map(|p| p.0),
+                    proc_.map(|p| p.1 as i64),
+                    port,
+                    admin_url,
+                    ctx.data_dir.to_string_lossy(),
+                    version,
+                    state,
+                    message,
+                    now_ms()
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Stop the managed servers (all, or one kind); their data is kept.
+    pub async fn stop(&self, kind: Option<Kind>) -> Result<Vec<String>, ServerError> {
+        let _guard = self.lock.lock().await;
+        let mut stopped = Vec::new();
+        for row in self.store.read(store::servers)? {
+            if kind.is_some_and(|k| k.as_str() != row.kind) {
+                continue;
+            }
+            if Self::alive(&row) {
+                if let Some(pid) = row.pid {
+                    crate::supervisor::stop_group(pid, Duration::from_secs(10)).await;
+                }
+                stopped.push(row.kind.clone());
+            }
+            self.store.write(|tx| {
+                tx.execute(
+                    "UPDATE servers SET state = 'stopped', pid = NULL, start_time = NULL, updated_at = ?1 WHERE kind = ?2",
+                    params![now_ms(), row.kind],
+                )?;
+                Ok(())
+            })?;
+        }
+        Ok(stopped)
+    }
+}
+
+/// The password in `scheme://user:password@host…`.
+pub fn password_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let userinfo = rest.split(['/', '?', '#']).next()?.rsplit_once('@')?.0;
+    let pw = userinfo.split_once(':')?.1;
+    (!pw.is_empty()).then(|| pw.to_owned())
+}
+
+/// Spawn a server process detached: its own process group, output to `log`, surviving the
+/// daemon. Returns its pid.
+pub fn spawn_detached(
+    cmd: &mut std::process::Command,
+    log: &std::path::Path,
+) -> std::io::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0);
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    // Reap it if it exits while this daemon lives; it normally outlives the daemon.
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_read_back_from_urls() {
+        assert_eq!(
+            password_of("postgres://postgres:abc@127.0.0.1:5/postgres").as_deref(),
+            Some("abc")
+        );
+        assert_eq!(
+            password_of("redis://default:xyz@127.0.0.1:6379").as_deref(),
+            Some("xyz")
+        );
+        assert_eq!(password_of("redis://127.0.0.1:6379"), None);
+    }
+
+    #[test]
+    fn adapters_map_to_managed_kinds() {
+        assert_eq!(Kind::for_adapter("postgres@16"), Some(Kind::Postgres));
+        assert_eq!(Kind::for_adapter("valkey"), Some(Kind::Redis));
+        assert_eq!(Kind::for_adapter("mysql"), None);
+    }
+}

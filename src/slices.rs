@@ -1,0 +1,87 @@
+//! The real slice effects: adapters from the registry, on the server the service names or
+//! on binky's managed server of that kind.
+
+use std::sync::Arc;
+
+use binky_controllers::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+
+use crate::adapters::{AdapterConfig, AdapterError, Registry, Slice};
+use crate::servers::{Kind, Servers};
+
+/// Adapters plus managed servers.
+pub struct RealSlices {
+    registry: Registry,
+    servers: Arc<Servers>,
+}
+
+impl RealSlices {
+    /// Slices made with `registry`, on `servers` when no `admin_url` is given.
+    pub fn new(registry: Registry, servers: Arc<Servers>) -> Self {
+        RealSlices { registry, servers }
+    }
+
+    async fn admin_url(&self, spec: &SliceSpec) -> Result<Option<String>, SliceFault> {
+        if spec.admin_url.is_some() {
+            return Ok(spec.admin_url.clone());
+        }
+        if !self.registry.is_builtin(&spec.adapter) {
+            return Ok(None);
+        }
+        match Kind::for_adapter(&spec.adapter) {
+            Some(kind) => self.servers.ensure(kind).await.map(Some).map_err(|e| {
+                if e.permanent() {
+                    SliceFault::Permanent(e.to_string())
+                } else {
+                    SliceFault::Transient(e.to_string())
+                }
+            }),
+            None => Ok(None),
+        }
+    }
+}
+
+fn fault(e: AdapterError) -> SliceFault {
+    if e.transient() {
+        SliceFault::Transient(e.to_string())
+    } else {
+        SliceFault::Permanent(e.to_string())
+    }
+}
+
+impl SliceEffects for RealSlices {
+    async fn provision(&self, spec: &SliceSpec) -> Result<SliceAddress, SliceFault> {
+        let adapter = self.registry.get(&spec.adapter).map_err(fault)?;
+        let admin_url = self.admin_url(spec).await?;
+        let cfg = AdapterConfig {
+            admin_url: admin_url.clone(),
+            options: spec.options.clone(),
+            buckets: spec.buckets.clone(),
+        };
+        let slice = Slice {
+            name: spec.slice.clone(),
+            secret: spec.secret.clone(),
+        };
+        adapter.provision(&slice, &cfg).await.map_err(fault)?;
+        let addr = adapter.resolve(&slice, &cfg).await.map_err(fault)?;
+        Ok(SliceAddress {
+            url: addr.url,
+            tokens: addr.tokens,
+            admin_url,
+        })
+    }
+
+    async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
+        let adapter = self.registry.get(&spec.adapter).map_err(fault)?;
+        let admin_url = self.admin_url(spec).await?;
+        let cfg = AdapterConfig {
+            admin_url,
+            options: spec.options.clone(),
+            buckets: spec.buckets.clone(),
+        };
+        let slice = Slice {
+            name: spec.slice.clone(),
+            secret: spec.secret.clone(),
+        };
+        adapter.teardown(&slice, &cfg).await.map_err(fault)
+    }
+}
