@@ -3,7 +3,12 @@
 //! nothing is left behind.
 
 mod daemon;
+mod external_adapter;
 mod faults;
 mod harness;
 mod lifecycle;
+mod pg_server;
 mod proxy;
+mod redis_server;
+mod slices_postgres;
+mod slices_redis;
