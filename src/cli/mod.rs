@@ -7,6 +7,7 @@ mod daemon;
 mod down;
 mod env;
 mod events;
+mod gc;
 mod hosts;
 mod logs;
 mod port;
@@ -218,6 +219,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Find slices that belong to no world and drop them after confirming.
+    Gc {
+        /// Drop them without asking.
+        #[arg(long, short)]
+        yes: bool,
+        /// Also search shared servers named by `admin_url` (they may hold other binky homes' slices).
+        #[arg(long)]
+        all_servers: bool,
+    },
     /// The background daemon that runs every world.
     Daemon {
         /// start, stop, status or run (in the foreground).
@@ -307,6 +317,7 @@ pub fn run(cli: Cli) -> i32 {
             Command::Servers { action, kind, json } => {
                 servers::run(action.is_some(), kind, json).await
             }
+            Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
             Command::Daemon { action } => daemon::run(action).await,
         }
     });

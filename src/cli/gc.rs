@@ -1,0 +1,98 @@
+//! `binky gc [--yes] [--all-servers]`: find slices that belong to no world (left by a
+//! crash, or by a store that was deleted) and drop them after confirming.
+//!
+//! By default only binky's own managed servers are searched: a shared server named by an
+//! `admin_url` may hold slices of another binky home (another user, a CI job), which this
+//! home's store knows nothing about. `--all-servers` searches those too.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, IsTerminal, Write};
+
+use binky_controllers::store;
+
+use super::context::{Ctx, Failure};
+use super::exit;
+use crate::adapters::{redact, AdapterConfig, Registry, Slice};
+
+/// `binky gc`.
+pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let registry = Registry::default();
+    // (adapter name, admin URL) of every server to search.
+    let mut targets: BTreeSet<(String, String)> = ctx
+        .store
+        .read(store::servers)?
+        .into_iter()
+        .filter(|s| s.state == "running")
+        .map(|s| (s.kind, s.admin_url))
+        .collect();
+    let mut known: BTreeSet<String> = BTreeSet::new();
+    for w in ctx.store.read(store::worlds)? {
+        for s in ctx.store.read(|c| store::slices(c, w.id))? {
+            known.insert(s.name.clone());
+            if all_servers && registry.is_builtin(&s.adapter) {
+                if let Some(u) = s.admin_url {
+                    targets.insert((s.adapter, u));
+                }
+            }
+        }
+    }
+    let mut orphans: Vec<(String, String, String)> = Vec::new();
+    for (adapter, url) in &targets {
+        let a = registry.get(adapter).map_err(|e| Failure::failed(e.to_string()))?;
+        let cfg = AdapterConfig {
+            admin_url: Some(url.clone()),
+            ..AdapterConfig::default()
+        };
+        match a.list(&cfg).await {
+            Ok(names) => {
+                for n in names.into_iter().filter(|n| !known.contains(n)) {
+                    orphans.push((adapter.clone(), url.clone(), n));
+                }
+            }
+            Err(e) => eprintln!("binky: skipped {}: {e}", redact(url)),
+        }
+    }
+    if orphans.is_empty() {
+        println!("no orphaned slices ({} server(s) searched)", targets.len());
+        return Ok(exit::OK);
+    }
+    println!("slices that belong to no world:");
+    for (adapter, url, name) in &orphans {
+        println!("  {adapter:<9} {name}  on {}", redact(url));
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            println!("run `binky gc --yes` to drop them");
+            return Ok(exit::OK);
+        }
+        print!("drop them? [y/N] ");
+        let _ = std::io::stdout().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("nothing dropped");
+            return Ok(exit::OK);
+        }
+    }
+    let mut failed = 0;
+    for (adapter, url, name) in &orphans {
+        let a = registry.get(adapter).map_err(|e| Failure::failed(e.to_string()))?;
+        let cfg = AdapterConfig {
+            admin_url: Some(url.clone()),
+            ..AdapterConfig::default()
+        };
+        let slice = Slice {
+            name: name.clone(),
+            secret: String::new(),
+        };
+        match a.teardown(&slice, &cfg).await {
+            Ok(()) => println!("dropped {name}"),
+            Err(e) => {
+                failed += 1;
+                eprintln!("binky: cannot drop {name}: {e}");
+            }
+        }
+    }
+    Ok(if failed > 0 { exit::FAILED } else { exit::OK })
+}
