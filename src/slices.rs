@@ -40,6 +40,27 @@ impl RealSlices {
     }
 }
 
+impl RealSlices {
+    /// The adapter: a built-in one, else `binky-adapter-<name>` on the `PATH` of the
+    /// `binky up` that wrote the world (then the daemon's own).
+    fn adapter(
+        &self,
+        spec: &SliceSpec,
+    ) -> Result<std::sync::Arc<dyn crate::adapters::Adapter>, SliceFault> {
+        if !self.registry.is_builtin(&spec.adapter) {
+            if let Some(path) = &spec.search_path {
+                let name = spec.adapter.split('@').next().unwrap_or(&spec.adapter);
+                if let Some(e) =
+                    crate::adapters::external::External::find_in(name, std::ffi::OsStr::new(path))
+                {
+                    return Ok(std::sync::Arc::new(e));
+                }
+            }
+        }
+        self.registry.get(&spec.adapter).map_err(fault)
+    }
+}
+
 fn fault(e: AdapterError) -> SliceFault {
     if e.transient() {
         SliceFault::Transient(e.to_string())
@@ -50,7 +71,7 @@ fn fault(e: AdapterError) -> SliceFault {
 
 impl SliceEffects for RealSlices {
     async fn provision(&self, spec: &SliceSpec) -> Result<SliceAddress, SliceFault> {
-        let adapter = self.registry.get(&spec.adapter).map_err(fault)?;
+        let adapter = self.adapter(spec)?;
         let admin_url = self.admin_url(spec).await?;
         let cfg = AdapterConfig {
             admin_url: admin_url.clone(),
@@ -71,7 +92,7 @@ impl SliceEffects for RealSlices {
     }
 
     async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
-        let adapter = self.registry.get(&spec.adapter).map_err(fault)?;
+        let adapter = self.adapter(spec)?;
         let admin_url = self.admin_url(spec).await?;
         let cfg = AdapterConfig {
             admin_url,

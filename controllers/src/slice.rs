@@ -48,6 +48,9 @@ pub struct SliceSpec {
     pub options: BTreeMap<String, String>,
     /// `buckets`.
     pub buckets: Vec<String>,
+    /// `PATH` of the `binky up` that wrote the world: where external adapters are looked
+    /// up (not the daemon's own `PATH`, which is whatever its first command had).
+    pub search_path: Option<String>,
 }
 
 /// A provisioned slice.
@@ -235,6 +238,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                 .map(|(k, v)| (k.clone(), t.resolve(v, service)))
                 .collect(),
             buckets: res.buckets.clone(),
+            search_path: world.env.get("PATH").cloned(),
         }
     }
 
@@ -519,6 +523,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     admin_url: None,
                     options: BTreeMap::new(),
                     buckets: Vec::new(),
+                    search_path: world.env.get("PATH").cloned(),
                 },
             };
             spec.adapter = row.adapter.clone();
@@ -526,8 +531,8 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             if row.admin_url.is_some() {
                 spec.admin_url = row.admin_url.clone();
             }
-            match self.effects.teardown(&spec).await {
-                Ok(()) => {}
+            let dropped = match self.effects.teardown(&spec).await {
+                Ok(()) => true,
                 Err(SliceFault::Transient(detail)) => {
                     return Err(SliceError::Waiting {
                         service: row.service.clone(),
@@ -545,8 +550,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                             row.service, row.name
                         ),
                     );
+                    false
                 }
-            }
+            };
             self.store.write(|tx| {
                 tx.execute(
                     "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
@@ -554,14 +560,16 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 )?;
                 Ok(())
             })?;
+            if dropped {
             self.event(
-                world,
-                "slice",
-                &format!(
-                    "{}: dropped {} slice {}",
-                    row.service, row.adapter, row.name
-                ),
-            );
+                    world,
+                    "slice",
+                    &format!(
+                        "{}: dropped {} slice {}",
+                        row.service, row.adapter, row.name
+                    ),
+                );
+            }
         }
         Ok(Cleanup::Done)
     }

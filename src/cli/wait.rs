@@ -38,9 +38,10 @@ pub const CONTROLLERS: [&str; 5] = [
     route::NAME,
 ];
 /// Every condition that must hold for a world to count as up.
-pub const READY: [&str; 4] = [
+pub const READY: [&str; 5] = [
     worktree::CONDITION,
     port::CONDITION,
+    slice::CONDITION,
     process::CONDITION,
     route::CONDITION,
 ];
