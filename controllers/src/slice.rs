@@ -164,6 +164,10 @@ pub struct SliceController<E, S> {
     sup: Arc<S>,
     logs_dir: std::path::PathBuf,
     command_timeout: Duration,
+    /// `(world, service) → generation` of the last provision by this daemon: a ready slice
+    /// is provisioned again (idempotently) once per daemon and per `binky up`, which heals
+    /// a server that lost it (a restart without persistence, a dropped database).
+    healed: std::sync::Mutex<std::collections::HashMap<(i64, String), i64>>,
 }
 
 impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
@@ -176,6 +180,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             sup,
             logs_dir,
             command_timeout: Duration::from_secs(30 * 60),
+            healed: Default::default(),
         }
     }
 
@@ -404,7 +409,15 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .as_deref()
                 .is_some_and(|m| row.migrate_hash.as_deref() != Some(&hash(m)));
             let seed_due = res.seed.is_some() && row.seed_hash.is_none();
-            if row.state == "ready" && row.adapter == res.adapter && !migrate_due && !seed_due {
+            let key = (world.id, service.clone());
+            let healed = self
+                .healed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .copied()
+                == Some(world.generation);
+            if row.state == "ready" && row.adapter == res.adapter && !migrate_due && !seed_due && healed {
                 ready.push(format!("{service}={}", row.name));
                 continue;
             }
@@ -494,6 +507,10 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             row.failed_generation = None;
             row.message = String::new();
             self.save(world, &row)?;
+            self.healed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, world.generation);
             ready.push(format!("{service}={}", row.name));
         }
         Ok(Applied {
