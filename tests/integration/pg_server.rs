@@ -1,1 +1,1027 @@
-//! (being written)
+//! A private PostgreSQL for tests ([`PgServer`]), and the tests of the `postgres` adapter
+//! and of binky's managed PostgreSQL against real servers.
+//!
+//! Each [`PgServer`] is its own cluster in a temp dir on a free loopback port, with scram
+//! authentication and a generated superuser password, fast and unsafe settings (`fsync=off`
+//! …), run as the `postgres` user when the tests run as root. It is stopped and its files
+//! removed on drop. Without PostgreSQL installed the tests fail (never skip), saying to run
+//! `./scripts/test`, which installs it.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use binky::adapters::postgres::Postgres;
+use binky::adapters::{Adapter, AdapterConfig, AdapterError, Registry, Slice};
+use binky::servers::{ServerError, StartCtx};
+use binky_controllers::slice::random_secret;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+use crate::harness::{alive, listening, wait_until};
+
+/// Field separator in [`psql`] output (ASCII unit separator: never in test data).
+const SEP: char = '\u{1f}';
+
+/// A private PostgreSQL server for one test.
+pub struct PgServer {
+    /// `postgres://postgres:<password>@127.0.0.1:<port>/postgres`.
+    pub admin_url: String,
+    /// Its loopback port.
+    pub port: u16,
+    /// The superuser's password.
+    pub password: String,
+    /// The postmaster's pid.
+    pub pid: u32,
+    /// The installation's `bin` directory (`psql`, …).
+    pub bin_dir: PathBuf,
+    child: Child,
+    /// Data, socket and logs; removed on drop.
+    pub dir: tempfile::TempDir,
+}
+
+/// The `bin` directory of the newest installed PostgreSQL, if any.
+pub fn pg_bin_dir() -> Option<PathBuf> {
+    let has_all = |d: &Path| {
+        ["initdb", "postgres", "psql"]
+            .iter()
+            .all(|b| d.join(b).is_file())
+    };
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let major = e
+                .file_name()
+                .to_string_lossy()
+                .split('.')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((major, e.path().join("bin")))
+        })
+        .filter(|(_, d)| has_all(d))
+        .collect();
+    versions.sort();
+    if let Some((_, d)) = versions.pop() {
+        return Some(d);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("initdb"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .filter(|d| has_all(d))
+}
+
+fn require_pg() -> PathBuf {
+    pg_bin_dir().unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL is not installed (no initdb, postgres and psql under \
+             /usr/lib/postgresql/*/bin or on PATH): run ./scripts/test, which installs it"
+        )
+    })
+}
+
+/// `(uid, gid)` of the `postgres` user when the tests run as root (PostgreSQL refuses root).
+fn run_as() -> Option<(u32, u32)> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let user = nix::unistd::User::from_name("postgres")
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| {
+            panic!(
+                "tests run as root need a `postgres` system user to run PostgreSQL: run \
+                 ./scripts/test, which installs postgresql (and with it the user)"
+            )
+        });
+    Some((user.uid.as_raw(), user.gid.as_raw()))
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `'` → `%27`: for user names, passwords and database names in URLs.
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Run `sql` with `psql` against `url`: the rows (fields as text, NULL as ""), or psql's
+/// error output.
+pub fn psql(bin_dir: &Path, url: &str, sql: &str) -> Result<Vec<Vec<String>>, String> {
+    let out = Command::new(bin_dir.join("psql"))
+        .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-F"])
+        .arg(SEP.to_string())
+        .args(["-d", url, "-c", sql])
+        .env("PGCONNECT_TIMEOUT", "5")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split(SEP).map(str::to_owned).collect())
+        .collect())
+}
+
+impl PgServer {
+    /// Start a private server and wait until it takes authenticated connections.
+    pub fn start() -> PgServer {
+        let bin_dir = require_pg();
+        let user = run_as();
+        let dir = tempfile::Builder::new()
+            .prefix("binky-pg-")
+            .tempdir()
+            .unwrap();
+        // The postgres user must be able to pass through to its data directory.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let password = random_secret();
+        let pwfile = dir.path().join("pwfile");
+        std::fs::write(&pwfile, format!("{password}\n")).unwrap();
+        if let Some((uid, gid)) = user {
+            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).unwrap();
+            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid)).unwrap();
+        }
+        let initdb_log = dir.path().join("initdb.log");
+        let log = std::fs::File::create(&initdb_log).unwrap();
+        let mut initdb = Command::new(bin_dir.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                "postgres",
+                "--auth=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "-N",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        if let Some((uid, gid)) = user {
+            initdb.uid(uid).gid(gid);
+        }
+        let status = initdb.status().unwrap();
+        std::fs::remove_file(&pwfile).unwrap();
+        assert!(
+            status.success(),
+            "initdb failed ({status}): {}",
+            std::fs::read_to_string(&initdb_log).unwrap_or_default()
+        );
+
+        let log_path = dir.path().join("postgres.log");
+        for _attempt in 0..5 {
+            let port = free_port();
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .unwrap();
+            let mut cmd = Command::new(bin_dir.join("postgres"));
+            cmd.arg("-D")
+                .arg(&data)
+                .args([
+                    "-p",
+                    &port.to_string(),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-k",
+                ])
+                .arg(&data)
+                .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
+                .args(["-c", "synchronous_commit=off"])
+                .current_dir("/")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .process_group(0);
+            if let Some((uid, gid)) = user {
+                cmd.uid(uid).gid(gid);
+            }
+            let mut child = cmd.spawn().unwrap();
+            let admin_url = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
+            let until = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+                    if text.contains("could not bind") || text.contains("already in use") {
+                        break; // Someone took the port meanwhile: another one.
+                    }
+                    panic!("postgres exited ({status}):\n{text}");
+                }
+                if psql(&bin_dir, &admin_url, "SELECT 1").is_ok() {
+                    return PgServer {
+                        admin_url,
+                        port,
+                        password,
+                        pid: child.id(),
+                        bin_dir,
+                        child,
+                        dir,
+                    };
+                }
+                if Instant::now() > until {
+                    let _ = child.kill();
+                    panic!(
+                        "postgres not ready after 30 s:\n{}",
+                        std::fs::read_to_string(&log_path).unwrap_or_default()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("no free port for postgres after 5 attempts");
+    }
+
+    /// `postgres://<user>:<password>@127.0.0.1:<port>/<database>`, encoded.
+    pub fn url(&self, user: &str, password: &str, database: &str) -> String {
+        format!(
+            "postgres://{}:{}@127.0.0.1:{}/{}",
+            percent_encode(user),
+            percent_encode(password),
+            self.port,
+            percent_encode(database)
+        )
+    }
+
+    /// An adapter configuration with this server's admin URL.
+    pub fn cfg(&self) -> AdapterConfig {
+        AdapterConfig {
+            admin_url: Some(self.admin_url.clone()),
+            ..AdapterConfig::default()
+        }
+    }
+
+    /// Rows of `sql` run at `url`; panics with the server's error.
+    pub fn query(&self, url: &str, sql: &str) -> Vec<Vec<String>> {
+        self.try_query(url, sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Rows of `sql` run at `url`, or psql's error output.
+    pub fn try_query(&self, url: &str, sql: &str) -> Result<Vec<Vec<String>>, String> {
+        psql(&self.bin_dir, url, sql)
+    }
+
+    /// Rows of `sql` run as the superuser.
+    pub fn admin(&self, sql: &str) -> Vec<Vec<String>> {
+        self.query(&self.admin_url, sql)
+    }
+
+    /// Every database but the templates, sorted.
+    pub fn databases(&self) -> Vec<String> {
+        self.column("SELECT datname FROM pg_database WHERE NOT datistemplate ORDER BY 1")
+    }
+
+    /// Every role but PostgreSQL's built-in `pg_*` ones, sorted.
+    pub fn roles(&self) -> Vec<String> {
+        self.column("SELECT rolname FROM pg_roles WHERE left(rolname, 3) <> 'pg_' ORDER BY 1")
+    }
+
+    /// Databases named like binky slices (`bk_…`).
+    pub fn slice_databases(&self) -> Vec<String> {
+        self.column("SELECT datname FROM pg_database WHERE left(datname, 3) = 'bk_' ORDER BY 1")
+    }
+
+    /// Roles named like binky slices (`bk_…`).
+    pub fn slice_roles(&self) -> Vec<String> {
+        self.column("SELECT rolname FROM pg_roles WHERE left(rolname, 3) = 'bk_' ORDER BY 1")
+    }
+
+    /// Assert no slice database or role is left.
+    pub fn assert_no_slices(&self) {
+        assert_eq!(
+            self.slice_databases(),
+            Vec::<String>::new(),
+            "databases left"
+        );
+        assert_eq!(self.slice_roles(), Vec::<String>::new(), "roles left");
+    }
+
+    fn column(&self, sql: &str) -> Vec<String> {
+        self.admin(sql)
+            .into_iter()
+            .map(|mut r| r.swap_remove(0))
+            .collect()
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        // Immediate shutdown: the postmaster takes its backends with it, then exits.
+        let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGQUIT);
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn slice(name: &str) -> Slice {
+    Slice {
+        name: name.to_owned(),
+        secret: random_secret(),
+    }
+}
+
+fn cfg_for(url: &str) -> AdapterConfig {
+    AdapterConfig {
+        admin_url: Some(url.to_owned()),
+        ..AdapterConfig::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The adapter.
+
+#[test]
+fn a_provisioned_slice_url_can_create_write_and_read_a_table() {
+    let pg = PgServer::start();
+    let rt = runtime();
+    let adapter = Registry::default().get("postgresql").unwrap();
+    assert!(!rt.block_on(adapter.capabilities(&pg.cfg())).unwrap().clone);
+    // Query parameters of the admin URL that are not credentials are handed on.
+    let cfg = cfg_for(&format!("{}?sslmode=disable", pg.admin_url));
+    let s = slice("bk_demo_main_db");
+    let addr = rt.block_on(async {
+        adapter.provision(&s, &cfg).await.unwrap();
+        adapter.resolve(&s, &cfg).await.unwrap()
+    });
+    assert_eq!(
+        addr.url,
+        format!(
+            "postgres://bk_demo_main_db:{}@127.0.0.1:{}/bk_demo_main_db?sslmode=disable",
+            s.secret, pg.port
+        )
+    );
+    assert_eq!(addr.tokens["database"], "bk_demo_main_db");
+    assert_eq!(addr.tokens["user"], "bk_demo_main_db");
+    assert_eq!(addr.tokens["port"], pg.port.to_string());
+    assert!(!addr.url.contains(&pg.password));
+
+    pg.query(
+        &addr.url,
+        "CREATE TABLE notes (id int PRIMARY KEY, body text); \
+         INSERT INTO notes VALUES (1, 'hello'), (2, 'world')",
+    );
+    assert_eq!(
+        pg.query(&addr.url, "SELECT body FROM notes ORDER BY id"),
+        [["hello"], ["world"]]
+    );
+    // The role has no rights beyond its database.
+    assert_eq!(
+        pg.admin(
+            "SELECT rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls, \
+             rolcanlogin FROM pg_roles WHERE rolname = 'bk_demo_main_db'"
+        ),
+        [["f", "f", "f", "f", "f", "t"]]
+    );
+    assert_eq!(
+        pg.admin(
+            "SELECT pg_get_userbyid(datdba), shobj_description(oid, 'pg_database') \
+             FROM pg_database WHERE datname = 'bk_demo_main_db'"
+        ),
+        [["bk_demo_main_db", "binky slice"]]
+    );
+    // A Rust client takes the URL as is too.
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(&addr.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let n: i64 = client
+            .query_one("SELECT count(*) FROM notes", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 2);
+    });
+
+    rt.block_on(adapter.teardown(&s, &cfg)).unwrap();
+    pg.assert_no_slices();
+}
+
+#[test]
+fn two_slices_cannot_reach_each_other() {
+    let pg = PgServer::start();
+    let rt = runtime();
+    let (a, b) = (slice("bk_acme_one_db"), slice("bk_acme_two_db"));
+    let (url_a, url_b) = rt.block_on(async {
+        for s in [&a, &b] {
+            Postgres.provision(s, &pg.cfg()).await.unwrap();
+        }
+        (
+            Postgres.resolve(&a, &pg.cfg()).await.unwrap().url,
+            Postgres.resolve(&b, &pg.cfg()).await.unwrap().url,
+        )
+    });
+    pg.query(
+        &url_a,
+        "CREATE TABLE secrets (v text); INSERT INTO secrets VALUES ('a')",
+    );
+
+    // A's role and password against B's database, and the other way round: refused by
+    // the server itself.
+    for (who, into) in [(&a, &b), (&b, &a)] {
+        let cross = pg.url(&who.name, &who.secret, &into.name);
+        let err = pg.try_query(&cross, "SELECT 1").unwrap_err();
+        assert!(
+            err.contains("permission denied for database"),
+            "{} reached {}: {err}",
+            who.name,
+            into.name
+        );
+    }
+    // B's own database has nothing of A's.
+    assert_eq!(
+        pg.query(
+            &url_b,
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'secrets'"
+        ),
+        [["0"]]
+    );
+    // No PUBLIC entry in either database's ACL.
+    for s in [&a, &b] {
+        let acl = pg.admin(&format!(
+            "SELECT datacl::text FROM pg_database WHERE datname = '{}'",
+            s.name
+        ));
+        assert!(
+            !acl[0][0].contains("{=") && !acl[0][0].contains(",="),
+            "{acl:?}"
+        );
+    }
+
+    rt.block_on(async {
+        for s in [&a, &b] {
+            Postgres.teardown(s, &pg.cfg()).await.unwrap();
+        }
+    });
+    pg.assert_no_slices();
+}
+
+#[test]
+fn provisioning_again_is_idempotent_and_heals_a_changed_password() {
+    let pg = PgServer::start();
+    let rt = runtime();
+    let mut s = slice("bk_acme_heal_db");
+    let url = rt.block_on(async {
+        Postgres.provision(&s, &pg.cfg()).await.unwrap();
+        Postgres.resolve(&s, &pg.cfg()).await.unwrap().url
+    });
+    pg.query(
+        &url,
+        "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)",
+    );
+
+    rt.block_on(Postgres.provision(&s, &pg.cfg())).unwrap();
+    assert_eq!(pg.query(&url, "SELECT v FROM kept"), [["42"]]);
+
+    // Someone changes the password and opens the database to everyone: provision heals.
+    pg.admin(&format!(
+        "ALTER ROLE {0} PASSWORD 'changed'; GRANT CONNECT ON DATABASE {0} TO PUBLIC",
+        s.name
+    ));
+    let err = pg.try_query(&url, "SELECT 1").unwrap_err();
+    assert!(err.contains("password authentication failed"), "{err}");
+    rt.block_on(Postgres.provision(&s, &pg.cfg())).unwrap();
+    assert_eq!(pg.query(&url, "SELECT v FROM kept"), [["42"]]);
+    let acl = pg.admin(&format!(
+        "SELECT datacl::text FROM pg_database WHERE datname = '{}'",
+        s.name
+    ));
+    assert!(
+        !acl[0][0].contains("{=") && !acl[0][0].contains(",="),
+        "{acl:?}"
+    );
+
+    // A new secret replaces the old one; the data stays.
+    s.secret = random_secret();
+    let new_url = rt.block_on(async {
+        Postgres.provision(&s, &pg.cfg()).await.unwrap();
+        Postgres.resolve(&s, &pg.cfg()).await.unwrap().url
+    });
+    assert!(pg.try_query(&url, "SELECT 1").is_err());
+    assert_eq!(pg.query(&new_url, "SELECT v FROM kept"), [["42"]]);
+    assert_eq!(pg.slice_databases(), [s.name.as_str()]);
+    assert_eq!(pg.slice_roles(), [s.name.as_str()]);
+
+    rt.block_on(Postgres.teardown(&s, &pg.cfg())).unwrap();
+    pg.assert_no_slices();
+}
+
+#[test]
+fn teardown_leaves_nothing_even_with_an_open_connection() {
+    let pg = PgServer::start();
+    let rt = runtime();
+    let s = slice("bk_acme_busy_db");
+    rt.block_on(async {
+        Postgres.provision(&s, &pg.cfg()).await.unwrap();
+        let url = Postgres.resolve(&s, &pg.cfg()).await.unwrap().url;
+        // An application still connected to its slice, and one of its sessions parked in
+        // the `postgres` database (PUBLIC may connect there on a user's server).
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute("CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
+            .await
+            .unwrap();
+        let elsewhere = pg.url(&s.name, &s.secret, "postgres");
+        let (other, conn) = tokio_postgres::connect(&elsewhere, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        other.batch_execute("SELECT 1").await.unwrap();
+
+        Postgres.teardown(&s, &pg.cfg()).await.unwrap();
+
+        assert!(client.batch_execute("SELECT 1").await.is_err());
+        assert!(other.batch_execute("SELECT 1").await.is_err());
+    });
+    pg.assert_no_slices();
+    assert_eq!(
+        pg.admin("SELECT count(*) FROM pg_stat_activity WHERE usename = 'bk_acme_busy_db'"),
+        [["0"]]
+    );
+}
+
+#[test]
+fn teardown_of_a_missing_slice_succeeds() {
+    let pg = PgServer::start();
+    let rt = runtime();
+    let s = slice("bk_acme_never_db");
+    rt.block_on(async {
+        Postgres.teardown(&s, &pg.cfg()).await.unwrap();
+        Postgres.provision(&s, &pg.cfg()).await.unwrap();
+        Postgres.teardown(&s, &pg.cfg()).await.unwrap();
+        Postgres.teardown(&s, &pg.cfg()).await.unwrap();
+    });
+    pg.assert_no_slices();
+}
+
+#[test]
+fn an_unreachable_server_is_a_transient_error_naming_it_without_the_password() {
+    let port = free_port();
+    let cfg = cfg_for(&format!(
+        "postgres://postgres:sekrit-admin-pw@127.0.0.1:{port}/postgres"
+    ));
+    let s = slice("bk_acme_down_db");
+    let rt = runtime();
+    let started = Instant::now();
+    let errors = rt.block_on(async {
+        vec![
+            Postgres.provision(&s, &cfg).await.unwrap_err(),
+            Postgres.teardown(&s, &cfg).await.unwrap_err(),
+            Postgres.list(&cfg).await.unwrap_err(),
+        ]
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    for err in errors {
+        let text = err.to_string();
+        match &err {
+            AdapterError::Unreachable { server, .. } => {
+                assert_eq!(server, &format!("postgres://127.0.0.1:{port}"))
+            }
+            other => panic!("not Unreachable: {other:?}"),
+        }
+        assert!(err.transient());
+        assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+        assert!(!text.contains("sekrit-admin-pw"), "{text}");
+        assert!(!text.contains(&s.secret), "{text}");
+    }
+}
+
+#[test]
+fn a_server_that_never_answers_is_unreachable_within_the_handshake_bound() {
+    // Accepts connections (the kernel's backlog) but never says a word.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let cfg = cfg_for(&format!(
+        "postgres://postgres:pw-silent-1@127.0.0.1:{port}/postgres"
+    ));
+    let started = Instant::now();
+    let err = runtime()
+        .block_on(Postgres.provision(&slice("bk_acme_mute_db"), &cfg))
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(err.transient(), "{err:?}");
+    assert!(err.to_string().contains("no answer"), "{err}");
+    drop(silent);
+}
+
+#[test]
+fn a_wrong_admin_password_is_unreachable_saying_authentication_failed() {
+    let pg = PgServer::start();
+    let cfg = cfg_for(&pg.url("postgres", "wrong-admin-password", "postgres"));
+    let s = slice("bk_acme_auth_db");
+    let err = runtime()
+        .block_on(Postgres.provision(&s, &cfg))
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, AdapterError::Unreachable { .. }), "{err:?}");
+    assert!(
+        text.contains("password authentication failed for user \"postgres\""),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("postgres://127.0.0.1:{}", pg.port)),
+        "{text}"
+    );
+    assert!(!text.contains("wrong-admin-password"), "{text}");
+    assert!(!text.contains(&pg.password), "{text}");
+    pg.assert_no_slices();
+}
+
+#[test]
+fn quotes_and_backslashes_in_names_and_secrets_cannot_inject_sql() {
+    let pg = PgServer::start();
+    let rt = runtime();
+    let s = Slice {
+        name: r#"bk_x"; DROP DATABASE postgres; --'q"#.to_owned(),
+        secret: r#"it's'; DROP ROLE postgres; -- \' \\ "x" $$"#.to_owned(),
+    };
+    let url = rt.block_on(async {
+        Postgres.provision(&s, &pg.cfg()).await.unwrap();
+        Postgres.resolve(&s, &pg.cfg()).await.unwrap().url
+    });
+    assert_eq!(
+        pg.query(&url, "SELECT current_user, current_database()"),
+        [[s.name.clone(), s.name.clone()]]
+    );
+    assert!(pg.databases().contains(&"postgres".to_owned()));
+    assert!(pg.roles().contains(&"postgres".to_owned()));
+    assert_eq!(pg.slice_databases(), [s.name.as_str()]);
+
+    rt.block_on(Postgres.teardown(&s, &pg.cfg())).unwrap();
+    pg.assert_no_slices();
+    assert!(pg.databases().contains(&"postgres".to_owned()));
+}
+
+#[test]
+fn databases_binky_did_not_make_are_never_listed_taken_over_or_dropped() {
+    let pg = PgServer::start();
+    let rt = runtime();
+    let (a, b) = (slice("bk_acme_b_db"), slice("bk_acme_a_db"));
+    pg.admin("CREATE DATABASE bk_foreign");
+    pg.admin("CREATE DATABASE other");
+    let foreign = slice("bk_foreign");
+    rt.block_on(async {
+        for s in [&a, &b] {
+            Postgres.provision(s, &pg.cfg()).await.unwrap();
+        }
+        assert_eq!(
+            Postgres.list(&pg.cfg()).await.unwrap(),
+            ["bk_acme_a_db", "bk_acme_b_db"]
+        );
+        let err = Postgres.provision(&foreign, &pg.cfg()).await.unwrap_err();
+        assert!(matches!(err, AdapterError::Config(_)), "{err:?}");
+        assert!(err.to_string().contains("binky did not make"), "{err}");
+        Postgres.teardown(&foreign, &pg.cfg()).await.unwrap();
+        for s in [&a, &b] {
+            Postgres.teardown(s, &pg.cfg()).await.unwrap();
+        }
+        assert_eq!(
+            Postgres.list(&pg.cfg()).await.unwrap(),
+            Vec::<String>::new()
+        );
+    });
+    assert_eq!(pg.slice_databases(), ["bk_foreign"]);
+    assert!(pg.databases().contains(&"other".to_owned()));
+    assert_eq!(pg.slice_roles(), Vec::<String>::new());
+}
+
+#[test]
+fn an_admin_with_createrole_and_createdb_but_not_superuser_can_provision_and_tear_down() {
+    let pg = PgServer::start();
+    pg.admin("CREATE ROLE provisioner LOGIN CREATEROLE CREATEDB PASSWORD 'prov-pw-123'");
+    let cfg = cfg_for(&pg.url("provisioner", "prov-pw-123", "postgres"));
+    let rt = runtime();
+    let s = slice("bk_acme_cloud_db");
+    let url = rt.block_on(async {
+        Postgres.provision(&s, &cfg).await.unwrap();
+        Postgres.provision(&s, &cfg).await.unwrap();
+        Postgres.resolve(&s, &cfg).await.unwrap().url
+    });
+    pg.query(&url, "CREATE TABLE t (v int)");
+    rt.block_on(Postgres.teardown(&s, &cfg)).unwrap();
+    pg.assert_no_slices();
+}
+
+#[test]
+fn admin_urls_asking_for_tls_or_missing_are_refused_saying_what_to_do() {
+    let rt = runtime();
+    let s = slice("bk_acme_tls_db");
+    let err = rt
+        .block_on(Postgres.provision(
+            &s,
+            &cfg_for("postgres://postgres:tls-pw-1@127.0.0.1:1/postgres?sslmode=require"),
+        ))
+        .unwrap_err();
+    assert!(matches!(err, AdapterError::Config(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("TLS to the admin server is not supported yet"),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("tls-pw-1"), "{err}");
+
+    let err = rt
+        .block_on(Postgres.provision(&s, &AdapterConfig::default()))
+        .unwrap_err();
+    assert!(matches!(err, AdapterError::Config(_)), "{err:?}");
+    assert!(err.to_string().contains("admin_url = "), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The managed server.
+
+/// A managed server's files in a temp binky home; stops the server and removes its data
+/// (also the copy kept outside the home when the tests run as root).
+struct Managed {
+    home: tempfile::TempDir,
+    ctx: StartCtx,
+    pid: Option<u32>,
+}
+
+impl Managed {
+    fn new() -> Managed {
+        let home = tempfile::tempdir().unwrap();
+        // As `Home::ensure` leaves a binky home.
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let dir = home.path().join("servers").join("postgres");
+        std::fs::create_dir_all(&dir).unwrap();
+        let ctx = StartCtx {
+            data_dir: dir.join("data"),
+            port: free_port(),
+            password: random_secret(),
+            log: dir.join("server.log"),
+        };
+        Managed {
+            home,
+            ctx,
+            pid: None,
+        }
+    }
+
+    /// The real data directory (through the symlink, when root).
+    fn data(&self) -> PathBuf {
+        std::fs::canonicalize(&self.ctx.data_dir).unwrap()
+    }
+
+    fn stop(&mut self, rt: &tokio::runtime::Runtime) {
+        if let Some(pid) = self.pid.take() {
+            // binky's own stop: SIGTERM to the group, SIGKILL after the grace.
+            rt.block_on(binky::supervisor::stop_group(pid, Duration::from_secs(10)));
+            assert!(!alive(pid), "postmaster {pid} survived the stop");
+        }
+    }
+}
+
+impl Drop for Managed {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let until = Instant::now() + Duration::from_secs(5);
+            while alive(pid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Ok(target) = std::fs::read_link(&self.ctx.data_dir) {
+            if let Some(entry) = target.parent() {
+                let _ = std::fs::remove_dir_all(entry);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_managed_server_starts_and_keeps_its_data_across_a_stop_and_a_restart() {
+    require_pg();
+    let rt = runtime();
+    let mut m = Managed::new();
+    let started = rt
+        .block_on(binky::servers::postgres::start(&m.ctx))
+        .unwrap_or_else(|e| panic!("{e}"));
+    m.pid = Some(started.pid);
+    assert_eq!(
+        started.admin_url,
+        format!(
+            "postgres://postgres:{}@127.0.0.1:{}/postgres",
+            m.ctx.password, m.ctx.port
+        )
+    );
+    assert!(
+        started.version.starts_with(|c: char| c.is_ascii_digit()),
+        "{}",
+        started.version
+    );
+    // The recorded pid is the postmaster itself, leader of its own process group.
+    let pidfile = std::fs::read_to_string(m.data().join("postmaster.pid")).unwrap();
+    assert_eq!(pidfile.lines().next().unwrap(), started.pid.to_string());
+    let stat = binky::supervisor::procfs::stat(started.pid).unwrap();
+    assert_eq!(stat.pgrp, started.pid);
+    if nix::unistd::geteuid().is_root() {
+        // PostgreSQL runs as `postgres`, its data outside the 0700 home, which stays so.
+        let meta = std::fs::symlink_metadata(&m.ctx.data_dir).unwrap();
+        assert!(meta.file_type().is_symlink());
+        assert!(m
+            .data()
+            .starts_with(binky::servers::postgres::ROOT_DATA_BASE));
+        let home_mode = std::fs::metadata(m.home.path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(home_mode & 0o777, 0o700);
+        let status = std::fs::read_to_string(format!("/proc/{}/status", started.pid)).unwrap();
+        let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        let pg_uid = nix::unistd::User::from_name("postgres")
+            .unwrap()
+            .unwrap()
+            .uid;
+        assert!(
+            uid_line.split_whitespace().nth(1) == Some(&pg_uid.to_string()),
+            "{uid_line}"
+        );
+    }
+    // It listens on loopback only (postmaster.pid's sixth line: its listen address).
+    assert_eq!(pidfile.lines().nth(5), Some("127.0.0.1"), "{pidfile}");
+    assert!(listening(m.ctx.port));
+
+    let bin = require_pg();
+    psql(
+        &bin,
+        &started.admin_url,
+        "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('x')",
+    )
+    .unwrap();
+    // A slice on it: its role can reach its database and no other, not even `postgres`.
+    let s = slice("bk_acme_main_db");
+    let cfg = cfg_for(&started.admin_url);
+    let url = rt.block_on(async {
+        Postgres.provision(&s, &cfg).await.unwrap();
+        Postgres.resolve(&s, &cfg).await.unwrap().url
+    });
+    psql(
+        &bin,
+        &url,
+        "CREATE TABLE mine (v int); INSERT INTO mine VALUES (7)",
+    )
+    .unwrap();
+    let port = m.ctx.port;
+    for db in ["postgres", "template1"] {
+        let other = format!("postgres://{}:{}@127.0.0.1:{port}/{db}", s.name, s.secret);
+        let err = psql(&bin, &other, "SELECT 1").unwrap_err();
+        assert!(
+            err.contains("permission denied for database"),
+            "{db}: {err}"
+        );
+    }
+
+    m.stop(&rt);
+    wait_until("port released", Duration::from_secs(10), || {
+        !listening(port)
+    });
+
+    let again = rt
+        .block_on(binky::servers::postgres::start(&m.ctx))
+        .unwrap_or_else(|e| panic!("{e}"));
+    m.pid = Some(again.pid);
+    assert_ne!(again.pid, started.pid);
+    assert_eq!(again.admin_url, started.admin_url);
+    assert_eq!(
+        psql(&bin, &again.admin_url, "SELECT v FROM kept").unwrap(),
+        [["x"]]
+    );
+    assert_eq!(psql(&bin, &url, "SELECT v FROM mine").unwrap(), [["7"]]);
+    rt.block_on(Postgres.teardown(&s, &cfg)).unwrap();
+    m.stop(&rt);
+}
+
+#[test]
+fn the_managed_server_with_another_password_fails_fast_and_leaves_no_process() {
+    require_pg();
+    let rt = runtime();
+    let mut m = Managed::new();
+    let started = rt
+        .block_on(binky::servers::postgres::start(&m.ctx))
+        .unwrap_or_else(|e| panic!("{e}"));
+    m.pid = Some(started.pid);
+    m.stop(&rt);
+
+    let mut wrong = m.ctx.clone();
+    wrong.password = random_secret();
+    let began = Instant::now();
+    let err = rt
+        .block_on(binky::servers::postgres::start(&wrong))
+        .unwrap_err();
+    assert!(
+        began.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        began.elapsed()
+    );
+    let text = err.to_string();
+    assert!(matches!(err, ServerError::Start { .. }), "{err:?}");
+    assert!(text.contains("refuses binky's admin password"), "{text}");
+    assert!(
+        !text.contains(&wrong.password) && !text.contains(&m.ctx.password),
+        "{text}"
+    );
+    assert!(!listening(m.ctx.port), "a server was left listening");
+    assert!(
+        !m.data().join("postmaster.pid").exists(),
+        "a postmaster was left"
+    );
+    // The data directory is untouched: the right password still works.
+    let again = rt
+        .block_on(binky::servers::postgres::start(&m.ctx))
+        .unwrap_or_else(|e| panic!("{e}"));
+    m.pid = Some(again.pid);
+    m.stop(&rt);
+}
+
+#[test]
+fn the_managed_server_on_a_taken_port_fails_quoting_its_log_and_leaves_no_process() {
+    require_pg();
+    let rt = runtime();
+    let mut m = Managed::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    m.ctx.port = taken.local_addr().unwrap().port();
+    let err = rt
+        .block_on(binky::servers::postgres::start(&m.ctx))
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ServerError::Start { .. }), "{err:?}");
+    assert!(text.contains("postgres exited"), "{text}");
+    assert!(
+        text.contains("could not bind") || text.contains("already in use"),
+        "{text}"
+    );
+    assert!(text.contains(&m.ctx.log.display().to_string()), "{text}");
+    assert!(!text.contains(&m.ctx.password), "{text}");
+    assert!(
+        !m.data().join("postmaster.pid").exists(),
+        "a postmaster was left"
+    );
+    // Initialised all the same: the next start on a free port uses the data as it is.
+    assert!(m.data().join("PG_VERSION").is_file());
+    drop(taken);
+    m.ctx.port = free_port();
+    let started = rt
+        .block_on(binky::servers::postgres::start(&m.ctx))
+        .unwrap_or_else(|e| panic!("{e}"));
+    m.pid = Some(started.pid);
+    m.stop(&rt);
+}
