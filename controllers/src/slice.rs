@@ -417,7 +417,12 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .get(&key)
                 .copied()
                 == Some(world.generation);
-            if row.state == "ready" && row.adapter == res.adapter && !migrate_due && !seed_due && healed {
+            if row.state == "ready"
+                && row.adapter == res.adapter
+                && !migrate_due
+                && !seed_due
+                && healed
+            {
                 ready.push(format!("{service}={}", row.name));
                 continue;
             }
@@ -578,7 +583,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 Ok(())
             })?;
             if dropped {
-            self.event(
+                self.event(
                     world,
                     "slice",
                     &format!(

@@ -39,7 +39,9 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
     }
     let mut orphans: Vec<(String, String, String)> = Vec::new();
     for (adapter, url) in &targets {
-        let a = registry.get(adapter).map_err(|e| Failure::failed(e.to_string()))?;
+        let a = registry
+            .get(adapter)
+            .map_err(|e| Failure::failed(e.to_string()))?;
         let cfg = AdapterConfig {
             admin_url: Some(url.clone()),
             ..AdapterConfig::default()
@@ -77,7 +79,9 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
     }
     let mut failed = 0;
     for (adapter, url, name) in &orphans {
-        let a = registry.get(adapter).map_err(|e| Failure::failed(e.to_string()))?;
+        let a = registry
+            .get(adapter)
+            .map_err(|e| Failure::failed(e.to_string()))?;
         let cfg = AdapterConfig {
             admin_url: Some(url.clone()),
             ..AdapterConfig::default()

@@ -270,7 +270,13 @@ impl Servers {
             }
             if Self::alive(&row) {
                 if let Some(pid) = row.pid {
-                    crate::supervisor::stop_group(pid, Duration::from_secs(10)).await;
+                    // PostgreSQL's backends run in sessions of their own and SIGTERM waits
+                    // for every client to leave: SIGINT is its fast, clean shutdown.
+                    let first = match Kind::parse(&row.kind) {
+                        Some(Kind::Postgres) => nix::sys::signal::Signal::SIGINT,
+                        _ => nix::sys::signal::Signal::SIGTERM,
+                    };
+                    crate::supervisor::stop_group_with(pid, first, Duration::from_secs(10)).await;
                 }
                 stopped.push(row.kind.clone());
             }
@@ -286,12 +292,30 @@ impl Servers {
     }
 }
 
-/// The password in `scheme://user:password@host…`.
+/// The password in `scheme://user:password@host…` (percent-decoded).
 pub fn password_of(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let userinfo = rest.split(['/', '?', '#']).next()?.rsplit_once('@')?.0;
     let pw = userinfo.split_once(':')?.1;
-    (!pw.is_empty()).then(|| pw.to_owned())
+    (!pw.is_empty()).then(|| percent_decode(pw))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Spawn a server process detached: its own process group, output to `log`, surviving the
@@ -333,6 +357,14 @@ mod tests {
             Some("xyz")
         );
         assert_eq!(password_of("redis://127.0.0.1:6379"), None);
+        assert_eq!(
+            password_of("postgres://u:a%27b%40c@h/d").as_deref(),
+            Some("a'b@c")
+        );
+        assert_eq!(
+            password_of("postgres://u:100%@h/d").as_deref(),
+            Some("100%")
+        );
     }
 
     #[test]

@@ -170,12 +170,17 @@ async fn wait_group_gone(pgid: u32, limit: Duration) -> bool {
 
 /// SIGTERM to a process group, SIGKILL after `grace`; returns once it is gone.
 pub async fn stop_group(pgid: u32, grace: Duration) {
+    stop_group_with(pgid, Signal::SIGTERM, grace).await;
+}
+
+/// `first` to a process group, SIGKILL after `grace`; returns once it is gone.
+pub async fn stop_group_with(pgid: u32, first: Signal, grace: Duration) {
     let pg = Pid::from_raw(pgid as i32);
-    if killpg(pg, Signal::SIGTERM).is_err() {
+    if killpg(pg, first).is_err() {
         return;
     }
     if !wait_group_gone(pgid, grace).await {
-        tracing::info!(pgid, "group still alive after SIGTERM; sending SIGKILL");
+        tracing::info!(pgid, signal = ?first, "group still alive; sending SIGKILL");
         let _ = killpg(pg, Signal::SIGKILL);
         wait_group_gone(pgid, Duration::from_secs(3)).await;
     }

@@ -306,6 +306,11 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
+        // Managed servers (started for adapter services without admin_url) go too.
+        let _ = Command::new(binky_bin())
+            .args(["servers", "stop"])
+            .env("BINKY_HOME", &self.home)
+            .output();
         let _ = Command::new(binky_bin())
             .args(["daemon", "stop"])
             .env("BINKY_HOME", &self.home)

@@ -1,1 +1,215 @@
-//! (being written)
+//! Worlds with a PostgreSQL slice, end to end through the real binary: their own database
+//! and role, migrate and seed once, isolation, waiting for a server, managed servers.
+
+use std::time::Duration;
+
+use crate::harness::*;
+use crate::pg_server::{pg_bin_dir, psql, PgServer};
+
+fn config(migrate: &str) -> String {
+    format!(
+        r#"
+[project]
+name = "shop"
+{{range}}
+
+[services.db]
+adapter = "postgres"
+admin_url = "${{env.PG_ADMIN}}"
+migrate = "{migrate}"
+seed = "psql \"$DATABASE_URL\" -v ON_ERROR_STOP=1 -q -c \"insert into notes values ('${{worktree}}')\""
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+depends_on = ["db"]
+env = {{ DATABASE_URL = "${{db.url}}" }}
+"#
+    )
+}
+
+const GOOD_MIGRATE: &str = "psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -q -c 'create table if not exists notes (body text)'";
+
+fn db_url(env: &Env, world: &str) -> String {
+    env.env_of(world)["DB_URL"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn two_worlds_get_their_own_migrated_and_seeded_database_and_remove_drops_only_its_own() {
+    let pg = PgServer::start();
+    let env = Env::new(&config(GOOD_MIGRATE));
+    let vars = [("PG_ADMIN", pg.admin_url.as_str())];
+    for w in ["a", "b"] {
+        let out = env.binky_env(&["up", w], &vars);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let (a, b) = (db_url(&env, "a"), db_url(&env, "b"));
+    assert_ne!(a, b);
+    assert!(
+        !a.contains(&pg.password),
+        "the admin password reached a world"
+    );
+    // Each world's seed ran once, in its own database.
+    assert_eq!(
+        pg.query(&a, "select body from notes"),
+        vec![vec!["a".to_owned()]]
+    );
+    assert_eq!(
+        pg.query(&b, "select body from notes"),
+        vec![vec!["b".to_owned()]]
+    );
+    // The service got its slice's address.
+    assert_eq!(
+        served_env(env.port_of("a", "api"))["DATABASE_URL"],
+        a.as_str()
+    );
+    // What a writes, b never sees; a's credentials are refused on b's database.
+    pg.query(&a, "insert into notes values ('only in a')");
+    assert_eq!(
+        pg.query(&b, "select count(*) from notes"),
+        vec![vec!["1".to_owned()]]
+    );
+    let b_db = b.rsplit('/').next().unwrap();
+    let a_on_b = format!("{}/{b_db}", a.rsplit_once('/').unwrap().0);
+    let err = pg.try_query(&a_on_b, "select 1").unwrap_err();
+    assert!(err.contains("permission denied"), "{err}");
+    // Up again: seed does not run twice.
+    let out = env.binky_env(&["up", "a"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        pg.query(&a, "select count(*) from notes"),
+        vec![vec!["2".to_owned()]]
+    );
+    let status = env.ok(&["status", "a"]);
+    assert!(
+        status.contains("db") && status.contains("ready"),
+        "{status}"
+    );
+    assert!(!status.contains(&pg.password), "{status}");
+
+    env.ok(&["remove", "a"]);
+    let dbs = pg.slice_databases();
+    assert_eq!(
+        dbs,
+        vec![b_db.to_owned()],
+        "remove dropped the wrong databases"
+    );
+    assert_eq!(pg.slice_roles().len(), 1);
+    env.ok(&["remove", "b"]);
+    pg.assert_no_slices();
+    env.assert_nothing_left(&["a", "b"]);
+}
+
+#[test]
+fn a_failing_migrate_fails_the_world_with_its_output_and_touches_no_other_world() {
+    let pg = PgServer::start();
+    let env = Env::new(&config(GOOD_MIGRATE));
+    let vars = [("PG_ADMIN", pg.admin_url.as_str())];
+    let out = env.binky_env(&["up", "good"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // A branch whose migrate is broken.
+    env.git(&["checkout", "-q", "-b", "bad"]);
+    env.write_config(&config(
+        "psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -q -c 'create tabel oops (x int)'",
+    ));
+    env.git(&["commit", "-qam", "broken migrate"]);
+    env.git(&["checkout", "-q", "main"]);
+    let out = env.binky_env(&["up", "bad"], &vars);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("migrate") && err.contains("syntax error"),
+        "{err}"
+    );
+    assert!(
+        env.pid_of("bad", "api").is_none(),
+        "api started on a failed migrate"
+    );
+    let good = db_url(&env, "good");
+    assert_eq!(
+        pg.query(&good, "select body from notes"),
+        vec![vec!["good".to_owned()]]
+    );
+    env.ok(&["remove", "bad"]);
+    env.ok(&["remove", "good"]);
+    pg.assert_no_slices();
+    env.assert_nothing_left(&["good", "bad"]);
+}
+
+#[test]
+fn a_world_waits_for_a_server_that_does_not_answer_and_comes_up_by_itself() {
+    let pg = PgServer::start();
+    let env = Env::new(&config(GOOD_MIGRATE));
+    let vars = [("PG_ADMIN", pg.admin_url.as_str())];
+    signal(pg.pid, 19); // SIGSTOP: connections hang, as with a server that is away
+    let out = env.binky_env(&["up", "w", "--no-wait"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_until(
+        "the world waits for its server",
+        Duration::from_secs(30),
+        || {
+            let s = env.ok(&["status", "w"]);
+            s.contains("ServerUnavailable") && s.contains(&format!("127.0.0.1:{}", pg.port))
+        },
+    );
+    assert!(!env.ok(&["status", "w"]).contains(&pg.password));
+    signal(pg.pid, 18); // SIGCONT: the server is back
+    let out = env.binky_env(&["up", "w", "--timeout", "90s"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        pg.query(&db_url(&env, "w"), "select body from notes"),
+        vec![vec!["w".to_owned()]]
+    );
+    env.ok(&["remove", "w"]);
+    pg.assert_no_slices();
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn without_admin_url_binky_runs_a_postgres_of_its_own_and_keeps_it() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "managed"
+{{range}}
+
+[services.db]
+adapter = "postgres"
+migrate = "{GOOD_MIGRATE}"
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+depends_on = ["db"]
+"#
+    ));
+    env.ok(&["up", "w"]);
+    let bin = pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let url = db_url(&env, "w");
+    psql(&bin, &url, "insert into notes values ('kept')").unwrap();
+    let servers = env.ok(&["servers"]);
+    assert!(
+        servers.contains("postgres") && servers.contains("running"),
+        "{servers}"
+    );
+    // Stopped, then started again by the next world that needs it: same address, data kept.
+    let out = env.ok(&["servers", "stop"]);
+    assert!(out.contains("stopped postgres"), "{out}");
+    assert!(
+        psql(&bin, &url, "select 1").is_err(),
+        "still answering after stop"
+    );
+    env.ok(&["up", "w2"]);
+    assert_eq!(
+        psql(&bin, &url, "select body from notes").unwrap(),
+        vec![vec!["kept".to_owned()]]
+    );
+    env.ok(&["remove", "w"]);
+    env.ok(&["remove", "w2"]);
+    // No slice is left on the managed server.
+    assert!(
+        !env.ok(&["gc"]).contains("bk_"),
+        "orphaned slices after remove"
+    );
+    env.assert_nothing_left(&["w", "w2"]);
+}

@@ -21,7 +21,11 @@ url = true
 depends_on = ["cache"]
 env = {{ REDIS_URL = "${{cache.url}}", PREFIX = "${{cache.prefix}}" }}
 "#,
-        if admin { "admin_url = \"${env.REDIS_ADMIN}\"" } else { "" }
+        if admin {
+            "admin_url = \"${env.REDIS_ADMIN}\""
+        } else {
+            ""
+        }
     )
 }
 
@@ -36,10 +40,19 @@ fn two_worlds_get_their_own_prefix_and_user_and_cannot_touch_each_other() {
     }
     let served_a = served_env(env.port_of("a", "api"));
     let served_b = served_env(env.port_of("b", "api"));
-    let (url_a, prefix_a) = (served_a["REDIS_URL"].as_str().unwrap(), served_a["PREFIX"].as_str().unwrap());
-    let (url_b, prefix_b) = (served_b["REDIS_URL"].as_str().unwrap(), served_b["PREFIX"].as_str().unwrap());
+    let (url_a, prefix_a) = (
+        served_a["REDIS_URL"].as_str().unwrap(),
+        served_a["PREFIX"].as_str().unwrap(),
+    );
+    let (url_b, prefix_b) = (
+        served_b["REDIS_URL"].as_str().unwrap(),
+        served_b["PREFIX"].as_str().unwrap(),
+    );
     assert_ne!(prefix_a, prefix_b);
-    assert!(!url_a.contains(&server.password), "the admin password reached a world");
+    assert!(
+        !url_a.contains(&server.password),
+        "the admin password reached a world"
+    );
     let mut a = connect(url_a);
     let mut b = connect(url_b);
     run(&mut a, &["SET", &format!("{prefix_a}k"), "from a"]).unwrap();
@@ -51,14 +64,33 @@ fn two_worlds_get_their_own_prefix_and_user_and_cannot_touch_each_other() {
         vec!["FLUSHALL".to_owned()],
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert!(run(&mut a, &args).is_err(), "{args:?} was allowed to world a");
+        assert!(
+            run(&mut a, &args).is_err(),
+            "{args:?} was allowed to world a"
+        );
     }
-    assert_eq!(run(&mut b, &["GET", &format!("{prefix_b}k")]).unwrap(), redis::Value::BulkString(b"from b".to_vec()));
+    assert_eq!(
+        run(&mut b, &["GET", &format!("{prefix_b}k")]).unwrap(),
+        redis::Value::BulkString(b"from b".to_vec())
+    );
 
     env.ok(&["remove", "a"]);
-    assert!(server.keys(&format!("{prefix_a}*")).is_empty(), "a's keys outlived it");
-    assert!(!server.users().iter().any(|u| prefix_a.starts_with(u.as_str())), "a's ACL user outlived it");
-    assert_eq!(server.keys(&format!("{prefix_b}*")).len(), 1, "b lost its key");
+    assert!(
+        server.keys(&format!("{prefix_a}*")).is_empty(),
+        "a's keys outlived it"
+    );
+    assert!(
+        !server
+            .users()
+            .iter()
+            .any(|u| prefix_a.starts_with(u.as_str())),
+        "a's ACL user outlived it"
+    );
+    assert_eq!(
+        server.keys(&format!("{prefix_b}*")).len(),
+        1,
+        "b lost its key"
+    );
     env.ok(&["remove", "b"]);
     assert!(server.keys("bk_*").is_empty());
     env.assert_nothing_left(&["a", "b"]);
@@ -73,8 +105,14 @@ fn without_admin_url_binky_runs_a_redis_of_its_own() {
     let key = format!("{}hello", served["PREFIX"].as_str().unwrap());
     run(&mut con, &["SET", &key, "world"]).unwrap();
     let servers = env.ok(&["servers"]);
-    assert!(servers.contains("redis") && servers.contains("running"), "{servers}");
+    assert!(
+        servers.contains("redis") && servers.contains("running"),
+        "{servers}"
+    );
     env.ok(&["remove", "w"]);
-    assert!(!env.ok(&["gc"]).contains("bk_"), "orphaned slices after remove");
+    assert!(
+        !env.ok(&["gc"]).contains("bk_"),
+        "orphaned slices after remove"
+    );
     env.assert_nothing_left(&["w"]);
 }
