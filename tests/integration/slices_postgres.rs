@@ -213,3 +213,50 @@ depends_on = ["db"]
     );
     env.assert_nothing_left(&["w", "w2"]);
 }
+
+#[test]
+fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
+    use binky::adapters::{postgres::Postgres, Adapter, Slice};
+    let pg = PgServer::start();
+    let env = Env::new(&config(GOOD_MIGRATE));
+    let vars = [("PG_ADMIN", pg.admin_url.as_str())];
+    let out = env.binky_env(&["up", "w"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // A slice left behind by a lost store: on the server, in no world.
+    let orphan = Slice {
+        name: "bk_gone_world_db".into(),
+        secret: "x".into(),
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(Postgres.provision(&orphan, &pg.cfg()))
+        .unwrap();
+    // Shared servers named by admin_url are searched only when asked.
+    assert!(env.ok(&["gc"]).contains("no orphaned slices"));
+    let listed = env.ok(&["gc", "--all-servers"]);
+    assert!(
+        listed.contains("bk_gone_world_db") && listed.contains("--yes"),
+        "{listed}"
+    );
+    assert!(!listed.contains(&pg.password), "{listed}");
+    assert!(
+        pg.slice_databases()
+            .contains(&"bk_gone_world_db".to_owned()),
+        "dropped without --yes"
+    );
+    let out = env.ok(&["gc", "--all-servers", "--yes"]);
+    assert!(out.contains("dropped bk_gone_world_db"), "{out}");
+    let left = pg.slice_databases();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(!left.contains(&"bk_gone_world_db".to_owned()));
+    // The world's own slice is untouched.
+    assert_eq!(
+        pg.query(&db_url(&env, "w"), "select body from notes"),
+        vec![vec!["w".to_owned()]]
+    );
+    env.ok(&["remove", "w"]);
+    pg.assert_no_slices();
+    env.assert_nothing_left(&["w"]);
+}
