@@ -171,8 +171,9 @@ pub async fn run(
     let tls = match LocalCa::load_or_create(&home.ca()) {
         Ok(ca) => {
             let table = routes.clone();
-            let allow =
-                Arc::new(move |host: &str| table.load().lookup(host).is_some_and(|r| r.https));
+            let allow = Arc::new(move |host: &str| {
+                table.load().lookup(host).is_some_and(|b| b.route.https)
+            });
             match tls::server_config(Arc::new(HostResolver::new(Arc::new(ca), allow))) {
                 Ok(cfg) => Some(tokio_rustls::TlsAcceptor::from(cfg)),
                 Err(err) => {

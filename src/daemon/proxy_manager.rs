@@ -54,16 +54,44 @@ fn serve_port(
     };
     match listen::bind(wanted, &fallbacks) {
         Ok(bound) => {
+            // Like nginx's workers: a few threads, each with a single-threaded runtime of
+            // its own accepting on the same socket and keeping its own connections to
+            // backends, so a request never hops between threads.
+            let workers = std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(1, 4);
             for l in bound.listeners {
-                let _ = l.set_nonblocking(true);
-                match TcpListener::from_std(l) {
-                    Ok(l) => tasks.push(tokio::spawn(proxy::serve(
-                        l,
-                        proxy.clone(),
-                        tls.clone(),
-                        stop.clone(),
-                    ))),
-                    Err(err) => tracing::warn!(%err, "cannot use a proxy socket"),
+                for _ in 0..workers {
+                    let Ok(l) = l.try_clone() else { continue };
+                    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+                    let (proxy, tls, stop) = (proxy.worker(), tls.clone(), stop.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("binky-proxy".into())
+                        .spawn(move || {
+                            let rt = match tokio::runtime::Builder::new_current_thread()
+                                .enable_all()
+                                .build()
+                            {
+                                Ok(rt) => rt,
+                                Err(err) => {
+                                    tracing::error!(%err, "cannot start a proxy worker");
+                                    return;
+                                }
+                            };
+                            rt.block_on(async move {
+                                let _ = l.set_nonblocking(true);
+                                match TcpListener::from_std(l) {
+                                    Ok(l) => proxy::serve(l, proxy, tls, stop).await,
+                                    Err(err) => tracing::warn!(%err, "cannot use a proxy socket"),
+                                }
+                            });
+                            let _ = done_tx.send(());
+                        });
+                    if spawned.is_ok() {
+                        tasks.push(tokio::spawn(async move {
+                            let _ = done_rx.await;
+                        }));
+                    }
                 }
             }
             (Some(bound.port), bound.note)

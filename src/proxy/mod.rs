@@ -1,5 +1,6 @@
 //! The local reverse proxy: `<service>.<world>.<domain>` to the world's service, over
-//! HTTP/1.1, HTTP/2 (h2 over TLS by ALPN, h2c by prior knowledge) and HTTPS.
+//! HTTP/1.1 and HTTPS (h2 or HTTP/1.1 by ALPN), served by a few worker threads with a
+//! single-threaded runtime each (like nginx's workers: a request never hops between threads).
 //!
 //! # Guarantees
 //! - The routing table is an immutable snapshot swapped atomically (`ArcSwap`); a route
@@ -17,6 +18,7 @@ pub mod listen;
 pub mod pages;
 pub mod tls;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
@@ -25,10 +27,11 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use binky_controllers::route::{Route, RouteSink, RouteState, RouteTable};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
-use hyper::{Request, Response, StatusCode, Version};
+use hyper::http::uri::{Authority, PathAndQuery, Scheme};
+use hyper::{Request, Response, StatusCode, Uri, Version};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -37,26 +40,75 @@ use tokio::sync::watch;
 
 use pages::Page;
 
-/// Response bodies: a backend's stream, or one of the proxy's pages.
-pub type Body = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+/// Response bodies: a backend's stream as it is, or one of the proxy's pages (no boxing on
+/// the hot path).
+pub type Body = http_body_util::Either<Incoming, Full<Bytes>>;
 
 /// Largest request head accepted (larger gets `431`).
 pub const MAX_HEAD: usize = 64 * 1024;
 
+/// One routed host, ready for the hot path: the route, and its backend's authority
+/// parsed once per table instead of once per request.
+pub struct Backend {
+    /// The route.
+    pub route: Route,
+    /// `127.0.0.1:<port>`.
+    pub authority: Authority,
+}
+
+/// A routing table compiled for lookups: a hash map by host.
+#[derive(Default)]
+pub struct Compiled {
+    by_host: HashMap<String, Arc<Backend>>,
+    /// The table as published (for the listing page).
+    pub table: Arc<RouteTable>,
+}
+
+impl Compiled {
+    fn new(table: Arc<RouteTable>) -> Compiled {
+        let by_host = table
+            .routes
+            .iter()
+            .filter_map(|(host, route)| {
+                let authority = Authority::try_from(format!("127.0.0.1:{}", route.port)).ok()?;
+                Some((
+                    host.clone(),
+                    Arc::new(Backend {
+                        route: route.clone(),
+                        authority,
+                    }),
+                ))
+            })
+            .collect();
+        Compiled { by_host, table }
+    }
+
+    /// The backend for a `Host` header value (port and trailing dot ignored,
+    /// case-insensitive).
+    pub fn lookup(&self, host: &str) -> Option<&Arc<Backend>> {
+        let host = binky_controllers::route::strip_port(host).trim_end_matches('.');
+        if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.by_host.get(&host.to_ascii_lowercase())
+        } else {
+            self.by_host.get(host)
+        }
+    }
+}
+
 /// The routing table shared by the route controller (writer) and the proxy (reader).
 #[derive(Clone, Default)]
-pub struct Routes(Arc<ArcSwap<RouteTable>>);
+pub struct Routes(Arc<ArcSwap<Compiled>>);
 
 impl Routes {
     /// The current snapshot.
-    pub fn load(&self) -> Arc<RouteTable> {
+    pub fn load(&self) -> Arc<Compiled> {
         self.0.load_full()
     }
 }
 
 impl RouteSink for Routes {
     fn publish(&self, table: Arc<RouteTable>) {
-        self.0.store(table);
+        self.0.store(Arc::new(Compiled::new(table)));
     }
 }
 
@@ -64,35 +116,45 @@ impl RouteSink for Routes {
 pub struct Proxy {
     routes: Routes,
     client: Client<HttpConnector, Incoming>,
-    http_port: AtomicU16,
-    https_port: AtomicU16,
+    ports: Arc<[AtomicU16; 2]>,
 }
 
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Headers that belong to one connection, never forwarded (RFC 9110 7.6.1), as names
+/// parsed once.
+static HOP_BY_HOP: [HeaderName; 9] = [
+    CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    hyper::header::PROXY_AUTHENTICATE,
+    hyper::header::PROXY_AUTHORIZATION,
+    hyper::header::TE,
+    hyper::header::TRAILER,
+    hyper::header::TRANSFER_ENCODING,
+    UPGRADE,
 ];
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for n in named {
-        headers.remove(n);
+    // Headers named by `Connection` are hop-by-hop too (rare: only parse when present).
+    if let Some(conn) = headers.get(CONNECTION) {
+        let named: Vec<HeaderName> = conn
+            .to_str()
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+            .filter(|n| !HOP_BY_HOP.contains(n))
+            .collect();
+        for n in named {
+            headers.remove(n);
+        }
     }
-    for h in HOP_BY_HOP {
-        headers.remove(*h);
+    for h in &HOP_BY_HOP {
+        if headers.contains_key(h) {
+            headers.remove(h);
+        }
     }
 }
 
@@ -109,14 +171,22 @@ fn wants_upgrade(headers: &HeaderMap) -> bool {
 }
 
 fn full(text: impl Into<Bytes>) -> Body {
-    Full::new(text.into())
-        .map_err(|never| match never {})
-        .boxed()
+    http_body_util::Either::Right(Full::new(text.into()))
 }
 
 impl Proxy {
     /// A proxy routing by `routes`.
     pub fn new(routes: Routes) -> Arc<Proxy> {
+        Self::with_ports(routes, Arc::new([AtomicU16::new(0), AtomicU16::new(0)]))
+    }
+
+    /// Another instance for another thread: same routes and ports, its own pool of
+    /// connections to backends (each worker thread keeps its connections to itself).
+    pub fn worker(&self) -> Arc<Proxy> {
+        Self::with_ports(self.routes.clone(), self.ports.clone())
+    }
+
+    fn with_ports(routes: Routes, ports: Arc<[AtomicU16; 2]>) -> Arc<Proxy> {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(3)));
@@ -128,25 +198,23 @@ impl Proxy {
         Arc::new(Proxy {
             routes,
             client,
-            http_port: AtomicU16::new(0),
-            https_port: AtomicU16::new(0),
+            ports,
         })
     }
 
     /// Record the ports served on (for the links on the proxy's pages).
     pub fn set_ports(&self, http: Option<u16>, https: Option<u16>) {
-        self.http_port.store(http.unwrap_or(0), Ordering::Relaxed);
-        self.https_port.store(https.unwrap_or(0), Ordering::Relaxed);
+        self.ports[0].store(http.unwrap_or(0), Ordering::Relaxed);
+        self.ports[1].store(https.unwrap_or(0), Ordering::Relaxed);
     }
 
-    fn page(&self, page: Page, req_headers: &HeaderMap) -> Response<Body> {
-        let html = req_headers
-            .get(hyper::header::ACCEPT)
+    fn page(&self, page: Page, accept: Option<&HeaderValue>) -> Response<Body> {
+        let html = accept
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.contains("text/html"));
         let (http, https) = (
-            self.http_port.load(Ordering::Relaxed),
-            self.https_port.load(Ordering::Relaxed),
+            self.ports[0].load(Ordering::Relaxed),
+            self.ports[1].load(Ordering::Relaxed),
         );
         let suffix = move |r: &Route| -> String {
             match (r.https, http, https) {
@@ -174,69 +242,80 @@ impl Proxy {
         peer: SocketAddr,
         scheme: &'static str,
     ) -> Response<Body> {
-        let host = req
-            .headers()
-            .get(HOST)
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_owned)
-            .or_else(|| req.uri().authority().map(|a| a.to_string()))
-            .unwrap_or_default();
-        let table = self.routes.load();
-        let Some(route) = table.lookup(&host).cloned() else {
+        let accept = req.headers().get(hyper::header::ACCEPT).cloned();
+        // HTTP/1.1 sends `Host`; h2 sends `:authority` (the URI's).
+        let host_value = match req.headers().get(HOST) {
+            Some(h) => h.clone(),
+            None => match req
+                .uri()
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            {
+                Some(v) => v,
+                None => HeaderValue::from_static(""),
+            },
+        };
+        let host = host_value.to_str().unwrap_or("");
+        let compiled = self.routes.load();
+        let Some(backend) = compiled.lookup(host).cloned() else {
             return self.page(
-                Page::unknown_host(binky_controllers::route::strip_port(&host), &table),
-                req.headers(),
+                Page::unknown_host(binky_controllers::route::strip_port(host), &compiled.table),
+                accept.as_ref(),
             );
         };
+        let route = &backend.route;
         if route.state == RouteState::Stopped {
-            return self.page(Page::down(&route), req.headers());
+            return self.page(Page::down(route), accept.as_ref());
         }
         let upgrade = wants_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
-        let req_headers = req.headers().clone();
 
-        // Build the request to the backend: HTTP/1.1 to 127.0.0.1:<port>, same path.
-        let path = req
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str().to_owned())
-            .unwrap_or_else(|| "/".into());
-        let uri = match format!("http://127.0.0.1:{}{path}", route.port).parse() {
-            Ok(u) => u,
+        // The request to the backend: HTTP/1.1 to 127.0.0.1:<port>, same path and query.
+        let mut parts = std::mem::take(req.uri_mut()).into_parts();
+        parts.scheme = Some(Scheme::HTTP);
+        parts.authority = Some(backend.authority.clone());
+        if parts.path_and_query.is_none() {
+            parts.path_and_query = Some(PathAndQuery::from_static("/"));
+        }
+        match Uri::from_parts(parts) {
+            Ok(uri) => *req.uri_mut() = uri,
             Err(_) => {
                 return self.page(
-                    Page::unreachable(&route, "the request path is not valid"),
-                    &req_headers,
+                    Page::unreachable(route, "the request target is not valid"),
+                    accept.as_ref(),
                 )
             }
-        };
-        *req.uri_mut() = uri;
+        }
         *req.version_mut() = Version::HTTP_11;
         let headers = req.headers_mut();
-        let upgrade_value = headers.get(UPGRADE).cloned();
+        let upgrade_value = if upgrade {
+            headers.get(UPGRADE).cloned()
+        } else {
+            None
+        };
         strip_hop_by_hop(headers);
-        if upgrade {
-            if let Some(u) = upgrade_value {
-                headers.insert(UPGRADE, u);
-                headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-            }
+        if let Some(u) = upgrade_value {
+            headers.insert(UPGRADE, u);
+            headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
         }
         if !headers.contains_key(HOST) {
-            if let Ok(v) = HeaderValue::from_str(&host) {
-                headers.insert(HOST, v);
-            }
+            headers.insert(HOST, host_value.clone());
         }
-        let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-            Some(prev) => format!("{prev}, {}", peer.ip()),
-            None => peer.ip().to_string(),
+        let peer_ip = peer.ip();
+        let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+            Some(prev) => HeaderValue::from_str(&format!("{prev}, {peer_ip}")).ok(),
+            None => match peer_ip {
+                std::net::IpAddr::V4(ip) if ip == std::net::Ipv4Addr::LOCALHOST => {
+                    Some(HeaderValue::from_static("127.0.0.1"))
+                }
+                ip => HeaderValue::from_str(&ip.to_string()).ok(),
+            },
         };
-        if let Ok(v) = HeaderValue::from_str(&xff) {
-            headers.insert("x-forwarded-for", v);
+        if let Some(v) = xff {
+            headers.insert(X_FORWARDED_FOR.clone(), v);
         }
-        headers.insert("x-forwarded-proto", HeaderValue::from_static(scheme));
-        if let Ok(v) = HeaderValue::from_str(&host) {
-            headers.insert("x-forwarded-host", v);
-        }
+        headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(scheme));
+        headers.insert(X_FORWARDED_HOST.clone(), host_value);
 
         let mut resp = match self.client.request(req).await {
             Ok(r) => r,
@@ -252,7 +331,7 @@ impl Proxy {
                     }
                     s
                 };
-                return self.page(Page::unreachable(&route, &why), &req_headers);
+                return self.page(Page::unreachable(route, &why), accept.as_ref());
             }
         };
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
@@ -271,7 +350,7 @@ impl Proxy {
         strip_hop_by_hop(resp.headers_mut());
         // The client's connection speaks its own version (HTTP/1.1 or h2), not the backend's.
         *resp.version_mut() = Version::HTTP_11;
-        resp.map(|b| b.boxed())
+        resp.map(http_body_util::Either::Left)
     }
 }
 
@@ -304,25 +383,29 @@ pub async fn serve(
                 let proxy = proxy.clone();
                 async move { Ok::<_, std::convert::Infallible>(proxy.handle(req, peer, scheme).await) }
             });
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
+            // HTTP/1.1 on the plain port; over TLS, h2 or HTTP/1.1 as ALPN chose.
+            let mut h1 = hyper::server::conn::http1::Builder::new();
+            h1.timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(30))
-                .max_buf_size(MAX_HEAD);
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .max_header_list_size(MAX_HEAD as u32);
+                .max_buf_size(MAX_HEAD)
+                .max_header_size(MAX_HEAD);
             let result = match tls {
                 Some(acceptor) => {
                     match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
                         .await
                     {
                         Ok(Ok(tls_stream)) => {
-                            builder
-                                .serve_connection_with_upgrades(TokioIo::new(tls_stream), service)
-                                .await
+                            if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                                let mut h2 =
+                                    hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                                h2.timer(TokioTimer::new())
+                                    .max_header_list_size(MAX_HEAD as u32);
+                                h2.serve_connection(TokioIo::new(tls_stream), service).await
+                            } else {
+                                h1.serve_connection(TokioIo::new(tls_stream), service)
+                                    .with_upgrades()
+                                    .await
+                            }
                         }
                         Ok(Err(err)) => {
                             tracing::debug!(%peer, %err, "TLS handshake failed");
@@ -332,8 +415,8 @@ pub async fn serve(
                     }
                 }
                 None => {
-                    builder
-                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                    h1.serve_connection(TokioIo::new(stream), service)
+                        .with_upgrades()
                         .await
                 }
             };
