@@ -47,6 +47,12 @@ const BODY: &str = "ok";
 const TARGET_RPS_RATIO: f64 = 0.9;
 const TARGET_ADDED_P99_MS: f64 = 1.0;
 
+/// Other processes below this (% of one core) count as a quiet machine.
+const QUIET_PCT: f64 = 15.0;
+/// A measured run during which other processes used more than this (% of one core) is
+/// repeated, while the --quiet-wait budget lasts.
+const DISTURBED_PCT: f64 = 25.0;
+
 // ---------------------------------------------------------------------------------------------
 // Interrupts: a flag, so that Ctrl-C unwinds through the teardown guards.
 
@@ -104,30 +110,36 @@ struct Args {
     threads: usize,
     connections: usize,
     layout: Layout,
+    quiet_wait: u64,
     json: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: cargo bench --bench proxy -- [--duration N] [--latency-duration N] \
-[--warmup N] [--runs N] [--threads N] [--connections N] [--layout shared|split] [--json PATH]\n\
-  --duration N          seconds of each throughput run (default 10)\n\
-  --latency-duration N  seconds of each single-connection latency run (default 5, at most --duration)\n\
-  --warmup N            seconds of unrecorded wrk load before every measured run (default 2)\n\
-  --runs N              rounds; each round measures every arm once, in rotating order (default 3)\n\
-  --threads N           wrk threads for the throughput runs (default 2)\n\
-  --connections N       wrk connections for the throughput runs (default 50)\n\
-  --layout L            shared: no CPU pinning (default); split: wrk on CPU 0, proxies and\n\
-                        backend on CPU 1\n\
-  --json PATH           also write the results as JSON";
+[--warmup N] [--runs N] [--threads N] [--connections N] [--layout shared|split] \
+[--quiet-wait N] [--json PATH]\n\
+\x20 --duration N          seconds of each throughput run (default 10)\n\
+\x20 --latency-duration N  seconds of each single-connection latency run (default 5, at most --duration)\n\
+\x20 --warmup N            seconds of unrecorded wrk load before every measured run (default 2)\n\
+\x20 --runs N              rounds; each round measures every arm once, in rotating order (default 5)\n\
+\x20 --threads N           wrk threads for the throughput runs (default 2)\n\
+\x20 --connections N       wrk connections for the throughput runs (default 50)\n\
+\x20 --layout L            shared: no CPU pinning (default); split: wrk on CPU 0, proxies and\n\
+\x20                       backend on CPU 1\n\
+\x20 --quiet-wait N        per measurement, up to N s (default 180; 0: off) of waiting until other\n\
+\x20                       processes use < 15 % of a core and of repeating runs they disturbed\n\
+\x20                       (> 25 % of a core)\n\
+\x20 --json PATH           also write the results as JSON";
 
 fn parse_args() -> Res<Args> {
     let mut a = Args {
         duration: 10,
         latency_duration: 5,
         warmup: 2,
-        runs: 3,
+        runs: 5,
         threads: 2,
         connections: 50,
         layout: Layout::Shared,
+        quiet_wait: 180,
         json: None,
     };
     let mut latency_set = false;
@@ -170,6 +182,9 @@ fn parse_args() -> Res<Args> {
                     "split" => Layout::Split,
                     other => return Err(format!("--layout: `{other}` is not shared or split")),
                 }
+            }
+            "--quiet-wait" => {
+                a.quiet_wait = number("--quiet-wait", value("--quiet-wait")?, true)? as u64
             }
             "--json" => a.json = Some(PathBuf::from(value("--json")?)),
             "-h" | "--help" => {
@@ -376,6 +391,27 @@ fn children_cpu_ns() -> u64 {
     };
     let tv = |t: nix::libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Busy CPU time of the whole machine (all CPUs), in nanoseconds, from /proc/stat.
+fn system_busy_ns() -> u64 {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(cpu) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0;
+    };
+    let f: Vec<u64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: all but idle and iowait.
+    let busy: u64 = [0usize, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|i| f.get(*i))
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let tck = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as u64;
+    busy * (1_000_000_000 / tck)
 }
 
 /// Processes that belong to the sandbox: `BINKY_HOME=<home>` in their environment, or a
@@ -828,6 +864,12 @@ struct WrkResult {
     proxy_cpu_us_per_req: Option<f64>,
     backend_cpu_pct: f64,
     wrk_cpu_pct: f64,
+    /// CPU used by processes outside the benchmark during the run, in % of one core.
+    other_cpu_pct: f64,
+    /// Seconds from the start of this measurement (waits and repeats included) to its end.
+    quiet_wait_s: f64,
+    /// Runs made: more than 1 when other processes disturbed a run and it was repeated.
+    attempts: u32,
 }
 
 impl WrkResult {
@@ -841,6 +883,9 @@ impl WrkResult {
             "proxy_cpu_us_per_request": self.proxy_cpu_us_per_req,
             "backend_cpu_pct_of_one_core": self.backend_cpu_pct,
             "wrk_cpu_pct_of_one_core": self.wrk_cpu_pct,
+            "other_processes_cpu_pct_of_one_core": self.other_cpu_pct,
+            "measurement_wall_s": self.quiet_wait_s,
+            "attempts": self.attempts,
         })
     }
 }
@@ -948,6 +993,9 @@ struct Bench<'a> {
     /// Processes whose CPU is counted for each arm's proxy, and the backend's.
     proxy_pids: [Vec<u32>; 3],
     backend_pids: Vec<u32>,
+    /// Every process of the benchmark (both proxies, the backend, this process): the CPU the
+    /// machine spends beyond these (and wrk) is other people's load.
+    own_pids: Vec<u32>,
     wrk_cpu: Option<usize>,
 }
 
@@ -971,18 +1019,22 @@ impl Bench<'_> {
         ]);
         pin_command(&mut cmd, self.wrk_cpu);
         let proxy_pids = &self.proxy_pids[arm as usize];
-        let (p0, b0, w0) = (
+        let (p0, b0, w0, o0, s0) = (
             cpu_ns(proxy_pids),
             cpu_ns(&self.backend_pids),
             children_cpu_ns(),
+            cpu_ns(&self.own_pids),
+            system_busy_ns(),
         );
         let start = Instant::now();
         let run = run_cmd(cmd, &self.scratch, Duration::from_secs(secs + 60))?;
         let wall_ns = start.elapsed().as_nanos() as f64;
-        let (p1, b1, w1) = (
+        let (p1, b1, w1, o1, s1) = (
             cpu_ns(proxy_pids),
             cpu_ns(&self.backend_pids),
             children_cpu_ns(),
+            cpu_ns(&self.own_pids),
+            system_busy_ns(),
         );
         if !run.status.success() {
             return Err(format!(
@@ -1006,15 +1058,81 @@ impl Bench<'_> {
         }
         r.backend_cpu_pct = b1.saturating_sub(b0) as f64 / wall_ns * 100.0;
         r.wrk_cpu_pct = w1.saturating_sub(w0) as f64 / wall_ns * 100.0;
+        let ours = o1.saturating_sub(o0) + w1.saturating_sub(w0);
+        r.other_cpu_pct = s1.saturating_sub(s0).saturating_sub(ours) as f64 / wall_ns * 100.0;
         Ok(r)
     }
 
-    /// Unrecorded load with the same settings, then the measured run.
-    fn measure(&self, arm: Arm, mode: Mode, secs: u64) -> Res<WrkResult> {
-        if self.args.warmup > 0 {
-            self.wrk(arm, mode, self.args.warmup)?;
+    /// CPU used by other processes over about one second, in % of one core.
+    fn other_load(&self) -> f64 {
+        let (o0, s0) = (cpu_ns(&self.own_pids), system_busy_ns());
+        let t0 = Instant::now();
+        thread::sleep(Duration::from_millis(1000));
+        let wall = t0.elapsed().as_nanos() as f64;
+        let busy = system_busy_ns().saturating_sub(s0);
+        let ours = cpu_ns(&self.own_pids).saturating_sub(o0);
+        busy.saturating_sub(ours) as f64 / wall * 100.0
+    }
+
+    /// Wait until the rest of the machine has used less than `QUIET_PCT` % of one core for
+    /// two seconds in a row (the cores are shared with other people's builds), giving up after
+    /// `budget` seconds. Returns the seconds waited.
+    fn wait_quiet(&self, budget: f64) -> Res<f64> {
+        let start = Instant::now();
+        let (mut quiet, mut said) = (0, false);
+        loop {
+            check_stop()?;
+            let other = self.other_load();
+            quiet = if other < QUIET_PCT { quiet + 1 } else { 0 };
+            let waited = start.elapsed().as_secs_f64();
+            if quiet >= 2 {
+                return Ok(waited);
+            }
+            if waited >= budget {
+                eprintln!(
+                    "  other processes still use {other:.0} % of a core after {waited:.0} s; \
+                     measuring anyway"
+                );
+                return Ok(waited);
+            }
+            if !said && quiet == 0 {
+                eprintln!("  waiting for other processes to calm down ({other:.0} % of a core)");
+                said = true;
+            }
         }
-        self.wrk(arm, mode, secs)
+    }
+
+    /// A quiet machine, unrecorded load with the same settings, then the measured run; a run
+    /// that other processes disturbed (more than `DISTURBED_PCT` % of a core) is repeated
+    /// while the --quiet-wait budget lasts.
+    fn measure(&self, arm: Arm, mode: Mode, secs: u64) -> Res<WrkResult> {
+        let start = Instant::now();
+        let budget = self.args.quiet_wait as f64;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let left = budget - start.elapsed().as_secs_f64();
+            if budget > 0.0 {
+                self.wait_quiet(left.max(0.0))?;
+            }
+            if self.args.warmup > 0 {
+                self.wrk(arm, mode, self.args.warmup)?;
+            }
+            let mut r = self.wrk(arm, mode, secs)?;
+            let spent = start.elapsed().as_secs_f64();
+            let disturbed = r.other_cpu_pct > DISTURBED_PCT;
+            if disturbed && budget > 0.0 && spent < budget {
+                eprintln!(
+                    "  {} run disturbed: other processes used {:.0} % of a core; repeating",
+                    arm.key(),
+                    r.other_cpu_pct
+                );
+                continue;
+            }
+            r.attempts = attempts;
+            r.quiet_wait_s = spent;
+            return Ok(r);
+        }
     }
 }
 
@@ -1199,9 +1317,35 @@ fn main() {
     }
 }
 
+/// The commit binky was built from, `+dirty` when src/ or controllers/ have local changes.
+fn binky_commit() -> String {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let head = capture("git", &["-C", dir, "rev-parse", "--short", "HEAD"]).unwrap_or_default();
+    let dirty = Command::new("git")
+        .args([
+            "-C",
+            dir,
+            "status",
+            "--porcelain",
+            "--",
+            "src",
+            "controllers",
+        ])
+        .output()
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(false);
+    if dirty {
+        format!("{head}+dirty")
+    } else {
+        head
+    }
+}
+
 fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
     let machine = machine(&nginx, &wrk);
+    let commit = binky_commit();
     eprintln!("machine: {machine}");
+    eprintln!("binky {} at commit {commit}", binky.display());
     let nproc = machine["nproc"].as_u64().unwrap_or(0);
     let (wrk_cpu, server_cpu) = match args.layout {
         Layout::Shared => (None, None),
@@ -1256,6 +1400,12 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
         ports,
         proxy_pids: [Vec::new(), nginx_pids.clone(), vec![daemon]],
         backend_pids: backend_pids.clone(),
+        own_pids: nginx_pids
+            .iter()
+            .chain(backend_pids.iter())
+            .copied()
+            .chain([daemon, std::process::id()])
+            .collect(),
         wrk_cpu,
     };
 
@@ -1276,7 +1426,8 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
                     Mode::Single => "-t1 -c1".to_owned(),
                 };
                 eprintln!(
-                    "round {}/{} {name} {:<6} {:>8} req/s  p50 {:>8}  p99 {:>8}{}  (load {})",
+                    "round {}/{} {name} {:<6} {:>8} req/s  p50 {:>8}  p99 {:>8}{}  (other \
+                     processes {:.0} % of a core{})",
                     round + 1,
                     args.runs,
                     arm.key(),
@@ -1286,7 +1437,12 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
                     r.proxy_cpu_us_per_req
                         .map(|c| format!("  proxy {c:.1} µs CPU/req"))
                         .unwrap_or_default(),
-                    loadavg()
+                    r.other_cpu_pct,
+                    if r.other_cpu_pct > DISTURBED_PCT {
+                        ": DISTURBED, kept"
+                    } else {
+                        ""
+                    }
                 );
                 out[arm as usize].push(r);
             }
@@ -1322,6 +1478,21 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
     let sp99: Vec<f64> = ARMS
         .iter()
         .map(|a| med(&single[*a as usize], |r| r.p99_ms))
+        .collect();
+    let sp90: Vec<f64> = ARMS
+        .iter()
+        .map(|a| med(&single[*a as usize], |r| r.p90_ms))
+        .collect();
+    // The least disturbed round of each arm: on a shared machine a p99 is mostly set by
+    // stalls outside the benchmark, which this filters out best.
+    let sp99_min: Vec<f64> = ARMS
+        .iter()
+        .map(|a| {
+            single[*a as usize]
+                .iter()
+                .map(|r| r.p99_ms)
+                .fold(f64::NAN, f64::min)
+        })
         .collect();
     let srps: Vec<f64> = ARMS
         .iter()
@@ -1397,6 +1568,20 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
         verdict(binky_added_p99 <= TARGET_ADDED_P99_MS).into(),
     ]);
     verdicts.row(&[
+        "  same, lowest p99 of each arm's rounds".into(),
+        fmt_added(added(&sp99_min, b)),
+        fmt_added(added(&sp99_min, n)),
+        String::new(),
+        String::new(),
+    ]);
+    verdicts.row(&[
+        "added p90 vs direct, one connection (-t1 -c1)".into(),
+        fmt_added(added(&sp90, b)),
+        fmt_added(added(&sp90, n)),
+        String::new(),
+        String::new(),
+    ]);
+    verdicts.row(&[
         "added p50 vs direct, one connection (-t1 -c1)".into(),
         fmt_added(added(&sp50, b)),
         fmt_added(added(&sp50, n)),
@@ -1446,8 +1631,30 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
          proxy workers: {}",
         nginx_pids.len().saturating_sub(1)
     );
+    let kept_disturbed = load
+        .iter()
+        .chain(single.iter())
+        .flatten()
+        .filter(|r| r.other_cpu_pct > DISTURBED_PCT)
+        .count();
+    let others: Vec<f64> = load
+        .iter()
+        .chain(single.iter())
+        .flatten()
+        .map(|r| r.other_cpu_pct)
+        .collect();
+    let repeated: u32 = load
+        .iter()
+        .chain(single.iter())
+        .flatten()
+        .map(|r| r.attempts.saturating_sub(1))
+        .sum();
     println!(
-        "load average: at start {}, at end {load_at_end}",
+        "other processes during the measured runs: median {:.1} %, max {:.1} % of one core \
+         ({repeated} disturbed run(s) repeated, {kept_disturbed} kept because --quiet-wait ran \
+         out); load average at start {}, at end {load_at_end}",
+        median(&others),
+        others.iter().copied().fold(0.0, f64::max),
         machine["loadavg_at_start"].as_str().unwrap_or("")
     );
     if !sb.leftovers.is_empty() {
@@ -1468,6 +1675,7 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
                     json!({
                         "rps": summary(&col(|r| r.rps)),
                         "p50_ms": summary(&col(|r| r.p50_ms)),
+                        "p90_ms": summary(&col(|r| r.p90_ms)),
                         "p99_ms": summary(&col(|r| r.p99_ms)),
                         "runs": v.iter().map(WrkResult::json).collect::<Vec<_>>(),
                     }),
@@ -1479,12 +1687,16 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
             "benchmark": "proxy",
             "machine": machine,
             "loadavg_at_end": load_at_end,
+            "other_processes_cpu_pct_of_one_core": summary(&others),
+            "disturbed_runs_repeated": repeated,
+            "disturbed_runs_kept": kept_disturbed,
             "settings": {
                 "runs": args.runs, "duration_s": args.duration,
                 "latency_duration_s": args.latency_duration, "warmup_s": args.warmup,
                 "threads": t, "connections": c, "layout": args.layout.name(),
+                "quiet_wait_s": args.quiet_wait, "quiet_below_pct_of_one_core": QUIET_PCT,
                 "affinity": affinity, "host": HOST,
-                "binky": binky, "binky_daemon_threads": daemon_threads,
+                "binky": binky, "binky_commit": commit, "binky_daemon_threads": daemon_threads,
                 "nginx_proxy_workers": nginx_pids.len().saturating_sub(1),
                 "nginx_proxy_conf": nginx_proxy_conf(Path::new("PREFIX"), nginx_port, backend_port),
                 "backend_conf": backend_conf_template(Path::new("PREFIX")),
@@ -1503,6 +1715,10 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
                 "single_rps": { "direct": srps[d], "nginx": srps[n], "binky": srps[b] },
                 "single_p50_ms": { "direct": sp50[d], "nginx": sp50[n], "binky": sp50[b] },
                 "single_p99_ms": { "direct": sp99[d], "nginx": sp99[n], "binky": sp99[b] },
+                "single_p90_ms": { "direct": sp90[d], "nginx": sp90[n], "binky": sp90[b] },
+                "single_p99_ms_lowest_round": {
+                    "direct": sp99_min[d], "nginx": sp99_min[n], "binky": sp99_min[b]
+                },
                 "proxy_cpu_us_per_request": { "nginx": cpu_req[n], "binky": cpu_req[b] },
                 "proxy_cpu_pct_of_one_core": { "nginx": cpu_pct[n], "binky": cpu_pct[b] },
             },
@@ -1515,6 +1731,10 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
             "added_latency_ms": {
                 "single_p50": { "nginx": added(&sp50, n), "binky": added(&sp50, b) },
                 "single_p99": { "nginx": added(&sp99, n), "binky": added(&sp99, b) },
+                "single_p99_lowest_round": {
+                    "nginx": added(&sp99_min, n), "binky": added(&sp99_min, b)
+                },
+                "single_p90": { "nginx": added(&sp90, n), "binky": added(&sp90, b) },
                 "load_p50": { "nginx": added(&lp50, n), "binky": added(&lp50, b) },
                 "load_p99": { "nginx": added(&lp99, n), "binky": added(&lp99, b) },
             },

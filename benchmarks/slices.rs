@@ -1,0 +1,1731 @@
+//! Slices benchmark: how long binky (this repo) and binky 0.1.2 (the Python reference) take
+//! to provision and to tear down a PostgreSQL slice and a Redis slice of one world, on the
+//! same servers, in the same run, reporting ratios (binky / 0.1.2).
+//!
+//! One private PostgreSQL (`initdb` in a temp dir under `/dev/shm`, or `$TMPDIR` with
+//! `--pg-on-disk`; scram, `fsync=off`) and one private `redis-server` (`requirepass`, no
+//! persistence) serve the whole run; both tools reach them through
+//! `admin_url = "${env.PG_ADMIN}"` / `"${env.REDIS_ADMIN}"`.
+//!
+//! Each tool gets three committed `binky.toml`s (three repos under one `BINKY_HOME`, one
+//! daemon): `bare` (no service at all), `pg` (one `postgres` adapter service) and `redis`
+//! (one `redis` adapter service). For each of `--worlds` worlds `wNN`, one after the other,
+//! and for each config, each tool runs `up wNN` (timed; the slice is provisioned inside it),
+//! the slice is checked on the server, `remove wNN --force` (timed), and the slice is checked
+//! gone. Order of configs rotates and the tool that goes first alternates per world.
+//!
+//! Reported, per adapter and tool: median and p90 of the `up` and `remove` wall times, and the
+//! slice's own cost: the `up` (`remove`) of the adapter world minus the `up` (`remove`) of the
+//! bare world of the same index, median of those paired differences (and, in the JSON, the
+//! difference of the medians).
+//!
+//! Two references are measured after each world, without any CLI or daemon:
+//! - the server floor: a fresh admin connection + `CREATE DATABASE` (Redis: `ACL SETUSER`),
+//!   and a fresh connection + `DROP DATABASE … WITH (FORCE)` (`ACL DELUSER`);
+//! - each tool's adapter alone, in process: binky's `provision` + `resolve` and `teardown`
+//!   (this crate's library), 0.1.2's the same verbs in one Python process (drivers imported
+//!   before the clock starts).
+//!
+//! Every slice is checked: after `up` it is on the server (binky: database + role / ACL user,
+//! and its URL logs in as the slice's user; 0.1.2: database / entry in its `binky:slices`
+//! map), and after `remove` the server is exactly as before the `up`. At the end, the servers
+//! are compared with their state before the run.
+//!
+//! Run: `cargo bench --bench slices [-- --worlds N --pg-on-disk --json PATH]`.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+type Res<T> = Result<T, String>;
+
+const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres and redis \
+extras is not installed.\nInstall it into a venv and point the benchmark at it:\n\n\
+    python3 -m venv .venv-ref && .venv-ref/bin/pip install \"binky[postgres,redis]==0.1.2\"\n\
+    BINKY012=$PWD/.venv-ref/bin/binky cargo bench --bench slices\n\n\
+(the benchmark also looks for /work/ref/venv/bin/binky and for `binky012` on PATH)";
+
+const SERVERS_HINT: &str = "PostgreSQL (initdb, postgres, psql) and redis-server are needed: \
+`apt-get install postgresql redis-server`";
+
+// ---------------------------------------------------------------------------------------------
+// Interrupts: a flag, so that Ctrl-C unwinds through the teardown guards.
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: nix::libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(sig, &action) };
+    }
+}
+
+fn check_stop() -> Res<()> {
+    if STOP.load(Ordering::SeqCst) {
+        Err("interrupted".into())
+    } else {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments.
+
+struct Args {
+    worlds: usize,
+    /// Where PostgreSQL's cluster goes: `/dev/shm` (tmpfs) unless `--pg-on-disk`.
+    pg_on_disk: bool,
+    json: Option<PathBuf>,
+}
+
+const USAGE: &str = "usage: cargo bench --bench slices -- [--worlds N] [--pg-on-disk] \
+[--json PATH]\n\
+  --worlds N    worlds per adapter and tool, one after the other (default 20)\n\
+  --pg-on-disk  put PostgreSQL's data in the temp dir ($TMPDIR or /tmp) instead of /dev/shm\n\
+  --json PATH   also write the results as JSON";
+
+fn parse_args() -> Res<Args> {
+    let mut a = Args {
+        worlds: 20,
+        pg_on_disk: false,
+        json: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| -> Res<String> {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
+        match flag.as_str() {
+            // `cargo bench` passes --bench to harness = false targets.
+            "--bench" => {}
+            "--worlds" => {
+                let v = value("--worlds")?;
+                a.worlds = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=99).contains(n))
+                    .ok_or_else(|| format!("--worlds: `{v}` is not a number from 1 to 99"))?;
+            }
+            "--pg-on-disk" => a.pg_on_disk = true,
+            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+        }
+    }
+    Ok(a)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running commands with a timeout, timing the whole command precisely.
+
+struct Run {
+    status: ExitStatus,
+    elapsed: Duration,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn ok(&self) -> bool {
+        self.status.success()
+    }
+}
+
+/// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
+/// daemon that inherits the descriptors cannot hold the command open.
+fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
+    let out_path = scratch.join("cmd.stdout");
+    let err_path = scratch.join("cmd.stderr");
+    let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
+    let err = fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    let desc = format!("{:?}", cmd.get_program());
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run {desc}: {e}"))?;
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel::<()>();
+    let dog = thread::spawn(move || {
+        if rx.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            true
+        } else {
+            false
+        }
+    });
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {desc}: {e}"))?;
+    let elapsed = start.elapsed();
+    let _ = tx.send(());
+    let timed_out = dog.join().unwrap_or(false);
+    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    if timed_out {
+        return Err(format!(
+            "{desc} timed out after {timeout:?}\nstdout: {stdout}\nstderr: {stderr}"
+        ));
+    }
+    Ok(Run {
+        status,
+        elapsed,
+        stdout,
+        stderr,
+    })
+}
+
+fn capture(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if out.status.success() && !text.is_empty() {
+        Some(text)
+    } else {
+        let e = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        (!e.is_empty() && out.status.success()).then_some(e)
+    }
+}
+
+fn random_secret() -> Res<String> {
+    use std::io::Read;
+    let mut buf = [0u8; 18];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn free_port() -> Res<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc helpers.
+
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
+/// working directory inside the sandbox.
+fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
+    let me = std::process::id();
+    let needle = format!("BINKY_HOME={}", home.display());
+    let mut pids = Vec::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || !alive(pid) {
+            continue;
+        }
+        let env_match = fs::read(format!("/proc/{pid}/environ"))
+            .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+            .unwrap_or(false);
+        let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
+            .map(|c| c.starts_with(root))
+            .unwrap_or(false);
+        if env_match || cwd_match {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics.
+
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    s
+}
+
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let s = sorted(v);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// 90th percentile, nearest rank: the `ceil(0.9 n)`-th smallest (the 18th of 20).
+fn p90(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let s = sorted(v);
+    let rank = ((0.9 * s.len() as f64).ceil() as usize).clamp(1, s.len());
+    s[rank - 1]
+}
+
+fn summary(v: &[f64]) -> Value {
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    json!({ "median": median(v), "p90": p90(v), "min": min, "max": max, "n": v.len(), "samples": v })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn diffs(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(x, y)| x - y).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared servers.
+
+/// Field separator in psql output (ASCII unit separator).
+const SEP: char = '\u{1f}';
+
+/// The `bin` directory of the newest installed PostgreSQL, if any.
+fn pg_bin_dir() -> Option<PathBuf> {
+    let has_all = |d: &Path| {
+        ["initdb", "postgres", "psql"]
+            .iter()
+            .all(|b| d.join(b).is_file())
+    };
+    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let major = e
+                .file_name()
+                .to_string_lossy()
+                .split('.')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((major, e.path().join("bin")))
+        })
+        .filter(|(_, d)| has_all(d))
+        .collect();
+    versions.sort();
+    if let Some((_, d)) = versions.pop() {
+        return Some(d);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("initdb"))
+        .find(|p| p.is_file())
+        .and_then(|p| fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .filter(|d| has_all(d))
+}
+
+/// Rows of `sql` run with psql at `url` (fields as text), or psql's error output.
+fn psql(bin_dir: &Path, url: &str, sql: &str) -> Res<Vec<Vec<String>>> {
+    let out = Command::new(bin_dir.join("psql"))
+        .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-F"])
+        .arg(SEP.to_string())
+        .args(["-d", url, "-c", sql])
+        .env("PGCONNECT_TIMEOUT", "5")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("psql: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split(SEP).map(str::to_owned).collect())
+        .collect())
+}
+
+/// A private PostgreSQL cluster in a temp dir, run as the `postgres` user when we are root
+/// (PostgreSQL refuses root). Stopped and removed on drop.
+struct PgServer {
+    admin_url: String,
+    bin_dir: PathBuf,
+    version: String,
+    /// Where the cluster lives.
+    data_dir: PathBuf,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl PgServer {
+    /// A cluster under `parent` (`None`: the temp dir).
+    fn start(parent: Option<&Path>) -> Res<PgServer> {
+        let bin_dir = pg_bin_dir().ok_or(SERVERS_HINT)?;
+        let user = if nix::unistd::geteuid().is_root() {
+            let u = nix::unistd::User::from_name("postgres")
+                .ok()
+                .flatten()
+                .ok_or(
+                    "running as root needs a `postgres` system user (apt-get install postgresql)",
+                )?;
+            Some((u.uid.as_raw(), u.gid.as_raw()))
+        } else {
+            None
+        };
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("binky-bench-pg-");
+        let dir = match parent {
+            Some(p) => builder.tempdir_in(p),
+            None => builder.tempdir(),
+        }
+        .map_err(|e| format!("tempdir: {e}"))?;
+        let io = |e: std::io::Error| format!("postgres dir: {e}");
+        // The postgres user must be able to pass through to its data directory.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).map_err(io)?;
+        let data = dir.path().join("data");
+        fs::create_dir(&data).map_err(io)?;
+        fs::set_permissions(&data, fs::Permissions::from_mode(0o700)).map_err(io)?;
+        let password = random_secret()?;
+        let pwfile = dir.path().join("pwfile");
+        fs::write(&pwfile, format!("{password}\n")).map_err(io)?;
+        if let Some((uid, gid)) = user {
+            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).map_err(io)?;
+            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid)).map_err(io)?;
+        }
+        let mut initdb = Command::new(bin_dir.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "postgres", "--auth=scram-sha-256", "-E", "UTF8"])
+            .args(["--locale=C", "-N"])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .current_dir("/");
+        if let Some((uid, gid)) = user {
+            initdb.uid(uid).gid(gid);
+        }
+        let r = run_cmd(initdb, dir.path(), Duration::from_secs(120))?;
+        let _ = fs::remove_file(&pwfile);
+        if !r.ok() {
+            return Err(format!("initdb failed ({}): {}", r.status, r.stderr));
+        }
+        let version = capture(&bin_dir.join("postgres").to_string_lossy(), &["--version"])
+            .unwrap_or_default();
+
+        let log_path = dir.path().join("postgres.log");
+        for _attempt in 0..5 {
+            let port = free_port()?;
+            let log = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .map_err(io)?;
+            let mut cmd = Command::new(bin_dir.join("postgres"));
+            cmd.arg("-D")
+                .arg(&data)
+                .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+                .arg("-k")
+                .arg(&data)
+                .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
+                .args(["-c", "synchronous_commit=off"])
+                .current_dir("/")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().map_err(io)?)
+                .stderr(log)
+                .process_group(0);
+            if let Some((uid, gid)) = user {
+                cmd.uid(uid).gid(gid);
+            }
+            let mut child = cmd.spawn().map_err(|e| format!("spawn postgres: {e}"))?;
+            let admin_url = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
+            let until = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let text = fs::read_to_string(&log_path).unwrap_or_default();
+                    if text.contains("could not bind") || text.contains("already in use") {
+                        break; // Someone took the port meanwhile: another one.
+                    }
+                    return Err(format!("postgres exited ({status}):\n{text}"));
+                }
+                if psql(&bin_dir, &admin_url, "SELECT 1").is_ok() {
+                    return Ok(PgServer {
+                        admin_url,
+                        bin_dir,
+                        version,
+                        data_dir: data,
+                        child,
+                        _dir: dir,
+                    });
+                }
+                if Instant::now() > until || check_stop().is_err() {
+                    let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                    let _ = child.wait();
+                    return Err(format!(
+                        "postgres not ready after 30 s:\n{}",
+                        fs::read_to_string(&log_path).unwrap_or_default()
+                    ));
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Err("no free port for postgres after 5 attempts".into())
+    }
+
+    /// What exists on the server: `db:<name>` for every non-template database and
+    /// `role:<name>` for every role but the built-in `pg_*` ones.
+    fn snapshot(&self) -> Res<BTreeSet<String>> {
+        let rows = psql(
+            &self.bin_dir,
+            &self.admin_url,
+            "SELECT 'db:' || datname FROM pg_database WHERE NOT datistemplate \
+             UNION ALL SELECT 'role:' || rolname FROM pg_roles WHERE left(rolname, 3) <> 'pg_'",
+        )
+        .map_err(|e| format!("postgres snapshot: {e}"))?;
+        Ok(rows.into_iter().filter_map(|mut r| r.pop()).collect())
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        // Fast shutdown; the group is killed if it takes too long.
+        let pid = self.child.id() as i32;
+        let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
+        let until = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+fn redis_connect(url: &str) -> Res<redis::Connection> {
+    redis::Client::open(url)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+        .map_err(|e| format!("redis connect: {e}"))
+}
+
+/// A private `redis-server` (`requirepass`, no persistence) on a free loopback port. Stopped
+/// and its directory removed on drop.
+struct RedisServer {
+    admin_url: String,
+    version: String,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    fn start() -> Res<RedisServer> {
+        let bin = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .or_else(|| {
+                let path = std::env::var_os("PATH")?;
+                std::env::split_paths(&path)
+                    .map(|d| d.join("redis-server"))
+                    .find(|p| p.is_file())
+            })
+            .ok_or(SERVERS_HINT)?;
+        let version = capture(&bin.to_string_lossy(), &["--version"]).unwrap_or_default();
+        let dir = tempfile::Builder::new()
+            .prefix("binky-bench-redis-")
+            .tempdir()
+            .map_err(|e| format!("tempdir: {e}"))?;
+        let password = random_secret()?;
+        // A port taken between the probe and the bind makes redis exit: try another.
+        for _ in 0..5 {
+            let port = free_port()?;
+            let mut child = Command::new(&bin)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .args(["--requirepass", &password])
+                .arg("--dir")
+                .arg(dir.path())
+                .arg("--logfile")
+                .arg(dir.path().join("redis.log"))
+                .args(["--daemonize", "no", "--protected-mode", "yes"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .map_err(|e| format!("spawn redis-server: {e}"))?;
+            let admin_url = format!("redis://default:{password}@127.0.0.1:{port}/0");
+            let until = Instant::now() + Duration::from_secs(10);
+            let mut ready = false;
+            while Instant::now() < until && check_stop().is_ok() {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                let pong = redis_connect(&admin_url).and_then(|mut c| {
+                    redis::cmd("PING")
+                        .query::<String>(&mut c)
+                        .map_err(|e| e.to_string())
+                });
+                if pong.is_ok() {
+                    ready = true;
+                    break;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+            if ready {
+                return Ok(RedisServer {
+                    admin_url,
+                    version,
+                    child,
+                    _dir: dir,
+                });
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            check_stop()?;
+        }
+        Err(format!(
+            "redis-server did not start: {}",
+            fs::read_to_string(dir.path().join("redis.log")).unwrap_or_default()
+        ))
+    }
+
+    /// What exists on the server: `user:<name>` for every ACL user, `keys:db<N>=<count>` for
+    /// every database holding keys, and `map:<field>=<db>` for every entry of binky 0.1.2's
+    /// slice map (the hash `binky:slices` in database 0).
+    fn snapshot(&self) -> Res<BTreeSet<String>> {
+        let e = |e: redis::RedisError| format!("redis snapshot: {e}");
+        let mut con = redis_connect(&self.admin_url)?;
+        let mut out = BTreeSet::new();
+        let users: Vec<String> = redis::cmd("ACL").arg("USERS").query(&mut con).map_err(e)?;
+        out.extend(users.into_iter().map(|u| format!("user:{u}")));
+        let info: String = redis::cmd("INFO")
+            .arg("keyspace")
+            .query(&mut con)
+            .map_err(e)?;
+        for line in info.lines().filter(|l| l.starts_with("db")) {
+            // db3:keys=1,expires=0,avg_ttl=0
+            if let Some((db, rest)) = line.trim().split_once(':') {
+                let keys = rest.split(',').next().unwrap_or(rest);
+                out.insert(format!("keys:{db}={}", keys.trim_start_matches("keys=")));
+            }
+        }
+        let map: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg("binky:slices")
+            .query(&mut con)
+            .map_err(e)?;
+        out.extend(map.into_iter().map(|(k, v)| format!("map:{k}={v}")));
+        Ok(out)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The configs and the two tools.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Cfg {
+    /// No service: the fixed cost of `up` / `remove` of a world.
+    Bare,
+    /// One `postgres` adapter service.
+    Pg,
+    /// One `redis` adapter service.
+    Redis,
+}
+
+const CFGS: [Cfg; 3] = [Cfg::Bare, Cfg::Pg, Cfg::Redis];
+
+impl Cfg {
+    fn idx(self) -> usize {
+        match self {
+            Cfg::Bare => 0,
+            Cfg::Pg => 1,
+            Cfg::Redis => 2,
+        }
+    }
+
+    /// The project name, which is also the repo's directory name.
+    fn project(self) -> &'static str {
+        match self {
+            Cfg::Bare => "bare",
+            Cfg::Pg => "pg",
+            Cfg::Redis => "redis",
+        }
+    }
+
+    fn toml(self) -> String {
+        let head = format!("[project]\nname = \"{}\"\n", self.project());
+        match self {
+            Cfg::Bare => head,
+            Cfg::Pg => format!(
+                "{head}\n[services.db]\nadapter = \"postgres\"\nadmin_url = \"${{env.PG_ADMIN}}\"\n"
+            ),
+            Cfg::Redis => format!(
+                "{head}\n[services.cache]\nadapter = \"redis\"\nadmin_url = \"${{env.REDIS_ADMIN}}\"\n"
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// This repo's binky.
+    Rust,
+    /// binky 0.1.2 (Python).
+    Py,
+}
+
+/// Timings of one tool, per config: `up` and `remove` wall times in ms, world by world.
+#[derive(Default)]
+struct Times {
+    up: [Vec<f64>; 3],
+    remove: [Vec<f64>; 3],
+}
+
+struct Tool {
+    kind: Kind,
+    label: &'static str,
+    bin: PathBuf,
+    root: PathBuf,
+    home: PathBuf,
+    binky_home: PathBuf,
+    /// `PG_ADMIN` and `REDIS_ADMIN`, given to every command.
+    env: Vec<(String, String)>,
+    /// Worlds that may exist and must be removed at teardown.
+    live: Vec<(Cfg, String)>,
+    /// Set by teardown: processes of this sandbox still alive after remove + daemon stop.
+    leftovers: Vec<String>,
+    /// Problems found while checking slices (missing after `up`, left after `remove`).
+    problems: Vec<String>,
+    times: Times,
+    torn_down: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl Tool {
+    fn new(kind: Kind, bin: PathBuf, env: Vec<(String, String)>) -> Res<Tool> {
+        let (label, prefix) = match kind {
+            Kind::Rust => ("binky", "binky-bench-slices-rs-"),
+            Kind::Py => ("binky 0.1.2", "binky-bench-slices-py-"),
+        };
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .map_err(|e| format!("tempdir: {e}"))?;
+        let root = fs::canonicalize(dir.path()).map_err(|e| format!("tempdir: {e}"))?;
+        let home = root.join("home");
+        let binky_home = home.join(".binky");
+        fs::create_dir_all(&binky_home).map_err(|e| format!("{}: {e}", binky_home.display()))?;
+        if kind == Kind::Py {
+            // No hostname proxy on :80 (and so no Caddy on :443).
+            fs::write(
+                binky_home.join("settings.json"),
+                "{\"proxy_port\": 0, \"https_port\": 0}\n",
+            )
+            .map_err(|e| format!("settings.json: {e}"))?;
+        }
+        let tool = Tool {
+            kind,
+            label,
+            bin,
+            root,
+            home,
+            binky_home,
+            env,
+            live: Vec::new(),
+            leftovers: Vec::new(),
+            problems: Vec::new(),
+            times: Times::default(),
+            torn_down: false,
+            _dir: dir,
+        };
+        for cfg in CFGS {
+            let repo = tool.repo(cfg);
+            fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
+            fs::write(repo.join("binky.toml"), cfg.toml())
+                .map_err(|e| format!("binky.toml: {e}"))?;
+            for args in [
+                &["init", "-q"][..],
+                &["add", "binky.toml"][..],
+                &[
+                    "-c",
+                    "user.name=bench",
+                    "-c",
+                    "user.email=bench@localhost",
+                    "commit",
+                    "-qm",
+                    "bench",
+                ][..],
+            ] {
+                let mut c = Command::new("git");
+                c.args(args).current_dir(&repo).env("HOME", &tool.home);
+                let r = run_cmd(c, &tool.root, Duration::from_secs(30))?;
+                if !r.ok() {
+                    return Err(format!("git {args:?} failed: {}", r.stderr));
+                }
+            }
+        }
+        Ok(tool)
+    }
+
+    fn repo(&self, cfg: Cfg) -> PathBuf {
+        self.root.join(cfg.project())
+    }
+
+    fn cmd(&self, cfg: Cfg, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.args(args)
+            .current_dir(self.repo(cfg))
+            .env("HOME", &self.home)
+            .env("BINKY_HOME", &self.binky_home)
+            .env_remove("BINKY_LOG")
+            .env_remove("RUST_LOG");
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn run_ok(&self, cfg: Cfg, args: &[&str], timeout: Duration) -> Res<Run> {
+        // After an interrupt only the teardown still runs commands.
+        if !self.torn_down {
+            check_stop()?;
+        }
+        let r = run_cmd(self.cmd(cfg, args), &self.root, timeout)?;
+        if r.ok() {
+            Ok(r)
+        } else {
+            Err(format!(
+                "{}: `binky {}` exited {}\nstdout: {}\nstderr: {}",
+                self.label,
+                args.join(" "),
+                r.status,
+                r.stdout.trim(),
+                r.stderr.trim()
+            ))
+        }
+    }
+
+    fn version(&self) -> String {
+        let args: &[&str] = match self.kind {
+            Kind::Rust => &["--version"],
+            Kind::Py => &["version"],
+        };
+        self.run_ok(Cfg::Bare, args, Duration::from_secs(30))
+            .map(|r| r.stdout.trim().to_owned())
+            .unwrap_or_else(|e| format!("unknown ({e})"))
+    }
+
+    fn start_daemon(&mut self) -> Res<()> {
+        if self.kind == Kind::Rust {
+            // Keep binky's proxy off ports 80/443.
+            let (p, q) = (free_port()?.to_string(), free_port()?.to_string());
+            self.run_ok(
+                Cfg::Bare,
+                &["port", "--proxy", &p, "--https", &q],
+                Duration::from_secs(30),
+            )?;
+        }
+        self.run_ok(Cfg::Bare, &["daemon", "start"], Duration::from_secs(60))?;
+        Ok(())
+    }
+
+    /// `binky up NAME` in `cfg`'s repo, timed; the world (and its slice) is ready when it
+    /// returns 0.
+    fn up(&mut self, cfg: Cfg, name: &str) -> Res<Duration> {
+        check_stop()?;
+        // Recorded before running: a failed or killed `up` may still leave the world behind.
+        self.live.push((cfg, name.to_owned()));
+        let args: &[&str] = match self.kind {
+            Kind::Rust => &["up", name, "-q"],
+            Kind::Py => &["up", name],
+        };
+        Ok(self.run_ok(cfg, args, Duration::from_secs(150))?.elapsed)
+    }
+
+    /// `binky remove NAME --force`, timed.
+    fn remove(&mut self, cfg: Cfg, name: &str) -> Res<Duration> {
+        let args: &[&str] = match self.kind {
+            Kind::Rust => &["remove", name, "--force", "-q"],
+            Kind::Py => &["remove", name, "--force"],
+        };
+        let r = self.run_ok(cfg, args, Duration::from_secs(60))?;
+        self.live.retain(|(c, w)| !(*c == cfg && w == name));
+        Ok(r.elapsed)
+    }
+
+    /// What the slice of world `name` in `cfg` looks like in a server snapshot.
+    fn slice_marks(&self, cfg: Cfg, name: &str) -> Vec<String> {
+        let project = cfg.project();
+        match (self.kind, cfg) {
+            (_, Cfg::Bare) => Vec::new(),
+            // bk_<project>_<world>_<service>: a database and a role of that name.
+            (Kind::Rust, Cfg::Pg) => {
+                let n = format!("bk_{project}_{name}_db");
+                vec![format!("db:{n}"), format!("role:{n}")]
+            }
+            // An ACL user; its keys live under `<name>:` (none here).
+            (Kind::Rust, Cfg::Redis) => vec![format!("user:bk_{project}_{name}_cache")],
+            // <project>_<world>: a database only.
+            (Kind::Py, Cfg::Pg) => vec![format!("db:{project}_{name}")],
+            // An entry `<project>_<world>` → logical DB index in the hash `binky:slices`.
+            (Kind::Py, Cfg::Redis) => vec![format!("map:{project}_{name}=")],
+        }
+    }
+
+    /// For binky: the slice's own URL (from `binky env --json`) logs in as the slice's user.
+    fn check_slice_url(&self, cfg: Cfg, name: &str, pg: &PgServer) -> Res<()> {
+        if self.kind != Kind::Rust || cfg == Cfg::Bare {
+            return Ok(());
+        }
+        let r = self.run_ok(cfg, &["env", name, "--json"], Duration::from_secs(30))?;
+        let v: Value = serde_json::from_str(&r.stdout).map_err(|e| format!("binky env: {e}"))?;
+        let project = cfg.project();
+        match cfg {
+            Cfg::Pg => {
+                let url = v["env"]["DB_URL"].as_str().ok_or("no DB_URL")?;
+                let rows = psql(&pg.bin_dir, url, "SELECT current_user, current_database()")
+                    .map_err(|e| format!("{name}: the slice URL does not log in: {e}"))?;
+                let want = format!("bk_{project}_{name}_db");
+                if rows.first().map(|r| r.join(" ")) != Some(format!("{want} {want}")) {
+                    return Err(format!("{name}: slice URL reached {rows:?}, not {want}"));
+                }
+            }
+            Cfg::Redis => {
+                let url = v["env"]["CACHE_URL"].as_str().ok_or("no CACHE_URL")?;
+                let mut con = redis_connect(url)?;
+                let who: String = redis::cmd("ACL")
+                    .arg("WHOAMI")
+                    .query(&mut con)
+                    .map_err(|e| format!("{name}: ACL WHOAMI with the slice URL: {e}"))?;
+                let want = format!("bk_{project}_{name}_cache");
+                if who != want {
+                    return Err(format!("{name}: slice URL logs in as {who}, not {want}"));
+                }
+            }
+            Cfg::Bare => {}
+        }
+        Ok(())
+    }
+
+    /// Remove every world, stop the daemon, kill whatever of this sandbox is still alive.
+    fn teardown(&mut self) {
+        if self.torn_down {
+            return;
+        }
+        self.torn_down = true;
+        for (cfg, w) in self.live.clone().iter().rev() {
+            if let Err(e) = self.run_ok(*cfg, &["remove", w, "--force"], Duration::from_secs(60)) {
+                eprintln!("teardown: {e}");
+            }
+        }
+        if let Err(e) = self.run_ok(Cfg::Bare, &["daemon", "stop"], Duration::from_secs(30)) {
+            eprintln!("teardown: {e}");
+        }
+        // Give exiting processes a moment before calling them leftovers.
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut left = sandbox_processes(&self.binky_home, &self.root);
+        while !left.is_empty() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(100));
+            left = sandbox_processes(&self.binky_home, &self.root);
+        }
+        for pid in &left {
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .replace('\0', " ")
+                        .trim()
+                        .to_owned()
+                })
+                .unwrap_or_default();
+            self.leftovers.push(format!("{pid} {cmdline}"));
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        }
+        if !left.is_empty() {
+            eprintln!(
+                "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
+                left.len(),
+                self.label,
+                self.leftovers.join("\n  ")
+            );
+        }
+    }
+}
+
+impl Drop for Tool {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One measured world.
+
+struct Servers {
+    pg: PgServer,
+    redis: RedisServer,
+}
+
+impl Servers {
+    fn snapshot(&self, cfg: Cfg) -> Res<BTreeSet<String>> {
+        match cfg {
+            Cfg::Bare => Ok(BTreeSet::new()),
+            Cfg::Pg => self.pg.snapshot(),
+            Cfg::Redis => self.redis.snapshot(),
+        }
+    }
+}
+
+/// The server's own floor for one slice, without any tool: a fresh admin connection, then
+/// `CREATE DATABASE` (timed from connect to done); a fresh connection, then `DROP DATABASE …
+/// WITH (FORCE)`. Both tools must do at least this. Returns (create, drop) in ms.
+fn pg_floor(admin_url: &str, name: &str) -> Res<(f64, f64)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    let one = |sql: String| {
+        rt.block_on(async {
+            let start = Instant::now();
+            let (client, conn) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
+                .await
+                .map_err(|e| format!("floor connect: {e}"))?;
+            let task = tokio::spawn(conn);
+            client
+                .batch_execute(&sql)
+                .await
+                .map_err(|e| format!("floor `{sql}`: {e}"))?;
+            let took = ms(start.elapsed());
+            drop(client);
+            let _ = task.await;
+            Ok::<f64, String>(took)
+        })
+    };
+    let create = one(format!("CREATE DATABASE \"{name}\""))?;
+    let drop = one(format!("DROP DATABASE \"{name}\" WITH (FORCE)"))?;
+    Ok((create, drop))
+}
+
+/// The same for Redis: a fresh admin connection (AUTH), then `ACL SETUSER` of a user confined
+/// to a prefix; a fresh connection, then `ACL DELUSER`. Returns (create, drop) in ms.
+fn redis_floor(admin_url: &str, name: &str) -> Res<(f64, f64)> {
+    let e = |e: redis::RedisError| format!("redis floor: {e}");
+    let start = Instant::now();
+    let mut con = redis_connect(admin_url)?;
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(name)
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{}", random_secret()?))
+        .arg(format!("~{name}:*"))
+        .arg(format!("&{name}:*"))
+        .arg("+@all")
+        .query::<()>(&mut con)
+        .map_err(e)?;
+    let create = ms(start.elapsed());
+    drop(con);
+    let start = Instant::now();
+    let mut con = redis_connect(admin_url)?;
+    redis::cmd("ACL")
+        .arg("DELUSER")
+        .arg(name)
+        .query::<()>(&mut con)
+        .map_err(e)?;
+    Ok((create, ms(start.elapsed())))
+}
+
+/// binky's adapter alone, in this process (no CLI, no daemon, no store): `provision` +
+/// `resolve` of a slice (timed together), then `teardown`, each on its own fresh connection as
+/// the adapter makes them. Returns (provision, teardown) in ms.
+fn binky_adapter_alone(cfg: Cfg, admin_url: &str, name: &str) -> Res<(f64, f64)> {
+    use binky::adapters::{Adapter, AdapterConfig, Slice};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    let adapter: Box<dyn Adapter> = match cfg {
+        Cfg::Pg => Box::new(binky::adapters::postgres::Postgres),
+        _ => Box::new(binky::adapters::redis::Redis),
+    };
+    let config = AdapterConfig {
+        admin_url: Some(admin_url.to_owned()),
+        ..AdapterConfig::default()
+    };
+    let slice = Slice {
+        name: name.to_owned(),
+        secret: random_secret()?,
+    };
+    rt.block_on(async {
+        let e = |e: binky::adapters::AdapterError| format!("binky adapter, {name}: {e}");
+        let start = Instant::now();
+        adapter.provision(&slice, &config).await.map_err(e)?;
+        adapter.resolve(&slice, &config).await.map_err(e)?;
+        let provision = ms(start.elapsed());
+        let start = Instant::now();
+        adapter.teardown(&slice, &config).await.map_err(e)?;
+        Ok((provision, ms(start.elapsed())))
+    })
+}
+
+/// binky 0.1.2's adapter alone, in one Python process, the way its daemon calls it
+/// (`adapters.get(...)` then the verb, a fresh connection per verb), drivers imported before
+/// the clock starts.
+const PY_ADAPTER_ALONE: &str = r#"
+import json, os, time
+import psycopg, redis
+from binky import adapters
+import binky.builtin_adapters
+kind, name = os.environ["BENCH_KIND"], os.environ["BENCH_SLICE"]
+cfg = {"admin_url": os.environ["BENCH_ADMIN"], "buckets": []}
+t = time.perf_counter()
+a = adapters.get(kind, cfg)
+a.provision(name)
+a.resolve(name)
+p = time.perf_counter() - t
+t = time.perf_counter()
+adapters.get(kind, cfg).teardown(name)
+d = time.perf_counter() - t
+print(json.dumps({"provision_ms": p * 1000, "teardown_ms": d * 1000}))
+"#;
+
+/// Runs [`PY_ADAPTER_ALONE`] with binky 0.1.2's interpreter. Returns (provision, teardown).
+fn py_adapter_alone(python: &str, cfg: Cfg, admin_url: &str, name: &str) -> Res<(f64, f64)> {
+    let kind = match cfg {
+        Cfg::Pg => "postgres",
+        _ => "redis",
+    };
+    let out = Command::new(python)
+        .args(["-c", PY_ADAPTER_ALONE])
+        .env("BENCH_KIND", kind)
+        .env("BENCH_SLICE", name)
+        .env("BENCH_ADMIN", admin_url)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{python}: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(text.trim()).map_err(|e| {
+        format!(
+            "binky 0.1.2 adapter, {name}: {e}: {}{}",
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    match (v["provision_ms"].as_f64(), v["teardown_ms"].as_f64()) {
+        (Some(p), Some(d)) => Ok((p, d)),
+        _ => Err(format!("binky 0.1.2 adapter, {name}: {text}")),
+    }
+}
+
+fn has_mark(set: &BTreeSet<String>, mark: &str) -> bool {
+    // A mark ending in `=` (0.1.2's map entry) matches any value.
+    if mark.ends_with('=') {
+        set.iter().any(|s| s.starts_with(mark))
+    } else {
+        set.contains(mark)
+    }
+}
+
+/// `up`, check the slice exists, `remove`, check the server is back to where it was.
+/// Returns (up, remove) in ms. Problems with the slices are recorded, not fatal.
+fn cycle(t: &mut Tool, s: &Servers, cfg: Cfg, name: &str) -> Res<(f64, f64)> {
+    let before = s.snapshot(cfg)?;
+    let up = ms(t.up(cfg, name)?);
+    let during = s.snapshot(cfg)?;
+    let marks = t.slice_marks(cfg, name);
+    for m in &marks {
+        if !has_mark(&during, m) {
+            t.problems.push(format!(
+                "{} {name} ({}): after `up`, `{m}` is not on the server",
+                t.label,
+                cfg.project()
+            ));
+        }
+    }
+    if let Err(e) = t.check_slice_url(cfg, name, &s.pg) {
+        t.problems
+            .push(format!("{} ({}): {e}", t.label, cfg.project()));
+    }
+    let remove = ms(t.remove(cfg, name)?);
+    let after = s.snapshot(cfg)?;
+    let left: Vec<&String> = after.difference(&before).collect();
+    let gone: Vec<&String> = before.difference(&after).collect();
+    if !left.is_empty() || !gone.is_empty() {
+        t.problems.push(format!(
+            "{} {name} ({}): after `remove` the server differs from before `up`: left {left:?}, \
+             missing {gone:?}",
+            t.label,
+            cfg.project()
+        ));
+    }
+    Ok((up, remove))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting.
+
+fn fmt_ms(v: f64) -> String {
+    if v.is_nan() {
+        "n/a".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b.is_nan() || a.is_nan() || b <= 0.0 {
+        "n/a".into()
+    } else {
+        format!("{:.3}", a / b)
+    }
+}
+
+fn ratio_value(a: f64, b: f64) -> Value {
+    if b.is_nan() || a.is_nan() || b <= 0.0 {
+        Value::Null
+    } else {
+        json!(a / b)
+    }
+}
+
+struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn row(&mut self, cells: &[&str]) {
+        self.rows
+            .push(cells.iter().map(|c| (*c).to_owned()).collect());
+    }
+
+    fn render(&self) -> String {
+        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut w = vec![0usize; cols];
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let mut s = String::new();
+        for (n, r) in self.rows.iter().enumerate() {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                let pad = w[i] - c.chars().count();
+                if i == 0 {
+                    let _ = write!(line, "{c}{}", " ".repeat(pad));
+                } else {
+                    let _ = write!(line, "  {}{c}", " ".repeat(pad));
+                }
+            }
+            let _ = writeln!(s, "{}", line.trim_end());
+            if n == 0 {
+                let total: usize = w.iter().sum::<usize>() + 2 * (cols - 1);
+                let _ = writeln!(s, "{}", "-".repeat(total));
+            }
+        }
+        s
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn find_binky012() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let reference = PathBuf::from("/work/ref/venv/bin/binky");
+    if reference.is_file() {
+        return Some(reference);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("binky012"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The interpreter of binky 0.1.2's entry point (its `#!` line).
+fn binky012_python(bin: &Path) -> String {
+    fs::read_to_string(bin)
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("#!"))
+        .map(|p| p.trim().to_owned())
+        .unwrap_or_else(|| "python3".into())
+}
+
+/// binky 0.1.2's drivers (psycopg, redis) importable by the interpreter of its entry point.
+fn binky012_has_extras(bin: &Path) -> bool {
+    Command::new(binky012_python(bin))
+        .args(["-c", "import psycopg, redis"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+fn machine(s: &Servers) -> Value {
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    json!({
+        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu": cpu,
+        "ram_gib": mem_kib as f64 / 1048576.0,
+        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
+        "python": capture("python3", &["--version"]).unwrap_or_default(),
+        "git": capture("git", &["--version"]).unwrap_or_default(),
+        "postgres": s.pg.version,
+        "postgres_data_dir": s.pg.data_dir,
+        "redis": s.redis.version,
+        "loadavg_at_start": loadavg(),
+    })
+}
+
+fn main() {
+    install_signal_handlers();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let Some(ref_bin) = find_binky012().filter(|b| binky012_has_extras(b)) else {
+        eprintln!("{INSTALL_HINT}");
+        std::process::exit(1);
+    };
+    if let Err(e) = bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin) {
+        eprintln!("slices benchmark failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
+    // CREATE DATABASE copies template1 (about 7.5 MB through the WAL): on this VM's shared
+    // disk it took 60-300 ms and drifted with other people's builds, on tmpfs a steady ~11 ms.
+    // tmpfs by default, so the tools' own work is what varies; --pg-on-disk for the disk.
+    let shm = Path::new("/dev/shm");
+    let pg_parent = (!args.pg_on_disk && shm.is_dir()).then(|| shm.to_path_buf());
+    // Declared before the tools, so they outlive them: the tools' teardown (remove, which
+    // drops slices) still reaches the servers.
+    let servers = Servers {
+        pg: PgServer::start(pg_parent.as_deref())?,
+        redis: RedisServer::start()?,
+    };
+    let machine = machine(&servers);
+    eprintln!("machine: {machine}");
+    eprintln!("postgres data: {}", servers.pg.data_dir.display());
+    let initial = [servers.pg.snapshot()?, servers.redis.snapshot()?];
+    let env = vec![
+        ("PG_ADMIN".to_owned(), servers.pg.admin_url.clone()),
+        ("REDIS_ADMIN".to_owned(), servers.redis.admin_url.clone()),
+    ];
+
+    let mut rs = Tool::new(Kind::Rust, rs_bin, env.clone())?;
+    let mut py = Tool::new(Kind::Py, py_bin, env)?;
+    let versions = (rs.version(), py.version());
+    eprintln!("binky: {} ({})", versions.0, rs.bin.display());
+    eprintln!("binky 0.1.2: {} ({})", versions.1, py.bin.display());
+    if !versions.1.contains("0.1.2") {
+        eprintln!(
+            "warning: the reference reports version `{}`, not 0.1.2",
+            versions.1
+        );
+    }
+
+    // Warm daemons (and 0.1.2's lazily imported drivers): one world per config and tool.
+    for t in [&mut rs, &mut py] {
+        t.start_daemon()?;
+        for cfg in CFGS {
+            let (up, rm) = cycle(t, &servers, cfg, "warm")?;
+            eprintln!(
+                "warm-up {} {}: up {:.0} ms, remove {:.0} ms",
+                t.label,
+                cfg.project(),
+                up,
+                rm
+            );
+        }
+    }
+
+    // The measured worlds, interleaved: configs rotate, the tool going first alternates.
+    // After each world, the servers' own floor for one slice (see `pg_floor`).
+    let mut floor = Times::default();
+    // And each tool's adapter alone, in process (see `binky_adapter_alone`).
+    let (mut alone_rs, mut alone_py) = (Times::default(), Times::default());
+    let py_python = binky012_python(&py.bin);
+    for i in 0..args.worlds {
+        let name = format!("w{i:02}");
+        for k in 0..CFGS.len() {
+            let cfg = CFGS[(i + k) % CFGS.len()];
+            let order: [&mut Tool; 2] = if (i + k) % 2 == 0 {
+                [&mut rs, &mut py]
+            } else {
+                [&mut py, &mut rs]
+            };
+            for t in order {
+                let (up, rm) = cycle(t, &servers, cfg, &name)?;
+                t.times.up[cfg.idx()].push(up);
+                t.times.remove[cfg.idx()].push(rm);
+            }
+        }
+        let f = format!("floor_{name}");
+        for (cfg, (create, drop)) in [
+            (Cfg::Pg, pg_floor(&servers.pg.admin_url, &f)?),
+            (Cfg::Redis, redis_floor(&servers.redis.admin_url, &f)?),
+        ] {
+            floor.up[cfg.idx()].push(create);
+            floor.remove[cfg.idx()].push(drop);
+        }
+        for cfg in [Cfg::Pg, Cfg::Redis] {
+            check_stop()?;
+            let admin = match cfg {
+                Cfg::Pg => &servers.pg.admin_url,
+                _ => &servers.redis.admin_url,
+            };
+            let (p, d) = binky_adapter_alone(cfg, admin, &format!("bk_alone_{name}"))?;
+            alone_rs.up[cfg.idx()].push(p);
+            alone_rs.remove[cfg.idx()].push(d);
+            let (p, d) = py_adapter_alone(&py_python, cfg, admin, &format!("alone_{name}"))?;
+            alone_py.up[cfg.idx()].push(p);
+            alone_py.remove[cfg.idx()].push(d);
+        }
+        let last = |t: &Tool, c: Cfg| {
+            format!(
+                "{:.0}/{:.0}",
+                t.times.up[c.idx()].last().copied().unwrap_or(f64::NAN),
+                t.times.remove[c.idx()].last().copied().unwrap_or(f64::NAN)
+            )
+        };
+        eprintln!(
+            "world {}/{} up/remove ms: binky bare {} pg {} redis {} | 0.1.2 bare {} pg {} redis {}",
+            i + 1,
+            args.worlds,
+            last(&rs, Cfg::Bare),
+            last(&rs, Cfg::Pg),
+            last(&rs, Cfg::Redis),
+            last(&py, Cfg::Bare),
+            last(&py, Cfg::Pg),
+            last(&py, Cfg::Redis),
+        );
+    }
+
+    // Teardown before reporting, so leftovers are part of the report.
+    rs.teardown();
+    py.teardown();
+    let end = [servers.pg.snapshot()?, servers.redis.snapshot()?];
+    let mut server_left = Vec::new();
+    for (i, kind) in ["postgres", "redis"].iter().enumerate() {
+        for x in end[i].difference(&initial[i]) {
+            server_left.push(format!("{kind}: {x} left on the server after the run"));
+        }
+        for x in initial[i].difference(&end[i]) {
+            server_left.push(format!("{kind}: {x} was on the server before and is gone"));
+        }
+    }
+
+    // ------------------------------------------------------------------ report
+    let n = args.worlds;
+    let mut t = Table { rows: Vec::new() };
+    t.row(&[
+        "metric",
+        "binky median",
+        "binky p90",
+        "0.1.2 median",
+        "0.1.2 p90",
+        "ratio (medians)",
+        "server floor",
+    ]);
+    let stat_row = |t: &mut Table, label: String, a: &[f64], b: &[f64], floor: &[f64]| {
+        t.row(&[
+            &label,
+            &fmt_ms(median(a)),
+            &fmt_ms(p90(a)),
+            &fmt_ms(median(b)),
+            &fmt_ms(p90(b)),
+            &ratio(median(a), median(b)),
+            &if floor.is_empty() {
+                String::new()
+            } else {
+                fmt_ms(median(floor))
+            },
+        ]);
+    };
+    let mut json_adapters = serde_json::Map::new();
+    for cfg in [Cfg::Pg, Cfg::Redis] {
+        let (c, b) = (cfg.idx(), Cfg::Bare.idx());
+        let adapter = match cfg {
+            Cfg::Pg => "postgres",
+            _ => "redis",
+        };
+        let prov_rs = diffs(&rs.times.up[c], &rs.times.up[b]);
+        let prov_py = diffs(&py.times.up[c], &py.times.up[b]);
+        let tear_rs = diffs(&rs.times.remove[c], &rs.times.remove[b]);
+        let tear_py = diffs(&py.times.remove[c], &py.times.remove[b]);
+        stat_row(
+            &mut t,
+            format!("{adapter}: up with the slice (wall)"),
+            &rs.times.up[c],
+            &py.times.up[c],
+            &[],
+        );
+        stat_row(
+            &mut t,
+            format!("{adapter}: remove --force with the slice (wall)"),
+            &rs.times.remove[c],
+            &py.times.remove[c],
+            &[],
+        );
+        stat_row(
+            &mut t,
+            format!("{adapter}: provisioning cost (up - bare up, paired)"),
+            &prov_rs,
+            &prov_py,
+            &floor.up[c],
+        );
+        stat_row(
+            &mut t,
+            format!("{adapter}: teardown cost (remove - bare remove, paired)"),
+            &tear_rs,
+            &tear_py,
+            &floor.remove[c],
+        );
+        stat_row(
+            &mut t,
+            format!("{adapter}: adapter alone, provision + resolve (in process)"),
+            &alone_rs.up[c],
+            &alone_py.up[c],
+            &floor.up[c],
+        );
+        stat_row(
+            &mut t,
+            format!("{adapter}: adapter alone, teardown (in process)"),
+            &alone_rs.remove[c],
+            &alone_py.remove[c],
+            &floor.remove[c],
+        );
+        let med_diff = |a: &[f64], b: &[f64]| median(a) - median(b);
+        json_adapters.insert(
+            adapter.to_owned(),
+            json!({
+                "binky": {
+                    "up_ms": summary(&rs.times.up[c]),
+                    "remove_ms": summary(&rs.times.remove[c]),
+                    "provision_cost_paired_ms": summary(&prov_rs),
+                    "teardown_cost_paired_ms": summary(&tear_rs),
+                    "provision_cost_median_diff_ms": med_diff(&rs.times.up[c], &rs.times.up[b]),
+                    "teardown_cost_median_diff_ms": med_diff(&rs.times.remove[c], &rs.times.remove[b]),
+                    "adapter_alone_provision_resolve_ms": summary(&alone_rs.up[c]),
+                    "adapter_alone_teardown_ms": summary(&alone_rs.remove[c]),
+                },
+                "binky012": {
+                    "up_ms": summary(&py.times.up[c]),
+                    "remove_ms": summary(&py.times.remove[c]),
+                    "provision_cost_paired_ms": summary(&prov_py),
+                    "teardown_cost_paired_ms": summary(&tear_py),
+                    "provision_cost_median_diff_ms": med_diff(&py.times.up[c], &py.times.up[b]),
+                    "teardown_cost_median_diff_ms": med_diff(&py.times.remove[c], &py.times.remove[b]),
+                    "adapter_alone_provision_resolve_ms": summary(&alone_py.up[c]),
+                    "adapter_alone_teardown_ms": summary(&alone_py.remove[c]),
+                },
+                "server_floor": {
+                    "create_ms": summary(&floor.up[c]),
+                    "drop_ms": summary(&floor.remove[c]),
+                },
+                "ratios_binky_over_012": {
+                    "up": ratio_value(median(&rs.times.up[c]), median(&py.times.up[c])),
+                    "remove": ratio_value(median(&rs.times.remove[c]), median(&py.times.remove[c])),
+                    "provision_cost_paired": ratio_value(median(&prov_rs), median(&prov_py)),
+                    "teardown_cost_paired": ratio_value(median(&tear_rs), median(&tear_py)),
+                    "adapter_alone_provision_resolve": ratio_value(median(&alone_rs.up[c]), median(&alone_py.up[c])),
+                    "adapter_alone_teardown": ratio_value(median(&alone_rs.remove[c]), median(&alone_py.remove[c])),
+                },
+            }),
+        );
+    }
+    let b = Cfg::Bare.idx();
+    stat_row(
+        &mut t,
+        "no adapter: up (wall)".into(),
+        &rs.times.up[b],
+        &py.times.up[b],
+        &[],
+    );
+    stat_row(
+        &mut t,
+        "no adapter: remove --force (wall)".into(),
+        &rs.times.remove[b],
+        &py.times.remove[b],
+        &[],
+    );
+
+    println!();
+    println!(
+        "{n} worlds per adapter and tool, one at a time; p90 = nearest rank; postgres data in {}",
+        servers.pg.data_dir.display()
+    );
+    println!("{}", t.render());
+    println!(
+        "cost rows: per world index i, (up or remove of the adapter world i) - (the same of \
+         the bare world i), which ran within about a second of it; median and p90 of those"
+    );
+    println!(
+        "server floor: no tool, a fresh admin connection then CREATE DATABASE (ACL SETUSER for \
+         redis), and a fresh connection then DROP DATABASE ... WITH (FORCE) (ACL DELUSER); median"
+    );
+    println!(
+        "adapter alone: each tool's adapter code called in process (binky's Rust adapter in this \
+         process, 0.1.2's Python adapter in one python process, imports done), no CLI or daemon"
+    );
+    let mut clean = true;
+    for tool in [&rs, &py] {
+        let checked = (n + 1) * 2;
+        if tool.problems.is_empty() {
+            println!(
+                "{}: every slice was on the server after `up` and gone after `remove` \
+                 ({checked} worlds with a slice, warm-up included)",
+                tool.label
+            );
+        } else {
+            clean = false;
+            println!(
+                "{}: {} problem(s) with slices:",
+                tool.label,
+                tool.problems.len()
+            );
+            for p in &tool.problems {
+                println!("  {p}");
+            }
+        }
+        if !tool.leftovers.is_empty() {
+            clean = false;
+            println!(
+                "{}: {} process(es) still alive after remove --force + daemon stop (killed)",
+                tool.label,
+                tool.leftovers.len()
+            );
+        }
+    }
+    if server_left.is_empty() {
+        println!(
+            "servers after the run: the same databases, roles, ACL users and keys as before it"
+        );
+    } else {
+        clean = false;
+        for l in &server_left {
+            println!("{l}");
+        }
+    }
+    println!("load average at the end: {}", loadavg());
+
+    if let Some(path) = &args.json {
+        let report = json!({
+            "benchmark": "slices",
+            "machine": machine,
+            "loadavg_at_end": loadavg(),
+            "settings": {
+                "worlds": n,
+                "configs": CFGS.iter().map(|c| json!({"project": c.project(), "binky_toml": c.toml()})).collect::<Vec<_>>(),
+                "postgres_flags": "initdb --auth=scram-sha-256 -E UTF8 --locale=C -N; -c fsync=off -c full_page_writes=off -c synchronous_commit=off",
+                "postgres_on_tmpfs": !args.pg_on_disk && servers.pg.data_dir.starts_with("/dev/shm"),
+                "redis_flags": "--save '' --appendonly no --requirepass <generated>",
+                "binky012_proxy_port": 0,
+                "p90": "nearest rank, ceil(0.9 n)-th smallest",
+            },
+            "binky": {
+                "version": versions.0, "binary": rs.bin,
+                "bare_up_ms": summary(&rs.times.up[b]),
+                "bare_remove_ms": summary(&rs.times.remove[b]),
+                "slice_problems": rs.problems,
+                "leftover_processes": rs.leftovers,
+            },
+            "binky012": {
+                "version": versions.1, "binary": py.bin,
+                "bare_up_ms": summary(&py.times.up[b]),
+                "bare_remove_ms": summary(&py.times.remove[b]),
+                "slice_problems": py.problems,
+                "leftover_processes": py.leftovers,
+            },
+            "adapters": Value::Object(json_adapters),
+            "ratios_bare_binky_over_012": {
+                "up": ratio_value(median(&rs.times.up[b]), median(&py.times.up[b])),
+                "remove": ratio_value(median(&rs.times.remove[b]), median(&py.times.remove[b])),
+            },
+            "server_leftovers_after_run": server_left,
+            "clean": clean,
+        });
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
