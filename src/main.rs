@@ -4,5 +4,22 @@ use clap::Parser;
 
 fn main() {
     let cli = binky::cli::Cli::parse();
+    // A command whose reader goes away (`binky events | head`) ends quietly, as other
+    // command-line tools do; the daemon keeps Rust's default (ignore SIGPIPE: a client
+    // hanging up must never kill it).
+    if !matches!(
+        cli.command,
+        binky::cli::Command::Daemon {
+            action: binky::cli::DaemonAction::Run
+        }
+    ) {
+        // SAFETY: restoring the default disposition before any thread is started.
+        unsafe {
+            let _ = nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            );
+        }
+    }
     std::process::exit(binky::cli::run(cli));
 }

@@ -357,21 +357,12 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 conditions: vec![Condition::ok(CONDITION, "NoSlices", "no adapter services")],
             });
         }
-        let Some(layout) = self
+        // Provisioning needs no worktree; only migrate and seed (run in it) wait for one.
+        let layout = self
             .store
             .read(|c| store::worktree(c, world.id))?
             .filter(|w| w.state == "ready")
-            .map(|w| Layout { worktree: w.path })
-        else {
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::waiting(
-                    CONDITION,
-                    "Waiting",
-                    "waiting for the worktree",
-                )],
-            });
-        };
+            .map(|w| Layout { worktree: w.path });
         let rows: BTreeMap<String, SliceRow> = self
             .store
             .read(|c| store::slices(c, world.id))?
@@ -428,7 +419,22 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             }
             let spec = self.spec_of(world, service, res, &row);
             let fresh = row.address.is_none();
-            let address = match self.effects.provision(&spec).await {
+            // Provisioned at this generation already (waiting for the worktree since):
+            // reuse it instead of asking the server again.
+            let reuse = (healed && row.state == "provisioned")
+                .then(|| {
+                    row.address.clone().map(|url| SliceAddress {
+                        url,
+                        tokens: row.tokens.clone(),
+                        admin_url: row.admin_url.clone(),
+                    })
+                })
+                .flatten();
+            let provisioned = match reuse {
+                Some(a) => Ok(a),
+                None => self.effects.provision(&spec).await,
+            };
+            let address = match provisioned {
                 Ok(a) => a,
                 Err(SliceFault::Transient(detail)) => {
                     row.message = format!("waiting for its {} server: {detail}", res.adapter);
@@ -466,11 +472,29 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     &format!("{service}: provisioned {} slice {}", res.adapter, row.name),
                 );
             }
+            if (migrate_due || seed_due) && layout.is_none() {
+                row.state = "provisioned".into();
+                row.message = "waiting for the worktree to run migrate and seed".into();
+                self.save(world, &row)?;
+                self.healed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, world.generation);
+                return Ok(Applied {
+                    action: Action::AwaitChange,
+                    conditions: vec![Condition::waiting(
+                        CONDITION,
+                        "Waiting",
+                        format!("{service}: waiting for the worktree to run migrate and seed"),
+                    )],
+                });
+            }
             for (which, cmd, due) in [
                 ("migrate", res.migrate.as_deref(), migrate_due),
                 ("seed", res.seed.as_deref(), seed_due),
             ] {
-                let Some(cmd) = cmd.filter(|_| due) else {
+                // A due command implies a worktree (checked above).
+                let (Some(cmd), Some(layout)) = (cmd.filter(|_| due), layout.as_ref()) else {
                     continue;
                 };
                 row.state = if which == "migrate" {
@@ -481,7 +505,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 row.message = format!("running {which}");
                 self.save(world, &row)?;
                 if let Err(msg) = self
-                    .run_command(world, &layout, service, res, which, cmd, &address)
+                    .run_command(world, layout, service, res, which, cmd, &address)
                     .await
                 {
                     row.state = "failed".into();

@@ -266,7 +266,8 @@ pub async fn run(
     }
     for svc in world.spec.selected(world.group.as_deref()) {
         match tokens.urls.get(&svc) {
-            Some(url) => println!("  {svc:<9} {url}"),
+            // Credentials stay out of the summary (`binky env` hands them out).
+            Some(url) => println!("  {svc:<9} {}", crate::adapters::without_credentials(url)),
             None => println!("  {svc:<9} running"),
         }
     }

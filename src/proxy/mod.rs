@@ -16,6 +16,7 @@
 
 pub mod listen;
 pub mod pages;
+pub mod pool;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -30,10 +31,8 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
-use hyper::http::uri::{Authority, PathAndQuery, Scheme};
+use hyper::http::uri::PathAndQuery;
 use hyper::{Request, Response, StatusCode, Uri, Version};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -47,13 +46,10 @@ pub type Body = http_body_util::Either<Incoming, Full<Bytes>>;
 /// Largest request head accepted (larger gets `431`).
 pub const MAX_HEAD: usize = 64 * 1024;
 
-/// One routed host, ready for the hot path: the route, and its backend's authority
-/// parsed once per table instead of once per request.
+/// One routed host, shared by every worker without copying.
 pub struct Backend {
     /// The route.
     pub route: Route,
-    /// `127.0.0.1:<port>`.
-    pub authority: Authority,
 }
 
 /// A routing table compiled for lookups: a hash map by host.
@@ -69,15 +65,13 @@ impl Compiled {
         let by_host = table
             .routes
             .iter()
-            .filter_map(|(host, route)| {
-                let authority = Authority::try_from(format!("127.0.0.1:{}", route.port)).ok()?;
-                Some((
+            .map(|(host, route)| {
+                (
                     host.clone(),
                     Arc::new(Backend {
                         route: route.clone(),
-                        authority,
                     }),
-                ))
+                )
             })
             .collect();
         Compiled { by_host, table }
@@ -115,7 +109,7 @@ impl RouteSink for Routes {
 /// The proxy: routes, a pooled client to backends, and the ports it serves on.
 pub struct Proxy {
     routes: Routes,
-    client: Client<HttpConnector, Incoming>,
+    pool: pool::Pool,
     ports: Arc<[AtomicU16; 2]>,
 }
 
@@ -187,17 +181,9 @@ impl Proxy {
     }
 
     fn with_ports(routes: Routes, ports: Arc<[AtomicU16; 2]>) -> Arc<Proxy> {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(3)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(64)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
         Arc::new(Proxy {
             routes,
-            client,
+            pool: pool::Pool::default(),
             ports,
         })
     }
@@ -270,22 +256,13 @@ impl Proxy {
         let upgrade = wants_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
 
-        // The request to the backend: HTTP/1.1 to 127.0.0.1:<port>, same path and query.
-        let mut parts = std::mem::take(req.uri_mut()).into_parts();
-        parts.scheme = Some(Scheme::HTTP);
-        parts.authority = Some(backend.authority.clone());
-        if parts.path_and_query.is_none() {
-            parts.path_and_query = Some(PathAndQuery::from_static("/"));
-        }
-        match Uri::from_parts(parts) {
-            Ok(uri) => *req.uri_mut() = uri,
-            Err(_) => {
-                return self.page(
-                    Page::unreachable(route, "the request target is not valid"),
-                    accept.as_ref(),
-                )
-            }
-        }
+        // The request to the backend: HTTP/1.1, origin-form (path and query only).
+        let path = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        *req.uri_mut() = Uri::from(path);
         *req.version_mut() = Version::HTTP_11;
         let headers = req.headers_mut();
         let upgrade_value = if upgrade {
@@ -317,19 +294,16 @@ impl Proxy {
         headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(scheme));
         headers.insert(X_FORWARDED_HOST.clone(), host_value);
 
-        let mut resp = match self.client.request(req).await {
+        let mut resp = match self.pool.send(route.port, req, upgrade).await {
             Ok(r) => r,
             Err(err) => {
-                let why = if err.is_connect() {
-                    "connection refused (is the service listening?)".to_owned()
-                } else {
-                    let mut s = err.to_string();
-                    let mut src = std::error::Error::source(&err);
-                    while let Some(e) = src {
-                        s = format!("{s}: {e}");
-                        src = e.source();
+                let why = match &err {
+                    pool::PoolError::Connect(e)
+                        if e.kind() == std::io::ErrorKind::ConnectionRefused =>
+                    {
+                        "connection refused (is the service listening?)".to_owned()
                     }
-                    s
+                    other => other.to_string(),
                 };
                 return self.page(Page::unreachable(route, &why), accept.as_ref());
             }

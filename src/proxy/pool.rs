@@ -1,0 +1,104 @@
+//! Connections to backends, per worker thread: HTTP/1.1 connections kept per backend port
+//! and reused only for that port.
+//!
+//! hyper-util's pooled client costs a few microseconds a request more (pool keys, a lazy
+//! connector, a race between checkout and connect); a worker thread needs none of that.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+
+/// Why a request did not reach its backend.
+#[derive(Debug)]
+pub enum PoolError {
+    /// No connection could be made.
+    Connect(std::io::Error),
+    /// The connection failed during the exchange.
+    Http(hyper::Error),
+}
+
+impl std::fmt::Display for PoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolError::Connect(e) => write!(f, "{e}"),
+            PoolError::Http(e) => {
+                write!(f, "{e}")?;
+                let mut src = std::error::Error::source(e);
+                while let Some(s) = src {
+                    write!(f, ": {s}")?;
+                    src = s.source();
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Idle (or busy, skipped until ready) connections by backend port.
+#[derive(Default)]
+pub struct Pool {
+    conns: Mutex<HashMap<u16, Vec<SendRequest<Incoming>>>>,
+}
+
+/// Most connections kept per backend.
+const MAX_PER_BACKEND: usize = 128;
+
+impl Pool {
+    fn checkout(&self, port: u16) -> Option<SendRequest<Incoming>> {
+        let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let list = conns.get_mut(&port)?;
+        list.retain(|s| !s.is_closed());
+        let i = list.iter().position(|s| s.is_ready())?;
+        Some(list.swap_remove(i))
+    }
+
+    fn keep(&self, port: u16, sender: SendRequest<Incoming>) {
+        let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let list = conns.entry(port).or_default();
+        if list.len() < MAX_PER_BACKEND {
+            list.push(sender);
+        }
+    }
+
+    async fn connect(port: u16) -> Result<SendRequest<Incoming>, PoolError> {
+        let stream = tokio::time::timeout(
+            Duration::from_secs(3),
+            tokio::net::TcpStream::connect(("127.0.0.1", port)),
+        )
+        .await
+        .map_err(|_| PoolError::Connect(std::io::ErrorKind::TimedOut.into()))?
+        .map_err(PoolError::Connect)?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(PoolError::Http)?;
+        tokio::spawn(async move {
+            let _ = conn.with_upgrades().await;
+        });
+        Ok(sender)
+    }
+
+    /// Send `req` (origin-form URI) to 127.0.0.1:`port`. An upgrade request gets a
+    /// connection of its own (it leaves the pool with the upgrade).
+    pub async fn send(
+        &self,
+        port: u16,
+        req: Request<Incoming>,
+        upgrade: bool,
+    ) -> Result<Response<Incoming>, PoolError> {
+        let mut sender = match (upgrade, self.checkout(port)) {
+            (false, Some(s)) => s,
+            _ => Self::connect(port).await?,
+        };
+        let resp = sender.send_request(req).await.map_err(PoolError::Http)?;
+        if !upgrade {
+            self.keep(port, sender);
+        }
+        Ok(resp)
+    }
+}
