@@ -106,7 +106,7 @@ impl RouteSink for Routes {
     }
 }
 
-/// The proxy: routes, a pooled client to backends, and the ports it serves on.
+/// The proxy: routes, this worker's connections to backends, and the ports it serves on.
 pub struct Proxy {
     routes: Routes,
     pool: pool::Pool,
