@@ -91,6 +91,63 @@ impl SliceEffects for RealSlices {
         })
     }
 
+    async fn can_clone(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
+        let adapter = self.adapter(spec)?;
+        let cfg = AdapterConfig {
+            admin_url: spec.admin_url.clone(),
+            options: spec.options.clone(),
+            buckets: spec.buckets.clone(),
+        };
+        adapter
+            .capabilities(&cfg)
+            .await
+            .map(|c| c.clone)
+            .map_err(fault)
+    }
+
+    async fn clone_into(
+        &self,
+        from: &SliceSpec,
+        to: &SliceSpec,
+    ) -> Result<SliceAddress, SliceFault> {
+        let adapter = self.adapter(to)?;
+        let admin_url = self.admin_url(to).await?;
+        let cfg = AdapterConfig {
+            admin_url: admin_url.clone(),
+            options: to.options.clone(),
+            buckets: to.buckets.clone(),
+        };
+        let src = Slice {
+            name: from.slice.clone(),
+            secret: from.secret.clone(),
+        };
+        let dst = Slice {
+            name: to.slice.clone(),
+            secret: to.secret.clone(),
+        };
+        adapter.clone_slice(&src, &dst, &cfg).await.map_err(fault)?;
+        let addr = adapter.resolve(&dst, &cfg).await.map_err(fault)?;
+        Ok(SliceAddress {
+            url: addr.url,
+            tokens: addr.tokens,
+            admin_url,
+        })
+    }
+
+    async fn seal(&self, template: &SliceSpec) -> Result<(), SliceFault> {
+        let adapter = self.adapter(template)?;
+        let cfg = AdapterConfig {
+            admin_url: self.admin_url(template).await?,
+            options: template.options.clone(),
+            buckets: template.buckets.clone(),
+        };
+        let slice = Slice {
+            name: template.slice.clone(),
+            secret: template.secret.clone(),
+        };
+        adapter.seal_template(&slice, &cfg).await.map_err(fault)
+    }
+
     async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
         let adapter = self.adapter(spec)?;
         let admin_url = self.admin_url(spec).await?;

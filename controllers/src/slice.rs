@@ -84,6 +84,16 @@ pub trait SliceEffects: Send + Sync + 'static {
     ) -> impl Future<Output = Result<SliceAddress, SliceFault>> + Send;
     /// Remove the slice and its credentials.
     fn teardown(&self, spec: &SliceSpec) -> impl Future<Output = Result<(), SliceFault>> + Send;
+    /// Can this adapter copy a slice server-side?
+    fn can_clone(&self, spec: &SliceSpec) -> impl Future<Output = Result<bool, SliceFault>> + Send;
+    /// Copy the template `from` into the new slice `to`, and say where it is.
+    fn clone_into(
+        &self,
+        from: &SliceSpec,
+        to: &SliceSpec,
+    ) -> impl Future<Output = Result<SliceAddress, SliceFault>> + Send;
+    /// Make a migrated and seeded slice a template (closed, ready to be copied).
+    fn seal(&self, template: &SliceSpec) -> impl Future<Output = Result<(), SliceFault>> + Send;
 }
 
 /// Why the slice controller could not converge.
@@ -225,7 +235,18 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         }
     }
 
-    fn spec_of(&self, world: &World, service: &str, res: &Resource, row: &SliceRow) -> SliceSpec {
+    /// The effects this controller uses.
+    pub(crate) fn effects(&self) -> &E {
+        &self.effects
+    }
+
+    pub(crate) fn spec_of(
+        &self,
+        world: &World,
+        service: &str,
+        res: &Resource,
+        row: &SliceRow,
+    ) -> SliceSpec {
         // Adapter settings see the environment of `binky up` (`${env.X}`), nothing else.
         let t = crate::tokens::Tokens {
             world: world.name.clone(),
@@ -249,7 +270,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
 
     /// Run `migrate` or `seed` against the slice; the error is the message to show.
     #[allow(clippy::too_many_arguments)]
-    async fn run_command(
+    pub(crate) async fn run_command(
         &self,
         world: &World,
         layout: &Layout,
@@ -325,6 +346,107 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                     world.name,
                     crate::process::log_tail(&log, 10)
                 ))
+            }
+        }
+    }
+}
+
+/// What trying to clone a new slice from its golden template came to.
+enum CloneOutcome {
+    /// Copied.
+    Cloned(SliceAddress),
+    /// The template is not ready yet.
+    Wait(String),
+    /// The template failed: no world is cloned from it.
+    Failed(String),
+    /// Make the slice the slow way (an event says why).
+    Fallback,
+}
+
+impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
+    async fn clone_from_golden(
+        &self,
+        world: &World,
+        service: &str,
+        res: &Resource,
+        spec: &SliceSpec,
+    ) -> Result<CloneOutcome, SliceError> {
+        let key = self
+            .store
+            .read(store::golden_refs)?
+            .into_iter()
+            .find(|(w, s, _)| *w == world.id && s == service)
+            .map(|(_, _, k)| k);
+        let Some(key) = key else {
+            return match self.effects.can_clone(spec).await {
+                Ok(false) | Err(SliceFault::Permanent(_)) => {
+                    self.event(
+                        world,
+                        "clone_fallback",
+                        &format!("{service}: adapter {} cannot clone; provisioning and running migrate and seed", res.adapter),
+                    );
+                    Ok(CloneOutcome::Fallback)
+                }
+                _ => Ok(CloneOutcome::Wait("waiting for its golden template".into())),
+            };
+        };
+        let Some(g) = self
+            .store
+            .read(store::goldens)?
+            .into_iter()
+            .find(|g| g.key == key)
+        else {
+            return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
+        };
+        match g.state.as_str() {
+            "ready" => {}
+            "failed" => {
+                return Ok(CloneOutcome::Failed(format!(
+                    "golden template {} failed: {}",
+                    g.name, g.output
+                )))
+            }
+            _ => {
+                return Ok(CloneOutcome::Wait(format!(
+                    "golden template {} is being built",
+                    g.name
+                )))
+            }
+        }
+        let template = SliceSpec {
+            slice: g.name.clone(),
+            secret: g.secret.clone(),
+            admin_url: g.admin_url.clone().or_else(|| spec.admin_url.clone()),
+            ..spec.clone()
+        };
+        let started = std::time::Instant::now();
+        match self.effects.clone_into(&template, spec).await {
+            Ok(address) => {
+                self.event(
+                    world,
+                    "slice",
+                    &format!(
+                        "{service}: cloned {} slice {} from golden template {} in {} ms",
+                        res.adapter,
+                        spec.slice,
+                        g.name,
+                        started.elapsed().as_millis()
+                    ),
+                );
+                Ok(CloneOutcome::Cloned(address))
+            }
+            Err(SliceFault::Transient(detail)) => Err(SliceError::Waiting {
+                service: service.to_owned(),
+                adapter: res.adapter.clone(),
+                detail,
+            }),
+            Err(SliceFault::Permanent(detail)) => {
+                self.event(
+                    world,
+                    "clone_fallback",
+                    &format!("{service}: cloning from golden template {} failed ({detail}); provisioning and running migrate and seed instead", g.name),
+                );
+                Ok(CloneOutcome::Fallback)
             }
         }
     }
@@ -419,6 +541,52 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             }
             let spec = self.spec_of(world, service, res, &row);
             let fresh = row.address.is_none();
+            // A new slice with `clone_from`: a server-side copy of the golden template,
+            // when the adapter can; correctness never depends on it, only speed.
+            if fresh && res.clone_from.is_some() {
+                match self.clone_from_golden(world, service, res, &spec).await? {
+                    CloneOutcome::Cloned(address) => {
+                        row.adapter = res.adapter.clone();
+                        row.address = Some(address.url.clone());
+                        row.tokens = address.tokens.clone();
+                        row.admin_url = address.admin_url.clone();
+                        // The template ran them: the copy has their effect.
+                        row.migrate_hash = res.migrate.as_deref().map(hash);
+                        row.seed_hash = res.seed.as_deref().map(hash);
+                        row.state = "ready".into();
+                        row.failed_generation = None;
+                        row.message = String::new();
+                        self.save(world, &row)?;
+                        self.healed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key, world.generation);
+                        ready.push(format!("{service}={}", row.name));
+                        continue;
+                    }
+                    CloneOutcome::Wait(why) => {
+                        return Ok(Applied {
+                            action: Action::AwaitChange,
+                            conditions: vec![Condition::waiting(
+                                CONDITION,
+                                "Waiting",
+                                format!("{service}: {why}"),
+                            )],
+                        })
+                    }
+                    CloneOutcome::Failed(why) => {
+                        return Ok(Applied {
+                            action: Action::AwaitChange,
+                            conditions: vec![Condition::failed(
+                                CONDITION,
+                                "GoldenFailed",
+                                format!("{service}: {why}"),
+                            )],
+                        })
+                    }
+                    CloneOutcome::Fallback => {}
+                }
+            }
             // Provisioned at this generation already (waiting for the worktree since):
             // reuse it instead of asking the server again.
             let reuse = (healed && row.state == "provisioned")

@@ -281,6 +281,10 @@ pub struct Resource {
     pub seed: Option<String>,
     /// Name of the golden template to clone from.
     pub clone_from: Option<String>,
+    /// Files (globs, relative to the workdir) whose contents key the golden template, so
+    /// a changed migration rebuilds it; none: the files the commands name.
+    #[serde(default)]
+    pub clone_key_files: Option<Vec<String>>,
     /// Sync mode (needs `shared = true`).
     pub sync: SyncMode,
     /// Buckets to create (object stores).

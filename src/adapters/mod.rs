@@ -161,6 +161,16 @@ pub trait Adapter: Send + Sync {
         let _ = (from, to, cfg);
         Box::pin(async move { Err(AdapterError::NoClone(self.names()[0].to_owned())) })
     }
+    /// Make a freshly migrated and seeded slice a template: closed to connections, owned
+    /// so that copies can be handed to their own roles. Adapters without clone do nothing.
+    fn seal_template<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+        let _ = (slice, cfg);
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// The built-in adapters, by name, and the fallback to external ones.

@@ -86,8 +86,34 @@ impl Adapter for Postgres {
         &'a self,
         _cfg: &'a AdapterConfig,
     ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        // Server-side cloning (CREATE DATABASE … TEMPLATE) comes with golden templates.
-        Box::pin(async { Ok(Capabilities { clone: false }) })
+        // CREATE DATABASE … TEMPLATE: a server-side copy of a golden template.
+        Box::pin(async { Ok(Capabilities { clone: true }) })
+    }
+
+    fn clone_slice<'a>(
+        &'a self,
+        from: &'a Slice,
+        to: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            check_name(&from.name)?;
+            check_slice(to)?;
+            let admin = Admin::connect(cfg, &to.secret).await?;
+            admin.bounded(clone(&admin, cfg, from, to)).await
+        })
+    }
+
+    fn seal_template<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            check_name(&slice.name)?;
+            let admin = Admin::connect(cfg, &slice.secret).await?;
+            admin.bounded(seal(&admin, &slice.name)).await
+        })
     }
 
     fn provision<'a>(
@@ -158,6 +184,15 @@ impl Adapter for Postgres {
 }
 
 async fn provision(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
+    ensure_role(admin, slice).await?;
+    let name = slice.name.as_str();
+    let id = escape_identifier(name);
+    ensure_database(admin, name, &id).await?;
+    close_database(admin, &id).await
+}
+
+/// The slice's login role, with its password (made, or healed).
+async fn ensure_role(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
     let name = slice.name.as_str();
     let id = escape_identifier(name);
     // A SCRAM verifier with a fresh salt: the server stores it as is, and the secret itself
@@ -217,7 +252,11 @@ async fn provision(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
             )
             .await?;
     }
+    Ok(())
+}
 
+/// The slice's database, owned by its role.
+async fn ensure_database(admin: &Admin, name: &str, id: &str) -> Result<(), AdapterError> {
     match admin.database(name).await? {
         None => {
             // CREATE DATABASE cannot run in a transaction block: its own statement.
@@ -245,6 +284,11 @@ async fn provision(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
             )));
         }
     }
+    Ok(())
+}
+
+/// Mark the slice's database as binky's and close it to every other role.
+async fn close_database(admin: &Admin, id: &str) -> Result<(), AdapterError> {
     // Marked right after creation: a crash before this leaves a database owned by the slice
     // role, which the next provision recognises as its own.
     admin
@@ -257,6 +301,88 @@ async fn provision(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
         .execute(
             "closing the database to other roles",
             &format!("REVOKE ALL ON DATABASE {id} FROM PUBLIC"),
+        )
+        .await?;
+    Ok(())
+}
+
+/// A golden template takes no connections (a copy needs none open), and belongs to the
+/// admin, so that `REASSIGN OWNED` in a copy moves only the copy's objects.
+async fn seal(admin: &Admin, name: &str) -> Result<(), AdapterError> {
+    let id = escape_identifier(name);
+    admin
+        .execute(
+            "handing the template to the admin",
+            &format!("ALTER DATABASE {id} OWNER TO CURRENT_USER"),
+        )
+        .await?;
+    admin
+        .execute(
+            "closing the template",
+            &format!("ALTER DATABASE {id} ALLOW_CONNECTIONS false"),
+        )
+        .await?;
+    admin.terminate(name).await
+}
+
+/// `CREATE DATABASE to TEMPLATE from`, then hand every object of the copy to `to`'s role.
+async fn clone(
+    admin: &Admin,
+    cfg: &AdapterConfig,
+    from: &Slice,
+    to: &Slice,
+) -> Result<(), AdapterError> {
+    ensure_role(admin, to).await?;
+    let (src, dst) = (escape_identifier(&from.name), escape_identifier(&to.name));
+    // A copy left by an attempt that died half-way is redone.
+    if let Some(db) = admin.database(&to.name).await? {
+        if db.ours(&to.name) {
+            admin.terminate(&to.name).await?;
+            admin
+                .execute(
+                    "dropping a half-made copy",
+                    &format!("DROP DATABASE IF EXISTS {dst}"),
+                )
+                .await?;
+        }
+    }
+    // FILE_COPY copies the files after a checkpoint; WAL_LOG (15's default) writes every
+    // block to the WAL, slower for a seeded database (see benchmarks/README.md).
+    let strategy = if admin.version >= 150_000 {
+        match cfg
+            .options
+            .get("clone_strategy")
+            .map(|s| s.to_ascii_lowercase())
+        {
+            Some(s) if s == "wal_log" => " STRATEGY = WAL_LOG",
+            _ => " STRATEGY = FILE_COPY",
+        }
+    } else {
+        ""
+    };
+    let create = format!("CREATE DATABASE {dst} TEMPLATE {src} OWNER {dst}{strategy}");
+    // No session may be connected to the template while it is copied: end stray ones
+    // (the template takes no new ones), and once more if one slipped in.
+    let mut tries = 0;
+    loop {
+        admin.terminate(&from.name).await?;
+        match admin.client.batch_execute(&create).await {
+            Ok(()) => break,
+            Err(e) if e.code() == Some(&SqlState::OBJECT_IN_USE) && tries < 5 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(admin.sql_error("copying the template", &e)),
+        }
+    }
+    close_database(admin, &dst).await?;
+    // Objects in the copy belong to whoever built the template: hand them to the world's
+    // role, or its application gets "permission denied".
+    let inside = Admin::connect_to(cfg, &to.secret, &to.name).await?;
+    inside
+        .execute(
+            "handing the copy's objects to the slice role",
+            &format!("REASSIGN OWNED BY {src} TO {dst}"),
         )
         .await?;
     Ok(())
@@ -553,8 +679,28 @@ struct Admin {
 impl Admin {
     /// Connect with the admin URL; `secret` is scrubbed from messages too.
     async fn connect(cfg: &AdapterConfig, secret: &str) -> Result<Admin, AdapterError> {
+        Self::connect_db(cfg, secret, None).await
+    }
+
+    /// Connect with the admin's credentials to another database of the server.
+    async fn connect_to(
+        cfg: &AdapterConfig,
+        secret: &str,
+        db: &str,
+    ) -> Result<Admin, AdapterError> {
+        Self::connect_db(cfg, secret, Some(db)).await
+    }
+
+    async fn connect_db(
+        cfg: &AdapterConfig,
+        secret: &str,
+        db: Option<&str>,
+    ) -> Result<Admin, AdapterError> {
         let url = admin_url(cfg)?;
-        let target = Target::parse(url)?;
+        let mut target = Target::parse(url)?;
+        if let Some(db) = db {
+            target.config.dbname(db);
+        }
         let admin_password = target
             .config
             .get_password()

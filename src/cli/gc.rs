@@ -37,6 +37,10 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
             }
         }
     }
+    // Golden templates are binky's too.
+    for g in ctx.store.read(store::goldens)? {
+        known.insert(g.name);
+    }
     let mut orphans: Vec<(String, String, String)> = Vec::new();
     for (adapter, url) in &targets {
         let a = registry

@@ -8,6 +8,7 @@ mod down;
 mod env;
 mod events;
 mod gc;
+mod golden;
 mod hosts;
 mod logs;
 mod port;
@@ -219,6 +220,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The golden templates worlds are cloned from (`ls`, `rm KEY`).
+    Golden {
+        /// `ls` or `rm`.
+        #[arg(value_parser = ["ls", "rm"], default_value = "ls")]
+        action: String,
+        /// The template's key (or its start), for `rm`.
+        key: Option<String>,
+        /// Machine-readable output (`ls`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Find slices that belong to no world and drop them after confirming.
     Gc {
         /// Drop them without asking.
@@ -318,6 +330,7 @@ pub fn run(cli: Cli) -> i32 {
                 servers::run(action.is_some(), kind, json).await
             }
             Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
+            Command::Golden { action, key, json } => golden::run(&action, key, json).await,
             Command::Daemon { action } => daemon::run(action).await,
         }
     });

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use binky_controllers::store::{self, CondStatus, ConditionRow, World, WorldId};
-use binky_controllers::{port, process, route, slice, worktree};
+use binky_controllers::{golden, port, process, route, slice, worktree};
 
 use super::context::{Ctx, Failure};
 use super::{exit, WaitArgs};
@@ -30,17 +30,19 @@ pub enum Outcome {
 }
 
 /// Every controller that must have seen a generation before a world counts as up.
-pub const CONTROLLERS: [&str; 5] = [
+pub const CONTROLLERS: [&str; 6] = [
     worktree::NAME,
     port::NAME,
+    golden::NAME,
     slice::NAME,
     process::NAME,
     route::NAME,
 ];
 /// Every condition that must hold for a world to count as up.
-pub const READY: [&str; 5] = [
+pub const READY: [&str; 6] = [
     worktree::CONDITION,
     port::CONDITION,
+    golden::CONDITION,
     slice::CONDITION,
     process::CONDITION,
     route::CONDITION,

@@ -192,6 +192,7 @@ const RESOURCE_KEYS: &[&str] = &[
     "migrate",
     "seed",
     "clone_from",
+    "clone_key_files",
     "sync",
     "buckets",
     "options",
@@ -863,6 +864,20 @@ impl<'a> Cx<'a> {
             let migrate = self.string(t, path, "migrate");
             let seed = self.string(t, path, "seed");
             let clone_from = self.string(t, path, "clone_from");
+            let clone_key_files: Option<Vec<String>> = self
+                .string_list(t, path, "clone_key_files", false)
+                .map(|v| v.into_iter().map(|(s, _)| s).collect());
+            if clone_key_files.is_some() && clone_from.is_none() {
+                let sp = Self::get(t, "clone_key_files")
+                    .map(|v| v.span())
+                    .unwrap_or(span.clone());
+                self.error(
+                    sp,
+                    &join(path, "clone_key_files"),
+                    "`clone_key_files` only matters with `clone_from`",
+                    Some("add clone_from = \"golden\", or remove clone_key_files".to_owned()),
+                );
+            }
             let buckets = self
                 .string_list(t, path, "buckets", false)
                 .unwrap_or_default()
@@ -886,6 +901,7 @@ impl<'a> Cx<'a> {
                 migrate,
                 seed,
                 clone_from,
+                clone_key_files,
                 sync,
                 buckets,
                 options,

@@ -439,6 +439,7 @@ fn every_resource_key_lands_in_the_resource() {
             migrate: Some("make migrate".into()),
             seed: Some("make seed".into()),
             clone_from: Some("golden".into()),
+            clone_key_files: None,
             sync: SyncMode::Cdc,
             buckets: vec![],
             options: map(&[("version", "16"), ("extensions", "pgcrypto")]),

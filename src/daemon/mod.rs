@@ -29,6 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
+use binky_controllers::golden::GoldenController;
 use binky_controllers::route::RouteController;
 use binky_controllers::slice::SliceController;
 
@@ -211,6 +212,21 @@ pub async fn run(
         RealSlices::new(Registry::default(), servers.clone()),
         supervisor.clone(),
         home.logs(),
+    )));
+    let builder = format!(
+        "{}:{}",
+        std::process::id(),
+        crate::supervisor::procfs::stat(std::process::id()).map_or(0, |s| s.start_time)
+    );
+    runtime.add(Arc::new(GoldenController::new(
+        store.clone(),
+        SliceController::new(
+            store.clone(),
+            RealSlices::new(Registry::default(), servers.clone()),
+            supervisor.clone(),
+            home.logs(),
+        ),
+        builder,
     )));
 
     let stop = Arc::new(Notify::new());

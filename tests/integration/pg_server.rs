@@ -382,7 +382,7 @@ fn a_provisioned_slice_url_can_create_write_and_read_a_table() {
     let pg = PgServer::start();
     let rt = runtime();
     let adapter = Registry::default().get("postgresql").unwrap();
-    assert!(!rt.block_on(adapter.capabilities(&pg.cfg())).unwrap().clone);
+    assert!(rt.block_on(adapter.capabilities(&pg.cfg())).unwrap().clone);
     // Query parameters of the admin URL that are not credentials are handed on.
     let cfg = cfg_for(&format!("{}?sslmode=disable", pg.admin_url));
     let s = slice("bk_demo_main_db");

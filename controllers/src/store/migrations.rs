@@ -185,6 +185,34 @@ const MIGRATIONS: &[&str] = &[
         updated_at  INTEGER NOT NULL
     );
     "#,
+    // 4: golden templates, which worlds use them, and requests to drop them.
+    r#"
+    CREATE TABLE goldens (
+        key          TEXT PRIMARY KEY,
+        adapter      TEXT NOT NULL,
+        clone_from   TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        secret       TEXT NOT NULL,
+        admin_url    TEXT,
+        state        TEXT NOT NULL,
+        builder      TEXT NOT NULL DEFAULT '',
+        owner_world  INTEGER,
+        output       TEXT NOT NULL DEFAULT '',
+        build_ms     INTEGER,
+        created_at   INTEGER NOT NULL,
+        updated_at   INTEGER NOT NULL
+    );
+    CREATE TABLE golden_refs (
+        world_id  INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        service   TEXT NOT NULL,
+        key       TEXT NOT NULL,
+        PRIMARY KEY (world_id, service)
+    );
+    CREATE TABLE golden_drops (
+        key          TEXT PRIMARY KEY,
+        requested_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -759,3 +759,71 @@ pub fn servers(conn: &Connection) -> Result<Vec<ServerRow>, StoreError> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
+
+/// A golden template: a slice migrated and seeded once, that worlds are cloned from.
+#[derive(Clone, Debug, Serialize)]
+pub struct GoldenRow {
+    /// The key: a hash of adapter, server, `clone_from`, `migrate`, `seed` and key files.
+    pub key: String,
+    /// Adapter name.
+    pub adapter: String,
+    /// `clone_from` of the services that use it.
+    pub clone_from: String,
+    /// The template's slice name on the server.
+    pub name: String,
+    /// The template slice's password.
+    #[serde(skip)]
+    pub secret: String,
+    /// The admin URL it lives on.
+    #[serde(skip)]
+    pub admin_url: Option<String>,
+    /// `building`, `ready`, `failed`.
+    pub state: String,
+    /// The daemon building it (`pid:start_time`), while `building`.
+    pub builder: String,
+    /// The world whose worktree ran its migrate and seed.
+    pub owner_world: Option<i64>,
+    /// The failing command's output tail, when `failed`.
+    pub output: String,
+    /// How long the build took (ms).
+    pub build_ms: Option<i64>,
+    /// When it was made (ms).
+    pub created_at: i64,
+}
+
+/// Every golden template.
+pub fn goldens(conn: &Connection) -> Result<Vec<GoldenRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT key, adapter, clone_from, name, secret, admin_url, state, builder, owner_world,
+                output, build_ms, created_at
+         FROM goldens ORDER BY created_at",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(GoldenRow {
+                key: r.get(0)?,
+                adapter: r.get(1)?,
+                clone_from: r.get(2)?,
+                name: r.get(3)?,
+                secret: r.get(4)?,
+                admin_url: r.get(5)?,
+                state: r.get(6)?,
+                builder: r.get(7)?,
+                owner_world: r.get(8)?,
+                output: r.get(9)?,
+                build_ms: r.get(10)?,
+                created_at: r.get(11)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// `(world, service) → golden key` for every world that uses a template.
+pub fn golden_refs(conn: &Connection) -> Result<Vec<(WorldId, String, String)>, StoreError> {
+    let mut stmt = conn.prepare("SELECT world_id, service, key FROM golden_refs")?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}

@@ -1,0 +1,108 @@
+//! `binky golden ls | rm KEY`: the golden templates worlds are cloned from.
+
+use binky_controllers::store::{self, now_ms};
+use rusqlite::params;
+
+use super::context::{Ctx, Failure};
+use super::events::clock;
+use super::exit;
+
+/// `binky golden`.
+pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let goldens = ctx.store.read(store::goldens)?;
+    let refs = ctx.store.read(store::golden_refs)?;
+    let worlds = ctx.store.read(store::worlds)?;
+    match action {
+        "ls" => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&goldens).unwrap_or_default()
+                );
+                return Ok(exit::OK);
+            }
+            if goldens.is_empty() {
+                println!("no golden templates (a service with `clone_from` makes one at its first `binky up`)");
+            }
+            for g in &goldens {
+                let users: Vec<String> = refs
+                    .iter()
+                    .filter(|r| r.2 == g.key)
+                    .filter_map(|r| {
+                        worlds
+                            .iter()
+                            .find(|w| w.id == r.0)
+                            .map(|w| format!("{}/{}", w.name, r.1))
+                    })
+                    .collect();
+                println!(
+                    "{}  {:<9} {:<9} {}  built {}{}  used by {}",
+                    g.key,
+                    g.adapter,
+                    g.state,
+                    g.name,
+                    clock(g.created_at),
+                    g.build_ms
+                        .map(|ms| format!(" in {:.1}s", ms as f64 / 1000.0))
+                        .unwrap_or_default(),
+                    if users.is_empty() {
+                        "no world".to_owned()
+                    } else {
+                        users.join(", ")
+                    }
+                );
+                if g.state == "failed" {
+                    for line in g.output.lines() {
+                        println!("    {line}");
+                    }
+                }
+            }
+            Ok(exit::OK)
+        }
+        "rm" => {
+            let Some(key) = key else {
+                return Err(Failure::usage(
+                    "name the template: `binky golden rm KEY` (keys: `binky golden ls`)",
+                ));
+            };
+            let matches: Vec<_> = goldens.iter().filter(|g| g.key.starts_with(&key)).collect();
+            let g = match matches.as_slice() {
+                [g] => *g,
+                [] => {
+                    return Err(Failure::usage(format!(
+                        "no golden template `{key}`; templates: {}",
+                        if goldens.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            goldens
+                                .iter()
+                                .map(|g| g.key.clone())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
+                    )))
+                }
+                _ => {
+                    return Err(Failure::usage(format!(
+                        "`{key}` names several templates; give more of the key"
+                    )))
+                }
+            };
+            ctx.store.write(|tx| {
+                tx.execute(
+                    "INSERT OR REPLACE INTO golden_drops (key, requested_at) VALUES (?1, ?2)",
+                    params![g.key, now_ms()],
+                )?;
+                Ok(())
+            })?;
+            crate::daemon::client::ensure(&ctx.home).await?;
+            crate::daemon::client::nudge(&ctx.home, None).await?;
+            println!("dropping golden template {} ({}); worlds keep their copies, and a world that still clones from it gets a fresh one at its next reconcile", g.key, g.name);
+            Ok(exit::OK)
+        }
+        other => Err(Failure::usage(format!(
+            "`binky golden {other}`: use ls or rm"
+        ))),
+    }
+}
