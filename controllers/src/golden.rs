@@ -465,6 +465,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 )],
             });
         };
+        let have = self.store.read(|c| store::slices(c, world.id))?;
         let mut notes = Vec::new();
         let mut waiting: Option<String> = None;
         for (service, res) in &wanted {
@@ -521,6 +522,14 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 )?;
                 Ok(())
             })?;
+            // A world whose slice exists already needs no template (a changed migrate
+            // runs on its own copy); the reference keeps the template for later worlds.
+            if have
+                .iter()
+                .any(|r| r.service == *service && r.state == "ready")
+            {
+                continue;
+            }
             // Claim the build, or find who has it.
             let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &key);
             let claimed = self.store.write(|tx| {

@@ -71,7 +71,7 @@ pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, F
                 [g] => *g,
                 [] => {
                     return Err(Failure::usage(format!(
-                        "no golden template `{key}`; templates: {}",
+                        "no golden template `{key}`; templates: {} (see `binky golden ls`)",
                         if goldens.is_empty() {
                             "none".to_owned()
                         } else {

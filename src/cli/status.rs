@@ -185,11 +185,22 @@ fn print_world(v: &WorldView, detail: bool) {
         }
         println!("{}", line.trim_end());
     }
+    let mut shown_tails: Vec<&str> = Vec::new();
     for c in &v.conditions {
         // In the overview, only what needs attention: a failure, or why a world waits.
         let worth = detail || c.stalled || (c.status != CondStatus::True && v.state == "starting");
         if worth {
             let first = c.message.lines().next().unwrap_or("");
+            // The rest of a failure's message (a command's output tail) in the detail
+            // view, once even when two conditions carry it.
+            let tail = c.message.split_once('\n').map(|(_, t)| t).unwrap_or("");
+            let show_tail = detail
+                && c.status != CondStatus::True
+                && !tail.trim().is_empty()
+                && !shown_tails.contains(&tail);
+            if show_tail {
+                shown_tails.push(tail);
+            }
             println!(
                 "    {} {} ({}): {first}",
                 if c.status == CondStatus::True {
@@ -200,6 +211,11 @@ fn print_world(v: &WorldView, detail: bool) {
                 c.type_,
                 c.reason
             );
+            if show_tail {
+                for line in tail.lines().take(30) {
+                    println!("        {line}");
+                }
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 mod daemon;
 mod external_adapter;
 mod faults;
+mod golden;
 mod harness;
 mod lifecycle;
 mod pg_server;
