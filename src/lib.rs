@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod adapters;
+pub mod apply;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -148,6 +148,20 @@ impl SliceEffects for RealSlices {
         adapter.seal_template(&slice, &cfg).await.map_err(fault)
     }
 
+    async fn exists(&self, spec: &SliceSpec) -> Result<Option<bool>, SliceFault> {
+        let adapter = self.adapter(spec)?;
+        let cfg = AdapterConfig {
+            admin_url: self.admin_url(spec).await?,
+            options: spec.options.clone(),
+            buckets: spec.buckets.clone(),
+        };
+        let slice = Slice {
+            name: spec.slice.clone(),
+            secret: spec.secret.clone(),
+        };
+        adapter.exists(&slice, &cfg).await.map_err(fault)
+    }
+
     async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
         let adapter = self.adapter(spec)?;
         let admin_url = self.admin_url(spec).await?;

@@ -117,11 +117,6 @@ pub fn not_yet_enforced(spec: &Spec, group: Option<&str>) -> Vec<String> {
     for name in spec.selected(group) {
         let svc = &spec.services[&name];
         if let Some(p) = svc.process() {
-            if !p.watch.is_empty() {
-                out.push(format!(
-                    "service `{name}`: `watch` is not supported yet; files are not watched"
-                ));
-            }
             if p.limits.is_some() {
                 out.push(format!("service `{name}`: `limits` are not enforced yet"));
             }

@@ -399,7 +399,24 @@ impl<S: Supervisor> ProcessController<S> {
         }
         let env = env::service_env(world, name, svc, tokens, &vars);
         let cmd = t.resolve(&process.cmd, name);
-        let hash = hash_of(&(&cmd, &workdir, &env));
+        // A changed health check, or a restart asked for this service alone (a watched file
+        // changed), restarts it too; neither is part of the hash until it exists, so hashes
+        // of existing processes stay what they were.
+        let health = process
+            .health
+            .as_ref()
+            .map(|h| format!("{:?}", h.probe))
+            .map(|p| t.resolve(&p, name));
+        let nonce = self
+            .store
+            .read(|c| store::service_restarts(c, world.id))
+            .ok()
+            .and_then(|m| m.get(name).copied())
+            .unwrap_or(0);
+        let hash = match (health, nonce) {
+            (None, 0) => hash_of(&(&cmd, &workdir, &env)),
+            (health, nonce) => hash_of(&(&cmd, &workdir, &env, health, nonce)),
+        };
         Some(Resolved {
             cmd,
             workdir,
@@ -661,7 +678,7 @@ impl<S: Supervisor> ProcessController<S> {
                             self.event(
                                 world.id,
                                 "restart",
-                                &format!("{name}: its command or environment changed; restarting"),
+                                &format!("{name}: its command, environment or health check changed, or a file it watches did; restarting"),
                             );
                             self.sup.stop(id, self.config.stop_grace).await;
                             row.state = "pending".into();

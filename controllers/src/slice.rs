@@ -94,7 +94,18 @@ pub trait SliceEffects: Send + Sync + 'static {
     ) -> impl Future<Output = Result<SliceAddress, SliceFault>> + Send;
     /// Make a migrated and seeded slice a template (closed, ready to be copied).
     fn seal(&self, template: &SliceSpec) -> impl Future<Output = Result<(), SliceFault>> + Send;
+    /// Is the slice still on its server? `None`: the adapter cannot tell.
+    fn exists(
+        &self,
+        spec: &SliceSpec,
+    ) -> impl Future<Output = Result<Option<bool>, SliceFault>> + Send {
+        let _ = spec;
+        async { Ok(None) }
+    }
 }
+
+/// How often a ready slice is checked for having been dropped from outside binky.
+pub const DRIFT_CHECK: Duration = Duration::from_secs(10);
 
 /// Why the slice controller could not converge.
 #[derive(Debug, thiserror::Error)]
@@ -178,6 +189,8 @@ pub struct SliceController<E, S> {
     /// is provisioned again (idempotently) once per daemon and per `binky up`, which heals
     /// a server that lost it (a restart without persistence, a dropped database).
     healed: std::sync::Mutex<std::collections::HashMap<(i64, String), i64>>,
+    /// `(world, service) →` when a ready slice was last found on its server.
+    checked: std::sync::Mutex<std::collections::HashMap<(i64, String), std::time::Instant>>,
 }
 
 impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
@@ -191,6 +204,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             logs_dir,
             command_timeout: Duration::from_secs(30 * 60),
             healed: Default::default(),
+            checked: Default::default(),
         }
     }
 
@@ -517,11 +531,6 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     )],
                 });
             }
-            let migrate_due = res
-                .migrate
-                .as_deref()
-                .is_some_and(|m| row.migrate_hash.as_deref() != Some(&hash(m)));
-            let seed_due = res.seed.is_some() && row.seed_hash.is_none();
             let key = (world.id, service.clone());
             let healed = self
                 .healed
@@ -530,6 +539,50 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .get(&key)
                 .copied()
                 == Some(world.generation);
+            let spec = self.spec_of(world, service, res, &row);
+            // Drift: a slice dropped from outside binky is made again, migrated and seeded
+            // (or cloned), not left empty. Checked at every new generation and otherwise at
+            // most every DRIFT_CHECK.
+            if row.state == "ready" && row.adapter == res.adapter {
+                let due = !healed
+                    || self
+                        .checked
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(&key)
+                        .is_none_or(|t| t.elapsed() >= DRIFT_CHECK);
+                if due {
+                    if let Ok(Some(false)) = self.effects.exists(&spec).await {
+                        self.event(
+                            world,
+                            "slice_drift",
+                            &format!(
+                                "{service}: {} slice {} was dropped outside binky; making it again (provision, migrate, seed)",
+                                res.adapter, row.name
+                            ),
+                        );
+                        row.address = None;
+                        row.migrate_hash = None;
+                        row.seed_hash = None;
+                        row.state = "pending".into();
+                        self.save(world, &row)?;
+                        self.healed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&key);
+                    } else {
+                        self.checked
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key.clone(), std::time::Instant::now());
+                    }
+                }
+            }
+            let migrate_due = res
+                .migrate
+                .as_deref()
+                .is_some_and(|m| row.migrate_hash.as_deref() != Some(&hash(m)));
+            let seed_due = res.seed.is_some() && row.seed_hash.is_none();
             if row.state == "ready"
                 && row.adapter == res.adapter
                 && !migrate_due
@@ -539,7 +592,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 ready.push(format!("{service}={}", row.name));
                 continue;
             }
-            let spec = self.spec_of(world, service, res, &row);
+            let healed = healed && row.state != "pending";
             let fresh = row.address.is_none();
             // A new slice with `clone_from`: a server-side copy of the golden template,
             // when the adapter can; correctness never depends on it, only speed.

@@ -171,6 +171,16 @@ pub trait Adapter: Send + Sync {
         let _ = (slice, cfg);
         Box::pin(async { Ok(()) })
     }
+    /// Is the slice still on the server? `None`: this adapter cannot tell. Used to notice a
+    /// slice dropped from outside binky, which is then provisioned (migrated, seeded) again.
+    fn exists<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
+        let _ = (slice, cfg);
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// The built-in adapters, by name, and the fallback to external ones.

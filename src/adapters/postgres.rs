@@ -116,6 +116,19 @@ impl Adapter for Postgres {
         })
     }
 
+    fn exists<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
+        Box::pin(async move {
+            check_name(&slice.name)?;
+            let admin = Admin::connect(cfg, &slice.secret).await?;
+            let db = admin.bounded(admin.database(&slice.name)).await?;
+            Ok(Some(db.is_some()))
+        })
+    }
+
     fn provision<'a>(
         &'a self,
         slice: &'a Slice,

@@ -1,6 +1,7 @@
 //! The command line: one file per command. Commands validate, run admission, write desired
 //! state, nudge the daemon, and wait; they never start a process themselves.
 
+mod apply;
 mod context;
 mod curl;
 mod daemon;
@@ -89,6 +90,24 @@ pub enum Command {
     Down {
         /// World name (default: the world whose worktree you are in).
         name: Option<String>,
+        /// Waiting.
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Re-read a world's binky.toml now, print the plan, and apply it (saving the file does
+    /// the same by itself).
+    Apply {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
+        /// Every world.
+        #[arg(long, conflicts_with = "name")]
+        all: bool,
+        /// Print the plan only.
+        #[arg(long)]
+        dry_run: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
         /// Waiting.
         #[command(flatten)]
         wait: WaitArgs,
@@ -287,6 +306,13 @@ pub fn run(cli: Cli) -> i32 {
                 wait,
             } => up::run(&name, group, from, &wait).await,
             Command::Down { name, wait } => down::run(name, &wait).await,
+            Command::Apply {
+                name,
+                all,
+                dry_run,
+                json,
+                wait,
+            } => apply::run(name, all, dry_run, json, &wait).await,
             Command::Reload { name, wait } => reload::run(name, &wait).await,
             Command::Remove { name, force, wait } => remove::run(&name, force, &wait).await,
             Command::Status { name, json } => status::run(name, json).await,

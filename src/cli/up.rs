@@ -181,24 +181,12 @@ pub async fn run(
         None => co.head.clone(),
     };
     let src = source(&ctx, &co, name, from_commit.as_deref())?;
-    let loaded = config::parse(&src.text, &src.path).map_err(|e| Failure::usage(e.to_string()))?;
+    // The same checks as `binky apply` and the config watcher; an adapter binky cannot find
+    // is refused now, not discovered by the daemon later.
+    let loaded =
+        crate::apply::validate(&src.text, &src.path, group.as_deref()).map_err(Failure::usage)?;
     if let Some(note) = &src.note {
         eprintln!("binky: note: {note}");
-    }
-    if let Verdict::Deny { reason } = admission::check_spec(&loaded.spec, group.as_deref()) {
-        return Err(Failure::usage(format!("{}: {reason}", src.path.display())));
-    }
-    // An adapter binky cannot find is refused now, not discovered by the daemon later.
-    let registry = crate::adapters::Registry::default();
-    for name in loaded.spec.selected(group.as_deref()) {
-        if let Some(r) = loaded.spec.services[&name].resource() {
-            if let Err(e) = registry.get(&r.adapter) {
-                return Err(Failure::usage(format!(
-                    "{}: services.{name}: {e}",
-                    src.path.display()
-                )));
-            }
-        }
     }
     for w in &loaded.warnings {
         eprintln!("binky: warning: {}: {}", w.key, w.message);
@@ -229,6 +217,16 @@ pub async fn run(
     };
     let since = ctx.store.read(store::last_event_id)?;
     let put = ctx.store.put_world(&new)?;
+    binky_controllers::runtime::set_condition(
+        &ctx.store,
+        &put.world,
+        "config",
+        binky_controllers::runtime::Condition::ok(
+            crate::apply::CONDITION,
+            "Valid",
+            format!("{} is valid", src.path.display()),
+        ),
+    )?;
     nudge(&ctx, put.world.id).await?;
     if args.no_wait {
         println!("{name}: up requested (generation {})", put.world.generation);

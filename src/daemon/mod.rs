@@ -13,6 +13,7 @@
 pub mod client;
 pub mod protocol;
 pub mod proxy_manager;
+pub mod watch;
 
 use std::fs::File;
 use std::future::Future;
@@ -232,6 +233,12 @@ pub async fn run(
     let stop = Arc::new(Notify::new());
     let rt_stop = stop.clone();
     let rt = tokio::spawn(runtime.run(async move { rt_stop.notified().await }));
+    let watch_stop = Arc::new(Notify::new());
+    let watcher = tokio::spawn(watch::run(
+        store.clone(),
+        trigger.clone(),
+        watch_stop.clone(),
+    ));
     tracing::info!(pid = std::process::id(), home = %home.root().display(), version = env!("CARGO_PKG_VERSION"), "daemon started");
 
     let started = Instant::now();
@@ -251,6 +258,8 @@ pub async fn run(
         }
     }
     tracing::info!("daemon stopping (services keep running)");
+    watch_stop.notify_one();
+    let _ = watcher.await;
     stop.notify_one();
     let _ = rt.await;
     manager.lock().await.stop().await;

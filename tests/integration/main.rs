@@ -8,6 +8,7 @@ mod faults;
 mod golden;
 mod harness;
 mod lifecycle;
+mod live;
 mod pg_server;
 mod proxy;
 mod redis_server;

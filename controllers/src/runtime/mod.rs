@@ -389,6 +389,17 @@ fn record_success(
     })
 }
 
+/// Record a condition that no controller owns (e.g. `ConfigValid`, written by the daemon's
+/// config watcher and by `binky apply`) under the name `owner`.
+pub fn set_condition(
+    store: &Store,
+    world: &World,
+    owner: &str,
+    condition: Condition,
+) -> Result<(), StoreError> {
+    store.write(|tx| write_conditions(tx, world, owner, &[condition]).map(|_| ()))
+}
+
 /// Upsert conditions; `last_transition` moves only when the status changes. Returns true
 /// when any condition's status, reason, message or stalled flag changed.
 fn write_conditions(

@@ -200,6 +200,45 @@ impl Store {
         })
     }
 
+    /// Replace a world's spec (`binky apply`, an edited `binky.toml`) and say what changed;
+    /// returns the new generation. A world being removed is refused.
+    pub fn set_spec(&self, world: WorldId, spec: &Spec, what: &str) -> Result<i64, StoreError> {
+        let spec = encode(spec)?;
+        self.write(|tx| {
+            refuse_deleted(tx, world)?;
+            tx.execute(
+                "UPDATE worlds SET spec = ?1, generation = generation + 1, updated_at = ?2 WHERE id = ?3",
+                params![spec, now_ms(), world],
+            )?;
+            add_event(tx, world, "config", what)?;
+            generation(tx, world)
+        })
+    }
+
+    /// Restart one service of a world (a file it watches changed); returns the new
+    /// generation.
+    pub fn restart_service(
+        &self,
+        world: WorldId,
+        service: &str,
+        why: &str,
+    ) -> Result<i64, StoreError> {
+        self.write(|tx| {
+            refuse_deleted(tx, world)?;
+            tx.execute(
+                "INSERT INTO service_restarts (world_id, service, nonce) VALUES (?1, ?2, 1)
+                 ON CONFLICT (world_id, service) DO UPDATE SET nonce = nonce + 1",
+                params![world, service],
+            )?;
+            tx.execute(
+                "UPDATE worlds SET generation = generation + 1, updated_at = ?1 WHERE id = ?2",
+                params![now_ms(), world],
+            )?;
+            add_event(tx, world, "watch", &format!("{service}: {why}; restarting"))?;
+            generation(tx, world)
+        })
+    }
+
     /// Mark a world for deletion (`binky remove`); controllers then tear it down.
     pub fn mark_deleted(&self, world: WorldId, force: bool) -> Result<i64, StoreError> {
         self.write(|tx| {

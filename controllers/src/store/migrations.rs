@@ -213,6 +213,15 @@ const MIGRATIONS: &[&str] = &[
         requested_at INTEGER NOT NULL
     );
     "#,
+    // 5: restarts of one service (a watched file changed).
+    r#"
+    CREATE TABLE service_restarts (
+        world_id  INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        service   TEXT NOT NULL,
+        nonce     INTEGER NOT NULL,
+        PRIMARY KEY (world_id, service)
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

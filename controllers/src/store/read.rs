@@ -827,3 +827,16 @@ pub fn golden_refs(conn: &Connection) -> Result<Vec<(WorldId, String, String)>, 
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
+
+/// Per-service restart counters of a world (a watched file changed), by service.
+pub fn service_restarts(
+    conn: &Connection,
+    world: WorldId,
+) -> Result<std::collections::BTreeMap<String, i64>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT service, nonce FROM service_restarts WHERE world_id = ?1")?;
+    let rows = stmt
+        .query_map([world], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}

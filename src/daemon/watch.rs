@@ -1,0 +1,451 @@
+//! The daemon's file watcher: each world's `binky.toml` (a saved edit is applied as
+//! `binky apply` would) and each service's `watch` globs (a change restarts that service).
+//!
+//! # Guarantees
+//! - Events are batched over a short window ([`BATCH`]): an editor's write-rename-chmod, or
+//!   a `git checkout` touching fifty files, is one apply and at most one restart per service.
+//! - An edit is turned into desired state through [`crate::apply::apply`], the same code as
+//!   `binky apply`; an invalid edit changes nothing and sets `ConfigValid` false.
+//! - `.git`, `target` and `node_modules` are never watched.
+//! - When inotify refuses a watch (the `fs.inotify.max_user_watches` limit), the world gets a
+//!   `FilesWatched` condition that says so and how to raise it, and its files are polled
+//!   instead (every [`POLL`]).
+//! - The watch set follows the store: worlds added, changed or removed are picked up within
+//!   [`RESYNC`]; a world seen for the first time is compared with its file at once, so an
+//!   edit made while no daemon ran is applied too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use binky_controllers::golden::glob_match;
+use binky_controllers::runtime::{self, Condition, Trigger};
+use binky_controllers::store::{self, Store, World, WorldId};
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::{mpsc, Notify};
+
+use crate::apply::{self, Outcome};
+
+/// How long events are gathered before acting on them.
+pub const BATCH: Duration = Duration::from_millis(60);
+/// How often the watch set is compared with the store.
+pub const RESYNC: Duration = Duration::from_millis(1000);
+/// The polling interval of the fallback watcher.
+pub const POLL: Duration = Duration::from_secs(1);
+/// The condition that reports how files are watched.
+pub const CONDITION: &str = "FilesWatched";
+
+const NEVER: [&str; 3] = [".git", "target", "node_modules"];
+
+type Events = mpsc::UnboundedSender<notify::Result<notify::Event>>;
+
+/// What is watched for one world.
+#[derive(Default)]
+struct WorldWatch {
+    config: PathBuf,
+    root: PathBuf,
+    globs: BTreeMap<String, Vec<String>>,
+    dirs: BTreeSet<PathBuf>,
+    polled: bool,
+    generation: i64,
+}
+
+struct Watchers {
+    events: Events,
+    inotify: Option<notify::RecommendedWatcher>,
+    poll: Option<notify::PollWatcher>,
+    worlds: BTreeMap<WorldId, WorldWatch>,
+    /// Directories and how many worlds watch each (inotify).
+    refs: BTreeMap<PathBuf, usize>,
+}
+
+impl Watchers {
+    fn new(events: Events) -> Self {
+        let tx = events.clone();
+        let inotify = match notify::recommended_watcher(move |ev| {
+            let _ = tx.send(ev);
+        }) {
+            Ok(w) => Some(w),
+            Err(err) => {
+                tracing::warn!(%err, "cannot watch files with inotify; polling instead");
+                None
+            }
+        };
+        Watchers {
+            events,
+            inotify,
+            poll: None,
+            worlds: BTreeMap::new(),
+            refs: BTreeMap::new(),
+        }
+    }
+
+    fn poller(&mut self) -> Option<&mut notify::PollWatcher> {
+        if self.poll.is_none() {
+            let tx = self.events.clone();
+            let config = notify::Config::default()
+                .with_poll_interval(POLL)
+                .with_compare_contents(false);
+            match notify::PollWatcher::new(
+                move |ev| {
+                    let _ = tx.send(ev);
+                },
+                config,
+            ) {
+                Ok(w) => self.poll = Some(w),
+                Err(err) => tracing::warn!(%err, "cannot poll files either"),
+            }
+        }
+        self.poll.as_mut()
+    }
+
+    /// Watch `dir` (not recursively) for a world; false when inotify refused it.
+    fn add_dir(&mut self, dir: &Path) -> Result<(), String> {
+        if let Some(n) = self.refs.get_mut(dir) {
+            *n += 1;
+            return Ok(());
+        }
+        let Some(w) = self.inotify.as_mut() else {
+            return Err("inotify is not available".into());
+        };
+        match w.watch(dir, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                self.refs.insert(dir.to_owned(), 1);
+                Ok(())
+            }
+            Err(e) => Err(match e.kind {
+                notify::ErrorKind::MaxFilesWatch => format!(
+                    "the inotify watch limit is reached (fs.inotify.max_user_watches = {}); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`",
+                    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+                        .unwrap_or_default()
+                        .trim()
+                ),
+                _ => e.to_string(),
+            }),
+        }
+    }
+
+    fn remove_dir(&mut self, dir: &Path) {
+        if let Some(n) = self.refs.get_mut(dir) {
+            *n -= 1;
+            if *n == 0 {
+                self.refs.remove(dir);
+                if let Some(w) = self.inotify.as_mut() {
+                    let _ = w.unwatch(dir);
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self, id: WorldId) {
+        if let Some(ww) = self.worlds.remove(&id) {
+            if ww.polled {
+                if let Some(p) = self.poll.as_mut() {
+                    let _ = p.unwatch(&ww.root);
+                    let _ = p.unwatch(&ww.config);
+                }
+            }
+            for d in &ww.dirs {
+                self.remove_dir(d);
+            }
+        }
+    }
+
+    /// Watch what `world` needs. Returns an inotify problem, if any.
+    fn watch(&mut self, world: &World) -> Option<String> {
+        let config = world.config_path.clone();
+        let root = config.parent().map(Path::to_path_buf).unwrap_or_default();
+        let globs = apply::watch_globs(&world.spec, world.group.as_deref());
+        let mut dirs = BTreeSet::new();
+        dirs.insert(root.clone());
+        if !globs.is_empty() {
+            walk_dirs(&root, &mut dirs);
+        }
+        let mut problem = None;
+        let mut added = BTreeSet::new();
+        for d in &dirs {
+            match self.add_dir(d) {
+                Ok(()) => {
+                    added.insert(d.clone());
+                }
+                Err(e) => {
+                    problem = Some(e);
+                    break;
+                }
+            }
+        }
+        let mut ww = WorldWatch {
+            config: config.clone(),
+            root: root.clone(),
+            globs: globs.clone(),
+            dirs: added,
+            polled: false,
+            generation: world.generation,
+        };
+        if problem.is_some() {
+            for d in std::mem::take(&mut ww.dirs) {
+                self.remove_dir(&d);
+            }
+            if let Some(p) = self.poller() {
+                let mode = if globs.is_empty() {
+                    RecursiveMode::NonRecursive
+                } else {
+                    RecursiveMode::Recursive
+                };
+                let _ = p.watch(&root, mode);
+                ww.polled = true;
+            }
+        }
+        self.worlds.insert(world.id, ww);
+        problem
+    }
+
+    /// A directory appeared inside a watched tree: watch it (and what is below it) too.
+    fn grew(&mut self, dir: &Path) {
+        let owners: Vec<WorldId> = self
+            .worlds
+            .iter()
+            .filter(|(_, w)| !w.polled && !w.globs.is_empty() && dir.starts_with(&w.root))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in owners {
+            let mut new = BTreeSet::new();
+            new.insert(dir.to_owned());
+            walk_dirs(dir, &mut new);
+            for d in new {
+                if self.worlds[&id].dirs.contains(&d) {
+                    continue;
+                }
+                if self.add_dir(&d).is_ok() {
+                    if let Some(w) = self.worlds.get_mut(&id) {
+                        w.dirs.insert(d);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every directory below `dir` that may be watched.
+fn walk_dirs(dir: &Path, out: &mut BTreeSet<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if NEVER.iter().any(|n| name == *n) {
+            continue;
+        }
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            let p = e.path();
+            out.insert(p.clone());
+            walk_dirs(&p, out);
+        }
+    }
+}
+
+fn ignored(rel: &Path) -> bool {
+    rel.components()
+        .any(|c| NEVER.iter().any(|n| c.as_os_str() == *n))
+}
+
+/// Run until `stop` is notified.
+pub async fn run(store: Store, trigger: Trigger, stop: Arc<Notify>) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut w = Watchers::new(tx);
+    let mut resync = tokio::time::interval(RESYNC);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.notified() => break,
+            _ = resync.tick() => sync(&mut w, &store, &trigger),
+            Some(first) = rx.recv() => {
+                let mut batch = vec![first];
+                let until = tokio::time::Instant::now() + BATCH;
+                while let Ok(Some(ev)) = tokio::time::timeout_at(until, rx.recv()).await {
+                    batch.push(ev);
+                }
+                handle(&mut w, &store, &trigger, batch);
+            }
+        }
+    }
+}
+
+/// Bring the watch set in line with the store.
+fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
+    let worlds = match store.read(store::worlds) {
+        Ok(ws) => ws,
+        Err(err) => {
+            tracing::warn!(%err, "watcher cannot list worlds");
+            return;
+        }
+    };
+    let live: BTreeMap<WorldId, &World> = worlds
+        .iter()
+        .filter(|w| !w.deleted)
+        .map(|w| (w.id, w))
+        .collect();
+    let gone: Vec<WorldId> = w
+        .worlds
+        .keys()
+        .filter(|id| !live.contains_key(id))
+        .copied()
+        .collect();
+    for id in gone {
+        w.forget(id);
+    }
+    for (id, world) in live {
+        let known = w.worlds.get(&id);
+        let fresh = known.is_none();
+        let stale = known.is_some_and(|k| {
+            k.generation != world.generation
+                && (k.config != world.config_path
+                    || k.globs != apply::watch_globs(&world.spec, world.group.as_deref()))
+        });
+        if !(fresh || stale) {
+            if let Some(k) = w.worlds.get_mut(&id) {
+                k.generation = world.generation;
+            }
+            continue;
+        }
+        // Only once the worktree is there (a new world's file appears with it).
+        if !world.config_path.is_file() {
+            continue;
+        }
+        w.forget(id);
+        let problem = w.watch(world);
+        let cond = match &problem {
+            None => Condition::ok(
+                CONDITION,
+                "Watching",
+                "binky.toml and `watch` files are watched",
+            ),
+            Some(p) => Condition::waiting(
+                CONDITION,
+                "Polling",
+                format!(
+                    "{p}; polling this world's files every {}s instead",
+                    POLL.as_secs()
+                ),
+            ),
+        };
+        if let Err(err) = runtime::set_condition(store, world, "watch", cond) {
+            tracing::warn!(%err, "cannot record FilesWatched");
+        }
+        if fresh {
+            // An edit made while nobody watched.
+            config_changed(store, trigger, world);
+        }
+    }
+}
+
+fn config_changed(store: &Store, trigger: &Trigger, world: &World) {
+    match apply::apply(store, world, false) {
+        Ok(Outcome::Changed { plan, .. }) => {
+            tracing::info!(world = %world.name, plan = %plan.summary(), "binky.toml changed; applying");
+            trigger.world(world.id);
+        }
+        Ok(Outcome::Invalid(msg)) => {
+            tracing::info!(world = %world.name, %msg, "binky.toml is invalid; keeping the last good config");
+        }
+        Ok(Outcome::Unchanged) => {}
+        Err(err) => tracing::warn!(world = %world.name, %err, "cannot apply binky.toml"),
+    }
+}
+
+fn handle(
+    w: &mut Watchers,
+    store: &Store,
+    trigger: &Trigger,
+    batch: Vec<notify::Result<notify::Event>>,
+) {
+    let mut paths: BTreeSet<PathBuf> = BTreeSet::new();
+    for ev in batch {
+        match ev {
+            Ok(ev) => {
+                if matches!(ev.kind, notify::EventKind::Access(_)) {
+                    continue;
+                }
+                if matches!(ev.kind, notify::EventKind::Create(_)) {
+                    for p in &ev.paths {
+                        if p.is_dir() {
+                            w.grew(p);
+                        }
+                    }
+                }
+                paths.extend(ev.paths);
+            }
+            Err(err) => tracing::debug!(%err, "watch error"),
+        }
+    }
+    let mut configs: BTreeSet<WorldId> = BTreeSet::new();
+    let mut restarts: BTreeMap<(WorldId, String), String> = BTreeMap::new();
+    for (id, ww) in &w.worlds {
+        for p in &paths {
+            if *p == ww.config {
+                configs.insert(*id);
+                continue;
+            }
+            let Ok(rel) = p.strip_prefix(&ww.root) else {
+                continue;
+            };
+            if ignored(rel) {
+                continue;
+            }
+            let rel_s = rel.to_string_lossy();
+            for (svc, globs) in &ww.globs {
+                if globs.iter().any(|g| glob_match(g, &rel_s)) {
+                    restarts
+                        .entry((*id, svc.clone()))
+                        .or_insert_with(|| format!("{rel_s} changed"));
+                }
+            }
+        }
+    }
+    if configs.is_empty() && restarts.is_empty() {
+        return;
+    }
+    let worlds = match store.read(store::worlds) {
+        Ok(ws) => ws,
+        Err(err) => {
+            tracing::warn!(%err, "watcher cannot read worlds");
+            return;
+        }
+    };
+    for id in configs {
+        if let Some(world) = worlds.iter().find(|x| x.id == id && !x.deleted) {
+            config_changed(store, trigger, world);
+        }
+    }
+    for ((id, svc), why) in restarts {
+        match store.restart_service(id, &svc, &why) {
+            Ok(_) => trigger.world(id),
+            Err(err) => tracing::warn!(%err, service = %svc, "cannot restart for a watched file"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_and_dependency_dirs_are_never_watched() {
+        assert!(ignored(Path::new("node_modules/x/index.js")));
+        assert!(ignored(Path::new("a/target/debug/x")));
+        assert!(ignored(Path::new(".git/index")));
+        assert!(!ignored(Path::new("src/targets.rs")));
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["src/a", "node_modules/m", ".git/objects", "target/debug"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        let mut out = BTreeSet::new();
+        walk_dirs(dir.path(), &mut out);
+        let rel: Vec<String> = out
+            .iter()
+            .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
+            .collect();
+        assert_eq!(rel, vec!["src", "src/a"]);
+    }
+}
