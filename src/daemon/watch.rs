@@ -2,8 +2,9 @@
 //! `binky apply` would) and each service's `watch` globs (a change restarts that service).
 //!
 //! # Guarantees
-//! - Events are batched over a short window ([`BATCH`]): an editor's write-rename-chmod, or
-//!   a `git checkout` touching fifty files, is one apply and at most one restart per service.
+//! - Events are batched until they pause for [`QUIET`] (at most [`BATCH`]): an editor's
+//!   write-rename-chmod, or a `git checkout` touching fifty files, is one apply and at most
+//!   one restart per service.
 //! - An edit is turned into desired state through [`crate::apply::apply`], the same code as
 //!   `binky apply`; an invalid edit changes nothing and sets `ConfigValid` false.
 //! - `.git`, `target` and `node_modules` are never watched.
@@ -27,8 +28,10 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::apply::{self, Outcome};
 
-/// How long events are gathered before acting on them.
-pub const BATCH: Duration = Duration::from_millis(60);
+/// The longest events are gathered before acting on them.
+pub const BATCH: Duration = Duration::from_millis(250);
+/// A pause this long ends a batch early.
+pub const QUIET: Duration = Duration::from_millis(20);
 /// How often the watch set is compared with the store.
 pub const RESYNC: Duration = Duration::from_millis(1000);
 /// The polling interval of the fallback watcher.
@@ -261,10 +264,16 @@ pub async fn run(store: Store, trigger: Trigger, stop: Arc<Notify>) {
             _ = stop.notified() => break,
             _ = resync.tick() => sync(&mut w, &store, &trigger),
             Some(first) = rx.recv() => {
+                // Gather until the events pause for QUIET (an editor's write-rename is one
+                // batch), but never longer than BATCH (a checkout storm still gets acted on).
                 let mut batch = vec![first];
-                let until = tokio::time::Instant::now() + BATCH;
-                while let Ok(Some(ev)) = tokio::time::timeout_at(until, rx.recv()).await {
-                    batch.push(ev);
+                let cap = tokio::time::Instant::now() + BATCH;
+                loop {
+                    let until = (tokio::time::Instant::now() + QUIET).min(cap);
+                    match tokio::time::timeout_at(until, rx.recv()).await {
+                        Ok(Some(ev)) => batch.push(ev),
+                        _ => break,
+                    }
                 }
                 handle(&mut w, &store, &trigger, batch);
             }
