@@ -421,6 +421,8 @@ impl<G: Git> Controller for WorktreeController<G> {
                 )?;
             } else {
                 self.git.prune(repo).await?;
+                // Deleted from outside: the directories binky made for it go too.
+                remove_empty_parents(&row.path, &world.name);
             }
             if row.created_branch && self.git.branch_exists(repo, &row.branch).await? {
                 let base = row.base_commit.clone().unwrap_or_else(|| "HEAD".into());

@@ -61,6 +61,11 @@ struct Watchers {
     worlds: BTreeMap<WorldId, WorldWatch>,
     /// Directories and how many worlds watch each (inotify).
     refs: BTreeMap<PathBuf, usize>,
+    /// `BINKY_WATCH_LIMIT`: act as if inotify allowed only this many watches (to exercise
+    /// the fallback without lowering the machine's limit).
+    limit: Option<usize>,
+    /// Worlds whose file was missing at a resync, by generation (nudged once each).
+    missing: BTreeMap<WorldId, i64>,
 }
 
 impl Watchers {
@@ -81,6 +86,10 @@ impl Watchers {
             poll: None,
             worlds: BTreeMap::new(),
             refs: BTreeMap::new(),
+            missing: BTreeMap::new(),
+            limit: std::env::var("BINKY_WATCH_LIMIT")
+                .ok()
+                .and_then(|v| v.parse().ok()),
         }
     }
 
@@ -109,10 +118,16 @@ impl Watchers {
             *n += 1;
             return Ok(());
         }
+        let limited = self.limit.is_some_and(|l| self.refs.len() >= l);
         let Some(w) = self.inotify.as_mut() else {
             return Err("inotify is not available".into());
         };
-        match w.watch(dir, RecursiveMode::NonRecursive) {
+        let result = if limited {
+            Err(notify::Error::new(notify::ErrorKind::MaxFilesWatch))
+        } else {
+            w.watch(dir, RecursiveMode::NonRecursive)
+        };
+        match result {
             Ok(()) => {
                 self.refs.insert(dir.to_owned(), 1);
                 Ok(())
@@ -318,10 +333,18 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
             }
             continue;
         }
-        // Only once the worktree is there (a new world's file appears with it).
+        // Only once the worktree is there (a new world's file appears with it). A world
+        // whose file went away is nudged once, so a deleted worktree is reported now.
         if !world.config_path.is_file() {
+            if w.missing.insert(id, world.generation) != Some(world.generation) {
+                trigger.world(id);
+            }
+            if !fresh {
+                w.forget(id);
+            }
             continue;
         }
+        w.missing.remove(&id);
         w.forget(id);
         let problem = w.watch(world);
         let cond = match &problem {
@@ -391,6 +414,12 @@ fn handle(
     let mut configs: BTreeSet<WorldId> = BTreeSet::new();
     let mut restarts: BTreeMap<(WorldId, String), String> = BTreeMap::new();
     for (id, ww) in &w.worlds {
+        // The worktree itself went (deleted from outside): the worktree controller reports
+        // it now rather than at the next resync; its files are not applied.
+        if !ww.root.is_dir() && paths.iter().any(|p| p.starts_with(&ww.root)) {
+            trigger.world(*id);
+            continue;
+        }
         for p in &paths {
             if *p == ww.config {
                 configs.insert(*id);

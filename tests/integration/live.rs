@@ -287,3 +287,64 @@ env = {{ DATABASE_URL = "${{db.url}}" }}
     pg.assert_no_slices();
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn at_the_inotify_limit_the_world_says_so_and_its_files_are_polled() {
+    let env = Env::new(&config("one", ""));
+    std::fs::create_dir_all(env.repo.join("src/a/b")).unwrap();
+    std::fs::write(env.repo.join("src/a/b/x.py"), "1").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "src"]);
+    // The daemon acts as if inotify allowed two watches: the world needs four.
+    let out = env.binky_env(&["up", "w"], &[("BINKY_WATCH_LIMIT", "2")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_until(
+        "FilesWatched reports polling",
+        Duration::from_secs(15),
+        || env.ok(&["status", "w"]).contains("Polling"),
+    );
+    let status = env.ok(&["status", "w"]);
+    assert!(
+        status.contains("max_user_watches") && status.contains("polling"),
+        "{status}"
+    );
+    // Edits still arrive, by polling.
+    let port = env.port_of("w", "api");
+    edit(&env, "w", &config("polled", ""));
+    wait_until("the polled edit applies", Duration::from_secs(20), || {
+        listening(port) && served_env(port)["MODE"] == "polled"
+    });
+    let worker = env.pid_of("w", "worker");
+    std::fs::write(env.worktree("w").join("src/a/b/x.py"), "2").unwrap();
+    wait_until(
+        "the polled watch restarts the worker",
+        Duration::from_secs(20),
+        || {
+            let now = env.pid_of("w", "worker");
+            now.is_some() && now != worker
+        },
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn a_worktree_deleted_outside_binky_is_reported_not_recreated() {
+    let env = Env::new(&config("one", ""));
+    env.ok(&["up", "w"]);
+    let wt = env.worktree("w");
+    std::fs::remove_dir_all(&wt).unwrap();
+    // The watcher sees the directory go: no need to wait for a resync.
+    wait_until("WorktreeMissing shows", Duration::from_secs(10), || {
+        env.ok(&["status", "w"]).contains("WorktreeMissing")
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!wt.exists(), "binky recreated a deleted worktree silently");
+    let events = env.ok(&["events", "w", "-n", "200"]);
+    assert!(
+        events.contains("worktree_missing") || events.contains("missing"),
+        "{events}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
