@@ -44,6 +44,16 @@ pub fn validate(text: &str, path: &Path, group: Option<&str>) -> Result<Loaded, 
             }
         }
     }
+    // The errors `binky check` reports (an inline credential, `${self.port}` without a
+    // port) are refused here too.
+    let errors = crate::check::errors(text, &loaded);
+    if !errors.is_empty() {
+        return Err(errors
+            .iter()
+            .map(|f| f.render(path))
+            .collect::<Vec<_>>()
+            .join("\n"));
+    }
     Ok(loaded)
 }
 

@@ -8,11 +8,14 @@
 
 pub mod adapters;
 pub mod apply;
+pub mod check;
 pub mod cli;
 pub mod config;
+pub mod credentials;
 pub mod daemon;
 pub mod git;
 pub mod logging;
+pub mod machine;
 pub mod paths;
 pub mod ports;
 pub mod proxy;

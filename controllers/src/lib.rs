@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod env;
+pub mod gate;
 pub mod golden;
 pub mod port;
 pub mod process;

@@ -1179,6 +1179,15 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             });
         }
 
+        // The admission gate: nothing of a held world starts.
+        if world.desired == crate::store::DesiredState::Running {
+            if let Some((reason, msg)) = crate::gate::held(&self.store, world)? {
+                return Ok(Applied {
+                    action: Action::Requeue(std::time::Duration::from_millis(500)),
+                    conditions: vec![Condition::waiting(CONDITION, reason, msg)],
+                });
+            }
+        }
         // Gate: the worktree and the ports must be there for this generation.
         let gens = self
             .store

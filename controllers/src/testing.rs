@@ -330,3 +330,29 @@ pub async fn reconcile<C: Controller>(c: &C, store: &Store, id: WorldId) {
 pub fn world(store: &Store, id: WorldId) -> Option<World> {
     store.read(|c| crate::store::world(c, id)).unwrap()
 }
+
+/// A machine with fixed free memory and disk.
+pub struct FakeMachine {
+    /// Percent of memory available.
+    pub mem: f64,
+    /// GiB free.
+    pub disk: f64,
+}
+
+impl Default for FakeMachine {
+    fn default() -> Self {
+        FakeMachine {
+            mem: 80.0,
+            disk: 100.0,
+        }
+    }
+}
+
+impl crate::gate::Machine for FakeMachine {
+    fn mem_available_percent(&self) -> Option<f64> {
+        Some(self.mem)
+    }
+    fn disk_free_gib(&self, _: &std::path::Path) -> Option<f64> {
+        Some(self.disk)
+    }
+}

@@ -249,6 +249,16 @@ pub fn without_credentials(url: &str) -> String {
     format!("{scheme}://{host}{tail}")
 }
 
+/// Whether a built-in adapter can clone, known without asking a server; `None` for an
+/// external adapter (its `capabilities` verb says).
+pub fn can_clone_statically(name: &str) -> Option<bool> {
+    match name {
+        "postgres" | "postgresql" => Some(true),
+        "redis" | "valkey" => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,8 @@
 //! state, nudge the daemon, and wait; they never start a process themselves.
 
 mod apply;
+mod approve;
+mod check;
 mod context;
 mod curl;
 mod daemon;
@@ -16,6 +18,7 @@ mod port;
 mod reload;
 mod remove;
 mod servers;
+mod settings;
 mod status;
 mod trust;
 mod up;
@@ -93,6 +96,48 @@ pub enum Command {
         /// Waiting.
         #[command(flatten)]
         wait: WaitArgs,
+    },
+    /// Show or set machine settings: resident limits, approvals (`binky settings max_parallel=8`).
+    Settings {
+        /// KEY=VALUE assignments; none: show every setting.
+        assignments: Vec<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every machine setting with its default and what it does.
+    Config {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve the commands worlds may run (when `approvals` is on).
+    Approve {
+        /// The command's key (or its start), from `--list`.
+        key: Option<String>,
+        /// List commands and whether they are approved.
+        #[arg(long)]
+        list: bool,
+        /// Approve every command of this world.
+        #[arg(long, value_name = "NAME", conflicts_with = "key")]
+        all: Option<String>,
+        /// Withdraw an approval.
+        #[arg(long, value_name = "KEY", conflicts_with_all = ["key", "all"])]
+        revoke: Option<String>,
+        /// Approve without a terminal (you have read the commands).
+        #[arg(long)]
+        yes: bool,
+        /// Machine-readable list.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a binky.toml and flag its footguns (exit 1 on errors).
+    Check {
+        /// The file or its directory (default: the binky.toml here or above).
+        path: Option<std::path::PathBuf>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
     /// Re-read a world's binky.toml now, print the plan, and apply it (saving the file does
     /// the same by itself).
@@ -306,6 +351,29 @@ pub fn run(cli: Cli) -> i32 {
                 wait,
             } => up::run(&name, group, from, &wait).await,
             Command::Down { name, wait } => down::run(name, &wait).await,
+            Command::Check { path, json } => check::run(path, json),
+            Command::Settings { assignments, json } => {
+                settings::run(assignments, json, false).await
+            }
+            Command::Config { json } => settings::run(Vec::new(), json, true).await,
+            Command::Approve {
+                key,
+                list,
+                all,
+                revoke,
+                yes,
+                json,
+            } => {
+                approve::run(approve::Args {
+                    key,
+                    list,
+                    all,
+                    revoke,
+                    yes,
+                    json,
+                })
+                .await
+            }
             Command::Apply {
                 name,
                 all,

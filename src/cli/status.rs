@@ -62,6 +62,16 @@ fn world_state(
     {
         return "failed";
     }
+    if let Some(held) = conds
+        .iter()
+        .find(|c| c.type_ == binky_controllers::gate::CONDITION && c.status != CondStatus::True)
+    {
+        match held.reason.as_str() {
+            "Queued" => return "queued",
+            "AwaitingApproval" => return "approval",
+            _ => {}
+        }
+    }
     let current = super::wait::CONTROLLERS
         .iter()
         .all(|c| gens.get(*c).copied().unwrap_or(0) >= w.generation);

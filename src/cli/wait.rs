@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use binky_controllers::store::{self, CondStatus, ConditionRow, World, WorldId};
-use binky_controllers::{golden, port, process, route, slice, worktree};
+use binky_controllers::{gate, golden, port, process, route, slice, worktree};
 
 use super::context::{Ctx, Failure};
 use super::{exit, WaitArgs};
@@ -30,7 +30,8 @@ pub enum Outcome {
 }
 
 /// Every controller that must have seen a generation before a world counts as up.
-pub const CONTROLLERS: [&str; 6] = [
+pub const CONTROLLERS: [&str; 7] = [
+    gate::NAME,
     worktree::NAME,
     port::NAME,
     golden::NAME,
@@ -39,7 +40,8 @@ pub const CONTROLLERS: [&str; 6] = [
     route::NAME,
 ];
 /// Every condition that must hold for a world to count as up.
-pub const READY: [&str; 6] = [
+pub const READY: [&str; 7] = [
+    gate::CONDITION,
     worktree::CONDITION,
     port::CONDITION,
     golden::CONDITION,
@@ -101,6 +103,18 @@ pub async fn wait(
             .find(|c| c.stalled && c.status != CondStatus::True && c.generation >= generation)
         {
             return Ok(Outcome::Failed(stalled.message.clone()));
+        }
+        // A world held for approval waits for a person: say so now (exit 75), do not sit
+        // out the timeout.
+        if goal == Goal::Ready {
+            if let Some(held) = conds.iter().find(|c| {
+                c.type_ == gate::CONDITION
+                    && c.reason == "AwaitingApproval"
+                    && c.status != CondStatus::True
+                    && c.generation >= generation
+            }) {
+                return Ok(Outcome::Pending(held.message.clone()));
+            }
         }
         let observed = |ctrl: &str| gens.get(ctrl).copied().unwrap_or(0) >= generation;
         let reached = match goal {

@@ -199,6 +199,13 @@ pub async fn run(
     let process_supervisor = supervisor.clone();
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;
+    runtime.add(Arc::new(
+        binky_controllers::gate::AdmissionController::new(
+            store.clone(),
+            crate::machine::RealMachine,
+        )
+        .with_trigger(trigger.clone()),
+    ));
     runtime.add(Arc::new(WorktreeController::new(store.clone(), GitCli)));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
     runtime.add(Arc::new(ProcessController::new(

@@ -336,7 +336,14 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
         // Only once the worktree is there (a new world's file appears with it). A world
         // whose file went away is nudged once, so a deleted worktree is reported now.
         if !world.config_path.is_file() {
-            if w.missing.insert(id, world.generation) != Some(world.generation) {
+            // A worktree that was ready and is gone: nudge once, so the worktree controller
+            // reports it now (a world whose worktree is still being made is left alone).
+            let gone = store
+                .read(|c| store::worktree(c, id))
+                .ok()
+                .flatten()
+                .is_some_and(|r| r.state == "ready" && !r.path.is_dir());
+            if gone && w.missing.insert(id, world.generation).is_none() {
                 trigger.world(id);
             }
             if !fresh {

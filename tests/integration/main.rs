@@ -2,9 +2,11 @@
 //! processes, an isolated `BINKY_HOME` each. Every test cleans up and most assert that
 //! nothing is left behind.
 
+mod check;
 mod daemon;
 mod external_adapter;
 mod faults;
+mod gate;
 mod golden;
 mod harness;
 mod lifecycle;

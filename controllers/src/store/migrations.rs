@@ -222,6 +222,21 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (world_id, service)
     );
     "#,
+    // 6: the admission gate: places of running and queued worlds, approved commands.
+    r#"
+    CREATE TABLE admissions (
+        world_id   INTEGER PRIMARY KEY REFERENCES worlds(id) ON DELETE CASCADE,
+        state      TEXT NOT NULL,
+        queued_at  INTEGER NOT NULL,
+        reason     TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE approvals (
+        key          TEXT PRIMARY KEY,
+        project      TEXT NOT NULL,
+        command      TEXT NOT NULL,
+        approved_at  INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

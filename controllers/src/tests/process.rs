@@ -12,6 +12,7 @@ use crate::worktree::WorktreeController;
 struct H {
     dir: tempfile::TempDir,
     store: Store,
+    gate: crate::gate::AdmissionController<FakeMachine>,
     wt: WorktreeController<FakeGit>,
     port: PortController<FakePorts>,
     proc_: ProcessController<FakeSupervisor>,
@@ -26,6 +27,7 @@ fn h() -> H {
     let mut cfg = ProcessConfig::new(dir.path().join("logs"));
     cfg.settle = Duration::ZERO;
     H {
+        gate: crate::gate::AdmissionController::new(store.clone(), FakeMachine::default()),
         wt: WorktreeController::new(store.clone(), FakeGit::default()),
         port: PortController::new(store.clone(), FakePorts::default()),
         proc_: ProcessController::new(store.clone(), sup.clone(), cfg),
@@ -38,6 +40,7 @@ fn h() -> H {
 impl H {
     async fn converge(&self, id: i64) {
         for _ in 0..8 {
+            reconcile(&self.gate, &self.store, id).await;
             reconcile(&self.wt, &self.store, id).await;
             reconcile(&self.port, &self.store, id).await;
             reconcile(&self.proc_, &self.store, id).await;

@@ -1,0 +1,455 @@
+//! The admission gate before a world starts: resident limits (`max_parallel`, a RAM reserve,
+//! a disk reserve) that queue worlds in FIFO order or cool the least recently used one, and
+//! approvals of the commands a world would run.
+//!
+//! # Guarantees
+//! - Nothing of a held world starts: the slice, golden and process controllers call
+//!   [`held`] first, so no slice is provisioned, no `migrate`/`seed` and no process runs.
+//! - Queued worlds are admitted in the order they asked (`queued_at`), one at a time, as
+//!   room appears; a world that goes down releases its place at once.
+//! - With `cool_oldest`, a world over a limit stops the least recently used running world
+//!   that is not in focus (used within `focus_minutes`); its files, ports and data are kept
+//!   and its next `binky up` brings it back (through the gate again).
+//! - With `approvals` on, every distinct command (`cmd`, `setup`, a `cmd` health check,
+//!   `migrate`, `seed`, hooks) must have been approved for its project; the key is a hash of
+//!   project and command text, so an edited command needs a new approval.
+//! - Limits and approvals are machine settings (the `settings` table), never read from a
+//!   repository's `binky.toml`.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use rusqlite::{params, OptionalExtension};
+use sha2::{Digest, Sha256};
+
+use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::spec::{Probe, ServiceKind, Spec};
+use crate::store::{self, now_ms, DesiredState, Store, StoreError, World};
+
+/// Controller name.
+pub const NAME: &str = "admission";
+/// The condition it reports.
+pub const CONDITION: &str = "Admitted";
+
+/// The settings this gate reads, with their defaults and meaning.
+pub const SETTINGS: [(&str, &str, &str); 6] = [
+    (
+        "max_parallel",
+        "0",
+        "running worlds at most (0: no limit); over it a world queues or, with cool_oldest, the least recently used one stops",
+    ),
+    (
+        "ram_reserve_percent",
+        "0",
+        "percent of memory kept available: a world does not start while less is (0: off)",
+    ),
+    (
+        "disk_reserve_gib",
+        "0",
+        "GiB kept free on the worktrees' filesystem: a world does not start while less is (0: off)",
+    ),
+    (
+        "cool_oldest",
+        "false",
+        "over a limit, stop the least recently used world not in focus instead of queueing",
+    ),
+    (
+        "focus_minutes",
+        "5",
+        "a world used (up, apply, reload) this recently is in focus and never cooled",
+    ),
+    (
+        "approvals",
+        "false",
+        "every new command a world would run waits for `binky approve`",
+    ),
+];
+
+/// What the gate needs to know about the machine.
+pub trait Machine: Send + Sync + 'static {
+    /// Percent of memory available (`MemAvailable / MemTotal`).
+    fn mem_available_percent(&self) -> Option<f64>;
+    /// GiB free on the filesystem holding `path`.
+    fn disk_free_gib(&self, path: &std::path::Path) -> Option<f64>;
+}
+
+/// Why the gate could not decide.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for GateError {
+    fn from(e: rusqlite::Error) -> Self {
+        GateError::Store(e.into())
+    }
+}
+
+impl ReconcileError for GateError {
+    fn reason(&self) -> &'static str {
+        "StoreFailed"
+    }
+}
+
+/// A command a world would run.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Command {
+    /// Approval key: a hash of project and text.
+    pub key: String,
+    /// Where it comes from (`cmd of api`, `seed of db`, `hooks.post_up`).
+    pub what: String,
+    /// The command text, as written.
+    pub text: String,
+}
+
+/// The approval key of a command of `project`.
+pub fn command_key(project: &str, text: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(project.as_bytes());
+    h.update([0]);
+    h.update(text.as_bytes());
+    h.finalize()
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Every command the selected services of `spec` would run, once per text.
+pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
+    let project = &spec.project.name;
+    let mut out: Vec<Command> = Vec::new();
+    let mut push = |what: String, text: &str| {
+        if text.trim().is_empty() || out.iter().any(|c| c.text == text) {
+            return;
+        }
+        out.push(Command {
+            key: command_key(project, text),
+            what,
+            text: text.to_owned(),
+        });
+    };
+    for name in spec.selected(group) {
+        match &spec.services[&name].kind {
+            ServiceKind::Process(p) => {
+                push(format!("cmd of {name}"), &p.cmd);
+                if let Some(s) = &p.setup {
+                    push(format!("setup of {name}"), s);
+                }
+                if let Some(Probe::Cmd(c)) = p.health.as_ref().map(|h| &h.probe) {
+                    push(format!("health check of {name}"), c);
+                }
+            }
+            ServiceKind::Resource(r) => {
+                if let Some(m) = &r.migrate {
+                    push(format!("migrate of {name}"), m);
+                }
+                if let Some(s) = &r.seed {
+                    push(format!("seed of {name}"), s);
+                }
+            }
+        }
+    }
+    if let Some(h) = &spec.hooks.post_up {
+        push("hooks.post_up".into(), h);
+    }
+    if let Some(h) = &spec.hooks.pre_down {
+        push("hooks.pre_down".into(), h);
+    }
+    out
+}
+
+fn setting(store: &Store, key: &str) -> Result<String, StoreError> {
+    let default = SETTINGS
+        .iter()
+        .find(|s| s.0 == key)
+        .map(|s| s.1)
+        .unwrap_or("");
+    Ok(store
+        .read(|c| store::setting(c, key))?
+        .unwrap_or_else(|| default.to_owned()))
+}
+
+fn on(v: &str) -> bool {
+    matches!(v, "true" | "1" | "yes" | "on")
+}
+
+/// Approved keys.
+pub fn approved(store: &Store) -> Result<BTreeSet<String>, StoreError> {
+    store.read(|c| {
+        let mut stmt = c.prepare_cached("SELECT key FROM approvals")?;
+        let keys = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<BTreeSet<String>, _>>()?;
+        Ok(keys)
+    })
+}
+
+/// The commands of `world` that wait for approval (empty when approvals are off).
+pub fn unapproved(store: &Store, world: &World) -> Result<Vec<Command>, StoreError> {
+    if !on(&setting(store, "approvals")?) {
+        return Ok(Vec::new());
+    }
+    let ok = approved(store)?;
+    Ok(commands(&world.spec, world.group.as_deref())
+        .into_iter()
+        .filter(|c| !ok.contains(&c.key))
+        .collect())
+}
+
+/// Is `world` held at the gate? `Some((reason, message))` when it is: nothing of it may
+/// start. Controllers that start things call this first.
+pub fn held(store: &Store, world: &World) -> Result<Option<(&'static str, String)>, StoreError> {
+    let missing = unapproved(store, world)?;
+    if let Some(first) = missing.first() {
+        return Ok(Some((
+            "AwaitingApproval",
+            format!(
+                "waiting for approval of {} command(s), first the {}: `{}`; run `binky approve {}` (or `binky approve --all {}` after reading `binky approve --list`)",
+                missing.len(),
+                first.what,
+                first.text,
+                first.key,
+                world.name
+            ),
+        )));
+    }
+    let row: Option<(String, String)> = store.read(|c| {
+        Ok(c.query_row(
+            "SELECT state, reason FROM admissions WHERE world_id = ?1",
+            [world.id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?)
+    })?;
+    Ok(match row {
+        Some((state, _)) if state == "admitted" => None,
+        Some((_, reason)) if !reason.is_empty() => Some(("Queued", reason)),
+        _ => Some(("Queued", "waiting for admission".into())),
+    })
+}
+
+/// The admission controller.
+pub struct AdmissionController<M> {
+    store: Store,
+    machine: M,
+    trigger: Option<crate::runtime::Trigger>,
+}
+
+impl<M: Machine> AdmissionController<M> {
+    /// A controller over `store`, measuring with `machine`.
+    pub fn new(store: Store, machine: M) -> Self {
+        AdmissionController {
+            store,
+            machine,
+            trigger: None,
+        }
+    }
+
+    /// Nudge a cooled world's controllers through `trigger` (the daemon's runtime).
+    pub fn with_trigger(mut self, trigger: crate::runtime::Trigger) -> Self {
+        self.trigger = Some(trigger);
+        self
+    }
+
+    fn release(&self, world: &World) -> Result<(), StoreError> {
+        self.store.write(|tx| {
+            tx.execute("DELETE FROM admissions WHERE world_id = ?1", [world.id])?;
+            Ok(())
+        })
+    }
+
+    /// Over which limit, if any, would one more resident world be?
+    fn over(&self, world: &World, residents: usize) -> Result<Option<String>, StoreError> {
+        let max: usize = setting(&self.store, "max_parallel")?.parse().unwrap_or(0);
+        if max > 0 && residents >= max {
+            return Ok(Some(format!(
+                "{residents} world(s) running, max_parallel = {max}"
+            )));
+        }
+        let ram: f64 = setting(&self.store, "ram_reserve_percent")?
+            .parse()
+            .unwrap_or(0.0);
+        if ram > 0.0 {
+            if let Some(avail) = self.machine.mem_available_percent() {
+                if avail < ram {
+                    return Ok(Some(format!(
+                        "{avail:.0}% of memory available, ram_reserve_percent = {ram}"
+                    )));
+                }
+            }
+        }
+        let disk: f64 = setting(&self.store, "disk_reserve_gib")?
+            .parse()
+            .unwrap_or(0.0);
+        if disk > 0.0 {
+            if let Some(free) = self.machine.disk_free_gib(&world.repo_root) {
+                if free < disk {
+                    return Ok(Some(format!(
+                        "{free:.1} GiB free on the worktrees' disk, disk_reserve_gib = {disk}"
+                    )));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl<M: Machine> Controller for AdmissionController<M> {
+    type Error = GateError;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn condition_type(&self) -> &'static str {
+        CONDITION
+    }
+
+    async fn apply(&self, world: &World) -> Result<Applied, GateError> {
+        if world.desired == DesiredState::Stopped {
+            self.release(world)?;
+            return Ok(Applied {
+                action: Action::AwaitChange,
+                conditions: vec![Condition::ok(
+                    CONDITION,
+                    "Released",
+                    "stopped: its place is free",
+                )],
+            });
+        }
+        let missing = unapproved(&self.store, world)?;
+        if !missing.is_empty() {
+            let (_, msg) = held(&self.store, world)?.unwrap_or_default();
+            return Ok(Applied {
+                action: Action::AwaitChange,
+                conditions: vec![Condition::waiting(CONDITION, "AwaitingApproval", msg)],
+            });
+        }
+        let now = now_ms();
+        // Join the queue (or find this world's place in it).
+        self.store.write(|tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO admissions (world_id, state, queued_at, reason) VALUES (?1, 'queued', ?2, '')",
+                params![world.id, now],
+            )?;
+            Ok(())
+        })?;
+        let rows: Vec<(i64, String, i64)> = self.store.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT a.world_id, a.state, a.queued_at FROM admissions a JOIN worlds w ON w.id = a.world_id
+                 WHERE w.deleted_at IS NULL AND w.desired_state = 'running' ORDER BY a.queued_at, a.world_id",
+            )?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })?;
+        if rows.iter().any(|r| r.0 == world.id && r.1 == "admitted") {
+            return Ok(Applied {
+                action: Action::AwaitChange,
+                conditions: vec![Condition::ok(CONDITION, "Admitted", "admitted")],
+            });
+        }
+        let residents = rows.iter().filter(|r| r.1 == "admitted").count();
+        let ahead = rows
+            .iter()
+            .take_while(|r| r.0 != world.id)
+            .filter(|r| r.1 == "queued")
+            .count();
+        let mut over = self.over(world, residents)?;
+        if over.is_some() && ahead == 0 && on(&setting(&self.store, "cool_oldest")?) {
+            let focus: i64 = setting(&self.store, "focus_minutes")?.parse().unwrap_or(5);
+            let worlds = self.store.read(store::worlds)?;
+            let coolable = worlds
+                .iter()
+                .filter(|w| {
+                    w.id != world.id
+                        && rows.iter().any(|r| r.0 == w.id && r.1 == "admitted")
+                        && now - w.last_used_at >= focus * 60_000
+                })
+                .min_by_key(|w| w.last_used_at);
+            if let Some(old) = coolable {
+                self.store
+                    .set_desired_state(old.id, DesiredState::Stopped)?;
+                self.store.event(
+                    old.id,
+                    "cooled",
+                    &format!(
+                        "stopped to make room for {} ({}); its files, ports and data are kept; `binky up {}` brings it back",
+                        world.name,
+                        over.as_deref().unwrap_or(""),
+                        old.name
+                    ),
+                )?;
+                self.release(old)?;
+                if let Some(t) = &self.trigger {
+                    t.world(old.id);
+                }
+                over = self.over(world, residents - 1)?;
+            }
+        }
+        if over.is_none() && ahead == 0 {
+            self.store.write(|tx| {
+                tx.execute(
+                    "UPDATE admissions SET state = 'admitted', reason = '' WHERE world_id = ?1",
+                    [world.id],
+                )?;
+                Ok(())
+            })?;
+            return Ok(Applied {
+                action: Action::AwaitChange,
+                conditions: vec![Condition::ok(CONDITION, "Admitted", "admitted")],
+            });
+        }
+        let reason = match (&over, ahead) {
+            (Some(o), 0) => format!("queued: {o}; it starts when a world goes down (`binky down NAME`) or the limit is raised (`binky settings`)"),
+            (Some(o), n) => format!("queued behind {n} world(s): {o}"),
+            (None, n) => format!("queued behind {n} world(s) that asked first"),
+        };
+        self.store.write(|tx| {
+            tx.execute(
+                "UPDATE admissions SET reason = ?2 WHERE world_id = ?1",
+                params![world.id, reason],
+            )?;
+            Ok(())
+        })?;
+        Ok(Applied {
+            action: Action::Requeue(Duration::from_millis(500)),
+            conditions: vec![Condition::waiting(CONDITION, "Queued", reason)],
+        })
+    }
+
+    async fn cleanup(&self, world: &World) -> Result<Cleanup, GateError> {
+        self.release(world)?;
+        Ok(Cleanup::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_keyed_by_project_and_text_once_each() {
+        let mut spec = crate::testing::spec(vec![
+            ("api", crate::testing::web("serve", &[])),
+            ("web", crate::testing::web("serve", &[])),
+        ]);
+        spec.project.name = "p".into();
+        let a = command_key("p", "make seed");
+        assert_eq!(a, command_key("p", "make seed"));
+        assert_ne!(a, command_key("q", "make seed"));
+        assert_ne!(a, command_key("p", "make seed "));
+        assert_eq!(a.len(), 12);
+        spec.hooks.post_up = Some("make seed".into());
+        spec.hooks.pre_down = Some("make seed".into());
+        let cmds = commands(&spec, None);
+        // Two services with one command text, and two hooks with another: two commands.
+        assert_eq!(cmds.len(), 2, "{cmds:?}");
+        assert_eq!(cmds[0].what, "cmd of api");
+        assert_eq!(cmds[1].what, "hooks.post_up");
+    }
+}

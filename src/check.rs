@@ -1,0 +1,379 @@
+//! `binky check`: validate a `binky.toml` and flag its footguns, one finding per line with
+//! the file, line, key and fix. Errors are also refused at write time (`binky up`,
+//! `binky apply`, the config watcher); warnings are only reported.
+
+use std::path::Path;
+
+use binky_controllers::admission::{self, Verdict};
+use binky_controllers::spec::{Probe, Service, ServiceKind};
+
+use crate::config::{self, Loaded};
+use crate::credentials::{credential_kind, secret_name};
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Refused at `binky up`; `binky check` exits 1.
+    Error,
+    /// Reported only.
+    Warning,
+}
+
+/// One problem.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// Error or warning.
+    pub level: Level,
+    /// A stable short name (`inline-credential`, `self-port-without-port`, …).
+    pub code: &'static str,
+    /// Dotted key (`services.api.env.TOKEN`), empty for the file.
+    pub key: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl Finding {
+    /// `path:line: level: key: message (fix: …)`.
+    pub fn render(&self, path: &Path) -> String {
+        let mut s = path.display().to_string();
+        if let Some(l) = self.line {
+            s.push_str(&format!(":{l}"));
+        }
+        s.push_str(match self.level {
+            Level::Error => ": error",
+            Level::Warning => ": warning",
+        });
+        if !self.key.is_empty() {
+            s.push_str(&format!(": {}", self.key));
+        }
+        s.push_str(&format!(": {}", self.message));
+        if !self.fix.is_empty() {
+            s.push_str(&format!("\n    fix: {}", self.fix));
+        }
+        s
+    }
+}
+
+/// The line of `key` inside `[services.<service>]` (or of the table itself).
+fn line_of(text: &str, service: &str, key: &str) -> Option<usize> {
+    let header = format!("[services.{service}]");
+    let mut inside = false;
+    let mut table_line = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.starts_with('[') {
+            if inside {
+                break;
+            }
+            if line.replace(' ', "") == header || line.starts_with(&format!("[services.{service}."))
+            {
+                inside = true;
+                table_line = Some(i + 1);
+            }
+            continue;
+        }
+        if inside && !key.is_empty() {
+            let k = line
+                .split('=')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .trim_matches('"');
+            if k == key {
+                return Some(i + 1);
+            }
+        }
+    }
+    table_line
+}
+
+/// Every finding for a file's text.
+pub fn check(text: &str, path: &Path) -> Vec<Finding> {
+    match config::parse(text, path) {
+        Err(errors) => errors
+            .0
+            .into_iter()
+            .map(|e| Finding {
+                level: Level::Error,
+                code: "invalid",
+                key: e.key,
+                line: e.position.map(|p| p.0),
+                message: e.message,
+                fix: e.fix.unwrap_or_default(),
+            })
+            .collect(),
+        Ok(loaded) => {
+            let mut out: Vec<Finding> = loaded
+                .warnings
+                .iter()
+                .map(|w| Finding {
+                    level: Level::Warning,
+                    code: "config",
+                    key: w.key.clone(),
+                    line: None,
+                    message: w.message.clone(),
+                    fix: String::new(),
+                })
+                .collect();
+            if let Verdict::Deny { reason } = admission::check_spec(&loaded.spec, None) {
+                out.push(Finding {
+                    level: Level::Error,
+                    code: "refused",
+                    key: String::new(),
+                    line: None,
+                    message: reason,
+                    fix: String::new(),
+                });
+            }
+            let more = check_loaded(text, &loaded);
+            // A parser warning that a finding below says better (an inline password,
+            // `${self.…}` without a port) is not repeated.
+            out.retain(|w| {
+                !more
+                    .iter()
+                    .any(|f| f.key == w.key || f.key.starts_with(&format!("{}.", w.key)))
+            });
+            out.extend(more);
+            out
+        }
+    }
+}
+
+/// The footguns of a parsed config.
+pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
+    let spec = &loaded.spec;
+    let mut out = Vec::new();
+    let registry = crate::adapters::Registry::default();
+    for (name, svc) in &spec.services {
+        let mut find = |level, code, key: String, message: String, fix: String| {
+            let last = key.rsplit('.').next().unwrap_or("").to_owned();
+            let field = key.split('.').nth(2).unwrap_or("").to_owned();
+            let line = line_of(text, name, &last).or_else(|| line_of(text, name, &field));
+            out.push(Finding {
+                level,
+                code,
+                key,
+                line,
+                message,
+                fix,
+            });
+        };
+        // Inline credentials, in any env value and in admin_url.
+        let (env, admin) = match &svc.kind {
+            ServiceKind::Process(p) => (&p.env, None),
+            ServiceKind::Resource(r) => (&r.env, r.admin_url.as_deref()),
+        };
+        if let Some(kind) = admin.and_then(credential_kind) {
+            find(
+                Level::Error,
+                "inline-credential",
+                format!("services.{name}.admin_url"),
+                format!("holds {kind}: binky.toml is committed and every worktree carries it"),
+                "use a reference: admin_url = \"${env.POSTGRES_ADMIN_URL}\" (or leave admin_url out and let binky run the server)".into(),
+            );
+        }
+        for (k, v) in env {
+            let kind = credential_kind(v).or_else(|| {
+                (secret_name(k) && !v.is_empty() && !v.contains("${"))
+                    .then_some("a secret (by its name)")
+            });
+            if let Some(kind) = kind {
+                find(
+                    Level::Error,
+                    "inline-credential",
+                    format!("services.{name}.env.{k}"),
+                    format!("holds {kind} written inline"),
+                    format!("use a reference: {k} = \"${{env.{k}}}\" and set it in the environment of `binky up`"),
+                );
+            }
+        }
+        match &svc.kind {
+            ServiceKind::Process(p) => {
+                let mut texts: Vec<&str> = vec![&p.cmd];
+                texts.extend(p.env.values().map(String::as_str));
+                texts.extend(p.setup.as_deref());
+                if let Some(h) = &p.health {
+                    match &h.probe {
+                        Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t) => texts.push(t),
+                    }
+                }
+                let labels = p.port_labels();
+                if labels.is_empty() && texts.iter().any(|t| t.contains("${self.port}")) {
+                    find(
+                        Level::Error,
+                        "self-port-without-port",
+                        format!("services.{name}.cmd"),
+                        "uses ${self.port}, but the service asks for no port, so it would get the text `${self.port}`".into(),
+                        "give it a port: url = true (served through the proxy) or ports = [\"http\"]".into(),
+                    );
+                }
+                let uses_port =
+                    |t: &str| t.contains("${self.") || t.contains("$PORT") || t.contains("${PORT");
+                if p.url.is_some() && !texts.iter().any(|t| uses_port(t)) {
+                    find(
+                        Level::Warning,
+                        "ignores-port",
+                        format!("services.{name}.cmd"),
+                        "has a url but its cmd and env never mention its port: it will listen where it likes and the proxy will route to a port nobody serves".into(),
+                        "pass the port: `--port ${self.port}` in cmd (or read $PORT in the program)".into(),
+                    );
+                }
+                for dep in &svc.depends_on {
+                    if let Some(d) = spec.services.get(dep).and_then(Service::process) {
+                        if d.health.is_none() && d.port_labels().is_empty() {
+                            find(
+                                Level::Warning,
+                                "unwaited-dependency",
+                                format!("services.{name}.depends_on"),
+                                format!("depends on `{dep}`, which has no health check and no port: binky can only wait until it has stayed up 300 ms, not until it is ready"),
+                                format!("give `{dep}` a health check: health = {{ cmd = \"…\" }} (or a port and health = \"/…\")"),
+                            );
+                        }
+                    }
+                }
+            }
+            ServiceKind::Resource(r) => {
+                if let Err(e) = registry.get(&r.adapter) {
+                    find(
+                        Level::Error,
+                        "unknown-adapter",
+                        format!("services.{name}.adapter"),
+                        e.to_string(),
+                        format!("use a built-in adapter (postgres, redis, valkey) or install binky-adapter-{} on PATH", r.adapter),
+                    );
+                } else if r.clone_from.is_some()
+                    && crate::adapters::can_clone_statically(&r.adapter) == Some(false)
+                {
+                    find(
+                        Level::Warning,
+                        "clone-unsupported",
+                        format!("services.{name}.clone_from"),
+                        format!("adapter `{}` cannot clone: every world runs migrate and seed itself (an event `clone_fallback` says so)", r.adapter),
+                        "remove clone_from".into(),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Is any finding an error?
+pub fn has_errors(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.level == Level::Error)
+}
+
+/// The errors of a parsed spec, for the write-time gate.
+pub fn errors(text: &str, loaded: &Loaded) -> Vec<Finding> {
+    check_loaded(text, loaded)
+        .into_iter()
+        .filter(|f| f.level == Level::Error)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(text: &str) -> Vec<(&'static str, Level, Option<usize>)> {
+        check(text, Path::new("binky.toml"))
+            .into_iter()
+            .map(|f| (f.code, f.level, f.line))
+            .collect()
+    }
+
+    const HEAD: &str = "[project]\nname = \"p\"\n";
+
+    #[test]
+    fn self_port_without_a_port() {
+        let bad = format!("{HEAD}\n[services.w]\ncmd = \"run --port ${{self.port}}\"\n");
+        assert_eq!(
+            codes(&bad),
+            vec![("self-port-without-port", Level::Error, Some(5))]
+        );
+        let good = format!(
+            "{HEAD}\n[services.w]\ncmd = \"run --port ${{self.port}}\"\nports = [\"http\"]\n"
+        );
+        assert!(codes(&good).is_empty(), "{:?}", codes(&good));
+    }
+
+    #[test]
+    fn inline_credentials_in_admin_url_and_env() {
+        let bad = format!(
+            "{HEAD}\n[services.db]\nadapter = \"postgres\"\nadmin_url = \"postgres://postgres:hunter2@localhost/postgres\"\n\n[services.api]\ncmd = \"x\"\nenv = {{ API_TOKEN = \"abc123\", GH = \"ghp_0123456789abcdefghijABCDEFGHIJ012345\" }}\n"
+        );
+        let c = codes(&bad);
+        assert_eq!(
+            c.iter().filter(|x| x.0 == "inline-credential").count(),
+            3,
+            "{c:?}"
+        );
+        assert!(
+            c.contains(&("inline-credential", Level::Error, Some(6))),
+            "{c:?}"
+        );
+        let good = format!(
+            "{HEAD}\n[services.db]\nadapter = \"postgres\"\nadmin_url = \"${{env.PG_ADMIN}}\"\n\n[services.api]\ncmd = \"x\"\nenv = {{ API_TOKEN = \"${{env.API_TOKEN}}\", DB = \"${{db.url}}\" }}\n"
+        );
+        assert!(codes(&good).is_empty(), "{:?}", codes(&good));
+    }
+
+    #[test]
+    fn a_dependency_that_cannot_be_waited_on() {
+        let bad = format!("{HEAD}\n[services.q]\ncmd = \"queue\"\n\n[services.w]\ncmd = \"worker\"\ndepends_on = [\"q\"]\n");
+        assert_eq!(
+            codes(&bad),
+            vec![("unwaited-dependency", Level::Warning, Some(9))]
+        );
+        let good = format!("{HEAD}\n[services.q]\ncmd = \"queue\"\nhealth = {{ cmd = \"queue --ping\" }}\n\n[services.w]\ncmd = \"worker\"\ndepends_on = [\"q\"]\n");
+        assert!(codes(&good).is_empty(), "{:?}", codes(&good));
+    }
+
+    #[test]
+    fn a_url_service_whose_cmd_ignores_its_port() {
+        let bad = format!("{HEAD}\n[services.web]\ncmd = \"npm run dev\"\nurl = true\n");
+        assert_eq!(codes(&bad), vec![("ignores-port", Level::Warning, Some(5))]);
+        for good in [
+            format!("{HEAD}\n[services.web]\ncmd = \"npm run dev -- --port $PORT\"\nurl = true\n"),
+            format!("{HEAD}\n[services.web]\ncmd = \"npm run dev\"\nurl = true\nenv = {{ PORT = \"${{self.port}}\" }}\n"),
+        ] {
+            assert!(codes(&good).is_empty(), "{:?}", codes(&good));
+        }
+    }
+
+    #[test]
+    fn unknown_adapters() {
+        let bad = format!("{HEAD}\n[services.db]\nadapter = \"nosuchdb-xyz\"\n");
+        assert_eq!(
+            codes(&bad),
+            vec![("unknown-adapter", Level::Error, Some(5))]
+        );
+        let good = format!("{HEAD}\n[services.db]\nadapter = \"valkey\"\n");
+        assert!(codes(&good).is_empty());
+    }
+
+    #[test]
+    fn clone_from_on_an_adapter_that_cannot_clone() {
+        let bad = format!("{HEAD}\n[services.c]\nadapter = \"redis\"\nclone_from = \"golden\"\n");
+        assert_eq!(
+            codes(&bad),
+            vec![("clone-unsupported", Level::Warning, Some(6))]
+        );
+        let good =
+            format!("{HEAD}\n[services.c]\nadapter = \"postgres\"\nclone_from = \"golden\"\n");
+        assert!(codes(&good).is_empty());
+    }
+
+    #[test]
+    fn invalid_files_are_errors_with_their_line() {
+        let c = codes(&format!("{HEAD}\n[services.w]\ncmd = \"x\"\nbogus = 1\n"));
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].1, Level::Error);
+        assert_eq!(c[0].2, Some(6));
+    }
+}

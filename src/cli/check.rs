@@ -1,0 +1,52 @@
+//! `binky check [PATH] [--json]`: validate a `binky.toml` and flag its footguns.
+
+use std::path::PathBuf;
+
+use super::context::Failure;
+use super::exit;
+use crate::check::{self, Level};
+use crate::config;
+
+/// `binky check`.
+pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
+    let cwd = std::env::current_dir().map_err(|e| Failure::failed(e.to_string()))?;
+    let file = match path {
+        Some(p) if p.is_dir() => p.join(config::FILE_NAME),
+        Some(p) => p,
+        None => cwd
+            .ancestors()
+            .map(|d| d.join(config::FILE_NAME))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                Failure::usage(format!(
+                    "no binky.toml in {} or any directory above it; name one: `binky check PATH`",
+                    cwd.display()
+                ))
+            })?,
+    };
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| Failure::usage(format!("{}: cannot read it: {e}", file.display())))?;
+    let findings = check::check(&text, &file);
+    let errors = findings.iter().filter(|f| f.level == Level::Error).count();
+    let warnings = findings.len() - errors;
+    if json {
+        let v = serde_json::json!({
+            "file": file.display().to_string(),
+            "ok": errors == 0,
+            "errors": errors,
+            "warnings": warnings,
+            "findings": findings,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        for f in &findings {
+            println!("{}", f.render(&file));
+        }
+        if findings.is_empty() {
+            println!("{}: ok", file.display());
+        } else {
+            println!("{errors} error(s), {warnings} warning(s)");
+        }
+    }
+    Ok(if errors > 0 { exit::FAILED } else { exit::OK })
+}

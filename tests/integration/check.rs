@@ -1,0 +1,89 @@
+//! `binky check` through the real binary, and the same errors refused at `binky up`.
+
+use crate::harness::*;
+
+const GOOD: &str = r#"
+[project]
+name = "chk"
+{range}
+
+[services.db]
+adapter = "postgres"
+admin_url = "${env.PG_ADMIN}"
+
+[services.api]
+cmd = "serve --port ${self.port}"
+url = true
+depends_on = ["db"]
+env = { DATABASE_URL = "${db.url}" }
+"#;
+
+#[test]
+fn check_passes_a_good_file_and_lists_footguns_with_lines_and_exit_1_on_errors() {
+    let env = Env::new(GOOD);
+    let out = env.binky(&["check"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains(": ok"), "{}", stdout(&out));
+    // Footguns: an inline password, a cmd that ignores its port.
+    let bad = GOOD
+        .replace(
+            "${env.PG_ADMIN}",
+            "postgres://postgres:hunter2@127.0.0.1:5432/postgres",
+        )
+        .replace("serve --port ${self.port}", "serve");
+    std::fs::write(env.repo.join("bad.toml"), bad.replace("{range}", "")).unwrap();
+    let out = env.binky(&["check", "bad.toml"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("bad.toml:8: error: services.db.admin_url"),
+        "{text}"
+    );
+    assert!(text.contains("warning: services.api.cmd"), "{text}");
+    assert!(
+        !text.contains("hunter2"),
+        "the check printed the password: {text}"
+    );
+    let out = env.binky(&["check", "bad.toml", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["errors"], 1);
+    let codes: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, vec!["ignores-port", "inline-credential"]);
+    // A warning alone does not fail.
+    std::fs::write(
+        env.repo.join("warn.toml"),
+        GOOD.replace("{range}", "")
+            .replace("serve --port ${self.port}", "serve"),
+    )
+    .unwrap();
+    let out = env.binky(&["check", "warn.toml"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    // No file at all.
+    let out = env.binky(&["check", "nosuch.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("nosuch.toml"), "{}", stderr(&out));
+}
+
+#[test]
+fn up_refuses_what_check_calls_an_error_and_writes_nothing() {
+    let env = Env::new(&GOOD.replace(
+        "env = { DATABASE_URL = \"${db.url}\" }",
+        "env = { DATABASE_URL = \"${db.url}\", STRIPE = \"sk_live_0123456789abcdefXYZ\" }",
+    ));
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("services.api.env.STRIPE") && err.contains("Stripe"),
+        "{err}"
+    );
+    assert!(!err.contains("sk_live_0123"), "{err}");
+    assert!(!env.worktree("w").exists());
+    assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
+}
