@@ -431,6 +431,35 @@ impl<M: Machine> Controller for AdmissionController<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{new_world, reconcile, spec, web, FakeMachine};
+
+    #[tokio::test]
+    async fn a_ram_reserve_holds_a_new_world_until_memory_is_available() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        store.set_setting("ram_reserve_percent", "50").unwrap();
+        let s = spec(vec![("api", web("serve", &[]))]);
+        let id = store
+            .put_world(&new_world(dir.path(), "w", s))
+            .unwrap()
+            .world
+            .id;
+        let world = |store: &Store| crate::testing::world(store, id).unwrap();
+        let low = AdmissionController::new(
+            store.clone(),
+            FakeMachine {
+                mem: 30.0,
+                disk: 100.0,
+            },
+        );
+        reconcile(&low, &store, id).await;
+        let why = held(&store, &world(&store)).unwrap().unwrap();
+        assert_eq!(why.0, "Queued");
+        assert!(why.1.contains("ram_reserve_percent = 50"), "{}", why.1);
+        let enough = AdmissionController::new(store.clone(), FakeMachine::default());
+        reconcile(&enough, &store, id).await;
+        assert_eq!(held(&store, &world(&store)).unwrap(), None);
+    }
 
     #[test]
     fn commands_are_keyed_by_project_and_text_once_each() {

@@ -7,6 +7,7 @@ mod check;
 mod context;
 mod curl;
 mod daemon;
+mod doctor;
 mod down;
 mod env;
 mod events;
@@ -128,6 +129,13 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
         /// Machine-readable list.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check this machine: git, the state DB, the daemon, the proxy, server binaries,
+    /// inotify, memory and disk (exit 1 on a failure).
+    Doctor {
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
@@ -352,6 +360,7 @@ pub fn run(cli: Cli) -> i32 {
             } => up::run(&name, group, from, &wait).await,
             Command::Down { name, wait } => down::run(name, &wait).await,
             Command::Check { path, json } => check::run(path, json),
+            Command::Doctor { json } => doctor::run(json).await,
             Command::Settings { assignments, json } => {
                 settings::run(assignments, json, false).await
             }

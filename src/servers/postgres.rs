@@ -161,6 +161,11 @@ struct Binaries {
     postgres: PathBuf,
 }
 
+/// The `postgres` binary binky would run a managed server with, if the machine has one.
+pub fn find_binary() -> Option<PathBuf> {
+    binaries(None).map(|b| b.postgres)
+}
+
 /// Debian's `/usr/lib/postgresql/<major>/bin` (`want`, else the highest), else `PATH`.
 fn binaries(want: Option<&str>) -> Option<Binaries> {
     let in_dir = |dir: &Path| {

@@ -201,3 +201,48 @@ fn settings_show_defaults_and_refuse_bad_values() {
         "{out}"
     );
 }
+
+#[test]
+fn doctor_reports_each_check_and_fails_on_a_reserve_the_disk_cannot_keep() {
+    let env = Env::new(&config(""));
+    let out = env.binky(&["doctor"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    for check in [
+        "git",
+        "state db",
+        "daemon",
+        "proxy",
+        "server binaries",
+        "inotify",
+        "memory",
+        "disk",
+    ] {
+        assert!(text.contains(check), "no {check} check: {text}");
+    }
+    env.ok(&["settings", "disk_reserve_gib=1000000"]);
+    let out = env.binky(&["doctor", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let disk = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "disk")
+        .unwrap()
+        .clone();
+    assert_eq!(disk["level"], "fail");
+    assert!(disk["fix"].as_str().unwrap().contains("binky remove"));
+    // The same reserve holds a new world at the gate.
+    let out = env.binky(&["up", "w", "--timeout", "2s"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("disk_reserve_gib"),
+        "{}",
+        stderr(&out)
+    );
+    env.ok(&["settings", "disk_reserve_gib=0"]);
+    env.ok(&["up", "w"]);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}

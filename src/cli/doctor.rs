@@ -1,0 +1,311 @@
+//! `binky doctor`: is this machine ready to run worlds? Each check prints ok, warn or fail
+//! with the fix; any fail exits 1.
+
+use std::process::Command;
+use std::time::Duration;
+
+use binky_controllers::store;
+
+use super::context::{Ctx, Failure};
+use super::exit;
+use crate::daemon::client;
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(serde::Serialize)]
+struct Check {
+    check: &'static str,
+    level: Level,
+    detail: String,
+    fix: String,
+}
+
+fn check(
+    check: &'static str,
+    level: Level,
+    detail: impl Into<String>,
+    fix: impl Into<String>,
+) -> Check {
+    Check {
+        check,
+        level,
+        detail: detail.into(),
+        fix: fix.into(),
+    }
+}
+
+/// The inotify watch limit, and how many this user has in use.
+fn inotify() -> Option<(u64, u64)> {
+    let max: u64 = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // Watches in use by this user's processes: `inotify` lines in /proc/*/fdinfo/*.
+    let uid = nix::unistd::getuid().as_raw();
+    let mut used = 0u64;
+    for p in std::fs::read_dir("/proc").ok()?.flatten() {
+        let meta = match p.metadata() {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        if std::os::unix::fs::MetadataExt::uid(&meta) != uid {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Ok(text) = std::fs::read_to_string(fd.path()) {
+                used += text
+                    .lines()
+                    .filter(|l| l.starts_with("inotify wd:"))
+                    .count() as u64;
+            }
+        }
+    }
+    Some((max, used))
+}
+
+/// `binky doctor`.
+pub async fn run(json: bool) -> Result<i32, Failure> {
+    let mut out = Vec::new();
+    // git
+    match Command::new("git").arg("--version").output() {
+        Ok(o) if o.status.success() => out.push(check(
+            "git",
+            Level::Ok,
+            String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+            "",
+        )),
+        _ => out.push(check(
+            "git",
+            Level::Fail,
+            "git is not on PATH",
+            "install git (Debian/Ubuntu: apt-get install git)",
+        )),
+    }
+    // The store.
+    let ctx = match Ctx::open() {
+        Ok(ctx) => {
+            let ok: Result<String, _> = ctx
+                .store
+                .read(|c| Ok(c.query_row("PRAGMA quick_check", [], |r| r.get(0))?));
+            match ok {
+                Ok(s) if s == "ok" => out.push(check(
+                    "state db",
+                    Level::Ok,
+                    format!(
+                        "{} ({} world(s))",
+                        ctx.home.db().display(),
+                        ctx.store.read(store::worlds).map(|w| w.len()).unwrap_or(0)
+                    ),
+                    "",
+                )),
+                Ok(s) => out.push(check(
+                    "state db",
+                    Level::Fail,
+                    format!("{}: {s}", ctx.home.db().display()),
+                    "stop the daemon and restore the file from a backup; `binky gc` finds slices a lost store left behind",
+                )),
+                Err(e) => out.push(check("state db", Level::Fail, e.to_string(), "check the file's permissions and disk")),
+            }
+            Some(ctx)
+        }
+        Err(f) => {
+            out.push(check(
+                "state db",
+                Level::Fail,
+                f.message,
+                "set BINKY_HOME to a writable directory",
+            ));
+            None
+        }
+    };
+    if let Some(ctx) = &ctx {
+        // The daemon.
+        match client::request(
+            &ctx.home,
+            &crate::daemon::protocol::Request::Ping,
+            Duration::from_millis(800),
+        )
+        .await
+        {
+            Ok(info) => {
+                let v = info.version.unwrap_or_default();
+                if v == env!("CARGO_PKG_VERSION") {
+                    out.push(check(
+                        "daemon",
+                        Level::Ok,
+                        format!("pid {} · binky {v}", info.pid.unwrap_or(0)),
+                        "",
+                    ));
+                } else {
+                    out.push(check(
+                        "daemon",
+                        Level::Warn,
+                        format!("the running daemon is binky {v}, this is {}", env!("CARGO_PKG_VERSION")),
+                        "`binky daemon stop` (services keep running); the next command starts the new one",
+                    ));
+                }
+            }
+            Err(_) => out.push(check(
+                "daemon",
+                Level::Ok,
+                "not running (commands start it when needed)",
+                "",
+            )),
+        }
+        // The proxy's ports.
+        match ctx.store.read(store::proxy_status) {
+            Ok(Some(s)) => {
+                let notes: Vec<&str> = [s.http_note.as_str(), s.https_note.as_str()]
+                    .into_iter()
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                out.push(check(
+                    "proxy",
+                    if notes.is_empty() {
+                        Level::Ok
+                    } else {
+                        Level::Warn
+                    },
+                    format!(
+                        "http {} · https {}{}",
+                        s.http_port.map_or("off".into(), |p| p.to_string()),
+                        s.https_port.map_or("off".into(), |p| p.to_string()),
+                        if notes.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", notes.join("; "))
+                        }
+                    ),
+                    if notes.is_empty() {
+                        ""
+                    } else {
+                        "`binky port --proxy N --https N` picks ports it can bind"
+                    },
+                ));
+            }
+            _ => out.push(check("proxy", Level::Ok, "not started yet", "")),
+        }
+    }
+    // Server binaries for managed servers.
+    for (kind, found, pkg) in [
+        (
+            "postgres",
+            crate::servers::postgres::find_binary(),
+            "postgresql",
+        ),
+        (
+            "redis",
+            crate::servers::redis::find_binary(),
+            "redis-server",
+        ),
+    ] {
+        out.push(match found {
+            Some(p) => check("server binaries", Level::Ok, format!("{kind}: {}", p.display()), ""),
+            None => check(
+                "server binaries",
+                Level::Warn,
+                format!("{kind}: not installed; adapter services without admin_url cannot get a managed {kind}"),
+                format!("apt-get install {pkg}, or give the service an admin_url"),
+            ),
+        });
+    }
+    // inotify.
+    match inotify() {
+        Some((max, used)) => {
+            let left = max.saturating_sub(used);
+            out.push(check(
+                "inotify",
+                if left < 1000 { Level::Warn } else { Level::Ok },
+                format!("{used} of {max} watches in use"),
+                if left < 1000 {
+                    "raise it: sudo sysctl fs.inotify.max_user_watches=524288 (binky polls meanwhile)"
+                } else {
+                    ""
+                },
+            ));
+        }
+        None => out.push(check(
+            "inotify",
+            Level::Warn,
+            "cannot read the inotify limits",
+            "binky watches files by polling",
+        )),
+    }
+    // RAM and disk, against the reserves when set.
+    let setting = |k: &str| -> f64 {
+        ctx.as_ref()
+            .and_then(|c| c.store.read(|x| store::setting(x, k)).ok().flatten())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    if let Some((avail, total)) = crate::machine::meminfo() {
+        let pct = avail as f64 * 100.0 / total.max(1) as f64;
+        let reserve = setting("ram_reserve_percent");
+        let level = if reserve > 0.0 && pct < reserve {
+            Level::Fail
+        } else if pct < 10.0 {
+            Level::Warn
+        } else {
+            Level::Ok
+        };
+        out.push(check(
+            "memory",
+            level,
+            format!("{:.1} GiB of {:.1} GiB available ({pct:.0}%)", avail as f64 / 1048576.0, total as f64 / 1048576.0),
+            if level == Level::Ok { "" } else { "stop worlds you do not need (`binky down NAME`), or set `binky settings max_parallel=N`" },
+        ));
+    }
+    let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    if let Some(free) = crate::machine::disk_free_bytes(&here) {
+        let gib = free as f64 / (1u64 << 30) as f64;
+        let reserve = setting("disk_reserve_gib");
+        let level = if (reserve > 0.0 && gib < reserve) || gib < 1.0 {
+            Level::Fail
+        } else if gib < 5.0 {
+            Level::Warn
+        } else {
+            Level::Ok
+        };
+        out.push(check(
+            "disk",
+            level,
+            format!("{gib:.1} GiB free under {}", here.display()),
+            if level == Level::Ok {
+                ""
+            } else {
+                "free space: `binky remove` worlds you are done with, `binky gc` for leftovers"
+            },
+        ));
+    }
+    let worst = out.iter().map(|c| c.level).max().unwrap_or(Level::Ok);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        for c in &out {
+            let tag = match c.level {
+                Level::Ok => "ok  ",
+                Level::Warn => "warn",
+                Level::Fail => "FAIL",
+            };
+            println!("{tag}  {:<16} {}", c.check, c.detail);
+            if !c.fix.is_empty() {
+                println!("      {:<16} fix: {}", "", c.fix);
+            }
+        }
+    }
+    Ok(if worst == Level::Fail {
+        exit::FAILED
+    } else {
+        exit::OK
+    })
+}
