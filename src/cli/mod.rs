@@ -11,6 +11,7 @@ mod doctor;
 mod down;
 mod env;
 mod events;
+mod exec;
 mod gc;
 mod golden;
 mod hosts;
@@ -129,6 +130,25 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
         /// Machine-readable list.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command in a world's worktree with the environment its services get.
+    Exec {
+        /// World name.
+        name: String,
+        /// Exactly this service's environment (its PORT, env_file, env).
+        #[arg(long, short)]
+        service: Option<String>,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true)]
+        cmd: Vec<String>,
+    },
+    /// Run the world's `[agents] verify` commands; exit 1 if any fails.
+    Verify {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
@@ -361,6 +381,8 @@ pub fn run(cli: Cli) -> i32 {
             Command::Down { name, wait } => down::run(name, &wait).await,
             Command::Check { path, json } => check::run(path, json),
             Command::Doctor { json } => doctor::run(json).await,
+            Command::Exec { name, service, cmd } => exec::run(&name, service, cmd),
+            Command::Verify { name, json } => exec::verify(name, json),
             Command::Settings { assignments, json } => {
                 settings::run(assignments, json, false).await
             }

@@ -2,6 +2,7 @@
 //! processes, an isolated `BINKY_HOME` each. Every test cleans up and most assert that
 //! nothing is left behind.
 
+mod agents;
 mod check;
 mod daemon;
 mod external_adapter;

@@ -1,0 +1,167 @@
+//! `binky exec NAME [--service SVC] -- CMD…` and `binky verify NAME`: run commands in a
+//! world's worktree with the environment its services get.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use binky_controllers::env::{self, Layout};
+use binky_controllers::store::{self, World};
+
+use super::context::{Ctx, Failure};
+use super::exit;
+
+/// The directory and environment a command of `world` runs with: the env of `service`
+/// exactly as the process controller builds it (its `env_file`s, `PORT`, its `env`), or,
+/// without a service, the world's environment with every service's URL and ports
+/// (`binky env`) and the variables every service declares, tokens resolved.
+pub fn world_env(
+    ctx: &Ctx,
+    world: &World,
+    service: Option<&str>,
+) -> Result<(PathBuf, BTreeMap<String, String>), Failure> {
+    let wt = ctx
+        .store
+        .read(|c| store::worktree(c, world.id))?
+        .filter(|w| w.path.is_dir())
+        .ok_or_else(|| {
+            Failure::failed(format!(
+                "world `{}` has no worktree yet (or it was deleted); run `binky up {}`",
+                world.name, world.name
+            ))
+        })?;
+    let layout = Layout { worktree: wt.path };
+    let ports = ctx.store.read(|c| store::ports(c, world.id))?;
+    let proxy = ctx.store.read(store::proxy_view)?;
+    let slices = ctx.store.read(|c| store::slices(c, world.id))?;
+    let tokens = env::tokens(world, &ports, &proxy, &slices);
+    if let Some(name) = service {
+        let svc = world.spec.services.get(name).ok_or_else(|| {
+            Failure::usage(format!(
+                "world `{}` has no service `{name}`; services: {}",
+                world.name,
+                world
+                    .spec
+                    .services
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        let dir = layout.workdir(world, svc);
+        let files = svc
+            .process()
+            .map(|p| p.env_file.clone())
+            .unwrap_or_default();
+        let (vars, _) = env::read_env_files(&dir, &files);
+        let vars = env::service_env(world, name, svc, &tokens, &vars);
+        return Ok((dir, vars));
+    }
+    let dir = layout.config_dir(world);
+    let mut vars = world.env.clone();
+    vars.extend(env::exported(world, &tokens, &proxy));
+    // What services declare (DATABASE_URL = "${db.url}", …), resolved; a service's own
+    // `${self.…}` means nothing here and is left out.
+    for (name, svc) in &world.spec.services {
+        if let Some(p) = svc.process() {
+            for (k, v) in &p.env {
+                if v.contains("${self.") {
+                    continue;
+                }
+                vars.entry(k.clone())
+                    .or_insert_with(|| tokens.resolve(v, name));
+            }
+        }
+    }
+    Ok((dir, vars))
+}
+
+/// `binky exec`.
+pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32, Failure> {
+    if cmd.is_empty() {
+        return Err(Failure::usage(
+            "name a command: `binky exec NAME -- CMD ARGS…`",
+        ));
+    }
+    let ctx = Ctx::open()?;
+    let world = ctx.world(Some(name))?;
+    let (dir, vars) = world_env(&ctx, &world, service.as_deref())?;
+    let status = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .current_dir(&dir)
+        .env_clear()
+        .envs(&vars)
+        .status()
+        .map_err(|e| Failure::failed(format!("cannot run `{}`: {e}", cmd[0])))?;
+    Ok(status.code().unwrap_or(128 + 9))
+}
+
+/// `binky verify`.
+pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let world = ctx.world(name.as_deref())?;
+    let cmds = world.spec.agents.verify.clone();
+    if cmds.is_empty() {
+        return Err(Failure::usage(format!(
+            "world `{}` has no verify commands; add them to binky.toml: [agents] verify = [\"make test\"]",
+            world.name
+        )));
+    }
+    let (dir, vars) = world_env(&ctx, &world, None)?;
+    let mut results = Vec::new();
+    let mut failed = 0;
+    for cmd in &cmds {
+        let started = Instant::now();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(&dir)
+            .env_clear()
+            .envs(&vars)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Failure::failed(format!("cannot run sh: {e}")))?;
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        let ok = out.status.success();
+        if !ok {
+            failed += 1;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        if !json {
+            println!(
+                "{} {cmd}  ({}, {secs:.1}s)",
+                if ok { "ok  " } else { "FAIL" },
+                match out.status.code() {
+                    Some(c) => format!("exit {c}"),
+                    None => "killed".into(),
+                }
+            );
+            if !ok || !tail.is_empty() {
+                for l in tail.lines() {
+                    println!("    {l}");
+                }
+            }
+        }
+        results.push(serde_json::json!({
+            "command": cmd, "ok": ok, "exit": out.status.code(),
+            "seconds": secs, "output_tail": tail,
+        }));
+    }
+    if json {
+        let v = serde_json::json!({"world": world.name, "ok": failed == 0, "results": results});
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        println!(
+            "{}: {} of {} verify command(s) passed",
+            world.name,
+            cmds.len() - failed,
+            cmds.len()
+        );
+    }
+    Ok(if failed == 0 { exit::OK } else { exit::FAILED })
+}

@@ -1,0 +1,121 @@
+//! For agents: `binky exec` with a service's environment, `binky verify`.
+
+use crate::harness::*;
+
+fn config(verify: &str) -> String {
+    format!(
+        r#"
+[project]
+name = "agent"
+{{range}}
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+env = {{ GREETING = "hello ${{worktree}}" }}
+
+[services.web]
+cmd = "{SERVE}"
+url = true
+env = {{ API = "${{api.url}}" }}
+
+[agents]
+verify = {verify}
+"#
+    )
+}
+
+#[test]
+fn exec_sees_exactly_the_environment_the_service_gets() {
+    let env = Env::new(&config("[]"));
+    env.ok(&["up", "w"]);
+    let served = served_env(env.port_of("w", "api"));
+    let out = env.ok(&["exec", "w", "--service", "api", "--", "env", "-0"]);
+    let mut seen: std::collections::BTreeMap<String, String> = out
+        .split('\0')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let mut want: std::collections::BTreeMap<String, String> = served
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .collect();
+    // What the shell, the pyenv shim in front of python3 and the test server add or
+    // rewrite is not binky's: compare everything else, both ways.
+    let noise = |k: &str| {
+        matches!(
+            k,
+            "PATH"
+                | "PWD"
+                | "OLDPWD"
+                | "SHLVL"
+                | "_"
+                | "_request"
+                | "LC_CTYPE"
+                | "BINKY_SPAWN_TOKEN"
+        ) || k.starts_with("PYENV")
+            || k.starts_with("_PYENV")
+    };
+    seen.retain(|k, _| !noise(k));
+    want.retain(|k, _| !noise(k));
+    assert_eq!(seen, want);
+    assert_eq!(seen["GREETING"], "hello w");
+    // Without a service: every service's URL and what services declare, in the worktree.
+    let out = env.ok(&["exec", "w", "--", "sh", "-c", "echo $API_URL $API; pwd"]);
+    let api_url = env.env_of("w")["API_URL"].as_str().unwrap().to_owned();
+    assert_eq!(
+        out,
+        format!(
+            "{api_url} {api_url}\n{}\n",
+            env.worktree("w").canonicalize().unwrap().display()
+        )
+    );
+    // The command's exit status is exec's.
+    let out = env.binky(&["exec", "w", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    let out = env.binky(&["exec", "w", "--service", "nope", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("services: api, web"),
+        "{}",
+        stderr(&out)
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn verify_runs_each_command_with_the_world_env_and_fails_when_one_fails() {
+    let env = Env::new(&config(
+        r#"["test -n \"$API_URL\" && echo api at $API_PORT", "echo 'boom: 2 tests failed' >&2; exit 3"]"#,
+    ));
+    env.ok(&["up", "w"]);
+    let out = env.binky(&["verify", "w"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    let port = env.port_of("w", "api");
+    assert!(text.contains(&format!("api at {port}")), "{text}");
+    assert!(
+        text.contains("FAIL") && text.contains("exit 3") && text.contains("boom: 2 tests failed"),
+        "{text}"
+    );
+    assert!(text.contains("1 of 2 verify command(s) passed"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&env.binky(&["verify", "w", "--json"]).stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["results"][0]["ok"], true);
+    assert_eq!(v["results"][1]["exit"], 3);
+    // All passing: exit 0.
+    std::fs::write(
+        env.worktree("w").join("binky.toml"),
+        config(r#"["true", "echo fine"]"#).replace("{range}", &env.range()),
+    )
+    .unwrap();
+    env.ok(&["apply", "w"]);
+    let out = env.ok(&["verify", "w"]);
+    assert!(out.contains("2 of 2"), "{out}");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
