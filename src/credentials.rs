@@ -77,9 +77,29 @@ pub fn token_kind(word: &str) -> Option<&'static str> {
         }
     }
     if w.strip_prefix("sk-")
-        .is_some_and(|r| r.len() >= 32 && all(r, |c| alnum(c) || c == '-' || c == '_'))
+        .is_some_and(|r| r.len() >= 20 && all(r, |c| alnum(c) || c == '-' || c == '_'))
     {
         return Some("an API secret key (sk-…)");
+    }
+    // Other services' keys, by their documented prefixes (minimum body length).
+    const PREFIXES: &[(&str, usize, &str)] = &[
+        ("whsec_", 16, "a Stripe webhook secret"),
+        ("xapp-", 10, "a Slack app token"),
+        ("hf_", 30, "a Hugging Face token"),
+        ("npm_", 30, "an npm token"),
+        ("pypi-", 30, "a PyPI token"),
+        ("shpat_", 20, "a Shopify token"),
+        ("dop_v1_", 30, "a DigitalOcean token"),
+        ("SG.", 30, "a SendGrid key"),
+        ("AIza", 30, "a Google API key"),
+        ("ya29.", 20, "a Google OAuth token"),
+    ];
+    for (p, min, kind) in PREFIXES {
+        if w.strip_prefix(p).is_some_and(|r| {
+            r.len() >= *min && all(r, |c| alnum(c) || matches!(c, '-' | '_' | '.'))
+        }) {
+            return Some(kind);
+        }
     }
     let parts: Vec<&str> = w.split('.').collect();
     if parts.len() == 3

@@ -14,6 +14,7 @@ pub mod config;
 pub mod credentials;
 pub mod daemon;
 pub mod git;
+pub mod init;
 pub mod logging;
 pub mod machine;
 pub mod paths;

@@ -15,6 +15,7 @@ mod exec;
 mod gc;
 mod golden;
 mod hosts;
+mod init;
 mod logs;
 mod port;
 mod reload;
@@ -332,6 +333,14 @@ pub enum Command {
         #[arg(long)]
         all_servers: bool,
     },
+    /// Write a starting binky.toml from the docker-compose file (and .env) in DIR.
+    Init {
+        /// The project's directory (default: the current one).
+        dir: Option<std::path::PathBuf>,
+        /// Overwrite an existing binky.toml.
+        #[arg(long)]
+        force: bool,
+    },
     /// The background daemon that runs every world.
     Daemon {
         /// start, stop, status or run (in the foreground).
@@ -456,6 +465,7 @@ pub fn run(cli: Cli) -> i32 {
             }
             Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
             Command::Golden { action, key, json } => golden::run(&action, key, json).await,
+            Command::Init { dir, force } => init::run(dir, force),
             Command::Daemon { action } => daemon::run(action).await,
         }
     });

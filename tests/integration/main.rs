@@ -10,6 +10,7 @@ mod faults;
 mod gate;
 mod golden;
 mod harness;
+mod init;
 mod lifecycle;
 mod live;
 mod pg_server;

@@ -1,0 +1,341 @@
+//! `binky init` through the real binary, on real compose files copied into temp dirs: the
+//! result validates the way `binky up` validates, maps what it should, carries no
+//! credential, and nothing is written when it refuses.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use binky_controllers::admission::{check_spec, Verdict};
+
+use crate::harness::*;
+
+/// `tests/fixtures/compose/<name>` copied to `<tmp>/<dir_name>`.
+fn project(fixture: &str, dir_name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(dir_name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/compose")
+        .join(fixture);
+    copy_dir(&src, &dir);
+    (tmp, dir)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// `binky init ARGS…` with a home of its own (which init must not need).
+fn init(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(binky_bin())
+        .arg("init")
+        .args(args)
+        .current_dir(cwd)
+        .env("BINKY_HOME", cwd.join(".binky-home-unused"))
+        .output()
+        .unwrap()
+}
+
+fn files(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn read_toml(dir: &Path) -> (String, toml::Table) {
+    let text = std::fs::read_to_string(dir.join("binky.toml")).unwrap();
+    let table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    (text, table)
+}
+
+/// What `binky up` checks that does not depend on installed adapters.
+fn parses_and_is_admitted(text: &str, path: &Path) {
+    let loaded = binky::config::parse(text, path).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(check_spec(&loaded.spec, None), Verdict::Admit, "{text}");
+}
+
+fn s<'t>(t: &'t toml::Table, path: &str) -> &'t toml::Value {
+    let mut v: Option<&toml::Value> = None;
+    for k in path.split('/') {
+        v = Some(match v {
+            None => &t[k],
+            Some(v) => &v[k],
+        });
+    }
+    v.unwrap()
+}
+
+fn strings(v: &toml::Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn init_maps_a_web_api_postgres_redis_stack_into_a_file_binky_up_accepts() {
+    let (_tmp, dir) = project("stack", "shop");
+    let before = files(&dir);
+    let out = init(dir.parent().unwrap(), &["shop"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let (text, t) = read_toml(&dir);
+
+    // What `binky up` runs on it, built-in adapters included.
+    binky::apply::validate(&text, &dir.join("binky.toml"), None)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    // And `binky check` finds no error in it.
+    let check = std::process::Command::new(crate::harness::binky_bin())
+        .arg("check")
+        .arg(dir.join("binky.toml"))
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", stdout(&check));
+
+    assert_eq!(s(&t, "project/name").as_str(), Some("shop"));
+    assert_eq!(s(&t, "services/db/adapter").as_str(), Some("postgres"));
+    assert_eq!(
+        s(&t, "services/db/admin_url").as_str(),
+        Some("${env.DB_ADMIN_URL}")
+    );
+    assert_eq!(s(&t, "services/cache/adapter").as_str(), Some("redis"));
+    assert_eq!(
+        s(&t, "services/cache/admin_url").as_str(),
+        Some("${env.CACHE_ADMIN_URL}")
+    );
+    assert!(text.contains("binky can also run postgres itself"));
+
+    assert_eq!(
+        s(&t, "services/api/cmd").as_str(),
+        Some("uvicorn shop.main:app --host 0.0.0.0 --port ${self.port}")
+    );
+    assert_eq!(s(&t, "services/api/workdir").as_str(), Some("api"));
+    assert_eq!(s(&t, "services/api/url").as_bool(), Some(true));
+    assert_eq!(strings(s(&t, "services/api/depends_on")), ["db", "cache"]);
+    assert_eq!(
+        s(&t, "services/api/env/DATABASE_URL").as_str(),
+        Some("${db.url}")
+    );
+    assert_eq!(
+        s(&t, "services/api/env/REDIS_URL").as_str(),
+        Some("${cache.url}")
+    );
+    assert_eq!(
+        s(&t, "services/api/env/JWT_SECRET").as_str(),
+        Some("${env.JWT_SECRET}")
+    );
+    assert_eq!(s(&t, "services/api/env/LOG_LEVEL").as_str(), Some("info"));
+
+    // compose only builds web: a placeholder that fails until someone writes the command.
+    assert_eq!(
+        s(&t, "services/web/cmd").as_str(),
+        Some("echo 'set the command of web' && exit 1")
+    );
+    assert!(text.contains("# TODO: the command that starts web"));
+    assert_eq!(s(&t, "services/web/workdir").as_str(), Some("web"));
+    assert_eq!(s(&t, "services/web/url").as_bool(), Some(true));
+    assert_eq!(strings(s(&t, "services/web/depends_on")), ["api"]);
+    assert_eq!(
+        s(&t, "services/web/env/API_URL").as_str(),
+        Some("${api.url}")
+    );
+
+    // Left to decide, at the top and in the summary.
+    assert!(
+        text.contains("# TODO: named volumes pgdata not carried"),
+        "{text}"
+    );
+
+    // No credential anywhere: not in the file, not in what was printed.
+    let printed = format!("{}{}", stdout(&out), stderr(&out));
+    for secret in ["Sh0p-db-Pa55", "jwt-Sh0p-s1gning"] {
+        assert!(!text.contains(secret), "{secret} in:\n{text}");
+        assert!(!printed.contains(secret), "{secret} in:\n{printed}");
+    }
+
+    let summary = stdout(&out);
+    assert!(
+        summary.contains("wrote shop/binky.toml from docker-compose.yml"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("db: image postgres:16-alpine → adapter postgres"),
+        "{summary}"
+    );
+    assert!(summary.contains("to decide"), "{summary}");
+    assert!(summary.contains("DB_ADMIN_URL"), "{summary}");
+
+    // Only binky.toml was added; no daemon, no home.
+    let mut expected = before.clone();
+    expected.insert("binky.toml".into());
+    assert_eq!(files(&dir), expected);
+    assert!(!dir.parent().unwrap().join(".binky-home-unused").exists());
+}
+
+#[test]
+fn init_carries_build_contexts_env_files_and_what_dotenv_says() {
+    let (_tmp, dir) = project("monorepo", "Acme Monorepo");
+    let stripe = format!("sk_live_{}", "Qw3rTy8Zx".repeat(3));
+    std::fs::write(
+        dir.join(".env"),
+        format!(
+            "BACKEND_PORT=9090\nMYSQL_ROOT_PASSWORD=R00t-my-Pw\nMYSQL_PASSWORD=App-my-Pw\nSTRIPE_API_KEY={stripe}\n"
+        ),
+    )
+    .unwrap();
+    let out = init(&dir, &[]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let (text, t) = read_toml(&dir);
+    let path = dir.join("binky.toml");
+
+    // mysql and rabbitmq run as external adapters, which validate looks up on PATH.
+    parses_and_is_admitted(&text, &path);
+    let e = binky::apply::validate(&text, &path, None).unwrap_err();
+    assert!(e.contains("binky-adapter-"), "{e}");
+    assert!(
+        stdout(&out).contains("binky-adapter-mysql, which is not on PATH"),
+        "{}",
+        stdout(&out)
+    );
+
+    assert_eq!(s(&t, "project/name").as_str(), Some("acme-monorepo"));
+    assert_eq!(s(&t, "services/mysql/adapter").as_str(), Some("mysql"));
+    assert_eq!(
+        s(&t, "services/mysql/admin_url").as_str(),
+        Some("${env.MYSQL_ADMIN_URL}")
+    );
+    assert_eq!(s(&t, "services/broker/adapter").as_str(), Some("rabbitmq"));
+
+    // The build context is the workdir, env_files are seen from it, .env gave the port.
+    assert_eq!(
+        s(&t, "services/backend/workdir").as_str(),
+        Some("services/backend")
+    );
+    assert_eq!(
+        strings(s(&t, "services/backend/env_file")),
+        ["../../.env", "backend.env"]
+    );
+    assert_eq!(
+        s(&t, "services/backend/cmd").as_str(),
+        Some("./gradlew bootRun --args=--server.port=${self.port}")
+    );
+    assert_eq!(s(&t, "services/backend/url").as_bool(), Some(true));
+    assert_eq!(
+        strings(s(&t, "services/backend/depends_on")),
+        ["mysql", "broker"]
+    );
+    assert_eq!(
+        s(&t, "services/backend/env/SPRING_DATASOURCE_URL").as_str(),
+        Some("${mysql.url}")
+    );
+    assert_eq!(
+        s(&t, "services/backend/env/AMQP_URL").as_str(),
+        Some("${broker.url}")
+    );
+    assert_eq!(
+        s(&t, "services/backend/env/STRIPE_API_KEY").as_str(),
+        Some("${env.STRIPE_API_KEY}")
+    );
+
+    // A node image with the project mounted: the working_dir inside the mount.
+    assert_eq!(s(&t, "services/site/workdir").as_str(), Some("apps/site"));
+    assert_eq!(
+        s(&t, "services/site/cmd").as_str(),
+        Some("npm run dev -- --port ${self.port} --host")
+    );
+    assert_eq!(
+        s(&t, "services/site/env/VITE_API").as_str(),
+        Some("${backend.url}/api")
+    );
+
+    let printed = format!("{}{}", stdout(&out), stderr(&out));
+    for secret in ["R00t-my-Pw", "App-my-Pw", stripe.as_str()] {
+        assert!(!text.contains(secret), "{secret} in:\n{text}");
+        assert!(!printed.contains(secret), "{secret} in:\n{printed}");
+    }
+    assert!(stdout(&out).contains("STRIPE_API_KEY"), "{}", stdout(&out));
+}
+
+#[test]
+fn init_refuses_to_overwrite_binky_toml_without_force() {
+    let (_tmp, dir) = project("stack", "shop");
+    let mine = "# my own binky.toml\n[project]\nname = \"mine\"\n";
+    std::fs::write(dir.join("binky.toml"), mine).unwrap();
+
+    let out = init(&dir, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("binky.toml already exists"), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("binky.toml")).unwrap(),
+        mine
+    );
+
+    let out = init(&dir, &["--force"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let (text, t) = read_toml(&dir);
+    assert_eq!(s(&t, "project/name").as_str(), Some("shop"));
+    binky::apply::validate(&text, &dir.join("binky.toml"), None).unwrap();
+    // Written beside and renamed: nothing else is left.
+    let left: Vec<String> = files(&dir)
+        .into_iter()
+        .filter(|f| f.contains("init-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn init_without_a_compose_file_says_what_it_looked_for_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("README.md"), "no compose here\n").unwrap();
+    let out = init(tmp.path(), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("no compose file in ."), "{err}");
+    for name in [
+        "compose.yaml",
+        "compose.yml",
+        "docker-compose.yaml",
+        "docker-compose.yml",
+    ] {
+        assert!(err.contains(name), "{err}");
+    }
+    assert!(err.contains("fix:"), "{err}");
+    assert!(!tmp.path().join("binky.toml").exists());
+
+    let out = init(tmp.path(), &["no-such-dir"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no-such-dir is not a directory"));
+}
+
+#[test]
+fn init_with_an_unparsable_compose_file_names_it_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (text, says) in [
+        (
+            "services:\n  web: [build: .\n",
+            "docker-compose.yml is not valid YAML",
+        ),
+        ("version: '3.8'\n", "it has no `services:`"),
+    ] {
+        std::fs::write(tmp.path().join("docker-compose.yml"), text).unwrap();
+        let out = init(tmp.path(), &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains(says), "{err}");
+        assert!(err.contains("fix:"), "{err}");
+        assert!(!tmp.path().join("binky.toml").exists());
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    }
+}
