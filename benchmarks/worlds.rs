@@ -1,0 +1,2827 @@
+//! Worlds benchmark: what N worlds of a PostgreSQL app cost in RAM, time and disk, with a
+//! PostgreSQL server per world, with binky's golden templates on one shared server, and with
+//! binky 0.1.2 (the Python reference) on the same `binky.toml`, in one run. It reproduces the
+//! table binky 0.1.2's README publishes ("What it costs to run N worlds": N worlds of a
+//! PostgreSQL app with 200,000 rows each, RAM and time), without Docker.
+//!
+//! The app: one `postgres` adapter service `db` with `migrate` (`schema.sql` through psql: a
+//! table of ~400-byte rows with a primary key and a secondary index), `seed` (one server-side
+//! `INSERT … SELECT … FROM generate_series(1, :rows)`, then `ANALYZE`) and
+//! `clone_from = "golden"`, and one tiny TCP service `app` that depends on `db` and gets
+//! `DATABASE_URL = "${db.url}"`.
+//!
+//! The arms, one after another, each torn down before the next:
+//! 1. **a server per world**: for each world `initdb` + a `postgres` of its own + `CREATE
+//!    DATABASE app` + the same migrate and seed commands + the same app process, all N
+//!    servers kept running: the no-Docker equivalent of a container each.
+//! 2. **binky** (`target/release/binky`) with `clone_from = "golden"` against one shared
+//!    server (a private `postgres` started by the bench, `admin_url = "${env.PG_ADMIN}"`):
+//!    the first world builds the golden template, every world is a server-side copy.
+//! 3. **binky 0.1.2** with the same `binky.toml` on a shared server of its own, made the same
+//!    way; it builds its own golden database once and clones it with `CREATE DATABASE …
+//!    TEMPLATE` (its admission control admits 2 running worlds on this machine: world k-2 is
+//!    brought `down`, untimed, before world k so its database stays).
+//! 4. **strategy**: binky's `STRATEGY FILE_COPY` (the default) against `WAL_LOG`
+//!    (`options = { clone_strategy = "wal_log" }`): `binky up` of worlds cloned from one
+//!    template, alternating, plus the bare `CREATE DATABASE … TEMPLATE … STRATEGY` on the
+//!    server with the WAL each writes.
+//!
+//! Worlds come up one after another; after every world the bench records its time (from
+//! `binky up` or `initdb` until a query on the world's own `DATABASE_URL` returns the row
+//! count), the memory of the processes the arm adds (see [`Mem`]: PSS without shared memory
+//! plus each server's resident SysV shared memory; summed RSS and PSS as well), and the bytes
+//! it adds on disk. The sweep points (`--sweep`) are read off that one cumulative run; the
+//! marginal cost of world N is its state minus the state at N-1. Before each world the bench
+//! waits (within `--quiet-wait`) for processes outside it to go quiet, and records how much
+//! CPU they used while the world came up: the machine is shared.
+//!
+//! Run: `cargo bench --bench worlds [-- --sweep 1,2,4,8,16 --rows 200000 --json PATH]`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+type Res<T> = Result<T, String>;
+
+const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres extra is not \
+installed.\nInstall it into a venv and point the benchmark at it:\n\n\
+    python3 -m venv .venv-ref && .venv-ref/bin/pip install \"binky[postgres]==0.1.2\"\n\
+    BINKY012=$PWD/.venv-ref/bin/binky cargo bench --bench worlds\n\n\
+(the benchmark also looks for /work/ref/venv/bin/binky and for `binky012` on PATH; \
+`--arms server,binky,strategy` runs without it)";
+
+const SERVERS_HINT: &str =
+    "PostgreSQL (initdb, postgres, psql) is needed: `apt-get install postgresql`";
+
+/// The app's process: binds its port, accepts and closes forever (the foundation bench's).
+const SERVICE_PY: &str = "import socket as S;s=S.socket();\
+s.setsockopt(S.SOL_SOCKET,S.SO_REUSEADDR,1);s.bind(('127.0.0.1',PORT));s.listen(64);\
+[c.close() for c,_ in iter(s.accept,None)]";
+
+/// The app's schema: rows of about 400 bytes, a primary key and a secondary index.
+const SCHEMA_SQL: &str = "CREATE TABLE items (
+    id         bigint PRIMARY KEY,
+    account_id bigint NOT NULL,
+    name       text NOT NULL,
+    email      text NOT NULL,
+    body       text NOT NULL,
+    created_at timestamptz NOT NULL
+);
+CREATE INDEX items_account_created ON items (account_id, created_at);
+";
+
+/// The app's seed, server-side: `:rows` rows of about 400 bytes (a 320-character body).
+const SEED_SQL: &str = "INSERT INTO items (id, account_id, name, email, body, created_at)
+SELECT g, g % 1000, 'name ' || g, 'user' || g || '@example.com',
+       repeat(md5(g::text), 10), timestamptz '2024-01-01' + g * interval '1 second'
+FROM generate_series(1, :rows) AS g;
+ANALYZE items;
+";
+
+const MIB: f64 = 1048576.0;
+
+// ---------------------------------------------------------------------------------------------
+// Interrupts: a flag, so that Ctrl-C unwinds through the teardown guards.
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: nix::libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(sig, &action) };
+    }
+}
+
+fn check_stop() -> Res<()> {
+    if STOP.load(Ordering::SeqCst) {
+        Err("interrupted".into())
+    } else {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Arm {
+    /// A PostgreSQL server per world.
+    Server,
+    /// binky with golden templates on one shared server.
+    Binky,
+    /// binky 0.1.2 on one shared server.
+    Binky012,
+    /// FILE_COPY against WAL_LOG.
+    Strategy,
+}
+
+impl Arm {
+    fn key(self) -> &'static str {
+        match self {
+            Arm::Server => "server",
+            Arm::Binky => "binky",
+            Arm::Binky012 => "binky012",
+            Arm::Strategy => "strategy",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Arm::Server => "a server each",
+            Arm::Binky => "binky",
+            Arm::Binky012 => "binky 0.1.2",
+            Arm::Strategy => "strategy",
+        }
+    }
+}
+
+const ALL_ARMS: [Arm; 4] = [Arm::Server, Arm::Binky, Arm::Binky012, Arm::Strategy];
+
+struct Args {
+    sweep: Vec<usize>,
+    rows: u64,
+    arms: Vec<Arm>,
+    strategy_worlds: usize,
+    pg_on_disk: bool,
+    fsync: bool,
+    /// Seconds the whole run may spend waiting for a quiet machine before worlds.
+    quiet_wait: u64,
+    json: Option<PathBuf>,
+}
+
+impl Args {
+    fn max_worlds(&self) -> usize {
+        self.sweep.iter().copied().max().unwrap_or(1)
+    }
+}
+
+const USAGE: &str = "usage: cargo bench --bench worlds -- [--sweep 1,2,4,8,16] [--rows N] \
+[--arms server,binky,binky012,strategy] [--strategy-worlds K] [--pg-on-disk] [--fsync] \
+[--quiet-wait SECS] [--json PATH]\n\
+  --sweep LIST         world counts to report (default 1,2,4,8,16); each arm brings up\n\
+                       max(LIST) worlds one after another and is read at every count\n\
+  --rows N             rows per world (default 200000, about 400 bytes each)\n\
+  --arms LIST          which arms to run (default all four)\n\
+  --strategy-worlds K  worlds per strategy in the strategy arm (default 6)\n\
+  --pg-on-disk         PostgreSQL data in the temp dir ($TMPDIR or /tmp) instead of /dev/shm\n\
+  --fsync              run the servers with fsync on (default: fsync, full_page_writes and\n\
+                       synchronous_commit off, as the other benches)\n\
+  --quiet-wait SECS    before each world, wait until processes outside the bench use under\n\
+                       0.2 cores for 1 s, spending at most SECS in all (default 300, 0: off)\n\
+  --json PATH          also write the results as JSON";
+
+fn parse_args() -> Res<Args> {
+    let mut a = Args {
+        sweep: vec![1, 2, 4, 8, 16],
+        rows: 200_000,
+        arms: ALL_ARMS.to_vec(),
+        strategy_worlds: 6,
+        pg_on_disk: false,
+        fsync: false,
+        quiet_wait: 300,
+        json: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| -> Res<String> {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
+        match flag.as_str() {
+            // `cargo bench` passes --bench to harness = false targets.
+            "--bench" => {}
+            "--sweep" => {
+                let v = value("--sweep")?;
+                let mut s = Vec::new();
+                for part in v.split(',').filter(|p| !p.trim().is_empty()) {
+                    let n = part
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=64).contains(n))
+                        .ok_or_else(|| format!("--sweep: `{part}` is not a number from 1 to 64"))?;
+                    s.push(n);
+                }
+                s.sort_unstable();
+                s.dedup();
+                if s.is_empty() {
+                    return Err(format!("--sweep needs at least one number\n{USAGE}"));
+                }
+                a.sweep = s;
+            }
+            "--rows" => {
+                let v = value("--rows")?;
+                a.rows = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=100_000_000).contains(n))
+                    .ok_or_else(|| format!("--rows: `{v}` is not a number from 1 to 10^8"))?;
+            }
+            "--arms" => {
+                let v = value("--arms")?;
+                let mut arms = Vec::new();
+                for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    let arm = ALL_ARMS
+                        .iter()
+                        .copied()
+                        .find(|a| a.key() == part)
+                        .ok_or_else(|| {
+                            format!(
+                                "--arms: unknown arm `{part}` (server, binky, binky012, strategy)"
+                            )
+                        })?;
+                    if !arms.contains(&arm) {
+                        arms.push(arm);
+                    }
+                }
+                // Always in the same order.
+                arms.sort_by_key(|a| ALL_ARMS.iter().position(|b| b == a));
+                a.arms = arms;
+            }
+            "--strategy-worlds" => {
+                let v = value("--strategy-worlds")?;
+                a.strategy_worlds = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=50).contains(n))
+                    .ok_or_else(|| {
+                        format!("--strategy-worlds: `{v}` is not a number from 1 to 50")
+                    })?;
+            }
+            "--quiet-wait" => {
+                let v = value("--quiet-wait")?;
+                a.quiet_wait = v
+                    .parse::<u64>()
+                    .map_err(|_| format!("--quiet-wait: `{v}` is not a number of seconds"))?;
+            }
+            "--pg-on-disk" => a.pg_on_disk = true,
+            "--fsync" => a.fsync = true,
+            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+        }
+    }
+    Ok(a)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running commands with a timeout, timing the whole command precisely.
+
+struct Run {
+    status: ExitStatus,
+    elapsed: Duration,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn ok(&self) -> bool {
+        self.status.success()
+    }
+}
+
+/// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
+/// daemon that inherits the descriptors cannot hold the command open.
+fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
+    let out_path = scratch.join("cmd.stdout");
+    let err_path = scratch.join("cmd.stderr");
+    let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
+    let err = fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    let desc = format!("{:?}", cmd.get_program());
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run {desc}: {e}"))?;
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel::<()>();
+    let dog = thread::spawn(move || {
+        if rx.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            true
+        } else {
+            false
+        }
+    });
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {desc}: {e}"))?;
+    let elapsed = start.elapsed();
+    let _ = tx.send(());
+    let timed_out = dog.join().unwrap_or(false);
+    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    if timed_out {
+        return Err(format!(
+            "{desc} timed out after {timeout:?}\nstdout: {stdout}\nstderr: {stderr}"
+        ));
+    }
+    Ok(Run {
+        status,
+        elapsed,
+        stdout,
+        stderr,
+    })
+}
+
+fn capture(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if out.status.success() && !text.is_empty() {
+        Some(text)
+    } else {
+        let e = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        (!e.is_empty() && out.status.success()).then_some(e)
+    }
+}
+
+fn random_secret() -> Res<String> {
+    use std::io::Read;
+    let mut buf = [0u8; 18];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn free_port() -> Res<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc: processes, their memory, and disk usage.
+
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+fn ppid_of(pid: u32) -> Option<u32> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let mut f = rest.split_whitespace();
+    let state = f.next()?;
+    if state == "Z" {
+        return None;
+    }
+    f.next()?.parse().ok()
+}
+
+fn all_pids() -> Vec<u32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .collect()
+}
+
+/// `root` and every live process below it.
+fn tree(root: u32) -> Vec<u32> {
+    if !alive(root) {
+        return Vec::new();
+    }
+    let parents: Vec<(u32, u32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| ppid_of(p).map(|pp| (p, pp)))
+        .collect();
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    out
+}
+
+fn cmdline(pid: u32) -> String {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .replace('\0', " ")
+                .trim()
+                .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// The value in kB of the line `key:` of a /proc status-like file.
+fn kb_field(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+}
+
+/// Memory of a set of processes.
+///
+/// Summed RSS counts every shared page once per process that touched it; summed PSS splits
+/// shared pages among the processes mapping them, but a PostgreSQL shared-buffer page touched
+/// only by a backend that has exited is in nobody's RSS or PSS (it is still resident), and
+/// one the checkpointer wrote is in the checkpointer's. So the servers run with
+/// `shared_memory_type = sysv`, and `ram` is the processes' PSS without their shared-memory
+/// part (`Pss_Shmem`) plus the resident size of the server's SysV segments
+/// (`/proc/sysvipc/shm`, `rss`): every resident page of the server, counted once.
+#[derive(Clone, Copy, Default, Debug)]
+struct Mem {
+    /// Summed `VmRSS`.
+    rss: u64,
+    /// Summed `Pss` (`smaps_rollup`).
+    pss: u64,
+    /// Summed `Pss_Shmem`: the shared-memory part of `pss`.
+    pss_shmem: u64,
+    /// Resident bytes of the server's SysV shared memory (PostgreSQL's shared buffers and
+    /// the rest of its main segment).
+    shm: u64,
+    /// Every process's PSS could be read.
+    pss_ok: bool,
+    procs: usize,
+}
+
+impl Mem {
+    fn of(pids: &[u32]) -> Mem {
+        let mut m = Mem {
+            pss_ok: true,
+            ..Mem::default()
+        };
+        for &pid in pids {
+            let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+                continue; // Gone meanwhile.
+            };
+            m.procs += 1;
+            m.rss += kb_field(&status, "VmRSS:").unwrap_or(0) * 1024;
+            let rollup = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok();
+            match rollup.as_deref().and_then(|t| kb_field(t, "Pss:")) {
+                Some(p) => {
+                    m.pss += p * 1024;
+                    m.pss_shmem += rollup
+                        .as_deref()
+                        .and_then(|t| kb_field(t, "Pss_Shmem:"))
+                        .unwrap_or(0)
+                        * 1024;
+                }
+                None => m.pss_ok = false,
+            }
+        }
+        m
+    }
+
+    fn add(self, o: Mem) -> Mem {
+        Mem {
+            rss: self.rss + o.rss,
+            pss: self.pss + o.pss,
+            pss_shmem: self.pss_shmem + o.pss_shmem,
+            shm: self.shm + o.shm,
+            pss_ok: self.pss_ok && o.pss_ok,
+            procs: self.procs + o.procs,
+        }
+    }
+
+    /// The RAM figure: PSS without shared memory, plus the resident shared segments; summed
+    /// RSS when PSS cannot be read.
+    fn main(self) -> u64 {
+        if self.pss_ok {
+            self.pss - self.pss_shmem + self.shm
+        } else {
+            self.rss
+        }
+    }
+
+    fn json(self) -> Value {
+        json!({
+            "ram_bytes": self.main(),
+            "rss_bytes": self.rss,
+            "pss_bytes": self.pss,
+            "pss_shmem_bytes": self.pss_shmem,
+            "sysv_shm_resident_bytes": self.shm,
+            "pss_complete": self.pss_ok,
+            "processes": self.procs,
+        })
+    }
+}
+
+/// SysV shared memory segments made by `creator`: `(shmid, resident bytes)`.
+fn sysv_segments(creator: u32) -> Vec<(String, u64)> {
+    let text = fs::read_to_string("/proc/sysvipc/shm").unwrap_or_default();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    let col = |name: &str| head.iter().position(|h| *h == name);
+    let (Some(id), Some(cpid), Some(rss)) = (col("shmid"), col("cpid"), col("rss")) else {
+        return Vec::new();
+    };
+    lines
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(cpid)?.parse::<u32>().ok()? == creator)
+                .then(|| Some((f.get(id)?.to_string(), f.get(rss)?.parse().ok()?)))?
+        })
+        .collect()
+}
+
+/// Bytes allocated under `path` (like `du -s --block-size=1`).
+fn du(path: &Path) -> u64 {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let mut total = meta.blocks() * 512;
+    if meta.is_dir() {
+        for e in fs::read_dir(path).into_iter().flatten().flatten() {
+            total += du(&e.path());
+        }
+    }
+    total
+}
+
+/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
+/// working directory inside the sandbox.
+fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
+    let me = std::process::id();
+    let needle = format!("BINKY_HOME={}", home.display());
+    all_pids()
+        .into_iter()
+        .filter(|&pid| pid != me && alive(pid))
+        .filter(|pid| {
+            let env_match = fs::read(format!("/proc/{pid}/environ"))
+                .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+                .unwrap_or(false);
+            let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
+                .map(|c| c.starts_with(root))
+                .unwrap_or(false);
+            env_match || cwd_match
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL: a private server, and queries.
+
+/// The `bin` directory of the newest installed PostgreSQL, if any.
+fn pg_bin_dir() -> Option<PathBuf> {
+    let has_all = |d: &Path| {
+        ["initdb", "postgres", "psql"]
+            .iter()
+            .all(|b| d.join(b).is_file())
+    };
+    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let major = e
+                .file_name()
+                .to_string_lossy()
+                .split('.')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((major, e.path().join("bin")))
+        })
+        .filter(|(_, d)| has_all(d))
+        .collect();
+    versions.sort();
+    if let Some((_, d)) = versions.pop() {
+        return Some(d);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("initdb"))
+        .find(|p| p.is_file())
+        .and_then(|p| fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .filter(|d| has_all(d))
+}
+
+/// Rows of `sql` (simple query protocol, fields as text) on a fresh connection to `url`,
+/// which is closed before returning.
+fn pg_query(url: &str, sql: &str) -> Res<Vec<Vec<Option<String>>>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    rt.block_on(async {
+        let (client, conn) = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio_postgres::connect(url, tokio_postgres::NoTls),
+        )
+        .await
+        .map_err(|_| "connect: timed out".to_owned())?
+        .map_err(|e| format!("connect: {}", pg_err(&e)))?;
+        let task = tokio::spawn(conn);
+        let res = client.simple_query(sql).await;
+        drop(client);
+        let _ = task.await;
+        let msgs = res.map_err(|e| format!("`{sql}`: {}", pg_err(&e)))?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => {
+                    Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+                }
+                _ => None,
+            })
+            .collect())
+    })
+}
+
+fn pg_err(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_owned(),
+        None => {
+            let mut t = e.to_string();
+            if let Some(s) = std::error::Error::source(e) {
+                let _ = write!(t, ": {s}");
+            }
+            t
+        }
+    }
+}
+
+/// The first field of the first row of `sql`.
+fn pg_one(url: &str, sql: &str) -> Res<String> {
+    pg_query(url, sql)?
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten())
+        .ok_or_else(|| format!("`{sql}` returned no value"))
+}
+
+fn pg_u64(url: &str, sql: &str) -> Res<u64> {
+    let v = pg_one(url, sql)?;
+    v.parse()
+        .map_err(|_| format!("`{sql}` returned `{v}`, not a number"))
+}
+
+/// A world is ready when its own database answers: `count(*)` of the app's table is `rows`.
+fn ready_query(url: &str, rows: u64) -> Res<()> {
+    let n = pg_u64(url, "SELECT count(*) FROM items")?;
+    if n != rows {
+        return Err(format!("items holds {n} rows, not {rows}"));
+    }
+    Ok(())
+}
+
+/// The `postgres` system user when we are root (PostgreSQL refuses root).
+fn pg_user() -> Res<Option<(u32, u32)>> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let u = nix::unistd::User::from_name("postgres")
+        .ok()
+        .flatten()
+        .ok_or("running as root needs a `postgres` system user (apt-get install postgresql)")?;
+    Ok(Some((u.uid.as_raw(), u.gid.as_raw())))
+}
+
+/// A private PostgreSQL cluster in a temp dir, run as the `postgres` user when we are root,
+/// made the way `benchmarks/slices.rs` makes one. Stopped and removed on drop.
+struct PgServer {
+    admin_url: String,
+    port: u16,
+    data_dir: PathBuf,
+    child: Child,
+    initdb_ms: f64,
+    start_ms: f64,
+    _dir: tempfile::TempDir,
+}
+
+impl PgServer {
+    /// A cluster under `parent` (`None`: the temp dir).
+    fn start(bin_dir: &Path, parent: Option<&Path>, fsync: bool) -> Res<PgServer> {
+        let user = pg_user()?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("binky-bench-worlds-pg-");
+        let dir = match parent {
+            Some(p) => builder.tempdir_in(p),
+            None => builder.tempdir(),
+        }
+        .map_err(|e| format!("tempdir: {e}"))?;
+        let io = |e: std::io::Error| format!("postgres dir: {e}");
+        // The postgres user must be able to pass through to its data directory.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).map_err(io)?;
+        let data = dir.path().join("data");
+        fs::create_dir(&data).map_err(io)?;
+        fs::set_permissions(&data, fs::Permissions::from_mode(0o700)).map_err(io)?;
+        let password = random_secret()?;
+        let pwfile = dir.path().join("pwfile");
+        fs::write(&pwfile, format!("{password}\n")).map_err(io)?;
+        if let Some((uid, gid)) = user {
+            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).map_err(io)?;
+            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid)).map_err(io)?;
+        }
+        let started = Instant::now();
+        let mut initdb = Command::new(bin_dir.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "postgres", "--auth=scram-sha-256", "-E", "UTF8"])
+            .args(["--locale=C", "-N"])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .current_dir("/");
+        if let Some((uid, gid)) = user {
+            initdb.uid(uid).gid(gid);
+        }
+        let r = run_cmd(initdb, dir.path(), Duration::from_secs(120))?;
+        let _ = fs::remove_file(&pwfile);
+        if !r.ok() {
+            return Err(format!("initdb failed ({}): {}", r.status, r.stderr));
+        }
+        let initdb_ms = ms(started.elapsed());
+
+        let log_path = dir.path().join("postgres.log");
+        for _attempt in 0..5 {
+            let started = Instant::now();
+            let port = free_port()?;
+            let log = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .map_err(io)?;
+            let mut cmd = Command::new(bin_dir.join("postgres"));
+            cmd.arg("-D")
+                .arg(&data)
+                .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+                .arg("-k")
+                .arg(&data)
+                // Shared memory the bench can see whole (see `Mem`).
+                .args(["-c", "shared_memory_type=sysv"]);
+            if !fsync {
+                cmd.args(["-c", "fsync=off", "-c", "full_page_writes=off"])
+                    .args(["-c", "synchronous_commit=off"]);
+            }
+            cmd.current_dir("/")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().map_err(io)?)
+                .stderr(log)
+                .process_group(0);
+            if let Some((uid, gid)) = user {
+                cmd.uid(uid).gid(gid);
+            }
+            let mut child = cmd.spawn().map_err(|e| format!("spawn postgres: {e}"))?;
+            let admin_url = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
+            let until = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let text = fs::read_to_string(&log_path).unwrap_or_default();
+                    if text.contains("could not bind") || text.contains("already in use") {
+                        break; // Someone took the port meanwhile: another one.
+                    }
+                    return Err(format!("postgres exited ({status}):\n{text}"));
+                }
+                if pg_query(&admin_url, "SELECT 1").is_ok() {
+                    return Ok(PgServer {
+                        admin_url,
+                        port,
+                        data_dir: data,
+                        child,
+                        initdb_ms,
+                        start_ms: ms(started.elapsed()),
+                        _dir: dir,
+                    });
+                }
+                if Instant::now() > until || check_stop().is_err() {
+                    let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                    let _ = child.wait();
+                    return Err(format!(
+                        "postgres not ready after 30 s:\n{}",
+                        fs::read_to_string(&log_path).unwrap_or_default()
+                    ));
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+        Err("no free port for postgres after 5 attempts".into())
+    }
+
+    /// The postmaster and every process below it.
+    fn pids(&self) -> Vec<u32> {
+        tree(self.child.id())
+    }
+
+    /// The memory of the server: its processes and its resident shared memory.
+    fn mem(&self) -> Mem {
+        let mut m = Mem::of(&self.pids());
+        m.shm = sysv_segments(self.child.id()).iter().map(|s| s.1).sum();
+        m
+    }
+
+    /// The same URL for another database.
+    fn url(&self, db: &str) -> String {
+        match self.admin_url.rsplit_once('/') {
+            Some((base, _)) => format!("{base}/{db}"),
+            None => self.admin_url.clone(),
+        }
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        // Fast shutdown; the group is killed if it takes too long.
+        let pid = self.child.id() as i32;
+        let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
+        let until = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = self.child.wait();
+        // A killed postmaster leaves its SysV segment behind.
+        for (id, _) in sysv_segments(pid as u32) {
+            let _ = Command::new("ipcrm")
+                .args(["-m", &id])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Where the servers' clusters go: `/dev/shm` (tmpfs) unless `--pg-on-disk`.
+fn pg_parent(args: &Args) -> Option<PathBuf> {
+    let shm = Path::new("/dev/shm");
+    (!args.pg_on_disk && shm.is_dir()).then(|| shm.to_path_buf())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The app.
+
+struct App {
+    python: String,
+    rows: u64,
+}
+
+impl App {
+    fn migrate_cmd(&self) -> String {
+        "psql \"$DATABASE_URL\" -X -q -v ON_ERROR_STOP=1 -f schema.sql".to_owned()
+    }
+
+    fn seed_cmd(&self) -> String {
+        format!(
+            "psql \"$DATABASE_URL\" -X -q -v ON_ERROR_STOP=1 -v rows={} -f seed.sql",
+            self.rows
+        )
+    }
+
+    fn service_cmd(&self, port: &str) -> String {
+        format!(
+            "{} -c \"{}\"",
+            self.python,
+            SERVICE_PY.replace("PORT", port)
+        )
+    }
+
+    /// The committed `binky.toml`. `db` is `None` for the warm-up project (a slice with no
+    /// migrate, seed or template); `options` goes on the `db` service.
+    fn toml(&self, project: &str, with_data: bool, options: Option<&str>) -> String {
+        let q = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut db = String::from(
+            "[services.db]\nadapter = \"postgres\"\nadmin_url = \"${env.PG_ADMIN}\"\n",
+        );
+        if with_data {
+            let _ = write!(
+                db,
+                "migrate = \"{}\"\nseed = \"{}\"\nclone_from = \"golden\"\n",
+                q(&self.migrate_cmd()),
+                q(&self.seed_cmd())
+            );
+        }
+        if let Some(o) = options {
+            let _ = writeln!(db, "options = {{ {o} }}");
+        }
+        format!(
+            "[project]\nname = \"{project}\"\nport_range = [24000, 24999]\n\n{db}\n\
+             [services.app]\ncmd = \"{}\"\nports = [\"http\"]\ndepends_on = [\"db\"]\n\
+             env = {{ DATABASE_URL = \"${{db.url}}\" }}\n\n[agents]\nexpose = [\"db\"]\n",
+            q(&self.service_cmd("${self.port}"))
+        )
+    }
+
+    /// Write the app's files into `dir`.
+    fn write(&self, dir: &Path, toml: &str) -> Res<()> {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (name, text) in [
+            ("binky.toml", toml),
+            ("schema.sql", SCHEMA_SQL),
+            ("seed.sql", SEED_SQL),
+        ] {
+            fs::write(dir.join(name), text).map_err(|e| format!("{name}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A process group, killed on drop.
+struct Group(Vec<Child>);
+
+impl Group {
+    fn pids(&self) -> Vec<u32> {
+        self.0.iter().flat_map(|c| tree(c.id())).collect()
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = killpg(Pid::from_raw(c.id() as i32), Signal::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the bench records per world.
+
+#[derive(Clone, Debug)]
+struct WorldRec {
+    /// 1-based: the Nth world of the arm.
+    n: usize,
+    /// From `binky up` (or `initdb`) until the ready query answered.
+    time_ms: f64,
+    /// The parts of `time_ms`.
+    steps: Vec<(&'static str, f64)>,
+    /// Everything the arm counts: the servers (and the daemon).
+    ram: Mem,
+    server: Mem,
+    daemon: Mem,
+    /// The app processes: the same in every arm, not counted.
+    app: Mem,
+    /// This world's own database (`pg_database_size`).
+    db_bytes: u64,
+    /// Every world database plus the template, once.
+    disk_bytes: u64,
+    /// `du` of the data directory (or directories).
+    datadir_bytes: u64,
+    /// Whether the world's database was copied from a template (None: not applicable).
+    cloned: Option<bool>,
+    /// Worlds of the arm running when measured.
+    running: usize,
+    /// Cores used by processes outside the bench while the world came up.
+    others_cores: f64,
+    /// Seconds waited for a quiet machine before the world.
+    quiet_wait_s: f64,
+    note: String,
+}
+
+impl WorldRec {
+    fn json(&self) -> Value {
+        let steps: serde_json::Map<String, Value> = self
+            .steps
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        json!({
+            "n": self.n,
+            "time_ms": self.time_ms,
+            "steps_ms": steps,
+            "ram": self.ram.json(),
+            "server": self.server.json(),
+            "daemon": self.daemon.json(),
+            "app_processes": self.app.json(),
+            "world_db_bytes": self.db_bytes,
+            "disk_bytes": self.disk_bytes,
+            "datadir_bytes": self.datadir_bytes,
+            "cloned": self.cloned,
+            "running_worlds": self.running,
+            "others_cpu_cores": self.others_cores,
+            "quiet_wait_s": self.quiet_wait_s,
+            "note": self.note,
+        })
+    }
+}
+
+/// One arm's run.
+struct ArmResult {
+    arm: Arm,
+    /// The state before the first world (the shared server and daemon, for the tools).
+    base: WorldRec,
+    worlds: Vec<WorldRec>,
+    /// Problems found by the checks.
+    problems: Vec<String>,
+    extra: Value,
+}
+
+impl ArmResult {
+    /// The state after `n` worlds (`0`: before the first).
+    fn at(&self, n: usize) -> Option<&WorldRec> {
+        if n == 0 {
+            Some(&self.base)
+        } else {
+            self.worlds.get(n - 1)
+        }
+    }
+
+    fn total_ms(&self, n: usize) -> Option<f64> {
+        (n <= self.worlds.len()).then(|| self.worlds[..n].iter().map(|w| w.time_ms).sum())
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "arm": self.arm.key(),
+            "label": self.arm.label(),
+            "before_first_world": self.base.json(),
+            "worlds": self.worlds.iter().map(WorldRec::json).collect::<Vec<_>>(),
+            "problems": self.problems,
+            "extra": self.extra,
+        })
+    }
+}
+
+fn empty_rec() -> WorldRec {
+    WorldRec {
+        n: 0,
+        time_ms: 0.0,
+        steps: Vec::new(),
+        ram: Mem {
+            pss_ok: true,
+            ..Mem::default()
+        },
+        server: Mem {
+            pss_ok: true,
+            ..Mem::default()
+        },
+        daemon: Mem {
+            pss_ok: true,
+            ..Mem::default()
+        },
+        app: Mem {
+            pss_ok: true,
+            ..Mem::default()
+        },
+        db_bytes: 0,
+        disk_bytes: 0,
+        datadir_bytes: 0,
+        cloned: None,
+        running: 0,
+        others_cores: 0.0,
+        quiet_wait_s: 0.0,
+        note: String::new(),
+    }
+}
+
+/// Let connections the bench or a tool just closed end, so their backends are not counted.
+/// CPU ticks: the whole machine's busy time, and the part used by the bench's own process
+/// trees (`roots` and everything below them, with the time of children they reaped).
+#[derive(Clone, Copy)]
+struct Cpu {
+    at: Instant,
+    busy: u64,
+    own: u64,
+}
+
+impl Cpu {
+    fn now(roots: &[u32]) -> Cpu {
+        let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+        // cpu user nice system idle iowait irq softirq steal …
+        let f: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let busy = [0usize, 1, 2, 5, 6, 7]
+            .iter()
+            .filter_map(|&i| f.get(i))
+            .sum();
+        let mut own = 0;
+        let mut seen = std::collections::BTreeSet::new();
+        for &root in roots {
+            for pid in tree(root) {
+                if seen.insert(pid) {
+                    own += proc_ticks(pid);
+                }
+            }
+        }
+        Cpu {
+            at: Instant::now(),
+            busy,
+            own,
+        }
+    }
+
+    /// Cores used by processes outside the bench between `self` and `later`.
+    fn others(self, later: Cpu) -> f64 {
+        let tick = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .unwrap_or(100) as f64;
+        let secs = later.at.duration_since(self.at).as_secs_f64().max(1e-3);
+        let busy = later.busy.saturating_sub(self.busy) as f64;
+        let own = later.own.saturating_sub(self.own) as f64;
+        ((busy - own) / tick / secs).max(0.0)
+    }
+}
+
+/// The quiet-machine budget left (shared by every arm).
+static QUIET_LEFT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Wait until processes outside the bench (all but `roots`' trees) use under 0.2 cores over
+/// one second, within what is left of `--quiet-wait`. Returns the seconds waited.
+fn wait_quiet(roots: &[u32]) -> Res<f64> {
+    let started = Instant::now();
+    while QUIET_LEFT_MS.load(Ordering::SeqCst) > 0 {
+        check_stop()?;
+        let c0 = Cpu::now(roots);
+        thread::sleep(Duration::from_millis(1000));
+        let others = c0.others(Cpu::now(roots));
+        if others < 0.2 {
+            break;
+        }
+        let _ = QUIET_LEFT_MS.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+            Some(v.saturating_sub(1000))
+        });
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// utime + stime + cutime + cstime of a process, in ticks.
+fn proc_ticks(pid: u32) -> u64 {
+    let Ok(s) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let Some(i) = s.rfind(')') else { return 0 };
+    s[i + 2..]
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .filter_map(|x| x.parse::<i64>().ok())
+        .map(|x| x.max(0) as u64)
+        .sum()
+}
+
+fn settle() {
+    thread::sleep(Duration::from_millis(300));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arm 1: a PostgreSQL server per world.
+
+struct ServerWorld {
+    pg: PgServer,
+    app: Group,
+}
+
+fn run_sh(cmd: &str, dir: &Path, env: &[(&str, &str)], path: &str) -> Res<()> {
+    let mut c = Command::new("/bin/sh");
+    c.arg("-c").arg(cmd).current_dir(dir).env("PATH", path);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let r = run_cmd(c, dir, Duration::from_secs(600))?;
+    if !r.ok() {
+        return Err(format!(
+            "`{cmd}` exited {}: {}{}",
+            r.status, r.stdout, r.stderr
+        ));
+    }
+    Ok(())
+}
+
+fn wait_port(port: u16, child: &mut Child) -> Res<()> {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
+            return Ok(());
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(format!("the app exited before listening: {st}"));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the app did not listen on {port} within 20 s"));
+        }
+        check_stop()?;
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResult> {
+    let dir = tempfile::Builder::new()
+        .prefix("binky-bench-worlds-server-")
+        .tempdir()
+        .map_err(|e| format!("tempdir: {e}"))?;
+    let appdir = dir.path().join("app");
+    app.write(&appdir, &app.toml("app", true, None))?;
+    let parent = pg_parent(args);
+    let mut worlds: Vec<ServerWorld> = Vec::new();
+    let mut recs = Vec::new();
+    let mut problems = Vec::new();
+    for n in 1..=args.max_worlds() {
+        check_stop()?;
+        let roots = |extra: Option<u32>| -> Vec<u32> {
+            std::iter::once(std::process::id())
+                .chain(worlds.iter().flat_map(|w| {
+                    std::iter::once(w.pg.child.id()).chain(w.app.0.iter().map(Child::id))
+                }))
+                .chain(extra)
+                .collect()
+        };
+        let quiet = wait_quiet(&roots(None))?;
+        let cpu0 = Cpu::now(&roots(None));
+        let started = Instant::now();
+        let pg = PgServer::start(bin_dir, parent.as_deref(), args.fsync)?;
+        let t = Instant::now();
+        pg_query(&pg.admin_url, "CREATE DATABASE app")?;
+        let createdb_ms = ms(t.elapsed());
+        let url = pg.url("app");
+        let env = [("DATABASE_URL", url.as_str())];
+        let t = Instant::now();
+        run_sh(&app.migrate_cmd(), &appdir, &env, path)?;
+        let migrate_ms = ms(t.elapsed());
+        let t = Instant::now();
+        run_sh(&app.seed_cmd(), &appdir, &env, path)?;
+        let seed_ms = ms(t.elapsed());
+        let t = Instant::now();
+        let port = free_port()?;
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(app.service_cmd(&port.to_string()))
+            .current_dir(&appdir)
+            .env("DATABASE_URL", &url)
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("spawn app: {e}"))?;
+        let waited = wait_port(port, &mut child);
+        let group = Group(vec![child]);
+        waited?;
+        let app_ms = ms(t.elapsed());
+        let t = Instant::now();
+        ready_query(&url, args.rows)?;
+        let ready_ms = ms(t.elapsed());
+        let time_ms = ms(started.elapsed());
+        let others = cpu0.others(Cpu::now(&roots(Some(pg.child.id()))));
+        let steps = vec![
+            ("initdb", pg.initdb_ms),
+            ("start", pg.start_ms),
+            ("createdb", createdb_ms),
+            ("migrate", migrate_ms),
+            ("seed", seed_ms),
+            ("app", app_ms),
+            ("ready_query", ready_ms),
+        ];
+        worlds.push(ServerWorld { pg, app: group });
+
+        settle();
+        let server = worlds.iter().fold(Mem::of(&[]), |m, w| m.add(w.pg.mem()));
+        let app_mem = worlds
+            .iter()
+            .fold(Mem::of(&[]), |m, w| m.add(Mem::of(&w.app.pids())));
+        let mut db_bytes = 0;
+        let mut disk = 0;
+        for (i, w) in worlds.iter().enumerate() {
+            let s = pg_u64(&w.pg.admin_url, "SELECT pg_database_size('app')")?;
+            disk += s;
+            if i + 1 == n {
+                db_bytes = s;
+            }
+        }
+        let datadir: u64 = worlds.iter().map(|w| du(&w.pg.data_dir)).sum();
+        let alive_servers = worlds.iter().filter(|w| alive(w.pg.child.id())).count();
+        if alive_servers != n {
+            problems.push(format!(
+                "after world {n}: only {alive_servers} of {n} servers alive"
+            ));
+        }
+        let rec = WorldRec {
+            n,
+            time_ms,
+            steps,
+            ram: server,
+            server,
+            daemon: Mem::of(&[]),
+            app: app_mem,
+            db_bytes,
+            disk_bytes: disk,
+            datadir_bytes: datadir,
+            cloned: None,
+            running: alive_servers,
+            others_cores: others,
+            quiet_wait_s: quiet,
+            note: format!("port {}", worlds[n - 1].pg.port),
+        };
+        eprintln!(
+            "a server each: world {n}: {:.2} s (initdb {:.0} ms, start {:.0} ms, seed {:.0} ms), \
+             RAM {:.1} MiB (shared memory {:.1}; summed PSS {:.1}, RSS {:.1}), data dirs {:.0} MiB, \
+             others {:.2} cores",
+            time_ms / 1000.0,
+            rec.steps[0].1,
+            rec.steps[1].1,
+            seed_ms,
+            server.main() as f64 / MIB,
+            server.shm as f64 / MIB,
+            server.pss as f64 / MIB,
+            server.rss as f64 / MIB,
+            datadir as f64 / MIB,
+            others
+        );
+        recs.push(rec);
+    }
+    // Every world still answers before the servers go.
+    for (i, w) in worlds.iter().enumerate() {
+        if let Err(e) = ready_query(&w.pg.url("app"), args.rows) {
+            problems.push(format!("world {}: {e}", i + 1));
+        }
+    }
+    drop(worlds);
+    Ok(ArmResult {
+        arm: Arm::Server,
+        base: empty_rec(),
+        worlds: recs,
+        problems,
+        extra: json!({}),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arms 2-4: the tools.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// This repo's binky.
+    Rust,
+    /// binky 0.1.2 (Python).
+    Py,
+}
+
+struct Tool {
+    kind: Kind,
+    label: &'static str,
+    bin: PathBuf,
+    root: PathBuf,
+    home: PathBuf,
+    binky_home: PathBuf,
+    /// `PG_ADMIN` and `PATH`, given to every command.
+    env: Vec<(String, String)>,
+    /// Worlds (repo, name) that may exist and must be removed at teardown.
+    live: Vec<(String, String)>,
+    /// Set by teardown: processes of this sandbox still alive after remove + daemon stop.
+    leftovers: Vec<String>,
+    torn_down: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl Tool {
+    /// A sandbox with one committed repo per `(name, binky.toml)`.
+    fn new(
+        kind: Kind,
+        bin: PathBuf,
+        env: Vec<(String, String)>,
+        app: &App,
+        repos: &[(&str, String)],
+    ) -> Res<Tool> {
+        let (label, prefix) = match kind {
+            Kind::Rust => ("binky", "binky-bench-worlds-rs-"),
+            Kind::Py => ("binky 0.1.2", "binky-bench-worlds-py-"),
+        };
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .map_err(|e| format!("tempdir: {e}"))?;
+        let root = fs::canonicalize(dir.path()).map_err(|e| format!("tempdir: {e}"))?;
+        let home = root.join("home");
+        let binky_home = home.join(".binky");
+        fs::create_dir_all(&binky_home).map_err(|e| format!("{}: {e}", binky_home.display()))?;
+        if kind == Kind::Py {
+            // No hostname proxy on :80 (and so no Caddy on :443).
+            fs::write(
+                binky_home.join("settings.json"),
+                "{\"proxy_port\": 0, \"https_port\": 0}\n",
+            )
+            .map_err(|e| format!("settings.json: {e}"))?;
+        }
+        let tool = Tool {
+            kind,
+            label,
+            bin,
+            root,
+            home,
+            binky_home,
+            env,
+            live: Vec::new(),
+            leftovers: Vec::new(),
+            torn_down: false,
+            _dir: dir,
+        };
+        for (name, toml) in repos {
+            let repo = tool.root.join(name);
+            app.write(&repo, toml)?;
+            for args in [
+                &["init", "-q"][..],
+                &["add", "."][..],
+                &[
+                    "-c",
+                    "user.name=bench",
+                    "-c",
+                    "user.email=bench@localhost",
+                    "commit",
+                    "-qm",
+                    "bench",
+                ][..],
+            ] {
+                let mut c = Command::new("git");
+                c.args(args).current_dir(&repo).env("HOME", &tool.home);
+                let r = run_cmd(c, &tool.root, Duration::from_secs(30))?;
+                if !r.ok() {
+                    return Err(format!("git {args:?} failed: {}", r.stderr));
+                }
+            }
+        }
+        Ok(tool)
+    }
+
+    fn cmd(&self, repo: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.args(args)
+            .current_dir(self.root.join(repo))
+            .env("HOME", &self.home)
+            .env("BINKY_HOME", &self.binky_home)
+            .env_remove("BINKY_LOG")
+            .env_remove("RUST_LOG");
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn run_ok(&self, repo: &str, args: &[&str], timeout: Duration) -> Res<Run> {
+        // After an interrupt only the teardown still runs commands.
+        if !self.torn_down {
+            check_stop()?;
+        }
+        let r = run_cmd(self.cmd(repo, args), &self.root, timeout)?;
+        if r.ok() {
+            Ok(r)
+        } else {
+            Err(format!(
+                "{}: `binky {}` exited {}\nstdout: {}\nstderr: {}",
+                self.label,
+                args.join(" "),
+                r.status,
+                r.stdout.trim(),
+                r.stderr.trim()
+            ))
+        }
+    }
+
+    fn version(&self) -> String {
+        let args: &[&str] = match self.kind {
+            Kind::Rust => &["--version"],
+            Kind::Py => &["version"],
+        };
+        self.run_ok("app", args, Duration::from_secs(30))
+            .map(|r| r.stdout.trim().to_owned())
+            .unwrap_or_else(|e| format!("unknown ({e})"))
+    }
+
+    fn start_daemon(&mut self) -> Res<()> {
+        if self.kind == Kind::Rust {
+            // Keep binky's proxy off ports 80/443.
+            let (p, q) = (free_port()?.to_string(), free_port()?.to_string());
+            self.run_ok(
+                "app",
+                &["port", "--proxy", &p, "--https", &q],
+                Duration::from_secs(30),
+            )?;
+        }
+        self.run_ok("app", &["daemon", "start"], Duration::from_secs(60))?;
+        Ok(())
+    }
+
+    /// The daemon's pid, from `binky daemon status` (`… pid N …` in both tools).
+    fn daemon_pid(&self) -> Res<u32> {
+        let r = self.run_ok("app", &["daemon", "status"], Duration::from_secs(30))?;
+        let text = r.stdout;
+        text.split("pid ")
+            .nth(1)
+            .map(|s| {
+                s.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+            })
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("{}: no pid in `daemon status`: {text}", self.label))
+    }
+
+    /// `binky up NAME` in `repo`, timed; the world is up when it returns 0.
+    fn up(&mut self, repo: &str, name: &str) -> Res<Duration> {
+        check_stop()?;
+        // Recorded before running: a failed or killed `up` may still leave the world behind.
+        self.live.push((repo.to_owned(), name.to_owned()));
+        let args: &[&str] = match self.kind {
+            Kind::Rust => &["up", name, "-q", "--timeout", "600s"],
+            Kind::Py => &["up", name],
+        };
+        Ok(self.run_ok(repo, args, Duration::from_secs(660))?.elapsed)
+    }
+
+    /// The world's `DATABASE_URL` as the tool hands it out, and how long asking took.
+    fn db_url(&self, repo: &str, name: &str) -> Res<(String, f64)> {
+        let args: &[&str] = match self.kind {
+            Kind::Rust => &["env", name, "--json"],
+            Kind::Py => &["env", name],
+        };
+        let r = self.run_ok(repo, args, Duration::from_secs(60))?;
+        let v: Value = serde_json::from_str(&r.stdout)
+            .map_err(|e| format!("{}: `binky env {name}`: {e}: {}", self.label, r.stdout))?;
+        let url = match self.kind {
+            Kind::Rust => v["env"]["DB_URL"].as_str(),
+            Kind::Py => v["db"].as_str(),
+        };
+        let url = url.ok_or_else(|| format!("{}: no db URL in `binky env {name}`", self.label))?;
+        Ok((url.to_owned(), ms(r.elapsed)))
+    }
+
+    fn down(&self, repo: &str, name: &str) -> Res<()> {
+        self.run_ok(repo, &["down", name], Duration::from_secs(120))
+            .map(|_| ())
+    }
+
+    /// Remove every world, stop the daemon, kill whatever of this sandbox is still alive.
+    fn teardown(&mut self) {
+        if self.torn_down {
+            return;
+        }
+        self.torn_down = true;
+        for (repo, w) in self.live.clone().iter().rev() {
+            let args: &[&str] = match self.kind {
+                Kind::Rust => &["remove", w, "--force", "-q"],
+                Kind::Py => &["remove", w, "--force"],
+            };
+            if let Err(e) = self.run_ok(repo, args, Duration::from_secs(120)) {
+                eprintln!("teardown: {e}");
+            }
+        }
+        self.live.clear();
+        if let Err(e) = self.run_ok("app", &["daemon", "stop"], Duration::from_secs(30)) {
+            eprintln!("teardown: {e}");
+        }
+        // Give exiting processes a moment before calling them leftovers.
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut left = sandbox_processes(&self.binky_home, &self.root);
+        while !left.is_empty() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(100));
+            left = sandbox_processes(&self.binky_home, &self.root);
+        }
+        for pid in &left {
+            self.leftovers.push(format!("{pid} {}", cmdline(*pid)));
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        }
+        if !left.is_empty() {
+            eprintln!(
+                "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
+                left.len(),
+                self.label,
+                self.leftovers.join("\n  ")
+            );
+        }
+    }
+}
+
+impl Drop for Tool {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// A world's database name on the server.
+fn world_db(kind: Kind, project: &str, world: &str) -> String {
+    match kind {
+        // bk_<project>_<world>_<service>
+        Kind::Rust => format!("bk_{project}_{world}_db"),
+        // <project>_<world>
+        Kind::Py => format!("{project}_{world}"),
+    }
+}
+
+/// The template databases on the server: binky's `bk_golden_…`, 0.1.2's `<project>_golden_…`.
+fn templates(admin_url: &str, kind: Kind) -> Res<Vec<String>> {
+    let pattern = match kind {
+        Kind::Rust => "bk\\_golden\\_%",
+        Kind::Py => "%\\_golden\\_%",
+    };
+    Ok(pg_query(
+        admin_url,
+        &format!("SELECT datname FROM pg_database WHERE datname LIKE '{pattern}' ORDER BY 1"),
+    )?
+    .into_iter()
+    .filter_map(|r| r.into_iter().next().flatten())
+    .collect())
+}
+
+/// Sizes of the given databases on the server, by name.
+fn db_sizes(admin_url: &str) -> Res<BTreeMap<String, u64>> {
+    Ok(pg_query(
+        admin_url,
+        "SELECT datname, pg_database_size(oid) FROM pg_database WHERE NOT datistemplate",
+    )?
+    .into_iter()
+    .filter_map(|r| {
+        let name = r.first()?.clone()?;
+        let size = r.get(1)?.as_deref()?.parse().ok()?;
+        Some((name, size))
+    })
+    .collect())
+}
+
+/// Count of lines of 0.1.2's event log with `clone_fallback`.
+fn py_fallbacks(binky_home: &Path) -> usize {
+    fs::read_to_string(binky_home.join("events.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("clone_fallback"))
+        .count()
+}
+
+/// binky's own account of the world's slice: `(cloned, clone ms)` from `binky events`.
+fn rs_clone_event(t: &Tool, name: &str) -> (Option<bool>, Option<f64>) {
+    let Ok(r) = t.run_ok(
+        "app",
+        &["events", name, "--json", "-n", "200"],
+        Duration::from_secs(30),
+    ) else {
+        return (None, None);
+    };
+    if r.stdout.contains("clone_fallback") {
+        return (Some(false), None);
+    }
+    let clone_ms = r
+        .stdout
+        .split("from golden template ")
+        .nth(1)
+        .and_then(|s| {
+            let after = s.split(" in ").nth(1)?;
+            after.split(" ms").next()?.trim().parse::<f64>().ok()
+        });
+    (Some(clone_ms.is_some()), clone_ms)
+}
+
+fn tool_env(pg: &PgServer, path: &str) -> Vec<(String, String)> {
+    vec![
+        ("PG_ADMIN".to_owned(), pg.admin_url.clone()),
+        ("PATH".to_owned(), path.to_owned()),
+    ]
+}
+
+/// binky's or 0.1.2's measured sweep on a shared server of its own.
+fn arm_tool(
+    args: &Args,
+    kind: Kind,
+    bin: PathBuf,
+    bin_dir: &Path,
+    app: &App,
+    path: &str,
+) -> Res<(ArmResult, String)> {
+    let arm = match kind {
+        Kind::Rust => Arm::Binky,
+        Kind::Py => Arm::Binky012,
+    };
+    let server_started = Instant::now();
+    let pg = PgServer::start(bin_dir, pg_parent(args).as_deref(), args.fsync)?;
+    let server_start_ms = ms(server_started.elapsed());
+    let repos = [
+        ("app", app.toml("app", true, None)),
+        ("warm", app.toml("warm", false, None)),
+    ];
+    let mut t = Tool::new(kind, bin, tool_env(&pg, path), app, &repos)?;
+    let version = t.version();
+    eprintln!("{}: {version} ({})", t.label, t.bin.display());
+    t.start_daemon()?;
+    // Warm-up: a world with an empty slice and the app (0.1.2 imports psycopg here), no
+    // template: the measured first world still builds it.
+    let w = t.up("warm", "warm")?;
+    let args_rm: &[&str] = match kind {
+        Kind::Rust => &["remove", "warm", "--force", "-q"],
+        Kind::Py => &["remove", "warm", "--force"],
+    };
+    t.run_ok("warm", args_rm, Duration::from_secs(120))?;
+    t.live.retain(|(r, _)| r != "warm");
+    eprintln!("{}: warm-up world up in {:.0} ms", t.label, ms(w));
+    let capacity = match kind {
+        Kind::Rust => None,
+        Kind::Py => {
+            let r = t.run_ok("app", &["metrics"], Duration::from_secs(30))?;
+            let v: Value =
+                serde_json::from_str(&r.stdout).map_err(|e| format!("binky metrics: {e}"))?;
+            v["admission"]["capacity"].as_u64().map(|c| c as usize)
+        }
+    };
+    let daemon_pid = t.daemon_pid()?;
+
+    let measure = |n: usize, running: usize| -> Res<WorldRec> {
+        settle();
+        let server = pg.mem();
+        let daemon = Mem::of(&[daemon_pid]);
+        let below: Vec<u32> = tree(daemon_pid).into_iter().skip(1).collect();
+        let app_mem = Mem::of(&below);
+        let sizes = db_sizes(&pg.admin_url)?;
+        let tpl = templates(&pg.admin_url, kind)?;
+        let worlds: u64 = (1..=n)
+            .map(|i| {
+                sizes
+                    .get(&world_db(kind, "app", &format!("w{i:02}")))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .sum();
+        let tpl_bytes: u64 = tpl.iter().filter_map(|d| sizes.get(d)).sum();
+        let db_bytes = if n == 0 {
+            0
+        } else {
+            sizes
+                .get(&world_db(kind, "app", &format!("w{n:02}")))
+                .copied()
+                .unwrap_or(0)
+        };
+        Ok(WorldRec {
+            n,
+            time_ms: 0.0,
+            steps: Vec::new(),
+            ram: server.add(daemon),
+            server,
+            daemon,
+            app: app_mem,
+            db_bytes,
+            disk_bytes: worlds + tpl_bytes,
+            datadir_bytes: du(&pg.data_dir),
+            cloned: None,
+            running,
+            others_cores: 0.0,
+            quiet_wait_s: 0.0,
+            note: String::new(),
+        })
+    };
+    let base = measure(0, 0)?;
+    let mut recs = Vec::new();
+    let mut problems = Vec::new();
+    let mut downed: Vec<String> = Vec::new();
+    let mut fallbacks_before = py_fallbacks(&t.binky_home);
+    for n in 1..=args.max_worlds() {
+        check_stop()?;
+        let name = format!("w{n:02}");
+        // 0.1.2 admits `capacity` running worlds: the oldest running one goes down first
+        // (untimed); its worktree and database stay.
+        if let Some(cap) = capacity {
+            if n > cap {
+                let old = format!("w{:02}", n - cap);
+                t.down("app", &old)?;
+                downed.push(old);
+            }
+        }
+        let roots = [std::process::id(), pg.child.id(), daemon_pid];
+        let waited = wait_quiet(&roots)?;
+        let cpu0 = Cpu::now(&roots);
+        let started = Instant::now();
+        let up = ms(t.up("app", &name)?);
+        let (url, env_ms) = t.db_url("app", &name)?;
+        let q = Instant::now();
+        ready_query(&url, args.rows).map_err(|e| format!("{} {name}: {e}", t.label))?;
+        let ready_ms = ms(q.elapsed());
+        let time_ms = ms(started.elapsed());
+        let others = cpu0.others(Cpu::now(&roots));
+        // Untimed checks.
+        let (cloned, clone_ms) = match kind {
+            Kind::Rust => {
+                // The world's role owns its copy (REASSIGN OWNED) and logs in to it.
+                let who = pg_query(
+                    &url,
+                    "SELECT current_user, current_database(), \
+                     (SELECT tableowner FROM pg_tables WHERE tablename = 'items')",
+                )?;
+                let want = world_db(kind, "app", &name);
+                let got: Vec<String> = who
+                    .first()
+                    .map(|r| r.iter().map(|c| c.clone().unwrap_or_default()).collect())
+                    .unwrap_or_default();
+                if got != [want.clone(), want.clone(), want.clone()] {
+                    problems.push(format!(
+                        "{name}: user, database, owner of items = {got:?}, want {want}"
+                    ));
+                }
+                rs_clone_event(&t, &name)
+            }
+            Kind::Py => {
+                let f = py_fallbacks(&t.binky_home);
+                let fell_back = f > fallbacks_before;
+                fallbacks_before = f;
+                if fell_back {
+                    problems.push(format!(
+                        "{name}: binky 0.1.2 logged clone_fallback (migrate and seed ran for the world)"
+                    ));
+                }
+                (Some(!fell_back), None)
+            }
+        };
+        if cloned == Some(false) && kind == Kind::Rust {
+            problems.push(format!("{name}: binky did not clone (clone_fallback)"));
+        }
+        let running = n - downed.len();
+        let mut rec = measure(n, running)?;
+        rec.time_ms = time_ms;
+        rec.steps = vec![("up", up), ("env", env_ms), ("ready_query", ready_ms)];
+        if let Some(c) = clone_ms {
+            rec.steps.push(("clone_in_daemon", c));
+        }
+        rec.cloned = cloned;
+        rec.others_cores = others;
+        rec.quiet_wait_s = waited;
+        if !downed.is_empty() {
+            rec.note = format!("down (admission cap): {}", downed.join(" "));
+        }
+        eprintln!(
+            "{}: world {n}: {:.2} s (up {:.0} ms, env {:.0} ms{}), RAM {:.1} MiB (server {:.1}, of which \
+             shared memory {:.1}, {} procs; daemon {:.1}; summed PSS {:.1}, RSS {:.1}), worlds+template {:.0} MiB, \
+             others {:.2} cores",
+            t.label,
+            time_ms / 1000.0,
+            up,
+            env_ms,
+            clone_ms
+                .map(|c| format!(", clone {c:.0} ms"))
+                .unwrap_or_default(),
+            rec.ram.main() as f64 / MIB,
+            rec.server.main() as f64 / MIB,
+            rec.server.shm as f64 / MIB,
+            rec.server.procs,
+            rec.daemon.main() as f64 / MIB,
+            rec.ram.pss as f64 / MIB,
+            rec.ram.rss as f64 / MIB,
+            rec.disk_bytes as f64 / MIB,
+            others
+        );
+        recs.push(rec);
+    }
+    // Every world still answers, and the server's processes at the end.
+    for n in 1..=args.max_worlds() {
+        let name = format!("w{n:02}");
+        match t.db_url("app", &name) {
+            Ok((url, _)) => {
+                if let Err(e) = ready_query(&url, args.rows) {
+                    problems.push(format!("{name} at the end: {e}"));
+                }
+            }
+            Err(e) => problems.push(format!("{name} at the end: {e}")),
+        }
+    }
+    settle();
+    let procs: Vec<Value> = pg
+        .pids()
+        .into_iter()
+        .chain(std::iter::once(daemon_pid))
+        .map(|p| {
+            let m = Mem::of(&[p]);
+            json!({ "pid": p, "cmdline": cmdline(p), "rss_bytes": m.rss, "pss_bytes": m.pss })
+        })
+        .collect();
+    let goldens = match kind {
+        Kind::Rust => t
+            .run_ok("app", &["golden", "ls", "--json"], Duration::from_secs(30))
+            .ok()
+            .and_then(|r| serde_json::from_str::<Value>(&r.stdout).ok())
+            .map(|v| {
+                // No secrets in the results.
+                let mut v = v;
+                if let Some(a) = v.as_array_mut() {
+                    for g in a {
+                        if let Some(o) = g.as_object_mut() {
+                            o.remove("secret");
+                            o.remove("admin_url");
+                        }
+                    }
+                }
+                v
+            })
+            .unwrap_or(Value::Null),
+        Kind::Py => Value::Null,
+    };
+    let tpl = templates(&pg.admin_url, kind)?;
+    t.teardown();
+    // What the tool left on its server after removing every world.
+    let left: Vec<String> = pg_query(
+        &pg.admin_url,
+        "SELECT 'db:' || datname FROM pg_database WHERE datname NOT IN ('postgres', 'template0', 'template1') \
+         UNION ALL SELECT 'role:' || rolname FROM pg_roles WHERE left(rolname, 3) <> 'pg_' AND rolname <> 'postgres' \
+         ORDER BY 1",
+    )?
+    .into_iter()
+    .filter_map(|r| r.into_iter().next().flatten())
+    .collect();
+    if !t.leftovers.is_empty() {
+        problems.push(format!(
+            "{} process(es) left after teardown (killed): {:?}",
+            t.leftovers.len(),
+            t.leftovers
+        ));
+    }
+    let extra = json!({
+        "version": version,
+        "binary": t.bin,
+        "shared_server_start_ms": server_start_ms,
+        "shared_server_data_dir": pg.data_dir,
+        "admission_capacity": capacity,
+        "templates": tpl,
+        "goldens": goldens,
+        "processes_at_the_end": procs,
+        "left_on_server_after_remove": left,
+    });
+    Ok((
+        ArmResult {
+            arm,
+            base,
+            worlds: recs,
+            problems,
+            extra,
+        },
+        version,
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arm 4: FILE_COPY against WAL_LOG.
+
+/// `CREATE DATABASE name TEMPLATE tpl STRATEGY s` on one admin connection: (ms, WAL bytes).
+fn floor_clone(admin_url: &str, tpl: &str, strategy: &str, name: &str) -> Res<(f64, f64)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| format!("connect: {}", pg_err(&e)))?;
+        let task = tokio::spawn(conn);
+        let e = |e: tokio_postgres::Error| pg_err(&e);
+        let before: String = client
+            .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+            .await
+            .map_err(e)?
+            .get(0);
+        let start = Instant::now();
+        client
+            .batch_execute(&format!(
+                "CREATE DATABASE \"{name}\" TEMPLATE \"{tpl}\" STRATEGY = {strategy}"
+            ))
+            .await
+            .map_err(e)?;
+        let took = ms(start.elapsed());
+        let wal: f64 = client
+            .query_one(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::float8",
+                &[&before],
+            )
+            .await
+            .map_err(e)?
+            .get(0);
+        client
+            .batch_execute(&format!("DROP DATABASE \"{name}\""))
+            .await
+            .map_err(e)?;
+        drop(client);
+        let _ = task.await;
+        Ok((took, wal))
+    })
+}
+
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn summary(v: &[f64]) -> Value {
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    json!({ "median": median(v), "min": min, "max": max, "n": v.len(), "samples": v })
+}
+
+/// One strategy's samples.
+#[derive(Default)]
+struct StratSamples {
+    /// `binky up` of a world cloned with it.
+    up_ms: Vec<f64>,
+    /// The copy inside the daemon (binky's `cloned … in N ms` event).
+    clone_ms: Vec<f64>,
+    /// WAL written during that `binky up`.
+    up_wal: Vec<f64>,
+    /// The bare `CREATE DATABASE … TEMPLATE … STRATEGY` on an open admin connection.
+    floor_ms: Vec<f64>,
+    floor_wal: Vec<f64>,
+}
+
+impl StratSamples {
+    fn json(&self) -> Value {
+        json!({
+            "binky_up_ms": summary(&self.up_ms),
+            "clone_in_daemon_ms": summary(&self.clone_ms),
+            "wal_bytes_during_up": summary(&self.up_wal),
+            "create_database_ms": summary(&self.floor_ms),
+            "create_database_wal_bytes": summary(&self.floor_wal),
+        })
+    }
+}
+
+fn wal_lsn(admin_url: &str) -> Res<String> {
+    pg_one(admin_url, "SELECT pg_current_wal_insert_lsn()::text")
+}
+
+fn wal_since(admin_url: &str, lsn: &str) -> Res<f64> {
+    let v = pg_one(
+        admin_url,
+        &format!("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '{lsn}')::float8"),
+    )?;
+    v.parse().map_err(|_| format!("WAL diff `{v}`"))
+}
+
+/// FILE_COPY (binky's default) against WAL_LOG (`options = { clone_strategy = "wal_log" }`):
+/// two projects with the same app and key, so both clone the one template.
+fn arm_strategy(args: &Args, bin: PathBuf, bin_dir: &Path, app: &App, path: &str) -> Res<Value> {
+    let pg = PgServer::start(bin_dir, pg_parent(args).as_deref(), args.fsync)?;
+    let repos = [
+        ("app", app.toml("app", true, None)),
+        (
+            "appwal",
+            app.toml("appwal", true, Some("clone_strategy = \"wal_log\"")),
+        ),
+    ];
+    let mut t = Tool::new(Kind::Rust, bin, tool_env(&pg, path), app, &repos)?;
+    t.start_daemon()?;
+    // The template, built by a first world (not measured).
+    let build = ms(t.up("app", "s00")?);
+    let tpls = templates(&pg.admin_url, Kind::Rust)?;
+    let [tpl] = tpls.as_slice() else {
+        return Err(format!("strategy: expected one template, found {tpls:?}"));
+    };
+    let tpl_bytes = pg_u64(&pg.admin_url, &format!("SELECT pg_database_size('{tpl}')"))?;
+    eprintln!(
+        "strategy: template {tpl} ({:.0} MiB) built by the first world in {:.2} s",
+        tpl_bytes as f64 / MIB,
+        build / 1000.0
+    );
+    let mut problems = Vec::new();
+    let roots = [std::process::id(), pg.child.id(), t.daemon_pid()?];
+    let (mut fc, mut wl) = (StratSamples::default(), StratSamples::default());
+    for i in 1..=args.strategy_worlds {
+        let both = [("app", "fc", true), ("appwal", "wl", false)];
+        let order = if i % 2 == 1 { both } else { [both[1], both[0]] };
+        for (repo, prefix, file_copy) in order {
+            check_stop()?;
+            let name = format!("{prefix}{i:02}");
+            settle();
+            wait_quiet(&roots)?;
+            let lsn = wal_lsn(&pg.admin_url)?;
+            let up = ms(t.up(repo, &name)?);
+            let wal = wal_since(&pg.admin_url, &lsn)?;
+            let (url, _) = t.db_url(repo, &name)?;
+            ready_query(&url, args.rows).map_err(|e| format!("strategy {name}: {e}"))?;
+            let ev = t
+                .run_ok(repo, &["events", &name, "--json"], Duration::from_secs(30))
+                .map(|r| r.stdout)
+                .unwrap_or_default();
+            let clone_ms = ev.split("from golden template ").nth(1).and_then(|s| {
+                s.split(" in ")
+                    .nth(1)?
+                    .split(" ms")
+                    .next()?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            });
+            if ev.contains("clone_fallback") || clone_ms.is_none() {
+                problems.push(format!("strategy {name}: not cloned"));
+            }
+            let s = if file_copy { &mut fc } else { &mut wl };
+            s.up_ms.push(up);
+            s.up_wal.push(wal);
+            if let Some(c) = clone_ms {
+                s.clone_ms.push(c);
+            }
+            eprintln!(
+                "strategy: {name} ({}) up {:.0} ms, clone {} ms, WAL {:.1} MiB",
+                if file_copy { "FILE_COPY" } else { "WAL_LOG" },
+                up,
+                clone_ms.map(|c| format!("{c:.0}")).unwrap_or("?".into()),
+                wal / MIB
+            );
+        }
+    }
+    // The bare copy on the server, alternating.
+    for i in 1..=args.strategy_worlds {
+        let both = [("FILE_COPY", true), ("WAL_LOG", false)];
+        let order = if i % 2 == 1 { both } else { [both[1], both[0]] };
+        for (strategy, file_copy) in order {
+            check_stop()?;
+            settle();
+            wait_quiet(&roots)?;
+            let (took, wal) = floor_clone(
+                &pg.admin_url,
+                tpl,
+                strategy,
+                &format!("floor_{}_{i}", strategy.to_ascii_lowercase()),
+            )?;
+            let s = if file_copy { &mut fc } else { &mut wl };
+            s.floor_ms.push(took);
+            s.floor_wal.push(wal);
+        }
+    }
+    // If the option had been ignored, the two would write the same WAL.
+    if median(&wl.up_wal) < 0.5 * tpl_bytes as f64 {
+        problems.push(format!(
+            "strategy: WAL_LOG worlds wrote only {:.1} MiB of WAL for a {:.1} MiB template: \
+             was clone_strategy ignored?",
+            median(&wl.up_wal) / MIB,
+            tpl_bytes as f64 / MIB
+        ));
+    }
+    t.teardown();
+    if !t.leftovers.is_empty() {
+        problems.push(format!("strategy: leftovers {:?}", t.leftovers));
+    }
+    Ok(json!({
+        "template": tpl,
+        "template_bytes": tpl_bytes,
+        "template_build_up_ms": build,
+        "worlds_per_strategy": args.strategy_worlds,
+        "file_copy": fc.json(),
+        "wal_log": wl.json(),
+        "problems": problems,
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting.
+
+struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn row(&mut self, cells: &[&str]) {
+        self.rows
+            .push(cells.iter().map(|c| (*c).to_owned()).collect());
+    }
+
+    fn render(&self) -> String {
+        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut w = vec![0usize; cols];
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let mut s = String::new();
+        for (n, r) in self.rows.iter().enumerate() {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                let pad = w[i] - c.chars().count();
+                if i == 0 {
+                    let _ = write!(line, "{c}{}", " ".repeat(pad));
+                } else {
+                    let _ = write!(line, "  {}{c}", " ".repeat(pad));
+                }
+            }
+            let _ = writeln!(s, "{}", line.trim_end());
+            if n == 0 {
+                let total: usize = w.iter().sum::<usize>() + 2 * (cols - 1);
+                let _ = writeln!(s, "{}", "-".repeat(total));
+            }
+        }
+        s
+    }
+}
+
+/// The state of an arm after `n` worlds.
+fn at_n(r: Option<&ArmResult>, n: usize) -> Option<&WorldRec> {
+    r.and_then(|r| r.at(n))
+}
+
+/// The states after `n` and `n - 1` worlds.
+fn pair_n(r: Option<&ArmResult>, n: usize) -> Option<(&WorldRec, &WorldRec)> {
+    r.and_then(|r| Some((r.at(n)?, r.at(n.checked_sub(1)?)?)))
+}
+
+fn fmt_mib(bytes: f64) -> String {
+    let m = bytes / MIB;
+    if m.abs() >= 100.0 {
+        format!("{m:.0} MiB")
+    } else {
+        format!("{m:.1} MiB")
+    }
+}
+
+fn fmt_dmib(bytes: f64) -> String {
+    let m = bytes / MIB;
+    let sign = if m < 0.0 { "-" } else { "+" };
+    if m.abs() >= 100.0 {
+        format!("{sign}{:.0} MiB", m.abs())
+    } else {
+        format!("{sign}{:.1} MiB", m.abs())
+    }
+}
+
+fn fmt_s(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{:.0} ms", ms)
+    } else {
+        format!("{:.2} s", ms / 1000.0)
+    }
+}
+
+fn find_binky012() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let reference = PathBuf::from("/work/ref/venv/bin/binky");
+    if reference.is_file() {
+        return Some(reference);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("binky012"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// binky 0.1.2's postgres driver (psycopg) importable by the interpreter of its entry point.
+fn binky012_has_extras(bin: &Path) -> bool {
+    let python = fs::read_to_string(bin)
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("#!"))
+        .map(|p| p.trim().to_owned())
+        .unwrap_or_else(|| "python3".into());
+    Command::new(python)
+        .args(["-c", "import psycopg"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn machine(bin_dir: &Path, args: &Args) -> Value {
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib = kb_field(&meminfo, "MemTotal:").unwrap_or(0);
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    json!({
+        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu": cpu,
+        "ram_gib": mem_kib as f64 / 1048576.0,
+        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
+        "python": capture("python3", &["--version"]).unwrap_or_default(),
+        "git": capture("git", &["--version"]).unwrap_or_default(),
+        "postgres": capture(&bin_dir.join("postgres").to_string_lossy(), &["--version"]).unwrap_or_default(),
+        "postgres_on_tmpfs": pg_parent(args).is_some(),
+        "loadavg_at_start": loadavg(),
+    })
+}
+
+fn main() {
+    install_signal_handlers();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let ref_bin = if args.arms.contains(&Arm::Binky012) {
+        match find_binky012().filter(|b| binky012_has_extras(b)) {
+            Some(b) => Some(b),
+            None => {
+                eprintln!("{INSTALL_HINT}");
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
+    if let Err(e) = bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin) {
+        eprintln!("worlds benchmark failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench(args: &Args, rs_bin: PathBuf, py_bin: Option<PathBuf>) -> Res<()> {
+    let bin_dir = pg_bin_dir().ok_or(SERVERS_HINT)?;
+    let python = capture("python3", &["-c", "import sys; print(sys.executable)"])
+        .ok_or("python3 is needed on PATH")?;
+    let app = App {
+        python,
+        rows: args.rows,
+    };
+    // psql for migrate and seed: the same PostgreSQL's, first on PATH for every command.
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let machine = machine(&bin_dir, args);
+    eprintln!("machine: {machine}");
+    QUIET_LEFT_MS.store(args.quiet_wait * 1000, Ordering::SeqCst);
+
+    let mut results: Vec<ArmResult> = Vec::new();
+    let mut versions = (String::new(), String::new());
+    let mut strategy = Value::Null;
+    let mut arm_load = serde_json::Map::new();
+    for &arm in &args.arms {
+        check_stop()?;
+        let load_start = loadavg();
+        let started = Instant::now();
+        eprintln!("--- arm: {} ---", arm.label());
+        match arm {
+            Arm::Server => results.push(arm_server(args, &bin_dir, &app, &path)?),
+            Arm::Binky => {
+                let (r, v) = arm_tool(args, Kind::Rust, rs_bin.clone(), &bin_dir, &app, &path)?;
+                versions.0 = v;
+                results.push(r);
+            }
+            Arm::Binky012 => {
+                let bin = py_bin.clone().ok_or("binky 0.1.2 not found")?;
+                let (r, v) = arm_tool(args, Kind::Py, bin, &bin_dir, &app, &path)?;
+                versions.1 = v;
+                results.push(r);
+            }
+            Arm::Strategy => {
+                strategy = arm_strategy(args, rs_bin.clone(), &bin_dir, &app, &path)?;
+            }
+        }
+        arm_load.insert(
+            arm.key().to_owned(),
+            json!({ "loadavg_at_start": load_start, "loadavg_at_end": loadavg(), "wall_s": started.elapsed().as_secs_f64() }),
+        );
+    }
+
+    // ------------------------------------------------------------------ report
+    let get = |a: Arm| results.iter().find(|r| r.arm == a);
+    let (srv, rs, py) = (get(Arm::Server), get(Arm::Binky), get(Arm::Binky012));
+    let cols = [srv, rs, py];
+    let ram = |r: Option<&ArmResult>, n: usize| {
+        r.and_then(|r| r.at(n))
+            .map(|w| fmt_mib(w.ram.main() as f64))
+            .unwrap_or("-".into())
+    };
+    let time = |r: Option<&ArmResult>, n: usize| {
+        r.and_then(|r| r.total_ms(n))
+            .map(fmt_s)
+            .unwrap_or("-".into())
+    };
+    let dram = |r: Option<&ArmResult>, n: usize| {
+        r.and_then(|r| Some((r.at(n)?, r.at(n - 1)?)))
+            .map(|(a, b)| fmt_dmib(a.ram.main() as f64 - b.ram.main() as f64))
+            .unwrap_or("-".into())
+    };
+    let dtime = |r: Option<&ArmResult>, n: usize| {
+        r.and_then(|r| r.at(n).filter(|_| n > 0))
+            .map(|w| format!("+{}", fmt_s(w.time_ms)))
+            .unwrap_or("-".into())
+    };
+    let head = [
+        "worlds",
+        "RAM: a server each",
+        "RAM: binky",
+        "RAM: binky 0.1.2",
+        "time: a server each",
+        "time: binky",
+        "time: binky 0.1.2",
+    ];
+    let mut t = Table { rows: Vec::new() };
+    t.row(&head);
+    for &n in &args.sweep {
+        let mut cells = vec![n.to_string()];
+        cells.extend(cols.iter().map(|r| ram(*r, n)));
+        cells.extend(cols.iter().map(|r| time(*r, n)));
+        t.row(&cells.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let mut m = Table { rows: Vec::new() };
+    m.row(&[
+        "the Nth world adds",
+        "RAM: a server each",
+        "RAM: binky",
+        "RAM: binky 0.1.2",
+        "time: a server each",
+        "time: binky",
+        "time: binky 0.1.2",
+    ]);
+    for &n in &args.sweep {
+        let mut cells = vec![format!("world {n}")];
+        cells.extend(cols.iter().map(|r| dram(*r, n)));
+        cells.extend(cols.iter().map(|r| dtime(*r, n)));
+        m.row(&cells.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    // Disk: the databases (every world's, plus the template once) and `du` of the data
+    // directories (WAL, system databases and all).
+    let mut d = Table { rows: Vec::new() };
+    d.row(&[
+        "worlds",
+        "summed RSS / PSS: a server each",
+        "binky",
+        "binky 0.1.2",
+        "disk, DBs / du: a server each",
+        "binky",
+        "binky 0.1.2",
+    ]);
+    for &n in &args.sweep {
+        let at = |r: Option<&ArmResult>| at_n(r, n).cloned();
+        let rss = |r: Option<&ArmResult>| {
+            at(r)
+                .map(|w| {
+                    format!(
+                        "{} / {}",
+                        fmt_mib(w.ram.rss as f64),
+                        fmt_mib(w.ram.pss as f64)
+                    )
+                })
+                .unwrap_or("-".into())
+        };
+        let disk = |r: Option<&ArmResult>| {
+            at(r)
+                .map(|w| {
+                    format!(
+                        "{} / {}",
+                        fmt_mib(w.disk_bytes as f64),
+                        fmt_mib(w.datadir_bytes as f64)
+                    )
+                })
+                .unwrap_or("-".into())
+        };
+        d.row(&[
+            &n.to_string(),
+            &rss(srv),
+            &rss(rs),
+            &rss(py),
+            &disk(srv),
+            &disk(rs),
+            &disk(py),
+        ]);
+    }
+    let mut dm = Table { rows: Vec::new() };
+    dm.row(&[
+        "the Nth world adds",
+        "summed RSS / PSS: a server each",
+        "binky",
+        "binky 0.1.2",
+        "disk, DBs / du: a server each",
+        "binky",
+        "binky 0.1.2",
+    ]);
+    for &n in &args.sweep {
+        let pair = |r: Option<&ArmResult>| pair_n(r, n).map(|(a, b)| (a.clone(), b.clone()));
+        let drss = |r: Option<&ArmResult>| {
+            pair(r)
+                .map(|(a, b)| {
+                    format!(
+                        "{} / {}",
+                        fmt_dmib(a.ram.rss as f64 - b.ram.rss as f64),
+                        fmt_dmib(a.ram.pss as f64 - b.ram.pss as f64)
+                    )
+                })
+                .unwrap_or("-".into())
+        };
+        let ddisk = |r: Option<&ArmResult>| {
+            pair(r)
+                .map(|(a, b)| {
+                    format!(
+                        "{} / {}",
+                        fmt_dmib(a.disk_bytes as f64 - b.disk_bytes as f64),
+                        fmt_dmib(a.datadir_bytes as f64 - b.datadir_bytes as f64)
+                    )
+                })
+                .unwrap_or("-".into())
+        };
+        dm.row(&[
+            &format!("world {n}"),
+            &drss(srv),
+            &drss(rs),
+            &drss(py),
+            &ddisk(srv),
+            &ddisk(rs),
+            &ddisk(py),
+        ]);
+    }
+
+    println!();
+    println!(
+        "{} rows per world (about 400 bytes each); worlds brought up one after another; \
+         RAM = the processes each arm adds (servers' PSS without shared memory + their resident \
+         SysV shared memory; daemon PSS; app processes not counted); time = total from the \
+         first `up`/initdb until the Nth world answered a query",
+        args.rows
+    );
+    println!("{}", t.render());
+    println!("{}", m.render());
+    println!("{}", d.render());
+    println!("{}", dm.render());
+
+    // Targets.
+    let mut targets = Vec::new();
+    let mut target = |name: &str, pass: Option<bool>, detail: String| {
+        let verdict = match pass {
+            Some(true) => "PASS",
+            Some(false) => "MISS",
+            None => "n/a",
+        };
+        println!("target {verdict}: {name}: {detail}");
+        targets.push(json!({ "target": name, "pass": pass, "detail": detail }));
+    };
+    let eighth = rs.and_then(|r| Some((r.at(8)?, r.at(7)?)));
+    match eighth {
+        Some((a, b)) => {
+            let dram = a.ram.main() as f64 - b.ram.main() as f64;
+            let dpss = a.ram.pss as f64 - b.ram.pss as f64;
+            let drss = a.ram.rss as f64 - b.ram.rss as f64;
+            target(
+                "the 8th binky world costs <= 5 MiB",
+                Some(dram <= 5.0 * MIB),
+                format!(
+                    "{} (server + daemon; summed PSS {}, summed RSS {})",
+                    fmt_dmib(dram),
+                    fmt_dmib(dpss),
+                    fmt_dmib(drss)
+                ),
+            );
+            target(
+                "the 8th binky world takes <= 0.5 s",
+                Some(a.time_ms <= 500.0),
+                fmt_s(a.time_ms),
+            );
+        }
+        None => {
+            target(
+                "the 8th binky world costs <= 5 MiB",
+                None,
+                "binky did not reach 8 worlds".into(),
+            );
+            target(
+                "the 8th binky world takes <= 0.5 s",
+                None,
+                "binky did not reach 8 worlds".into(),
+            );
+        }
+    }
+    match (rs.and_then(|r| r.at(8)), srv.and_then(|r| r.at(8))) {
+        (Some(a), Some(b)) => {
+            let ratio = a.ram.main() as f64 / b.ram.main() as f64;
+            let ratio_rss = a.ram.rss as f64 / b.ram.rss as f64;
+            target(
+                "binky's RAM at 8 worlds <= 0.25x a server each",
+                Some(ratio <= 0.25),
+                format!(
+                    "{} vs {}: {ratio:.3}x PSS ({ratio_rss:.3}x RSS)",
+                    fmt_mib(a.ram.main() as f64),
+                    fmt_mib(b.ram.main() as f64)
+                ),
+            );
+        }
+        _ => target(
+            "binky's RAM at 8 worlds <= 0.25x a server each",
+            None,
+            "needs both arms at 8 worlds".into(),
+        ),
+    }
+    match (rs, py) {
+        (Some(a), Some(b)) => {
+            let mut all = true;
+            let mut parts = Vec::new();
+            for &n in &args.sweep {
+                if let (Some(x), Some(y)) = (a.total_ms(n), b.total_ms(n)) {
+                    all &= x < y;
+                    parts.push(format!("{n}: {} vs {} ({:.2}x)", fmt_s(x), fmt_s(y), x / y));
+                }
+            }
+            target(
+                "binky faster than binky 0.1.2 at every N (total time to N ready worlds)",
+                Some(all),
+                parts.join("; "),
+            );
+        }
+        _ => target(
+            "binky faster than binky 0.1.2 at every N (total time to N ready worlds)",
+            None,
+            "needs both arms".into(),
+        ),
+    }
+
+    if !strategy.is_null() {
+        let mut st = Table { rows: Vec::new() };
+        st.row(&[
+            "clone strategy (median)",
+            "binky up",
+            "copy in the daemon",
+            "WAL during up",
+            "bare CREATE DATABASE",
+            "its WAL",
+        ]);
+        for (key, label) in [
+            ("file_copy", "FILE_COPY (default)"),
+            ("wal_log", "WAL_LOG (options)"),
+        ] {
+            let s = &strategy[key];
+            let med = |k: &str| s[k]["median"].as_f64().unwrap_or(f64::NAN);
+            st.row(&[
+                label,
+                &fmt_s(med("binky_up_ms")),
+                &fmt_s(med("clone_in_daemon_ms")),
+                &fmt_mib(med("wal_bytes_during_up")),
+                &fmt_s(med("create_database_ms")),
+                &fmt_mib(med("create_database_wal_bytes")),
+            ]);
+        }
+        println!();
+        println!(
+            "clone strategy: {} worlds each, alternating, cloned from one template of {}",
+            args.strategy_worlds,
+            fmt_mib(strategy["template_bytes"].as_f64().unwrap_or(0.0))
+        );
+        println!("{}", st.render());
+        if let Some(p) = strategy["problems"].as_array().filter(|p| !p.is_empty()) {
+            for x in p {
+                println!("strategy problem: {x}");
+            }
+        }
+    }
+
+    let mut clean = true;
+    for r in &results {
+        if r.problems.is_empty() {
+            println!(
+                "{}: every world answered with {} rows on its own URL, when up and at the end",
+                r.arm.label(),
+                args.rows
+            );
+        } else {
+            clean = false;
+            println!("{}: {} problem(s):", r.arm.label(), r.problems.len());
+            for p in &r.problems {
+                println!("  {p}");
+            }
+        }
+        let others: Vec<f64> = r.worlds.iter().map(|w| w.others_cores).collect();
+        if !others.is_empty() {
+            println!(
+                "{}: processes outside the bench used {:.2} cores on average (max {:.2}) while \
+                 its worlds came up; {:.0} s waited for a quiet machine",
+                r.arm.label(),
+                others.iter().sum::<f64>() / others.len() as f64,
+                others.iter().copied().fold(0.0, f64::max),
+                r.worlds.iter().map(|w| w.quiet_wait_s).sum::<f64>()
+            );
+        }
+        if let Some(left) = r.extra["left_on_server_after_remove"]
+            .as_array()
+            .filter(|l| !l.is_empty())
+        {
+            println!(
+                "{}: left on its server after removing every world: {}",
+                r.arm.label(),
+                left.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    println!("load average at the end: {}", loadavg());
+
+    if let Some(path) = &args.json {
+        let points: Vec<Value> = args
+            .sweep
+            .iter()
+            .map(|&n| {
+                let one = |r: Option<&ArmResult>| -> Value {
+                    let Some(r) = r else { return Value::Null };
+                    let (Some(a), Some(b)) = (r.at(n), r.at(n - 1)) else {
+                        return Value::Null;
+                    };
+                    json!({
+                        "ram_bytes": a.ram.main(),
+                        "ram_pss_bytes": a.ram.pss,
+                        "ram_rss_bytes": a.ram.rss,
+                        "total_time_ms": r.total_ms(n),
+                        "disk_bytes": a.disk_bytes,
+                        "datadir_bytes": a.datadir_bytes,
+                        "marginal": {
+                            "ram_bytes": a.ram.main() as f64 - b.ram.main() as f64,
+                            "ram_pss_bytes": a.ram.pss as f64 - b.ram.pss as f64,
+                            "ram_rss_bytes": a.ram.rss as f64 - b.ram.rss as f64,
+                            "time_ms": a.time_ms,
+                            "disk_bytes": a.disk_bytes as f64 - b.disk_bytes as f64,
+                            "datadir_bytes": a.datadir_bytes as f64 - b.datadir_bytes as f64,
+                        },
+                    })
+                };
+                json!({ "worlds": n, "server_each": one(srv), "binky": one(rs), "binky012": one(py) })
+            })
+            .collect();
+        let report = json!({
+            "benchmark": "worlds",
+            "machine": machine,
+            "loadavg_at_end": loadavg(),
+            "arm_load": arm_load,
+            "settings": {
+                "sweep": args.sweep,
+                "rows": args.rows,
+                "arms": args.arms.iter().map(|a| a.key()).collect::<Vec<_>>(),
+                "method": "cumulative: each arm brings up max(sweep) worlds one after another and is measured after every world; the sweep points are read off that run",
+                "binky_toml": app.toml("app", true, None),
+                "schema_sql": SCHEMA_SQL,
+                "seed_sql": SEED_SQL,
+                "postgres_flags": if args.fsync {
+                    "initdb --auth=scram-sha-256 -E UTF8 --locale=C -N; default durability"
+                } else {
+                    "initdb --auth=scram-sha-256 -E UTF8 --locale=C -N; -c fsync=off -c full_page_writes=off -c synchronous_commit=off"
+                },
+                "postgres_on_tmpfs": pg_parent(args).is_some(),
+                "quiet_wait_budget_s": args.quiet_wait,
+                "quiet": "before each world, wait until processes outside the bench use under 0.2 cores over 1 s (within the budget)",
+                "ram": "summed PSS (smaps_rollup) and RSS (VmRSS): arm 1 every process of every server; arms 2-3 the daemon process plus every process of the shared server; app processes not counted (recorded as app_processes)",
+                "disk": "arm 1: du of the data directories (and pg_database_size of each app DB as disk_bytes); arms 2-3: pg_database_size of every world DB plus the template once (du of the shared data directory as datadir_bytes)",
+            },
+            "versions": { "binky": versions.0, "binky012": versions.1 },
+            "sweep": points,
+            "arms": results.iter().map(ArmResult::json).collect::<Vec<_>>(),
+            "targets": targets,
+            "strategy": strategy,
+            "clean": clean,
+        });
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
