@@ -135,6 +135,15 @@ fn two_worlds_wait_for_one_build_and_each_gets_a_copy_it_owns_reads_writes_and_m
             g.pg.query(url, "select count(*) from notes"),
             vec![vec!["100".to_owned()]]
         );
+        // The template was vacuumed and analysed before it was sealed: the copy starts
+        // with its statistics (a table never analysed has reltuples = -1).
+        assert_eq!(
+            g.pg.query(
+                url,
+                "select reltuples from pg_class where relname = 'notes'"
+            ),
+            vec![vec!["100".to_owned()]]
+        );
         // The world's role owns its database and everything in it.
         assert_eq!(
             g.pg.query(url, NOT_MINE),
