@@ -341,6 +341,18 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// An MCP server over stdio for agents without a shell (`install` registers it in a client).
+    Mcp {
+        /// `install --client claude|cursor|codex`; none: serve MCP on stdin/stdout.
+        #[command(subcommand)]
+        action: Option<crate::mcp::McpAction>,
+    },
+    /// Copy stdin to LOG with credentials scrubbed (started by the daemon per service).
+    #[command(name = "__scrub", hide = true)]
+    Scrub {
+        /// The log file to append to.
+        log: std::path::PathBuf,
+    },
     /// The background daemon that runs every world.
     Daemon {
         /// start, stop, status or run (in the foreground).
@@ -466,6 +478,8 @@ pub fn run(cli: Cli) -> i32 {
             Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
             Command::Golden { action, key, json } => golden::run(&action, key, json).await,
             Command::Init { dir, force } => init::run(dir, force),
+            Command::Mcp { action } => crate::mcp::run(action).await,
+            Command::Scrub { log } => Ok(crate::scrub::run_shim(&log)),
             Command::Daemon { action } => daemon::run(action).await,
         }
     });

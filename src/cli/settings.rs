@@ -14,6 +14,11 @@ fn all() -> Vec<(&'static str, String, &'static str)> {
         .map(|(k, d, what)| (*k, (*d).to_owned(), *what))
         .collect();
     v.push((
+        "secret_command",
+        String::new(),
+        "how ${secret:REF} in env is resolved at spawn, `{ref}` replaced (e.g. `op read op://vault/{ref}`); unset: BINKY_SECRET_<REF> from the daemon's environment",
+    ));
+    v.push((
         "proxy_port",
         DEFAULT_PROXY_PORT.to_string(),
         "the proxy's HTTP port (0: off); set it with `binky port --proxy N`",
@@ -53,6 +58,10 @@ fn validate(key: &str, value: &str) -> Result<String, String> {
             "false" | "off" | "no" | "0" => Ok("false".into()),
             _ => Err(format!("{key} takes true or false, not `{v}`")),
         },
+        "secret_command" if v.is_empty() || v.contains("{ref}") => Ok(v.to_owned()),
+        "secret_command" => Err(format!(
+            "secret_command must contain {{ref}} where the reference goes, e.g. `op read op://vault/{{ref}}` (got `{v}`)"
+        )),
         "proxy_port" | "https_port" => Err(format!(
             "{key} is set with `binky port` (it also moves the proxy): binky port --{} {v}",
             if key == "proxy_port" {

@@ -210,8 +210,10 @@ pub async fn run(
         config_rel: co.config_rel.clone(),
         config_path,
         spec: loaded.spec,
+        // BINKY_SECRET_* are for the daemon to resolve `${secret:REF}` at spawn: never
+        // stored with the world, never handed to every process.
         env: std::env::vars()
-            .filter(|(k, _)| k != crate::supervisor::TOKEN_VAR)
+            .filter(|(k, _)| k != crate::supervisor::TOKEN_VAR && !k.starts_with("BINKY_SECRET_"))
             .collect(),
         group,
     };

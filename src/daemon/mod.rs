@@ -56,6 +56,9 @@ pub struct DaemonConfig {
     pub runtime: RuntimeConfig,
     /// Stop grace for services.
     pub stop_grace: Duration,
+    /// The `binky` binary whose `__scrub` scrubs services' output on its way to the logs;
+    /// `None` writes it straight to the files.
+    pub scrubber: Option<std::path::PathBuf>,
 }
 
 impl DaemonConfig {
@@ -65,6 +68,11 @@ impl DaemonConfig {
             home,
             runtime: RuntimeConfig::default(),
             stop_grace: Duration::from_secs(5),
+            // This binary, when it is binky (not a test binary booting the daemon).
+            scrubber: std::env::current_exe().ok().filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("binky"))
+            }),
         }
     }
 }
@@ -195,7 +203,13 @@ pub async fn run(
         tls,
     )));
     manager.lock().await.apply().await;
-    let supervisor = Arc::new(RealSupervisor::new(home.tag(), trigger.clone()));
+    let mut sup = RealSupervisor::new(home.tag(), trigger.clone()).with_secrets(
+        crate::secrets::Secrets::new(store.clone(), home.root().join("secrets-audit.log")),
+    );
+    if let Some(binky) = &config.scrubber {
+        sup = sup.with_scrubber(binky.clone());
+    }
+    let supervisor = Arc::new(sup);
     let process_supervisor = supervisor.clone();
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;

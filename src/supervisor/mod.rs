@@ -48,6 +48,10 @@ pub struct RealSupervisor {
     children: Arc<Mutex<HashMap<ProcId, ChildState>>>,
     watched: Arc<Mutex<HashSet<ProcId>>>,
     counter: AtomicU64,
+    secrets: Option<crate::secrets::Secrets>,
+    /// The `binky` binary whose `__scrub` copies output to the log, scrubbed; `None`:
+    /// output goes straight to the file (a daemon booted inside a test binary).
+    scrub: Option<std::path::PathBuf>,
 }
 
 impl RealSupervisor {
@@ -59,7 +63,21 @@ impl RealSupervisor {
             children: Arc::default(),
             watched: Arc::default(),
             counter: AtomicU64::new(0),
+            secrets: None,
+            scrub: None,
         }
+    }
+
+    /// Pass every service's output through `binky __scrub` (this binary).
+    pub fn with_scrubber(mut self, binky: std::path::PathBuf) -> Self {
+        self.scrub = Some(binky);
+        self
+    }
+
+    /// Resolve `${secret:REF}` in environments at spawn time from `secrets`.
+    pub fn with_secrets(mut self, secrets: crate::secrets::Secrets) -> Self {
+        self.secrets = Some(secrets);
+        self
     }
 
     fn open_log(path: &Path, cmd: &str) -> std::io::Result<std::fs::File> {
@@ -89,20 +107,84 @@ impl RealSupervisor {
         Ok(file)
     }
 
-    fn command(spec: &SpawnSpec, log: &std::fs::File) -> std::io::Result<tokio::process::Command> {
+    /// The service's command, and the scrubber its output goes through (when there is one).
+    fn command(
+        &self,
+        spec: &SpawnSpec,
+        log: std::fs::File,
+    ) -> std::io::Result<(tokio::process::Command, Option<tokio::process::Child>)> {
+        // Secrets are resolved here, at the last moment: the value lives only in the
+        // child's environment (and the scrubber's list).
+        let mut env = spec.env.clone();
+        let mut secrets = Vec::new();
+        if env.values().any(|v| v.contains("${secret:")) {
+            match &self.secrets {
+                Some(s) => {
+                    secrets = s
+                        .resolve(spec.world, &spec.service, &mut env)
+                        .map_err(std::io::Error::other)?
+                }
+                None => {
+                    return Err(std::io::Error::other(
+                        "${secret:…} is not available here (no secret source)",
+                    ))
+                }
+            }
+        }
+        let (out, err, shim) = match &self.scrub {
+            Some(binky) => {
+                drop(log);
+                let (r, w) = nix::unistd::pipe().map_err(std::io::Error::from)?;
+                let values = crate::scrub::values_for(&env, &secrets);
+                let shim = tokio::process::Command::new(binky)
+                    .arg("__scrub")
+                    .arg(&spec.log)
+                    .env_clear()
+                    .env(
+                        crate::scrub::VALUES_VAR,
+                        serde_json::to_string(&values).unwrap_or_default(),
+                    )
+                    .stdin(std::process::Stdio::from(r))
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .process_group(0)
+                    .kill_on_drop(false)
+                    .spawn()?;
+                let w2 = w.try_clone()?;
+                (
+                    std::process::Stdio::from(w),
+                    std::process::Stdio::from(w2),
+                    Some(shim),
+                )
+            }
+            None => (
+                std::process::Stdio::from(log.try_clone()?),
+                std::process::Stdio::from(log),
+                None,
+            ),
+        };
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(&spec.cmd)
             .current_dir(&spec.workdir)
             .env_clear()
-            .envs(&spec.env)
+            .envs(&env)
             .env(TOKEN_VAR, &spec.token)
             .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log.try_clone()?)
+            .stdout(out)
+            .stderr(err)
             .process_group(0)
             .kill_on_drop(false);
-        Ok(cmd)
+        Ok((cmd, shim))
+    }
+
+    /// Reap a scrubber when it is done (it exits once every writer has closed its output).
+    fn reap(shim: Option<tokio::process::Child>) {
+        if let Some(mut shim) = shim {
+            tokio::spawn(async move {
+                let _ = shim.wait().await;
+            });
+        }
     }
 
     fn io_error(spec: &SpawnSpec, source: std::io::Error) -> SpawnError {
@@ -198,9 +280,15 @@ impl Supervisor for RealSupervisor {
                 ),
             ));
         }
-        let mut child = Self::command(spec, &log)
-            .and_then(|mut c| c.spawn())
+        let (mut cmd, shim) = self
+            .command(spec, log)
             .map_err(|e| Self::io_error(spec, e))?;
+        let spawned = cmd.spawn();
+        // Our copies of the output pipe close here: the scrubber sees the end of input
+        // once the service (and whatever it started) closes its own.
+        drop(cmd);
+        Self::reap(shim);
+        let mut child = spawned.map_err(|e| Self::io_error(spec, e))?;
         let pid = child
             .id()
             .ok_or_else(|| Self::io_error(spec, std::io::Error::other("no pid")))?;
@@ -277,9 +365,18 @@ impl Supervisor for RealSupervisor {
 
     async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {
         let log = Self::open_log(&spec.log, &spec.cmd).map_err(|e| Self::io_error(spec, e))?;
-        let mut child = Self::command(spec, &log)
-            .and_then(|mut c| c.spawn())
+        let (mut cmd, mut shim) = self
+            .command(spec, log)
             .map_err(|e| Self::io_error(spec, e))?;
+        let spawned = cmd.spawn();
+        drop(cmd);
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                Self::reap(shim);
+                return Err(Self::io_error(spec, e));
+            }
+        };
         let pid = child.id().unwrap_or(0);
         match tokio::time::timeout(timeout, child.wait()).await {
             Ok(Ok(status)) => {
@@ -287,12 +384,21 @@ impl Supervisor for RealSupervisor {
                 if pid != 0 && !procfs::group_members(pid).is_empty() {
                     stop_group(pid, Duration::from_secs(2)).await;
                 }
+                // The caller reads the log next: let the scrubber write it all first.
+                if let Some(sh) = shim.as_mut() {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), sh.wait()).await;
+                }
+                Self::reap(shim);
                 Ok(exit_of(status))
             }
-            Ok(Err(e)) => Err(Self::io_error(spec, e)),
+            Ok(Err(e)) => {
+                Self::reap(shim);
+                Err(Self::io_error(spec, e))
+            }
             Err(_) => {
                 stop_group(pid, Duration::from_secs(2)).await;
                 let _ = child.wait().await;
+                Self::reap(shim);
                 Err(SpawnError::Timeout {
                     cmd: spec.cmd.clone(),
                     secs: timeout.as_secs(),

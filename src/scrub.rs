@@ -1,0 +1,221 @@
+//! The log scrubber: every service's output passes through a small process of its own
+//! (`binky __scrub LOG`, started next to the service, in its own process group) that writes
+//! it to the log file with credentials replaced by `[secret]`:
+//! - the values binky handed the service that are secret: resolved `${secret:REF}`s, the
+//!   passwords inside URLs in its environment (a slice's `DATABASE_URL`), and the values of
+//!   variables named like secrets (`*PASSWORD*`, `*TOKEN*`, …);
+//! - anything shaped like a well-known credential ([`crate::credentials`]): cloud keys,
+//!   GitHub/GitLab/Slack/Stripe tokens, JWTs, passwords inside URLs.
+//!
+//! A line with nothing to replace is written byte for byte. The scrubber belongs to the
+//! service, not to the daemon: a daemon that stops or dies never breaks a service's stdout;
+//! the scrubber exits when the service and everything it started have closed their output.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use crate::credentials::{secret_name, token_kind, url_password};
+
+/// The environment variable that carries the values to scrub to the scrubber process.
+pub const VALUES_VAR: &str = "BINKY_SCRUB_VALUES";
+const MARK: &[u8] = b"[secret]";
+const MAX_LINE: usize = 64 * 1024;
+
+/// What to scrub for a process with `env` (and the resolved secrets `extra`).
+pub fn values_for(env: &BTreeMap<String, String>, extra: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = extra.to_vec();
+    for (k, v) in env {
+        if let Some(pw) = url_password(v) {
+            if !pw.is_empty() {
+                out.push(pw.to_owned());
+            }
+        }
+        if secret_name(k) && !v.is_empty() {
+            out.push(v.clone());
+        }
+    }
+    out.retain(|v| v.len() >= 4);
+    out.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    out.dedup();
+    out
+}
+
+/// Replaces credentials in lines.
+pub struct Scrubber {
+    values: Vec<Vec<u8>>,
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+impl Scrubber {
+    /// A scrubber for these literal values (and every known credential shape).
+    pub fn new(values: &[String]) -> Self {
+        Scrubber {
+            values: values.iter().map(|v| v.as_bytes().to_vec()).collect(),
+        }
+    }
+
+    /// `line` with its credentials replaced; borrowed (byte for byte) when there are none.
+    pub fn line<'a>(&self, line: &'a [u8]) -> Cow<'a, [u8]> {
+        let mut out: Cow<'a, [u8]> = Cow::Borrowed(line);
+        for v in &self.values {
+            while let Some(i) = find(&out, v) {
+                let mut o = out.to_vec();
+                o.splice(i..i + v.len(), MARK.iter().copied());
+                out = Cow::Owned(o);
+            }
+        }
+        let Ok(text) = std::str::from_utf8(&out) else {
+            return out;
+        };
+        let mut changed = String::new();
+        let mut last = 0;
+        let mut any = false;
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            // A word: a run of non-space, non-quote characters.
+            if bytes[i].is_ascii_whitespace()
+                || matches!(bytes[i], b'"' | b'\'' | b',' | b';' | b'=')
+            {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len()
+                && !bytes[i].is_ascii_whitespace()
+                && !matches!(bytes[i], b'"' | b'\'' | b',' | b';' | b'=')
+            {
+                i += 1;
+            }
+            let word = &text[start..i];
+            let word = word.trim_end_matches(['.', ')', ']']);
+            let end = start + word.len();
+            if token_kind(word).is_some() {
+                changed.push_str(&text[last..start]);
+                changed.push_str("[secret]");
+                last = end;
+                any = true;
+            } else if let Some(pw) =
+                url_password(word).filter(|p| !p.is_empty() && !p.starts_with("${"))
+            {
+                if let Some(off) = word.find(&format!(":{pw}@")) {
+                    let a = start + off + 1;
+                    changed.push_str(&text[last..a]);
+                    changed.push_str("[secret]");
+                    last = a + pw.len();
+                    any = true;
+                }
+            }
+        }
+        if !any {
+            return out;
+        }
+        changed.push_str(&text[last..]);
+        Cow::Owned(changed.into_bytes())
+    }
+}
+
+/// `binky __scrub LOG`: copy stdin to LOG (appending), scrubbed; exit at end of input.
+pub fn run_shim(log: &Path) -> i32 {
+    let values: Vec<String> = std::env::var(VALUES_VAR)
+        .ok()
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default();
+    let scrubber = Scrubber::new(&values);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let Ok(mut file) = opts.open(log) else {
+        // Nowhere to write: drain, so the service never blocks or dies on a closed pipe.
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        return 1;
+    };
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        // A line that stays unfinished (a prompt, a progress bar) is written after a pause.
+        if !carry.is_empty() {
+            use std::os::fd::AsFd;
+            let fd = std::io::stdin();
+            let mut fds = [nix::poll::PollFd::new(
+                fd.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            if let Ok(0) = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(200u16)) {
+                let _ = file.write_all(&scrubber.line(&carry));
+                carry.clear();
+                continue;
+            }
+        }
+        let n = match stdin.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        carry.extend_from_slice(&buf[..n]);
+        let mut out: Vec<u8> = Vec::new();
+        let mut start = 0;
+        while let Some(nl) = carry[start..].iter().position(|b| *b == b'\n') {
+            let end = start + nl + 1;
+            out.extend_from_slice(&scrubber.line(&carry[start..end]));
+            start = end;
+        }
+        carry.drain(..start);
+        if carry.len() > MAX_LINE {
+            out.extend_from_slice(&scrubber.line(&carry));
+            carry.clear();
+        }
+        if !out.is_empty() {
+            let _ = file.write_all(&out);
+        }
+    }
+    if !carry.is_empty() {
+        let _ = file.write_all(&scrubber.line(&carry));
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_and_shapes_are_replaced_and_other_lines_pass_byte_for_byte() {
+        let env: BTreeMap<String, String> = [
+            (
+                "DATABASE_URL",
+                "postgres://bk_a:pw-of-the-slice-1@127.0.0.1:5/bk_a",
+            ),
+            ("API_TOKEN", "tok-123456"),
+            ("MODE", "dev"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let values = values_for(&env, &["resolved-secret-value".into()]);
+        let s = Scrubber::new(&values);
+        let plain = b"GET /health 200 \xff\xfe binary ok\n";
+        assert!(matches!(s.line(plain), Cow::Borrowed(_)));
+        assert_eq!(s.line(plain).as_ref(), plain);
+        let line = b"token tok-123456 and resolved-secret-value; db pw-of-the-slice-1\n";
+        assert_eq!(
+            String::from_utf8(s.line(line).into_owned()).unwrap(),
+            "token [secret] and [secret]; db [secret]\n"
+        );
+        let shaped = b"key=AKIAIOSFODNN7EXAMPLE url postgres://u:hunter2@db/x\n";
+        assert_eq!(
+            String::from_utf8(s.line(shaped).into_owned()).unwrap(),
+            "key=[secret] url postgres://u:[secret]@db/x\n"
+        );
+    }
+}

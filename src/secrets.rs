@@ -1,0 +1,174 @@
+//! `${secret:REF}` in a service's `env`: resolved when the process is spawned, never when
+//! the config is read or stored, so no value reaches the store, an event or a log line that
+//! binky writes.
+//!
+//! A value comes from the machine's `secret_command` setting (`binky settings
+//! secret_command="op read op://vault/{ref}"`; `{ref}` is replaced by the reference, shell-
+//! quoted), else from `BINKY_SECRET_<REF>` in the daemon's environment (`REF` upper-cased,
+//! other characters as `_`). Every resolution is recorded in `$BINKY_HOME/secrets-audit.log`
+//! (mode 0600): when, which world and service, which reference, from where — never the value.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use binky_controllers::store::{self, Store};
+
+/// Where secrets come from, and where their use is recorded.
+#[derive(Clone)]
+pub struct Secrets {
+    store: Store,
+    audit: PathBuf,
+}
+
+/// The references in `text`: `${secret:REF}` → `REF`.
+pub fn references(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${secret:") {
+        let after = &rest[i + 9..];
+        let Some(end) = after.find('}') else { break };
+        out.push(after[..end].to_owned());
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+fn valid_ref(r: &str) -> bool {
+    !r.is_empty()
+        && r.len() <= 200
+        && r.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':'))
+}
+
+/// `BINKY_SECRET_<REF>`.
+pub fn env_name(r: &str) -> String {
+    let up: String = r
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("BINKY_SECRET_{up}")
+}
+
+impl Secrets {
+    /// Secrets configured in `store`, audited to `audit`.
+    pub fn new(store: Store, audit: PathBuf) -> Self {
+        Secrets { store, audit }
+    }
+
+    fn fetch(&self, r: &str) -> Result<(String, &'static str), String> {
+        if !valid_ref(r) {
+            return Err(format!(
+                "secret reference `{r}` is not valid: use letters, digits and _ - . / :"
+            ));
+        }
+        let command = self
+            .store
+            .read(|c| store::setting(c, "secret_command"))
+            .ok()
+            .flatten()
+            .filter(|c| !c.trim().is_empty());
+        if let Some(template) = command {
+            let cmd = template.replace("{ref}", &format!("'{r}'"));
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("secret `{r}`: cannot run secret_command: {e}"))?;
+            if !out.status.success() {
+                // The command's stderr may name the problem; its stdout is never shown.
+                let err = String::from_utf8_lossy(&out.stderr);
+                return Err(format!(
+                    "secret `{r}`: secret_command failed ({}): {}",
+                    out.status,
+                    err.trim().lines().last().unwrap_or("")
+                ));
+            }
+            let mut v = String::from_utf8_lossy(&out.stdout).into_owned();
+            while v.ends_with('\n') || v.ends_with('\r') {
+                v.pop();
+            }
+            return Ok((v, "secret_command"));
+        }
+        let name = env_name(r);
+        match std::env::var(&name) {
+            Ok(v) => Ok((v, "daemon environment")),
+            Err(_) => Err(format!(
+                "secret `{r}`: no secret_command is set and {name} is not in the daemon's environment; set one (`binky settings secret_command=\"op read op://vault/{{ref}}\"`) or start the daemon with {name}"
+            )),
+        }
+    }
+
+    /// Replace every `${secret:REF}` in `env`'s values for a process of `world`/`service`.
+    /// Returns the values it put in, for the log scrubber.
+    pub fn resolve(
+        &self,
+        world: i64,
+        service: &str,
+        env: &mut BTreeMap<String, String>,
+    ) -> Result<Vec<String>, String> {
+        let mut cache: BTreeMap<String, String> = BTreeMap::new();
+        for value in env.values_mut() {
+            let refs = references(value);
+            if refs.is_empty() {
+                continue;
+            }
+            for r in refs {
+                if !cache.contains_key(&r) {
+                    let (v, from) = self.fetch(&r)?;
+                    self.audit(world, service, &r, from);
+                    cache.insert(r.clone(), v);
+                }
+                *value = value.replace(&format!("${{secret:{r}}}"), &cache[&r]);
+            }
+        }
+        Ok(cache.into_values().collect())
+    }
+
+    fn audit(&self, world: i64, service: &str, r: &str, from: &str) {
+        let name = self
+            .store
+            .read(|c| store::world(c, world))
+            .ok()
+            .flatten()
+            .map(|w| format!("{}/{}", w.project, w.name))
+            .unwrap_or_else(|| format!("world {world}"));
+        let mut opts = std::fs::OpenOptions::new();
+        opts.create(true).append(true);
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        if let Ok(mut f) = opts.open(&self.audit) {
+            let _ = writeln!(
+                f,
+                "{} {name} {service} {r} from {from}",
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_and_env_names() {
+        assert_eq!(
+            references("a ${secret:db/pw} b ${secret:x} ${db.url}"),
+            vec!["db/pw", "x"]
+        );
+        assert_eq!(env_name("stripe.key-1"), "BINKY_SECRET_STRIPE_KEY_1");
+        assert!(valid_ref("op/vault/item:field"));
+        assert!(!valid_ref("x'; rm -rf ~"));
+    }
+}
