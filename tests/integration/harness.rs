@@ -396,6 +396,18 @@ pub fn served_env(port: u16) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON from :{port}: {e}: {text}"))
 }
 
+/// What the test server on `port` answers, or `None` while it is not there (yet) or
+/// restarting: for `wait_until` loops, where a server may go between two checks.
+pub fn try_served_env(port: u16) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    serde_json::from_str(out.split("\r\n\r\n").nth(1)?).ok()
+}
+
 /// GET a path on a loopback port; the whole answer.
 pub fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};

@@ -66,7 +66,7 @@ fn an_edited_env_value_restarts_only_that_service_on_its_port() {
     wait_until(
         "api restarted with the new value",
         Duration::from_secs(15),
-        || listening(port) && served_env(port)["MODE"] == "two" && running(&env, "w", "api"),
+        || try_served_env(port).is_some_and(|e| e["MODE"] == "two") && running(&env, "w", "api"),
     );
     let after = pids(&env, "w");
     assert_ne!(after["api"], before["api"]);
@@ -155,7 +155,7 @@ fn an_invalid_edit_keeps_the_world_running_and_says_where_and_a_fixed_edit_recov
     // Fixed: the condition clears and the change applies.
     edit(&env, "w", &config("fixed", ""));
     wait_until("the fix applies", Duration::from_secs(15), || {
-        listening(port) && served_env(port)["MODE"] == "fixed"
+        try_served_env(port).is_some_and(|e| e["MODE"] == "fixed")
     });
     wait_until("ConfigInvalid clears", Duration::from_secs(5), || {
         !env.ok(&["status", "w"]).contains("ConfigInvalid")
@@ -312,7 +312,7 @@ fn at_the_inotify_limit_the_world_says_so_and_its_files_are_polled() {
     let port = env.port_of("w", "api");
     edit(&env, "w", &config("polled", ""));
     wait_until("the polled edit applies", Duration::from_secs(20), || {
-        listening(port) && served_env(port)["MODE"] == "polled"
+        try_served_env(port).is_some_and(|e| e["MODE"] == "polled")
     });
     let worker = env.pid_of("w", "worker");
     std::fs::write(env.worktree("w").join("src/a/b/x.py"), "2").unwrap();

@@ -76,7 +76,7 @@ fn a_secret_reaches_only_the_process_and_the_audit_names_the_reference_not_the_v
     wait_until(
         "the secret comes from the command",
         Duration::from_secs(15),
-        || listening(port) && served_env(port)["TOKEN"] == "cmd-api_token",
+        || try_served_env(port).is_some_and(|e| e["TOKEN"] == "cmd-api_token"),
     );
     let out = env.binky(&["settings", "secret_command=op read"]);
     assert_eq!(out.status.code(), Some(2));
