@@ -134,7 +134,10 @@ impl RealSupervisor {
         let (out, err, shim) = match &self.scrub {
             Some(binky) => {
                 drop(log);
-                let (r, w) = nix::unistd::pipe().map_err(std::io::Error::from)?;
+                // Close-on-exec: no other child (the scrubber itself included) may inherit
+                // the write end, or the scrubber would never see the end of its input.
+                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                    .map_err(std::io::Error::from)?;
                 let values = crate::scrub::values_for(&env, &secrets);
                 let shim = tokio::process::Command::new(binky)
                     .arg("__scrub")

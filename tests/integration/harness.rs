@@ -285,10 +285,32 @@ impl Env {
         alive(pid).then_some(pid)
     }
 
+    /// Log scrubbers (`binky __scrub`) writing into this test's home, alive.
+    pub fn our_scrubbers(&self) -> Vec<u32> {
+        let home = self.home.display().to_string();
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains("__scrub") && cmd.contains(&home) && alive(pid) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
     /// Assert no process, worktree or port of this test is left.
     pub fn assert_nothing_left(&self, worlds: &[&str]) {
         wait_until("no processes left", Duration::from_secs(10), || {
             self.our_processes().is_empty()
+        });
+        wait_until("no log scrubber left", Duration::from_secs(5), || {
+            self.our_scrubbers().is_empty()
         });
         for w in worlds {
             assert!(!self.worktree(w).exists(), "worktree of {w} left behind");
@@ -318,6 +340,11 @@ impl Drop for Env {
         for pid in self.our_processes() {
             unsafe {
                 kill(-(pid as i32), 9);
+                kill(pid as i32, 9);
+            }
+        }
+        for pid in self.our_scrubbers() {
+            unsafe {
                 kill(pid as i32, 9);
             }
         }
