@@ -36,7 +36,7 @@ verify = ["test -n \"$API_URL\" && echo api at $API_PORT"]
 }
 
 /// `binky mcp` in the test's repository, with the test's home.
-async fn connect(env: &Env) -> RunningService<RoleClient, ()> {
+pub(crate) async fn connect(env: &Env) -> RunningService<RoleClient, ()> {
     let cmd = tokio::process::Command::new(binky_bin()).configure(|c| {
         c.arg("mcp")
             .current_dir(&env.repo)
@@ -49,7 +49,11 @@ async fn connect(env: &Env) -> RunningService<RoleClient, ()> {
 }
 
 /// Call a tool: (is it an error, its structured content).
-async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> (bool, Value) {
+pub(crate) async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> (bool, Value) {
     let args = args.as_object().unwrap().clone();
     let r = client
         .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))

@@ -159,7 +159,27 @@ env = { TOKEN = "${secret:canary}", DATABASE_URL = "${db.url}" }
     assert!(text.contains("cloud: [secret]"), "{text}");
     assert!(text.contains(":[secret]@127.0.0.1"), "{text}");
     let events = env.ok(&["events", "w", "-n", "200"]);
+    // What an agent reads over MCP.
+    let mcp = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let client = crate::mcp::connect(&env).await;
+        let mut all = String::new();
+        for (tool, args) in [
+            (
+                "logs",
+                serde_json::json!({"world": "w", "service": "bird", "lines": 100}),
+            ),
+            ("events", serde_json::json!({"world": "w"})),
+            ("status", serde_json::json!({"world": "w"})),
+        ] {
+            let (_, v) = crate::mcp::call(&client, tool, args).await;
+            all.push_str(&v.to_string());
+        }
+        let _ = client.cancel().await;
+        all
+    });
+    assert!(mcp.contains("token: [secret]"), "{mcp}");
     for secret in [VALUE, password.as_str(), key.as_str()] {
+        assert!(!mcp.contains(secret), "MCP output shows {secret}");
         assert!(!text.contains(secret), "binky logs shows {secret}");
         assert!(!events.contains(secret), "events show {secret}");
         for (path, bytes) in everything_binky_wrote(&env) {
