@@ -231,6 +231,22 @@ pub fn held(store: &Store, world: &World) -> Result<Option<(&'static str, String
     })
 }
 
+/// For a controller that starts things: `Some(Applied)` to return at once (waiting, with
+/// its `condition` saying why) when `world` wants to run but is held at the gate.
+pub fn hold(
+    store: &Store,
+    world: &World,
+    condition: &'static str,
+) -> Result<Option<Applied>, StoreError> {
+    if world.desired != DesiredState::Running {
+        return Ok(None);
+    }
+    Ok(held(store, world)?.map(|(reason, msg)| Applied {
+        action: Action::Requeue(Duration::from_millis(500)),
+        conditions: vec![Condition::waiting(condition, reason, msg)],
+    }))
+}
+
 /// The admission controller.
 pub struct AdmissionController<M> {
     store: Store,

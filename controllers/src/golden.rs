@@ -422,13 +422,8 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
 
     async fn apply(&self, world: &World) -> Result<Applied, GoldenError> {
         // The admission gate: nothing of a held world starts.
-        if world.desired == crate::store::DesiredState::Running {
-            if let Some((reason, msg)) = crate::gate::held(&self.store, world)? {
-                return Ok(Applied {
-                    action: Action::Requeue(std::time::Duration::from_millis(500)),
-                    conditions: vec![Condition::waiting(CONDITION, reason, msg)],
-                });
-            }
+        if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
+            return Ok(held);
         }
         let selected = world.spec.selected(world.group.as_deref());
         let wanted: Vec<(String, Resource)> = world

@@ -1180,13 +1180,9 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         }
 
         // The admission gate: nothing of a held world starts.
-        if world.desired == crate::store::DesiredState::Running {
-            if let Some((reason, msg)) = crate::gate::held(&self.store, world)? {
-                return Ok(Applied {
-                    action: Action::Requeue(std::time::Duration::from_millis(500)),
-                    conditions: vec![Condition::waiting(CONDITION, reason, msg)],
-                });
-            }
+
+        if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
+            return Ok(held);
         }
         // Gate: the worktree and the ports must be there for this generation.
         let gens = self
