@@ -87,7 +87,11 @@ pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32,
     }
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(name))?;
-    let (dir, vars) = world_env(&ctx, &world, service.as_deref())?;
+    let (dir, mut vars) = world_env(&ctx, &world, service.as_deref())?;
+    // `${secret:REF}` as a service gets it (secret_command, else BINKY_SECRET_<REF> here).
+    crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
+        .resolve(world.id, service.as_deref().unwrap_or("exec"), &mut vars)
+        .map_err(Failure::failed)?;
     let status = Command::new(&cmd[0])
         .args(&cmd[1..])
         .current_dir(&dir)

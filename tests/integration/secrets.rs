@@ -64,6 +64,19 @@ fn a_secret_reaches_only_the_process_and_the_audit_names_the_reference_not_the_v
         let hay = String::from_utf8_lossy(&bytes);
         assert!(!hay.contains(VALUE), "{path} holds the secret");
     }
+    // `binky exec` gets it the same way (here from its own environment).
+    let out = env.binky_env(
+        &["exec", "w", "-s", "api", "--", "sh", "-c", "echo $TOKEN"],
+        &[("BINKY_SECRET_API_TOKEN", VALUE)],
+    );
+    assert_eq!(stdout(&out), format!("{VALUE}\n"), "{}", stderr(&out));
+    let out = env.binky(&["exec", "w", "-s", "api", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("BINKY_SECRET_API_TOKEN"),
+        "{}",
+        stderr(&out)
+    );
     let audit = std::fs::read_to_string(env.home.join("secrets-audit.log")).unwrap();
     assert!(
         audit.contains("sec/w api api_token from daemon environment"),
