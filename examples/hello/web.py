@@ -1,5 +1,6 @@
 """The example's web front: a page that shows what its own world's API says."""
 import os
+import sys
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +22,7 @@ class Web(BaseHTTPRequestHandler):
         print("web:", fmt % args, flush=True)
 
 
-port = int(os.environ["PORT"])
+# `--port N` (what binky.toml passes), else $PORT.
+port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else int(os.environ["PORT"])
 print(f"web listening on {port}, api at {API}", flush=True)
 ThreadingHTTPServer(("127.0.0.1", port), Web).serve_forever()

@@ -5,6 +5,7 @@
 mod agents;
 mod check;
 mod daemon;
+mod example;
 mod external_adapter;
 mod faults;
 mod gate;
