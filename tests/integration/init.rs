@@ -207,6 +207,26 @@ fn init_carries_build_contexts_env_files_and_what_dotenv_says() {
         "{}",
         stdout(&out)
     );
+    // With those adapters installed (the example file-store adapter under their names),
+    // `binky check` accepts the file.
+    let bin = tempfile::tempdir().unwrap();
+    let filestore = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/adapters/binky-adapter-filestore");
+    for name in ["binky-adapter-mysql", "binky-adapter-rabbitmq"] {
+        std::os::unix::fs::symlink(&filestore, bin.path().join(name)).unwrap();
+    }
+    let path_var = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let check = std::process::Command::new(crate::harness::binky_bin())
+        .arg("check")
+        .arg(&path)
+        .env("PATH", path_var)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", stdout(&check));
 
     assert_eq!(s(&t, "project/name").as_str(), Some("acme-monorepo"));
     assert_eq!(s(&t, "services/mysql/adapter").as_str(), Some("mysql"));
