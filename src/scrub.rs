@@ -48,8 +48,11 @@ pub struct Scrubber {
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
+
+/// The shortest word [`token_kind`] can recognise (`xoxb-` and ten characters).
+const SHORTEST_TOKEN: usize = 15;
 
 impl Scrubber {
     /// A scrubber for these literal values (and every known credential shape).
@@ -95,13 +98,16 @@ impl Scrubber {
             let word = &text[start..i];
             let word = word.trim_end_matches(['.', ')', ']']);
             let end = start + word.len();
-            if token_kind(word).is_some() {
+            if word.len() >= SHORTEST_TOKEN && token_kind(word).is_some() {
                 changed.push_str(&text[last..start]);
                 changed.push_str("[secret]");
                 last = end;
                 any = true;
-            } else if let Some(pw) =
-                url_password(word).filter(|p| !p.is_empty() && !p.starts_with("${"))
+            } else if let Some(pw) = word
+                .contains("://")
+                .then(|| url_password(word))
+                .flatten()
+                .filter(|p| !p.is_empty() && !p.starts_with("${"))
             {
                 if let Some(off) = word.find(&format!(":{pw}@")) {
                     let a = start + off + 1;
