@@ -21,16 +21,17 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-type Res<T> = Result<T, String>;
+#[path = "common.rs"]
+mod common;
+use common::{check_stop, install_signal_handlers, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) is not installed.\n\
 Install it into a venv and point the benchmark at it:\n\n\
@@ -45,32 +46,6 @@ s.setsockopt(S.SOL_SOCKET,S.SO_REUSEADDR,1);s.bind(('127.0.0.1',PORT));s.listen(
 
 // ---------------------------------------------------------------------------------------------
 // Interrupts: a flag, so that Ctrl-C unwinds through the teardown guards.
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: nix::libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        let _ = unsafe { sigaction(sig, &action) };
-    }
-}
-
-fn check_stop() -> Res<()> {
-    if STOP.load(Ordering::SeqCst) {
-        Err("interrupted".into())
-    } else {
-        Ok(())
-    }
-}
 
 /// Sleep in small steps so an interrupt is noticed.
 fn sleep_checked(d: Duration) -> Res<()> {

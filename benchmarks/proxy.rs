@@ -23,16 +23,17 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-type Res<T> = Result<T, String>;
+#[path = "common.rs"]
+mod common;
+use common::{check_stop, install_signal_handlers, Res};
 
 const INSTALL_HINT: &str = "The proxy benchmark needs `nginx` and `wrk` (Debian's packages):\n\n\
     sudo apt-get install -y nginx-light wrk\n\n\
@@ -55,32 +56,6 @@ const DISTURBED_PCT: f64 = 25.0;
 
 // ---------------------------------------------------------------------------------------------
 // Interrupts: a flag, so that Ctrl-C unwinds through the teardown guards.
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: nix::libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        let _ = unsafe { sigaction(sig, &action) };
-    }
-}
-
-fn check_stop() -> Res<()> {
-    if STOP.load(Ordering::SeqCst) {
-        Err("interrupted".into())
-    } else {
-        Ok(())
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Arguments.

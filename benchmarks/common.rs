@@ -1,0 +1,134 @@
+//! What the benchmarks share (each bench is its own binary and includes this file with
+//! `#[path = "common.rs"] mod common;`): running commands with a timeout, small helpers.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::unistd::Pid;
+
+pub type Res<T> = Result<T, String>;
+
+// Interrupts: a flag, so that Ctrl-C unwinds through the teardown guards.
+
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: nix::libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+pub fn install_signal_handlers() {
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(sig, &action) };
+    }
+}
+
+pub fn check_stop() -> Res<()> {
+    if STOP.load(Ordering::SeqCst) {
+        Err("interrupted".into())
+    } else {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running commands with a timeout, timing the whole command precisely.
+
+pub struct Run {
+    pub status: ExitStatus,
+    pub elapsed: Duration,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(&self) -> bool {
+        self.status.success()
+    }
+}
+
+/// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
+/// daemon that inherits the descriptors cannot hold the command open.
+pub fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
+    let out_path = scratch.join("cmd.stdout");
+    let err_path = scratch.join("cmd.stderr");
+    let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
+    let err = fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    let desc = format!("{:?}", cmd.get_program());
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run {desc}: {e}"))?;
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel::<()>();
+    let dog = thread::spawn(move || {
+        if rx.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            true
+        } else {
+            false
+        }
+    });
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {desc}: {e}"))?;
+    let elapsed = start.elapsed();
+    let _ = tx.send(());
+    let timed_out = dog.join().unwrap_or(false);
+    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    if timed_out {
+        return Err(format!(
+            "{desc} timed out after {timeout:?}\nstdout: {stdout}\nstderr: {stderr}"
+        ));
+    }
+    Ok(Run {
+        status,
+        elapsed,
+        stdout,
+        stderr,
+    })
+}
+
+pub fn capture(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if out.status.success() && !text.is_empty() {
+        Some(text)
+    } else {
+        let e = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        (!e.is_empty() && out.status.success()).then_some(e)
+    }
+}
+
+pub fn random_secret() -> Res<String> {
+    use std::io::Read;
+    let mut buf = [0u8; 18];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+pub fn free_port() -> Res<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
