@@ -378,6 +378,24 @@ enum CloneOutcome {
 }
 
 impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
+    /// A slice is ready at this generation: record it (and that this daemon healed it).
+    fn mark_ready(
+        &self,
+        world: &World,
+        row: &mut SliceRow,
+        key: (i64, String),
+    ) -> Result<String, SliceError> {
+        row.state = "ready".into();
+        row.failed_generation = None;
+        row.message = String::new();
+        self.save(world, row)?;
+        self.healed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, world.generation);
+        Ok(format!("{}={}", row.service, row.name))
+    }
+
     async fn clone_from_golden(
         &self,
         world: &World,
@@ -610,15 +628,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                         // The template ran them: the copy has their effect.
                         row.migrate_hash = res.migrate.as_deref().map(hash);
                         row.seed_hash = res.seed.as_deref().map(hash);
-                        row.state = "ready".into();
-                        row.failed_generation = None;
-                        row.message = String::new();
-                        self.save(world, &row)?;
-                        self.healed
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(key, world.generation);
-                        ready.push(format!("{service}={}", row.name));
+                        ready.push(self.mark_ready(world, &mut row, key)?);
                         continue;
                     }
                     CloneOutcome::Wait(why) => {
@@ -757,15 +767,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     row.seed_hash = Some(hash(cmd));
                 }
             }
-            row.state = "ready".into();
-            row.failed_generation = None;
-            row.message = String::new();
-            self.save(world, &row)?;
-            self.healed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key, world.generation);
-            ready.push(format!("{service}={}", row.name));
+            ready.push(self.mark_ready(world, &mut row, key)?);
         }
         Ok(Applied {
             action: Action::AwaitChange,

@@ -66,6 +66,11 @@ struct Watchers {
     limit: Option<usize>,
     /// Worlds whose file was missing at a resync, by generation (nudged once each).
     missing: BTreeMap<WorldId, i64>,
+    /// The store's worlds at the last sync (count, sum of generations, highest id): while it
+    /// is unchanged and no world waits for its file, a sync has nothing to do.
+    seen: Option<(i64, i64, i64)>,
+    /// Worlds seen without their `binky.toml` yet (a worktree being made, or deleted).
+    pending: BTreeSet<WorldId>,
 }
 
 impl Watchers {
@@ -87,6 +92,8 @@ impl Watchers {
             worlds: BTreeMap::new(),
             refs: BTreeMap::new(),
             missing: BTreeMap::new(),
+            seen: None,
+            pending: BTreeSet::new(),
             limit: std::env::var("BINKY_WATCH_LIMIT")
                 .ok()
                 .and_then(|v| v.parse().ok()),
@@ -298,6 +305,20 @@ pub async fn run(store: Store, trigger: Trigger, stop: Arc<Notify>) {
 
 /// Bring the watch set in line with the store.
 fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
+    // One cheap query a second; the worlds (and their specs) are read only when it changed.
+    let seen = store
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*), COALESCE(SUM(generation), 0), COALESCE(MAX(id), 0) FROM worlds",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?)
+        })
+        .ok();
+    if seen.is_some() && seen == w.seen && w.pending.is_empty() {
+        return;
+    }
+    w.seen = seen;
     let worlds = match store.read(store::worlds) {
         Ok(ws) => ws,
         Err(err) => {
@@ -319,6 +340,7 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
     for id in gone {
         w.forget(id);
     }
+    w.pending.retain(|id| live.contains_key(id));
     for (id, world) in live {
         let known = w.worlds.get(&id);
         let fresh = known.is_none();
@@ -336,6 +358,7 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
         // Only once the worktree is there (a new world's file appears with it). A world
         // whose file went away is nudged once, so a deleted worktree is reported now.
         if !world.config_path.is_file() {
+            w.pending.insert(id);
             // A worktree that was ready and is gone: nudge once, so the worktree controller
             // reports it now (a world whose worktree is still being made is left alone).
             let gone = store
@@ -352,6 +375,7 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
             continue;
         }
         w.missing.remove(&id);
+        w.pending.remove(&id);
         w.forget(id);
         let problem = w.watch(world);
         let cond = match &problem {
