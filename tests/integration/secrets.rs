@@ -108,6 +108,29 @@ fn a_secret_that_cannot_be_found_fails_the_service_with_what_to_set() {
         err.contains("BINKY_SECRET_API_TOKEN") && err.contains("secret_command"),
         "{err}"
     );
+    // A secret command that fails (a locked vault): its stderr, never its stdout, is shown;
+    // a fixed command and `binky up` recover.
+    env.ok(&[
+        "settings",
+        "secret_command=echo half-{ref}-value; echo 'vault is locked' >&2; exit 3",
+    ]);
+    let out = env.binky_env(&["up", "w", "--timeout", "20s"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("secret_command failed") && err.contains("vault is locked"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("half-"),
+        "the failing command's output leaked: {err}"
+    );
+    env.ok(&["settings", "secret_command=printf fixed-%s {ref}"]);
+    env.ok(&["up", "w"]);
+    assert_eq!(
+        served_env(env.port_of("w", "api"))["TOKEN"],
+        "fixed-api_token"
+    );
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
