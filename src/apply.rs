@@ -335,23 +335,21 @@ pub fn apply(store: &Store, world: &World, dry_run: bool) -> Result<Outcome, Sto
     let loaded = match read {
         Ok(l) => l,
         Err(msg) => {
-            if !dry_run {
-                let stored = store
-                    .read(|c| binky_controllers::store::conditions(c, world.id))?
-                    .into_iter()
-                    .any(|c| c.type_ == CONDITION && c.message == msg);
-                if !stored {
-                    store.event(
-                        world.id,
-                        "config_invalid",
-                        &format!("binky.toml is invalid; the world keeps running its last good config: {msg}"),
-                    )?;
-                }
-                runtime::set_condition(
+            // One event per distinct error: the condition says whether it is new.
+            if !dry_run
+                && runtime::set_condition(
                     store,
                     world,
                     "config",
                     Condition::failed(CONDITION, "ConfigInvalid", msg.clone()),
+                )?
+            {
+                store.event(
+                    world.id,
+                    "config_invalid",
+                    &format!(
+                        "binky.toml is invalid; the world keeps running its last good config: {msg}"
+                    ),
                 )?;
             }
             return Ok(Outcome::Invalid(msg));

@@ -23,11 +23,10 @@ pub fn credential_kind(value: &str) -> Option<&'static str> {
 /// The password of `scheme://user:password@host…`, if the text has one.
 pub fn url_password(value: &str) -> Option<&str> {
     let rest = &value[value.find("://")? + 3..];
-    let auth = &rest[..rest.find('@')?];
-    if auth.contains('/') {
-        return None;
-    }
-    auth.split_once(':').map(|(_, pw)| pw)
+    // The authority ends at the path; the user info at its last `@` (a password may hold one).
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    userinfo.split_once(':').map(|(_, pw)| pw)
 }
 
 fn all(s: &str, f: impl Fn(char) -> bool) -> bool {
@@ -153,6 +152,8 @@ mod tests {
         ] {
             assert_eq!(credential_kind(v), Some(kind), "{v}");
         }
+        assert_eq!(url_password("postgres://u:p@ss@h:5/db"), Some("p@ss"));
+        assert_eq!(url_password("http://h/a@b"), None);
         for v in [
             "postgres://u:${env.PGPASS}@db/app",
             "postgres://db:5432/app",

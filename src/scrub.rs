@@ -44,11 +44,7 @@ pub fn values_for(env: &BTreeMap<String, String>, extra: &[String]) -> Vec<Strin
 
 /// Replaces credentials in lines.
 pub struct Scrubber {
-    values: Vec<Vec<u8>>,
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    memchr::memmem::find(hay, needle)
+    values: Vec<memchr::memmem::Finder<'static>>,
 }
 
 /// The shortest word [`token_kind`] can recognise (`xoxb-` and ten characters).
@@ -58,7 +54,10 @@ impl Scrubber {
     /// A scrubber for these literal values (and every known credential shape).
     pub fn new(values: &[String]) -> Self {
         Scrubber {
-            values: values.iter().map(|v| v.as_bytes().to_vec()).collect(),
+            values: values
+                .iter()
+                .map(|v| memchr::memmem::Finder::new(v.as_bytes()).into_owned())
+                .collect(),
         }
     }
 
@@ -66,9 +65,11 @@ impl Scrubber {
     pub fn line<'a>(&self, line: &'a [u8]) -> Cow<'a, [u8]> {
         let mut out: Cow<'a, [u8]> = Cow::Borrowed(line);
         for v in &self.values {
-            while let Some(i) = find(&out, v) {
-                let mut o = out.to_vec();
-                o.splice(i..i + v.len(), MARK.iter().copied());
+            let mut from = 0;
+            while let Some(i) = v.find(&out[from..]).map(|i| i + from) {
+                let mut o = out.into_owned();
+                o.splice(i..i + v.needle().len(), MARK.iter().copied());
+                from = i + MARK.len();
                 out = Cow::Owned(o);
             }
         }

@@ -57,6 +57,44 @@ pub fn env_name(r: &str) -> String {
     format!("BINKY_SECRET_{up}")
 }
 
+/// How long a `secret_command` may take (a vault that asks for a password never answers).
+pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Run `cmd` with stdout and stderr captured, killed after [`COMMAND_TIMEOUT`].
+fn run_bounded(cmd: &str) -> Result<std::process::Output, String> {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run: {e}"))?;
+    let until = std::time::Instant::now() + COMMAND_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                let _ = child.wait();
+                return Err(format!(
+                    "did not answer within {} s and was stopped",
+                    COMMAND_TIMEOUT.as_secs()
+                ));
+            }
+        }
+    }
+    child.wait_with_output().map_err(|e| e.to_string())
+}
+
 impl Secrets {
     /// Secrets configured in `store`, audited to `audit`.
     pub fn new(store: Store, audit: PathBuf) -> Self {
@@ -77,12 +115,7 @@ impl Secrets {
             .filter(|c| !c.trim().is_empty());
         if let Some(template) = command {
             let cmd = template.replace("{ref}", &format!("'{r}'"));
-            let out = Command::new("sh")
-                .arg("-c")
-                .arg(&cmd)
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("secret `{r}`: cannot run secret_command: {e}"))?;
+            let out = run_bounded(&cmd).map_err(|e| format!("secret `{r}`: secret_command {e}"))?;
             if !out.status.success() {
                 // The command's stderr may name the problem; its stdout is never shown.
                 let err = String::from_utf8_lossy(&out.stderr);

@@ -1218,15 +1218,7 @@ fn dns_label(s: &str) -> bool {
 }
 
 fn url_has_password(url: &str) -> bool {
-    let Some((_, rest)) = url.split_once("://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    authority.rsplit_once('@').is_some_and(|(userinfo, _)| {
-        userinfo
-            .split_once(':')
-            .is_some_and(|(_, pw)| !pw.is_empty() && !pw.contains("${"))
-    })
+    crate::credentials::url_password(url).is_some_and(|pw| !pw.is_empty() && !pw.contains("${"))
 }
 
 #[cfg(test)]

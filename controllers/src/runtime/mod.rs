@@ -390,14 +390,14 @@ fn record_success(
 }
 
 /// Record a condition that no controller owns (e.g. `ConfigValid`, written by the daemon's
-/// config watcher and by `binky apply`) under the name `owner`.
+/// config watcher and by `binky apply`) under the name `owner`; true when it changed.
 pub fn set_condition(
     store: &Store,
     world: &World,
     owner: &str,
     condition: Condition,
-) -> Result<(), StoreError> {
-    store.write(|tx| write_conditions(tx, world, owner, &[condition]).map(|_| ()))
+) -> Result<bool, StoreError> {
+    store.write(|tx| write_conditions(tx, world, owner, &[condition]))
 }
 
 /// Upsert conditions; `last_transition` moves only when the status changes. Returns true
