@@ -472,7 +472,20 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
         let have = self.store.read(|c| store::slices(c, world.id))?;
         let mut notes = Vec::new();
         let mut waiting: Option<String> = None;
+        let refs_now = self.store.read(store::golden_refs)?;
         for (service, res) in &wanted {
+            // A ready slice with its reference recorded needs nothing here: no key to compute
+            // (a walk and a hash of the files), no template to build.
+            if have
+                .iter()
+                .any(|r| r.service == *service && r.state == "ready")
+                && refs_now
+                    .iter()
+                    .any(|(w, s, _)| *w == world.id && s == service)
+            {
+                keep.push(service.clone());
+                continue;
+            }
             let dummy = SliceRow {
                 service: service.clone(),
                 adapter: res.adapter.clone(),

@@ -230,12 +230,7 @@ impl Registry {
 /// `postgres://user:pw@host:5432/db` → `postgres://host:5432` (for messages: never show a
 /// credential).
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}")
+    binky_controllers::redact_server(url)
 }
 
 /// `postgres://u:pw@host:5432/db?x` → `postgres://host:5432/db?x`: the address to show.
