@@ -14,6 +14,7 @@
 //! - Services see only their slice's address, never the admin URL.
 
 pub mod external;
+pub mod http;
 pub mod postgres;
 pub mod redis;
 
@@ -227,6 +228,21 @@ impl Registry {
     }
 }
 
+/// `name` made to fit a server's limit: kept when it is at most `limit` bytes, else cut and
+/// ended with `_` and 8 hex digits of its SHA-256, so two long names never collapse into
+/// one. `name` is a slice name (`[a-z0-9_]`); callers map `_` to what their server allows.
+pub fn fit_name(name: &str, limit: usize) -> String {
+    use sha2::{Digest, Sha256};
+    if name.len() <= limit {
+        return name.to_owned();
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let keep = limit.saturating_sub(9);
+    let head = name[..keep.min(name.len())].trim_end_matches('_');
+    format!("{head}_{hash}")
+}
+
 /// `postgres://user:pw@host:5432/db` → `postgres://host:5432` (for messages: never show a
 /// credential).
 pub fn redact(url: &str) -> String {
@@ -249,7 +265,9 @@ pub fn without_credentials(url: &str) -> String {
 pub fn can_clone_statically(name: &str) -> Option<bool> {
     match name {
         "postgres" | "postgresql" => Some(true),
-        "redis" | "valkey" => Some(false),
+        "mysql" | "mariadb" | "percona" | "mongodb" => Some(true),
+        "redis" | "valkey" | "clickhouse" | "s3" | "minio" | "rabbitmq" | "kafka" | "redpanda"
+        | "qdrant" | "elasticsearch" | "opensearch" => Some(false),
         _ => None,
     }
 }
@@ -257,6 +275,16 @@ pub fn can_clone_statically(name: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_names_fit_and_stay_distinct() {
+        assert_eq!(fit_name("bk_a_b_db", 32), "bk_a_b_db");
+        let a = fit_name(&format!("bk_{}_x_db", "p".repeat(40)), 32);
+        let b = fit_name(&format!("bk_{}_y_db", "p".repeat(40)), 32);
+        assert_eq!(a.len(), 32, "{a}");
+        assert_ne!(a, b);
+        assert_eq!(a, fit_name(&format!("bk_{}_x_db", "p".repeat(40)), 32));
+    }
 
     #[test]
     fn credentials_never_reach_a_message() {

@@ -1,0 +1,422 @@
+//! The small HTTP client behind the REST adapters (ClickHouse, RabbitMQ, Qdrant,
+//! Elasticsearch/OpenSearch): one request at a time, JSON or text bodies, credentials from
+//! the admin URL's userinfo sent as a Basic `authorization` header (never in the request
+//! line), `http://` and `https://` (ring + the system's roots), a time limit per call.
+//!
+//! # Guarantees
+//! - A refused or timed-out connection is [`AdapterError::Unreachable`] (retried with
+//!   backoff); any answer, even 500, is returned to the caller, who decides.
+//! - Messages name the server as `scheme://host:port`, never its credentials.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use super::{redact, AdapterError};
+
+/// How long one call may take, connection included.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An HTTP endpoint from an admin URL: `http://user:pw@host:8123/base`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `http` or `https`.
+    pub scheme: String,
+    /// `host:port` (port filled in from the scheme's default when absent).
+    pub authority: String,
+    /// The path prefix every request goes under, without a trailing `/` (often empty).
+    pub base_path: String,
+    /// The user from the userinfo, percent-decoded.
+    pub user: Option<String>,
+    /// The password from the userinfo, percent-decoded.
+    pub password: Option<String>,
+    /// `scheme://host:port`: for messages.
+    pub server: String,
+}
+
+impl Endpoint {
+    /// Parse an admin URL; `default_port` fills a missing port.
+    pub fn parse(url: &str, default_port: u16) -> Result<Endpoint, AdapterError> {
+        let server = redact(url);
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(AdapterError::Config(
+                "admin_url is not a URL: write it as http://USER:PASSWORD@HOST:PORT".into(),
+            ));
+        };
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(AdapterError::Config(format!(
+                "admin_url `{server}` must be an http:// or https:// URL"
+            )));
+        }
+        let rest = rest.split(['?', '#']).next().unwrap_or("");
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let (userinfo, host) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        if host.is_empty() {
+            return Err(AdapterError::Config(format!(
+                "admin_url `{server}` names no host"
+            )));
+        }
+        let has_port = host.rsplit_once(':').is_some_and(|(h, p)| {
+            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':')
+        });
+        let authority = if has_port {
+            host.to_owned()
+        } else {
+            format!("{host}:{default_port}")
+        };
+        let (user, password) = match userinfo {
+            Some(u) => match u.split_once(':') {
+                Some((u, p)) => (Some(percent_decode(u)), Some(percent_decode(p))),
+                None => (Some(percent_decode(u)), None),
+            },
+            None => (None, None),
+        };
+        Ok(Endpoint {
+            server: format!("{scheme}://{authority}"),
+            scheme,
+            authority,
+            base_path: path.trim_end_matches('/').to_owned(),
+            user: user.filter(|u| !u.is_empty()),
+            password,
+        })
+    }
+
+    /// The same endpoint with other credentials (a slice's own user).
+    pub fn with_credentials(&self, user: &str, password: &str) -> Endpoint {
+        Endpoint {
+            user: Some(user.to_owned()),
+            password: Some(password.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// `scheme://host:port` plus `path` (which starts with `/`), with no credentials.
+    pub fn url(&self, path: &str) -> String {
+        format!(
+            "{}://{}{}{}",
+            self.scheme, self.authority, self.base_path, path
+        )
+    }
+
+    /// `scheme://user:password@host:port` plus `path`: an address for a service.
+    pub fn url_with_credentials(&self, path: &str) -> String {
+        match &self.user {
+            Some(u) => format!(
+                "{}://{}:{}@{}{}{}",
+                self.scheme,
+                percent_encode(u),
+                percent_encode(self.password.as_deref().unwrap_or("")),
+                self.authority,
+                self.base_path,
+                path
+            ),
+            None => self.url(path),
+        }
+    }
+
+    fn authorization(&self) -> Option<String> {
+        use base64_lite::encode;
+        let user = self.user.as_deref()?;
+        let raw = format!("{user}:{}", self.password.as_deref().unwrap_or(""));
+        Some(format!("Basic {}", encode(raw.as_bytes())))
+    }
+}
+
+/// An answer.
+#[derive(Clone, Debug)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Response {
+    /// 2xx.
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The body as text (lossy), at most `max` bytes of it: for messages.
+    pub fn text(&self, max: usize) -> String {
+        let end = self.body.len().min(max);
+        String::from_utf8_lossy(&self.body[..end]).trim().to_owned()
+    }
+
+    /// The body as JSON.
+    pub fn json(&self, server: &str) -> Result<serde_json::Value, AdapterError> {
+        serde_json::from_slice(&self.body).map_err(|e| AdapterError::Server {
+            server: server.to_owned(),
+            detail: format!(
+                "answered with something that is not JSON ({e}): {}",
+                self.text(200)
+            ),
+        })
+    }
+
+    /// `Ok(self)` when 2xx, else a server error saying what was being done.
+    pub fn expect_ok(self, server: &str, doing: &str) -> Result<Response, AdapterError> {
+        if self.ok() {
+            return Ok(self);
+        }
+        Err(AdapterError::Server {
+            server: server.to_owned(),
+            detail: format!("{doing}: HTTP {} {}", self.status, self.text(300)),
+        })
+    }
+}
+
+/// The client: cheap to clone, one per adapter is plenty.
+#[derive(Clone)]
+pub struct Http {
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl Default for Http {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Http {
+    /// A client for http:// and https:// (ring, the system's root certificates; none
+    /// found still serves http://).
+    pub fn new() -> Http {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let builder = hyper_rustls::HttpsConnectorBuilder::new();
+        let tls = match builder.with_provider_and_native_roots(provider.clone()) {
+            Ok(b) => b,
+            Err(_) => {
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .expect("ring supports the default protocol versions")
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+            }
+        };
+        let connector = tls.https_or_http().enable_http1().build();
+        Http {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+        }
+    }
+
+    /// One request: `path` under the endpoint's base path, `body` sent as is with
+    /// `content_type`, `headers` added. Any answer is `Ok`; no answer is `Unreachable`.
+    pub async fn call(
+        &self,
+        ep: &Endpoint,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+        headers: &[(&str, &str)],
+    ) -> Result<Response, AdapterError> {
+        let mut req = Request::builder().method(method.clone()).uri(ep.url(path));
+        if let Some(auth) = ep.authorization() {
+            req = req.header("authorization", auth);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let body = match body {
+            Some((content_type, bytes)) => {
+                req = req.header("content-type", content_type);
+                Full::new(Bytes::from(bytes))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let req = req.body(body).map_err(|e| {
+            AdapterError::Config(format!(
+                "{}: cannot make a request for `{path}`: {e}",
+                ep.server
+            ))
+        })?;
+        let unreachable = |detail: String| AdapterError::Unreachable {
+            server: ep.server.clone(),
+            detail,
+        };
+        let fut = async {
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| unreachable(describe(&e)))?;
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| unreachable(format!("reading the answer to {method} {path}: {e}")))?
+                .to_bytes();
+            Ok(Response { status, body })
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(unreachable(format!(
+                "{method} {path}: no answer within {} s",
+                CALL_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    /// A JSON request (`body` serialized), expecting 2xx; returns the answer.
+    pub async fn json(
+        &self,
+        ep: &Endpoint,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        doing: &str,
+    ) -> Result<Response, AdapterError> {
+        let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
+        self.call(ep, method, path, body, &[])
+            .await?
+            .expect_ok(&ep.server, doing)
+    }
+}
+
+fn describe(e: &hyper_util::client::legacy::Error) -> String {
+    use std::error::Error;
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
+}
+
+/// Everything but RFC 3986's unreserved characters, percent-encoded (for userinfo and
+/// path segments).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `%xx` sequences decoded (invalid ones kept as written).
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+mod base64_lite {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    /// Standard base64 with padding.
+    pub fn encode(input: &[u8]) -> String {
+        let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+        for chunk in input.chunks(3) {
+            let b = [
+                chunk[0],
+                chunk.get(1).copied().unwrap_or(0),
+                chunk.get(2).copied().unwrap_or(0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_keep_credentials_out_of_the_request_line() {
+        let ep = Endpoint::parse("http://admin:p%40ss@127.0.0.1:8123/base/", 80).unwrap();
+        assert_eq!(ep.authority, "127.0.0.1:8123");
+        assert_eq!(ep.base_path, "/base");
+        assert_eq!(ep.user.as_deref(), Some("admin"));
+        assert_eq!(ep.password.as_deref(), Some("p@ss"));
+        assert_eq!(ep.server, "http://127.0.0.1:8123");
+        assert_eq!(ep.url("/x"), "http://127.0.0.1:8123/base/x");
+        assert_eq!(ep.authorization().unwrap(), "Basic YWRtaW46cEBzcw==");
+        assert_eq!(
+            ep.url_with_credentials("/db"),
+            "http://admin:p%40ss@127.0.0.1:8123/base/db"
+        );
+        let bare = Endpoint::parse("https://search.example", 9200).unwrap();
+        assert_eq!(bare.authority, "search.example:9200");
+        assert_eq!(bare.authorization(), None);
+        let v6 = Endpoint::parse("http://[::1]", 15672).unwrap();
+        assert_eq!(v6.authority, "[::1]:15672");
+        let v6p = Endpoint::parse("http://[::1]:99", 15672).unwrap();
+        assert_eq!(v6p.authority, "[::1]:99");
+    }
+
+    #[test]
+    fn bad_admin_urls_name_the_fix_and_no_password() {
+        let e = Endpoint::parse("amqp://u:secretpw@h:5672", 80)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("http://") && !e.contains("secretpw"), "{e}");
+        let e = Endpoint::parse("u:secretpw@h", 80).unwrap_err().to_string();
+        assert!(e.contains("not a URL") && !e.contains("secretpw"), "{e}");
+    }
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        for (i, o) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+        ] {
+            assert_eq!(base64_lite::encode(i.as_bytes()), o);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_unreachable_not_a_server_error() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let ep = Endpoint::parse(&format!("http://u:pw@127.0.0.1:{port}"), 80).unwrap();
+        let err = Http::new()
+            .call(&ep, Method::GET, "/", None, &[])
+            .await
+            .unwrap_err();
+        assert!(err.transient(), "{err}");
+        assert!(!err.to_string().contains("pw@"), "{err}");
+    }
+}
