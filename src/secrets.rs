@@ -60,8 +60,18 @@ pub fn env_name(r: &str) -> String {
 /// How long a `secret_command` may take (a vault that asks for a password never answers).
 pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Run `cmd` with stdout and stderr captured, killed after [`COMMAND_TIMEOUT`].
+/// [`COMMAND_TIMEOUT`], or `BINKY_SECRET_TIMEOUT_MS` in the daemon's environment (for tests).
+fn command_timeout() -> std::time::Duration {
+    std::env::var("BINKY_SECRET_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(COMMAND_TIMEOUT, std::time::Duration::from_millis)
+}
+
+/// Run `cmd` with stdout and stderr captured (read as they come, so a command printing more
+/// than a pipe holds does not stall), killed after [`COMMAND_TIMEOUT`].
 fn run_bounded(cmd: &str) -> Result<std::process::Output, String> {
+    use std::io::Read;
     use std::os::unix::process::CommandExt;
     let mut child = Command::new("sh")
         .arg("-c")
@@ -72,27 +82,44 @@ fn run_bounded(cmd: &str) -> Result<std::process::Output, String> {
         .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot run: {e}"))?;
-    let until = std::time::Instant::now() + COMMAND_TIMEOUT;
-    loop {
+    fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let limit = command_timeout();
+    let until = std::time::Instant::now() + limit;
+    let status = loop {
         match child.try_wait() {
-            Ok(Some(_)) => break,
+            Ok(Some(status)) => break status,
             Ok(None) if std::time::Instant::now() < until => {
                 std::thread::sleep(std::time::Duration::from_millis(10))
             }
             _ => {
+                // The whole group: a shell's children hold the pipes open too.
                 let _ = nix::sys::signal::killpg(
                     nix::unistd::Pid::from_raw(child.id() as i32),
                     nix::sys::signal::Signal::SIGKILL,
                 );
                 let _ = child.wait();
                 return Err(format!(
-                    "did not answer within {} s and was stopped",
-                    COMMAND_TIMEOUT.as_secs()
+                    "did not answer within {} and was stopped",
+                    humantime::format_duration(limit)
                 ));
             }
         }
-    }
-    child.wait_with_output().map_err(|e| e.to_string())
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
 
 impl Secrets {

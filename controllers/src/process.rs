@@ -983,6 +983,9 @@ impl<S: Supervisor> ProcessController<S> {
                     code: Some(127),
                     signal: None,
                 };
+                // It never ran: the time spent trying to start it (a slow secret_command)
+                // is not a run that proves it stable, so failures keep counting.
+                row.started_at = Some(now_ms());
                 self.on_exit(world, name, process.restart, &mut row, exit, &log)?;
                 // It never ran: say why instead of a made-up exit code.
                 row.last_exit = Some(format!("not started: {err}"));

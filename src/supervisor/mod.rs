@@ -13,7 +13,7 @@
 pub mod probe;
 pub mod procfs;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
@@ -107,30 +107,41 @@ impl RealSupervisor {
         Ok(file)
     }
 
+    /// The service's environment with `${secret:…}` resolved (at the last moment: the value
+    /// lives only in the child's environment and the scrubber's list), and the values.
+    /// A `secret_command` may take seconds: it runs on a blocking thread, not a worker.
+    async fn resolve_secrets(
+        &self,
+        spec: &SpawnSpec,
+    ) -> std::io::Result<(BTreeMap<String, String>, Vec<String>)> {
+        let mut env = spec.env.clone();
+        if !env.values().any(|v| v.contains("${secret:")) {
+            return Ok((env, Vec::new()));
+        }
+        let Some(source) = self.secrets.clone() else {
+            return Err(std::io::Error::other(
+                "${secret:…} is not available here (no secret source)",
+            ));
+        };
+        let (world, service) = (spec.world, spec.service.clone());
+        tokio::task::spawn_blocking(move || {
+            let values = source
+                .resolve(world, &service, &mut env)
+                .map_err(std::io::Error::other)?;
+            Ok((env, values))
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+
     /// The service's command, and the scrubber its output goes through (when there is one).
     fn command(
         &self,
         spec: &SpawnSpec,
         log: std::fs::File,
+        env: BTreeMap<String, String>,
+        secrets: Vec<String>,
     ) -> std::io::Result<(tokio::process::Command, Option<tokio::process::Child>)> {
-        // Secrets are resolved here, at the last moment: the value lives only in the
-        // child's environment (and the scrubber's list).
-        let mut env = spec.env.clone();
-        let mut secrets = Vec::new();
-        if env.values().any(|v| v.contains("${secret:")) {
-            match &self.secrets {
-                Some(s) => {
-                    secrets = s
-                        .resolve(spec.world, &spec.service, &mut env)
-                        .map_err(std::io::Error::other)?
-                }
-                None => {
-                    return Err(std::io::Error::other(
-                        "${secret:…} is not available here (no secret source)",
-                    ))
-                }
-            }
-        }
         let (out, err, shim) = match &self.scrub {
             Some(binky) => {
                 drop(log);
@@ -283,8 +294,12 @@ impl Supervisor for RealSupervisor {
                 ),
             ));
         }
+        let (env, secrets) = self
+            .resolve_secrets(spec)
+            .await
+            .map_err(|e| Self::io_error(spec, e))?;
         let (mut cmd, shim) = self
-            .command(spec, log)
+            .command(spec, log, env, secrets)
             .map_err(|e| Self::io_error(spec, e))?;
         let spawned = cmd.spawn();
         // Our copies of the output pipe close here: the scrubber sees the end of input
@@ -368,8 +383,12 @@ impl Supervisor for RealSupervisor {
 
     async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {
         let log = Self::open_log(&spec.log, &spec.cmd).map_err(|e| Self::io_error(spec, e))?;
+        let (env, secrets) = self
+            .resolve_secrets(spec)
+            .await
+            .map_err(|e| Self::io_error(spec, e))?;
         let (mut cmd, mut shim) = self
-            .command(spec, log)
+            .command(spec, log, env, secrets)
             .map_err(|e| Self::io_error(spec, e))?;
         let spawned = cmd.spawn();
         drop(cmd);

@@ -136,6 +136,44 @@ fn a_secret_that_cannot_be_found_fails_the_service_with_what_to_set() {
 }
 
 #[test]
+fn a_secret_command_that_hangs_fails_up_and_one_that_prints_a_lot_is_read_whole() {
+    let env = Env::new(&config());
+    // A vault that waits for a password nobody types: stopped after the limit (500 ms here,
+    // 10 s by default), counted as a failed start each time, so `up` fails with the reason
+    // instead of waiting for its timeout.
+    env.ok(&["settings", "secret_command=sleep 60; echo late-{ref}"]);
+    let out = env.binky_env(
+        &["up", "w", "--timeout", "60s"],
+        &[("BINKY_SECRET_TIMEOUT_MS", "500")],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("secret_command did not answer within 500ms"),
+        "{err}"
+    );
+    assert!(!err.contains("late-"), "{err}");
+    // 200 KB on stdout: more than a pipe holds; read whole, not stalled into the timeout.
+    env.ok(&[
+        "settings",
+        "secret_command=head -c 100000 /dev/zero | tr '\\0' a; printf '%s' {ref}",
+    ]);
+    env.ok(&["up", "w", "--timeout", "30s"]);
+    let token = served_env(env.port_of("w", "api"))["TOKEN"]
+        .as_str()
+        .expect("TOKEN is a string")
+        .to_owned();
+    assert_eq!(token.len(), 100_000 + "api_token".len());
+    assert!(
+        token.ends_with("aaaapi_token"),
+        "{}",
+        &token[token.len() - 20..]
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
 fn a_canary_service_printing_its_credentials_leaves_none_in_logs_and_plain_lines_intact() {
     let pg = crate::pg_server::PgServer::start();
     let key = format!("AKIA{}", "IOSFODNN7EXAMPLE");
