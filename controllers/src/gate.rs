@@ -9,7 +9,9 @@
 //!   room appears; a world that goes down releases its place at once.
 //! - With `cool_oldest`, a world over a limit stops the least recently used running world
 //!   that is not in focus (used within `focus_minutes`); its files, ports and data are kept
-//!   and its next `binky up` brings it back (through the gate again).
+//!   and its next `binky up` brings it back (through the gate again). Only `max_parallel`
+//!   and the RAM reserve cool (a cooled world frees no disk), and while a world told to stop
+//!   still has processes, no other is cooled for memory (what it frees is not free yet).
 //! - With `approvals` on, every distinct command (`cmd`, `setup`, a `cmd` health check,
 //!   `migrate`, `seed`, hooks) must have been approved for its project; the key is a hash of
 //!   project and command text, so an edited command needs a new approval.
@@ -51,7 +53,7 @@ pub const SETTINGS: [(&str, &str, &str); 6] = [
     (
         "cool_oldest",
         "false",
-        "over a limit, stop the least recently used world not in focus instead of queueing",
+        "over max_parallel or the RAM reserve, stop the least recently used world not in focus instead of queueing",
     ),
     (
         "focus_minutes",
@@ -161,15 +163,33 @@ pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
     out
 }
 
-fn setting(store: &Store, key: &str) -> Result<String, StoreError> {
-    let default = SETTINGS
+fn default_of(key: &str) -> &'static str {
+    SETTINGS
         .iter()
         .find(|s| s.0 == key)
         .map(|s| s.1)
-        .unwrap_or("");
+        .unwrap_or("")
+}
+
+fn setting(store: &Store, key: &str) -> Result<String, StoreError> {
     Ok(store
         .read(|c| store::setting(c, key))?
-        .unwrap_or_else(|| default.to_owned()))
+        .unwrap_or_else(|| default_of(key).to_owned()))
+}
+
+/// The machine settings, read in one query; a key not set has its default.
+struct Settings(std::collections::BTreeMap<String, String>);
+
+impl Settings {
+    fn read(store: &Store) -> Result<Settings, StoreError> {
+        Ok(Settings(store.read(store::settings)?))
+    }
+
+    fn get(&self, key: &str) -> &str {
+        self.0
+            .get(key)
+            .map_or_else(|| default_of(key), String::as_str)
+    }
 }
 
 fn on(v: &str) -> bool {
@@ -189,7 +209,16 @@ pub fn approved(store: &Store) -> Result<BTreeSet<String>, StoreError> {
 
 /// The commands of `world` that wait for approval (empty when approvals are off).
 pub fn unapproved(store: &Store, world: &World) -> Result<Vec<Command>, StoreError> {
-    if !on(&setting(store, "approvals")?) {
+    unapproved_when(store, on(&setting(store, "approvals")?), world)
+}
+
+/// [`unapproved`], with the `approvals` setting already read.
+fn unapproved_when(
+    store: &Store,
+    approvals: bool,
+    world: &World,
+) -> Result<Vec<Command>, StoreError> {
+    if !approvals {
         return Ok(Vec::new());
     }
     let ok = approved(store)?;
@@ -202,19 +231,8 @@ pub fn unapproved(store: &Store, world: &World) -> Result<Vec<Command>, StoreErr
 /// Is `world` held at the gate? `Some((reason, message))` when it is: nothing of it may
 /// start. Controllers that start things call this first.
 pub fn held(store: &Store, world: &World) -> Result<Option<(&'static str, String)>, StoreError> {
-    let missing = unapproved(store, world)?;
-    if let Some(first) = missing.first() {
-        return Ok(Some((
-            "AwaitingApproval",
-            format!(
-                "waiting for approval of {} command(s), first the {}: `{}`; run `binky approve {}` (or `binky approve --all {}` after reading `binky approve --list`)",
-                missing.len(),
-                first.what,
-                first.text,
-                first.key,
-                world.name
-            ),
-        )));
+    if let Some(why) = awaiting_approval(world, &unapproved(store, world)?) {
+        return Ok(Some(("AwaitingApproval", why)));
     }
     let row: Option<(String, String)> = store.read(|c| {
         Ok(c.query_row(
@@ -229,6 +247,19 @@ pub fn held(store: &Store, world: &World) -> Result<Option<(&'static str, String
         Some((_, reason)) if !reason.is_empty() => Some(("Queued", reason)),
         _ => Some(("Queued", "waiting for admission".into())),
     })
+}
+
+/// What a world waits for while `missing` commands are not approved, if any are.
+fn awaiting_approval(world: &World, missing: &[Command]) -> Option<String> {
+    let first = missing.first()?;
+    Some(format!(
+        "waiting for approval of {} command(s), first the {}: `{}`; run `binky approve {}` (or `binky approve --all {}` after reading `binky approve --list`)",
+        missing.len(),
+        first.what,
+        first.text,
+        first.key,
+        world.name
+    ))
 }
 
 /// For a controller that starts things: `Some(Applied)` to return at once (waiting, with
@@ -278,39 +309,75 @@ impl<M: Machine> AdmissionController<M> {
     }
 
     /// Over which limit, if any, would one more resident world be?
-    fn over(&self, world: &World, residents: usize) -> Result<Option<String>, StoreError> {
-        let max: usize = setting(&self.store, "max_parallel")?.parse().unwrap_or(0);
+    fn over(&self, settings: &Settings, world: &World, residents: usize) -> Option<Over> {
+        let max: usize = settings.get("max_parallel").parse().unwrap_or(0);
         if max > 0 && residents >= max {
-            return Ok(Some(format!(
-                "{residents} world(s) running, max_parallel = {max}"
-            )));
+            return Some(Over {
+                limit: Limit::Places,
+                why: format!("{residents} world(s) running, max_parallel = {max}"),
+            });
         }
-        let ram: f64 = setting(&self.store, "ram_reserve_percent")?
-            .parse()
-            .unwrap_or(0.0);
+        let ram: f64 = settings.get("ram_reserve_percent").parse().unwrap_or(0.0);
         if ram > 0.0 {
             if let Some(avail) = self.machine.mem_available_percent() {
                 if avail < ram {
-                    return Ok(Some(format!(
-                        "{avail:.0}% of memory available, ram_reserve_percent = {ram}"
-                    )));
+                    return Some(Over {
+                        limit: Limit::Memory,
+                        why: format!(
+                            "{avail:.0}% of memory available, ram_reserve_percent = {ram}"
+                        ),
+                    });
                 }
             }
         }
-        let disk: f64 = setting(&self.store, "disk_reserve_gib")?
-            .parse()
-            .unwrap_or(0.0);
+        let disk: f64 = settings.get("disk_reserve_gib").parse().unwrap_or(0.0);
         if disk > 0.0 {
             if let Some(free) = self.machine.disk_free_gib(&world.repo_root) {
                 if free < disk {
-                    return Ok(Some(format!(
-                        "{free:.1} GiB free on the worktrees' disk, disk_reserve_gib = {disk}"
-                    )));
+                    return Some(Over {
+                        limit: Limit::Disk,
+                        why: format!(
+                            "{free:.1} GiB free on the worktrees' disk, disk_reserve_gib = {disk}"
+                        ),
+                    });
                 }
             }
         }
-        Ok(None)
+        None
     }
+
+    /// A world told to stop (cooled, or down) whose processes still run, if any.
+    fn stopping(&self) -> Result<Option<String>, StoreError> {
+        self.store.read(|c| {
+            Ok(c.query_row(
+                "SELECT w.name FROM worlds w WHERE w.desired_state = 'stopped' AND EXISTS
+                    (SELECT 1 FROM processes p WHERE p.world_id = w.id AND p.pid IS NOT NULL)
+                 ORDER BY w.id LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+}
+
+/// Which resident limit a world would cross.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limit {
+    /// `max_parallel`.
+    Places,
+    /// `ram_reserve_percent`.
+    Memory,
+    /// `disk_reserve_gib`.
+    Disk,
+}
+
+/// A limit one more resident world would cross, and by how much.
+#[derive(Debug)]
+struct Over {
+    limit: Limit,
+    /// The limit with its numbers, for conditions and events.
+    why: String,
 }
 
 impl<M: Machine> Controller for AdmissionController<M> {
@@ -336,9 +403,9 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 )],
             });
         }
-        let missing = unapproved(&self.store, world)?;
-        if !missing.is_empty() {
-            let (_, msg) = held(&self.store, world)?.unwrap_or_default();
+        let settings = Settings::read(&self.store)?;
+        let missing = unapproved_when(&self.store, on(settings.get("approvals")), world)?;
+        if let Some(msg) = awaiting_approval(world, &missing) {
             return Ok(Applied {
                 action: Action::AwaitChange,
                 conditions: vec![Condition::waiting(CONDITION, "AwaitingApproval", msg)],
@@ -375,9 +442,25 @@ impl<M: Machine> Controller for AdmissionController<M> {
             .take_while(|r| r.0 != world.id)
             .filter(|r| r.1 == "queued")
             .count();
-        let mut over = self.over(world, residents)?;
-        if over.is_some() && ahead == 0 && on(&setting(&self.store, "cool_oldest")?) {
-            let focus: i64 = setting(&self.store, "focus_minutes")?.parse().unwrap_or(5);
+        let mut over = self.over(&settings, world, residents);
+        let cool = match &over {
+            // A cooled world keeps its files: stopping it frees no disk.
+            Some(o) if o.limit != Limit::Disk && ahead == 0 => on(settings.get("cool_oldest")),
+            _ => false,
+        };
+        // Memory a cooled world frees is available only once its processes are gone;
+        // cooling again before that would stop every world out of focus for one newcomer.
+        let stopping = match &over {
+            Some(o) if cool && o.limit == Limit::Memory => self.stopping()?,
+            _ => None,
+        };
+        if let (Some(o), Some(name)) = (&mut over, &stopping) {
+            o.why.push_str(&format!(
+                "; waiting for {name} to stop before cooling another world"
+            ));
+        }
+        if cool && stopping.is_none() {
+            let focus: i64 = settings.get("focus_minutes").parse().unwrap_or(5);
             let worlds = self.store.read(store::worlds)?;
             let coolable = worlds
                 .iter()
@@ -396,7 +479,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
                     &format!(
                         "stopped to make room for {} ({}); its files, ports and data are kept; `binky up {}` brings it back",
                         world.name,
-                        over.as_deref().unwrap_or(""),
+                        over.as_ref().map_or("", |o| o.why.as_str()),
                         old.name
                     ),
                 )?;
@@ -404,7 +487,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 if let Some(t) = &self.trigger {
                     t.world(old.id);
                 }
-                over = self.over(world, residents - 1)?;
+                over = self.over(&settings, world, residents - 1);
             }
         }
         if over.is_none() && ahead == 0 {
@@ -420,7 +503,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 conditions: vec![Condition::ok(CONDITION, "Admitted", "admitted")],
             });
         }
-        let reason = match (&over, ahead) {
+        let reason = match (over.map(|o| o.why), ahead) {
             (Some(o), 0) => format!("queued: {o}; it starts when a world goes down (`binky down NAME`) or the limit is raised (`binky settings`)"),
             (Some(o), n) => format!("queued behind {n} world(s): {o}"),
             (None, n) => format!("queued behind {n} world(s) that asked first"),

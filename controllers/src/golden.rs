@@ -223,11 +223,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
     }
 
     fn golden(&self, key: &str) -> Result<Option<GoldenRow>, StoreError> {
-        Ok(self
-            .store
-            .read(store::goldens)?
-            .into_iter()
-            .find(|g| g.key == key))
+        self.store.read(|c| store::golden(c, key))
     }
 
     fn template_spec(
@@ -472,16 +468,14 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
         let have = self.store.read(|c| store::slices(c, world.id))?;
         let mut notes = Vec::new();
         let mut waiting: Option<String> = None;
-        let refs_now = self.store.read(store::golden_refs)?;
+        let refs_now = self.store.read(|c| store::golden_refs_of(c, world.id))?;
         for (service, res) in &wanted {
             // A ready slice with its reference recorded needs nothing here: no key to compute
             // (a walk and a hash of the files), no template to build.
             if have
                 .iter()
                 .any(|r| r.service == *service && r.state == "ready")
-                && refs_now
-                    .iter()
-                    .any(|(w, s, _)| *w == world.id && s == service)
+                && refs_now.contains_key(service)
             {
                 keep.push(service.clone());
                 continue;
@@ -612,15 +606,12 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             }
         }
         // This world's services that no longer clone: their references go.
-        let refs = self.store.read(store::golden_refs)?;
-        for (w, svc, _) in refs
-            .into_iter()
-            .filter(|(w, s, _)| *w == world.id && !keep.contains(s))
-        {
+        let refs = self.store.read(|c| store::golden_refs_of(c, world.id))?;
+        for svc in refs.into_keys().filter(|s| !keep.contains(s)) {
             self.store.write(|tx| {
                 tx.execute(
                     "DELETE FROM golden_refs WHERE world_id = ?1 AND service = ?2",
-                    params![w, svc],
+                    params![world.id, svc],
                 )?;
                 Ok(())
             })?;

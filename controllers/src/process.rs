@@ -389,6 +389,7 @@ impl<S: Supervisor> ProcessController<S> {
         name: &str,
         svc: &Service,
         tokens: &Tokens,
+        restarts: &BTreeMap<String, i64>,
     ) -> Option<Resolved> {
         let process = svc.process()?;
         let workdir = layout.workdir(world, svc);
@@ -407,12 +408,7 @@ impl<S: Supervisor> ProcessController<S> {
             .as_ref()
             .map(|h| format!("{:?}", h.probe))
             .map(|p| t.resolve(&p, name));
-        let nonce = self
-            .store
-            .read(|c| store::service_restarts(c, world.id))
-            .ok()
-            .and_then(|m| m.get(name).copied())
-            .unwrap_or(0);
+        let nonce = restarts.get(name).copied().unwrap_or(0);
         let hash = match (health, nonce) {
             (None, 0) => hash_of(&(&cmd, &workdir, &env)),
             (health, nonce) => hash_of(&(&cmd, &workdir, &env, health, nonce)),
@@ -634,7 +630,8 @@ impl<S: Supervisor> ProcessController<S> {
             .collect())
     }
 
-    /// Advance one service as far as it can go now.
+    /// Advance one service as far as it can go now (`restarts`: the world's per-service
+    /// restart nonces).
     #[allow(clippy::too_many_arguments)]
     async fn step(
         &self,
@@ -643,9 +640,10 @@ impl<S: Supervisor> ProcessController<S> {
         name: &str,
         svc: &Service,
         tokens: &Tokens,
+        restarts: &BTreeMap<String, i64>,
         rows: &mut BTreeMap<String, ProcessRow>,
     ) -> Result<Step, StoreError> {
-        let Some(resolved) = self.resolve(world, layout, name, svc, tokens) else {
+        let Some(resolved) = self.resolve(world, layout, name, svc, tokens, restarts) else {
             return Ok(Step::default());
         };
         let Some(process) = svc.process() else {
@@ -1296,6 +1294,15 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         let proxy = self.store.read(store::proxy_view)?;
         let slices = self.store.read(|c| store::slices(c, world.id))?;
         let tokens = env::tokens(world, &ports, &proxy, &slices);
+        // Per-service restart nonces: one read per reconcile, not one per service (an
+        // unreadable table counts as no restarts, as it always has).
+        let restarts = self
+            .store
+            .read(|c| store::service_restarts(c, world.id))
+            .unwrap_or_else(|err| {
+                tracing::warn!(%err, world = %world.name, "cannot read service restarts");
+                BTreeMap::new()
+            });
         let mut ready = 0usize;
         let mut wake: Option<Duration> = None;
         let mut problem: Option<Condition> = None;
@@ -1303,7 +1310,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         for name in order.iter().filter(|n| selected.contains(*n)) {
             let svc = &world.spec.services[name];
             let step = self
-                .step(world, &layout, name, svc, &tokens, &mut rows)
+                .step(world, &layout, name, svc, &tokens, &restarts, &mut rows)
                 .await?;
             if step.ready {
                 ready += 1;

@@ -249,6 +249,15 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         }
     }
 
+    /// Pretend every drift check happened `ago` earlier (a test cannot wait DRIFT_CHECK).
+    #[cfg(test)]
+    pub(crate) fn age_drift_checks(&self, ago: Duration) {
+        let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+        for at in checked.values_mut() {
+            *at = at.checked_sub(ago).expect("the clock started long ago");
+        }
+    }
+
     /// The effects this controller uses.
     pub(crate) fn effects(&self) -> &E {
         &self.effects
@@ -405,10 +414,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
     ) -> Result<CloneOutcome, SliceError> {
         let key = self
             .store
-            .read(store::golden_refs)?
-            .into_iter()
-            .find(|(w, s, _)| *w == world.id && s == service)
-            .map(|(_, _, k)| k);
+            .read(|c| store::golden_ref(c, world.id, service))?;
         let Some(key) = key else {
             return match self.effects.can_clone(spec).await {
                 Ok(false) | Err(SliceFault::Permanent(_)) => {
@@ -422,12 +428,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                 _ => Ok(CloneOutcome::Wait("waiting for its golden template".into())),
             };
         };
-        let Some(g) = self
-            .store
-            .read(store::goldens)?
-            .into_iter()
-            .find(|g| g.key == key)
-        else {
+        let Some(g) = self.store.read(|c| store::golden(c, &key))? else {
             return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
         };
         match g.state.as_str() {

@@ -13,7 +13,10 @@ use crate::process::{
     Exit, Liveness, Marked, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
 };
 use crate::runtime::{reconcile_one, Controller, KeyBackoff, Trigger};
-use crate::spec::{Agents, Hooks, Process, Project, Restart, Service, ServiceKind, Spec, UrlSpec};
+use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+use crate::spec::{
+    Agents, Hooks, Process, Project, Resource, Restart, Service, ServiceKind, Spec, UrlSpec,
+};
 use crate::store::{NewWorld, Store, World, WorldId};
 use crate::worktree::{Git, GitError, WorktreeInfo};
 
@@ -37,6 +40,36 @@ pub fn web(cmd: &str, deps: &[&str]) -> Service {
             replicas: 1,
         }),
     }
+}
+
+/// An adapter service (a slice of a shared server) with these `migrate` and `seed`.
+pub fn resource(adapter: &str, migrate: Option<&str>, seed: Option<&str>) -> Service {
+    Service {
+        depends_on: vec![],
+        shared: false,
+        kind: ServiceKind::Resource(Resource {
+            adapter: adapter.into(),
+            admin_url: None,
+            migrate: migrate.map(Into::into),
+            seed: seed.map(Into::into),
+            clone_from: None,
+            clone_key_files: None,
+            sync: Default::default(),
+            buckets: vec![],
+            options: BTreeMap::new(),
+            workdir: ".".into(),
+            env: BTreeMap::new(),
+            env_file: vec![],
+        }),
+    }
+}
+
+/// The same adapter service, cloned from the golden template `template`.
+pub fn cloned_from(mut svc: Service, template: &str) -> Service {
+    if let ServiceKind::Resource(r) = &mut svc.kind {
+        r.clone_from = Some(template.into());
+    }
+    svc
 }
 
 /// A spec of these services.
@@ -355,4 +388,170 @@ impl crate::gate::Machine for FakeMachine {
     fn disk_free_gib(&self, _: &std::path::Path) -> Option<f64> {
         Some(self.disk)
     }
+}
+
+/// Slices on a fake shared server: records every call, fails where a test says so.
+/// Clones share one state, so a test keeps a handle on what its controllers do.
+#[derive(Clone, Default)]
+pub struct FakeSlices {
+    pub inner: Arc<Mutex<SliceState>>,
+}
+
+#[derive(Default)]
+pub struct SliceState {
+    /// Every call: `provision NAME`, `teardown NAME`, `clone FROM -> TO`, `seal NAME`,
+    /// `exists NAME`, `can_clone ADAPTER`.
+    pub calls: Vec<String>,
+    /// The slices on the server.
+    pub slices: BTreeSet<String>,
+    /// This many provisions fail transiently (the server is down) before one succeeds.
+    pub provision_transient: u32,
+    /// Every provision fails for good with this.
+    pub provision_permanent: Option<String>,
+    /// The adapter can copy a slice server-side.
+    pub can_clone: bool,
+    /// This many clones fail transiently before one succeeds.
+    pub clone_transient: u32,
+    /// Every clone fails for good with this.
+    pub clone_permanent: Option<String>,
+    /// Slice name → transient teardown failures left.
+    pub teardown_transient: BTreeMap<String, u32>,
+    /// Every teardown fails for good with this.
+    pub teardown_permanent: Option<String>,
+    /// `exists` says `None` (the adapter cannot tell).
+    pub blind: bool,
+}
+
+impl FakeSlices {
+    /// Calls of one kind (`provision`, `exists`, …), by the name they were for.
+    pub fn calls(&self, kind: &str) -> Vec<String> {
+        let prefix = format!("{kind} ");
+        self.inner
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter_map(|c| c.strip_prefix(&prefix).map(str::to_owned))
+            .collect()
+    }
+
+    /// Someone drops a slice behind binky's back.
+    pub fn drop_outside(&self, name: &str) {
+        assert!(
+            self.inner.lock().unwrap().slices.remove(name),
+            "no slice {name}"
+        );
+    }
+
+    /// The slices on the server.
+    pub fn on_server(&self) -> BTreeSet<String> {
+        self.inner.lock().unwrap().slices.clone()
+    }
+
+    fn record(&self, call: String) -> std::sync::MutexGuard<'_, SliceState> {
+        let mut s = self.inner.lock().unwrap();
+        s.calls.push(call);
+        s
+    }
+}
+
+fn address(spec: &SliceSpec) -> SliceAddress {
+    SliceAddress {
+        url: format!(
+            "fake://{}:{}@server/{}",
+            spec.slice, spec.secret, spec.slice
+        ),
+        tokens: BTreeMap::new(),
+        admin_url: spec.admin_url.clone(),
+    }
+}
+
+impl SliceEffects for FakeSlices {
+    async fn provision(&self, spec: &SliceSpec) -> Result<SliceAddress, SliceFault> {
+        let mut s = self.record(format!("provision {}", spec.slice));
+        if let Some(why) = &s.provision_permanent {
+            return Err(SliceFault::Permanent(why.clone()));
+        }
+        if s.provision_transient > 0 {
+            s.provision_transient -= 1;
+            return Err(SliceFault::Transient(
+                "cannot connect to 127.0.0.1:5999: connection refused".into(),
+            ));
+        }
+        s.slices.insert(spec.slice.clone());
+        Ok(address(spec))
+    }
+
+    async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
+        let mut s = self.record(format!("teardown {}", spec.slice));
+        if let Some(why) = &s.teardown_permanent {
+            return Err(SliceFault::Permanent(why.clone()));
+        }
+        if let Some(left) = s
+            .teardown_transient
+            .get_mut(&spec.slice)
+            .filter(|n| **n > 0)
+        {
+            *left -= 1;
+            return Err(SliceFault::Transient("server went away".into()));
+        }
+        s.slices.remove(&spec.slice);
+        Ok(())
+    }
+
+    async fn can_clone(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
+        Ok(self.record(format!("can_clone {}", spec.adapter)).can_clone)
+    }
+
+    async fn clone_into(
+        &self,
+        from: &SliceSpec,
+        to: &SliceSpec,
+    ) -> Result<SliceAddress, SliceFault> {
+        let mut s = self.record(format!("clone {} -> {}", from.slice, to.slice));
+        if let Some(why) = &s.clone_permanent {
+            return Err(SliceFault::Permanent(why.clone()));
+        }
+        if s.clone_transient > 0 {
+            s.clone_transient -= 1;
+            return Err(SliceFault::Transient("template is busy".into()));
+        }
+        assert!(
+            s.slices.contains(&from.slice),
+            "cloned from a missing template {}",
+            from.slice
+        );
+        s.slices.insert(to.slice.clone());
+        Ok(address(to))
+    }
+
+    async fn seal(&self, template: &SliceSpec) -> Result<(), SliceFault> {
+        drop(self.record(format!("seal {}", template.slice)));
+        Ok(())
+    }
+
+    async fn exists(&self, spec: &SliceSpec) -> Result<Option<bool>, SliceFault> {
+        let s = self.record(format!("exists {}", spec.slice));
+        Ok((!s.blind).then(|| s.slices.contains(&spec.slice)))
+    }
+}
+
+/// A world's events, as `(kind, message)`.
+pub fn events(store: &Store, world: &str) -> Vec<(String, String)> {
+    store
+        .read(|c| crate::store::events(c, "acme", world, 0, 500))
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.kind, e.message))
+        .collect()
+}
+
+/// A world's condition of type `type_`.
+pub fn condition(store: &Store, id: WorldId, type_: &str) -> crate::store::ConditionRow {
+    store
+        .read(|c| crate::store::conditions(c, id))
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition"))
 }

@@ -570,6 +570,15 @@ pub fn world_run(conn: &Connection, world: WorldId) -> Result<Option<WorldRunRow
         .optional()?)
 }
 
+/// Every machine setting that is set, by key.
+pub fn settings(conn: &Connection) -> Result<BTreeMap<String, String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT key, value FROM settings")?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
 /// A machine setting (`binky port`, …), if set.
 pub fn setting(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
     Ok(conn
@@ -791,32 +800,43 @@ pub struct GoldenRow {
     pub created_at: i64,
 }
 
+const GOLDEN_COLUMNS: &str = "key, adapter, clone_from, name, secret, admin_url, state, builder,
+    owner_world, output, build_ms, created_at";
+
+fn golden_from_row(r: &Row<'_>) -> rusqlite::Result<GoldenRow> {
+    Ok(GoldenRow {
+        key: r.get(0)?,
+        adapter: r.get(1)?,
+        clone_from: r.get(2)?,
+        name: r.get(3)?,
+        secret: r.get(4)?,
+        admin_url: r.get(5)?,
+        state: r.get(6)?,
+        builder: r.get(7)?,
+        owner_world: r.get(8)?,
+        output: r.get(9)?,
+        build_ms: r.get(10)?,
+        created_at: r.get(11)?,
+    })
+}
+
 /// Every golden template.
 pub fn goldens(conn: &Connection) -> Result<Vec<GoldenRow>, StoreError> {
-    let mut stmt = conn.prepare(
-        "SELECT key, adapter, clone_from, name, secret, admin_url, state, builder, owner_world,
-                output, build_ms, created_at
-         FROM goldens ORDER BY created_at",
-    )?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {GOLDEN_COLUMNS} FROM goldens ORDER BY created_at"
+    ))?;
     let rows = stmt
-        .query_map([], |r| {
-            Ok(GoldenRow {
-                key: r.get(0)?,
-                adapter: r.get(1)?,
-                clone_from: r.get(2)?,
-                name: r.get(3)?,
-                secret: r.get(4)?,
-                admin_url: r.get(5)?,
-                state: r.get(6)?,
-                builder: r.get(7)?,
-                owner_world: r.get(8)?,
-                output: r.get(9)?,
-                build_ms: r.get(10)?,
-                created_at: r.get(11)?,
-            })
-        })?
+        .query_map([], golden_from_row)?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+/// The golden template of one key.
+pub fn golden(conn: &Connection, key: &str) -> Result<Option<GoldenRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {GOLDEN_COLUMNS} FROM goldens WHERE key = ?1"
+    ))?;
+    Ok(stmt.query_row([key], golden_from_row).optional()?)
 }
 
 /// `(world, service) → golden key` for every world that uses a template.
@@ -826,6 +846,31 @@ pub fn golden_refs(conn: &Connection) -> Result<Vec<(WorldId, String, String)>, 
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+/// `service → golden key` of one world's services that use a template.
+pub fn golden_refs_of(
+    conn: &Connection,
+    world: WorldId,
+) -> Result<BTreeMap<String, String>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT service, key FROM golden_refs WHERE world_id = ?1")?;
+    let rows = stmt
+        .query_map([world], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// The golden key one service of a world uses, if it uses a template.
+pub fn golden_ref(
+    conn: &Connection,
+    world: WorldId,
+    service: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT key FROM golden_refs WHERE world_id = ?1 AND service = ?2")?
+        .query_row(params![world, service], |r| r.get(0))
+        .optional()?)
 }
 
 /// Per-service restart counters of a world (a watched file changed), by service.

@@ -176,3 +176,50 @@ fn events_keep_their_order_and_outlive_the_world() {
     assert_eq!(last2.len(), 2);
     assert_eq!(last2[1].message, "two");
 }
+
+#[test]
+fn golden_lookups_pick_the_one_row_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("state.db")).unwrap();
+    let a = store
+        .put_world(&new_world("acme", "/r", "a"))
+        .unwrap()
+        .world
+        .id;
+    let b = store
+        .put_world(&new_world("acme", "/r", "b"))
+        .unwrap()
+        .world
+        .id;
+    store
+        .write(|tx| {
+            for key in ["k1", "k2"] {
+                tx.execute(
+                    "INSERT INTO goldens (key, adapter, clone_from, name, secret, state, created_at, updated_at)
+                     VALUES (?1, 'postgres', 'golden', 'bk_golden_' || ?1, 's', 'ready', 0, 0)",
+                    [key],
+                )?;
+            }
+            for (w, svc, key) in [(a, "db", "k1"), (a, "cache", "k2"), (b, "db", "k2")] {
+                tx.execute(
+                    "INSERT INTO golden_refs (world_id, service, key) VALUES (?1, ?2, ?3)",
+                    rusqlite::params![w, svc, key],
+                )?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let g = store.read(|c| golden(c, "k2")).unwrap().unwrap();
+    assert_eq!((g.key.as_str(), g.name.as_str()), ("k2", "bk_golden_k2"));
+    assert!(store.read(|c| golden(c, "k3")).unwrap().is_none());
+    assert_eq!(
+        store.read(|c| golden_ref(c, b, "db")).unwrap().as_deref(),
+        Some("k2")
+    );
+    assert_eq!(store.read(|c| golden_ref(c, b, "cache")).unwrap(), None);
+    let of_a = store.read(|c| golden_refs_of(c, a)).unwrap();
+    assert_eq!(
+        of_a.into_iter().collect::<Vec<_>>(),
+        vec![("cache".into(), "k2".into()), ("db".into(), "k1".into())]
+    );
+}

@@ -1,5 +1,8 @@
 //! Controller tests: the real store and runtime functions, fake effects.
 
+mod gate;
+mod golden;
 mod port;
 mod process;
+mod slice;
 mod worktree;

@@ -355,3 +355,34 @@ async fn removal_stops_everything_and_forgets_the_rows() {
     assert!(h.store.read(store::all_processes).unwrap().is_empty());
     assert!(h.store.read(store::all_ports).unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn restarting_one_service_restarts_exactly_that_one_once_per_request() {
+    let h = h();
+    let id = h.up(chain());
+    h.converge(id).await;
+    let db = h.sup.live("db");
+    let api = h.sup.live("api");
+    let web = h.sup.live("web");
+    h.store
+        .restart_service(id, "api", "src/main.rs changed")
+        .unwrap();
+    h.converge(id).await;
+    assert_eq!(h.sup.inner.lock().unwrap().stopped, vec!["api"]);
+    assert_eq!(h.sup.live("db"), db);
+    assert_eq!(h.sup.live("web"), web, "a dependent restarted with it");
+    let new_api = h.sup.live("api");
+    assert_eq!(new_api.len(), 1);
+    assert_ne!(new_api, api, "api kept running");
+    assert_eq!(h.ready(id).status, CondStatus::True);
+    // The request is done: converging again restarts nothing.
+    h.converge(id).await;
+    assert_eq!(h.sup.spawn_order().len(), 4);
+    // A second request restarts it again.
+    h.store
+        .restart_service(id, "api", "src/main.rs changed")
+        .unwrap();
+    h.converge(id).await;
+    assert_eq!(h.sup.inner.lock().unwrap().stopped, vec!["api", "api"]);
+    assert_eq!(h.sup.spawn_order(), vec!["db", "api", "web", "api", "api"]);
+}

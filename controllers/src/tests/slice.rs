@@ -1,0 +1,390 @@
+//! The slice controller against a fake shared server: provision, migrate and seed once,
+//! waiting for a server that is down, failing for good, healing drift, and teardown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::golden::GoldenController;
+use crate::port::PortController;
+use crate::process::{ProcessConfig, ProcessController};
+use crate::runtime::{Cleanup, Controller};
+use crate::slice::{self, SliceController, DRIFT_CHECK};
+use crate::spec::Spec;
+use crate::store::{self, CondStatus, SliceRow, Store};
+use crate::testing::*;
+use crate::worktree::WorktreeController;
+
+/// Every controller a world with slices goes through, over one store, one fake server and
+/// one fake supervisor.
+pub(super) struct H {
+    pub dir: tempfile::TempDir,
+    pub store: Store,
+    gate: crate::gate::AdmissionController<FakeMachine>,
+    wt: WorktreeController<FakeGit>,
+    port: PortController<FakePorts>,
+    pub golden: GoldenController<FakeSlices, FakeSupervisor>,
+    pub slice: SliceController<FakeSlices, FakeSupervisor>,
+    proc_: ProcessController<FakeSupervisor>,
+    pub fake: FakeSlices,
+    pub sup: Arc<FakeSupervisor>,
+}
+
+pub(super) fn h() -> H {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("repo")).unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let sup = Arc::new(FakeSupervisor::default());
+    let fake = FakeSlices::default();
+    let logs = dir.path().join("logs");
+    let mut cfg = ProcessConfig::new(logs.clone());
+    cfg.settle = Duration::ZERO;
+    H {
+        gate: crate::gate::AdmissionController::new(store.clone(), FakeMachine::default()),
+        wt: WorktreeController::new(store.clone(), FakeGit::default()),
+        port: PortController::new(store.clone(), FakePorts::default()),
+        golden: GoldenController::new(
+            store.clone(),
+            SliceController::new(store.clone(), fake.clone(), sup.clone(), logs.clone()),
+            "1:1".into(),
+        ),
+        slice: SliceController::new(store.clone(), fake.clone(), sup.clone(), logs),
+        proc_: ProcessController::new(store.clone(), sup.clone(), cfg),
+        fake,
+        sup,
+        store,
+        dir,
+    }
+}
+
+impl H {
+    pub fn up(&self, name: &str, s: Spec) -> i64 {
+        self.store
+            .put_world(&new_world(self.dir.path(), name, s))
+            .unwrap()
+            .world
+            .id
+    }
+
+    /// Run every controller over the world until nothing moves.
+    pub async fn converge(&self, id: i64) {
+        for _ in 0..8 {
+            reconcile(&self.gate, &self.store, id).await;
+            reconcile(&self.wt, &self.store, id).await;
+            reconcile(&self.port, &self.store, id).await;
+            reconcile(&self.golden, &self.store, id).await;
+            reconcile(&self.slice, &self.store, id).await;
+            reconcile(&self.proc_, &self.store, id).await;
+        }
+    }
+
+    /// Admitted and with a worktree, but no slice reconciled yet.
+    pub async fn prepare(&self, id: i64) {
+        reconcile(&self.gate, &self.store, id).await;
+        reconcile(&self.wt, &self.store, id).await;
+        reconcile(&self.port, &self.store, id).await;
+    }
+
+    pub fn slices_ready(&self, id: i64) -> store::ConditionRow {
+        condition(&self.store, id, slice::CONDITION)
+    }
+
+    pub fn row(&self, id: i64, service: &str) -> Option<SliceRow> {
+        self.store
+            .read(|c| store::slices(c, id))
+            .unwrap()
+            .into_iter()
+            .find(|r| r.service == service)
+    }
+
+    /// The commands `migrate` and `seed` ran, in order.
+    pub fn runs(&self) -> Vec<String> {
+        self.sup
+            .inner
+            .lock()
+            .unwrap()
+            .runs
+            .iter()
+            .map(|r| r.cmd.clone())
+            .collect()
+    }
+}
+
+fn db_spec() -> Spec {
+    spec(vec![
+        (
+            "db",
+            resource("postgres", Some("migrate up"), Some("seed all")),
+        ),
+        ("api", web("serve", &["db"])),
+    ])
+}
+
+#[tokio::test]
+async fn a_slice_is_provisioned_then_migrated_and_seeded_once_before_its_dependents_start() {
+    let h = h();
+    let id = h.up("w", db_spec());
+    h.converge(id).await;
+    assert_eq!(h.fake.calls("provision"), vec!["bk_acme_w_db"]);
+    assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
+    let url = h.row(id, "db").unwrap().address.unwrap();
+    for run in &h.sup.inner.lock().unwrap().runs {
+        assert_eq!(
+            run.env["DATABASE_URL"], url,
+            "{} saw another address",
+            run.cmd
+        );
+    }
+    let c = h.slices_ready(id);
+    assert_eq!(
+        (c.status, c.message.as_str()),
+        (CondStatus::True, "db=bk_acme_w_db")
+    );
+    assert_eq!(h.row(id, "db").unwrap().state, "ready");
+    assert_eq!(h.sup.spawn_order(), vec!["api"]);
+    // Converged: nothing runs again, and a new `binky up` does not seed twice.
+    h.converge(id).await;
+    h.up("w", db_spec());
+    h.converge(id).await;
+    assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
+    // A changed migrate runs again; seed does not.
+    let mut changed = db_spec();
+    changed.services.insert(
+        "db".into(),
+        resource("postgres", Some("migrate up --to 2"), Some("seed all")),
+    );
+    h.up("w", changed);
+    h.converge(id).await;
+    assert_eq!(
+        h.runs(),
+        vec!["migrate up", "seed all", "migrate up --to 2"]
+    );
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_makes_the_world_wait_naming_it_then_it_comes_up_by_itself() {
+    let h = h();
+    h.fake.inner.lock().unwrap().provision_transient = 2;
+    let id = h.up("w", db_spec());
+    h.prepare(id).await;
+    reconcile(&h.slice, &h.store, id).await;
+    let c = h.slices_ready(id);
+    assert_eq!(c.status, CondStatus::False);
+    assert_eq!(c.reason, "ServerUnavailable");
+    assert!(!c.stalled, "a server that is down is worth waiting for");
+    assert!(
+        c.message.contains("db: waiting for its postgres server")
+            && c.message.contains("127.0.0.1:5999: connection refused"),
+        "{}",
+        c.message
+    );
+    assert!(
+        h.row(id, "db").unwrap().message.contains("127.0.0.1:5999"),
+        "the slice row does not say what it waits for"
+    );
+    reconcile(&h.proc_, &h.store, id).await;
+    assert!(
+        h.sup.spawn_order().is_empty(),
+        "api started without its database"
+    );
+    assert!(h.runs().is_empty(), "migrate ran without a slice");
+    h.converge(id).await;
+    assert_eq!(h.fake.calls("provision").len(), 3);
+    assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+    assert_eq!(h.sup.spawn_order(), vec!["api"]);
+}
+
+#[tokio::test]
+async fn a_permanent_failure_fails_the_world_and_only_the_next_up_tries_again() {
+    let h = h();
+    h.fake.inner.lock().unwrap().provision_permanent = Some("role bk_acme_w_db: bad name".into());
+    let id = h.up("w", db_spec());
+    h.converge(id).await;
+    let c = h.slices_ready(id);
+    assert_eq!(c.reason, "SliceFailed");
+    assert!(c.stalled);
+    assert_eq!(c.message, "db: role bk_acme_w_db: bad name");
+    assert!(events(&h.store, "w")
+        .iter()
+        .any(|(k, m)| k == "slice_failed" && m.contains("bad name")));
+    assert_eq!(
+        h.fake.calls("provision").len(),
+        1,
+        "retried a permanent failure"
+    );
+    assert!(h.runs().is_empty() && h.sup.spawn_order().is_empty());
+    // Fixed on the server: still failed until `binky up` asks again.
+    h.fake.inner.lock().unwrap().provision_permanent = None;
+    h.converge(id).await;
+    assert_eq!(h.fake.calls("provision").len(), 1);
+    h.up("w", db_spec());
+    h.converge(id).await;
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+    assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
+}
+
+#[tokio::test]
+async fn a_slice_dropped_outside_binky_is_made_again_but_checked_at_most_every_drift_check() {
+    let h = h();
+    let id = h.up("w", db_spec());
+    h.converge(id).await;
+    assert_eq!(h.runs().len(), 2);
+    let checks = h.fake.calls("exists").len();
+    h.fake.drop_outside("bk_acme_w_db");
+    for _ in 0..5 {
+        reconcile(&h.slice, &h.store, id).await;
+    }
+    assert_eq!(
+        h.fake.calls("exists").len(),
+        checks,
+        "checked again within DRIFT_CHECK"
+    );
+    assert_eq!(h.fake.calls("provision").len(), 1);
+    // DRIFT_CHECK later: found missing, made again, migrated and seeded again.
+    h.slice.age_drift_checks(DRIFT_CHECK);
+    reconcile(&h.slice, &h.store, id).await;
+    assert_eq!(h.fake.calls("exists").len(), checks + 1);
+    assert!(h.fake.on_server().contains("bk_acme_w_db"));
+    assert_eq!(
+        h.runs(),
+        vec!["migrate up", "seed all", "migrate up", "seed all"]
+    );
+    assert!(events(&h.store, "w")
+        .iter()
+        .any(|(k, m)| k == "slice_drift" && m.contains("bk_acme_w_db was dropped outside binky")));
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+    // Healed: once checked again, quiet for DRIFT_CHECK.
+    reconcile(&h.slice, &h.store, id).await;
+    let checks = h.fake.calls("exists").len();
+    for _ in 0..5 {
+        reconcile(&h.slice, &h.store, id).await;
+    }
+    assert_eq!(h.fake.calls("exists").len(), checks);
+    assert_eq!(h.fake.calls("provision").len(), 2);
+}
+
+#[tokio::test]
+async fn an_adapter_that_cannot_tell_is_never_made_again_behind_its_back() {
+    let h = h();
+    h.fake.inner.lock().unwrap().blind = true;
+    let id = h.up("w", db_spec());
+    h.converge(id).await;
+    h.fake.drop_outside("bk_acme_w_db");
+    h.slice.age_drift_checks(DRIFT_CHECK);
+    h.converge(id).await;
+    assert_eq!(h.runs().len(), 2);
+    assert!(!events(&h.store, "w")
+        .iter()
+        .any(|(k, _)| k == "slice_drift"));
+}
+
+fn two_slices() -> Spec {
+    spec(vec![
+        ("db", resource("postgres", Some("migrate up"), None)),
+        ("cache", resource("redis", None, None)),
+        ("api", web("serve", &["db", "cache"])),
+    ])
+}
+
+#[tokio::test]
+async fn removal_drops_the_slices_after_the_processes_stopped_and_leaves_nothing() {
+    let h = h();
+    let id = h.up("w", two_slices());
+    h.converge(id).await;
+    assert_eq!(h.fake.on_server().len(), 2);
+    h.store.mark_deleted(id, false).unwrap();
+    // The processes still run: the slices stay.
+    reconcile(&h.slice, &h.store, id).await;
+    assert!(
+        h.fake.calls("teardown").is_empty(),
+        "dropped under running processes"
+    );
+    assert!(store_finalizers(&h.store, id).contains(&slice::NAME.to_owned()));
+    h.converge(id).await;
+    let mut dropped = h.fake.calls("teardown");
+    dropped.sort();
+    assert_eq!(dropped, vec!["bk_acme_w_cache", "bk_acme_w_db"]);
+    assert!(h.fake.on_server().is_empty());
+    assert!(
+        world(&h.store, id).is_none(),
+        "the world outlived its finalizers"
+    );
+    let left: i64 = h
+        .store
+        .read(|c| Ok(c.query_row("SELECT COUNT(*) FROM slices", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+fn store_finalizers(store: &Store, id: i64) -> Vec<String> {
+    store.read(|c| store::finalizers(c, id)).unwrap()
+}
+
+#[tokio::test]
+async fn a_teardown_cut_short_is_finished_by_the_next_daemon_without_dropping_twice() {
+    let h = h();
+    let id = h.up("w", two_slices());
+    h.converge(id).await;
+    // The daemon dies after dropping the first slice (`cache`), before the second.
+    h.fake
+        .inner
+        .lock()
+        .unwrap()
+        .teardown_transient
+        .insert("bk_acme_w_db".into(), 1);
+    h.store.mark_deleted(id, false).unwrap();
+    reconcile(&h.proc_, &h.store, id).await;
+    reconcile(&h.slice, &h.store, id).await;
+    assert_eq!(
+        h.fake.on_server().into_iter().collect::<Vec<_>>(),
+        vec!["bk_acme_w_db"]
+    );
+    assert!(h.row(id, "cache").is_none() && h.row(id, "db").is_some());
+    assert!(
+        store_finalizers(&h.store, id).contains(&slice::NAME.to_owned()),
+        "the finalizer went before the slices"
+    );
+    // The next daemon: a new controller that knows nothing but the store.
+    let next = SliceController::new(
+        h.store.clone(),
+        h.fake.clone(),
+        h.sup.clone(),
+        h.dir.path().join("logs"),
+    );
+    let w = world(&h.store, id).unwrap();
+    assert_eq!(next.cleanup(&w).await.unwrap(), Cleanup::Done);
+    assert!(h.fake.on_server().is_empty());
+    assert!(h.row(id, "db").is_none());
+    assert_eq!(
+        h.fake.calls("teardown"),
+        vec!["bk_acme_w_cache", "bk_acme_w_db", "bk_acme_w_db"],
+        "cache dropped twice, or db never retried"
+    );
+    h.converge(id).await;
+    assert!(world(&h.store, id).is_none());
+}
+
+#[tokio::test]
+async fn a_slice_that_cannot_be_dropped_is_reported_and_removal_still_finishes() {
+    let h = h();
+    let id = h.up("w", two_slices());
+    h.converge(id).await;
+    h.fake.inner.lock().unwrap().teardown_permanent =
+        Some("adapter binky-adapter-x is gone".into());
+    h.store.mark_deleted(id, false).unwrap();
+    let before = events(&h.store, "w").len();
+    h.converge(id).await;
+    assert!(
+        world(&h.store, id).is_none(),
+        "removal hangs on a slice it cannot drop"
+    );
+    // The world's history outlives it: the failures are on record.
+    let failed: Vec<_> = events(&h.store, "w")
+        .into_iter()
+        .skip(before)
+        .filter(|(k, _)| k == "slice_failed")
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(failed[0].1.contains("could not drop slice") && failed[0].1.contains("is gone"));
+}
