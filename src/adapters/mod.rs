@@ -15,6 +15,7 @@
 
 pub mod external;
 pub mod http;
+pub mod mysql;
 pub mod postgres;
 pub mod redis;
 
@@ -193,7 +194,11 @@ pub struct Registry {
 impl Default for Registry {
     fn default() -> Self {
         Registry {
-            builtins: vec![Arc::new(postgres::Postgres), Arc::new(redis::Redis)],
+            builtins: vec![
+                Arc::new(postgres::Postgres),
+                Arc::new(redis::Redis),
+                Arc::new(mysql::Mysql),
+            ],
         }
     }
 }

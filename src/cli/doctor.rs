@@ -208,6 +208,11 @@ pub async fn run(json: bool) -> Result<i32, Failure> {
             crate::servers::redis::find_binary(),
             "redis-server",
         ),
+        (
+            "mysql",
+            crate::servers::mariadb::find_binary(),
+            "mariadb-server",
+        ),
     ] {
         out.push(match found {
             Some(p) => check("server binaries", Level::Ok, format!("{kind}: {}", p.display()), ""),

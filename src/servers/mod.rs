@@ -9,6 +9,7 @@
 //!   0600) and never shown to services.
 //! - Without the binaries, the error names the package to install.
 
+pub mod mariadb;
 pub mod postgres;
 pub mod redis;
 
@@ -28,6 +29,8 @@ pub enum Kind {
     Postgres,
     /// Redis (or Valkey).
     Redis,
+    /// MariaDB, for the MySQL-family adapters (`mysql`, `mariadb`, `percona`).
+    Mysql,
 }
 
 impl Kind {
@@ -36,6 +39,7 @@ impl Kind {
         match adapter.split('@').next().unwrap_or(adapter) {
             "postgres" | "postgresql" => Some(Kind::Postgres),
             "redis" | "valkey" => Some(Kind::Redis),
+            "mysql" | "mariadb" | "percona" => Some(Kind::Mysql),
             _ => None,
         }
     }
@@ -45,6 +49,7 @@ impl Kind {
         match self {
             Kind::Postgres => "postgres",
             Kind::Redis => "redis",
+            Kind::Mysql => "mysql",
         }
     }
 
@@ -53,6 +58,8 @@ impl Kind {
         match s {
             "postgres" => Some(Kind::Postgres),
             "redis" => Some(Kind::Redis),
+            // The adapters' other names are accepted where a person types a kind.
+            "mysql" | "mariadb" | "percona" => Some(Kind::Mysql),
             _ => None,
         }
     }
@@ -190,6 +197,7 @@ impl Servers {
         let started = match kind {
             Kind::Postgres => postgres::start(&ctx).await,
             Kind::Redis => redis::start(&ctx).await,
+            Kind::Mysql => mariadb::start(&ctx).await,
         };
         let started = match started {
             Ok(s) => s,
@@ -371,6 +379,9 @@ mod tests {
     fn adapters_map_to_managed_kinds() {
         assert_eq!(Kind::for_adapter("postgres@16"), Some(Kind::Postgres));
         assert_eq!(Kind::for_adapter("valkey"), Some(Kind::Redis));
-        assert_eq!(Kind::for_adapter("mysql"), None);
+        assert_eq!(Kind::for_adapter("mysql"), Some(Kind::Mysql));
+        assert_eq!(Kind::for_adapter("percona@8"), Some(Kind::Mysql));
+        assert_eq!(Kind::parse("mariadb").map(Kind::as_str), Some("mysql"));
+        assert_eq!(Kind::for_adapter("mongodb"), None);
     }
 }

@@ -348,11 +348,14 @@ impl Drop for Env {
                 kill(pid as i32, 9);
             }
         }
-        // A managed PostgreSQL run as root keeps its data outside the home
-        // (/var/lib/binky/postgres/<random>/data, linked from the home): remove it too.
-        if let Ok(data) = std::fs::read_link(self.home.join("servers/postgres/data")) {
-            if let Some(dir) = data.parent().filter(|d| d.starts_with("/var/lib/binky/")) {
-                let _ = std::fs::remove_dir_all(dir);
+        // A managed PostgreSQL or MariaDB run as root keeps its data outside the home
+        // (/var/lib/binky/<kind>/<random>/data, linked from the home): remove it too.
+        for kind in ["postgres", "mysql"] {
+            let link = self.home.join("servers").join(kind).join("data");
+            if let Ok(data) = std::fs::read_link(link) {
+                if let Some(dir) = data.parent().filter(|d| d.starts_with("/var/lib/binky/")) {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
             }
         }
     }
