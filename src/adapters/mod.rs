@@ -13,10 +13,15 @@
 //!   slice (enforced by the server: roles, ACL users).
 //! - Services see only their slice's address, never the admin URL.
 
+pub mod clickhouse;
+pub mod elasticsearch;
 pub mod external;
 pub mod http;
+#[cfg(test)]
+mod http_fake;
 pub mod mysql;
 pub mod postgres;
+pub mod qdrant;
 pub mod redis;
 
 use std::collections::BTreeMap;
@@ -197,6 +202,9 @@ impl Default for Registry {
             builtins: vec![
                 Arc::new(postgres::Postgres),
                 Arc::new(redis::Redis),
+                Arc::new(clickhouse::ClickHouse),
+                Arc::new(qdrant::Qdrant),
+                Arc::new(elasticsearch::Elasticsearch),
                 Arc::new(mysql::Mysql),
             ],
         }

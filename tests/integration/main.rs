@@ -4,6 +4,7 @@
 
 mod agents;
 mod check;
+mod clickhouse_server;
 mod daemon;
 mod example;
 mod external_adapter;
@@ -20,6 +21,7 @@ mod pg_server;
 mod proxy;
 mod redis_server;
 mod secrets;
+mod slices_clickhouse;
 mod slices_mysql;
 mod slices_postgres;
 mod slices_redis;
