@@ -22,7 +22,9 @@ mod http_fake;
 pub mod mysql;
 pub mod postgres;
 pub mod qdrant;
+pub mod rabbitmq;
 pub mod redis;
+pub mod s3;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -205,6 +207,8 @@ impl Default for Registry {
                 Arc::new(clickhouse::ClickHouse),
                 Arc::new(qdrant::Qdrant),
                 Arc::new(elasticsearch::Elasticsearch),
+                Arc::new(s3::S3),
+                Arc::new(rabbitmq::RabbitMq),
                 Arc::new(mysql::Mysql),
             ],
         }

@@ -1,0 +1,462 @@
+//! The `rabbitmq` adapter: a virtual host per world, with a user of its own that may use
+//! that vhost and no other.
+//!
+//! A slice `bk_acme_login_fix_mq` is the vhost `bk_acme_login_fix_mq` and a user of the same
+//! name whose password is the slice's secret, tagged `management` (so it may look at its
+//! own vhost in the management UI and API) and granted configure/write/read `.*` on its
+//! vhost only. `${mq.url}` is `amqp://bk_acme_login_fix_mq:<secret>@host:5672/bk_acme_login_fix_mq`;
+//! the tokens `${mq.vhost}`, `${mq.user}`, `${mq.password}` and `${mq.management_url}`
+//! (the management API, without credentials) come with it.
+//!
+//! # Configuration
+//! - `admin_url = "http://USER:PASSWORD@HOST:15672"`: the **management** API (binky 0.1.2's
+//!   convention), of a user tagged `administrator`; `$BINKY_RABBITMQ_URL` when absent.
+//! - `options.amqp_port`: the AMQP port put in the address (default 5672, 5671 for
+//!   `amqps`); `options.amqp_scheme`: `amqp` (default) or `amqps`. The AMQP host is the
+//!   admin URL's host.
+//!
+//! # Why the management API, not `rabbitmqctl`
+//! The HTTP API works against a remote broker, and against one in a container, with
+//! nothing but a URL; `rabbitmqctl` must run where it can reach the node's Erlang
+//! distribution port with the node's Erlang cookie, i.e. on the broker's machine as its
+//! user, and it starts an Erlang VM per call (seconds). The price: the broker needs the
+//! `rabbitmq_management` plugin (enabled in every official image tagged `-management`).
+//!
+//! # Guarantees
+//! - The broker enforces isolation: a world's credentials open only its own vhost (AMQP
+//!   `Connection.Open` to another vhost is refused with `NOT_ALLOWED`, the management API
+//!   answers 401/403 for other vhosts). Queues, exchanges and bindings live inside a vhost.
+//! - Provision is idempotent and heals drift: it rewrites the user's password and tags and
+//!   its permissions, and removes permissions the user was given on any other vhost.
+//! - Teardown deletes the vhost (its queues, exchanges, messages; the broker closes its
+//!   connections), then the user. Either being gone already is success.
+//! - Errors never carry a password; a broker that does not answer, or refuses the admin
+//!   credentials, is [`AdapterError::Unreachable`] (retried).
+//!
+//! # Caveats
+//! - No clone: a vhost's definitions could be exported and imported, but messages cannot
+//!   be copied server-side, and a fresh vhost is what a world wants.
+//! - Resource limits (max connections/queues per vhost) are not set; one world can still
+//!   exhaust the broker's memory or disk alarms for all.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hyper::Method;
+use serde_json::json;
+
+use super::http::{percent_encode, Endpoint, Http, Response};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+
+/// The rabbitmq adapter.
+pub struct RabbitMq;
+
+/// The broker, from the configuration.
+struct Broker {
+    api: Endpoint,
+    http: Http,
+    /// `amqp` or `amqps`.
+    amqp_scheme: String,
+    amqp_port: u16,
+    /// The AMQP host (the admin URL's, IPv6 in brackets).
+    host: String,
+}
+
+impl Broker {
+    fn from_config(cfg: &AdapterConfig) -> Result<Broker, AdapterError> {
+        let url = match cfg.admin_url.as_deref().filter(|u| !u.is_empty()) {
+            Some(u) => u.to_owned(),
+            None => std::env::var("BINKY_RABBITMQ_URL")
+                .ok()
+                .filter(|u| !u.is_empty())
+                .ok_or_else(|| {
+                    AdapterError::Config(
+                        "the rabbitmq adapter needs the management API of a broker: set \
+                         `admin_url = \"http://USER:PASSWORD@HOST:15672\"` on the service in \
+                         binky.toml (or $BINKY_RABBITMQ_URL), with the rabbitmq_management \
+                         plugin enabled"
+                            .into(),
+                    )
+                })?,
+        };
+        let default_port = if url.to_ascii_lowercase().starts_with("https://") {
+            15671
+        } else {
+            15672
+        };
+        let api = Endpoint::parse(&url, default_port).map_err(|e| match e {
+            AdapterError::Config(m) => AdapterError::Config(format!(
+                "{m} (the rabbitmq adapter's admin_url is the management API, \
+                 http://USER:PASSWORD@HOST:15672, not the amqp:// address)"
+            )),
+            other => other,
+        })?;
+        let amqp_scheme = cfg
+            .options
+            .get("amqp_scheme")
+            .filter(|s| !s.is_empty())
+            .map_or("amqp", String::as_str)
+            .to_ascii_lowercase();
+        if amqp_scheme != "amqp" && amqp_scheme != "amqps" {
+            return Err(AdapterError::Config(format!(
+                "options.amqp_scheme `{amqp_scheme}` is neither `amqp` nor `amqps`"
+            )));
+        }
+        let amqp_port = match cfg.options.get("amqp_port").filter(|p| !p.is_empty()) {
+            Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                AdapterError::Config(format!(
+                    "options.amqp_port `{p}` is not a port number (1–65535)"
+                ))
+            })?,
+            None if amqp_scheme == "amqps" => 5671,
+            None => 5672,
+        };
+        let host = match api.authority.rsplit_once(':') {
+            Some((h, _)) => h.to_owned(),
+            None => api.authority.clone(),
+        };
+        Ok(Broker {
+            api,
+            http: Http::new(),
+            amqp_scheme,
+            amqp_port,
+            host,
+        })
+    }
+
+    /// One call to the management API as admin. A refused admin is worth retrying (the
+    /// credentials may be fixed meanwhile), like a broker that is down.
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<Response, AdapterError> {
+        let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
+        let resp = self
+            .http
+            .call(&self.api, method.clone(), path, body, &[])
+            .await?;
+        match resp.status {
+            401 => Err(AdapterError::Unreachable {
+                server: self.api.server.clone(),
+                detail: format!(
+                    "{method} {path}: the management API refused admin_url's credentials \
+                     (401); check the user and password in admin_url \
+                     (http://USER:PASSWORD@HOST:15672)"
+                ),
+            }),
+            403 => Err(AdapterError::Server {
+                server: self.api.server.clone(),
+                detail: format!(
+                    "{method} {path}: forbidden (403); admin_url's user needs the \
+                     `administrator` tag (rabbitmqctl set_user_tags USER administrator)"
+                ),
+            }),
+            // Starting, or an alarm: the broker is there but cannot serve yet.
+            502..=504 => Err(AdapterError::Unreachable {
+                server: self.api.server.clone(),
+                detail: format!("{method} {path}: HTTP {} {}", resp.status, resp.text(200)),
+            }),
+            404 => Ok(resp),
+            _ => resp.expect_ok(&self.api.server, &format!("{method} {path}")),
+        }
+    }
+
+    /// Like [`Broker::call`], with 404 an error too.
+    async fn call_ok(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<Response, AdapterError> {
+        let resp = self.call(method.clone(), path, body).await?;
+        if resp.status == 404 {
+            return Err(AdapterError::Server {
+                server: self.api.server.clone(),
+                detail: format!(
+                    "{method} {path}: not found (404) {}; is admin_url the management API \
+                     (port 15672) with the rabbitmq_management plugin enabled?",
+                    resp.text(200)
+                ),
+            });
+        }
+        Ok(resp)
+    }
+
+    /// Names from a listing (`/api/vhosts`, `/api/users`).
+    async fn names(&self, path: &str) -> Result<Vec<String>, AdapterError> {
+        let resp = self.call_ok(Method::GET, path, None).await?;
+        let doc = resp.json(&self.api.server)?;
+        Ok(doc
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i.get("name")?.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}
+
+/// Slice names are `[a-z0-9_]`: safe as vhost and user names, and in a URL path.
+fn check_name(slice: &Slice) -> Result<(), AdapterError> {
+    let ok = !slice.name.is_empty()
+        && slice
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(AdapterError::Config(format!(
+            "slice name `{}` is not [a-z0-9_]+",
+            slice.name
+        )))
+    }
+}
+
+/// The AMQP address of a slice.
+fn amqp_url(broker: &Broker, slice: &Slice) -> String {
+    format!(
+        "{}://{}:{}@{}:{}/{}",
+        broker.amqp_scheme,
+        percent_encode(&slice.name),
+        percent_encode(&slice.secret),
+        broker.host,
+        broker.amqp_port,
+        percent_encode(&slice.name)
+    )
+}
+
+impl Adapter for RabbitMq {
+    fn names(&self) -> &'static [&'static str] {
+        &["rabbitmq"]
+    }
+
+    fn capabilities<'a>(
+        &'a self,
+        _cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+        Box::pin(async { Ok(Capabilities { clone: false }) })
+    }
+
+    fn provision<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            check_name(slice)?;
+            let broker = Broker::from_config(cfg)?;
+            let name = percent_encode(&slice.name);
+            broker
+                .call_ok(
+                    Method::PUT,
+                    &format!("/api/vhosts/{name}"),
+                    Some(json!({ "description": "a binky world's slice" })),
+                )
+                .await?;
+            // PUT replaces the user whole: password and tags are rewritten every time.
+            broker
+                .call_ok(
+                    Method::PUT,
+                    &format!("/api/users/{name}"),
+                    Some(json!({ "password": slice.secret, "tags": "management" })),
+                )
+                .await?;
+            broker
+                .call_ok(
+                    Method::PUT,
+                    &format!("/api/permissions/{name}/{name}"),
+                    Some(json!({ "configure": ".*", "write": ".*", "read": ".*" })),
+                )
+                .await?;
+            // Drift: permissions on any other vhost (given by hand) are taken away.
+            let resp = broker
+                .call_ok(Method::GET, &format!("/api/users/{name}/permissions"), None)
+                .await?;
+            let doc = resp.json(&broker.api.server)?;
+            let others: BTreeSet<String> = doc
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.get("vhost")?.as_str().map(str::to_owned))
+                .filter(|v| *v != slice.name)
+                .collect();
+            for vhost in others {
+                broker
+                    .call(
+                        Method::DELETE,
+                        &format!("/api/permissions/{}/{name}", percent_encode(&vhost)),
+                        None,
+                    )
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn resolve<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
+        Box::pin(async move {
+            check_name(slice)?;
+            let broker = Broker::from_config(cfg)?;
+            Ok(Address {
+                url: amqp_url(&broker, slice),
+                tokens: BTreeMap::from([
+                    ("vhost".to_owned(), slice.name.clone()),
+                    ("user".to_owned(), slice.name.clone()),
+                    ("password".to_owned(), slice.secret.clone()),
+                    ("management_url".to_owned(), broker.api.url("")),
+                ]),
+            })
+        })
+    }
+
+    fn teardown<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            check_name(slice)?;
+            let broker = Broker::from_config(cfg)?;
+            let name = percent_encode(&slice.name);
+            // The vhost first: its queues and messages go, and the broker closes every
+            // connection to it. A 404 is a slice already (half) torn down.
+            broker
+                .call(Method::DELETE, &format!("/api/vhosts/{name}"), None)
+                .await?;
+            broker
+                .call(Method::DELETE, &format!("/api/users/{name}"), None)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
+        Box::pin(async move {
+            let broker = Broker::from_config(cfg)?;
+            // Users too: a teardown cut short between the two deletes leaves one.
+            let mut names: BTreeSet<String> = BTreeSet::new();
+            for path in ["/api/vhosts?columns=name", "/api/users?columns=name"] {
+                names.extend(
+                    broker
+                        .names(path)
+                        .await?
+                        .into_iter()
+                        .filter(|n| n.starts_with("bk_")),
+                );
+            }
+            Ok(names.into_iter().collect())
+        })
+    }
+
+    fn exists<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
+        Box::pin(async move {
+            check_name(slice)?;
+            let broker = Broker::from_config(cfg)?;
+            let resp = broker
+                .call(
+                    Method::GET,
+                    &format!("/api/vhosts/{}", percent_encode(&slice.name)),
+                    None,
+                )
+                .await?;
+            Ok(Some(resp.status != 404))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice() -> Slice {
+        Slice {
+            name: "bk_acme_login_fix_mq".into(),
+            secret: "0123abcd".into(),
+        }
+    }
+
+    fn cfg(url: &str, options: &[(&str, &str)]) -> AdapterConfig {
+        AdapterConfig {
+            admin_url: Some(url.into()),
+            options: options
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            buckets: vec![],
+        }
+    }
+
+    fn resolve(c: &AdapterConfig) -> Result<Address, AdapterError> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(RabbitMq.resolve(&slice(), c))
+    }
+
+    #[test]
+    fn the_address_is_the_slice_users_amqp_url_on_the_admin_urls_host() {
+        let a = resolve(&cfg("http://admin:s3cret@127.0.0.1:15672", &[])).unwrap();
+        assert_eq!(
+            a.url,
+            "amqp://bk_acme_login_fix_mq:0123abcd@127.0.0.1:5672/bk_acme_login_fix_mq"
+        );
+        assert_eq!(a.tokens["vhost"], "bk_acme_login_fix_mq");
+        assert_eq!(a.tokens["user"], "bk_acme_login_fix_mq");
+        assert_eq!(a.tokens["management_url"], "http://127.0.0.1:15672");
+        assert!(!a.url.contains("s3cret") && !a.tokens.values().any(|v| v.contains("s3cret")));
+        let a = resolve(&cfg("https://admin:pw@[::1]", &[("amqp_scheme", "amqps")])).unwrap();
+        assert_eq!(
+            a.url,
+            "amqps://bk_acme_login_fix_mq:0123abcd@[::1]:5671/bk_acme_login_fix_mq"
+        );
+        assert_eq!(a.tokens["management_url"], "https://[::1]:15671");
+        let a = resolve(&cfg("http://admin:pw@mq", &[("amqp_port", "5673")])).unwrap();
+        assert!(
+            a.url.ends_with("@mq:5673/bk_acme_login_fix_mq"),
+            "{}",
+            a.url
+        );
+    }
+
+    #[test]
+    fn bad_settings_name_the_fix_without_the_password() {
+        for (url, opts, want) in [
+            ("amqp://admin:topsecret@h:5672", vec![], "15672"),
+            (
+                "http://admin:topsecret@h",
+                vec![("amqp_port", "x")],
+                "amqp_port",
+            ),
+            (
+                "http://admin:topsecret@h",
+                vec![("amqp_scheme", "mqtt")],
+                "amqp_scheme",
+            ),
+        ] {
+            let e = resolve(&cfg(url, &opts)).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+            assert!(!e.contains("topsecret"), "{e}");
+        }
+        let e = check_name(&Slice {
+            name: "bk_a/../b".into(),
+            secret: String::new(),
+        })
+        .unwrap_err();
+        assert!(matches!(e, AdapterError::Config(_)));
+    }
+}
