@@ -19,6 +19,8 @@ pub mod external;
 pub mod http;
 #[cfg(test)]
 mod http_fake;
+pub mod kafka;
+pub mod mongodb;
 pub mod mysql;
 pub mod postgres;
 pub mod qdrant;
@@ -209,6 +211,8 @@ impl Default for Registry {
                 Arc::new(elasticsearch::Elasticsearch),
                 Arc::new(s3::S3),
                 Arc::new(rabbitmq::RabbitMq),
+                Arc::new(kafka::Kafka),
+                Arc::new(mongodb::Mongo),
                 Arc::new(mysql::Mysql),
             ],
         }
