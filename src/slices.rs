@@ -28,6 +28,15 @@ impl RealSlices {
             return Ok(None);
         }
         match Kind::for_adapter(&spec.adapter) {
+            // binky 0.1.2's `$BINKY_MYSQL_URL` (in the daemon's environment) names the
+            // server when the service gives none: the adapter reads it, and no managed
+            // server is started.
+            Some(Kind::Mysql)
+                if std::env::var(crate::adapters::mysql::ENV_URL)
+                    .is_ok_and(|v| !v.trim().is_empty()) =>
+            {
+                Ok(None)
+            }
             Some(kind) => self.servers.ensure(kind).await.map(Some).map_err(|e| {
                 if e.permanent() {
                     SliceFault::Permanent(e.to_string())

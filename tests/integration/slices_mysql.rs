@@ -743,6 +743,26 @@ fn without_admin_url_binky_runs_a_mariadb_of_its_own_and_keeps_it() {
 }
 
 #[test]
+fn binky_mysql_url_names_the_server_for_a_service_without_admin_url_as_in_binky_012() {
+    let db = MariaDbServer::start();
+    let env = new_env(&config(None));
+    // The daemon is started by this `up`, so it carries the variable, as 0.1.2's did.
+    let out = env.binky_env(&["up", "w"], &[("BINKY_MYSQL_URL", db.admin_url.as_str())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let url = db_url(&env, "w");
+    assert_eq!(db.query(&url, "SELECT body FROM notes"), [["w"]]);
+    assert_eq!(db.slice_databases(), [parse_url(&url).database]);
+    let servers = env.ok(&["servers"]);
+    assert!(
+        !servers.contains("running"),
+        "a managed server was started although BINKY_MYSQL_URL named one:\n{servers}"
+    );
+    env.ok(&["remove", "w"]);
+    db.assert_no_slices();
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
 fn a_world_waits_for_a_mariadb_that_is_down_says_why_and_comes_up_once_it_is_there() {
     let env = new_env(&config(Some("${env.MY_ADMIN}")));
     let port = {
