@@ -146,18 +146,13 @@ impl Server {
     }
 
     fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        let mut out = text.to_owned();
-        for s in self
-            .secrets
-            .iter()
-            .map(String::as_str)
-            .chain(extra.iter().copied())
-        {
-            if !s.is_empty() {
-                out = out.replace(s, "***");
-            }
-        }
-        out
+        super::scrub(
+            text,
+            self.secrets
+                .iter()
+                .map(String::as_str)
+                .chain(extra.iter().copied()),
+        )
     }
 
     /// Run one statement as `ep`'s user: its output, or ClickHouse's refusal.

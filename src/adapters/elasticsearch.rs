@@ -198,18 +198,13 @@ impl Server {
     }
 
     fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        let mut out = text.to_owned();
-        for s in self
-            .secrets
-            .iter()
-            .map(String::as_str)
-            .chain(extra.iter().copied())
-        {
-            if !s.is_empty() {
-                out = out.replace(s, "***");
-            }
-        }
-        out
+        super::scrub(
+            text,
+            self.secrets
+                .iter()
+                .map(String::as_str)
+                .chain(extra.iter().copied()),
+        )
     }
 
     /// One admin request.

@@ -264,6 +264,54 @@ pub fn fit_name(name: &str, limit: usize) -> String {
     format!("{head}_{hash}")
 }
 
+/// Removes secrets from text bound for an error message (a server's words may quote a
+/// statement or a URL that holds one).
+pub struct Scrub(Vec<String>);
+
+impl Scrub {
+    /// A scrubber for `secrets`; empty ones are left out.
+    pub fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Scrub {
+        // Very short strings would mangle every message and are no secret worth hiding.
+        Scrub(
+            secrets
+                .into_iter()
+                .filter(|s| s.len() >= 3)
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    /// `text` with every secret replaced by `***`.
+    pub fn apply(&self, text: &str) -> String {
+        self.0
+            .iter()
+            .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "***"))
+    }
+}
+
+/// `text` with each of `secrets` (at least 3 bytes long) replaced by `***`.
+pub fn scrub<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> String {
+    Scrub::new(secrets).apply(text)
+}
+
+/// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own
+/// names always are; a name from elsewhere could carry a path or a quote).
+pub fn check_plain_name(slice: &Slice) -> Result<(), AdapterError> {
+    let ok = !slice.name.is_empty()
+        && slice
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(AdapterError::Config(format!(
+            "slice name `{}` is not [a-z0-9_]+",
+            slice.name
+        )))
+    }
+}
+
 /// `postgres://user:pw@host:5432/db` → `postgres://host:5432` (for messages: never show a
 /// credential).
 pub fn redact(url: &str) -> String {

@@ -389,17 +389,13 @@ impl Target {
 
     /// `text` without any secret (`extra`: the slice's).
     fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        let mut out = text.to_owned();
-        for s in self
-            .secrets
-            .iter()
-            .map(String::as_str)
-            .chain(extra.iter().copied())
-            .filter(|s| s.len() >= 3)
-        {
-            out = out.replace(s, "***");
-        }
-        out
+        super::scrub(
+            text,
+            self.secrets
+                .iter()
+                .map(String::as_str)
+                .chain(extra.iter().copied()),
+        )
     }
 
     /// An admin client with short timeouts (it connects on its first command).

@@ -103,7 +103,7 @@ use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
 use super::http::{percent_decode, percent_encode};
 use super::{
-    fit_name, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
+    fit_name, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Scrub, Slice,
 };
 
 /// The MySQL-family adapter (`adapter = "mysql"`, `"mariadb"` or `"percona"`).
@@ -942,28 +942,6 @@ impl DbCharset {
     }
 }
 
-/// Removes passwords from text bound for an error message.
-struct Scrub(Vec<String>);
-
-impl Scrub {
-    fn new(secrets: &[&str]) -> Scrub {
-        // Very short strings would mangle every message and are no secret worth hiding.
-        Scrub(
-            secrets
-                .iter()
-                .filter(|s| s.len() >= 3)
-                .map(|s| (*s).to_owned())
-                .collect(),
-        )
-    }
-
-    fn apply(&self, text: &str) -> String {
-        self.0
-            .iter()
-            .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "***"))
-    }
-}
-
 /// What went wrong, in the server's words when it said something.
 fn describe(e: &mysql_async::Error) -> String {
     if let mysql_async::Error::Server(s) = e {
@@ -1173,7 +1151,7 @@ impl Admin {
         let target = Target::parse(&url)?;
         let mut hide = vec![target.password.as_str(), raw_password(&url).unwrap_or("")];
         hide.extend_from_slice(secrets);
-        let scrub = Scrub::new(&hide);
+        let scrub = Scrub::new(hide);
         let server = target.server.clone();
         let conn = match tokio::time::timeout(CONNECT_TIMEOUT, Conn::new(target.opts())).await {
             Err(_) => {
@@ -1621,7 +1599,7 @@ mod tests {
 
     #[test]
     fn scrubbing_hides_every_secret() {
-        let s = Scrub::new(&["topsecret", "", "ab"]);
+        let s = Scrub::new(["topsecret", "", "ab"]);
         assert_eq!(s.apply("x topsecret y ab"), "x *** y ab");
         assert_eq!(raw_password("mysql://u:a%40b@h/x"), Some("a%40b"));
     }

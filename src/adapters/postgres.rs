@@ -59,7 +59,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls};
 
 use super::{
-    redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
+    redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Scrub, Slice,
 };
 
 /// The postgres adapter (`adapter = "postgres"` or `"postgresql"`).
@@ -524,7 +524,7 @@ struct Target {
 impl Target {
     fn parse(url: &str) -> Result<Target, AdapterError> {
         let server = redact(url);
-        let scrub = Scrub::new(&[crate::servers::password_of(url).as_deref().unwrap_or("")]);
+        let scrub = Scrub::new([crate::servers::password_of(url).as_deref().unwrap_or("")]);
         let Some((scheme, rest)) = url.split_once("://") else {
             // Not echoed: without a scheme, redact() cannot find the credentials in it.
             return Err(AdapterError::Config(
@@ -619,28 +619,6 @@ impl Target {
     }
 }
 
-/// Removes passwords from text bound for an error message.
-struct Scrub(Vec<String>);
-
-impl Scrub {
-    fn new(secrets: &[&str]) -> Scrub {
-        // Very short strings would mangle every message and are no secret worth hiding.
-        Scrub(
-            secrets
-                .iter()
-                .filter(|s| s.len() >= 3)
-                .map(|s| (*s).to_owned())
-                .collect(),
-        )
-    }
-
-    fn apply(&self, text: &str) -> String {
-        self.0
-            .iter()
-            .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "***"))
-    }
-}
-
 /// What went wrong, in the server's words when it said something.
 fn describe(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
@@ -729,7 +707,7 @@ impl Admin {
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .unwrap_or_default();
         let raw_password = crate::servers::password_of(url).unwrap_or_default();
-        let scrub = Scrub::new(&[&admin_password, &raw_password, secret]);
+        let scrub = Scrub::new([admin_password.as_str(), raw_password.as_str(), secret]);
         let server = target.server.clone();
         let unreachable = |detail: String| AdapterError::Unreachable {
             server: server.clone(),
@@ -949,7 +927,7 @@ mod tests {
 
     #[test]
     fn scrubbing_hides_every_secret() {
-        let s = Scrub::new(&["topsecret", "", "ab"]);
+        let s = Scrub::new(["topsecret", "", "ab"]);
         assert_eq!(s.apply("x topsecret y ab"), "x *** y ab");
     }
 

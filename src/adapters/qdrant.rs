@@ -233,10 +233,7 @@ impl Server {
 }
 
 fn scrub(text: &str, key: Option<&str>) -> String {
-    match key.filter(|k| !k.is_empty()) {
-        Some(k) => text.replace(k, "***"),
-        None => text.to_owned(),
-    }
+    super::scrub(text, key)
 }
 
 fn path_of(collection: &str) -> String {

@@ -200,21 +200,7 @@ impl Broker {
 }
 
 /// Slice names are `[a-z0-9_]`: safe as vhost and user names, and in a URL path.
-fn check_name(slice: &Slice) -> Result<(), AdapterError> {
-    let ok = !slice.name.is_empty()
-        && slice
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(AdapterError::Config(format!(
-            "slice name `{}` is not [a-z0-9_]+",
-            slice.name
-        )))
-    }
-}
+use super::check_plain_name as check_name;
 
 /// The AMQP address of a slice.
 fn amqp_url(broker: &Broker, slice: &Slice) -> String {

@@ -303,18 +303,13 @@ impl Server {
 
     /// Remove every secret from a message.
     fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        let mut out = text.to_owned();
-        for s in self
-            .secrets
-            .iter()
-            .map(String::as_str)
-            .chain(extra.iter().copied())
-        {
-            if !s.is_empty() {
-                out = out.replace(s, "***");
-            }
-        }
-        out
+        super::scrub(
+            text,
+            self.secrets
+                .iter()
+                .map(String::as_str)
+                .chain(extra.iter().copied()),
+        )
     }
 
     /// A server error as an adapter error: unreachable (worth retrying) or not.
@@ -474,21 +469,7 @@ fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
 
 /// Slice names are `[a-z0-9_]` (controllers' `slice_name`); anything else could widen a
 /// glob (`*`, `?`, `[`) or split an ACL rule, so it is refused rather than escaped.
-fn check_name(slice: &Slice) -> Result<(), AdapterError> {
-    let ok = !slice.name.is_empty()
-        && slice
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(AdapterError::Config(format!(
-            "slice name `{}` is not [a-z0-9_]+",
-            slice.name
-        )))
-    }
-}
+use super::check_plain_name as check_name;
 
 /// Percent-encode a URL's user or password (slice names and secrets need none, but a
 /// stray character must not break the URL).

@@ -373,21 +373,7 @@ fn check_bucket(name: &str) -> Result<(), AdapterError> {
 }
 
 /// Slice names are `[a-z0-9_]`; anything else could escape its prefix (`/`, `..`).
-fn check_name(slice: &Slice) -> Result<(), AdapterError> {
-    let ok = !slice.name.is_empty()
-        && slice
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(AdapterError::Config(format!(
-            "slice name `{}` is not [a-z0-9_]+",
-            slice.name
-        )))
-    }
-}
+use super::check_plain_name as check_name;
 
 /// One adapter call's connection to the server.
 struct Server {
@@ -420,19 +406,16 @@ impl Server {
     }
 
     fn scrub(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for s in [
-            Some(&self.settings.secret_access_key),
-            self.settings.session_token.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            if !s.is_empty() {
-                out = out.replace(s.as_str(), "***");
-            }
-        }
-        out
+        super::scrub(
+            text,
+            [
+                Some(&self.settings.secret_access_key),
+                self.settings.session_token.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            .map(String::as_str),
+        )
     }
 
     /// Classify an SDK error: no answer and refused keys are transient, the rest is the
