@@ -47,8 +47,7 @@
 //!   unit tests below against a scripted local HTTP server, which proves the statements
 //!   sent, not that a real 20.5+ server accepts them.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 
 use hyper::Method;
 use sha2::{Digest, Sha256};
@@ -306,18 +305,12 @@ fn user_statements(slice: &Slice) -> Vec<String> {
 
 /// Warn once per server and reason that worlds there share admin_url's credentials.
 fn warn_shared(server: &str, why: &str) {
-    static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    let first = WARNED
-        .lock()
-        .map(|mut w| w.insert(format!("{server} {why}")))
-        .unwrap_or(true);
-    if first {
-        tracing::warn!(
-            %server,
-            "clickhouse: {why}; every world's address on this server carries admin_url's \
-             credentials and worlds are kept apart by database name only"
-        );
-    }
+    super::warn_shared_once(
+        "clickhouse",
+        server,
+        why,
+        "every world's address on this server carries admin_url's credentials and worlds are kept apart by database name only",
+    );
 }
 
 impl Adapter for ClickHouse {

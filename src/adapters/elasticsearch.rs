@@ -56,7 +56,6 @@
 //!   the handling of canned answers from a scripted local HTTP server.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 
 use hyper::Method;
 use serde_json::json;
@@ -436,18 +435,12 @@ impl Server {
 
 /// Warn once per server and reason that its worlds share admin_url's credentials.
 fn warn_shared(server: &str, why: &str) {
-    static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    let first = WARNED
-        .lock()
-        .map(|mut w| w.insert(format!("{server} {why}")))
-        .unwrap_or(true);
-    if first {
-        tracing::warn!(
-            %server,
-            "elasticsearch: {why}; every world's address on this server carries admin_url's \
-             credentials and worlds are kept apart by index prefix only"
-        );
-    }
+    super::warn_shared_once(
+        "elasticsearch",
+        server,
+        why,
+        "every world's address on this server carries admin_url's credentials and worlds are kept apart by index prefix only",
+    );
 }
 
 impl Adapter for Elasticsearch {

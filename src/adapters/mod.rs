@@ -294,6 +294,21 @@ pub fn scrub<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> Stri
     Scrub::new(secrets).apply(text)
 }
 
+/// Logs, once per adapter, server and reason, that worlds on `server` cannot get credentials
+/// of their own (`why`) and what they share instead (`consequence`): said at every resolve,
+/// it would drown the log.
+pub fn warn_shared_once(adapter: &str, server: &str, why: &str, consequence: &str) {
+    static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let first = WARNED
+        .lock()
+        .map(|mut w| w.insert(format!("{adapter} {server} {why}")))
+        .unwrap_or(true);
+    if first {
+        tracing::warn!(%server, "{adapter}: {why}; {consequence}");
+    }
+}
+
 /// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own
 /// names always are; a name from elsewhere could carry a path or a quote).
 pub fn check_plain_name(slice: &Slice) -> Result<(), AdapterError> {

@@ -47,7 +47,6 @@
 //!   handling of canned answers from a scripted local HTTP server.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 
 use hyper::Method;
 use sha2::{Digest, Sha256};
@@ -304,18 +303,12 @@ pub fn collection_token(api_key: &str, collection: &str, exp: u64) -> String {
 
 /// Warn once per server and reason that its worlds share the server's API key.
 fn warn_shared(server: &str, why: &str) {
-    static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    let first = WARNED
-        .lock()
-        .map(|mut w| w.insert(format!("{server} {why}")))
-        .unwrap_or(true);
-    if first {
-        tracing::warn!(
-            %server,
-            "qdrant: {why}; worlds on this server get the server's own API key and are kept \
-             apart by collection name only"
-        );
-    }
+    super::warn_shared_once(
+        "qdrant",
+        server,
+        why,
+        "worlds on this server get the server's own API key and are kept apart by collection name only",
+    );
 }
 
 impl Adapter for Qdrant {
