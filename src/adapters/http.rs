@@ -317,8 +317,9 @@ pub fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
+            // Bytes, not `&s[..]`: a `%` before a multi-byte character must not split it.
+            if let (Some(hi), Some(lo)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push(hi << 4 | lo);
                 i += 3;
                 continue;
             }
@@ -327,6 +328,12 @@ pub fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(c: u8) -> Option<u8> {
+    char::from(c)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
 }
 
 mod base64_lite {
@@ -357,6 +364,15 @@ mod base64_lite {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percent_decoding_takes_bytes_and_leaves_what_is_not_an_escape() {
+        assert_eq!(percent_decode("p%40ss%2F%e2%82%ac"), "p@ss/€");
+        // A `%` before a multi-byte character once split it (a panic in the daemon).
+        assert_eq!(percent_decode("%aé%"), "%aé%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert_eq!(percent_decode("100%"), "100%");
+    }
 
     #[test]
     fn endpoints_keep_credentials_out_of_the_request_line() {

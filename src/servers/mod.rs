@@ -9,6 +9,7 @@
 //!   0600) and never shown to services.
 //! - Without the binaries, the error names the package to install.
 
+mod host;
 pub mod mariadb;
 pub mod postgres;
 pub mod redis;
@@ -305,25 +306,7 @@ pub fn password_of(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let userinfo = rest.split(['/', '?', '#']).next()?.rsplit_once('@')?.0;
     let pw = userinfo.split_once(':')?.1;
-    (!pw.is_empty()).then(|| percent_decode(pw))
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    (!pw.is_empty()).then(|| crate::adapters::http::percent_decode(pw))
 }
 
 /// Spawn a server process detached: its own process group, output to `log`, surviving the

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::{spawn_detached, ServerError, StartCtx, Started};
+use super::{host, spawn_detached, ServerError, StartCtx, Started};
 use crate::supervisor::procfs;
 
 /// How long the server may take to answer an authenticated `PING` (loading a big
@@ -37,16 +37,7 @@ const BINARIES: &[&str] = &["redis-server", "valkey-server"];
 
 /// The first of [`BINARIES`] on PATH.
 pub fn find_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    BINARIES.iter().find_map(|name| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(name))
-            .find(|p| is_executable(p))
-    })
-}
-
-fn is_executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    BINARIES.iter().find_map(|name| host::on_path(name))
 }
 
 /// Start the managed redis server on `ctx.port` with `ctx.password` as the `default`
@@ -74,7 +65,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
     })?;
     let admin_url = format!(
         "redis://default:{}@127.0.0.1:{}",
-        userinfo_encode(&ctx.password),
+        crate::adapters::http::percent_encode(&ctx.password),
         ctx.port
     );
     match wait_ready(pid, &admin_url, ctx).await {
@@ -169,18 +160,6 @@ fn io(path: &Path, e: std::io::Error) -> ServerError {
     ServerError::Io(format!("{}: {e}", path.display()))
 }
 
-fn userinfo_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 /// Wait until the server answers an authenticated `PING`; its version.
 async fn wait_ready(pid: u32, admin_url: &str, ctx: &StartCtx) -> Result<String, ServerError> {
     let failed = |detail: String| ServerError::Start {
@@ -245,9 +224,7 @@ fn version_of(info: &str) -> String {
 
 /// The last lines of the server's log, for an error message.
 fn log_tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+    let tail = host::log_tail(log, 0, 3);
     if tail.is_empty() {
         "no output".into()
     } else {
