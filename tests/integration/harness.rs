@@ -466,3 +466,71 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// A managed server's files in a temp binky home (`servers/<kind>/`); kills the server and
+/// removes its data on drop (also the copy kept outside the home when the tests run as root).
+pub struct Managed {
+    /// The temp binky home.
+    pub home: tempfile::TempDir,
+    /// What the server's `start` takes.
+    pub ctx: binky::servers::StartCtx,
+    /// The server's pid once started.
+    pub pid: Option<u32>,
+}
+
+impl Managed {
+    /// Files for a server of `kind` (`postgres`, `mysql`), not started.
+    pub fn new(kind: &str) -> Managed {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        // As `Home::ensure` leaves a binky home.
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let dir = home.path().join("servers").join(kind);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ctx = binky::servers::StartCtx {
+            data_dir: dir.join("data"),
+            port: crate::redis_server::free_port(),
+            password: binky_controllers::slice::random_secret(),
+            log: dir.join("server.log"),
+        };
+        Managed {
+            home,
+            ctx,
+            pid: None,
+        }
+    }
+
+    /// The real data directory (through the symlink, when root).
+    pub fn data(&self) -> PathBuf {
+        std::fs::canonicalize(&self.ctx.data_dir).unwrap()
+    }
+
+    /// binky's own stop (SIGTERM to the group, SIGKILL after the grace); the server must
+    /// be gone after it.
+    pub fn stop(&mut self, rt: &tokio::runtime::Runtime) {
+        if let Some(pid) = self.pid.take() {
+            rt.block_on(binky::supervisor::stop_group(pid, Duration::from_secs(10)));
+            assert!(!alive(pid), "server {pid} survived the stop");
+        }
+    }
+}
+
+impl Drop for Managed {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let until = Instant::now() + Duration::from_secs(5);
+            while alive(pid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Ok(target) = std::fs::read_link(&self.ctx.data_dir) {
+            if let Some(entry) = target.parent() {
+                let _ = std::fs::remove_dir_all(entry);
+            }
+        }
+    }
+}

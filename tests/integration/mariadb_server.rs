@@ -17,12 +17,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use binky::adapters::AdapterConfig;
-use binky::servers::{ServerError, StartCtx};
+use binky::servers::ServerError;
 use binky_controllers::slice::random_secret;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::harness::{alive, listening, wait_until};
+use crate::harness::{listening, wait_until, Managed};
 
 /// The programs the tests need.
 pub struct MariaDbBins {
@@ -477,70 +477,11 @@ fn runtime() -> tokio::runtime::Runtime {
 // ---------------------------------------------------------------------------------------
 // The managed server.
 
-/// A managed server's files in a temp binky home; kills the server and removes its data
-/// (also the copy kept outside the home when the tests run as root).
-struct Managed {
-    home: tempfile::TempDir,
-    ctx: StartCtx,
-    pid: Option<u32>,
-}
-
-impl Managed {
-    fn new() -> Managed {
-        let home = tempfile::tempdir().unwrap();
-        // As `Home::ensure` leaves a binky home.
-        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        let dir = home.path().join("servers").join("mysql");
-        std::fs::create_dir_all(&dir).unwrap();
-        let ctx = StartCtx {
-            data_dir: dir.join("data"),
-            port: free_port(),
-            password: random_secret(),
-            log: dir.join("server.log"),
-        };
-        Managed {
-            home,
-            ctx,
-            pid: None,
-        }
-    }
-
-    /// The real data directory (through the symlink, when root).
-    fn data(&self) -> PathBuf {
-        std::fs::canonicalize(&self.ctx.data_dir).unwrap()
-    }
-
-    fn stop(&mut self, rt: &tokio::runtime::Runtime) {
-        if let Some(pid) = self.pid.take() {
-            // binky's own stop: SIGTERM to the group, SIGKILL after the grace.
-            rt.block_on(binky::supervisor::stop_group(pid, Duration::from_secs(10)));
-            assert!(!alive(pid), "mariadbd {pid} survived the stop");
-        }
-    }
-}
-
-impl Drop for Managed {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid {
-            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-            let until = Instant::now() + Duration::from_secs(5);
-            while alive(pid) && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        if let Ok(target) = std::fs::read_link(&self.ctx.data_dir) {
-            if let Some(entry) = target.parent() {
-                let _ = std::fs::remove_dir_all(entry);
-            }
-        }
-    }
-}
-
 #[test]
 fn the_managed_mariadb_installs_with_a_password_and_keeps_its_data_across_a_restart() {
     require_mariadb();
     let rt = runtime();
-    let mut m = Managed::new();
+    let mut m = Managed::new("mysql");
     let began = Instant::now();
     let started = rt
         .block_on(binky::servers::mariadb::start(&m.ctx))
@@ -637,7 +578,7 @@ fn the_managed_mariadb_installs_with_a_password_and_keeps_its_data_across_a_rest
 fn the_managed_mariadb_with_another_password_fails_fast_and_leaves_no_process() {
     require_mariadb();
     let rt = runtime();
-    let mut m = Managed::new();
+    let mut m = Managed::new("mysql");
     let started = rt
         .block_on(binky::servers::mariadb::start(&m.ctx))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -677,7 +618,7 @@ fn the_managed_mariadb_with_another_password_fails_fast_and_leaves_no_process() 
 fn the_managed_mariadb_on_a_taken_port_fails_quoting_its_log_and_leaves_no_process() {
     require_mariadb();
     let rt = runtime();
-    let mut m = Managed::new();
+    let mut m = Managed::new("mysql");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     m.ctx.port = taken.local_addr().unwrap().port();
     let err = rt

@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 
 use binky::adapters::postgres::Postgres;
 use binky::adapters::{Adapter, AdapterConfig, AdapterError, Registry, Slice};
-use binky::servers::{ServerError, StartCtx};
+use binky::servers::ServerError;
 use binky_controllers::slice::random_secret;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::harness::{alive, listening, wait_until};
+use crate::harness::{listening, wait_until, Managed};
 
 /// Field separator in [`psql`] output (ASCII unit separator: never in test data).
 const SEP: char = '\u{1f}';
@@ -788,70 +788,11 @@ fn admin_urls_asking_for_tls_or_missing_are_refused_saying_what_to_do() {
 // ---------------------------------------------------------------------------------------
 // The managed server.
 
-/// A managed server's files in a temp binky home; stops the server and removes its data
-/// (also the copy kept outside the home when the tests run as root).
-struct Managed {
-    home: tempfile::TempDir,
-    ctx: StartCtx,
-    pid: Option<u32>,
-}
-
-impl Managed {
-    fn new() -> Managed {
-        let home = tempfile::tempdir().unwrap();
-        // As `Home::ensure` leaves a binky home.
-        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        let dir = home.path().join("servers").join("postgres");
-        std::fs::create_dir_all(&dir).unwrap();
-        let ctx = StartCtx {
-            data_dir: dir.join("data"),
-            port: free_port(),
-            password: random_secret(),
-            log: dir.join("server.log"),
-        };
-        Managed {
-            home,
-            ctx,
-            pid: None,
-        }
-    }
-
-    /// The real data directory (through the symlink, when root).
-    fn data(&self) -> PathBuf {
-        std::fs::canonicalize(&self.ctx.data_dir).unwrap()
-    }
-
-    fn stop(&mut self, rt: &tokio::runtime::Runtime) {
-        if let Some(pid) = self.pid.take() {
-            // binky's own stop: SIGTERM to the group, SIGKILL after the grace.
-            rt.block_on(binky::supervisor::stop_group(pid, Duration::from_secs(10)));
-            assert!(!alive(pid), "postmaster {pid} survived the stop");
-        }
-    }
-}
-
-impl Drop for Managed {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid {
-            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-            let until = Instant::now() + Duration::from_secs(5);
-            while alive(pid) && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        if let Ok(target) = std::fs::read_link(&self.ctx.data_dir) {
-            if let Some(entry) = target.parent() {
-                let _ = std::fs::remove_dir_all(entry);
-            }
-        }
-    }
-}
-
 #[test]
 fn the_managed_server_starts_and_keeps_its_data_across_a_stop_and_a_restart() {
     require_pg();
     let rt = runtime();
-    let mut m = Managed::new();
+    let mut m = Managed::new("postgres");
     let started = rt
         .block_on(binky::servers::postgres::start(&m.ctx))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -954,7 +895,7 @@ fn the_managed_server_starts_and_keeps_its_data_across_a_stop_and_a_restart() {
 fn the_managed_server_with_another_password_fails_fast_and_leaves_no_process() {
     require_pg();
     let rt = runtime();
-    let mut m = Managed::new();
+    let mut m = Managed::new("postgres");
     let started = rt
         .block_on(binky::servers::postgres::start(&m.ctx))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -996,7 +937,7 @@ fn the_managed_server_with_another_password_fails_fast_and_leaves_no_process() {
 fn the_managed_server_on_a_taken_port_fails_quoting_its_log_and_leaves_no_process() {
     require_pg();
     let rt = runtime();
-    let mut m = Managed::new();
+    let mut m = Managed::new("postgres");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     m.ctx.port = taken.local_addr().unwrap().port();
     let err = rt
