@@ -207,8 +207,19 @@ pub fn adapter_for_image(image: &str) -> Option<&'static str> {
         .map(|(_, adapter)| *adapter)
 }
 
-/// Adapters binky runs in-process (and, without `admin_url`, whose server it runs itself).
-const BUILT_IN: &[&str] = &["postgres", "postgresql", "redis", "valkey"];
+/// Is `adapter` one binky runs in-process (no `binky-adapter-<name>` needed)?
+fn built_in(adapter: &str) -> bool {
+    crate::adapters::Registry::default().is_builtin(adapter)
+}
+
+/// The server binky runs itself for `adapter` when `admin_url` is left out, if any.
+fn managed_server(adapter: &str) -> Option<&'static str> {
+    crate::servers::Kind::for_adapter(adapter).map(|kind| match kind {
+        crate::servers::Kind::Postgres => "PostgreSQL",
+        crate::servers::Kind::Redis => "Redis",
+        crate::servers::Kind::Mysql => "MariaDB",
+    })
+}
 
 /// An example admin address for each adapter, for the notes (never a real credential).
 fn admin_example(adapter: &str, host_port: Option<u16>) -> String {
@@ -1377,7 +1388,7 @@ impl Init {
                 Kind::Adapter(adapter) => {
                     if hit.start != 0 || hit.end != text.len() {
                         self.todo(format!("{who}: the address of {target} inside it is now ${{{target}.url}} (the slice's own URL, with its own user): check the form around it"));
-                    } else if !BUILT_IN.contains(&adapter) {
+                    } else if !built_in(adapter) {
                         self.todo(format!("{who} is now ${{{target}.url}}, the address binky-adapter-{adapter} gives: check that the client takes that form"));
                     }
                     Some(format!("${{{target}.url}}"))
@@ -1586,9 +1597,9 @@ impl Init {
             _ => None,
         });
         let example = admin_example(adapter, host_port);
-        let runs_itself = BUILT_IN.contains(&adapter);
-        let why = if runs_itself {
-            format!("the admin address of {name}'s server, e.g. {example} (or delete admin_url and binky runs {adapter} itself)")
+        let runs_itself = managed_server(adapter);
+        let why = if let Some(server) = runs_itself {
+            format!("the admin address of {name}'s server, e.g. {example} (or delete admin_url and binky runs {server} itself)")
         } else {
             format!("the admin address of {name}'s server, e.g. {example}")
         };
@@ -1619,10 +1630,12 @@ impl Init {
             ));
         }
         out.push('\n');
-        if runs_itself {
-            out.push_str(&format!("# binky can also run {adapter} itself: leave admin_url out and it starts one from the\n# installed binaries.\n"));
+        if let Some(server) = runs_itself {
+            out.push_str(&format!("# binky can also run {server} itself: leave admin_url out and it starts one from the\n# installed binaries.\n"));
+        } else if built_in(adapter) {
+            out.push_str(&format!("# {var}: the shared server's admin address, e.g. {example}.\n# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out.\n"));
         } else {
-            out.push_str(&format!("# {var}: the shared server's admin address, e.g. {example}.\n# binky runs only postgres and redis itself when admin_url is left out; {adapter} needs\n# binky-adapter-{adapter} on PATH.\n"));
+            out.push_str(&format!("# {var}: the shared server's admin address, e.g. {example}.\n# {adapter} is not built into binky: it needs binky-adapter-{adapter} on PATH.\n"));
         }
         out.push_str(&format!("adapter = {}\n", q(adapter)));
         out.push_str(&format!("admin_url = {}\n", q(&format!("${{env.{var}}}"))));
@@ -1657,8 +1670,8 @@ impl Init {
             self.todo(format!("{name}: its `command` (server flags) is not carried: set them on the shared server if they matter"));
         }
         self.other_keys(i, ADAPTER_KEYS);
-        let admin = if runs_itself {
-            format!("admin_url = ${{env.{var}}}, or none and binky runs {adapter}")
+        let admin = if let Some(server) = runs_itself {
+            format!("admin_url = ${{env.{var}}}, or none and binky runs {server}")
         } else {
             format!("admin_url = ${{env.{var}}}")
         };
@@ -2506,8 +2519,8 @@ services:
             string(&t, &["services", "cache", "admin_url"]),
             "${env.CACHE_ADMIN_URL}"
         );
-        assert!(g.toml.contains("binky can also run postgres itself"));
-        assert!(g.toml.contains("binky can also run valkey itself"));
+        assert!(g.toml.contains("binky can also run PostgreSQL itself"));
+        assert!(g.toml.contains("binky can also run Redis itself"));
         // The container's settings are not the slice's.
         absent(&g, "hunter2-db-Pw");
         assert!(!svc(&t, "db").contains_key("env"));
@@ -2517,7 +2530,7 @@ services:
     }
 
     #[test]
-    fn adapters_binky_does_not_ship_say_what_they_need() {
+    fn adapters_without_a_managed_server_say_they_need_an_admin_url() {
         let g = generate_with(
             "services:\n  mysql: { image: 'mysql:8' }\n  search: { image: 'opensearchproject/opensearch:2' }\n",
             None,
@@ -2528,10 +2541,16 @@ services:
             string(&t, &["services", "search", "admin_url"]),
             "${env.SEARCH_ADMIN_URL}"
         );
-        assert!(g.toml.contains("binky-adapter-mysql"));
-        assert!(g
-            .toml
-            .contains("# binky runs only postgres and redis itself when admin_url is left out"));
+        // Both are built in: no external adapter is asked for.
+        assert!(!g.toml.contains("binky-adapter-"), "{}", g.toml);
+        assert!(
+            g.toml.contains("# binky can also run MariaDB itself"),
+            "{}",
+            g.toml
+        );
+        assert!(g.toml.contains(
+            "# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out."
+        ));
     }
 
     #[test]
