@@ -175,6 +175,28 @@ impl Response {
     }
 }
 
+/// The TLS settings every client shares. Reading the system's root certificates took 4–7 ms,
+/// paid by every adapter verb when each built its own (benchmarks/adapters.rs), so it is
+/// done once per process. The client itself is not shared: its pooled connections belong to
+/// the runtime that made them.
+fn tls_config() -> &'static rustls::ClientConfig {
+    static CONFIG: std::sync::OnceLock<rustls::ClientConfig> = std::sync::OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        // Unreadable or missing certificates leave an empty store: http:// still works, and
+        // https:// fails naming the certificate.
+        let found = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(found.certs);
+        // No ALPN here: hyper-rustls sets it from the protocols the connector enables.
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth()
+    })
+}
+
 /// The client: cheap to clone, one per adapter is plenty.
 #[derive(Clone)]
 pub struct Http {
@@ -191,20 +213,11 @@ impl Http {
     /// A client for http:// and https:// (ring, the system's root certificates; none
     /// found still serves http://).
     pub fn new() -> Http {
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let tls = match builder.with_provider_and_native_roots(provider.clone()) {
-            Ok(b) => b,
-            Err(_) => {
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .expect("ring supports the default protocol versions")
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-            }
-        };
-        let connector = tls.https_or_http().enable_http1().build();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config().clone())
+            .https_or_http()
+            .enable_http1()
+            .build();
         Http {
             client: Client::builder(TokioExecutor::new()).build(connector),
         }
