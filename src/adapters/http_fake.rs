@@ -175,3 +175,15 @@ async fn serve(
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
+
+/// An adapter configuration with `url` as `admin_url` and `options`, for the unit tests.
+pub fn cfg(url: &str, options: &[(&str, &str)]) -> crate::adapters::AdapterConfig {
+    crate::adapters::AdapterConfig {
+        admin_url: Some(url.into()),
+        options: options
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..crate::adapters::AdapterConfig::default()
+    }
+}

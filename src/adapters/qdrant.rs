@@ -482,24 +482,13 @@ impl Adapter for Qdrant {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use super::super::http_fake::{FakeServer, Recorded};
+    use super::super::http_fake::{cfg, FakeServer, Recorded};
     use super::*;
 
     fn slice() -> Slice {
         Slice {
             name: "bk_acme_login_fix_vec".into(),
             secret: "0123abcd".into(),
-        }
-    }
-
-    fn cfg(url: &str, options: &[(&str, &str)]) -> AdapterConfig {
-        AdapterConfig {
-            admin_url: Some(url.into()),
-            options: options
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            ..AdapterConfig::default()
         }
     }
 

@@ -367,23 +367,13 @@ impl Adapter for RabbitMq {
 
 #[cfg(test)]
 mod tests {
+    use super::super::http_fake::cfg;
     use super::*;
 
     fn slice() -> Slice {
         Slice {
             name: "bk_acme_login_fix_mq".into(),
             secret: "0123abcd".into(),
-        }
-    }
-
-    fn cfg(url: &str, options: &[(&str, &str)]) -> AdapterConfig {
-        AdapterConfig {
-            admin_url: Some(url.into()),
-            options: options
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            buckets: vec![],
         }
     }
 
