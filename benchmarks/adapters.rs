@@ -71,7 +71,8 @@ use serde_json::{json, Value};
 #[path = "common.rs"]
 mod common;
 use common::{
-    capture, check_stop, free_port, install_signal_handlers, random_secret, run_cmd, Res,
+    capture, check_stop, free_port, install_signal_handlers, median, p90, random_secret,
+    ratio_places, ratio_value, run_cmd, summary_p90, Res, Table,
 };
 
 const REF_HINT: &str = "binky 0.1.2 (the Python reference) with its adapters' drivers is not \
@@ -228,54 +229,16 @@ fn parse_args() -> Res<Args> {
 // ---------------------------------------------------------------------------------------------
 // Statistics.
 
-fn sorted(v: &[f64]) -> Vec<f64> {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    s
-}
-
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let s = sorted(v);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-/// 90th percentile, nearest rank: the `ceil(0.9 n)`-th smallest (the 18th of 20).
-fn p90(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let s = sorted(v);
-    let rank = ((0.9 * s.len() as f64).ceil() as usize).clamp(1, s.len());
-    s[rank - 1]
-}
-
+/// [`summary_p90`], but null for an empty series.
 fn summary(v: &[f64]) -> Value {
     if v.is_empty() {
         return Value::Null;
     }
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    json!({ "median": median(v), "p90": p90(v), "min": min, "max": max, "n": v.len(), "samples": v })
+    summary_p90(v)
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-fn ratio_value(a: f64, b: f64) -> Value {
-    if b.is_nan() || a.is_nan() || b <= 0.0 {
-        Value::Null
-    } else {
-        json!(a / b)
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2107,53 +2070,6 @@ fn fmt_ms(v: f64) -> String {
     }
 }
 
-fn ratio(a: f64, b: f64) -> String {
-    if b.is_nan() || a.is_nan() || b <= 0.0 {
-        "n/a".into()
-    } else {
-        format!("{:.2}", a / b)
-    }
-}
-
-struct Table {
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn row(&mut self, cells: &[&str]) {
-        self.rows
-            .push(cells.iter().map(|c| (*c).to_owned()).collect());
-    }
-
-    fn render(&self) -> String {
-        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let mut w = vec![0usize; cols];
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let mut s = String::new();
-        for (n, r) in self.rows.iter().enumerate() {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate() {
-                let pad = w[i] - c.chars().count();
-                if i == 0 {
-                    let _ = write!(line, "{c}{}", " ".repeat(pad));
-                } else {
-                    let _ = write!(line, "  {}{c}", " ".repeat(pad));
-                }
-            }
-            let _ = writeln!(s, "{}", line.trim_end());
-            if n == 0 {
-                let total: usize = w.iter().sum::<usize>() + 2 * (cols - 1);
-                let _ = writeln!(s, "{}", "-".repeat(total));
-            }
-        }
-        s
-    }
-}
-
 fn machine(python: &str) -> Value {
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mem_kib = meminfo
@@ -2353,7 +2269,7 @@ fn bench(args: &Args, python: &str) -> Res<()> {
                 &fmt_ms(p90(b)),
                 &fmt_ms(pm),
                 &fmt_ms(pp),
-                &ratio(median(b), pm),
+                &ratio_places(median(b), pm, 2),
             ]);
         }
         if let Some(c) = &o.clone {

@@ -15,7 +15,6 @@
 //!
 //! Run: `cargo bench --bench foundation [-- --worlds N --runs N --json PATH]`.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -31,7 +30,9 @@ use serde_json::{json, Value};
 
 #[path = "common.rs"]
 mod common;
-use common::{check_stop, install_signal_handlers, Res};
+use common::{
+    check_stop, install_signal_handlers, median, ratio, ratio_value, summary, Res, Table,
+};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) is not installed.\n\
 Install it into a venv and point the benchmark at it:\n\n\
@@ -290,26 +291,6 @@ fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
 
 // ---------------------------------------------------------------------------------------------
 // Statistics.
-
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-fn summary(v: &[f64]) -> Value {
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    json!({ "median": median(v), "min": min, "max": max, "n": v.len(), "samples": v })
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -787,59 +768,6 @@ fn fmt_cpu(i: &Idle) -> String {
     format!("{:.2} % [{:.3}]", i.cpu_pct, i.cpu_pct_fine)
 }
 
-fn ratio(a: f64, b: f64) -> String {
-    if b.is_nan() || a.is_nan() || b <= 0.0 {
-        "n/a".into()
-    } else {
-        format!("{:.3}", a / b)
-    }
-}
-
-fn ratio_value(a: f64, b: f64) -> Value {
-    if b.is_nan() || a.is_nan() || b <= 0.0 {
-        Value::Null
-    } else {
-        json!(a / b)
-    }
-}
-
-struct Table {
-    rows: Vec<[String; 6]>,
-}
-
-impl Table {
-    fn row(&mut self, cells: [&str; 6]) {
-        self.rows.push(cells.map(str::to_owned));
-    }
-
-    fn render(&self) -> String {
-        let mut w = [0usize; 6];
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let mut s = String::new();
-        for (n, r) in self.rows.iter().enumerate() {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate() {
-                let pad = w[i] - c.chars().count();
-                if i == 0 {
-                    let _ = write!(line, "{c}{}", " ".repeat(pad));
-                } else {
-                    let _ = write!(line, "  {}{c}", " ".repeat(pad));
-                }
-            }
-            let _ = writeln!(s, "{}", line.trim_end());
-            if n == 0 {
-                let total: usize = w.iter().sum::<usize>() + 2 * 5;
-                let _ = writeln!(s, "{}", "-".repeat(total));
-            }
-        }
-        s
-    }
-}
-
 fn verdict(ok: bool) -> &'static str {
     if ok {
         "yes"
@@ -1060,7 +988,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
     // ------------------------------------------------------------------ report
     let n = args.worlds;
     let mut t = Table { rows: Vec::new() };
-    t.row([
+    t.row(&[
         "metric",
         "binky",
         "binky 0.1.2",
@@ -1069,7 +997,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "binky meets",
     ]);
     let r = args.runs;
-    t.row([
+    t.row(&[
         &format!("up wall time, 2-service world (median of {r})"),
         &fmt_ms(median(&up_rs)),
         &fmt_ms(median(&up_py)),
@@ -1077,7 +1005,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "",
         "",
     ]);
-    t.row([
+    t.row(&[
         &format!("  services' own start, direct (median of {r})"),
         &fmt_ms(start_med),
         &fmt_ms(start_med),
@@ -1085,7 +1013,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "",
         "",
     ]);
-    t.row([
+    t.row(&[
         "  up overhead, median of paired (up_i - start_i)",
         &fmt_ms(median(&pair_rs)),
         &fmt_ms(median(&pair_py)),
@@ -1093,7 +1021,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "",
         "",
     ]);
-    t.row([
+    t.row(&[
         "up overhead (median wall - median own start)",
         &fmt_ms(over_rs),
         &fmt_ms(over_py),
@@ -1103,7 +1031,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
     ]);
     let sr = args.status_runs;
     let eq_label = |what: &str| format!("{what}, {equal} worlds x 2 svc");
-    t.row([
+    t.row(&[
         &eq_label(&format!("status latency (median of {sr})")),
         &fmt_ms(median(&eq_rs.status_ms)),
         &fmt_ms(median(&eq_py.status_ms)),
@@ -1111,7 +1039,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "<= 20 ms",
         verdict(median(&eq_rs.status_ms) <= 20.0),
     ]);
-    t.row([
+    t.row(&[
         &eq_label("daemon RSS"),
         &fmt_mib(eq_rs.idle.rss_bytes),
         &fmt_mib(eq_py.idle.rss_bytes),
@@ -1119,7 +1047,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "<= 20 MiB",
         verdict(eq_rs.idle.rss_bytes <= 20 * 1048576),
     ]);
-    t.row([
+    t.row(&[
         &eq_label(&format!("daemon idle CPU ({} s)", args.idle_secs)),
         &fmt_cpu(&eq_rs.idle),
         &fmt_cpu(&eq_py.idle),
@@ -1130,7 +1058,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
     if let Some(f) = &full_rs {
         let capped = format!("({equal}w cap) ");
         let full_label = |what: &str| format!("{what}, {n} worlds x 2 svc");
-        t.row([
+        t.row(&[
             &full_label(&format!("status latency (median of {sr})")),
             &fmt_ms(median(&f.status_ms)),
             &format!("{capped}{}", fmt_ms(median(&eq_py.status_ms))),
@@ -1138,7 +1066,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
             "<= 20 ms",
             verdict(median(&f.status_ms) <= 20.0),
         ]);
-        t.row([
+        t.row(&[
             &full_label("daemon RSS"),
             &fmt_mib(f.idle.rss_bytes),
             &format!("{capped}{}", fmt_mib(eq_py.idle.rss_bytes)),
@@ -1149,7 +1077,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
             "<= 20 MiB",
             verdict(f.idle.rss_bytes <= 20 * 1048576),
         ]);
-        t.row([
+        t.row(&[
             &full_label(&format!("daemon idle CPU ({} s)", args.idle_secs)),
             &fmt_cpu(&f.idle),
             &format!("{capped}{}", fmt_cpu(&eq_py.idle)),

@@ -16,7 +16,6 @@
 //!
 //! Run: `cargo bench --bench proxy [-- --duration N --runs N --layout shared|split --json PATH]`.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -33,7 +32,7 @@ use serde_json::{json, Value};
 
 #[path = "common.rs"]
 mod common;
-use common::{check_stop, install_signal_handlers, Res};
+use common::{check_stop, install_signal_handlers, median, summary, Res, Table};
 
 const INSTALL_HINT: &str = "The proxy benchmark needs `nginx` and `wrk` (Debian's packages):\n\n\
     sudo apt-get install -y nginx-light wrk\n\n\
@@ -1114,26 +1113,6 @@ impl Bench<'_> {
 // ---------------------------------------------------------------------------------------------
 // Statistics and reporting.
 
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-fn summary(v: &[f64]) -> Value {
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    json!({ "median": median(v), "min": min, "max": max, "n": v.len(), "samples": v })
-}
-
 fn fmt_ms(v: f64) -> String {
     if v.is_nan() {
         "n/a".into()
@@ -1167,50 +1146,6 @@ fn verdict(ok: bool) -> &'static str {
         "yes"
     } else {
         "NO"
-    }
-}
-
-struct Table {
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn new(header: &[&str]) -> Table {
-        Table {
-            rows: vec![header.iter().map(|s| (*s).to_owned()).collect()],
-        }
-    }
-
-    fn row(&mut self, cells: &[String]) {
-        self.rows.push(cells.to_vec());
-    }
-
-    fn render(&self) -> String {
-        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let mut w = vec![0usize; cols];
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let mut s = String::new();
-        for (n, r) in self.rows.iter().enumerate() {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate() {
-                let pad = w[i] - c.chars().count();
-                if i == 0 {
-                    let _ = write!(line, "{c}{}", " ".repeat(pad));
-                } else {
-                    let _ = write!(line, "  {}{c}", " ".repeat(pad));
-                }
-            }
-            let _ = writeln!(s, "{}", line.trim_end());
-            if n == 0 {
-                let total: usize = w.iter().sum::<usize>() + 2 * (cols.saturating_sub(1));
-                let _ = writeln!(s, "{}", "-".repeat(total));
-            }
-        }
-        s
     }
 }
 
@@ -1502,7 +1437,7 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
     for arm in ARMS {
         let i = arm as usize;
         let proxied = arm != Arm::Direct;
-        tbl.row(&[
+        tbl.row_owned(&[
             arm.label().to_owned(),
             fmt_rps(rps[i]),
             fmt_ms(lp50[i]),
@@ -1528,56 +1463,56 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
         ]);
     }
     let mut verdicts = Table::new(&["check", "binky", "nginx", "target", "binky meets"]);
-    verdicts.row(&[
+    verdicts.row_owned(&[
         format!("requests/s, binky / nginx (-t{t} -c{c})"),
         format!("{ratio_rps:.3}"),
         "1".into(),
         format!(">= {TARGET_RPS_RATIO}"),
         verdict(ratio_rps >= TARGET_RPS_RATIO).into(),
     ]);
-    verdicts.row(&[
+    verdicts.row_owned(&[
         "added p99 vs direct, one connection (-t1 -c1)".into(),
         fmt_added(binky_added_p99),
         fmt_added(added(&sp99, n)),
         format!("<= {TARGET_ADDED_P99_MS} ms"),
         verdict(binky_added_p99 <= TARGET_ADDED_P99_MS).into(),
     ]);
-    verdicts.row(&[
+    verdicts.row_owned(&[
         "  same, lowest p99 of each arm's rounds".into(),
         fmt_added(added(&sp99_min, b)),
         fmt_added(added(&sp99_min, n)),
         String::new(),
         String::new(),
     ]);
-    verdicts.row(&[
+    verdicts.row_owned(&[
         "added p90 vs direct, one connection (-t1 -c1)".into(),
         fmt_added(added(&sp90, b)),
         fmt_added(added(&sp90, n)),
         String::new(),
         String::new(),
     ]);
-    verdicts.row(&[
+    verdicts.row_owned(&[
         "added p50 vs direct, one connection (-t1 -c1)".into(),
         fmt_added(added(&sp50, b)),
         fmt_added(added(&sp50, n)),
         String::new(),
         String::new(),
     ]);
-    verdicts.row(&[
+    verdicts.row_owned(&[
         format!("added p99 vs direct, under load (-t{t} -c{c})"),
         fmt_added(added(&lp99, b)),
         fmt_added(added(&lp99, n)),
         String::new(),
         String::new(),
     ]);
-    verdicts.row(&[
+    verdicts.row_owned(&[
         format!("added p50 vs direct, under load (-t{t} -c{c})"),
         fmt_added(added(&lp50, b)),
         fmt_added(added(&lp50, n)),
         String::new(),
         String::new(),
     ]);
-    verdicts.row(&[
+    verdicts.row_owned(&[
         format!("proxy CPU per request (-t{t} -c{c})"),
         format!("{:.1} µs", cpu_req[b]),
         format!("{:.1} µs", cpu_req[n]),

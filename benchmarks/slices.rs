@@ -34,7 +34,6 @@
 //! Run: `cargo bench --bench slices [-- --worlds N --pg-on-disk --json PATH]`.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -50,7 +49,8 @@ use serde_json::{json, Value};
 #[path = "common.rs"]
 mod common;
 use common::{
-    capture, check_stop, free_port, install_signal_handlers, random_secret, run_cmd, Res, Run,
+    capture, check_stop, free_port, install_signal_handlers, median, p90, random_secret, ratio,
+    ratio_value, run_cmd, summary_p90, Res, Run, Table,
 };
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres and redis \
@@ -167,41 +167,6 @@ fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
 
 // ---------------------------------------------------------------------------------------------
 // Statistics.
-
-fn sorted(v: &[f64]) -> Vec<f64> {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    s
-}
-
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let s = sorted(v);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-/// 90th percentile, nearest rank: the `ceil(0.9 n)`-th smallest (the 18th of 20).
-fn p90(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let s = sorted(v);
-    let rank = ((0.9 * s.len() as f64).ceil() as usize).clamp(1, s.len());
-    s[rank - 1]
-}
-
-fn summary(v: &[f64]) -> Value {
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    json!({ "median": median(v), "p90": p90(v), "min": min, "max": max, "n": v.len(), "samples": v })
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -1106,61 +1071,6 @@ fn fmt_ms(v: f64) -> String {
     }
 }
 
-fn ratio(a: f64, b: f64) -> String {
-    if b.is_nan() || a.is_nan() || b <= 0.0 {
-        "n/a".into()
-    } else {
-        format!("{:.3}", a / b)
-    }
-}
-
-fn ratio_value(a: f64, b: f64) -> Value {
-    if b.is_nan() || a.is_nan() || b <= 0.0 {
-        Value::Null
-    } else {
-        json!(a / b)
-    }
-}
-
-struct Table {
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn row(&mut self, cells: &[&str]) {
-        self.rows
-            .push(cells.iter().map(|c| (*c).to_owned()).collect());
-    }
-
-    fn render(&self) -> String {
-        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let mut w = vec![0usize; cols];
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let mut s = String::new();
-        for (n, r) in self.rows.iter().enumerate() {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate() {
-                let pad = w[i] - c.chars().count();
-                if i == 0 {
-                    let _ = write!(line, "{c}{}", " ".repeat(pad));
-                } else {
-                    let _ = write!(line, "  {}{c}", " ".repeat(pad));
-                }
-            }
-            let _ = writeln!(s, "{}", line.trim_end());
-            if n == 0 {
-                let total: usize = w.iter().sum::<usize>() + 2 * (cols - 1);
-                let _ = writeln!(s, "{}", "-".repeat(total));
-            }
-        }
-        s
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 fn find_binky012() -> Option<PathBuf> {
@@ -1466,28 +1376,28 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
             adapter.to_owned(),
             json!({
                 "binky": {
-                    "up_ms": summary(&rs.times.up[c]),
-                    "remove_ms": summary(&rs.times.remove[c]),
-                    "provision_cost_paired_ms": summary(&prov_rs),
-                    "teardown_cost_paired_ms": summary(&tear_rs),
+                    "up_ms": summary_p90(&rs.times.up[c]),
+                    "remove_ms": summary_p90(&rs.times.remove[c]),
+                    "provision_cost_paired_ms": summary_p90(&prov_rs),
+                    "teardown_cost_paired_ms": summary_p90(&tear_rs),
                     "provision_cost_median_diff_ms": med_diff(&rs.times.up[c], &rs.times.up[b]),
                     "teardown_cost_median_diff_ms": med_diff(&rs.times.remove[c], &rs.times.remove[b]),
-                    "adapter_alone_provision_resolve_ms": summary(&alone_rs.up[c]),
-                    "adapter_alone_teardown_ms": summary(&alone_rs.remove[c]),
+                    "adapter_alone_provision_resolve_ms": summary_p90(&alone_rs.up[c]),
+                    "adapter_alone_teardown_ms": summary_p90(&alone_rs.remove[c]),
                 },
                 "binky012": {
-                    "up_ms": summary(&py.times.up[c]),
-                    "remove_ms": summary(&py.times.remove[c]),
-                    "provision_cost_paired_ms": summary(&prov_py),
-                    "teardown_cost_paired_ms": summary(&tear_py),
+                    "up_ms": summary_p90(&py.times.up[c]),
+                    "remove_ms": summary_p90(&py.times.remove[c]),
+                    "provision_cost_paired_ms": summary_p90(&prov_py),
+                    "teardown_cost_paired_ms": summary_p90(&tear_py),
                     "provision_cost_median_diff_ms": med_diff(&py.times.up[c], &py.times.up[b]),
                     "teardown_cost_median_diff_ms": med_diff(&py.times.remove[c], &py.times.remove[b]),
-                    "adapter_alone_provision_resolve_ms": summary(&alone_py.up[c]),
-                    "adapter_alone_teardown_ms": summary(&alone_py.remove[c]),
+                    "adapter_alone_provision_resolve_ms": summary_p90(&alone_py.up[c]),
+                    "adapter_alone_teardown_ms": summary_p90(&alone_py.remove[c]),
                 },
                 "server_floor": {
-                    "create_ms": summary(&floor.up[c]),
-                    "drop_ms": summary(&floor.remove[c]),
+                    "create_ms": summary_p90(&floor.up[c]),
+                    "drop_ms": summary_p90(&floor.remove[c]),
                 },
                 "ratios_binky_over_012": {
                     "up": ratio_value(median(&rs.times.up[c]), median(&py.times.up[c])),
@@ -1591,15 +1501,15 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
             },
             "binky": {
                 "version": versions.0, "binary": rs.bin,
-                "bare_up_ms": summary(&rs.times.up[b]),
-                "bare_remove_ms": summary(&rs.times.remove[b]),
+                "bare_up_ms": summary_p90(&rs.times.up[b]),
+                "bare_remove_ms": summary_p90(&rs.times.remove[b]),
                 "slice_problems": rs.problems,
                 "leftover_processes": rs.leftovers,
             },
             "binky012": {
                 "version": versions.1, "binary": py.bin,
-                "bare_up_ms": summary(&py.times.up[b]),
-                "bare_remove_ms": summary(&py.times.remove[b]),
+                "bare_up_ms": summary_p90(&py.times.up[b]),
+                "bare_remove_ms": summary_p90(&py.times.remove[b]),
                 "slice_problems": py.problems,
                 "leftover_processes": py.leftovers,
             },

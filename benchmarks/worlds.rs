@@ -56,7 +56,8 @@ use serde_json::{json, Value};
 #[path = "common.rs"]
 mod common;
 use common::{
-    capture, check_stop, free_port, install_signal_handlers, random_secret, run_cmd, Res, Run,
+    capture, check_stop, free_port, install_signal_handlers, median, random_secret, run_cmd,
+    summary, Res, Run, Table,
 };
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres extra is not \
@@ -1930,26 +1931,6 @@ fn floor_clone(admin_url: &str, tpl: &str, strategy: &str, name: &str) -> Res<(f
     })
 }
 
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-fn summary(v: &[f64]) -> Value {
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    json!({ "median": median(v), "min": min, "max": max, "n": v.len(), "samples": v })
-}
-
 /// One strategy's samples.
 #[derive(Default)]
 struct StratSamples {
@@ -2105,45 +2086,6 @@ fn arm_strategy(args: &Args, bin: PathBuf, bin_dir: &Path, app: &App, path: &str
 
 // ---------------------------------------------------------------------------------------------
 // Reporting.
-
-struct Table {
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn row(&mut self, cells: &[&str]) {
-        self.rows
-            .push(cells.iter().map(|c| (*c).to_owned()).collect());
-    }
-
-    fn render(&self) -> String {
-        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let mut w = vec![0usize; cols];
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let mut s = String::new();
-        for (n, r) in self.rows.iter().enumerate() {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate() {
-                let pad = w[i] - c.chars().count();
-                if i == 0 {
-                    let _ = write!(line, "{c}{}", " ".repeat(pad));
-                } else {
-                    let _ = write!(line, "  {}{c}", " ".repeat(pad));
-                }
-            }
-            let _ = writeln!(s, "{}", line.trim_end());
-            if n == 0 {
-                let total: usize = w.iter().sum::<usize>() + 2 * (cols - 1);
-                let _ = writeln!(s, "{}", "-".repeat(total));
-            }
-        }
-        s
-    }
-}
 
 /// The state of an arm after `n` worlds.
 fn at_n(r: Option<&ArmResult>, n: usize) -> Option<&WorldRec> {
