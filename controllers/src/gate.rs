@@ -171,12 +171,6 @@ fn default_of(key: &str) -> &'static str {
         .unwrap_or("")
 }
 
-fn setting(store: &Store, key: &str) -> Result<String, StoreError> {
-    Ok(store
-        .read(|c| store::setting(c, key))?
-        .unwrap_or_else(|| default_of(key).to_owned()))
-}
-
 /// The machine settings, read in one query; a key not set has its default.
 struct Settings(std::collections::BTreeMap<String, String>);
 
@@ -189,6 +183,19 @@ impl Settings {
         self.0
             .get(key)
             .map_or_else(|| default_of(key), String::as_str)
+    }
+
+    /// A numeric setting; one that does not parse has its default.
+    fn number<T: std::str::FromStr + Default>(&self, key: &str) -> T {
+        self.get(key)
+            .parse()
+            .or_else(|_| default_of(key).parse())
+            .unwrap_or_default()
+    }
+
+    /// A yes/no setting.
+    fn flag(&self, key: &str) -> bool {
+        on(self.get(key))
     }
 }
 
@@ -207,17 +214,8 @@ pub fn approved(store: &Store) -> Result<BTreeSet<String>, StoreError> {
     })
 }
 
-/// The commands of `world` that wait for approval (empty when approvals are off).
-pub fn unapproved(store: &Store, world: &World) -> Result<Vec<Command>, StoreError> {
-    unapproved_when(store, on(&setting(store, "approvals")?), world)
-}
-
-/// [`unapproved`], with the `approvals` setting already read.
-fn unapproved_when(
-    store: &Store,
-    approvals: bool,
-    world: &World,
-) -> Result<Vec<Command>, StoreError> {
+/// The commands of `world` that wait for approval (none when `approvals` is off).
+fn unapproved(store: &Store, approvals: bool, world: &World) -> Result<Vec<Command>, StoreError> {
     if !approvals {
         return Ok(Vec::new());
     }
@@ -231,7 +229,8 @@ fn unapproved_when(
 /// Is `world` held at the gate? `Some((reason, message))` when it is: nothing of it may
 /// start. Controllers that start things call this first.
 pub fn held(store: &Store, world: &World) -> Result<Option<(&'static str, String)>, StoreError> {
-    if let Some(why) = awaiting_approval(world, &unapproved(store, world)?) {
+    let approvals = Settings::read(store)?.flag("approvals");
+    if let Some(why) = awaiting_approval(world, &unapproved(store, approvals, world)?) {
         return Ok(Some(("AwaitingApproval", why)));
     }
     let row: Option<(String, String)> = store.read(|c| {
@@ -310,14 +309,14 @@ impl<M: Machine> AdmissionController<M> {
 
     /// Over which limit, if any, would one more resident world be?
     fn over(&self, settings: &Settings, world: &World, residents: usize) -> Option<Over> {
-        let max: usize = settings.get("max_parallel").parse().unwrap_or(0);
+        let max: usize = settings.number("max_parallel");
         if max > 0 && residents >= max {
             return Some(Over {
                 limit: Limit::Places,
                 why: format!("{residents} world(s) running, max_parallel = {max}"),
             });
         }
-        let ram: f64 = settings.get("ram_reserve_percent").parse().unwrap_or(0.0);
+        let ram: f64 = settings.number("ram_reserve_percent");
         if ram > 0.0 {
             if let Some(avail) = self.machine.mem_available_percent() {
                 if avail < ram {
@@ -330,7 +329,7 @@ impl<M: Machine> AdmissionController<M> {
                 }
             }
         }
-        let disk: f64 = settings.get("disk_reserve_gib").parse().unwrap_or(0.0);
+        let disk: f64 = settings.number("disk_reserve_gib");
         if disk > 0.0 {
             if let Some(free) = self.machine.disk_free_gib(&world.repo_root) {
                 if free < disk {
@@ -404,7 +403,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
             });
         }
         let settings = Settings::read(&self.store)?;
-        let missing = unapproved_when(&self.store, on(settings.get("approvals")), world)?;
+        let missing = unapproved(&self.store, settings.flag("approvals"), world)?;
         if let Some(msg) = awaiting_approval(world, &missing) {
             return Ok(Applied {
                 action: Action::AwaitChange,
@@ -445,7 +444,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
         let mut over = self.over(&settings, world, residents);
         let cool = match &over {
             // A cooled world keeps its files: stopping it frees no disk.
-            Some(o) if o.limit != Limit::Disk && ahead == 0 => on(settings.get("cool_oldest")),
+            Some(o) if o.limit != Limit::Disk && ahead == 0 => settings.flag("cool_oldest"),
             _ => false,
         };
         // Memory a cooled world frees is available only once its processes are gone;
@@ -460,7 +459,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
             ));
         }
         if cool && stopping.is_none() {
-            let focus: i64 = settings.get("focus_minutes").parse().unwrap_or(5);
+            let focus: i64 = settings.number("focus_minutes");
             let worlds = self.store.read(store::worlds)?;
             let coolable = worlds
                 .iter()

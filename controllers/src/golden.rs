@@ -557,7 +557,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             let rebuild = claimed
                 || (g.state == "building"
                     && (g.builder != self.builder || g.owner_world == Some(world.id)))
-                || (g.state == "failed" && world.last_used_at > g_updated(&self.store, &key)?);
+                || (g.state == "failed" && world.last_used_at > g.updated_at);
             if rebuild {
                 if !claimed {
                     // A build by a daemon that died, or a failed one the next `up` retries.
@@ -605,9 +605,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 }
             }
         }
-        // This world's services that no longer clone: their references go.
-        let refs = self.store.read(|c| store::golden_refs_of(c, world.id))?;
-        for svc in refs.into_keys().filter(|s| !keep.contains(s)) {
+        // This world's services that no longer clone: their references go. (A reference
+        // this pass made is in `keep`, so the ones read before the loop are all there is.)
+        for svc in refs_now.into_keys().filter(|s| !keep.contains(s)) {
             self.store.write(|tx| {
                 tx.execute(
                     "DELETE FROM golden_refs WHERE world_id = ?1 AND service = ?2",
@@ -642,16 +642,6 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
         self.drop_unneeded().await?;
         Ok(Cleanup::Done)
     }
-}
-
-fn g_updated(store: &Store, key: &str) -> Result<i64, StoreError> {
-    store.read(|c| {
-        Ok(c.query_row(
-            "SELECT updated_at FROM goldens WHERE key = ?1",
-            [key],
-            |r| r.get(0),
-        )?)
-    })
 }
 
 #[cfg(test)]

@@ -798,10 +798,13 @@ pub struct GoldenRow {
     pub build_ms: Option<i64>,
     /// When it was made (ms).
     pub created_at: i64,
+    /// When its state last changed (ms).
+    #[serde(skip)]
+    pub updated_at: i64,
 }
 
 const GOLDEN_COLUMNS: &str = "key, adapter, clone_from, name, secret, admin_url, state, builder,
-    owner_world, output, build_ms, created_at";
+    owner_world, output, build_ms, created_at, updated_at";
 
 fn golden_from_row(r: &Row<'_>) -> rusqlite::Result<GoldenRow> {
     Ok(GoldenRow {
@@ -817,6 +820,7 @@ fn golden_from_row(r: &Row<'_>) -> rusqlite::Result<GoldenRow> {
         output: r.get(9)?,
         build_ms: r.get(10)?,
         created_at: r.get(11)?,
+        updated_at: r.get(12)?,
     })
 }
 

@@ -278,3 +278,38 @@ async fn short_of_disk_nothing_is_cooled_since_a_cooled_world_keeps_its_files() 
     ask(&roomy, &store, n).await;
     assert_eq!(held(&store, n), None);
 }
+
+#[tokio::test]
+async fn a_world_the_user_stopped_that_still_has_processes_holds_cooling_until_they_are_gone() {
+    // The memory a stopping world frees is not free yet, whoever stopped it: cooling
+    // another world meanwhile would stop one too many.
+    let (dir, store) = setup(&[("ram_reserve_percent", "50"), ("cool_oldest", "true")]);
+    let roomy = AdmissionController::new(store.clone(), FakeMachine::default());
+    let [downed, old] = ["downed", "old"].map(|n| up(&dir, &store, n));
+    for id in [downed, old] {
+        ask(&roomy, &store, id).await;
+        running_process(&store, id, Some(5000 + id as u32));
+        used_minutes_ago(&store, id, 60);
+    }
+    store
+        .set_desired_state(downed, DesiredState::Stopped)
+        .unwrap();
+    let n = up(&dir, &store, "n");
+    let short = AdmissionController::new(
+        store.clone(),
+        FakeMachine {
+            mem: 30.0,
+            disk: 100.0,
+        },
+    );
+    ask(&short, &store, n).await;
+    assert_eq!(desired(&store, old), DesiredState::Running);
+    let why = held(&store, n).unwrap();
+    assert!(
+        why.contains("waiting for downed to stop before cooling another world"),
+        "{why}"
+    );
+    running_process(&store, downed, None);
+    ask(&short, &store, n).await;
+    assert_eq!(desired(&store, old), DesiredState::Stopped);
+}

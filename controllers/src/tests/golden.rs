@@ -162,3 +162,28 @@ async fn a_clone_that_fails_for_now_is_retried_and_needs_no_fallback() {
     assert!(!has_event(&h, "a", "clone_fallback", ""));
     assert_eq!(h.slices_ready(a).status, CondStatus::True);
 }
+
+#[tokio::test]
+async fn a_service_that_stops_cloning_loses_its_reference_and_the_unused_template_goes() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    let a = h.up("a", cloning());
+    h.converge(a).await;
+    let template = goldens(&h)[0].name.clone();
+    let refs = h.store.read(|c| store::golden_refs_of(c, a)).unwrap();
+    assert_eq!(refs.keys().collect::<Vec<_>>(), ["db"]);
+    // The same world, its service no longer cloning.
+    let plain = spec(vec![(
+        "db",
+        resource("postgres", Some("migrate up"), Some("seed all")),
+    )]);
+    assert_eq!(h.up("a", plain), a);
+    h.converge(a).await;
+    assert!(h
+        .store
+        .read(|c| store::golden_refs_of(c, a))
+        .unwrap()
+        .is_empty());
+    assert!(goldens(&h).is_empty(), "a template no world uses was kept");
+    assert!(h.fake.calls("teardown").contains(&template));
+}
