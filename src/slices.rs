@@ -20,6 +20,9 @@ impl RealSlices {
         RealSlices { registry, servers }
     }
 
+    /// Where `spec`'s slice lives: its `admin_url`; else, for a built-in adapter, the server
+    /// binky 0.1.2's environment variable names (read here, once, and recorded with the
+    /// slice, so it is dropped where it was made), else binky's managed server of its kind.
     async fn admin_url(&self, spec: &SliceSpec) -> Result<Option<String>, SliceFault> {
         if spec.admin_url.is_some() {
             return Ok(spec.admin_url.clone());
@@ -27,16 +30,14 @@ impl RealSlices {
         if !self.registry.is_builtin(&spec.adapter) {
             return Ok(None);
         }
+        let from_env = crate::adapters::admin_url_env(&spec.adapter)
+            .and_then(|var| std::env::var(var).ok())
+            .map(|url| url.trim().to_owned())
+            .filter(|url| !url.is_empty());
+        if from_env.is_some() {
+            return Ok(from_env);
+        }
         match Kind::for_adapter(&spec.adapter) {
-            // binky 0.1.2's `$BINKY_MYSQL_URL` (in the daemon's environment) names the
-            // server when the service gives none: the adapter reads it, and no managed
-            // server is started.
-            Some(Kind::Mysql)
-                if std::env::var(crate::adapters::mysql::ENV_URL)
-                    .is_ok_and(|v| !v.trim().is_empty()) =>
-            {
-                Ok(None)
-            }
             Some(kind) => self.servers.ensure(kind).await.map(Some).map_err(|e| {
                 if e.permanent() {
                     SliceFault::Permanent(e.to_string())
@@ -46,6 +47,22 @@ impl RealSlices {
             }),
             None => Ok(None),
         }
+    }
+
+    /// The adapter's view of `spec`, on `admin_url`.
+    fn config(spec: &SliceSpec, admin_url: Option<String>) -> AdapterConfig {
+        AdapterConfig {
+            admin_url,
+            options: spec.options.clone(),
+            buckets: spec.buckets.clone(),
+        }
+    }
+}
+
+fn slice_of(spec: &SliceSpec) -> Slice {
+    Slice {
+        name: spec.slice.clone(),
+        secret: spec.secret.clone(),
     }
 }
 
@@ -82,15 +99,8 @@ impl SliceEffects for RealSlices {
     async fn provision(&self, spec: &SliceSpec) -> Result<SliceAddress, SliceFault> {
         let adapter = self.adapter(spec)?;
         let admin_url = self.admin_url(spec).await?;
-        let cfg = AdapterConfig {
-            admin_url: admin_url.clone(),
-            options: spec.options.clone(),
-            buckets: spec.buckets.clone(),
-        };
-        let slice = Slice {
-            name: spec.slice.clone(),
-            secret: spec.secret.clone(),
-        };
+        let cfg = Self::config(spec, admin_url.clone());
+        let slice = slice_of(spec);
         adapter.provision(&slice, &cfg).await.map_err(fault)?;
         let addr = adapter.resolve(&slice, &cfg).await.map_err(fault)?;
         Ok(SliceAddress {
@@ -102,11 +112,7 @@ impl SliceEffects for RealSlices {
 
     async fn can_clone(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
         let adapter = self.adapter(spec)?;
-        let cfg = AdapterConfig {
-            admin_url: spec.admin_url.clone(),
-            options: spec.options.clone(),
-            buckets: spec.buckets.clone(),
-        };
+        let cfg = Self::config(spec, spec.admin_url.clone());
         adapter
             .capabilities(&cfg)
             .await
@@ -121,19 +127,9 @@ impl SliceEffects for RealSlices {
     ) -> Result<SliceAddress, SliceFault> {
         let adapter = self.adapter(to)?;
         let admin_url = self.admin_url(to).await?;
-        let cfg = AdapterConfig {
-            admin_url: admin_url.clone(),
-            options: to.options.clone(),
-            buckets: to.buckets.clone(),
-        };
-        let src = Slice {
-            name: from.slice.clone(),
-            secret: from.secret.clone(),
-        };
-        let dst = Slice {
-            name: to.slice.clone(),
-            secret: to.secret.clone(),
-        };
+        let cfg = Self::config(to, admin_url.clone());
+        let src = slice_of(from);
+        let dst = slice_of(to);
         adapter.clone_slice(&src, &dst, &cfg).await.map_err(fault)?;
         let addr = adapter.resolve(&dst, &cfg).await.map_err(fault)?;
         Ok(SliceAddress {
@@ -145,44 +141,22 @@ impl SliceEffects for RealSlices {
 
     async fn seal(&self, template: &SliceSpec) -> Result<(), SliceFault> {
         let adapter = self.adapter(template)?;
-        let cfg = AdapterConfig {
-            admin_url: self.admin_url(template).await?,
-            options: template.options.clone(),
-            buckets: template.buckets.clone(),
-        };
-        let slice = Slice {
-            name: template.slice.clone(),
-            secret: template.secret.clone(),
-        };
+        let cfg = Self::config(template, self.admin_url(template).await?);
+        let slice = slice_of(template);
         adapter.seal_template(&slice, &cfg).await.map_err(fault)
     }
 
     async fn exists(&self, spec: &SliceSpec) -> Result<Option<bool>, SliceFault> {
         let adapter = self.adapter(spec)?;
-        let cfg = AdapterConfig {
-            admin_url: self.admin_url(spec).await?,
-            options: spec.options.clone(),
-            buckets: spec.buckets.clone(),
-        };
-        let slice = Slice {
-            name: spec.slice.clone(),
-            secret: spec.secret.clone(),
-        };
+        let cfg = Self::config(spec, self.admin_url(spec).await?);
+        let slice = slice_of(spec);
         adapter.exists(&slice, &cfg).await.map_err(fault)
     }
 
     async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
         let adapter = self.adapter(spec)?;
-        let admin_url = self.admin_url(spec).await?;
-        let cfg = AdapterConfig {
-            admin_url,
-            options: spec.options.clone(),
-            buckets: spec.buckets.clone(),
-        };
-        let slice = Slice {
-            name: spec.slice.clone(),
-            secret: spec.secret.clone(),
-        };
+        let cfg = Self::config(spec, self.admin_url(spec).await?);
+        let slice = slice_of(spec);
         adapter.teardown(&slice, &cfg).await.map_err(fault)
     }
 }

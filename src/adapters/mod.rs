@@ -58,6 +58,33 @@ pub struct AdapterConfig {
     pub buckets: Vec<String>,
 }
 
+impl AdapterConfig {
+    /// The admin URL, when one is given and not blank.
+    pub fn admin(&self) -> Option<&str> {
+        self.admin_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    }
+}
+
+/// binky 0.1.2's environment variable naming `adapter`'s server for a service without
+/// `admin_url`. The daemon reads it (see `crate::slices`) and records the value with the
+/// slice, so the slice is dropped where it was made even if the variable is gone by then;
+/// adapters only ever see [`AdapterConfig::admin_url`].
+pub fn admin_url_env(adapter: &str) -> Option<&'static str> {
+    match adapter.split('@').next().unwrap_or(adapter) {
+        "mysql" | "mariadb" | "percona" => Some("BINKY_MYSQL_URL"),
+        "mongodb" => Some("BINKY_MONGO_URL"),
+        "clickhouse" => Some("BINKY_CLICKHOUSE_URL"),
+        "rabbitmq" => Some("BINKY_RABBITMQ_URL"),
+        "kafka" | "redpanda" => Some("BINKY_KAFKA_URL"),
+        "qdrant" => Some("BINKY_QDRANT_URL"),
+        "elasticsearch" | "opensearch" => Some("BINKY_ELASTICSEARCH_URL"),
+        _ => None,
+    }
+}
+
 /// Where a slice is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Address {

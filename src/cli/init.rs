@@ -149,11 +149,5 @@ fn print_summary(target: &Path, compose: &Path, g: &init::Generated) {
             println!("  {name}: {why}");
         }
     }
-    let registry = crate::adapters::Registry::default();
-    for a in &g.adapters {
-        if registry.get(a).is_err() {
-            println!("adapter `{a}` runs as binky-adapter-{a}, which is not on PATH: install it before `binky up`");
-        }
-    }
     println!("next: read {FILE_NAME}, `binky check` it, then `binky up NAME`");
 }
