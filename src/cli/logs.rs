@@ -132,7 +132,7 @@ pub async fn run(
             return Ok(exit::OK); // reader went away (e.g. `| head`)
         }
         ticks += 1;
-        if ticks % 5 == 0 {
+        if ticks.is_multiple_of(5) {
             // New services' logs appear; a removed world ends the follow.
             if ctx.store.read(|c| store::world(c, world.id))?.is_none() {
                 return Ok(exit::OK);

@@ -98,6 +98,44 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// How long opening the store keeps retrying a `SQLITE_BUSY` answer.
+pub const OPEN_PATIENCE: Duration = Duration::from_secs(15);
+
+fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// An exclusive `flock` on `<store>.open-lock`, held while one process opens and migrates
+/// the store. Best effort: where the lock file cannot be made (a read-only directory), the
+/// busy retry in [`Store::open`] still holds.
+struct OpenLock(Option<std::fs::File>);
+
+impl OpenLock {
+    fn take(db: &Path) -> OpenLock {
+        let mut name = db.as_os_str().to_owned();
+        name.push(".open-lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(PathBuf::from(name))
+            .ok()
+            .filter(|f| f.lock().is_ok());
+        OpenLock(file)
+    }
+}
+
+impl Drop for OpenLock {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            let _ = f.unlock();
+        }
+    }
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -108,7 +146,45 @@ pub fn now_ms() -> i64 {
 
 impl Store {
     /// Open (creating if needed) the store at `path` and bring its schema up to date.
+    ///
+    /// Many commands may open a new store at the same moment (fifteen agents typing
+    /// `binky up` on a fresh machine). SQLite does not call the busy handler for every lock
+    /// the first open takes — the switch to WAL and the first read of a WAL file that
+    /// another connection is initialising answer `SQLITE_BUSY` at once — so the open, the
+    /// pragmas and the migrations run under an exclusive `flock` on `<path>.open-lock`,
+    /// and a busy answer that still gets through is retried for up to [`OPEN_PATIENCE`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let guard = OpenLock::take(path);
+        let started = std::time::Instant::now();
+        let conn = loop {
+            match Self::open_once(path) {
+                Ok(conn) => break conn,
+                Err(StoreError::Open { source, .. })
+                    if is_busy(&source) && started.elapsed() < OPEN_PATIENCE =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(StoreError::Sql(source))
+                    if is_busy(&source) && started.elapsed() < OPEN_PATIENCE =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(err) => return Err(err),
+            }
+        };
+        drop(guard);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.to_owned(),
+        })
+    }
+
+    fn open_once(path: &Path) -> Result<Connection, StoreError> {
         let open_err = |source| StoreError::Open {
             path: path.to_owned(),
             source,
@@ -120,11 +196,6 @@ impl Store {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(open_err)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        }
         conn.busy_timeout(Duration::from_secs(10))
             .map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -135,10 +206,7 @@ impl Store {
             .map_err(open_err)?;
         let mut conn = conn;
         migrations::migrate(&mut conn)?;
-        Ok(Store {
-            conn: Arc::new(Mutex::new(conn)),
-            path: path.to_owned(),
-        })
+        Ok(conn)
     }
 
     /// The file this store lives in.
