@@ -15,6 +15,9 @@
 //! - Deletion works like finalizers: a world marked deleted gets `cleanup` from every
 //!   controller that still holds its finalizer; the row is deleted when none is left.
 //! - A periodic resync visits every world, so correctness never depends on a nudge.
+//! - A reconcile that panics is an error like any other: its controller's condition says
+//!   `ReconcilePanicked` with the panic's message, the key is retried with backoff, and the
+//!   other worlds go on.
 
 mod backoff;
 mod scheduler;
@@ -476,25 +479,72 @@ fn report_error<C: Controller>(
         type_: controller.condition_type(),
         status: CondStatus::False,
         reason: err.reason().to_owned(),
-        message: message.clone(),
+        message,
         stalled: err.stalled(),
     };
+    record_failure(store, trigger, controller.name(), world, cond, attempts);
+}
+
+/// A reconcile of world `id` by `controller` panicked: recorded like an error (a condition
+/// with the panic's message, an event, the attempt count), so the runtime retries it with
+/// backoff and `binky status` says what happened.
+pub(crate) fn report_panic<C: Controller>(
+    controller: &C,
+    store: &Store,
+    trigger: &Trigger,
+    id: WorldId,
+    panic: &str,
+    attempts: u32,
+) {
+    tracing::error!(
+        controller = controller.name(),
+        world = id,
+        attempts,
+        panic,
+        "reconcile panicked"
+    );
+    let world = match store.read(|c| store::world(c, id)) {
+        Ok(Some(w)) => w,
+        _ => return,
+    };
+    let cond = Condition::waiting(
+        controller.condition_type(),
+        "ReconcilePanicked",
+        format!(
+            "binky's {} controller panicked ({panic}); retrying with backoff. This is a bug in \
+             binky: please report it with `binky events {}`",
+            controller.name(),
+            world.name
+        ),
+    );
+    record_failure(store, trigger, controller.name(), &world, cond, attempts);
+}
+
+fn record_failure(
+    store: &Store,
+    trigger: &Trigger,
+    controller: &'static str,
+    world: &World,
+    cond: Condition,
+    attempts: u32,
+) {
+    let message = cond.message.clone();
     let result = store.write(|tx| {
-        let changed = write_conditions(tx, world, controller.name(), std::slice::from_ref(&cond))?;
+        let changed = write_conditions(tx, world, controller, std::slice::from_ref(&cond))?;
         if changed {
-            store::add_event(tx, world.id, "error", &format!("{}: {message}", controller.name()))?;
+            store::add_event(tx, world.id, "error", &format!("{controller}: {message}"))?;
         }
         tx.execute(
             "INSERT INTO controller_status (world_id, controller, observed_generation, attempts, reconciled_at)
              SELECT ?1, ?2, 0, ?3, ?4 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
              ON CONFLICT (world_id, controller) DO UPDATE SET attempts = excluded.attempts,
                 reconciled_at = excluded.reconciled_at",
-            params![world.id, controller.name(), attempts, now_ms()],
+            params![world.id, controller, attempts, now_ms()],
         )?;
         Ok(changed)
     });
     if let Ok(true) = result {
-        trigger.others(world.id, controller.name());
+        trigger.others(world.id, controller);
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::{reconcile_one, Controller, KeyBackoff, Msg, Outcome, Trigger};
+use super::{reconcile_one, report_panic, Controller, KeyBackoff, Msg, Outcome, Trigger};
 use crate::store::{self, Store, WorldId};
 
 /// Tuning of the runtime.
@@ -112,7 +112,27 @@ async fn run_controller<C: Controller>(
                 done_tx.clone(),
             );
             tokio::spawn(async move {
-                let outcome = reconcile_one(&*controller, &store, &trigger, &mut backoff, id).await;
+                // A panicking reconcile must still report back: otherwise this key stays
+                // "running" and is never reconciled again until the daemon restarts.
+                let run = reconcile_one(&*controller, &store, &trigger, &mut backoff, id);
+                let outcome = match CatchUnwind(Box::pin(run)).await {
+                    Ok(outcome) => outcome,
+                    Err(panic) => {
+                        let delay = backoff.next_delay();
+                        report_panic(
+                            &*controller,
+                            &store,
+                            &trigger,
+                            id,
+                            &panic_message(&*panic),
+                            backoff.attempts(),
+                        );
+                        Outcome {
+                            next: Some(delay),
+                            forget: false,
+                        }
+                    }
+                };
                 let _ = done_tx.send((id, backoff, outcome));
             });
         }
@@ -161,5 +181,37 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Polls a future, turning a panic inside it into an `Err` with the panic's payload.
+struct CatchUnwind<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        // The future is dropped right after a panic and never polled again, so no broken
+        // invariant inside it can be observed.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(out)) => std::task::Poll::Ready(Ok(out)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+/// The text a panic was raised with.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
     }
 }

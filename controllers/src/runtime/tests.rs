@@ -29,6 +29,8 @@ struct Fake {
     times: StdMutex<Vec<tokio::time::Instant>>,
     work: Duration,
     cleanup_pending: AtomicUsize,
+    /// `apply` of the world with this name panics this many times.
+    panic_for: StdMutex<Option<(String, usize)>>,
 }
 
 impl Controller for Fake {
@@ -43,6 +45,16 @@ impl Controller for Fake {
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, FakeError> {
+        {
+            let mut p = self.panic_for.lock().unwrap();
+            if let Some((name, left)) = p.as_mut() {
+                if *name == world.name && *left > 0 {
+                    *left -= 1;
+                    drop(p);
+                    panic!("boom in {}", world.name);
+                }
+            }
+        }
         {
             let mut m = self.in_flight.lock().unwrap();
             let n = m.entry(world.id).or_default();
@@ -253,6 +265,57 @@ async fn a_deleted_world_goes_only_when_its_finalizers_are_done() {
         .read(|c| store::events(c, "p", "w", 0, 100))
         .unwrap();
     assert_eq!(evs.last().unwrap().kind, "removed");
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_reconcile_becomes_a_condition_is_retried_and_other_worlds_go_on() {
+    let fake = Arc::new(Fake::default());
+    *fake.panic_for.lock().unwrap() = Some(("bad".into(), 2));
+    let h = start(fake.clone(), Duration::from_secs(3600));
+    let bad = h
+        .store
+        .put_world(&new_world("p", "/r", "bad"))
+        .unwrap()
+        .world;
+    h.trigger.world(bad.id);
+    // The panic is reported as the controller's condition, with its message.
+    wait_for(|| {
+        h.store
+            .read(|c| store::conditions(c, bad.id))
+            .unwrap()
+            .first()
+            .is_some_and(|c| c.reason == "ReconcilePanicked" && c.message.contains("boom in bad"))
+    })
+    .await;
+    // Meanwhile another world reconciles.
+    let good = h
+        .store
+        .put_world(&new_world("p", "/r", "good"))
+        .unwrap()
+        .world;
+    h.trigger.world(good.id);
+    let ready = |id| {
+        h.store
+            .read(|c| store::conditions(c, id))
+            .unwrap()
+            .first()
+            .is_some_and(|c| c.status == CondStatus::True)
+    };
+    wait_for(|| ready(good.id)).await;
+    // And the panicking key is retried (no nudge needed) until it succeeds.
+    wait_for(|| ready(bad.id)).await;
+    assert_eq!(fake.panic_for.lock().unwrap().as_ref().unwrap().1, 0);
+    let evs = h
+        .store
+        .read(|c| store::events(c, "p", "bad", 0, 100))
+        .unwrap();
+    assert!(
+        evs.iter()
+            .any(|e| e.kind == "error" && e.message.contains("panicked")),
+        "{evs:?}"
+    );
     let _ = h.stop.send(());
     h.task.await.unwrap();
 }
