@@ -165,8 +165,14 @@ pub trait Supervisor: Send + Sync + 'static {
     fn liveness(&self, world: WorldId, id: ProcId) -> Liveness;
     /// SIGTERM to the group, SIGKILL after `grace`; returns once the group is gone.
     fn stop(&self, id: ProcId, grace: Duration) -> impl Future<Output = ()> + Send;
-    /// One readiness probe.
-    fn probe(&self, target: &ProbeTarget) -> impl Future<Output = Result<(), String>> + Send;
+    /// One readiness probe of the service running as `owner` (the leader of its process
+    /// group). A TCP probe of a local port passes only when that port is held by the
+    /// service's own processes: after a kill, another program may have taken the port.
+    fn probe(
+        &self,
+        target: &ProbeTarget,
+        owner: ProcId,
+    ) -> impl Future<Output = Result<(), String>> + Send;
     /// Run a command to its end (setup, hooks), output appended to the log.
     fn run(
         &self,
@@ -713,7 +719,7 @@ impl<S: Supervisor> ProcessController<S> {
                                 });
                             }
                             let result = match &target {
-                                Some(t) => self.sup.probe(t).await,
+                                Some(t) => self.sup.probe(t, id).await,
                                 None => Ok(()),
                             };
                             let mut step = Step::default();
@@ -741,6 +747,13 @@ impl<S: Supervisor> ProcessController<S> {
                                         .unwrap_or(crate::spec::DEFAULT_HEALTH_TIMEOUT);
                                     let waited = ms_since(row.started_at);
                                     let what = match &target {
+                                        // Someone answers, but not this service: the
+                                        // probe's own words say who.
+                                        Some(ProbeTarget::Tcp(..))
+                                            if why.contains("answers, but") =>
+                                        {
+                                            why.clone()
+                                        }
                                         Some(ProbeTarget::Tcp(h, p))
                                             if process.health.is_none() =>
                                         {

@@ -321,7 +321,7 @@ impl Supervisor for FakeSupervisor {
         }
     }
 
-    async fn probe(&self, target: &ProbeTarget) -> Result<(), String> {
+    async fn probe(&self, target: &ProbeTarget, _owner: ProcId) -> Result<(), String> {
         let ProbeTarget::Tcp(_, port) = target else {
             return Ok(());
         };

@@ -225,6 +225,7 @@ impl RealSupervisor {
             loop {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 if !procfs::alive(id.pid, id.start_time) {
+                    end_orphaned_group(id.pid).await;
                     watched
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -261,6 +262,22 @@ async fn wait_group_gone(pgid: u32, limit: Duration) -> bool {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// How long what is left of a group whose leader died gets between SIGTERM and SIGKILL.
+const ORPHAN_GRACE: Duration = Duration::from_secs(5);
+
+/// Stop what is left of the process group `pgid` once its leader is gone.
+async fn end_orphaned_group(pgid: u32) {
+    let left = procfs::group_members(pgid);
+    if !left.is_empty() {
+        tracing::info!(
+            pgid,
+            left = left.len(),
+            "leader gone; stopping the rest of its group"
+        );
+        stop_group(pgid, ORPHAN_GRACE).await;
     }
 }
 
@@ -328,6 +345,10 @@ impl Supervisor for RealSupervisor {
                     signal: None,
                 },
             };
+            // The leader is gone (it exited, or someone killed the `sh -c` whose pid status
+            // shows): the rest of its group — often the real server — goes too before the
+            // exit is reported, so a restart finds its port free and nothing outlives it.
+            end_orphaned_group(pid).await;
             children
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -348,6 +369,11 @@ impl Supervisor for RealSupervisor {
             None => {
                 drop(children);
                 if procfs::alive(id.pid, id.start_time) {
+                    self.watch_adopted(world, id);
+                    Liveness::Running
+                } else if !procfs::group_members(id.pid).is_empty() {
+                    // An adopted leader died while this daemon was not watching: its group
+                    // is stopped first (the watcher nudges the world when it is gone).
                     self.watch_adopted(world, id);
                     Liveness::Running
                 } else {
@@ -377,8 +403,8 @@ impl Supervisor for RealSupervisor {
         stop_group(id.pid, grace).await;
     }
 
-    async fn probe(&self, target: &ProbeTarget) -> Result<(), String> {
-        probe::probe(target).await
+    async fn probe(&self, target: &ProbeTarget, owner: ProcId) -> Result<(), String> {
+        probe::probe(target, owner).await
     }
 
     async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {

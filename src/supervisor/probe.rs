@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use binky_controllers::process::ProbeTarget;
+use binky_controllers::process::{ProbeTarget, ProcId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -85,15 +85,55 @@ async fn http(url: &str) -> Result<(), String> {
     }
 }
 
-/// Run one probe.
-pub async fn probe(target: &ProbeTarget) -> Result<(), String> {
+/// Is `host` this machine (where binky can see who holds a port)?
+fn is_local(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    h == "localhost" || h == "::1" || h == "0.0.0.0" || h == "::" || h.starts_with("127.")
+}
+
+/// Does a process of the service running as `owner` hold the listening socket of `port`?
+/// Its own process group, or a process carrying its spawn token (a child that moved to a
+/// group of its own). `Err` names who holds it instead.
+fn held_by(port: u16, owner: ProcId) -> Result<(), String> {
+    let holders = super::procfs::listeners_of(port);
+    let token = super::procfs::environ_var(owner.pid, super::TOKEN_VAR);
+    let ours = |pid: u32| {
+        super::procfs::stat(pid).is_some_and(|s| s.pgrp == owner.pid)
+            || (token.is_some() && super::procfs::environ_var(pid, super::TOKEN_VAR) == token)
+    };
+    if holders.iter().any(|p| ours(*p)) {
+        return Ok(());
+    }
+    Err(match holders.first() {
+        Some(pid) => {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            format!(
+                "port {port} answers, but it is held by `{}` (pid {pid}), not by this service: \
+                 another program took it. Stop that program; if the service hands its port to \
+                 a process outside its own (e.g. a container), give it an http or cmd health check",
+                comm.trim()
+            )
+        }
+        None => format!(
+            "port {port} answers, but not from a process of this service (one binky cannot \
+             inspect: another user's?)"
+        ),
+    })
+}
+
+/// Run one probe of the service running as `owner`.
+pub async fn probe(target: &ProbeTarget, owner: ProcId) -> Result<(), String> {
     match target {
         ProbeTarget::Http(url) => http(url).await,
         ProbeTarget::Tcp(host, port) => {
             if *port == 0 {
                 return Err("no port to check".into());
             }
-            connect(host, *port).await.map(drop)
+            connect(host, *port).await.map(drop)?;
+            if is_local(host) {
+                held_by(*port, owner)?;
+            }
+            Ok(())
         }
         ProbeTarget::Cmd { cmd, workdir, env } => {
             let mut c = tokio::process::Command::new("/bin/sh");

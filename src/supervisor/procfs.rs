@@ -80,6 +80,14 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
 /// The process listening on a TCP port (any address), as `(pid, command name)`, when it
 /// is one this user may inspect.
 pub fn listener_of(port: u16) -> Option<(u32, String)> {
+    let pid = *listeners_of(port).first()?;
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    Some((pid, comm.trim().to_owned()))
+}
+
+/// Every process (this user may inspect) holding a socket that listens on TCP `port` (a
+/// forking server's workers share it).
+pub fn listeners_of(port: u16) -> Vec<u32> {
     let mut inodes = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = fs::read_to_string(table) else {
@@ -100,22 +108,22 @@ pub fn listener_of(port: u16) -> Option<(u32, String)> {
         }
     }
     if inodes.is_empty() {
-        return None;
+        return Vec::new();
     }
+    let mut out = Vec::new();
     for pid in pids() {
         let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
-        for fd in fds.flatten() {
-            if let Ok(target) = fs::read_link(fd.path()) {
-                if inodes.iter().any(|i| target.as_os_str() == i.as_str()) {
-                    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-                    return Some((pid, comm.trim().to_owned()));
-                }
-            }
+        let holds = fds.flatten().any(|fd| {
+            fs::read_link(fd.path())
+                .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+        });
+        if holds {
+            out.push(pid);
         }
     }
-    None
+    out
 }
 
 #[cfg(test)]
