@@ -329,8 +329,8 @@ pub enum Outcome {
 /// `dry_run`). Records `ConfigValid` either way.
 pub fn apply(store: &Store, world: &World, dry_run: bool) -> Result<Outcome, StoreError> {
     let path = &world.config_path;
-    let read = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read it: {e}", path.display()))
+    let read = config::read_text(path)
+        .map_err(|e| format!("{}: {e}", path.display()))
         .and_then(|text| validate(&text, path, world.group.as_deref()));
     let loaded = match read {
         Ok(l) => l,

@@ -192,6 +192,45 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
                 );
             }
         }
+        // `${secret:REF}` is resolved in env values only: anywhere else it would reach the
+        // program as its own text (`/bin/sh: Bad substitution`), and a secret on a command
+        // line is readable by every user in `ps`.
+        let mut fields: Vec<(&str, &str)> = Vec::new();
+        match &svc.kind {
+            ServiceKind::Process(p) => {
+                fields.push(("cmd", &p.cmd));
+                fields.extend(p.setup.as_deref().map(|t| ("setup", t)));
+                fields.push(("workdir", &p.workdir));
+                if let Some(h) = &p.health {
+                    match &h.probe {
+                        Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t) => {
+                            fields.push(("health", t))
+                        }
+                    }
+                }
+            }
+            ServiceKind::Resource(r) => {
+                fields.extend(r.admin_url.as_deref().map(|t| ("admin_url", t)));
+                fields.extend(r.migrate.as_deref().map(|t| ("migrate", t)));
+                fields.extend(r.seed.as_deref().map(|t| ("seed", t)));
+                fields.push(("workdir", &r.workdir));
+                fields.extend(r.options.values().map(|t| ("options", t.as_str())));
+            }
+        }
+        for (field, value) in fields {
+            if let Some(r) = crate::secrets::references(value).first() {
+                let var = crate::secrets::env_name(r)
+                    .trim_start_matches("BINKY_SECRET_")
+                    .to_owned();
+                find(
+                    Level::Error,
+                    "secret-outside-env",
+                    format!("services.{name}.{field}"),
+                    format!("uses ${{secret:{r}}}, which binky resolves only in env values: here the program would get the text itself, and a secret on a command line is visible to every user in `ps`"),
+                    format!("put it in env and use the variable: env = {{ {var} = \"${{secret:{r}}}\" }} and ${var} in {field}"),
+                );
+            }
+        }
         match &svc.kind {
             ServiceKind::Process(p) => {
                 let mut texts: Vec<&str> = vec![&p.cmd];

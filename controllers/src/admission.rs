@@ -56,6 +56,12 @@ pub fn check_world_name(name: &str) -> Verdict {
     if name.starts_with('-') {
         return deny("it starts with `-`");
     }
+    // The world's branch has its name, and git refuses `HEAD` as a branch name (`git
+    // check-ref-format --branch`); every other rule of git's that a name of these characters
+    // can break is one of the checks below.
+    if name == "HEAD" {
+        return deny("git refuses `HEAD` as a branch name");
+    }
     if name.contains("..") {
         return deny("it contains `..`");
     }

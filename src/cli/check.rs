@@ -24,8 +24,8 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
                 ))
             })?,
     };
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| Failure::usage(format!("{}: cannot read it: {e}", file.display())))?;
+    let text =
+        config::read_text(&file).map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
     let findings = check::check(&text, &file);
     let errors = findings.iter().filter(|f| f.level == Level::Error).count();
     let warnings = findings.len() - errors;

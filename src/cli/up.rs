@@ -6,7 +6,7 @@ use std::time::Instant;
 use binky_controllers::admission::{self, Verdict};
 use binky_controllers::store::{self, NewWorld};
 
-use super::context::{git, nudge, Checkout, Ctx, Failure};
+use super::context::{git, git_bytes, nudge, Checkout, Ctx, Failure};
 use super::wait::{self, Goal, Outcome};
 use super::{exit, WaitArgs};
 use crate::config;
@@ -53,13 +53,14 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
     }
     if let Some(root) = existing {
         let path = in_tree(&root);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            Failure::usage(format!(
+        let text = config::read_text(&path).map_err(|e| match e {
+            config::ReadError::Io(e) => Failure::usage(format!(
                 "{}: cannot read it ({e}); the world's worktree at {} has no binky.toml in {}",
                 path.display(),
                 root.display(),
                 if rel.is_empty() { "its root" } else { rel }
-            ))
+            )),
+            e => Failure::usage(format!("{}: {e}", path.display())),
         })?;
         return Ok(Source {
             text,
@@ -89,14 +90,16 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
     } else {
         format!("{rel}/{}", config::FILE_NAME)
     };
-    match git(&co.toplevel, &["show", &format!("{rev}:{file_rel}")]) {
-        Ok(text) => {
+    match git_bytes(&co.toplevel, &["show", &format!("{rev}:{file_rel}")]) {
+        Ok(bytes) => {
+            let text = config::text_of(bytes)
+                .map_err(|e| Failure::usage(format!("{file_rel} (as committed at {rev}): {e}")))?;
             // Messages point at the file a person can open: this checkout's, when it holds
             // the same text; else name the commit.
             let local = co
                 .config_path
                 .as_ref()
-                .and_then(|p| std::fs::read_to_string(p).ok());
+                .and_then(|p| config::read_text(p).ok());
             let short: String = rev
                 .trim_start_matches("refs/heads/")
                 .chars()
@@ -132,7 +135,7 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
                     co.toplevel.display()
                 ))
             })?;
-            let text = std::fs::read_to_string(&path)
+            let text = config::read_text(&path)
                 .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
             Ok(Source {
                 in_new_worktree: None,
@@ -194,6 +197,11 @@ pub async fn run(
     for w in admission::not_yet_enforced(&loaded.spec, group.as_deref()) {
         eprintln!("binky: warning: {w}");
     }
+    // What of the caller's environment the world keeps: crate::caller_env says why.
+    let (env, not_utf8) = crate::caller_env::world_env(std::env::vars_os());
+    for k in not_utf8 {
+        eprintln!("binky: warning: the environment variable {k} is not UTF-8; the world's services do not get it");
+    }
     let project = loaded.spec.project.name.clone();
     let worktree_path = crate::paths::worktree_path(&co.repo_root, &project, name);
     let config_path = match &src.in_new_worktree {
@@ -210,11 +218,7 @@ pub async fn run(
         config_rel: co.config_rel.clone(),
         config_path,
         spec: loaded.spec,
-        // BINKY_SECRET_* are for the daemon to resolve `${secret:REF}` at spawn: never
-        // stored with the world, never handed to every process.
-        env: std::env::vars()
-            .filter(|(k, _)| k != crate::supervisor::TOKEN_VAR && !k.starts_with("BINKY_SECRET_"))
-            .collect(),
+        env,
         group,
     };
     let since = ctx.store.read(store::last_event_id)?;

@@ -94,18 +94,78 @@ pub struct Loaded {
     pub warnings: Vec<Warning>,
 }
 
+/// The most a `binky.toml` read takes: a config is a small text file, and `binky check
+/// /dev/zero` must not read until memory runs out.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Why a config file cannot be read as text.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The OS refused (missing, a directory, no permission).
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    /// Larger than [`MAX_CONFIG_BYTES`].
+    #[error("it is larger than {} KiB, which no binky.toml is; is this the right file?", MAX_CONFIG_BYTES / 1024)]
+    TooLarge,
+    /// Not UTF-8.
+    #[error("it is not UTF-8 text: byte 0x{byte:02x} at line {line}, column {column} does not start a character; save the file as UTF-8")]
+    NotUtf8 {
+        /// The first bad byte.
+        byte: u8,
+        /// Its line (1-based).
+        line: usize,
+        /// Its column in bytes (1-based).
+        column: usize,
+    },
+}
+
+/// Read a config file as text: at most [`MAX_CONFIG_BYTES`], and only valid UTF-8 (a
+/// lossy read would run a config other than the one on disk).
+pub fn read_text(path: &Path) -> Result<String, ReadError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    text_of(bytes)
+}
+
+/// The text of a config held in `bytes` (a file, or `git show` of a committed one), with
+/// the same limits as [`read_text`].
+pub fn text_of(bytes: Vec<u8>) -> Result<String, ReadError> {
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ReadError::TooLarge);
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let before = &bytes[..at];
+        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+        let column = at
+            - before
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        ReadError::NotUtf8 {
+            byte: bytes[at],
+            line,
+            column,
+        }
+    })
+}
+
 /// Read and validate a `binky.toml` file.
 pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = read_text(path).map_err(|e| {
         ConfigErrors(vec![ConfigError {
             file: path.to_owned(),
             position: None,
             key: String::new(),
-            message: format!("cannot read it: {e}"),
-            fix: Some(
-                "run binky in a directory that has a binky.toml (or one of its parents does)"
-                    .into(),
-            ),
+            message: e.to_string(),
+            fix: matches!(e, ReadError::Io(_)).then(|| {
+                "run binky in a directory that has a binky.toml (or one of its parents does)".into()
+            }),
         }])
     })?;
     parse(&text, path)
@@ -731,6 +791,18 @@ impl<'a> Cx<'a> {
             }
         }
         let domain = self.string(t, "project", "domain");
+        if let Some(why) = domain.as_deref().and_then(dns_name_problem) {
+            let d = domain.as_deref().unwrap_or("");
+            let span = Self::get(t, "domain")
+                .map(|v| v.span())
+                .unwrap_or(span.clone());
+            self.error(
+                span,
+                "project.domain",
+                format!("`{d}` is not a DNS name: {why}"),
+                Some("use dot-separated labels of letters, digits and `-` (each 1-63 characters, not starting or ending with `-`), e.g. domain = \"acme.test\"; write an international name in its punycode form (xn--…)".to_owned()),
+            );
+        }
         let port_range = match Self::get(t, "port_range") {
             Some(v) => match v.get_ref() {
                 DeValue::Array(items) if items.len() == 2 => {
@@ -1215,6 +1287,49 @@ fn dns_label(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         && !s.starts_with('-')
         && !s.ends_with('-')
+}
+
+/// Why `name` cannot be a DNS name (binky's URLs are `<service>.<world>.<name>`), if it
+/// cannot: empty labels (`..`, a leading or trailing dot), wildcards, ports, spaces, labels
+/// over 63 characters or names over 253, and non-ASCII (IDN must be written as punycode:
+/// rustls and the browsers want the A-label form).
+pub fn dns_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("it is empty".into());
+    }
+    if name.len() > 253 {
+        return Some(format!(
+            "it is {} characters long (at most 253)",
+            name.len()
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| !c.is_ascii()) {
+        return Some(format!("`{c}` is not ASCII"));
+    }
+    for label in name.split('.') {
+        if label.is_empty() {
+            return Some("it has an empty label (`..`, or a dot at the start or end)".into());
+        }
+        if let Some(c) = label
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-'))
+        {
+            return Some(format!(
+                "`{}` is not allowed in a label",
+                c.escape_default()
+            ));
+        }
+        if label.len() > 63 {
+            return Some(format!(
+                "the label `{label}` is {} characters long (at most 63)",
+                label.len()
+            ));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Some(format!("the label `{label}` starts or ends with `-`"));
+        }
+    }
+    None
 }
 
 fn url_has_password(url: &str) -> bool {
