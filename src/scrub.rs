@@ -61,6 +61,25 @@ impl Scrubber {
         }
     }
 
+    /// How much of an unfinished line can be written now without a secret leaking when its
+    /// rest arrives later: everything before its last word (a word being written may be a
+    /// token) and before any tail that could begin one of the secret values (a value may
+    /// hold separators).
+    pub fn safe_prefix(&self, partial: &[u8]) -> usize {
+        let mut cut = partial
+            .iter()
+            .rposition(|b| is_separator(*b))
+            .map_or(0, |i| i + 1);
+        for v in &self.values {
+            let needle = v.needle();
+            let from = partial.len().saturating_sub(needle.len().saturating_sub(1));
+            if let Some(i) = (from..partial.len()).find(|i| needle.starts_with(&partial[*i..])) {
+                cut = cut.min(i);
+            }
+        }
+        cut
+    }
+
     /// `line` with its credentials replaced; borrowed (byte for byte) when there are none.
     pub fn line<'a>(&self, line: &'a [u8]) -> Cow<'a, [u8]> {
         let mut out: Cow<'a, [u8]> = Cow::Borrowed(line);
@@ -83,17 +102,12 @@ impl Scrubber {
         let mut i = 0;
         while i < bytes.len() {
             // A word: a run of non-space, non-quote characters.
-            if bytes[i].is_ascii_whitespace()
-                || matches!(bytes[i], b'"' | b'\'' | b',' | b';' | b'=')
-            {
+            if is_separator(bytes[i]) {
                 i += 1;
                 continue;
             }
             let start = i;
-            while i < bytes.len()
-                && !bytes[i].is_ascii_whitespace()
-                && !matches!(bytes[i], b'"' | b'\'' | b',' | b';' | b'=')
-            {
+            while i < bytes.len() && !is_separator(bytes[i]) {
                 i += 1;
             }
             let word = &text[start..i];
@@ -127,7 +141,16 @@ impl Scrubber {
     }
 }
 
+/// Ends a word (a token shape is looked for in words).
+fn is_separator(b: u8) -> bool {
+    b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b',' | b';' | b'=')
+}
+
 /// `binky __scrub LOG`: copy stdin to LOG (appending), scrubbed; exit at end of input.
+///
+/// A line that stays unfinished (a prompt, a progress bar) is written after a 200 ms pause
+/// up to [`Scrubber::safe_prefix`]; its last word waits for the rest of the line, however
+/// long that takes, so a secret written in two pieces never reaches the file.
 pub fn run_shim(log: &Path) -> i32 {
     let values: Vec<String> = std::env::var(VALUES_VAR)
         .ok()
@@ -148,9 +171,11 @@ pub fn run_shim(log: &Path) -> i32 {
     let mut stdin = std::io::stdin().lock();
     let mut buf = vec![0u8; 16 * 1024];
     let mut carry: Vec<u8> = Vec::new();
+    // The unfinished line was written as far as it safely can be: wait for more input.
+    let mut settled = false;
     loop {
-        // A line that stays unfinished (a prompt, a progress bar) is written after a pause.
-        if !carry.is_empty() {
+        // A line that stays unfinished is written after a pause, as far as is safe.
+        if !carry.is_empty() && !settled {
             use std::os::fd::AsFd;
             let fd = std::io::stdin();
             let mut fds = [nix::poll::PollFd::new(
@@ -158,11 +183,14 @@ pub fn run_shim(log: &Path) -> i32 {
                 nix::poll::PollFlags::POLLIN,
             )];
             if let Ok(0) = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(200u16)) {
-                let _ = file.write_all(&scrubber.line(&carry));
-                carry.clear();
+                let cut = scrubber.safe_prefix(&carry);
+                let _ = file.write_all(&scrubber.line(&carry[..cut]));
+                carry.drain(..cut);
+                settled = true;
                 continue;
             }
         }
+        settled = false;
         let n = match stdin.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
@@ -179,8 +207,14 @@ pub fn run_shim(log: &Path) -> i32 {
         }
         carry.drain(..start);
         if carry.len() > MAX_LINE {
-            out.extend_from_slice(&scrubber.line(&carry));
-            carry.clear();
+            // A line this long without a newline is written in pieces; a tail that could
+            // begin a secret still waits (a word longer than the limit does not).
+            let cut = match scrubber.safe_prefix(&carry) {
+                0 => carry.len(),
+                cut => cut,
+            };
+            out.extend_from_slice(&scrubber.line(&carry[..cut]));
+            carry.drain(..cut);
         }
         if !out.is_empty() {
             let _ = file.write_all(&out);
@@ -224,5 +258,17 @@ mod tests {
             String::from_utf8(s.line(shaped).into_owned()).unwrap(),
             "key=[secret] url postgres://u:[secret]@db/x\n"
         );
+    }
+
+    #[test]
+    fn an_unfinished_line_is_written_only_up_to_what_cannot_begin_a_secret() {
+        let s = Scrubber::new(&["canary-value-123".into(), "two words here".into()]);
+        // The last word waits: it may be a token or a value still being written.
+        assert_eq!(s.safe_prefix(b"split=canary-val"), b"split=".len());
+        assert_eq!(s.safe_prefix(b"Password: "), b"Password: ".len());
+        assert_eq!(s.safe_prefix(b"Downloading 45%"), b"Downloading ".len());
+        // A tail that may begin a value with spaces waits too.
+        assert_eq!(s.safe_prefix(b"x two words "), b"x ".len());
+        assert_eq!(s.safe_prefix(b"no secret here "), b"no secret here ".len());
     }
 }

@@ -126,6 +126,11 @@ fn names(all: &[World]) -> String {
 
 /// Run git and return its trimmed stdout, or its stderr as the error.
 pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    git_bytes(dir, args).map(|out| String::from_utf8_lossy(&out).trim_end().to_owned())
+}
+
+/// Like [`git`], the output as it is (for file contents, which must not be read lossily).
+pub fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -134,7 +139,7 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
         .output()
         .map_err(|e| format!("cannot run git (is it installed?): {e}"))?;
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+        Ok(out.stdout)
     } else {
         Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
     }
@@ -228,7 +233,43 @@ impl Checkout {
 
 /// Wake the daemon (starting it if needed) about a world.
 pub async fn nudge(ctx: &Ctx, world: i64) -> Result<(), Failure> {
-    let info = crate::daemon::client::ensure(&ctx.home).await?;
+    use crate::daemon::client;
+    // The desired state is written already: a daemon that cannot be reached must not read as
+    // "nothing happened". A second try covers a daemon killed right after it started.
+    let mut last = None;
+    for _ in 0..2 {
+        let info = match client::ensure(&ctx.home).await {
+            Ok(info) => info,
+            Err(e) => {
+                last = Some(e);
+                continue;
+            }
+        };
+        match client::nudge(&ctx.home, Some(world)).await {
+            Ok(()) => {
+                warn_if_other_version(&info);
+                return Ok(());
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let name = ctx
+        .store
+        .read(|c| store::world(c, world))
+        .ok()
+        .flatten()
+        .map(|w| format!("world `{}`", w.name))
+        .unwrap_or_else(|| "the world".to_owned());
+    let why = last.map(|e| e.to_string()).unwrap_or_default();
+    Err(Failure {
+        code: exit::PENDING,
+        message: format!(
+            "the change to {name} is recorded, but the binky daemon that carries it out is not running ({why}); start it with `binky daemon start` (any binky command that needs it starts it too) and it finishes the change"
+        ),
+    })
+}
+
+fn warn_if_other_version(info: &crate::daemon::protocol::Response) {
     if let Some(v) = info
         .version
         .as_deref()
@@ -239,6 +280,4 @@ pub async fn nudge(ctx: &Ctx, world: i64) -> Result<(), Failure> {
             env!("CARGO_PKG_VERSION")
         );
     }
-    crate::daemon::client::nudge(&ctx.home, Some(world)).await?;
-    Ok(())
 }

@@ -1,5 +1,7 @@
 //! `binky gc [--yes] [--all-servers]`: find slices that belong to no world (left by a
-//! crash, or by a store that was deleted) and drop them after confirming.
+//! crash, or by a store that was deleted), and managed-server data directories whose binky
+//! home is gone (`/var/lib/binky/<kind>/…`, where binky run as root keeps them), and drop
+//! them after confirming.
 //!
 //! By default only binky's own managed servers are searched: a shared server named by an
 //! `admin_url` may hold slices of another binky home (another user, a CI job), which this
@@ -59,13 +61,35 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
             Err(e) => eprintln!("binky: skipped {}: {e}", redact(url)),
         }
     }
-    if orphans.is_empty() {
-        println!("no orphaned slices ({} server(s) searched)", targets.len());
+    let data = crate::servers::orphaned_data();
+    if orphans.is_empty() && data.is_empty() {
+        println!(
+            "no orphaned slices ({} server(s) searched) and no managed-server data of a removed binky home",
+            targets.len()
+        );
         return Ok(exit::OK);
     }
-    println!("slices that belong to no world:");
-    for (adapter, url, name) in &orphans {
-        println!("  {adapter:<9} {name}  on {}", redact(url));
+    if !orphans.is_empty() {
+        println!("slices that belong to no world:");
+        for (adapter, url, name) in &orphans {
+            println!("  {adapter:<9} {name}  on {}", redact(url));
+        }
+    }
+    if !data.is_empty() {
+        println!("managed-server data of binky homes that no longer exist:");
+        for d in &data {
+            let home = d
+                .home
+                .as_ref()
+                .map(|h| format!(" (home {})", h.display()))
+                .unwrap_or_default();
+            println!(
+                "  {:<9} {}  {:.1} MiB{home}",
+                d.kind,
+                d.dir.display(),
+                d.bytes as f64 / (1024.0 * 1024.0)
+            );
+        }
     }
     if !yes {
         if !std::io::stdin().is_terminal() {
@@ -82,6 +106,15 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
         }
     }
     let mut failed = 0;
+    for d in &data {
+        match std::fs::remove_dir_all(&d.dir) {
+            Ok(()) => println!("removed {}", d.dir.display()),
+            Err(e) => {
+                failed += 1;
+                eprintln!("binky: cannot remove {}: {e}", d.dir.display());
+            }
+        }
+    }
     for (adapter, url, name) in &orphans {
         let a = registry
             .get(adapter)

@@ -180,11 +180,32 @@ impl Server {
 
     /// Remove relocated data directories whose binky home is gone (see the module doc).
     fn collect_garbage(&self, base: &Path) {
+        for dir in self.orphans(base) {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {
+                    tracing::info!(dir = %dir.display(), "removed managed {} data whose binky home is gone", self.kind)
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove orphaned managed {} data", self.kind)
+                }
+            }
+        }
+    }
+
+    /// The relocated data directories under `base` whose binky home is gone: no home's
+    /// `servers/<kind>/data` link (named in the entry's `owner` file) points at them any
+    /// more, no server runs on them, and they are older than [`GC_MIN_AGE`] (a younger one
+    /// may be being made).
+    pub(super) fn orphans(&self, base: &Path) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(base) else {
-            return;
+            return Vec::new();
         };
+        let mut out = Vec::new();
         for entry in entries.flatten() {
             let dir = entry.path();
+            if !dir.is_dir() {
+                continue;
+            }
             let owner = dir.join("owner");
             let young = std::fs::metadata(&owner)
                 .or_else(|_| std::fs::metadata(&dir))
@@ -204,15 +225,9 @@ impl Server {
             if claimed || self.running(&data) {
                 continue;
             }
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => {
-                    tracing::info!(dir = %dir.display(), "removed managed {} data whose binky home is gone", self.kind)
-                }
-                Err(e) => {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove orphaned managed {} data", self.kind)
-                }
-            }
+            out.push(dir);
         }
+        out
     }
 
     /// Does the pid file in `data` name a live process?

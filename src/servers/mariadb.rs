@@ -60,7 +60,7 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(180);
 const MAX_SOCKET_PATH: usize = 100;
 
 /// What [`host`] needs to know about MariaDB.
-const SERVER: host::Server = host::Server {
+pub(super) const SERVER: host::Server = host::Server {
     kind: "mysql",
     product: "MariaDB",
     package: "mariadb-server",

@@ -301,6 +301,62 @@ impl Servers {
     }
 }
 
+/// Managed-server data left behind by a binky home that no longer exists.
+#[derive(Clone, Debug)]
+pub struct OrphanData {
+    /// `postgres` or `mysql`.
+    pub kind: &'static str,
+    /// The directory (`/var/lib/binky/<kind>/<random>`), data and all.
+    pub dir: PathBuf,
+    /// The binky home that made it (the link its `owner` file names), if it says.
+    pub home: Option<PathBuf>,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// Data directories of managed servers whose binky home is gone. Only binky run as root
+/// keeps data outside its home (under `/var/lib/binky/<kind>/`, see [`postgres`]); the
+/// daemon removes such directories itself when it next starts a server of that kind,
+/// `binky gc` finds them at any time.
+pub fn orphaned_data() -> Vec<OrphanData> {
+    let mut out = Vec::new();
+    for server in [&postgres::SERVER, &mariadb::SERVER] {
+        for dir in server.orphans(std::path::Path::new(server.root_data_base)) {
+            let home = std::fs::read(dir.join("owner")).ok().map(|b| {
+                // The owner names `<home>/servers/<kind>/data`.
+                let link = PathBuf::from(String::from_utf8_lossy(&b).into_owned());
+                link.ancestors().nth(3).map(PathBuf::from).unwrap_or(link)
+            });
+            out.push(OrphanData {
+                kind: server.kind,
+                bytes: dir_size(&dir),
+                dir,
+                home,
+            });
+        }
+    }
+    out
+}
+
+/// The bytes of the files under `dir` (symlinks not followed).
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
 /// The password in `scheme://user:password@host…` (percent-decoded).
 pub fn password_of(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;

@@ -55,7 +55,7 @@ const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_SOCKET_PATH: usize = 100;
 
 /// What [`host`] needs to know about PostgreSQL.
-const SERVER: host::Server = host::Server {
+pub(super) const SERVER: host::Server = host::Server {
     kind: "postgres",
     product: "PostgreSQL",
     package: "postgresql",

@@ -22,6 +22,7 @@ mod pg_server;
 mod proxy;
 mod rabbitmq_server;
 mod redis_server;
+mod reliability;
 mod s3_server;
 mod secrets;
 mod slices_clickhouse;
