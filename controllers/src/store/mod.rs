@@ -16,6 +16,9 @@
 //!   place when the store opens.
 //! - The file and its directory are private to the user (0600/0700): the store holds the
 //!   environment `binky up` was run with.
+//! - A store call never blocks a worker of the daemon's async runtime: it hands the
+//!   worker over first (see `off_worker`), so a slow write elsewhere stalls no other task.
+//! - Many processes may open a new store at the same moment (see [`Store::open`]).
 
 mod desired;
 mod migrations;
@@ -95,6 +98,20 @@ pub struct Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+/// Run a blocking store call. On a worker of tokio's multi-threaded runtime (the daemon's),
+/// the worker is handed over first (`block_in_place`): waiting for the connection's lock,
+/// or for SQLite's busy timeout while another process writes, then stalls no other task
+/// (the proxy's routing, other worlds' reconciles). Elsewhere (a command's current-thread
+/// runtime, a plain thread) the call simply runs.
+fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 
@@ -215,6 +232,7 @@ impl Store {
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
+        // Callers hold the guard only inside `off_worker`.
         // A panic while holding the lock cannot leave SQLite half-written (transactions
         // roll back on drop), so a poisoned mutex is safe to keep using.
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
@@ -225,8 +243,10 @@ impl Store {
         &self,
         f: impl FnOnce(&Connection) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let conn = self.lock();
-        f(&conn)
+        off_worker(|| {
+            let conn = self.lock();
+            f(&conn)
+        })
     }
 
     /// Run `f` in one immediate (write-locking) transaction, committed when `f` succeeds.
@@ -234,11 +254,7 @@ impl Store {
         &self,
         f: impl FnOnce(&Transaction<'_>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        self.write_with(f)
     }
 
     /// Like [`Store::write`], for callers with their own error type.
@@ -246,13 +262,15 @@ impl Store {
         &self,
         f: impl FnOnce(&Transaction<'_>) -> Result<R, E>,
     ) -> Result<R, E> {
-        let mut conn = self.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(StoreError::from)?;
-        let out = f(&tx)?;
-        tx.commit().map_err(StoreError::from)?;
-        Ok(out)
+        off_worker(|| {
+            let mut conn = self.lock();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(StoreError::from)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(StoreError::from)?;
+            Ok(out)
+        })
     }
 
     /// Append an event to the world's history.

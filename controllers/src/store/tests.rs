@@ -223,3 +223,45 @@ fn golden_lookups_pick_the_one_row_asked_for() {
         vec![("cache".into(), "k2".into()), ("db".into(), "k1".into())]
     );
 }
+
+#[test]
+fn a_slow_store_call_does_not_stall_the_other_tasks_of_its_runtime() {
+    // One worker: without handing it over, a store call that waits holds every task.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let ticks = rt.block_on(async move {
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        // Let the ticker start before the slow call takes the only worker.
+        while ticks.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let before = ticks.load(std::sync::atomic::Ordering::SeqCst);
+        let slow = tokio::spawn(async move {
+            store
+                .read(|_| {
+                    std::thread::sleep(Duration::from_millis(300));
+                    Ok(())
+                })
+                .unwrap()
+        });
+        slow.await.unwrap();
+        ticker.abort();
+        ticks.load(std::sync::atomic::Ordering::SeqCst) - before
+    });
+    assert!(
+        ticks >= 10,
+        "the other task ticked only {ticks} times in 300 ms"
+    );
+}
