@@ -100,6 +100,9 @@ pub struct SpawnSpec {
     pub log: PathBuf,
     /// Put in the process's environment as `BINKY_SPAWN_TOKEN`.
     pub token: String,
+    /// A task that runs to its end (a service's `setup`), not a service: its exit is its
+    /// result, not a crash.
+    pub task: bool,
 }
 
 /// A resolved readiness probe.
@@ -562,6 +565,7 @@ impl<S: Supervisor> ProcessController<S> {
             env,
             log: Self::log_path(&self.config.logs_dir, world, "hooks"),
             token: self.sup.token(world.id),
+            task: true,
         };
         let started = std::time::Instant::now();
         match self.sup.run(&spec, self.config.hook_timeout).await {
@@ -625,6 +629,54 @@ impl<S: Supervisor> ProcessController<S> {
                 .await;
         }
         Ok(())
+    }
+
+    /// A service's `setup` failed (`why`): it stays failed, with its output's tail, until
+    /// the next `binky up`.
+    #[allow(clippy::too_many_arguments)]
+    fn setup_failed(
+        &self,
+        world: &World,
+        name: &str,
+        process: &crate::spec::Process,
+        tokens: &Tokens,
+        mut row: ProcessRow,
+        why: &str,
+        log: &Path,
+        rows: &mut BTreeMap<String, ProcessRow>,
+    ) -> Result<Step, StoreError> {
+        let setup_cmd = process
+            .setup
+            .as_deref()
+            .map(|s| tokens.resolve(s, name))
+            .unwrap_or_default();
+        row.state = "failed".into();
+        row.pid = None;
+        row.start_time = None;
+        row.spawn_token = None;
+        row.spec_hash = None;
+        row.failed_generation = Some(world.generation);
+        row.message = format!(
+            "setup `{setup_cmd}` failed ({why}); fix it and run `binky up {}` again. Last output:\n{}",
+            world.name,
+            Self::log_tail(log, 10)
+        );
+        self.event(
+            world.id,
+            "setup_failed",
+            &format!("{name}: {}", row.message),
+        );
+        self.save(world.id, &row)?;
+        let step = Step {
+            problem: Some(Condition::failed(
+                CONDITION,
+                "SetupFailed",
+                format!("{name}: {}", row.message),
+            )),
+            ..Step::default()
+        };
+        rows.insert(name.to_owned(), row);
+        Ok(step)
     }
 
     fn rows(&self, world: WorldId) -> Result<BTreeMap<String, ProcessRow>, StoreError> {
@@ -806,8 +858,68 @@ impl<S: Supervisor> ProcessController<S> {
                 }
             }
         } else if row.state == "setup" {
-            // A daemon died during setup: run it again.
-            row.state = "pending".into();
+            // `setup` runs as a supervised task (so `binky down` stops it at once and other
+            // services go on meanwhile); while it runs, `spec_hash` holds the hash of the
+            // setup command it runs.
+            match (row.pid, row.start_time) {
+                (Some(pid), Some(start_time)) => {
+                    let id = ProcId { pid, start_time };
+                    match self.sup.liveness(world.id, id) {
+                        Liveness::Running => {
+                            let ran = ms_since(row.started_at);
+                            if ran <= self.config.setup_timeout {
+                                rows.insert(name.to_owned(), row);
+                                return Ok(Step {
+                                    // Its exit nudges the world; this is the time limit.
+                                    wake: Some(self.config.setup_timeout - ran),
+                                    waiting: Some(format!("{name}: running setup")),
+                                    ..Step::default()
+                                });
+                            }
+                            self.sup.stop(id, self.config.stop_grace).await;
+                            let why =
+                                format!("it took longer than {}", secs(self.config.setup_timeout));
+                            return self
+                                .setup_failed(world, name, process, tokens, row, &why, &log, rows);
+                        }
+                        Liveness::Exited(exit) => {
+                            row.pid = None;
+                            row.start_time = None;
+                            row.spawn_token = None;
+                            if exit.success() {
+                                row.setup_hash = row.spec_hash.take();
+                                row.state = "pending".into();
+                                self.event(
+                                    world.id,
+                                    "setup",
+                                    &format!(
+                                        "{name}: setup finished in {}",
+                                        secs(ms_since(row.started_at))
+                                    ),
+                                );
+                                self.save(world.id, &row)?;
+                            } else if exit.code.is_none() && exit.signal.is_none() {
+                                // Adopted from a daemon that died meanwhile: how it ended
+                                // is unknown, so it runs again.
+                                row.state = "pending".into();
+                            } else {
+                                return self.setup_failed(
+                                    world,
+                                    name,
+                                    process,
+                                    tokens,
+                                    row,
+                                    &exit.to_string(),
+                                    &log,
+                                    rows,
+                                );
+                            }
+                        }
+                    }
+                }
+                // A daemon died before recording its pid (the startup sweep stopped it).
+                _ => row.state = "pending".into(),
+            }
         }
 
         match row.state.as_str() {
@@ -890,8 +1002,16 @@ impl<S: Supervisor> ProcessController<S> {
             let setup_cmd = tokens.resolve(setup, name);
             let setup_hash = hash_of(&(&setup_cmd, &resolved.workdir));
             if row.setup_hash.as_deref() != Some(&setup_hash) {
+                // Recorded before the spawn, as a service's start is (see below).
+                let token = self.sup.token(world.id);
                 row.state = "setup".into();
                 row.message = "running setup".into();
+                row.spawn_token = Some(token.clone());
+                row.pid = None;
+                row.start_time = None;
+                row.healthy = false;
+                row.spec_hash = Some(setup_hash);
+                row.started_at = Some(now_ms());
                 self.save(world.id, &row)?;
                 self.event(
                     world.id,
@@ -905,49 +1025,32 @@ impl<S: Supervisor> ProcessController<S> {
                     workdir: resolved.workdir.clone(),
                     env: resolved.env.clone(),
                     log: log.clone(),
-                    token: self.sup.token(world.id),
+                    token,
+                    task: true,
                 };
-                let started = std::time::Instant::now();
-                let outcome = self.sup.run(&spec, self.config.setup_timeout).await;
-                match outcome {
-                    Ok(exit) if exit.success() => {
-                        row.setup_hash = Some(setup_hash);
-                        self.event(
-                            world.id,
-                            "setup",
-                            &format!("{name}: setup finished in {}", secs(started.elapsed())),
-                        );
-                    }
-                    other => {
-                        let why = match other {
-                            Ok(exit) => exit.to_string(),
-                            Err(err) => err.to_string(),
-                        };
-                        row.state = "failed".into();
-                        row.failed_generation = Some(world.generation);
-                        row.message = format!(
-                            "setup `{setup_cmd}` failed ({why}); fix it and run `binky up {}` again. Last output:\n{}",
-                            world.name,
-                            Self::log_tail(&log, 10)
-                        );
-                        self.event(
-                            world.id,
-                            "setup_failed",
-                            &format!("{name}: {}", row.message),
-                        );
+                return match self.sup.spawn(&spec).await {
+                    Ok(id) => {
+                        row.pid = Some(id.pid);
+                        row.start_time = Some(id.start_time);
                         self.save(world.id, &row)?;
-                        let step = Step {
-                            problem: Some(Condition::failed(
-                                CONDITION,
-                                "SetupFailed",
-                                format!("{name}: {}", row.message),
-                            )),
-                            ..Step::default()
-                        };
                         rows.insert(name.to_owned(), row);
-                        return Ok(step);
+                        Ok(Step {
+                            wake: Some(self.config.setup_timeout),
+                            waiting: Some(format!("{name}: running setup")),
+                            ..Step::default()
+                        })
                     }
-                }
+                    Err(err) => self.setup_failed(
+                        world,
+                        name,
+                        process,
+                        tokens,
+                        row,
+                        &err.to_string(),
+                        &log,
+                        rows,
+                    ),
+                };
             }
         }
 
@@ -971,6 +1074,7 @@ impl<S: Supervisor> ProcessController<S> {
             env: resolved.env.clone(),
             log: log.clone(),
             token,
+            task: false,
         };
         let mut step = Step::default();
         match self.sup.spawn(&spec).await {

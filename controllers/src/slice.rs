@@ -28,6 +28,36 @@ use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileE
 use crate::spec::Resource;
 use crate::store::{self, now_ms, SliceRow, Store, StoreError, World};
 
+/// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
+/// (the server row with the slice's admin address) is not running.
+fn servers_down(
+    servers: &[store::ServerRow],
+    rows: &BTreeMap<String, SliceRow>,
+    wanted: &[(String, Resource)],
+) -> Vec<String> {
+    rows.values()
+        .filter(|r| r.state == "ready" && wanted.iter().any(|(s, _)| *s == r.service))
+        .filter_map(|r| {
+            let url = r.admin_url.as_deref()?;
+            let server = servers
+                .iter()
+                .find(|s| s.admin_url == url && s.state != "running")?;
+            let why = match server.state.as_str() {
+                "down" => "it stopped running; binky is starting it again".to_owned(),
+                "stopped" => {
+                    "`binky servers stop` stopped it; the next `binky up` starts it".to_owned()
+                }
+                other if server.message.is_empty() => format!("it is {other}"),
+                other => format!("it is {other}: {}", server.message),
+            };
+            Some(format!(
+                "{}: the managed {} server its slice lives on is not running ({why})",
+                r.service, server.kind
+            ))
+        })
+        .collect()
+}
+
 /// Finalizer and controller name.
 pub const NAME: &str = "slice";
 /// The condition this controller reports.
@@ -344,6 +374,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             env: e,
             log: log.clone(),
             token: self.sup.token(world.id),
+            task: true,
         };
         let started = std::time::Instant::now();
         match self.sup.run(&spec, self.command_timeout).await {
@@ -528,6 +559,8 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             .into_iter()
             .map(|r| (r.service.clone(), r))
             .collect();
+        // The managed servers, to say when one a slice lives on is down.
+        let servers = self.store.read(store::servers)?;
         let mut ready = Vec::new();
         for (service, res) in &wanted {
             let mut row = rows.get(service).cloned().unwrap_or_else(|| SliceRow {
@@ -769,6 +802,14 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 }
             }
             ready.push(self.mark_ready(world, &mut row, key)?);
+        }
+        let down = servers_down(&servers, &rows, &wanted);
+        if !down.is_empty() {
+            return Ok(Applied {
+                // The server watch nudges the world when the server is back.
+                action: Action::Requeue(std::time::Duration::from_secs(5)),
+                conditions: vec![Condition::waiting(CONDITION, "ServerDown", down.join("; "))],
+            });
         }
         Ok(Applied {
             action: Action::AwaitChange,

@@ -226,6 +226,8 @@ pub struct SupState {
     /// `run` calls (setup, hooks) and the exit code they get.
     pub runs: Vec<SpawnSpec>,
     pub run_code: i32,
+    /// Tasks (setup) keep running until a test ends them.
+    pub hold_tasks: bool,
 }
 
 impl FakeSupervisor {
@@ -282,14 +284,25 @@ impl Supervisor for FakeSupervisor {
             pid: 1000 + s.next_pid,
             start_time: 77,
         };
+        // A task (setup) is recorded with the `run`s and ends at once with `run_code`,
+        // unless the test holds tasks running.
+        let exit = (spec.task && !s.hold_tasks).then_some(Exit {
+            code: Some(s.run_code),
+            signal: None,
+        });
+        if spec.task {
+            s.runs.push(spec.clone());
+        }
         s.procs.insert(
             id,
             FakeProc {
                 spec: spec.clone(),
-                exit: None,
+                exit,
             },
         );
-        s.spawned.push((spec.service.clone(), id));
+        if !spec.task {
+            s.spawned.push((spec.service.clone(), id));
+        }
         Ok(id)
     }
 

@@ -322,8 +322,21 @@ impl Supervisor for RealSupervisor {
         // Our copies of the output pipe close here: the scrubber sees the end of input
         // once the service (and whatever it started) closes its own.
         drop(cmd);
+        // A task's (setup's) result is read with its log's tail: its scrubber must have
+        // written everything first, so the exit waits for it (below).
+        let (shim, task_shim) = if spec.task {
+            (None, shim)
+        } else {
+            (shim, None)
+        };
         Self::reap(shim);
-        let mut child = spawned.map_err(|e| Self::io_error(spec, e))?;
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                Self::reap(task_shim);
+                return Err(Self::io_error(spec, e));
+            }
+        };
         let pid = child
             .id()
             .ok_or_else(|| Self::io_error(spec, std::io::Error::other("no pid")))?;
@@ -349,6 +362,10 @@ impl Supervisor for RealSupervisor {
             // shows): the rest of its group — often the real server — goes too before the
             // exit is reported, so a restart finds its port free and nothing outlives it.
             end_orphaned_group(pid).await;
+            if let Some(mut sh) = task_shim {
+                let _ = tokio::time::timeout(Duration::from_secs(2), sh.wait()).await;
+                Self::reap(Some(sh));
+            }
             children
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
