@@ -260,6 +260,13 @@ pub async fn run(
         trigger.clone(),
         watch_stop.clone(),
     ));
+    let servers_stop = Arc::new(Notify::new());
+    let server_watch = tokio::spawn(crate::servers::watch::run(
+        servers.clone(),
+        store.clone(),
+        trigger.clone(),
+        servers_stop.clone(),
+    ));
     tracing::info!(pid = std::process::id(), home = %home.root().display(), version = env!("CARGO_PKG_VERSION"), "daemon started");
 
     let started = Instant::now();
@@ -281,6 +288,8 @@ pub async fn run(
     tracing::info!("daemon stopping (services keep running)");
     watch_stop.notify_one();
     let _ = watcher.await;
+    servers_stop.notify_one();
+    let _ = server_watch.await;
     stop.notify_one();
     let _ = rt.await;
     manager.lock().await.stop().await;

@@ -8,11 +8,13 @@
 //! - Listens on 127.0.0.1 only; the admin password is generated, kept in the store (mode
 //!   0600) and never shown to services.
 //! - Without the binaries, the error names the package to install.
+//! - A server that dies while the daemon runs is said and started again ([`watch`]).
 
 mod host;
 pub mod mariadb;
 pub mod postgres;
 pub mod redis;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -264,6 +266,27 @@ impl Servers {
                     message,
                     now_ms()
                 ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The log file of the server of `kind`.
+    pub fn log_of(&self, kind: Kind) -> PathBuf {
+        self.home
+            .root()
+            .join("servers")
+            .join(kind.as_str())
+            .join("server.log")
+    }
+
+    /// Record the server of `kind` as `state` (not running: its pid is cleared) with `message`.
+    pub fn mark(&self, kind: Kind, state: &str, message: &str) -> Result<(), StoreError> {
+        self.store.write(|tx| {
+            tx.execute(
+                "UPDATE servers SET state = ?1, message = ?2, pid = NULL, start_time = NULL,
+                    updated_at = ?3 WHERE kind = ?4",
+                params![state, message, now_ms(), kind.as_str()],
             )?;
             Ok(())
         })

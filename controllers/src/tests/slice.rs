@@ -388,3 +388,50 @@ async fn a_slice_that_cannot_be_dropped_is_reported_and_removal_still_finishes()
     assert_eq!(failed.len(), 2, "{failed:?}");
     assert!(failed[0].1.contains("could not drop slice") && failed[0].1.contains("is gone"));
 }
+
+#[tokio::test]
+async fn a_world_whose_managed_server_is_down_says_so_until_it_is_back() {
+    use crate::spec::ServiceKind;
+    let h = h();
+    let admin = "postgres://postgres:pw@127.0.0.1:5999/postgres";
+    let mut s = db_spec();
+    if let ServiceKind::Resource(r) = &mut s.services.get_mut("db").unwrap().kind {
+        r.admin_url = Some(admin.into());
+    }
+    let server = |state: &str| {
+        h.store
+            .write(|tx| {
+                tx.execute(
+                    "INSERT INTO servers (kind, pid, start_time, port, admin_url, data_dir, state, updated_at)
+                     VALUES ('postgres', NULL, NULL, 5999, ?1, '/d', ?2, 0)
+                     ON CONFLICT (kind) DO UPDATE SET state = excluded.state",
+                    rusqlite::params![admin, state],
+                )?;
+                Ok(())
+            })
+            .unwrap()
+    };
+    server("running");
+    let id = h.up("w", s);
+    h.converge(id).await;
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+    server("down");
+    reconcile(&h.slice, &h.store, id).await;
+    let c = h.slices_ready(id);
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (CondStatus::False, "ServerDown"),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.message.contains("db: the managed postgres server")
+            && c.message.contains("starting it again"),
+        "{}",
+        c.message
+    );
+    assert!(!c.stalled, "waiting fixes it: {}", c.message);
+    server("running");
+    reconcile(&h.slice, &h.store, id).await;
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+}

@@ -1,0 +1,141 @@
+//! Watching the managed servers while the daemon runs: a server that dies is said — an
+//! event `server_down` on every world with a slice on it, its row marked `down` (the slice
+//! controller then holds those worlds' `SlicesReady` at False, reason `ServerDown`) — and
+//! started again at once, with backoff while it will not start; `server_back` says when it
+//! is. Before this, a killed PostgreSQL left every world ready/True with no event until a
+//! drift check restarted it 30 s later.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use binky_controllers::runtime::Trigger;
+use binky_controllers::store::{self, ServerRow, Store, WorldId};
+use tokio::sync::Notify;
+
+use super::{Kind, Servers};
+
+/// How often the servers are looked at.
+const EVERY: Duration = Duration::from_secs(1);
+/// The longest wait between two starts of a server that will not start.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// A server seen dead, not back yet.
+struct Down {
+    since: Instant,
+    retry_at: Instant,
+    delay: Duration,
+    admin_url: String,
+}
+
+/// Watch `servers` until `stop` is notified.
+pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Arc<Notify>) {
+    let mut down: HashMap<&'static str, Down> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = stop.notified() => break,
+            _ = tokio::time::sleep(EVERY) => {}
+        }
+        let rows = match store.read(store::servers) {
+            Ok(rows) => rows,
+            Err(err) => {
+                tracing::warn!(%err, "server watch: cannot read the servers");
+                continue;
+            }
+        };
+        for row in rows {
+            let Some(kind) = Kind::parse(&row.kind) else {
+                continue;
+            };
+            if row.state == "running" && !Servers::alive(&row) && !down.contains_key(kind.as_str())
+            {
+                died(&servers, &store, &trigger, kind, &row);
+                let now = Instant::now();
+                down.insert(
+                    kind.as_str(),
+                    Down {
+                        since: now,
+                        retry_at: now,
+                        delay: EVERY,
+                        admin_url: row.admin_url.clone(),
+                    },
+                );
+            }
+        }
+        for (name, d) in down.iter_mut() {
+            if Instant::now() < d.retry_at {
+                continue;
+            }
+            let Some(kind) = Kind::parse(name) else {
+                continue;
+            };
+            match servers.ensure(kind).await {
+                Ok(_) => {
+                    let pid = store
+                        .read(store::servers)
+                        .ok()
+                        .and_then(|rows| rows.into_iter().find(|r| r.kind == *name))
+                        .and_then(|r| r.pid)
+                        .map(|p| format!(" (pid {p})"))
+                        .unwrap_or_default();
+                    let msg = format!(
+                        "the managed {name} server is back{pid} after {:.1}s",
+                        d.since.elapsed().as_secs_f64()
+                    );
+                    tell(&store, &trigger, &d.admin_url, "server_back", &msg);
+                    tracing::info!(kind = name, "managed server back");
+                    d.delay = Duration::ZERO;
+                }
+                Err(err) => {
+                    tracing::warn!(kind = name, %err, "managed server does not start again");
+                    d.delay = (d.delay * 2).clamp(EVERY, MAX_RETRY);
+                    d.retry_at = Instant::now() + d.delay;
+                }
+            }
+        }
+        down.retain(|_, d| !d.delay.is_zero());
+    }
+}
+
+/// Record that `row`'s server died, and tell the worlds that use it.
+fn died(servers: &Servers, store: &Store, trigger: &Trigger, kind: Kind, row: &ServerRow) {
+    let pid = row.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+    let msg = format!(
+        "the managed {} server{pid} stopped running; binky is starting it again (its log: {})",
+        kind.as_str(),
+        servers.log_of(kind).display()
+    );
+    tracing::warn!(kind = kind.as_str(), "managed server died");
+    if let Err(err) = servers.mark(kind, "down", &format!("stopped running{pid}")) {
+        tracing::warn!(%err, "server watch: cannot record the death");
+    }
+    tell(store, trigger, &row.admin_url, "server_down", &msg);
+}
+
+/// An event on every world with a slice on the server at `admin_url`, and a nudge.
+fn tell(store: &Store, trigger: &Trigger, admin_url: &str, kind: &str, msg: &str) {
+    for world in users(store, admin_url) {
+        if let Err(err) = store.event(world, kind, msg) {
+            tracing::warn!(%err, "server watch: cannot write an event");
+        }
+        trigger.world(world);
+    }
+}
+
+/// The worlds with a slice on the server at `admin_url`.
+fn users(store: &Store, admin_url: &str) -> Vec<WorldId> {
+    store
+        .read(|c| {
+            let mut out = Vec::new();
+            for w in store::worlds(c)? {
+                if store::slices(c, w.id)?
+                    .iter()
+                    .any(|s| s.admin_url.as_deref() == Some(admin_url))
+                {
+                    out.push(w.id);
+                }
+            }
+            Ok(out)
+        })
+        .unwrap_or_default()
+}
