@@ -218,6 +218,12 @@ impl<G: Git> WorktreeController<G> {
         }
         let lock = self.repo_lock(repo);
         let _guard = lock.lock().await;
+        // What a daemon that died mid-way recorded before touching git: whether the branch
+        // is binky's (so `remove` deletes it) and where it started.
+        let intent = self
+            .store
+            .read(|c| store::worktree(c, world.id))?
+            .filter(|r| r.state == "creating");
         let existing = self.git.worktrees(repo).await?;
         if let Some(wt) = existing
             .iter()
@@ -227,14 +233,15 @@ impl<G: Git> WorktreeController<G> {
             // it); otherwise someone made it: adopt it and never delete it.
             let adopted = !same_path(&wt.path, &world.worktree_path);
             let head = self.git.rev_parse(&wt.path, "HEAD").await.ok();
+            let ours = intent.as_ref().filter(|_| !adopted);
             let row = WorktreeRow {
                 path: wt.path.clone(),
                 branch: world.branch.clone(),
                 head: head.clone(),
                 dirty: false,
                 adopted,
-                created_branch: false,
-                base_commit: head,
+                created_branch: ours.is_some_and(|i| i.created_branch),
+                base_commit: ours.and_then(|i| i.base_commit.clone()).or(head),
                 state: "ready".into(),
                 seen_generation: world.generation,
             };
@@ -254,11 +261,38 @@ impl<G: Git> WorktreeController<G> {
         if path.exists() && !is_empty_dir(path) {
             return Err(WorktreeError::PathTaken(path.clone()));
         }
+        // The intent is recorded before git runs: a daemon killed between `git worktree add
+        // -b` and the row would otherwise leave a branch binky made that `remove` keeps.
+        let record_intent = |created_branch: bool, base: &str| {
+            self.save(
+                world,
+                &WorktreeRow {
+                    path: path.clone(),
+                    branch: world.branch.clone(),
+                    head: None,
+                    dirty: false,
+                    adopted: false,
+                    created_branch,
+                    base_commit: Some(base.to_owned()),
+                    state: "creating".into(),
+                    seen_generation: world.generation,
+                },
+            )
+        };
         let (created_branch, base) = if self.git.branch_exists(repo, &world.branch).await? {
+            let base = self.git.rev_parse(repo, &world.branch).await?;
+            // A branch this world's own earlier attempt made is still binky's.
+            let (created, base) = match &intent {
+                Some(i) if i.created_branch => {
+                    (true, i.base_commit.clone().unwrap_or_else(|| base.clone()))
+                }
+                _ => (false, base),
+            };
+            record_intent(created, &base)?;
             self.git
                 .add_worktree(repo, path, &world.branch, None)
                 .await?;
-            (false, self.git.rev_parse(repo, &world.branch).await?)
+            (created, base)
         } else {
             let from = world.from_ref.clone().unwrap_or_else(|| "HEAD".into());
             // `binky up` resolved it to a commit already; ask git only for anything else.
@@ -267,6 +301,7 @@ impl<G: Git> WorktreeController<G> {
             } else {
                 self.git.rev_parse(repo, &from).await?
             };
+            record_intent(true, &base)?;
             self.git
                 .add_worktree(repo, path, &world.branch, Some(&base))
                 .await?;
@@ -326,7 +361,7 @@ impl<G: Git> Controller for WorktreeController<G> {
     async fn apply(&self, world: &World) -> Result<Applied, WorktreeError> {
         let row = self.store.read(|c| store::worktree(c, world.id))?;
         let row = match row {
-            Some(row) if row.path.is_dir() => {
+            Some(row) if row.path.is_dir() && row.state != "creating" => {
                 if row.state != "ready" {
                     let mut row = row;
                     row.state = "ready".into();
@@ -337,8 +372,12 @@ impl<G: Git> Controller for WorktreeController<G> {
                     row
                 }
             }
-            // Deleted from outside: say so until a new `binky up` asks for it again.
-            Some(mut row) if row.state == "ready" || row.seen_generation == world.generation => {
+            // Deleted from outside: say so until a new `binky up` asks for it again. (A
+            // `creating` row is an interrupted creation: it is made again below.)
+            Some(mut row)
+                if row.state != "creating"
+                    && (row.state == "ready" || row.seen_generation == world.generation) =>
+            {
                 if row.state == "ready" {
                     row.state = "missing".into();
                     row.seen_generation = world.generation;

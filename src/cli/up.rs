@@ -38,11 +38,15 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
             .into_iter()
             .find(|w| w.name == name && w.repo_root == co.repo_root);
         Ok(match w {
-            Some(w) => store::worktree(c, w.id)?.map(|r| r.path),
+            // A worktree being made (its row is written before git runs) is not one yet.
+            Some(w) => store::worktree(c, w.id)?
+                .filter(|r| r.state != "creating")
+                .map(|r| r.path),
             None => None,
         })
     })?;
     let mut existing = known.filter(|p| p.is_dir());
+    let recorded = existing.is_some();
     if existing.is_none() {
         if let Ok(list) = git(&co.repo_root, &["worktree", "list", "--porcelain"]) {
             existing = crate::git::parse_worktree_list(&list)
@@ -53,21 +57,29 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
     }
     if let Some(root) = existing {
         let path = in_tree(&root);
-        let text = config::read_text(&path).map_err(|e| match e {
-            config::ReadError::Io(e) => Failure::usage(format!(
-                "{}: cannot read it ({e}); the world's worktree at {} has no binky.toml in {}",
-                path.display(),
-                root.display(),
-                if rel.is_empty() { "its root" } else { rel }
-            )),
-            e => Failure::usage(format!("{}: {e}", path.display())),
-        })?;
-        return Ok(Source {
-            text,
-            path,
-            in_new_worktree: None,
-            note: None,
-        });
+        match config::read_text(&path) {
+            Ok(text) => {
+                return Ok(Source {
+                    text,
+                    path,
+                    in_new_worktree: None,
+                    note: None,
+                })
+            }
+            // Listed by git but not binky's finished worktree: one a daemon is making (or
+            // was making when it died). The branch's committed file says what it will hold.
+            Err(config::ReadError::Io(e))
+                if !recorded && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(config::ReadError::Io(e)) => {
+                return Err(Failure::usage(format!(
+                    "{}: cannot read it ({e}); the world's worktree at {} has no binky.toml in {}",
+                    path.display(),
+                    root.display(),
+                    if rel.is_empty() { "its root" } else { rel }
+                )))
+            }
+            Err(e) => return Err(Failure::usage(format!("{}: {e}", path.display()))),
+        }
     }
     // 2. The branch exists or will be made from REF: the file as committed there.
     let branch_exists = git(

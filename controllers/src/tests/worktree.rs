@@ -202,3 +202,50 @@ async fn a_branch_with_commits_of_its_own_is_kept_and_a_dirty_tree_refused() {
         .iter()
         .any(|e| e.message.contains("kept branch w: it has 2 commit(s)")));
 }
+
+#[tokio::test]
+async fn a_branch_made_by_a_daemon_killed_before_recording_it_is_still_deleted_with_the_world() {
+    let (dir, store, ctrl) = setup();
+    let w = store
+        .put_world(&new_world(dir.path(), "w", spec(vec![])))
+        .unwrap()
+        .world;
+    // A first daemon recorded its intent, ran `git worktree add -b w`, and was killed
+    // before it wrote the row down.
+    reconcile(&ctrl, &store, w.id).await;
+    store
+        .write(|tx| {
+            tx.execute(
+                "UPDATE worktrees SET state = 'creating', head = NULL WHERE world_id = ?1",
+                [w.id],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    // The next daemon finds the worktree git has, and knows the branch is binky's.
+    reconcile(&ctrl, &store, w.id).await;
+    let row = store.read(|c| store::worktree(c, w.id)).unwrap().unwrap();
+    assert_eq!(row.state, "ready");
+    assert!(
+        row.created_branch,
+        "the branch binky made was taken for the user's"
+    );
+    assert_eq!(row.base_commit.as_deref(), Some("sha-of-base"));
+    assert_eq!(
+        ctrl_calls(&ctrl).len(),
+        1,
+        "git ran twice: {:?}",
+        ctrl_calls(&ctrl)
+    );
+    store.mark_deleted(w.id, false).unwrap();
+    let world = world(&store, w.id).unwrap();
+    assert_eq!(
+        ctrl.cleanup(&world).await.unwrap(),
+        crate::runtime::Cleanup::Done
+    );
+    assert!(
+        ctrl_calls(&ctrl).contains(&"delete-branch w".to_owned()),
+        "{:?}",
+        ctrl_calls(&ctrl)
+    );
+}
