@@ -113,6 +113,52 @@ pub fn token_kind(word: &str) -> Option<&'static str> {
     None
 }
 
+/// The prefixes [`token_kind`] recognises tokens by.
+const TOKEN_PREFIXES: &[&str] = &[
+    "AKIA",
+    "ASIA",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xoxr-",
+    "xoxs-",
+    "sk_live_",
+    "rk_live_",
+    "sk_test_",
+    "rk_test_",
+    "sk-",
+    "whsec_",
+    "xapp-",
+    "hf_",
+    "npm_",
+    "pypi-",
+    "shpat_",
+    "dop_v1_",
+    "SG.",
+    "AIza",
+    "ya29.",
+    "eyJ",
+];
+
+/// Could `word`, the last of an unfinished line, be the start of a credential that the rest
+/// of the line completes? It carries a token's prefix, holds `://` (a URL whose password may
+/// follow), or is a run of eight or more token characters. A shorter word (`45%`, `[y/N]`,
+/// `end`) cannot begin a shape [`token_kind`] recognises except inside a prefix.
+pub fn may_begin_credential(word: &str) -> bool {
+    let token_char =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '+');
+    word.contains("://")
+        || TOKEN_PREFIXES.iter().any(|p| word.starts_with(p))
+        || (word.len() >= 8 && word.chars().all(token_char))
+}
+
 /// Is an env name one that holds a secret (`*PASSWORD*`, `*SECRET*`, `*TOKEN*`,
 /// `*API_KEY*`, `*PRIVATE_KEY*`)?
 pub fn secret_name(name: &str) -> bool {

@@ -62,14 +62,20 @@ impl Scrubber {
     }
 
     /// How much of an unfinished line can be written now without a secret leaking when its
-    /// rest arrives later: everything before its last word (a word being written may be a
-    /// token) and before any tail that could begin one of the secret values (a value may
-    /// hold separators).
+    /// rest arrives later: everything before any tail that could begin one of the secret
+    /// values binky handed the service (a value may hold separators), and before a last word
+    /// that may begin a credential shape ([`crate::credentials::may_begin_credential`]).
     pub fn safe_prefix(&self, partial: &[u8]) -> usize {
-        let mut cut = partial
+        let word_start = partial
             .iter()
             .rposition(|b| is_separator(*b))
             .map_or(0, |i| i + 1);
+        let last_word = String::from_utf8_lossy(&partial[word_start..]);
+        let mut cut = if crate::credentials::may_begin_credential(&last_word) {
+            word_start
+        } else {
+            partial.len()
+        };
         for v in &self.values {
             let needle = v.needle();
             let from = partial.len().saturating_sub(needle.len().saturating_sub(1));
@@ -149,8 +155,11 @@ fn is_separator(b: u8) -> bool {
 /// `binky __scrub LOG`: copy stdin to LOG (appending), scrubbed; exit at end of input.
 ///
 /// A line that stays unfinished (a prompt, a progress bar) is written after a 200 ms pause
-/// up to [`Scrubber::safe_prefix`]; its last word waits for the rest of the line, however
-/// long that takes, so a secret written in two pieces never reaches the file.
+/// up to [`Scrubber::safe_prefix`]: a tail that may begin a secret waits for the rest of the
+/// line, however long that takes, so a secret binky handed the service never reaches the
+/// file in two pieces. A credential binky only knows by its shape can still escape when it
+/// is split inside its first eight characters (or its prefix) and the pieces come more than
+/// 200 ms apart.
 pub fn run_shim(log: &Path) -> i32 {
     let values: Vec<String> = std::env::var(VALUES_VAR)
         .ok()
@@ -263,10 +272,20 @@ mod tests {
     #[test]
     fn an_unfinished_line_is_written_only_up_to_what_cannot_begin_a_secret() {
         let s = Scrubber::new(&["canary-value-123".into(), "two words here".into()]);
-        // The last word waits: it may be a token or a value still being written.
+        // A tail that may begin a secret value waits, at any length.
         assert_eq!(s.safe_prefix(b"split=canary-val"), b"split=".len());
+        assert_eq!(s.safe_prefix(b"split=ca"), b"split=".len());
+        // So does a last word that may begin a credential shape.
+        assert_eq!(s.safe_prefix(b"key ghp_abc"), b"key ".len());
+        assert_eq!(s.safe_prefix(b"url postgres://u:pa"), b"url ".len());
+        assert_eq!(s.safe_prefix(b"id 0123456789abcdef"), b"id ".len());
+        // A prompt or a progress line is written whole.
         assert_eq!(s.safe_prefix(b"Password: "), b"Password: ".len());
-        assert_eq!(s.safe_prefix(b"Downloading 45%"), b"Downloading ".len());
+        assert_eq!(s.safe_prefix(b"Downloading 45%"), b"Downloading 45%".len());
+        assert_eq!(
+            s.safe_prefix(b"no newline at the end"),
+            b"no newline at the end".len()
+        );
         // A tail that may begin a value with spaces waits too.
         assert_eq!(s.safe_prefix(b"x two words "), b"x ".len());
         assert_eq!(s.safe_prefix(b"no secret here "), b"no secret here ".len());
