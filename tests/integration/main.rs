@@ -32,3 +32,4 @@ mod slices_postgres;
 mod slices_rabbitmq;
 mod slices_redis;
 mod slices_s3;
+mod storm;

@@ -494,3 +494,103 @@ fn gc_finds_and_removes_managed_server_data_of_a_home_that_is_gone() {
     std::fs::remove_file(&link).unwrap();
     std::fs::remove_dir_all(&kept).unwrap();
 }
+
+#[test]
+fn down_during_a_long_setup_returns_at_once_and_leaves_nothing_running() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "slowsetup"
+{{range}}
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+setup = "echo installing; sleep 60"
+
+[services.web]
+cmd = "{SERVE}"
+url = true
+"#
+    ));
+    let out = env.binky(&["up", "w", "--no-wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_until("setup is running", Duration::from_secs(20), || {
+        env.services("w")
+            .iter()
+            .any(|s| s["name"] == "api" && s["state"] == "setup" && s["pid"].is_u64())
+    });
+    // A service that does not depend on it starts meanwhile.
+    wait_until("web runs beside the setup", Duration::from_secs(20), || {
+        env.services("w")
+            .iter()
+            .any(|s| s["name"] == "web" && s["state"] == "running")
+    });
+    let setup_pids = env.our_processes();
+    assert!(!setup_pids.is_empty());
+    let started = std::time::Instant::now();
+    env.ok(&["down", "w"]);
+    // Waiting for the setup would take its 60 s; down does not wait for it.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "down waited {:?}",
+        started.elapsed()
+    );
+    wait_until("nothing of the world runs", Duration::from_secs(10), || {
+        env.our_processes().is_empty()
+    });
+    let events = env.ok(&["events", "w"]);
+    assert!(!events.contains("setup finished"), "{events}");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn a_managed_server_that_dies_is_said_on_its_worlds_and_started_again() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "serverdeath"
+{{range}}
+
+[services.db]
+adapter = "postgres"
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+depends_on = ["db"]
+"#
+    ));
+    env.ok(&["up", "w"]);
+    let server_pid = || -> Option<u32> {
+        let v: serde_json::Value = serde_json::from_str(&env.ok(&["servers", "--json"])).unwrap();
+        v.as_array()?.iter().find(|r| r["kind"] == "postgres")?["pid"]
+            .as_u64()
+            .map(|p| p as u32)
+    };
+    let old = server_pid().expect("the managed postgres runs");
+    signal(old, 9);
+    wait_until(
+        "the death and the return are told",
+        Duration::from_secs(30),
+        || {
+            let events = env.ok(&["events", "w"]);
+            events.contains("server_down") && events.contains("server_back")
+        },
+    );
+    let events = env.ok(&["events", "w"]);
+    assert!(
+        events.contains(&format!(
+            "the managed postgres server (pid {old}) stopped running"
+        )),
+        "{events}"
+    );
+    let new = server_pid().expect("running again");
+    assert_ne!(new, old);
+    // The world is whole again: its slice answers on the same address.
+    env.ok(&["up", "w"]);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
