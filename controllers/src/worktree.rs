@@ -224,7 +224,29 @@ impl<G: Git> WorktreeController<G> {
             .store
             .read(|c| store::worktree(c, world.id))?
             .filter(|r| r.state == "creating");
-        let existing = self.git.worktrees(repo).await?;
+        let mut existing = self.git.worktrees(repo).await?;
+        // A checkout a killed daemon left half made (files missing: `git status` shows them
+        // deleted) holds nothing of anyone's yet: it is made again.
+        if let Some(wt) = existing.iter().find(|w| {
+            intent.is_some()
+                && w.branch.as_deref() == Some(world.branch.as_str())
+                && same_path(&w.path, &world.worktree_path)
+        }) {
+            if self.git.is_dirty(&wt.path).await.unwrap_or(true) {
+                let path = wt.path.clone();
+                self.git.remove_worktree(repo, &path).await?;
+                self.git.prune(repo).await?;
+                self.store.event(
+                    world.id,
+                    "worktree",
+                    &format!(
+                        "worktree {} was left half made by a daemon that stopped; making it again",
+                        path.display()
+                    ),
+                )?;
+                existing.retain(|w| !same_path(&w.path, &path));
+            }
+        }
         if let Some(wt) = existing
             .iter()
             .find(|w| w.branch.as_deref() == Some(world.branch.as_str()) && w.path.is_dir())
@@ -448,7 +470,9 @@ impl<G: Git> Controller for WorktreeController<G> {
             let lock = self.repo_lock(repo);
             let _guard = lock.lock().await;
             if row.path.is_dir() {
-                if !world.force_delete && self.git.is_dirty(&row.path).await? {
+                // A worktree binky never finished making holds nothing of anyone's.
+                let unfinished = row.state == "creating";
+                if !world.force_delete && !unfinished && self.git.is_dirty(&row.path).await? {
                     return Err(WorktreeError::Dirty(row.path.clone()));
                 }
                 self.git.remove_worktree(repo, &row.path).await?;

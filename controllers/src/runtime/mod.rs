@@ -274,6 +274,22 @@ async fn cleanup_one<C: Controller>(
         Err(_) => true,
     };
     if !held {
+        // A world removed before any controller took it up (its daemon was killed first)
+        // has no finalizer whose removal would delete it: whoever sees that deletes it.
+        match remove_finalizer(store, world.id, "") {
+            Ok(true) => {
+                tracing::info!(world = %world.name, project = %world.project, "world removed");
+                trigger.world(world.id);
+            }
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!(controller = controller.name(), world = world.id, %err, "cannot remove an unfinalized world");
+                return Outcome {
+                    next: Some(backoff.next_delay()),
+                    forget: false,
+                };
+            }
+        }
         return Outcome {
             next: None,
             forget: false,
@@ -334,8 +350,8 @@ fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<(), 
     })
 }
 
-/// Drop a finalizer; deletes the world row when it was the last. Returns whether the world
-/// is gone.
+/// Drop a finalizer (none: `""`); deletes the world row (marked deleted, so no finalizer can
+/// be added any more) when none is left. Returns whether the world is gone.
 fn remove_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool, StoreError> {
     store.write(|tx| {
         tx.execute(

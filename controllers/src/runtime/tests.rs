@@ -319,3 +319,28 @@ async fn a_panicking_reconcile_becomes_a_condition_is_retried_and_other_worlds_g
     let _ = h.stop.send(());
     h.task.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_removed_before_any_controller_took_it_up_is_deleted() {
+    // Its daemon was killed between `binky up` and the first reconcile, and `binky remove`
+    // came next: no finalizer was ever added.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let w = store.put_world(&new_world("p", "/r", "w")).unwrap().world;
+    store.mark_deleted(w.id, false).unwrap();
+    let fake = Arc::new(Fake::default());
+    let h = start_with(dir, store, fake.clone(), Duration::from_secs(3600));
+    wait_for(|| h.store.read(|c| store::world(c, w.id)).unwrap().is_none()).await;
+    assert_eq!(
+        fake.cleanups.load(Ordering::SeqCst),
+        0,
+        "nothing to clean up"
+    );
+    let evs = h
+        .store
+        .read(|c| store::events(c, "p", "w", 0, 100))
+        .unwrap();
+    assert_eq!(evs.last().unwrap().kind, "removed");
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}

@@ -249,3 +249,43 @@ async fn a_branch_made_by_a_daemon_killed_before_recording_it_is_still_deleted_w
         ctrl_calls(&ctrl)
     );
 }
+
+#[tokio::test]
+async fn a_checkout_left_half_made_by_a_killed_daemon_is_made_again_not_kept_or_refused() {
+    let (dir, store, ctrl) = setup();
+    let w = store
+        .put_world(&new_world(dir.path(), "w", spec(vec![])))
+        .unwrap()
+        .world;
+    reconcile(&ctrl, &store, w.id).await;
+    // Killed mid-checkout: the intent is recorded, git lists the worktree, files are missing.
+    store
+        .write(|tx| {
+            tx.execute(
+                "UPDATE worktrees SET state = 'creating' WHERE world_id = ?1",
+                [w.id],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    ctrl_git(&ctrl)
+        .inner
+        .lock()
+        .unwrap()
+        .dirty
+        .insert(w.worktree_path.clone());
+    reconcile(&ctrl, &store, w.id).await;
+    let calls = ctrl_calls(&ctrl);
+    assert_eq!(
+        calls[1..],
+        [
+            format!("remove {}", w.worktree_path.display()),
+            "add w from None".to_owned()
+        ],
+        "{calls:?}"
+    );
+    let row = store.read(|c| store::worktree(c, w.id)).unwrap().unwrap();
+    assert_eq!(row.state, "ready");
+    assert!(row.created_branch);
+    assert_eq!(cond(&store, w.id).status, CondStatus::True);
+}
