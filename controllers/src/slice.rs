@@ -28,6 +28,30 @@ use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileE
 use crate::spec::Resource;
 use crate::store::{self, now_ms, SliceRow, Store, StoreError, World};
 
+/// Why `res`'s server settings cannot be resolved for `world`: an `${env.NAME}` in its
+/// `admin_url` or options that the environment of `binky up` did not have.
+pub(crate) fn unset_settings(world: &World, res: &Resource) -> Option<String> {
+    let t = crate::tokens::Tokens {
+        env: world.env.clone(),
+        ..Default::default()
+    };
+    let mut fields: Vec<(String, &str)> = Vec::new();
+    if let Some(u) = res.admin_url.as_deref() {
+        fields.push(("admin_url".into(), u));
+    }
+    for (k, v) in &res.options {
+        fields.push((format!("options.{k}"), v));
+    }
+    fields.into_iter().find_map(|(field, text)| {
+        let u = t.unset_env(text).into_iter().next()?;
+        Some(format!(
+            "{field} comes from ${{env.{}}}, which is not set{}",
+            u.name,
+            u.message.map(|m| format!(" ({m})")).unwrap_or_default()
+        ))
+    })
+}
+
 /// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
 /// (the server row with the slice's admin address) is not running.
 fn servers_down(
@@ -443,6 +467,17 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         res: &Resource,
         spec: &SliceSpec,
     ) -> Result<CloneOutcome, SliceError> {
+        // The reference is the golden controller's: until it has looked at this generation,
+        // it may still name the template of the last one (a failed build the user has fixed
+        // since), which must not fail this `up`.
+        let golden_seen = self
+            .store
+            .read(|c| store::observed_generations(c, world.id))?
+            .get(crate::golden::NAME)
+            .is_some_and(|g| *g >= world.generation);
+        if !golden_seen {
+            return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
+        }
         let key = self
             .store
             .read(|c| store::golden_ref(c, world.id, service))?;
@@ -596,6 +631,18 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .copied()
                 == Some(world.generation);
             let spec = self.spec_of(world, service, res, &row);
+            // An admin_url (or option) from a variable `binky up` did not have: say exactly
+            // that, not "admin_url is not a URL".
+            if let Some(why) = unset_settings(world, res) {
+                return Ok(Applied {
+                    action: Action::AwaitChange,
+                    conditions: vec![Condition::failed(
+                        CONDITION,
+                        "EnvUnset",
+                        format!("{service}: {why}; set it in the environment of `binky up` and run `binky up {}` again", world.name),
+                    )],
+                });
+            }
             // Drift: a slice dropped from outside binky is made again, migrated and seeded
             // (or cloned), not left empty. Checked at every new generation and otherwise at
             // most every DRIFT_CHECK.
@@ -845,6 +892,22 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             // Drop it where it was made, even if binky.toml changed meanwhile.
             if row.admin_url.is_some() {
                 spec.admin_url = row.admin_url.clone();
+            }
+            // Never made (its server's address came from an unset variable): nothing to drop.
+            let never_made = row.address.is_none()
+                && row.admin_url.is_none()
+                && res
+                    .as_ref()
+                    .is_some_and(|r| unset_settings(world, r).is_some());
+            if never_made {
+                self.store.write(|tx| {
+                    tx.execute(
+                        "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
+                        params![world.id, row.service],
+                    )?;
+                    Ok(())
+                })?;
+                continue;
             }
             let dropped = match self.effects.teardown(&spec).await {
                 Ok(()) => true,
