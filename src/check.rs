@@ -302,6 +302,105 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
     out
 }
 
+/// Warnings for the `${env.…}` references that `env` (the environment `binky check` runs
+/// in) leaves without a value: `binky up` from there refuses them.
+pub fn env_findings(
+    text: &str,
+    loaded: &Loaded,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Vec<Finding> {
+    let spec = &loaded.spec;
+    let mut out = Vec::new();
+    let all: std::collections::BTreeSet<String> = spec.services.keys().cloned().collect();
+    for u in unset_env_refs(spec, &all, env) {
+        let key = format!("services.{}.{}", u.service, u.field);
+        let line = line_of(text, &u.service, u.field.rsplit('.').next().unwrap_or(""));
+        out.push(Finding {
+            level: Level::Warning,
+            code: "env-unset",
+            key,
+            line,
+            message: format!(
+                "uses ${{env.{}}}, which is not set here{}: `binky up` from this shell refuses it",
+                u.var.name,
+                u.var.message.map(|m| format!(" ({m})")).unwrap_or_default()
+            ),
+            fix: format!(
+                "set {} in the environment of `binky up`, or give a default: ${{env.{}:-value}}",
+                u.var.name, u.var.name
+            ),
+        });
+    }
+    out
+}
+
+/// An `${env.NAME}` with no default that `env` does not set, where it is written.
+#[derive(Clone, Debug)]
+pub struct UnsetRef {
+    /// The service.
+    pub service: String,
+    /// The field (`cmd`, `env.API_KEY`, `admin_url`, …).
+    pub field: String,
+    /// The variable, and the `?message` written with it.
+    pub var: binky_controllers::tokens::UnsetEnv,
+}
+
+/// The `${env.…}` references of the `selected` services that `env` leaves without a value.
+/// A process service with an `env_file` is left out (the file, read by the daemon in the
+/// worktree, may set it; the daemon then refuses to start it if not).
+pub fn unset_env_refs(
+    spec: &binky_controllers::spec::Spec,
+    selected: &std::collections::BTreeSet<String>,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Vec<UnsetRef> {
+    let t = binky_controllers::tokens::Tokens {
+        env: env.clone(),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    for name in selected {
+        let Some(svc) = spec.services.get(name) else {
+            continue;
+        };
+        let mut fields: Vec<(String, &str)> = Vec::new();
+        match &svc.kind {
+            ServiceKind::Process(p) => {
+                if !p.env_file.is_empty() {
+                    continue;
+                }
+                fields.push(("cmd".into(), &p.cmd));
+                fields.extend(p.setup.as_deref().map(|t| ("setup".to_owned(), t)));
+                fields.extend(p.env.iter().map(|(k, v)| (format!("env.{k}"), v.as_str())));
+                if let Some(h) = &p.health {
+                    match &h.probe {
+                        Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t) => {
+                            fields.push(("health".into(), t))
+                        }
+                    }
+                }
+            }
+            ServiceKind::Resource(r) => {
+                fields.extend(r.admin_url.as_deref().map(|t| ("admin_url".to_owned(), t)));
+                fields.extend(
+                    r.options
+                        .iter()
+                        .map(|(k, v)| (format!("options.{k}"), v.as_str())),
+                );
+            }
+        }
+        for (field, text) in fields {
+            for var in t.unset_env(text) {
+                out.push(UnsetRef {
+                    service: name.clone(),
+                    field: field.clone(),
+                    var,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// Is any finding an error?
 pub fn has_errors(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.level == Level::Error)
@@ -414,5 +513,29 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].1, Level::Error);
         assert_eq!(c[0].2, Some(6));
+    }
+
+    #[test]
+    fn an_env_reference_the_environment_leaves_unset_is_a_warning_naming_it() {
+        let text = format!("{HEAD}\n[services.api]\ncmd = \"x\"\nenv = {{ DSN = \"${{env.DSN}}\", OPT = \"${{env.OPT:-}}\", K = \"${{env.K:?ask}}\" }}\n");
+        let loaded = config::parse(&text, Path::new("binky.toml")).unwrap();
+        let env: std::collections::BTreeMap<String, String> =
+            [("K".to_owned(), "v".to_owned())].into_iter().collect();
+        let f = env_findings(&text, &loaded, &env);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].code, "env-unset");
+        assert_eq!(f[0].key, "services.api.env.DSN");
+        assert!(f[0].message.contains("${env.DSN}"), "{}", f[0].message);
+        assert!(env_findings(
+            &text,
+            &loaded,
+            &[
+                ("DSN".to_owned(), "x".to_owned()),
+                ("K".to_owned(), "v".to_owned())
+            ]
+            .into_iter()
+            .collect()
+        )
+        .is_empty());
     }
 }

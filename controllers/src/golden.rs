@@ -494,6 +494,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 failed_generation: None,
                 message: String::new(),
             };
+            // The slice controller says what is unset; no template is built on it.
+            if crate::slice::unset_settings(world, res).is_some() {
+                keep.push(service.clone());
+                continue;
+            }
             let base = self.slices.spec_of(world, service, res, &dummy);
             let clone = match self.slices.effects().can_clone(&base).await {
                 Ok(c) => c,

@@ -322,6 +322,8 @@ struct Resolved {
     env: BTreeMap<String, String>,
     hash: String,
     missing_env_files: Vec<PathBuf>,
+    /// `${env.…}` references in its cmd, setup, env or health that resolve to nothing.
+    unset_env: Vec<crate::tokens::UnsetEnv>,
 }
 
 impl<S: Supervisor> ProcessController<S> {
@@ -418,6 +420,28 @@ impl<S: Supervisor> ProcessController<S> {
             .map(|h| format!("{:?}", h.probe))
             .map(|p| t.resolve(&p, name));
         let nonce = restarts.get(name).copied().unwrap_or(0);
+        let mut unset_env = Vec::new();
+        let texts = [&process.cmd]
+            .into_iter()
+            .chain(process.setup.as_ref())
+            .chain(process.env.values());
+        for text in texts {
+            for u in t.unset_env(text) {
+                if !unset_env
+                    .iter()
+                    .any(|x: &crate::tokens::UnsetEnv| x.name == u.name)
+                {
+                    unset_env.push(u);
+                }
+            }
+        }
+        if let Some(h) = &process.health {
+            for u in t.unset_env(&format!("{:?}", h.probe)) {
+                if !unset_env.iter().any(|x| x.name == u.name) {
+                    unset_env.push(u);
+                }
+            }
+        }
         let hash = match (health, nonce) {
             (None, 0) => hash_of(&(&cmd, &workdir, &env)),
             (health, nonce) => hash_of(&(&cmd, &workdir, &env, health, nonce)),
@@ -428,6 +452,7 @@ impl<S: Supervisor> ProcessController<S> {
             env,
             hash,
             missing_env_files: missing,
+            unset_env,
         })
     }
 
@@ -958,6 +983,44 @@ impl<S: Supervisor> ProcessController<S> {
                 });
             }
             _ => {}
+        }
+
+        // An `${env.NAME}` with nothing to give never reaches a process as its own text.
+        if !resolved.unset_env.is_empty() {
+            let names: Vec<String> = resolved
+                .unset_env
+                .iter()
+                .map(|u| match &u.message {
+                    Some(m) => format!("{} ({m})", u.name),
+                    None => u.name.clone(),
+                })
+                .collect();
+            let first = &resolved.unset_env[0].name;
+            // Not started, and looked at again at every pass (an env_file may gain it).
+            row.state = "pending".into();
+            row.message = format!(
+                "it uses ${{env.{first}}}, but {} not set: set it in the environment of `binky up` (or the service's env_file) and run `binky up {}` again, or give a default: ${{env.{first}:-value}}",
+                if names.len() == 1 {
+                    format!("{} is", names[0])
+                } else {
+                    format!("{} are", names.join(", "))
+                },
+                world.name
+            );
+            if rows.get(name).is_none_or(|r| r.message != row.message) {
+                self.event(world.id, "env_unset", &format!("{name}: {}", row.message));
+                self.save(world.id, &row)?;
+            }
+            let step = Step {
+                problem: Some(Condition::failed(
+                    CONDITION,
+                    "EnvUnset",
+                    format!("{name}: {}", row.message),
+                )),
+                ..Step::default()
+            };
+            rows.insert(name.to_owned(), row);
+            return Ok(step);
         }
 
         // Not running: start it once its dependencies are ready.

@@ -8,9 +8,13 @@
 //! | `${SVC.url}` | an adapter's slice address, else the service's URL |
 //! | `${worktree}` | the world's name |
 //! | `${env.NAME}` | the variable from the environment (and `env_file`) |
+//! | `${env.NAME:-default}` | the variable, or `default` when it is unset or empty (as in the shell and compose) |
+//! | `${env.NAME-default}` | the variable, or `default` when it is unset |
+//! | `${env.NAME:?message}`, `${env.NAME?message}` | the variable; unset (or empty, with `:`), the service does not start and `message` says why |
 //!
 //! An unknown token is left as it is, never blanked: a literal `${x.y}` in a command is
-//! easy to spot in a log, an empty string is not.
+//! easy to spot in a log, an empty string is not. An `${env.…}` that resolves to nothing is
+//! listed by [`Tokens::unset_env`], so that no process ever gets it as text.
 
 use std::collections::BTreeMap;
 
@@ -70,13 +74,43 @@ impl Tokens {
         out
     }
 
+    /// The `${env.…}` references in `text` that resolve to nothing here: an unset variable
+    /// with no default (in order, once each).
+    pub fn unset_env(&self, text: &str) -> Vec<UnsetEnv> {
+        let mut out: Vec<UnsetEnv> = Vec::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${env.") {
+            let after = &rest[start + 6..];
+            let Some(end) = after.find('}') else { break };
+            let r = EnvRef::parse(&after[..end]);
+            if self.env_value(&r).is_none() && !out.iter().any(|u| u.name == r.name) {
+                out.push(UnsetEnv {
+                    name: r.name.to_owned(),
+                    message: r.required.filter(|m| !m.is_empty()).map(str::to_owned),
+                });
+            }
+            rest = &after[end + 1..];
+        }
+        out
+    }
+
+    fn env_value(&self, r: &EnvRef<'_>) -> Option<String> {
+        let value = self.env.get(r.name);
+        let present = |v: &&String| !(r.empty_is_unset && v.is_empty());
+        match (value.filter(present), r.default) {
+            (Some(v), _) => Some(v.clone()),
+            (None, Some(d)) => Some(d.to_owned()),
+            (None, None) => None,
+        }
+    }
+
     fn lookup(&self, expr: &str, service: &str) -> Option<String> {
         if expr == "worktree" {
             return Some(self.world.clone());
         }
         let (obj, attr) = expr.split_once('.')?;
         if obj == "env" {
-            return self.env.get(attr).cloned();
+            return self.env_value(&EnvRef::parse(attr));
         }
         let target = if obj == "self" { service } else { obj };
         match attr {
@@ -109,6 +143,54 @@ impl Tokens {
             rest = &after[end + 1..];
         }
         out
+    }
+}
+
+/// An `${env.…}` reference that resolves to nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsetEnv {
+    /// The variable.
+    pub name: String,
+    /// The `?message` written with it, if any.
+    pub message: Option<String>,
+}
+
+/// `NAME`, `NAME:-default`, `NAME-default`, `NAME:?message`, `NAME?message`.
+struct EnvRef<'a> {
+    name: &'a str,
+    default: Option<&'a str>,
+    required: Option<&'a str>,
+    /// `:` forms: an empty value counts as unset.
+    empty_is_unset: bool,
+}
+
+impl<'a> EnvRef<'a> {
+    fn parse(attr: &'a str) -> EnvRef<'a> {
+        let end = attr
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(attr.len());
+        let (name, op) = attr.split_at(end);
+        let mut r = EnvRef {
+            name,
+            default: None,
+            required: None,
+            empty_is_unset: false,
+        };
+        if let Some(d) = op.strip_prefix(":-") {
+            r.default = Some(d);
+            r.empty_is_unset = true;
+        } else if let Some(d) = op.strip_prefix('-') {
+            r.default = Some(d);
+        } else if let Some(m) = op.strip_prefix(":?") {
+            r.required = Some(m);
+            r.empty_is_unset = true;
+        } else if let Some(m) = op.strip_prefix('?') {
+            r.required = Some(m);
+        } else if !op.is_empty() {
+            // Not a form binky knows: the whole text names the variable (never found).
+            r.name = attr;
+        }
+        r
     }
 }
 
@@ -176,5 +258,60 @@ mod tests {
             Tokens::referenced_services("${api.port} ${self.port} ${env.X} ${db.url} ${api.url}"),
             vec!["api", "db"]
         );
+    }
+}
+
+#[cfg(test)]
+mod env_defaults {
+    use super::*;
+
+    fn t() -> Tokens {
+        let mut t = Tokens::default();
+        t.env.insert("SET".into(), "v".into());
+        t.env.insert("EMPTY".into(), String::new());
+        t
+    }
+
+    #[test]
+    fn defaults_and_required_variables_work_as_in_the_shell() {
+        let t = t();
+        for (text, want) in [
+            ("${env.SET:-d}", "v"),
+            ("${env.UNSET:-d}", "d"),
+            ("${env.EMPTY:-d}", "d"),
+            ("${env.EMPTY-d}", ""),
+            ("${env.UNSET-d}", "d"),
+            ("${env.UNSET:-}", ""),
+            ("${env.UNSET:-http://x:1/a}", "http://x:1/a"),
+            ("${env.SET:?needed}", "v"),
+            ("${env.EMPTY?needed}", ""),
+        ] {
+            assert_eq!(t.resolve(text, "s"), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_unset_variable_without_a_default_is_listed_with_its_message() {
+        let t = t();
+        let text = "a ${env.SET} ${env.UNSET} ${env.NEEDED:?ask the team} ${env.EMPTY:?} ${env.UNSET} ${env.OK:-x}";
+        assert_eq!(
+            t.unset_env(text),
+            vec![
+                UnsetEnv {
+                    name: "UNSET".into(),
+                    message: None
+                },
+                UnsetEnv {
+                    name: "NEEDED".into(),
+                    message: Some("ask the team".into())
+                },
+                UnsetEnv {
+                    name: "EMPTY".into(),
+                    message: None
+                },
+            ]
+        );
+        // Left as text by resolve (never blanked), but listed, so no process gets it.
+        assert_eq!(t.resolve("${env.UNSET}", "s"), "${env.UNSET}");
     }
 }

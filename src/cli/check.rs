@@ -26,7 +26,14 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
     };
     let text =
         config::read_text(&file).map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
-    let findings = check::check(&text, &file);
+    let mut findings = check::check(&text, &file);
+    // What this shell leaves unset, `binky up` from it refuses.
+    if let Ok(loaded) = config::parse(&text, &file) {
+        let here = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
+        findings.extend(check::env_findings(&text, &loaded, &here));
+    }
     let errors = findings.iter().filter(|f| f.level == Level::Error).count();
     let warnings = findings.len() - errors;
     if json {

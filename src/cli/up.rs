@@ -214,6 +214,21 @@ pub async fn run(
     for k in not_utf8 {
         eprintln!("binky: warning: the environment variable {k} is not UTF-8; the world's services do not get it");
     }
+    // An `${env.NAME}` this environment leaves without a value would reach a process (or
+    // an adapter) as its own text: refused here, naming it.
+    let selected = loaded.spec.selected(group.as_deref());
+    if let Some(u) = crate::check::unset_env_refs(&loaded.spec, &selected, &env).first() {
+        return Err(Failure::usage(format!(
+            "{}: services.{}.{} uses ${{env.{}}}, which is not set{}: set it in the environment of `binky up` (e.g. `{}=… binky up {name}`), or give a default in binky.toml: ${{env.{}:-value}}",
+            src.path.display(),
+            u.service,
+            u.field,
+            u.var.name,
+            u.var.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default(),
+            u.var.name,
+            u.var.name
+        )));
+    }
     let project = loaded.spec.project.name.clone();
     let worktree_path = crate::paths::worktree_path(&co.repo_root, &project, name);
     let config_path = match &src.in_new_worktree {

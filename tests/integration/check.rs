@@ -21,7 +21,18 @@ env = { DATABASE_URL = "${db.url}" }
 #[test]
 fn check_passes_a_good_file_and_lists_footguns_with_lines_and_exit_1_on_errors() {
     let env = Env::new(GOOD);
+    // Without PG_ADMIN in this environment, check says `up` from here would refuse it.
     let out = env.binky(&["check"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("warning: services.db.admin_url: uses ${env.PG_ADMIN}"),
+        "{}",
+        stdout(&out)
+    );
+    let out = env.binky_env(
+        &["check"],
+        &[("PG_ADMIN", "postgres://admin@127.0.0.1/postgres")],
+    );
     assert!(out.status.success(), "{}", stdout(&out));
     assert!(stdout(&out).contains(": ok"), "{}", stdout(&out));
     // Footguns: an inline password, a cmd that ignores its port.

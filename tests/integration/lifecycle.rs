@@ -405,7 +405,7 @@ ports = ["http", "admin-ui"]
 cmd = "SERVE"
 url = true
 env_file = [".env.shared", "missing.env"]
-env = { MIX = "${api.port}/${api.admin-ui}/${worktree}/${env.FROM_FILE}/${env.FROM_SHELL}", KEEP = "${nope.port} ${env.UNSET_X}" }
+env = { MIX = "${api.port}/${api.admin-ui}/${worktree}/${env.FROM_FILE}/${env.FROM_SHELL}", KEEP = "${nope.port} ${env.UNSET_X:-fallback}" }
 "#
         .replace("SERVE", SERVE),
     );
@@ -443,8 +443,8 @@ env = { MIX = "${api.port}/${api.admin-ui}/${worktree}/${env.FROM_FILE}/${env.FR
         format!("{api_http}/{api_admin}/w/file-value/shell-value")
     );
     assert_eq!(
-        web["KEEP"], "${nope.port} ${env.UNSET_X}",
-        "unknown tokens stay as written"
+        web["KEEP"], "${nope.port} fallback",
+        "unknown tokens stay as written; an unset variable takes its default"
     );
     assert_eq!(web["QUOTED"], "a b");
     assert_eq!(

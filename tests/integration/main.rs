@@ -6,6 +6,7 @@ mod agents;
 mod check;
 mod clickhouse_server;
 mod daemon;
+mod env_tokens;
 mod example;
 mod external_adapter;
 mod faults;

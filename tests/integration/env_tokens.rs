@@ -1,0 +1,133 @@
+//! `${env.NAME}`, with compose's and the shell's defaults: an unset variable never reaches a
+//! process as its own text.
+
+use crate::harness::*;
+
+fn config(api_env: &str, extra: &str) -> String {
+    format!(
+        r#"
+[project]
+name = "envtok"
+{{range}}
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+env = {{ {api_env} }}
+{extra}
+"#
+    )
+}
+
+#[test]
+fn defaults_reach_the_service_as_values_never_as_text() {
+    let env = Env::new(&config(
+        r#"OPTIONAL_DSN = "${env.OPTIONAL_DSN:-}", MODE = "${env.MODE:-dev}", GIVEN = "${env.GIVEN:-no}""#,
+        "",
+    ));
+    let out = env.binky_env(&["up", "w"], &[("GIVEN", "yes")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let served = served_env(env.port_of("w", "api"));
+    assert_eq!(served["OPTIONAL_DSN"], "");
+    assert_eq!(served["MODE"], "dev");
+    assert_eq!(served["GIVEN"], "yes");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn an_unset_variable_without_a_default_is_refused_naming_it_and_nothing_is_written() {
+    for (api_env, var, says) in [
+        (
+            r#"SOME_DSN = "${env.SOME_DSN}""#,
+            "SOME_DSN",
+            "SOME_DSN=… binky up",
+        ),
+        (
+            r#"API_KEY = "${env.API_KEY:?ask the team for one}""#,
+            "API_KEY",
+            "ask the team for one",
+        ),
+    ] {
+        let env = Env::new(&config(api_env, ""));
+        // `binky check` names it (a warning: `up` may run in another environment).
+        let out = env.binky_env(&["check"], &[]);
+        let text = stdout(&out);
+        assert!(
+            text.contains(&format!("${{env.{var}")) && text.contains("not set here"),
+            "{text}"
+        );
+        let out = env.binky(&["up", "w"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("services.api.env.{var} uses ${{env.{var}"))
+                && err.contains(says),
+            "{err}"
+        );
+        assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
+        assert!(!env.worktree("w").exists());
+        // Set, it runs.
+        let out = env.binky_env(&["up", "w"], &[(var, "value-1")]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(served_env(env.port_of("w", "api"))[var], "value-1");
+        env.ok(&["remove", "w"]);
+        env.assert_nothing_left(&["w"]);
+    }
+}
+
+#[test]
+fn an_admin_url_from_an_unset_variable_says_so() {
+    let env = Env::new(
+        r#"
+[project]
+name = "envadmin"
+{range}
+
+[services.db]
+adapter = "postgres"
+admin_url = "${env.DB_ADMIN_URL}"
+"#,
+    );
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("services.db.admin_url uses ${env.DB_ADMIN_URL}, which is not set"),
+        "{err}"
+    );
+    assert!(!err.contains("not a URL"), "{err}");
+    assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn a_variable_an_env_file_leaves_unset_stops_the_service_with_its_name() {
+    let env = Env::new(&config(
+        r#"FROM_FILE = "${env.FROM_FILE}", MISSING = "${env.NOWHERE}""#,
+        r#"env_file = [".env.local"]"#,
+    ));
+    // The env file is committed here so the new worktree has it.
+    std::fs::write(env.repo.join(".env.local"), "FROM_FILE=from-the-file\n").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "env file"]);
+    let out = env.binky(&["up", "w", "--timeout", "60s"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("${env.NOWHERE}") && err.contains("NOWHERE is not set"),
+        "{err}"
+    );
+    assert!(env.pid_of("w", "api").is_none(), "it started anyway");
+    // The file gains it: the next `up` starts the service with both values.
+    std::fs::write(
+        env.worktree("w").join(".env.local"),
+        "FROM_FILE=from-the-file\nNOWHERE=now-here\n",
+    )
+    .unwrap();
+    env.ok(&["up", "w", "--timeout", "60s"]);
+    let served = served_env(env.port_of("w", "api"));
+    assert_eq!(served["FROM_FILE"], "from-the-file");
+    assert_eq!(served["MISSING"], "now-here");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
