@@ -133,8 +133,24 @@ impl Git for GitCli {
     }
 
     async fn commits_ahead(&self, repo: &Path, base: &str, branch: &str) -> Result<u64, GitError> {
-        let range = format!("{base}..refs/heads/{branch}");
-        let out = git(repo, &["rev-list", "--count", &range]).await?;
+        // Commits of its own: on the branch, not on its base, and on no other local branch
+        // (a commit already merged into main is not the world's to keep).
+        let head = format!("refs/heads/{branch}");
+        // `--exclude` before `--branches` takes the name without `refs/heads/`.
+        let exclude = format!("--exclude={branch}");
+        let out = git(
+            repo,
+            &[
+                "rev-list",
+                "--count",
+                &head,
+                "--not",
+                base,
+                &exclude,
+                "--branches",
+            ],
+        )
+        .await?;
         Ok(out.trim().parse().unwrap_or(0))
     }
 

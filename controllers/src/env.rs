@@ -111,6 +111,7 @@ pub fn process_url(tokens: &Tokens, service: &str, spec_service: &Service) -> Op
 pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView, slices: &[SliceRow]) -> Tokens {
     let mut t = Tokens {
         world: world.name.clone(),
+        worktree_path: Some(world.worktree_path.to_string_lossy().into_owned()),
         env: world.env.clone(),
         ..Tokens::default()
     };
@@ -233,6 +234,13 @@ pub fn service_env(
         t.env.insert(k.clone(), v.clone());
     }
     env.insert("BINKY_WORKTREE".into(), world.name.clone());
+    env.insert(
+        "BINKY_WORKTREE_PATH".into(),
+        tokens
+            .worktree_path
+            .clone()
+            .unwrap_or_else(|| world.worktree_path.to_string_lossy().into_owned()),
+    );
     env.insert("BINKY_PROJECT".into(), world.project.clone());
     if let Some(port) = tokens.primary_port(service) {
         env.insert("PORT".into(), port.to_string());

@@ -403,6 +403,10 @@ impl<S: Supervisor> ProcessController<S> {
         restarts: &BTreeMap<String, i64>,
     ) -> Option<Resolved> {
         let process = svc.process()?;
+        // `${worktree.path}` is where the worktree is (an adopted one may be elsewhere).
+        let mut tokens = tokens.clone();
+        tokens.worktree_path = Some(layout.worktree.to_string_lossy().into_owned());
+        let tokens = &tokens;
         let workdir = layout.workdir(world, svc);
         let (vars, missing) = env::read_env_files(&workdir, &process.env_file);
         let mut t = tokens.clone();
@@ -1536,6 +1540,23 @@ impl<S: Supervisor> Controller for ProcessController<S> {
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, ProcessError> {
         self.stop_world(world, "binky remove").await?;
+        // The world's logs go with it (its events stay: `binky events NAME`).
+        let dir = self.config.logs_dir.join(&world.project).join(&world.name);
+        if let Err(err) = std::fs::remove_dir_all(&dir) {
+            if err.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %dir.display(), %err, "cannot remove the world's logs");
+            }
+        }
+        // `feat/login` logs under `feat/`: empty parents up to the project's go too.
+        let mut parent = dir.parent();
+        while let Some(p) =
+            parent.filter(|p| p.starts_with(&self.config.logs_dir) && *p != self.config.logs_dir)
+        {
+            if std::fs::remove_dir(p).is_err() {
+                break;
+            }
+            parent = p.parent();
+        }
         self.store.write(|tx| {
             tx.execute("DELETE FROM processes WHERE world_id = ?1", [world.id])?;
             tx.execute("DELETE FROM world_runs WHERE world_id = ?1", [world.id])?;

@@ -6,7 +6,8 @@
 //! | `${self.LABEL}` | this service's named port |
 //! | `${SVC.port}`, `${SVC.LABEL}` | another service's ports |
 //! | `${SVC.url}` | an adapter's slice address, else the service's URL |
-//! | `${worktree}` | the world's name |
+//! | `${worktree}` | the world's name (as in binky 0.1.2) |
+//! | `${worktree.path}` | the absolute path of the world's worktree |
 //! | `${env.NAME}` | the variable from the environment (and `env_file`) |
 //! | `${env.NAME:-default}` | the variable, or `default` when it is unset or empty (as in the shell and compose) |
 //! | `${env.NAME-default}` | the variable, or `default` when it is unset |
@@ -23,6 +24,8 @@ use std::collections::BTreeMap;
 pub struct Tokens {
     /// The world's name (`${worktree}`).
     pub world: String,
+    /// The world's worktree (`${worktree.path}`), when known.
+    pub worktree_path: Option<String>,
     /// `(service, label) → port`; label `""` is a primary port.
     pub ports: BTreeMap<(String, String), u16>,
     /// Primary label of each service that has ports.
@@ -107,6 +110,9 @@ impl Tokens {
     fn lookup(&self, expr: &str, service: &str) -> Option<String> {
         if expr == "worktree" {
             return Some(self.world.clone());
+        }
+        if expr == "worktree.path" {
+            return self.worktree_path.clone();
         }
         let (obj, attr) = expr.split_once('.')?;
         if obj == "env" {
@@ -228,6 +234,15 @@ mod tests {
         );
         assert_eq!(t.resolve("${web.url}/x", "api"), "http://localhost:4001/x");
         assert_eq!(t.resolve("w=${worktree}", "api"), "w=login-fix");
+        assert_eq!(t.resolve("${worktree.path}", "api"), "${worktree.path}");
+        let t = Tokens {
+            worktree_path: Some("/src/acme.worktrees/login-fix".into()),
+            ..t
+        };
+        assert_eq!(
+            t.resolve("cd ${worktree.path}/api", "api"),
+            "cd /src/acme.worktrees/login-fix/api"
+        );
         assert_eq!(t.resolve("${env.HOME}/x", "api"), "/home/me/x");
     }
 

@@ -92,11 +92,19 @@ pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32,
     crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
         .resolve(world.id, service.as_deref().unwrap_or("exec"), &mut vars)
         .map_err(Failure::failed)?;
-    let status = Command::new(&cmd[0])
+    // The caller's own variables are kept (`FOO=x binky exec …`, as with `docker compose
+    // exec -e`): the world's stored environment fills in only what the caller lacks, and
+    // what binky sets for the world or service (URLs, ports, env, env_file) goes on top.
+    let mut command = Command::new(&cmd[0]);
+    for (k, v) in &vars {
+        let from_world = world.env.get(k) == Some(v);
+        if !from_world || std::env::var_os(k).is_none() {
+            command.env(k, v);
+        }
+    }
+    let status = command
         .args(&cmd[1..])
         .current_dir(&dir)
-        .env_clear()
-        .envs(&vars)
         .status()
         .map_err(|e| Failure::failed(format!("cannot run `{}`: {e}", cmd[0])))?;
     Ok(status.code().unwrap_or(128 + 9))

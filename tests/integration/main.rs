@@ -8,6 +8,7 @@ mod clickhouse_server;
 mod daemon;
 mod env_tokens;
 mod example;
+mod exec_and_remove;
 mod external_adapter;
 mod faults;
 mod gate;
