@@ -26,7 +26,7 @@ verify = {verify}
 }
 
 #[test]
-fn exec_sees_exactly_the_environment_the_service_gets() {
+fn exec_sees_the_environment_the_service_gets_and_the_callers_own() {
     let env = Env::new(&config("[]"));
     env.ok(&["up", "w"]);
     let served = served_env(env.port_of("w", "api"));
@@ -60,7 +60,25 @@ fn exec_sees_exactly_the_environment_the_service_gets() {
     };
     seen.retain(|k, _| !noise(k));
     want.retain(|k, _| !noise(k));
-    assert_eq!(seen, want);
+    // Everything the service gets, with its value...
+    for (k, v) in &want {
+        assert_eq!(
+            seen.get(k),
+            Some(v),
+            "{k}: exec saw {:?}, the service {v:?}",
+            seen.get(k)
+        );
+    }
+    // ...and besides, only the caller's own variables (a terminal's TERM, say), as they are.
+    for (k, v) in &seen {
+        if !want.contains_key(k) {
+            assert_eq!(
+                std::env::var(k).ok().as_ref(),
+                Some(v),
+                "{k}={v} is neither the service's nor the caller's"
+            );
+        }
+    }
     assert_eq!(seen["GREETING"], "hello w");
     // Without a service: every service's URL and what services declare, in the worktree.
     let out = env.ok(&["exec", "w", "--", "sh", "-c", "echo $API_URL $API; pwd"]);
