@@ -195,28 +195,10 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
         // `${secret:REF}` is resolved in env values only: anywhere else it would reach the
         // program as its own text (`/bin/sh: Bad substitution`), and a secret on a command
         // line is readable by every user in `ps`.
-        let mut fields: Vec<(&str, &str)> = Vec::new();
-        match &svc.kind {
-            ServiceKind::Process(p) => {
-                fields.push(("cmd", &p.cmd));
-                fields.extend(p.setup.as_deref().map(|t| ("setup", t)));
-                fields.push(("workdir", &p.workdir));
-                if let Some(h) = &p.health {
-                    match &h.probe {
-                        Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t) => {
-                            fields.push(("health", t))
-                        }
-                    }
-                }
-            }
-            ServiceKind::Resource(r) => {
-                fields.extend(r.admin_url.as_deref().map(|t| ("admin_url", t)));
-                fields.extend(r.migrate.as_deref().map(|t| ("migrate", t)));
-                fields.extend(r.seed.as_deref().map(|t| ("seed", t)));
-                fields.push(("workdir", &r.workdir));
-                fields.extend(r.options.values().map(|t| ("options", t.as_str())));
-            }
-        }
+        let fields = svc
+            .token_fields()
+            .into_iter()
+            .filter(|(field, _)| !field.starts_with("env."));
         for (field, value) in fields {
             if let Some(r) = crate::secrets::references(value).first() {
                 let var = crate::secrets::env_name(r)
@@ -346,8 +328,9 @@ pub struct UnsetRef {
 }
 
 /// The `${env.…}` references of the `selected` services that `env` leaves without a value.
-/// A process service with an `env_file` is left out (the file, read by the daemon in the
-/// worktree, may set it; the daemon then refuses to start it if not).
+/// The settings of a service with an `env_file` are left out but for an adapter's
+/// `admin_url` and options (the file, read by the daemon in the worktree, may set them; the
+/// daemon then refuses to start the service if not).
 pub fn unset_env_refs(
     spec: &binky_controllers::spec::Spec,
     selected: &std::collections::BTreeSet<String>,
@@ -362,32 +345,12 @@ pub fn unset_env_refs(
         let Some(svc) = spec.services.get(name) else {
             continue;
         };
-        let mut fields: Vec<(String, &str)> = Vec::new();
-        match &svc.kind {
-            ServiceKind::Process(p) => {
-                if !p.env_file.is_empty() {
-                    continue;
-                }
-                fields.push(("cmd".into(), &p.cmd));
-                fields.extend(p.setup.as_deref().map(|t| ("setup".to_owned(), t)));
-                fields.extend(p.env.iter().map(|(k, v)| (format!("env.{k}"), v.as_str())));
-                if let Some(h) = &p.health {
-                    match &h.probe {
-                        Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t) => {
-                            fields.push(("health".into(), t))
-                        }
-                    }
-                }
-            }
-            ServiceKind::Resource(r) => {
-                fields.extend(r.admin_url.as_deref().map(|t| ("admin_url".to_owned(), t)));
-                fields.extend(
-                    r.options
-                        .iter()
-                        .map(|(k, v)| (format!("options.{k}"), v.as_str())),
-                );
-            }
-        }
+        // What an env_file may set is the daemon's to judge (it reads the file in the
+        // worktree); an adapter's server settings see only the environment of `binky up`.
+        let has_files = !svc.env_files().is_empty();
+        let fields = svc.token_fields().into_iter().filter(|(field, _)| {
+            !has_files || binky_controllers::spec::Resource::is_server_setting(field)
+        });
         for (field, text) in fields {
             for var in t.unset_env(text) {
                 out.push(UnsetRef {

@@ -424,23 +424,9 @@ impl<S: Supervisor> ProcessController<S> {
             .map(|h| format!("{:?}", h.probe))
             .map(|p| t.resolve(&p, name));
         let nonce = restarts.get(name).copied().unwrap_or(0);
-        let mut unset_env = Vec::new();
-        let texts = [&process.cmd]
-            .into_iter()
-            .chain(process.setup.as_ref())
-            .chain(process.env.values());
-        for text in texts {
+        let mut unset_env: Vec<crate::tokens::UnsetEnv> = Vec::new();
+        for (_, text) in process.token_fields() {
             for u in t.unset_env(text) {
-                if !unset_env
-                    .iter()
-                    .any(|x: &crate::tokens::UnsetEnv| x.name == u.name)
-                {
-                    unset_env.push(u);
-                }
-            }
-        }
-        if let Some(h) = &process.health {
-            for u in t.unset_env(&format!("{:?}", h.probe)) {
                 if !unset_env.iter().any(|x| x.name == u.name) {
                     unset_env.push(u);
                 }

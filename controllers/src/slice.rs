@@ -35,14 +35,9 @@ pub(crate) fn unset_settings(world: &World, res: &Resource) -> Option<String> {
         env: world.env.clone(),
         ..Default::default()
     };
-    let mut fields: Vec<(String, &str)> = Vec::new();
-    if let Some(u) = res.admin_url.as_deref() {
-        fields.push(("admin_url".into(), u));
-    }
-    for (k, v) in &res.options {
-        fields.push((format!("options.{k}"), v));
-    }
-    fields.into_iter().find_map(|(field, text)| {
+    let fields = res.token_fields().into_iter();
+    let mut settings = fields.filter(|(field, _)| Resource::is_server_setting(field));
+    settings.find_map(|(field, text)| {
         let u = t.unset_env(text).into_iter().next()?;
         Some(format!(
             "{field} comes from ${{env.{}}}, which is not set{}",

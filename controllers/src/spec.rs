@@ -86,6 +86,24 @@ pub enum ServiceKind {
 }
 
 impl Service {
+    /// Every setting of this service that tokens are resolved in, with its key (see
+    /// [`Process::token_fields`], [`Resource::token_fields`]): what `${secret:…}` and unset
+    /// `${env.…}` references are looked for in.
+    pub fn token_fields(&self) -> Vec<(String, &str)> {
+        match &self.kind {
+            ServiceKind::Process(p) => p.token_fields(),
+            ServiceKind::Resource(r) => r.token_fields(),
+        }
+    }
+
+    /// The `env_file`s the daemon reads for this service (they may set `${env.…}` values).
+    pub fn env_files(&self) -> &[String] {
+        match &self.kind {
+            ServiceKind::Process(p) => &p.env_file,
+            ServiceKind::Resource(r) => &r.env_file,
+        }
+    }
+
     /// The process part, if this service is a process.
     pub fn process(&self) -> Option<&Process> {
         match &self.kind {
@@ -175,6 +193,23 @@ pub struct Process {
 }
 
 impl Process {
+    /// `cmd`, `setup`, `workdir`, `health`, `env.NAME`, with their text.
+    pub fn token_fields(&self) -> Vec<(String, &str)> {
+        let mut out: Vec<(String, &str)> = vec![("cmd".into(), &self.cmd)];
+        out.extend(self.setup.as_deref().map(|t| ("setup".to_owned(), t)));
+        out.push(("workdir".into(), &self.workdir));
+        if let Some(h) = &self.health {
+            let (Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t)) = &h.probe;
+            out.push(("health".into(), t));
+        }
+        out.extend(
+            self.env
+                .iter()
+                .map(|(k, v)| (format!("env.{k}"), v.as_str())),
+        );
+        out
+    }
+
     /// See [`Service::port_labels`].
     pub fn port_labels(&self) -> Vec<String> {
         if let Some(ports) = &self.ports {
@@ -300,6 +335,38 @@ pub struct Resource {
     /// Dotenv files for `migrate` and `seed`.
     #[serde(default)]
     pub env_file: Vec<String>,
+}
+
+impl Resource {
+    /// `admin_url`, `migrate`, `seed`, `workdir`, `options.NAME`, `env.NAME`, with their text.
+    pub fn token_fields(&self) -> Vec<(String, &str)> {
+        let mut out: Vec<(String, &str)> = Vec::new();
+        out.extend(
+            self.admin_url
+                .as_deref()
+                .map(|t| ("admin_url".to_owned(), t)),
+        );
+        out.extend(self.migrate.as_deref().map(|t| ("migrate".to_owned(), t)));
+        out.extend(self.seed.as_deref().map(|t| ("seed".to_owned(), t)));
+        out.push(("workdir".into(), &self.workdir));
+        out.extend(
+            self.options
+                .iter()
+                .map(|(k, v)| (format!("options.{k}"), v.as_str())),
+        );
+        out.extend(
+            self.env
+                .iter()
+                .map(|(k, v)| (format!("env.{k}"), v.as_str())),
+        );
+        out
+    }
+
+    /// Is `field` (a key of [`Resource::token_fields`]) one of the server's settings, which
+    /// see only the environment of `binky up` (no `env_file`)?
+    pub fn is_server_setting(field: &str) -> bool {
+        field == "admin_url" || field.starts_with("options.")
+    }
 }
 
 fn dot() -> String {

@@ -98,6 +98,19 @@ admin_url = "${env.DB_ADMIN_URL}"
     );
     assert!(!err.contains("not a URL"), "{err}");
     assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
+    // A migrate command reading an unset variable is refused the same way.
+    env.write_config(
+        "[project]\nname = \"envadmin\"\n{range}\n\n[services.db]\nadapter = \"postgres\"\nmigrate = \"psql -f ${env.SCHEMA_FILE}\"\n",
+    );
+    env.git(&["commit", "-qam", "migrate from a variable"]);
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("services.db.migrate uses ${env.SCHEMA_FILE}, which is not set"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
 }
 
 #[test]

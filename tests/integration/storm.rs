@@ -26,9 +26,9 @@ impl Lcg {
 }
 
 /// The newest event's id: grows whenever binky (a command or the daemon) records anything.
-fn events_of(env: &Env) -> i64 {
-    binky_controllers::store::Store::open(&env.home.join("state.db"))
-        .and_then(|s| s.read(binky_controllers::store::last_event_id))
+fn events_of(store: &binky_controllers::store::Store) -> i64 {
+    store
+        .read(binky_controllers::store::last_event_id)
         .unwrap_or(0)
 }
 
@@ -63,6 +63,8 @@ url = true
 depends_on = ["db", "cache"]
 "#
     ));
+    // One reader of the home's store for the whole storm (Env::new made it).
+    let store = binky_controllers::store::Store::open(&env.home.join("state.db")).unwrap();
     let names: Vec<String> = (0..WORLDS).map(|i| format!("s{i}")).collect();
     let mut rng = Lcg(seed);
     let mut kills = 0;
@@ -79,7 +81,7 @@ depends_on = ["db", "cache"]
             2 => "down",
             _ => "remove",
         };
-        let before = events_of(&env);
+        let before = events_of(&store);
         let out = env.binky(&[op, world, "--no-wait"]);
         let code = out.status.code().unwrap_or(-1);
         *codes.entry(code).or_default() += 1;
@@ -108,7 +110,7 @@ depends_on = ["db", "cache"]
         // Kill the daemon three times in four, once it has started on the change.
         if rng.below(4) != 0 && kill {
             let until = Instant::now() + Duration::from_secs(2);
-            while events_of(&env) == before && Instant::now() < until {
+            while events_of(&store) == before && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(5));
             }
             if let Some(pid) = env.daemon_pid() {

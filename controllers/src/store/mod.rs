@@ -118,11 +118,18 @@ fn off_worker<R>(f: impl FnOnce() -> R) -> R {
 /// How long opening the store keeps retrying a `SQLITE_BUSY` answer.
 pub const OPEN_PATIENCE: Duration = Duration::from_secs(15);
 
-fn is_busy(err: &rusqlite::Error) -> bool {
-    matches!(
-        err.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
+impl StoreError {
+    /// SQLite answered "busy" or "locked": another connection holds a lock.
+    fn is_busy(&self) -> bool {
+        let source = match self {
+            StoreError::Open { source, .. } | StoreError::Sql(source) => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
 }
 
 /// An exclusive `flock` on `<store>.open-lock`, held while one process opens and migrates
@@ -176,14 +183,7 @@ impl Store {
         let conn = loop {
             match Self::open_once(path) {
                 Ok(conn) => break conn,
-                Err(StoreError::Open { source, .. })
-                    if is_busy(&source) && started.elapsed() < OPEN_PATIENCE =>
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(StoreError::Sql(source))
-                    if is_busy(&source) && started.elapsed() < OPEN_PATIENCE =>
-                {
+                Err(err) if err.is_busy() && started.elapsed() < OPEN_PATIENCE => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 Err(err) => return Err(err),
