@@ -123,6 +123,21 @@ pub enum ProbeTarget {
     },
 }
 
+/// Why a readiness probe did not pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeFailure {
+    /// Not ready (yet): no connection, an error status, a failing command.
+    NotReady(String),
+    /// The port answers, but a program outside the service holds it (the message names it).
+    Foreign(String),
+}
+
+impl From<String> for ProbeFailure {
+    fn from(why: String) -> Self {
+        ProbeFailure::NotReady(why)
+    }
+}
+
 /// A process carrying one of this binky home's spawn tokens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Marked {
@@ -175,7 +190,7 @@ pub trait Supervisor: Send + Sync + 'static {
         &self,
         target: &ProbeTarget,
         owner: ProcId,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), ProbeFailure>> + Send;
     /// Run a command to its end (setup, hooks), output appended to the log.
     fn run(
         &self,
@@ -806,27 +821,26 @@ impl<S: Supervisor> ProcessController<S> {
                                     );
                                     step.ready = true;
                                 }
-                                Err(why) => {
+                                Err(failure) => {
                                     let timeout = process
                                         .health
                                         .as_ref()
                                         .map(|h| h.timeout())
                                         .unwrap_or(crate::spec::DEFAULT_HEALTH_TIMEOUT);
                                     let waited = ms_since(row.started_at);
-                                    let what = match &target {
+                                    let what = match (&target, failure) {
                                         // Someone answers, but not this service: the
                                         // probe's own words say who.
-                                        Some(ProbeTarget::Tcp(..))
-                                            if why.contains("answers, but") =>
-                                        {
-                                            why.clone()
-                                        }
-                                        Some(ProbeTarget::Tcp(h, p))
-                                            if process.health.is_none() =>
-                                        {
+                                        (_, ProbeFailure::Foreign(who)) => who,
+                                        (
+                                            Some(ProbeTarget::Tcp(h, p)),
+                                            ProbeFailure::NotReady(why),
+                                        ) if process.health.is_none() => {
                                             format!("no connection on {h}:{p} yet ({why}); does its cmd listen on ${{self.port}} / $PORT?")
                                         }
-                                        _ => format!("health check failing: {why}"),
+                                        (_, ProbeFailure::NotReady(why)) => {
+                                            format!("health check failing: {why}")
+                                        }
                                     };
                                     // Whole seconds: the row is rewritten once a second, not
                                     // on every probe.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::port::PortProbe;
 use crate::process::{
-    Exit, Liveness, Marked, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
+    Exit, Liveness, Marked, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
 };
 use crate::runtime::{reconcile_one, Controller, KeyBackoff, Trigger};
 use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
@@ -334,13 +334,13 @@ impl Supervisor for FakeSupervisor {
         }
     }
 
-    async fn probe(&self, target: &ProbeTarget, _owner: ProcId) -> Result<(), String> {
+    async fn probe(&self, target: &ProbeTarget, _owner: ProcId) -> Result<(), ProbeFailure> {
         let ProbeTarget::Tcp(_, port) = target else {
             return Ok(());
         };
         match self.service_on_port(*port) {
             Some(svc) if !self.inner.lock().unwrap().unready.contains(&svc) => Ok(()),
-            _ => Err("connection refused".into()),
+            _ => Err(ProbeFailure::NotReady("connection refused".into())),
         }
     }
 

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use binky_controllers::process::{
-    Exit, Liveness, Marked, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
+    Exit, Liveness, Marked, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
 };
 use binky_controllers::runtime::Trigger;
 use binky_controllers::store::WorldId;
@@ -420,7 +420,7 @@ impl Supervisor for RealSupervisor {
         stop_group(id.pid, grace).await;
     }
 
-    async fn probe(&self, target: &ProbeTarget, owner: ProcId) -> Result<(), String> {
+    async fn probe(&self, target: &ProbeTarget, owner: ProcId) -> Result<(), ProbeFailure> {
         probe::probe(target, owner).await
     }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use binky_controllers::process::{ProbeTarget, ProcId};
+use binky_controllers::process::{ProbeFailure, ProbeTarget, ProcId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -122,46 +122,55 @@ fn held_by(port: u16, owner: ProcId) -> Result<(), String> {
 }
 
 /// Run one probe of the service running as `owner`.
-pub async fn probe(target: &ProbeTarget, owner: ProcId) -> Result<(), String> {
+pub async fn probe(target: &ProbeTarget, owner: ProcId) -> Result<(), ProbeFailure> {
     match target {
-        ProbeTarget::Http(url) => http(url).await,
         ProbeTarget::Tcp(host, port) => {
             if *port == 0 {
-                return Err("no port to check".into());
+                return Err(ProbeFailure::NotReady("no port to check".into()));
             }
             connect(host, *port).await.map(drop)?;
             if is_local(host) {
-                held_by(*port, owner)?;
+                held_by(*port, owner).map_err(ProbeFailure::Foreign)?;
             }
             Ok(())
         }
-        ProbeTarget::Cmd { cmd, workdir, env } => {
-            let mut c = tokio::process::Command::new("/bin/sh");
-            c.arg("-c")
-                .arg(cmd)
-                .current_dir(workdir)
-                .env_clear()
-                .envs(env)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .process_group(0)
-                .kill_on_drop(true);
-            let mut child = c.spawn().map_err(|e| e.to_string())?;
-            match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
-                Ok(Ok(s)) if s.success() => Ok(()),
-                Ok(Ok(s)) => Err(format!("`{cmd}` exited with {s}")),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => {
-                    if let Some(pid) = child.id() {
-                        let _ = nix::sys::signal::killpg(
-                            nix::unistd::Pid::from_raw(pid as i32),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                    Err(format!("`{cmd}` took longer than 10 s"))
-                }
+        ProbeTarget::Http(url) => http(url).await.map_err(ProbeFailure::NotReady),
+        ProbeTarget::Cmd { cmd, workdir, env } => command(cmd, workdir, env)
+            .await
+            .map_err(ProbeFailure::NotReady),
+    }
+}
+
+/// A cmd probe: `cmd` exits 0 within 10 s.
+async fn command(
+    cmd: &str,
+    workdir: &std::path::Path,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<(), String> {
+    let mut c = tokio::process::Command::new("/bin/sh");
+    c.arg("-c")
+        .arg(cmd)
+        .current_dir(workdir)
+        .env_clear()
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = c.spawn().map_err(|e| e.to_string())?;
+    match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+        Ok(Ok(s)) if s.success() => Ok(()),
+        Ok(Ok(s)) => Err(format!("`{cmd}` exited with {s}")),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => {
+            if let Some(pid) = child.id() {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
+            Err(format!("`{cmd}` took longer than 10 s"))
         }
     }
 }
