@@ -12,7 +12,9 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
     let world = ctx.world(Some(name))?;
     // Refuse before writing anything: uncommitted work is never lost without --force.
     if let Some(wt) = ctx.store.read(|c| store::worktree(c, world.id))? {
-        if !force && !wt.adopted && wt.path.is_dir() {
+        // A worktree binky is still making (state "creating") holds nothing of anyone's: a
+        // checkout half done shows its files as deleted.
+        if !force && !wt.adopted && wt.state != "creating" && wt.path.is_dir() {
             let status = git(
                 &wt.path,
                 &["status", "--porcelain", "--untracked-files=normal"],

@@ -72,24 +72,32 @@ pub async fn wait(
     let id: WorldId = world.id;
     let started = Instant::now();
     let mut last_event = since_event;
-    loop {
-        if !args.quiet {
-            let evs = ctx
-                .store
-                .read(|c| store::events(c, &world.project, &world.name, last_event, 1000))?;
-            for e in evs {
-                last_event = e.id;
-                if matches!(
-                    e.kind.as_str(),
-                    "up" | "down" | "reload" | "remove" | "created"
-                ) {
-                    continue;
-                }
-                eprintln!("  {}", e.message.replace('\n', "\n    "));
-            }
+    // Print the world's events since the last call (events outlive a removed world).
+    let show_events = |last_event: &mut i64| -> Result<(), Failure> {
+        if args.quiet {
+            return Ok(());
         }
+        let evs = ctx
+            .store
+            .read(|c| store::events(c, &world.project, &world.name, *last_event, 1000))?;
+        for e in evs {
+            *last_event = e.id;
+            if matches!(
+                e.kind.as_str(),
+                "up" | "down" | "reload" | "remove" | "created"
+            ) {
+                continue;
+            }
+            eprintln!("  {}", e.message.replace('\n', "\n    "));
+        }
+        Ok(())
+    };
+    loop {
+        show_events(&mut last_event)?;
         let current = ctx.store.read(|c| store::world(c, id))?;
         let Some(current) = current else {
+            // What the last finalizers said just before the world went.
+            show_events(&mut last_event)?;
             return Ok(if goal == Goal::Removed {
                 Outcome::Done(None)
             } else {
