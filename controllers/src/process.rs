@@ -6,7 +6,8 @@
 //!   current generation.
 //! - A service starts only when every service it `depends_on` is ready (healthy, or exited
 //!   successfully for a one-shot). `setup` runs once per world before the first start (again
-//!   only when its resolved text changes).
+//!   only when its resolved text changes), without waiting for dependencies: only for the
+//!   addresses of the slices its text or env uses.
 //! - Each process runs `sh -c CMD` in its own process group, with its output appended to
 //!   its log file. Its `(pid, start time)` is recorded, so a restarted daemon adopts it
 //!   instead of starting a second copy; a process that a daemon started but died before
@@ -709,6 +710,36 @@ impl<S: Supervisor> ProcessController<S> {
         Ok(step)
     }
 
+    /// The adapter services that `setup` (its text, or the service's env it runs with)
+    /// refers to and whose slice has no address yet: setup would see `${db.url}` as text.
+    fn unaddressed_slices(
+        world: &World,
+        setup: &str,
+        process: &crate::spec::Process,
+        slices: &[store::SliceRow],
+    ) -> Vec<String> {
+        let mut refs = Tokens::referenced_services(setup);
+        for v in process.env.values() {
+            for r in Tokens::referenced_services(v) {
+                if !refs.contains(&r) {
+                    refs.push(r);
+                }
+            }
+        }
+        refs.into_iter()
+            .filter(|r| {
+                world
+                    .spec
+                    .services
+                    .get(r)
+                    .is_some_and(|s| s.resource().is_some())
+                    && !slices
+                        .iter()
+                        .any(|s| &s.service == r && s.address.is_some())
+            })
+            .collect()
+    }
+
     fn rows(&self, world: WorldId) -> Result<BTreeMap<String, ProcessRow>, StoreError> {
         Ok(self
             .store
@@ -1027,48 +1058,28 @@ impl<S: Supervisor> ProcessController<S> {
             return Ok(step);
         }
 
-        // Not running: start it once its dependencies are ready.
-        // A process dependency is ready when it runs and passed its check; an adapter
-        // dependency when its slice is provisioned, migrated and seeded.
-        let slice_ready: BTreeSet<String> = self
-            .store
-            .read(|c| store::slices(c, world.id))?
-            .into_iter()
-            .filter(|s| s.state == "ready")
-            .map(|s| s.service)
-            .collect();
-        let waiting_for: Vec<&str> = svc
-            .depends_on
-            .iter()
-            .filter(|d| match world.spec.services.get(*d) {
-                Some(s) if s.process().is_some() => !rows.get(*d).is_some_and(is_ready),
-                Some(_) => !slice_ready.contains(*d),
-                None => false,
-            })
-            .map(String::as_str)
-            .collect();
-        if !waiting_for.is_empty() {
-            let msg = format!("waiting for {}", waiting_for.join(", "));
-            if row.state != "pending" || row.message != msg {
-                row.state = "pending".into();
-                row.message = msg.clone();
-                self.save(world.id, &row)?;
-            }
-            rows.insert(name.to_owned(), row);
-            return Ok(Step {
-                waiting: Some(format!("{name}: {msg}")),
-                ..Step::default()
-            });
-        }
+        let slices = self.store.read(|c| store::slices(c, world.id))?;
 
-        for path in &resolved.missing_env_files {
-            self.event(world.id, "env_file_missing", &format!("{name}: env_file {} not found (ignored files are not copied into new worktrees)", path.display()));
-        }
-
+        // `setup` waits for nothing but the worktree (and the addresses its own text refers
+        // to): a frontend's `npm install` runs while the database is still being made.
         if let Some(setup) = &process.setup {
             let setup_cmd = tokens.resolve(setup, name);
             let setup_hash = hash_of(&(&setup_cmd, &resolved.workdir));
             if row.setup_hash.as_deref() != Some(&setup_hash) {
+                let unaddressed = Self::unaddressed_slices(world, setup, process, &slices);
+                if !unaddressed.is_empty() {
+                    let msg = format!("setup waits for the address of {}", unaddressed.join(", "));
+                    if row.state != "pending" || row.message != msg {
+                        row.state = "pending".into();
+                        row.message = msg.clone();
+                        self.save(world.id, &row)?;
+                    }
+                    rows.insert(name.to_owned(), row);
+                    return Ok(Step {
+                        waiting: Some(format!("{name}: {msg}")),
+                        ..Step::default()
+                    });
+                }
                 // Recorded before the spawn, as a service's start is (see below).
                 let token = self.sup.token(world.id);
                 row.state = "setup".into();
@@ -1119,6 +1130,42 @@ impl<S: Supervisor> ProcessController<S> {
                     ),
                 };
             }
+        }
+
+        // Not running: start it once its dependencies are ready.
+        // A process dependency is ready when it runs and passed its check; an adapter
+        // dependency when its slice is provisioned, migrated and seeded.
+        let slice_ready: BTreeSet<String> = slices
+            .into_iter()
+            .filter(|s| s.state == "ready")
+            .map(|s| s.service)
+            .collect();
+        let waiting_for: Vec<&str> = svc
+            .depends_on
+            .iter()
+            .filter(|d| match world.spec.services.get(*d) {
+                Some(s) if s.process().is_some() => !rows.get(*d).is_some_and(is_ready),
+                Some(_) => !slice_ready.contains(*d),
+                None => false,
+            })
+            .map(String::as_str)
+            .collect();
+        if !waiting_for.is_empty() {
+            let msg = format!("waiting for {}", waiting_for.join(", "));
+            if row.state != "pending" || row.message != msg {
+                row.state = "pending".into();
+                row.message = msg.clone();
+                self.save(world.id, &row)?;
+            }
+            rows.insert(name.to_owned(), row);
+            return Ok(Step {
+                waiting: Some(format!("{name}: {msg}")),
+                ..Step::default()
+            });
+        }
+
+        for path in &resolved.missing_env_files {
+            self.event(world.id, "env_file_missing", &format!("{name}: env_file {} not found (ignored files are not copied into new worktrees)", path.display()));
         }
 
         // Record the intent (with the token) before spawning: if the daemon dies in between,

@@ -594,3 +594,62 @@ depends_on = ["db"]
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn setups_run_at_once_waiting_only_for_the_worktree_and_the_addresses_they_use() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "parsetup"
+{{range}}
+
+[services.db]
+adapter = "postgres"
+
+[services.gate]
+cmd = "while [ ! -f go ]; do sleep 0.05; done; {SERVE}"
+ports = ["main"]
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+depends_on = ["gate", "db"]
+env = {{ DATABASE_URL = "${{db.url}}" }}
+setup = "echo \"$DATABASE_URL\" > api-setup.txt"
+
+[services.web]
+cmd = "{SERVE}"
+url = true
+depends_on = ["api"]
+setup = "touch web-setup.txt"
+"#
+    ));
+    let out = env.binky(&["up", "w", "--no-wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wt = env.worktree("w");
+    // Both setups run while `gate` (and so `api`, and so `web`) cannot be ready.
+    wait_until("both setups ran", Duration::from_secs(60), || {
+        wt.join("web-setup.txt").exists()
+            && std::fs::read_to_string(wt.join("api-setup.txt")).is_ok_and(|t| t.ends_with('\n'))
+    });
+    let services = env.services("w");
+    let state = |n: &str| {
+        services
+            .iter()
+            .find(|s| s["name"] == n)
+            .map(|s| s["state"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_ne!(state("gate").as_deref(), Some("running"), "{services:?}");
+    // api's setup saw its database's address, never the token's text.
+    let seen = std::fs::read_to_string(wt.join("api-setup.txt")).unwrap();
+    assert!(seen.starts_with("postgres"), "api's setup saw {seen:?}");
+    std::fs::write(wt.join("go"), "").unwrap();
+    env.ok(&["up", "w"]);
+    let events = env.ok(&["events", "w"]);
+    let setup_done = events.find("web: setup finished").expect(&events);
+    let gate_ready = events.find("gate ready").expect(&events);
+    assert!(setup_done < gate_ready, "{events}");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
