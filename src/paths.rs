@@ -62,6 +62,11 @@ impl Home {
         self.root.join("logs")
     }
 
+    /// Removed worktrees waiting to be deleted in the background.
+    pub fn trash(&self) -> PathBuf {
+        self.root.join("trash")
+    }
+
     /// The local certificate authority (`ca.crt`, `ca.key`).
     pub fn ca(&self) -> PathBuf {
         self.root.join("ca")

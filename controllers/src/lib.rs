@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod dirty;
 pub mod env;
 pub mod gate;
 pub mod golden;

@@ -740,6 +740,30 @@ impl<S: Supervisor> ProcessController<S> {
             .collect()
     }
 
+    /// Record what the worktree's `git status` lists right after a setup, as setup left it:
+    /// not the user's changes at `remove` (see [`crate::dirty`]). Not a git checkout, or
+    /// git failing: nothing recorded, so every change counts as the user's.
+    async fn record_setup_changes(&self, world: &World) {
+        let wt = &world.worktree_path;
+        let Ok(changed) = crate::dirty::changed_paths(wt).await else {
+            return;
+        };
+        let prints = crate::dirty::fingerprints(wt, &changed);
+        let saved = self.store.write(|tx| {
+            for (path, print) in &prints {
+                tx.execute(
+                    "INSERT INTO setup_changes (world_id, path, fingerprint) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (world_id, path) DO UPDATE SET fingerprint = excluded.fingerprint",
+                    params![world.id, path, print],
+                )?;
+            }
+            Ok(())
+        });
+        if let Err(err) = saved {
+            tracing::warn!(%err, world = %world.name, "cannot record what setup changed");
+        }
+    }
+
     fn rows(&self, world: WorldId) -> Result<BTreeMap<String, ProcessRow>, StoreError> {
         Ok(self
             .store
@@ -947,6 +971,7 @@ impl<S: Supervisor> ProcessController<S> {
                             row.start_time = None;
                             row.spawn_token = None;
                             if exit.success() {
+                                self.record_setup_changes(world).await;
                                 row.setup_hash = row.spec_hash.take();
                                 row.state = "pending".into();
                                 self.event(

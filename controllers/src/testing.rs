@@ -150,8 +150,12 @@ impl Git for FakeGit {
         });
         Ok(())
     }
-    async fn is_dirty(&self, wt: &Path) -> Result<bool, GitError> {
-        Ok(self.inner.lock().unwrap().dirty.contains(wt))
+    async fn changes(&self, wt: &Path) -> Result<Vec<String>, GitError> {
+        Ok(if self.inner.lock().unwrap().dirty.contains(wt) {
+            vec!["changed.txt".into()]
+        } else {
+            Vec::new()
+        })
     }
     async fn remove_worktree(&self, _repo: &Path, path: &Path) -> Result<(), GitError> {
         let mut g = self.inner.lock().unwrap();

@@ -84,8 +84,11 @@ pub trait Git: Send + Sync + 'static {
         branch: &str,
         create_from: Option<&str>,
     ) -> impl Future<Output = Result<(), GitError>> + Send;
-    /// Uncommitted changes, untracked files included.
-    fn is_dirty(&self, worktree: &Path) -> impl Future<Output = Result<bool, GitError>> + Send;
+    /// The paths with uncommitted changes, untracked files included.
+    fn changes(
+        &self,
+        worktree: &Path,
+    ) -> impl Future<Output = Result<Vec<String>, GitError>> + Send;
     /// `git worktree remove --force path`.
     fn remove_worktree(
         &self,
@@ -232,7 +235,12 @@ impl<G: Git> WorktreeController<G> {
                 && w.branch.as_deref() == Some(world.branch.as_str())
                 && same_path(&w.path, &world.worktree_path)
         }) {
-            if self.git.is_dirty(&wt.path).await.unwrap_or(true) {
+            if self
+                .git
+                .changes(&wt.path)
+                .await
+                .map_or(true, |c| !c.is_empty())
+            {
                 let path = wt.path.clone();
                 self.git.remove_worktree(repo, &path).await?;
                 self.git.prune(repo).await?;
@@ -472,8 +480,17 @@ impl<G: Git> Controller for WorktreeController<G> {
             if row.path.is_dir() {
                 // A worktree binky never finished making holds nothing of anyone's.
                 let unfinished = row.state == "creating";
-                if !world.force_delete && !unfinished && self.git.is_dirty(&row.path).await? {
-                    return Err(WorktreeError::Dirty(row.path.clone()));
+                if !world.force_delete && !unfinished {
+                    // The user's changes only: what the world's setup made is binky's.
+                    let changed = self.git.changes(&row.path).await?;
+                    if !changed.is_empty() {
+                        let after_setup = self.store.read(|c| store::setup_changes(c, world.id))?;
+                        if !crate::dirty::users_changes(&row.path, &changed, &after_setup)
+                            .is_empty()
+                        {
+                            return Err(WorktreeError::Dirty(row.path.clone()));
+                        }
+                    }
                 }
                 self.git.remove_worktree(repo, &row.path).await?;
                 remove_empty_parents(&row.path, &world.name);

@@ -1,6 +1,6 @@
 //! `binky remove NAME`: stop the world, release its ports, remove its worktree.
 
-use binky_controllers::store;
+use binky_controllers::{dirty, store};
 
 use super::context::{git, nudge, Ctx, Failure};
 use super::wait::{self, Goal};
@@ -17,7 +17,7 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
         if !force && !wt.adopted && wt.state != "creating" && wt.path.is_dir() {
             let status = git(
                 &wt.path,
-                &["status", "--porcelain", "--untracked-files=normal"],
+                &["status", "--porcelain", "-z", "--untracked-files=normal"],
             )
             .map_err(|e| {
                 Failure::failed(format!(
@@ -25,8 +25,12 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
                     wt.path.display()
                 ))
             })?;
-            if !status.trim().is_empty() {
-                let lines: Vec<&str> = status.lines().collect();
+            // The user's changes only: what the world's own setup made is binky's.
+            let changed = dirty::parse_status_z(&status);
+            let after_setup = ctx.store.read(|c| store::setup_changes(c, world.id))?;
+            let users = dirty::users_changes(&wt.path, &changed, &after_setup);
+            if !users.is_empty() {
+                let lines: Vec<&String> = users.iter().collect();
                 let mut shown = lines
                     .iter()
                     .take(5)

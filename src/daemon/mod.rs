@@ -220,7 +220,12 @@ pub async fn run(
         )
         .with_trigger(trigger.clone()),
     ));
-    runtime.add(Arc::new(WorktreeController::new(store.clone(), GitCli)));
+    // What a daemon killed while deleting removed worktrees left goes now.
+    crate::git::empty_trash(&home.trash());
+    runtime.add(Arc::new(WorktreeController::new(
+        store.clone(),
+        GitCli::with_trash(home.trash()),
+    )));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
     runtime.add(Arc::new(ProcessController::new(
         store.clone(),

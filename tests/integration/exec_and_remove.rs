@@ -1,6 +1,8 @@
 //! `binky exec` with the caller's own variables, and what `remove` leaves: no logs, no branch
 //! whose commits are all on another branch.
 
+use std::time::Duration;
+
 use crate::harness::*;
 
 const CONFIG: &str = r#"
@@ -49,11 +51,9 @@ fn remove_deletes_the_worlds_logs_and_a_branch_whose_commits_are_all_on_main() {
     let env = Env::new(CONFIG);
     env.ok(&["up", "feat/x"]);
     let logs = env.home.join("logs").join("execrm").join("feat").join("x");
-    wait_until(
-        "the service logged",
-        std::time::Duration::from_secs(10),
-        || logs.join("api.log").is_file(),
-    );
+    wait_until("the service logged", Duration::from_secs(10), || {
+        logs.join("api.log").is_file()
+    });
     // A commit in the world, then merged into main: nothing of its own is left on it.
     let wt = env.worktree("feat/x");
     std::fs::write(wt.join("note.txt"), "merged\n").unwrap();
@@ -85,4 +85,103 @@ fn remove_deletes_the_worlds_logs_and_a_branch_whose_commits_are_all_on_main() {
         "w2",
         "a branch with work of its own went"
     );
+}
+
+/// `count` files of 4 KiB under `dir/node_modules` (ignored by git).
+fn fill_node_modules(dir: &std::path::Path, count: usize) {
+    let data = vec![7u8; 4096];
+    for i in 0..count {
+        let d = dir.join(format!("node_modules/pkg{}/lib", i / 50));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("f{i}.js")), &data).unwrap();
+    }
+}
+
+#[test]
+fn remove_takes_the_worktree_away_at_once_and_deletes_its_files_behind_the_world() {
+    let env = Env::new(CONFIG);
+    std::fs::write(env.repo.join(".gitignore"), "node_modules/\n").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignore node_modules"]);
+    env.ok(&["up", "w"]);
+    let wt = env.worktree("w");
+    fill_node_modules(&wt, 3000);
+    env.ok(&["remove", "w"]);
+    // Gone from where it was, and from git, when remove returns.
+    assert!(!wt.exists(), "{} still there", wt.display());
+    let list = env.git(&["worktree", "list"]);
+    assert!(!list.contains("repo.worktrees"), "{list}");
+    // Its files go in the background, all of them.
+    let trash = env.home.join("trash");
+    wait_until(
+        "the removed worktree is deleted",
+        Duration::from_secs(60),
+        || std::fs::read_dir(&trash).is_ok_and(|mut d| d.next().is_none()),
+    );
+    env.assert_nothing_left(&["w"]);
+    // The same name makes a new, clean world.
+    env.ok(&["up", "w"]);
+    assert!(!env.worktree("w").join("node_modules").exists());
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn what_a_killed_daemon_left_to_delete_is_deleted_by_the_next_one() {
+    let env = Env::new(CONFIG);
+    env.ok(&["up", "w"]);
+    env.ok(&["daemon", "stop"]);
+    // As a daemon killed mid-deletion leaves it.
+    let left = env.home.join("trash").join("123-456-old");
+    fill_node_modules(&left, 500);
+    env.ok(&["up", "w"]);
+    wait_until("the leftover is deleted", Duration::from_secs(60), || {
+        !left.exists()
+    });
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+const SETUP_WRITES: &str = r#"
+[project]
+name = "setupdirty"
+{range}
+
+[services.api]
+cmd = "exec python3 server.py ${self.port}"
+url = true
+setup = "echo '{\"lockfileVersion\": 3}' > package-lock.json && mkdir -p vendor/pkg && echo x > vendor/pkg/a.js && echo '# installed' >> server.py"
+"#;
+
+#[test]
+fn what_setup_made_is_not_uncommitted_changes_but_the_users_edits_after_it_are() {
+    let env = Env::new(SETUP_WRITES);
+    env.ok(&["up", "w"]);
+    let wt = env.worktree("w");
+    assert!(wt.join("package-lock.json").exists());
+    // Setup's files alone: remove goes through without --force.
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+
+    env.ok(&["up", "w"]);
+    let wt = env.worktree("w");
+    // The user edits what setup made, and adds a file of their own.
+    std::fs::write(
+        wt.join("package-lock.json"),
+        "{\"lockfileVersion\": 3, \"mine\": 1}\n",
+    )
+    .unwrap();
+    std::fs::write(wt.join("vendor/pkg/b.js"), "mine").unwrap();
+    std::fs::write(wt.join("notes.txt"), "mine").unwrap();
+    let out = env.binky(&["remove", "w"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    for path in ["package-lock.json", "vendor/", "notes.txt"] {
+        assert!(err.contains(path), "{path} not named: {err}");
+    }
+    // setup's edit of a tracked file, untouched since, is not named.
+    assert!(!err.contains("server.py"), "{err}");
+    assert!(wt.join("notes.txt").exists(), "nothing is lost");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
 }

@@ -237,6 +237,15 @@ const MIGRATIONS: &[&str] = &[
         approved_at  INTEGER NOT NULL
     );
     "#,
+    // 7: what a world's `setup` left changed in its worktree (see `dirty`): not the user's.
+    r#"
+    CREATE TABLE setup_changes (
+        world_id     INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        path         TEXT NOT NULL,
+        fingerprint  TEXT NOT NULL,
+        PRIMARY KEY (world_id, path)
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -434,6 +434,20 @@ pub struct ProcessRow {
     pub message: String,
 }
 
+/// What the world's `setup`s left changed in its worktree: path → fingerprint (see
+/// [`crate::dirty`]).
+pub fn setup_changes(
+    conn: &Connection,
+    world: WorldId,
+) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+    let mut stmt =
+        conn.prepare("SELECT path, fingerprint FROM setup_changes WHERE world_id = ?1")?;
+    let rows = stmt
+        .query_map([world], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
 /// A world's processes, by service.
 pub fn processes(conn: &Connection, world: WorldId) -> Result<Vec<ProcessRow>, StoreError> {
     let mut stmt = conn.prepare(

@@ -1,0 +1,161 @@
+//! "Uncommitted changes" means the user's: what a world's own `setup` created or changed
+//! (a `package-lock.json` written by `npm install`, a `.venv` that is not ignored) does not
+//! keep `binky remove` from removing the world.
+//!
+//! When a `setup` finishes, the process controller records a fingerprint of every path
+//! `git status` then lists (table `setup_changes`). A path is the user's change when it is
+//! listed now and was not listed after setup, or its fingerprint differs: an edit to the
+//! lockfile after setup makes the worktree dirty again.
+//!
+//! A fingerprint is cheap and changes with any edit: size and modification time of a
+//! file (nanoseconds), a symlink's target, and for a directory the count, total size and
+//! newest modification time of everything under it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+/// The paths `git status --porcelain -z` lists (a rename gives its new path), relative to
+/// the worktree.
+pub fn parse_status_z(out: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut fields = out.split('\0').filter(|f| !f.is_empty());
+    while let Some(entry) = fields.next() {
+        if entry.len() < 4 {
+            continue;
+        }
+        let (code, path) = entry.split_at(3);
+        paths.push(path.to_owned());
+        // A rename or copy is followed by its original path.
+        if code.starts_with('R') || code.starts_with('C') {
+            fields.next();
+        }
+    }
+    paths
+}
+
+/// `git status` of a worktree: the paths with uncommitted changes, untracked included.
+pub async fn changed_paths(worktree: &Path) -> std::io::Result<Vec<String>> {
+    let out = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(worktree)
+        .args(["status", "--porcelain", "-z", "--untracked-files=normal"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ));
+    }
+    Ok(parse_status_z(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The fingerprint of `rel` under `worktree` now.
+pub fn fingerprint(worktree: &Path, rel: &str) -> String {
+    let path = worktree.join(rel.trim_end_matches('/'));
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return "gone".into();
+    };
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&path).unwrap_or_default();
+        return format!("l:{}", target.display());
+    }
+    if meta.is_dir() {
+        let (mut count, mut size, mut newest) = (0u64, 0u64, mtime_ns(&meta));
+        walk(&path, &mut count, &mut size, &mut newest);
+        return format!("d:{count}:{size}:{newest}");
+    }
+    format!("f:{}:{}", meta.len(), mtime_ns(&meta))
+}
+
+fn mtime_ns(meta: &std::fs::Metadata) -> u128 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+fn walk(dir: &Path, count: &mut u64, size: &mut u64, newest: &mut u128) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(meta) = e.path().symlink_metadata() else {
+            continue;
+        };
+        *count += 1;
+        *size += meta.len();
+        *newest = (*newest).max(mtime_ns(&meta));
+        if meta.is_dir() {
+            walk(&e.path(), count, size, newest);
+        }
+    }
+}
+
+/// Fingerprints of `paths` now.
+pub fn fingerprints(worktree: &Path, paths: &[String]) -> BTreeMap<String, String> {
+    paths
+        .iter()
+        .map(|p| (p.clone(), fingerprint(worktree, p)))
+        .collect()
+}
+
+/// Of the `changed` paths, those that are the user's: not as `setup` left them.
+pub fn users_changes(
+    worktree: &Path,
+    changed: &[String],
+    after_setup: &BTreeMap<String, String>,
+) -> Vec<String> {
+    changed
+        .iter()
+        .filter(|p| {
+            after_setup
+                .get(*p)
+                .is_none_or(|f| *f != fingerprint(worktree, p))
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_paths_are_read_with_renames_and_spaces() {
+        let out = "?? package-lock.json\0 M src/a b.rs\0R  new.rs\0old.rs\0?? .venv/\0";
+        assert_eq!(
+            parse_status_z(out),
+            vec!["package-lock.json", "src/a b.rs", "new.rs", ".venv/"]
+        );
+    }
+
+    #[test]
+    fn a_path_as_setup_left_it_is_not_the_users_and_an_edit_after_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let wt = dir.path();
+        std::fs::write(wt.join("package-lock.json"), "{}").unwrap();
+        std::fs::create_dir_all(wt.join(".venv/lib")).unwrap();
+        std::fs::write(wt.join(".venv/lib/x.py"), "x").unwrap();
+        let changed: Vec<String> = vec!["package-lock.json".into(), ".venv/".into()];
+        let after = fingerprints(wt, &changed);
+        assert!(users_changes(wt, &changed, &after).is_empty());
+        // A path setup did not make is the user's.
+        let mut now = changed.clone();
+        now.push("notes.txt".into());
+        assert_eq!(users_changes(wt, &now, &after), vec!["notes.txt"]);
+        // An edit of what setup made, a file added under its directory: the user's.
+        std::fs::write(wt.join("package-lock.json"), "{\"edited\": true}").unwrap();
+        std::fs::write(wt.join(".venv/lib/y.py"), "y").unwrap();
+        assert_eq!(
+            users_changes(wt, &changed, &after),
+            vec!["package-lock.json", ".venv/"]
+        );
+    }
+}
