@@ -258,6 +258,42 @@ pub fn service_env(
     env
 }
 
+/// The `NODE_EXTRA_CA_CERTS` a process gets: binky's CA (`ca`), and, when the caller's
+/// environment already names a file (a company's proxy CA), a bundle of both next to
+/// `ca` (Node reads only one file), made once per such file.
+pub fn node_extra_ca(ca: &Path, callers: Option<&str>) -> String {
+    let own = ca.to_string_lossy().into_owned();
+    let Some(theirs) = callers.filter(|c| !c.is_empty() && *c != own) else {
+        return own;
+    };
+    use sha2::{Digest, Sha256};
+    let tag: String = Sha256::digest(theirs.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let bundle = ca.with_file_name(format!("node-extra-ca-{tag}.pem"));
+    if bundle.is_file() {
+        return bundle.to_string_lossy().into_owned();
+    }
+    match (std::fs::read_to_string(theirs), std::fs::read_to_string(ca)) {
+        (Ok(mut both), Ok(ours)) => {
+            if !both.ends_with('\n') {
+                both.push('\n');
+            }
+            both.push_str(&ours);
+            let tmp = bundle.with_extension("pem.tmp");
+            if std::fs::write(&tmp, both).is_ok() && std::fs::rename(&tmp, &bundle).is_ok() {
+                return bundle.to_string_lossy().into_owned();
+            }
+            theirs.to_owned()
+        }
+        // Their file is unreadable: Node would ignore it with a warning; ours still works.
+        (Err(_), _) => own,
+        (Ok(_), Err(_)) => theirs.to_owned(),
+    }
+}
+
 /// What `binky env` hands out: `<SVC>_URL`, `<SVC>_PORT` and `<SVC>_PORT_<LABEL>` for each
 /// exposed service (`[agents] expose`, else every service), plus `BINKY_WORKTREE`,
 /// `BINKY_PROJECT` and `BINKY_URL` (the world's own URL).

@@ -226,6 +226,9 @@ pub struct ProcessConfig {
     /// Shortest interval between readiness probes while a service starts (it grows with
     /// the time waited, up to 500 ms).
     pub probe_interval: Duration,
+    /// binky's local CA certificate: given to every process as `NODE_EXTRA_CA_CERTS`
+    /// (unless its env sets it), so Node clients trust the worlds' https URLs.
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl ProcessConfig {
@@ -239,6 +242,7 @@ impl ProcessConfig {
             crash_loop_after: 3,
             stable_after: Duration::from_secs(10),
             probe_interval: Duration::from_millis(5),
+            ca_cert: None,
             settle: Duration::from_millis(300),
         }
     }
@@ -429,7 +433,17 @@ impl<S: Supervisor> ProcessController<S> {
         for (k, v) in &vars {
             t.env.insert(k.clone(), v.clone());
         }
-        let env = env::service_env(world, name, svc, tokens, &vars);
+        let mut env = env::service_env(world, name, svc, tokens, &vars);
+        // binky's CA for Node clients, unless the service's own `env` names a file.
+        if let Some(ca) = &self.config.ca_cert {
+            if !process.env.contains_key("NODE_EXTRA_CA_CERTS") {
+                let callers = world.env.get("NODE_EXTRA_CA_CERTS").map(String::as_str);
+                env.insert(
+                    "NODE_EXTRA_CA_CERTS".into(),
+                    env::node_extra_ca(ca, callers),
+                );
+            }
+        }
         let cmd = t.resolve(&process.cmd, name);
         // A changed health check, or a restart asked for this service alone (a watched file
         // changed), restarts it too; neither is part of the hash until it exists, so hashes

@@ -88,6 +88,20 @@ pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32,
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(name))?;
     let (dir, mut vars) = world_env(&ctx, &world, service.as_deref())?;
+    // As the daemon gives its processes: Node clients trust the worlds' https URLs.
+    let ca = ctx.home.ca().join("ca.crt");
+    let own_setting = service
+        .as_deref()
+        .and_then(|s| world.spec.services.get(s))
+        .and_then(|s| s.process())
+        .is_some_and(|p| p.env.contains_key("NODE_EXTRA_CA_CERTS"));
+    if ca.is_file() && !own_setting {
+        let callers = std::env::var("NODE_EXTRA_CA_CERTS").ok();
+        vars.insert(
+            "NODE_EXTRA_CA_CERTS".into(),
+            binky_controllers::env::node_extra_ca(&ca, callers.as_deref()),
+        );
+    }
     // `${secret:REF}` as a service gets it (secret_command, else BINKY_SECRET_<REF> here).
     crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
         .resolve(world.id, service.as_deref().unwrap_or("exec"), &mut vars)

@@ -197,6 +197,7 @@ pub async fn run(
             None
         }
     };
+    let https_on = tls.is_some();
     let manager = Arc::new(tokio::sync::Mutex::new(ProxyManager::new(
         store.clone(),
         proxy,
@@ -213,6 +214,7 @@ pub async fn run(
     let process_supervisor = supervisor.clone();
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;
+    pconf.ca_cert = https_on.then(|| home.ca().join("ca.crt"));
     runtime.add(Arc::new(
         binky_controllers::gate::AdmissionController::new(
             store.clone(),

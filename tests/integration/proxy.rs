@@ -688,3 +688,64 @@ fn trust_puts_the_ca_in_the_system_store_and_uninstall_takes_it_out() {
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// A client in the world, trusting only the file `NODE_EXTRA_CA_CERTS` names, fetches the
+/// world's https URL (Python's ssl here; Node reads the same variable).
+const TRUSTING_CLIENT: &str = r#"
+import os, socket, ssl, sys
+host, port = sys.argv[1], int(sys.argv[2])
+ctx = ssl.create_default_context(cafile=os.environ["NODE_EXTRA_CA_CERTS"])
+with socket.create_connection(("127.0.0.1", port)) as raw:
+    with ctx.wrap_socket(raw, server_hostname=host) as s:
+        s.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        print(s.recv(100).decode().split("\r\n")[0])
+"#;
+
+#[test]
+fn processes_and_exec_get_binkys_ca_as_node_extra_ca_certs_and_it_verifies_the_worlds_https() {
+    let env = Env::new(&config(true));
+    // The caller already names a CA file (a company's proxy): Node reads one file, so the
+    // process gets a bundle of theirs and binky's.
+    let company = env.dir.path().join("company-ca.pem");
+    std::fs::write(&company, "# company root\n").unwrap();
+    let company = company.display().to_string();
+    let out = env.binky_env(&["up", "w"], &[("NODE_EXTRA_CA_CERTS", &company)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ca = std::fs::read_to_string(env.home.join("ca/ca.crt")).unwrap();
+    let served = served_env(env.port_of("w", "web"));
+    let given = served["NODE_EXTRA_CA_CERTS"].as_str().unwrap().to_owned();
+    assert!(
+        given.starts_with(&env.home.join("ca").display().to_string()),
+        "{given}"
+    );
+    let bundle = std::fs::read_to_string(&given).unwrap();
+    assert!(
+        bundle.starts_with("# company root\n") && bundle.ends_with(&ca),
+        "{bundle}"
+    );
+    let port = env.https_port().to_string();
+    let fetch = |vars: &[(&str, &str)]| {
+        env.binky_env(
+            &[
+                "exec",
+                "w",
+                "-s",
+                "web",
+                "--",
+                "python3",
+                "-c",
+                TRUSTING_CLIENT,
+                "api.w.acme.localhost",
+                &port,
+            ],
+            vars,
+        )
+    };
+    for vars in [vec![("NODE_EXTRA_CA_CERTS", company.as_str())], vec![]] {
+        let out = fetch(&vars);
+        assert!(out.status.success(), "{vars:?}: {}", stderr(&out));
+        assert_eq!(stdout(&out).trim(), "HTTP/1.1 200 OK", "{}", stderr(&out));
+    }
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
