@@ -180,6 +180,22 @@ impl Git for GitCli {
         Ok(())
     }
 
+    async fn bootstrap(
+        &self,
+        repo: &Path,
+        worktree: &Path,
+        copy: &[String],
+        fallbacks: &[PathBuf],
+    ) -> Result<Vec<binky_controllers::worktree::Copied>, String> {
+        let (repo, worktree) = (repo.to_owned(), worktree.to_owned());
+        let (copy, fallbacks) = (copy.to_vec(), fallbacks.to_vec());
+        tokio::task::spawn_blocking(move || {
+            crate::bootstrap::bootstrap(&repo, &worktree, &copy, &fallbacks)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
     async fn changes(&self, worktree: &Path) -> Result<Vec<String>, GitError> {
         Ok(binky_controllers::dirty::parse_status_z(
             &git(

@@ -8,6 +8,7 @@
 
 pub mod adapters;
 pub mod apply;
+pub mod bootstrap;
 pub mod caller_env;
 pub mod check;
 pub mod cli;

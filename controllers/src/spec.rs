@@ -48,6 +48,11 @@ pub struct Project {
     pub port_range: Option<(u16, u16)>,
     /// Also serve the project's URLs over HTTPS.
     pub https: bool,
+    /// Ignored paths of the main checkout copied into a new world's worktree before any
+    /// `setup` (dependency directories: `node_modules`, `.venv`; gitignore patterns), on
+    /// top of what `.worktreeinclude` lists. binky only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copy: Vec<String>,
 }
 
 impl Project {
@@ -542,6 +547,7 @@ mod tests {
                 domain: None,
                 port_range: None,
                 https: false,
+                copy: Vec::new(),
             },
             services: services
                 .iter()

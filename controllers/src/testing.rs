@@ -80,6 +80,7 @@ pub fn spec(services: Vec<(&str, Service)>) -> Spec {
             domain: None,
             port_range: Some((5000, 5009)),
             https: false,
+            copy: Vec::new(),
         },
         services: services
             .into_iter()
@@ -149,6 +150,15 @@ impl Git for FakeGit {
             branch: Some(branch.into()),
         });
         Ok(())
+    }
+    async fn bootstrap(
+        &self,
+        _repo: &Path,
+        _worktree: &Path,
+        _copy: &[String],
+        _fallbacks: &[PathBuf],
+    ) -> Result<Vec<crate::worktree::Copied>, String> {
+        Ok(Vec::new())
     }
     async fn changes(&self, wt: &Path) -> Result<Vec<String>, GitError> {
         Ok(if self.inner.lock().unwrap().dirty.contains(wt) {

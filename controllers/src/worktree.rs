@@ -57,6 +57,64 @@ pub enum GitError {
     Spawn(#[source] std::io::Error),
 }
 
+/// How a path was copied into a new worktree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyHow {
+    /// Every file a copy-on-write clone (no data copied).
+    Cloned,
+    /// Some files cloned, some copied.
+    Mixed,
+    /// Copied (the filesystem cannot clone).
+    Copied,
+}
+
+/// One path copied into a new worktree (for `binky up`'s progress).
+#[derive(Clone, Debug)]
+pub struct Copied {
+    /// Relative to the worktree's top.
+    pub path: String,
+    /// The checkout it came from.
+    pub from: PathBuf,
+    /// Files in it.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// How.
+    pub how: CopyHow,
+    /// How long it took.
+    pub took: std::time::Duration,
+}
+
+impl Copied {
+    /// `copied node_modules (20000 files, 316 MB) from /repo by copy-on-write clone in 0.4 s`.
+    pub fn describe(&self) -> String {
+        let how = match self.how {
+            CopyHow::Cloned => "copy-on-write clone",
+            CopyHow::Mixed => "copy-on-write clone and copy",
+            CopyHow::Copied => "parallel copy (the filesystem cannot clone)",
+        };
+        let mb = self.bytes as f64 / 1e6;
+        let size = if mb >= 1.0 {
+            format!("{mb:.0} MB")
+        } else {
+            format!("{} KB", self.bytes.div_ceil(1000))
+        };
+        let took = self.took.as_secs_f64();
+        format!(
+            "copied {} ({} file{}, {size}) from {} by {how} in {}",
+            self.path,
+            self.files,
+            if self.files == 1 { "" } else { "s" },
+            self.from.display(),
+            if took >= 1.0 {
+                format!("{took:.1} s")
+            } else {
+                format!("{} ms", self.took.as_millis())
+            }
+        )
+    }
+}
+
 /// The git operations the worktree controller needs.
 pub trait Git: Send + Sync + 'static {
     /// `git worktree list`.
@@ -84,6 +142,16 @@ pub trait Git: Send + Sync + 'static {
         branch: &str,
         create_from: Option<&str>,
     ) -> impl Future<Output = Result<(), GitError>> + Send;
+    /// Copy into the new worktree `worktree` what `.worktreeinclude` and `copy` name, from
+    /// the main checkout `repo` (a `copy` path it lacks: from the first of `fallbacks`
+    /// that has it); what was copied.
+    fn bootstrap(
+        &self,
+        repo: &Path,
+        worktree: &Path,
+        copy: &[String],
+        fallbacks: &[PathBuf],
+    ) -> impl Future<Output = Result<Vec<Copied>, String>> + Send;
     /// The paths with uncommitted changes, untracked files included.
     fn changes(
         &self,
@@ -214,6 +282,32 @@ impl<G: Git> WorktreeController<G> {
         })
     }
 
+    /// Before any `setup`: what `.worktreeinclude` and `[project] copy` name, from the
+    /// main checkout (or another world), said in the world's events. A failed copy is said
+    /// and does not stop the world: its `setup` makes what is missing.
+    async fn bootstrap(&self, world: &World, path: &Path) -> Result<(), WorktreeError> {
+        let fallbacks = self
+            .store
+            .read(|c| store::worktree_paths_of_repo(c, &world.repo_root))?;
+        match self
+            .git
+            .bootstrap(&world.repo_root, path, &world.spec.project.copy, &fallbacks)
+            .await
+        {
+            Ok(copied) => {
+                for c in copied {
+                    self.store.event(world.id, "worktree", &c.describe())?;
+                }
+            }
+            Err(err) => self.store.event(
+                world.id,
+                "worktree",
+                &format!("could not copy the worktree's ignored files ({err}); its setup has to make them"),
+            )?,
+        }
+        Ok(())
+    }
+
     async fn create(&self, world: &World) -> Result<WorktreeRow, WorktreeError> {
         let repo = &world.repo_root;
         if !repo.is_dir() {
@@ -285,6 +379,10 @@ impl<G: Git> WorktreeController<G> {
                 format!("found worktree at {}", wt.path.display())
             };
             self.store.event(world.id, "worktree", &msg)?;
+            if !adopted {
+                // A daemon that died after git made it may not have copied everything.
+                self.bootstrap(world, &wt.path).await?;
+            }
             return Ok(row);
         }
         let path = &world.worktree_path;
@@ -352,6 +450,7 @@ impl<G: Git> WorktreeController<G> {
             )
         };
         self.store.event(world.id, "worktree", &msg)?;
+        self.bootstrap(world, path).await?;
         Ok(WorktreeRow {
             path: path.clone(),
             branch: world.branch.clone(),

@@ -228,7 +228,7 @@ struct Cx<'a> {
 const ROOT_KEYS: &[&str] = &[
     "project", "defaults", "services", "groups", "agents", "hooks",
 ];
-const PROJECT_KEYS: &[&str] = &["name", "domain", "port_range", "https"];
+const PROJECT_KEYS: &[&str] = &["name", "domain", "port_range", "https", "copy"];
 const DEFAULTS_KEYS: &[&str] = &["workdir", "restart", "limits"];
 const PROCESS_KEYS: &[&str] = &[
     "cmd",
@@ -841,11 +841,34 @@ impl<'a> Cx<'a> {
             None => None,
         };
         let https = self.boolean(t, "project", "https").unwrap_or(false);
+        let mut copy = Vec::new();
+        for (p, sp) in self
+            .string_list(t, "project", "copy", false)
+            .unwrap_or_default()
+        {
+            let parts: Vec<&str> = p.trim_end_matches('/').split('/').collect();
+            if p.is_empty()
+                || p.starts_with('/')
+                || parts
+                    .iter()
+                    .any(|s| *s == ".." || s.is_empty() && parts.len() > 1)
+            {
+                self.error(
+                    sp,
+                    "project.copy",
+                    format!("`{p}` is not a path inside the repository"),
+                    Some("name paths relative to the repository's top, e.g. copy = [\"node_modules\", \"web/node_modules\", \".venv\"]".to_owned()),
+                );
+            } else {
+                copy.push(p);
+            }
+        }
         Some(Project {
             name: name?,
             domain,
             port_range,
             https,
+            copy,
         })
     }
 

@@ -198,6 +198,7 @@ fn project_keys_land_in_the_project() {
             domain: Some("acme.test".into()),
             port_range: Some((5000, 5999)),
             https: true,
+            copy: Vec::new(),
         }
     );
     assert_eq!(spec.project.domain(), "acme.test");
@@ -386,6 +387,7 @@ fn omitted_keys_get_their_documented_defaults() {
             domain: None,
             port_range: None,
             https: false,
+            copy: Vec::new(),
         }
     );
     assert_eq!(spec.project.domain(), "acme.localhost");
@@ -1856,4 +1858,25 @@ fn errors_are_listed_in_file_order() {
     let mut sorted = lines.clone();
     sorted.sort();
     assert_eq!(lines, sorted);
+}
+
+#[test]
+fn project_copy_takes_paths_inside_the_repository_only() {
+    let loaded = ok(
+        "[project]\nname = \"a\"\ncopy = [\"node_modules\", \"web/node_modules/\", \".venv\"]\n",
+    );
+    assert_eq!(
+        loaded.spec.project.copy,
+        vec!["node_modules", "web/node_modules/", ".venv"]
+    );
+    for bad in ["../elsewhere", "/abs/path", "a/../../b", ""] {
+        let e = sole_error(
+            &format!("[project]\nname = \"a\"\ncopy = [\"{bad}\"]\n"),
+            "project.copy",
+        );
+        assert!(
+            e.to_string().contains("not a path inside the repository"),
+            "{e}"
+        );
+    }
 }

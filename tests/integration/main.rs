@@ -3,6 +3,7 @@
 //! nothing is left behind.
 
 mod agents;
+mod bootstrap;
 mod check;
 mod clickhouse_server;
 mod daemon;

@@ -122,6 +122,7 @@ fn placeholder_spec() -> Spec {
             domain: None,
             port_range: None,
             https: false,
+            copy: Vec::new(),
         },
         services: BTreeMap::new(),
         groups: BTreeMap::new(),
@@ -432,6 +433,24 @@ pub struct ProcessRow {
     pub failed_generation: Option<i64>,
     /// What it is waiting for, or why it failed.
     pub message: String,
+}
+
+/// The worktrees binky made for worlds of the repository `repo_root`, newest world first.
+pub fn worktree_paths_of_repo(
+    conn: &Connection,
+    repo_root: &std::path::Path,
+) -> Result<Vec<PathBuf>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT t.path FROM worktrees t JOIN worlds w ON w.id = t.world_id
+         JOIN projects p ON p.id = w.project_id
+         WHERE p.repo_root = ?1 AND t.state = 'ready' AND t.adopted = 0 ORDER BY w.id DESC",
+    )?;
+    let rows = stmt
+        .query_map([repo_root.to_string_lossy()], |r| {
+            Ok(PathBuf::from(r.get::<_, String>(0)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
 }
 
 /// What the world's `setup`s left changed in its worktree: path → fingerprint (see

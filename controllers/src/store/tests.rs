@@ -11,6 +11,7 @@ pub(crate) fn spec(name: &str) -> Spec {
             domain: None,
             port_range: None,
             https: false,
+            copy: Vec::new(),
         },
         services: BTreeMap::new(),
         groups: BTreeMap::new(),

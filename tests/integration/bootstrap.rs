@@ -1,0 +1,110 @@
+//! A new world's worktree gets, before any `setup`, the ignored files `.worktreeinclude`
+//! lists and the dependency directories `[project] copy` names: real copies (never links),
+//! from the main checkout or the newest world that has them.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use crate::harness::*;
+
+const CONFIG: &str = r#"
+[project]
+name = "boot"
+{range}
+copy = ["node_modules", "web/node_modules"]
+
+[services.api]
+cmd = "exec python3 server.py ${self.port}"
+url = true
+setup = "cat .env certs/local.pem node_modules/pkg/index.js > seen-by-setup.txt"
+"#;
+
+fn write(path: &std::path::Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_new_worktree_gets_the_included_files_and_dependency_dirs_before_setup_as_real_copies() {
+    let env = Env::new(CONFIG);
+    let repo = env.repo.clone();
+    write(
+        &repo.join(".gitignore"),
+        "node_modules/\n.env\ncerts/\n*.log\nseen-by-setup.txt\n",
+    );
+    write(
+        &repo.join(".worktreeinclude"),
+        "# local settings\n.env\ncerts/\n",
+    );
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignores"]);
+    // The main checkout's ignored and untracked files.
+    write(&repo.join(".env"), "SECRET=main\n");
+    write(&repo.join("certs/local.pem"), "PEM\n");
+    write(&repo.join("debug.log"), "not listed\n");
+    write(
+        &repo.join("notes.txt"),
+        "untracked, not ignored: the user's\n",
+    );
+    let index = repo.join("node_modules/pkg/index.js");
+    write(&index, "module.exports = 1;\n");
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(repo.join("node_modules/.bin")).unwrap();
+    std::os::unix::fs::symlink("../pkg/index.js", repo.join("node_modules/.bin/tool")).unwrap();
+
+    let out = env.binky(&["up", "w1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let progress = stderr(&out);
+    assert!(
+        progress.contains("copied node_modules (1 file,") && progress.contains(" from "),
+        "{progress}"
+    );
+    let wt = env.worktree("w1");
+    // setup found them.
+    assert_eq!(
+        std::fs::read_to_string(wt.join("seen-by-setup.txt")).unwrap(),
+        "SECRET=main\nPEM\nmodule.exports = 1;\n"
+    );
+    // Not listed, or the user's own: not copied.
+    assert!(!wt.join("debug.log").exists());
+    assert!(!wt.join("notes.txt").exists());
+    // Mode, symlink and time kept; a copy, not a link.
+    let copied = wt.join("node_modules/pkg/index.js");
+    let (a, b) = (
+        std::fs::metadata(&index).unwrap(),
+        std::fs::metadata(&copied).unwrap(),
+    );
+    assert_eq!(b.permissions().mode() & 0o777, 0o755);
+    assert_eq!(a.mtime(), b.mtime());
+    assert_ne!(a.ino(), b.ino());
+    assert_eq!(
+        std::fs::read_link(wt.join("node_modules/.bin/tool")).unwrap(),
+        std::path::PathBuf::from("../pkg/index.js")
+    );
+    // A package patched in one world does not change in the main checkout.
+    std::fs::write(&copied, "patched\n").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&index).unwrap(),
+        "module.exports = 1;\n"
+    );
+
+    // A dependency directory the main checkout lacks comes from the newest world that has it.
+    write(&wt.join("web/node_modules/lib.js"), "from w1\n");
+    let out = env.binky(&["up", "w2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "copied web/node_modules (1 file, 1 KB) from {}",
+            wt.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.worktree("w2").join("web/node_modules/lib.js")).unwrap(),
+        "from w1\n"
+    );
+    // The copies are ignored files: not uncommitted changes.
+    env.ok(&["remove", "w1"]);
+    env.ok(&["remove", "w2"]);
+    env.assert_nothing_left(&["w1", "w2"]);
+}
