@@ -316,6 +316,48 @@ pub fn env_findings(
     out
 }
 
+/// Warnings for the golden templates whose key would miss a new migration: no migration or
+/// seed files of a known layout are found under the service's workdir (relative to
+/// `config_dir`, the directory of `binky.toml`) and `clone_key_files` is not set.
+pub fn golden_findings(text: &str, loaded: &Loaded, config_dir: &Path) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (name, svc) in &loaded.spec.services {
+        let Some(res) = svc.resource().filter(|r| r.clone_from.is_some()) else {
+            continue;
+        };
+        if res.migrate.is_none() && res.seed.is_none() {
+            continue;
+        }
+        let workdir = config_dir.join(&res.workdir);
+        let cov = binky_controllers::golden::key_coverage(&workdir, res);
+        if !cov.found.is_empty() {
+            continue;
+        }
+        let field = if res.migrate.is_some() {
+            "migrate"
+        } else {
+            "seed"
+        };
+        out.push(Finding {
+            level: Level::Warning,
+            code: "golden-key-commands-only",
+            key: format!("services.{name}.{field}"),
+            line: line_of(text, name, field),
+            message: format!(
+                "the golden template's key covers only the text of migrate and seed{}: no migration or seed files were found under {} (layouts looked for: Alembic's script_location, migrations/, db/migrate/, prisma/migrations/, seeds/, seeders/, fixtures/, *.sql, schema.rb, schema.prisma, …), so a new migration would not rebuild the template and new worlds would get the old schema",
+                if cov.files.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and the files they name ({})", cov.files.join(", "))
+                },
+                workdir.display()
+            ),
+            fix: "list the files the database is built from: clone_key_files = [\"db/**\", \"seed/*.json\"]".into(),
+        });
+    }
+    out
+}
+
 /// An `${env.NAME}` with no default that `env` does not set, where it is written.
 #[derive(Clone, Debug)]
 pub struct UnsetRef {

@@ -33,6 +33,8 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
         findings.extend(check::env_findings(&text, &loaded, &here));
+        let dir = file.parent().unwrap_or(std::path::Path::new("."));
+        findings.extend(check::golden_findings(&text, &loaded, dir));
     }
     let errors = findings.iter().filter(|f| f.level == Level::Error).count();
     let warnings = findings.len() - errors;

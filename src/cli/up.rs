@@ -229,6 +229,20 @@ pub async fn run(
             u.var.name
         )));
     }
+    // A golden template whose key would miss a new migration is said, not refused.
+    // (A world still to be made is looked at in this checkout, which it is made from.)
+    let config_file = match &src.in_new_worktree {
+        Some(rel) => co.toplevel.join(rel),
+        None => src.path.clone(),
+    };
+    if let Some(dir) = config_file.parent() {
+        for f in crate::check::golden_findings(&src.text, &loaded, dir) {
+            eprintln!(
+                "binky: warning: {}: {}\n    fix: {}",
+                f.key, f.message, f.fix
+            );
+        }
+    }
     let project = loaded.spec.project.name.clone();
     let worktree_path = crate::paths::worktree_path(&co.repo_root, &project, name);
     let config_path = match &src.in_new_worktree {

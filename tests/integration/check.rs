@@ -98,3 +98,47 @@ fn up_refuses_what_check_calls_an_error_and_writes_nothing() {
     assert!(!env.worktree("w").exists());
     assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
 }
+
+#[test]
+fn a_golden_template_whose_key_would_miss_a_new_migration_is_warned_about_until_one_is_found() {
+    let config = r#"
+[project]
+name = "chk"
+{range}
+
+[services.db]
+adapter = "postgres"
+migrate = "npm run db:migrate"
+clone_from = "golden"
+"#;
+    let env = Env::new(config);
+    let out = env.binky(&["check"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("warning: services.db.migrate: the golden template's key covers only the text of migrate and seed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fix: list the files the database is built from: clone_key_files"),
+        "{text}"
+    );
+    // `binky up` says it too (it does not refuse).
+    let out = env.binky(&["up", "w", "--no-wait"]);
+    assert!(
+        stderr(&out).contains("covers only the text of migrate and seed"),
+        "{}",
+        stderr(&out)
+    );
+    env.ok(&["remove", "w", "--force"]);
+    // Once the repository has migrations in a known layout, nothing to say.
+    std::fs::create_dir_all(env.repo.join("db/migrations")).unwrap();
+    std::fs::write(
+        env.repo.join("db/migrations/001_init.js"),
+        "exports.up = () => {};\n",
+    )
+    .unwrap();
+    let out = env.binky(&["check"]);
+    assert!(stdout(&out).contains(": ok"), "{}", stdout(&out));
+    env.assert_nothing_left(&["w"]);
+}

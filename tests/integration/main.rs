@@ -14,6 +14,7 @@ mod external_adapter;
 mod faults;
 mod gate;
 mod golden;
+mod golden_frameworks;
 mod harness;
 mod init;
 mod kafka_server;
