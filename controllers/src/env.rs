@@ -258,6 +258,44 @@ pub fn service_env(
     env
 }
 
+/// The directory and environment an adapter service's `migrate` and `seed` run with (and
+/// `binky exec W -s <adapter service>`): the world's environment, the service's
+/// `env_file`s, `BINKY_WORKTREE`, `BINKY_WORKTREE_PATH`, `BINKY_PROJECT`, `DATABASE_URL` =
+/// the slice's address (`url`), then the service's own `env` (tokens resolved).
+pub fn adapter_command_env(
+    world: &World,
+    layout: &Layout,
+    service: &str,
+    res: &crate::spec::Resource,
+    tokens: &Tokens,
+    url: &str,
+) -> (PathBuf, BTreeMap<String, String>) {
+    let mut tokens = tokens.clone();
+    let dir = layout.config_dir(world);
+    let workdir = if res.workdir.is_empty() || res.workdir == "." {
+        dir
+    } else {
+        dir.join(&res.workdir)
+    };
+    let (vars, _) = read_env_files(&workdir, &res.env_file);
+    let mut e = world.env.clone();
+    for (k, v) in &vars {
+        e.insert(k.clone(), v.clone());
+        tokens.env.insert(k.clone(), v.clone());
+    }
+    e.insert("BINKY_WORKTREE".into(), world.name.clone());
+    e.insert(
+        "BINKY_WORKTREE_PATH".into(),
+        layout.worktree.to_string_lossy().into_owned(),
+    );
+    e.insert("BINKY_PROJECT".into(), world.project.clone());
+    e.insert("DATABASE_URL".into(), url.to_owned());
+    for (k, v) in &res.env {
+        e.insert(k.clone(), tokens.resolve(v, service));
+    }
+    (workdir, e)
+}
+
 /// The `NODE_EXTRA_CA_CERTS` a process gets: binky's CA (`ca`), and, when the caller's
 /// environment already names a file (a company's proxy CA), a bundle of both next to
 /// `ca` (Node reads only one file), made once per such file.

@@ -366,24 +366,8 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             .map_err(|e| e.to_string())?;
         let mut tokens = env::tokens(world, &ports, &proxy, &slices);
         tokens.urls.insert(service.to_owned(), address.url.clone());
-        let dir = layout.config_dir(world);
-        let workdir = if res.workdir.is_empty() || res.workdir == "." {
-            dir.clone()
-        } else {
-            dir.join(&res.workdir)
-        };
-        let (vars, _) = env::read_env_files(&workdir, &res.env_file);
-        let mut e = world.env.clone();
-        for (k, v) in &vars {
-            e.insert(k.clone(), v.clone());
-            tokens.env.insert(k.clone(), v.clone());
-        }
-        e.insert("BINKY_WORKTREE".into(), world.name.clone());
-        e.insert("BINKY_PROJECT".into(), world.project.clone());
-        e.insert("DATABASE_URL".into(), address.url.clone());
-        for (k, v) in &res.env {
-            e.insert(k.clone(), tokens.resolve(v, service));
-        }
+        let (workdir, e) =
+            env::adapter_command_env(world, layout, service, res, &tokens, &address.url);
         let log = crate::process::ProcessController::<S>::log_path(&self.logs_dir, world, service);
         let spec = SpawnSpec {
             world: world.id,

@@ -1,5 +1,6 @@
 //! `binky exec NAME [--service SVC] -- CMD…` and `binky verify NAME`: run commands in a
-//! world's worktree with the environment its services get.
+//! world's worktree with the environment its services get (an adapter service: what its
+//! `migrate` and `seed` get).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,6 +51,25 @@ pub fn world_env(
                     .join(", ")
             ))
         })?;
+        // An adapter service: what its `migrate` and `seed` run with (its slice's address as
+        // DATABASE_URL, in its workdir), to run a migration by hand.
+        if let Some(res) = svc.resource() {
+            let slice = slices.iter().find(|s| s.service == name);
+            let Some(url) = slice.and_then(|s| s.address.clone()) else {
+                return Err(Failure::failed(format!(
+                    "the slice of `{name}` in world `{}` is not made yet{}; run `binky up {}` first",
+                    world.name,
+                    slice
+                        .filter(|s| !s.message.is_empty())
+                        .map(|s| format!(" ({})", s.message))
+                        .unwrap_or_default(),
+                    world.name
+                )));
+            };
+            return Ok(env::adapter_command_env(
+                world, &layout, name, res, &tokens, &url,
+            ));
+        }
         let dir = layout.workdir(world, svc);
         let files = svc
             .process()

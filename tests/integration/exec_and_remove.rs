@@ -185,3 +185,50 @@ fn what_setup_made_is_not_uncommitted_changes_but_the_users_edits_after_it_are()
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn exec_of_an_adapter_service_runs_where_and_with_what_its_migrate_runs() {
+    let bin =
+        crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let env = Env::new(
+        r#"
+[project]
+name = "execdb"
+{range}
+
+[services.db]
+adapter = "postgres"
+workdir = "backend"
+env = { MIGRATIONS = "${worktree.path}/backend/migrations" }
+migrate = "test -d migrations"
+"#,
+    );
+    std::fs::create_dir_all(env.repo.join("backend/migrations")).unwrap();
+    std::fs::write(env.repo.join("backend/migrations/.keep"), "").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "migrations"]);
+    // No world yet: says what to do.
+    let out = env.binky(&["exec", "w", "-s", "db", "--", "true"]);
+    assert!(!out.status.success());
+    env.ok(&["up", "w"]);
+    let url = env.env_of("w")["DB_URL"].as_str().unwrap().to_owned();
+    let psql = bin.join("psql");
+    let script = format!(
+        "pwd; echo \"$DATABASE_URL\"; echo \"$MIGRATIONS\"; '{}' \"$DATABASE_URL\" -qAt -c 'create table by_hand (id int)' -c 'select count(*) from by_hand'",
+        psql.display()
+    );
+    let out = env.binky(&["exec", "w", "-s", "db", "--", "sh", "-c", &script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let wt = env.worktree("w");
+    assert_eq!(
+        std::path::Path::new(lines[0]).canonicalize().unwrap(),
+        wt.join("backend").canonicalize().unwrap()
+    );
+    assert_eq!(lines[1], url, "DATABASE_URL is the world's slice");
+    assert_eq!(lines[2], format!("{}/backend/migrations", wt.display()));
+    assert_eq!(lines[3], "0", "the table was made in the slice: {text}");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
