@@ -122,7 +122,20 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
                 (Some(true), Some(p)) => p.clone(),
                 _ => PathBuf::from(format!("{file_rel} (at {short})")),
             };
-            let note = (same == Some(false) && !branch_exists).then(|| {
+            // "Not committed" means this checkout's file differs from its own HEAD's (with
+            // `--from`, the commit checked out may simply have another version).
+            let uncommitted = same == Some(false)
+                && match (&local, rev == "HEAD") {
+                    (_, true) => true,
+                    (Some(l), false) => {
+                        git_bytes(&co.toplevel, &["show", &format!("HEAD:{file_rel}")])
+                            .ok()
+                            .and_then(|b| config::text_of(b).ok())
+                            .is_none_or(|head| head.trim_end() != l.trim_end())
+                    }
+                    (None, false) => false,
+                };
+            let note = (uncommitted && !branch_exists).then(|| {
                 format!(
                     "your {file_rel} has changes that are not committed; the new worktree of `{name}` checks out {short} and runs the committed version (commit the changes to use them)"
                 )

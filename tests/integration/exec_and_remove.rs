@@ -232,3 +232,27 @@ migrate = "test -d migrations"
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn up_from_an_older_commit_says_uncommitted_only_of_uncommitted_changes() {
+    let env = Env::new(CONFIG);
+    // A second commit changes binky.toml: the older one has another version.
+    env.write_config(&CONFIG.replace("MODE = \"service\"", "MODE = \"newer\""));
+    env.git(&["commit", "-qam", "newer mode"]);
+    let out = env.binky(&["up", "old", "--from", "HEAD~1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("not committed"), "{}", stderr(&out));
+    assert_eq!(served_env(env.port_of("old", "api"))["MODE"], "service");
+    // An edit not committed is said.
+    env.write_config(&CONFIG.replace("MODE = \"service\"", "MODE = \"edited\""));
+    let out = env.binky(&["up", "other", "--from", "HEAD~1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("your binky.toml has changes that are not committed"),
+        "{}",
+        stderr(&out)
+    );
+    env.ok(&["remove", "old"]);
+    env.ok(&["remove", "other"]);
+    env.assert_nothing_left(&["old", "other"]);
+}
