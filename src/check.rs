@@ -163,6 +163,19 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
                 fix,
             });
         };
+        // A command `binky init` could not know: the file is not done.
+        if let Some(p) = svc
+            .process()
+            .filter(|p| p.cmd.trim_start().starts_with("TODO"))
+        {
+            find(
+                Level::Error,
+                "todo",
+                format!("services.{name}.cmd"),
+                format!("is still a TODO ({}): binky cannot start {name}", p.cmd.trim()),
+                format!("write the command that starts {name} on the host (listening on ${{self.port}} if it has a URL); the comment above it in binky.toml says what compose ran"),
+            );
+        }
         // Inline credentials, in any env value and in admin_url.
         let (env, admin) = match &svc.kind {
             ServiceKind::Process(p) => (&p.env, None),

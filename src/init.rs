@@ -739,7 +739,62 @@ enum Kind {
     Process,
     /// An image binky has no adapter for and no command to run.
     Unmapped,
+    /// Infrastructure binky replaces (a reverse proxy: binky's proxy serves every world):
+    /// left out, with what replaces it.
+    Replaced(&'static str),
 }
+
+/// Images of infrastructure binky replaces, and what replaces them.
+const REPLACED_IMAGES: &[(&str, &str)] = &[
+    ("traefik", "Traefik, a reverse proxy"),
+    ("nginx-proxy", "nginx-proxy, a reverse proxy"),
+    ("caddy-docker-proxy", "Caddy, a reverse proxy"),
+    ("caddy", "Caddy, a reverse proxy"),
+    ("haproxy", "HAProxy, a reverse proxy"),
+    ("envoy", "Envoy, a reverse proxy"),
+];
+
+/// What binky replaces an image with, if it is infrastructure binky replaces.
+fn replaced_image(image: &str) -> Option<&'static str> {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let path = no_digest
+        .split(':')
+        .next()
+        .unwrap_or(no_digest)
+        .to_ascii_lowercase();
+    let last = path.rsplit('/').next().unwrap_or(&path);
+    REPLACED_IMAGES
+        .iter()
+        .find(|(needle, _)| {
+            last == *needle
+                || last.starts_with(&format!("{needle}-"))
+                || path.ends_with(&format!("/{needle}"))
+        })
+        .map(|(_, what)| *what)
+}
+
+/// Why a compose `command` cannot be a host command, if it cannot: flags handed to the
+/// image's entrypoint (`--api.insecure=true`), or a path inside the image (`/start`).
+fn image_only_command(cmd: &str) -> Option<String> {
+    let first = cmd.split_whitespace().next()?;
+    if first.starts_with('-') {
+        return Some(format!(
+            "compose hands `{}` to its image's entrypoint as flags",
+            one_line(cmd)
+        ));
+    }
+    let host_dirs = [
+        "/bin/", "/usr/", "/sbin/", "/opt/", "/tmp/", "/home/", "/root/",
+    ];
+    if first.starts_with('/') && !host_dirs.iter().any(|d| first.starts_with(d)) {
+        return Some(format!("compose runs {first}, a path inside its image"));
+    }
+    None
+}
+
+/// The `cmd` binky init writes where it cannot know the command: it fails if run, and
+/// `binky check` (and `binky up`) refuse it, naming the service.
+pub const TODO_CMD: &str = "TODO: the command that starts";
 
 struct Svc {
     /// The compose name.
@@ -859,10 +914,14 @@ impl Init {
                 .map(|i| self.interpolate(&i));
             let runs_code =
                 def.get("build").is_some_and(|b| !b.is_null()) || command_of(&def).is_some();
-            let kind = match image.as_deref().and_then(adapter_for_image) {
-                Some(a) => Kind::Adapter(a),
-                None if runs_code => Kind::Process,
-                None => Kind::Unmapped,
+            let kind = match (
+                image.as_deref().and_then(replaced_image),
+                image.as_deref().and_then(adapter_for_image),
+            ) {
+                (Some(what), _) => Kind::Replaced(what),
+                (None, Some(a)) => Kind::Adapter(a),
+                (None, None) if runs_code => Kind::Process,
+                (None, None) => Kind::Unmapped,
             };
             let i = self.svcs.len();
             let mut aliases = vec![raw.clone()];
@@ -997,6 +1056,25 @@ impl Init {
             return format!("${{{inner}}}");
         }
         let set = self.vars.get(name).cloned();
+        // An optional credential (`${SENTRY_DSN:-}`): not copied, and optional it stays.
+        let default_op = op
+            .strip_prefix(":-")
+            .map(|d| (":-", d))
+            .or_else(|| op.strip_prefix('-').map(|d| ("-", d)));
+        if let Some((sep, d)) = default_op {
+            let secretish = secret_name(name) || set.as_deref().is_some_and(looks_secret);
+            // Only an empty default is kept: a default under a credential's name is one.
+            if secretish {
+                let d = self.interpolate(d);
+                if d.is_empty() {
+                    self.reason(
+                        name,
+                        "optional (compose gives a default): set it in the environment of `binky up` to use it",
+                    );
+                    return format!("${{env.{name}{sep}{d}}}");
+                }
+            }
+        }
         let value = if let Some(d) = op.strip_prefix(":-") {
             match set {
                 Some(v) if !v.is_empty() => Some(v),
@@ -1388,7 +1466,7 @@ impl Init {
                 }
                 Kind::Process if hit.password.is_none() => Some(self.process_address(j, &hit)),
                 Kind::Process => None,
-                Kind::Unmapped => {
+                Kind::Unmapped | Kind::Replaced(_) => {
                     self.todo(format!(
                         "{who} points at {}, which is not in binky.toml",
                         self.svcs[j].raw
@@ -1440,7 +1518,7 @@ impl Init {
                     self.todo(format!("{who} = {} names compose's {target}: binky gives its slice as one address with its own user, ${{{target}.url}}; have the app read that", q(text.trim())));
                     return text.to_owned();
                 }
-                (Kind::Unmapped, _) => {
+                (Kind::Unmapped | Kind::Replaced(_), _) => {
                     self.todo(format!(
                         "{who} points at {}, which is not in binky.toml",
                         self.svcs[j].raw
@@ -1539,6 +1617,7 @@ impl Init {
             match self.svcs[i].kind {
                 Kind::Process => self.render_process(i, &mut out),
                 Kind::Unmapped => self.unmapped(i),
+                Kind::Replaced(what) => self.replaced(i, what, &mut out),
                 Kind::Adapter(_) => {}
             }
         }
@@ -1546,7 +1625,19 @@ impl Init {
     }
 
     fn in_output(&self, j: usize) -> bool {
-        self.svcs[j].kind != Kind::Unmapped
+        !matches!(self.svcs[j].kind, Kind::Unmapped | Kind::Replaced(_))
+    }
+
+    /// Infrastructure binky replaces: a comment in the file, no service.
+    fn replaced(&mut self, i: usize, what: &str, out: &mut String) {
+        let raw = self.svcs[i].raw.clone();
+        out.push_str(&format!(
+            "# {raw} ({what}) is left out: binky's proxy serves every world's services at\n# http://<service>.<world>.{}.localhost (and https with `https = true`); routing\n# labels and rules for it have no use here.\n\n",
+            self.project
+        ));
+        self.mapped.push(format!(
+            "{raw}: left out ({what}; binky's proxy serves every world)"
+        ));
     }
 
     /// `depends_on` (list or map form), only services that are in the file.
@@ -1784,22 +1875,27 @@ impl Init {
             None => None,
         };
         out.push_str(&format!("[services.{name}]\n"));
-        match &cmd {
-            Some(c) => {
+        let image_only = cmd.as_deref().and_then(image_only_command);
+        match (&cmd, image_only) {
+            (Some(c), None) => {
                 out.push_str(&format!("cmd = {}\n", q(c)));
                 notes.push("cmd from command".into());
             }
-            None => {
-                let built = match &workdir {
-                    Some(w) => format!("compose builds its image from ./{w}"),
-                    None => "compose gives no command".to_owned(),
+            (cmd, why) => {
+                let built = match (&why, &workdir) {
+                    (Some(why), _) => why.clone(),
+                    (None, Some(w)) => format!("compose builds its image from ./{w}"),
+                    (None, None) => "compose gives no command".to_owned(),
                 };
                 out.push_str(&format!(
                     "# TODO: the command that starts {name} ({built}; binky runs it on the host)\n"
                 ));
+                if let Some(c) = cmd {
+                    out.push_str(&format!("# compose's command: {}\n", one_line(c)));
+                }
                 out.push_str(&format!(
                     "cmd = {}\n",
-                    q(&format!("echo 'set the command of {name}' && exit 1"))
+                    q(&format!("{TODO_CMD} {name} on the host"))
                 ));
                 let listen = if self.layouts[i].slots.is_empty() {
                     String::new()
@@ -2578,6 +2674,72 @@ services:
     }
 
     #[test]
+    fn a_reverse_proxy_is_left_out_and_image_flags_or_paths_never_become_a_cmd() {
+        let compose = r#"
+services:
+  traefik:
+    image: traefik:v3.1
+    command: --api.insecure=true --providers.docker=true --entrypoints.web.address=:80
+    ports: ["80:80", "8080:8080"]
+  django:
+    build: { context: ., dockerfile: ./compose/local/django/Dockerfile }
+    command: /start
+    ports: ["8000:8000"]
+    depends_on: [traefik]
+    environment:
+      SENTRY_DSN: ${SENTRY_DSN:-}
+  celeryworker:
+    build: .
+    command: /start-celeryworker
+"#;
+        let g = generate_with(compose, None);
+        let t = valid(&g);
+        let services = t["services"].as_table().unwrap();
+        assert!(!services.contains_key("traefik"), "{}", g.toml);
+        assert!(
+            g.toml
+                .contains("# traefik (Traefik, a reverse proxy) is left out"),
+            "{}",
+            g.toml
+        );
+        assert!(g.mapped.iter().any(|m| m.starts_with("traefik: left out")));
+        // Nothing depends on what is left out.
+        assert!(
+            t["services"]["django"].get("depends_on").is_none(),
+            "{}",
+            g.toml
+        );
+        for svc in ["django", "celeryworker"] {
+            assert!(
+                string(&t, &["services", svc, "cmd"]).starts_with("TODO: the command that starts"),
+                "{}",
+                g.toml
+            );
+        }
+        assert!(
+            g.toml
+                .contains("compose runs /start, a path inside its image"),
+            "{}",
+            g.toml
+        );
+        // An optional credential stays optional.
+        assert_eq!(
+            string(&t, &["services", "django", "env", "SENTRY_DSN"]),
+            "${env.SENTRY_DSN:-}"
+        );
+        let findings = crate::check::check(&g.toml, std::path::Path::new("binky.toml"));
+        let todos: Vec<&str> = findings
+            .iter()
+            .filter(|f| f.code == "todo")
+            .map(|f| f.key.as_str())
+            .collect();
+        assert_eq!(
+            todos,
+            vec!["services.celeryworker.cmd", "services.django.cmd"]
+        );
+    }
+
+    #[test]
     fn a_service_compose_only_builds_gets_a_placeholder_that_fails_and_a_todo() {
         let g = generate_with(
             "services:\n  web:\n    build: { context: ./web }\n    ports: ['3000:3000']\n",
@@ -2586,9 +2748,17 @@ services:
         let t = valid(&g);
         assert_eq!(
             string(&t, &["services", "web", "cmd"]),
-            "echo 'set the command of web' && exit 1"
+            "TODO: the command that starts web on the host"
         );
         assert!(g.toml.contains("# TODO: the command that starts web"));
+        // binky check (and so binky up) refuses it, naming the service.
+        let findings = crate::check::check(&g.toml, std::path::Path::new("binky.toml"));
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.code == "todo" && f.key == "services.web.cmd"),
+            "{findings:?}"
+        );
         assert!(g
             .to_decide
             .iter()

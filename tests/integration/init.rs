@@ -91,15 +91,34 @@ fn init_maps_a_web_api_postgres_redis_stack_into_a_file_binky_up_accepts() {
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     let (text, t) = read_toml(&dir);
 
-    // What `binky up` runs on it, built-in adapters included.
-    binky::apply::validate(&text, &dir.join("binky.toml"), None)
-        .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    // And `binky check` finds no error in it.
-    let check = std::process::Command::new(crate::harness::binky_bin())
-        .arg("check")
-        .arg(dir.join("binky.toml"))
-        .output()
-        .unwrap();
+    // compose only builds web: `binky check` and `binky up` refuse the file until its
+    // command is written, naming it.
+    let check = || {
+        std::process::Command::new(crate::harness::binky_bin())
+            .arg("check")
+            .arg(dir.join("binky.toml"))
+            .output()
+            .unwrap()
+    };
+    let refused = check();
+    assert!(!refused.status.success(), "{}", stdout(&refused));
+    assert!(
+        stdout(&refused).contains("error: services.web.cmd: is still a TODO"),
+        "{}",
+        stdout(&refused)
+    );
+    let err = binky::apply::validate(&text, &dir.join("binky.toml"), None).unwrap_err();
+    assert!(err.contains("services.web.cmd"), "{err}");
+    // With the command written, what `binky up` runs on it, built-in adapters included,
+    // and `binky check` finds no error in it.
+    let done = text.replace(
+        "TODO: the command that starts web on the host",
+        "npm run dev -- --port ${self.port}",
+    );
+    std::fs::write(dir.join("binky.toml"), &done).unwrap();
+    binky::apply::validate(&done, &dir.join("binky.toml"), None)
+        .unwrap_or_else(|e| panic!("{e}\n{done}"));
+    let check = check();
     assert!(check.status.success(), "{}", stdout(&check));
 
     assert_eq!(s(&t, "project/name").as_str(), Some("shop"));
@@ -139,7 +158,7 @@ fn init_maps_a_web_api_postgres_redis_stack_into_a_file_binky_up_accepts() {
     // compose only builds web: a placeholder that fails until someone writes the command.
     assert_eq!(
         s(&t, "services/web/cmd").as_str(),
-        Some("echo 'set the command of web' && exit 1")
+        Some("TODO: the command that starts web on the host")
     );
     assert!(text.contains("# TODO: the command that starts web"));
     assert_eq!(s(&t, "services/web/workdir").as_str(), Some("web"));
@@ -288,7 +307,9 @@ fn init_refuses_to_overwrite_binky_toml_without_force() {
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     let (text, t) = read_toml(&dir);
     assert_eq!(s(&t, "project/name").as_str(), Some("shop"));
-    binky::apply::validate(&text, &dir.join("binky.toml"), None).unwrap();
+    // It parses; only its TODO (web's command) keeps `binky up` from running it.
+    let err = binky::apply::validate(&text, &dir.join("binky.toml"), None).unwrap_err();
+    assert!(err.contains("services.web.cmd: is still a TODO"), "{err}");
     // Written beside and renamed: nothing else is left.
     let left: Vec<String> = files(&dir)
         .into_iter()

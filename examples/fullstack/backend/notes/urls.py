@@ -1,0 +1,8 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("health/", views.health),
+    path("notes/", views.notes),
+]
