@@ -81,6 +81,18 @@ pub fn generate(
     dotenv: Option<&str>,
     dir_name: &str,
 ) -> Result<Generated, InitError> {
+    generate_with_files(compose, compose_file, dotenv, dir_name, &BTreeMap::new())
+}
+
+/// [`generate`], with the texts of the `env_file`s the services name (path as written in
+/// the compose file → text): their addresses of compose services become binky's.
+pub fn generate_with_files(
+    compose: &str,
+    compose_file: &str,
+    dotenv: Option<&str>,
+    dir_name: &str,
+    env_files: &BTreeMap<String, String>,
+) -> Result<Generated, InitError> {
     let yaml_error = |e: serde_yaml_ng::Error| InitError::Yaml {
         file: compose_file.to_owned(),
         detail: e.to_string(),
@@ -106,12 +118,103 @@ pub fn generate(
         None => return Err(not_compose("it has no `services:`")),
     };
     let mut init = Init::new(compose_file, dotenv, &project_name(dir_name));
+    init.env_files = env_files.clone();
     init.read_services(services);
     init.learn_secrets();
     init.plan_ports();
     let body = init.render_services();
     init.top_level(root);
     Ok(init.finish(&body))
+}
+
+/// Compose files read together (`-f a -f b`, `COMPOSE_FILE=a:b`, a file and its
+/// override), merged as `docker compose` merges them: mappings key by key, the later file
+/// winning; `ports`, `expose`, `volumes`, `env_file`, `depends_on` (list form), `dns` and
+/// `extra_hosts` lists concatenated; `environment` and `labels` merged by name (list or
+/// mapping form); any other list (`command`, `entrypoint`, a health check's `test`)
+/// replaced. `files` are `(name, text)`; the result is one compose text.
+pub fn merge_compose(files: &[(String, String)]) -> Result<String, InitError> {
+    let mut merged: Option<Value> = None;
+    for (name, text) in files {
+        let yaml_error = |e: serde_yaml_ng::Error| InitError::Yaml {
+            file: name.clone(),
+            detail: e.to_string(),
+        };
+        let mut doc: Value = serde_yaml_ng::from_str(text).map_err(yaml_error)?;
+        doc.apply_merge().map_err(yaml_error)?;
+        merged = Some(match merged {
+            None => doc,
+            Some(base) => merge_value(base, doc, ""),
+        });
+    }
+    serde_yaml_ng::to_string(&merged.unwrap_or(Value::Null)).map_err(|e| InitError::Yaml {
+        file: files
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(" + "),
+        detail: e.to_string(),
+    })
+}
+
+/// `KEY=value` list items (compose's list form of `environment` and `labels`) as a mapping.
+fn as_named_mapping(v: Value) -> Value {
+    match v {
+        Value::Sequence(items) => {
+            let mut m = Mapping::new();
+            for item in items {
+                if let Some(s) = scalar(&item) {
+                    match s.split_once('=') {
+                        Some((k, v)) => m.insert(Value::from(k), Value::from(v)),
+                        None => m.insert(Value::from(s.as_str()), Value::Null),
+                    };
+                }
+            }
+            Value::Mapping(m)
+        }
+        v => v,
+    }
+}
+
+fn merge_value(base: Value, over: Value, key: &str) -> Value {
+    const CONCAT: &[&str] = &[
+        "ports",
+        "expose",
+        "volumes",
+        "env_file",
+        "depends_on",
+        "dns",
+        "extra_hosts",
+        "secrets",
+        "configs",
+    ];
+    let (base, over) = if matches!(key, "environment" | "labels") {
+        (as_named_mapping(base), as_named_mapping(over))
+    } else {
+        (base, over)
+    };
+    match (base, over) {
+        (Value::Mapping(mut b), Value::Mapping(o)) => {
+            for (k, v) in o {
+                let name = scalar(&k).unwrap_or_default();
+                let merged = match b.remove(&k) {
+                    Some(old) => merge_value(old, v, &name),
+                    None => v,
+                };
+                b.insert(k, merged);
+            }
+            Value::Mapping(b)
+        }
+        (Value::Sequence(mut b), Value::Sequence(o)) if CONCAT.contains(&key) => {
+            for v in o {
+                if !b.contains(&v) {
+                    b.push(v);
+                }
+            }
+            Value::Sequence(b)
+        }
+        (_, over) => over,
+    }
 }
 
 /// `[project] name` for a directory: lower-case letters, digits and `-` (it becomes part of
@@ -863,6 +966,9 @@ struct Init {
     mapped: Vec<String>,
     /// Some service sets `networks` or `network_mode`.
     uses_networks: bool,
+    /// The texts of the `env_file`s services name (path as written → text), other than
+    /// `.env`, to point their addresses of compose services at binky's.
+    env_files: BTreeMap<String, String>,
 }
 
 impl Init {
@@ -883,6 +989,7 @@ impl Init {
             to_decide: Vec::new(),
             mapped: Vec::new(),
             uses_networks: false,
+            env_files: BTreeMap::new(),
         }
     }
 
@@ -1997,7 +2104,12 @@ impl Init {
             let others: Vec<&String> = string_list_env_file(&def)
                 .iter()
                 .zip(&env_files)
-                .filter(|(orig, _)| normalise(orig) != Dir::Below(".env".into()))
+                // `.env`, and files binky init read (their addresses are rewritten below),
+                // need nothing more.
+                .filter(|(orig, _)| {
+                    normalise(orig) != Dir::Below(".env".into())
+                        && !self.env_files.contains_key(*orig)
+                })
                 .map(|(_, f)| f)
                 .collect();
             if !others.is_empty() {
@@ -2110,32 +2222,79 @@ impl Init {
                 });
             let anywhere = k.to_ascii_uppercase().contains("PORT");
             let v = self.self_ports(i, &v, anywhere);
+            if let Some(line) = allowed_hosts(&k, &v, "compose") {
+                lines.push(line);
+                continue;
+            }
             lines.push(EnvLine {
                 key: k,
                 value: Some(v),
                 comment,
             });
         }
-        // compose hands `.env` to the service (env_file: .env): its addresses of compose
-        // services are pointed at binky's, the rest it loads as it is.
+        // compose hands `.env` (or another env_file) to the service: its addresses of
+        // compose services are pointed at binky's (`REDIS_URL=redis://redis:6379/0`), the rest
+        // binky loads from the file as it is.
+        let mut from_files: Vec<(String, String, String)> = Vec::new();
         if self.loads_dotenv(i) {
-            for (k, val) in self.dotenv.clone() {
-                if keys.contains(&k) {
-                    continue;
+            for (k, v) in self.dotenv.clone() {
+                from_files.push((".env".into(), k, v));
+            }
+        }
+        for f in string_list_env_file(&def) {
+            if normalise(&f) == Dir::Below(".env".into()) {
+                continue;
+            }
+            if let Some(text) = self.env_files.get(&f) {
+                for (k, v) in binky_controllers::env::parse_dotenv(text) {
+                    from_files.push((f.clone(), k, v));
                 }
-                let v = self.map_addresses(i, Some(&k), &val);
-                if v != val
-                    && !looks_secret(&v)
-                    && !self.secrets.iter().any(|(s, _)| v.contains(s.as_str()))
-                {
-                    lines.push(EnvLine {
-                        comment: Some(format!(
-                            "{k}: .env's value points at a compose service; this overrides it"
-                        )),
-                        key: k,
-                        value: Some(v),
-                    });
+            }
+        }
+        // PostgreSQL's address in parts in a file (`POSTGRES_HOST=postgres`).
+        let mut file_families: Vec<(String, String)> = Vec::new();
+        for (_, k, v) in &from_files {
+            let upper = k.to_ascii_uppercase();
+            if let Some(prefix) = upper.strip_suffix("HOST") {
+                let prefix = prefix.trim_end_matches('_');
+                if let Some(&j) = self.alias.get(&v.trim().to_ascii_lowercase()) {
+                    if !prefix.is_empty() && self.svcs[j].kind == Kind::Adapter("postgres") {
+                        file_families.push((prefix.to_owned(), self.svcs[j].name.clone()));
+                    }
                 }
+            }
+        }
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for (file, k, val) in from_files {
+            if keys.contains(&k) || !seen.insert(k.clone()) {
+                continue;
+            }
+            if let Some(v) = family_member(&k, &file_families) {
+                lines.push(EnvLine {
+                    comment: Some(format!(
+                        "{k}: {file} points at a compose service; this overrides it"
+                    )),
+                    key: k,
+                    value: Some(v),
+                });
+                continue;
+            }
+            if let Some(line) = allowed_hosts(&k, &val, &file) {
+                lines.push(line);
+                continue;
+            }
+            let v = self.map_addresses(i, Some(&k), &val);
+            if v != val
+                && !looks_secret(&v)
+                && !self.secrets.iter().any(|(s, _)| v.contains(s.as_str()))
+            {
+                lines.push(EnvLine {
+                    comment: Some(format!(
+                        "{k}: {file} points at a compose service; this overrides it"
+                    )),
+                    key: k,
+                    value: Some(v),
+                });
             }
         }
         lines
@@ -2364,6 +2523,32 @@ fn string_list_env_file(def: &Mapping) -> Vec<String> {
         Some(v) => scalar(v).into_iter().collect(),
         None => Vec::new(),
     }
+}
+
+/// A framework's list of the hosts it answers (Django's `ALLOWED_HOSTS`, as
+/// `DJANGO_ALLOWED_HOSTS` or `ALLOWED_HOSTS`, comma-separated) with binky's proxy hosts
+/// (`web.<world>.<project>.localhost`) added, or `None` for any other variable.
+fn allowed_hosts(key: &str, value: &str, from: &str) -> Option<EnvLine> {
+    let k = key.to_ascii_uppercase();
+    if !(k == "ALLOWED_HOSTS" || k.ends_with("_ALLOWED_HOSTS")) {
+        return None;
+    }
+    let v = value.trim();
+    if v == "*" || v.split(',').any(|h| h.trim() == ".localhost") {
+        return None;
+    }
+    let joined = if v.is_empty() {
+        ".localhost,127.0.0.1".to_owned()
+    } else {
+        format!("{v},.localhost")
+    };
+    Some(EnvLine {
+        key: key.to_owned(),
+        value: Some(joined),
+        comment: Some(format!(
+            "{key}: as {from} has it, and .localhost: the proxy sends Host: <service>.<world>.<project>.localhost"
+        )),
+    })
 }
 
 /// `${i}`-matching brace in `s` (which starts just after a `${`).

@@ -18,8 +18,139 @@ use super::exit;
 use crate::config::FILE_NAME;
 use crate::init::{self, COMPOSE_FILES};
 
+/// Development variants of a compose file, in the order `binky init` prefers them when
+/// the project has no `compose.yaml` (cookiecutter-django's `docker-compose.local.yml`).
+const DEV_VARIANTS: [&str; 4] = ["local", "dev", "development", "develop"];
+
+/// The compose files a project uses, as `docker compose` would read them, and a note on
+/// how they were chosen.
+fn compose_files(dir: &Path, given: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<String>), Failure> {
+    if !given.is_empty() {
+        let files: Vec<PathBuf> = given
+            .iter()
+            .map(|f| {
+                if f.is_absolute() {
+                    f.clone()
+                } else {
+                    dir.join(f)
+                }
+            })
+            .collect();
+        if let Some(missing) = files.iter().find(|f| !f.is_file()) {
+            return Err(Failure::usage(format!(
+                "{} does not exist; name a compose file of the project: binky init -f FILE",
+                missing.display()
+            )));
+        }
+        return Ok((files, None));
+    }
+    // COMPOSE_FILE, from the environment or the project's .env, as compose reads it.
+    let from_env = std::env::var("COMPOSE_FILE")
+        .ok()
+        .map(|v| (v, "the environment"));
+    let from_dotenv = || {
+        std::fs::read_to_string(dir.join(".env"))
+            .ok()
+            .and_then(|t| {
+                binky_controllers::env::parse_dotenv(&t)
+                    .into_iter()
+                    .find(|(k, _)| k == "COMPOSE_FILE")
+                    .map(|(_, v)| (v, ".env"))
+            })
+    };
+    if let Some((list, whence)) = from_env.or_else(from_dotenv) {
+        let sep = std::env::var("COMPOSE_PATH_SEPARATOR").unwrap_or_else(|_| ":".into());
+        let files: Vec<PathBuf> = list
+            .split(sep.as_str())
+            .filter(|f| !f.is_empty())
+            .map(|f| dir.join(f))
+            .collect();
+        if !files.is_empty() && files.iter().all(|f| f.is_file()) {
+            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            return Ok((
+                files,
+                Some(format!("COMPOSE_FILE in {whence}: {}", names.join(", "))),
+            ));
+        }
+    }
+    let found: Vec<PathBuf> = COMPOSE_FILES
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|p| p.is_file())
+        .collect();
+    if let Some(base) = found.first() {
+        let mut files = vec![base.clone()];
+        let mut note = (found.len() > 1).then(|| {
+            format!(
+                "several compose files; reading {} (the one `docker compose` prefers)",
+                base.display()
+            )
+        });
+        // compose.yaml → compose.override.yaml, docker-compose.yml → docker-compose.override.yml.
+        let stem = if base
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("docker-"))
+        {
+            "docker-compose"
+        } else {
+            "compose"
+        };
+        if let Some(over) = ["yaml", "yml"]
+            .iter()
+            .map(|ext| dir.join(format!("{stem}.override.{ext}")))
+            .find(|p| p.is_file())
+        {
+            note = Some(format!(
+                "reading {} with its override {}, as `docker compose` does",
+                base.display(),
+                over.display()
+            ));
+            files.push(over);
+        }
+        return Ok((files, note));
+    }
+    // No default file: a development variant (docker-compose.local.yml), as projects that
+    // keep one per environment have.
+    for variant in DEV_VARIANTS {
+        for stem in ["docker-compose", "compose"] {
+            for ext in ["yml", "yaml"] {
+                let p = dir.join(format!("{stem}.{variant}.{ext}"));
+                if p.is_file() {
+                    let others: Vec<String> = std::fs::read_dir(dir)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| {
+                            (n.starts_with("docker-compose.") || n.starts_with("compose."))
+                                && (n.ends_with(".yml") || n.ends_with(".yaml"))
+                                && Some(n.as_str()) != p.file_name().and_then(|f| f.to_str())
+                        })
+                        .collect();
+                    let note = format!(
+                        "no compose.yaml: reading {}, the development file{}; pass -f FILE to read another",
+                        p.display(),
+                        if others.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (also here: {})", others.join(", "))
+                        }
+                    );
+                    return Ok((vec![p], Some(note)));
+                }
+            }
+        }
+    }
+    Err(Failure::usage(format!(
+        "no compose file in {}: looked for COMPOSE_FILE, {}, and docker-compose.<{}>.yml\n  fix: name it: `binky init -f docker-compose.prod.yml` (repeat -f to merge several), run `binky init DIR` on the directory that has the project's compose file, or write binky.toml by hand (docs/config.md)",
+        dir.display(),
+        COMPOSE_FILES.join(", "),
+        DEV_VARIANTS.join("|")
+    )))
+}
+
 /// `binky init`.
-pub fn run(dir: Option<PathBuf>, force: bool) -> Result<i32, Failure> {
+pub fn run(dir: Option<PathBuf>, force: bool, given: Vec<PathBuf>) -> Result<i32, Failure> {
     let dir = dir.unwrap_or_else(|| PathBuf::from("."));
     if !dir.is_dir() {
         return Err(Failure::usage(format!(
@@ -34,30 +165,36 @@ pub fn run(dir: Option<PathBuf>, force: bool) -> Result<i32, Failure> {
             target.display()
         )));
     }
-    let found: Vec<PathBuf> = COMPOSE_FILES
-        .iter()
-        .map(|f| dir.join(f))
-        .filter(|p| p.is_file())
-        .collect();
-    let Some(compose_path) = found.first() else {
-        return Err(Failure::usage(format!(
-            "no compose file in {}: looked for {}\n  fix: run `binky init DIR` on the directory that has the project's compose file, or write binky.toml by hand (docs/config.md)",
-            dir.display(),
-            COMPOSE_FILES.join(", ")
-        )));
-    };
-    if found.len() > 1 {
-        eprintln!(
-            "binky: several compose files; reading {} (the one `docker compose` prefers)",
-            compose_path.display()
-        );
+    let (paths, note) = compose_files(&dir, &given)?;
+    if let Some(note) = note {
+        eprintln!("binky: {note}");
     }
-    let compose = std::fs::read_to_string(compose_path).map_err(|e| {
-        Failure::failed(format!(
-            "cannot read {}: {e}; make it readable, then run `binky init` again",
-            compose_path.display()
-        ))
-    })?;
+    let mut texts = Vec::new();
+    for p in &paths {
+        let text = std::fs::read_to_string(p).map_err(|e| {
+            Failure::failed(format!(
+                "cannot read {}: {e}; make it readable, then run `binky init` again",
+                p.display()
+            ))
+        })?;
+        texts.push((p.display().to_string(), text));
+    }
+    let compose_path = &paths[0];
+    let compose = if texts.len() == 1 {
+        texts[0].1.clone()
+    } else {
+        init::merge_compose(&texts).map_err(|e| Failure::usage(e.to_string()))?
+    };
+    let compose_name = texts
+        .iter()
+        .map(|(n, _)| {
+            Path::new(n)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(" + ");
     let dotenv_path = dir.join(".env");
     let dotenv = match std::fs::read_to_string(&dotenv_path) {
         Ok(text) => Some(text),
@@ -73,13 +210,26 @@ pub fn run(dir: Option<PathBuf>, force: bool) -> Result<i32, Failure> {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
-    let generated = init::generate(
+    // The env_files services name: their addresses of compose services become binky's.
+    let env_files = env_file_texts(&dir, &compose);
+    let generated = init::generate_with_files(
         &compose,
-        &compose_path.display().to_string(),
+        &compose_name,
         dotenv.as_deref(),
         &dir_name,
+        &env_files,
     )
     .map_err(|e| Failure::usage(e.to_string()))?;
+    let mut generated = generated;
+    let hints = host_header_hints(&dir, &generated.toml);
+    if !hints.is_empty() {
+        let notes: String = hints.iter().map(|h| format!("# NOTE: {h}\n")).collect();
+        generated.toml =
+            generated
+                .toml
+                .replacen("\n[project]\n", &format!("\n{notes}\n[project]\n"), 1);
+        generated.to_decide.extend(hints);
+    }
 
     // What binky would say at `binky up`: a file binky init writes must never be refused
     // for its form. (Adapters found on PATH or not are a matter of installing them.)
@@ -101,8 +251,93 @@ pub fn run(dir: Option<PathBuf>, force: bool) -> Result<i32, Failure> {
             target.display()
         ))
     })?;
-    print_summary(&target, compose_path, &generated);
+    print_summary(&target, &compose_name, &generated);
     Ok(exit::OK)
+}
+
+/// Frameworks in `dir` that refuse a request whose `Host` is not one they know: the
+/// proxy sends `<service>.<world>.<project>.localhost`. What to change, for each found.
+fn host_header_hints(dir: &Path, toml: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            if path.is_dir() {
+                if depth < 3
+                    && !matches!(
+                        name.as_str(),
+                        ".git" | "node_modules" | ".venv" | "venv" | "vendor" | "target"
+                    )
+                {
+                    stack.push((path, depth + 1));
+                }
+                continue;
+            }
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let hint = if name == "manage.py" && !toml.contains("ALLOWED_HOSTS") {
+                Some(format!("Django ({rel}) refuses unknown hosts: add \".localhost\" to ALLOWED_HOSTS in the settings it runs with (or read them from an env variable and set it in [services.*.env])"))
+            } else if rel.ends_with("config/application.rb") {
+                Some(format!("Rails ({rel}) refuses unknown hosts in development: add `config.hosts << \".localhost\"` to config/environments/development.rb"))
+            } else if name.starts_with("vite.config.") {
+                Some(format!("Vite ({rel}) refuses unknown hosts: set `server: {{ allowedHosts: [\".localhost\"] }}` in {rel}"))
+            } else {
+                None
+            };
+            if let Some(h) = hint {
+                if !found.contains(&h) {
+                    found.push(h);
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The texts of the `env_file`s (other than `.env`) the compose text's services name,
+/// relative to `dir`; unreadable ones are left out (binky.toml keeps naming them).
+fn env_file_texts(dir: &Path, compose: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(doc) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(compose) else {
+        return out;
+    };
+    let Some(services) = doc.get("services").and_then(|s| s.as_mapping()) else {
+        return out;
+    };
+    for (_, def) in services {
+        let files: Vec<String> = match def.get("env_file") {
+            Some(serde_yaml_ng::Value::Sequence(items)) => items
+                .iter()
+                .filter_map(|v| match v {
+                    serde_yaml_ng::Value::Mapping(m) => {
+                        m.get("path").and_then(|p| p.as_str()).map(str::to_owned)
+                    }
+                    v => v.as_str().map(str::to_owned),
+                })
+                .collect(),
+            Some(v) => v.as_str().map(str::to_owned).into_iter().collect(),
+            None => Vec::new(),
+        };
+        for f in files {
+            let rel = f.trim_start_matches("./");
+            if rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
+                continue;
+            }
+            if let Ok(text) = std::fs::read_to_string(dir.join(rel)) {
+                out.insert(f, text);
+            }
+        }
+    }
+    out
 }
 
 /// Write `text` to `path` whole: beside it first, then renamed. Without `force`, a file
@@ -127,11 +362,7 @@ fn write_whole(path: &Path, text: &str, force: bool) -> std::io::Result<()> {
     result
 }
 
-fn print_summary(target: &Path, compose: &Path, g: &init::Generated) {
-    let file = compose
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+fn print_summary(target: &Path, file: &str, g: &init::Generated) {
     println!("wrote {} from {file}", target.display());
     println!("mapped:");
     for m in &g.mapped {

@@ -340,6 +340,11 @@ pub enum Command {
         /// Overwrite an existing binky.toml.
         #[arg(long)]
         force: bool,
+        /// The compose file(s) to read, as `docker compose -f` (repeat to merge several;
+        /// default: COMPOSE_FILE, else compose.yaml and its override, else a
+        /// docker-compose.<local|dev>.yml).
+        #[arg(long = "file", short = 'f')]
+        files: Vec<std::path::PathBuf>,
     },
     /// An MCP server over stdio for agents without a shell (`install` registers it in a client).
     Mcp {
@@ -477,7 +482,7 @@ pub fn run(cli: Cli) -> i32 {
             }
             Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
             Command::Golden { action, key, json } => golden::run(&action, key, json).await,
-            Command::Init { dir, force } => init::run(dir, force),
+            Command::Init { dir, force, files } => init::run(dir, force, files),
             Command::Mcp { action } => crate::mcp::run(action).await,
             Command::Scrub { log } => Ok(crate::scrub::run_shim(&log)),
             Command::Daemon { action } => daemon::run(action).await,

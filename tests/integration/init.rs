@@ -335,6 +335,7 @@ fn init_without_a_compose_file_says_what_it_looked_for_and_writes_nothing() {
         assert!(err.contains(name), "{err}");
     }
     assert!(err.contains("fix:"), "{err}");
+    assert!(err.contains("COMPOSE_FILE") && err.contains("-f "), "{err}");
     assert!(!tmp.path().join("binky.toml").exists());
 
     let out = init(tmp.path(), &["no-such-dir"]);
@@ -361,4 +362,204 @@ fn init_with_an_unparsable_compose_file_names_it_and_writes_nothing() {
         assert!(!tmp.path().join("binky.toml").exists());
         assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     }
+}
+
+/// `binky init` in a copy of the fixture; its stderr and the written file.
+fn init_fixture(
+    fixture: &str,
+    args: &[&str],
+) -> (tempfile::TempDir, PathBuf, String, String, toml::Table) {
+    let (tmp, dir) = project(fixture, fixture);
+    let out = init(&dir, args);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let said = format!("{}{}", stderr(&out), stdout(&out));
+    let (text, t) = read_toml(&dir);
+    parses_and_is_admitted(&text, &dir.join("binky.toml"));
+    (tmp, dir, said, text, t)
+}
+
+/// `binky check` of the file in `dir`: exit status and what it printed.
+fn check_in(dir: &Path) -> (bool, String) {
+    let out = Command::new(binky_bin())
+        .arg("check")
+        .arg(dir.join("binky.toml"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (out.status.success(), stdout(&out))
+}
+
+#[test]
+fn init_reads_a_compose_file_with_its_override_and_the_result_runs() {
+    let (_tmp, _dir, said, text, t) = init_fixture("override", &[]);
+    assert!(said.contains("with its override"), "{said}");
+    assert!(
+        said.contains("compose.yaml + compose.override.yaml"),
+        "{said}"
+    );
+    // The command and the setting are the override's; the address is the slice's.
+    assert_eq!(
+        s(&t, "services/api/cmd").as_str(),
+        Some("python3 server.py ${self.port}")
+    );
+    assert_eq!(s(&t, "services/api/env/DEBUG").as_str(), Some("1"));
+    assert_eq!(
+        s(&t, "services/api/env/DATABASE_URL").as_str(),
+        Some("${db.url}")
+    );
+    // With binky running PostgreSQL itself (admin_url left out), `binky up` runs it.
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let runnable = text
+        .replace("admin_url = \"${env.DB_ADMIN_URL}\"\n", "")
+        .replace("name = \"override\"\n", "name = \"override\"\n{range}\n");
+    let env = Env::new(&runnable);
+    env.ok(&["up", "w"]);
+    let served = served_env(env.port_of("w", "api"));
+    assert!(
+        served["DATABASE_URL"]
+            .as_str()
+            .unwrap()
+            .starts_with("postgres"),
+        "{served}"
+    );
+    assert_eq!(served["DEBUG"], "1");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn init_leaves_out_a_traefik_front_and_what_depends_on_it_runs_without_it() {
+    let (_tmp, dir, said, text, t) = init_fixture("traefik", &[]);
+    assert!(
+        said.contains("traefik: left out (Traefik, a reverse proxy"),
+        "{said}"
+    );
+    assert!(t["services"].get("traefik").is_none(), "{text}");
+    assert!(
+        text.contains("# traefik (Traefik, a reverse proxy) is left out"),
+        "{text}"
+    );
+    assert!(
+        t["services"]["whoami"].get("depends_on").is_none(),
+        "{text}"
+    );
+    assert!(!text.contains("--api.insecure"), "{text}");
+    let (ok, out) = check_in(&dir);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn init_of_a_django_celery_stack_reads_its_local_file_and_env_files_and_marks_image_paths_todo() {
+    let (_tmp, dir, said, text, t) = init_fixture("django-celery", &[]);
+    assert!(
+        said.contains("reading ./docker-compose.local.yml, the development file"),
+        "{said}"
+    );
+    assert!(said.contains("docker-compose.production.yml"), "{said}");
+    // Addresses of compose services in the env_files point at the slices.
+    for svc in ["django", "celeryworker"] {
+        let env = |k: &str| {
+            t["services"][svc]
+                .get("env")
+                .and_then(|e| e.get(k))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        assert_eq!(env("REDIS_URL").as_deref(), Some("${redis.url}"), "{text}");
+        assert_eq!(
+            env("POSTGRES_HOST").as_deref(),
+            Some("${postgres.host}"),
+            "{text}"
+        );
+        assert_eq!(
+            env("POSTGRES_PASSWORD").as_deref(),
+            Some("${postgres.password}"),
+            "{text}"
+        );
+        assert!(
+            env("DJANGO_ALLOWED_HOSTS")
+                .unwrap()
+                .ends_with(",.localhost"),
+            "{text}"
+        );
+        assert!(
+            env("USE_DOCKER").is_none(),
+            "a plain setting stays in its file: {text}"
+        );
+    }
+    assert!(!text.contains("is loaded as it is"), "{text}");
+    // `/start` is a path inside the image: a TODO that check refuses, for both.
+    assert!(
+        text.contains("compose runs /start, a path inside its image"),
+        "{text}"
+    );
+    let (ok, out) = check_in(&dir);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("services.django.cmd: is still a TODO"),
+        "{out}"
+    );
+    assert!(
+        out.contains("services.celeryworker.cmd: is still a TODO"),
+        "{out}"
+    );
+    // The password of the env file is not copied.
+    assert!(!text.contains("debug\""), "{text}");
+}
+
+#[test]
+fn init_merges_the_files_compose_file_names_in_dotenv_and_says_vite_checks_the_host() {
+    let (_tmp, dir, said, text, t) = init_fixture("node-dev", &[]);
+    assert!(said.contains("COMPOSE_FILE in .env"), "{said}");
+    assert_eq!(
+        s(&t, "services/web/cmd").as_str(),
+        Some("npm run dev --workspace apps/web -- --port ${self.port} --host 0.0.0.0")
+    );
+    assert_eq!(
+        s(&t, "services/web/env/API_URL").as_str(),
+        Some("${api.url}")
+    );
+    assert_eq!(
+        s(&t, "services/api/env/REDIS_URL").as_str(),
+        Some("${cache.url}")
+    );
+    assert!(
+        said.contains("Vite (apps/web/vite.config.ts) refuses unknown hosts"),
+        "{said}"
+    );
+    assert!(text.contains("# NOTE: Vite"), "{text}");
+    let (ok, out) = check_in(&dir);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn init_reads_the_file_named_by_f_and_says_rails_checks_the_host() {
+    let (_tmp, _dir, said, text, t) = init_fixture("rails-like", &["-f", "compose.dev.yml"]);
+    assert!(
+        said.contains("wrote ./binky.toml from compose.dev.yml"),
+        "{said}"
+    );
+    assert_eq!(
+        s(&t, "services/web/cmd").as_str(),
+        Some("bundle exec rails server -p ${self.port} -b 0.0.0.0")
+    );
+    assert_eq!(
+        s(&t, "services/web/env/DATABASE_URL").as_str(),
+        Some("${db.url}")
+    );
+    assert!(!text.contains("password@"), "{text}");
+    assert!(
+        text.contains("# NOTE: Rails (config/application.rb)"),
+        "{text}"
+    );
+    assert!(text.contains("TODO: mailcatcher"), "{text}");
+    // A file that is not there is named.
+    let (_tmp2, dir2) = project("rails-like", "r2");
+    let out = init(&dir2, &["-f", "compose.prod.yml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("compose.prod.yml does not exist"),
+        "{}",
+        stderr(&out)
+    );
 }
