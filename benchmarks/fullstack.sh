@@ -323,7 +323,7 @@ run_binky012() {
     mkdir -p "$out"
     if [ ! -x "$BINKY012" ]; then
         local venv="${BINKY012%/bin/binky}"
-        python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q "binky[postgres]==0.1.2"
+        python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q "binky[postgres,redis]==0.1.2"
     fi
     local repo="$work/repo012"
     # 0.1.2 refuses `copy` (binky only): drop it; its own port range.
@@ -332,6 +332,7 @@ run_binky012() {
     rb() { BINKY_HOME="$R_HOME" BINKY_DB_ADMIN_URL="$PG_ADMIN" BINKY_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" "$BINKY012" "$@"; }
     record binky012 version "$(rb --version 2>&1 | tail -1)"
     rb port --proxy "$PROXY012" --https "$HTTPS012" >"$out/port.txt" 2>&1 || true
+    rb daemon stop >/dev/null 2>&1 || true # `port` started it; the next `up` starts it on the new port
     if ! rb check >"$out/check.txt" 2>&1; then
         record binky012 check_failed "1" "$(tr '\n' ' ' <"$out/check.txt" | cut -c1-400)"
     fi

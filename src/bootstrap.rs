@@ -121,7 +121,7 @@ pub fn copy_path(from: &Path, to: &Path, rel: &str) -> std::io::Result<Copied> {
         .unwrap_or_default();
     let dst = done.with_file_name(format!(".{name}.binky-copy"));
     if std::fs::symlink_metadata(&dst).is_ok() {
-        crate::git::delete_tree(&dst);
+        crate::trash::delete_tree(&dst);
         let _ = std::fs::remove_file(&dst);
     }
     // Directories first (serially: cheap), then the files by several threads.

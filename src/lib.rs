@@ -28,3 +28,4 @@ pub mod secrets;
 pub mod servers;
 pub mod slices;
 pub mod supervisor;
+pub mod trash;

@@ -223,7 +223,7 @@ pub async fn run(
         .with_trigger(trigger.clone()),
     ));
     // What a daemon killed while deleting removed worktrees left goes now.
-    crate::git::empty_trash(&home.trash());
+    crate::trash::empty_trash(&home.trash());
     runtime.add(Arc::new(WorktreeController::new(
         store.clone(),
         GitCli::with_trash(home.trash()),
