@@ -23,8 +23,6 @@ impl GitCli {
     }
 }
 
-
-
 async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(dir).args(args);
@@ -153,7 +151,11 @@ impl Git for GitCli {
         // `git worktree remove` unlinks a 300 MB node_modules file by file (5 s here); a
         // rename takes a millisecond. git then forgets the worktree whose directory is gone,
         // and the files go in the background.
-        if let Some(aside) = self.trash.as_deref().and_then(|t| crate::trash::move_aside(t, path)) {
+        if let Some(aside) = self
+            .trash
+            .as_deref()
+            .and_then(|t| crate::trash::move_aside(t, path))
+        {
             let deleting = aside.clone();
             std::thread::spawn(move || crate::trash::delete_tree(&deleting));
             git(repo, &["worktree", "prune"]).await?;

@@ -1,0 +1,164 @@
+//! Addresses of compose services in values and commands, pointed at binky's tokens.
+
+use super::*;
+
+impl Init {
+    // --- addresses ----------------------------------------------------------------
+
+    /// Addresses of compose services written in `text` (owned by service `owner`, under
+    /// env `key`) as binky tokens.
+    pub(super) fn map_addresses(&mut self, owner: usize, key: Option<&str>, text: &str) -> String {
+        let who = match key {
+            Some(k) => format!("{}: env {k}", self.svcs[owner].name),
+            None => format!("{}: cmd", self.svcs[owner].name),
+        };
+        let mut out = String::new();
+        let mut last = 0;
+        for hit in scan_urls(text) {
+            let Some(&j) = self.alias.get(&hit.host) else {
+                continue;
+            };
+            let target = self.svcs[j].name.clone();
+            let replacement = match self.svcs[j].kind {
+                Kind::Adapter(_) => {
+                    if hit.start != 0 || hit.end != text.len() {
+                        self.todo(format!("{who}: the address of {target} inside it is now ${{{target}.url}} (the slice's own URL, with its own user): check the form around it"));
+                    }
+                    Some(format!("${{{target}.url}}"))
+                }
+                Kind::Process if hit.password.is_none() => Some(self.process_address(j, &hit)),
+                Kind::Process => None,
+                Kind::Unmapped | Kind::Replaced(_) => {
+                    self.todo(format!(
+                        "{who} points at {}, which is not in binky.toml",
+                        self.svcs[j].raw
+                    ));
+                    None
+                }
+            };
+            if let Some(r) = replacement {
+                out.push_str(&text[last..hit.start]);
+                out.push_str(&r);
+                last = hit.end;
+            }
+        }
+        out.push_str(&text[last..]);
+        if last > 0 {
+            return out;
+        }
+        let Some(key) = key else { return out };
+        // `api:8000`, `kafka:9092,kafka2:9092`, or a bare `db` under a *_HOST key.
+        let items = host_ports(text);
+        let hostish = {
+            let k = key.to_ascii_uppercase();
+            k.contains("HOST") || k.contains("SERVER") || k.contains("ADDR")
+        };
+        if items.is_empty()
+            || !items
+                .iter()
+                .all(|(h, p)| self.alias.contains_key(h) && (p.is_some() || hostish))
+        {
+            return out;
+        }
+        let mut mapped = Vec::new();
+        for (host, port) in items {
+            let j = self.alias[&host];
+            let target = self.svcs[j].name.clone();
+            let item = match (self.svcs[j].kind, port) {
+                (Kind::Process, Some(p)) => {
+                    let tok = self.layouts[j]
+                        .token(&target, p)
+                        .unwrap_or_else(|| format!("${{{target}.port}}"));
+                    format!("localhost:{tok}")
+                }
+                (Kind::Process, None) => "localhost".to_owned(),
+                (Kind::Adapter("postgres"), Some(_)) => {
+                    format!("${{{target}.host}}:${{{target}.port}}")
+                }
+                (Kind::Adapter("postgres"), None) => format!("${{{target}.host}}"),
+                (Kind::Adapter(_), _) => {
+                    self.todo(format!("{who} = {} names compose's {target}: binky gives its slice as one address with its own user, ${{{target}.url}}; have the app read that", q(text.trim())));
+                    return text.to_owned();
+                }
+                (Kind::Unmapped | Kind::Replaced(_), _) => {
+                    self.todo(format!(
+                        "{who} points at {}, which is not in binky.toml",
+                        self.svcs[j].raw
+                    ));
+                    return text.to_owned();
+                }
+            };
+            mapped.push(item);
+        }
+        mapped.join(",")
+    }
+
+    /// `http://api:8000/v1` → `${api.url}/v1`; other ports and schemes →
+    /// `scheme://localhost:${api.LABEL}…`.
+    pub(super) fn process_address(&self, j: usize, hit: &UrlHit) -> String {
+        let name = &self.svcs[j].name;
+        let layout = &self.layouts[j];
+        let port = hit.port.or_else(|| default_port(&hit.scheme));
+        let index = port.and_then(|p| layout.slots.iter().position(|(q, _)| *q == p));
+        match (index, port) {
+            (Some(0), _) if layout.url && matches!(hit.scheme.as_str(), "http" | "https") => {
+                format!("${{{name}.url}}{}", hit.rest)
+            }
+            (Some(_), Some(p)) => format!(
+                "{}://localhost:{}{}",
+                hit.scheme,
+                layout.token(name, p).unwrap_or_default(),
+                hit.rest
+            ),
+            _ => format!("{}://localhost:${{{name}.port}}{}", hit.scheme, hit.rest),
+        }
+    }
+
+    /// `8000` → `${self.port}` in `text`, for each container port of service `i`. In env
+    /// values (`anywhere` false) only after a `:` (`localhost:8000`), unless the key is a
+    /// port's.
+    pub(super) fn self_ports(&self, i: usize, text: &str, anywhere: bool) -> String {
+        let layout = &self.layouts[i];
+        if layout.slots.is_empty() {
+            return text.to_owned();
+        }
+        let b = text.as_bytes();
+        let mut out = String::with_capacity(text.len());
+        let mut k = 0;
+        while k < b.len() {
+            if b[k] == b'$' && b.get(k + 1) == Some(&b'{') {
+                let end = text[k..].find('}').map_or(b.len(), |e| k + e + 1);
+                out.push_str(&text[k..end]);
+                k = end;
+                continue;
+            }
+            if b[k].is_ascii_digit() {
+                let end = k + b[k..].iter().take_while(|c| c.is_ascii_digit()).count();
+                let prev = if k > 0 { b[k - 1] } else { b' ' };
+                let next = b.get(end).copied().unwrap_or(b' ');
+                let dotted = prev == b'.'
+                    || (next == b'.' && b.get(end + 1).is_some_and(u8::is_ascii_digit));
+                let word = prev.is_ascii_alphabetic()
+                    || prev == b'_'
+                    || next.is_ascii_alphabetic()
+                    || next == b'_';
+                let context = anywhere || prev == b':';
+                let token = text[k..end]
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|_| !dotted && !word && context)
+                    .and_then(|p| layout.token("self", p));
+                match token {
+                    Some(t) => out.push_str(&t),
+                    None => out.push_str(&text[k..end]),
+                }
+                k = end;
+                continue;
+            }
+            let ch = text[k..].chars().next().unwrap_or(' ');
+            out.push(ch);
+            k += ch.len_utf8();
+        }
+        out
+    }
+}

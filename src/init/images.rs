@@ -1,0 +1,206 @@
+//! Images: the adapter of a database image, infrastructure binky replaces, commands that
+//! only mean something inside an image, and the ports and addresses of the usual images.
+
+use super::*;
+
+/// Image name fragments → the adapter binky 0.1.2 registers for them. The first fragment
+/// the image's name contains wins, so the more specific come first.
+pub(super) const IMAGE_ADAPTERS: &[(&str, &str)] = &[
+    ("pgvector", "postgres"),
+    ("postgis", "postgres"),
+    ("timescale", "postgres"),
+    ("postgres", "postgres"),
+    ("mariadb", "mariadb"),
+    ("percona", "percona"),
+    ("mysql", "mysql"),
+    ("mongo", "mongodb"),
+    ("valkey", "valkey"),
+    ("keydb", "redis"),
+    ("redis", "redis"),
+    ("clickhouse", "clickhouse"),
+    ("minio", "minio"),
+    ("rabbitmq", "rabbitmq"),
+    ("redpanda", "redpanda"),
+    ("kafka", "kafka"),
+    ("qdrant", "qdrant"),
+    ("opensearch", "opensearch"),
+    ("elasticsearch", "elasticsearch"),
+];
+
+/// Words in an image's name that make it a tool *around* a server (`redis-commander`,
+/// `kafka-ui`, `postgres-exporter`, `opensearch-dashboards`), not the server.
+pub(super) const NOT_A_SERVER: &[&str] = &[
+    "admin",
+    "adminer",
+    "backup",
+    "cli",
+    "client",
+    "commander",
+    "connect",
+    "console",
+    "dashboards",
+    "exporter",
+    "express",
+    "init",
+    "insight",
+    "kafdrop",
+    "manager",
+    "mc",
+    "migrate",
+    "proxy",
+    "registry",
+    "rest",
+    "setup",
+    "ui",
+    "zookeeper",
+];
+
+/// The adapter for a compose `image`, if it is a database or broker binky can slice.
+pub fn adapter_for_image(image: &str) -> Option<&'static str> {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
+    let base = last.split(':').next().unwrap_or(last).to_ascii_lowercase();
+    let tool_word = ["admin", "commander", "dashboard", "exporter", "insight"];
+    if base
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| NOT_A_SERVER.contains(&w))
+        || tool_word.iter().any(|w| base.contains(w))
+    {
+        return None;
+    }
+    IMAGE_ADAPTERS
+        .iter()
+        .find(|(needle, _)| base.contains(needle))
+        .map(|(_, adapter)| *adapter)
+}
+
+/// The server binky runs itself for `adapter` when `admin_url` is left out, if any.
+pub(super) fn managed_server(adapter: &str) -> Option<&'static str> {
+    crate::servers::Kind::for_adapter(adapter).map(|kind| match kind {
+        crate::servers::Kind::Postgres => "PostgreSQL",
+        crate::servers::Kind::Redis => "Redis",
+        crate::servers::Kind::Mysql => "MariaDB",
+    })
+}
+
+/// An example admin address for each adapter, for the notes (never a real credential).
+pub(super) fn admin_example(adapter: &str, host_port: Option<u16>) -> String {
+    let (url, port) = match adapter {
+        "postgres" => ("postgres://postgres:…@127.0.0.1:{}/postgres", 5432),
+        "mysql" | "mariadb" | "percona" => ("mysql://root:…@127.0.0.1:{}", 3306),
+        "redis" | "valkey" => ("redis://127.0.0.1:{}", 6379),
+        "mongodb" => ("mongodb://root:…@127.0.0.1:{}", 27017),
+        "minio" => ("http://…:…@127.0.0.1:{}", 9000),
+        "rabbitmq" => ("http://guest:…@127.0.0.1:{}", 15672),
+        "kafka" | "redpanda" => ("kafka://127.0.0.1:{}", 9092),
+        "qdrant" => ("http://127.0.0.1:{}", 6333),
+        "clickhouse" => ("http://default:…@127.0.0.1:{}", 8123),
+        _ => ("http://127.0.0.1:{}", 9200),
+    };
+    url.replace("{}", &host_port.unwrap_or(port).to_string())
+}
+
+/// Ports that are HTTP more often than not in a development stack.
+pub(super) fn http_looking(port: u16) -> bool {
+    matches!(
+        port,
+        80 | 81
+            | 1313
+            | 3000..=3010
+            | 4000
+            | 4173
+            | 4200
+            | 4321
+            | 5000
+            | 5001
+            | 5173
+            | 5174
+            | 6006
+            | 7000
+            | 8000..=8099
+            | 8888
+            | 9080
+    )
+}
+
+/// The label of a non-primary port.
+pub(super) fn port_label(port: u16) -> String {
+    match port {
+        50051 => "grpc".into(),
+        9229 => "inspect".into(),
+        5005 | 5678 => "debug".into(),
+        24678 => "hmr".into(),
+        35729 => "livereload".into(),
+        _ => format!("p{port}"),
+    }
+}
+
+/// The port a URL scheme means when none is written.
+pub(super) fn default_port(scheme: &str) -> Option<u16> {
+    Some(match scheme {
+        "http" | "ws" => 80,
+        "https" | "wss" => 443,
+        "postgres" | "postgresql" => 5432,
+        "mysql" | "mariadb" => 3306,
+        "redis" => 6379,
+        "mongodb" => 27017,
+        "amqp" => 5672,
+        _ => return None,
+    })
+}
+
+// ------------------------------------------------------------------------------------
+// Credentials
+// ------------------------------------------------------------------------------------
+
+/// Images of infrastructure binky replaces, and what replaces them.
+pub(super) const REPLACED_IMAGES: &[(&str, &str)] = &[
+    ("traefik", "Traefik, a reverse proxy"),
+    ("nginx-proxy", "nginx-proxy, a reverse proxy"),
+    ("caddy-docker-proxy", "Caddy, a reverse proxy"),
+    ("caddy", "Caddy, a reverse proxy"),
+    ("haproxy", "HAProxy, a reverse proxy"),
+    ("envoy", "Envoy, a reverse proxy"),
+];
+
+/// What binky replaces an image with, if it is infrastructure binky replaces.
+pub(super) fn replaced_image(image: &str) -> Option<&'static str> {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let path = no_digest
+        .split(':')
+        .next()
+        .unwrap_or(no_digest)
+        .to_ascii_lowercase();
+    let last = path.rsplit('/').next().unwrap_or(&path);
+    REPLACED_IMAGES
+        .iter()
+        .find(|(needle, _)| {
+            last == *needle
+                || last.starts_with(&format!("{needle}-"))
+                || path.ends_with(&format!("/{needle}"))
+        })
+        .map(|(_, what)| *what)
+}
+
+/// Why a compose `command` cannot be a host command, if it cannot: flags handed to the
+/// image's entrypoint (`--api.insecure=true`), or a path inside the image (`/start`).
+pub(super) fn image_only_command(cmd: &str) -> Option<String> {
+    let first = cmd.split_whitespace().next()?;
+    if first.starts_with('-') {
+        return Some(format!(
+            "compose hands `{}` to its image's entrypoint as flags",
+            one_line(cmd)
+        ));
+    }
+    let host_dirs = [
+        "/bin/", "/usr/", "/sbin/", "/opt/", "/tmp/", "/home/", "/root/",
+    ];
+    if first.starts_with('/') && !host_dirs.iter().any(|d| first.starts_with(d)) {
+        return Some(format!("compose runs {first}, a path inside its image"));
+    }
+    None
+}
+
+/// The `cmd` binky init writes where it cannot know the command: it fails if run, and
+/// `binky check` (and `binky up`) refuse it, naming the service.
+pub const TODO_CMD: &str = "TODO: the command that starts";

@@ -1,0 +1,382 @@
+//! `binky init`: a starting `binky.toml` from a project's docker-compose file and `.env`.
+//!
+//! [`generate`] is pure: the compose text, the `.env` text and the directory's name go in;
+//! the `binky.toml` text and notes for people come out. `binky init` (`src/cli/init.rs`)
+//! finds and reads the files and writes the result.
+//!
+//! # Guarantees
+//! - The text is a valid `binky.toml`: every service is a process with a `cmd` (a loudly
+//!   failing placeholder when compose gives none) or an adapter service, and `depends_on`
+//!   names only services in the file.
+//! - No credential is copied. A value that looks like one (its key says PASSWORD, SECRET,
+//!   TOKEN, KEY, …; a password inside a URL; a well-known token shape; a value `.env` or
+//!   compose holds under such a key) becomes an `${env.NAME}` reference. `.env` is read to
+//!   understand `${VAR}` interpolation (a port, an address), never to copy a secret.
+//! - Nothing is dropped silently: what has no binky equivalent (volumes, networks,
+//!   profiles, deploy, extends, a health check that cannot be translated, …) is a `# TODO:`
+//!   line at the top of the file and a line of [`Generated::to_decide`].
+//!
+//! # Caveats
+//! - A bootstrap, not a converter: compose describes containers, binky runs processes on
+//!   the host. A service compose only *builds* has no command binky could know; it gets a
+//!   placeholder that fails until someone writes the real one.
+//! - Addresses are recognised where they are written literally (`postgres://…@db:5432/app`,
+//!   `redis://cache:6379`, `http://api:8000`, `api:8000`); an address assembled by the
+//!   application from parts is recognised only for PostgreSQL's `*_HOST`/`*_PORT`/… family.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_yaml_ng::{Mapping, Value};
+
+/// The compose file names `binky init` looks for, in the order `docker compose` prefers them.
+pub const COMPOSE_FILES: [&str; 4] = [
+    "compose.yaml",
+    "compose.yml",
+    "docker-compose.yaml",
+    "docker-compose.yml",
+];
+
+/// Why nothing could be generated.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// The compose file is not YAML.
+    #[error("{file} is not valid YAML: {detail}\n  fix: correct the file (`docker compose config` points at the problem), then run `binky init` again")]
+    Yaml {
+        /// The compose file.
+        file: String,
+        /// The parser's message (with line and column).
+        detail: String,
+    },
+    /// YAML, but not a compose file with services.
+    #[error("{file} is not a compose file binky can read: {why}\n  fix: binky init needs a `services:` mapping with at least one service; run it where the project's compose file is (`binky init DIR`), or write binky.toml by hand (docs/config.md)")]
+    NotCompose {
+        /// The compose file.
+        file: String,
+        /// What is missing.
+        why: String,
+    },
+}
+
+/// What [`generate`] made, and what people should know about it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Generated {
+    /// The `binky.toml` text.
+    pub toml: String,
+    /// One line per compose service: what it became.
+    pub mapped: Vec<String>,
+    /// What has no binky equivalent yet (also the `# TODO:` lines at the top of the file).
+    pub to_decide: Vec<String>,
+    /// Every `${env.NAME}` the file reads, with what it is: to be set in the environment
+    /// of `binky up` (or an `env_file`).
+    pub to_set: Vec<(String, String)>,
+    /// The adapters the file names, each once.
+    pub adapters: Vec<String>,
+}
+
+/// Build a `binky.toml` from `compose` (the text of `compose_file`) and the text of the
+/// project's `.env`, for the project in the directory named `dir_name`.
+pub fn generate(
+    compose: &str,
+    compose_file: &str,
+    dotenv: Option<&str>,
+    dir_name: &str,
+) -> Result<Generated, InitError> {
+    generate_with_files(compose, compose_file, dotenv, dir_name, &BTreeMap::new())
+}
+
+/// [`generate`], with the texts of the `env_file`s the services name (path as written in
+/// the compose file → text): their addresses of compose services become binky's.
+pub fn generate_with_files(
+    compose: &str,
+    compose_file: &str,
+    dotenv: Option<&str>,
+    dir_name: &str,
+    env_files: &BTreeMap<String, String>,
+) -> Result<Generated, InitError> {
+    let yaml_error = |e: serde_yaml_ng::Error| InitError::Yaml {
+        file: compose_file.to_owned(),
+        detail: e.to_string(),
+    };
+    let not_compose = |why: &str| InitError::NotCompose {
+        file: compose_file.to_owned(),
+        why: why.to_owned(),
+    };
+    let mut doc: Value = serde_yaml_ng::from_str(compose).map_err(yaml_error)?;
+    // `<<: *defaults` merge keys are common in compose files (`x-common: &common`).
+    doc.apply_merge().map_err(yaml_error)?;
+    let root = match &doc {
+        Value::Mapping(m) => m,
+        Value::Null => return Err(not_compose("it is empty")),
+        _ => return Err(not_compose("its top level is not a mapping")),
+    };
+    let services = match root.get("services") {
+        Some(Value::Mapping(m)) if !m.is_empty() => m,
+        Some(Value::Mapping(_)) | Some(Value::Null) => {
+            return Err(not_compose("its `services:` has no service"))
+        }
+        Some(_) => return Err(not_compose("its `services:` is not a mapping")),
+        None => return Err(not_compose("it has no `services:`")),
+    };
+    let mut init = Init::new(compose_file, dotenv, &project_name(dir_name));
+    init.env_files = env_files.clone();
+    init.read_services(services);
+    init.learn_secrets();
+    init.plan_ports();
+    let body = init.render_services();
+    init.top_level(root);
+    Ok(init.finish(&body))
+}
+
+/// Compose files read together (`-f a -f b`, `COMPOSE_FILE=a:b`, a file and its
+/// override), merged as `docker compose` merges them: mappings key by key, the later file
+/// winning; `ports`, `expose`, `volumes`, `env_file`, `depends_on` (list form), `dns` and
+/// `extra_hosts` lists concatenated; `environment` and `labels` merged by name (list or
+/// mapping form); any other list (`command`, `entrypoint`, a health check's `test`)
+/// replaced. `files` are `(name, text)`; the result is one compose text.
+pub fn merge_compose(files: &[(String, String)]) -> Result<String, InitError> {
+    let mut merged: Option<Value> = None;
+    for (name, text) in files {
+        let yaml_error = |e: serde_yaml_ng::Error| InitError::Yaml {
+            file: name.clone(),
+            detail: e.to_string(),
+        };
+        let mut doc: Value = serde_yaml_ng::from_str(text).map_err(yaml_error)?;
+        doc.apply_merge().map_err(yaml_error)?;
+        merged = Some(match merged {
+            None => doc,
+            Some(base) => merge_value(base, doc, ""),
+        });
+    }
+    serde_yaml_ng::to_string(&merged.unwrap_or(Value::Null)).map_err(|e| InitError::Yaml {
+        file: files
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(" + "),
+        detail: e.to_string(),
+    })
+}
+
+/// `KEY=value` list items (compose's list form of `environment` and `labels`) as a mapping.
+fn as_named_mapping(v: Value) -> Value {
+    match v {
+        Value::Sequence(items) => {
+            let mut m = Mapping::new();
+            for item in items {
+                if let Some(s) = scalar(&item) {
+                    match s.split_once('=') {
+                        Some((k, v)) => m.insert(Value::from(k), Value::from(v)),
+                        None => m.insert(Value::from(s.as_str()), Value::Null),
+                    };
+                }
+            }
+            Value::Mapping(m)
+        }
+        v => v,
+    }
+}
+
+fn merge_value(base: Value, over: Value, key: &str) -> Value {
+    const CONCAT: &[&str] = &[
+        "ports",
+        "expose",
+        "volumes",
+        "env_file",
+        "depends_on",
+        "dns",
+        "extra_hosts",
+        "secrets",
+        "configs",
+    ];
+    let (base, over) = if matches!(key, "environment" | "labels") {
+        (as_named_mapping(base), as_named_mapping(over))
+    } else {
+        (base, over)
+    };
+    match (base, over) {
+        (Value::Mapping(mut b), Value::Mapping(o)) => {
+            for (k, v) in o {
+                let name = scalar(&k).unwrap_or_default();
+                let merged = match b.remove(&k) {
+                    Some(old) => merge_value(old, v, &name),
+                    None => v,
+                };
+                b.insert(k, merged);
+            }
+            Value::Mapping(b)
+        }
+        (Value::Sequence(mut b), Value::Sequence(o)) if CONCAT.contains(&key) => {
+            for v in o {
+                if !b.contains(&v) {
+                    b.push(v);
+                }
+            }
+            Value::Sequence(b)
+        }
+        (_, over) => over,
+    }
+}
+
+/// `[project] name` for a directory: lower-case letters, digits and `-` (it becomes part of
+/// hostnames), at most 63 characters; `app` when nothing is left.
+pub fn project_name(dir_name: &str) -> String {
+    let mut s = String::new();
+    for c in dir_name.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            s.push(c);
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    let mut s = s.trim_matches('-').to_owned();
+    s.truncate(63);
+    let s = s.trim_end_matches('-');
+    if s.is_empty() {
+        "app".to_owned()
+    } else {
+        s.to_owned()
+    }
+}
+
+mod addresses;
+mod compose;
+mod images;
+mod ports;
+mod reading;
+mod render;
+mod secrets;
+mod toml_out;
+
+use compose::*;
+use images::*;
+pub use images::{adapter_for_image, TODO_CMD};
+use secrets::*;
+use toml_out::*;
+
+// The generator
+// ------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A database or broker: binky slices a shared server.
+    Adapter(&'static str),
+    /// Code compose builds or a command it runs: a binky process.
+    Process,
+    /// An image binky has no adapter for and no command to run.
+    Unmapped,
+    /// Infrastructure binky replaces (a reverse proxy: binky's proxy serves every world):
+    /// left out, with what replaces it.
+    Replaced(&'static str),
+}
+
+struct Svc {
+    /// The compose name.
+    raw: String,
+    /// The binky name.
+    name: String,
+    def: Mapping,
+    kind: Kind,
+    image: Option<String>,
+}
+
+/// A process service's ports: the first is the primary.
+#[derive(Default)]
+struct Layout {
+    /// `(container port, label)`.
+    slots: Vec<(u16, String)>,
+    /// The primary port serves the service's URL.
+    url: bool,
+}
+
+impl Layout {
+    fn token(&self, svc: &str, port: u16) -> Option<String> {
+        let i = self.slots.iter().position(|(p, _)| *p == port)?;
+        Some(if i == 0 {
+            format!("${{{svc}.port}}")
+        } else {
+            format!("${{{svc}.{}}}", self.slots[i].1)
+        })
+    }
+}
+
+/// A compose health check, as far as binky can read it.
+enum Probe {
+    None,
+    /// `curl http://localhost:PORT/rest`.
+    Http {
+        port: u16,
+        rest: String,
+    },
+    /// Anything else: the command.
+    Other(String),
+}
+
+/// One line of `[services.X.env]`.
+struct EnvLine {
+    key: String,
+    value: Option<String>,
+    comment: Option<String>,
+}
+
+struct Init {
+    file: String,
+    /// `[project] name`.
+    project: String,
+    dotenv: Vec<(String, String)>,
+    vars: BTreeMap<String, String>,
+    /// `(value, env name)`: credentials seen in compose or `.env`, longest first.
+    secrets: Vec<(String, String)>,
+    svcs: Vec<Svc>,
+    /// Host names compose services answer to (lower-case) → index.
+    alias: HashMap<String, usize>,
+    layouts: Vec<Layout>,
+    /// Why each `${env.NAME}` is there.
+    reasons: BTreeMap<String, String>,
+    to_decide: Vec<String>,
+    mapped: Vec<String>,
+    /// Some service sets `networks` or `network_mode`.
+    uses_networks: bool,
+    /// The texts of the `env_file`s services name (path as written → text), other than
+    /// `.env`, to point their addresses of compose services at binky's.
+    env_files: BTreeMap<String, String>,
+}
+
+impl Init {
+    fn new(file: &str, dotenv: Option<&str>, project: &str) -> Init {
+        let dotenv = dotenv
+            .map(binky_controllers::env::parse_dotenv)
+            .unwrap_or_default();
+        Init {
+            file: file.to_owned(),
+            project: project.to_owned(),
+            vars: dotenv.iter().cloned().collect(),
+            dotenv,
+            secrets: Vec::new(),
+            svcs: Vec::new(),
+            alias: HashMap::new(),
+            layouts: Vec::new(),
+            reasons: BTreeMap::new(),
+            to_decide: Vec::new(),
+            mapped: Vec::new(),
+            uses_networks: false,
+            env_files: BTreeMap::new(),
+        }
+    }
+
+    fn todo(&mut self, s: impl AsRef<str>) {
+        let line = one_line(s.as_ref());
+        if !self.to_decide.contains(&line) {
+            self.to_decide.push(line);
+        }
+    }
+
+    fn reason(&mut self, name: &str, why: impl Into<String>) {
+        self.reasons
+            .entry(name.to_owned())
+            .or_insert_with(|| why.into());
+    }
+}
+
+#[cfg(test)]
+mod tests;

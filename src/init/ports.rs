@@ -1,0 +1,211 @@
+//! Each process service's ports: what it publishes or exposes, what others reach it on,
+//! where its health check probes.
+
+use super::*;
+
+impl Init {
+    // --- ports --------------------------------------------------------------------
+
+    /// Container ports a service publishes or exposes; what cannot be carried is noted.
+    pub(super) fn container_ports(&mut self, i: usize) -> Vec<u16> {
+        let mut out = Vec::new();
+        let mut skipped = Vec::new();
+        let def = self.svcs[i].def.clone();
+        let mut specs: Vec<Value> = Vec::new();
+        if let Some(Value::Sequence(items)) = def.get("ports") {
+            specs.extend(items.iter().cloned());
+        }
+        if let Some(Value::Sequence(items)) = def.get("expose") {
+            specs.extend(items.iter().cloned());
+        }
+        for spec in specs {
+            let (text, udp) = match &spec {
+                Value::Mapping(m) => (
+                    m.get("target").and_then(scalar).unwrap_or_default(),
+                    m.get("protocol").and_then(scalar).as_deref() == Some("udp"),
+                ),
+                v => {
+                    let s = self.interpolate(&scalar(v).unwrap_or_default());
+                    let (s, proto) = match s.split_once('/') {
+                        Some((p, proto)) => (p.to_owned(), proto.to_owned()),
+                        None => (s, String::new()),
+                    };
+                    let container = s.rsplit(':').next().unwrap_or("").to_owned();
+                    (container, proto == "udp")
+                }
+            };
+            match text.trim().parse::<u16>() {
+                Ok(p) if !udp && p > 0 => {
+                    if !out.contains(&p) {
+                        out.push(p);
+                    }
+                }
+                _ => skipped.push(scalar(&spec).unwrap_or(text)),
+            }
+        }
+        if !skipped.is_empty() {
+            let svc = self.svcs[i].name.clone();
+            self.todo(format!(
+                "{svc}: ports {} not carried (port ranges and UDP): add them as `ports` labels if {svc} needs them",
+                skipped.join(", ")
+            ));
+        }
+        out
+    }
+
+    pub(super) fn healthcheck(&mut self, i: usize) -> Probe {
+        let Some(Value::Mapping(h)) = self.svcs[i].def.get("healthcheck").cloned() else {
+            return Probe::None;
+        };
+        if h.get("disable").and_then(Value::as_bool) == Some(true) {
+            return Probe::None;
+        }
+        let text = match h.get("test") {
+            Some(Value::Sequence(items)) => {
+                let words: Vec<String> = items.iter().filter_map(scalar).collect();
+                match words.first().map(String::as_str) {
+                    Some("NONE") | None => return Probe::None,
+                    Some("CMD") | Some("CMD-SHELL") => words[1..].join(" "),
+                    _ => words.join(" "),
+                }
+            }
+            Some(v) => match scalar(v) {
+                Some(s) => s,
+                None => return Probe::None,
+            },
+            None => return Probe::None,
+        };
+        let text = self.interpolate(&text);
+        let http_client = text
+            .split_whitespace()
+            .any(|w| matches!(w.rsplit('/').next(), Some("curl" | "wget")));
+        if http_client {
+            if let Some(hit) = scan_urls(&text).into_iter().find(|h| {
+                h.scheme == "http"
+                    && matches!(h.host.as_str(), "localhost" | "127.0.0.1" | "0.0.0.0")
+            }) {
+                return Probe::Http {
+                    port: hit.port.unwrap_or(80),
+                    rest: hit.rest,
+                };
+            }
+        }
+        Probe::Other(text)
+    }
+
+    /// The text of a process service that may name other services: its command and
+    /// environment (and `.env`, when it loads it).
+    pub(super) fn texts(&mut self, i: usize) -> Vec<(Option<String>, String)> {
+        let def = self.svcs[i].def.clone();
+        let mut out = Vec::new();
+        match command_of(&def) {
+            Some(Command::Shell(s)) => out.push((None, self.interpolate(&s))),
+            Some(Command::Words(ws)) => {
+                for w in ws {
+                    out.push((None, self.interpolate(&w)));
+                }
+            }
+            None => {}
+        }
+        for (k, v) in env_entries(&def) {
+            if let Some(v) = v {
+                out.push((Some(k), self.interpolate(&v)));
+            }
+        }
+        if self.loads_dotenv(i) {
+            out.extend(
+                self.dotenv
+                    .iter()
+                    .map(|(k, v)| (Some(k.clone()), v.clone())),
+            );
+        }
+        out
+    }
+
+    pub(super) fn loads_dotenv(&self, i: usize) -> bool {
+        string_list_env_file(&self.svcs[i].def)
+            .iter()
+            .any(|f| normalise(f) == Dir::Below(".env".into()))
+    }
+
+    /// Give every process service its ports: what it publishes or exposes, what others
+    /// reach it on, and where its health check probes. HTTP ones get the URL.
+    pub(super) fn plan_ports(&mut self) {
+        let n = self.svcs.len();
+        let mut ports: Vec<Vec<(u16, bool)>> = vec![Vec::new(); n];
+        fn add(list: &mut Vec<(u16, bool)>, port: u16, http: bool) {
+            match list.iter_mut().find(|(p, _)| *p == port) {
+                Some(e) => e.1 |= http,
+                None => list.push((port, http)),
+            }
+        }
+        for (i, list) in ports.iter_mut().enumerate() {
+            if self.svcs[i].kind != Kind::Process {
+                continue;
+            }
+            for p in self.container_ports(i) {
+                add(list, p, http_looking(p));
+            }
+        }
+        for i in 0..n {
+            if self.svcs[i].kind != Kind::Process {
+                continue;
+            }
+            if let Probe::Http { port, .. } = self.healthcheck(i) {
+                add(&mut ports[i], port, true);
+            }
+            for (key, text) in self.texts(i) {
+                for hit in scan_urls(&text) {
+                    let Some(&j) = self.alias.get(&hit.host) else {
+                        continue;
+                    };
+                    if self.svcs[j].kind != Kind::Process {
+                        continue;
+                    }
+                    let http = matches!(hit.scheme.as_str(), "http" | "https" | "ws" | "wss");
+                    if let Some(p) = hit.port.or_else(|| default_port(&hit.scheme)) {
+                        add(&mut ports[j], p, http || http_looking(p));
+                    }
+                }
+                if key.is_some() {
+                    for (host, port) in host_ports(&text) {
+                        let Some(&j) = self.alias.get(&host) else {
+                            continue;
+                        };
+                        if let (Kind::Process, Some(p)) = (self.svcs[j].kind, port) {
+                            add(&mut ports[j], p, http_looking(p));
+                        }
+                    }
+                }
+            }
+        }
+        self.layouts = ports
+            .into_iter()
+            .map(|mut list| {
+                if let Some(h) = list.iter().position(|(_, http)| *http) {
+                    let first = list.remove(h);
+                    list.insert(0, first);
+                }
+                let url = list.first().is_some_and(|(_, http)| *http);
+                let mut labels = BTreeSet::new();
+                let slots = list
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (p, _))| {
+                        let mut label = if k == 0 && url {
+                            "http".to_owned()
+                        } else {
+                            port_label(*p)
+                        };
+                        if !labels.insert(label.clone()) {
+                            label = format!("p{p}");
+                            labels.insert(label.clone());
+                        }
+                        (*p, label)
+                    })
+                    .collect();
+                Layout { slots, url }
+            })
+            .collect();
+    }
+}

@@ -1,0 +1,342 @@
+//! Reading the compose services, the credentials they hold, and compose interpolation.
+
+use super::*;
+
+impl Init {
+    // --- reading ------------------------------------------------------------------
+
+    pub(super) fn read_services(&mut self, services: &Mapping) {
+        let mut taken = BTreeSet::new();
+        for (k, v) in services {
+            let Some(raw) = scalar(k) else { continue };
+            let def = v.as_mapping().cloned().unwrap_or_default();
+            let name = service_name(&raw, &taken);
+            taken.insert(name.clone());
+            let image = def
+                .get("image")
+                .and_then(scalar)
+                .map(|i| self.interpolate(&i));
+            let runs_code =
+                def.get("build").is_some_and(|b| !b.is_null()) || command_of(&def).is_some();
+            let kind = match (
+                image.as_deref().and_then(replaced_image),
+                image.as_deref().and_then(adapter_for_image),
+            ) {
+                (Some(what), _) => Kind::Replaced(what),
+                (None, Some(a)) => Kind::Adapter(a),
+                (None, None) if runs_code => Kind::Process,
+                (None, None) => Kind::Unmapped,
+            };
+            let i = self.svcs.len();
+            let mut aliases = vec![raw.clone()];
+            aliases.extend(def.get("container_name").and_then(scalar));
+            aliases.extend(def.get("hostname").and_then(scalar));
+            if let Some(Value::Mapping(nets)) = def.get("networks") {
+                for (_, n) in nets {
+                    aliases.extend(string_list(n.get("aliases")));
+                }
+            }
+            for a in aliases {
+                self.alias.entry(a.to_ascii_lowercase()).or_insert(i);
+            }
+            if def.contains_key("networks") || def.contains_key("network_mode") {
+                self.uses_networks = true;
+            }
+            self.svcs.push(Svc {
+                raw,
+                name,
+                def,
+                kind,
+                image,
+            });
+        }
+        // `links: ["db:database"]` names another alias of `db`.
+        for i in 0..self.svcs.len() {
+            for link in string_list(self.svcs[i].def.get("links")) {
+                if let Some((target, alias)) = link.split_once(':') {
+                    if let Some(&j) = self.alias.get(&target.to_ascii_lowercase()) {
+                        self.alias.entry(alias.to_ascii_lowercase()).or_insert(j);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Remember every credential compose and `.env` hold, so that no text copied into the
+    /// file (a command, a health check) can carry one.
+    pub(super) fn learn_secrets(&mut self) {
+        let mut found: Vec<(String, String)> = Vec::new();
+        let mut learn = |name: &str, value: &str| {
+            if worth_hunting(value) {
+                found.push((value.to_owned(), name.to_owned()));
+            }
+            if let Some((a, b)) = url_password(value) {
+                if worth_hunting(&value[a..b]) {
+                    found.push((value[a..b].to_owned(), format!("{name}_PASSWORD")));
+                }
+            }
+        };
+        for (k, v) in &self.dotenv {
+            if secret_name(k) || looks_secret(v) {
+                learn(k, v);
+            }
+        }
+        for svc in &self.svcs {
+            for (k, v) in env_entries(&svc.def) {
+                if let Some(v) = v {
+                    if !v.contains('$') && (secret_name(&k) || looks_secret(&v)) {
+                        learn(&k, &v);
+                    }
+                }
+            }
+        }
+        // Not a value that is also a name the file needs (a password `shop` in project
+        // `shop`, service `shop`): hunting it would break the file, and it guards nothing.
+        let names: BTreeSet<String> = self
+            .svcs
+            .iter()
+            .flat_map(|s| [s.name.to_ascii_lowercase(), s.raw.to_ascii_lowercase()])
+            .chain([self.project.clone()])
+            .collect();
+        found.retain(|(v, _)| !names.contains(&v.to_ascii_lowercase()));
+        found.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.cmp(b)));
+        found.dedup_by(|a, b| a.0 == b.0);
+        self.secrets = found;
+    }
+
+    // --- compose interpolation ----------------------------------------------------
+
+    /// Compose's `${VAR}`, `${VAR:-default}`, `$VAR` and `$$`, understood through `.env`:
+    /// a known, harmless value is written as it is; a credential, or a variable `.env` does
+    /// not set, becomes `${env.VAR}`.
+    pub(super) fn interpolate(&mut self, s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(i) = rest.find('$') {
+            out.push_str(&rest[..i]);
+            let after = &rest[i + 1..];
+            if let Some(a) = after.strip_prefix('$') {
+                out.push('$');
+                rest = a;
+            } else if let Some(inner) = after.strip_prefix('{') {
+                match matching_brace(inner) {
+                    Some(end) => {
+                        let expanded = self.expand(&inner[..end]);
+                        out.push_str(&expanded);
+                        rest = &inner[end + 1..];
+                    }
+                    None => {
+                        out.push('$');
+                        rest = after;
+                    }
+                }
+            } else {
+                let n = after
+                    .bytes()
+                    .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                    .count();
+                if n > 0 && !after.as_bytes()[0].is_ascii_digit() {
+                    let name = &after[..n];
+                    let value = self.vars.get(name).cloned();
+                    out.push_str(&self.var_value(name, value));
+                    rest = &after[n..];
+                } else {
+                    out.push('$');
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    pub(super) fn expand(&mut self, inner: &str) -> String {
+        let n = inner
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
+        let (name, op) = inner.split_at(n);
+        if name.is_empty() {
+            return format!("${{{inner}}}");
+        }
+        let set = self.vars.get(name).cloned();
+        // An optional credential (`${SENTRY_DSN:-}`): not copied, and optional it stays.
+        let default_op = op
+            .strip_prefix(":-")
+            .map(|d| (":-", d))
+            .or_else(|| op.strip_prefix('-').map(|d| ("-", d)));
+        if let Some((sep, d)) = default_op {
+            let secretish = secret_name(name) || set.as_deref().is_some_and(looks_secret);
+            // Only an empty default is kept: a default under a credential's name is one.
+            if secretish {
+                let d = self.interpolate(d);
+                if d.is_empty() {
+                    self.reason(
+                        name,
+                        "optional (compose gives a default): set it in the environment of `binky up` to use it",
+                    );
+                    return format!("${{env.{name}{sep}{d}}}");
+                }
+            }
+        }
+        let value = if let Some(d) = op.strip_prefix(":-") {
+            match set {
+                Some(v) if !v.is_empty() => Some(v),
+                _ => Some(self.interpolate(d)),
+            }
+        } else if let Some(d) = op.strip_prefix('-') {
+            match set {
+                Some(v) => Some(v),
+                None => Some(self.interpolate(d)),
+            }
+        } else if let Some(alt) = op.strip_prefix(":+") {
+            return match set {
+                Some(v) if !v.is_empty() => self.interpolate(alt),
+                _ => String::new(),
+            };
+        } else if let Some(alt) = op.strip_prefix('+') {
+            return match set {
+                Some(_) => self.interpolate(alt),
+                None => String::new(),
+            };
+        } else {
+            set
+        };
+        self.var_value(name, value)
+    }
+
+    pub(super) fn var_value(&mut self, name: &str, value: Option<String>) -> String {
+        let secret = secret_name(name)
+            || value.as_deref().is_some_and(|v| {
+                v.contains("-----BEGIN")
+                    || random_looking(v)
+                    || v.split_whitespace().any(token_shaped)
+            });
+        match value {
+            Some(v) if !secret => v,
+            _ => {
+                if secret {
+                    let why = if self.vars.contains_key(name) {
+                        "a credential: not copied into binky.toml (.env has it)"
+                    } else {
+                        "a credential: not copied into binky.toml"
+                    };
+                    self.reason(name, why);
+                } else {
+                    self.reason(
+                        name,
+                        "compose reads it from the environment; .env does not set it",
+                    );
+                }
+                format!("${{env.{name}}}")
+            }
+        }
+    }
+
+    /// Replace every credential in free text (a command, a health check, a note) with an
+    /// `${env.…}` reference.
+    pub(super) fn redact(&mut self, owner: &str, text: &str) -> String {
+        let mut out = text.to_owned();
+        let secrets = self.secrets.clone();
+        for (value, name) in &secrets {
+            if out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), &format!("${{env.{name}}}"));
+                self.reason(name, "a credential: not copied into binky.toml");
+            }
+        }
+        let base = owner.to_ascii_uppercase().replace('-', "_");
+        while let Some((a, b)) = url_password(&out) {
+            let name = format!("{base}_PASSWORD");
+            out.replace_range(a..b, &format!("${{env.{name}}}"));
+            self.reason(
+                &name,
+                format!("a password compose wrote into {owner}'s settings"),
+            );
+        }
+        let words: Vec<String> = out
+            .split(|c: char| c.is_whitespace() || "\"',;=".contains(c))
+            .filter(|w| token_shaped(w))
+            .map(str::to_owned)
+            .collect();
+        for w in words {
+            let name = format!("{base}_TOKEN");
+            out = out.replace(&w, &format!("${{env.{name}}}"));
+            self.reason(
+                &name,
+                format!("a token compose wrote into {owner}'s settings"),
+            );
+        }
+        // `--password X`, `--api-key=X`, `DB_PASSWORD=X cmd`: the value goes.
+        let spans: Vec<(usize, usize)> = out
+            .char_indices()
+            .filter(|&(i, c)| {
+                !c.is_whitespace() && (i == 0 || out[..i].ends_with(char::is_whitespace))
+            })
+            .map(|(i, _)| {
+                let len = out[i..].find(char::is_whitespace).unwrap_or(out.len() - i);
+                (i, i + len)
+            })
+            .collect();
+        let mut edits: Vec<(usize, usize, String)> = Vec::new();
+        for (n, &(a, b)) in spans.iter().enumerate() {
+            let word = out[a..b].trim_matches(|c| c == '"' || c == '\'');
+            // The word without its quotes, in `out`.
+            let a = a + out[a..b].find(word).unwrap_or(0);
+            let b = a + word.len();
+            let flag = word.strip_prefix("--").or_else(|| {
+                word.strip_prefix('-')
+                    .filter(|w| w.len() > 1 && !w.starts_with('-'))
+            });
+            let (name, inline) = match word.split_once('=') {
+                Some((k, v)) => (k.trim_start_matches('-'), Some(v)),
+                None => (flag.unwrap_or(""), None),
+            };
+            let is_assignment = flag.is_none()
+                && inline.is_some()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            let upper = name.to_ascii_uppercase().replace('-', "_");
+            // `--no-password` takes no value; `--password-file PATH` names a file.
+            if name.is_empty()
+                || !secret_name(&upper)
+                || upper.starts_with("NO_")
+                || upper.ends_with("_FILE")
+            {
+                continue;
+            }
+            if flag.is_none() && !is_assignment {
+                continue;
+            }
+            let var = if is_assignment {
+                upper
+            } else {
+                format!("{base}_{upper}")
+            };
+            let target = match inline {
+                Some(v) if !v.is_empty() && !v.starts_with("${") => {
+                    let start = a + out[a..b].find('=').map_or(0, |e| e + 1);
+                    Some((start, b))
+                }
+                Some(_) => None,
+                None => spans.get(n + 1).and_then(|&(c, d)| {
+                    let next = out[c..d].trim_matches(|q| q == '"' || q == '\'');
+                    if next.is_empty() || next.starts_with('-') || next.starts_with("${") {
+                        return None;
+                    }
+                    let c = c + out[c..d].find(next).unwrap_or(0);
+                    Some((c, c + next.len()))
+                }),
+            };
+            if let Some((c, d)) = target.filter(|&(c, _)| edits.last().is_none_or(|e| e.1 <= c)) {
+                edits.push((c, d, format!("${{env.{var}}}")));
+                self.reason(
+                    &var,
+                    format!("a credential compose wrote into {owner}'s settings"),
+                );
+            }
+        }
+        for (c, d, r) in edits.into_iter().rev() {
+            out.replace_range(c..d, &r);
+        }
+        out
+    }
+}

@@ -1,0 +1,221 @@
+//! What looks like a credential, by its name or its shape, and the URLs written in text.
+
+use super::*;
+
+/// Does an environment name hold a secret (`*PASSWORD*`, `*SECRET*`, `*TOKEN*`, `*KEY*`,
+/// …)? Erring towards yes only costs an `${env.NAME}` reference.
+pub(super) fn secret_name(key: &str) -> bool {
+    let k = key.to_ascii_uppercase();
+    if matches!(k.as_str(), "PWD" | "OLDPWD") {
+        return false;
+    }
+    [
+        "PASSWORD",
+        "PASSWD",
+        "SECRET",
+        "TOKEN",
+        "KEY",
+        "CREDENTIAL",
+        "PRIVATE",
+        "SALT",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+        || k.ends_with("PASS")
+        || k.split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| matches!(w, "PASS" | "PWD" | "DSN"))
+}
+
+/// The byte range of the first password inside a `scheme://user:password@host` in `text`
+/// that is not itself a `${…}` reference.
+pub(super) fn url_password(text: &str) -> Option<(usize, usize)> {
+    scan_urls(text)
+        .into_iter()
+        .filter_map(|h| h.password)
+        .find(|&(a, b)| b > a && !text[a..b].starts_with("${"))
+}
+
+/// A word shaped like a well-known token (cloud keys, GitHub/GitLab/Slack/Stripe tokens,
+/// `sk-…` API keys, JWTs): [`crate::credentials::token_kind`], quotes and brackets trimmed.
+pub(super) fn token_shaped(word: &str) -> bool {
+    let w = word.trim_matches(|c: char| matches!(c, '"' | '\'' | '(' | ')' | '[' | ']'));
+    crate::credentials::token_kind(w).is_some()
+}
+
+/// A long random-looking value (a generated key): 32+ characters of base64 with upper
+/// case, lower case and digits, or of hex.
+pub(super) fn random_looking(v: &str) -> bool {
+    let v = v.trim();
+    if v.len() < 32 || v.starts_with('/') || v.contains("${") {
+        return false;
+    }
+    if !v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-'))
+    {
+        return false;
+    }
+    let has = |f: fn(&char) -> bool| v.chars().any(|c| f(&c));
+    let hex = v.chars().all(|c| c.is_ascii_hexdigit());
+    hex || (has(char::is_ascii_uppercase)
+        && has(char::is_ascii_lowercase)
+        && has(char::is_ascii_digit))
+}
+
+/// Does `v` look like a credential by its shape alone?
+pub(super) fn looks_secret(v: &str) -> bool {
+    url_password(v).is_some()
+        || v.contains("-----BEGIN")
+        || v.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '='))
+            .any(token_shaped)
+        || random_looking(v)
+}
+
+/// Values too short or too common to hunt for in free text (a password `postgres` is a
+/// default, not a secret; scrubbing it would break `adapter = "postgres"`).
+pub(super) fn worth_hunting(v: &str) -> bool {
+    const COMMON: &[&str] = &[
+        "admin",
+        "changeme",
+        "default",
+        "development",
+        "example",
+        "guest",
+        "localhost",
+        "minio",
+        "minioadmin",
+        "mysql",
+        "password",
+        "postgres",
+        "redis",
+        "secret",
+        "testing",
+    ];
+    let lower = v.to_ascii_lowercase();
+    // Nor a word the file itself is made of (`RABBITMQ_DEFAULT_PASS: rabbitmq`).
+    let structural = IMAGE_ADAPTERS
+        .iter()
+        .any(|(needle, adapter)| lower == *needle || lower == *adapter);
+    v.chars().count() >= 6 && !v.contains("${") && !structural && !COMMON.contains(&lower.as_str())
+}
+
+/// Text without its `${…}` references: what is written literally.
+pub(super) fn literal_part(v: &str) -> String {
+    let mut out = String::new();
+    let mut rest = v;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        match rest[i..].find('}') {
+            Some(j) => rest = &rest[i + j + 1..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+// ------------------------------------------------------------------------------------
+// URLs in text
+// ------------------------------------------------------------------------------------
+
+/// A `scheme://[user[:password]@]host[:port][rest]` found in text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct UrlHit {
+    /// Byte range of the whole URL.
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) scheme: String,
+    /// Byte range of the password, when there is one.
+    pub(super) password: Option<(usize, usize)>,
+    /// Lower-case.
+    pub(super) host: String,
+    pub(super) port: Option<u16>,
+    /// Path, query and fragment.
+    pub(super) rest: String,
+}
+
+/// Byte offset of the first char of `s` matching `f`, outside `${…}`.
+pub(super) fn find_outside_refs(s: &str, f: impl Fn(char) -> bool) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut prev = ' ';
+    for (i, c) in s.char_indices() {
+        if c == '{' && prev == '$' {
+            depth += 1;
+        } else if c == '}' && depth > 0 {
+            depth -= 1;
+        } else if depth == 0 && f(c) {
+            return Some(i);
+        }
+        prev = c;
+    }
+    None
+}
+
+/// Every URL written in `text`.
+pub(super) fn scan_urls(text: &str) -> Vec<UrlHit> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find("://") {
+        let sep = from + i;
+        from = sep + 3;
+        let mut start = sep;
+        while start > 0 && (b[start - 1].is_ascii_alphanumeric() || b"+.-".contains(&b[start - 1]))
+        {
+            start -= 1;
+        }
+        while start < sep && !b[start].is_ascii_alphabetic() {
+            start += 1;
+        }
+        if start == sep {
+            continue;
+        }
+        let body_start = sep + 3;
+        let body_len = find_outside_refs(&text[body_start..], |c| {
+            c.is_whitespace() || "\"',;)]}<>|`".contains(c)
+        })
+        .unwrap_or(text.len() - body_start);
+        let end = body_start + body_len;
+        let body = &text[body_start..end];
+        let auth_len =
+            find_outside_refs(body, |c| matches!(c, '/' | '?' | '#')).unwrap_or(body.len());
+        let authority = &body[..auth_len];
+        let (password, hostport) = match authority.rfind('@') {
+            Some(at) => {
+                let userinfo = &authority[..at];
+                let pw = find_outside_refs(userinfo, |c| c == ':')
+                    .map(|c| (body_start + c + 1, body_start + at));
+                (pw, &authority[at + 1..])
+            }
+            None => (None, authority),
+        };
+        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+            match v6.split_once(']') {
+                Some((h, p)) => (h, p.strip_prefix(':')),
+                None => (v6, None),
+            }
+        } else {
+            match hostport.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (hostport, None),
+            }
+        };
+        out.push(UrlHit {
+            start,
+            end,
+            scheme: text[start..sep].to_ascii_lowercase(),
+            password,
+            host: host.to_ascii_lowercase(),
+            port: port.and_then(|p| p.parse().ok()),
+            rest: body[auth_len..].to_owned(),
+        });
+        from = end.max(from);
+    }
+    out
+}
+
+// ------------------------------------------------------------------------------------
+// YAML helpers
+// ------------------------------------------------------------------------------------

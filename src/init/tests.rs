@@ -1,0 +1,881 @@
+
+use std::path::Path;
+
+use binky_controllers::admission::{check_spec, Verdict};
+
+use super::*;
+
+fn generate_with(compose: &str, dotenv: Option<&str>) -> Generated {
+    generate(compose, "docker-compose.yml", dotenv, "shop")
+        .unwrap_or_else(|e| panic!("{e}\n{compose}"))
+}
+
+/// binky's own parser and admission accept it; the TOML as a table.
+fn valid(g: &Generated) -> toml::Table {
+    let loaded = crate::config::parse(&g.toml, Path::new("binky.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n---\n{}", g.toml));
+    assert_eq!(check_spec(&loaded.spec, None), Verdict::Admit, "{}", g.toml);
+    toml::from_str(&g.toml).unwrap()
+}
+
+fn svc<'t>(t: &'t toml::Table, name: &str) -> &'t toml::Table {
+    t["services"][name]
+        .as_table()
+        .unwrap_or_else(|| panic!("no service {name}"))
+}
+
+fn string<'t>(t: &'t toml::Table, path: &[&str]) -> &'t str {
+    let mut v = &t[path[0]];
+    for k in &path[1..] {
+        v = &v[*k];
+    }
+    v.as_str()
+        .unwrap_or_else(|| panic!("{path:?} is not a string: {v:?}"))
+}
+
+fn absent(g: &Generated, secret: &str) {
+    assert!(!g.toml.contains(secret), "{secret} in:\n{}", g.toml);
+    let notes = format!("{:?}{:?}{:?}", g.mapped, g.to_decide, g.to_set);
+    assert!(!notes.contains(secret), "{secret} in the notes: {notes}");
+}
+
+#[test]
+fn every_image_maps_to_a_built_in_adapter() {
+    // init writes no `binky-adapter-<name>` note: an image mapped to an adapter binky
+    // does not ship would need one.
+    let registry = crate::adapters::Registry::default();
+    for (_, adapter) in IMAGE_ADAPTERS {
+        assert!(registry.is_builtin(adapter), "{adapter} is not built in");
+    }
+}
+
+#[test]
+fn database_and_broker_images_become_adapter_services() {
+    for (image, adapter) in [
+        ("postgres:16-alpine", "postgres"),
+        ("postgis/postgis:16-3.4", "postgres"),
+        ("timescale/timescaledb:latest-pg16", "postgres"),
+        ("pgvector/pgvector:pg16", "postgres"),
+        ("docker.io/library/postgres@sha256:abc", "postgres"),
+        ("mysql:8", "mysql"),
+        ("mariadb:11", "mariadb"),
+        ("percona:8", "percona"),
+        ("redis:7", "redis"),
+        ("redis/redis-stack-server", "redis"),
+        ("valkey/valkey:8", "valkey"),
+        ("eqalpha/keydb", "redis"),
+        ("mongo:7", "mongodb"),
+        ("bitnami/mongodb", "mongodb"),
+        ("clickhouse/clickhouse-server:24", "clickhouse"),
+        ("minio/minio", "minio"),
+        ("rabbitmq:3-management", "rabbitmq"),
+        ("confluentinc/cp-kafka:7.6.0", "kafka"),
+        ("redpandadata/redpanda", "redpanda"),
+        ("qdrant/qdrant", "qdrant"),
+        (
+            "docker.elastic.co/elasticsearch/elasticsearch:8.13.0",
+            "elasticsearch",
+        ),
+        ("opensearchproject/opensearch:2", "opensearch"),
+    ] {
+        assert_eq!(adapter_for_image(image), Some(adapter), "{image}");
+    }
+    for tool in [
+        "rediscommander/redis-commander",
+        "redis/redisinsight",
+        "provectuslabs/kafka-ui",
+        "mongo-express",
+        "dpage/pgadmin4",
+        "prometheuscommunity/postgres-exporter",
+        "opensearchproject/opensearch-dashboards",
+        "minio/mc",
+        "nginx:alpine",
+        "mailhog/mailhog",
+    ] {
+        assert_eq!(adapter_for_image(tool), None, "{tool}");
+    }
+}
+
+#[test]
+fn adapter_services_read_their_admin_url_from_the_environment() {
+    let g = generate_with(
+        r#"
+services:
+  db:
+    image: postgres:16
+    environment: { POSTGRES_PASSWORD: hunter2-db-Pw }
+    ports: ["5433:5432"]
+  cache: { image: "valkey/valkey:8" }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    crate::apply::validate(&g.toml, Path::new("binky.toml"), None)
+        .unwrap_or_else(|e| panic!("{e}\n{}", g.toml));
+    assert_eq!(string(&t, &["services", "db", "adapter"]), "postgres");
+    assert_eq!(
+        string(&t, &["services", "db", "admin_url"]),
+        "${env.DB_ADMIN_URL}"
+    );
+    assert_eq!(string(&t, &["services", "cache", "adapter"]), "valkey");
+    assert_eq!(
+        string(&t, &["services", "cache", "admin_url"]),
+        "${env.CACHE_ADMIN_URL}"
+    );
+    assert!(g.toml.contains("binky can also run PostgreSQL itself"));
+    assert!(g.toml.contains("binky can also run Redis itself"));
+    // The container's settings are not the slice's.
+    absent(&g, "hunter2-db-Pw");
+    assert!(!svc(&t, "db").contains_key("env"));
+    let (_, why) = g.to_set.iter().find(|(n, _)| n == "DB_ADMIN_URL").unwrap();
+    assert!(why.contains("127.0.0.1:5433"), "{why}");
+    assert_eq!(g.adapters, ["postgres", "valkey"]);
+}
+
+#[test]
+fn adapters_without_a_managed_server_say_they_need_an_admin_url() {
+    let g = generate_with(
+            "services:\n  mysql: { image: 'mysql:8' }\n  search: { image: 'opensearchproject/opensearch:2' }\n",
+            None,
+        );
+    let t = valid(&g);
+    assert_eq!(string(&t, &["services", "mysql", "adapter"]), "mysql");
+    assert_eq!(
+        string(&t, &["services", "search", "admin_url"]),
+        "${env.SEARCH_ADMIN_URL}"
+    );
+    // Both are built in: no external adapter is asked for.
+    assert!(!g.toml.contains("binky-adapter-"), "{}", g.toml);
+    assert!(
+        g.toml.contains("# binky can also run MariaDB itself"),
+        "{}",
+        g.toml
+    );
+    assert!(g.toml.contains(
+        "# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out."
+    ));
+}
+
+#[test]
+fn a_command_string_or_list_becomes_cmd() {
+    let g = generate_with(
+        r#"
+services:
+  api: { build: ., command: "npm run start -- --verbose" }
+  job:
+    build: .
+    command: ["python", "-c", "print('hi there')", "--flag=$$HOME"]
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "api", "cmd"]),
+        "npm run start -- --verbose"
+    );
+    assert_eq!(
+        string(&t, &["services", "job", "cmd"]),
+        r#"python -c 'print('\''hi there'\'')' '--flag=$HOME'"#
+    );
+}
+
+#[test]
+fn a_reverse_proxy_is_left_out_and_image_flags_or_paths_never_become_a_cmd() {
+    let compose = r#"
+services:
+  traefik:
+    image: traefik:v3.1
+    command: --api.insecure=true --providers.docker=true --entrypoints.web.address=:80
+    ports: ["80:80", "8080:8080"]
+  django:
+    build: { context: ., dockerfile: ./compose/local/django/Dockerfile }
+    command: /start
+    ports: ["8000:8000"]
+    depends_on: [traefik]
+    environment:
+      SENTRY_DSN: ${SENTRY_DSN:-}
+  celeryworker:
+    build: .
+    command: /start-celeryworker
+"#;
+    let g = generate_with(compose, None);
+    let t = valid(&g);
+    let services = t["services"].as_table().unwrap();
+    assert!(!services.contains_key("traefik"), "{}", g.toml);
+    assert!(
+        g.toml
+            .contains("# traefik (Traefik, a reverse proxy) is left out"),
+        "{}",
+        g.toml
+    );
+    assert!(g.mapped.iter().any(|m| m.starts_with("traefik: left out")));
+    // Nothing depends on what is left out.
+    assert!(
+        t["services"]["django"].get("depends_on").is_none(),
+        "{}",
+        g.toml
+    );
+    for svc in ["django", "celeryworker"] {
+        assert!(
+            string(&t, &["services", svc, "cmd"]).starts_with("TODO: the command that starts"),
+            "{}",
+            g.toml
+        );
+    }
+    assert!(
+        g.toml
+            .contains("compose runs /start, a path inside its image"),
+        "{}",
+        g.toml
+    );
+    // An optional credential stays optional.
+    assert_eq!(
+        string(&t, &["services", "django", "env", "SENTRY_DSN"]),
+        "${env.SENTRY_DSN:-}"
+    );
+    let findings = crate::check::check(&g.toml, std::path::Path::new("binky.toml"));
+    let todos: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.code == "todo")
+        .map(|f| f.key.as_str())
+        .collect();
+    assert_eq!(
+        todos,
+        vec!["services.celeryworker.cmd", "services.django.cmd"]
+    );
+}
+
+#[test]
+fn a_service_compose_only_builds_gets_a_placeholder_that_fails_and_a_todo() {
+    let g = generate_with(
+        "services:\n  web:\n    build: { context: ./web }\n    ports: ['3000:3000']\n",
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "TODO: the command that starts web on the host"
+    );
+    assert!(g.toml.contains("# TODO: the command that starts web"));
+    // binky check (and so binky up) refuses it, naming the service.
+    let findings = crate::check::check(&g.toml, std::path::Path::new("binky.toml"));
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.code == "todo" && f.key == "services.web.cmd"),
+        "{findings:?}"
+    );
+    assert!(g
+        .to_decide
+        .iter()
+        .any(|l| l.starts_with("web: set `cmd`") && l.contains("${self.port}")));
+    assert!(g
+        .toml
+        .lines()
+        .any(|l| l.starts_with("# TODO: web: set `cmd`")));
+}
+
+#[test]
+fn an_http_port_becomes_a_url_and_other_ports_become_labels() {
+    let g = generate_with(
+        r#"
+services:
+  web: { build: ., command: "serve -l 80", ports: ["8080:80"] }
+  api: { build: ., command: "api --http 8000 --grpc 50051", ports: ["50051:50051", "8000:8000"] }
+  metrics: { build: ., command: "exporter --listen :9100", expose: ["9100"] }
+  dns: { build: ., command: "dnsd", ports: ["5353:53/udp"] }
+  worker: { build: ., command: "work" }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(svc(&t, "web")["url"].as_bool(), Some(true));
+    assert!(!svc(&t, "web").contains_key("ports"));
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "serve -l ${self.port}"
+    );
+    assert_eq!(string(&t, &["services", "api", "url", "http"]), "api");
+    let ports: Vec<&str> = svc(&t, "api")["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(ports, ["http", "grpc"]);
+    assert_eq!(
+        string(&t, &["services", "api", "cmd"]),
+        "api --http ${self.port} --grpc ${self.grpc}"
+    );
+    assert!(!svc(&t, "metrics").contains_key("url"));
+    assert_eq!(svc(&t, "metrics")["ports"][0].as_str(), Some("p9100"));
+    assert_eq!(
+        string(&t, &["services", "metrics", "cmd"]),
+        "exporter --listen :${self.port}"
+    );
+    assert!(!svc(&t, "worker").contains_key("ports"));
+    assert!(!svc(&t, "dns").contains_key("ports"));
+    assert!(g
+        .to_decide
+        .iter()
+        .any(|l| l.starts_with("dns: ports 5353:53/udp")));
+}
+
+#[test]
+fn the_container_port_in_command_and_environment_becomes_self_port() {
+    let g = generate_with(
+        r#"
+services:
+  api:
+    build: .
+    command: gunicorn -b 0.0.0.0:8000 --timeout 80000 app:app
+    ports: ["8000"]
+    environment:
+      PORT: 8000
+      PUBLIC_URL: http://localhost:8000/app
+      TIMEOUT_MS: 8000
+      VERSION: "1.8000"
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "api", "cmd"]),
+        "gunicorn -b 0.0.0.0:${self.port} --timeout 80000 app:app"
+    );
+    let env = |k: &str| string(&t, &["services", "api", "env", k]).to_owned();
+    assert_eq!(env("PORT"), "${self.port}");
+    assert_eq!(env("PUBLIC_URL"), "http://localhost:${self.port}/app");
+    assert_eq!(env("TIMEOUT_MS"), "8000");
+    assert_eq!(env("VERSION"), "1.8000");
+}
+
+#[test]
+fn depends_on_keeps_only_services_in_the_file_in_either_form() {
+    let g = generate_with(
+        r#"
+services:
+  db: { image: postgres }
+  mail: { image: mailhog/mailhog }
+  api:
+    build: .
+    depends_on:
+      db: { condition: service_healthy }
+      mail: { condition: service_started }
+  web: { build: ., depends_on: [api, mail, db] }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    let deps = |s: &str| -> Vec<String> {
+        svc(&t, s)["depends_on"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(deps("api"), ["db"]);
+    assert_eq!(deps("web"), ["api", "db"]);
+    assert!(!t["services"].as_table().unwrap().contains_key("mail"));
+    assert!(g
+        .to_decide
+        .iter()
+        .any(|l| l.starts_with("mail: runs image mailhog/mailhog")));
+    assert!(g
+        .mapped
+        .iter()
+        .any(|l| l.contains("depends_on mail dropped")));
+}
+
+#[test]
+fn build_context_and_a_mounted_working_dir_become_workdir() {
+    let g = generate_with(
+        r#"
+services:
+  api:
+    build: { context: ./services/api, dockerfile: Dockerfile.dev }
+    command: make run
+    env_file: [.env, ./services/api/.env.local, { path: ./shared.env, required: false }]
+  web:
+    image: node:20
+    working_dir: /app/site
+    volumes: ["./frontend:/app", "node_modules:/app/node_modules"]
+    command: npm run dev
+  root: { build: ., command: make }
+  outside: { build: ../shared, command: make }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(string(&t, &["services", "api", "workdir"]), "services/api");
+    let files: Vec<&str> = svc(&t, "api")["env_file"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(files, ["../../.env", ".env.local", "../../shared.env"]);
+    assert_eq!(string(&t, &["services", "web", "workdir"]), "frontend/site");
+    assert!(g.mapped.iter().any(|l| l.contains("not in node:20")));
+    assert!(!svc(&t, "root").contains_key("workdir"));
+    assert!(!svc(&t, "outside").contains_key("workdir"));
+    assert!(g
+        .to_decide
+        .iter()
+        .any(|l| l.starts_with("outside: its code is in ../shared")));
+    assert!(g
+        .to_decide
+        .iter()
+        .any(|l| l.starts_with("web: volumes ./frontend:/app")));
+}
+
+#[test]
+fn addresses_of_compose_services_become_tokens() {
+    let g = generate_with(
+        r#"
+services:
+  db:
+    image: postgres:16
+  cache:
+    image: redis:7
+  api:
+    build: ./api
+    command: ./serve --db postgres://app:app@db:5432/app
+    expose: [8000]
+    environment:
+      DATABASE_URL: postgres://app:pw-for-db-1@db:5432/app
+      REDIS_URL: redis://cache:6379/0
+      REDIS_HOST: cache
+  web:
+    build: ./web
+    command: npm start
+    environment:
+      API_URL: http://api:8000/v1
+      API_WS: ws://api:8000/ws
+      API_ADDR: api:8000
+      API_HOST: api
+      ADMIN_URL: http://admin:9000
+  ingest:
+    build: .
+    command: ingest
+    environment:
+      PGHOST: db
+      PGPORT: "5432"
+      PGUSER: app
+      PGPASSWORD: pw-for-db-1
+      PGDATABASE: app
+  admin: { build: ., command: "admin --port 9000" }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    crate::apply::validate(&g.toml, Path::new("binky.toml"), None).unwrap();
+    let env = |s: &str, k: &str| string(&t, &["services", s, "env", k]).to_owned();
+    assert_eq!(env("api", "DATABASE_URL"), "${db.url}");
+    assert_eq!(env("api", "REDIS_URL"), "${cache.url}");
+    assert_eq!(env("api", "REDIS_HOST"), "cache");
+    assert!(g
+        .to_decide
+        .iter()
+        .any(|l| l.starts_with("api: env REDIS_HOST") && l.contains("${cache.url}")));
+    assert_eq!(
+        string(&t, &["services", "api", "cmd"]),
+        "./serve --db ${db.url}"
+    );
+    assert_eq!(env("web", "API_URL"), "${api.url}/v1");
+    assert_eq!(env("web", "API_WS"), "ws://localhost:${api.port}/ws");
+    assert_eq!(env("web", "API_ADDR"), "localhost:${api.port}");
+    assert_eq!(env("web", "API_HOST"), "localhost");
+    // Reached on a port it did not publish: the port is its, and HTTP makes it a URL.
+    assert_eq!(svc(&t, "admin")["url"].as_bool(), Some(true));
+    assert_eq!(env("web", "ADMIN_URL"), "${admin.url}");
+    assert_eq!(
+        string(&t, &["services", "admin", "cmd"]),
+        "admin --port ${self.port}"
+    );
+    for (k, field) in [
+        ("PGHOST", "host"),
+        ("PGPORT", "port"),
+        ("PGUSER", "user"),
+        ("PGPASSWORD", "password"),
+        ("PGDATABASE", "database"),
+    ] {
+        assert_eq!(env("ingest", k), format!("${{db.{field}}}"));
+    }
+    absent(&g, "pw-for-db-1");
+}
+
+#[test]
+fn credentials_are_never_written() {
+    // Token shapes are made at run time, so that no scanner mistakes this file for a leak.
+    let github = format!("ghp_{}", "aB3dE6gH9k".repeat(4));
+    let stripe = format!("sk_live_{}", "Zq8Wm2Xr".repeat(3));
+    let jwt = format!(
+        "eyJhbGciOiJIUzI1NiJ9.eyJ{}.{}",
+        "zdWIiOiIxMjM0", "dozjgNryP4J3jVmNHl0w5N"
+    );
+    let aws = format!("AKIA{}", "QWERTYUIOP123456");
+    let compose = format!(
+        r#"
+services:
+  db:
+    image: postgres
+    environment:
+      POSTGRES_PASSWORD: db-Root-pw-777
+  api:
+    build: .
+    command: ./run --admin-password db-Root-pw-777 --token {github} --dsn postgres://ro:Ext3rnal-pw@warehouse.example.com/dw --api-key=Lit3ral-key-1
+    environment:
+      SECRET_KEY_BASE: a-long-rails-secret-value
+      GH: {github}
+      PAYMENTS: {stripe}
+      AUTH_HEADER: "Bearer {jwt}"
+      AWS_ACCESS_KEY_ID: {aws}
+      WAREHOUSE_URL: postgres://ro:Ext3rnal-pw@warehouse.example.com/dw
+      SMTP_PASS: mail-Pw-5150
+      API_TOKEN: ${{API_TOKEN}}
+      SESSION_SECRET: ${{SESSION_SECRET:-fallback-Session-9}}
+      COPY: db-Root-pw-777
+      LOG_LEVEL: info
+    healthcheck:
+      test: ["CMD-SHELL", "REDIS_PASS=hc-Only-pw-3 check --password mail-Pw-5150"]
+"#
+    );
+    let dotenv = "API_TOKEN=env-Token-31337\nSESSION_SECRET=dotenv-Session-42\n";
+    let g = generate_with(&compose, Some(dotenv));
+    let t = valid(&g);
+    for secret in [
+        "db-Root-pw-777",
+        github.as_str(),
+        stripe.as_str(),
+        jwt.as_str(),
+        aws.as_str(),
+        "Ext3rnal-pw",
+        "a-long-rails-secret-value",
+        "mail-Pw-5150",
+        "env-Token-31337",
+        "fallback-Session-9",
+        "dotenv-Session-42",
+        "Lit3ral-key-1",
+        "hc-Only-pw-3",
+    ] {
+        absent(&g, secret);
+    }
+    let env = |k: &str| string(&t, &["services", "api", "env", k]).to_owned();
+    for (k, var) in [
+        ("SECRET_KEY_BASE", "SECRET_KEY_BASE"),
+        ("GH", "GH"),
+        ("PAYMENTS", "PAYMENTS"),
+        ("AUTH_HEADER", "AUTH_HEADER"),
+        ("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
+        ("WAREHOUSE_URL", "WAREHOUSE_URL"),
+        ("SMTP_PASS", "SMTP_PASS"),
+        ("API_TOKEN", "API_TOKEN"),
+        ("SESSION_SECRET", "SESSION_SECRET"),
+        ("COPY", "COPY"),
+    ] {
+        assert_eq!(env(k), format!("${{env.{var}}}"), "{k}");
+        assert!(
+            g.to_set.iter().any(|(n, _)| n == var),
+            "{var} not in to_set"
+        );
+    }
+    assert_eq!(env("LOG_LEVEL"), "info");
+    let cmd = string(&t, &["services", "api", "cmd"]);
+    assert!(
+        cmd.starts_with("./run --admin-password ${env.POSTGRES_PASSWORD} --token ${env."),
+        "{cmd}"
+    );
+    assert!(g.toml.contains("looked like a credential"));
+}
+
+#[test]
+fn credential_values_that_are_also_names_do_not_break_the_file() {
+    let g = generate_with(
+        r#"
+services:
+  rabbitmq:
+    image: rabbitmq:3
+    environment: { RABBITMQ_DEFAULT_PASS: rabbitmq }
+  db:
+    image: postgres
+    environment: { POSTGRES_PASSWORD: shop }
+  backup:
+    build: .
+    command: pg_dump --no-password --password-file /run/pw backup && sh -c "login --password 'Qu0ted-pw-1'"
+    environment: { BACKUP_TOKEN: backup, AMQP: "amqp://u:p4ss-w0rd@rabbitmq:5672" }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(string(&t, &["project", "name"]), "shop");
+    assert_eq!(string(&t, &["services", "rabbitmq", "adapter"]), "rabbitmq");
+    assert_eq!(
+            string(&t, &["services", "backup", "cmd"]),
+            "pg_dump --no-password --password-file /run/pw backup && sh -c \"login --password '${env.BACKUP_PASSWORD}'\""
+        );
+    absent(&g, "Qu0ted-pw-1");
+    assert_eq!(
+        string(&t, &["services", "backup", "env", "BACKUP_TOKEN"]),
+        "${env.BACKUP_TOKEN}"
+    );
+    assert_eq!(
+        string(&t, &["services", "backup", "env", "AMQP"]),
+        "${rabbitmq.url}"
+    );
+    absent(&g, "p4ss-w0rd");
+}
+
+#[test]
+fn dotenv_values_are_understood_but_secrets_stay_references() {
+    let g = generate_with(
+        r#"
+services:
+  web:
+    build: .
+    command: next dev -p ${WEB_PORT:-3000}
+    ports: ["${WEB_PORT:-3000}:${WEB_PORT:-3000}"]
+    environment:
+      APP_NAME: ${APP_NAME}
+      REGION: ${REGION:-eu}
+      FEATURE: ${FEATURE_FLAG}
+      DATABASE_URL: postgres://app:${DB_PASSWORD}@db.internal:5432/app
+"#,
+        Some("WEB_PORT=4000\nAPP_NAME=shop\nDB_PASSWORD=dotenv-Db-pw-8\n"),
+    );
+    let t = valid(&g);
+    assert_eq!(svc(&t, "web")["url"].as_bool(), Some(true));
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "next dev -p ${self.port}"
+    );
+    let env = |k: &str| string(&t, &["services", "web", "env", k]).to_owned();
+    assert_eq!(env("APP_NAME"), "shop");
+    assert_eq!(env("REGION"), "eu");
+    assert_eq!(env("FEATURE"), "${env.FEATURE_FLAG}");
+    assert_eq!(
+        env("DATABASE_URL"),
+        "postgres://app:${env.DB_PASSWORD}@db.internal:5432/app"
+    );
+    absent(&g, "dotenv-Db-pw-8");
+    let reason = |n: &str| g.to_set.iter().find(|(k, _)| k == n).unwrap().1.clone();
+    assert!(reason("FEATURE_FLAG").contains(".env does not set it"));
+    assert!(reason("DB_PASSWORD").contains("credential"));
+    assert!(g
+        .toml
+        .starts_with("# binky.toml, written by `binky init` from docker-compose.yml and .env."));
+}
+
+#[test]
+fn what_binky_cannot_map_is_listed_to_decide() {
+    let g = generate_with(
+        r#"
+services:
+  db:
+    image: postgres
+    volumes: [pgdata:/var/lib/postgresql/data, ./init.sql:/docker-entrypoint-initdb.d/init.sql]
+    command: postgres -c max_connections=500
+  api:
+    build: .
+    command: serve
+    entrypoint: /entry.sh
+    healthcheck: { test: ["CMD-SHELL", "pg_isready -h db"] }
+    volumes: [./src:/app/src]
+    networks: [back]
+    profiles: [debug]
+    deploy: { replicas: 3 }
+    extends: { file: common.yml, service: base }
+    secrets: [api_key]
+    cap_add: [NET_ADMIN]
+    privileged: true
+volumes: { pgdata: {} }
+networks: { back: {} }
+secrets: { api_key: { file: ./api_key.txt } }
+"#,
+        None,
+    );
+    valid(&g);
+    for start in [
+        "db: ./init.sql is mounted into /docker-entrypoint-initdb.d/init.sql",
+        "db: its `command`",
+        "api: entrypoint not carried",
+        "api: healthcheck `pg_isready -h db` not translated",
+        "api: volumes ./src:/app/src not carried",
+        "api: profiles debug",
+        "api: deploy not carried",
+        "api: extends not resolved",
+        "api: secrets not carried",
+        "api: cap_add, privileged not carried",
+        "named volumes pgdata not carried",
+        "secrets api_key not carried",
+        "networks not carried",
+    ] {
+        assert!(
+            g.to_decide.iter().any(|l| l.starts_with(start)),
+            "no `{start}` in {:#?}",
+            g.to_decide
+        );
+        assert!(
+            g.toml.contains(&format!("# TODO: {start}")),
+            "no TODO `{start}` at the top:\n{}",
+            g.toml
+        );
+    }
+    assert!(g
+        .to_decide
+        .iter()
+        .any(|l| l.contains("psql \\\"$DATABASE_URL\\\"")));
+}
+
+#[test]
+fn a_curl_healthcheck_becomes_health() {
+    let g = generate_with(
+        r#"
+services:
+  api:
+    build: .
+    command: serve
+    healthcheck:
+      test: ["CMD", "curl", "-fsS", "http://localhost:8000/healthz"]
+      interval: 5s
+  web:
+    build: .
+    command: web
+    ports: ["3000:3000"]
+    healthcheck: { test: "wget -qO- http://127.0.0.1:3000/ || exit 1" }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "api", "health"]),
+        "http://localhost:${self.port}/healthz"
+    );
+    assert_eq!(svc(&t, "api")["url"].as_bool(), Some(true));
+    assert_eq!(
+        string(&t, &["services", "web", "health"]),
+        "http://localhost:${self.port}/"
+    );
+}
+
+#[test]
+fn restart_always_and_merge_keys_are_carried() {
+    let g = generate_with(
+        r#"
+x-app: &app
+  build: .
+  restart: unless-stopped
+  environment: { LOG_LEVEL: debug }
+services:
+  api:
+    <<: *app
+    command: serve
+  once: { build: ., command: migrate, restart: "no" }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(string(&t, &["services", "api", "restart"]), "always");
+    assert_eq!(
+        string(&t, &["services", "api", "env", "LOG_LEVEL"]),
+        "debug"
+    );
+    assert!(!svc(&t, "once").contains_key("restart"));
+}
+
+#[test]
+fn service_names_binky_cannot_use_are_renamed() {
+    let g = generate_with(
+        r#"
+services:
+  my.db: { image: postgres }
+  self: { build: ., command: run, depends_on: [my.db], ports: ["8000"] }
+  web_ui: { build: ., command: ui, ports: ["3000"], environment: { API: "http://self:8000" } }
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(string(&t, &["services", "my_db", "adapter"]), "postgres");
+    assert_eq!(svc(&t, "self_svc")["depends_on"][0].as_str(), Some("my_db"));
+    // `web_ui` is no hostname label: the URL gets one.
+    assert_eq!(string(&t, &["services", "web_ui", "url"]), "web-ui");
+    assert_eq!(
+        string(&t, &["services", "web_ui", "env", "API"]),
+        "${self_svc.url}"
+    );
+    assert!(g
+        .mapped
+        .iter()
+        .any(|l| l.starts_with("my_db (renamed from my.db)")));
+}
+
+#[test]
+fn a_dotenv_the_service_loads_has_its_compose_addresses_overridden() {
+    let g = generate_with(
+        "services:\n  db: { image: postgres }\n  api: { build: ., command: run, env_file: .env }\n",
+        Some("DATABASE_URL=postgres://app:dotenv-Pw-99@db:5432/app\nDEBUG=1\n"),
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "api", "env", "DATABASE_URL"]),
+        "${db.url}"
+    );
+    assert!(!svc(&t, "api")["env"]
+        .as_table()
+        .unwrap()
+        .contains_key("DEBUG"));
+    assert_eq!(svc(&t, "api")["env_file"][0].as_str(), Some(".env"));
+    absent(&g, "dotenv-Pw-99");
+}
+
+#[test]
+fn project_name_is_the_directory_name_sanitised() {
+    assert_eq!(project_name("shop"), "shop");
+    assert_eq!(project_name("My Shop_v2.0"), "my-shop-v2-0");
+    assert_eq!(project_name("--ünïcode--"), "n-code");
+    assert_eq!(project_name("..."), "app");
+    assert_eq!(project_name(&"x".repeat(80)).len(), 63);
+    let g = generate(
+        "services:\n  a: { build: ., command: a }\n",
+        "compose.yaml",
+        None,
+        "Big App!",
+    )
+    .unwrap();
+    assert_eq!(string(&valid(&g), &["project", "name"]), "big-app");
+}
+
+#[test]
+fn a_file_that_is_not_compose_is_refused_with_its_name() {
+    for (text, says) in [
+        ("services: [unclosed", "is not valid YAML"),
+        ("", "it is empty"),
+        ("- a\n- b\n", "its top level is not a mapping"),
+        ("version: '3'\n", "it has no `services:`"),
+        ("services: {}\n", "has no service"),
+        ("services: [a, b]\n", "is not a mapping"),
+    ] {
+        let e = generate(text, "docker-compose.yml", None, "shop")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("docker-compose.yml "), "{e}");
+        assert!(e.contains(says), "{e}");
+        assert!(e.contains("fix:"), "{e}");
+    }
+}
+
+#[test]
+fn urls_are_found_with_their_parts() {
+    let hits = scan_urls("a postgres://u:${env.P}@db:5432/app?x=1, http://[::1]:80/ b");
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[0].host, "db");
+    assert_eq!(hits[0].port, Some(5432));
+    assert_eq!(hits[0].rest, "/app?x=1");
+    assert_eq!(hits[1].host, "::1");
+    assert!(url_password("postgres://u:${env.P}@db/app").is_none());
+    assert!(url_password("redis://:pw12@cache").is_some());
+    assert_eq!(rebase(".env", Some("a/b")), "../../.env");
+    assert_eq!(rebase("./a/b/.env", Some("a/b")), ".env");
+    assert_eq!(rebase("a/x.env", Some("a/b")), "../x.env");
+}
