@@ -834,20 +834,7 @@ mod tests {
         std::fs::write(dir.path().join("schema.sql"), "create table a (x int);").unwrap();
         std::fs::create_dir_all(dir.path().join("migrations")).unwrap();
         std::fs::write(dir.path().join("migrations/1.sql"), "one").unwrap();
-        let res = Resource {
-            adapter: "postgres".into(),
-            admin_url: None,
-            migrate: Some("psql \"$DATABASE_URL\" -f schema.sql && ./run migrations/".into()),
-            seed: None,
-            clone_from: Some("golden".into()),
-            clone_key_files: None,
-            sync: Default::default(),
-            buckets: vec![],
-            options: Default::default(),
-            workdir: ".".into(),
-            env: Default::default(),
-            env_file: vec![],
-        };
+        let res = resource("psql \"$DATABASE_URL\" -f schema.sql && ./run migrations/");
         assert_eq!(
             key_files(dir.path(), &res),
             vec!["migrations/1.sql", "schema.sql"]

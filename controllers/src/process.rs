@@ -778,6 +778,27 @@ impl<S: Supervisor> ProcessController<S> {
         }
     }
 
+    /// A service that waits (`msg` says for what): `pending`, saved when that changed.
+    fn pending(
+        &self,
+        world: WorldId,
+        name: &str,
+        mut row: ProcessRow,
+        msg: String,
+        rows: &mut BTreeMap<String, ProcessRow>,
+    ) -> Result<Step, StoreError> {
+        if row.state != "pending" || row.message != msg {
+            row.state = "pending".into();
+            row.message = msg.clone();
+            self.save(world, &row)?;
+        }
+        rows.insert(name.to_owned(), row);
+        Ok(Step {
+            waiting: Some(format!("{name}: {msg}")),
+            ..Step::default()
+        })
+    }
+
     fn rows(&self, world: WorldId) -> Result<BTreeMap<String, ProcessRow>, StoreError> {
         Ok(self
             .store
@@ -1108,16 +1129,7 @@ impl<S: Supervisor> ProcessController<S> {
                 let unaddressed = Self::unaddressed_slices(world, setup, process, &slices);
                 if !unaddressed.is_empty() {
                     let msg = format!("setup waits for the address of {}", unaddressed.join(", "));
-                    if row.state != "pending" || row.message != msg {
-                        row.state = "pending".into();
-                        row.message = msg.clone();
-                        self.save(world.id, &row)?;
-                    }
-                    rows.insert(name.to_owned(), row);
-                    return Ok(Step {
-                        waiting: Some(format!("{name}: {msg}")),
-                        ..Step::default()
-                    });
+                    return self.pending(world.id, name, row, msg, rows);
                 }
                 // Recorded before the spawn, as a service's start is (see below).
                 let token = self.sup.token(world.id);
@@ -1191,16 +1203,7 @@ impl<S: Supervisor> ProcessController<S> {
             .collect();
         if !waiting_for.is_empty() {
             let msg = format!("waiting for {}", waiting_for.join(", "));
-            if row.state != "pending" || row.message != msg {
-                row.state = "pending".into();
-                row.message = msg.clone();
-                self.save(world.id, &row)?;
-            }
-            rows.insert(name.to_owned(), row);
-            return Ok(Step {
-                waiting: Some(format!("{name}: {msg}")),
-                ..Step::default()
-            });
+            return self.pending(world.id, name, row, msg, rows);
         }
 
         for path in &resolved.missing_env_files {

@@ -1,4 +1,3 @@
-
 use std::path::Path;
 
 use binky_controllers::admission::{check_spec, Verdict};
