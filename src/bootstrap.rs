@@ -20,47 +20,62 @@ use binky_controllers::worktree::{Copied, CopyHow};
 /// untracked paths of `from` that `.worktreeinclude` (in `from`) or `copy` match, whole
 /// directories as one entry.
 pub fn wanted(from: &Path, copy: &[String]) -> Result<Vec<String>, String> {
+    let literal = |c: &str| !c.contains(['*', '?', '[', '!']);
+    // `copy` paths written out are looked at where they are (an untracked parent holding
+    // only ignored files would otherwise be listed in their place)…
+    let mut candidates: Vec<String> = Vec::new();
+    for c in copy.iter().map(|c| c.trim_end_matches('/')) {
+        if literal(c) {
+            if let Ok(meta) = std::fs::symlink_metadata(from.join(c)) {
+                candidates.push(if meta.is_dir() {
+                    format!("{c}/")
+                } else {
+                    c.to_owned()
+                });
+            }
+        }
+    }
+    // …patterns (`.worktreeinclude`, globs of `copy`) through git: the untracked paths they
+    // match, each line an `--exclude` in order, as a `.gitignore` would have it.
     let mut patterns = std::fs::read_to_string(from.join(".worktreeinclude")).unwrap_or_default();
-    for c in copy {
+    for c in copy.iter().filter(|c| !literal(c)) {
         patterns.push('\n');
         patterns.push_str(c);
     }
-    if patterns
+    let lines: Vec<&str> = patterns
         .lines()
-        .all(|l| l.trim().is_empty() || l.starts_with('#'))
-    {
-        return Ok(Vec::new());
-    }
-    // Untracked paths the patterns match (each line an `--exclude`, in order, as a
-    // `.gitignore` would have it)…
-    let mut args: Vec<String> = [
-        "ls-files",
-        "--others",
-        "--ignored",
-        "--directory",
-        "--no-empty-directory",
-        "-z",
-    ]
-    .map(String::from)
-    .to_vec();
-    for line in patterns.lines().map(str::trim_end) {
-        if !line.trim().is_empty() && !line.starts_with('#') {
-            args.push(format!("--exclude={line}"));
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .collect();
+    if !lines.is_empty() {
+        let mut args: Vec<String> = [
+            "ls-files",
+            "--others",
+            "--ignored",
+            "--directory",
+            "--no-empty-directory",
+            "-z",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(lines.iter().map(|l| format!("--exclude={l}")));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for m in git_lines(from, &args, None)? {
+            if !candidates.contains(&m) {
+                candidates.push(m);
+            }
         }
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let matched = git_lines(from, &args, None)?;
-    if matched.is_empty() {
+    if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    // …that git ignores (an untracked file of the user's that is not ignored is theirs).
-    let input = matched.join("\0");
+    // Only what git ignores: an untracked file that is not ignored is the user's work.
     let ignored = git_lines(
         from,
         &["check-ignore", "--no-index", "-z", "--stdin"],
-        Some(input),
+        Some(candidates.join("\0")),
     )?;
-    Ok(matched
+    Ok(candidates
         .into_iter()
         .filter(|m| ignored.contains(m))
         .map(|m| m.trim_end_matches('/').to_owned())
@@ -177,6 +192,11 @@ pub fn copy_path(from: &Path, to: &Path, rel: &str) -> std::io::Result<Copied> {
         }
     }
     std::fs::rename(&dst, &done)?;
+    // A Python virtualenv names its own place in its scripts and `.pth` files: pointed at
+    // the new worktree, or its `pip` would install into the world it was copied from.
+    if done.join("pyvenv.cfg").is_file() {
+        relocate_venv(&done, from, to);
+    }
     let n = files.len() as u64;
     let cloned = cloned.into_inner();
     Ok(Copied {
@@ -193,6 +213,68 @@ pub fn copy_path(from: &Path, to: &Path, rel: &str) -> std::io::Result<Copied> {
         },
         took: started.elapsed(),
     })
+}
+
+/// In the virtualenv copied to `venv`, the paths of the checkout it came from (`from`)
+/// become the new worktree's (`to`): script shebangs and `activate*` in `bin/`, `.pth`,
+/// `.egg-link` and `direct_url.json` files (editable installs) in `lib/…/site-packages`.
+fn relocate_venv(venv: &Path, from: &Path, to: &Path) {
+    let (old, new) = (format!("{}/", from.display()), format!("{}/", to.display()));
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(venv.join("bin")) {
+        files.extend(entries.flatten().map(|e| e.path()));
+    }
+    let mut stack = vec![venv.join("lib")];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() && !p.is_symlink() {
+                // Only site-packages' own files and dist-info metadata: not package code.
+                if name.starts_with("python")
+                    || name == "site-packages"
+                    || name.ends_with(".dist-info")
+                {
+                    stack.push(p);
+                }
+            } else if name.ends_with(".pth")
+                || name.ends_with(".egg-link")
+                || name == "direct_url.json"
+            {
+                files.push(p);
+            }
+        }
+    }
+    for f in files {
+        let Ok(meta) = std::fs::symlink_metadata(&f) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() > 1 << 20 {
+            continue;
+        }
+        let Ok(text) = std::fs::read(&f) else {
+            continue;
+        };
+        let from_bytes = from.as_os_str().as_encoded_bytes();
+        if !text.windows(from_bytes.len()).any(|w| w == from_bytes) {
+            continue;
+        }
+        let Ok(text) = String::from_utf8(text) else {
+            continue;
+        };
+        let mut text = text.replace(&old, &new);
+        // The checkout itself (an editable install of the project at its top).
+        for end in ["\n", "\"", "'"] {
+            text = text.replace(
+                &format!("{}{end}", from.display()),
+                &format!("{}{end}", to.display()),
+            );
+        }
+        let _ = std::fs::write(&f, text);
+    }
 }
 
 /// Walk `src`: directories made at `dst` now (writable while they fill), symlinks made

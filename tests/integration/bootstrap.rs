@@ -108,3 +108,87 @@ fn a_new_worktree_gets_the_included_files_and_dependency_dirs_before_setup_as_re
     env.ok(&["remove", "w2"]);
     env.assert_nothing_left(&["w1", "w2"]);
 }
+
+#[test]
+fn a_copied_virtualenv_is_the_new_worlds_own_not_a_pointer_to_the_one_it_came_from() {
+    let env = Env::new(&CONFIG.replace(
+        "copy = [\"node_modules\", \"web/node_modules\"]",
+        "copy = [\"backend/.venv\"]",
+    ).replace("setup = \"cat .env certs/local.pem node_modules/pkg/index.js > seen-by-setup.txt\"\n", ""));
+    let repo = env.repo.clone();
+    write(&repo.join(".gitignore"), ".venv/\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignores"]);
+    // A real virtualenv in the main checkout, with a script and an editable install.
+    let venv = repo.join("backend/.venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let script = venv.join("bin/tool");
+    write(
+        &script,
+        &format!(
+            "#!{}/bin/python\nimport sys\nprint(sys.prefix)\n",
+            venv.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let site = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("site-packages");
+    write(
+        &site.join("__editable__.app.pth"),
+        &format!("{}/backend/src\n", repo.display()),
+    );
+
+    let said = env.ok(&["up", "w1"]);
+    let wt = env.worktree("w1");
+    let copied = wt.join("backend/.venv");
+    assert!(
+        copied.join("bin/tool").is_file(),
+        "{said}\n{}",
+        env.ok(&["events", "w1"])
+    );
+    // Its script runs the world's own interpreter, which knows its own prefix.
+    let out = std::process::Command::new(copied.join("bin/tool"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::path::Path::new(String::from_utf8_lossy(&out.stdout).trim())
+            .canonicalize()
+            .unwrap(),
+        copied.canonicalize().unwrap()
+    );
+    let activate = std::fs::read_to_string(copied.join("bin/activate")).unwrap();
+    assert!(
+        activate.contains(&copied.display().to_string()),
+        "{activate}"
+    );
+    assert!(
+        !activate.contains(&venv.display().to_string()),
+        "{activate}"
+    );
+    let site_copy = wt.join(site.strip_prefix(&repo).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(site_copy.join("__editable__.app.pth")).unwrap(),
+        format!("{}/backend/src\n", wt.display())
+    );
+    // The main checkout's is untouched.
+    assert!(std::fs::read_to_string(&script)
+        .unwrap()
+        .contains(&venv.display().to_string()));
+    env.ok(&["remove", "w1"]);
+    env.assert_nothing_left(&["w1"]);
+}
