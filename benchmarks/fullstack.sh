@@ -61,6 +61,8 @@ cleanup() {
         BINKY_HOME="$R_HOME" "$BINKY012" daemon stop >/dev/null 2>&1
         pkill -F "$R_HOME/daemon.pid" 2>/dev/null
     fi
+    # 0.1.2's daemon can outlive `daemon stop` while an `up` is in flight: end what runs in $work, by pid
+    for p in $(pids_under "$work"); do kill "$p" 2>/dev/null; done
     for f in "$work"/hand-pids/*; do [ -f "$f" ] && kill -- "-$(cat "$f")" 2>/dev/null; done
     [ -f "$work/redis.pid" ] && kill "$(cat "$work/redis.pid")" 2>/dev/null
     [ -f "$work/pg/postmaster.pid" ] && runuser -u postgres -- "$PGBIN/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1
@@ -135,6 +137,14 @@ for p in seen:
 print(f"{rss / 1024:.1f} {pss / 1024:.1f} {len(seen)}")
 PY
 }
+# Pids whose working directory is inside DIR (a world's processes, for 0.1.2, which has no --json).
+pids_under() { # DIR
+    local d p
+    for d in /proc/[0-9]*; do
+        p="$(readlink "$d/cwd" 2>/dev/null)" || continue
+        case "$p" in "$1" | "$1"/*) echo "${d#/proc/}" ;; esac
+    done
+}
 du_mib() { du -sm "$1" | cut -f1; }
 median() { python3 -c 'import statistics,sys; print(f"{statistics.median(map(float, sys.argv[1:])):.3f}")' "$@"; }
 
@@ -208,8 +218,6 @@ run_binky() {
         record binky "rss_mib.$w" "$rss" "sum of RSS of the world's processes and their children ($nproc)"
         record binky "pss_mib.$w" "$pss" "same, PSS"
     done
-    read -r rss pss _ < <(mem_of $(pgrep -f "binky.*daemon run" || true))
-    record binky daemon_rss_mib "$rss"
     # `up` of a stopped world against the processes' own start, same ports, same worktree.
     local w="w$WORLDS" wt="$work/binky/repo.worktrees/w$WORLDS"
     bk exec "$w" -s api -- sh -c 'export -p' >"$out/api.env"
@@ -342,29 +350,42 @@ run_binky012() {
         if ! timeout 600 env BINKY_HOME="$R_HOME" BINKY_DB_ADMIN_URL="$PG_ADMIN" BINKY_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
             "$BINKY012" up "$w" >"$out/up-$w.txt" 2>&1; then
             log "binky 0.1.2 up $w failed:"; cat "$out/up-$w.txt" >&2
+            rb status 2>&1 | sed 's/^/    0.1.2 status | /' >&2 || true
+            tail -5 "$R_HOME/events.log" 2>/dev/null | sed 's/^/    0.1.2 events | /' >&2 || true
             record binky012 "failed.$w" 1 "$(tr '\n' ' ' <"$out/up-$w.txt" | cut -c1-600)"
-            return 0
+            n=$((i - 1))
+            break
         fi
         local t_up; t_up=$(elapsed "$t0")
         if ! wait_answers "$PROXY012" "web.$w.fullstack.localhost" 60; then
             log "binky 0.1.2 $w does not answer through its proxy"
             record binky012 "failed.$w" 1 "up returned but / or /api/notes/ did not answer through its proxy within 60 s"
-            return 0
+            n=$((i - 1))
+            break
         fi
         record binky012 "up_s.$w" "$t_up"
         record binky012 "ready_s.$w" "$(elapsed "$t0")"
         log "binky 0.1.2 $w ready in $(elapsed "$t0")s"
     done
+    [ "$n" -ge 1 ] || return 0
     for w in $(printf 'w%s\n' 1 2 "$n" | uniq); do
         local wt="$R_HOME/worktrees/fullstack/$w"
         [ -d "$wt" ] || wt="$(find "$R_HOME/worktrees" -maxdepth 2 -name "$w" -type d | head -1)"
-        [ -n "$wt" ] && record binky012 "disk_mib.$w" "$(du_mib "$wt")"
+        [ -n "$wt" ] || continue
+        record binky012 "disk_mib.$w" "$(du_mib "$wt")"
+        read -r rss pss nproc < <(mem_of $(pids_under "$wt"))
+        record binky012 "rss_mib.$w" "$rss" "processes whose cwd is in the worktree, and their children ($nproc)"
+        record binky012 "pss_mib.$w" "$pss"
     done
     local rms=()
-    for i in $(seq "$n" -1 1); do
+    for i in $(seq "$OTHER_WORLDS" -1 1); do
         local t0=$EPOCHREALTIME
+        local wt; wt="$(find "$R_HOME/worktrees" -maxdepth 2 -name "w$i" -type d | head -1)"
         rb remove "w$i" --force >"$out/remove-w$i.txt" 2>&1 || true
+        # its CLI stops waiting after 30 s while the daemon carries on: time until the worktree is gone
+        while [ -n "$wt" ] && [ -d "$wt" ] && [ $(($(printf '%.0f' "$(elapsed "$t0")"))) -lt 180 ]; do sleep 0.1; done
         rms+=("$(elapsed "$t0")")
+        sed 's/^/    remove w'"$i"' | /' "$out/remove-w$i.txt" >&2
     done
     record binky012 remove_s "$(median "${rms[@]}")" "median of $n"
     rb daemon stop >/dev/null 2>&1 || true
