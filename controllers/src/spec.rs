@@ -49,8 +49,9 @@ pub struct Project {
     /// Also serve the project's URLs over HTTPS.
     pub https: bool,
     /// Ignored paths of the main checkout copied into a new world's worktree before any
-    /// `setup` (dependency directories: `node_modules`, `.venv`; gitignore patterns), on
-    /// top of what `.worktreeinclude` lists. binky only.
+    /// `setup` (dependency directories: `node_modules`, `.venv`; gitignore patterns,
+    /// relative to binky.toml's directory), on top of what `.worktreeinclude` (at the
+    /// repository's top) lists. binky only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copy: Vec<String>,
 }

@@ -289,9 +289,23 @@ impl<G: Git> WorktreeController<G> {
         let fallbacks = self
             .store
             .read(|c| store::worktree_paths_of_repo(c, &world.repo_root))?;
+        // `copy` paths are relative to binky.toml's directory, as every path in it is.
+        let copy: Vec<String> = world
+            .spec
+            .project
+            .copy
+            .iter()
+            .map(|c| {
+                if world.config_rel.is_empty() {
+                    c.clone()
+                } else {
+                    format!("{}/{c}", world.config_rel.trim_end_matches('/'))
+                }
+            })
+            .collect();
         match self
             .git
-            .bootstrap(&world.repo_root, path, &world.spec.project.copy, &fallbacks)
+            .bootstrap(&world.repo_root, path, &copy, &fallbacks)
             .await
         {
             Ok(copied) => {

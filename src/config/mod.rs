@@ -857,7 +857,7 @@ impl<'a> Cx<'a> {
                     sp,
                     "project.copy",
                     format!("`{p}` is not a path inside the repository"),
-                    Some("name paths relative to the repository's top, e.g. copy = [\"node_modules\", \"web/node_modules\", \".venv\"]".to_owned()),
+                    Some("name paths relative to the directory of binky.toml, e.g. copy = [\"node_modules\", \"web/node_modules\", \".venv\"]".to_owned()),
                 );
             } else {
                 copy.push(p);

@@ -192,3 +192,39 @@ fn a_copied_virtualenv_is_the_new_worlds_own_not_a_pointer_to_the_one_it_came_fr
     env.ok(&["remove", "w1"]);
     env.assert_nothing_left(&["w1"]);
 }
+
+#[test]
+fn copy_paths_are_relative_to_the_directory_of_binky_toml() {
+    let env = Env::new(CONFIG);
+    let app = env.repo.join("apps/shop");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::rename(env.repo.join("binky.toml"), app.join("binky.toml")).unwrap();
+    std::fs::copy(env.repo.join("server.py"), app.join("server.py")).unwrap();
+    // The setup reads what the repository top's .worktreeinclude brings; not needed here.
+    let text = std::fs::read_to_string(app.join("binky.toml"))
+        .unwrap()
+        .replace(
+            "setup = \"cat .env certs/local.pem node_modules/pkg/index.js > seen-by-setup.txt\"\n",
+            "",
+        );
+    std::fs::write(app.join("binky.toml"), text).unwrap();
+    write(&env.repo.join(".gitignore"), "node_modules/\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "the app in a subdirectory"]);
+    write(&app.join("node_modules/pkg/index.js"), "in the app\n");
+    write(
+        &env.repo.join("node_modules/other/index.js"),
+        "at the top: not named\n",
+    );
+    let out = env.binky_in(&app, &["up", "w"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wt = env.worktree("w");
+    assert_eq!(
+        std::fs::read_to_string(wt.join("apps/shop/node_modules/pkg/index.js")).unwrap(),
+        "in the app\n"
+    );
+    assert!(!wt.join("node_modules").exists());
+    let out = env.binky_in(&app, &["remove", "w"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    env.assert_nothing_left(&["w"]);
+}
