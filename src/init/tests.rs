@@ -878,3 +878,25 @@ fn urls_are_found_with_their_parts() {
     assert_eq!(rebase("./a/b/.env", Some("a/b")), ".env");
     assert_eq!(rebase("a/x.env", Some("a/b")), "../x.env");
 }
+
+#[test]
+fn keys_and_values_written_through_toml_edit_read_back_as_they_were() {
+    for s in [
+        "plain",
+        "psql \"$DATABASE_URL\" -f schema.sql",
+        "it's a 'quote' and a \"double\"",
+        "back\\slash and\nnew line\tand \u{7} bell",
+        "",
+    ] {
+        let line = format!(
+            "{} = {}\nlist = {}\n",
+            toml_key(s),
+            q(s),
+            toml_list(&[s.to_owned(), "x".into()])
+        );
+        let t: toml::Table = toml::from_str(&line).unwrap_or_else(|e| panic!("{e}\n{line}"));
+        assert_eq!(t[s].as_str(), Some(s), "{line}");
+        assert_eq!(t["list"][0].as_str(), Some(s), "{line}");
+    }
+    assert_eq!(toml_key("web-ui_2"), "web-ui_2");
+}

@@ -1,41 +1,25 @@
-//! Writing TOML and comment text.
+//! Writing TOML and comment text: every key and value through `toml_edit` (the lines and
+//! comments around them are laid out by [`super::render`]).
 
 use super::*;
 
-/// A TOML basic string.
+/// A TOML string, as `toml_edit` writes it (a basic string, or a literal one when that
+/// reads better: `'psql "$DATABASE_URL"'`).
 pub(super) fn q(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    toml_edit::Value::from(s).to_string().trim().to_owned()
 }
 
-/// A TOML key: bare when it can be.
+/// A TOML key, as `toml_edit` writes it: bare when it can be, quoted otherwise.
 pub(super) fn toml_key(k: &str) -> String {
-    if !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        k.to_owned()
-    } else {
-        q(k)
-    }
+    toml_edit::Key::new(k).to_string().trim().to_owned()
 }
 
+/// A TOML array of strings, as `toml_edit` writes it.
 pub(super) fn toml_list(items: &[String]) -> String {
-    let parts: Vec<String> = items.iter().map(|s| q(s)).collect();
-    format!("[{}]", parts.join(", "))
+    let array: toml_edit::Array = items.iter().map(String::as_str).collect();
+    let mut v = toml_edit::Value::Array(array);
+    v.decor_mut().clear();
+    v.to_string().trim().to_owned()
 }
 
 /// One comment line's worth of text.
