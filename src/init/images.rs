@@ -163,6 +163,37 @@ pub(super) const REPLACED_IMAGES: &[(&str, &str)] = &[
     ("envoy", "Envoy, a reverse proxy"),
 ];
 
+/// Mail catchers: one on the host serves every world (`shared = true`). Image fragment,
+/// the tool, and its command with the image's usual ports (SMTP, then web UI).
+const MAIL_CATCHERS: &[(&str, &str, &str)] = &[
+    ("mailpit", "Mailpit", "mailpit --smtp 0.0.0.0:1025 --listen 0.0.0.0:8025"),
+    (
+        "mailhog",
+        "MailHog",
+        "MailHog -smtp-bind-addr 0.0.0.0:1025 -ui-bind-addr 0.0.0.0:8025 -api-bind-addr 0.0.0.0:8025",
+    ),
+    ("maildev", "MailDev", "maildev --smtp 1025 --web 1080 --ip 0.0.0.0"),
+    (
+        "mailcatcher",
+        "MailCatcher",
+        "mailcatcher --foreground --ip 0.0.0.0 --smtp-port 1025 --http-port 1080",
+    ),
+];
+
+/// The tool and its host command, if `image` is a mail catcher.
+pub(super) fn mail_catcher(image: &str) -> Option<(&'static str, &'static str)> {
+    let path = image
+        .split(['@', ':'])
+        .next()
+        .unwrap_or(image)
+        .to_ascii_lowercase();
+    let last = path.rsplit('/').next().unwrap_or(&path).to_owned();
+    MAIL_CATCHERS
+        .iter()
+        .find(|(needle, _, _)| last.contains(needle))
+        .map(|(_, tool, cmd)| (*tool, *cmd))
+}
+
 /// What binky replaces an image with, if it is infrastructure binky replaces.
 pub(super) fn replaced_image(image: &str) -> Option<&'static str> {
     let no_digest = image.split('@').next().unwrap_or(image);

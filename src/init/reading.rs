@@ -16,6 +16,26 @@ impl Init {
                 .get("image")
                 .and_then(scalar)
                 .map(|i| self.interpolate(&i));
+            // A mail catcher runs on the host, one for every world: its usual command.
+            let mut def = def;
+            if let Some((tool, cmd)) = image.as_deref().and_then(mail_catcher) {
+                if command_of(&def).is_none() {
+                    def.insert(Value::from("command"), Value::from(cmd));
+                    // Its SMTP and web ports get a port of each world's too.
+                    let mut expose = match def.get("expose") {
+                        Some(Value::Sequence(s)) => s.clone(),
+                        _ => Vec::new(),
+                    };
+                    for port in [1025u16, 8025, 1080] {
+                        let p = Value::from(port.to_string());
+                        if cmd.contains(&port.to_string()) && !expose.contains(&p) {
+                            expose.push(p);
+                        }
+                    }
+                    def.insert(Value::from("expose"), Value::Sequence(expose));
+                }
+                def.insert(Value::from("x-binky-shared"), Value::from(tool));
+            }
             let runs_code =
                 def.get("build").is_some_and(|b| !b.is_null()) || command_of(&def).is_some();
             let kind = match (

@@ -277,12 +277,23 @@ impl Init {
             }
             None => None,
         };
+        // A mail catcher: its host command, one per world (a few MiB each; one shared by
+        // every world once binky has shared services).
+        let shared_tool = def.get("x-binky-shared").and_then(scalar);
+        if let Some(tool) = &shared_tool {
+            out.push_str(&format!(
+                "# {tool} catches this world's mail, on the host: install it there (binky runs\n# processes, not images).\n"
+            ));
+        }
         out.push_str(&format!("[services.{name}]\n"));
         let image_only = cmd.as_deref().and_then(image_only_command);
         match (&cmd, image_only) {
             (Some(c), None) => {
                 out.push_str(&format!("cmd = {}\n", q(c)));
-                notes.push("cmd from command".into());
+                match &shared_tool {
+                    Some(tool) => notes.push(format!("{tool} on the host, one per world")),
+                    None => notes.push("cmd from command".into()),
+                }
             }
             (cmd, why) => {
                 let built = match (&why, &workdir) {

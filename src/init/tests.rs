@@ -355,7 +355,7 @@ fn depends_on_keeps_only_services_in_the_file_in_either_form() {
         r#"
 services:
   db: { image: postgres }
-  mail: { image: mailhog/mailhog }
+  mail: { image: grafana/loki }
   api:
     build: .
     depends_on:
@@ -380,7 +380,7 @@ services:
     assert!(g
         .to_decide
         .iter()
-        .any(|l| l.starts_with("mail: runs image mailhog/mailhog")));
+        .any(|l| l.starts_with("mail: runs image grafana/loki")));
     assert!(g
         .mapped
         .iter()

@@ -552,7 +552,16 @@ fn init_reads_the_file_named_by_f_and_says_rails_checks_the_host() {
         text.contains("# NOTE: Rails (config/application.rb)"),
         "{text}"
     );
-    assert!(text.contains("TODO: mailcatcher"), "{text}");
+    // The mail catcher runs on the host, with a port of the world's for SMTP and its UI.
+    assert_eq!(
+        s(&t, "services/mailcatcher/cmd").as_str(),
+        Some("mailcatcher --foreground --ip 0.0.0.0 --smtp-port ${self.p1025} --http-port ${self.port}")
+    );
+    assert!(
+        text.contains("# MailCatcher catches this world's mail, on the host"),
+        "{text}"
+    );
+    assert!(!text.contains("TODO: mailcatcher"), "{text}");
     // A file that is not there is named.
     let (_tmp2, dir2) = project("rails-like", "r2");
     let out = init(&dir2, &["-f", "compose.prod.yml"]);
