@@ -180,6 +180,20 @@ impl Servers {
         let dir = self.home.root().join("servers").join(kind.as_str());
         std::fs::create_dir_all(&dir)
             .map_err(|e| ServerError::Io(format!("{}: {e}", dir.display())))?;
+        // A daemon killed between starting the server and recording it left one running
+        // that nothing knows: stopped, so it neither leaks nor keeps the port.
+        if let Some(pid) = unrecorded_server(kind, &dir.join("data")) {
+            tracing::warn!(
+                kind = kind.as_str(),
+                pid,
+                "stopping a managed server no daemon recorded"
+            );
+            let first = match kind {
+                Kind::Postgres => nix::sys::signal::Signal::SIGINT,
+                _ => nix::sys::signal::Signal::SIGTERM,
+            };
+            crate::supervisor::stop_group_with(pid, first, Duration::from_secs(10)).await;
+        }
         // Keep the port (and password) a server had: URLs stored in slices stay valid.
         let port = existing
             .as_ref()
@@ -410,6 +424,28 @@ pub fn spawn_detached(
         let _ = child.wait();
     });
     Ok(pid)
+}
+
+/// The pid of a server of `kind` still running on `data` (its pid file names a live process
+/// whose working directory is `data`: PostgreSQL, MariaDB and binky's Redis all run there).
+fn unrecorded_server(kind: Kind, data: &std::path::Path) -> Option<u32> {
+    let file = match kind {
+        Kind::Postgres => "postmaster.pid",
+        Kind::Mysql => "mariadbd.pid",
+        Kind::Redis => "redis.pid",
+    };
+    let pid: u32 = std::fs::read_to_string(data.join(file))
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()?;
+    if procfs::stat(pid)?.state == 'Z' {
+        return None;
+    }
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    (std::fs::canonicalize(data).ok()? == cwd).then_some(pid)
 }
 
 #[cfg(test)]

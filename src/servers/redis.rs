@@ -92,12 +92,14 @@ fn config(port: u16, data_dir: &Path, acl_file: &Path) -> String {
          daemonize no\n\
          logfile \"\"\n\
          dir {dir}\n\
+         pidfile {pidfile}\n\
          aclfile {acl}\n\
          # RDB snapshots (Redis' default save points, and at shutdown); no AOF.\n\
          save 3600 1 300 100 60 10000\n\
          dbfilename dump.rdb\n\
          appendonly no\n",
         dir = quote(&data_dir.to_string_lossy()),
+        pidfile = quote(&data_dir.join("redis.pid").to_string_lossy()),
         acl = quote(&acl_file.to_string_lossy()),
     )
 }

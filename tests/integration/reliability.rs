@@ -653,3 +653,68 @@ setup = "touch web-setup.txt"
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// Processes of `bin` (a server binary's file name) whose working directory is `dir`.
+fn servers_in(bin: &str, dir: &std::path::Path) -> Vec<u32> {
+    let dir = dir.canonicalize().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == bin)
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == dir)
+        })
+        .collect()
+}
+
+#[test]
+fn a_managed_server_no_daemon_recorded_is_stopped_not_left_running_beside_a_new_one() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "orphansrv"
+{{range}}
+
+[services.cache]
+adapter = "redis"
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+depends_on = ["cache"]
+"#
+    ));
+    env.ok(&["up", "w"]);
+    let data = env.home.join("servers/redis/data");
+    let first = servers_in("redis-server", &data);
+    assert_eq!(first.len(), 1, "{first:?}");
+    // As a daemon killed between starting the server and recording it leaves things: the
+    // server runs, the store does not know it.
+    env.ok(&["daemon", "stop"]);
+    let store = binky_controllers::store::Store::open(&env.home.join("state.db")).unwrap();
+    store
+        .write(|tx| {
+            tx.execute(
+                "UPDATE servers SET pid = NULL, start_time = NULL, state = 'stopped'",
+                [],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    drop(store);
+    env.ok(&["up", "w"]);
+    wait_until(
+        "one redis-server on the data",
+        Duration::from_secs(20),
+        || servers_in("redis-server", &data).len() == 1,
+    );
+    let now = servers_in("redis-server", &data);
+    assert_ne!(
+        now, first,
+        "the unrecorded server was stopped and a new one started"
+    );
+    assert!(!alive(first[0]), "the old server still runs");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
