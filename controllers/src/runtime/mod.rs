@@ -230,8 +230,19 @@ pub(crate) async fn reconcile_one<C: Controller>(
     if world.deleted {
         return cleanup_one(controller, store, trigger, backoff, &world).await;
     }
-    if let Err(err) = add_finalizer(store, id, controller.name()) {
-        tracing::warn!(controller = controller.name(), world = id, %err, "cannot add finalizer");
+    match add_finalizer(store, id, controller.name()) {
+        // Marked deleted since it was read: nothing may be made for it now (a worktree made
+        // after the last finalizer went would be left behind). Cleanup comes next.
+        Ok(false) => {
+            return Outcome {
+                next: Some(std::time::Duration::ZERO),
+                forget: false,
+            }
+        }
+        Ok(true) => {}
+        Err(err) => {
+            tracing::warn!(controller = controller.name(), world = id, %err, "cannot add finalizer")
+        }
     }
     match controller.apply(&world).await {
         Ok(applied) => {
@@ -339,14 +350,21 @@ async fn cleanup_one<C: Controller>(
     }
 }
 
-fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<(), StoreError> {
+/// Hold `controller`'s finalizer on `world`; false when the world is marked deleted and the
+/// finalizer is not held (it can no longer be added).
+fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool, StoreError> {
     store.write(|tx| {
         tx.execute(
             "INSERT OR IGNORE INTO finalizers (world_id, controller)
              SELECT id, ?2 FROM worlds WHERE id = ?1 AND deleted_at IS NULL",
             params![world, controller],
         )?;
-        Ok(())
+        let held: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM finalizers WHERE world_id = ?1 AND controller = ?2",
+            params![world, controller],
+            |r| r.get(0),
+        )?;
+        Ok(held > 0)
     })
 }
 
