@@ -124,8 +124,7 @@ clone_from = "golden"
         "{text}"
     );
     // `binky up` says it too (it does not refuse; the migrate then fails here: there is no
-    // npm script). Waited for: a `remove` right after `up --no-wait` can leave the worktree
-    // behind (a race noted for the next session).
+    // npm script).
     let out = env.binky(&["up", "w"]);
     assert!(
         stderr(&out).contains("covers only the text of migrate and seed"),
