@@ -122,6 +122,9 @@ pub struct GitState {
     pub branches: BTreeMap<String, u64>,
     pub dirty: BTreeSet<PathBuf>,
     pub calls: Vec<String>,
+    /// `(name, gate)`: `bootstrap` of a worktree named `name` waits for the gate's
+    /// notification (to look at what happens meanwhile).
+    pub bootstrap_gate: Option<(String, Arc<tokio::sync::Notify>)>,
 }
 
 impl Git for FakeGit {
@@ -154,10 +157,20 @@ impl Git for FakeGit {
     async fn bootstrap(
         &self,
         _repo: &Path,
-        _worktree: &Path,
+        worktree: &Path,
         _copy: &[String],
         _fallbacks: &[PathBuf],
     ) -> Result<Vec<crate::worktree::Copied>, String> {
+        let gate = {
+            let mut g = self.inner.lock().unwrap();
+            g.calls.push(format!("bootstrap {}", worktree.display()));
+            g.bootstrap_gate
+                .clone()
+                .filter(|(name, _)| worktree.file_name().is_some_and(|n| n == name.as_str()))
+        };
+        if let Some((_, gate)) = gate {
+            gate.notified().await;
+        }
         Ok(Vec::new())
     }
     async fn changes(&self, wt: &Path) -> Result<Vec<String>, GitError> {

@@ -393,10 +393,6 @@ impl<G: Git> WorktreeController<G> {
                 format!("found worktree at {}", wt.path.display())
             };
             self.store.event(world.id, "worktree", &msg)?;
-            if !adopted {
-                // A daemon that died after git made it may not have copied everything.
-                self.bootstrap(world, &wt.path).await?;
-            }
             return Ok(row);
         }
         let path = &world.worktree_path;
@@ -464,7 +460,6 @@ impl<G: Git> WorktreeController<G> {
             )
         };
         self.store.event(world.id, "worktree", &msg)?;
-        self.bootstrap(world, path).await?;
         Ok(WorktreeRow {
             path: path.clone(),
             branch: world.branch.clone(),
@@ -555,6 +550,12 @@ impl<G: Git> Controller for WorktreeController<G> {
                     }
                     Err(e) => return Err(e),
                 };
+                // Before the row says ready (nothing runs in it yet), and outside the repo's
+                // lock: a 300 MB copy must not hold up other worlds' checkouts. A worktree a
+                // killed daemon found made (not adopted) may not have had its copies either.
+                if !row.adopted {
+                    self.bootstrap(world, &row.path).await?;
+                }
                 self.save(world, &row)?;
                 row
             }

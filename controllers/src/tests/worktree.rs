@@ -289,3 +289,49 @@ async fn a_checkout_left_half_made_by_a_killed_daemon_is_made_again_not_kept_or_
     assert!(row.created_branch);
     assert_eq!(cond(&store, w.id).status, CondStatus::True);
 }
+
+#[tokio::test]
+async fn copying_into_a_new_worktree_holds_up_no_other_worlds_checkout_and_nothing_runs_meanwhile()
+{
+    let (dir, store, ctrl) = setup();
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    ctrl_git(&ctrl).inner.lock().unwrap().bootstrap_gate = Some(("a".into(), gate.clone()));
+    let a = store
+        .put_world(&new_world(dir.path(), "a", spec(vec![])))
+        .unwrap()
+        .world;
+    let b = store
+        .put_world(&new_world(dir.path(), "b", spec(vec![])))
+        .unwrap()
+        .world;
+    let state = |id| {
+        store
+            .read(|c| store::worktree(c, id))
+            .unwrap()
+            .map(|r| r.state)
+    };
+    let first = reconcile(&ctrl, &store, a.id);
+    tokio::pin!(first);
+    // a is held in its copy; b's checkout is made meanwhile (the repository's lock is not
+    // held during a copy). Polled first, a reaches its copy before b starts.
+    tokio::select! {
+        biased;
+        _ = &mut first => panic!("a finished although its copy was held"),
+        done = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            reconcile(&ctrl, &store, b.id),
+        ) => done.expect("b's checkout waited for a's copy"),
+    }
+    assert_eq!(state(b.id).as_deref(), Some("ready"));
+    // a's worktree is not ready (nothing may start in it) until its copy is done.
+    assert_eq!(state(a.id).as_deref(), Some("creating"));
+    gate.notify_one();
+    first.await;
+    assert_eq!(state(a.id).as_deref(), Some("ready"));
+    let calls = ctrl_calls(&ctrl);
+    assert_eq!(
+        calls.iter().filter(|c| c.starts_with("bootstrap")).count(),
+        2,
+        "{calls:?}"
+    );
+}
