@@ -122,6 +122,8 @@ pub struct GitState {
     pub branches: BTreeMap<String, u64>,
     pub dirty: BTreeSet<PathBuf>,
     pub calls: Vec<String>,
+    /// The worktrees `bootstrap` was asked to fill (not git: not in `calls`).
+    pub bootstraps: Vec<PathBuf>,
     /// `(name, gate)`: `bootstrap` of a worktree named `name` waits for the gate's
     /// notification (to look at what happens meanwhile).
     pub bootstrap_gate: Option<(String, Arc<tokio::sync::Notify>)>,
@@ -163,7 +165,7 @@ impl Git for FakeGit {
     ) -> Result<Vec<crate::worktree::Copied>, String> {
         let gate = {
             let mut g = self.inner.lock().unwrap();
-            g.calls.push(format!("bootstrap {}", worktree.display()));
+            g.bootstraps.push(worktree.to_owned());
             g.bootstrap_gate
                 .clone()
                 .filter(|(name, _)| worktree.file_name().is_some_and(|n| n == name.as_str()))
