@@ -138,13 +138,16 @@ impl Git for GitCli {
     }
 
     async fn changes(&self, worktree: &Path) -> Result<Vec<String>, GitError> {
-        Ok(binky_controllers::dirty::parse_status_z(
-            &git(
-                worktree,
-                &["status", "--porcelain", "-z", "--untracked-files=normal"],
-            )
-            .await?,
-        ))
+        binky_controllers::dirty::changed_paths(worktree)
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::Other => GitError::Failed {
+                    args: "status --porcelain -z".into(),
+                    dir: worktree.to_owned(),
+                    stderr: e.to_string(),
+                },
+                _ => GitError::Spawn(e),
+            })
     }
 
     async fn remove_worktree(&self, repo: &Path, path: &Path) -> Result<(), GitError> {

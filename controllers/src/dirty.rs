@@ -35,6 +35,8 @@ pub fn parse_status_z(out: &str) -> Vec<String> {
 }
 
 /// `git status` of a worktree: the paths with uncommitted changes, untracked included.
+/// The one place binky asks git what changed (the worktree controller's `Git::changes`,
+/// `binky remove`'s refusal and the record after a setup all come here).
 pub async fn changed_paths(worktree: &Path) -> std::io::Result<Vec<String>> {
     let out = tokio::process::Command::new("git")
         .arg("-C")
@@ -99,11 +101,14 @@ fn walk(dir: &Path, count: &mut u64, size: &mut u64, newest: &mut u128) {
 }
 
 /// Fingerprints of `paths` now.
+/// (A directory's fingerprint walks it: on a daemon worker, the walk is moved off it.)
 pub fn fingerprints(worktree: &Path, paths: &[String]) -> BTreeMap<String, String> {
-    paths
-        .iter()
-        .map(|p| (p.clone(), fingerprint(worktree, p)))
-        .collect()
+    crate::store::off_worker(|| {
+        paths
+            .iter()
+            .map(|p| (p.clone(), fingerprint(worktree, p)))
+            .collect()
+    })
 }
 
 /// Of the `changed` paths, those that are the user's: not as `setup` left them.
@@ -112,15 +117,17 @@ pub fn users_changes(
     changed: &[String],
     after_setup: &BTreeMap<String, String>,
 ) -> Vec<String> {
-    changed
-        .iter()
-        .filter(|p| {
-            after_setup
-                .get(*p)
-                .is_none_or(|f| *f != fingerprint(worktree, p))
-        })
-        .cloned()
-        .collect()
+    crate::store::off_worker(|| {
+        changed
+            .iter()
+            .filter(|p| {
+                after_setup
+                    .get(*p)
+                    .is_none_or(|f| *f != fingerprint(worktree, p))
+            })
+            .cloned()
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use binky_controllers::{dirty, store};
 
-use super::context::{git, nudge, Ctx, Failure};
+use super::context::{nudge, Ctx, Failure};
 use super::wait::{self, Goal};
 use super::{exit, WaitArgs};
 
@@ -15,30 +15,24 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
         // A worktree binky is still making (state "creating") holds nothing of anyone's: a
         // checkout half done shows its files as deleted.
         if !force && !wt.adopted && wt.state != "creating" && wt.path.is_dir() {
-            let status = git(
-                &wt.path,
-                &["status", "--porcelain", "-z", "--untracked-files=normal"],
-            )
-            .map_err(|e| {
+            // The user's changes only: what the world's own setup made is binky's.
+            let changed = dirty::changed_paths(&wt.path).await.map_err(|e| {
                 Failure::failed(format!(
                     "cannot check {} for uncommitted changes: {e}",
                     wt.path.display()
                 ))
             })?;
-            // The user's changes only: what the world's own setup made is binky's.
-            let changed = dirty::parse_status_z(&status);
             let after_setup = ctx.store.read(|c| store::setup_changes(c, world.id))?;
             let users = dirty::users_changes(&wt.path, &changed, &after_setup);
             if !users.is_empty() {
-                let lines: Vec<&String> = users.iter().collect();
-                let mut shown = lines
+                let mut shown = users
                     .iter()
                     .take(5)
                     .map(|l| format!("    {l}"))
                     .collect::<Vec<_>>()
                     .join("\n");
-                if lines.len() > 5 {
-                    shown.push_str(&format!("\n    … and {} more", lines.len() - 5));
+                if users.len() > 5 {
+                    shown.push_str(&format!("\n    … and {} more", users.len() - 5));
                 }
                 return Err(Failure::failed(format!(
                     "worktree {} has uncommitted changes:\n{shown}\ncommit or stash them, or run `binky remove {name} --force` to discard them; nothing was changed",
