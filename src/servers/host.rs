@@ -232,11 +232,7 @@ impl Server {
 
     /// Does the pid file in `data` name a live process?
     fn running(&self, data: &Path) -> bool {
-        std::fs::read_to_string(data.join(self.pid_file))
-            .ok()
-            .and_then(|t| t.lines().next()?.trim().parse::<u32>().ok())
-            .and_then(procfs::stat)
-            .is_some_and(|s| s.state != 'Z')
+        live_pid_in(data, self.pid_file).is_some()
     }
 
     /// The error for a server that did not come up, with the end of what it logged since
@@ -523,6 +519,19 @@ pub(super) fn on_path(program: &str) -> Option<PathBuf> {
 pub(super) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The live (not zombie) process the pid file `file` in `data` names (the pid on its first
+/// line, as PostgreSQL, MariaDB and Redis write it).
+pub(super) fn live_pid_in(data: &Path, file: &str) -> Option<u32> {
+    let pid = std::fs::read_to_string(data.join(file))
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse::<u32>()
+        .ok()?;
+    (procfs::stat(pid)?.state != 'Z').then_some(pid)
 }
 
 #[cfg(test)]

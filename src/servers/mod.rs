@@ -37,6 +37,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The first signal of a stop: PostgreSQL's backends run in sessions of their own and
+    /// SIGTERM waits for every client to leave, so SIGINT (its fast, clean shutdown); else
+    /// SIGTERM.
+    pub fn stop_signal(self) -> nix::sys::signal::Signal {
+        match self {
+            Kind::Postgres => nix::sys::signal::Signal::SIGINT,
+            _ => nix::sys::signal::Signal::SIGTERM,
+        }
+    }
+
     /// The managed server behind an adapter name, if binky runs that kind.
     pub fn for_adapter(adapter: &str) -> Option<Kind> {
         match adapter.split('@').next().unwrap_or(adapter) {
@@ -188,11 +198,8 @@ impl Servers {
                 pid,
                 "stopping a managed server no daemon recorded"
             );
-            let first = match kind {
-                Kind::Postgres => nix::sys::signal::Signal::SIGINT,
-                _ => nix::sys::signal::Signal::SIGTERM,
-            };
-            crate::supervisor::stop_group_with(pid, first, Duration::from_secs(10)).await;
+            crate::supervisor::stop_group_with(pid, kind.stop_signal(), Duration::from_secs(10))
+                .await;
         }
         // Keep the port (and password) a server had: URLs stored in slices stay valid.
         let port = existing
@@ -316,12 +323,8 @@ impl Servers {
             }
             if Self::alive(&row) {
                 if let Some(pid) = row.pid {
-                    // PostgreSQL's backends run in sessions of their own and SIGTERM waits
-                    // for every client to leave: SIGINT is its fast, clean shutdown.
-                    let first = match Kind::parse(&row.kind) {
-                        Some(Kind::Postgres) => nix::sys::signal::Signal::SIGINT,
-                        _ => nix::sys::signal::Signal::SIGTERM,
-                    };
+                    let first = Kind::parse(&row.kind)
+                        .map_or(nix::sys::signal::Signal::SIGTERM, Kind::stop_signal);
                     crate::supervisor::stop_group_with(pid, first, Duration::from_secs(10)).await;
                 }
                 stopped.push(row.kind.clone());
@@ -434,16 +437,7 @@ fn unrecorded_server(kind: Kind, data: &std::path::Path) -> Option<u32> {
         Kind::Mysql => "mariadbd.pid",
         Kind::Redis => "redis.pid",
     };
-    let pid: u32 = std::fs::read_to_string(data.join(file))
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()?;
-    if procfs::stat(pid)?.state == 'Z' {
-        return None;
-    }
+    let pid = host::live_pid_in(data, file)?;
     let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
     (std::fs::canonicalize(data).ok()? == cwd).then_some(pid)
 }
