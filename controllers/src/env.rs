@@ -296,6 +296,21 @@ pub fn adapter_command_env(
     (workdir, e)
 }
 
+/// Give a process (`process`: the service it runs for, if any) binky's CA as
+/// `NODE_EXTRA_CA_CERTS`, unless the service's own `env` names a file; `callers` is the
+/// value the caller's environment has (see [`node_extra_ca`]).
+pub fn give_node_ca(
+    env: &mut BTreeMap<String, String>,
+    ca: &Path,
+    process: Option<&crate::spec::Process>,
+    callers: Option<&str>,
+) {
+    if process.is_some_and(|p| p.env.contains_key("NODE_EXTRA_CA_CERTS")) {
+        return;
+    }
+    env.insert("NODE_EXTRA_CA_CERTS".into(), node_extra_ca(ca, callers));
+}
+
 /// The `NODE_EXTRA_CA_CERTS` a process gets: binky's CA (`ca`), and, when the caller's
 /// environment already names a file (a company's proxy CA), a bundle of both next to
 /// `ca` (Node reads only one file), made once per such file.
@@ -389,5 +404,33 @@ mod tests {
                 ("E".into(), "v".into()),
             ]
         );
+    }
+
+    #[test]
+    fn node_ca_is_binkys_a_bundle_with_the_callers_or_the_services_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(&ca, "BINKY CA\n").unwrap();
+        let theirs = dir.path().join("company.pem");
+        std::fs::write(&theirs, "COMPANY CA").unwrap();
+        let mut env = BTreeMap::new();
+        give_node_ca(&mut env, &ca, None, None);
+        assert_eq!(env["NODE_EXTRA_CA_CERTS"], ca.display().to_string());
+        give_node_ca(&mut env, &ca, None, Some(&theirs.display().to_string()));
+        let bundle = std::fs::read_to_string(&env["NODE_EXTRA_CA_CERTS"]).unwrap();
+        assert_eq!(bundle, "COMPANY CA\nBINKY CA\n");
+        // A service that sets it in its own env keeps its value.
+        let svc = crate::testing::web("node server.js", &[]);
+        let mut process = svc.process().unwrap().clone();
+        process
+            .env
+            .insert("NODE_EXTRA_CA_CERTS".into(), "/mine.pem".into());
+        let mut env = BTreeMap::from([("NODE_EXTRA_CA_CERTS".to_owned(), "/mine.pem".to_owned())]);
+        give_node_ca(&mut env, &ca, Some(&process), None);
+        assert_eq!(env["NODE_EXTRA_CA_CERTS"], "/mine.pem");
+        // A caller's file that cannot be read: binky's alone.
+        let mut env = BTreeMap::new();
+        give_node_ca(&mut env, &ca, None, Some("/no/such/file.pem"));
+        assert_eq!(env["NODE_EXTRA_CA_CERTS"], ca.display().to_string());
     }
 }

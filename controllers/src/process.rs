@@ -436,13 +436,8 @@ impl<S: Supervisor> ProcessController<S> {
         let mut env = env::service_env(world, name, svc, tokens, &vars);
         // binky's CA for Node clients, unless the service's own `env` names a file.
         if let Some(ca) = &self.config.ca_cert {
-            if !process.env.contains_key("NODE_EXTRA_CA_CERTS") {
-                let callers = world.env.get("NODE_EXTRA_CA_CERTS").map(String::as_str);
-                env.insert(
-                    "NODE_EXTRA_CA_CERTS".into(),
-                    env::node_extra_ca(ca, callers),
-                );
-            }
+            let callers = world.env.get("NODE_EXTRA_CA_CERTS").map(String::as_str);
+            env::give_node_ca(&mut env, ca, Some(process), callers);
         }
         let cmd = t.resolve(&process.cmd, name);
         // A changed health check, or a restart asked for this service alone (a watched file

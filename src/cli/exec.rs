@@ -110,17 +110,13 @@ pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32,
     let (dir, mut vars) = world_env(&ctx, &world, service.as_deref())?;
     // As the daemon gives its processes: Node clients trust the worlds' https URLs.
     let ca = ctx.home.ca().join("ca.crt");
-    let own_setting = service
-        .as_deref()
-        .and_then(|s| world.spec.services.get(s))
-        .and_then(|s| s.process())
-        .is_some_and(|p| p.env.contains_key("NODE_EXTRA_CA_CERTS"));
-    if ca.is_file() && !own_setting {
+    if ca.is_file() {
+        let process = service
+            .as_deref()
+            .and_then(|s| world.spec.services.get(s))
+            .and_then(|s| s.process());
         let callers = std::env::var("NODE_EXTRA_CA_CERTS").ok();
-        vars.insert(
-            "NODE_EXTRA_CA_CERTS".into(),
-            binky_controllers::env::node_extra_ca(&ca, callers.as_deref()),
-        );
+        env::give_node_ca(&mut vars, &ca, process, callers.as_deref());
     }
     // `${secret:REF}` as a service gets it (secret_command, else BINKY_SECRET_<REF> here).
     crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
