@@ -307,34 +307,13 @@ fn host_header_hints(dir: &Path, toml: &str) -> Vec<String> {
 /// relative to `dir`; unreadable ones are left out (binky.toml keeps naming them).
 fn env_file_texts(dir: &Path, compose: &str) -> std::collections::BTreeMap<String, String> {
     let mut out = std::collections::BTreeMap::new();
-    let Ok(doc) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(compose) else {
-        return out;
-    };
-    let Some(services) = doc.get("services").and_then(|s| s.as_mapping()) else {
-        return out;
-    };
-    for (_, def) in services {
-        let files: Vec<String> = match def.get("env_file") {
-            Some(serde_yaml_ng::Value::Sequence(items)) => items
-                .iter()
-                .filter_map(|v| match v {
-                    serde_yaml_ng::Value::Mapping(m) => {
-                        m.get("path").and_then(|p| p.as_str()).map(str::to_owned)
-                    }
-                    v => v.as_str().map(str::to_owned),
-                })
-                .collect(),
-            Some(v) => v.as_str().map(str::to_owned).into_iter().collect(),
-            None => Vec::new(),
-        };
-        for f in files {
-            let rel = f.trim_start_matches("./");
-            if rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
-                continue;
-            }
-            if let Ok(text) = std::fs::read_to_string(dir.join(rel)) {
-                out.insert(f, text);
-            }
+    for f in init::env_file_paths(compose) {
+        let rel = f.trim_start_matches("./");
+        if rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
+            continue;
+        }
+        if let Ok(text) = std::fs::read_to_string(dir.join(rel)) {
+            out.insert(f, text);
         }
     }
     out

@@ -157,6 +157,29 @@ pub fn merge_compose(files: &[(String, String)]) -> Result<String, InitError> {
     })
 }
 
+/// The `env_file` paths the services of a compose text name (as written; merge keys
+/// applied, so a service that inherits its `env_file` through `<<: *base` counts), each
+/// once: the files `binky init` reads for [`generate_with_files`].
+pub fn env_file_paths(compose: &str) -> Vec<String> {
+    let Ok(mut doc) = serde_yaml_ng::from_str::<Value>(compose) else {
+        return Vec::new();
+    };
+    if doc.apply_merge().is_err() {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = Vec::new();
+    if let Some(Value::Mapping(services)) = doc.get("services") {
+        for def in services.values().filter_map(Value::as_mapping) {
+            for f in string_list_env_file(def) {
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `KEY=value` list items (compose's list form of `environment` and `labels`) as a mapping.
 fn as_named_mapping(v: Value) -> Value {
     match v {

@@ -900,3 +900,29 @@ fn keys_and_values_written_through_toml_edit_read_back_as_they_were() {
     }
     assert_eq!(toml_key("web-ui_2"), "web-ui_2");
 }
+
+#[test]
+fn env_files_are_found_through_merge_keys_and_listed_once() {
+    let compose = r#"
+x-base: &base
+  env_file: [./.envs/.local/.django]
+services:
+  django:
+    <<: *base
+    env_file: [./.envs/.local/.django, ./.envs/.local/.postgres]
+  worker:
+    <<: *base
+  web:
+    env_file:
+      - path: .env.web
+        required: false
+"#;
+    assert_eq!(
+        env_file_paths(compose),
+        vec![
+            "./.envs/.local/.django",
+            "./.envs/.local/.postgres",
+            ".env.web"
+        ]
+    );
+}
