@@ -139,10 +139,36 @@ pub fn copy_path(from: &Path, to: &Path, rel: &str) -> std::io::Result<Copied> {
         crate::trash::delete_tree(&dst);
         let _ = std::fs::remove_file(&dst);
     }
+    let copied = copy_into(&src, &dst, from, to).inspect_err(|_| {
+        // Nothing half made stays in the user's worktree.
+        crate::trash::delete_tree(&dst);
+        let _ = std::fs::remove_file(&dst);
+    })?;
+    std::fs::rename(&dst, &done)?;
+    let (n, bytes, cloned) = copied;
+    Ok(Copied {
+        path: rel.to_owned(),
+        from: from.to_owned(),
+        files: n,
+        bytes,
+        how: if n > 0 && cloned == n {
+            CopyHow::Cloned
+        } else if cloned > 0 {
+            CopyHow::Mixed
+        } else {
+            CopyHow::Copied
+        },
+        took: started.elapsed(),
+    })
+}
+
+/// Copy `src` to `dst` (the temporary name); a virtualenv is made the new worktree's
+/// before it takes its place. Files, bytes, files cloned.
+fn copy_into(src: &Path, dst: &Path, from: &Path, to: &Path) -> std::io::Result<(u64, u64, u64)> {
     // Directories first (serially: cheap), then the files by several threads.
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut dirs: Vec<(PathBuf, PathBuf)> = Vec::new();
-    collect(&src, &dst, &mut files, &mut dirs)?;
+    collect(src, dst, &mut files, &mut dirs)?;
     let bytes = AtomicU64::new(0);
     let cloned = AtomicU64::new(0);
     let can_clone = AtomicBool::new(true);
@@ -191,28 +217,13 @@ pub fn copy_path(from: &Path, to: &Path, rel: &str) -> std::io::Result<Copied> {
             }
         }
     }
-    std::fs::rename(&dst, &done)?;
     // A Python virtualenv names its own place in its scripts and `.pth` files: pointed at
-    // the new worktree, or its `pip` would install into the world it was copied from.
-    if done.join("pyvenv.cfg").is_file() {
-        relocate_venv(&done, from, to);
+    // the new worktree (before it takes its place: a daemon killed in between leaves no
+    // venv of the wrong world), or its `pip` would install into the world it came from.
+    if dst.join("pyvenv.cfg").is_file() {
+        relocate_venv(dst, from, to);
     }
-    let n = files.len() as u64;
-    let cloned = cloned.into_inner();
-    Ok(Copied {
-        path: rel.to_owned(),
-        from: from.to_owned(),
-        files: n,
-        bytes: bytes.into_inner(),
-        how: if n > 0 && cloned == n {
-            CopyHow::Cloned
-        } else if cloned > 0 {
-            CopyHow::Mixed
-        } else {
-            CopyHow::Copied
-        },
-        took: started.elapsed(),
-    })
+    Ok((files.len() as u64, bytes.into_inner(), cloned.into_inner()))
 }
 
 /// In the virtualenv copied to `venv`, the paths of the checkout it came from (`from`)
