@@ -262,7 +262,7 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
         found.push(format!("Alembic scripts in {scripts}/"));
         patterns.push(format!("{scripts}/**"));
     }
-    let framework: Vec<&String> = all
+    let framework: BTreeSet<&String> = all
         .iter()
         .filter(|f| {
             let mut parts: Vec<&str> = f.split('/').collect();
@@ -277,35 +277,27 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
             is_schema_file(name)
         })
         .collect();
+    // `a, b, c, d and 3 more`.
+    let some = |items: Vec<String>| {
+        let more = items.len().saturating_sub(4);
+        let shown = items.into_iter().take(4).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            format!("{shown} and {more} more")
+        } else {
+            shown
+        }
+    };
     if !dirs.is_empty() {
-        let shown: Vec<String> = dirs.iter().take(4).map(|d| format!("{d}/")).collect();
-        let more = dirs.len().saturating_sub(4);
-        found.push(format!(
-            "migration and seed directories {}{}",
-            shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ));
+        let shown = some(dirs.iter().map(|d| format!("{d}/")).collect());
+        found.push(format!("migration and seed directories {shown}"));
     }
-    let schema: Vec<&String> = framework
+    let schema: Vec<String> = framework
         .iter()
-        .copied()
         .filter(|f| !dirs.iter().any(|d| f.starts_with(&format!("{d}/"))))
+        .map(|f| f.to_string())
         .collect();
     if !schema.is_empty() {
-        let shown: Vec<&str> = schema.iter().take(4).map(|s| s.as_str()).collect();
-        found.push(format!(
-            "schema and seed files {}{}",
-            shown.join(", "),
-            if schema.len() > 4 {
-                format!(" and {} more", schema.len() - 4)
-            } else {
-                String::new()
-            }
-        ));
+        found.push(format!("schema and seed files {}", some(schema)));
     }
     let files = all
         .iter()
