@@ -256,3 +256,46 @@ fn up_from_an_older_commit_says_uncommitted_only_of_uncommitted_changes() {
     env.ok(&["remove", "other"]);
     env.assert_nothing_left(&["old", "other"]);
 }
+
+#[test]
+fn remove_with_the_home_on_another_filesystem_removes_the_worktree_the_slow_way() {
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new(CONFIG);
+    // A home where a rename from the worktree cannot go (tmpfs vs the disk here).
+    let other = tempfile::tempdir_in("/dev/shm").expect("/dev/shm for a home on tmpfs");
+    let home = other.path().join("home");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(binky_bin())
+            .args(args)
+            .current_dir(&env.repo)
+            .env("BINKY_HOME", &home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    let (p, s) = (env.proxy_port().to_string(), env.https_port().to_string());
+    run(&["port", "--proxy", &p, "--https", &s]);
+    run(&["up", "w"]);
+    let wt = env.worktree("w");
+    let devices = (
+        std::fs::metadata(&wt).unwrap().dev(),
+        std::fs::metadata(other.path()).unwrap().dev(),
+    );
+    assert_ne!(
+        devices.0, devices.1,
+        "this test needs /dev/shm on another filesystem than the temporary directory"
+    );
+    fill_node_modules(&wt, 200);
+    std::fs::write(env.repo.join(".git/info/exclude"), "node_modules/\n").unwrap();
+    run(&["remove", "w"]);
+    assert!(
+        !wt.exists(),
+        "{} still there (devices {devices:?})",
+        wt.display()
+    );
+    assert!(!env.git(&["worktree", "list"]).contains("repo.worktrees"));
+    // Nothing went through the trash: it is empty or was never made.
+    let trash = home.join("trash");
+    assert!(std::fs::read_dir(&trash).map_or(true, |mut d| d.next().is_none()));
+    run(&["daemon", "stop"]);
+}
