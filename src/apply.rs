@@ -340,7 +340,7 @@ pub fn apply(store: &Store, world: &World, dry_run: bool) -> Result<Outcome, Sto
                 && runtime::set_condition(
                     store,
                     world,
-                    "config",
+                    runtime::Reporter::Config,
                     Condition::failed(CONDITION, "ConfigInvalid", msg.clone()),
                 )?
             {
@@ -370,7 +370,7 @@ pub fn apply(store: &Store, world: &World, dry_run: bool) -> Result<Outcome, Sto
     runtime::set_condition(
         store,
         world,
-        "config",
+        runtime::Reporter::Config,
         Condition::ok(CONDITION, "Valid", format!("{} is valid", path.display())),
     )?;
     if !changed {

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::{Probe, ServiceKind, Spec};
-use crate::store::{self, now_ms, DesiredState, Store, StoreError, World};
+use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World};
 
 /// Controller name.
 pub const NAME: &str = "admission";
@@ -301,7 +301,7 @@ impl<M: Machine> AdmissionController<M> {
     }
 
     fn release(&self, world: &World) -> Result<(), StoreError> {
-        self.store.write(|tx| {
+        self.store.write(owner::Gate, |tx| {
             tx.execute("DELETE FROM admissions WHERE world_id = ?1", [world.id])?;
             Ok(())
         })
@@ -412,7 +412,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
         }
         let now = now_ms();
         // Join the queue (or find this world's place in it).
-        self.store.write(|tx| {
+        self.store.write(owner::Gate, |tx| {
             tx.execute(
                 "INSERT OR IGNORE INTO admissions (world_id, state, queued_at, reason) VALUES (?1, 'queued', ?2, '')",
                 params![world.id, now],
@@ -490,7 +490,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
             }
         }
         if over.is_none() && ahead == 0 {
-            self.store.write(|tx| {
+            self.store.write(owner::Gate, |tx| {
                 tx.execute(
                     "UPDATE admissions SET state = 'admitted', reason = '' WHERE world_id = ?1",
                     [world.id],
@@ -507,7 +507,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
             (Some(o), n) => format!("queued behind {n} world(s): {o}"),
             (None, n) => format!("queued behind {n} world(s) that asked first"),
         };
-        self.store.write(|tx| {
+        self.store.write(owner::Gate, |tx| {
             tx.execute(
                 "UPDATE admissions SET reason = ?2 WHERE world_id = ?1",
                 params![world.id, reason],

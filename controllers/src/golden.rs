@@ -28,7 +28,7 @@ use crate::process::Supervisor;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::slice::{random_secret, SliceController, SliceEffects, SliceFault, SliceSpec};
 use crate::spec::Resource;
-use crate::store::{self, now_ms, GoldenRow, SliceRow, Store, StoreError, World};
+use crate::store::{self, now_ms, owner, GoldenRow, SliceRow, Store, StoreError, World};
 
 /// Finalizer and controller name.
 pub const NAME: &str = "golden";
@@ -413,7 +413,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         output: &str,
         build_ms: Option<i64>,
     ) -> Result<(), StoreError> {
-        self.store.write(|tx| {
+        self.store.write(owner::Golden, |tx| {
             tx.execute(
                 "UPDATE goldens SET state = ?2, output = ?3, build_ms = COALESCE(?4, build_ms), updated_at = ?5 WHERE key = ?1",
                 params![key, state, output, build_ms, now_ms()],
@@ -453,7 +453,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 )));
             }
         };
-        self.store.write(|tx| {
+        self.store.write(owner::Golden, |tx| {
             tx.execute(
                 "UPDATE goldens SET admin_url = ?2 WHERE key = ?1",
                 params![g.key, address.admin_url],
@@ -547,7 +547,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             };
             match self.slices.effects().teardown(&spec).await {
                 Ok(()) => {
-                    self.store.write(|tx| {
+                    self.store.write(owner::Golden, |tx| {
                         tx.execute("DELETE FROM goldens WHERE key = ?1", [&g.key])?;
                         tx.execute("DELETE FROM golden_drops WHERE key = ?1", [&g.key])?;
                         Ok(())
@@ -592,7 +592,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             .collect();
         let mut keep: Vec<String> = Vec::new();
         if wanted.is_empty() {
-            self.store.write(|tx| {
+            self.store.write(owner::Golden, |tx| {
                 tx.execute("DELETE FROM golden_refs WHERE world_id = ?1", [world.id])?;
                 Ok(())
             })?;
@@ -686,7 +686,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 .unwrap_or_else(|| format!("managed:{}", res.adapter));
             let key = golden_key(res, &server, &workdir);
             keep.push(service.clone());
-            self.store.write(|tx| {
+            self.store.write(owner::Golden, |tx| {
                 tx.execute(
                     "INSERT INTO golden_refs (world_id, service, key) SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
                      ON CONFLICT (world_id, service) DO UPDATE SET key = excluded.key",
@@ -704,7 +704,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             }
             // Claim the build, or find who has it.
             let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &key);
-            let claimed = self.store.write(|tx| {
+            let claimed = self.store.write(owner::Golden, |tx| {
                 let n = tx.execute(
                     "INSERT OR IGNORE INTO goldens (key, adapter, clone_from, name, secret, state, builder, owner_world, created_at, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, 'building', ?6, ?7, ?8, ?8)",
@@ -722,7 +722,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             if rebuild {
                 if !claimed {
                     // A build by a daemon that died, or a failed one the next `up` retries.
-                    self.store.write(|tx| {
+                    self.store.write(owner::Golden, |tx| {
                         tx.execute(
                             "UPDATE goldens SET state = 'building', builder = ?2, owner_world = ?3, output = '', updated_at = ?4 WHERE key = ?1",
                             params![key, self.builder, world.id, now_ms()],
@@ -769,7 +769,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
         // This world's services that no longer clone: their references go. (A reference
         // this pass made is in `keep`, so the ones read before the loop are all there is.)
         for svc in refs_now.into_keys().filter(|s| !keep.contains(s)) {
-            self.store.write(|tx| {
+            self.store.write(owner::Golden, |tx| {
                 tx.execute(
                     "DELETE FROM golden_refs WHERE world_id = ?1 AND service = ?2",
                     params![world.id, svc],
@@ -796,7 +796,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, GoldenError> {
-        self.store.write(|tx| {
+        self.store.write(owner::Golden, |tx| {
             tx.execute("DELETE FROM golden_refs WHERE world_id = ?1", [world.id])?;
             Ok(())
         })?;

@@ -18,7 +18,7 @@ use rusqlite::params;
 use sha2::{Digest, Sha256};
 
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::store::{self, now_ms, Store, StoreError, World};
+use crate::store::{self, now_ms, owner, Store, StoreError, World};
 
 /// Finalizer and controller name.
 pub const NAME: &str = "port";
@@ -138,7 +138,7 @@ impl<P: PortProbe> Controller for PortController<P> {
             .collect();
 
         let mut events: Vec<(&'static str, String)> = Vec::new();
-        let assigned = self.store.write_with(|tx| -> Result<_, PortError> {
+        let assigned = self.store.write_with(owner::Port, |tx| -> Result<_, PortError> {
             let mut mine: BTreeMap<(String, String), u16> = BTreeMap::new();
             {
                 let mut stmt =
@@ -259,7 +259,7 @@ impl<P: PortProbe> Controller for PortController<P> {
         if fins.iter().any(|f| f == crate::process::NAME) {
             return Ok(Cleanup::Pending(Action::AwaitChange));
         }
-        self.store.write(|tx| {
+        self.store.write(owner::Port, |tx| {
             let ports: Vec<u16> = {
                 let mut stmt =
                     tx.prepare("SELECT port FROM ports WHERE world_id = ?1 ORDER BY port")?;

@@ -31,7 +31,7 @@ use crate::env::{self, Layout};
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::{Probe, Restart, Service};
 use crate::store::{
-    self, now_ms, CondStatus, DesiredState, ProcessRow, Store, StoreError, World, WorldId,
+    self, now_ms, owner, CondStatus, DesiredState, ProcessRow, Store, StoreError, World, WorldId,
 };
 use crate::tokens::Tokens;
 
@@ -361,7 +361,7 @@ impl<S: Supervisor> ProcessController<S> {
     }
 
     fn save(&self, world: WorldId, row: &ProcessRow) -> Result<(), StoreError> {
-        self.store.write(|tx| {
+        self.store.write(owner::Process, |tx| {
             tx.execute(
                 "INSERT INTO processes (world_id, service, state, pid, start_time, spawn_token,
                     healthy, restarts, failures, last_exit, last_exit_at, started_at, ready_at,
@@ -758,7 +758,7 @@ impl<S: Supervisor> ProcessController<S> {
             return;
         };
         let prints = crate::dirty::fingerprints(wt, &changed);
-        let saved = self.store.write(|tx| {
+        let saved = self.store.write(owner::Process, |tx| {
             for (path, print) in &prints {
                 tx.execute(
                     "INSERT INTO setup_changes (world_id, path, fingerprint) VALUES (?1, ?2, ?3)
@@ -1512,7 +1512,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
                 row.last_exit = None;
                 self.save(world.id, row)?;
             }
-            self.store.write(|tx| {
+            self.store.write(owner::Process, |tx| {
                 tx.execute(
                     "INSERT INTO world_runs (world_id, restart_nonce, updated_at) VALUES (?1, ?2, ?3)
                      ON CONFLICT (world_id) DO UPDATE SET restart_nonce = excluded.restart_nonce,
@@ -1549,7 +1549,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             .collect();
         for name in gone {
             rows.remove(&name);
-            self.store.write(|tx| {
+            self.store.write(owner::Process, |tx| {
                 tx.execute(
                     "DELETE FROM processes WHERE world_id = ?1 AND service = ?2",
                     params![world.id, name],
@@ -1599,7 +1599,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             if let Some(cmd) = &world.spec.hooks.post_up {
                 let key = format!("{}:{}", world.last_used_at, world.restart_nonce);
                 if run.post_up_key.as_deref() != Some(&key) {
-                    self.store.write(|tx| {
+                    self.store.write(owner::Process, |tx| {
                         tx.execute(
                             "INSERT INTO world_runs (world_id, restart_nonce, post_up_key, updated_at)
                              VALUES (?1, ?2, ?3, ?4)
@@ -1641,7 +1641,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             }
             parent = p.parent();
         }
-        self.store.write(|tx| {
+        self.store.write(owner::Process, |tx| {
             tx.execute("DELETE FROM processes WHERE world_id = ?1", [world.id])?;
             tx.execute("DELETE FROM world_runs WHERE world_id = ?1", [world.id])?;
             Ok(())

@@ -19,7 +19,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::store::{self, now_ms, DesiredState, Store, StoreError, World};
+use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World};
 
 /// Finalizer and controller name.
 pub const NAME: &str = "route";
@@ -328,7 +328,7 @@ impl<S: RouteSink> Controller for RouteController<S> {
             });
         }
         let mut taken: Vec<String> = Vec::new();
-        let changed = self.store.write_with(|tx| -> Result<bool, RouteError> {
+        let changed = self.store.write_with(owner::Route, |tx| -> Result<bool, RouteError> {
             let before: Vec<(String, String, u16, String, String)> = {
                 let mut stmt = tx.prepare(
                     "SELECT host, service, port, state, note FROM routes WHERE world_id = ?1 ORDER BY host",
@@ -396,9 +396,9 @@ impl<S: RouteSink> Controller for RouteController<S> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, RouteError> {
-        let n = self
-            .store
-            .write(|tx| Ok(tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?))?;
+        let n = self.store.write(owner::Route, |tx| {
+            Ok(tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?)
+        })?;
         if n > 0 {
             self.publish()?;
         }

@@ -26,7 +26,7 @@ use crate::env::{self, Layout};
 use crate::process::{SpawnSpec, Supervisor};
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
-use crate::store::{self, now_ms, SliceRow, Store, StoreError, World};
+use crate::store::{self, now_ms, owner, SliceRow, Store, StoreError, World};
 
 /// Why `res`'s server settings cannot be resolved for `world`: an `${env.NAME}` in its
 /// `admin_url` or options that the environment of `binky up` did not have.
@@ -259,7 +259,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
 
     fn save(&self, world: &World, row: &SliceRow) -> Result<(), StoreError> {
         let tokens = serde_json::to_string(&row.tokens).unwrap_or_else(|_| "{}".into());
-        self.store.write(|tx| {
+        self.store.write(owner::Slice, |tx| {
             tx.execute(
                 "INSERT INTO slices (world_id, service, adapter, name, secret, state, address, tokens,
                     admin_url, migrate_hash, seed_hash, failed_generation, message, updated_at)
@@ -879,7 +879,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     .as_ref()
                     .is_some_and(|r| unset_settings(world, r).is_some());
             if never_made {
-                self.store.write(|tx| {
+                self.store.write(owner::Slice, |tx| {
                     tx.execute(
                         "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
                         params![world.id, row.service],
@@ -910,7 +910,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     false
                 }
             };
-            self.store.write(|tx| {
+            self.store.write(owner::Slice, |tx| {
                 tx.execute(
                     "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
                     params![world.id, row.service],

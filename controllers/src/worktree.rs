@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::params;
 
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::store::{self, now_ms, Store, StoreError, WorktreeRow, World};
+use crate::store::{self, now_ms, owner, Store, StoreError, WorktreeRow, World};
 
 /// Finalizer and controller name.
 pub const NAME: &str = "worktree";
@@ -253,7 +253,7 @@ impl<G: Git> WorktreeController<G> {
     }
 
     fn save(&self, world: &World, row: &WorktreeRow) -> Result<(), StoreError> {
-        self.store.write(|tx| {
+        self.store.write(owner::Worktree, |tx| {
             tx.execute(
                 "INSERT INTO worktrees (world_id, path, branch, head, dirty, adopted,
                     created_branch, base_commit, state, seen_generation, updated_at)
@@ -640,7 +640,7 @@ impl<G: Git> Controller for WorktreeController<G> {
                 }
             }
         }
-        self.store.write(|tx| {
+        self.store.write(owner::Worktree, |tx| {
             tx.execute("DELETE FROM worktrees WHERE world_id = ?1", [world.id])?;
             Ok(())
         })?;

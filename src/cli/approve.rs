@@ -4,8 +4,7 @@
 use std::io::IsTerminal;
 
 use binky_controllers::gate::{self, Command};
-use binky_controllers::store::{self, now_ms, World};
-use rusqlite::params;
+use binky_controllers::store::{self, World};
 
 use super::context::{Ctx, Failure};
 use super::exit;
@@ -46,10 +45,7 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
     let approved = gate::approved(&ctx.store)?;
     let cmds = every_command(&worlds);
     if let Some(key) = &a.revoke {
-        let n = ctx
-            .store
-            .write(|tx| Ok(tx.execute("DELETE FROM approvals WHERE key = ?1", [key])?))?;
-        if n == 0 {
+        if !ctx.store.revoke_approval(key)? {
             return Err(Failure::usage(format!(
                 "no approval `{key}`; see `binky approve --list`"
             )));
@@ -129,13 +125,7 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         (None, None) => unreachable!("handled by the listing above"),
     };
     for (c, p, _) in &chosen {
-        ctx.store.write(|tx| {
-            tx.execute(
-                "INSERT OR REPLACE INTO approvals (key, project, command, approved_at) VALUES (?1, ?2, ?3, ?4)",
-                params![c.key, p, c.text, now_ms()],
-            )?;
-            Ok(())
-        })?;
+        ctx.store.approve(&c.key, p, &c.text)?;
         println!("approved {}  {p}: {}\n    {}", c.key, c.what, c.text);
     }
     let _ = crate::daemon::client::nudge(&ctx.home, None).await;

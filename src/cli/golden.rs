@@ -1,7 +1,6 @@
 //! `binky golden ls | rm KEY`: the golden templates worlds are cloned from.
 
-use binky_controllers::store::{self, now_ms};
-use rusqlite::params;
+use binky_controllers::store;
 
 use super::context::{Ctx, Failure};
 use super::events::clock;
@@ -89,13 +88,7 @@ pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, F
                     )))
                 }
             };
-            ctx.store.write(|tx| {
-                tx.execute(
-                    "INSERT OR REPLACE INTO golden_drops (key, requested_at) VALUES (?1, ?2)",
-                    params![g.key, now_ms()],
-                )?;
-                Ok(())
-            })?;
+            ctx.store.request_golden_drop(&g.key)?;
             crate::daemon::client::ensure(&ctx.home).await?;
             crate::daemon::client::nudge(&ctx.home, None).await?;
             println!("dropping golden template {} ({}); worlds keep their copies, and a world that still clones from it gets a fresh one at its next reconcile", g.key, g.name);

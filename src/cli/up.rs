@@ -280,7 +280,7 @@ pub async fn run(
     binky_controllers::runtime::set_condition(
         &ctx.store,
         &put.world,
-        "config",
+        binky_controllers::runtime::Reporter::Config,
         binky_controllers::runtime::Condition::ok(
             crate::apply::CONDITION,
             "Valid",

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use binky_controllers::store::{self, now_ms, Store, DEFAULT_HTTPS_PORT, DEFAULT_PROXY_PORT};
+use binky_controllers::store::{
+    self, now_ms, owner, Store, DEFAULT_HTTPS_PORT, DEFAULT_PROXY_PORT,
+};
 use rusqlite::params;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -156,7 +158,7 @@ impl ProxyManager {
         self.stop = Some(tx);
         self.tasks = tasks;
         self.serving = (http, https);
-        let written = self.store.write(|tx| {
+        let written = self.store.write(owner::Proxy, |tx| {
             tx.execute(
                 "INSERT INTO proxy_status (id, pid, http_port, https_port, http_note, https_note, updated_at)
                  VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)

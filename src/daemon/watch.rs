@@ -393,7 +393,7 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
                 ),
             ),
         };
-        if let Err(err) = runtime::set_condition(store, world, "watch", cond) {
+        if let Err(err) = runtime::set_condition(store, world, runtime::Reporter::Watch, cond) {
             tracing::warn!(%err, "cannot record FilesWatched");
         }
         if fresh {

@@ -19,7 +19,7 @@ pub mod watch;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use binky_controllers::store::{self, now_ms, ServerRow, Store, StoreError};
+use binky_controllers::store::{self, now_ms, owner, ServerRow, Store, StoreError};
 use rusqlite::params;
 
 use crate::paths::Home;
@@ -267,7 +267,7 @@ impl Servers {
         } else {
             admin_url.to_owned()
         };
-        self.store.write(|tx| {
+        self.store.write(owner::Servers, |tx| {
             tx.execute(
                 "INSERT INTO servers (kind, pid, start_time, port, admin_url, data_dir, version, state, message, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
@@ -303,7 +303,7 @@ impl Servers {
 
     /// Record the server of `kind` as `state` (not running: its pid is cleared) with `message`.
     pub fn mark(&self, kind: Kind, state: &str, message: &str) -> Result<(), StoreError> {
-        self.store.write(|tx| {
+        self.store.write(owner::Servers, |tx| {
             tx.execute(
                 "UPDATE servers SET state = ?1, message = ?2, pid = NULL, start_time = NULL,
                     updated_at = ?3 WHERE kind = ?4",
@@ -329,7 +329,7 @@ impl Servers {
                 }
                 stopped.push(row.kind.clone());
             }
-            self.store.write(|tx| {
+            self.store.write(owner::Servers, |tx| {
                 tx.execute(
                     "UPDATE servers SET state = 'stopped', pid = NULL, start_time = NULL, updated_at = ?1 WHERE kind = ?2",
                     params![now_ms(), row.kind],

@@ -694,7 +694,7 @@ depends_on = ["cache"]
     env.ok(&["daemon", "stop"]);
     let store = binky_controllers::store::Store::open(&env.home.join("state.db")).unwrap();
     store
-        .write(|tx| {
+        .write(binky_controllers::store::owner::Servers, |tx| {
             tx.execute(
                 "UPDATE servers SET pid = NULL, start_time = NULL, state = 'stopped'",
                 [],

@@ -29,7 +29,7 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension};
 use tokio::sync::mpsc;
 
-use crate::store::{self, now_ms, CondStatus, Store, StoreError, World, WorldId};
+use crate::store::{self, now_ms, owner, CondStatus, Store, StoreError, World, WorldId};
 
 pub use self::backoff::KeyBackoff;
 pub use self::scheduler::RuntimeConfig;
@@ -353,7 +353,7 @@ async fn cleanup_one<C: Controller>(
 /// Hold `controller`'s finalizer on `world`; false when the world is marked deleted and the
 /// finalizer is not held (it can no longer be added).
 fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool, StoreError> {
-    store.write(|tx| {
+    store.write(owner::Runtime, |tx| {
         tx.execute(
             "INSERT OR IGNORE INTO finalizers (world_id, controller)
              SELECT id, ?2 FROM worlds WHERE id = ?1 AND deleted_at IS NULL",
@@ -371,7 +371,7 @@ fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool
 /// Drop a finalizer (none: `""`); deletes the world row (marked deleted, so no finalizer can
 /// be added any more) when none is left. Returns whether the world is gone.
 fn remove_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool, StoreError> {
-    store.write(|tx| {
+    store.write(owner::Runtime, |tx| {
         tx.execute(
             "DELETE FROM finalizers WHERE world_id = ?1 AND controller = ?2",
             params![world, controller],
@@ -401,7 +401,7 @@ fn record_success(
     controller: &str,
     conditions: &[Condition],
 ) -> Result<bool, StoreError> {
-    store.write(|tx| {
+    store.write(owner::Runtime, |tx| {
         let mut changed = write_conditions(tx, world, controller, conditions)?;
         let before: Option<i64> = tx
             .query_row(
@@ -426,15 +426,38 @@ fn record_success(
     })
 }
 
-/// Record a condition that no controller owns (e.g. `ConfigValid`, written by the daemon's
-/// config watcher and by `binky apply`) under the name `owner`; true when it changed.
+/// Who reports a condition that no controller owns. The runtime writes every condition; these
+/// two report theirs through [`set_condition`], each under its own name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reporter {
+    /// Reading `binky.toml` (`binky up`, `binky apply`, the daemon's config watcher):
+    /// `ConfigValid`.
+    Config,
+    /// The daemon's file watcher: `FilesWatched`.
+    Watch,
+}
+
+impl Reporter {
+    /// The name stored as the condition's controller.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reporter::Config => "config",
+            Reporter::Watch => "watch",
+        }
+    }
+}
+
+/// Record a condition that no controller owns (`ConfigValid`, `FilesWatched`) for `reporter`;
+/// true when it changed.
 pub fn set_condition(
     store: &Store,
     world: &World,
-    owner: &str,
+    reporter: Reporter,
     condition: Condition,
 ) -> Result<bool, StoreError> {
-    store.write(|tx| write_conditions(tx, world, owner, &[condition]))
+    store.write(owner::Runtime, |tx| {
+        write_conditions(tx, world, reporter.as_str(), &[condition])
+    })
 }
 
 /// Upsert conditions; `last_transition` moves only when the status changes. Returns true
@@ -563,7 +586,7 @@ fn record_failure(
     attempts: u32,
 ) {
     let message = cond.message.clone();
-    let result = store.write(|tx| {
+    let result = store.write(owner::Runtime, |tx| {
         let changed = write_conditions(tx, world, controller, std::slice::from_ref(&cond))?;
         if changed {
             store::add_event(tx, world.id, "error", &format!("{controller}: {message}"))?;

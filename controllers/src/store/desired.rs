@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{add_event, now_ms, read, DesiredState, Store, StoreError, World, WorldId};
+use super::{add_event, now_ms, owner, read, DesiredState, Store, StoreError, World, WorldId};
 use crate::spec::Spec;
 
 /// What `binky up` asks for.
@@ -61,7 +61,7 @@ impl Store {
         let env = encode(&new.env)?;
         let now = now_ms();
         let repo = new.repo_root.to_string_lossy().into_owned();
-        let id = self.write(|tx| {
+        let id = self.write(owner::Commands, |tx| {
             let project: Option<(i64, String)> = tx
                 .query_row(
                     "SELECT id, repo_root FROM projects WHERE name = ?1",
@@ -168,7 +168,7 @@ impl Store {
         world: WorldId,
         state: DesiredState,
     ) -> Result<i64, StoreError> {
-        self.write(|tx| {
+        self.write(owner::Commands, |tx| {
             refuse_deleted(tx, world)?;
             tx.execute(
                 "UPDATE worlds SET desired_state = ?1, generation = generation + 1, updated_at = ?2
@@ -186,7 +186,7 @@ impl Store {
 
     /// Restart a world's processes in place (`binky reload`); returns the new generation.
     pub fn reload_world(&self, world: WorldId) -> Result<i64, StoreError> {
-        self.write(|tx| {
+        self.write(owner::Commands, |tx| {
             refuse_deleted(tx, world)?;
             let now = now_ms();
             tx.execute(
@@ -204,7 +204,7 @@ impl Store {
     /// returns the new generation. A world being removed is refused.
     pub fn set_spec(&self, world: WorldId, spec: &Spec, what: &str) -> Result<i64, StoreError> {
         let spec = encode(spec)?;
-        self.write(|tx| {
+        self.write(owner::Commands, |tx| {
             refuse_deleted(tx, world)?;
             tx.execute(
                 "UPDATE worlds SET spec = ?1, generation = generation + 1, updated_at = ?2 WHERE id = ?3",
@@ -223,7 +223,7 @@ impl Store {
         service: &str,
         why: &str,
     ) -> Result<i64, StoreError> {
-        self.write(|tx| {
+        self.write(owner::Commands, |tx| {
             refuse_deleted(tx, world)?;
             tx.execute(
                 "INSERT INTO service_restarts (world_id, service, nonce) VALUES (?1, ?2, 1)
@@ -241,7 +241,7 @@ impl Store {
 
     /// Mark a world for deletion (`binky remove`); controllers then tear it down.
     pub fn mark_deleted(&self, world: WorldId, force: bool) -> Result<i64, StoreError> {
-        self.write(|tx| {
+        self.write(owner::Commands, |tx| {
             tx.execute(
                 "UPDATE worlds SET deleted_at = COALESCE(deleted_at, ?1),
                     force_delete = MAX(force_delete, ?2), generation = generation + 1,
@@ -267,11 +267,41 @@ impl Store {
 impl Store {
     /// Set a machine setting (`binky port`, …).
     pub fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.write(|tx| {
+        self.write(owner::Commands, |tx| {
             tx.execute(
                 "INSERT INTO settings (key, value, updated_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
                 params![key, value, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// A person approves running `command` (its approval `key`) in `project`'s worlds
+    /// (`binky approve`).
+    pub fn approve(&self, key: &str, project: &str, command: &str) -> Result<(), StoreError> {
+        self.write(owner::Commands, |tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO approvals (key, project, command, approved_at) VALUES (?1, ?2, ?3, ?4)",
+                params![key, project, command, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Take an approval back (`binky approve --revoke`); false when there was none.
+    pub fn revoke_approval(&self, key: &str) -> Result<bool, StoreError> {
+        self.write(owner::Commands, |tx| {
+            Ok(tx.execute("DELETE FROM approvals WHERE key = ?1", [key])? > 0)
+        })
+    }
+
+    /// Ask the golden controller to drop the template `key` (`binky golden rm`).
+    pub fn request_golden_drop(&self, key: &str) -> Result<(), StoreError> {
+        self.write(owner::Commands, |tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO golden_drops (key, requested_at) VALUES (?1, ?2)",
+                params![key, now_ms()],
             )?;
             Ok(())
         })

@@ -1,18 +1,14 @@
 //! The desired-state store: one SQLite file (WAL) that commands write and controllers read.
 //!
 //! # Tables and their writers
-//! | table | kind | writer |
-//! | --- | --- | --- |
-//! | `projects`, `worlds` | desired | commands (`binky up/down/reload/remove`) |
-//! | `finalizers`, `controller_status`, `conditions` | bookkeeping | the reconcile runtime |
-//! | `worktrees` | observed | worktree controller |
-//! | `ports` | observed | port controller |
-//! | `processes`, `world_runs` | observed | process controller |
-//! | `events` | append-only log | anyone |
+//! Each table has one writer, declared in [`owner`] and held by SQLite while a write runs:
+//! commands write the desired state (`projects`, `worlds`, `settings`, `approvals`, …), the
+//! runtime its bookkeeping (`finalizers`, `controller_status`, `conditions`), each controller
+//! its observed tables, anyone may append to `events`.
 //!
 //! # Guarantees
-//! - Every write is one transaction (`BEGIN IMMEDIATE`), so a crash never leaves half a
-//!   record. Schema changes are versioned migrations (`PRAGMA user_version`) applied in
+//! - Every write is one transaction (`BEGIN IMMEDIATE`) of one owner, so a crash never leaves
+//!   half a record and no writer touches another's table. Schema changes are versioned migrations (`PRAGMA user_version`) applied in
 //!   place when the store opens.
 //! - The file and its directory are private to the user (0600/0700): the store holds the
 //!   environment `binky up` was run with.
@@ -22,13 +18,16 @@
 
 mod desired;
 mod migrations;
+pub mod owner;
 mod read;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use owner::{Mode, Owner, Refused, Tx};
 
 pub use desired::{NewWorld, PutOutcome};
 pub use read::*;
@@ -86,13 +85,42 @@ pub enum StoreError {
     /// No such world.
     #[error("{0}")]
     NotFound(String),
+    /// A write outside its owner's tables (see [`owner`]): a bug in binky.
+    #[error("{}", .0.message())]
+    NotOwner(Refused),
 }
 
 /// A handle on the store; cheap to clone, safe to share between tasks.
 #[derive(Clone)]
 pub struct Store {
-    conn: Arc<Mutex<Connection>>,
+    conn: Arc<Mutex<Held>>,
     path: PathBuf,
+}
+
+/// The connection and the writes its authorizer admits now (see [`owner`]).
+struct Held {
+    conn: Connection,
+    mode: Mode,
+    refused: Arc<Mutex<Option<Refused>>>,
+}
+
+impl Held {
+    /// Make the authorizer admit what `mode` may write; a no-op when it already does.
+    fn enter(&mut self, mode: Mode, grants: &'static [owner::Grant]) {
+        if self.mode != mode {
+            owner::install(&self.conn, mode, grants, self.refused.clone());
+            self.mode = mode;
+        }
+        *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The write the authorizer refused since [`Held::enter`], if any.
+    fn refused(&self) -> Option<Refused> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -196,7 +224,11 @@ impl Store {
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
         Ok(Store {
-            conn: Arc::new(Mutex::new(conn)),
+            conn: Arc::new(Mutex::new(Held {
+                conn,
+                mode: Mode::Open,
+                refused: Arc::default(),
+            })),
             path: path.to_owned(),
         })
     }
@@ -231,51 +263,87 @@ impl Store {
         &self.path
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    fn lock(&self) -> MutexGuard<'_, Held> {
         // Callers hold the guard only inside `off_worker`.
         // A panic while holding the lock cannot leave SQLite half-written (transactions
         // roll back on drop), so a poisoned mutex is safe to keep using.
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Run read-only queries.
+    /// Run read-only queries (a write in them is refused).
     pub fn read<R>(
         &self,
         f: impl FnOnce(&Connection) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         off_worker(|| {
-            let conn = self.lock();
-            f(&conn)
+            let mut held = self.lock();
+            held.enter(Mode::Read, &[]);
+            let out = f(&held.conn);
+            match held.refused() {
+                Some(r) => Err(StoreError::NotOwner(r)),
+                None => out,
+            }
         })
     }
 
-    /// Run `f` in one immediate (write-locking) transaction, committed when `f` succeeds.
-    pub fn write<R>(
+    /// Run `f` in one immediate (write-locking) transaction of `owner`, committed when `f`
+    /// succeeds. A statement in it that writes outside `owner`'s tables fails, and so does
+    /// the transaction, with [`StoreError::NotOwner`].
+    pub fn write<O: Owner, R>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<R, StoreError>,
+        owner: O,
+        f: impl FnOnce(&Tx<'_, O>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        self.write_with(f)
+        self.write_with(owner, f)
     }
 
     /// Like [`Store::write`], for callers with their own error type.
-    pub fn write_with<R, E: From<StoreError>>(
+    pub fn write_with<O: Owner, R, E: From<StoreError>>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<R, E>,
+        owner: O,
+        f: impl FnOnce(&Tx<'_, O>) -> Result<R, E>,
     ) -> Result<R, E> {
+        let _ = owner;
         off_worker(|| {
-            let mut conn = self.lock();
-            let tx = conn
+            let mut held = self.lock();
+            held.enter(Mode::Write(O::NAME), O::GRANTS);
+            let refused = held.refused.clone();
+            let tx = held
+                .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(StoreError::from)?;
-            let out = f(&tx)?;
+            let tx = Tx::<O>::new(tx);
+            let out = f(&tx);
+            let taken = refused.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(r) = taken {
+                // Dropping the transaction rolls it back.
+                return Err(StoreError::NotOwner(r).into());
+            }
+            let out = out?;
             tx.commit().map_err(StoreError::from)?;
             Ok(out)
         })
     }
 
+    /// Test fixtures: write anything (no owner's limits).
+    #[cfg(test)]
+    pub(crate) fn write_fixture<R>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let mut held = self.lock();
+        held.enter(Mode::Anything, &[]);
+        let tx = held
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
     /// Append an event to the world's history.
     pub fn event(&self, world: WorldId, kind: &str, message: &str) -> Result<(), StoreError> {
-        self.write(|tx| add_event(tx, world, kind, message))
+        self.write(owner::Log, |tx| add_event(tx, world, kind, message))
     }
 }
 

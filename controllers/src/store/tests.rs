@@ -141,7 +141,7 @@ fn a_port_can_be_assigned_only_once_machine_wide() {
         .unwrap()
         .world;
     let insert = |w: WorldId| {
-        store.write(|tx| {
+        store.write_fixture(|tx| {
             tx.execute(
                 "INSERT INTO ports (port, world_id, service, label, assigned_at) VALUES (4000, ?1, 'web', '', 0)",
                 [w],
@@ -165,7 +165,7 @@ fn events_keep_their_order_and_outlive_the_world() {
     store.event(w.id, "x", "one").unwrap();
     store.event(w.id, "x", "two").unwrap();
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute("DELETE FROM worlds WHERE id = ?1", [w.id])?;
             Ok(())
         })
@@ -193,7 +193,7 @@ fn golden_lookups_pick_the_one_row_asked_for() {
         .world
         .id;
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             for key in ["k1", "k2"] {
                 tx.execute(
                     "INSERT INTO goldens (key, adapter, clone_from, name, secret, state, created_at, updated_at)
@@ -265,4 +265,91 @@ fn a_slow_store_call_does_not_stall_the_other_tasks_of_its_runtime() {
         ticks >= 10,
         "the other task ticked only {ticks} times in 300 ms"
     );
+}
+
+#[test]
+fn a_write_outside_its_owners_tables_is_refused_and_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let w = store
+        .put_world(&new_world("acme", "/r", "w1"))
+        .unwrap()
+        .world;
+    let ports = |store: &Store| -> i64 {
+        store
+            .read(|c| Ok(c.query_row("SELECT COUNT(*) FROM ports", [], |r| r.get(0))?))
+            .unwrap()
+    };
+    // Its own table, an upsert (insert and update) and an event: admitted.
+    store
+        .write(owner::Port, |tx| {
+            tx.execute(
+                "INSERT INTO ports (port, world_id, service, label, assigned_at) VALUES (4100, ?1, 'web', '', 0)
+                 ON CONFLICT (port) DO UPDATE SET assigned_at = 1",
+                [w.id],
+            )?;
+            add_event(tx, w.id, "port", "assigned")
+        })
+        .unwrap();
+    assert_eq!(ports(&store), 1);
+    // Another owner's table, in the same transaction as one of its own: refused, all of it
+    // rolled back, and the message names who may write it.
+    let err = store
+        .write(owner::Port, |tx| {
+            tx.execute(
+                "INSERT INTO ports (port, world_id, service, label, assigned_at) VALUES (4101, ?1, 'api', '', 0)",
+                [w.id],
+            )?;
+            tx.execute("UPDATE worlds SET desired_state = 'stopped'", [])?;
+            Ok(())
+        })
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::NotOwner(_)), "{err:?}");
+    assert!(
+        msg.contains("the port controller may not update worlds")
+            && msg.contains("writer is commands"),
+        "{msg}"
+    );
+    assert_eq!(ports(&store), 1, "the port written before was rolled back");
+    let state: String = store
+        .read(|c| Ok(c.query_row("SELECT desired_state FROM worlds", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(state, "running");
+    // The runtime deletes worlds (and what cascades) but may not create one.
+    let err = store
+        .write(owner::Runtime, |tx| {
+            tx.execute("INSERT INTO worlds (project_id) VALUES (1)", [])?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("may not insert into worlds"),
+        "{err}"
+    );
+    // A read writes nothing: not even an event.
+    let err = store.read(|c| add_event(c, w.id, "x", "y")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("a read may not insert into events"),
+        "{err}"
+    );
+    // A statement prepared (and cached) under one owner is authorized again under the next.
+    let sql = "DELETE FROM ports WHERE port = 4100";
+    let err = store
+        .write(owner::Slice, |tx| Ok(tx.prepare_cached(sql)?.execute([])?))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the slice controller may not delete from ports"),
+        "{err}"
+    );
+    store
+        .write(owner::Port, |tx| Ok(tx.prepare_cached(sql)?.execute([])?))
+        .unwrap();
+    let err = store
+        .write(owner::Slice, |tx| Ok(tx.prepare_cached(sql)?.execute([])?))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotOwner(_)), "{err:?}");
+    assert_eq!(ports(&store), 0);
 }

@@ -39,7 +39,7 @@ fn held(store: &Store, id: i64) -> Option<String> {
 
 fn used_minutes_ago(store: &Store, id: i64, minutes: i64) {
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "UPDATE worlds SET last_used_at = ?1 WHERE id = ?2",
                 params![now_ms() - minutes * 60_000, id],
@@ -193,7 +193,7 @@ async fn a_world_in_focus_is_never_cooled_and_the_newcomer_queues_instead() {
 
 fn running_process(store: &Store, id: i64, pid: Option<u32>) {
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "INSERT OR REPLACE INTO processes (world_id, service, state, pid, updated_at)
                  VALUES (?1, 'api', 'running', ?2, 0)",

@@ -30,7 +30,7 @@ fn ports(store: &Store, id: i64) -> Vec<(String, u16)> {
 
 fn set_process_state(store: &Store, id: i64, service: &str, state: &str) {
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "INSERT OR REPLACE INTO processes (world_id, service, state, updated_at) VALUES (?1, ?2, ?3, 0)",
                 params![id, service, state],
@@ -164,7 +164,7 @@ async fn ports_of_removed_services_are_released_and_removal_waits_for_processes(
     assert_eq!(ports(&store, w.id).len(), 1);
 
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "INSERT INTO finalizers VALUES (?1, ?2)",
                 params![w.id, process::NAME],
@@ -184,7 +184,7 @@ async fn ports_of_removed_services_are_released_and_removal_waits_for_processes(
         "released while processes may hold it"
     );
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "DELETE FROM finalizers WHERE controller = ?1",
                 [process::NAME],

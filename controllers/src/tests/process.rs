@@ -138,7 +138,7 @@ async fn a_failing_service_backs_off_and_becomes_a_crash_loop_without_touching_o
         assert!(h.sup.live("bad").is_empty());
         // Pretend the time has come.
         h.store
-            .write(|tx| {
+            .write_fixture(|tx| {
                 tx.execute(
                     "UPDATE processes SET next_start_at = 0 WHERE service = 'bad'",
                     [],

@@ -400,7 +400,7 @@ async fn a_world_whose_managed_server_is_down_says_so_until_it_is_back() {
     }
     let server = |state: &str| {
         h.store
-            .write(|tx| {
+            .write_fixture(|tx| {
                 tx.execute(
                     "INSERT INTO servers (kind, pid, start_time, port, admin_url, data_dir, state, updated_at)
                      VALUES ('postgres', NULL, NULL, 5999, ?1, '/d', ?2, 0)

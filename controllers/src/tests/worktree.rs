@@ -125,7 +125,7 @@ async fn removal_waits_for_processes_then_deletes_a_branch_without_commits() {
         .world;
     reconcile(&ctrl, &store, w.id).await;
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "INSERT INTO finalizers VALUES (?1, ?2)",
                 rusqlite::params![w.id, process::NAME],
@@ -145,7 +145,7 @@ async fn removal_waits_for_processes_then_deletes_a_branch_without_commits() {
         "removed while processes may still run"
     );
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "DELETE FROM finalizers WHERE controller = ?1",
                 [process::NAME],
@@ -214,7 +214,7 @@ async fn a_branch_made_by_a_daemon_killed_before_recording_it_is_still_deleted_w
     // before it wrote the row down.
     reconcile(&ctrl, &store, w.id).await;
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "UPDATE worktrees SET state = 'creating', head = NULL WHERE world_id = ?1",
                 [w.id],
@@ -260,7 +260,7 @@ async fn a_checkout_left_half_made_by_a_killed_daemon_is_made_again_not_kept_or_
     reconcile(&ctrl, &store, w.id).await;
     // Killed mid-checkout: the intent is recorded, git lists the worktree, files are missing.
     store
-        .write(|tx| {
+        .write_fixture(|tx| {
             tx.execute(
                 "UPDATE worktrees SET state = 'creating' WHERE world_id = ?1",
                 [w.id],
