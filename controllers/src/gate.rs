@@ -104,6 +104,9 @@ pub struct Command {
     pub what: String,
     /// The command text, as written.
     pub text: String,
+    /// Run only when asked (`[agents] verify`, by `binky verify`), never by `binky up`: it
+    /// does not hold the world at the gate, `binky verify` refuses it until approved.
+    pub on_demand: bool,
 }
 
 /// The approval key of a command of `project`.
@@ -123,7 +126,7 @@ pub fn command_key(project: &str, text: &str) -> String {
 pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
     let project = &spec.project.name;
     let mut out: Vec<Command> = Vec::new();
-    let mut push = |what: String, text: &str| {
+    let mut add = |what: String, text: &str, on_demand: bool| {
         if text.trim().is_empty() || out.iter().any(|c| c.text == text) {
             return;
         }
@@ -131,8 +134,10 @@ pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
             key: command_key(project, text),
             what,
             text: text.to_owned(),
+            on_demand,
         });
     };
+    let mut push = |what: String, text: &str| add(what, text, false);
     for name in spec.selected(group) {
         match &spec.services[&name].kind {
             ServiceKind::Process(p) => {
@@ -159,6 +164,9 @@ pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
     }
     if let Some(h) = &spec.hooks.pre_down {
         push("hooks.pre_down".into(), h);
+    }
+    for v in &spec.agents.verify {
+        add("[agents] verify".into(), v, true);
     }
     out
 }
@@ -222,7 +230,20 @@ fn unapproved(store: &Store, approvals: bool, world: &World) -> Result<Vec<Comma
     let ok = approved(store)?;
     Ok(commands(&world.spec, world.group.as_deref())
         .into_iter()
-        .filter(|c| !ok.contains(&c.key))
+        .filter(|c| !c.on_demand && !ok.contains(&c.key))
+        .collect())
+}
+
+/// The `[agents] verify` commands of `world` that `binky verify` may not run yet: approvals
+/// are on and a person has not approved them (none when approvals are off).
+pub fn unapproved_verify(store: &Store, world: &World) -> Result<Vec<Command>, StoreError> {
+    if !Settings::read(store)?.flag("approvals") {
+        return Ok(Vec::new());
+    }
+    let ok = approved(store)?;
+    Ok(commands(&world.spec, world.group.as_deref())
+        .into_iter()
+        .filter(|c| c.on_demand && !ok.contains(&c.key))
         .collect())
 }
 

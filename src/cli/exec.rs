@@ -151,6 +151,24 @@ pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
             world.name
         )));
     }
+    // With approvals on, `verify` runs only what a person approved, like everything else a
+    // world runs.
+    let waiting = binky_controllers::gate::unapproved_verify(&ctx.store, &world)?;
+    if !waiting.is_empty() {
+        let list: Vec<String> = waiting
+            .iter()
+            .map(|c| format!("  {}  {}", c.key, c.text))
+            .collect();
+        return Err(Failure {
+            code: exit::PENDING,
+            message: format!(
+                "{} verify command(s) of `{}` wait for a person's approval (approvals are on):\n{}\nask a person to run `binky approve` (or `binky approve KEY`)",
+                waiting.len(),
+                world.name,
+                list.join("\n")
+            ),
+        });
+    }
     let (dir, vars) = world_env(&ctx, &world, None)?;
     let mut results = Vec::new();
     let mut failed = 0;

@@ -28,20 +28,15 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
         .filter(|s| s.state == "running")
         .map(|s| (s.kind, s.admin_url))
         .collect();
-    let mut known: BTreeSet<String> = BTreeSet::new();
+    let mut known = known_names(&ctx)?;
     for w in ctx.store.read(store::worlds)? {
         for s in ctx.store.read(|c| store::slices(c, w.id))? {
-            known.insert(s.name.clone());
             if all_servers && registry.is_builtin(&s.adapter) {
                 if let Some(u) = s.admin_url {
                     targets.insert((s.adapter, u));
                 }
             }
         }
-    }
-    // Golden templates are binky's too.
-    for g in ctx.store.read(store::goldens)? {
-        known.insert(g.name);
     }
     let mut orphans: Vec<(String, String, String)> = Vec::new();
     for (adapter, url) in &targets {
@@ -61,6 +56,11 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
             Err(e) => eprintln!("binky: skipped {}: {e}", redact(url)),
         }
     }
+    // gc acts in this process, beside a daemon that may be provisioning right now: a slice
+    // or template made while the servers were listed is in the store by now (controllers
+    // record before they create), so read the names again and keep anything either read knows.
+    known.extend(known_names(&ctx)?);
+    orphans.retain(|(_, _, n)| !known.contains(n));
     let data = crate::servers::orphaned_data();
     if orphans.is_empty() && data.is_empty() {
         println!(
@@ -136,4 +136,26 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
         }
     }
     Ok(if failed > 0 { exit::FAILED } else { exit::OK })
+}
+
+/// Every slice and template name this home knows: the recorded slices, the names every
+/// world's resource services get (recorded or not yet), and the golden templates.
+fn known_names(ctx: &Ctx) -> Result<BTreeSet<String>, Failure> {
+    let mut known = BTreeSet::new();
+    for w in ctx.store.read(store::worlds)? {
+        for s in ctx.store.read(|c| store::slices(c, w.id))? {
+            known.insert(s.name);
+        }
+        for (name, svc) in &w.spec.services {
+            if matches!(svc.kind, binky_controllers::spec::ServiceKind::Resource(_)) {
+                known.insert(binky_controllers::slice::slice_name(
+                    &w.project, &w.name, name,
+                ));
+            }
+        }
+    }
+    for g in ctx.store.read(store::goldens)? {
+        known.insert(g.name);
+    }
+    Ok(known)
 }

@@ -137,3 +137,45 @@ fn verify_runs_each_command_with_the_world_env_and_fails_when_one_fails() {
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn with_approvals_on_verify_runs_only_what_a_person_approved_and_does_not_hold_the_world() {
+    let env = Env::new(&config(r#"["touch verified-by-binky"]"#));
+    env.ok(&["settings", "approvals=true"]);
+    let listed: serde_json::Value = serde_json::from_str(&env.ok(&["approve", "--list", "--json"]))
+        .unwrap_or(serde_json::Value::Null);
+    // Nothing is listed before a world exists; bring it up held, then approve what `up` runs.
+    assert!(listed.as_array().is_none_or(|a| a.is_empty()), "{listed}");
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let list: serde_json::Value =
+        serde_json::from_str(&env.ok(&["approve", "--list", "--json"])).unwrap();
+    let list = list.as_array().unwrap().clone();
+    let verify = list
+        .iter()
+        .find(|c| c["what"] == "[agents] verify")
+        .unwrap_or_else(|| panic!("verify is listed for approval: {list:?}"));
+    let verify_key = verify["key"].as_str().unwrap().to_owned();
+    for c in list.iter().filter(|c| c["what"] != "[agents] verify") {
+        env.ok(&["approve", c["key"].as_str().unwrap(), "--yes"]);
+    }
+    // The unapproved verify command does not hold the world.
+    env.ok(&["up", "w"]);
+    let marker = env.worktree("w").join("verified-by-binky");
+    let out = env.binky(&["verify", "w"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&verify_key)
+            && err.contains("touch verified-by-binky")
+            && err.contains("binky approve"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "an unapproved verify command ran");
+    env.ok(&["approve", &verify_key, "--yes"]);
+    let out = env.ok(&["verify", "w"]);
+    assert!(out.contains("1 of 1"), "{out}");
+    assert!(marker.exists());
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -233,6 +233,22 @@ fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
         .unwrap()
         .block_on(Postgres.provision(&orphan, &pg.cfg()))
         .unwrap();
+    // A world the daemon has not provisioned yet (held for approval) whose slice already
+    // stands on the server, as it does for a moment while the slice controller creates it:
+    // it belongs to a world, gc never lists it.
+    env.ok(&["settings", "approvals=true"]);
+    let held = env.binky_env(&["up", "w2", "--no-wait"], &vars);
+    assert!(held.status.success(), "{}", stderr(&held));
+    let coming = Slice {
+        name: binky_controllers::slice::slice_name("shop", "w2", "db"),
+        secret: "x".into(),
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(Postgres.provision(&coming, &pg.cfg()))
+        .unwrap();
     // Shared servers named by admin_url are searched only when asked.
     assert!(env.ok(&["gc"]).contains("no orphaned slices"));
     let listed = env.ok(&["gc", "--all-servers"]);
@@ -240,6 +256,7 @@ fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
         listed.contains("bk_gone_world_db") && listed.contains("--yes"),
         "{listed}"
     );
+    assert!(!listed.contains(&coming.name), "{listed}");
     assert!(!listed.contains(&pg.password), "{listed}");
     assert!(
         pg.slice_databases()
@@ -249,14 +266,23 @@ fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
     let out = env.ok(&["gc", "--all-servers", "--yes"]);
     assert!(out.contains("dropped bk_gone_world_db"), "{out}");
     let left = pg.slice_databases();
-    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left.len(), 2, "{left:?}");
     assert!(!left.contains(&"bk_gone_world_db".to_owned()));
+    assert!(left.contains(&coming.name), "{left:?}");
     // The world's own slice is untouched.
     assert_eq!(
         pg.query(&db_url(&env, "w"), "select body from notes"),
         vec![vec!["w".to_owned()]]
     );
     env.ok(&["remove", "w"]);
+    // w2 never got its slice recorded: drop the stand-in by hand, then nothing is left.
+    env.ok(&["remove", "w2", "--force"]);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(Postgres.teardown(&coming, &pg.cfg()))
+        .unwrap();
     pg.assert_no_slices();
-    env.assert_nothing_left(&["w"]);
+    env.assert_nothing_left(&["w", "w2"]);
 }
