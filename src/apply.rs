@@ -27,7 +27,7 @@ use petgraph::graphmap::DiGraphMap;
 use crate::config::{self, Loaded};
 
 /// The condition the config watcher and `binky apply` own.
-pub const CONDITION: &str = "ConfigValid";
+pub const CONDITION: &str = binky_controllers::registry::Reporter::Config.condition();
 
 /// Parse and check a `binky.toml` the way `binky up` does: syntax and keys, names, cycles,
 /// groups, adapters binky can find. The error names the file (and line and key).

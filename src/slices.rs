@@ -40,9 +40,9 @@ impl RealSlices {
         match Kind::for_adapter(&spec.adapter) {
             Some(kind) => self.servers.ensure(kind).await.map(Some).map_err(|e| {
                 if e.permanent() {
-                    SliceFault::Permanent(e.to_string())
+                    SliceFault::Permanent(Box::new(e))
                 } else {
-                    SliceFault::Transient(e.to_string())
+                    SliceFault::Transient(Box::new(e))
                 }
             }),
             None => Ok(None),
@@ -89,9 +89,9 @@ impl RealSlices {
 
 fn fault(e: AdapterError) -> SliceFault {
     if e.transient() {
-        SliceFault::Transient(e.to_string())
+        SliceFault::Transient(Box::new(e))
     } else {
-        SliceFault::Permanent(e.to_string())
+        SliceFault::Permanent(Box::new(e))
     }
 }
 

@@ -24,14 +24,13 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension};
 use sha2::{Digest, Sha256};
 
+use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::{Probe, ServiceKind, Spec};
 use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World};
 
-/// Controller name.
-pub const NAME: &str = "admission";
 /// The condition it reports.
-pub const CONDITION: &str = "Admitted";
+const CONDITION: &str = Kind::Admission.condition();
 
 /// The settings this gate reads, with their defaults and meaning.
 pub const SETTINGS: [(&str, &str, &str); 6] = [
@@ -247,12 +246,44 @@ pub fn unapproved_verify(store: &Store, world: &World) -> Result<Vec<Command>, S
         .collect())
 }
 
-/// Is `world` held at the gate? `Some((reason, message))` when it is: nothing of it may
+/// Why a world is held at the gate: the reason of its `Admitted` condition (and of the
+/// waiting conditions of the controllers that start things).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// A person must approve new commands (`binky approve`).
+    AwaitingApproval,
+    /// Behind other worlds, or over a resident limit.
+    Queued,
+}
+
+impl Hold {
+    /// The condition reason it is written as.
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Hold::AwaitingApproval => "AwaitingApproval",
+            Hold::Queued => "Queued",
+        }
+    }
+
+    /// What holds a world, read from its conditions, with the gate's condition that says
+    /// so.
+    pub fn of(conditions: &[store::ConditionRow]) -> Option<(Hold, &store::ConditionRow)> {
+        let c = conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION && c.status != crate::store::CondStatus::True)?;
+        [Hold::AwaitingApproval, Hold::Queued]
+            .into_iter()
+            .find(|h| h.reason() == c.reason)
+            .map(|h| (h, c))
+    }
+}
+
+/// Is `world` held at the gate? `Some((why, message))` when it is: nothing of it may
 /// start. Controllers that start things call this first.
-pub fn held(store: &Store, world: &World) -> Result<Option<(&'static str, String)>, StoreError> {
+pub fn held(store: &Store, world: &World) -> Result<Option<(Hold, String)>, StoreError> {
     let approvals = Settings::read(store)?.flag("approvals");
     if let Some(why) = awaiting_approval(world, &unapproved(store, approvals, world)?) {
-        return Ok(Some(("AwaitingApproval", why)));
+        return Ok(Some((Hold::AwaitingApproval, why)));
     }
     let row: Option<(String, String)> = store.read(|c| {
         Ok(c.query_row(
@@ -264,8 +295,8 @@ pub fn held(store: &Store, world: &World) -> Result<Option<(&'static str, String
     })?;
     Ok(match row {
         Some((state, _)) if state == "admitted" => None,
-        Some((_, reason)) if !reason.is_empty() => Some(("Queued", reason)),
-        _ => Some(("Queued", "waiting for admission".into())),
+        Some((_, reason)) if !reason.is_empty() => Some((Hold::Queued, reason)),
+        _ => Some((Hold::Queued, "waiting for admission".into())),
     })
 }
 
@@ -292,9 +323,9 @@ pub fn hold(
     if world.desired != DesiredState::Running {
         return Ok(None);
     }
-    Ok(held(store, world)?.map(|(reason, msg)| Applied {
+    Ok(held(store, world)?.map(|(hold, msg)| Applied {
         action: Action::Requeue(Duration::from_millis(500)),
-        conditions: vec![Condition::waiting(condition, reason, msg)],
+        conditions: vec![Condition::waiting(condition, hold.reason(), msg)],
     }))
 }
 
@@ -403,12 +434,8 @@ struct Over {
 impl<M: Machine> Controller for AdmissionController<M> {
     type Error = GateError;
 
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn condition_type(&self) -> &'static str {
-        CONDITION
+    fn kind(&self) -> Kind {
+        Kind::Admission
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, GateError> {
@@ -428,7 +455,11 @@ impl<M: Machine> Controller for AdmissionController<M> {
         if let Some(msg) = awaiting_approval(world, &missing) {
             return Ok(Applied {
                 action: Action::AwaitChange,
-                conditions: vec![Condition::waiting(CONDITION, "AwaitingApproval", msg)],
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    Hold::AwaitingApproval.reason(),
+                    msg,
+                )],
             });
         }
         let now = now_ms();
@@ -537,7 +568,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
         })?;
         Ok(Applied {
             action: Action::Requeue(Duration::from_millis(500)),
-            conditions: vec![Condition::waiting(CONDITION, "Queued", reason)],
+            conditions: vec![Condition::waiting(CONDITION, Hold::Queued.reason(), reason)],
         })
     }
 
@@ -573,7 +604,7 @@ mod tests {
         );
         reconcile(&low, &store, id).await;
         let why = held(&store, &world(&store)).unwrap().unwrap();
-        assert_eq!(why.0, "Queued");
+        assert_eq!(why.0, Hold::Queued);
         assert!(why.1.contains("ram_reserve_percent = 50"), "{}", why.1);
         let enough = AdmissionController::new(store.clone(), FakeMachine::default());
         reconcile(&enough, &store, id).await;

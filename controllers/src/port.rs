@@ -17,13 +17,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use rusqlite::params;
 use sha2::{Digest, Sha256};
 
+use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::{self, now_ms, owner, Store, StoreError, World};
 
-/// Finalizer and controller name.
-pub const NAME: &str = "port";
 /// The condition this controller reports.
-pub const CONDITION: &str = "PortsReady";
+const CONDITION: &str = Kind::Port.condition();
 
 /// Says whether a port is free, by binding it.
 pub trait PortProbe: Send + Sync + 'static {
@@ -109,12 +108,8 @@ fn describe(service: &str, label: &str) -> String {
 impl<P: PortProbe> Controller for PortController<P> {
     type Error = PortError;
 
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn condition_type(&self) -> &'static str {
-        CONDITION
+    fn kind(&self) -> Kind {
+        Kind::Port
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, PortError> {
@@ -255,10 +250,6 @@ impl<P: PortProbe> Controller for PortController<P> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, PortError> {
-        let fins = self.store.read(|c| store::finalizers(c, world.id))?;
-        if fins.iter().any(|f| f == crate::process::NAME) {
-            return Ok(Cleanup::Pending(Action::AwaitChange));
-        }
         self.store.write(owner::Port, |tx| {
             let ports: Vec<u16> = {
                 let mut stmt =

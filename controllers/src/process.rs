@@ -28,6 +28,7 @@ use rusqlite::params;
 use sha2::{Digest, Sha256};
 
 use crate::env::{self, Layout};
+use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::{Probe, Restart, Service};
 use crate::store::{
@@ -35,10 +36,8 @@ use crate::store::{
 };
 use crate::tokens::Tokens;
 
-/// Finalizer and controller name.
-pub const NAME: &str = "process";
 /// The condition this controller reports.
-pub const CONDITION: &str = "ServicesReady";
+const CONDITION: &str = Kind::Process.condition();
 
 /// The identity of a process: a pid alone can be reused, a pid and its start time cannot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1391,12 +1390,8 @@ fn dependency_levels(world: &World) -> HashMap<String, usize> {
 impl<S: Supervisor> Controller for ProcessController<S> {
     type Error = ProcessError;
 
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn condition_type(&self) -> &'static str {
-        CONDITION
+    fn kind(&self) -> Kind {
+        Kind::Process
     }
 
     /// Stop processes that carry this home's spawn token but are not recorded: a daemon
@@ -1458,16 +1453,9 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             .store
             .read(|c| store::observed_generations(c, world.id))?;
         let conds = self.store.read(|c| store::conditions(c, world.id))?;
-        for (controller, cond, what) in [
-            (
-                crate::worktree::NAME,
-                crate::worktree::CONDITION,
-                "worktree",
-            ),
-            (crate::port::NAME, crate::port::CONDITION, "ports"),
-        ] {
-            let observed = gens.get(controller).copied().unwrap_or(0) >= world.generation;
-            let c = conds.iter().find(|c| c.type_ == cond);
+        for (kind, what) in [(Kind::Worktree, "worktree"), (Kind::Port, "ports")] {
+            let observed = gens.get(kind.name()).copied().unwrap_or(0) >= world.generation;
+            let c = conds.iter().find(|c| c.type_ == kind.condition());
             let ok = observed && c.is_some_and(|c| c.status == CondStatus::True);
             if !ok {
                 let detail = c

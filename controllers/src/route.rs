@@ -18,13 +18,12 @@ use rusqlite::params;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World};
 
-/// Finalizer and controller name.
-pub const NAME: &str = "route";
 /// The condition this controller reports.
-pub const CONDITION: &str = "RoutesReady";
+const CONDITION: &str = Kind::Route.condition();
 
 /// Whether a route's backend should answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -259,12 +258,8 @@ impl<S: RouteSink> RouteController<S> {
 impl<S: RouteSink> Controller for RouteController<S> {
     type Error = RouteError;
 
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn condition_type(&self) -> &'static str {
-        CONDITION
+    fn kind(&self) -> Kind {
+        Kind::Route
     }
 
     async fn startup(&self) {

@@ -512,7 +512,7 @@ impl SliceEffects for FakeSlices {
     async fn provision(&self, spec: &SliceSpec) -> Result<SliceAddress, SliceFault> {
         let mut s = self.record(format!("provision {}", spec.slice));
         if let Some(why) = &s.provision_permanent {
-            return Err(SliceFault::Permanent(why.clone()));
+            return Err(SliceFault::Permanent(why.clone().into()));
         }
         if s.provision_transient > 0 {
             s.provision_transient -= 1;
@@ -527,7 +527,7 @@ impl SliceEffects for FakeSlices {
     async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
         let mut s = self.record(format!("teardown {}", spec.slice));
         if let Some(why) = &s.teardown_permanent {
-            return Err(SliceFault::Permanent(why.clone()));
+            return Err(SliceFault::Permanent(why.clone().into()));
         }
         if let Some(left) = s
             .teardown_transient
@@ -552,7 +552,7 @@ impl SliceEffects for FakeSlices {
     ) -> Result<SliceAddress, SliceFault> {
         let mut s = self.record(format!("clone {} -> {}", from.slice, to.slice));
         if let Some(why) = &s.clone_permanent {
-            return Err(SliceFault::Permanent(why.clone()));
+            return Err(SliceFault::Permanent(why.clone().into()));
         }
         if s.clone_transient > 0 {
             s.clone_transient -= 1;

@@ -22,13 +22,12 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::params;
 
+use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::{self, now_ms, owner, Store, StoreError, WorktreeRow, World};
 
-/// Finalizer and controller name.
-pub const NAME: &str = "worktree";
 /// The condition this controller reports.
-pub const CONDITION: &str = "WorktreeReady";
+const CONDITION: &str = Kind::Worktree.condition();
 
 /// One entry of `git worktree list`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -488,12 +487,8 @@ fn is_empty_dir(path: &Path) -> bool {
 impl<G: Git> Controller for WorktreeController<G> {
     type Error = WorktreeError;
 
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn condition_type(&self) -> &'static str {
-        CONDITION
+    fn kind(&self) -> Kind {
+        Kind::Worktree
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, WorktreeError> {
@@ -571,10 +566,6 @@ impl<G: Git> Controller for WorktreeController<G> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, WorktreeError> {
-        let fins = self.store.read(|c| store::finalizers(c, world.id))?;
-        if fins.iter().any(|f| f == crate::process::NAME) {
-            return Ok(Cleanup::Pending(Action::AwaitChange));
-        }
         let Some(row) = self.store.read(|c| store::worktree(c, world.id))? else {
             return Ok(Cleanup::Done);
         };

@@ -3,9 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use binky_controllers::store::{
-    self, CondStatus, ConditionRow, DesiredState, ProcessRow, WorktreeRow, World,
-};
+use binky_controllers::store::{self, CondStatus, ConditionRow, DesiredState, WorktreeRow, World};
 use serde::Serialize;
 
 use super::context::{Ctx, Failure};
@@ -38,53 +36,6 @@ struct WorldView {
     worktree: Option<WorktreeRow>,
     services: Vec<ServiceView>,
     conditions: Vec<ConditionRow>,
-}
-
-/// `ready`, `starting`, `failed`, `stopped`, `stopping`, `removing`.
-fn world_state(
-    w: &World,
-    gens: &BTreeMap<String, i64>,
-    conds: &[ConditionRow],
-    procs: &[ProcessRow],
-) -> &'static str {
-    if w.deleted {
-        return "removing";
-    }
-    let live = procs.iter().any(|p| p.pid.is_some());
-    if w.desired == DesiredState::Stopped {
-        return if live { "stopping" } else { "stopped" };
-    }
-    // An invalid edit of binky.toml does not fail a world: it runs its last good config
-    // (the condition is still shown).
-    if conds
-        .iter()
-        .any(|c| c.stalled && c.status != CondStatus::True && c.type_ != crate::apply::CONDITION)
-    {
-        return "failed";
-    }
-    if let Some(held) = conds
-        .iter()
-        .find(|c| c.type_ == binky_controllers::gate::CONDITION && c.status != CondStatus::True)
-    {
-        match held.reason.as_str() {
-            "Queued" => return "queued",
-            "AwaitingApproval" => return "approval",
-            _ => {}
-        }
-    }
-    let current = super::wait::CONTROLLERS
-        .iter()
-        .all(|c| gens.get(*c).copied().unwrap_or(0) >= w.generation);
-    let ready = super::wait::READY.iter().all(|t| {
-        conds
-            .iter()
-            .any(|c| c.type_ == *t && c.status == CondStatus::True)
-    });
-    if current && ready {
-        "ready"
-    } else {
-        "starting"
-    }
 }
 
 fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
@@ -144,7 +95,9 @@ fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     Ok(WorldView {
         project: w.project.clone(),
         name: w.name.clone(),
-        state: world_state(w, &gens, &conds, &procs).to_owned(),
+        state: binky_controllers::phase::phase(w, &gens, &conds, &procs)
+            .as_str()
+            .to_owned(),
         desired: w.desired,
         generation: w.generation,
         group: w.group.clone(),

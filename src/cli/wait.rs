@@ -2,8 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use binky_controllers::gate::Hold;
+use binky_controllers::phase;
+use binky_controllers::registry::Kind;
 use binky_controllers::store::{self, CondStatus, ConditionRow, World, WorldId};
-use binky_controllers::{gate, golden, port, process, route, slice, worktree};
 
 use super::context::{Ctx, Failure};
 use super::{exit, WaitArgs};
@@ -28,27 +30,6 @@ pub enum Outcome {
     /// Out of time.
     Pending(String),
 }
-
-/// Every controller that must have seen a generation before a world counts as up.
-pub const CONTROLLERS: [&str; 7] = [
-    gate::NAME,
-    worktree::NAME,
-    port::NAME,
-    golden::NAME,
-    slice::NAME,
-    process::NAME,
-    route::NAME,
-];
-/// Every condition that must hold for a world to count as up.
-pub const READY: [&str; 7] = [
-    gate::CONDITION,
-    worktree::CONDITION,
-    port::CONDITION,
-    golden::CONDITION,
-    slice::CONDITION,
-    process::CONDITION,
-    route::CONDITION,
-];
 
 /// A one-line-per-item summary of conditions that do not hold.
 pub fn not_ready(conds: &[ConditionRow]) -> String {
@@ -106,38 +87,22 @@ pub async fn wait(
         };
         let gens = ctx.store.read(|c| store::observed_generations(c, id))?;
         let conds = ctx.store.read(|c| store::conditions(c, id))?;
-        if let Some(stalled) = conds
-            .iter()
-            .find(|c| c.stalled && c.status != CondStatus::True && c.generation >= generation)
-        {
+        if let Some(stalled) = phase::stalled(&conds, generation) {
             return Ok(Outcome::Failed(stalled.message.clone()));
         }
         // A world held for approval waits for a person: say so now (exit 75), do not sit
         // out the timeout.
         if goal == Goal::Ready {
-            if let Some(held) = conds.iter().find(|c| {
-                c.type_ == gate::CONDITION
-                    && c.reason == "AwaitingApproval"
-                    && c.status != CondStatus::True
-                    && c.generation >= generation
-            }) {
-                return Ok(Outcome::Pending(held.message.clone()));
+            if let Some((Hold::AwaitingApproval, held)) = Hold::of(&conds) {
+                if held.generation >= generation {
+                    return Ok(Outcome::Pending(held.message.clone()));
+                }
             }
         }
-        let observed = |ctrl: &str| gens.get(ctrl).copied().unwrap_or(0) >= generation;
         let reached = match goal {
-            Goal::Ready => {
-                CONTROLLERS.iter().all(|c| observed(c))
-                    && READY.iter().all(|t| {
-                        conds.iter().any(|c| {
-                            c.type_ == *t
-                                && c.status == CondStatus::True
-                                && c.generation >= generation
-                        })
-                    })
-            }
+            Goal::Ready => phase::converged(&gens, &conds, generation),
             Goal::Stopped => {
-                observed(process::NAME)
+                gens.get(Kind::Process.name()).copied().unwrap_or(0) >= generation
                     && ctx
                         .store
                         .read(|c| store::processes(c, id))?

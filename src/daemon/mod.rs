@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 
 use binky_controllers::golden::GoldenController;
 use binky_controllers::route::RouteController;
-use binky_controllers::slice::SliceController;
+use binky_controllers::slice::{SliceController, SliceWork};
 
 use crate::adapters::Registry;
 use crate::servers::{Kind, Servers};
@@ -236,11 +236,16 @@ pub async fn run(
     )));
     runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
     let servers = Arc::new(Servers::new(home.clone(), store.clone()));
-    runtime.add(Arc::new(SliceController::new(
+    // One value does the slice work for both the slice and the golden controller.
+    let slice_work = Arc::new(SliceWork::new(
         store.clone(),
         RealSlices::new(Registry::default(), servers.clone()),
         supervisor.clone(),
         home.logs(),
+    ));
+    runtime.add(Arc::new(SliceController::new(
+        store.clone(),
+        slice_work.clone(),
     )));
     let builder = format!(
         "{}:{}",
@@ -249,12 +254,7 @@ pub async fn run(
     );
     runtime.add(Arc::new(GoldenController::new(
         store.clone(),
-        SliceController::new(
-            store.clone(),
-            RealSlices::new(Registry::default(), servers.clone()),
-            supervisor.clone(),
-            home.logs(),
-        ),
+        slice_work,
         builder,
     )));
 

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use binky_controllers::golden::glob_match;
+use binky_controllers::glob::glob_match;
 use binky_controllers::runtime::{self, Condition, Trigger};
 use binky_controllers::store::{self, Store, World, WorldId};
 use notify::{RecursiveMode, Watcher};
@@ -37,7 +37,7 @@ pub const RESYNC: Duration = Duration::from_millis(1000);
 /// The polling interval of the fallback watcher.
 pub const POLL: Duration = Duration::from_secs(1);
 /// The condition that reports how files are watched.
-pub const CONDITION: &str = "FilesWatched";
+pub const CONDITION: &str = binky_controllers::registry::Reporter::Watch.condition();
 
 const NEVER: [&str; 3] = [".git", "target", "node_modules"];
 

@@ -29,6 +29,7 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension};
 use tokio::sync::mpsc;
 
+pub use crate::registry::{Kind, Reporter};
 use crate::store::{self, now_ms, owner, CondStatus, Store, StoreError, World, WorldId};
 
 pub use self::backoff::KeyBackoff;
@@ -126,11 +127,10 @@ pub trait Controller: Send + Sync + 'static {
     /// Its typed error.
     type Error: ReconcileError;
 
-    /// Its name: the finalizer it holds and the `controller` column it writes.
-    fn name(&self) -> &'static str;
-
-    /// The condition type errors are reported on.
-    fn condition_type(&self) -> &'static str;
+    /// Which of binky's controllers it is: its name (the finalizer it holds, the
+    /// `controller` column it writes), the condition its errors are reported on, and its
+    /// place in the teardown order.
+    fn kind(&self) -> Kind;
 
     /// Make reality match the world's desired record. Idempotent.
     fn apply(&self, world: &World) -> impl Future<Output = Result<Applied, Self::Error>> + Send;
@@ -220,7 +220,7 @@ pub(crate) async fn reconcile_one<C: Controller>(
             }
         }
         Err(err) => {
-            tracing::warn!(controller = controller.name(), world = id, %err, "cannot read world");
+            tracing::warn!(controller = controller.kind().name(), world = id, %err, "cannot read world");
             return Outcome {
                 next: Some(backoff.next_delay()),
                 forget: false,
@@ -230,7 +230,7 @@ pub(crate) async fn reconcile_one<C: Controller>(
     if world.deleted {
         return cleanup_one(controller, store, trigger, backoff, &world).await;
     }
-    match add_finalizer(store, id, controller.name()) {
+    match add_finalizer(store, id, controller.kind().name()) {
         // Marked deleted since it was read: nothing may be made for it now (a worktree made
         // after the last finalizer went would be left behind). Cleanup comes next.
         Ok(false) => {
@@ -241,17 +241,17 @@ pub(crate) async fn reconcile_one<C: Controller>(
         }
         Ok(true) => {}
         Err(err) => {
-            tracing::warn!(controller = controller.name(), world = id, %err, "cannot add finalizer")
+            tracing::warn!(controller = controller.kind().name(), world = id, %err, "cannot add finalizer")
         }
     }
     match controller.apply(&world).await {
         Ok(applied) => {
             *backoff = KeyBackoff::default();
-            match record_success(store, &world, controller.name(), &applied.conditions) {
-                Ok(true) => trigger.others(id, controller.name()),
+            match record_success(store, &world, controller.kind().name(), &applied.conditions) {
+                Ok(true) => trigger.others(id, controller.kind().name()),
                 Ok(false) => {}
                 Err(err) => {
-                    tracing::warn!(controller = controller.name(), world = id, %err, "cannot record status")
+                    tracing::warn!(controller = controller.kind().name(), world = id, %err, "cannot record status")
                 }
             }
             Outcome {
@@ -280,10 +280,17 @@ async fn cleanup_one<C: Controller>(
     backoff: &mut KeyBackoff,
     world: &World,
 ) -> Outcome {
-    let held = match store.read(|c| store::finalizers(c, world.id)) {
-        Ok(f) => f.iter().any(|f| f == controller.name()),
-        Err(_) => true,
+    let finalizers = match store.read(|c| store::finalizers(c, world.id)) {
+        Ok(f) => f,
+        Err(err) => {
+            tracing::warn!(controller = controller.kind().name(), world = world.id, %err, "cannot read finalizers");
+            return Outcome {
+                next: Some(backoff.next_delay()),
+                forget: false,
+            };
+        }
     };
+    let held = finalizers.iter().any(|f| f == controller.kind().name());
     if !held {
         // A world removed before any controller took it up (its daemon was killed first)
         // has no finalizer whose removal would delete it: whoever sees that deletes it.
@@ -294,7 +301,7 @@ async fn cleanup_one<C: Controller>(
             }
             Ok(false) => {}
             Err(err) => {
-                tracing::warn!(controller = controller.name(), world = world.id, %err, "cannot remove an unfinalized world");
+                tracing::warn!(controller = controller.kind().name(), world = world.id, %err, "cannot remove an unfinalized world");
                 return Outcome {
                     next: Some(backoff.next_delay()),
                     forget: false,
@@ -306,17 +313,29 @@ async fn cleanup_one<C: Controller>(
             forget: false,
         };
     }
+    // The declared teardown order: wait until those before this one are gone (their
+    // finalizer's removal nudges the world).
+    let before = controller.kind().teardown_after();
+    if before
+        .iter()
+        .any(|k| finalizers.iter().any(|f| f == k.name()))
+    {
+        return Outcome {
+            next: None,
+            forget: false,
+        };
+    }
     match controller.cleanup(world).await {
         Ok(Cleanup::Done) => {
             *backoff = KeyBackoff::default();
-            match remove_finalizer(store, world.id, controller.name()) {
+            match remove_finalizer(store, world.id, controller.kind().name()) {
                 Ok(gone) => {
                     if gone {
                         tracing::info!(world = %world.name, project = %world.project, "world removed");
                     }
                 }
                 Err(err) => {
-                    tracing::warn!(controller = controller.name(), world = world.id, %err, "cannot remove finalizer");
+                    tracing::warn!(controller = controller.kind().name(), world = world.id, %err, "cannot remove finalizer");
                     return Outcome {
                         next: Some(backoff.next_delay()),
                         forget: false,
@@ -426,27 +445,6 @@ fn record_success(
     })
 }
 
-/// Who reports a condition that no controller owns. The runtime writes every condition; these
-/// two report theirs through [`set_condition`], each under its own name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reporter {
-    /// Reading `binky.toml` (`binky up`, `binky apply`, the daemon's config watcher):
-    /// `ConfigValid`.
-    Config,
-    /// The daemon's file watcher: `FilesWatched`.
-    Watch,
-}
-
-impl Reporter {
-    /// The name stored as the condition's controller.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Reporter::Config => "config",
-            Reporter::Watch => "watch",
-        }
-    }
-}
-
 /// Record a condition that no controller owns (`ConfigValid`, `FilesWatched`) for `reporter`;
 /// true when it changed.
 pub fn set_condition(
@@ -531,15 +529,22 @@ fn report_error<C: Controller>(
         }
         source = s.source();
     }
-    tracing::warn!(controller = controller.name(), world = %world.name, attempts, error = %message, "reconcile failed");
+    tracing::warn!(controller = controller.kind().name(), world = %world.name, attempts, error = %message, "reconcile failed");
     let cond = Condition {
-        type_: controller.condition_type(),
+        type_: controller.kind().condition(),
         status: CondStatus::False,
         reason: err.reason().to_owned(),
         message,
         stalled: err.stalled(),
     };
-    record_failure(store, trigger, controller.name(), world, cond, attempts);
+    record_failure(
+        store,
+        trigger,
+        controller.kind().name(),
+        world,
+        cond,
+        attempts,
+    );
 }
 
 /// A reconcile of world `id` by `controller` panicked: recorded like an error (a condition
@@ -554,7 +559,7 @@ pub(crate) fn report_panic<C: Controller>(
     attempts: u32,
 ) {
     tracing::error!(
-        controller = controller.name(),
+        controller = controller.kind().name(),
         world = id,
         attempts,
         panic,
@@ -565,16 +570,23 @@ pub(crate) fn report_panic<C: Controller>(
         _ => return,
     };
     let cond = Condition::waiting(
-        controller.condition_type(),
+        controller.kind().condition(),
         "ReconcilePanicked",
         format!(
             "binky's {} controller panicked ({panic}); retrying with backoff. This is a bug in \
              binky: please report it with `binky events {}`",
-            controller.name(),
+            controller.kind().name(),
             world.name
         ),
     );
-    record_failure(store, trigger, controller.name(), &world, cond, attempts);
+    record_failure(
+        store,
+        trigger,
+        controller.kind().name(),
+        &world,
+        cond,
+        attempts,
+    );
 }
 
 fn record_failure(

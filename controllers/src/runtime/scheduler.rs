@@ -156,7 +156,7 @@ async fn run_controller<C: Controller>(
                 }
             }
             Some(msg) = rx.recv() => match msg {
-                Msg::World(id, origin) if origin != Some(controller.name()) => {
+                Msg::World(id, origin) if origin != Some(controller.kind().name()) => {
                     schedule(&mut due, id, Instant::now())
                 }
                 Msg::World(..) => {}

@@ -31,17 +31,17 @@ struct Fake {
     cleanup_pending: AtomicUsize,
     /// `apply` of the world with this name panics this many times.
     panic_for: StdMutex<Option<(String, usize)>>,
+    /// Which controller it plays (default: the route controller, which waits for none).
+    kind: Option<Kind>,
+    /// When each `cleanup` ran.
+    cleaned_at: StdMutex<Vec<std::time::Instant>>,
 }
 
 impl Controller for Fake {
     type Error = FakeError;
 
-    fn name(&self) -> &'static str {
-        "fake"
-    }
-
-    fn condition_type(&self) -> &'static str {
-        "FakeReady"
+    fn kind(&self) -> Kind {
+        self.kind.unwrap_or(Kind::Route)
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, FakeError> {
@@ -70,12 +70,16 @@ impl Controller for Fake {
         }
         Ok(Applied {
             action: Action::AwaitChange,
-            conditions: vec![Condition::ok("FakeReady", "Fine", "all good")],
+            conditions: vec![Condition::ok(Kind::Route.condition(), "Fine", "all good")],
         })
     }
 
     async fn cleanup(&self, _world: &World) -> Result<Cleanup, FakeError> {
         self.cleanups.fetch_add(1, Ordering::SeqCst);
+        self.cleaned_at
+            .lock()
+            .unwrap()
+            .push(std::time::Instant::now());
         if self.cleanup_pending.load(Ordering::SeqCst) > 0 {
             self.cleanup_pending.fetch_sub(1, Ordering::SeqCst);
             return Ok(Cleanup::Pending(Action::Requeue(Duration::from_millis(10))));
@@ -187,7 +191,7 @@ async fn errors_back_off_per_key_and_success_resets_and_records_status() {
         .store
         .read(|c| store::observed_generations(c, w.id))
         .unwrap();
-    assert_eq!(gens["fake"], w.generation);
+    assert_eq!(gens[Kind::Route.name()], w.generation);
     let attempts: i64 = h
         .store
         .read(|c| {
@@ -253,7 +257,7 @@ async fn a_deleted_world_goes_only_when_its_finalizers_are_done() {
         h.store
             .read(|c| store::finalizers(c, w.id))
             .unwrap()
-            .contains(&"fake".to_string())
+            .contains(&Kind::Route.name().to_string())
     })
     .await;
     h.store.mark_deleted(w.id, false).unwrap();
@@ -267,6 +271,55 @@ async fn a_deleted_world_goes_only_when_its_finalizers_are_done() {
     assert_eq!(evs.last().unwrap().kind, "removed");
     let _ = h.stop.send(());
     h.task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_tears_down_only_after_those_declared_before_it_are_done() {
+    // The port controller's part goes only once the process controller's is gone.
+    let process = Arc::new(Fake {
+        kind: Some(Kind::Process),
+        ..Fake::default()
+    });
+    process.cleanup_pending.store(5, Ordering::SeqCst);
+    let port = Arc::new(Fake {
+        kind: Some(Kind::Port),
+        ..Fake::default()
+    });
+    assert_eq!(Kind::Port.teardown_after(), &[Kind::Process]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let mut rt = Runtime::new(
+        store.clone(),
+        RuntimeConfig {
+            resync: Duration::from_secs(3600),
+            shutdown_grace: Duration::from_secs(2),
+        },
+    );
+    rt.add(port.clone());
+    rt.add(process.clone());
+    let trigger = rt.trigger();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(rt.run(async {
+        let _ = rx.await;
+    }));
+    let w = store.put_world(&new_world("p", "/r", "w")).unwrap().world;
+    trigger.world(w.id);
+    wait_for(|| store.read(|c| store::finalizers(c, w.id)).unwrap().len() == 2).await;
+    store.mark_deleted(w.id, false).unwrap();
+    trigger.world(w.id);
+    // The process part is being torn down (it was looked at) while the port part waits.
+    wait_for(|| process.cleanups.load(Ordering::SeqCst) >= 2).await;
+    assert_eq!(port.cleanups.load(Ordering::SeqCst), 0);
+    for _ in 0..3 {
+        trigger.world(w.id);
+    }
+    wait_for(|| store.read(|c| store::world(c, w.id)).unwrap().is_none()).await;
+    assert_eq!(process.cleanups.load(Ordering::SeqCst), 6);
+    assert_eq!(port.cleanups.load(Ordering::SeqCst), 1);
+    let process_done = *process.cleaned_at.lock().unwrap().last().unwrap();
+    assert!(port.cleaned_at.lock().unwrap()[0] > process_done);
+    let _ = stop.send(());
+    task.await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

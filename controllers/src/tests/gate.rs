@@ -1,6 +1,7 @@
 //! The admission gate's resident limits: FIFO queueing and cooling the least recently used
 //! world.
 
+use crate::registry::Kind;
 use std::time::Duration;
 
 use rusqlite::params;
@@ -84,7 +85,7 @@ async fn queued_worlds_are_admitted_in_the_order_they_asked_as_room_appears() {
     assert!(held(&store, d)
         .unwrap()
         .contains("queued behind 2 world(s)"));
-    let cond = condition(&store, b, gate::CONDITION);
+    let cond = condition(&store, b, Kind::Admission.condition());
     assert_eq!(
         (cond.status, cond.reason.as_str()),
         (CondStatus::False, "Queued")

@@ -1,7 +1,7 @@
 //! Golden templates and what cloning from them comes to: a copy, a fallback to migrate and
 //! seed, or a wait.
 
-use crate::golden;
+use crate::registry::Kind;
 use crate::spec::Spec;
 use crate::store::{self, CondStatus, GoldenRow};
 use crate::testing::*;
@@ -68,7 +68,7 @@ async fn the_template_is_migrated_and_seeded_once_and_every_world_is_cloned_from
         assert!(!has_event(&h, name, "clone_fallback", ""));
     }
     assert_eq!(
-        condition(&h.store, b, golden::CONDITION).status,
+        condition(&h.store, b, Kind::Golden.condition()).status,
         CondStatus::True
     );
 }
@@ -98,7 +98,7 @@ async fn an_adapter_that_cannot_clone_provisions_migrates_and_seeds_each_world_a
             "clone_fallback",
             "adapter postgres cannot clone"
         ));
-        let g = condition(&h.store, id, golden::CONDITION);
+        let g = condition(&h.store, id, Kind::Golden.condition());
         assert_eq!(g.status, CondStatus::True);
         assert!(g.message.contains("cannot clone"), "{}", g.message);
     }

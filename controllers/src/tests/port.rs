@@ -1,8 +1,7 @@
 use rusqlite::params;
 
 use crate::port::PortController;
-use crate::process;
-use crate::runtime::{Cleanup, Controller};
+use crate::registry::Kind;
 use crate::store::{self, Store};
 use crate::testing::*;
 
@@ -167,17 +166,14 @@ async fn ports_of_removed_services_are_released_and_removal_waits_for_processes(
         .write_fixture(|tx| {
             tx.execute(
                 "INSERT INTO finalizers VALUES (?1, ?2)",
-                params![w.id, process::NAME],
+                params![w.id, Kind::Process.name()],
             )?;
             Ok(())
         })
         .unwrap();
     store.mark_deleted(w.id, false).unwrap();
-    let world = world(&store, w.id).unwrap();
-    assert!(matches!(
-        ctrl.cleanup(&world).await.unwrap(),
-        Cleanup::Pending(_)
-    ));
+    // Through the runtime, which keeps the declared teardown order.
+    reconcile(&ctrl, &store, w.id).await;
     assert_eq!(
         ports(&store, w.id).len(),
         1,
@@ -187,11 +183,11 @@ async fn ports_of_removed_services_are_released_and_removal_waits_for_processes(
         .write_fixture(|tx| {
             tx.execute(
                 "DELETE FROM finalizers WHERE controller = ?1",
-                [process::NAME],
+                [Kind::Process.name()],
             )?;
             Ok(())
         })
         .unwrap();
-    assert_eq!(ctrl.cleanup(&world).await.unwrap(), Cleanup::Done);
+    reconcile(&ctrl, &store, w.id).await;
     assert!(ports(&store, w.id).is_empty());
 }

@@ -1,6 +1,7 @@
 //! The slice controller against a fake shared server: provision, migrate and seed once,
 //! waiting for a server that is down, failing for good, healing drift, and teardown.
 
+use crate::registry::Kind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use crate::golden::GoldenController;
 use crate::port::PortController;
 use crate::process::{ProcessConfig, ProcessController};
 use crate::runtime::{Cleanup, Controller};
-use crate::slice::{self, SliceController, DRIFT_CHECK};
+use crate::slice::{SliceController, SliceWork, DRIFT_CHECK};
 use crate::spec::Spec;
 use crate::store::{self, CondStatus, SliceRow, Store};
 use crate::testing::*;
@@ -38,16 +39,18 @@ pub(super) fn h() -> H {
     let logs = dir.path().join("logs");
     let mut cfg = ProcessConfig::new(logs.clone());
     cfg.settle = Duration::ZERO;
+    let work = Arc::new(SliceWork::new(
+        store.clone(),
+        fake.clone(),
+        sup.clone(),
+        logs,
+    ));
     H {
         gate: crate::gate::AdmissionController::new(store.clone(), FakeMachine::default()),
         wt: WorktreeController::new(store.clone(), FakeGit::default()),
         port: PortController::new(store.clone(), FakePorts::default()),
-        golden: GoldenController::new(
-            store.clone(),
-            SliceController::new(store.clone(), fake.clone(), sup.clone(), logs.clone()),
-            "1:1".into(),
-        ),
-        slice: SliceController::new(store.clone(), fake.clone(), sup.clone(), logs),
+        golden: GoldenController::new(store.clone(), work.clone(), "1:1".into()),
+        slice: SliceController::new(store.clone(), work),
         proc_: ProcessController::new(store.clone(), sup.clone(), cfg),
         fake,
         sup,
@@ -85,7 +88,7 @@ impl H {
     }
 
     pub fn slices_ready(&self, id: i64) -> store::ConditionRow {
-        condition(&self.store, id, slice::CONDITION)
+        condition(&self.store, id, Kind::Slice.condition())
     }
 
     pub fn row(&self, id: i64, service: &str) -> Option<SliceRow> {
@@ -300,7 +303,7 @@ async fn removal_drops_the_slices_after_the_processes_stopped_and_leaves_nothing
         h.fake.calls("teardown").is_empty(),
         "dropped under running processes"
     );
-    assert!(store_finalizers(&h.store, id).contains(&slice::NAME.to_owned()));
+    assert!(store_finalizers(&h.store, id).contains(&Kind::Slice.name().to_owned()));
     h.converge(id).await;
     let mut dropped = h.fake.calls("teardown");
     dropped.sort();
@@ -342,15 +345,18 @@ async fn a_teardown_cut_short_is_finished_by_the_next_daemon_without_dropping_tw
     );
     assert!(h.row(id, "cache").is_none() && h.row(id, "db").is_some());
     assert!(
-        store_finalizers(&h.store, id).contains(&slice::NAME.to_owned()),
+        store_finalizers(&h.store, id).contains(&Kind::Slice.name().to_owned()),
         "the finalizer went before the slices"
     );
     // The next daemon: a new controller that knows nothing but the store.
     let next = SliceController::new(
         h.store.clone(),
-        h.fake.clone(),
-        h.sup.clone(),
-        h.dir.path().join("logs"),
+        Arc::new(SliceWork::new(
+            h.store.clone(),
+            h.fake.clone(),
+            h.sup.clone(),
+            h.dir.path().join("logs"),
+        )),
     );
     let w = world(&h.store, id).unwrap();
     assert_eq!(next.cleanup(&w).await.unwrap(), Cleanup::Done);

@@ -1,4 +1,4 @@
-use crate::process;
+use crate::registry::Kind;
 use crate::runtime::Controller;
 use crate::store::{self, CondStatus, Store};
 use crate::testing::*;
@@ -128,35 +128,29 @@ async fn removal_waits_for_processes_then_deletes_a_branch_without_commits() {
         .write_fixture(|tx| {
             tx.execute(
                 "INSERT INTO finalizers VALUES (?1, ?2)",
-                rusqlite::params![w.id, process::NAME],
+                rusqlite::params![w.id, Kind::Process.name()],
             )?;
             Ok(())
         })
         .unwrap();
     store.mark_deleted(w.id, false).unwrap();
-    let world = world(&store, w.id).unwrap();
-    let r = ctrl.cleanup(&world).await.unwrap();
-    assert_eq!(
-        r,
-        crate::runtime::Cleanup::Pending(crate::runtime::Action::AwaitChange)
-    );
+    // Through the runtime, which keeps the declared teardown order.
+    reconcile(&ctrl, &store, w.id).await;
     assert!(
         w.worktree_path.exists(),
         "removed while processes may still run"
     );
+    assert!(!ctrl_calls(&ctrl).contains(&"delete-branch w".to_string()));
     store
         .write_fixture(|tx| {
             tx.execute(
                 "DELETE FROM finalizers WHERE controller = ?1",
-                [process::NAME],
+                [Kind::Process.name()],
             )?;
             Ok(())
         })
         .unwrap();
-    assert_eq!(
-        ctrl.cleanup(&world).await.unwrap(),
-        crate::runtime::Cleanup::Done
-    );
+    reconcile(&ctrl, &store, w.id).await;
     assert!(!w.worktree_path.exists());
     assert!(ctrl_calls(&ctrl).contains(&"delete-branch w".to_string()));
 }

@@ -14,38 +14,29 @@
 //!   the middle is finished by the next daemon (the finalizer stays until it is done).
 //! - A slice whose service left `binky.toml` is kept (it holds data) until the world goes.
 
+mod clone;
+mod effects;
+mod work;
+
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::params;
 use sha2::{Digest, Sha256};
 
-use crate::env::{self, Layout};
-use crate::process::{SpawnSpec, Supervisor};
+use self::clone::CloneOutcome;
+pub use self::effects::{
+    random_secret, slice_name, Cause, SliceAddress, SliceEffects, SliceFault, SliceSpec,
+};
+pub(crate) use self::work::unset_settings;
+pub use self::work::SliceWork;
+use crate::env::Layout;
+use crate::process::Supervisor;
+use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, SliceRow, Store, StoreError, World};
-
-/// Why `res`'s server settings cannot be resolved for `world`: an `${env.NAME}` in its
-/// `admin_url` or options that the environment of `binky up` did not have.
-pub(crate) fn unset_settings(world: &World, res: &Resource) -> Option<String> {
-    let t = crate::tokens::Tokens {
-        env: world.env.clone(),
-        ..Default::default()
-    };
-    let fields = res.token_fields().into_iter();
-    let mut settings = fields.filter(|(field, _)| Resource::is_server_setting(field));
-    settings.find_map(|(field, text)| {
-        let u = t.unset_env(text).into_iter().next()?;
-        Some(format!(
-            "{field} comes from ${{env.{}}}, which is not set{}",
-            u.name,
-            u.message.map(|m| format!(" ({m})")).unwrap_or_default()
-        ))
-    })
-}
 
 /// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
 /// (the server row with the slice's admin address) is not running.
@@ -77,81 +68,8 @@ fn servers_down(
         .collect()
 }
 
-/// Finalizer and controller name.
-pub const NAME: &str = "slice";
 /// The condition this controller reports.
-pub const CONDITION: &str = "SlicesReady";
-
-/// Everything an adapter needs to make or find one slice.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SliceSpec {
-    /// Adapter name.
-    pub adapter: String,
-    /// The slice's name.
-    pub slice: String,
-    /// Its password.
-    pub secret: String,
-    /// The server's admin address (tokens resolved); none: binky's managed server.
-    pub admin_url: Option<String>,
-    /// `options`, tokens resolved.
-    pub options: BTreeMap<String, String>,
-    /// `buckets`.
-    pub buckets: Vec<String>,
-    /// `PATH` of the `binky up` that wrote the world: where external adapters are looked
-    /// up (not the daemon's own `PATH`, which is whatever its first command had).
-    pub search_path: Option<String>,
-}
-
-/// A provisioned slice.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SliceAddress {
-    /// The address a service's client takes as is.
-    pub url: String,
-    /// Extra tokens (`prefix`, …).
-    pub tokens: BTreeMap<String, String>,
-    /// The admin address actually used (a managed server's, when none was given).
-    pub admin_url: Option<String>,
-}
-
-/// Why a slice could not be made or dropped.
-#[derive(Debug, thiserror::Error)]
-pub enum SliceFault {
-    /// Retrying may help (the server is down, the credentials are refused).
-    #[error("{0}")]
-    Transient(String),
-    /// Retrying will not help until the configuration changes.
-    #[error("{0}")]
-    Permanent(String),
-}
-
-/// The slice effects: adapters, and managed servers behind them.
-pub trait SliceEffects: Send + Sync + 'static {
-    /// Make the slice if it does not exist, and say where it is.
-    fn provision(
-        &self,
-        spec: &SliceSpec,
-    ) -> impl Future<Output = Result<SliceAddress, SliceFault>> + Send;
-    /// Remove the slice and its credentials.
-    fn teardown(&self, spec: &SliceSpec) -> impl Future<Output = Result<(), SliceFault>> + Send;
-    /// Can this adapter copy a slice server-side?
-    fn can_clone(&self, spec: &SliceSpec) -> impl Future<Output = Result<bool, SliceFault>> + Send;
-    /// Copy the template `from` into the new slice `to`, and say where it is.
-    fn clone_into(
-        &self,
-        from: &SliceSpec,
-        to: &SliceSpec,
-    ) -> impl Future<Output = Result<SliceAddress, SliceFault>> + Send;
-    /// Make a migrated and seeded slice a template (closed, ready to be copied).
-    fn seal(&self, template: &SliceSpec) -> impl Future<Output = Result<(), SliceFault>> + Send;
-    /// Is the slice still on its server? `None`: the adapter cannot tell.
-    fn exists(
-        &self,
-        spec: &SliceSpec,
-    ) -> impl Future<Output = Result<Option<bool>, SliceFault>> + Send {
-        let _ = spec;
-        async { Ok(None) }
-    }
-}
+const CONDITION: &str = Kind::Slice.condition();
 
 /// How often a ready slice is checked for having been dropped from outside binky.
 pub const DRIFT_CHECK: Duration = Duration::from_secs(10);
@@ -170,7 +88,8 @@ pub enum SliceError {
         /// Its adapter.
         adapter: String,
         /// What the adapter said.
-        detail: String,
+        #[source]
+        detail: Cause,
     },
 }
 
@@ -180,42 +99,6 @@ impl ReconcileError for SliceError {
             SliceError::Store(_) => "StoreFailed",
             SliceError::Waiting { .. } => "ServerUnavailable",
         }
-    }
-}
-
-/// A slice name: `bk_<project>_<world>_<service>`, lower case, `[a-z0-9_]`, at most 63
-/// characters (PostgreSQL's limit, the tightest of the servers here); a name that had to be
-/// shortened ends in a hash of the full one, so it stays unique.
-pub fn slice_name(project: &str, world: &str, service: &str) -> String {
-    let full = format!("bk_{project}_{world}_{service}");
-    let mut name: String = full
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_alphanumeric() {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if name.len() > 63 || name != full.to_ascii_lowercase() {
-        let digest = Sha256::digest(full.as_bytes());
-        let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
-        name.truncate(54);
-        name = format!("{}_{hash}", name.trim_end_matches('_'));
-    }
-    name
-}
-
-/// A new random secret (hex, 144 bits, from the kernel's CSPRNG).
-pub fn random_secret() -> String {
-    use std::io::Read;
-    let mut buf = [0u8; 18];
-    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)) {
-        Ok(()) => buf.iter().map(|b| format!("{b:02x}")).collect(),
-        // Never reached on Linux; still not a constant.
-        Err(_) => format!("{:x}{:x}", now_ms(), std::process::id()),
     }
 }
 
@@ -230,10 +113,8 @@ fn hash(text: &str) -> String {
 /// The slice controller.
 pub struct SliceController<E, S> {
     store: Store,
-    effects: E,
-    sup: Arc<S>,
-    logs_dir: std::path::PathBuf,
-    command_timeout: Duration,
+    /// Adapters and `migrate`/`seed`, shared with the golden controller.
+    work: Arc<SliceWork<E, S>>,
     /// `(world, service) → generation` of the last provision by this daemon: a ready slice
     /// is provisioned again (idempotently) once per daemon and per `binky up`, which heals
     /// a server that lost it (a restart without persistence, a dropped database).
@@ -243,15 +124,11 @@ pub struct SliceController<E, S> {
 }
 
 impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
-    /// A controller over `store`, making slices with `effects`, running `migrate`/`seed`
-    /// with `sup`, logging to `logs_dir`.
-    pub fn new(store: Store, effects: E, sup: Arc<S>, logs_dir: std::path::PathBuf) -> Self {
+    /// A controller over `store`, doing its work with `work`.
+    pub fn new(store: Store, work: Arc<SliceWork<E, S>>) -> Self {
         SliceController {
             store,
-            effects,
-            sup,
-            logs_dir,
-            command_timeout: Duration::from_secs(30 * 60),
+            work,
             healed: Default::default(),
             checked: Default::default(),
         }
@@ -307,120 +184,11 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         }
     }
 
-    /// The effects this controller uses.
-    pub(crate) fn effects(&self) -> &E {
-        &self.effects
+    /// The adapter effects.
+    fn effects(&self) -> &E {
+        self.work.effects()
     }
 
-    pub(crate) fn spec_of(
-        &self,
-        world: &World,
-        service: &str,
-        res: &Resource,
-        row: &SliceRow,
-    ) -> SliceSpec {
-        // Adapter settings see the environment of `binky up` (`${env.X}`), nothing else.
-        let t = crate::tokens::Tokens {
-            world: world.name.clone(),
-            env: world.env.clone(),
-            ..Default::default()
-        };
-        SliceSpec {
-            adapter: res.adapter.clone(),
-            slice: row.name.clone(),
-            secret: row.secret.clone(),
-            admin_url: res.admin_url.as_ref().map(|u| t.resolve(u, service)),
-            options: res
-                .options
-                .iter()
-                .map(|(k, v)| (k.clone(), t.resolve(v, service)))
-                .collect(),
-            buckets: res.buckets.clone(),
-            search_path: world.env.get("PATH").cloned(),
-        }
-    }
-
-    /// Run `migrate` or `seed` against the slice; the error is the message to show.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn run_command(
-        &self,
-        world: &World,
-        layout: &Layout,
-        service: &str,
-        res: &Resource,
-        which: &str,
-        cmd: &str,
-        address: &SliceAddress,
-    ) -> Result<(), String> {
-        let ports = self
-            .store
-            .read(|c| store::ports(c, world.id))
-            .map_err(|e| e.to_string())?;
-        let proxy = self
-            .store
-            .read(store::proxy_view)
-            .map_err(|e| e.to_string())?;
-        let slices = self
-            .store
-            .read(|c| store::slices(c, world.id))
-            .map_err(|e| e.to_string())?;
-        let mut tokens = env::tokens(world, &ports, &proxy, &slices);
-        tokens.urls.insert(service.to_owned(), address.url.clone());
-        let (workdir, e) =
-            env::adapter_command_env(world, layout, service, res, &tokens, &address.url);
-        let log = crate::process::ProcessController::<S>::log_path(&self.logs_dir, world, service);
-        let spec = SpawnSpec {
-            world: world.id,
-            service: service.to_owned(),
-            cmd: tokens.resolve(cmd, service),
-            workdir,
-            env: e,
-            log: log.clone(),
-            token: self.sup.token(world.id),
-            task: true,
-        };
-        let started = std::time::Instant::now();
-        match self.sup.run(&spec, self.command_timeout).await {
-            Ok(exit) if exit.success() => {
-                self.event(
-                    world,
-                    which,
-                    &format!(
-                        "{service}: {which} finished in {:.1}s",
-                        started.elapsed().as_secs_f64()
-                    ),
-                );
-                Ok(())
-            }
-            other => {
-                let why = match other {
-                    Ok(exit) => exit.to_string(),
-                    Err(err) => err.to_string(),
-                };
-                Err(format!(
-                    "{which} `{}` failed ({why}); fix it and run `binky up {}` again. Last output:\n{}",
-                    spec.cmd,
-                    world.name,
-                    crate::process::log_tail(&log, 10)
-                ))
-            }
-        }
-    }
-}
-
-/// What trying to clone a new slice from its golden template came to.
-enum CloneOutcome {
-    /// Copied.
-    Cloned(SliceAddress),
-    /// The template is not ready yet.
-    Wait(String),
-    /// The template failed: no world is cloned from it.
-    Failed(String),
-    /// Make the slice the slow way (an event says why).
-    Fallback,
-}
-
-impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
     /// A slice is ready at this generation: record it (and that this daemon healed it).
     fn mark_ready(
         &self,
@@ -438,107 +206,13 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             .insert(key, world.generation);
         Ok(format!("{}={}", row.service, row.name))
     }
-
-    async fn clone_from_golden(
-        &self,
-        world: &World,
-        service: &str,
-        res: &Resource,
-        spec: &SliceSpec,
-    ) -> Result<CloneOutcome, SliceError> {
-        // The reference is the golden controller's: until it has looked at this generation,
-        // it may still name the template of the last one (a failed build the user has fixed
-        // since), which must not fail this `up`.
-        let golden_seen = self
-            .store
-            .read(|c| store::observed_generations(c, world.id))?
-            .get(crate::golden::NAME)
-            .is_some_and(|g| *g >= world.generation);
-        if !golden_seen {
-            return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
-        }
-        let key = self
-            .store
-            .read(|c| store::golden_ref(c, world.id, service))?;
-        let Some(key) = key else {
-            return match self.effects.can_clone(spec).await {
-                Ok(false) | Err(SliceFault::Permanent(_)) => {
-                    self.event(
-                        world,
-                        "clone_fallback",
-                        &format!("{service}: adapter {} cannot clone; provisioning and running migrate and seed", res.adapter),
-                    );
-                    Ok(CloneOutcome::Fallback)
-                }
-                _ => Ok(CloneOutcome::Wait("waiting for its golden template".into())),
-            };
-        };
-        let Some(g) = self.store.read(|c| store::golden(c, &key))? else {
-            return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
-        };
-        match g.state.as_str() {
-            "ready" => {}
-            "failed" => {
-                return Ok(CloneOutcome::Failed(format!(
-                    "golden template {} failed: {}",
-                    g.name, g.output
-                )))
-            }
-            _ => {
-                return Ok(CloneOutcome::Wait(format!(
-                    "golden template {} is being built",
-                    g.name
-                )))
-            }
-        }
-        let template = SliceSpec {
-            slice: g.name.clone(),
-            secret: g.secret.clone(),
-            admin_url: g.admin_url.clone().or_else(|| spec.admin_url.clone()),
-            ..spec.clone()
-        };
-        let started = std::time::Instant::now();
-        match self.effects.clone_into(&template, spec).await {
-            Ok(address) => {
-                self.event(
-                    world,
-                    "slice",
-                    &format!(
-                        "{service}: cloned {} slice {} from golden template {} in {} ms",
-                        res.adapter,
-                        spec.slice,
-                        g.name,
-                        started.elapsed().as_millis()
-                    ),
-                );
-                Ok(CloneOutcome::Cloned(address))
-            }
-            Err(SliceFault::Transient(detail)) => Err(SliceError::Waiting {
-                service: service.to_owned(),
-                adapter: res.adapter.clone(),
-                detail,
-            }),
-            Err(SliceFault::Permanent(detail)) => {
-                self.event(
-                    world,
-                    "clone_fallback",
-                    &format!("{service}: cloning from golden template {} failed ({detail}); provisioning and running migrate and seed instead", g.name),
-                );
-                Ok(CloneOutcome::Fallback)
-            }
-        }
-    }
 }
 
 impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
     type Error = SliceError;
 
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn condition_type(&self) -> &'static str {
-        CONDITION
+    fn kind(&self) -> Kind {
+        Kind::Slice
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, SliceError> {
@@ -609,7 +283,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .get(&key)
                 .copied()
                 == Some(world.generation);
-            let spec = self.spec_of(world, service, res, &row);
+            let spec = self
+                .work
+                .spec_of(world, service, res, &row.name, &row.secret);
             // An admin_url (or option) from a variable `binky up` did not have: say exactly
             // that, not "admin_url is not a URL".
             if let Some(why) = unset_settings(world, res) {
@@ -634,7 +310,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                         .get(&key)
                         .is_none_or(|t| t.elapsed() >= DRIFT_CHECK);
                 if due {
-                    if let Ok(Some(false)) = self.effects.exists(&spec).await {
+                    if let Ok(Some(false)) = self.effects().exists(&spec).await {
                         self.event(
                             world,
                             "slice_drift",
@@ -727,7 +403,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .flatten();
             let provisioned = match reuse {
                 Some(a) => Ok(a),
-                None => self.effects.provision(&spec).await,
+                None => self.effects().provision(&spec).await,
             };
             let address = match provisioned {
                 Ok(a) => a,
@@ -743,7 +419,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 Err(SliceFault::Permanent(detail)) => {
                     row.state = "failed".into();
                     row.failed_generation = Some(world.generation);
-                    row.message = detail.clone();
+                    row.message = detail.to_string();
                     self.save(world, &row)?;
                     self.event(world, "slice_failed", &format!("{service}: {detail}"));
                     return Ok(Applied {
@@ -800,6 +476,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 row.message = format!("running {which}");
                 self.save(world, &row)?;
                 if let Err(msg) = self
+                    .work
                     .run_command(world, layout, service, res, which, cmd, &address)
                     .await
                 {
@@ -844,10 +521,6 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, SliceError> {
-        let fins = self.store.read(|c| store::finalizers(c, world.id))?;
-        if fins.iter().any(|f| f == crate::process::NAME) {
-            return Ok(Cleanup::Pending(Action::AwaitChange));
-        }
         for row in self.store.read(|c| store::slices(c, world.id))? {
             let res = world
                 .spec
@@ -856,7 +529,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .and_then(|s| s.resource())
                 .cloned();
             let mut spec = match &res {
-                Some(r) => self.spec_of(world, &row.service, r, &row),
+                Some(r) => self
+                    .work
+                    .spec_of(world, &row.service, r, &row.name, &row.secret),
                 None => SliceSpec {
                     adapter: row.adapter.clone(),
                     slice: row.name.clone(),
@@ -888,7 +563,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 })?;
                 continue;
             }
-            let dropped = match self.effects.teardown(&spec).await {
+            let dropped = match self.effects().teardown(&spec).await {
                 Ok(()) => true,
                 Err(SliceFault::Transient(detail)) => {
                     return Err(SliceError::Waiting {
@@ -929,41 +604,5 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             }
         }
         Ok(Cleanup::Done)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slice_names_are_safe_short_and_distinct() {
-        let dashed = slice_name("acme", "login-fix", "db");
-        assert!(
-            dashed.starts_with("bk_acme_login_fix_db_")
-                && dashed.len() == "bk_acme_login_fix_db_".len() + 8,
-            "{dashed}"
-        );
-        assert_eq!(slice_name("acme", "login-fix", "db"), dashed);
-        let a = slice_name("acme", "feat/x", "db");
-        let b = slice_name("acme", "feat_x", "db");
-        assert_ne!(a, b, "two worlds share a slice");
-        assert_eq!(slice_name("acme", "w", "db"), "bk_acme_w_db");
-        let long = slice_name(&"p".repeat(40), &"w".repeat(40), "db");
-        assert!(long.len() <= 63, "{long}");
-        for n in [a, b, long] {
-            assert!(
-                n.bytes()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'),
-                "{n}"
-            );
-        }
-    }
-
-    #[test]
-    fn secrets_are_random() {
-        let a = random_secret();
-        assert_eq!(a.len(), 36);
-        assert_ne!(a, random_secret());
     }
 }

@@ -1,0 +1,112 @@
+//! A new slice as a server-side copy of its golden template, when the adapter can.
+
+use super::effects::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+use super::{SliceController, SliceError};
+use crate::process::Supervisor;
+use crate::registry::Kind;
+use crate::spec::Resource;
+use crate::store::{self, World};
+
+/// What trying to clone a new slice from its golden template came to.
+pub(super) enum CloneOutcome {
+    /// Copied.
+    Cloned(SliceAddress),
+    /// The template is not ready yet.
+    Wait(String),
+    /// The template failed: no world is cloned from it.
+    Failed(String),
+    /// Make the slice the slow way (an event says why).
+    Fallback,
+}
+
+impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
+    pub(super) async fn clone_from_golden(
+        &self,
+        world: &World,
+        service: &str,
+        res: &Resource,
+        spec: &SliceSpec,
+    ) -> Result<CloneOutcome, SliceError> {
+        // The reference is the golden controller's: until it has looked at this generation,
+        // it may still name the template of the last one (a failed build the user has fixed
+        // since), which must not fail this `up`.
+        let golden_seen = self
+            .store
+            .read(|c| store::observed_generations(c, world.id))?
+            .get(Kind::Golden.name())
+            .is_some_and(|g| *g >= world.generation);
+        if !golden_seen {
+            return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
+        }
+        let key = self
+            .store
+            .read(|c| store::golden_ref(c, world.id, service))?;
+        let Some(key) = key else {
+            return match self.effects().can_clone(spec).await {
+                Ok(false) | Err(SliceFault::Permanent(_)) => {
+                    self.event(
+                        world,
+                        "clone_fallback",
+                        &format!("{service}: adapter {} cannot clone; provisioning and running migrate and seed", res.adapter),
+                    );
+                    Ok(CloneOutcome::Fallback)
+                }
+                _ => Ok(CloneOutcome::Wait("waiting for its golden template".into())),
+            };
+        };
+        let Some(g) = self.store.read(|c| store::golden(c, &key))? else {
+            return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
+        };
+        match g.state.as_str() {
+            "ready" => {}
+            "failed" => {
+                return Ok(CloneOutcome::Failed(format!(
+                    "golden template {} failed: {}",
+                    g.name, g.output
+                )))
+            }
+            _ => {
+                return Ok(CloneOutcome::Wait(format!(
+                    "golden template {} is being built",
+                    g.name
+                )))
+            }
+        }
+        let template = SliceSpec {
+            slice: g.name.clone(),
+            secret: g.secret.clone(),
+            admin_url: g.admin_url.clone().or_else(|| spec.admin_url.clone()),
+            ..spec.clone()
+        };
+        let started = std::time::Instant::now();
+        match self.effects().clone_into(&template, spec).await {
+            Ok(address) => {
+                self.event(
+                    world,
+                    "slice",
+                    &format!(
+                        "{service}: cloned {} slice {} from golden template {} in {} ms",
+                        res.adapter,
+                        spec.slice,
+                        g.name,
+                        started.elapsed().as_millis()
+                    ),
+                );
+                Ok(CloneOutcome::Cloned(address))
+            }
+            Err(SliceFault::Transient(detail)) => Err(SliceError::Waiting {
+                service: service.to_owned(),
+                adapter: res.adapter.clone(),
+                detail,
+            }),
+            Err(SliceFault::Permanent(detail)) => {
+                self.event(
+                    world,
+                    "clone_fallback",
+                    &format!("{service}: cloning from golden template {} failed ({detail}); provisioning and running migrate and seed instead", g.name),
+                );
+                Ok(CloneOutcome::Fallback)
+            }
+        }
+    }
+}

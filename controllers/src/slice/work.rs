@@ -1,0 +1,162 @@
+//! The work the slice and golden controllers share: the spec of a slice for a world, and
+//! running `migrate` or `seed` against a slice. One value, held by both controllers.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::effects::{SliceAddress, SliceEffects, SliceSpec};
+use crate::env::{self, Layout};
+use crate::process::{SpawnSpec, Supervisor};
+use crate::spec::Resource;
+use crate::store::{self, Store, World};
+
+/// Why `res`'s server settings cannot be resolved for `world`: an `${env.NAME}` in its
+/// `admin_url` or options that the environment of `binky up` did not have.
+pub(crate) fn unset_settings(world: &World, res: &Resource) -> Option<String> {
+    let t = crate::tokens::Tokens {
+        env: world.env.clone(),
+        ..Default::default()
+    };
+    let fields = res.token_fields().into_iter();
+    let mut settings = fields.filter(|(field, _)| Resource::is_server_setting(field));
+    settings.find_map(|(field, text)| {
+        let u = t.unset_env(text).into_iter().next()?;
+        Some(format!(
+            "{field} comes from ${{env.{}}}, which is not set{}",
+            u.name,
+            u.message.map(|m| format!(" ({m})")).unwrap_or_default()
+        ))
+    })
+}
+
+/// Adapters, the supervisor that runs `migrate` and `seed`, and where their output goes.
+pub struct SliceWork<E, S> {
+    store: Store,
+    effects: E,
+    sup: Arc<S>,
+    logs_dir: PathBuf,
+    command_timeout: Duration,
+}
+
+impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
+    /// Work over `store`, making slices with `effects`, running `migrate`/`seed` with `sup`,
+    /// logging to `logs_dir`.
+    pub fn new(store: Store, effects: E, sup: Arc<S>, logs_dir: PathBuf) -> Self {
+        SliceWork {
+            store,
+            effects,
+            sup,
+            logs_dir,
+            command_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+
+    /// The adapter effects.
+    pub(crate) fn effects(&self) -> &E {
+        &self.effects
+    }
+
+    fn event(&self, world: &World, kind: &str, msg: &str) {
+        if let Err(err) = self.store.event(world.id, kind, msg) {
+            tracing::warn!(%err, "cannot record event");
+        }
+    }
+
+    /// The spec of the slice `name` (with its password `secret`) of `world`'s `service`.
+    pub(crate) fn spec_of(
+        &self,
+        world: &World,
+        service: &str,
+        res: &Resource,
+        name: &str,
+        secret: &str,
+    ) -> SliceSpec {
+        // Adapter settings see the environment of `binky up` (`${env.X}`), nothing else.
+        let t = crate::tokens::Tokens {
+            world: world.name.clone(),
+            env: world.env.clone(),
+            ..Default::default()
+        };
+        SliceSpec {
+            adapter: res.adapter.clone(),
+            slice: name.to_owned(),
+            secret: secret.to_owned(),
+            admin_url: res.admin_url.as_ref().map(|u| t.resolve(u, service)),
+            options: res
+                .options
+                .iter()
+                .map(|(k, v)| (k.clone(), t.resolve(v, service)))
+                .collect(),
+            buckets: res.buckets.clone(),
+            search_path: world.env.get("PATH").cloned(),
+        }
+    }
+
+    /// Run `migrate` or `seed` against the slice; the error is the message to show.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn run_command(
+        &self,
+        world: &World,
+        layout: &Layout,
+        service: &str,
+        res: &Resource,
+        which: &str,
+        cmd: &str,
+        address: &SliceAddress,
+    ) -> Result<(), String> {
+        let ports = self
+            .store
+            .read(|c| store::ports(c, world.id))
+            .map_err(|e| e.to_string())?;
+        let proxy = self
+            .store
+            .read(store::proxy_view)
+            .map_err(|e| e.to_string())?;
+        let slices = self
+            .store
+            .read(|c| store::slices(c, world.id))
+            .map_err(|e| e.to_string())?;
+        let mut tokens = env::tokens(world, &ports, &proxy, &slices);
+        tokens.urls.insert(service.to_owned(), address.url.clone());
+        let (workdir, e) =
+            env::adapter_command_env(world, layout, service, res, &tokens, &address.url);
+        let log = crate::process::ProcessController::<S>::log_path(&self.logs_dir, world, service);
+        let spec = SpawnSpec {
+            world: world.id,
+            service: service.to_owned(),
+            cmd: tokens.resolve(cmd, service),
+            workdir,
+            env: e,
+            log: log.clone(),
+            token: self.sup.token(world.id),
+            task: true,
+        };
+        let started = std::time::Instant::now();
+        match self.sup.run(&spec, self.command_timeout).await {
+            Ok(exit) if exit.success() => {
+                self.event(
+                    world,
+                    which,
+                    &format!(
+                        "{service}: {which} finished in {:.1}s",
+                        started.elapsed().as_secs_f64()
+                    ),
+                );
+                Ok(())
+            }
+            other => {
+                let why = match other {
+                    Ok(exit) => exit.to_string(),
+                    Err(err) => err.to_string(),
+                };
+                Err(format!(
+                    "{which} `{}` failed ({why}); fix it and run `binky up {}` again. Last output:\n{}",
+                    spec.cmd,
+                    world.name,
+                    crate::process::log_tail(&log, 10)
+                ))
+            }
+        }
+    }
+}
