@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World};
+use crate::store::{self, now_ms, owner, DesiredState, ProcState, Store, StoreError, World};
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Route.condition();
@@ -301,10 +301,10 @@ impl<S: RouteSink> Controller for RouteController<S> {
                 )
             } else {
                 match row {
-                    Some(r) if r.state == "running" && r.healthy => {
+                    Some(r) if r.state == ProcState::Running && r.healthy => {
                         (RouteState::Ready, String::new())
                     }
-                    Some(r) if matches!(r.state.as_str(), "backoff" | "failed") => {
+                    Some(r) if matches!(r.state, ProcState::Backoff | ProcState::Failed) => {
                         (RouteState::Failing, r.message.clone())
                     }
                     Some(r) => (RouteState::Starting, r.message.clone()),

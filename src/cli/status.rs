@@ -75,10 +75,9 @@ fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
             ServiceView {
                 name: name.clone(),
                 state: p
-                    .map(|p| p.state.clone())
+                    .map(|p| p.state.as_str().to_owned())
                     .unwrap_or_else(|| "pending".into()),
-                ready: p
-                    .is_some_and(|p| (p.state == "running" && p.healthy) || p.state == "exited"),
+                ready: p.is_some_and(|p| p.is_ready()),
                 pid: p.and_then(|p| p.pid),
                 ports: ports
                     .iter()

@@ -20,6 +20,7 @@ mod desired;
 mod migrations;
 pub mod owner;
 mod read;
+mod states;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,6 +32,7 @@ use owner::{Mode, Owner, Refused, Tx};
 
 pub use desired::{NewWorld, PutOutcome};
 pub use read::*;
+pub use states::{GoldenState, ProcState, SliceState, UnknownState, WorktreeState};
 
 /// Row id of a world: the key every controller reconciles.
 pub type WorldId = i64;

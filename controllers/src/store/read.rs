@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
+use super::states::ProcState;
 use super::{StoreError, WorldId};
 use crate::spec::Spec;
 
@@ -399,8 +400,8 @@ pub fn ports(conn: &Connection, world: WorldId) -> Result<Vec<PortRow>, StoreErr
 pub struct ProcessRow {
     /// Service name.
     pub service: String,
-    /// `pending`, `setup`, `starting`, `running`, `backoff`, `exited`, `failed`, `stopped`.
-    pub state: String,
+    /// Where it is in its life.
+    pub state: ProcState,
     /// Process id (the group leader).
     pub pid: Option<u32>,
     /// Start time of `pid` in clock ticks since boot: with the pid, its identity.
@@ -433,6 +434,13 @@ pub struct ProcessRow {
     pub failed_generation: Option<i64>,
     /// What it is waiting for, or why it failed.
     pub message: String,
+}
+
+impl ProcessRow {
+    /// It is ready: running and healthy, or a one-shot that finished.
+    pub fn is_ready(&self) -> bool {
+        (self.state == ProcState::Running && self.healthy) || self.state == ProcState::Exited
+    }
 }
 
 /// The worktrees binky made for worlds of the repository `repo_root`, newest world first.

@@ -5,7 +5,7 @@ use crate::port::PortController;
 use crate::process::{Marked, ProcessConfig, ProcessController};
 use crate::runtime::Controller;
 use crate::spec::{Restart, ServiceKind, Spec};
-use crate::store::{self, CondStatus, DesiredState, Store};
+use crate::store::{self, CondStatus, DesiredState, ProcState, Store};
 use crate::testing::*;
 use crate::worktree::WorktreeController;
 
@@ -125,7 +125,7 @@ async fn a_failing_service_backs_off_and_becomes_a_crash_loop_without_touching_o
         h.sup.exit("bad", 3);
         reconcile(&h.proc_, &h.store, id).await;
         let row = h.row(id, "bad");
-        assert_eq!(row.state, "backoff");
+        assert_eq!(row.state, ProcState::Backoff);
         assert_eq!(row.failures, n);
         let wait = row.next_start_at.unwrap() - store::now_ms();
         let expect = 500 * (1 << (n - 1)) as i64;
@@ -184,11 +184,11 @@ async fn restart_policies_decide_what_an_exit_means() {
     reconcile(&h.proc_, &h.store, id).await;
     assert_eq!(
         h.row(id, "once").state,
-        "exited",
+        ProcState::Exited,
         "on-failure: exit 0 is done"
     );
-    assert_eq!(h.row(id, "never").state, "failed");
-    assert_eq!(h.row(id, "always").state, "backoff");
+    assert_eq!(h.row(id, "never").state, ProcState::Failed);
+    assert_eq!(h.row(id, "always").state, ProcState::Backoff);
     let c = h.ready(id);
     assert_eq!(c.reason, "ServiceFailed");
     assert!(c.message.contains("never"), "{}", c.message);
@@ -229,7 +229,7 @@ async fn down_stops_dependents_before_their_dependencies_and_up_restarts_them() 
     );
     assert_eq!(h.ready(id).reason, "Stopped");
     for s in ["db", "api", "web"] {
-        assert_eq!(h.row(id, s).state, "stopped");
+        assert_eq!(h.row(id, s).state, ProcState::Stopped);
         assert!(h.sup.live(s).is_empty());
     }
     h.store

@@ -1,0 +1,154 @@
+//! What the process controller asks of the machine: start, watch, probe and stop process
+//! groups (the [`Supervisor`] trait the daemon implements), and the values it trades in.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::spawn::SpawnSpec;
+use crate::store::WorldId;
+
+/// The identity of a process: a pid alone can be reused, a pid and its start time cannot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProcId {
+    /// Process id (also its process group id).
+    pub pid: u32,
+    /// Start time in clock ticks since boot (`/proc/PID/stat` field 22).
+    pub start_time: u64,
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exit {
+    /// Exit code, when it exited.
+    pub code: Option<i32>,
+    /// Signal, when it was killed.
+    pub signal: Option<i32>,
+}
+
+impl Exit {
+    /// Exit code 0.
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(c), _) => write!(f, "exit {c}"),
+            (None, Some(s)) => write!(f, "signal {s}"),
+            (None, None) => f.write_str("gone (status unknown: adopted process)"),
+        }
+    }
+}
+
+/// Whether a recorded process still runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// It runs.
+    Running,
+    /// It ended.
+    Exited(Exit),
+}
+
+/// A resolved readiness probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeTarget {
+    /// GET this URL; ready below 500.
+    Http(String),
+    /// Connect to host:port.
+    Tcp(String, u16),
+    /// Exit 0.
+    Cmd {
+        /// Shell command.
+        cmd: String,
+        /// Where.
+        workdir: PathBuf,
+        /// With what.
+        env: BTreeMap<String, String>,
+    },
+}
+
+/// Why a readiness probe did not pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeFailure {
+    /// Not ready (yet): no connection, an error status, a failing command.
+    NotReady(String),
+    /// The port answers, but a program outside the service holds it (the message names it).
+    Foreign(String),
+}
+
+impl From<String> for ProbeFailure {
+    fn from(why: String) -> Self {
+        ProbeFailure::NotReady(why)
+    }
+}
+
+/// A process carrying one of this binky home's spawn tokens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marked {
+    /// Its pid.
+    pub pid: u32,
+    /// Its process group.
+    pub pgid: u32,
+    /// Its start time.
+    pub start_time: u64,
+    /// The token.
+    pub token: String,
+}
+
+/// A process could not be started or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The OS refused.
+    #[error("cannot start `{cmd}` in {dir}: {source}")]
+    Io {
+        /// The command.
+        cmd: String,
+        /// Its directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It ran past its time limit (and was killed).
+    #[error("`{cmd}` did not finish within {secs} s and was stopped")]
+    Timeout {
+        /// The command.
+        cmd: String,
+        /// The limit.
+        secs: u64,
+    },
+}
+
+/// The process effects the controller needs.
+pub trait Supervisor: Send + Sync + 'static {
+    /// Start a long-running process in its own group.
+    fn spawn(&self, spec: &SpawnSpec) -> impl Future<Output = Result<ProcId, SpawnError>> + Send;
+    /// Does it still run? Adopts (watches) a process this supervisor did not start.
+    fn liveness(&self, world: WorldId, id: ProcId) -> Liveness;
+    /// SIGTERM to the group, SIGKILL after `grace`; returns once the group is gone.
+    fn stop(&self, id: ProcId, grace: Duration) -> impl Future<Output = ()> + Send;
+    /// One readiness probe of the service running as `owner` (the leader of its process
+    /// group). A TCP probe of a local port passes only when that port is held by the
+    /// service's own processes: after a kill, another program may have taken the port.
+    fn probe(
+        &self,
+        target: &ProbeTarget,
+        owner: ProcId,
+    ) -> impl Future<Output = Result<(), ProbeFailure>> + Send;
+    /// Run a command to its end (setup, hooks), output appended to the log.
+    fn run(
+        &self,
+        spec: &SpawnSpec,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Exit, SpawnError>> + Send;
+    /// Processes carrying this home's spawn tokens.
+    fn marked(&self) -> Vec<Marked>;
+    /// Stop a whole process group.
+    fn kill_group(&self, pgid: u32, grace: Duration) -> impl Future<Output = ()> + Send;
+    /// A fresh spawn token for a world (unique, tagged with this home).
+    fn token(&self, world: WorldId) -> String;
+}

@@ -1,0 +1,806 @@
+//! One service's state machine: from its stored row and what the supervisor sees, the next
+//! state, the effects to run (spawn, probe, stop) and what the world's condition says.
+//!
+//! A service is `pending` until its `setup` has run and its dependencies are ready, then
+//! `starting` until its readiness probe passes, then `running`. An exit is `backoff` (a
+//! restart is due), `exited` (a one-shot that finished) or `failed`; `binky down` makes it
+//! `stopped`. A new `binky up` (a new generation) retries what failed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rusqlite::params;
+
+use super::effects::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, Supervisor};
+use super::spawn::{hash_of, log_tail, Resolved, SpawnSpec};
+use super::{ProcessController, CONDITION};
+use crate::env::Layout;
+use crate::runtime::Condition;
+use crate::spec::{Process, Restart, Service};
+use crate::store::{self, now_ms, owner, ProcState, ProcessRow, SliceState, StoreError, World};
+use crate::tokens::Tokens;
+
+/// What one service's step concluded.
+#[derive(Default)]
+pub(super) struct Step {
+    /// It is ready (running and healthy, or a one-shot that finished).
+    pub(super) ready: bool,
+    /// Look again after this long.
+    pub(super) wake: Option<Duration>,
+    /// A condition a person must act on.
+    pub(super) problem: Option<Condition>,
+    /// What it waits for, for the world's condition.
+    pub(super) waiting: Option<String>,
+}
+
+impl Step {
+    fn ready() -> Step {
+        Step {
+            ready: true,
+            ..Step::default()
+        }
+    }
+
+    fn problem(reason: &str, message: String) -> Step {
+        Step {
+            problem: Some(Condition::failed(CONDITION, reason, message)),
+            ..Step::default()
+        }
+    }
+}
+
+/// Where a part of the step leaves the service.
+enum Flow {
+    /// This step is over.
+    Done(Step),
+    /// Go on to the next part.
+    Next,
+}
+
+/// One service being stepped: what it is and what it runs with.
+struct Svc<'a> {
+    world: &'a World,
+    name: &'a str,
+    svc: &'a Service,
+    process: &'a Process,
+    tokens: &'a Tokens,
+    resolved: Resolved,
+    log: PathBuf,
+}
+
+/// The restart delay after `failures` failures in a row: 0.5 s doubling to 30 s.
+pub(super) fn restart_delay(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    Duration::from_millis(500u64.saturating_mul(1u64 << exp)).min(Duration::from_secs(30))
+}
+
+pub(super) fn secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+fn ms_since(t: Option<i64>) -> Duration {
+    t.map(|t| Duration::from_millis((now_ms() - t).max(0) as u64))
+        .unwrap_or_default()
+}
+
+fn new_row(service: &str) -> ProcessRow {
+    ProcessRow {
+        service: service.to_owned(),
+        state: ProcState::Pending,
+        pid: None,
+        start_time: None,
+        spawn_token: None,
+        healthy: false,
+        restarts: 0,
+        failures: 0,
+        last_exit: None,
+        last_exit_at: None,
+        started_at: None,
+        ready_at: None,
+        next_start_at: None,
+        spec_hash: None,
+        setup_hash: None,
+        up_generation: 0,
+        failed_generation: None,
+        message: String::new(),
+    }
+}
+
+/// The row no longer names a process.
+fn forget_process(row: &mut ProcessRow) {
+    row.pid = None;
+    row.start_time = None;
+    row.spawn_token = None;
+}
+
+impl<S: Supervisor> ProcessController<S> {
+    /// Advance one service as far as it can go now (`restarts`: the world's per-service
+    /// restart nonces); `rows` holds every service's row, this one's updated on return.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn step(
+        &self,
+        world: &World,
+        layout: &Layout,
+        name: &str,
+        svc: &Service,
+        tokens: &Tokens,
+        restarts: &BTreeMap<String, i64>,
+        rows: &mut BTreeMap<String, ProcessRow>,
+    ) -> Result<Step, StoreError> {
+        let Some(resolved) = self.resolve(world, layout, name, svc, tokens, restarts) else {
+            return Ok(Step::default());
+        };
+        let Some(process) = svc.process() else {
+            return Ok(Step::default());
+        };
+        let s = Svc {
+            world,
+            name,
+            svc,
+            process,
+            tokens,
+            resolved,
+            log: Self::log_path(&self.config.logs_dir, world, name),
+        };
+        let mut row = rows.get(name).cloned().unwrap_or_else(|| new_row(name));
+        let step = self.advance(&s, &mut row, rows).await?;
+        rows.insert(name.to_owned(), row);
+        Ok(step)
+    }
+
+    async fn advance(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        rows: &BTreeMap<String, ProcessRow>,
+    ) -> Result<Step, StoreError> {
+        self.on_new_up(s.world, row)?;
+        let flow = match row.state {
+            ProcState::Starting | ProcState::Running => self.live(s, row, rows).await?,
+            ProcState::Setup => self.setup_running(s, row).await?,
+            _ => Flow::Next,
+        };
+        if let Flow::Done(step) = flow {
+            return Ok(step);
+        }
+        if let Flow::Done(step) = self.settled(s, row) {
+            return Ok(step);
+        }
+        if let Flow::Done(step) = self.env_unset(s, row, rows)? {
+            return Ok(step);
+        }
+        let slices = self.store.read(|c| store::slices(c, s.world.id))?;
+        if let Flow::Done(step) = self.start_setup(s, row, &slices).await? {
+            return Ok(step);
+        }
+        if let Flow::Done(step) = self.wait_for_dependencies(s, row, rows, &slices)? {
+            return Ok(step);
+        }
+        self.start(s, row).await
+    }
+
+    /// A new `binky up` means "try again now".
+    fn on_new_up(&self, world: &World, row: &mut ProcessRow) -> Result<(), StoreError> {
+        if row.up_generation == world.generation {
+            return Ok(());
+        }
+        if matches!(
+            row.state,
+            ProcState::Backoff | ProcState::Failed | ProcState::Exited
+        ) && row.failed_generation != Some(world.generation)
+        {
+            row.failures = 0;
+            row.state = ProcState::Pending;
+            row.next_start_at = None;
+            row.failed_generation = None;
+        }
+        row.up_generation = world.generation;
+        self.save(world.id, row)
+    }
+
+    /// A live process: is it still alive, still the right one, ready yet?
+    async fn live(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        rows: &BTreeMap<String, ProcessRow>,
+    ) -> Result<Flow, StoreError> {
+        let (Some(pid), Some(start_time)) = (row.pid, row.start_time) else {
+            // Started by a daemon that died before recording the pid: the startup sweep
+            // stopped it; start again.
+            row.state = ProcState::Pending;
+            return Ok(Flow::Next);
+        };
+        let id = ProcId { pid, start_time };
+        match self.sup.liveness(s.world.id, id) {
+            Liveness::Running if row.spec_hash.as_deref() != Some(&s.resolved.hash) => {
+                self.event(
+                    s.world.id,
+                    "restart",
+                    &format!("{}: its command, environment or health check changed, or a file it watches did; restarting", s.name),
+                );
+                self.sup.stop(id, self.config.stop_grace).await;
+                row.state = ProcState::Pending;
+                row.pid = None;
+                row.start_time = None;
+                row.healthy = false;
+                Ok(Flow::Next)
+            }
+            Liveness::Running if row.state == ProcState::Running => {
+                if row.failures > 0 && ms_since(row.started_at) >= self.config.stable_after {
+                    row.failures = 0;
+                    self.save(s.world.id, row)?;
+                }
+                Ok(Flow::Done(Step::ready()))
+            }
+            Liveness::Running => Ok(Flow::Done(self.probe(s, row, rows, id).await?)),
+            Liveness::Exited(exit) => {
+                self.on_exit(s.world, s.name, s.process.restart, row, exit)?;
+                Ok(Flow::Next)
+            }
+        }
+    }
+
+    /// A started process: probe it until it is ready or its health timeout has passed.
+    async fn probe(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        rows: &BTreeMap<String, ProcessRow>,
+        id: ProcId,
+    ) -> Result<Step, StoreError> {
+        let name = s.name;
+        let target = self.probe_target(name, s.svc, s.tokens, &s.resolved);
+        // Nothing to probe: ready once it has survived a short settle time, so a command
+        // that dies at once (a typo, a missing binary) fails `binky up` instead of passing.
+        let settle = self.config.settle.saturating_sub(ms_since(row.started_at));
+        if target.is_none() && !settle.is_zero() {
+            return Ok(Step {
+                wake: Some(settle),
+                waiting: Some(format!("{name}: starting")),
+                ..Step::default()
+            });
+        }
+        let result = match &target {
+            Some(t) => self.sup.probe(t, id).await,
+            None => Ok(()),
+        };
+        let mut step = Step::default();
+        match result {
+            Ok(()) => {
+                row.state = ProcState::Running;
+                row.healthy = true;
+                row.ready_at = Some(now_ms());
+                row.message = String::new();
+                self.event(
+                    s.world.id,
+                    "ready",
+                    &format!("{name} ready in {}", secs(ms_since(row.started_at))),
+                );
+                step.ready = true;
+            }
+            Err(failure) => {
+                let health = s.process.health.as_ref();
+                let timeout = health
+                    .map(|h| h.timeout())
+                    .unwrap_or(crate::spec::DEFAULT_HEALTH_TIMEOUT);
+                let waited = ms_since(row.started_at);
+                let what = match (&target, failure) {
+                    // Someone answers, but not this service: the probe's own words say who.
+                    (_, ProbeFailure::Foreign(who)) => who,
+                    (Some(ProbeTarget::Tcp(h, p)), ProbeFailure::NotReady(why))
+                        if health.is_none() =>
+                    {
+                        format!("no connection on {h}:{p} yet ({why}); does its cmd listen on ${{self.port}} / $PORT?")
+                    }
+                    (_, ProbeFailure::NotReady(why)) => format!("health check failing: {why}"),
+                };
+                // Whole seconds: the row is rewritten once a second, not on every probe.
+                row.message = format!("not ready after {}s: {what}", waited.as_secs());
+                if waited > timeout {
+                    step.problem = Some(Condition::failed(
+                        CONDITION,
+                        "HealthTimeout",
+                        format!(
+                            "{name} is not ready within its health timeout of {}: {what}. Last output:\n{}",
+                            secs(timeout),
+                            log_tail(&s.log, 5)
+                        ),
+                    ));
+                    step.wake = Some(Duration::from_secs(1));
+                } else {
+                    // Probe often at first (most services are up in tens of ms), then less
+                    // and less.
+                    step.wake = Some(
+                        (waited / 10).clamp(self.config.probe_interval, Duration::from_millis(500)),
+                    );
+                }
+                step.waiting = Some(format!("{name}: starting"));
+            }
+        }
+        if step.ready || rows.get(name).is_none_or(|r| r.message != row.message) {
+            self.save(s.world.id, row)?;
+        }
+        Ok(step)
+    }
+
+    /// `setup` runs as a supervised task (so `binky down` stops it at once and other
+    /// services go on meanwhile); while it runs, `spec_hash` holds the hash of the setup
+    /// command it runs.
+    async fn setup_running(&self, s: &Svc<'_>, row: &mut ProcessRow) -> Result<Flow, StoreError> {
+        let (Some(pid), Some(start_time)) = (row.pid, row.start_time) else {
+            // A daemon died before recording its pid (the startup sweep stopped it).
+            row.state = ProcState::Pending;
+            return Ok(Flow::Next);
+        };
+        let id = ProcId { pid, start_time };
+        match self.sup.liveness(s.world.id, id) {
+            Liveness::Running => {
+                let ran = ms_since(row.started_at);
+                if ran <= self.config.setup_timeout {
+                    return Ok(Flow::Done(Step {
+                        // Its exit nudges the world; this is the time limit.
+                        wake: Some(self.config.setup_timeout - ran),
+                        waiting: Some(format!("{}: running setup", s.name)),
+                        ..Step::default()
+                    }));
+                }
+                self.sup.stop(id, self.config.stop_grace).await;
+                let why = format!("it took longer than {}", secs(self.config.setup_timeout));
+                Ok(Flow::Done(self.setup_failed(s, row, &why)?))
+            }
+            Liveness::Exited(exit) => {
+                forget_process(row);
+                if exit.success() {
+                    self.record_setup_changes(s.world).await;
+                    row.setup_hash = row.spec_hash.take();
+                    row.state = ProcState::Pending;
+                    self.event(
+                        s.world.id,
+                        "setup",
+                        &format!(
+                            "{}: setup finished in {}",
+                            s.name,
+                            secs(ms_since(row.started_at))
+                        ),
+                    );
+                    self.save(s.world.id, row)?;
+                    Ok(Flow::Next)
+                } else if exit.code.is_none() && exit.signal.is_none() {
+                    // Adopted from a daemon that died meanwhile: how it ended is unknown,
+                    // so it runs again.
+                    row.state = ProcState::Pending;
+                    Ok(Flow::Next)
+                } else {
+                    Ok(Flow::Done(self.setup_failed(s, row, &exit.to_string())?))
+                }
+            }
+        }
+    }
+
+    /// A service that is not running: waiting for a restart, failed for good, or done.
+    fn settled(&self, s: &Svc<'_>, row: &ProcessRow) -> Flow {
+        match row.state {
+            ProcState::Backoff => {
+                let due = row.next_start_at.unwrap_or(0);
+                if due > now_ms() {
+                    return Flow::Done(self.crash_loop_step(s, row, due));
+                }
+                Flow::Next
+            }
+            ProcState::Failed
+                if row.failed_generation == Some(s.world.generation)
+                    || s.process.restart == Restart::Never =>
+            {
+                Flow::Done(Step::problem(
+                    if row.failed_generation.is_some() {
+                        "SetupFailed"
+                    } else {
+                        "ServiceFailed"
+                    },
+                    format!("{}: {}", s.name, row.message),
+                ))
+            }
+            ProcState::Exited => Flow::Done(Step::ready()),
+            _ => Flow::Next,
+        }
+    }
+
+    /// An `${env.NAME}` with nothing to give never reaches a process as its own text.
+    fn env_unset(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        rows: &BTreeMap<String, ProcessRow>,
+    ) -> Result<Flow, StoreError> {
+        let unset = &s.resolved.unset_env;
+        if unset.is_empty() {
+            return Ok(Flow::Next);
+        }
+        let names: Vec<String> = unset
+            .iter()
+            .map(|u| match &u.message {
+                Some(m) => format!("{} ({m})", u.name),
+                None => u.name.clone(),
+            })
+            .collect();
+        let first = &unset[0].name;
+        // Not started, and looked at again at every pass (an env_file may gain it).
+        row.state = ProcState::Pending;
+        row.message = format!(
+            "it uses ${{env.{first}}}, but {} not set: set it in the environment of `binky up` (or the service's env_file) and run `binky up {}` again, or give a default: ${{env.{first}:-value}}",
+            if names.len() == 1 {
+                format!("{} is", names[0])
+            } else {
+                format!("{} are", names.join(", "))
+            },
+            s.world.name
+        );
+        if rows.get(s.name).is_none_or(|r| r.message != row.message) {
+            self.event(
+                s.world.id,
+                "env_unset",
+                &format!("{}: {}", s.name, row.message),
+            );
+            self.save(s.world.id, row)?;
+        }
+        Ok(Flow::Done(Step::problem(
+            "EnvUnset",
+            format!("{}: {}", s.name, row.message),
+        )))
+    }
+
+    /// `setup` waits for nothing but the worktree (and the addresses its own text refers
+    /// to): a frontend's `npm install` runs while the database is still being made.
+    async fn start_setup(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        slices: &[store::SliceRow],
+    ) -> Result<Flow, StoreError> {
+        let Some(setup) = &s.process.setup else {
+            return Ok(Flow::Next);
+        };
+        let name = s.name;
+        let setup_cmd = s.tokens.resolve(setup, name);
+        let setup_hash = hash_of(&(&setup_cmd, &s.resolved.workdir));
+        if row.setup_hash.as_deref() == Some(&setup_hash) {
+            return Ok(Flow::Next);
+        }
+        let unaddressed = Self::unaddressed_slices(s.world, setup, s.process, slices);
+        if !unaddressed.is_empty() {
+            let msg = format!("setup waits for the address of {}", unaddressed.join(", "));
+            return Ok(Flow::Done(self.pending(s, row, msg)?));
+        }
+        // Recorded before the spawn, as a service's start is (see `start`).
+        let token = self.sup.token(s.world.id);
+        row.state = ProcState::Setup;
+        row.message = "running setup".into();
+        row.spawn_token = Some(token.clone());
+        row.pid = None;
+        row.start_time = None;
+        row.healthy = false;
+        row.spec_hash = Some(setup_hash);
+        row.started_at = Some(now_ms());
+        self.save(s.world.id, row)?;
+        self.event(
+            s.world.id,
+            "setup",
+            &format!("{name}: running setup `{setup_cmd}`"),
+        );
+        let spec = SpawnSpec {
+            world: s.world.id,
+            service: name.to_owned(),
+            cmd: setup_cmd,
+            workdir: s.resolved.workdir.clone(),
+            env: s.resolved.env.clone(),
+            log: s.log.clone(),
+            token,
+            task: true,
+        };
+        Ok(Flow::Done(match self.sup.spawn(&spec).await {
+            Ok(id) => {
+                row.pid = Some(id.pid);
+                row.start_time = Some(id.start_time);
+                self.save(s.world.id, row)?;
+                Step {
+                    wake: Some(self.config.setup_timeout),
+                    waiting: Some(format!("{name}: running setup")),
+                    ..Step::default()
+                }
+            }
+            Err(err) => self.setup_failed(s, row, &err.to_string())?,
+        }))
+    }
+
+    /// Not running: it starts once its dependencies are ready. A process dependency is
+    /// ready when it runs and passed its check; an adapter dependency when its slice is
+    /// provisioned, migrated and seeded.
+    fn wait_for_dependencies(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        rows: &BTreeMap<String, ProcessRow>,
+        slices: &[store::SliceRow],
+    ) -> Result<Flow, StoreError> {
+        let slice_ready: BTreeSet<&str> = slices
+            .iter()
+            .filter(|s| s.state == SliceState::Ready.as_str())
+            .map(|s| s.service.as_str())
+            .collect();
+        let waiting_for: Vec<&str> = s
+            .svc
+            .depends_on
+            .iter()
+            .filter(|d| match s.world.spec.services.get(*d) {
+                Some(dep) if dep.process().is_some() => {
+                    !rows.get(*d).is_some_and(ProcessRow::is_ready)
+                }
+                Some(_) => !slice_ready.contains(d.as_str()),
+                None => false,
+            })
+            .map(String::as_str)
+            .collect();
+        if waiting_for.is_empty() {
+            return Ok(Flow::Next);
+        }
+        let msg = format!("waiting for {}", waiting_for.join(", "));
+        Ok(Flow::Done(self.pending(s, row, msg)?))
+    }
+
+    /// Start the service.
+    async fn start(&self, s: &Svc<'_>, row: &mut ProcessRow) -> Result<Step, StoreError> {
+        let name = s.name;
+        for path in &s.resolved.missing_env_files {
+            self.event(s.world.id, "env_file_missing", &format!("{name}: env_file {} not found (ignored files are not copied into new worktrees)", path.display()));
+        }
+        // Record the intent (with the token) before spawning: if the daemon dies in
+        // between, the next one finds the process by its token.
+        let token = self.sup.token(s.world.id);
+        row.state = ProcState::Starting;
+        row.spawn_token = Some(token.clone());
+        row.pid = None;
+        row.start_time = None;
+        row.healthy = false;
+        row.spec_hash = Some(s.resolved.hash.clone());
+        row.message = "starting".into();
+        row.started_at = Some(now_ms());
+        self.save(s.world.id, row)?;
+        let spec = SpawnSpec {
+            world: s.world.id,
+            service: name.to_owned(),
+            cmd: s.resolved.cmd.clone(),
+            workdir: s.resolved.workdir.clone(),
+            env: s.resolved.env.clone(),
+            log: s.log.clone(),
+            token,
+            task: false,
+        };
+        let mut step = Step::default();
+        match self.sup.spawn(&spec).await {
+            Ok(id) => {
+                row.pid = Some(id.pid);
+                row.start_time = Some(id.start_time);
+                row.started_at = Some(now_ms());
+                if row.last_exit.is_some() {
+                    row.restarts += 1;
+                }
+                self.event(
+                    s.world.id,
+                    "started",
+                    &format!("started {name} (pid {}): {}", id.pid, s.resolved.cmd),
+                );
+                step.wake = Some(Duration::ZERO);
+                step.waiting = Some(format!("{name}: starting"));
+            }
+            Err(err) => {
+                let exit = Exit {
+                    code: Some(127),
+                    signal: None,
+                };
+                // It never ran: the time spent trying to start it (a slow secret_command)
+                // is not a run that proves it stable, so failures keep counting.
+                row.started_at = Some(now_ms());
+                self.on_exit(s.world, name, s.process.restart, row, exit)?;
+                // It never ran: say why instead of a made-up exit code.
+                row.last_exit = Some(format!("not started: {err}"));
+                row.message = format!("{err}; {}", row.message);
+                step = if row.state == ProcState::Backoff {
+                    self.crash_loop_step(s, row, row.next_start_at.unwrap_or(0))
+                } else {
+                    Step::problem("SpawnFailed", format!("{name}: {err}"))
+                };
+            }
+        }
+        self.save(s.world.id, row)?;
+        Ok(step)
+    }
+
+    /// A service's `setup` failed (`why`): it stays failed, with its output's tail, until
+    /// the next `binky up`.
+    fn setup_failed(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        why: &str,
+    ) -> Result<Step, StoreError> {
+        let setup_cmd = s
+            .process
+            .setup
+            .as_deref()
+            .map(|c| s.tokens.resolve(c, s.name))
+            .unwrap_or_default();
+        row.state = ProcState::Failed;
+        forget_process(row);
+        row.spec_hash = None;
+        row.failed_generation = Some(s.world.generation);
+        row.message = format!(
+            "setup `{setup_cmd}` failed ({why}); fix it and run `binky up {}` again. Last output:\n{}",
+            s.world.name,
+            log_tail(&s.log, 10)
+        );
+        self.event(
+            s.world.id,
+            "setup_failed",
+            &format!("{}: {}", s.name, row.message),
+        );
+        self.save(s.world.id, row)?;
+        Ok(Step::problem(
+            "SetupFailed",
+            format!("{}: {}", s.name, row.message),
+        ))
+    }
+
+    /// The adapter services that `setup` (its text, or the service's env it runs with)
+    /// refers to and whose slice has no address yet: setup would see `${db.url}` as text.
+    fn unaddressed_slices(
+        world: &World,
+        setup: &str,
+        process: &Process,
+        slices: &[store::SliceRow],
+    ) -> Vec<String> {
+        let mut refs = Tokens::referenced_services(setup);
+        for v in process.env.values() {
+            for r in Tokens::referenced_services(v) {
+                if !refs.contains(&r) {
+                    refs.push(r);
+                }
+            }
+        }
+        refs.into_iter()
+            .filter(|r| {
+                world
+                    .spec
+                    .services
+                    .get(r)
+                    .is_some_and(|s| s.resource().is_some())
+                    && !slices
+                        .iter()
+                        .any(|s| &s.service == r && s.address.is_some())
+            })
+            .collect()
+    }
+
+    /// Record what the worktree's `git status` lists right after a setup, as setup left it:
+    /// not the user's changes at `remove` (see [`crate::dirty`]). Not a git checkout, or
+    /// git failing: nothing recorded, so every change counts as the user's.
+    async fn record_setup_changes(&self, world: &World) {
+        let wt = &world.worktree_path;
+        let Ok(changed) = crate::dirty::changed_paths(wt).await else {
+            return;
+        };
+        let prints = crate::dirty::fingerprints(wt, &changed);
+        let saved = self.store.write(owner::Process, |tx| {
+            for (path, print) in &prints {
+                tx.execute(
+                    "INSERT INTO setup_changes (world_id, path, fingerprint) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (world_id, path) DO UPDATE SET fingerprint = excluded.fingerprint",
+                    params![world.id, path, print],
+                )?;
+            }
+            Ok(())
+        });
+        if let Err(err) = saved {
+            tracing::warn!(%err, world = %world.name, "cannot record what setup changed");
+        }
+    }
+
+    /// A service that waits (`msg` says for what): `pending`, saved when that changed.
+    fn pending(&self, s: &Svc<'_>, row: &mut ProcessRow, msg: String) -> Result<Step, StoreError> {
+        if row.state != ProcState::Pending || row.message != msg {
+            row.state = ProcState::Pending;
+            row.message = msg.clone();
+            self.save(s.world.id, row)?;
+        }
+        Ok(Step {
+            waiting: Some(format!("{}: {msg}", s.name)),
+            ..Step::default()
+        })
+    }
+
+    /// Waiting for a restart due at `due` (ms); a crash loop once it failed often enough.
+    fn crash_loop_step(&self, s: &Svc<'_>, row: &ProcessRow, due: i64) -> Step {
+        let name = s.name;
+        let wait = Duration::from_millis((due - now_ms()).max(0) as u64);
+        let mut step = Step {
+            wake: Some(wait),
+            waiting: Some(format!("{name}: restarting in {}", secs(wait))),
+            ..Step::default()
+        };
+        if row.failures >= self.config.crash_loop_after {
+            step.problem = Some(Condition::failed(
+                CONDITION,
+                "CrashLoop",
+                format!(
+                    "{name} keeps exiting ({}, {} times in a row); binky retries in {} (see `binky logs {} {name}`). Last output:\n{}",
+                    row.last_exit.as_deref().unwrap_or("?"),
+                    row.failures,
+                    secs(wait),
+                    s.world.name,
+                    match log_tail(&s.log, 5) {
+                        t if t.trim().is_empty() => "(none)".to_owned(),
+                        t => t,
+                    }
+                ),
+            ));
+        }
+        step
+    }
+
+    /// The process exited: what its restart policy makes of it.
+    fn on_exit(
+        &self,
+        world: &World,
+        name: &str,
+        policy: Restart,
+        row: &mut ProcessRow,
+        exit: Exit,
+    ) -> Result<(), StoreError> {
+        let ran = ms_since(row.started_at);
+        if ran >= self.config.stable_after {
+            row.failures = 0;
+        }
+        row.last_exit = Some(exit.to_string());
+        row.last_exit_at = Some(now_ms());
+        forget_process(row);
+        row.healthy = false;
+        let restart = match policy {
+            Restart::Always => true,
+            Restart::OnFailure => !exit.success(),
+            Restart::Never => false,
+        };
+        if restart {
+            row.failures += 1;
+            let delay = restart_delay(row.failures);
+            row.state = ProcState::Backoff;
+            row.next_start_at = Some(now_ms() + delay.as_millis() as i64);
+            row.message = format!("{exit} after {}; restarting in {}", secs(ran), secs(delay));
+        } else if exit.success() {
+            row.state = ProcState::Exited;
+            row.message = format!("completed ({exit}) after {}", secs(ran));
+        } else {
+            row.failures += 1;
+            row.state = ProcState::Failed;
+            row.message = format!("{exit} after {} (restart = {})", secs(ran), policy.as_str());
+        }
+        self.event(world.id, "exited", &format!("{name}: {}", row.message));
+        self.save(world.id, row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_delays_double_from_half_a_second_to_thirty() {
+        let d: Vec<u64> = (1..=9)
+            .map(|n| restart_delay(n).as_millis() as u64)
+            .collect();
+        assert_eq!(
+            d,
+            vec![500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        );
+    }
+}

@@ -1,0 +1,605 @@
+//! The process controller: each process service of a running world runs, in dependency
+//! order, once its dependencies are ready.
+//!
+//! # Guarantees
+//! - Nothing starts before the world's worktree exists and its ports are allocated for the
+//!   current generation.
+//! - A service starts only when every service it `depends_on` is ready (healthy, or exited
+//!   successfully for a one-shot). `setup` runs once per world before the first start (again
+//!   only when its resolved text changes), without waiting for dependencies: only for the
+//!   addresses of the slices its text or env uses.
+//! - Each process runs `sh -c CMD` in its own process group, with its output appended to
+//!   its log file. Its `(pid, start time)` is recorded, so a restarted daemon adopts it
+//!   instead of starting a second copy; a process that a daemon started but died before
+//!   recording (it carries a spawn token in its environment) is found and stopped.
+//! - Exits follow the restart policy with capped exponential backoff (0.5 s doubling to
+//!   30 s; the count resets after 10 s of running). Three failures in a row make the world
+//!   `CrashLoop` (binky keeps retrying; `binky up` stops waiting and shows the log tail).
+//! - Stopping sends SIGTERM to the group, then SIGKILL after the grace period; dependents
+//!   stop before their dependencies.
+
+mod effects;
+mod machine;
+mod spawn;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::params;
+
+use crate::env::{self, Layout};
+use crate::registry::Kind;
+use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::store::{
+    self, now_ms, owner, CondStatus, DesiredState, ProcState, ProcessRow, Store, StoreError, World,
+    WorldId,
+};
+use crate::tokens::Tokens;
+use machine::secs;
+
+pub use effects::{
+    Exit, Liveness, Marked, ProbeFailure, ProbeTarget, ProcId, SpawnError, Supervisor,
+};
+pub use spawn::{log_tail, SpawnSpec};
+
+/// The condition this controller reports.
+const CONDITION: &str = Kind::Process.condition();
+
+/// Tuning of the process controller.
+#[derive(Clone, Debug)]
+pub struct ProcessConfig {
+    /// Where logs go: `<logs>/<project>/<world>/<service>.log`.
+    pub logs_dir: PathBuf,
+    /// SIGTERM → SIGKILL grace.
+    pub stop_grace: Duration,
+    /// Limit for one `setup` run.
+    pub setup_timeout: Duration,
+    /// Limit for one hook run.
+    pub hook_timeout: Duration,
+    /// Consecutive failures that make a world `CrashLoop`.
+    pub crash_loop_after: u32,
+    /// A run this long resets the failure count.
+    pub stable_after: Duration,
+    /// How long a process with nothing to probe must stay up to count as ready.
+    pub settle: Duration,
+    /// Shortest interval between readiness probes while a service starts (it grows with
+    /// the time waited, up to 500 ms).
+    pub probe_interval: Duration,
+    /// binky's local CA certificate: given to every process as `NODE_EXTRA_CA_CERTS`
+    /// (unless its env sets it), so Node clients trust the worlds' https URLs.
+    pub ca_cert: Option<PathBuf>,
+}
+
+impl ProcessConfig {
+    /// Defaults with logs under `logs_dir`.
+    pub fn new(logs_dir: PathBuf) -> Self {
+        ProcessConfig {
+            logs_dir,
+            stop_grace: Duration::from_secs(5),
+            setup_timeout: Duration::from_secs(15 * 60),
+            hook_timeout: Duration::from_secs(5 * 60),
+            crash_loop_after: 3,
+            stable_after: Duration::from_secs(10),
+            probe_interval: Duration::from_millis(5),
+            ca_cert: None,
+            settle: Duration::from_millis(300),
+        }
+    }
+}
+
+/// Why the process controller could not converge.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The dependency graph has a cycle (admission refuses these; an old record may not).
+    #[error("{0}; break the cycle in binky.toml")]
+    Cycle(#[from] crate::spec::Cycle),
+}
+
+impl ReconcileError for ProcessError {
+    fn reason(&self) -> &'static str {
+        match self {
+            ProcessError::Store(_) => "StoreFailed",
+            ProcessError::Cycle(_) => "DependencyCycle",
+        }
+    }
+
+    fn stalled(&self) -> bool {
+        matches!(self, ProcessError::Cycle(_))
+    }
+}
+
+/// The process controller.
+pub struct ProcessController<S> {
+    store: Store,
+    sup: Arc<S>,
+    config: ProcessConfig,
+}
+
+impl<S: Supervisor> ProcessController<S> {
+    /// A controller over `store`, using `sup`.
+    pub fn new(store: Store, sup: Arc<S>, config: ProcessConfig) -> Self {
+        ProcessController { store, sup, config }
+    }
+
+    fn save(&self, world: WorldId, row: &ProcessRow) -> Result<(), StoreError> {
+        self.store.write(owner::Process, |tx| {
+            tx.execute(
+                "INSERT INTO processes (world_id, service, state, pid, start_time, spawn_token,
+                    healthy, restarts, failures, last_exit, last_exit_at, started_at, ready_at,
+                    next_start_at, spec_hash, setup_hash, up_generation, failed_generation,
+                    message, updated_at)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                    ?17, ?18, ?19, ?20
+                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+                 ON CONFLICT (world_id, service) DO UPDATE SET state = excluded.state,
+                    pid = excluded.pid, start_time = excluded.start_time,
+                    spawn_token = excluded.spawn_token, healthy = excluded.healthy,
+                    restarts = excluded.restarts, failures = excluded.failures,
+                    last_exit = excluded.last_exit, last_exit_at = excluded.last_exit_at,
+                    started_at = excluded.started_at, ready_at = excluded.ready_at,
+                    next_start_at = excluded.next_start_at, spec_hash = excluded.spec_hash,
+                    setup_hash = excluded.setup_hash, up_generation = excluded.up_generation,
+                    failed_generation = excluded.failed_generation, message = excluded.message,
+                    updated_at = excluded.updated_at",
+                params![
+                    world,
+                    row.service,
+                    row.state,
+                    row.pid,
+                    row.start_time.map(|v| v as i64),
+                    row.spawn_token,
+                    row.healthy as i64,
+                    row.restarts,
+                    row.failures,
+                    row.last_exit,
+                    row.last_exit_at,
+                    row.started_at,
+                    row.ready_at,
+                    row.next_start_at,
+                    row.spec_hash,
+                    row.setup_hash,
+                    row.up_generation,
+                    row.failed_generation,
+                    row.message,
+                    now_ms()
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn event(&self, world: WorldId, kind: &str, msg: &str) {
+        if let Err(err) = self.store.event(world, kind, msg) {
+            tracing::warn!(%err, "cannot record event");
+        }
+    }
+
+    /// Stop `services` (names with live rows), dependents first, each level in parallel.
+    async fn stop_services(
+        &self,
+        world: &World,
+        rows: &mut BTreeMap<String, ProcessRow>,
+        services: &BTreeSet<String>,
+        why: &str,
+    ) -> Result<(), StoreError> {
+        let levels = dependency_levels(world);
+        let top = levels.values().copied().max().unwrap_or(0) + 1;
+        let mut by_level: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for name in services {
+            by_level
+                .entry(levels.get(name).copied().unwrap_or(top))
+                .or_default()
+                .push(name.clone());
+        }
+        for (_, names) in by_level.into_iter().rev() {
+            let mut tasks = Vec::new();
+            for name in &names {
+                let Some(row) = rows.get(name) else { continue };
+                if let (Some(pid), Some(start_time)) = (row.pid, row.start_time) {
+                    let sup = self.sup.clone();
+                    let grace = self.config.stop_grace;
+                    let id = ProcId { pid, start_time };
+                    if self.sup.liveness(world.id, id) == Liveness::Running {
+                        tasks.push(tokio::spawn(async move { sup.stop(id, grace).await }));
+                    }
+                }
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+            for name in &names {
+                if let Some(row) = rows.get_mut(name) {
+                    let had_process = row.pid.is_some();
+                    row.state = ProcState::Stopped;
+                    row.pid = None;
+                    row.start_time = None;
+                    row.spawn_token = None;
+                    row.healthy = false;
+                    row.failures = 0;
+                    row.next_start_at = None;
+                    row.message = why.to_owned();
+                    self.save(world.id, row)?;
+                    if had_process {
+                        self.event(world.id, "stopped", &format!("stopped {name} ({why})"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn run_hook(
+        &self,
+        world: &World,
+        layout: &Layout,
+        which: &str,
+        cmd: &str,
+        tokens: &Tokens,
+    ) {
+        let mut env = world.env.clone();
+        let proxy = self
+            .store
+            .read(store::proxy_view)
+            .unwrap_or(store::ProxyView {
+                http_port: None,
+                https_port: None,
+            });
+        env.extend(env::exported(world, tokens, &proxy));
+        let spec = SpawnSpec {
+            world: world.id,
+            service: format!("hook:{which}"),
+            cmd: tokens.resolve(cmd, ""),
+            workdir: layout.worktree.clone(),
+            env,
+            log: Self::log_path(&self.config.logs_dir, world, "hooks"),
+            token: self.sup.token(world.id),
+            task: true,
+        };
+        let started = std::time::Instant::now();
+        match self.sup.run(&spec, self.config.hook_timeout).await {
+            Ok(exit) if exit.success() => self.event(
+                world.id,
+                "hook",
+                &format!("{which} hook finished in {}", secs(started.elapsed())),
+            ),
+            Ok(exit) => self.event(
+                world.id,
+                "hook_failed",
+                &format!(
+                    "{which} hook failed ({exit}); see `binky logs {} hooks`:\n{}",
+                    world.name,
+                    log_tail(&spec.log, 5)
+                ),
+            ),
+            Err(err) => self.event(world.id, "hook_failed", &format!("{which} hook: {err}")),
+        }
+    }
+
+    fn layout(&self, world: &World) -> Result<Option<Layout>, StoreError> {
+        Ok(self
+            .store
+            .read(|c| store::worktree(c, world.id))?
+            .filter(|w| w.state == "ready")
+            .map(|w| Layout { worktree: w.path }))
+    }
+
+    /// Stop every live process of the world (down, remove).
+    async fn stop_world(&self, world: &World, why: &str) -> Result<(), StoreError> {
+        let mut rows = self.rows(world.id)?;
+        let live: BTreeSet<String> = rows
+            .values()
+            .filter(|r| r.pid.is_some() || r.state != ProcState::Stopped)
+            .map(|r| r.service.clone())
+            .collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        self.pre_down(world, &rows).await?;
+        self.stop_services(world, &mut rows, &live, why).await
+    }
+
+    /// Run the `pre_down` hook when any process of the world runs.
+    async fn pre_down(
+        &self,
+        world: &World,
+        rows: &BTreeMap<String, ProcessRow>,
+    ) -> Result<(), StoreError> {
+        if !rows.values().any(|r| r.pid.is_some()) {
+            return Ok(());
+        }
+        if let (Some(cmd), Some(layout)) = (world.spec.hooks.pre_down.clone(), self.layout(world)?)
+        {
+            let ports = self.store.read(|c| store::ports(c, world.id))?;
+            let proxy = self.store.read(store::proxy_view)?;
+            let slices = self.store.read(|c| store::slices(c, world.id))?;
+            let tokens = env::tokens(world, &ports, &proxy, &slices);
+            self.run_hook(world, &layout, "pre_down", &cmd, &tokens)
+                .await;
+        }
+        Ok(())
+    }
+
+    /// The world's process rows by service.
+    fn rows(&self, world: WorldId) -> Result<BTreeMap<String, ProcessRow>, StoreError> {
+        Ok(self
+            .store
+            .read(|c| store::processes(c, world))?
+            .into_iter()
+            .map(|r| (r.service.clone(), r))
+            .collect())
+    }
+}
+
+/// Level of each service: 0 without dependencies, else one more than its deepest one.
+fn dependency_levels(world: &World) -> HashMap<String, usize> {
+    let mut levels = HashMap::new();
+    if let Ok(order) = world.spec.start_order() {
+        for name in order {
+            let level = world.spec.services[&name]
+                .depends_on
+                .iter()
+                .filter_map(|d| levels.get(d))
+                .map(|l| l + 1)
+                .max()
+                .unwrap_or(0);
+            levels.insert(name, level);
+        }
+    }
+    levels
+}
+
+impl<S: Supervisor> Controller for ProcessController<S> {
+    type Error = ProcessError;
+
+    fn kind(&self) -> Kind {
+        Kind::Process
+    }
+
+    /// Stop processes that carry this home's spawn token but are not recorded: a daemon
+    /// died between starting them and writing their pid down.
+    async fn startup(&self) {
+        let rows = match self.store.read(store::all_processes) {
+            Ok(rows) => rows,
+            Err(err) => {
+                tracing::warn!(%err, "orphan sweep: cannot read processes");
+                return;
+            }
+        };
+        let marked = self.sup.marked();
+        let start_of: HashMap<u32, u64> = marked.iter().map(|m| (m.pid, m.start_time)).collect();
+        let mut orphan_groups = BTreeSet::new();
+        for m in &marked {
+            let leader_recorded = rows.iter().any(|(_, r)| {
+                r.pid == Some(m.pgid)
+                    && r.start_time.is_some()
+                    && r.start_time == start_of.get(&m.pgid).copied()
+            });
+            if !leader_recorded {
+                orphan_groups.insert((m.pgid, m.token.clone()));
+            }
+        }
+        for (pgid, token) in orphan_groups {
+            tracing::info!(pgid, %token, "stopping an orphaned process group");
+            self.sup.kill_group(pgid, self.config.stop_grace).await;
+            if let Some(world) = token
+                .split('.')
+                .nth(1)
+                .and_then(|w| w.parse::<WorldId>().ok())
+            {
+                self.event(world, "orphan", &format!("stopped orphaned process group {pgid} (started by a daemon that died before recording it)"));
+            }
+        }
+    }
+
+    async fn apply(&self, world: &World) -> Result<Applied, ProcessError> {
+        if world.desired == DesiredState::Stopped {
+            self.stop_world(world, "binky down").await?;
+            return Ok(Applied {
+                action: Action::AwaitChange,
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    "Stopped",
+                    "stopped by `binky down`; `binky up` starts it again",
+                )],
+            });
+        }
+
+        // The admission gate: nothing of a held world starts.
+
+        if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
+            return Ok(held);
+        }
+        // Gate: the worktree and the ports must be there for this generation.
+        let gens = self
+            .store
+            .read(|c| store::observed_generations(c, world.id))?;
+        let conds = self.store.read(|c| store::conditions(c, world.id))?;
+        for (kind, what) in [(Kind::Worktree, "worktree"), (Kind::Port, "ports")] {
+            let observed = gens.get(kind.name()).copied().unwrap_or(0) >= world.generation;
+            let c = conds.iter().find(|c| c.type_ == kind.condition());
+            let ok = observed && c.is_some_and(|c| c.status == CondStatus::True);
+            if !ok {
+                let detail = c
+                    .filter(|c| c.status == CondStatus::False)
+                    .map(|c| format!(": {}", c.message))
+                    .unwrap_or_default();
+                return Ok(Applied {
+                    action: Action::AwaitChange,
+                    conditions: vec![Condition::waiting(
+                        CONDITION,
+                        "Waiting",
+                        format!("waiting for the {what}{detail}"),
+                    )],
+                });
+            }
+        }
+        let Some(layout) = self.layout(world)? else {
+            return Ok(Applied {
+                action: Action::AwaitChange,
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    "Waiting",
+                    "waiting for the worktree",
+                )],
+            });
+        };
+
+        // `binky reload`: stop everything under the old nonce first.
+        let run = self
+            .store
+            .read(|c| store::world_run(c, world.id))?
+            .unwrap_or_default();
+        if run.restart_nonce != world.restart_nonce {
+            let mut rows = self.rows(world.id)?;
+            let live: BTreeSet<String> = rows.keys().cloned().collect();
+            self.pre_down(world, &rows).await?;
+            self.stop_services(world, &mut rows, &live, "reload")
+                .await?;
+            for row in rows.values_mut() {
+                row.state = ProcState::Pending;
+                row.restarts = 0;
+                row.last_exit = None;
+                self.save(world.id, row)?;
+            }
+            self.store.write(owner::Process, |tx| {
+                tx.execute(
+                    "INSERT INTO world_runs (world_id, restart_nonce, updated_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (world_id) DO UPDATE SET restart_nonce = excluded.restart_nonce,
+                        updated_at = excluded.updated_at",
+                    params![world.id, world.restart_nonce, now_ms()],
+                )?;
+                Ok(())
+            })?;
+        }
+
+        let order = world.spec.start_order()?;
+        let selected: BTreeSet<String> = world
+            .spec
+            .selected(world.group.as_deref())
+            .into_iter()
+            .filter(|n| world.spec.services[n].process().is_some())
+            .collect();
+
+        // Services no longer wanted: stop them; forget the ones gone from the spec.
+        let mut rows = self.rows(world.id)?;
+        let unwanted: BTreeSet<String> = rows
+            .values()
+            .filter(|r| !selected.contains(&r.service) && r.state != ProcState::Stopped)
+            .map(|r| r.service.clone())
+            .collect();
+        if !unwanted.is_empty() {
+            self.stop_services(world, &mut rows, &unwanted, "not in this world's services")
+                .await?;
+        }
+        let gone: Vec<String> = rows
+            .keys()
+            .filter(|n| !world.spec.services.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            rows.remove(&name);
+            self.store.write(owner::Process, |tx| {
+                tx.execute(
+                    "DELETE FROM processes WHERE world_id = ?1 AND service = ?2",
+                    params![world.id, name],
+                )?;
+                Ok(())
+            })?;
+        }
+
+        let ports = self.store.read(|c| store::ports(c, world.id))?;
+        let proxy = self.store.read(store::proxy_view)?;
+        let slices = self.store.read(|c| store::slices(c, world.id))?;
+        let tokens = env::tokens(world, &ports, &proxy, &slices);
+        // Per-service restart nonces: one read per reconcile, not one per service (an
+        // unreadable table counts as no restarts, as it always has).
+        let restarts = self
+            .store
+            .read(|c| store::service_restarts(c, world.id))
+            .unwrap_or_else(|err| {
+                tracing::warn!(%err, world = %world.name, "cannot read service restarts");
+                BTreeMap::new()
+            });
+        let mut ready = 0usize;
+        let mut wake: Option<Duration> = None;
+        let mut problem: Option<Condition> = None;
+        let mut waiting: Vec<String> = Vec::new();
+        for name in order.iter().filter(|n| selected.contains(*n)) {
+            let svc = &world.spec.services[name];
+            let step = self
+                .step(world, &layout, name, svc, &tokens, &restarts, &mut rows)
+                .await?;
+            if step.ready {
+                ready += 1;
+            }
+            if let Some(w) = step.wake {
+                wake = Some(wake.map_or(w, |x| x.min(w)));
+            }
+            if problem.is_none() {
+                problem = step.problem;
+            }
+            waiting.extend(step.waiting);
+        }
+
+        let condition = if let Some(p) = problem {
+            p
+        } else if ready == selected.len() {
+            // Everything is up: run post_up once per `binky up`/`reload`.
+            if let Some(cmd) = &world.spec.hooks.post_up {
+                let key = format!("{}:{}", world.last_used_at, world.restart_nonce);
+                if run.post_up_key.as_deref() != Some(&key) {
+                    self.store.write(owner::Process, |tx| {
+                        tx.execute(
+                            "INSERT INTO world_runs (world_id, restart_nonce, post_up_key, updated_at)
+                             VALUES (?1, ?2, ?3, ?4)
+                             ON CONFLICT (world_id) DO UPDATE SET post_up_key = excluded.post_up_key,
+                                updated_at = excluded.updated_at",
+                            params![world.id, world.restart_nonce, key, now_ms()],
+                        )?;
+                        Ok(())
+                    })?;
+                    self.run_hook(world, &layout, "post_up", cmd, &tokens).await;
+                }
+            }
+            Condition::ok(CONDITION, "Ready", format!("{ready} service(s) ready"))
+        } else {
+            Condition::waiting(CONDITION, "Starting", waiting.join("; "))
+        };
+        Ok(Applied {
+            action: wake.map_or(Action::AwaitChange, Action::Requeue),
+            conditions: vec![condition],
+        })
+    }
+
+    async fn cleanup(&self, world: &World) -> Result<Cleanup, ProcessError> {
+        self.stop_world(world, "binky remove").await?;
+        // The world's logs go with it (its events stay: `binky events NAME`).
+        let dir = self.config.logs_dir.join(&world.project).join(&world.name);
+        if let Err(err) = std::fs::remove_dir_all(&dir) {
+            if err.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %dir.display(), %err, "cannot remove the world's logs");
+            }
+        }
+        // `feat/login` logs under `feat/`: empty parents up to the project's go too.
+        let mut parent = dir.parent();
+        while let Some(p) =
+            parent.filter(|p| p.starts_with(&self.config.logs_dir) && *p != self.config.logs_dir)
+        {
+            if std::fs::remove_dir(p).is_err() {
+                break;
+            }
+            parent = p.parent();
+        }
+        self.store.write(owner::Process, |tx| {
+            tx.execute("DELETE FROM processes WHERE world_id = ?1", [world.id])?;
+            tx.execute("DELETE FROM world_runs WHERE world_id = ?1", [world.id])?;
+            Ok(())
+        })?;
+        Ok(Cleanup::Done)
+    }
+}

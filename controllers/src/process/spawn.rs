@@ -1,0 +1,187 @@
+//! What a service is started with: the spawn spec handed to the supervisor, and its
+//! command, workdir, environment and readiness probe resolved from the world's tokens.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::effects::{ProbeTarget, Supervisor};
+use super::ProcessController;
+use crate::env::{self, Layout};
+use crate::spec::{Probe, Service};
+use crate::store::{World, WorldId};
+use crate::tokens::Tokens;
+
+/// What to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpawnSpec {
+    /// The world (the supervisor nudges it when the process exits).
+    pub world: WorldId,
+    /// Service name (or `hook:post_up` for hooks).
+    pub service: String,
+    /// Run through `sh -c`.
+    pub cmd: String,
+    /// Working directory.
+    pub workdir: PathBuf,
+    /// The whole environment (nothing else is inherited).
+    pub env: BTreeMap<String, String>,
+    /// Output is appended here.
+    pub log: PathBuf,
+    /// Put in the process's environment as `BINKY_SPAWN_TOKEN`.
+    pub token: String,
+    /// A task that runs to its end (a service's `setup`), not a service: its exit is its
+    /// result, not a crash.
+    pub task: bool,
+}
+
+/// Everything a service needs to start, resolved.
+pub(super) struct Resolved {
+    pub(super) cmd: String,
+    pub(super) workdir: PathBuf,
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) hash: String,
+    pub(super) missing_env_files: Vec<PathBuf>,
+    /// `${env.…}` references in its cmd, setup, env or health that resolve to nothing.
+    pub(super) unset_env: Vec<crate::tokens::UnsetEnv>,
+}
+
+pub(super) fn hash_of<T: serde::Serialize>(value: &T) -> String {
+    let json = serde_json::to_vec(value).unwrap_or_default();
+    let digest = Sha256::digest(&json);
+    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The last `lines` lines of a log file (binky's run separators left out).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let Ok(text) = std::fs::read(path) else {
+        return String::new();
+    };
+    let start = text.len().saturating_sub(16 * 1024);
+    let text = String::from_utf8_lossy(&text[start..]);
+    // binky's own run separators are noise in a failure message.
+    let all: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("--- binky "))
+        .collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+impl<S: Supervisor> ProcessController<S> {
+    /// Where a service's (or hook's) log goes.
+    pub fn log_path(logs_dir: &Path, world: &World, service: &str) -> PathBuf {
+        logs_dir
+            .join(&world.project)
+            .join(&world.name)
+            .join(format!("{service}.log"))
+    }
+
+    pub(super) fn resolve(
+        &self,
+        world: &World,
+        layout: &Layout,
+        name: &str,
+        svc: &Service,
+        tokens: &Tokens,
+        restarts: &BTreeMap<String, i64>,
+    ) -> Option<Resolved> {
+        let process = svc.process()?;
+        // `${worktree.path}` is where the worktree is (an adopted one may be elsewhere).
+        let mut tokens = tokens.clone();
+        tokens.worktree_path = Some(layout.worktree.to_string_lossy().into_owned());
+        let tokens = &tokens;
+        let workdir = layout.workdir(world, svc);
+        let (vars, missing) = env::read_env_files(&workdir, &process.env_file);
+        let mut t = tokens.clone();
+        for (k, v) in &vars {
+            t.env.insert(k.clone(), v.clone());
+        }
+        let mut env = env::service_env(world, name, svc, tokens, &vars);
+        // binky's CA for Node clients, unless the service's own `env` names a file.
+        if let Some(ca) = &self.config.ca_cert {
+            let callers = world.env.get("NODE_EXTRA_CA_CERTS").map(String::as_str);
+            env::give_node_ca(&mut env, ca, Some(process), callers);
+        }
+        let cmd = t.resolve(&process.cmd, name);
+        // A changed health check, or a restart asked for this service alone (a watched file
+        // changed), restarts it too; neither is part of the hash until it exists, so hashes
+        // of existing processes stay what they were.
+        let health = process
+            .health
+            .as_ref()
+            .map(|h| format!("{:?}", h.probe))
+            .map(|p| t.resolve(&p, name));
+        let nonce = restarts.get(name).copied().unwrap_or(0);
+        let mut unset_env: Vec<crate::tokens::UnsetEnv> = Vec::new();
+        for (_, text) in process.token_fields() {
+            for u in t.unset_env(text) {
+                if !unset_env.iter().any(|x| x.name == u.name) {
+                    unset_env.push(u);
+                }
+            }
+        }
+        let hash = match (health, nonce) {
+            (None, 0) => hash_of(&(&cmd, &workdir, &env)),
+            (health, nonce) => hash_of(&(&cmd, &workdir, &env, health, nonce)),
+        };
+        Some(Resolved {
+            cmd,
+            workdir,
+            env,
+            hash,
+            missing_env_files: missing,
+            unset_env,
+        })
+    }
+
+    pub(super) fn probe_target(
+        &self,
+        name: &str,
+        svc: &Service,
+        tokens: &Tokens,
+        resolved: &Resolved,
+    ) -> Option<ProbeTarget> {
+        let process = svc.process()?;
+        let mut t = tokens.clone();
+        for (k, v) in &resolved.env {
+            t.env.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        match &process.health {
+            None => tokens
+                .primary_port(name)
+                .map(|p| ProbeTarget::Tcp("127.0.0.1".into(), p)),
+            Some(h) => Some(match &h.probe {
+                Probe::Http(url) => {
+                    let url = t.resolve(url, name);
+                    if url.starts_with('/') {
+                        let port = tokens.primary_port(name).unwrap_or(80);
+                        ProbeTarget::Http(format!("http://127.0.0.1:{port}{url}"))
+                    } else {
+                        ProbeTarget::Http(url)
+                    }
+                }
+                Probe::Tcp(spec) => {
+                    let spec = t.resolve(spec, name);
+                    match spec.rsplit_once(':') {
+                        Some((host, port)) => ProbeTarget::Tcp(
+                            if host.is_empty() {
+                                "127.0.0.1".into()
+                            } else {
+                                host.to_owned()
+                            },
+                            port.parse().unwrap_or(0),
+                        ),
+                        None => {
+                            ProbeTarget::Tcp("127.0.0.1".into(), spec.trim().parse().unwrap_or(0))
+                        }
+                    }
+                }
+                Probe::Cmd(cmd) => ProbeTarget::Cmd {
+                    cmd: t.resolve(cmd, name),
+                    workdir: resolved.workdir.clone(),
+                    env: resolved.env.clone(),
+                },
+            }),
+        }
+    }
+}
