@@ -24,6 +24,7 @@ use rusqlite::params;
 
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::store::WorktreeState;
 use crate::store::{self, now_ms, owner, Store, StoreError, WorktreeRow, World};
 
 /// The condition this controller reports.
@@ -333,7 +334,7 @@ impl<G: Git> WorktreeController<G> {
         let intent = self
             .store
             .read(|c| store::worktree(c, world.id))?
-            .filter(|r| r.state == "creating");
+            .filter(|r| r.state == WorktreeState::Creating);
         let mut existing = self.git.worktrees(repo).await?;
         // A checkout a killed daemon left half made (files missing: `git status` shows them
         // deleted) holds nothing of anyone's yet: it is made again.
@@ -379,7 +380,7 @@ impl<G: Git> WorktreeController<G> {
                 adopted,
                 created_branch: ours.is_some_and(|i| i.created_branch),
                 base_commit: ours.and_then(|i| i.base_commit.clone()).or(head),
-                state: "ready".into(),
+                state: WorktreeState::Ready,
                 seen_generation: world.generation,
             };
             let msg = if adopted {
@@ -411,7 +412,7 @@ impl<G: Git> WorktreeController<G> {
                     adopted: false,
                     created_branch,
                     base_commit: Some(base.to_owned()),
-                    state: "creating".into(),
+                    state: WorktreeState::Creating,
                     seen_generation: world.generation,
                 },
             )
@@ -467,7 +468,7 @@ impl<G: Git> WorktreeController<G> {
             adopted: false,
             created_branch,
             base_commit: Some(base),
-            state: "ready".into(),
+            state: WorktreeState::Ready,
             seen_generation: world.generation,
         })
     }
@@ -494,10 +495,10 @@ impl<G: Git> Controller for WorktreeController<G> {
     async fn apply(&self, world: &World) -> Result<Applied, WorktreeError> {
         let row = self.store.read(|c| store::worktree(c, world.id))?;
         let row = match row {
-            Some(row) if row.path.is_dir() && row.state != "creating" => {
-                if row.state != "ready" {
+            Some(row) if row.path.is_dir() && row.state != WorktreeState::Creating => {
+                if row.state != WorktreeState::Ready {
                     let mut row = row;
-                    row.state = "ready".into();
+                    row.state = WorktreeState::Ready;
                     row.seen_generation = world.generation;
                     self.save(world, &row)?;
                     row
@@ -508,11 +509,12 @@ impl<G: Git> Controller for WorktreeController<G> {
             // Deleted from outside: say so until a new `binky up` asks for it again. (A
             // `creating` row is an interrupted creation: it is made again below.)
             Some(mut row)
-                if row.state != "creating"
-                    && (row.state == "ready" || row.seen_generation == world.generation) =>
+                if row.state != WorktreeState::Creating
+                    && (row.state == WorktreeState::Ready
+                        || row.seen_generation == world.generation) =>
             {
-                if row.state == "ready" {
-                    row.state = "missing".into();
+                if row.state == WorktreeState::Ready {
+                    row.state = WorktreeState::Missing;
                     row.seen_generation = world.generation;
                     self.save(world, &row)?;
                     self.store.event(
@@ -584,7 +586,7 @@ impl<G: Git> Controller for WorktreeController<G> {
             let _guard = lock.lock().await;
             if row.path.is_dir() {
                 // A worktree binky never finished making holds nothing of anyone's.
-                let unfinished = row.state == "creating";
+                let unfinished = row.state == WorktreeState::Creating;
                 if !world.force_delete && !unfinished {
                     // The user's changes only: what the world's setup made is binky's.
                     let changed = self.git.changes(&row.path).await?;

@@ -51,7 +51,7 @@ pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, F
                         users.join(", ")
                     }
                 );
-                if g.state == "failed" {
+                if g.state == store::GoldenState::Failed {
                     for line in g.output.lines() {
                         println!("    {line}");
                     }

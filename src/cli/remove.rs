@@ -14,7 +14,7 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
     if let Some(wt) = ctx.store.read(|c| store::worktree(c, world.id))? {
         // A worktree binky is still making (state "creating") holds nothing of anyone's: a
         // checkout half done shows its files as deleted.
-        if !force && !wt.adopted && wt.state != "creating" && wt.path.is_dir() {
+        if !force && !wt.adopted && wt.state != store::WorktreeState::Creating && wt.path.is_dir() {
             // The user's changes only: what the world's own setup made is binky's.
             let changed = dirty::changed_paths(&wt.path).await.map_err(|e| {
                 Failure::failed(format!(

@@ -58,8 +58,8 @@ fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                 // A slice: its state, and its address without the credentials.
                 return ServiceView {
                     name: name.clone(),
-                    state: sl.state.clone(),
-                    ready: sl.state == "ready",
+                    state: sl.state.as_str().to_owned(),
+                    ready: sl.state == store::SliceState::Ready,
                     pid: None,
                     ports: Default::default(),
                     url: sl

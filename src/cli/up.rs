@@ -40,7 +40,7 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
         Ok(match w {
             // A worktree being made (its row is written before git runs) is not one yet.
             Some(w) => store::worktree(c, w.id)?
-                .filter(|r| r.state != "creating")
+                .filter(|r| r.state != store::WorktreeState::Creating)
                 .map(|r| r.path),
             None => None,
         })

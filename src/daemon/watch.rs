@@ -365,7 +365,7 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
                 .read(|c| store::worktree(c, id))
                 .ok()
                 .flatten()
-                .is_some_and(|r| r.state == "ready" && !r.path.is_dir());
+                .is_some_and(|r| r.state == store::WorktreeState::Ready && !r.path.is_dir());
             if gone && w.missing.insert(id, world.generation).is_none() {
                 trigger.world(id);
             }

@@ -33,6 +33,7 @@ use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileE
 use crate::slice::{random_secret, SliceEffects, SliceFault, SliceSpec, SliceWork};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, GoldenRow, Store, StoreError, World};
+use crate::store::{GoldenState, SliceState, WorktreeState};
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Golden.condition();
@@ -233,7 +234,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         for g in self.store.read(store::goldens)? {
             let stale = !refs.contains(&g.key);
             if !(stale || drops.contains(&g.key))
-                || (g.state == "building" && g.builder == self.builder)
+                || (g.state == GoldenState::Building && g.builder == self.builder)
             {
                 continue;
             }
@@ -306,7 +307,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
         let Some(layout) = self
             .store
             .read(|c| store::worktree(c, world.id))?
-            .filter(|w| w.state == "ready")
+            .filter(|w| w.state == WorktreeState::Ready)
             .map(|w| Layout { worktree: w.path })
         else {
             return Ok(Applied {
@@ -327,7 +328,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             // (a walk and a hash of the files), no template to build.
             if have
                 .iter()
-                .any(|r| r.service == *service && r.state == "ready")
+                .any(|r| r.service == *service && r.state == SliceState::Ready)
                 && refs_now.contains_key(service)
             {
                 keep.push(service.clone());
@@ -381,7 +382,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             // runs on its own copy); the reference keeps the template for later worlds.
             if have
                 .iter()
-                .any(|r| r.service == *service && r.state == "ready")
+                .any(|r| r.service == *service && r.state == SliceState::Ready)
             {
                 continue;
             }
@@ -399,9 +400,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 continue;
             };
             let rebuild = claimed
-                || (g.state == "building"
+                || (g.state == GoldenState::Building
                     && (g.builder != self.builder || g.owner_world == Some(world.id)))
-                || (g.state == "failed" && world.last_used_at > g.updated_at);
+                || (g.state == GoldenState::Failed && world.last_used_at > g.updated_at);
             if rebuild {
                 if !claimed {
                     // A build by a daemon that died, or a failed one the next `up` retries.
@@ -429,9 +430,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 }
                 continue;
             }
-            match g.state.as_str() {
-                "ready" => {}
-                "failed" => {
+            match g.state {
+                GoldenState::Ready => {}
+                GoldenState::Failed => {
                     return Ok(Applied {
                         action: Action::AwaitChange,
                         conditions: vec![Condition::failed(
@@ -441,7 +442,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                         )],
                     })
                 }
-                _ => {
+                GoldenState::Building => {
                     waiting = Some(format!(
                         "{service}: golden template {} is being built by another world",
                         g.name

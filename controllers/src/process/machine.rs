@@ -526,7 +526,7 @@ impl<S: Supervisor> ProcessController<S> {
     ) -> Result<Flow, StoreError> {
         let slice_ready: BTreeSet<&str> = slices
             .iter()
-            .filter(|s| s.state == SliceState::Ready.as_str())
+            .filter(|s| s.state == SliceState::Ready)
             .map(|s| s.service.as_str())
             .collect();
         let waiting_for: Vec<&str> = s

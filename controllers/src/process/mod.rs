@@ -32,6 +32,7 @@ use rusqlite::params;
 use crate::env::{self, Layout};
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::store::WorktreeState;
 use crate::store::{
     self, now_ms, owner, CondStatus, DesiredState, ProcState, ProcessRow, Store, StoreError, World,
     WorldId,
@@ -284,7 +285,7 @@ impl<S: Supervisor> ProcessController<S> {
         Ok(self
             .store
             .read(|c| store::worktree(c, world.id))?
-            .filter(|w| w.state == "ready")
+            .filter(|w| w.state == WorktreeState::Ready)
             .map(|w| Layout { worktree: w.path }))
     }
 

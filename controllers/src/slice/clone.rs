@@ -5,6 +5,7 @@ use super::{SliceController, SliceError};
 use crate::process::Supervisor;
 use crate::registry::Kind;
 use crate::spec::Resource;
+use crate::store::GoldenState;
 use crate::store::{self, World};
 
 /// What trying to clone a new slice from its golden template came to.
@@ -57,15 +58,15 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         let Some(g) = self.store.read(|c| store::golden(c, &key))? else {
             return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
         };
-        match g.state.as_str() {
-            "ready" => {}
-            "failed" => {
+        match g.state {
+            GoldenState::Ready => {}
+            GoldenState::Failed => {
                 return Ok(CloneOutcome::Failed(format!(
                     "golden template {} failed: {}",
                     g.name, g.output
                 )))
             }
-            _ => {
+            GoldenState::Building => {
                 return Ok(CloneOutcome::Wait(format!(
                     "golden template {} is being built",
                     g.name

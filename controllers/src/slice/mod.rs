@@ -37,6 +37,7 @@ use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, SliceRow, Store, StoreError, World};
+use crate::store::{SliceState, WorktreeState};
 
 /// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
 /// (the server row with the slice's admin address) is not running.
@@ -46,7 +47,7 @@ fn servers_down(
     wanted: &[(String, Resource)],
 ) -> Vec<String> {
     rows.values()
-        .filter(|r| r.state == "ready" && wanted.iter().any(|(s, _)| *s == r.service))
+        .filter(|r| r.state == SliceState::Ready && wanted.iter().any(|(s, _)| *s == r.service))
         .filter_map(|r| {
             let url = r.admin_url.as_deref()?;
             let server = servers
@@ -196,7 +197,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         row: &mut SliceRow,
         key: (i64, String),
     ) -> Result<String, SliceError> {
-        row.state = "ready".into();
+        row.state = SliceState::Ready;
         row.failed_generation = None;
         row.message = String::new();
         self.save(world, row)?;
@@ -239,7 +240,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
         let layout = self
             .store
             .read(|c| store::worktree(c, world.id))?
-            .filter(|w| w.state == "ready")
+            .filter(|w| w.state == WorktreeState::Ready)
             .map(|w| Layout { worktree: w.path });
         let rows: BTreeMap<String, SliceRow> = self
             .store
@@ -256,7 +257,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 adapter: res.adapter.clone(),
                 name: slice_name(&world.project, &world.name, service),
                 secret: random_secret(),
-                state: "provisioning".into(),
+                state: SliceState::Provisioning,
                 address: None,
                 tokens: BTreeMap::new(),
                 admin_url: None,
@@ -265,7 +266,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 failed_generation: None,
                 message: String::new(),
             });
-            if row.state == "failed" && row.failed_generation == Some(world.generation) {
+            if row.state == SliceState::Failed && row.failed_generation == Some(world.generation) {
                 return Ok(Applied {
                     action: Action::AwaitChange,
                     conditions: vec![Condition::failed(
@@ -301,7 +302,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             // Drift: a slice dropped from outside binky is made again, migrated and seeded
             // (or cloned), not left empty. Checked at every new generation and otherwise at
             // most every DRIFT_CHECK.
-            if row.state == "ready" && row.adapter == res.adapter {
+            if row.state == SliceState::Ready && row.adapter == res.adapter {
                 let due = !healed
                     || self
                         .checked
@@ -322,7 +323,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                         row.address = None;
                         row.migrate_hash = None;
                         row.seed_hash = None;
-                        row.state = "pending".into();
+                        row.state = SliceState::Pending;
                         self.save(world, &row)?;
                         self.healed
                             .lock()
@@ -341,7 +342,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .as_deref()
                 .is_some_and(|m| row.migrate_hash.as_deref() != Some(&hash(m)));
             let seed_due = res.seed.is_some() && row.seed_hash.is_none();
-            if row.state == "ready"
+            if row.state == SliceState::Ready
                 && row.adapter == res.adapter
                 && !migrate_due
                 && !seed_due
@@ -350,7 +351,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 ready.push(format!("{service}={}", row.name));
                 continue;
             }
-            let healed = healed && row.state != "pending";
+            let healed = healed && row.state != SliceState::Pending;
             let fresh = row.address.is_none();
             // A new slice with `clone_from`: a server-side copy of the golden template,
             // when the adapter can; correctness never depends on it, only speed.
@@ -392,7 +393,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             }
             // Provisioned at this generation already (waiting for the worktree since):
             // reuse it instead of asking the server again.
-            let reuse = (healed && row.state == "provisioned")
+            let reuse = (healed && row.state == SliceState::Provisioned)
                 .then(|| {
                     row.address.clone().map(|url| SliceAddress {
                         url,
@@ -417,7 +418,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     });
                 }
                 Err(SliceFault::Permanent(detail)) => {
-                    row.state = "failed".into();
+                    row.state = SliceState::Failed;
                     row.failed_generation = Some(world.generation);
                     row.message = detail.to_string();
                     self.save(world, &row)?;
@@ -444,7 +445,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 );
             }
             if (migrate_due || seed_due) && layout.is_none() {
-                row.state = "provisioned".into();
+                row.state = SliceState::Provisioned;
                 row.message = "waiting for the worktree to run migrate and seed".into();
                 self.save(world, &row)?;
                 self.healed
@@ -469,9 +470,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     continue;
                 };
                 row.state = if which == "migrate" {
-                    "migrating".into()
+                    SliceState::Migrating
                 } else {
-                    "seeding".into()
+                    SliceState::Seeding
                 };
                 row.message = format!("running {which}");
                 self.save(world, &row)?;
@@ -480,7 +481,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     .run_command(world, layout, service, res, which, cmd, &address)
                     .await
                 {
-                    row.state = "failed".into();
+                    row.state = SliceState::Failed;
                     row.failed_generation = Some(world.generation);
                     row.message = msg.clone();
                     self.save(world, &row)?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
-use super::states::ProcState;
+use super::states::{GoldenState, ProcState, SliceState, WorktreeState};
 use super::{StoreError, WorldId};
 use crate::spec::Spec;
 
@@ -337,7 +337,7 @@ pub struct WorktreeRow {
     /// The commit the branch was created at.
     pub base_commit: Option<String>,
     /// `ready`, `missing`, …
-    pub state: String,
+    pub state: WorktreeState,
     /// The world generation this row was last decided at.
     pub seen_generation: i64,
 }
@@ -714,7 +714,7 @@ pub struct SliceRow {
     #[serde(skip)]
     pub secret: String,
     /// `provisioning`, `migrating`, `seeding`, `ready`, `failed`.
-    pub state: String,
+    pub state: SliceState,
     /// Its address (credentials included).
     #[serde(skip)]
     pub address: Option<String>,
@@ -828,7 +828,7 @@ pub struct GoldenRow {
     #[serde(skip)]
     pub admin_url: Option<String>,
     /// `building`, `ready`, `failed`.
-    pub state: String,
+    pub state: GoldenState,
     /// The daemon building it (`pid:start_time`), while `building`.
     pub builder: String,
     /// The world whose worktree ran its migrate and seed.

@@ -3,6 +3,7 @@
 
 use crate::registry::Kind;
 use crate::spec::Spec;
+use crate::store::GoldenState;
 use crate::store::{self, CondStatus, GoldenRow};
 use crate::testing::*;
 
@@ -36,7 +37,7 @@ async fn the_template_is_migrated_and_seeded_once_and_every_world_is_cloned_from
     h.converge(a).await;
     let g = goldens(&h);
     assert_eq!(g.len(), 1);
-    assert_eq!(g[0].state, "ready");
+    assert_eq!(g[0].state, GoldenState::Ready);
     let template = g[0].name.clone();
     assert_eq!(h.fake.calls("provision"), vec![template.clone()]);
     assert_eq!(h.fake.calls("seal"), vec![template.clone()]);
@@ -137,7 +138,7 @@ async fn a_clone_the_server_refuses_falls_back_to_migrate_and_seed_naming_the_te
     ));
     assert_eq!(h.slices_ready(a).status, CondStatus::True);
     // The template stays for other worlds.
-    assert_eq!(goldens(&h)[0].state, "ready");
+    assert_eq!(goldens(&h)[0].state, GoldenState::Ready);
 }
 
 #[tokio::test]

@@ -142,7 +142,10 @@ async fn a_slice_is_provisioned_then_migrated_and_seeded_once_before_its_depende
         (c.status, c.message.as_str()),
         (CondStatus::True, "db=bk_acme_w_db")
     );
-    assert_eq!(h.row(id, "db").unwrap().state, "ready");
+    assert_eq!(
+        h.row(id, "db").unwrap().state,
+        crate::store::SliceState::Ready
+    );
     assert_eq!(h.sup.spawn_order(), vec!["api"]);
     // Converged: nothing runs again, and a new `binky up` does not seed twice.
     h.converge(id).await;

@@ -1,5 +1,6 @@
 use crate::registry::Kind;
 use crate::runtime::Controller;
+use crate::store::WorktreeState;
 use crate::store::{self, CondStatus, Store};
 use crate::testing::*;
 use crate::worktree::{WorktreeController, WorktreeInfo};
@@ -219,7 +220,7 @@ async fn a_branch_made_by_a_daemon_killed_before_recording_it_is_still_deleted_w
     // The next daemon finds the worktree git has, and knows the branch is binky's.
     reconcile(&ctrl, &store, w.id).await;
     let row = store.read(|c| store::worktree(c, w.id)).unwrap().unwrap();
-    assert_eq!(row.state, "ready");
+    assert_eq!(row.state, WorktreeState::Ready);
     assert!(
         row.created_branch,
         "the branch binky made was taken for the user's"
@@ -279,7 +280,7 @@ async fn a_checkout_left_half_made_by_a_killed_daemon_is_made_again_not_kept_or_
         "{calls:?}"
     );
     let row = store.read(|c| store::worktree(c, w.id)).unwrap().unwrap();
-    assert_eq!(row.state, "ready");
+    assert_eq!(row.state, WorktreeState::Ready);
     assert!(row.created_branch);
     assert_eq!(cond(&store, w.id).status, CondStatus::True);
 }
@@ -316,12 +317,12 @@ async fn copying_into_a_new_worktree_holds_up_no_other_worlds_checkout_and_nothi
             reconcile(&ctrl, &store, b.id),
         ) => done.expect("b's checkout waited for a's copy"),
     }
-    assert_eq!(state(b.id).as_deref(), Some("ready"));
+    assert_eq!(state(b.id), Some(WorktreeState::Ready));
     // a's worktree is not ready (nothing may start in it) until its copy is done.
-    assert_eq!(state(a.id).as_deref(), Some("creating"));
+    assert_eq!(state(a.id), Some(WorktreeState::Creating));
     gate.notify_one();
     first.await;
-    assert_eq!(state(a.id).as_deref(), Some("ready"));
+    assert_eq!(state(a.id), Some(WorktreeState::Ready));
     let filled = ctrl_git(&ctrl).inner.lock().unwrap().bootstraps.clone();
     assert_eq!(filled.len(), 2, "{filled:?}");
 }
