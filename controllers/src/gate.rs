@@ -26,45 +26,12 @@ use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::settings::Settings;
 use crate::spec::{Probe, ServiceKind, Spec};
 use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World};
 
 /// The condition it reports.
 const CONDITION: &str = Kind::Admission.condition();
-
-/// The settings this gate reads, with their defaults and meaning.
-pub const SETTINGS: [(&str, &str, &str); 6] = [
-    (
-        "max_parallel",
-        "0",
-        "running worlds at most (0: no limit); over it a world queues or, with cool_oldest, the least recently used one stops",
-    ),
-    (
-        "ram_reserve_percent",
-        "0",
-        "percent of memory kept available: a world does not start while less is (0: off)",
-    ),
-    (
-        "disk_reserve_gib",
-        "0",
-        "GiB kept free on the worktrees' filesystem: a world does not start while less is (0: off)",
-    ),
-    (
-        "cool_oldest",
-        "false",
-        "over max_parallel or the RAM reserve, stop the least recently used world not in focus instead of queueing",
-    ),
-    (
-        "focus_minutes",
-        "5",
-        "a world used (up, apply, reload) this recently is in focus and never cooled",
-    ),
-    (
-        "approvals",
-        "false",
-        "every new command a world would run waits for `binky approve`",
-    ),
-];
 
 /// What the gate needs to know about the machine.
 pub trait Machine: Send + Sync + 'static {
@@ -168,46 +135,6 @@ pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
         add("[agents] verify".into(), v, true);
     }
     out
-}
-
-fn default_of(key: &str) -> &'static str {
-    SETTINGS
-        .iter()
-        .find(|s| s.0 == key)
-        .map(|s| s.1)
-        .unwrap_or("")
-}
-
-/// The machine settings, read in one query; a key not set has its default.
-struct Settings(std::collections::BTreeMap<String, String>);
-
-impl Settings {
-    fn read(store: &Store) -> Result<Settings, StoreError> {
-        Ok(Settings(store.read(store::settings)?))
-    }
-
-    fn get(&self, key: &str) -> &str {
-        self.0
-            .get(key)
-            .map_or_else(|| default_of(key), String::as_str)
-    }
-
-    /// A numeric setting; one that does not parse has its default.
-    fn number<T: std::str::FromStr + Default>(&self, key: &str) -> T {
-        self.get(key)
-            .parse()
-            .or_else(|_| default_of(key).parse())
-            .unwrap_or_default()
-    }
-
-    /// A yes/no setting.
-    fn flag(&self, key: &str) -> bool {
-        on(self.get(key))
-    }
-}
-
-fn on(v: &str) -> bool {
-    matches!(v, "true" | "1" | "yes" | "on")
 }
 
 /// Approved keys.

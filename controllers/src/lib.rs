@@ -16,6 +16,7 @@ pub mod process;
 pub mod registry;
 pub mod route;
 pub mod runtime;
+pub mod settings;
 pub mod slice;
 pub mod spec;
 pub mod store;

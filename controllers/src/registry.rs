@@ -119,6 +119,52 @@ impl Reporter {
 mod tests {
     use super::*;
 
+    /// docs/architecture.md's controller table is this registry: a controller, condition,
+    /// table or teardown edge changed here and not there fails.
+    #[test]
+    fn the_architecture_page_lists_each_controller_its_condition_tables_and_teardown() {
+        let page = include_str!("../../docs/architecture.md");
+        let rows: Vec<&str> = page
+            .lines()
+            .filter(|l| {
+                Kind::ALL
+                    .iter()
+                    .any(|k| l.starts_with(&format!("| {} |", k.name())))
+            })
+            .collect();
+        assert_eq!(rows.len(), Kind::ALL.len(), "{rows:#?}");
+        for k in Kind::ALL {
+            let row = rows
+                .iter()
+                .find(|l| l.starts_with(&format!("| {} | `{}` |", k.name(), k.condition())))
+                .unwrap_or_else(|| panic!("no row for {} with `{}`", k.name(), k.condition()));
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let owner = match k {
+                Kind::Admission => "Gate".to_owned(),
+                _ => format!("{k:?}"),
+            };
+            let (_, _, grants) = crate::store::owner::ALL
+                .iter()
+                .find(|(ty, _, _)| *ty == owner)
+                .expect("each controller is an owner");
+            for g in grants.iter() {
+                assert!(
+                    cells[3].contains(&format!("`{}`", g.table)),
+                    "{}: the page does not say it writes `{}`",
+                    k.name(),
+                    g.table
+                );
+            }
+            let after: Vec<&str> = k.teardown_after().iter().map(|a| a.name()).collect();
+            let want = if after.is_empty() {
+                "—".to_owned()
+            } else {
+                after.join(", ")
+            };
+            assert_eq!(cells[4], want, "{}: teardown order", k.name());
+        }
+    }
+
     #[test]
     fn names_and_conditions_are_unique_and_found_by_name() {
         let mut names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();

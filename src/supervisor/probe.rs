@@ -9,7 +9,87 @@ use tokio::net::TcpStream;
 /// How long one probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
+/// Why one probe failed: what the service's `binky status` and `binky up` say.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// No connection to the address (the last error, of each address tried).
+    #[error("{0}")]
+    Connect(std::io::Error),
+    /// No connection within the probe's time.
+    #[error("timed out")]
+    ConnectTimedOut,
+    /// The host name had no address to try.
+    #[error("no address")]
+    NoAddress,
+    /// The health URL is not one binky can probe.
+    #[error("`{0}` is not an http:// URL")]
+    NotHttp(String),
+    /// The health URL's port is not a port.
+    #[error("bad port in `{0}`")]
+    BadPort(String),
+    /// Connected, and no status line came back in time.
+    #[error("no answer within 2 s")]
+    NoAnswer,
+    /// Reading or writing the connection failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// What came back is not HTTP.
+    #[error("not an HTTP answer")]
+    NotAnHttpAnswer,
+    /// An error status (500 and above).
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// The check command could not start.
+    #[error("{0}")]
+    Spawn(std::io::Error),
+    /// The check command failed.
+    #[error("`{cmd}` exited with {status}")]
+    CmdFailed {
+        /// The command.
+        cmd: String,
+        /// How it exited.
+        status: std::process::ExitStatus,
+    },
+    /// The check command ran over its time.
+    #[error("`{0}` took longer than 10 s")]
+    CmdTimedOut(String),
+    /// The port answers, held by another program.
+    #[error(
+        "port {port} answers, but it is held by `{comm}` (pid {pid}), not by this service: \
+         another program took it. Stop that program; if the service hands its port to \
+         a process outside its own (e.g. a container), give it an http or cmd health check"
+    )]
+    HeldBy {
+        /// The port.
+        port: u16,
+        /// Who holds it.
+        pid: u32,
+        /// Its command name.
+        comm: String,
+    },
+    /// The port answers, from a process binky cannot see.
+    #[error(
+        "port {0} answers, but not from a process of this service (one binky cannot \
+         inspect: another user's?)"
+    )]
+    HeldByUnseen(u16),
+    /// A tcp check with no port.
+    #[error("no port to check")]
+    NoPort,
+}
+
+impl From<ProbeError> for ProbeFailure {
+    fn from(e: ProbeError) -> Self {
+        match e {
+            ProbeError::HeldBy { .. } | ProbeError::HeldByUnseen(_) => {
+                ProbeFailure::Foreign(e.to_string())
+            }
+            _ => ProbeFailure::NotReady(e.to_string()),
+        }
+    }
+}
+
+async fn connect(host: &str, port: u16) -> Result<TcpStream, ProbeError> {
     let hosts: Vec<String> = if host == "localhost" {
         vec!["127.0.0.1".into(), "::1".into()]
     } else {
@@ -18,22 +98,22 @@ async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
             .trim_end_matches(']')
             .to_owned()]
     };
-    let mut last = String::from("no address");
+    let mut last = ProbeError::NoAddress;
     for h in hosts {
         match tokio::time::timeout(PROBE_TIMEOUT, TcpStream::connect((h.as_str(), port))).await {
             Ok(Ok(s)) => return Ok(s),
-            Ok(Err(e)) => last = e.to_string(),
-            Err(_) => last = "timed out".into(),
+            Ok(Err(e)) => last = ProbeError::Connect(e),
+            Err(_) => last = ProbeError::ConnectTimedOut,
         }
     }
     Err(last)
 }
 
 /// Split `http://host:port/path` into its parts.
-pub fn split_http_url(url: &str) -> Result<(String, u16, String), String> {
+pub fn split_http_url(url: &str) -> Result<(String, u16, String), ProbeError> {
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| format!("`{url}` is not an http:// URL"))?;
+        .ok_or_else(|| ProbeError::NotHttp(url.to_owned()))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -42,14 +122,14 @@ pub fn split_http_url(url: &str) -> Result<(String, u16, String), String> {
         Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
             h.to_owned(),
             p.parse::<u16>()
-                .map_err(|_| format!("bad port in `{url}`"))?,
+                .map_err(|_| ProbeError::BadPort(url.to_owned()))?,
         ),
         _ => (authority.to_owned(), 80),
     };
     Ok((host, port, path.to_owned()))
 }
 
-async fn http(url: &str) -> Result<(), String> {
+async fn http(url: &str) -> Result<(), ProbeError> {
     let (host, port, path) = split_http_url(url)?;
     let mut stream = connect(&host, port).await?;
     let req = format!(
@@ -71,17 +151,16 @@ async fn http(url: &str) -> Result<(), String> {
     };
     let head = tokio::time::timeout(PROBE_TIMEOUT, io)
         .await
-        .map_err(|_| "no answer within 2 s".to_owned())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| ProbeError::NoAnswer)??;
     let status: u16 = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| "not an HTTP answer".to_owned())?;
+        .ok_or(ProbeError::NotAnHttpAnswer)?;
     if status < 500 {
         Ok(())
     } else {
-        Err(format!("HTTP {status}"))
+        Err(ProbeError::Status(status))
     }
 }
 
@@ -94,7 +173,7 @@ fn is_local(host: &str) -> bool {
 /// Does a process of the service running as `owner` hold the listening socket of `port`?
 /// Its own process group, or a process carrying its spawn token (a child that moved to a
 /// group of its own). `Err` names who holds it instead.
-fn held_by(port: u16, owner: ProcId) -> Result<(), String> {
+fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
     let holders = super::procfs::listeners_of(port);
     let token = super::procfs::environ_var(owner.pid, super::TOKEN_VAR);
     let ours = |pid: u32| {
@@ -105,19 +184,15 @@ fn held_by(port: u16, owner: ProcId) -> Result<(), String> {
         return Ok(());
     }
     Err(match holders.first() {
-        Some(pid) => {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            format!(
-                "port {port} answers, but it is held by `{}` (pid {pid}), not by this service: \
-                 another program took it. Stop that program; if the service hands its port to \
-                 a process outside its own (e.g. a container), give it an http or cmd health check",
-                comm.trim()
-            )
-        }
-        None => format!(
-            "port {port} answers, but not from a process of this service (one binky cannot \
-             inspect: another user's?)"
-        ),
+        Some(pid) => ProbeError::HeldBy {
+            port,
+            pid: *pid,
+            comm: std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        },
+        None => ProbeError::HeldByUnseen(port),
     })
 }
 
@@ -126,18 +201,16 @@ pub async fn probe(target: &ProbeTarget, owner: ProcId) -> Result<(), ProbeFailu
     match target {
         ProbeTarget::Tcp(host, port) => {
             if *port == 0 {
-                return Err(ProbeFailure::NotReady("no port to check".into()));
+                return Err(ProbeError::NoPort.into());
             }
             connect(host, *port).await.map(drop)?;
             if is_local(host) {
-                held_by(*port, owner).map_err(ProbeFailure::Foreign)?;
+                held_by(*port, owner)?;
             }
             Ok(())
         }
-        ProbeTarget::Http(url) => http(url).await.map_err(ProbeFailure::NotReady),
-        ProbeTarget::Cmd { cmd, workdir, env } => command(cmd, workdir, env)
-            .await
-            .map_err(ProbeFailure::NotReady),
+        ProbeTarget::Http(url) => Ok(http(url).await?),
+        ProbeTarget::Cmd { cmd, workdir, env } => Ok(command(cmd, workdir, env).await?),
     }
 }
 
@@ -146,7 +219,7 @@ async fn command(
     cmd: &str,
     workdir: &std::path::Path,
     env: &std::collections::BTreeMap<String, String>,
-) -> Result<(), String> {
+) -> Result<(), ProbeError> {
     let mut c = tokio::process::Command::new("/bin/sh");
     c.arg("-c")
         .arg(cmd)
@@ -158,11 +231,14 @@ async fn command(
         .stderr(std::process::Stdio::null())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = c.spawn().map_err(|e| e.to_string())?;
+    let mut child = c.spawn().map_err(ProbeError::Spawn)?;
     match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
         Ok(Ok(s)) if s.success() => Ok(()),
-        Ok(Ok(s)) => Err(format!("`{cmd}` exited with {s}")),
-        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(status)) => Err(ProbeError::CmdFailed {
+            cmd: cmd.to_owned(),
+            status,
+        }),
+        Ok(Err(e)) => Err(ProbeError::Io(e)),
         Err(_) => {
             if let Some(pid) = child.id() {
                 let _ = nix::sys::signal::killpg(
@@ -170,7 +246,7 @@ async fn command(
                     nix::sys::signal::Signal::SIGKILL,
                 );
             }
-            Err(format!("`{cmd}` took longer than 10 s"))
+            Err(ProbeError::CmdTimedOut(cmd.to_owned()))
         }
     }
 }
@@ -190,6 +266,38 @@ mod tests {
             ("127.0.0.1".into(), 8080, "/".into())
         );
         assert_eq!(split_http_url("http://example").unwrap().1, 80);
-        assert!(split_http_url("https://x").is_err());
+        assert_eq!(
+            split_http_url("https://x").unwrap_err().to_string(),
+            "`https://x` is not an http:// URL"
+        );
+        assert_eq!(
+            split_http_url("http://x:99999/").unwrap_err().to_string(),
+            "bad port in `http://x:99999/`"
+        );
+    }
+
+    #[test]
+    fn a_port_held_by_another_program_is_foreign_and_the_rest_not_ready_yet() {
+        let held = ProbeError::HeldBy {
+            port: 4000,
+            pid: 7,
+            comm: "nc".into(),
+        };
+        match ProbeFailure::from(held) {
+            ProbeFailure::Foreign(m) => assert!(m.contains("held by `nc` (pid 7)"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            ProbeFailure::from(ProbeError::HeldByUnseen(4000)),
+            ProbeFailure::Foreign(_)
+        ));
+        assert_eq!(
+            ProbeFailure::from(ProbeError::Status(502)),
+            ProbeFailure::NotReady("HTTP 502".into())
+        );
+        assert_eq!(
+            ProbeFailure::from(ProbeError::NoPort),
+            ProbeFailure::NotReady("no port to check".into())
+        );
     }
 }

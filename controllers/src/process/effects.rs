@@ -80,12 +80,6 @@ pub enum ProbeFailure {
     Foreign(String),
 }
 
-impl From<String> for ProbeFailure {
-    fn from(why: String) -> Self {
-        ProbeFailure::NotReady(why)
-    }
-}
-
 /// A process carrying one of this binky home's spawn tokens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Marked {

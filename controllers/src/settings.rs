@@ -1,0 +1,290 @@
+//! The machine's settings (never a repository's `binky.toml`): every key, its default, what
+//! it takes and what it does, in one list that `binky settings` shows and checks, the gate
+//! reads its limits from, and the proxy and secrets read their keys from.
+//!
+//! # Guarantees
+//! - A key not in [`ALL`] is refused by [`validate`], naming the keys there are.
+//! - A value is stored in its normal form (`on` → `true`), checked against what its key takes;
+//!   the error names the key and what it takes.
+//! - A reader ([`Settings`]) gets a key's default when it is unset or (written by another
+//!   binky) does not parse.
+
+use std::collections::BTreeMap;
+
+use crate::store::{self, Store, StoreError};
+#[cfg(test)]
+use crate::store::{DEFAULT_HTTPS_PORT, DEFAULT_PROXY_PORT};
+
+/// What a setting's value may be.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Takes {
+    /// A whole number ≥ 0.
+    Count,
+    /// A percent from 0 to 90 (a reserve must leave something to use).
+    Percent,
+    /// A number of GiB ≥ 0.
+    Gib,
+    /// true or false (also on/off, yes/no, 1/0).
+    Flag,
+    /// Empty, or a text containing this placeholder.
+    Template(&'static str),
+    /// A port, set only by `binky port` with this flag (it moves the proxy too).
+    Port(&'static str),
+}
+
+/// One machine setting.
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    /// Its key.
+    pub key: &'static str,
+    /// Its value when unset.
+    pub default: &'static str,
+    /// What its value may be.
+    pub takes: Takes,
+    /// What it does, for `binky settings --describe`.
+    pub what: &'static str,
+}
+
+/// Every machine setting, in the order `binky settings` lists them.
+pub const ALL: &[Setting] = &[
+    Setting {
+        key: "max_parallel",
+        default: "0",
+        takes: Takes::Count,
+        what: "running worlds at most (0: no limit); over it a world queues or, with cool_oldest, the least recently used one stops",
+    },
+    Setting {
+        key: "ram_reserve_percent",
+        default: "0",
+        takes: Takes::Percent,
+        what: "percent of memory kept available: a world does not start while less is (0: off)",
+    },
+    Setting {
+        key: "disk_reserve_gib",
+        default: "0",
+        takes: Takes::Gib,
+        what: "GiB kept free on the worktrees' filesystem: a world does not start while less is (0: off)",
+    },
+    Setting {
+        key: "cool_oldest",
+        default: "false",
+        takes: Takes::Flag,
+        what: "over max_parallel or the RAM reserve, stop the least recently used world not in focus instead of queueing",
+    },
+    Setting {
+        key: "focus_minutes",
+        default: "5",
+        takes: Takes::Count,
+        what: "a world used (up, apply, reload) this recently is in focus and never cooled",
+    },
+    Setting {
+        key: "approvals",
+        default: "false",
+        takes: Takes::Flag,
+        what: "every new command a world would run waits for `binky approve`",
+    },
+    Setting {
+        key: "secret_command",
+        default: "",
+        takes: Takes::Template("{ref}"),
+        what: "how ${secret:REF} in env is resolved at spawn, `{ref}` replaced (e.g. `op read op://vault/{ref}`); unset: BINKY_SECRET_<REF> from the daemon's environment",
+    },
+    Setting {
+        key: "proxy_port",
+        default: "80",
+        takes: Takes::Port("proxy"),
+        what: "the proxy's HTTP port (0: off); set it with `binky port --proxy N`",
+    },
+    Setting {
+        key: "https_port",
+        default: "443",
+        takes: Takes::Port("https"),
+        what: "the proxy's HTTPS port (0: off); set it with `binky port --https N`",
+    },
+];
+
+/// The setting `key`, if there is one.
+pub fn find(key: &str) -> Option<&'static Setting> {
+    ALL.iter().find(|s| s.key == key)
+}
+
+/// The default of `key` (empty for a key that is not a setting).
+pub fn default_of(key: &str) -> &'static str {
+    find(key).map_or("", |s| s.default)
+}
+
+/// A value `binky settings` refuses; the message names the key and the fix.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SettingError {
+    /// No such key.
+    #[error("no setting `{key}`; settings: {}", keys())]
+    Unknown {
+        /// The key given.
+        key: String,
+    },
+    /// The value is not what the key takes.
+    #[error("{key} takes {takes}, not `{value}`")]
+    Value {
+        /// The key.
+        key: &'static str,
+        /// What it takes, in words.
+        takes: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// A template without its placeholder.
+    #[error("{key} must contain {placeholder} where the reference goes, e.g. `op read op://vault/{placeholder}` (got `{value}`)")]
+    Placeholder {
+        /// The key.
+        key: &'static str,
+        /// The placeholder it needs.
+        placeholder: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// A key another command sets.
+    #[error(
+        "{key} is set with `binky port` (it also moves the proxy): binky port --{flag} {value}"
+    )]
+    SetByPort {
+        /// The key.
+        key: &'static str,
+        /// `binky port`'s flag for it.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+    },
+}
+
+fn keys() -> String {
+    ALL.iter().map(|s| s.key).collect::<Vec<_>>().join(", ")
+}
+
+/// A flag's value as the settings read it.
+pub fn on(v: &str) -> bool {
+    matches!(v, "true" | "1" | "yes" | "on")
+}
+
+/// Check `value` for `key`: its normal form to store, or why not.
+pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
+    let setting = find(key).ok_or_else(|| SettingError::Unknown {
+        key: key.to_owned(),
+    })?;
+    let v = value.trim();
+    let bad = |takes: &'static str| SettingError::Value {
+        key: setting.key,
+        takes,
+        value: v.to_owned(),
+    };
+    match setting.takes {
+        Takes::Count => v
+            .parse::<u64>()
+            .map(|n| n.to_string())
+            .map_err(|_| bad("a whole number ≥ 0")),
+        Takes::Percent => match v.parse::<f64>() {
+            Ok(n) if (0.0..=90.0).contains(&n) => Ok(v.to_owned()),
+            _ => Err(bad("a percent from 0 to 90")),
+        },
+        Takes::Gib => match v.parse::<f64>() {
+            Ok(n) if n >= 0.0 && n.is_finite() => Ok(v.to_owned()),
+            _ => Err(bad("a number of GiB ≥ 0")),
+        },
+        Takes::Flag => match v {
+            "true" | "on" | "yes" | "1" => Ok("true".into()),
+            "false" | "off" | "no" | "0" => Ok("false".into()),
+            _ => Err(bad("true or false")),
+        },
+        Takes::Template(p) if v.is_empty() || v.contains(p) => Ok(v.to_owned()),
+        Takes::Template(placeholder) => Err(SettingError::Placeholder {
+            key: setting.key,
+            placeholder,
+            value: v.to_owned(),
+        }),
+        Takes::Port(flag) => Err(SettingError::SetByPort {
+            key: setting.key,
+            flag,
+            value: v.to_owned(),
+        }),
+    }
+}
+
+/// The machine settings, read in one query; a key not set has its default.
+pub struct Settings(BTreeMap<String, String>);
+
+impl Settings {
+    /// Read them all.
+    pub fn read(store: &Store) -> Result<Settings, StoreError> {
+        Ok(Settings(store.read(store::settings)?))
+    }
+
+    /// `key`'s value, or its default.
+    pub fn get(&self, key: &str) -> &str {
+        self.0
+            .get(key)
+            .map_or_else(|| default_of(key), String::as_str)
+    }
+
+    /// `key`'s value if it was set.
+    pub fn set(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    /// A numeric setting; one that does not parse has its default.
+    pub fn number<T: std::str::FromStr + Default>(&self, key: &str) -> T {
+        self.get(key)
+            .parse()
+            .or_else(|_| default_of(key).parse())
+            .unwrap_or_default()
+    }
+
+    /// A yes/no setting.
+    pub fn flag(&self, key: &str) -> bool {
+        on(self.get(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_checked_and_errors_say_what_the_key_takes() {
+        assert_eq!(validate("max_parallel", " 8").unwrap(), "8");
+        assert_eq!(
+            validate("max_parallel", "-1").unwrap_err().to_string(),
+            "max_parallel takes a whole number ≥ 0, not `-1`"
+        );
+        assert!(validate("ram_reserve_percent", "95").is_err());
+        assert_eq!(validate("ram_reserve_percent", "12.5").unwrap(), "12.5");
+        assert!(validate("disk_reserve_gib", "inf").is_err());
+        assert_eq!(validate("cool_oldest", "on").unwrap(), "true");
+        assert_eq!(validate("approvals", "0").unwrap(), "false");
+        assert!(validate("approvals", "maybe").is_err());
+        assert!(validate("secret_command", "op read x")
+            .unwrap_err()
+            .to_string()
+            .contains("must contain {ref}"));
+        assert_eq!(validate("secret_command", "").unwrap(), "");
+        assert!(validate("proxy_port", "8080")
+            .unwrap_err()
+            .to_string()
+            .contains("binky port --proxy 8080"));
+        let unknown = validate("nope", "1").unwrap_err().to_string();
+        for s in ALL {
+            assert!(unknown.contains(s.key), "{unknown}");
+        }
+    }
+
+    #[test]
+    fn every_default_is_a_value_its_key_takes_and_the_ports_match_the_constants() {
+        for s in ALL {
+            match s.takes {
+                Takes::Port(_) => {}
+                _ => assert_eq!(validate(s.key, s.default).as_deref(), Ok(s.default)),
+            }
+        }
+        assert_eq!(default_of("proxy_port"), DEFAULT_PROXY_PORT.to_string());
+        assert_eq!(default_of("https_port"), DEFAULT_HTTPS_PORT.to_string());
+        assert_eq!(default_of("nope"), "");
+    }
+}
