@@ -4,52 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use binky_controllers::store::{self, Store, StoreError, World};
+use binky_controllers::store::{self, Store, World};
 
 use super::exit;
+pub use super::failure::Failure;
 use crate::paths::Home;
-
-/// A command's failure: an exit code and a message that names the fix.
-#[derive(Debug)]
-pub struct Failure {
-    /// Exit code.
-    pub code: i32,
-    /// What went wrong and what to do.
-    pub message: String,
-}
-
-impl Failure {
-    /// Bad usage or config (exit 2).
-    pub fn usage(message: impl Into<String>) -> Failure {
-        Failure {
-            code: exit::USAGE,
-            message: message.into(),
-        }
-    }
-
-    /// It failed (exit 1).
-    pub fn failed(message: impl Into<String>) -> Failure {
-        Failure {
-            code: exit::FAILED,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Failure {
-        match e {
-            StoreError::ProjectNameTaken { .. } => Failure::usage(e.to_string()),
-            _ => Failure::failed(e.to_string()),
-        }
-    }
-}
-
-impl From<crate::daemon::client::ClientError> for Failure {
-    fn from(e: crate::daemon::client::ClientError) -> Failure {
-        Failure::failed(e.to_string())
-    }
-}
 
 /// The home and its store.
 pub struct Ctx {
