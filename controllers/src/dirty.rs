@@ -38,23 +38,15 @@ pub fn parse_status_z(out: &str) -> Vec<String> {
 /// The one place binky asks git what changed (the worktree controller's `Git::changes`,
 /// `binky remove`'s refusal and the record after a setup all come here).
 pub async fn changed_paths(worktree: &Path) -> std::io::Result<Vec<String>> {
-    let out = tokio::process::Command::new("git")
-        .arg("-C")
-        .arg(worktree)
-        .args(["status", "--porcelain", "-z", "--untracked-files=normal"])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await?;
+    let out = crate::git::run(
+        worktree,
+        &["status", "--porcelain", "-z", "--untracked-files=normal"],
+    )
+    .await?;
     if !out.status.success() {
-        return Err(std::io::Error::other(
-            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        ));
+        return Err(std::io::Error::other(out.stderr));
     }
-    Ok(parse_status_z(&String::from_utf8_lossy(&out.stdout)))
+    Ok(parse_status_z(&out.text()))
 }
 
 /// The fingerprint of `rel` under `worktree` now.

@@ -2,7 +2,6 @@
 //! finding a world by name.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use binky_controllers::store::{self, Store, World};
 
@@ -90,17 +89,12 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
 
 /// Like [`git`], the output as it is (for file contents, which must not be read lossily).
 pub fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
+    let out = binky_controllers::git::run_blocking(dir, args, None)
         .map_err(|e| format!("cannot run git (is it installed?): {e}"))?;
     if out.status.success() {
         Ok(out.stdout)
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        Err(out.stderr)
     }
 }
 
