@@ -32,11 +32,8 @@ impl Cx<'_> {
                     agents.expose.push(name);
                 }
                 agents.verify = self
-                    .string_list(t, "agents", "verify", false)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(s, _)| s)
-                    .collect();
+                    .strings(t, "agents", "verify", false)
+                    .unwrap_or_default();
             }
         }
         agents

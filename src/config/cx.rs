@@ -117,6 +117,11 @@ impl Cx<'_> {
         table.get(key)
     }
 
+    /// Where `key` of `table` is written, else `or`.
+    pub(super) fn span_of(table: &Table<'_>, key: &str, or: Range<usize>) -> Range<usize> {
+        Self::get(table, key).map_or(or, |v| v.span())
+    }
+
     pub(super) fn expect_table<'t, 'i>(
         &mut self,
         v: &'t Value<'i>,
@@ -172,7 +177,7 @@ impl Cx<'_> {
     ) -> Option<String> {
         let s = self.string(table, path, key)?;
         if s.trim().is_empty() {
-            let span = Self::get(table, key).map(|v| v.span()).unwrap_or(0..0);
+            let span = Self::span_of(table, key, 0..0);
             self.error(span, &join(path, key), "must not be empty", None);
             return None;
         }
@@ -214,6 +219,18 @@ impl Cx<'_> {
                 None
             }
         }
+    }
+
+    /// Like [`Cx::string_list`], without the places.
+    pub(super) fn strings(
+        &mut self,
+        table: &Table<'_>,
+        path: &str,
+        key: &str,
+        allow_single: bool,
+    ) -> Option<Vec<String>> {
+        self.string_list(table, path, key, allow_single)
+            .map(|items| items.into_iter().map(|(s, _)| s).collect())
     }
 
     pub(super) fn string_list(

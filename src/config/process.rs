@@ -150,7 +150,7 @@ impl Cx<'_> {
         };
         if let (Some(UrlSpec::Port { label, .. }), ports) = (&url, &ports) {
             if !ports.as_ref().is_some_and(|p| p.contains(label)) {
-                let sp = Self::get(t, "url").map(|v| v.span()).unwrap_or(0..0);
+                let sp = Self::span_of(t, "url", 0..0);
                 self.error(
                     sp,
                     &join(path, "url"),
@@ -249,7 +249,7 @@ impl Cx<'_> {
         let env = self.string_map(t, path, "env").unwrap_or_default();
         for k in env.keys() {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
-                let sp = Self::get(t, "env").map(|v| v.span()).unwrap_or(0..0);
+                let sp = Self::span_of(t, "env", 0..0);
                 self.error(
                     sp,
                     &join(path, "env"),
@@ -265,18 +265,8 @@ impl Cx<'_> {
             .unwrap_or_else(|| defaults.workdir.clone());
         let restart = self.restart(t, path).unwrap_or(defaults.restart);
         let limits = self.limits(t, path).or_else(|| defaults.limits.clone());
-        let watch = self
-            .string_list(t, path, "watch", false)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
-        let env_file = self
-            .string_list(t, path, "env_file", true)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
+        let watch = self.strings(t, path, "watch", false).unwrap_or_default();
+        let env_file = self.strings(t, path, "env_file", true).unwrap_or_default();
         Some(Process {
             cmd: cmd?,
             setup,

@@ -53,18 +53,14 @@ impl Cx<'_> {
                 && !n.starts_with(['-', '.'])
                 && !n.ends_with(['-', '.']);
             if !ok {
-                let span = Self::get(t, "name")
-                    .map(|v| v.span())
-                    .unwrap_or(span.clone());
+                let span = Self::span_of(t, "name", span.clone());
                 self.error(span, "project.name", format!("invalid project name `{n}`: it becomes part of hostnames and database names"), Some("use letters, digits, `-`, `_` or `.`, at most 63 characters, e.g. \"acme\"".to_owned()));
             }
         }
         let domain = self.string(t, "project", "domain");
         if let Some(why) = domain.as_deref().and_then(dns_name_problem) {
             let d = domain.as_deref().unwrap_or("");
-            let span = Self::get(t, "domain")
-                .map(|v| v.span())
-                .unwrap_or(span.clone());
+            let span = Self::span_of(t, "domain", span.clone());
             self.error(
                 span,
                 "project.domain",

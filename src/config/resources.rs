@@ -57,9 +57,7 @@ impl Cx<'_> {
             None => SyncMode::Off,
         };
         if sync != SyncMode::Off && !shared {
-            let sp = Self::get(t, "sync")
-                .map(|v| v.span())
-                .unwrap_or(span.clone());
+            let sp = Self::span_of(t, "sync", span.clone());
             self.error(
                 sp,
                 &join(path, "sync"),
@@ -71,13 +69,9 @@ impl Cx<'_> {
         let migrate = self.string(t, path, "migrate");
         let seed = self.string(t, path, "seed");
         let clone_from = self.string(t, path, "clone_from");
-        let clone_key_files: Option<Vec<String>> = self
-            .string_list(t, path, "clone_key_files", false)
-            .map(|v| v.into_iter().map(|(s, _)| s).collect());
+        let clone_key_files: Option<Vec<String>> = self.strings(t, path, "clone_key_files", false);
         if clone_key_files.is_some() && clone_from.is_none() {
-            let sp = Self::get(t, "clone_key_files")
-                .map(|v| v.span())
-                .unwrap_or(span.clone());
+            let sp = Self::span_of(t, "clone_key_files", span.clone());
             self.error(
                 sp,
                 &join(path, "clone_key_files"),
@@ -85,23 +79,13 @@ impl Cx<'_> {
                 Some("add clone_from = \"golden\", or remove clone_key_files".to_owned()),
             );
         }
-        let buckets = self
-            .string_list(t, path, "buckets", false)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
+        let buckets = self.strings(t, path, "buckets", false).unwrap_or_default();
         let options = self.string_map(t, path, "options").unwrap_or_default();
         let workdir = self
             .string(t, path, "workdir")
             .unwrap_or_else(|| defaults.workdir.clone());
         let env = self.string_map(t, path, "env").unwrap_or_default();
-        let env_file = self
-            .string_list(t, path, "env_file", true)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
+        let env_file = self.strings(t, path, "env_file", true).unwrap_or_default();
         Some(Resource {
             adapter: adapter?,
             admin_url,
