@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use binky_controllers::spec::Service;
 use binky_controllers::store::{self, Store, World};
 
 use super::exit;
@@ -80,6 +81,23 @@ fn names(all: &[World]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The service `name` of `world`, or a usage failure that lists its services.
+pub fn service<'w>(world: &'w World, name: &str) -> Result<&'w Service, Failure> {
+    world.spec.services.get(name).ok_or_else(|| {
+        Failure::usage(format!(
+            "world `{}` has no service `{name}`; services: {}",
+            world.name,
+            world
+                .spec
+                .services
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })
 }
 
 /// Run git and return its trimmed stdout, or its stderr as the error.
