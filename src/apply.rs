@@ -15,7 +15,7 @@
 //!   edit); `binky remove` drops it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use binky_controllers::admission::{self, Verdict};
 use binky_controllers::runtime::{self, Condition};
@@ -24,35 +24,96 @@ use binky_controllers::store::{Store, StoreError, World};
 use binky_controllers::tokens::Tokens;
 use petgraph::graphmap::DiGraphMap;
 
+use crate::adapters::AdapterError;
+use crate::check::Finding;
 use crate::config::{self, Loaded};
 
 /// The condition the config watcher and `binky apply` own.
 pub const CONDITION: &str = binky_controllers::registry::Reporter::Config.condition();
 
+/// Why a `binky.toml` is refused. Each message names the file (and line and key where
+/// there is one).
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    /// The file cannot be read as text.
+    #[error("{}: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: config::ReadError,
+    },
+    /// Syntax, keys, names, cycles (each problem with its line and key).
+    #[error(transparent)]
+    Config(#[from] config::ConfigErrors),
+    /// Admission refuses the spec (groups, limits).
+    #[error("{}: {reason}", path.display())]
+    Denied {
+        /// The file.
+        path: PathBuf,
+        /// Admission's reason.
+        reason: String,
+    },
+    /// A resource service names an adapter binky cannot find.
+    #[error("{}: services.{service}: {source}", path.display())]
+    Adapter {
+        /// The file.
+        path: PathBuf,
+        /// The service.
+        service: String,
+        /// The registry's answer.
+        #[source]
+        source: AdapterError,
+    },
+    /// Errors `binky check` reports (an inline credential, `${self.port}` without a port).
+    #[error("{}", render(path, findings))]
+    Check {
+        /// The file.
+        path: PathBuf,
+        /// The errors, in `binky check`'s order (never empty).
+        findings: Vec<Finding>,
+    },
+}
+
+fn render(path: &Path, findings: &[Finding]) -> String {
+    findings
+        .iter()
+        .map(|f| f.render(path))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Parse and check a `binky.toml` the way `binky up` does: syntax and keys, names, cycles,
 /// groups, adapters binky can find. The error names the file (and line and key).
-pub fn validate(text: &str, path: &Path, group: Option<&str>) -> Result<Loaded, String> {
-    let loaded = config::parse(text, path).map_err(|e| e.to_string())?;
+pub fn validate(text: &str, path: &Path, group: Option<&str>) -> Result<Loaded, Invalid> {
+    let loaded = config::parse(text, path)?;
     if let Verdict::Deny { reason } = admission::check_spec(&loaded.spec, group) {
-        return Err(format!("{}: {reason}", path.display()));
+        return Err(Invalid::Denied {
+            path: path.to_owned(),
+            reason,
+        });
     }
     let registry = crate::adapters::Registry::default();
     for name in loaded.spec.selected(group) {
         if let Some(r) = loaded.spec.services[&name].resource() {
-            if let Err(e) = registry.get(&r.adapter) {
-                return Err(format!("{}: services.{name}: {e}", path.display()));
+            if let Err(source) = registry.get(&r.adapter) {
+                return Err(Invalid::Adapter {
+                    path: path.to_owned(),
+                    service: name,
+                    source,
+                });
             }
         }
     }
     // The errors `binky check` reports (an inline credential, `${self.port}` without a
     // port) are refused here too.
-    let errors = crate::check::errors(text, &loaded);
-    if !errors.is_empty() {
-        return Err(errors
-            .iter()
-            .map(|f| f.render(path))
-            .collect::<Vec<_>>()
-            .join("\n"));
+    let findings = crate::check::errors(text, &loaded);
+    if !findings.is_empty() {
+        return Err(Invalid::Check {
+            path: path.to_owned(),
+            findings,
+        });
     }
     Ok(loaded)
 }
@@ -330,11 +391,15 @@ pub enum Outcome {
 pub fn apply(store: &Store, world: &World, dry_run: bool) -> Result<Outcome, StoreError> {
     let path = &world.config_path;
     let read = config::read_text(path)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|source| Invalid::Unreadable {
+            path: path.to_owned(),
+            source,
+        })
         .and_then(|text| validate(&text, path, world.group.as_deref()));
     let loaded = match read {
         Ok(l) => l,
-        Err(msg) => {
+        Err(invalid) => {
+            let msg = invalid.to_string();
             // One event per distinct error: the condition says whether it is new.
             if !dry_run
                 && runtime::set_condition(

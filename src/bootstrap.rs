@@ -83,37 +83,14 @@ pub fn wanted(from: &Path, copy: &[String]) -> Result<Vec<String>, String> {
 }
 
 fn git_lines(dir: &Path, args: &[&str], input: Option<String>) -> Result<Vec<String>, String> {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let out = binky_controllers::git::run_blocking(dir, args, input.map(String::into_bytes))
         .map_err(|e| format!("cannot run git: {e}"))?;
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(text.as_bytes());
-        });
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
     // `check-ignore` exits 1 when nothing is ignored.
     if !out.status.success() && out.status.code() != Some(1) {
-        return Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(format!("git {} failed: {}", args.join(" "), out.stderr));
     }
-    Ok(String::from_utf8_lossy(&out.stdout)
+    Ok(out
+        .text()
         .split('\0')
         .filter(|s| !s.is_empty())
         .map(str::to_owned)

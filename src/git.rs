@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use binky_controllers::git;
 use binky_controllers::worktree::{Git, GitError, WorktreeInfo};
-use tokio::process::Command;
 
 /// The `git` command line.
 #[derive(Clone, Debug, Default)]
@@ -23,15 +23,10 @@ impl GitCli {
     }
 }
 
+/// Run git for the worktree controller: its stdout, or why not. A git that hangs (a lock,
+/// a network remote) is killed after two minutes.
 async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir).args(args);
-    cmd.env("GIT_TERMINAL_PROMPT", "0");
-    cmd.env_remove("GIT_DIR");
-    cmd.env_remove("GIT_WORK_TREE");
-    cmd.stdin(std::process::Stdio::null());
-    cmd.kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+    let out = tokio::time::timeout(Duration::from_secs(120), git::run(dir, args))
         .await
         .map_err(|_| GitError::Failed {
             args: args.join(" "),
@@ -40,12 +35,12 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
         })?
         .map_err(GitError::Spawn)?;
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        Ok(out.text())
     } else {
         Err(GitError::Failed {
             args: args.join(" "),
             dir: dir.to_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            stderr: out.stderr,
         })
     }
 }

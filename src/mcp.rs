@@ -23,7 +23,7 @@ use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::cli::{exit, Failure};
+use crate::cli::failure::{exit, Failure};
 
 /// How long `up`, `down` and `reload` wait before answering "pending" (the daemon carries
 /// on). Kept under the common 60 s tool-call limit of MCP clients.

@@ -12,8 +12,11 @@
 //! newest modification time of everything under it.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
+
+use crate::store::{self, Store, StoreError, WorktreeRow, WorldId};
 
 /// The paths `git status --porcelain -z` lists (a rename gives its new path), relative to
 /// the worktree.
@@ -38,23 +41,40 @@ pub fn parse_status_z(out: &str) -> Vec<String> {
 /// The one place binky asks git what changed (the worktree controller's `Git::changes`,
 /// `binky remove`'s refusal and the record after a setup all come here).
 pub async fn changed_paths(worktree: &Path) -> std::io::Result<Vec<String>> {
-    let out = tokio::process::Command::new("git")
-        .arg("-C")
-        .arg(worktree)
-        .args(["status", "--porcelain", "-z", "--untracked-files=normal"])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await?;
+    let out = crate::git::run(
+        worktree,
+        &["status", "--porcelain", "-z", "--untracked-files=normal"],
+    )
+    .await?;
     if !out.status.success() {
-        return Err(std::io::Error::other(
-            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        ));
+        return Err(std::io::Error::other(out.stderr));
     }
-    Ok(parse_status_z(&String::from_utf8_lossy(&out.stdout)))
+    Ok(parse_status_z(&out.text()))
+}
+
+/// The user's uncommitted changes in world `world`'s worktree `row`: what `changed` (its
+/// `git status`, [`changed_paths`] or a fake's) lists that the world's own `setup` did not
+/// leave as it is. The one dirty check: `binky remove` refuses with it before it writes
+/// anything, and the worktree controller's cleanup stops with it.
+///
+/// No worktree nobody's work can be in is looked at (and `changed` is not run): one binky
+/// adopted (it is kept, never removed), one binky is still making (a checkout half done
+/// shows its files as deleted), one whose directory is gone.
+pub async fn users_uncommitted<E: From<StoreError>>(
+    store: &Store,
+    world: WorldId,
+    row: &WorktreeRow,
+    changed: impl Future<Output = Result<Vec<String>, E>>,
+) -> Result<Vec<String>, E> {
+    if row.adopted || row.state == crate::store::WorktreeState::Creating || !row.path.is_dir() {
+        return Ok(Vec::new());
+    }
+    let changed = changed.await?;
+    if changed.is_empty() {
+        return Ok(changed);
+    }
+    let after_setup = store.read(|c| store::setup_changes(c, world))?;
+    Ok(users_changes(&row.path, &changed, &after_setup))
 }
 
 /// The fingerprint of `rel` under `worktree` now.

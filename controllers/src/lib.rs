@@ -8,6 +8,7 @@ pub mod admission;
 pub mod dirty;
 pub mod env;
 pub mod gate;
+pub mod git;
 pub mod glob;
 pub mod golden;
 pub mod phase;

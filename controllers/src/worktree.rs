@@ -585,18 +585,14 @@ impl<G: Git> Controller for WorktreeController<G> {
             let lock = self.repo_lock(repo);
             let _guard = lock.lock().await;
             if row.path.is_dir() {
-                // A worktree binky never finished making holds nothing of anyone's.
-                let unfinished = row.state == WorktreeState::Creating;
-                if !world.force_delete && !unfinished {
-                    // The user's changes only: what the world's setup made is binky's.
-                    let changed = self.git.changes(&row.path).await?;
-                    if !changed.is_empty() {
-                        let after_setup = self.store.read(|c| store::setup_changes(c, world.id))?;
-                        if !crate::dirty::users_changes(&row.path, &changed, &after_setup)
-                            .is_empty()
-                        {
-                            return Err(WorktreeError::Dirty(row.path.clone()));
-                        }
+                if !world.force_delete {
+                    let changes =
+                        async { Ok::<_, WorktreeError>(self.git.changes(&row.path).await?) };
+                    if !crate::dirty::users_uncommitted(&self.store, world.id, &row, changes)
+                        .await?
+                        .is_empty()
+                    {
+                        return Err(WorktreeError::Dirty(row.path.clone()));
                     }
                 }
                 self.git.remove_worktree(repo, &row.path).await?;

@@ -2,54 +2,13 @@
 //! finding a world by name.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use binky_controllers::store::{self, Store, StoreError, World};
+use binky_controllers::spec::Service;
+use binky_controllers::store::{self, Store, World};
 
 use super::exit;
+pub use super::failure::Failure;
 use crate::paths::Home;
-
-/// A command's failure: an exit code and a message that names the fix.
-#[derive(Debug)]
-pub struct Failure {
-    /// Exit code.
-    pub code: i32,
-    /// What went wrong and what to do.
-    pub message: String,
-}
-
-impl Failure {
-    /// Bad usage or config (exit 2).
-    pub fn usage(message: impl Into<String>) -> Failure {
-        Failure {
-            code: exit::USAGE,
-            message: message.into(),
-        }
-    }
-
-    /// It failed (exit 1).
-    pub fn failed(message: impl Into<String>) -> Failure {
-        Failure {
-            code: exit::FAILED,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Failure {
-        match e {
-            StoreError::ProjectNameTaken { .. } => Failure::usage(e.to_string()),
-            _ => Failure::failed(e.to_string()),
-        }
-    }
-}
-
-impl From<crate::daemon::client::ClientError> for Failure {
-    fn from(e: crate::daemon::client::ClientError) -> Failure {
-        Failure::failed(e.to_string())
-    }
-}
 
 /// The home and its store.
 pub struct Ctx {
@@ -124,6 +83,23 @@ fn names(all: &[World]) -> String {
         .join(", ")
 }
 
+/// The service `name` of `world`, or a usage failure that lists its services.
+pub fn service<'w>(world: &'w World, name: &str) -> Result<&'w Service, Failure> {
+    world.spec.services.get(name).ok_or_else(|| {
+        Failure::usage(format!(
+            "world `{}` has no service `{name}`; services: {}",
+            world.name,
+            world
+                .spec
+                .services
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })
+}
+
 /// Run git and return its trimmed stdout, or its stderr as the error.
 pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     git_bytes(dir, args).map(|out| String::from_utf8_lossy(&out).trim_end().to_owned())
@@ -131,17 +107,12 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
 
 /// Like [`git`], the output as it is (for file contents, which must not be read lossily).
 pub fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
+    let out = binky_controllers::git::run_blocking(dir, args, None)
         .map_err(|e| format!("cannot run git (is it installed?): {e}"))?;
     if out.status.success() {
         Ok(out.stdout)
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        Err(out.stderr)
     }
 }
 

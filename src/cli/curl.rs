@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 
-use super::context::{Ctx, Failure};
+use super::context::{service, Ctx, Failure};
 use super::exit;
 use crate::proxy::tls;
 
@@ -41,20 +41,7 @@ fn err(e: impl std::fmt::Display) -> Failure {
 pub async fn run(a: CurlArgs) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(&a.name))?;
-    let svc = world.spec.services.get(&a.service).ok_or_else(|| {
-        Failure::usage(format!(
-            "world `{}` has no service `{}`; services: {}",
-            world.name,
-            a.service,
-            world
-                .spec
-                .services
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    })?;
+    let svc = service(&world, &a.service)?;
     if svc.process().and_then(|p| p.url.as_ref()).is_none() {
         return Err(Failure::usage(format!(
             "service `{}` has no `url`, so the proxy does not route it; give it url = true, or use its port (`binky env {}`)",

@@ -1,7 +1,6 @@
 //! `binky doctor`: is this machine ready to run worlds? Each check prints ok, warn or fail
 //! with the fix; any fail exits 1.
 
-use std::process::Command;
 use std::time::Duration;
 
 use binky_controllers::store;
@@ -77,13 +76,9 @@ fn inotify() -> Option<(u64, u64)> {
 pub async fn run(json: bool) -> Result<i32, Failure> {
     let mut out = Vec::new();
     // git
-    match Command::new("git").arg("--version").output() {
-        Ok(o) if o.status.success() => out.push(check(
-            "git",
-            Level::Ok,
-            String::from_utf8_lossy(&o.stdout).trim().to_owned(),
-            "",
-        )),
+    // (`-C` a directory that is always there: doctor must answer in a deleted one too.)
+    match binky_controllers::git::run_blocking(&std::env::temp_dir(), &["--version"], None) {
+        Ok(o) if o.status.success() => out.push(check("git", Level::Ok, o.text().trim(), "")),
         _ => out.push(check(
             "git",
             Level::Fail,

@@ -10,7 +10,7 @@ use std::time::Instant;
 use binky_controllers::env::{self, Layout};
 use binky_controllers::store::{self, World};
 
-use super::context::{Ctx, Failure};
+use super::context::{self, Ctx, Failure};
 use super::exit;
 
 /// The directory and environment a command of `world` runs with: the env of `service`
@@ -38,19 +38,7 @@ pub fn world_env(
     let slices = ctx.store.read(|c| store::slices(c, world.id))?;
     let tokens = env::tokens(world, &ports, &proxy, &slices);
     if let Some(name) = service {
-        let svc = world.spec.services.get(name).ok_or_else(|| {
-            Failure::usage(format!(
-                "world `{}` has no service `{name}`; services: {}",
-                world.name,
-                world
-                    .spec
-                    .services
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
+        let svc = context::service(world, name)?;
         // An adapter service: what its `migrate` and `seed` run with (its slice's address as
         // DATABASE_URL, in its workdir), to run a migration by hand.
         if let Some(res) = svc.resource() {

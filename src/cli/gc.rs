@@ -9,12 +9,29 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
 
 use binky_controllers::store;
 
 use super::context::{Ctx, Failure};
 use super::exit;
-use crate::adapters::{redact, AdapterConfig, Registry, Slice};
+use crate::adapters::{redact, Adapter, AdapterConfig, Registry, Slice};
+
+/// The adapter named `adapter`, and its config for the server at `url`.
+fn server(
+    registry: &Registry,
+    adapter: &str,
+    url: &str,
+) -> Result<(Arc<dyn Adapter>, AdapterConfig), Failure> {
+    let a = registry
+        .get(adapter)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    let cfg = AdapterConfig {
+        admin_url: Some(url.to_owned()),
+        ..AdapterConfig::default()
+    };
+    Ok((a, cfg))
+}
 
 /// `binky gc`.
 pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
@@ -40,13 +57,7 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
     }
     let mut orphans: Vec<(String, String, String)> = Vec::new();
     for (adapter, url) in &targets {
-        let a = registry
-            .get(adapter)
-            .map_err(|e| Failure::failed(e.to_string()))?;
-        let cfg = AdapterConfig {
-            admin_url: Some(url.clone()),
-            ..AdapterConfig::default()
-        };
+        let (a, cfg) = server(&registry, adapter, url)?;
         match a.list(&cfg).await {
             Ok(names) => {
                 for n in names.into_iter().filter(|n| !known.contains(n)) {
@@ -116,13 +127,7 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
         }
     }
     for (adapter, url, name) in &orphans {
-        let a = registry
-            .get(adapter)
-            .map_err(|e| Failure::failed(e.to_string()))?;
-        let cfg = AdapterConfig {
-            admin_url: Some(url.clone()),
-            ..AdapterConfig::default()
-        };
+        let (a, cfg) = server(&registry, adapter, url)?;
         let slice = Slice {
             name: name.clone(),
             secret: String::new(),

@@ -12,6 +12,7 @@ mod down;
 mod env;
 mod events;
 mod exec;
+pub mod failure;
 mod gc;
 mod golden;
 mod hosts;
@@ -31,19 +32,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-pub use context::Failure;
-
-/// Exit codes.
-pub mod exit {
-    /// Done.
-    pub const OK: i32 = 0;
-    /// Failed.
-    pub const FAILED: i32 = 1;
-    /// Bad usage or config.
-    pub const USAGE: i32 = 2;
-    /// Still pending when the wait ran out (EX_TEMPFAIL).
-    pub const PENDING: i32 = 75;
-}
+pub use failure::{exit, Failure};
 
 /// binky: an isolated local world for every git worktree.
 #[derive(Debug, Parser)]

@@ -12,18 +12,17 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
     let world = ctx.world(Some(name))?;
     // Refuse before writing anything: uncommitted work is never lost without --force.
     if let Some(wt) = ctx.store.read(|c| store::worktree(c, world.id))? {
-        // A worktree binky is still making (state "creating") holds nothing of anyone's: a
-        // checkout half done shows its files as deleted.
-        if !force && !wt.adopted && wt.state != store::WorktreeState::Creating && wt.path.is_dir() {
-            // The user's changes only: what the world's own setup made is binky's.
-            let changed = dirty::changed_paths(&wt.path).await.map_err(|e| {
-                Failure::failed(format!(
-                    "cannot check {} for uncommitted changes: {e}",
-                    wt.path.display()
-                ))
-            })?;
-            let after_setup = ctx.store.read(|c| store::setup_changes(c, world.id))?;
-            let users = dirty::users_changes(&wt.path, &changed, &after_setup);
+        if !force {
+            // The same check as the worktree controller's, asked before anything is written.
+            let changes = async {
+                dirty::changed_paths(&wt.path).await.map_err(|e| {
+                    Failure::failed(format!(
+                        "cannot check {} for uncommitted changes: {e}",
+                        wt.path.display()
+                    ))
+                })
+            };
+            let users = dirty::users_uncommitted(&ctx.store, world.id, &wt, changes).await?;
             if !users.is_empty() {
                 let mut shown = users
                     .iter()

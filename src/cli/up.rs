@@ -211,8 +211,8 @@ pub async fn run(
     let src = source(&ctx, &co, name, from_commit.as_deref())?;
     // The same checks as `binky apply` and the config watcher; an adapter binky cannot find
     // is refused now, not discovered by the daemon later.
-    let loaded =
-        crate::apply::validate(&src.text, &src.path, group.as_deref()).map_err(Failure::usage)?;
+    let loaded = crate::apply::validate(&src.text, &src.path, group.as_deref())
+        .map_err(|e| Failure::usage(e.to_string()))?;
     if let Some(note) = &src.note {
         eprintln!("binky: note: {note}");
     }

@@ -1,6 +1,14 @@
 //! Tests for `binky.toml` parsing and validation: every key landing in the [`Spec`], every
 //! error path (key path, position, message and fix), and the footgun warnings.
 
+use std::collections::BTreeMap;
+
+use binky_controllers::spec::{
+    Agents, Health, Hooks, Limits, Probe, Process, Project, Resource, Restart, SyncMode, UrlSpec,
+};
+
+use super::process::PROCESS_KEYS;
+use super::resources::RESOURCE_KEYS;
 use super::*;
 
 // ---------------------------------------------------------------------------------------

@@ -107,7 +107,9 @@ fn init_maps_a_web_api_postgres_redis_stack_into_a_file_binky_up_accepts() {
         "{}",
         stdout(&refused)
     );
-    let err = binky::apply::validate(&text, &dir.join("binky.toml"), None).unwrap_err();
+    let err = binky::apply::validate(&text, &dir.join("binky.toml"), None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("services.web.cmd"), "{err}");
     // With the command written, what `binky up` runs on it, built-in adapters included,
     // and `binky check` finds no error in it.
@@ -308,7 +310,9 @@ fn init_refuses_to_overwrite_binky_toml_without_force() {
     let (text, t) = read_toml(&dir);
     assert_eq!(s(&t, "project/name").as_str(), Some("shop"));
     // It parses; only its TODO (web's command) keeps `binky up` from running it.
-    let err = binky::apply::validate(&text, &dir.join("binky.toml"), None).unwrap_err();
+    let err = binky::apply::validate(&text, &dir.join("binky.toml"), None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("services.web.cmd: is still a TODO"), "{err}");
     // Written beside and renamed: nothing else is left.
     let left: Vec<String> = files(&dir)

@@ -326,3 +326,75 @@ async fn copying_into_a_new_worktree_holds_up_no_other_worlds_checkout_and_nothi
     let filled = ctrl_git(&ctrl).inner.lock().unwrap().bootstraps.clone();
     assert_eq!(filled.len(), 2, "{filled:?}");
 }
+
+/// The one dirty check (`binky remove`'s and the cleanup's).
+#[tokio::test]
+async fn only_a_worktree_someones_work_can_be_in_is_looked_at_and_setups_paths_are_not_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let id = store
+        .put_world(&crate::testing::new_world(
+            dir.path(),
+            "w",
+            crate::testing::spec(vec![]),
+        ))
+        .unwrap()
+        .world
+        .id;
+    let wt = dir.path().join("wt");
+    std::fs::create_dir_all(&wt).unwrap();
+    std::fs::write(wt.join("package-lock.json"), "{}").unwrap();
+    let row = |path: &std::path::Path, adopted: bool, state: WorktreeState| store::WorktreeRow {
+        path: path.to_owned(),
+        branch: "w".into(),
+        head: None,
+        dirty: false,
+        adopted,
+        created_branch: true,
+        base_commit: None,
+        state,
+        seen_generation: 0,
+    };
+    let listed = || async {
+        Ok::<_, store::StoreError>(vec!["package-lock.json".to_owned(), "notes.txt".to_owned()])
+    };
+    let never = || async {
+        panic!("git status of a worktree that holds no one's work");
+        #[allow(unreachable_code)]
+        Ok::<_, store::StoreError>(Vec::new())
+    };
+    for skipped in [
+        row(&wt, true, WorktreeState::Ready),
+        row(&wt, false, WorktreeState::Creating),
+        row(&dir.path().join("gone"), false, WorktreeState::Ready),
+    ] {
+        let users: Vec<String> = crate::dirty::users_uncommitted(&store, id, &skipped, never())
+            .await
+            .unwrap();
+        assert!(users.is_empty(), "{skipped:?}");
+    }
+    let ready = row(&wt, false, WorktreeState::Ready);
+    assert_eq!(
+        crate::dirty::users_uncommitted(&store, id, &ready, listed())
+            .await
+            .unwrap(),
+        vec!["package-lock.json", "notes.txt"]
+    );
+    // What the world's setup left (its fingerprint recorded) is binky's.
+    let print = crate::dirty::fingerprint(&wt, "package-lock.json");
+    store
+        .write(crate::store::owner::Process, |tx| {
+            tx.execute(
+                "INSERT INTO setup_changes (world_id, path, fingerprint) VALUES (?1, 'package-lock.json', ?2)",
+                rusqlite::params![id, print],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        crate::dirty::users_uncommitted(&store, id, &ready, listed())
+            .await
+            .unwrap(),
+        vec!["notes.txt"]
+    );
+}

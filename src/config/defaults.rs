@@ -1,0 +1,80 @@
+//! `[defaults]`: `workdir`, `restart` and `limits`, and the readers of `restart` and
+//! `limits` a process service shares with it.
+
+use binky_controllers::spec::{Limits, Restart};
+
+use super::cx::join;
+use super::{Cx, Table};
+
+const DEFAULTS_KEYS: &[&str] = &["workdir", "restart", "limits"];
+const LIMITS_KEYS: &[&str] = &["cpu", "memory"];
+
+/// What a process service gets for the keys it leaves out.
+pub(super) struct Defaults {
+    /// `workdir` (".").
+    pub(super) workdir: String,
+    /// `restart` (on-failure).
+    pub(super) restart: Restart,
+    /// `limits` (none).
+    pub(super) limits: Option<Limits>,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            workdir: ".".into(),
+            restart: Restart::default(),
+            limits: None,
+        }
+    }
+}
+
+impl Cx<'_> {
+    /// The `[defaults]` table of `root`, or the built-in defaults.
+    pub(super) fn defaults(&mut self, root: &Table<'_>) -> Defaults {
+        let Some(v) = Self::get(root, "defaults") else {
+            return Defaults::default();
+        };
+        let Some(t) = self.expect_table(v, "defaults") else {
+            return Defaults::default();
+        };
+        self.unknown_keys(t, "defaults", DEFAULTS_KEYS);
+        Defaults {
+            workdir: self
+                .string(t, "defaults", "workdir")
+                .unwrap_or_else(|| ".".into()),
+            restart: self.restart(t, "defaults").unwrap_or_default(),
+            limits: self.limits(t, "defaults"),
+        }
+    }
+
+    pub(super) fn restart(&mut self, table: &Table<'_>, path: &str) -> Option<Restart> {
+        let v = Self::get(table, "restart")?;
+        let s = self.string_value(v, &join(path, "restart"))?;
+        match s.as_str() {
+            "on-failure" => Some(Restart::OnFailure),
+            "always" => Some(Restart::Always),
+            "never" => Some(Restart::Never),
+            other => {
+                self.error(
+                    v.span(),
+                    &join(path, "restart"),
+                    format!("unknown restart policy `{other}`"),
+                    Some("use one of: on-failure, always, never".to_owned()),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn limits(&mut self, table: &Table<'_>, path: &str) -> Option<Limits> {
+        let v = Self::get(table, "limits")?;
+        let path = join(path, "limits");
+        let t = self.expect_table(v, &path)?;
+        self.unknown_keys(t, &path, LIMITS_KEYS);
+        Some(Limits {
+            cpu: self.string(t, &path, "cpu"),
+            memory: self.string(t, &path, "memory"),
+        })
+    }
+}

@@ -1,0 +1,293 @@
+//! A process service (`[services.NAME]` with `cmd`): `cmd`, `setup`, `workdir`, `restart`,
+//! `limits`, `url`, `ports`, `health`, `watch`, `env`, `env_file`, `replicas`.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+use binky_controllers::spec::{Health, Probe, Process, UrlSpec};
+use toml::de::DeValue;
+
+use super::cx::{join, type_name};
+use super::defaults::Defaults;
+use super::{parse_duration, Cx, Table};
+
+/// The keys of a process service.
+pub(super) const PROCESS_KEYS: &[&str] = &[
+    "cmd",
+    "setup",
+    "workdir",
+    "restart",
+    "limits",
+    "url",
+    "ports",
+    "health",
+    "depends_on",
+    "watch",
+    "env",
+    "env_file",
+    "replicas",
+    "shared",
+];
+const HEALTH_KEYS: &[&str] = &["http", "tcp", "cmd", "timeout"];
+
+impl Cx<'_> {
+    /// A process service (one with `cmd`) at `path`.
+    pub(super) fn process(
+        &mut self,
+        t: &Table<'_>,
+        path: &str,
+        defaults: &Defaults,
+    ) -> Option<Process> {
+        let cmd = self.non_empty_string(t, path, "cmd");
+        let url = match Self::get(t, "url") {
+            None => None,
+            Some(v) => match v.get_ref() {
+                DeValue::Boolean(true) => Some(UrlSpec::Service),
+                DeValue::Boolean(false) => None,
+                DeValue::String(s) => {
+                    if !dns_label(s) {
+                        self.error(
+                            v.span(),
+                            &join(path, "url"),
+                            format!("`{s}` is not a valid hostname label"),
+                            Some("use letters, digits and `-`, e.g. url = \"web\"".to_owned()),
+                        );
+                    }
+                    Some(UrlSpec::Subdomain(s.to_string()))
+                }
+                DeValue::Table(m) if m.len() == 1 => m.iter().next().and_then(|(k, sub)| {
+                    let sub_path = join(&join(path, "url"), k.get_ref());
+                    let sub_span = sub.span();
+                    let sub = self.string_value(sub, &sub_path)?;
+                    if !dns_label(&sub) {
+                        self.error(
+                            sub_span,
+                            &sub_path,
+                            format!("`{sub}` is not a valid hostname label"),
+                            Some(
+                                "use letters, digits and `-`, e.g. url = { http = \"web\" }"
+                                    .to_owned(),
+                            ),
+                        );
+                    }
+                    Some(UrlSpec::Port {
+                        label: k.get_ref().to_string(),
+                        subdomain: sub,
+                    })
+                }),
+                other => {
+                    self.error(v.span(), &join(path, "url"), format!("expected true, a subdomain string or {{ port_label = \"subdomain\" }}, found {}", type_name(other)), Some("e.g. url = \"web\"".to_owned()));
+                    None
+                }
+            },
+        };
+        let ports = match Self::get(t, "ports") {
+            None => None,
+            Some(v) => {
+                let ppath = join(path, "ports");
+                let labels: Vec<(String, Range<usize>)> = match v.get_ref() {
+                    DeValue::Array(items) => items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, it)| {
+                            self.string_value(it, &format!("{ppath}[{i}]"))
+                                .map(|s| (s, it.span()))
+                        })
+                        .collect(),
+                    DeValue::Table(m) => {
+                        let mut out = Vec::new();
+                        for (k, pv) in m.iter() {
+                            match pv.get_ref() {
+                                DeValue::String(_) | DeValue::Integer(_) => {}
+                                other => self.error(
+                                    pv.span(),
+                                    &join(&ppath, k.get_ref()),
+                                    format!(
+                                        "expected a string or integer, found {}",
+                                        type_name(other)
+                                    ),
+                                    None,
+                                ),
+                            }
+                            out.push((k.get_ref().to_string(), k.span()));
+                        }
+                        if !out.is_empty() {
+                            self.warn(&ppath, "port specs in a `ports` table are not used: binky allocates every port (only the labels count)");
+                        }
+                        out
+                    }
+                    other => {
+                        self.error(
+                            v.span(),
+                            &ppath,
+                            format!("expected a list of port labels, found {}", type_name(other)),
+                            Some("e.g. ports = [\"http\", \"grpc\"]".to_owned()),
+                        );
+                        Vec::new()
+                    }
+                };
+                let mut seen = BTreeSet::new();
+                for (l, sp) in &labels {
+                    if l.is_empty()
+                        || !l
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                        || matches!(l.as_str(), "port" | "url")
+                    {
+                        self.error(sp.clone(), &ppath, format!("invalid port label `{l}`"), Some("use letters, digits, `_` and `-`; `port` and `url` are reserved token names".to_owned()));
+                    }
+                    if !seen.insert(l.clone()) {
+                        self.error(
+                            sp.clone(),
+                            &ppath,
+                            format!("port label `{l}` appears twice"),
+                            None,
+                        );
+                    }
+                }
+                Some(labels.into_iter().map(|(l, _)| l).collect::<Vec<_>>())
+            }
+        };
+        if let (Some(UrlSpec::Port { label, .. }), ports) = (&url, &ports) {
+            if !ports.as_ref().is_some_and(|p| p.contains(label)) {
+                let sp = Self::span_of(t, "url", 0..0);
+                self.error(
+                    sp,
+                    &join(path, "url"),
+                    format!("url points at port label `{label}`, which is not in `ports`"),
+                    Some(format!("add \"{label}\" to ports")),
+                );
+            }
+        }
+        let health = match Self::get(t, "health") {
+            None => None,
+            Some(v) => {
+                let hpath = join(path, "health");
+                match v.get_ref() {
+                    DeValue::String(s) => Some(Health {
+                        probe: Probe::Http(s.to_string()),
+                        timeout_ms: None,
+                    }),
+                    DeValue::Table(h) => {
+                        self.unknown_keys(h, &hpath, HEALTH_KEYS);
+                        let before = self.errors.len();
+                        let probes: Vec<Probe> = [
+                            self.string(h, &hpath, "http").map(Probe::Http),
+                            self.string(h, &hpath, "tcp").map(Probe::Tcp),
+                            self.string(h, &hpath, "cmd").map(Probe::Cmd),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                        let timeout_ms = match Self::get(h, "timeout") {
+                            Some(tv) => {
+                                let text = match tv.get_ref() {
+                                    DeValue::Integer(i) => Some(i.as_str().to_owned()),
+                                    _ => self.string_value(tv, &join(&hpath, "timeout")),
+                                };
+                                match text.as_deref().map(parse_duration) {
+                                    Some(Ok(d)) => Some(d.as_millis() as u64),
+                                    Some(Err(e)) => {
+                                        self.error(
+                                            tv.span(),
+                                            &join(&hpath, "timeout"),
+                                            e,
+                                            Some("e.g. timeout = \"30s\" (ms, s, m, h)".to_owned()),
+                                        );
+                                        None
+                                    }
+                                    None => None,
+                                }
+                            }
+                            None => None,
+                        };
+                        let probe_keys = ["http", "tcp", "cmd"]
+                            .iter()
+                            .filter(|k| h.get(**k).is_some())
+                            .count();
+                        if probes.len() != 1 && !(probe_keys == 1 && self.errors.len() > before) {
+                            self.error(v.span(), &hpath, format!("health needs exactly one of http, tcp, cmd (found {})", probes.len()), Some("e.g. health = { http = \"http://localhost:${self.port}/health\", timeout = \"30s\" }".to_owned()));
+                            None
+                        } else {
+                            probes
+                                .into_iter()
+                                .next()
+                                .map(|probe| Health { probe, timeout_ms })
+                        }
+                    }
+                    other => {
+                        self.error(
+                            v.span(),
+                            &hpath,
+                            format!(
+                                "expected a URL string or a table, found {}",
+                                type_name(other)
+                            ),
+                            None,
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        let replicas = match Self::get(t, "replicas") {
+            Some(v) => match self.integer(v, &join(path, "replicas")) {
+                Some(n) if (1..=1024).contains(&n) => n as u32,
+                Some(_) => {
+                    self.error(
+                        v.span(),
+                        &join(path, "replicas"),
+                        "replicas must be between 1 and 1024",
+                        None,
+                    );
+                    1
+                }
+                None => 1,
+            },
+            None => 1,
+        };
+        let env = self.string_map(t, path, "env").unwrap_or_default();
+        for k in env.keys() {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                let sp = Self::span_of(t, "env", 0..0);
+                self.error(
+                    sp,
+                    &join(path, "env"),
+                    format!("invalid environment variable name `{k}`"),
+                    None,
+                );
+            }
+        }
+        // Check every key before giving up on a missing `cmd`: all errors at once.
+        let setup = self.string(t, path, "setup");
+        let workdir = self
+            .string(t, path, "workdir")
+            .unwrap_or_else(|| defaults.workdir.clone());
+        let restart = self.restart(t, path).unwrap_or(defaults.restart);
+        let limits = self.limits(t, path).or_else(|| defaults.limits.clone());
+        let watch = self.strings(t, path, "watch", false).unwrap_or_default();
+        let env_file = self.strings(t, path, "env_file", true).unwrap_or_default();
+        Some(Process {
+            cmd: cmd?,
+            setup,
+            workdir,
+            restart,
+            limits,
+            url,
+            ports,
+            health,
+            watch,
+            env,
+            env_file,
+            replicas,
+        })
+    }
+}
+
+fn dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}

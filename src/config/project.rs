@@ -1,0 +1,182 @@
+//! `[project]`: `name`, `domain`, `port_range`, `https`, `copy`.
+
+use std::ops::Range;
+
+use binky_controllers::spec::Project;
+use toml::de::DeValue;
+
+use super::{Cx, Table};
+
+const PROJECT_KEYS: &[&str] = &["name", "domain", "port_range", "https", "copy"];
+
+impl Cx<'_> {
+    /// The `[project]` table of `root` (an error when it is missing).
+    pub(super) fn project_table(
+        &mut self,
+        root: &Table<'_>,
+        span: Range<usize>,
+    ) -> Option<Project> {
+        match Self::get(root, "project") {
+            Some(v) => self
+                .expect_table(v, "project")
+                .and_then(|t| self.project(t, v.span())),
+            None => {
+                self.error(
+                    span.start..span.start,
+                    "project",
+                    "missing [project] table",
+                    Some("add:\n  [project]\n  name = \"myapp\"".to_owned()),
+                );
+                None
+            }
+        }
+    }
+
+    fn project(&mut self, t: &Table<'_>, span: Range<usize>) -> Option<Project> {
+        self.unknown_keys(t, "project", PROJECT_KEYS);
+        let name = match Self::get(t, "name") {
+            Some(_) => self.non_empty_string(t, "project", "name"),
+            None => {
+                self.error(
+                    span.clone(),
+                    "project.name",
+                    "missing project name",
+                    Some("add name = \"myapp\" under [project]".to_owned()),
+                );
+                None
+            }
+        };
+        if let Some(n) = &name {
+            let ok = n.len() <= 63
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                && !n.starts_with(['-', '.'])
+                && !n.ends_with(['-', '.']);
+            if !ok {
+                let span = Self::span_of(t, "name", span.clone());
+                self.error(span, "project.name", format!("invalid project name `{n}`: it becomes part of hostnames and database names"), Some("use letters, digits, `-`, `_` or `.`, at most 63 characters, e.g. \"acme\"".to_owned()));
+            }
+        }
+        let domain = self.string(t, "project", "domain");
+        if let Some(why) = domain.as_deref().and_then(dns_name_problem) {
+            let d = domain.as_deref().unwrap_or("");
+            let span = Self::span_of(t, "domain", span.clone());
+            self.error(
+                span,
+                "project.domain",
+                format!("`{d}` is not a DNS name: {why}"),
+                Some("use dot-separated labels of letters, digits and `-` (each 1-63 characters, not starting or ending with `-`), e.g. domain = \"acme.test\"; write an international name in its punycode form (xn--…)".to_owned()),
+            );
+        }
+        let port_range = match Self::get(t, "port_range") {
+            Some(v) => match v.get_ref() {
+                DeValue::Array(items) if items.len() == 2 => {
+                    let lo = self.integer(&items[0], "project.port_range[0]");
+                    let hi = self.integer(&items[1], "project.port_range[1]");
+                    match (lo, hi) {
+                        (Some(lo), Some(hi))
+                            if (1..=65535).contains(&lo)
+                                && (1..=65535).contains(&hi)
+                                && lo < hi =>
+                        {
+                            Some((lo as u16, hi as u16))
+                        }
+                        (Some(_), Some(_)) => {
+                            self.error(
+                                v.span(),
+                                "project.port_range",
+                                "port_range must be [low, high] with 1 <= low < high <= 65535",
+                                Some("e.g. port_range = [4000, 4999]".to_owned()),
+                            );
+                            None
+                        }
+                        _ => None,
+                    }
+                }
+                _ => {
+                    self.error(
+                        v.span(),
+                        "project.port_range",
+                        "expected [low, high]",
+                        Some("e.g. port_range = [4000, 4999]".to_owned()),
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        let https = self.boolean(t, "project", "https").unwrap_or(false);
+        let mut copy = Vec::new();
+        for (p, sp) in self
+            .string_list(t, "project", "copy", false)
+            .unwrap_or_default()
+        {
+            let parts: Vec<&str> = p.trim_end_matches('/').split('/').collect();
+            if p.is_empty()
+                || p.starts_with('/')
+                || parts
+                    .iter()
+                    .any(|s| *s == ".." || s.is_empty() && parts.len() > 1)
+            {
+                self.error(
+                    sp,
+                    "project.copy",
+                    format!("`{p}` is not a path inside the repository"),
+                    Some("name paths relative to the directory of binky.toml, e.g. copy = [\"node_modules\", \"web/node_modules\", \".venv\"]".to_owned()),
+                );
+            } else {
+                copy.push(p);
+            }
+        }
+        Some(Project {
+            name: name?,
+            domain,
+            port_range,
+            https,
+            copy,
+        })
+    }
+}
+
+/// Why `name` cannot be a DNS name (binky's URLs are `<service>.<world>.<name>`), if it
+/// cannot: empty labels (`..`, a leading or trailing dot), wildcards, ports, spaces, labels
+/// over 63 characters or names over 253, and non-ASCII (IDN must be written as punycode:
+/// rustls and the browsers want the A-label form).
+pub fn dns_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("it is empty".into());
+    }
+    if name.len() > 253 {
+        return Some(format!(
+            "it is {} characters long (at most 253)",
+            name.len()
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| !c.is_ascii()) {
+        return Some(format!("`{c}` is not ASCII"));
+    }
+    for label in name.split('.') {
+        if label.is_empty() {
+            return Some("it has an empty label (`..`, or a dot at the start or end)".into());
+        }
+        if let Some(c) = label
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-'))
+        {
+            return Some(format!(
+                "`{}` is not allowed in a label",
+                c.escape_default()
+            ));
+        }
+        if label.len() > 63 {
+            return Some(format!(
+                "the label `{label}` is {} characters long (at most 63)",
+                label.len()
+            ));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Some(format!("the label `{label}` starts or ends with `-`"));
+        }
+    }
+    None
+}
