@@ -1,0 +1,12 @@
+//! Records as they are read from the store, and the queries that read them, by who wrote
+//! them.
+
+mod daemon;
+mod observed;
+mod runtime;
+mod worlds;
+
+pub use daemon::*;
+pub use observed::*;
+pub use runtime::*;
+pub use worlds::*;

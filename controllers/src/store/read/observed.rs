@@ -1,0 +1,433 @@
+//! What the controllers observed: worktrees, ports, processes, world runs, slices, golden templates.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::Serialize;
+
+use crate::store::states::{GoldenState, ProcState, SliceState, WorktreeState};
+use crate::store::{StoreError, WorldId};
+
+/// The observed worktree of a world.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorktreeRow {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its branch.
+    pub branch: String,
+    /// Commit checked out.
+    pub head: Option<String>,
+    /// Uncommitted changes when last looked at.
+    pub dirty: bool,
+    /// It existed before binky: never removed by binky.
+    pub adopted: bool,
+    /// binky created the branch.
+    pub created_branch: bool,
+    /// The commit the branch was created at.
+    pub base_commit: Option<String>,
+    /// `ready`, `missing`, …
+    pub state: WorktreeState,
+    /// The world generation this row was last decided at.
+    pub seen_generation: i64,
+}
+
+/// A world's observed worktree.
+pub fn worktree(conn: &Connection, world: WorldId) -> Result<Option<WorktreeRow>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT path, branch, head, dirty, adopted, created_branch, base_commit, state,
+                seen_generation
+             FROM worktrees WHERE world_id = ?1",
+            [world],
+            |r| {
+                Ok(WorktreeRow {
+                    path: PathBuf::from(r.get::<_, String>(0)?),
+                    branch: r.get(1)?,
+                    head: r.get(2)?,
+                    dirty: r.get::<_, i64>(3)? != 0,
+                    adopted: r.get::<_, i64>(4)? != 0,
+                    created_branch: r.get::<_, i64>(5)? != 0,
+                    base_commit: r.get(6)?,
+                    state: r.get(7)?,
+                    seen_generation: r.get(8)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// One port assignment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PortRow {
+    /// The port.
+    pub port: u16,
+    /// Service name.
+    pub service: String,
+    /// Port label (`""` = primary).
+    pub label: String,
+}
+
+/// A world's port assignments, by service and label.
+pub fn ports(conn: &Connection, world: WorldId) -> Result<Vec<PortRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT port, service, label FROM ports WHERE world_id = ?1 ORDER BY service, label",
+    )?;
+    let rows = stmt
+        .query_map([world], |r| {
+            Ok(PortRow {
+                port: r.get(0)?,
+                service: r.get(1)?,
+                label: r.get(2)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// The observed state of one service's process.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessRow {
+    /// Service name.
+    pub service: String,
+    /// Where it is in its life.
+    pub state: ProcState,
+    /// Process id (the group leader).
+    pub pid: Option<u32>,
+    /// Start time of `pid` in clock ticks since boot: with the pid, its identity.
+    pub start_time: Option<u64>,
+    /// Token in the process's environment, to find it if the daemon died mid-spawn.
+    pub spawn_token: Option<String>,
+    /// Passed its health check.
+    pub healthy: bool,
+    /// Restarts since the world came up.
+    pub restarts: u32,
+    /// Consecutive failed runs.
+    pub failures: u32,
+    /// How it last exited (`exit 1`, `signal 9`).
+    pub last_exit: Option<String>,
+    /// When it last exited (ms).
+    pub last_exit_at: Option<i64>,
+    /// When the current run started (ms).
+    pub started_at: Option<i64>,
+    /// When it became ready (ms).
+    pub ready_at: Option<i64>,
+    /// When a restart is due (ms).
+    pub next_start_at: Option<i64>,
+    /// Hash of the resolved command, env and workdir it runs with.
+    pub spec_hash: Option<String>,
+    /// Hash of the setup command last run successfully.
+    pub setup_hash: Option<String>,
+    /// The world generation its failure counters were last reset at.
+    pub up_generation: i64,
+    /// The world generation it failed for good at (setup failed), if it did.
+    pub failed_generation: Option<i64>,
+    /// What it is waiting for, or why it failed.
+    pub message: String,
+}
+
+impl ProcessRow {
+    /// It is ready: running and healthy, or a one-shot that finished.
+    pub fn is_ready(&self) -> bool {
+        (self.state == ProcState::Running && self.healthy) || self.state == ProcState::Exited
+    }
+}
+
+/// The worktrees binky made for worlds of the repository `repo_root`, newest world first.
+pub fn worktree_paths_of_repo(
+    conn: &Connection,
+    repo_root: &std::path::Path,
+) -> Result<Vec<PathBuf>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT t.path FROM worktrees t JOIN worlds w ON w.id = t.world_id
+         JOIN projects p ON p.id = w.project_id
+         WHERE p.repo_root = ?1 AND t.state = 'ready' AND t.adopted = 0 ORDER BY w.id DESC",
+    )?;
+    let rows = stmt
+        .query_map([repo_root.to_string_lossy()], |r| {
+            Ok(PathBuf::from(r.get::<_, String>(0)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// What the world's `setup`s left changed in its worktree: path → fingerprint (see
+/// [`crate::dirty`]).
+pub fn setup_changes(
+    conn: &Connection,
+    world: WorldId,
+) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+    let mut stmt =
+        conn.prepare("SELECT path, fingerprint FROM setup_changes WHERE world_id = ?1")?;
+    let rows = stmt
+        .query_map([world], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// A world's processes, by service.
+pub fn processes(conn: &Connection, world: WorldId) -> Result<Vec<ProcessRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT service, state, pid, start_time, spawn_token, healthy, restarts, failures,
+                last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
+                setup_hash, message, up_generation, failed_generation
+         FROM processes WHERE world_id = ?1 ORDER BY service",
+    )?;
+    let rows = stmt
+        .query_map([world], process_from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Every process row of every world (for the orphan sweep).
+pub fn all_processes(conn: &Connection) -> Result<Vec<(WorldId, ProcessRow)>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT service, state, pid, start_time, spawn_token, healthy, restarts, failures,
+                last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
+                setup_hash, message, up_generation, failed_generation, world_id
+         FROM processes ORDER BY world_id, service",
+    )?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(18)?, process_from_row(r)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+fn process_from_row(r: &Row<'_>) -> rusqlite::Result<ProcessRow> {
+    Ok(ProcessRow {
+        service: r.get(0)?,
+        state: r.get(1)?,
+        pid: r.get(2)?,
+        start_time: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
+        spawn_token: r.get(4)?,
+        healthy: r.get::<_, i64>(5)? != 0,
+        restarts: r.get(6)?,
+        failures: r.get(7)?,
+        last_exit: r.get(8)?,
+        last_exit_at: r.get(9)?,
+        started_at: r.get(10)?,
+        ready_at: r.get(11)?,
+        next_start_at: r.get(12)?,
+        spec_hash: r.get(13)?,
+        setup_hash: r.get(14)?,
+        message: r.get(15)?,
+        up_generation: r.get(16)?,
+        failed_generation: r.get(17)?,
+    })
+}
+
+/// Every port assigned in the store, machine-wide.
+pub fn all_ports(conn: &Connection) -> Result<Vec<u16>, StoreError> {
+    let mut stmt = conn.prepare("SELECT port FROM ports ORDER BY port")?;
+    let rows = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// The process controller's world-level record.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WorldRunRow {
+    /// The `restart_nonce` the running processes were started under.
+    pub restart_nonce: i64,
+    /// Key of the last `post_up` run (generation/nonce it ran for).
+    pub post_up_key: Option<String>,
+}
+
+/// A world's run record.
+pub fn world_run(conn: &Connection, world: WorldId) -> Result<Option<WorldRunRow>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT restart_nonce, post_up_key FROM world_runs WHERE world_id = ?1",
+            [world],
+            |r| {
+                Ok(WorldRunRow {
+                    restart_nonce: r.get(0)?,
+                    post_up_key: r.get(1)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// A world's slice of a shared server, as the slice controller last recorded it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SliceRow {
+    /// The adapter service.
+    pub service: String,
+    /// Adapter name.
+    pub adapter: String,
+    /// Slice name on the server.
+    pub name: String,
+    /// The slice's own password.
+    #[serde(skip)]
+    pub secret: String,
+    /// `provisioning`, `migrating`, `seeding`, `ready`, `failed`.
+    pub state: SliceState,
+    /// Its address (credentials included).
+    #[serde(skip)]
+    pub address: Option<String>,
+    /// Extra tokens (`prefix`, …).
+    pub tokens: BTreeMap<String, String>,
+    /// The admin URL it was made on (to tear it down on the same server).
+    #[serde(skip)]
+    pub admin_url: Option<String>,
+    /// Hash of the `migrate` command last run successfully.
+    pub migrate_hash: Option<String>,
+    /// Hash of the `seed` command last run successfully.
+    pub seed_hash: Option<String>,
+    /// The world generation it failed for good at.
+    pub failed_generation: Option<i64>,
+    /// What it waits for, or why it failed.
+    pub message: String,
+}
+
+/// A world's slices.
+pub fn slices(conn: &Connection, world: WorldId) -> Result<Vec<SliceRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT service, adapter, name, secret, state, address, tokens, admin_url, migrate_hash,
+                seed_hash, failed_generation, message
+         FROM slices WHERE world_id = ?1 ORDER BY service",
+    )?;
+    let rows = stmt
+        .query_map([world], |r| {
+            let tokens: String = r.get(6)?;
+            Ok(SliceRow {
+                service: r.get(0)?,
+                adapter: r.get(1)?,
+                name: r.get(2)?,
+                secret: r.get(3)?,
+                state: r.get(4)?,
+                address: r.get(5)?,
+                tokens: serde_json::from_str(&tokens).unwrap_or_default(),
+                admin_url: r.get(7)?,
+                migrate_hash: r.get(8)?,
+                seed_hash: r.get(9)?,
+                failed_generation: r.get(10)?,
+                message: r.get(11)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// A golden template: a slice migrated and seeded once, that worlds are cloned from.
+#[derive(Clone, Debug, Serialize)]
+pub struct GoldenRow {
+    /// The key: a hash of adapter, server, `clone_from`, `migrate`, `seed` and key files.
+    pub key: String,
+    /// Adapter name.
+    pub adapter: String,
+    /// `clone_from` of the services that use it.
+    pub clone_from: String,
+    /// The template's slice name on the server.
+    pub name: String,
+    /// The template slice's password.
+    #[serde(skip)]
+    pub secret: String,
+    /// The admin URL it lives on.
+    #[serde(skip)]
+    pub admin_url: Option<String>,
+    /// `building`, `ready`, `failed`.
+    pub state: GoldenState,
+    /// The daemon building it (`pid:start_time`), while `building`.
+    pub builder: String,
+    /// The world whose worktree ran its migrate and seed.
+    pub owner_world: Option<i64>,
+    /// The failing command's output tail, when `failed`.
+    pub output: String,
+    /// How long the build took (ms).
+    pub build_ms: Option<i64>,
+    /// When it was made (ms).
+    pub created_at: i64,
+    /// When its state last changed (ms).
+    #[serde(skip)]
+    pub updated_at: i64,
+}
+
+const GOLDEN_COLUMNS: &str = "key, adapter, clone_from, name, secret, admin_url, state, builder,
+    owner_world, output, build_ms, created_at, updated_at";
+
+fn golden_from_row(r: &Row<'_>) -> rusqlite::Result<GoldenRow> {
+    Ok(GoldenRow {
+        key: r.get(0)?,
+        adapter: r.get(1)?,
+        clone_from: r.get(2)?,
+        name: r.get(3)?,
+        secret: r.get(4)?,
+        admin_url: r.get(5)?,
+        state: r.get(6)?,
+        builder: r.get(7)?,
+        owner_world: r.get(8)?,
+        output: r.get(9)?,
+        build_ms: r.get(10)?,
+        created_at: r.get(11)?,
+        updated_at: r.get(12)?,
+    })
+}
+
+/// Every golden template.
+pub fn goldens(conn: &Connection) -> Result<Vec<GoldenRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {GOLDEN_COLUMNS} FROM goldens ORDER BY created_at"
+    ))?;
+    let rows = stmt
+        .query_map([], golden_from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// The golden template of one key.
+pub fn golden(conn: &Connection, key: &str) -> Result<Option<GoldenRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {GOLDEN_COLUMNS} FROM goldens WHERE key = ?1"
+    ))?;
+    Ok(stmt.query_row([key], golden_from_row).optional()?)
+}
+
+/// `(world, service) → golden key` for every world that uses a template.
+pub fn golden_refs(conn: &Connection) -> Result<Vec<(WorldId, String, String)>, StoreError> {
+    let mut stmt = conn.prepare("SELECT world_id, service, key FROM golden_refs")?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// `service → golden key` of one world's services that use a template.
+pub fn golden_refs_of(
+    conn: &Connection,
+    world: WorldId,
+) -> Result<BTreeMap<String, String>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT service, key FROM golden_refs WHERE world_id = ?1")?;
+    let rows = stmt
+        .query_map([world], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// The golden key one service of a world uses, if it uses a template.
+pub fn golden_ref(
+    conn: &Connection,
+    world: WorldId,
+    service: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT key FROM golden_refs WHERE world_id = ?1 AND service = ?2")?
+        .query_row(params![world, service], |r| r.get(0))
+        .optional()?)
+}
+
+/// Per-service restart counters of a world (a watched file changed), by service.
+pub fn service_restarts(
+    conn: &Connection,
+    world: WorldId,
+) -> Result<std::collections::BTreeMap<String, i64>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT service, nonce FROM service_restarts WHERE world_id = ?1")?;
+    let rows = stmt
+        .query_map([world], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
