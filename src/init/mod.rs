@@ -264,11 +264,13 @@ pub fn project_name(dir_name: &str) -> String {
 
 mod addresses;
 mod compose;
+mod finish;
 mod images;
 mod ports;
 mod reading;
 mod render;
 mod secrets;
+mod service_env;
 mod toml_out;
 
 use compose::*;

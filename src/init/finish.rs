@@ -1,0 +1,162 @@
+//! The keys nobody handled (one TODO each), the compose file's top level, and the header and summary of the generated file.
+
+use super::*;
+
+impl Init {
+    /// Service keys nobody handled: one TODO each (with advice where there is some).
+    pub(super) fn other_keys(&mut self, i: usize, handled: &[&str]) {
+        let name = self.svcs[i].name.clone();
+        let def = self.svcs[i].def.clone();
+        let kind = self.svcs[i].kind;
+        let mut generic = Vec::new();
+        for key in def.keys().filter_map(scalar) {
+            if handled.contains(&key.as_str()) || key.starts_with("x-") {
+                continue;
+            }
+            match key.as_str() {
+                "volumes" => {
+                    if kind == Kind::Process {
+                        let list: Vec<String> = volumes(&def)
+                            .into_iter()
+                            .map(|(s, d)| if s.is_empty() { d } else { format!("{s}:{d}") })
+                            .collect();
+                        let list = self.redact(&name, &list.join(", "));
+                        self.todo(format!("{name}: volumes {list} not carried: binky runs {name} on the host, in the world's worktree"));
+                    }
+                }
+                "profiles" => {
+                    let p = string_list(def.get("profiles")).join(", ");
+                    self.todo(format!("{name}: profiles {p}: binky starts every service; put it in a [groups] entry and use `binky up NAME --group G` to start a subset"));
+                }
+                "deploy" => self.todo(format!("{name}: deploy not carried: binky runs one instance (`limits` is not enforced yet)")),
+                "extends" => self.todo(format!("{name}: extends not resolved: copy what it inherits into [services.{name}]")),
+                "entrypoint" => self.todo(format!("{name}: entrypoint not carried: if what it does matters on the host, put it in front of cmd")),
+                "secrets" | "configs" => self.todo(format!("{name}: {key} not carried: hand them over through the environment of `binky up` or an env_file")),
+                "networks" | "network_mode" => {}
+                _ => generic.push(key),
+            }
+        }
+        if !generic.is_empty() {
+            self.todo(format!(
+                "{name}: {} not carried (container settings binky has no equivalent for)",
+                generic.join(", ")
+            ));
+        }
+    }
+
+    pub(super) fn top_level(&mut self, root: &Mapping) {
+        let mut networks = self.uses_networks;
+        for (k, v) in root {
+            let Some(k) = scalar(k) else { continue };
+            if matches!(k.as_str(), "services" | "version" | "name") || k.starts_with("x-") {
+                continue;
+            }
+            let names: Vec<String> = match v {
+                Value::Mapping(m) => m.keys().filter_map(scalar).collect(),
+                v => string_list(Some(v)),
+            };
+            match k.as_str() {
+                "volumes" => self.todo(format!("named volumes {} not carried: each world keeps its data in its own slice and runs its processes in its worktree", names.join(", "))),
+                "networks" => networks = true,
+                "secrets" | "configs" => self.todo(format!("{k} {} not carried: hand them over through the environment of `binky up` or an env_file", names.join(", "))),
+                "include" => self.todo(format!("include {} not read: run binky init where those services are, or add them by hand", names.join(", "))),
+                _ => self.todo(format!("top-level `{k}` not carried")),
+            }
+        }
+        if networks {
+            self.todo("networks not carried: a world's services reach each other on localhost, through tokens such as ${api.url}");
+        }
+    }
+
+    pub(super) fn finish(mut self, body: &str) -> Generated {
+        let mut head = String::new();
+        let file = self
+            .file
+            .rsplit('/')
+            .next()
+            .unwrap_or(&self.file)
+            .to_owned();
+        head.push_str(&format!(
+            "# binky.toml, written by `binky init` from {}{}.\n",
+            file,
+            if self.dotenv.is_empty() {
+                ""
+            } else {
+                " and .env"
+            }
+        ));
+        head.push_str("# A starting point, not a conversion: read it, settle the TODOs, then `binky up NAME`.\n");
+        head.push_str("# No credential was copied: they are ${env.NAME} references, read from the environment\n# of `binky up` (or an env_file).\n");
+        if !self.to_decide.is_empty() {
+            head.push_str("#\n# To decide:\n");
+            for t in &self.to_decide {
+                head.push_str(&format!("# TODO: {t}\n"));
+            }
+        }
+        let mut text = head.clone();
+        let project_part = format!("\n[project]\nname = {}\n\n{}", q(&self.project), body);
+        text.push_str(&project_part);
+
+        // Every `${env.NAME}` the file reads (comments read nothing).
+        let mut names: Vec<String> = Vec::new();
+        for line in body.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            let mut rest = line;
+            while let Some(i) = rest.find("${env.") {
+                let after = &rest[i + 6..];
+                let n = after
+                    .bytes()
+                    .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                    .count();
+                let name = after[..n].to_owned();
+                if !name.is_empty() && !names.contains(&name) {
+                    names.push(name);
+                }
+                rest = &after[n..];
+            }
+        }
+        let to_set: Vec<(String, String)> = names
+            .into_iter()
+            .map(|n| {
+                let why = self
+                    .reasons
+                    .get(&n)
+                    .cloned()
+                    .unwrap_or_else(|| "read by the services".to_owned());
+                (n, why)
+            })
+            .collect();
+        if !to_set.is_empty() {
+            let list: Vec<&str> = to_set.iter().map(|(n, _)| n.as_str()).collect();
+            let set_line = format!("#\n# Set before `binky up`: {}\n", list.join(", "));
+            let at = head.len();
+            text.insert_str(at, &set_line);
+        }
+
+        // The last line of defence: a credential seen anywhere never leaves.
+        let secrets = std::mem::take(&mut self.secrets);
+        let scrub = |s: &str| {
+            let mut s = s.to_owned();
+            for (value, name) in &secrets {
+                if s.contains(value.as_str()) {
+                    s = s.replace(value.as_str(), &format!("${{env.{name}}}"));
+                }
+            }
+            s
+        };
+        let mut adapters: Vec<String> = Vec::new();
+        for s in &self.svcs {
+            if let Kind::Adapter(a) = s.kind {
+                if !adapters.iter().any(|x| x == a) {
+                    adapters.push(a.to_owned());
+                }
+            }
+        }
+        Generated {
+            toml: scrub(&text),
+            mapped: self.mapped.iter().map(|m| scrub(m)).collect(),
+            to_decide: self.to_decide.iter().map(|m| scrub(m)).collect(),
+            to_set: to_set.into_iter().map(|(n, w)| (n, scrub(&w))).collect(),
+            adapters,
+        }
+    }
+}
