@@ -6,8 +6,29 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::spawn::SpawnSpec;
 use crate::store::WorldId;
+
+/// What to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpawnSpec {
+    /// The world (the supervisor nudges it when the process exits).
+    pub world: WorldId,
+    /// Service name (or `hook:post_up` for hooks).
+    pub service: String,
+    /// Run through `sh -c`.
+    pub cmd: String,
+    /// Working directory.
+    pub workdir: PathBuf,
+    /// The whole environment (nothing else is inherited).
+    pub env: BTreeMap<String, String>,
+    /// Output is appended here.
+    pub log: PathBuf,
+    /// Put in the process's environment as `BINKY_SPAWN_TOKEN`.
+    pub token: String,
+    /// A task that runs to its end (a service's `setup`), not a service: its exit is its
+    /// result, not a crash.
+    pub task: bool,
+}
 
 /// The identity of a process: a pid alone can be reused, a pid and its start time cannot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

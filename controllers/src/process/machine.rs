@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use rusqlite::params;
 
-use super::effects::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, Supervisor};
-use super::spawn::{hash_of, log_tail, Resolved, SpawnSpec};
+use super::effects::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, SpawnSpec, Supervisor};
+use super::spawn::{hash_of, log_tail, Resolved};
 use super::{ProcessController, CONDITION};
 use crate::env::Layout;
 use crate::runtime::Condition;

@@ -41,9 +41,9 @@ use crate::tokens::Tokens;
 use machine::secs;
 
 pub use effects::{
-    Exit, Liveness, Marked, ProbeFailure, ProbeTarget, ProcId, SpawnError, Supervisor,
+    Exit, Liveness, Marked, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
 };
-pub use spawn::{log_tail, SpawnSpec};
+pub use spawn::log_tail;
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Process.condition();

@@ -1,5 +1,5 @@
-//! What a service is started with: the spawn spec handed to the supervisor, and its
-//! command, workdir, environment and readiness probe resolved from the world's tokens.
+//! What a service is started with: its command, workdir, environment and readiness probe
+//! resolved from the world's tokens into the spawn spec handed to the supervisor.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,30 +10,8 @@ use super::effects::{ProbeTarget, Supervisor};
 use super::ProcessController;
 use crate::env::{self, Layout};
 use crate::spec::{Probe, Service};
-use crate::store::{World, WorldId};
+use crate::store::World;
 use crate::tokens::Tokens;
-
-/// What to start.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpawnSpec {
-    /// The world (the supervisor nudges it when the process exits).
-    pub world: WorldId,
-    /// Service name (or `hook:post_up` for hooks).
-    pub service: String,
-    /// Run through `sh -c`.
-    pub cmd: String,
-    /// Working directory.
-    pub workdir: PathBuf,
-    /// The whole environment (nothing else is inherited).
-    pub env: BTreeMap<String, String>,
-    /// Output is appended here.
-    pub log: PathBuf,
-    /// Put in the process's environment as `BINKY_SPAWN_TOKEN`.
-    pub token: String,
-    /// A task that runs to its end (a service's `setup`), not a service: its exit is its
-    /// result, not a crash.
-    pub task: bool,
-}
 
 /// Everything a service needs to start, resolved.
 pub(super) struct Resolved {
