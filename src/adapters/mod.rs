@@ -355,21 +355,9 @@ pub fn check_plain_name(slice: &Slice) -> Result<(), AdapterError> {
 }
 
 /// `postgres://user:pw@host:5432/db` → `postgres://host:5432` (for messages: never show a
-/// credential).
-pub fn redact(url: &str) -> String {
-    binky_controllers::redact_server(url)
-}
-
-/// `postgres://u:pw@host:5432/db?x` → `postgres://host:5432/db?x`: the address to show.
-pub fn without_credentials(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}{tail}")
-}
+/// credential); `postgres://u:pw@host:5432/db?x` → `postgres://host:5432/db?x` (the address
+/// to show). Both come from the one URL reader, [`binky_controllers::url`].
+pub use binky_controllers::url::{redact_server as redact, without_credentials};
 
 /// Whether a built-in adapter can clone, known without asking a server; `None` for an
 /// external adapter (its `capabilities` verb says).

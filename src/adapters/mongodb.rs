@@ -69,6 +69,7 @@ use ::mongodb::bson::{doc, Bson, Document};
 use ::mongodb::error::{Error as MongoError, ErrorKind};
 use ::mongodb::options::ClientOptions;
 use ::mongodb::{Client, Database};
+use binky_controllers::url::{password_decoded, Url};
 
 use super::{
     fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
@@ -296,14 +297,14 @@ impl Target {
 
     /// `mongodb://user:pw@h1:27017,h2/?replicaSet=rs0&tls=true`.
     pub fn parse(url: &str) -> Result<Target, AdapterError> {
-        let Some((scheme, rest)) = url.split_once("://") else {
+        let Some(parts) = Url::parse(url) else {
             // Not echoed: without a scheme, redact() cannot find the credentials in it.
             return Err(AdapterError::Config(
                 "admin_url is not a URL: write it as mongodb://USER:PASSWORD@HOST:27017".into(),
             ));
         };
         let shown = redact(url);
-        match scheme.to_ascii_lowercase().as_str() {
+        match parts.scheme.to_ascii_lowercase().as_str() {
             "mongodb" => {}
             "mongodb+srv" => {
                 return Err(AdapterError::Config(format!(
@@ -321,29 +322,21 @@ impl Target {
             }
         }
         let mut secrets: Vec<String> = Vec::new();
-        if let Some(pw) = crate::servers::password_of(url) {
+        if let Some(pw) = password_decoded(url) {
             secrets.push(pw);
         }
-        let rest = rest.split('#').next().unwrap_or("");
-        let end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(end);
-        if let Some((userinfo, _)) = authority.rsplit_once('@') {
-            if let Some((_, raw)) = userinfo.split_once(':') {
-                secrets.push(raw.to_owned());
-            }
+        if let Some(raw) = parts.password() {
+            secrets.push(raw.to_owned());
         }
-        let hosts = authority
-            .rsplit_once('@')
-            .map_or(authority, |(_, h)| h)
-            .to_owned();
+        let hosts = parts.host.to_owned();
         if hosts.is_empty() || hosts.split(',').any(|h| h.trim().is_empty()) {
             return Err(AdapterError::Config(format!(
                 "admin_url `{shown}` names no host (or an empty one): write it as \
                  mongodb://USER:PASSWORD@HOST:27017"
             )));
         }
-        let query = tail.split_once('?').map_or("", |(_, q)| q);
-        let options = query
+        let options = parts
+            .query()
             .split(['&', ';'])
             .filter(|p| !p.is_empty())
             .filter(|p| {

@@ -101,10 +101,10 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
-use super::http::{percent_decode, percent_encode};
 use super::{
     fit_name, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Scrub, Slice,
 };
+use binky_controllers::url::{percent_decode, percent_encode, Url};
 
 /// The MySQL-family adapter (`adapter = "mysql"`, `"mariadb"` or `"percona"`).
 pub struct Mysql;
@@ -980,17 +980,14 @@ struct Target {
 impl Target {
     fn parse(url: &str) -> Result<Target, AdapterError> {
         const FORM: &str = "mysql://USER:PASSWORD@HOST:3306";
-        let Some((scheme, rest)) = url.split_once("://") else {
+        let Some(parts) = Url::parse(url) else {
             // Not echoed: without a scheme the credentials cannot be told apart.
             return Err(AdapterError::Config(format!(
                 "admin_url is not a URL: write it as {FORM}"
             )));
         };
-        let scheme = scheme.to_ascii_lowercase();
-        let rest = rest.split('#').next().unwrap_or("");
-        let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let authority = before_query.split('/').next().unwrap_or("");
-        let (userinfo, hostport) = authority.rsplit_once('@').unwrap_or(("", authority));
+        let scheme = parts.scheme.to_ascii_lowercase();
+        let (query, hostport) = (parts.query(), parts.host);
         let shown = format!("{scheme}://{hostport}");
         let family = scheme.split('+').next().unwrap_or("");
         if !matches!(family, "mysql" | "mariadb" | "percona") {
@@ -998,10 +995,8 @@ impl Target {
                 "admin_url `{shown}` is not a MySQL URL: write it as {FORM}"
             )));
         }
-        let (user, password) = match userinfo.split_once(':') {
-            Some((u, p)) => (percent_decode(u), percent_decode(p)),
-            None => (percent_decode(userinfo), String::new()),
-        };
+        let user = percent_decode(parts.user().unwrap_or(""));
+        let password = parts.password().map(percent_decode).unwrap_or_default();
         if user.is_empty() {
             return Err(AdapterError::Config(format!(
                 "admin_url `{shown}` names no user: write it as {FORM}"
@@ -1101,36 +1096,17 @@ impl Target {
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port` (3306 by default); `None` when malformed.
 fn split_host_port(s: &str) -> Option<(String, u16)> {
-    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']')?;
-        let port = match after {
-            "" => None,
-            p => Some(p.strip_prefix(':')?),
-        };
-        (format!("[{inside}]"), port)
-    } else {
-        match s.rsplit_once(':') {
-            Some((h, p)) => (h.to_owned(), Some(p)),
-            None => (s.to_owned(), None),
-        }
-    };
+    let (host, port) = binky_controllers::url::host_port(s)?;
     let port = match port {
         None => 3306,
         Some(p) => p.parse().ok().filter(|p| *p != 0)?,
     };
     let host = if host.is_empty() || host == "[]" {
-        "localhost".to_owned()
+        "localhost"
     } else {
         host
     };
-    Some((host, port))
-}
-
-/// The userinfo's password as written in the URL (percent-encoded), for scrubbing.
-fn raw_password(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let userinfo = rest.split(['/', '?', '#']).next()?.rsplit_once('@')?.0;
-    userinfo.split_once(':').map(|(_, p)| p)
+    Some((host.to_owned(), port))
 }
 
 /// An admin connection.
@@ -1149,7 +1125,10 @@ impl Admin {
     async fn connect(cfg: &AdapterConfig, secrets: &[&str]) -> Result<Admin, AdapterError> {
         let url = admin_url(cfg)?;
         let target = Target::parse(&url)?;
-        let mut hide = vec![target.password.as_str(), raw_password(&url).unwrap_or("")];
+        let mut hide = vec![
+            target.password.as_str(),
+            binky_controllers::url::password(&url).unwrap_or(""),
+        ];
         hide.extend_from_slice(secrets);
         let scrub = Scrub::new(hide);
         let server = target.server.clone();
@@ -1601,6 +1580,9 @@ mod tests {
     fn scrubbing_hides_every_secret() {
         let s = Scrub::new(["topsecret", "", "ab"]);
         assert_eq!(s.apply("x topsecret y ab"), "x *** y ab");
-        assert_eq!(raw_password("mysql://u:a%40b@h/x"), Some("a%40b"));
+        assert_eq!(
+            binky_controllers::url::password("mysql://u:a%40b@h/x"),
+            Some("a%40b")
+        );
     }
 }

@@ -58,6 +58,8 @@ use postgres_protocol::escape::{escape_identifier, escape_literal};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls};
 
+use binky_controllers::url::{password_decoded, percent_encode, Url};
+
 use super::{
     redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Scrub, Slice,
 };
@@ -494,19 +496,6 @@ fn check_slice(slice: &Slice) -> Result<(), AdapterError> {
     Ok(())
 }
 
-/// `'` → `%27`: everything but RFC 3986's unreserved characters, percent-encoded.
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// The admin URL, understood.
 struct Target {
     /// `postgres` or `postgresql`, as the user wrote it.
@@ -524,29 +513,23 @@ struct Target {
 impl Target {
     fn parse(url: &str) -> Result<Target, AdapterError> {
         let server = redact(url);
-        let scrub = Scrub::new([crate::servers::password_of(url).as_deref().unwrap_or("")]);
-        let Some((scheme, rest)) = url.split_once("://") else {
+        let scrub = Scrub::new([password_decoded(url).as_deref().unwrap_or("")]);
+        let Some(parts) = Url::parse(url) else {
             // Not echoed: without a scheme, redact() cannot find the credentials in it.
             return Err(AdapterError::Config(
                 "admin_url is not a URL: write it as postgres://USER:PASSWORD@HOST:5432/postgres"
                     .into(),
             ));
         };
-        let scheme = scheme.to_ascii_lowercase();
+        let scheme = parts.scheme.to_ascii_lowercase();
         if scheme != "postgres" && scheme != "postgresql" {
             return Err(AdapterError::Config(format!(
                 "admin_url `{server}` is not a PostgreSQL URL: it must start with postgres://"
             )));
         }
-        let rest = rest.split('#').next().unwrap_or("");
-        let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let authority = before_query.split('/').next().unwrap_or("");
-        let authority = authority
-            .rsplit_once('@')
-            .map_or(authority, |(_, host)| host)
-            .to_owned();
+        let authority = parts.host.to_owned();
         let mut kept = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
+        for pair in parts.query().split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             if key == "sslmode" && matches!(value, "require" | "verify-ca" | "verify-full") {
                 return Err(AdapterError::Config(format!(
@@ -706,7 +689,7 @@ impl Admin {
             .get_password()
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .unwrap_or_default();
-        let raw_password = crate::servers::password_of(url).unwrap_or_default();
+        let raw_password = password_decoded(url).unwrap_or_default();
         let scrub = Scrub::new([admin_password.as_str(), raw_password.as_str(), secret]);
         let server = target.server.clone();
         let unreachable = |detail: String| AdapterError::Unreachable {

@@ -51,7 +51,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use hyper::Method;
 use sha2::{Digest, Sha256};
 
-use super::http::{percent_encode, Endpoint, Http, Response};
+use binky_controllers::url::percent_encode;
+
+use super::http::{Endpoint, Http, Response};
 use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
 
 /// Qdrant's REST port.

@@ -44,7 +44,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use hyper::Method;
 use serde_json::json;
 
-use super::http::{percent_encode, Endpoint, Http, Response};
+use binky_controllers::url::percent_encode;
+
+use super::http::{Endpoint, Http, Response};
 use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
 
 /// The rabbitmq adapter.

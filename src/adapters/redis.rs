@@ -59,6 +59,8 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ErrorKind, RedisError, ServerErrorKind, Value};
 use sha2::{Digest, Sha256};
 
+use binky_controllers::url::{password_decoded, Url};
+
 use super::{
     redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
 };
@@ -259,10 +261,8 @@ impl Server {
                 "admin_url {shown}: {why}; write it as redis://USER:PASSWORD@HOST:PORT/DB"
             ))
         };
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| bad("not a URL".into()))?;
-        let scheme = match scheme {
+        let parts = Url::parse(url).ok_or_else(|| bad("not a URL".into()))?;
+        let scheme = match parts.scheme {
             "redis" | "valkey" => "redis",
             "rediss" | "valkeys" => {
                 return Err(bad(
@@ -271,11 +271,7 @@ impl Server {
             }
             other => return Err(bad(format!("`{other}://` is not a TCP redis address"))),
         };
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let authority = rest[..end]
-            .rsplit_once('@')
-            .map_or(&rest[..end], |(_, h)| h)
-            .to_owned();
+        let authority = parts.host.to_owned();
         if authority.is_empty() {
             return Err(bad("no host".into()));
         }
@@ -288,7 +284,7 @@ impl Server {
         }
         let settings = info.redis_settings();
         let mut secrets: Vec<String> = settings.password().map(str::to_owned).into_iter().collect();
-        if let Some(raw) = crate::servers::password_of(url) {
+        if let Some(raw) = password_decoded(url) {
             secrets.push(raw);
         }
         Ok(Server {

@@ -1356,7 +1356,7 @@ pub fn dns_name_problem(name: &str) -> Option<String> {
 }
 
 fn url_has_password(url: &str) -> bool {
-    crate::credentials::url_password(url).is_some_and(|pw| !pw.is_empty() && !pw.contains("${"))
+    binky_controllers::url::password(url).is_some_and(|pw| !pw.is_empty() && !pw.contains("${"))
 }
 
 #[cfg(test)]
