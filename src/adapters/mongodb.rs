@@ -69,7 +69,7 @@ use ::mongodb::bson::{doc, Bson, Document};
 use ::mongodb::error::{Error as MongoError, ErrorKind};
 use ::mongodb::options::ClientOptions;
 use ::mongodb::{Client, Database};
-use binky_controllers::url::{password_decoded, Url};
+use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
     fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
@@ -252,19 +252,6 @@ pub fn create_indexes_command(coll: &str, indexes: Vec<Document>) -> Document {
     doc! { "createIndexes": coll, "indexes": indexes }
 }
 
-/// Percent-encode a URL's user or password.
-fn userinfo_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 /// The admin URL, understood.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -367,8 +354,8 @@ impl Target {
     pub fn slice_url(&self, user: &str, db: &str, secret: &str) -> String {
         let mut url = format!(
             "mongodb://{}:{}@{}/{}?authSource={}",
-            userinfo_encode(user),
-            userinfo_encode(secret),
+            percent_encode(user),
+            percent_encode(secret),
             self.hosts,
             db,
             db

@@ -59,7 +59,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ErrorKind, RedisError, ServerErrorKind, Value};
 use sha2::{Digest, Sha256};
 
-use binky_controllers::url::{password_decoded, Url};
+use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
     redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
@@ -467,20 +467,6 @@ fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
 /// glob (`*`, `?`, `[`) or split an ACL rule, so it is refused rather than escaped.
 use super::check_plain_name as check_name;
 
-/// Percent-encode a URL's user or password (slice names and secrets need none, but a
-/// stray character must not break the URL).
-fn userinfo_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 impl Adapter for Redis {
     fn names(&self) -> &'static [&'static str] {
         &["redis", "valkey"]
@@ -534,8 +520,10 @@ impl Adapter for Redis {
             let url = format!(
                 "{}://{}:{}@{}/{}",
                 server.scheme,
-                userinfo_encode(&slice.name),
-                userinfo_encode(&slice.secret),
+                // Slice names and secrets need no escape, but a stray character must not
+                // break the URL.
+                percent_encode(&slice.name),
+                percent_encode(&slice.secret),
                 server.authority,
                 server.db
             );
