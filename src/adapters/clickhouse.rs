@@ -53,7 +53,7 @@ use hyper::Method;
 use sha2::{Digest, Sha256};
 
 use super::http::{Endpoint, Http};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 /// The HTTP interface's usual port.
 pub const DEFAULT_PORT: u16 = 8123;
@@ -316,13 +316,6 @@ fn warn_shared(server: &str, why: &str) {
 impl Adapter for ClickHouse {
     fn names(&self) -> &'static [&'static str] {
         &["clickhouse"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(

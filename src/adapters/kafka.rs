@@ -69,7 +69,7 @@ use rskafka::BackoffConfig;
 
 use binky_controllers::url::{host_port, Url};
 
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_KAFKA_URL";
@@ -85,7 +85,8 @@ const RETRY_DEADLINE: Duration = Duration::from_secs(7);
 /// The broker-side timeout of CreateTopics and DeleteTopics.
 const BROKER_TIMEOUT_MS: i32 = 5_000;
 
-/// The kafka (and redpanda) adapter.
+/// The kafka (and redpanda) adapter. It cannot clone: Kafka cannot copy a topic's records
+/// server-side.
 pub struct Kafka;
 
 /// The broker, from `admin_url`.
@@ -420,14 +421,6 @@ pub fn prefixes_of<'a>(topics: impl IntoIterator<Item = &'a str>) -> Vec<String>
 impl Adapter for Kafka {
     fn names(&self) -> &'static [&'static str] {
         &["kafka", "redpanda"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        // Kafka cannot copy a topic's records server-side.
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(

@@ -157,11 +157,14 @@ impl AdapterError {
 pub trait Adapter: Send + Sync {
     /// The names it answers to (`["redis", "valkey"]`).
     fn names(&self) -> &'static [&'static str];
-    /// What it can do.
+    /// What it can do; by default nothing beyond the four verbs (no server-side clone).
     fn capabilities<'a>(
         &'a self,
         cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>>;
+    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+        let _ = cfg;
+        Box::pin(async { Ok(Capabilities { clone: false }) })
+    }
     /// Create the slice (and its own credentials) if it does not exist.
     fn provision<'a>(
         &'a self,

@@ -47,7 +47,7 @@ use serde_json::json;
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 /// The rabbitmq adapter.
 pub struct RabbitMq;
@@ -220,13 +220,6 @@ fn amqp_url(broker: &Broker, slice: &Slice) -> String {
 impl Adapter for RabbitMq {
     fn names(&self) -> &'static [&'static str] {
         &["rabbitmq"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(

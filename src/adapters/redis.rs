@@ -61,9 +61,7 @@ use sha2::{Digest, Sha256};
 
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
-use super::{
-    redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
-};
+use super::{redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 /// How long connecting (TCP and authentication) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -470,13 +468,6 @@ use super::check_plain_name as check_name;
 impl Adapter for Redis {
     fn names(&self) -> &'static [&'static str] {
         &["redis", "valkey"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(

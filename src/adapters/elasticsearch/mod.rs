@@ -63,7 +63,7 @@ use serde_json::json;
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 mod server;
 use server::*;
@@ -174,13 +174,6 @@ fn warn_shared(server: &str, why: &str) {
 impl Adapter for Elasticsearch {
     fn names(&self) -> &'static [&'static str] {
         &["elasticsearch", "opensearch"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(

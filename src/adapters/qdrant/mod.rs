@@ -54,7 +54,7 @@ use sha2::{Digest, Sha256};
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 mod token;
 pub use token::*;
@@ -265,13 +265,6 @@ fn warn_shared(server: &str, why: &str) {
 impl Adapter for Qdrant {
     fn names(&self) -> &'static [&'static str] {
         &["qdrant"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(

@@ -71,9 +71,7 @@ use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use sha2::{Digest, Sha256};
 
 use super::http::Endpoint;
-use super::{
-    redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
-};
+use super::{redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 mod server;
 mod settings;
@@ -203,13 +201,6 @@ use super::check_plain_name as check_name;
 impl Adapter for S3 {
     fn names(&self) -> &'static [&'static str] {
         &["s3", "minio"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(
