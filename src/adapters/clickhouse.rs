@@ -114,20 +114,14 @@ struct Server {
 
 impl Server {
     fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
-        let url = match cfg.admin_url.as_deref().filter(|u| !u.is_empty()) {
-            Some(u) => u.to_owned(),
-            None => std::env::var(ENV_URL)
-                .ok()
-                .filter(|u| !u.is_empty())
-                .ok_or_else(|| {
-                    AdapterError::Config(format!(
-                        "the clickhouse adapter needs the server's HTTP interface: set \
+        let url = cfg.admin_url_or_env(ENV_URL).ok_or_else(|| {
+            AdapterError::Config(format!(
+                "the clickhouse adapter needs the server's HTTP interface: set \
                          `admin_url = \"http://USER:PASSWORD@HOST:{DEFAULT_PORT}\"` on the \
                          service in binky.toml (or ${ENV_URL}); binky does not run a \
                          ClickHouse server of its own"
-                    ))
-                })?,
-        };
+            ))
+        })?;
         let mut ep = Endpoint::parse(&url, DEFAULT_PORT)?;
         // A path is a database in DSN terms; ClickHouse's HTTP interface takes queries at `/`.
         ep.base_path.clear();
@@ -145,13 +139,7 @@ impl Server {
     }
 
     fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        super::scrub(
-            text,
-            self.secrets
-                .iter()
-                .map(String::as_str)
-                .chain(extra.iter().copied()),
-        )
+        super::scrub_with(text, &self.secrets, extra)
     }
 
     /// Run one statement as `ep`'s user: its output, or ClickHouse's refusal.

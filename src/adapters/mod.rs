@@ -66,6 +66,15 @@ impl AdapterConfig {
             .map(str::trim)
             .filter(|u| !u.is_empty())
     }
+
+    /// `admin_url` when it is given and not empty, else the environment variable `var`
+    /// (binky 0.1.2's, see [`admin_url_env`]) when it is set and not empty.
+    pub fn admin_url_or_env(&self, var: &str) -> Option<String> {
+        self.admin_url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .or_else(|| std::env::var(var).ok().filter(|u| !u.is_empty()))
+    }
 }
 
 /// binky 0.1.2's environment variable naming `adapter`'s server for a service without
@@ -322,6 +331,18 @@ impl Scrub {
 /// `text` with each of `secrets` (at least 3 bytes long) replaced by `***`.
 pub fn scrub<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> String {
     Scrub::new(secrets).apply(text)
+}
+
+/// `text` with each of a server's `secrets` and the call's `extra` ones (a slice's) replaced
+/// by `***`, as [`scrub`] does.
+pub fn scrub_with(text: &str, secrets: &[String], extra: &[&str]) -> String {
+    scrub(
+        text,
+        secrets
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied()),
+    )
 }
 
 /// Logs, once per adapter, server and reason, that worlds on `server` cannot get credentials

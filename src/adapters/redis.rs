@@ -297,13 +297,7 @@ impl Server {
 
     /// Remove every secret from a message.
     fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        super::scrub(
-            text,
-            self.secrets
-                .iter()
-                .map(String::as_str)
-                .chain(extra.iter().copied()),
-        )
+        super::scrub_with(text, &self.secrets, extra)
     }
 
     /// A server error as an adapter error: unreachable (worth retrying) or not.

@@ -15,10 +15,7 @@ pub(super) struct Server {
 impl Server {
     pub(super) fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
         let url = cfg
-            .admin_url
-            .clone()
-            .filter(|u| !u.is_empty())
-            .or_else(|| std::env::var(ENV_URL).ok().filter(|u| !u.is_empty()))
+            .admin_url_or_env(ENV_URL)
             .unwrap_or_else(|| DEFAULT_URL.to_owned());
         let mut ep = Endpoint::parse(&url, DEFAULT_PORT)?;
         let api_key = cfg
@@ -43,13 +40,7 @@ impl Server {
     }
 
     pub(super) fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        crate::adapters::scrub(
-            text,
-            self.secrets
-                .iter()
-                .map(String::as_str)
-                .chain(extra.iter().copied()),
-        )
+        crate::adapters::scrub_with(text, &self.secrets, extra)
     }
 
     /// One admin request.

@@ -119,13 +119,7 @@ impl Target {
 
     /// `text` without any secret (`extra`: the slice's).
     pub(super) fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        crate::adapters::scrub(
-            text,
-            self.secrets
-                .iter()
-                .map(String::as_str)
-                .chain(extra.iter().copied()),
-        )
+        crate::adapters::scrub_with(text, &self.secrets, extra)
     }
 
     /// An admin client with short timeouts (it connects on its first command).

@@ -148,10 +148,7 @@ struct Server {
 impl Server {
     fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
         let url = cfg
-            .admin_url
-            .clone()
-            .filter(|u| !u.is_empty())
-            .or_else(|| std::env::var(ENV_URL).ok().filter(|u| !u.is_empty()))
+            .admin_url_or_env(ENV_URL)
             .unwrap_or_else(|| DEFAULT_URL.to_owned());
         let mut ep = Endpoint::parse(&url, DEFAULT_PORT)?;
         let api_key = cfg
