@@ -457,18 +457,12 @@ impl Adapter for ClickHouse {
 mod tests {
     use super::super::http_fake::{FakeServer, Recorded};
     use super::*;
+    use crate::adapters::testing::cfg;
 
     fn slice() -> Slice {
         Slice {
             name: "bk_acme_login_fix_events".into(),
             secret: "0123abcd".into(),
-        }
-    }
-
-    fn cfg(url: &str) -> AdapterConfig {
-        AdapterConfig {
-            admin_url: Some(url.into()),
-            ..AdapterConfig::default()
         }
     }
 

@@ -27,6 +27,8 @@ pub mod qdrant;
 pub mod rabbitmq;
 pub mod redis;
 pub mod s3;
+#[cfg(test)]
+mod testing;
 
 use std::collections::BTreeMap;
 use std::future::Future;

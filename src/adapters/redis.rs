@@ -595,18 +595,12 @@ impl Adapter for Redis {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapters::testing::cfg;
 
     fn slice() -> Slice {
         Slice {
             name: "bk_acme_login_fix_cache".into(),
             secret: "0123abcd".into(),
-        }
-    }
-
-    fn cfg(url: &str) -> AdapterConfig {
-        AdapterConfig {
-            admin_url: Some(url.into()),
-            ..AdapterConfig::default()
         }
     }
 

@@ -1,22 +1,9 @@
 //! Unit tests of the mongodb adapter.
 
 use super::*;
+use crate::adapters::testing::{cfg, slice};
 use std::io::{Read, Write};
 use std::time::Instant;
-
-fn slice(name: &str, secret: &str) -> Slice {
-    Slice {
-        name: name.into(),
-        secret: secret.into(),
-    }
-}
-
-fn cfg(url: &str) -> AdapterConfig {
-    AdapterConfig {
-        admin_url: Some(url.into()),
-        ..AdapterConfig::default()
-    }
-}
 
 fn block<F: Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()

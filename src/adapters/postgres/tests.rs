@@ -1,20 +1,7 @@
 //! Unit tests of the postgres adapter.
 
 use super::*;
-
-fn cfg(url: &str) -> AdapterConfig {
-    AdapterConfig {
-        admin_url: Some(url.to_owned()),
-        ..AdapterConfig::default()
-    }
-}
-
-fn slice(name: &str, secret: &str) -> Slice {
-    Slice {
-        name: name.to_owned(),
-        secret: secret.to_owned(),
-    }
-}
+use crate::adapters::testing::{cfg, slice};
 
 #[test]
 fn slice_url_keeps_host_and_safe_params_and_drops_admin_credentials() {
