@@ -60,8 +60,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use binky::adapters::http::{percent_decode, percent_encode, Endpoint, Http};
+use binky::adapters::http::{Endpoint, Http};
 use binky::adapters::{Adapter, AdapterConfig, AdapterError, Slice};
+use binky_controllers::url::{percent_decode, percent_encode};
 use hyper::Method;
 use mysql_async::prelude::Queryable;
 use nix::sys::signal::{killpg, Signal};

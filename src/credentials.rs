@@ -4,7 +4,7 @@
 /// What kind of credential `value` looks like, if any. Token references (`${env.X}`,
 /// `${db.password}`) are never credentials.
 pub fn credential_kind(value: &str) -> Option<&'static str> {
-    if let Some(pw) = url_password(value) {
+    if let Some(pw) = binky_controllers::url::password(value) {
         if !pw.is_empty() && !pw.starts_with("${") {
             return Some("a password inside a URL");
         }
@@ -18,15 +18,6 @@ pub fn credential_kind(value: &str) -> Option<&'static str> {
         return Some("a PEM private key");
     }
     None
-}
-
-/// The password of `scheme://user:password@host…`, if the text has one.
-pub fn url_password(value: &str) -> Option<&str> {
-    let rest = &value[value.find("://")? + 3..];
-    // The authority ends at the path; the user info at its last `@` (a password may hold one).
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let (userinfo, _) = authority.rsplit_once('@')?;
-    userinfo.split_once(':').map(|(_, pw)| pw)
 }
 
 fn all(s: &str, f: impl Fn(char) -> bool) -> bool {
@@ -198,8 +189,11 @@ mod tests {
         ] {
             assert_eq!(credential_kind(v), Some(kind), "{v}");
         }
-        assert_eq!(url_password("postgres://u:p@ss@h:5/db"), Some("p@ss"));
-        assert_eq!(url_password("http://h/a@b"), None);
+        assert_eq!(
+            binky_controllers::url::password("postgres://u:p@ss@h:5/db"),
+            Some("p@ss")
+        );
+        assert_eq!(binky_controllers::url::password("http://h/a@b"), None);
         for v in [
             "postgres://u:${env.PGPASS}@db/app",
             "postgres://db:5432/app",

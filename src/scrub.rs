@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use crate::credentials::{secret_name, token_kind, url_password};
+use crate::credentials::{secret_name, token_kind};
+use binky_controllers::url::password as url_password;
 
 /// The environment variable that carries the values to scrub to the scrubber process.
 pub const VALUES_VAR: &str = "BINKY_SCRUB_VALUES";

@@ -26,14 +26,5 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 pub mod tokens;
-
-/// `scheme://user:pw@host:port/…` → `scheme://host:port` (a server, for keys and messages).
-pub fn redact_server(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}")
-}
+pub mod url;
 pub mod worktree;

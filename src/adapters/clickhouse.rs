@@ -53,7 +53,7 @@ use hyper::Method;
 use sha2::{Digest, Sha256};
 
 use super::http::{Endpoint, Http};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 /// The HTTP interface's usual port.
 pub const DEFAULT_PORT: u16 = 8123;
@@ -114,20 +114,14 @@ struct Server {
 
 impl Server {
     fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
-        let url = match cfg.admin_url.as_deref().filter(|u| !u.is_empty()) {
-            Some(u) => u.to_owned(),
-            None => std::env::var(ENV_URL)
-                .ok()
-                .filter(|u| !u.is_empty())
-                .ok_or_else(|| {
-                    AdapterError::Config(format!(
-                        "the clickhouse adapter needs the server's HTTP interface: set \
+        let url = cfg.admin_url_or_env(ENV_URL).ok_or_else(|| {
+            AdapterError::Config(format!(
+                "the clickhouse adapter needs the server's HTTP interface: set \
                          `admin_url = \"http://USER:PASSWORD@HOST:{DEFAULT_PORT}\"` on the \
                          service in binky.toml (or ${ENV_URL}); binky does not run a \
                          ClickHouse server of its own"
-                    ))
-                })?,
-        };
+            ))
+        })?;
         let mut ep = Endpoint::parse(&url, DEFAULT_PORT)?;
         // A path is a database in DSN terms; ClickHouse's HTTP interface takes queries at `/`.
         ep.base_path.clear();
@@ -145,13 +139,7 @@ impl Server {
     }
 
     fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        super::scrub(
-            text,
-            self.secrets
-                .iter()
-                .map(String::as_str)
-                .chain(extra.iter().copied()),
-        )
+        super::scrub_with(text, &self.secrets, extra)
     }
 
     /// Run one statement as `ep`'s user: its output, or ClickHouse's refusal.
@@ -318,13 +306,6 @@ impl Adapter for ClickHouse {
         &["clickhouse"]
     }
 
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
-    }
-
     fn provision<'a>(
         &'a self,
         slice: &'a Slice,
@@ -476,18 +457,12 @@ impl Adapter for ClickHouse {
 mod tests {
     use super::super::http_fake::{FakeServer, Recorded};
     use super::*;
+    use crate::adapters::testing::cfg;
 
     fn slice() -> Slice {
         Slice {
             name: "bk_acme_login_fix_events".into(),
             secret: "0123abcd".into(),
-        }
-    }
-
-    fn cfg(url: &str) -> AdapterConfig {
-        AdapterConfig {
-            admin_url: Some(url.into()),
-            ..AdapterConfig::default()
         }
     }
 

@@ -17,6 +17,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+use binky_controllers::url::{percent_decode, percent_encode, Url};
+
 use super::{redact, AdapterError};
 
 /// How long one call may take, connection included.
@@ -43,23 +45,18 @@ impl Endpoint {
     /// Parse an admin URL; `default_port` fills a missing port.
     pub fn parse(url: &str, default_port: u16) -> Result<Endpoint, AdapterError> {
         let server = redact(url);
-        let Some((scheme, rest)) = url.split_once("://") else {
+        let Some(parts) = Url::parse(url) else {
             return Err(AdapterError::Config(
                 "admin_url is not a URL: write it as http://USER:PASSWORD@HOST:PORT".into(),
             ));
         };
-        let scheme = scheme.to_ascii_lowercase();
+        let scheme = parts.scheme.to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
             return Err(AdapterError::Config(format!(
                 "admin_url `{server}` must be an http:// or https:// URL"
             )));
         }
-        let rest = rest.split(['?', '#']).next().unwrap_or("");
-        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let (userinfo, host) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
+        let host = parts.host;
         if host.is_empty() {
             return Err(AdapterError::Config(format!(
                 "admin_url `{server}` names no host"
@@ -73,18 +70,13 @@ impl Endpoint {
         } else {
             format!("{host}:{default_port}")
         };
-        let (user, password) = match userinfo {
-            Some(u) => match u.split_once(':') {
-                Some((u, p)) => (Some(percent_decode(u)), Some(percent_decode(p))),
-                None => (Some(percent_decode(u)), None),
-            },
-            None => (None, None),
-        };
+        let user = parts.user().map(percent_decode);
+        let password = parts.password().map(percent_decode);
         Ok(Endpoint {
             server: format!("{scheme}://{authority}"),
             scheme,
             authority,
-            base_path: path.trim_end_matches('/').to_owned(),
+            base_path: parts.path().trim_end_matches('/').to_owned(),
             user: user.filter(|u| !u.is_empty()),
             password,
         })
@@ -309,46 +301,6 @@ fn describe(e: &hyper_util::client::legacy::Error) -> String {
     out
 }
 
-/// Everything but RFC 3986's unreserved characters, percent-encoded (for userinfo and
-/// path segments).
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// `%xx` sequences decoded (invalid ones kept as written).
-pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            // Bytes, not `&s[..]`: a `%` before a multi-byte character must not split it.
-            if let (Some(hi), Some(lo)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(hi << 4 | lo);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    char::from(c)
-        .to_digit(16)
-        .and_then(|d| u8::try_from(d).ok())
-}
-
 mod base64_lite {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -377,15 +329,6 @@ mod base64_lite {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percent_decoding_takes_bytes_and_leaves_what_is_not_an_escape() {
-        assert_eq!(percent_decode("p%40ss%2F%e2%82%ac"), "p@ss/€");
-        // A `%` before a multi-byte character once split it (a panic in the daemon).
-        assert_eq!(percent_decode("%aé%"), "%aé%");
-        assert_eq!(percent_decode("%zz%4"), "%zz%4");
-        assert_eq!(percent_decode("100%"), "100%");
-    }
 
     #[test]
     fn endpoints_keep_credentials_out_of_the_request_line() {

@@ -67,7 +67,9 @@ use rskafka::client::error::{Error as KafkaError, ProtocolError, RequestError};
 use rskafka::client::{Client, ClientBuilder};
 use rskafka::BackoffConfig;
 
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use binky_controllers::url::{host_port, Url};
+
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_KAFKA_URL";
@@ -83,7 +85,8 @@ const RETRY_DEADLINE: Duration = Duration::from_secs(7);
 /// The broker-side timeout of CreateTopics and DeleteTopics.
 const BROKER_TIMEOUT_MS: i32 = 5_000;
 
-/// The kafka (and redpanda) adapter.
+/// The kafka (and redpanda) adapter. It cannot clone: Kafka cannot copy a topic's records
+/// server-side.
 pub struct Kafka;
 
 /// The broker, from `admin_url`.
@@ -115,9 +118,9 @@ impl Broker {
                 "admin_url `{shown}`: {why}; write it as kafka://HOST:9092[,HOST2:9092]"
             ))
         };
-        let rest = match url.split_once("://") {
-            Some((scheme, rest)) => match scheme.to_ascii_lowercase().as_str() {
-                "kafka" | "redpanda" | "plaintext" => rest,
+        let parts = match Url::parse(url) {
+            Some(parts) => match parts.scheme.to_ascii_lowercase().as_str() {
+                "kafka" | "redpanda" | "plaintext" => parts,
                 "kafka+ssl" | "kafkas" | "ssl" | "sasl_ssl" | "redpanda+ssl" => {
                     return Err(bad(
                         "TLS listeners are not supported by binky's kafka adapter (rskafka is \
@@ -127,15 +130,13 @@ impl Broker {
                 "sasl_plaintext" => return Err(sasl_refused(&shown)),
                 other => return Err(bad(&format!("`{other}://` is not a Kafka address"))),
             },
-            None => url,
+            None => Url::after_scheme("", url),
         };
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let authority = &rest[..end];
-        if authority.contains('@') {
+        if parts.userinfo.is_some() {
             return Err(sasl_refused(&shown));
         }
         let mut bootstrap = Vec::new();
-        for host in authority.split(',').map(str::trim) {
+        for host in parts.host.split(',').map(str::trim) {
             if host.is_empty() {
                 return Err(bad("an empty broker address"));
             }
@@ -226,21 +227,10 @@ impl Broker {
 
 /// A broker address with its port (`h` → `h:9092`, `[::1]` → `[::1]:9092`).
 fn with_port(host: &str) -> Option<String> {
-    let (name, port) = if let Some(v6) = host.strip_prefix('[') {
-        let (addr, tail) = v6.split_once(']')?;
-        if addr.is_empty() {
-            return None;
-        }
-        match tail {
-            "" => (format!("[{addr}]"), None),
-            t => (format!("[{addr}]"), Some(t.strip_prefix(':')?)),
-        }
-    } else {
-        match host.rsplit_once(':') {
-            Some((h, p)) => (h.to_owned(), Some(p)),
-            None => (host.to_owned(), None),
-        }
-    };
+    let (name, port) = host_port(host)?;
+    if name == "[]" {
+        return None;
+    }
     let ok_name = !name.is_empty()
         && !name.contains(['/', '?', '#', ' ', '@'])
         && (name.starts_with('[') || !name.contains(':'));
@@ -431,14 +421,6 @@ pub fn prefixes_of<'a>(topics: impl IntoIterator<Item = &'a str>) -> Vec<String>
 impl Adapter for Kafka {
     fn names(&self) -> &'static [&'static str] {
         &["kafka", "redpanda"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        // Kafka cannot copy a topic's records server-side.
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(

@@ -27,6 +27,8 @@ pub mod qdrant;
 pub mod rabbitmq;
 pub mod redis;
 pub mod s3;
+#[cfg(test)]
+mod testing;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -65,6 +67,15 @@ impl AdapterConfig {
             .as_deref()
             .map(str::trim)
             .filter(|u| !u.is_empty())
+    }
+
+    /// `admin_url` when it is given and not empty, else the environment variable `var`
+    /// (binky 0.1.2's, see [`admin_url_env`]) when it is set and not empty.
+    pub fn admin_url_or_env(&self, var: &str) -> Option<String> {
+        self.admin_url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .or_else(|| std::env::var(var).ok().filter(|u| !u.is_empty()))
     }
 }
 
@@ -157,11 +168,14 @@ impl AdapterError {
 pub trait Adapter: Send + Sync {
     /// The names it answers to (`["redis", "valkey"]`).
     fn names(&self) -> &'static [&'static str];
-    /// What it can do.
+    /// What it can do; by default nothing beyond the four verbs (no server-side clone).
     fn capabilities<'a>(
         &'a self,
         cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>>;
+    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+        let _ = cfg;
+        Box::pin(async { Ok(Capabilities { clone: false }) })
+    }
     /// Create the slice (and its own credentials) if it does not exist.
     fn provision<'a>(
         &'a self,
@@ -321,6 +335,18 @@ pub fn scrub<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> Stri
     Scrub::new(secrets).apply(text)
 }
 
+/// `text` with each of a server's `secrets` and the call's `extra` ones (a slice's) replaced
+/// by `***`, as [`scrub`] does.
+pub fn scrub_with(text: &str, secrets: &[String], extra: &[&str]) -> String {
+    scrub(
+        text,
+        secrets
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied()),
+    )
+}
+
 /// Logs, once per adapter, server and reason, that worlds on `server` cannot get credentials
 /// of their own (`why`) and what they share instead (`consequence`): said at every resolve,
 /// it would drown the log.
@@ -355,21 +381,9 @@ pub fn check_plain_name(slice: &Slice) -> Result<(), AdapterError> {
 }
 
 /// `postgres://user:pw@host:5432/db` → `postgres://host:5432` (for messages: never show a
-/// credential).
-pub fn redact(url: &str) -> String {
-    binky_controllers::redact_server(url)
-}
-
-/// `postgres://u:pw@host:5432/db?x` → `postgres://host:5432/db?x`: the address to show.
-pub fn without_credentials(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}{tail}")
-}
+/// credential); `postgres://u:pw@host:5432/db?x` → `postgres://host:5432/db?x` (the address
+/// to show). Both come from the one URL reader, [`binky_controllers::url`].
+pub use binky_controllers::url::{redact_server as redact, without_credentials};
 
 /// Whether a built-in adapter can clone, known without asking a server; `None` for an
 /// external adapter (its `capabilities` verb says).

@@ -44,8 +44,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use hyper::Method;
 use serde_json::json;
 
-use super::http::{percent_encode, Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use binky_controllers::url::percent_encode;
+
+use super::http::{Endpoint, Http, Response};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 /// The rabbitmq adapter.
 pub struct RabbitMq;
@@ -63,21 +65,15 @@ struct Broker {
 
 impl Broker {
     fn from_config(cfg: &AdapterConfig) -> Result<Broker, AdapterError> {
-        let url = match cfg.admin_url.as_deref().filter(|u| !u.is_empty()) {
-            Some(u) => u.to_owned(),
-            None => std::env::var("BINKY_RABBITMQ_URL")
-                .ok()
-                .filter(|u| !u.is_empty())
-                .ok_or_else(|| {
-                    AdapterError::Config(
-                        "the rabbitmq adapter needs the management API of a broker: set \
+        let url = cfg.admin_url_or_env("BINKY_RABBITMQ_URL").ok_or_else(|| {
+            AdapterError::Config(
+                "the rabbitmq adapter needs the management API of a broker: set \
                          `admin_url = \"http://USER:PASSWORD@HOST:15672\"` on the service in \
                          binky.toml (or $BINKY_RABBITMQ_URL), with the rabbitmq_management \
                          plugin enabled"
-                            .into(),
-                    )
-                })?,
-        };
+                    .into(),
+            )
+        })?;
         let default_port = if url.to_ascii_lowercase().starts_with("https://") {
             15671
         } else {
@@ -218,13 +214,6 @@ fn amqp_url(broker: &Broker, slice: &Slice) -> String {
 impl Adapter for RabbitMq {
     fn names(&self) -> &'static [&'static str] {
         &["rabbitmq"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(

@@ -59,9 +59,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ErrorKind, RedisError, ServerErrorKind, Value};
 use sha2::{Digest, Sha256};
 
-use super::{
-    redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
-};
+use binky_controllers::url::{password_decoded, percent_encode, Url};
+
+use super::{redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
 
 /// How long connecting (TCP and authentication) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -259,10 +259,8 @@ impl Server {
                 "admin_url {shown}: {why}; write it as redis://USER:PASSWORD@HOST:PORT/DB"
             ))
         };
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| bad("not a URL".into()))?;
-        let scheme = match scheme {
+        let parts = Url::parse(url).ok_or_else(|| bad("not a URL".into()))?;
+        let scheme = match parts.scheme {
             "redis" | "valkey" => "redis",
             "rediss" | "valkeys" => {
                 return Err(bad(
@@ -271,11 +269,7 @@ impl Server {
             }
             other => return Err(bad(format!("`{other}://` is not a TCP redis address"))),
         };
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let authority = rest[..end]
-            .rsplit_once('@')
-            .map_or(&rest[..end], |(_, h)| h)
-            .to_owned();
+        let authority = parts.host.to_owned();
         if authority.is_empty() {
             return Err(bad("no host".into()));
         }
@@ -288,7 +282,7 @@ impl Server {
         }
         let settings = info.redis_settings();
         let mut secrets: Vec<String> = settings.password().map(str::to_owned).into_iter().collect();
-        if let Some(raw) = crate::servers::password_of(url) {
+        if let Some(raw) = password_decoded(url) {
             secrets.push(raw);
         }
         Ok(Server {
@@ -303,13 +297,7 @@ impl Server {
 
     /// Remove every secret from a message.
     fn scrub(&self, text: &str, extra: &[&str]) -> String {
-        super::scrub(
-            text,
-            self.secrets
-                .iter()
-                .map(String::as_str)
-                .chain(extra.iter().copied()),
-        )
+        super::scrub_with(text, &self.secrets, extra)
     }
 
     /// A server error as an adapter error: unreachable (worth retrying) or not.
@@ -471,30 +459,9 @@ fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
 /// glob (`*`, `?`, `[`) or split an ACL rule, so it is refused rather than escaped.
 use super::check_plain_name as check_name;
 
-/// Percent-encode a URL's user or password (slice names and secrets need none, but a
-/// stray character must not break the URL).
-fn userinfo_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 impl Adapter for Redis {
     fn names(&self) -> &'static [&'static str] {
         &["redis", "valkey"]
-    }
-
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async { Ok(Capabilities { clone: false }) })
     }
 
     fn provision<'a>(
@@ -538,8 +505,10 @@ impl Adapter for Redis {
             let url = format!(
                 "{}://{}:{}@{}/{}",
                 server.scheme,
-                userinfo_encode(&slice.name),
-                userinfo_encode(&slice.secret),
+                // Slice names and secrets need no escape, but a stray character must not
+                // break the URL.
+                percent_encode(&slice.name),
+                percent_encode(&slice.secret),
                 server.authority,
                 server.db
             );
@@ -626,18 +595,12 @@ impl Adapter for Redis {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapters::testing::cfg;
 
     fn slice() -> Slice {
         Slice {
             name: "bk_acme_login_fix_cache".into(),
             secret: "0123abcd".into(),
-        }
-    }
-
-    fn cfg(url: &str) -> AdapterConfig {
-        AdapterConfig {
-            admin_url: Some(url.into()),
-            ..AdapterConfig::default()
         }
     }
 

@@ -105,5 +105,5 @@ impl Cx<'_> {
 
 /// An `admin_url` with a password written into it (not a `${env.NAME}` token).
 pub(super) fn url_has_password(url: &str) -> bool {
-    crate::credentials::url_password(url).is_some_and(|pw| !pw.is_empty() && !pw.contains("${"))
+    binky_controllers::url::password(url).is_some_and(|pw| !pw.is_empty() && !pw.contains("${"))
 }

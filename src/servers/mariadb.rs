@@ -105,7 +105,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
 fn admin_url(ctx: &StartCtx) -> String {
     format!(
         "mysql://root:{}@127.0.0.1:{}",
-        crate::adapters::http::percent_encode(&ctx.password),
+        binky_controllers::url::percent_encode(&ctx.password),
         ctx.port
     )
 }

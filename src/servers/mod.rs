@@ -210,7 +210,7 @@ impl Servers {
             .ok_or_else(|| ServerError::Io("no free port on 127.0.0.1".into()))?;
         let password = existing
             .as_ref()
-            .and_then(|r| password_of(&r.admin_url))
+            .and_then(|r| binky_controllers::url::password_decoded(&r.admin_url))
             .unwrap_or_else(binky_controllers::slice::random_secret);
         let ctx = StartCtx {
             data_dir: dir.join("data"),
@@ -397,14 +397,6 @@ fn dir_size(dir: &std::path::Path) -> u64 {
     total
 }
 
-/// The password in `scheme://user:password@host…` (percent-decoded).
-pub fn password_of(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
-    let userinfo = rest.split(['/', '?', '#']).next()?.rsplit_once('@')?.0;
-    let pw = userinfo.split_once(':')?.1;
-    (!pw.is_empty()).then(|| crate::adapters::http::percent_decode(pw))
-}
-
 /// Spawn a server process detached: its own process group, output to `log`, surviving the
 /// daemon. Returns its pid.
 pub fn spawn_detached(
@@ -445,27 +437,6 @@ fn unrecorded_server(kind: Kind, data: &std::path::Path) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_read_back_from_urls() {
-        assert_eq!(
-            password_of("postgres://postgres:abc@127.0.0.1:5/postgres").as_deref(),
-            Some("abc")
-        );
-        assert_eq!(
-            password_of("redis://default:xyz@127.0.0.1:6379").as_deref(),
-            Some("xyz")
-        );
-        assert_eq!(password_of("redis://127.0.0.1:6379"), None);
-        assert_eq!(
-            password_of("postgres://u:a%27b%40c@h/d").as_deref(),
-            Some("a'b@c")
-        );
-        assert_eq!(
-            password_of("postgres://u:100%@h/d").as_deref(),
-            Some("100%")
-        );
-    }
 
     #[test]
     fn adapters_map_to_managed_kinds() {

@@ -99,7 +99,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
 fn admin_url(ctx: &StartCtx) -> String {
     format!(
         "postgres://postgres:{}@127.0.0.1:{}/postgres",
-        crate::adapters::http::percent_encode(&ctx.password),
+        binky_controllers::url::percent_encode(&ctx.password),
         ctx.port
     )
 }

@@ -65,7 +65,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
     })?;
     let admin_url = format!(
         "redis://default:{}@127.0.0.1:{}",
-        crate::adapters::http::percent_encode(&ctx.password),
+        binky_controllers::url::percent_encode(&ctx.password),
         ctx.port
     );
     match wait_ready(pid, &admin_url, ctx).await {

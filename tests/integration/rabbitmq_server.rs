@@ -401,7 +401,7 @@ pub fn amqp_parts(url: &str) -> (String, String, String) {
     let (userinfo, hostpath) = rest.rsplit_once('@').expect("credentials");
     let (user, password) = userinfo.split_once(':').expect("user:password");
     let vhost = hostpath.split_once('/').expect("a vhost").1;
-    let decode = binky::adapters::http::percent_decode;
+    let decode = binky_controllers::url::percent_decode;
     (decode(user), decode(password), decode(vhost))
 }
 

@@ -366,7 +366,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             let server = base
                 .admin_url
                 .as_deref()
-                .map(crate::redact_server)
+                .map(crate::url::redact_server)
                 .unwrap_or_else(|| format!("managed:{}", res.adapter));
             let key = golden_key(res, &server, &workdir);
             keep.push(service.clone());

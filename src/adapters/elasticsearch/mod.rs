@@ -1,0 +1,315 @@
+//! The `elasticsearch` adapter (also answering to `opensearch`): each slice is an index
+//! prefix on a shared cluster, reached over its REST API (default port 9200), with a user
+//! and role of its own where the cluster has security turned on.
+//!
+//! # What a slice is
+//! - The prefix is the slice's name (`bk_acme_login_fix_search`: already lower-case, no
+//!   leading `-`, `_` or `+`, far below the 255-byte limit). A world's indices are the
+//!   prefix itself and `<prefix>-<name>` (binky 0.1.2's convention): the application
+//!   writes `bk_acme_login_fix_search-products` instead of `products`.
+//! - `options.indices` (a comma list, 0.1.2's) are created empty on provision, as
+//!   `<prefix>-<index>`; mappings stay the application's.
+//! - With security on, a role and a user named after the slice: the role has every index
+//!   privilege on exactly `<prefix>` and `<prefix>-*` (the `-` keeps `bk_a` from matching
+//!   `bk_ab-…`), the user has the slice's secret as password (on OpenSearch `Bk_` + secret,
+//!   so the common upper/lower/digit/special password rules pass). Elasticsearch's
+//!   `/_security/role` and `/_security/user`; OpenSearch's security plugin's
+//!   `/_plugins/_security/api/roles`, `/internalusers` and `/rolesmapping`. The flavour is
+//!   read from `GET /` (`version.distribution`), not from the adapter's name.
+//! - `${search.url}` is `http://<user>:<password>@host:9200/<prefix>`, binky 0.1.2's form
+//!   (the server with the prefix as path); tokens: `prefix`, and `endpoint`
+//!   (`http://<user>:<password>@host:9200`, what an Elasticsearch/OpenSearch client takes).
+//!
+//! # Options
+//! - `indices`: comma-separated index names created (empty) under the prefix.
+//! - `api_key`: an Elasticsearch API key for the admin calls, sent as
+//!   `Authorization: ApiKey …` instead of admin_url's user and password.
+//!
+//! `admin_url` falls back to `$BINKY_ELASTICSEARCH_URL`, then `http://localhost:9200`
+//! (0.1.2's); its user (or API key) needs `manage_security` (Elasticsearch) or REST API
+//! access to the security plugin (OpenSearch: `all_access`) and the right to create and
+//! delete indices.
+//!
+//! # Guarantees
+//! - Idempotent: provisioning again rewrites the role and resets the user's password;
+//!   tearing down what is gone succeeds (404 is "already gone").
+//! - Teardown removes the user (and OpenSearch's role mapping) first, then the role, then
+//!   every index named `<prefix>` or `<prefix>-…`, each **by its exact name** — never a
+//!   wildcard delete, which Elasticsearch 8 refuses (`action.destructive_requires_name`).
+//! - A server that is down or overloaded (HTTP 429, 502–504), or that refuses admin_url's
+//!   credentials (401), gives [`AdapterError::Unreachable`]; the 401 message names
+//!   admin_url and `options.api_key`. No message carries a password or key.
+//!
+//! # What it cannot guarantee
+//! - **Without security** (Elasticsearch with `xpack.security.enabled: false`, OpenSearch
+//!   without its security plugin) there are no credentials to give: the world's address
+//!   carries admin_url's, as in 0.1.2, any client reaches every index, and worlds are kept
+//!   apart only by using their prefix. The same holds when admin_url's user may not manage
+//!   users. binky logs a warning saying so, once per server; `resolve` decides by trying
+//!   the slice's own user.
+//! - The world's role has no cluster privileges on Elasticsearch (on OpenSearch only
+//!   `cluster_composite_ops`, which bulk and multi-get need): `GET /`, `_cat` and cluster
+//!   health are refused to it.
+//! - Data streams' backing indices (`.ds-<prefix>-…`) are not matched by the prefix.
+//! - Not run against a real Elasticsearch or OpenSearch (neither is installable on the
+//!   machines binky is tested on): the unit tests below check names, the requests sent and
+//!   the handling of canned answers from a scripted local HTTP server.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hyper::Method;
+use serde_json::json;
+
+use binky_controllers::url::percent_encode;
+
+use super::http::{Endpoint, Http, Response};
+use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+
+mod server;
+use server::*;
+
+/// The REST port.
+pub const DEFAULT_PORT: u16 = 9200;
+/// Where the admin URL comes from when the service has none (binky 0.1.2's).
+pub const ENV_URL: &str = "BINKY_ELASTICSEARCH_URL";
+/// binky 0.1.2's default server.
+pub const DEFAULT_URL: &str = "http://localhost:9200";
+/// Between the prefix and an index's own name (0.1.2's).
+pub const SEP: &str = "-";
+/// Index names are at most this many bytes.
+const MAX_INDEX: usize = 255;
+/// Slice names binky gives are at most this long.
+const MAX_PREFIX: usize = 63;
+
+/// The elasticsearch and opensearch adapter.
+pub struct Elasticsearch;
+
+/// Which REST API the security calls go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavour {
+    Elasticsearch,
+    OpenSearch,
+}
+
+/// The slice's index prefix: its name, checked against the index name rules.
+pub fn prefix(slice: &Slice) -> Result<String, AdapterError> {
+    let name = &slice.name;
+    // `bk_` also keeps teardown away from every index binky did not name.
+    let ok = name.starts_with("bk_")
+        && name.len() <= MAX_PREFIX
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(name.clone())
+    } else {
+        Err(AdapterError::Config(format!(
+            "`{name}` cannot be an index prefix: `bk_` then [a-z0-9_], at most {MAX_PREFIX} \
+             bytes"
+        )))
+    }
+}
+
+/// `options.indices` as full index names under `prefix`.
+fn declared_indices(cfg: &AdapterConfig, prefix: &str) -> Result<Vec<String>, AdapterError> {
+    let Some(list) = cfg.options.get("indices") else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for index in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let full = format!("{prefix}{SEP}{index}");
+        let bad_char = index.chars().find(|c| {
+            c.is_ascii_uppercase()
+                || c.is_whitespace()
+                || matches!(
+                    c,
+                    '\\' | '/' | '*' | '?' | '"' | '<' | '>' | '|' | ',' | '#' | ':'
+                )
+        });
+        if let Some(c) = bad_char {
+            return Err(AdapterError::Config(format!(
+                "options.indices: `{index}` cannot be part of an index name (`{c}`): use \
+                 lower-case letters, digits, `-`, `_` and `.`"
+            )));
+        }
+        if full.len() > MAX_INDEX {
+            return Err(AdapterError::Config(format!(
+                "options.indices: `{full}` is longer than the {MAX_INDEX} bytes an index name \
+                 may have; shorten `{index}`"
+            )));
+        }
+        out.push(full);
+    }
+    Ok(out)
+}
+
+/// Is `index` one of the prefix's?
+fn owned(prefix: &str, index: &str) -> bool {
+    index == prefix
+        || index
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with(SEP))
+}
+
+/// The password of the slice's user.
+fn password(flavour: Flavour, slice: &Slice) -> String {
+    match flavour {
+        Flavour::Elasticsearch => slice.secret.clone(),
+        // OpenSearch's usual `password_validation_regex` wants an upper-case letter and a
+        // special character; the secret is lower-case hex.
+        Flavour::OpenSearch => format!("Bk_{}", slice.secret),
+    }
+}
+
+/// Warn once per server and reason that its worlds share admin_url's credentials.
+fn warn_shared(server: &str, why: &str) {
+    super::warn_shared_once(
+        "elasticsearch",
+        server,
+        why,
+        "every world's address on this server carries admin_url's credentials and worlds are kept apart by index prefix only",
+    );
+}
+
+impl Adapter for Elasticsearch {
+    fn names(&self) -> &'static [&'static str] {
+        &["elasticsearch", "opensearch"]
+    }
+
+    fn provision<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            let prefix = prefix(slice)?;
+            let wanted = declared_indices(cfg, &prefix)?;
+            let server = Server::from_config(cfg)?;
+            let flavour = server.flavour().await?;
+            if server.security(flavour).await? {
+                server.ensure_user(flavour, slice, &prefix).await?;
+            } else {
+                warn_shared(&server.ep.server, "security is off on this cluster");
+            }
+            if wanted.is_empty() {
+                return Ok(());
+            }
+            let existing: BTreeSet<String> = server.owned(&prefix).await?.into_iter().collect();
+            for index in wanted.iter().filter(|i| !existing.contains(*i)) {
+                let resp = server
+                    .call(
+                        Method::PUT,
+                        &format!("/{}", percent_encode(index)),
+                        Some(&json!({})),
+                    )
+                    .await?;
+                let raced = resp.status == 400
+                    && resp.text(400).contains("resource_already_exists_exception");
+                if !resp.ok() && !raced {
+                    return Err(server.error(&format!("creating index {index}"), &resp, &[]));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn resolve<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
+        Box::pin(async move {
+            let prefix = prefix(slice)?;
+            let server = Server::from_config(cfg)?;
+            let flavour = server.flavour().await?;
+            // The slice's own user, if the cluster knows it (Basic auth, no API key).
+            let own = Endpoint {
+                user: Some(slice.name.clone()),
+                password: Some(password(flavour, slice)),
+                ..server.ep.clone()
+            };
+            let probe = server
+                .http
+                .call(&own, Method::GET, Server::whoami(flavour), None, &[])
+                .await?;
+            if matches!(probe.status, 429 | 502..=504) {
+                return Err(server.error("trying the slice's user", &probe, &[]));
+            }
+            let ep = if probe.ok() { &own } else { &server.ep };
+            let path = format!("/{}", percent_encode(&prefix));
+            Ok(Address {
+                url: ep.url_with_credentials(&path),
+                tokens: BTreeMap::from([
+                    ("prefix".to_owned(), prefix),
+                    ("endpoint".to_owned(), ep.url_with_credentials("")),
+                ]),
+            })
+        })
+    }
+
+    fn teardown<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            let prefix = prefix(slice)?;
+            let server = Server::from_config(cfg)?;
+            let flavour = server.flavour().await?;
+            // The user first: the world stops writing before its indices go.
+            if server.security(flavour).await? {
+                server.remove_user(flavour, slice).await?;
+            }
+            for index in server.owned(&prefix).await? {
+                server
+                    .expect(
+                        Method::DELETE,
+                        &format!("/{}", percent_encode(&index)),
+                        None,
+                        &format!("deleting index {index}"),
+                        &[],
+                    )
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
+        Box::pin(async move {
+            let server = Server::from_config(cfg)?;
+            // A prefix holds no `-`: an index's prefix is what comes before its first one.
+            let prefixes: BTreeSet<String> = server
+                .indices("bk_")
+                .await?
+                .iter()
+                .map(|i| i.split(SEP).next().unwrap_or(i).to_owned())
+                .collect();
+            Ok(prefixes.into_iter().collect())
+        })
+    }
+
+    fn exists<'a>(
+        &'a self,
+        slice: &'a Slice,
+        cfg: &'a AdapterConfig,
+    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
+        Box::pin(async move {
+            let prefix = prefix(slice)?;
+            let wanted = declared_indices(cfg, &prefix)?;
+            // Without declared indices a slice may hold none at all: nothing to look for.
+            if wanted.is_empty() {
+                return Ok(None);
+            }
+            let server = Server::from_config(cfg)?;
+            let have: BTreeSet<String> = server.owned(&prefix).await?.into_iter().collect();
+            Ok(Some(wanted.iter().all(|i| have.contains(i))))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

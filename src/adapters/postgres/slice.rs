@@ -1,0 +1,262 @@
+//! Creating, sealing, cloning and dropping a slice's database and role.
+
+use super::*;
+
+pub(super) async fn provision(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
+    ensure_role(admin, slice).await?;
+    let name = slice.name.as_str();
+    let id = escape_identifier(name);
+    ensure_database(admin, name, &id).await?;
+    close_database(admin, &id).await
+}
+
+/// The slice's login role, with its password (made, or healed).
+pub(super) async fn ensure_role(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
+    let name = slice.name.as_str();
+    let id = escape_identifier(name);
+    // A SCRAM verifier with a fresh salt: the server stores it as is, and the secret itself
+    // never crosses the wire (nor lands in a log line if a statement fails).
+    let verifier = escape_literal(&postgres_protocol::password::scram_sha_256(
+        slice.secret.as_bytes(),
+    ));
+
+    let role_exists = admin
+        .exists(
+            "SELECT 1 FROM pg_roles WHERE rolname = $1",
+            name,
+            "looking up the role",
+        )
+        .await?;
+    let created = !role_exists
+        && admin
+            .execute_unless(
+                "creating the role",
+                &format!(
+                    "CREATE ROLE {id} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE \
+                     NOREPLICATION NOBYPASSRLS PASSWORD {verifier}"
+                ),
+                // Made by a concurrent provision since we looked: heal it below.
+                &SqlState::DUPLICATE_OBJECT,
+            )
+            .await?;
+    if !created {
+        // Only a superuser may name the superuser-only attributes, even to turn them off.
+        let superuser_only = if admin.superuser {
+            " NOSUPERUSER NOREPLICATION NOBYPASSRLS"
+        } else {
+            ""
+        };
+        admin
+            .execute(
+                "setting the role's password",
+                &format!(
+                    "ALTER ROLE {id} WITH LOGIN NOCREATEDB NOCREATEROLE{superuser_only} \
+                     PASSWORD {verifier}"
+                ),
+            )
+            .await?;
+    }
+    admin
+        .execute(
+            "marking the role",
+            &format!("COMMENT ON ROLE {id} IS {}", escape_literal(MARK)),
+        )
+        .await?;
+    if !admin.superuser {
+        // CREATE DATABASE … OWNER, DROP DATABASE and pg_terminate_backend need membership.
+        admin
+            .execute(
+                "granting the admin membership in the role",
+                &format!("GRANT {id} TO CURRENT_USER"),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// The slice's database, owned by its role.
+pub(super) async fn ensure_database(
+    admin: &Admin,
+    name: &str,
+    id: &str,
+) -> Result<(), AdapterError> {
+    match admin.database(name).await? {
+        None => {
+            // CREATE DATABASE cannot run in a transaction block: its own statement.
+            admin
+                .execute_unless(
+                    "creating the database",
+                    &format!("CREATE DATABASE {id} OWNER {id}"),
+                    &SqlState::DUPLICATE_DATABASE,
+                )
+                .await?;
+        }
+        Some(db) if db.ours(name) => {
+            admin
+                .execute(
+                    "setting the database's owner",
+                    &format!("ALTER DATABASE {id} OWNER TO {id}"),
+                )
+                .await?;
+        }
+        Some(db) => {
+            return Err(AdapterError::Config(format!(
+                "{}: a database `{name}` exists that binky did not make (owner `{}`, no \
+                 `{MARK}` comment); drop or rename it, or give the service another name",
+                admin.server, db.owner
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Mark the slice's database as binky's and close it to every other role.
+pub(super) async fn close_database(admin: &Admin, id: &str) -> Result<(), AdapterError> {
+    // Marked right after creation: a crash before this leaves a database owned by the slice
+    // role, which the next provision recognises as its own.
+    admin
+        .execute(
+            "marking the database",
+            &format!("COMMENT ON DATABASE {id} IS {}", escape_literal(MARK)),
+        )
+        .await?;
+    admin
+        .execute(
+            "closing the database to other roles",
+            &format!("REVOKE ALL ON DATABASE {id} FROM PUBLIC"),
+        )
+        .await?;
+    Ok(())
+}
+
+/// A golden template takes no connections (a copy needs none open), and belongs to the
+/// admin, so that `REASSIGN OWNED` in a copy moves only the copy's objects.
+pub(super) async fn seal(admin: &Admin, name: &str) -> Result<(), AdapterError> {
+    let id = escape_identifier(name);
+    admin
+        .execute(
+            "handing the template to the admin",
+            &format!("ALTER DATABASE {id} OWNER TO CURRENT_USER"),
+        )
+        .await?;
+    admin
+        .execute(
+            "closing the template",
+            &format!("ALTER DATABASE {id} ALLOW_CONNECTIONS false"),
+        )
+        .await?;
+    admin.terminate(name).await
+}
+
+/// `CREATE DATABASE to TEMPLATE from`, then hand every object of the copy to `to`'s role.
+pub(super) async fn clone(
+    admin: &Admin,
+    cfg: &AdapterConfig,
+    from: &Slice,
+    to: &Slice,
+) -> Result<(), AdapterError> {
+    ensure_role(admin, to).await?;
+    let (src, dst) = (escape_identifier(&from.name), escape_identifier(&to.name));
+    // A copy left by an attempt that died half-way is redone.
+    if let Some(db) = admin.database(&to.name).await? {
+        if db.ours(&to.name) {
+            admin.terminate(&to.name).await?;
+            admin
+                .execute(
+                    "dropping a half-made copy",
+                    &format!("DROP DATABASE IF EXISTS {dst}"),
+                )
+                .await?;
+        }
+    }
+    // FILE_COPY copies the files after a checkpoint; WAL_LOG (15's default) writes every
+    // block to the WAL, slower for a seeded database (see benchmarks/README.md).
+    let strategy = if admin.version >= 150_000 {
+        match cfg
+            .options
+            .get("clone_strategy")
+            .map(|s| s.to_ascii_lowercase())
+        {
+            Some(s) if s == "wal_log" => " STRATEGY = WAL_LOG",
+            _ => " STRATEGY = FILE_COPY",
+        }
+    } else {
+        ""
+    };
+    let create = format!("CREATE DATABASE {dst} TEMPLATE {src} OWNER {dst}{strategy}");
+    // No session may be connected to the template while it is copied: end stray ones
+    // (the template takes no new ones), and once more if one slipped in.
+    let mut tries = 0;
+    loop {
+        admin.terminate(&from.name).await?;
+        match admin.client.batch_execute(&create).await {
+            Ok(()) => break,
+            Err(e) if e.code() == Some(&SqlState::OBJECT_IN_USE) && tries < 5 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(admin.sql_error("copying the template", &e)),
+        }
+    }
+    close_database(admin, &dst).await?;
+    // Objects in the copy belong to whoever built the template: hand them to the world's
+    // role, or its application gets "permission denied".
+    let inside = Admin::connect_to(cfg, &to.secret, &to.name).await?;
+    inside
+        .execute(
+            "handing the copy's objects to the slice role",
+            &format!("REASSIGN OWNED BY {src} TO {dst}"),
+        )
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn teardown(admin: &Admin, name: &str) -> Result<(), AdapterError> {
+    let id = escape_identifier(name);
+    match admin.database(name).await? {
+        Some(db) if db.ours(name) => {
+            if admin.version < 130_000 {
+                // No DROP … WITH (FORCE) before 13: shut the door, then end the sessions.
+                admin
+                    .execute(
+                        "closing the database",
+                        &format!("ALTER DATABASE {id} ALLOW_CONNECTIONS false"),
+                    )
+                    .await?;
+            }
+            admin.terminate(name).await?;
+            let force = if admin.version >= 130_000 {
+                " WITH (FORCE)"
+            } else {
+                ""
+            };
+            admin
+                .execute(
+                    "dropping the database",
+                    &format!("DROP DATABASE IF EXISTS {id}{force}"),
+                )
+                .await?;
+        }
+        Some(db) => tracing::warn!(
+            database = name,
+            owner = %db.owner,
+            "not dropping a database binky did not make"
+        ),
+        None => {}
+    }
+    let role_exists = admin
+        .exists(
+            "SELECT 1 FROM pg_roles WHERE rolname = $1",
+            name,
+            "looking up the role",
+        )
+        .await?;
+    if role_exists {
+        // Sessions of the role in other databases (it may log in to `postgres`).
+        admin.terminate(name).await?;
+        admin
+            .execute("dropping the role", &format!("DROP ROLE IF EXISTS {id}"))
+            .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,410 @@
+//! The S3 client and the bucket and object calls binky makes with it.
+
+use super::*;
+
+/// An error and its sources, each said once (`dispatch failure: io error: … Connection
+/// refused`), without the Debug dump the SDK's own context display adds.
+pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// One adapter call's connection to the server.
+pub(super) struct Server {
+    pub(super) settings: Settings,
+    pub(super) client: Client,
+    pub(super) shown: String,
+}
+
+/// What an S3 error was.
+#[derive(Debug)]
+pub(super) struct Failure {
+    /// The HTTP status, when there was an answer.
+    pub(super) status: Option<u16>,
+    /// The S3 error code (`NoSuchBucket`), when the answer had one.
+    pub(super) code: Option<String>,
+    /// The adapter error it amounts to.
+    pub(super) error: AdapterError,
+}
+
+impl Server {
+    pub(super) fn new(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
+        let settings = Settings::from_config(cfg, &real_env)?;
+        let client = settings.client();
+        let shown = settings.shown();
+        Ok(Server {
+            settings,
+            client,
+            shown,
+        })
+    }
+
+    pub(super) fn scrub(&self, text: &str) -> String {
+        crate::adapters::scrub(
+            text,
+            [
+                Some(&self.settings.secret_access_key),
+                self.settings.session_token.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            .map(String::as_str),
+        )
+    }
+
+    /// Classify an SDK error: no answer and refused keys are transient, the rest is the
+    /// server's answer.
+    pub(super) fn fail<E>(
+        &self,
+        doing: &str,
+        err: SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+    ) -> Failure
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let status = err.raw_response().map(|r| r.status().as_u16());
+        let code = match &err {
+            SdkError::ServiceError(e) => e.err().code().map(str::to_owned),
+            _ => None,
+        };
+        let text = match &err {
+            SdkError::ServiceError(e) => match (e.err().code(), e.err().message()) {
+                (Some(c), Some(m)) => format!("{c}: {m}"),
+                (Some(c), None) => c.to_owned(),
+                _ => format!("HTTP {}", status.unwrap_or_default()),
+            },
+            other => error_chain(other),
+        };
+        let text = self.scrub(&text);
+        let server = self.shown.clone();
+        let error = match &err {
+            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => AdapterError::Unreachable {
+                server,
+                detail: format!("{doing}: {text}"),
+            },
+            SdkError::ConstructionFailure(_) => {
+                AdapterError::Config(format!("{server}: {doing}: {text}"))
+            }
+            _ if code.as_deref().is_some_and(|c| BAD_KEYS.contains(&c)) => {
+                AdapterError::Unreachable {
+                    server,
+                    detail: format!(
+                        "{doing}: the server refused the access keys ({}); check the \
+                         ACCESS_KEY:SECRET in admin_url (http://ACCESS_KEY:SECRET@HOST:PORT, \
+                         secret percent-encoded), or options.access_key_id / \
+                         options.secret_access_key",
+                        code.as_deref().unwrap_or_default()
+                    ),
+                }
+            }
+            // 503 SlowDown and friends: the server is there but asks to come back.
+            _ if status.is_some_and(|s| s >= 500) => AdapterError::Unreachable {
+                server,
+                detail: format!("{doing}: {text}"),
+            },
+            _ => {
+                let hint = if code.as_deref() == Some("AccessDenied") || status == Some(403) {
+                    "; the keys need s3:CreateBucket, s3:DeleteBucket, s3:ListBucket, \
+                     s3:ListBucketVersions, s3:PutObject, s3:DeleteObject, \
+                     s3:DeleteObjectVersion and s3:ListAllMyBuckets on binky's buckets"
+                } else {
+                    ""
+                };
+                AdapterError::Server {
+                    server,
+                    detail: format!("{doing}: {text}{hint}"),
+                }
+            }
+        };
+        Failure {
+            status,
+            code,
+            error,
+        }
+    }
+
+    /// Does `bucket` exist (and may we use it)?
+    pub(super) async fn bucket_exists(&self, bucket: &str) -> Result<bool, AdapterError> {
+        let head = match self.client.head_bucket().bucket(bucket).send().await {
+            Ok(_) => return Ok(true),
+            Err(e) => self.fail(&format!("HeadBucket {bucket}"), e),
+        };
+        match head.status {
+            Some(404) => return Ok(false),
+            Some(403) => {}
+            _ => return Err(head.error),
+        }
+        // A HEAD answer has no body, so 403 says neither whose bucket it is nor whether
+        // the keys are wrong: ask again with a request whose error carries a code.
+        let probe = self
+            .client
+            .list_objects_v2()
+            .bucket(bucket)
+            .max_keys(1)
+            .send()
+            .await;
+        match probe {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let f = self.fail(&format!("ListObjectsV2 {bucket}"), e);
+                match f.code.as_deref() {
+                    Some("NoSuchBucket") => Ok(false),
+                    Some("AccessDenied") => Err(self.taken(bucket)),
+                    _ => Err(f.error),
+                }
+            }
+        }
+    }
+
+    pub(super) fn taken(&self, bucket: &str) -> AdapterError {
+        AdapterError::Server {
+            server: self.shown.clone(),
+            detail: format!(
+                "the bucket `{bucket}` exists and the keys may not use it: it belongs to \
+                 another account (bucket names are global on AWS; set `options = {{ bucket \
+                 = \"<a bucket you own>\" }}` to give each world a prefix in it instead, or \
+                 rename the project), or a bucket policy denies the keys s3:ListBucket"
+            ),
+        }
+    }
+
+    /// Create `bucket` unless it is there.
+    pub(super) async fn ensure_bucket(&self, bucket: &str) -> Result<(), AdapterError> {
+        if self.bucket_exists(bucket).await? {
+            return Ok(());
+        }
+        let mut req = self.client.create_bucket().bucket(bucket);
+        // AWS wants the region named, except for us-east-1, which refuses it. Other
+        // servers take the region of the signature (as binky 0.1.2 assumed).
+        if self.settings.endpoint.is_none() && self.settings.region != "us-east-1" {
+            req = req.create_bucket_configuration(
+                CreateBucketConfiguration::builder()
+                    .location_constraint(BucketLocationConstraint::from(
+                        self.settings.region.as_str(),
+                    ))
+                    .build(),
+            );
+        }
+        match req.send().await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let f = self.fail(&format!("CreateBucket {bucket}"), e);
+                match f.code.as_deref() {
+                    Some("BucketAlreadyOwnedByYou") => Ok(()),
+                    Some("BucketAlreadyExists") => Err(self.taken(bucket)),
+                    _ => Err(f.error),
+                }
+            }
+        }
+    }
+
+    /// An empty marker object.
+    pub(super) async fn put_marker(&self, bucket: &str, key: &str) -> Result<(), AdapterError> {
+        self.client
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .body(ByteStream::from_static(b""))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.fail(&format!("PutObject {bucket}/{key}"), e).error)
+    }
+
+    /// Delete every object version, delete marker and unfinished upload under `prefix`
+    /// (`""`: the whole bucket). `Ok(false)`: the bucket is gone.
+    pub(super) async fn sweep(&self, bucket: &str, prefix: &str) -> Result<bool, AdapterError> {
+        let mut versioned_listing = true;
+        loop {
+            // Always the first page: what was listed is deleted before the next round,
+            // so no continuation marker is needed and nothing is skipped.
+            let batch = if versioned_listing {
+                match self.first_versions(bucket, prefix).await {
+                    Ok(b) => b,
+                    Err(f) if f.code.as_deref() == Some("NotImplemented") => {
+                        versioned_listing = false;
+                        continue;
+                    }
+                    Err(f) if f.code.as_deref() == Some("NoSuchBucket") => return Ok(false),
+                    Err(f) => return Err(f.error),
+                }
+            } else {
+                match self.first_objects(bucket, prefix).await {
+                    Ok(b) => b,
+                    Err(f) if f.code.as_deref() == Some("NoSuchBucket") => return Ok(false),
+                    Err(f) => return Err(f.error),
+                }
+            };
+            if batch.is_empty() {
+                break;
+            }
+            let n = batch.len();
+            let delete = aws_sdk_s3::types::Delete::builder()
+                .set_objects(Some(batch))
+                .quiet(true)
+                .build()
+                .map_err(|e| AdapterError::Config(format!("DeleteObjects {bucket}: {e}")))?;
+            let out = match self
+                .client
+                .delete_objects()
+                .bucket(bucket)
+                .delete(delete)
+                .send()
+                .await
+            {
+                Ok(out) => out,
+                Err(e) => {
+                    let f = self.fail(&format!("DeleteObjects {bucket} ({n} keys)"), e);
+                    if f.code.as_deref() == Some("NoSuchBucket") {
+                        return Ok(false);
+                    }
+                    return Err(f.error);
+                }
+            };
+            if let Some(first) = out.errors().first() {
+                return Err(AdapterError::Server {
+                    server: self.shown.clone(),
+                    detail: format!(
+                        "DeleteObjects {bucket}: {} of {n} keys were not deleted, first \
+                         `{}`: {} {}",
+                        out.errors().len(),
+                        first.key().unwrap_or_default(),
+                        first.code().unwrap_or_default(),
+                        first.message().unwrap_or_default()
+                    ),
+                });
+            }
+        }
+        self.abort_uploads(bucket, prefix).await
+    }
+
+    /// Up to [`BATCH`] object versions and delete markers under `prefix`.
+    pub(super) async fn first_versions(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<ObjectIdentifier>, Failure> {
+        let mut req = self
+            .client
+            .list_object_versions()
+            .bucket(bucket)
+            .max_keys(BATCH);
+        if !prefix.is_empty() {
+            req = req.prefix(prefix);
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| self.fail(&format!("ListObjectVersions {bucket}"), e))?;
+        let versions = out.versions().iter().map(|v| (v.key(), v.version_id()));
+        let markers = out
+            .delete_markers()
+            .iter()
+            .map(|m| (m.key(), m.version_id()));
+        Ok(versions
+            .chain(markers)
+            .filter_map(|(key, version)| {
+                ObjectIdentifier::builder()
+                    .key(key?)
+                    .set_version_id(version.map(str::to_owned))
+                    .build()
+                    .ok()
+            })
+            .take(BATCH as usize)
+            .collect())
+    }
+
+    /// Up to [`BATCH`] objects under `prefix` (servers without versioning support).
+    pub(super) async fn first_objects(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<ObjectIdentifier>, Failure> {
+        let mut req = self.client.list_objects_v2().bucket(bucket).max_keys(BATCH);
+        if !prefix.is_empty() {
+            req = req.prefix(prefix);
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| self.fail(&format!("ListObjectsV2 {bucket}"), e))?;
+        Ok(out
+            .contents()
+            .iter()
+            .filter_map(|o| ObjectIdentifier::builder().key(o.key()?).build().ok())
+            .collect())
+    }
+
+    /// Abort the unfinished multipart uploads under `prefix` (their parts are stored and
+    /// billed, and some servers refuse to delete a bucket that has them).
+    pub(super) async fn abort_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<bool, AdapterError> {
+        loop {
+            let mut req = self.client.list_multipart_uploads().bucket(bucket);
+            if !prefix.is_empty() {
+                req = req.prefix(prefix);
+            }
+            let out = match req.send().await {
+                Ok(out) => out,
+                Err(e) => {
+                    let f = self.fail(&format!("ListMultipartUploads {bucket}"), e);
+                    return match f.code.as_deref() {
+                        Some("NoSuchBucket") => Ok(false),
+                        // A server without multipart listing has none to leave behind.
+                        Some("NotImplemented") => Ok(true),
+                        _ => Err(f.error),
+                    };
+                }
+            };
+            if out.uploads().is_empty() {
+                return Ok(true);
+            }
+            for u in out.uploads() {
+                let (Some(key), Some(id)) = (u.key(), u.upload_id()) else {
+                    continue;
+                };
+                if let Err(e) = self
+                    .client
+                    .abort_multipart_upload()
+                    .bucket(bucket)
+                    .key(key)
+                    .upload_id(id)
+                    .send()
+                    .await
+                {
+                    let f = self.fail(&format!("AbortMultipartUpload {bucket}/{key}"), e);
+                    if !matches!(f.code.as_deref(), Some("NoSuchUpload")) {
+                        return Err(f.error);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Delete the bucket; `Ok(false)` when something was written into it meanwhile.
+    pub(super) async fn delete_bucket(&self, bucket: &str) -> Result<bool, AdapterError> {
+        match self.client.delete_bucket().bucket(bucket).send().await {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let f = self.fail(&format!("DeleteBucket {bucket}"), e);
+                match f.code.as_deref() {
+                    Some("NoSuchBucket") => Ok(true),
+                    Some("BucketNotEmpty") => Ok(false),
+                    _ => Err(f.error),
+                }
+            }
+        }
+    }
+}
