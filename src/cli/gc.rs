@@ -42,7 +42,7 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
         .store
         .read(store::servers)?
         .into_iter()
-        .filter(|s| s.state == "running")
+        .filter(|s| s.state == store::ServerState::Running)
         .map(|s| (s.kind, s.admin_url))
         .collect();
     let mut known = known_names(&ctx)?;

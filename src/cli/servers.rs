@@ -75,7 +75,7 @@ pub async fn run(stop: bool, kind: Option<String>, json: bool) -> Result<i32, Fa
     }
     for r in rows {
         let alive = matches!((r.pid, r.start_time), (Some(p), Some(s)) if procfs::alive(p, s));
-        let state = if r.state == "running" && !alive {
+        let state = if r.state == store::ServerState::Running && !alive {
             "stopped (died)"
         } else {
             r.state.as_str()

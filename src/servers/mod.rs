@@ -19,7 +19,7 @@ pub mod watch;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use binky_controllers::store::{self, now_ms, owner, ServerRow, Store, StoreError};
+use binky_controllers::store::{self, now_ms, owner, ServerRow, ServerState, Store, StoreError};
 use rusqlite::params;
 
 use crate::paths::Home;
@@ -183,7 +183,7 @@ impl Servers {
         let _guard = self.lock.lock().await;
         let existing = self.row(kind)?;
         if let Some(row) = &existing {
-            if Self::alive(row) && row.state == "running" {
+            if Self::alive(row) && row.state == ServerState::Running {
                 return Ok(row.admin_url.clone());
             }
         }
@@ -226,7 +226,16 @@ impl Servers {
         let started = match started {
             Ok(s) => s,
             Err(err) => {
-                self.record(kind, None, port, "", &ctx, "", "failed", &err.to_string())?;
+                self.record(
+                    kind,
+                    None,
+                    port,
+                    "",
+                    &ctx,
+                    "",
+                    ServerState::Failed,
+                    &err.to_string(),
+                )?;
                 return Err(err);
             }
         };
@@ -238,7 +247,7 @@ impl Servers {
             &started.admin_url,
             &ctx,
             &started.version,
-            "running",
+            ServerState::Running,
             "",
         )?;
         tracing::info!(
@@ -259,7 +268,7 @@ impl Servers {
         admin_url: &str,
         ctx: &StartCtx,
         version: &str,
-        state: &str,
+        state: ServerState,
         message: &str,
     ) -> Result<(), StoreError> {
         let admin_url = if admin_url.is_empty() {
@@ -302,7 +311,7 @@ impl Servers {
     }
 
     /// Record the server of `kind` as `state` (not running: its pid is cleared) with `message`.
-    pub fn mark(&self, kind: Kind, state: &str, message: &str) -> Result<(), StoreError> {
+    pub fn mark(&self, kind: Kind, state: ServerState, message: &str) -> Result<(), StoreError> {
         self.store.write(owner::Servers, |tx| {
             tx.execute(
                 "UPDATE servers SET state = ?1, message = ?2, pid = NULL, start_time = NULL,

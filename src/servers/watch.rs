@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use binky_controllers::runtime::Trigger;
-use binky_controllers::store::{self, ServerRow, Store, WorldId};
+use binky_controllers::store::{self, ServerRow, ServerState, Store, WorldId};
 use tokio::sync::Notify;
 
 use super::{Kind, Servers};
@@ -47,7 +47,9 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
             let Some(kind) = Kind::parse(&row.kind) else {
                 continue;
             };
-            if row.state == "running" && !Servers::alive(&row) && !down.contains_key(kind.as_str())
+            if row.state == ServerState::Running
+                && !Servers::alive(&row)
+                && !down.contains_key(kind.as_str())
             {
                 died(&servers, &store, &trigger, kind, &row);
                 let now = Instant::now();
@@ -106,7 +108,7 @@ fn died(servers: &Servers, store: &Store, trigger: &Trigger, kind: Kind, row: &S
         servers.log_of(kind).display()
     );
     tracing::warn!(kind = kind.as_str(), "managed server died");
-    if let Err(err) = servers.mark(kind, "down", &format!("stopped running{pid}")) {
+    if let Err(err) = servers.mark(kind, ServerState::Down, &format!("stopped running{pid}")) {
         tracing::warn!(%err, "server watch: cannot record the death");
     }
     tell(store, trigger, &row.admin_url, "server_down", &msg);

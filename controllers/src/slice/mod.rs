@@ -37,7 +37,7 @@ use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, SliceRow, Store, StoreError, World};
-use crate::store::{SliceState, WorktreeState};
+use crate::store::{ServerState, SliceState, WorktreeState};
 
 /// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
 /// (the server row with the slice's admin address) is not running.
@@ -52,10 +52,10 @@ fn servers_down(
             let url = r.admin_url.as_deref()?;
             let server = servers
                 .iter()
-                .find(|s| s.admin_url == url && s.state != "running")?;
-            let why = match server.state.as_str() {
-                "down" => "it stopped running; binky is starting it again".to_owned(),
-                "stopped" => {
+                .find(|s| s.admin_url == url && s.state != ServerState::Running)?;
+            let why = match server.state {
+                ServerState::Down => "it stopped running; binky is starting it again".to_owned(),
+                ServerState::Stopped => {
                     "`binky servers stop` stopped it; the next `binky up` starts it".to_owned()
                 }
                 other if server.message.is_empty() => format!("it is {other}"),

@@ -147,6 +147,20 @@ state_enum! {
     }
 }
 
+state_enum! {
+    /// Where one of the daemon's managed servers is.
+    ServerState ("server") {
+        /// Started and answering.
+        Running = "running",
+        /// It stopped running on its own; the daemon starts it again.
+        Down = "down",
+        /// `binky servers stop` stopped it; the next `binky up` starts it.
+        Stopped = "stopped",
+        /// It could not be started (the message says why).
+        Failed = "failed",
+    }
+}
+
 impl ProcState {
     /// Holds (or may hold) a process: its pid is worth checking.
     pub fn is_live(self) -> bool {
@@ -171,6 +185,9 @@ mod tests {
         }
         for s in GoldenState::ALL {
             assert_eq!(s.as_str().parse::<GoldenState>().unwrap(), *s);
+        }
+        for s in ServerState::ALL {
+            assert_eq!(s.as_str().parse::<ServerState>().unwrap(), *s);
         }
         let err = "zombie".parse::<ProcState>().unwrap_err();
         assert_eq!(

@@ -4,6 +4,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::worlds::setting;
+use crate::store::states::ServerState;
 use crate::store::StoreError;
 
 /// Default HTTP port of the proxy.
@@ -97,8 +98,8 @@ pub struct ServerRow {
     pub data_dir: String,
     /// The server's version.
     pub version: String,
-    /// `running`, `stopped`, `failed`.
-    pub state: String,
+    /// Where it is.
+    pub state: ServerState,
     /// Why it failed, if it did.
     pub message: String,
 }
