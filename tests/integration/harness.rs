@@ -4,11 +4,15 @@
 #![allow(dead_code)]
 
 use std::fs::File;
-use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+pub use binky_testkit::git::git_in;
+pub use binky_testkit::net::{bindable, free_port, listening};
+pub use binky_testkit::procs::alive;
+pub use binky_testkit::wait::wait_until;
 
 /// The binary under test.
 pub fn binky_bin() -> &'static str {
@@ -258,22 +262,7 @@ impl Env {
     /// Processes started by this home (they carry its spawn token), alive (not zombies).
     pub fn our_processes(&self) -> Vec<u32> {
         let tag = home_tag(&self.home);
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
-            };
-            let marked = env
-                .split(|b| *b == 0)
-                .any(|e| e.starts_with(format!("BINKY_SPAWN_TOKEN={tag}.").as_bytes()));
-            if marked && alive(pid) {
-                out.push(pid);
-            }
-        }
-        out
+        binky_testkit::procs::with_env_prefix(&format!("BINKY_SPAWN_TOKEN={tag}."))
     }
 
     pub fn daemon_pid(&self) -> Option<u32> {
@@ -288,20 +277,7 @@ impl Env {
     /// Log scrubbers (`binky __scrub`) writing into this test's home, alive.
     pub fn our_scrubbers(&self) -> Vec<u32> {
         let home = self.home.display().to_string();
-        let mut out = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains("__scrub") && cmd.contains(&home) && alive(pid) {
-                out.push(pid);
-            }
-        }
-        out
+        binky_testkit::procs::with_cmdline(&["__scrub", &home])
     }
 
     /// Assert no process, worktree or port of this test is left.
@@ -372,58 +348,9 @@ pub fn signal(pid: u32, sig: i32) {
     }
 }
 
-pub fn git_in(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 /// The home's tag, as binky computes it.
 pub fn home_tag(home: &Path) -> String {
     binky::paths::Home::at(home.to_owned()).tag()
-}
-
-/// Alive and not a zombie.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            let state = s[s.rfind(')').unwrap() + 2..].chars().next().unwrap();
-            state != 'Z' && state != 'X'
-        }
-        Err(_) => false,
-    }
-}
-
-/// Wait until `f` holds, or panic naming `what`.
-pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out after {limit:?} waiting for: {what}");
-}
-
-/// Does something accept connections on this loopback port?
-pub fn listening(port: u16) -> bool {
-    std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(300))
-        .is_ok()
-}
-
-/// Is the port free to bind?
-pub fn bindable(port: u16) -> bool {
-    TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
 /// The environment a test server on `port` runs with.
@@ -489,7 +416,7 @@ impl Managed {
         std::fs::create_dir_all(&dir).unwrap();
         let ctx = binky::servers::StartCtx {
             data_dir: dir.join("data"),
-            port: crate::redis_server::free_port(),
+            port: free_port(),
             password: binky_controllers::slice::random_secret(),
             log: dir.join("server.log"),
         };
