@@ -68,12 +68,11 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{
-    capture, check_stop, free_port, install_signal_handlers, median, p90, random_secret,
-    ratio_places, ratio_value, run_cmd, summary_p90, Res, Table,
-};
+use binky_testkit::run::{capture, find_binky012, find_program, find_tool, run_cmd, tail};
+use binky_testkit::stats::{median, ms, p90, ratio_places, ratio_value, summary_p90};
+use binky_testkit::stop::{check_stop, install_signal_handlers, pause};
+use binky_testkit::table::Table;
+use binky_testkit::{net::free_port, procs::loadavg, random_secret, Res};
 
 const REF_HINT: &str = "binky 0.1.2 (the Python reference) with its adapters' drivers is not \
 installed.\nInstall it into a venv and point the benchmark at it:\n\n\
@@ -237,10 +236,6 @@ fn summary(v: &[f64]) -> Value {
     summary_p90(v)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
@@ -268,36 +263,6 @@ fn io_err(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-/// The first of `names` in /usr/sbin, /usr/bin, then PATH.
-fn find_program(names: &[&str]) -> Option<PathBuf> {
-    let mut dirs = vec![PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")];
-    if let Some(path) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&path));
-    }
-    names
-        .iter()
-        .find_map(|n| dirs.iter().map(|d| d.join(n)).find(|p| p.is_file()))
-}
-
-/// A program from `$env`, else `cached` under `$HOME`, else `name` on PATH.
-fn find_tool(env: &str, cached: &str, name: &str) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(env).map(PathBuf::from) {
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let p = PathBuf::from(home).join(cached);
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 /// `(uid, gid)` of a system user, to run a server that refuses root.
 fn system_user(name: &str, hint: &str) -> Res<Option<(u32, u32)>> {
     if !nix::unistd::geteuid().is_root() {
@@ -308,29 +273,6 @@ fn system_user(name: &str, hint: &str) -> Res<Option<(u32, u32)>> {
         .flatten()
         .ok_or_else(|| format!("running as root needs a `{name}` system user: {hint}"))?;
     Ok(Some((u.uid.as_raw(), u.gid.as_raw())))
-}
-
-/// Sleep a little; an interrupt ends the wait.
-fn pause(d: Duration) -> Res<()> {
-    check_stop()?;
-    thread::sleep(d);
-    check_stop()
-}
-
-fn tail(path: &Path, max: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let start = text.len().saturating_sub(max);
-    let start = (start..text.len())
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(text.len());
-    text[start..].to_owned()
-}
-
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -439,7 +381,7 @@ impl MariaDb {
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).map_err(&io)?;
         let data = dir.path().join("data");
         fs::create_dir(&data).map_err(&io)?;
-        let password = random_secret()?;
+        let password = random_secret();
         // No anonymous accounts, root over TCP only from loopback, with a password.
         let sql = dir.path().join("extra.sql");
         fs::write(
@@ -480,7 +422,7 @@ impl MariaDb {
         }
         let log_path = dir.path().join("mariadbd.log");
         for _attempt in 0..5 {
-            let port = free_port()?;
+            let port = free_port();
             let log = fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -696,19 +638,19 @@ impl ClickHouseServer {
             .map_err(|e| format!("{CLICKHOUSE_CONFIG}: {e}; {CLICKHOUSE_HINT}"))?;
         let dir = tempdir("clickhouse")?;
         let io = io_err("clickhouse dir");
-        let password = random_secret()?;
+        let password = random_secret();
         fs::write(dir.path().join("users.xml"), clickhouse_users(&password)).map_err(&io)?;
         let out_path = dir.path().join("server.out");
         for _attempt in 0..5 {
-            let port = free_port()?;
+            let port = free_port();
             let ports = [
                 ("http_port", port),
-                ("tcp_port", free_port()?),
-                ("interserver_http_port", free_port()?),
-                ("mysql_port", free_port()?),
-                ("postgresql_port", free_port()?),
-                ("https_port", free_port()?),
-                ("tcp_port_secure", free_port()?),
+                ("tcp_port", free_port()),
+                ("interserver_http_port", free_port()),
+                ("mysql_port", free_port()),
+                ("postgresql_port", free_port()),
+                ("https_port", free_port()),
+                ("tcp_port_secure", free_port()),
             ];
             fs::write(
                 dir.path().join("config.xml"),
@@ -841,7 +783,7 @@ impl Moto {
         let io = io_err("moto dir");
         let log = dir.path().join("moto.log");
         for _attempt in 0..5 {
-            let port = free_port()?;
+            let port = free_port();
             let out = fs::File::create(&log).map_err(&io)?;
             let mut cmd = Command::new(&bin);
             cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -855,7 +797,7 @@ impl Moto {
                 if http_answers(port) {
                     return Ok(Moto {
                         endpoint: format!("http://127.0.0.1:{port}"),
-                        secret: format!("moto-secret-{}", random_secret()?),
+                        secret: format!("moto-secret-{}", random_secret()),
                         version,
                         daemon,
                         _dir: dir,
@@ -992,9 +934,9 @@ impl Rabbit {
         for sub in ["mnesia", "log", "home"] {
             fs::create_dir_all(dir.path().join(sub)).map_err(&io)?;
         }
-        let password = random_secret()?;
+        let password = random_secret();
         let (amqp_port, mgmt_port, dist_port, epmd_port) =
-            (free_port()?, free_port()?, free_port()?, free_port()?);
+            (free_port(), free_port(), free_port(), free_port());
         fs::write(
             dir.path().join("enabled_plugins"),
             "[rabbitmq_management].\n",
@@ -1173,7 +1115,7 @@ impl Tansu {
         let io = io_err("tansu dir");
         let log = dir.path().join("tansu.log");
         for _attempt in 0..5 {
-            let port = free_port()?;
+            let port = free_port();
             let listener = format!("tcp://127.0.0.1:{port}");
             let out = fs::File::create(&log).map_err(&io)?;
             let mut cmd = Command::new(&bin);
@@ -1631,22 +1573,6 @@ impl Drop for PySession {
     }
 }
 
-fn find_binky012() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let reference = PathBuf::from("/work/ref/venv/bin/binky");
-    if reference.is_file() {
-        return Some(reference);
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("binky012"))
-            .find(|p| p.is_file())
-    })
-}
-
 /// The interpreter of a Python entry point (its `#!` line).
 fn python_of(bin: &Path) -> Option<String> {
     fs::read_to_string(bin)
@@ -1807,7 +1733,7 @@ fn cycle(
     let tool = runner.tool();
     let slice = Slice {
         name: name.to_owned(),
-        secret: random_secret()?,
+        secret: random_secret(),
     };
     let before = server.snapshot()?;
     let (up, address) = runner.provision(&slice)?;
@@ -1970,7 +1896,7 @@ fn mysql_clone(
     let cfg = server.binky_cfg();
     let golden = Slice {
         name: format!("bk_{PROJECT}_golden_db"),
-        secret: random_secret()?,
+        secret: random_secret(),
     };
     binky_provision(&adapter, &golden, &cfg)?;
     let mut values = String::new();
@@ -2015,7 +1941,7 @@ fn mysql_clone(
         };
         let slice = Slice {
             name: format!("bk_{PROJECT}_{world}_clone"),
-            secret: random_secret()?,
+            secret: random_secret(),
         };
         let before = server.snapshot()?;
         let (up, address) = binky_clone(&adapter, &golden, &slice, &cfg)?;

@@ -16,11 +16,10 @@
 //! Run: `cargo bench --bench foundation [-- --worlds N --runs N --json PATH]`.
 
 use std::fs;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -28,11 +27,11 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{
-    check_stop, install_signal_handlers, median, ratio, ratio_value, summary, Res, Table,
-};
+use binky_testkit::procs::{alive, loadavg, sandbox_processes};
+use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::stats::{median, ms, ratio, ratio_value, summary};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::{net::free_port, table::Table, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) is not installed.\n\
 Install it into a venv and point the benchmark at it:\n\n\
@@ -130,76 +129,6 @@ fn parse_args() -> Res<Args> {
 // ---------------------------------------------------------------------------------------------
 // Running commands with a timeout, timing the whole command precisely.
 
-struct Run {
-    status: ExitStatus,
-    elapsed: Duration,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn ok(&self) -> bool {
-        self.status.success()
-    }
-}
-
-/// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
-/// daemon that inherits the descriptors cannot hold the command open.
-fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
-    let out_path = scratch.join("cmd.stdout");
-    let err_path = scratch.join("cmd.stderr");
-    let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
-    let err = fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    let desc = format!("{cmd:?}");
-    let start = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {desc}: {e}"))?;
-    let pid = child.id() as i32;
-    let (tx, rx) = mpsc::channel::<()>();
-    let dog = thread::spawn(move || {
-        if rx.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            true
-        } else {
-            false
-        }
-    });
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for {desc}: {e}"))?;
-    let elapsed = start.elapsed();
-    let _ = tx.send(());
-    let timed_out = dog.join().unwrap_or(false);
-    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
-    if timed_out {
-        return Err(format!(
-            "{desc} timed out after {timeout:?}\nstdout: {stdout}\nstderr: {stderr}"
-        ));
-    }
-    Ok(Run {
-        status,
-        elapsed,
-        stdout,
-        stderr,
-    })
-}
-
-fn capture(program: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if out.status.success() && !text.is_empty() {
-        Some(text)
-    } else {
-        let e = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        (!e.is_empty() && out.status.success()).then_some(e)
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // /proc helpers.
 
@@ -249,52 +178,8 @@ fn proc_status_kib(pid: u32, key: &str) -> Res<u64> {
         .ok_or_else(|| format!("no {key} in /proc/{pid}/status"))
 }
 
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
-/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
-/// working directory inside the sandbox.
-fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = format!("BINKY_HOME={}", home.display());
-    let mut pids = Vec::new();
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return pids;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me || !alive(pid) {
-            continue;
-        }
-        let env_match = fs::read(format!("/proc/{pid}/environ"))
-            .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-            .unwrap_or(false);
-        let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
-            .map(|c| c.starts_with(root))
-            .unwrap_or(false);
-        if env_match || cwd_match {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 // ---------------------------------------------------------------------------------------------
 // Statistics.
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 // ---------------------------------------------------------------------------------------------
 // The two tools.
@@ -612,15 +497,10 @@ impl Drop for Direct {
     }
 }
 
-fn free_port() -> Res<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
-}
-
 /// Start api, wait until it accepts TCP, then web, the way both tools do with depends_on;
 /// returns the time from the first spawn to web accepting.
 fn direct_start(python: &str) -> Res<Duration> {
-    let ports = [free_port()?, free_port()?];
+    let ports = [free_port(), free_port()];
     let mut kids = Direct(Vec::new());
     let start = Instant::now();
     for port in ports {
@@ -777,29 +657,6 @@ fn verdict(ok: bool) -> &'static str {
 }
 
 // ---------------------------------------------------------------------------------------------
-
-fn find_binky012() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let reference = PathBuf::from("/work/ref/venv/bin/binky");
-    if reference.is_file() {
-        return Some(reference);
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("binky012"))
-            .find(|p| p.is_file())
-    })
-}
-
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
 
 fn machine(python: &str) -> Value {
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();

@@ -18,11 +18,10 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -30,9 +29,11 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{check_stop, install_signal_handlers, median, summary, Res, Table};
+use binky_testkit::procs::{alive, all_pids, loadavg, with_children};
+use binky_testkit::run::{capture, run_cmd, Run};
+use binky_testkit::stats::{median, summary};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::{net::free_port, table::Table, Res};
 
 const INSTALL_HINT: &str = "The proxy benchmark needs `nginx` and `wrk` (Debian's packages):\n\n\
     sudo apt-get install -y nginx-light wrk\n\n\
@@ -180,12 +181,6 @@ fn parse_args() -> Res<Args> {
 // ---------------------------------------------------------------------------------------------
 // Running commands with a timeout.
 
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
 /// CPU affinity for a command, applied in the child between fork and exec.
 fn pin_command(cmd: &mut Command, cpu: Option<usize>) {
     if let Some(cpu) = cpu {
@@ -204,59 +199,6 @@ fn pin_command(cmd: &mut Command, cpu: Option<usize>) {
     }
 }
 
-/// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
-/// daemon that inherits the descriptors cannot hold the command open.
-fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
-    let out_path = scratch.join("cmd.stdout");
-    let err_path = scratch.join("cmd.stderr");
-    let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
-    let err = fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    let desc = format!("{cmd:?}");
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {desc}: {e}"))?;
-    let pid = child.id() as i32;
-    let (tx, rx) = mpsc::channel::<()>();
-    let dog = thread::spawn(move || {
-        if rx.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            true
-        } else {
-            false
-        }
-    });
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for {desc}: {e}"))?;
-    let _ = tx.send(());
-    let timed_out = dog.join().unwrap_or(false);
-    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
-    if timed_out {
-        return Err(format!(
-            "{desc} timed out after {timeout:?}\nstdout: {stdout}\nstderr: {stderr}"
-        ));
-    }
-    Ok(Run {
-        status,
-        stdout,
-        stderr,
-    })
-}
-
-fn capture(program: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    let mut text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if text.is_empty() {
-        // `nginx -v` prints to stderr.
-        text = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-    }
-    (out.status.success() && !text.is_empty()).then_some(text)
-}
-
 /// `name` on PATH, else in the given extra directories (nginx lives in /usr/sbin, which is not
 /// on every user's PATH).
 fn find_program(name: &str, extra: &[&str]) -> Option<PathBuf> {
@@ -269,36 +211,6 @@ fn find_program(name: &str, extra: &[&str]) -> Option<PathBuf> {
 
 // ---------------------------------------------------------------------------------------------
 // /proc helpers.
-
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
-fn ppid(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn all_pids() -> Vec<u32> {
-    fs::read_dir("/proc")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// `pid` and its direct children (an nginx master and its workers).
-fn with_children(pid: u32) -> Vec<u32> {
-    let mut out = vec![pid];
-    out.extend(all_pids().into_iter().filter(|p| ppid(*p) == Some(pid)));
-    out
-}
 
 /// CPU time of all threads of the given processes, in nanoseconds (`/proc/PID/task/*/schedstat`).
 fn cpu_ns(pids: &[u32]) -> u64 {
@@ -407,11 +319,6 @@ fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
             env_match || cwd_match
         })
         .collect()
-}
-
-fn free_port() -> Res<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
 /// One `GET /` with `Host: HOST` on a fresh connection: the status line and the whole response.
@@ -1149,13 +1056,6 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
 fn machine(nginx: &Path, wrk: &Path) -> Value {
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mem_kib = meminfo
@@ -1264,9 +1164,9 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
     };
 
     let mut sb = Sandbox::new(binky.clone(), nginx.clone())?;
-    let (daemon, backend_port, binky_port) = sb.start_binky(free_port()?, server_cpu)?;
+    let (daemon, backend_port, binky_port) = sb.start_binky(free_port(), server_cpu)?;
     let mut backend_pids = sb.backend_pids()?;
-    let nginx_port = free_port()?;
+    let nginx_port = free_port();
     let nginx_master = sb.start_nginx_proxy(nginx_port, backend_port, server_cpu)?;
     // Workers are forked once the master has read its config and bound.
     thread::sleep(Duration::from_millis(200));

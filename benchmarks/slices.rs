@@ -46,12 +46,11 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{
-    capture, check_stop, free_port, install_signal_handlers, median, p90, random_secret, ratio,
-    ratio_value, run_cmd, summary_p90, Res, Run, Table,
-};
+use binky_testkit::procs::{loadavg, sandbox_processes};
+use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::stats::{median, ms, p90, ratio, ratio_value, summary_p90};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::{net::free_port, random_secret, table::Table, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres and redis \
 extras is not installed.\nInstall it into a venv and point the benchmark at it:\n\n\
@@ -125,52 +124,8 @@ fn parse_args() -> Res<Args> {
 // ---------------------------------------------------------------------------------------------
 // /proc helpers.
 
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
-/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
-/// working directory inside the sandbox.
-fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = format!("BINKY_HOME={}", home.display());
-    let mut pids = Vec::new();
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return pids;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me || !alive(pid) {
-            continue;
-        }
-        let env_match = fs::read(format!("/proc/{pid}/environ"))
-            .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-            .unwrap_or(false);
-        let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
-            .map(|c| c.starts_with(root))
-            .unwrap_or(false);
-        if env_match || cwd_match {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 // ---------------------------------------------------------------------------------------------
 // Statistics.
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 fn diffs(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x - y).collect()
@@ -277,7 +232,7 @@ impl PgServer {
         let data = dir.path().join("data");
         fs::create_dir(&data).map_err(io)?;
         fs::set_permissions(&data, fs::Permissions::from_mode(0o700)).map_err(io)?;
-        let password = random_secret()?;
+        let password = random_secret();
         let pwfile = dir.path().join("pwfile");
         fs::write(&pwfile, format!("{password}\n")).map_err(io)?;
         if let Some((uid, gid)) = user {
@@ -305,7 +260,7 @@ impl PgServer {
 
         let log_path = dir.path().join("postgres.log");
         for _attempt in 0..5 {
-            let port = free_port()?;
+            let port = free_port();
             let log = fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -426,10 +381,10 @@ impl RedisServer {
             .prefix("binky-bench-redis-")
             .tempdir()
             .map_err(|e| format!("tempdir: {e}"))?;
-        let password = random_secret()?;
+        let password = random_secret();
         // A port taken between the probe and the bind makes redis exit: try another.
         for _ in 0..5 {
-            let port = free_port()?;
+            let port = free_port();
             let mut child = Command::new(&bin)
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
@@ -716,7 +671,7 @@ impl Tool {
     fn start_daemon(&mut self) -> Res<()> {
         if self.kind == Kind::Rust {
             // Keep binky's proxy off ports 80/443.
-            let (p, q) = (free_port()?.to_string(), free_port()?.to_string());
+            let (p, q) = (free_port().to_string(), free_port().to_string());
             self.run_ok(
                 Cfg::Bare,
                 &["port", "--proxy", &p, "--https", &q],
@@ -914,7 +869,7 @@ fn redis_floor(admin_url: &str, name: &str) -> Res<(f64, f64)> {
         .arg(name)
         .arg("reset")
         .arg("on")
-        .arg(format!(">{}", random_secret()?))
+        .arg(format!(">{}", random_secret()))
         .arg(format!("~{name}:*"))
         .arg(format!("&{name}:*"))
         .arg("+@all")
@@ -951,7 +906,7 @@ fn binky_adapter_alone(cfg: Cfg, admin_url: &str, name: &str) -> Res<(f64, f64)>
     };
     let slice = Slice {
         name: name.to_owned(),
-        secret: random_secret()?,
+        secret: random_secret(),
     };
     rt.block_on(async {
         let e = |e: binky::adapters::AdapterError| format!("binky adapter, {name}: {e}");
@@ -1073,22 +1028,6 @@ fn fmt_ms(v: f64) -> String {
 
 // ---------------------------------------------------------------------------------------------
 
-fn find_binky012() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let reference = PathBuf::from("/work/ref/venv/bin/binky");
-    if reference.is_file() {
-        return Some(reference);
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("binky012"))
-            .find(|p| p.is_file())
-    })
-}
-
 /// The interpreter of binky 0.1.2's entry point (its `#!` line).
 fn binky012_python(bin: &Path) -> String {
     fs::read_to_string(bin)
@@ -1109,13 +1048,6 @@ fn binky012_has_extras(bin: &Path) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
 }
 
 fn machine(s: &Servers) -> Value {

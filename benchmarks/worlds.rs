@@ -53,12 +53,11 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{
-    capture, check_stop, free_port, install_signal_handlers, median, random_secret, run_cmd,
-    summary, Res, Run, Table,
-};
+use binky_testkit::procs::{alive, loadavg, sandbox_processes, tree};
+use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::stats::{median, ms, summary};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::{net::free_port, random_secret, table::Table, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres extra is not \
 installed.\nInstall it into a venv and point the benchmark at it:\n\n\
@@ -273,70 +272,8 @@ fn parse_args() -> Res<Args> {
     Ok(a)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
 // ---------------------------------------------------------------------------------------------
 // /proc: processes, their memory, and disk usage.
-
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
-fn ppid_of(pid: u32) -> Option<u32> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
-    let mut f = rest.split_whitespace();
-    let state = f.next()?;
-    if state == "Z" {
-        return None;
-    }
-    f.next()?.parse().ok()
-}
-
-fn all_pids() -> Vec<u32> {
-    fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
-        .collect()
-}
-
-/// `root` and every live process below it.
-fn tree(root: u32) -> Vec<u32> {
-    if !alive(root) {
-        return Vec::new();
-    }
-    let parents: Vec<(u32, u32)> = all_pids()
-        .into_iter()
-        .filter_map(|p| ppid_of(p).map(|pp| (p, pp)))
-        .collect();
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let parent = out[i];
-        out.extend(
-            parents
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        i += 1;
-    }
-    out
-}
 
 fn cmdline(pid: u32) -> String {
     fs::read(format!("/proc/{pid}/cmdline"))
@@ -473,26 +410,6 @@ fn du(path: &Path) -> u64 {
         }
     }
     total
-}
-
-/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
-/// working directory inside the sandbox.
-fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = format!("BINKY_HOME={}", home.display());
-    all_pids()
-        .into_iter()
-        .filter(|&pid| pid != me && alive(pid))
-        .filter(|pid| {
-            let env_match = fs::read(format!("/proc/{pid}/environ"))
-                .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-                .unwrap_or(false);
-            let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
-                .map(|c| c.starts_with(root))
-                .unwrap_or(false);
-            env_match || cwd_match
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -644,7 +561,7 @@ impl PgServer {
         let data = dir.path().join("data");
         fs::create_dir(&data).map_err(io)?;
         fs::set_permissions(&data, fs::Permissions::from_mode(0o700)).map_err(io)?;
-        let password = random_secret()?;
+        let password = random_secret();
         let pwfile = dir.path().join("pwfile");
         fs::write(&pwfile, format!("{password}\n")).map_err(io)?;
         if let Some((uid, gid)) = user {
@@ -673,7 +590,7 @@ impl PgServer {
         let log_path = dir.path().join("postgres.log");
         for _attempt in 0..5 {
             let started = Instant::now();
-            let port = free_port()?;
+            let port = free_port();
             let log = fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -1178,7 +1095,7 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
         run_sh(&app.seed_cmd(), &appdir, &env, path)?;
         let seed_ms = ms(t.elapsed());
         let t = Instant::now();
-        let port = free_port()?;
+        let port = free_port();
         let mut child = Command::new("/bin/sh")
             .arg("-c")
             .arg(app.service_cmd(&port.to_string()))
@@ -1426,7 +1343,7 @@ impl Tool {
     fn start_daemon(&mut self) -> Res<()> {
         if self.kind == Kind::Rust {
             // Keep binky's proxy off ports 80/443.
-            let (p, q) = (free_port()?.to_string(), free_port()?.to_string());
+            let (p, q) = (free_port().to_string(), free_port().to_string());
             self.run_ok(
                 "app",
                 &["port", "--proxy", &p, "--https", &q],
@@ -2122,22 +2039,6 @@ fn fmt_s(ms: f64) -> String {
     } else {
         format!("{:.2} s", ms / 1000.0)
     }
-}
-
-fn find_binky012() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let reference = PathBuf::from("/work/ref/venv/bin/binky");
-    if reference.is_file() {
-        return Some(reference);
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("binky012"))
-            .find(|p| p.is_file())
-    })
 }
 
 /// binky 0.1.2's postgres driver (psycopg) importable by the interpreter of its entry point.
