@@ -268,26 +268,7 @@ impl Tool {
             torn_down: false,
             _dir: dir,
         };
-        for args in [
-            &["init", "-q"][..],
-            &["add", "binky.toml"][..],
-            &[
-                "-c",
-                "user.name=bench",
-                "-c",
-                "user.email=bench@localhost",
-                "commit",
-                "-qm",
-                "bench",
-            ][..],
-        ] {
-            let mut c = Command::new("git");
-            c.args(args).current_dir(&tool.repo).env("HOME", &tool.home);
-            let r = run_cmd(c, &tool.root, Duration::from_secs(30))?;
-            if !r.ok() {
-                return Err(format!("git {args:?} failed: {}", r.stderr));
-            }
-        }
+        binky_testkit::git::bench_repo(&tool.repo, "binky.toml", &tool.home, &tool.root)?;
         Ok(tool)
     }
 

@@ -506,26 +506,7 @@ impl Sandbox {
              [services.web]\ncmd = '{cmd}'\nurl = \"web\"\n"
         );
         fs::write(sb.repo.join("binky.toml"), toml).map_err(|e| format!("binky.toml: {e}"))?;
-        for args in [
-            &["init", "-q"][..],
-            &["add", "binky.toml"][..],
-            &[
-                "-c",
-                "user.name=bench",
-                "-c",
-                "user.email=bench@localhost",
-                "commit",
-                "-qm",
-                "bench",
-            ][..],
-        ] {
-            let mut c = Command::new("git");
-            c.args(args).current_dir(&sb.repo).env("HOME", &sb.home);
-            let r = run_cmd(c, &sb.root, Duration::from_secs(30))?;
-            if !r.status.success() {
-                return Err(format!("git {args:?} failed: {}", r.stderr));
-            }
-        }
+        binky_testkit::git::bench_repo(&sb.repo, "binky.toml", &sb.home, &sb.root)?;
         Ok(sb)
     }
 

@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -55,9 +55,10 @@ use serde_json::{json, Value};
 
 use binky_testkit::procs::{alive, loadavg, sandbox_processes, tree};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::servers::postgres::{pg_bin_dir, Options};
 use binky_testkit::stats::{median, ms, summary};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
-use binky_testkit::{net::free_port, random_secret, table::Table, Res};
+use binky_testkit::{net::free_port, table::Table, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres extra is not \
 installed.\nInstall it into a venv and point the benchmark at it:\n\n\
@@ -415,42 +416,6 @@ fn du(path: &Path) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL: a private server, and queries.
 
-/// The `bin` directory of the newest installed PostgreSQL, if any.
-fn pg_bin_dir() -> Option<PathBuf> {
-    let has_all = |d: &Path| {
-        ["initdb", "postgres", "psql"]
-            .iter()
-            .all(|b| d.join(b).is_file())
-    };
-    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let major = e
-                .file_name()
-                .to_string_lossy()
-                .split('.')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((major, e.path().join("bin")))
-        })
-        .filter(|(_, d)| has_all(d))
-        .collect();
-    versions.sort();
-    if let Some((_, d)) = versions.pop() {
-        return Some(d);
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("initdb"))
-        .find(|p| p.is_file())
-        .and_then(|p| fs::canonicalize(p).ok())
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .filter(|d| has_all(d))
-}
-
 /// Rows of `sql` (simple query protocol, fields as text) on a fresh connection to `url`,
 /// which is closed before returning.
 fn pg_query(url: &str, sql: &str) -> Res<Vec<Vec<Option<String>>>> {
@@ -520,147 +485,51 @@ fn ready_query(url: &str, rows: u64) -> Res<()> {
     Ok(())
 }
 
-/// The `postgres` system user when we are root (PostgreSQL refuses root).
-fn pg_user() -> Res<Option<(u32, u32)>> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    let u = nix::unistd::User::from_name("postgres")
-        .ok()
-        .flatten()
-        .ok_or("running as root needs a `postgres` system user (apt-get install postgresql)")?;
-    Ok(Some((u.uid.as_raw(), u.gid.as_raw())))
-}
-
-/// A private PostgreSQL cluster in a temp dir, run as the `postgres` user when we are root,
-/// made the way `benchmarks/slices.rs` makes one. Stopped and removed on drop.
+/// A private PostgreSQL cluster (the kit's, with its shared memory as SysV segments the bench
+/// can see whole), made the way `benchmarks/slices.rs` makes one. Stopped and removed on
+/// drop.
 struct PgServer {
-    admin_url: String,
-    port: u16,
-    data_dir: PathBuf,
-    child: Child,
+    pg: binky_testkit::servers::postgres::PgServer,
     initdb_ms: f64,
     start_ms: f64,
-    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for PgServer {
+    type Target = binky_testkit::servers::postgres::PgServer;
+    fn deref(&self) -> &Self::Target {
+        &self.pg
+    }
 }
 
 impl PgServer {
     /// A cluster under `parent` (`None`: the temp dir).
     fn start(bin_dir: &Path, parent: Option<&Path>, fsync: bool) -> Res<PgServer> {
-        let user = pg_user()?;
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("binky-bench-worlds-pg-");
-        let dir = match parent {
-            Some(p) => builder.tempdir_in(p),
-            None => builder.tempdir(),
-        }
-        .map_err(|e| format!("tempdir: {e}"))?;
-        let io = |e: std::io::Error| format!("postgres dir: {e}");
-        // The postgres user must be able to pass through to its data directory.
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).map_err(io)?;
-        let data = dir.path().join("data");
-        fs::create_dir(&data).map_err(io)?;
-        fs::set_permissions(&data, fs::Permissions::from_mode(0o700)).map_err(io)?;
-        let password = random_secret();
-        let pwfile = dir.path().join("pwfile");
-        fs::write(&pwfile, format!("{password}\n")).map_err(io)?;
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).map_err(io)?;
-            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid)).map_err(io)?;
-        }
-        let started = Instant::now();
-        let mut initdb = Command::new(bin_dir.join("initdb"));
-        initdb
-            .arg("-D")
-            .arg(&data)
-            .args(["-U", "postgres", "--auth=scram-sha-256", "-E", "UTF8"])
-            .args(["--locale=C", "-N"])
-            .arg(format!("--pwfile={}", pwfile.display()))
-            .current_dir("/");
-        if let Some((uid, gid)) = user {
-            initdb.uid(uid).gid(gid);
-        }
-        let r = run_cmd(initdb, dir.path(), Duration::from_secs(120))?;
-        let _ = fs::remove_file(&pwfile);
-        if !r.ok() {
-            return Err(format!("initdb failed ({}): {}", r.status, r.stderr));
-        }
-        let initdb_ms = ms(started.elapsed());
-
-        let log_path = dir.path().join("postgres.log");
-        for _attempt in 0..5 {
-            let started = Instant::now();
-            let port = free_port();
-            let log = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .map_err(io)?;
-            let mut cmd = Command::new(bin_dir.join("postgres"));
-            cmd.arg("-D")
-                .arg(&data)
-                .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
-                .arg("-k")
-                .arg(&data)
-                // Shared memory the bench can see whole (see `Mem`).
-                .args(["-c", "shared_memory_type=sysv"]);
-            if !fsync {
-                cmd.args(["-c", "fsync=off", "-c", "full_page_writes=off"])
-                    .args(["-c", "synchronous_commit=off"]);
-            }
-            cmd.current_dir("/")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().map_err(io)?)
-                .stderr(log)
-                .process_group(0);
-            if let Some((uid, gid)) = user {
-                cmd.uid(uid).gid(gid);
-            }
-            let mut child = cmd.spawn().map_err(|e| format!("spawn postgres: {e}"))?;
-            let admin_url = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
-            let until = Instant::now() + Duration::from_secs(30);
-            loop {
-                if let Ok(Some(status)) = child.try_wait() {
-                    let text = fs::read_to_string(&log_path).unwrap_or_default();
-                    if text.contains("could not bind") || text.contains("already in use") {
-                        break; // Someone took the port meanwhile: another one.
-                    }
-                    return Err(format!("postgres exited ({status}):\n{text}"));
-                }
-                if pg_query(&admin_url, "SELECT 1").is_ok() {
-                    return Ok(PgServer {
-                        admin_url,
-                        port,
-                        data_dir: data,
-                        child,
-                        initdb_ms,
-                        start_ms: ms(started.elapsed()),
-                        _dir: dir,
-                    });
-                }
-                if Instant::now() > until || check_stop().is_err() {
-                    let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
-                    let _ = child.wait();
-                    return Err(format!(
-                        "postgres not ready after 30 s:\n{}",
-                        fs::read_to_string(&log_path).unwrap_or_default()
-                    ));
-                }
-                thread::sleep(Duration::from_millis(10));
-            }
-        }
-        Err("no free port for postgres after 5 attempts".into())
+        let pg = binky_testkit::servers::postgres::PgServer::start_with(Options {
+            bin_dir: Some(bin_dir.to_path_buf()),
+            parent: parent.map(Path::to_path_buf),
+            prefix: "binky-bench-worlds-pg-".into(),
+            fsync,
+            // Shared memory the bench can see whole (see `Mem`).
+            settings: vec!["shared_memory_type=sysv".into()],
+            ready: Some(|url| pg_query(url, "SELECT 1").is_ok()),
+            poll: Duration::from_millis(10),
+        })?;
+        Ok(PgServer {
+            initdb_ms: ms(pg.initdb_time),
+            start_ms: ms(pg.start_time),
+            pg,
+        })
     }
 
     /// The postmaster and every process below it.
     fn pids(&self) -> Vec<u32> {
-        tree(self.child.id())
+        tree(self.pg.pid)
     }
 
     /// The memory of the server: its processes and its resident shared memory.
     fn mem(&self) -> Mem {
         let mut m = Mem::of(&self.pids());
-        m.shm = sysv_segments(self.child.id()).iter().map(|s| s.1).sum();
+        m.shm = sysv_segments(self.pg.pid).iter().map(|s| s.1).sum();
         m
     }
 
@@ -675,20 +544,9 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
-        // Fast shutdown; the group is killed if it takes too long.
-        let pid = self.child.id() as i32;
-        let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        let _ = self.child.wait();
+        self.pg.stop();
         // A killed postmaster leaves its SysV segment behind.
-        for (id, _) in sysv_segments(pid as u32) {
+        for (id, _) in sysv_segments(self.pg.pid) {
             let _ = Command::new("ipcrm")
                 .args(["-m", &id])
                 .stdout(Stdio::null())
@@ -1071,14 +929,15 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
     let mut problems = Vec::new();
     for n in 1..=args.max_worlds() {
         check_stop()?;
-        let roots = |extra: Option<u32>| -> Vec<u32> {
-            std::iter::once(std::process::id())
-                .chain(worlds.iter().flat_map(|w| {
-                    std::iter::once(w.pg.child.id()).chain(w.app.0.iter().map(Child::id))
-                }))
-                .chain(extra)
-                .collect()
-        };
+        let roots =
+            |extra: Option<u32>| -> Vec<u32> {
+                std::iter::once(std::process::id())
+                    .chain(worlds.iter().flat_map(|w| {
+                        std::iter::once(w.pg.pid).chain(w.app.0.iter().map(Child::id))
+                    }))
+                    .chain(extra)
+                    .collect()
+            };
         let quiet = wait_quiet(&roots(None))?;
         let cpu0 = Cpu::now(&roots(None));
         let started = Instant::now();
@@ -1116,7 +975,7 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
         ready_query(&url, args.rows)?;
         let ready_ms = ms(t.elapsed());
         let time_ms = ms(started.elapsed());
-        let others = cpu0.others(Cpu::now(&roots(Some(pg.child.id()))));
+        let others = cpu0.others(Cpu::now(&roots(Some(pg.pid))));
         let steps = vec![
             ("initdb", pg.initdb_ms),
             ("start", pg.start_ms),
@@ -1143,7 +1002,7 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
             }
         }
         let datadir: u64 = worlds.iter().map(|w| du(&w.pg.data_dir)).sum();
-        let alive_servers = worlds.iter().filter(|w| alive(w.pg.child.id())).count();
+        let alive_servers = worlds.iter().filter(|w| alive(w.pg.pid)).count();
         if alive_servers != n {
             problems.push(format!(
                 "after world {n}: only {alive_servers} of {n} servers alive"
@@ -1272,26 +1131,7 @@ impl Tool {
         for (name, toml) in repos {
             let repo = tool.root.join(name);
             app.write(&repo, toml)?;
-            for args in [
-                &["init", "-q"][..],
-                &["add", "."][..],
-                &[
-                    "-c",
-                    "user.name=bench",
-                    "-c",
-                    "user.email=bench@localhost",
-                    "commit",
-                    "-qm",
-                    "bench",
-                ][..],
-            ] {
-                let mut c = Command::new("git");
-                c.args(args).current_dir(&repo).env("HOME", &tool.home);
-                let r = run_cmd(c, &tool.root, Duration::from_secs(30))?;
-                if !r.ok() {
-                    return Err(format!("git {args:?} failed: {}", r.stderr));
-                }
-            }
+            binky_testkit::git::bench_repo(&repo, ".", &tool.home, &tool.root)?;
         }
         Ok(tool)
     }
@@ -1634,7 +1474,7 @@ fn arm_tool(
                 downed.push(old);
             }
         }
-        let roots = [std::process::id(), pg.child.id(), daemon_pid];
+        let roots = [std::process::id(), pg.pid, daemon_pid];
         let waited = wait_quiet(&roots)?;
         let cpu0 = Cpu::now(&roots);
         let started = Instant::now();
@@ -1912,7 +1752,7 @@ fn arm_strategy(args: &Args, bin: PathBuf, bin_dir: &Path, app: &App, path: &str
         build / 1000.0
     );
     let mut problems = Vec::new();
-    let roots = [std::process::id(), pg.child.id(), t.daemon_pid()?];
+    let roots = [std::process::id(), pg.pid, t.daemon_pid()?];
     let (mut fc, mut wl) = (StratSamples::default(), StratSamples::default());
     for i in 1..=args.strategy_worlds {
         let both = [("app", "fc", true), ("appwal", "wl", false)];

@@ -32,3 +32,30 @@ pub fn commit_all(dir: &Path, message: &str) {
     git_in(dir, &["add", "-A"]);
     git_in(dir, &["commit", "-qm", message]);
 }
+
+/// A benchmark's sandbox repository: `git init` in `repo`, add `add` (a path or `.`), and
+/// commit it as `bench`, with `HOME` set to the sandbox's `home` (so no user's git config
+/// applies); the git commands' output goes to files in `scratch`.
+pub fn bench_repo(repo: &Path, add: &str, home: &Path, scratch: &Path) -> crate::Res<()> {
+    for args in [
+        &["init", "-q"][..],
+        &["add", add][..],
+        &[
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@localhost",
+            "commit",
+            "-qm",
+            "bench",
+        ][..],
+    ] {
+        let mut c = Command::new("git");
+        c.args(args).current_dir(repo).env("HOME", home);
+        let r = crate::run::run_cmd(c, scratch, std::time::Duration::from_secs(30))?;
+        if !r.ok() {
+            return Err(format!("git {args:?} failed: {}", r.stderr));
+        }
+    }
+    Ok(())
+}

@@ -136,7 +136,6 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");
         let home = dir.path().join("home");
-        std::fs::create_dir_all(&repo).unwrap();
         let ports = PortBlock::take();
         let env = Env {
             dir,
@@ -144,13 +143,10 @@ impl Env {
             home,
             ports,
         };
-        env.git(&["init", "-q", "-b", "main"]);
-        env.git(&["config", "user.email", "t@example.com"]);
-        env.git(&["config", "user.name", "t"]);
+        binky_testkit::git::init_repo(&env.repo);
         env.write_config(toml);
         std::fs::write(env.repo.join("server.py"), SERVER_PY).unwrap();
-        env.git(&["add", "-A"]);
-        env.git(&["commit", "-qm", "init"]);
+        binky_testkit::git::commit_all(&env.repo, "init");
         // Every test's daemon serves its proxy on its own ports.
         let (p, s) = (env.proxy_port().to_string(), env.https_port().to_string());
         env.ok(&["port", "--proxy", &p, "--https", &s]);

@@ -194,6 +194,11 @@ impl ClickHouseServer {
             std::fs::read_to_string(dir.join("log/clickhouse-server.err.log")).unwrap_or_default()
         ))
     }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for ClickHouseServer {

@@ -100,6 +100,11 @@ impl MotoServer {
             std::fs::read_to_string(&log).unwrap_or_default()
         ))
     }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for MotoServer {

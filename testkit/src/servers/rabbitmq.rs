@@ -166,6 +166,11 @@ impl RabbitNode {
         }
     }
 
+    /// The guardian shell's pid (the node runs below it).
+    pub fn guardian_pid(&self) -> Option<u32> {
+        self.guardian.lock().ok().map(|g| g.id())
+    }
+
     /// The status of an authenticated `GET path` on the management API (`None`: no answer).
     pub fn api_status(&self, user: &str, password: &str, path: &str) -> Option<u16> {
         use std::io::{Read, Write};

@@ -91,6 +91,11 @@ impl RedisServer {
             std::fs::read_to_string(tmp.path().join("redis.log")).unwrap_or_default()
         ))
     }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for RedisServer {

@@ -105,6 +105,11 @@ impl TansuServer {
         let _ = child.wait();
         Err(std::fs::read_to_string(&log).unwrap_or_default())
     }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for TansuServer {
