@@ -127,10 +127,59 @@ pub fn with_cmdline(words: &[&str]) -> Vec<u32> {
         .collect()
 }
 
+/// The command line of `pid`, its arguments joined by spaces (empty when gone).
+pub fn cmdline(pid: u32) -> String {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .replace('\0', " ")
+                .trim()
+                .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// Live processes (not this one) whose working directory is inside one of `dirs`.
+pub fn with_cwd_in(dirs: &[&Path]) -> Vec<u32> {
+    let me = std::process::id();
+    all_pids()
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            fs::read_link(format!("/proc/{pid}/cwd"))
+                .map(|c| dirs.iter().any(|d| c.starts_with(d)))
+                .unwrap_or(false)
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
 /// `/proc/loadavg`, trimmed (empty when unreadable).
 pub fn loadavg() -> String {
     fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
         .trim()
         .to_owned()
+}
+
+/// A benchmark sandbox's teardown check: wait up to `grace` for the processes of the sandbox
+/// ([`sandbox_processes`]) to exit, then SIGKILL those still running and describe them
+/// (`pid cmdline`); empty when nothing was left.
+pub fn reap_sandbox(home: &Path, root: &Path, grace: std::time::Duration) -> Vec<String> {
+    let until = std::time::Instant::now() + grace;
+    let mut left = sandbox_processes(home, root);
+    while !left.is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left = sandbox_processes(home, root);
+    }
+    left.iter()
+        .map(|&pid| {
+            let described = format!("{pid} {}", cmdline(pid));
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            described
+        })
+        .collect()
 }

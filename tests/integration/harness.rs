@@ -298,13 +298,77 @@ impl Env {
     }
 }
 
+impl Env {
+    /// The data directories of this home's managed servers: `servers/` in the home, and the
+    /// copies kept outside it (`/var/lib/binky/<kind>/<random>/data`, linked from the home)
+    /// when the tests run as root.
+    fn managed_server_dirs(&self) -> Vec<PathBuf> {
+        let servers = self.home.join("servers");
+        let mut dirs = vec![servers.clone()];
+        for kind in ["postgres", "mysql"] {
+            if let Ok(data) = std::fs::read_link(servers.join(kind).join("data")) {
+                dirs.push(data);
+            }
+        }
+        dirs
+    }
+
+    /// Managed servers of this home still running (a server runs in its data directory).
+    pub fn our_servers(&self) -> Vec<u32> {
+        let dirs = self.managed_server_dirs();
+        let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+        binky_testkit::procs::with_cwd_in(&dirs)
+    }
+
+    /// Everything of this test still alive: processes with its spawn token, its log
+    /// scrubbers, its managed servers, and any process whose environment names its home or
+    /// whose working directory is inside its temp dir.
+    pub fn leftovers(&self) -> Vec<u32> {
+        let mut pids = self.our_processes();
+        pids.extend(self.our_scrubbers());
+        pids.extend(self.our_servers());
+        pids.extend(binky_testkit::procs::sandbox_processes(
+            &self.home,
+            self.dir.path(),
+        ));
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+}
+
+/// `pid cmdline`, one a line.
+fn describe(pids: &[u32]) -> String {
+    pids.iter()
+        .map(|p| format!("  {p} {}", binky_testkit::procs::cmdline(*p)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A test fails when binky leaves anything running behind it: `servers stop` must stop the
+/// managed servers, and once the daemon is stopped and the worlds' processes (those with
+/// this home's spawn token) are killed, nothing of the test may be left alive. Whatever is
+/// left is killed either way; a test that already fails is not failed twice.
 impl Drop for Env {
     fn drop(&mut self) {
+        let mut failures = Vec::new();
         // Managed servers (started for adapter services without admin_url) go too.
         let _ = Command::new(binky_bin())
             .args(["servers", "stop"])
             .env("BINKY_HOME", &self.home)
             .output();
+        let servers_gone = binky_testkit::wait::wait_for(
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            || self.our_servers().is_empty(),
+        );
+        if !servers_gone {
+            let left = self.our_servers();
+            failures.push(format!(
+                "managed servers still running after `binky servers stop`:\n{}",
+                describe(&left)
+            ));
+        }
         let _ = Command::new(binky_bin())
             .args(["daemon", "stop"])
             .env("BINKY_HOME", &self.home)
@@ -320,6 +384,25 @@ impl Drop for Env {
                 kill(pid as i32, 9);
             }
         }
+        let clean = binky_testkit::wait::wait_for(
+            Duration::from_secs(5),
+            Duration::from_millis(50),
+            || self.leftovers().is_empty(),
+        );
+        if !clean {
+            let left = self.leftovers();
+            failures.push(format!(
+                "processes left running after the daemon stopped and the worlds' processes \
+                 were killed:\n{}",
+                describe(&left)
+            ));
+            for pid in left {
+                unsafe {
+                    kill(-(pid as i32), 9);
+                    kill(pid as i32, 9);
+                }
+            }
+        }
         // A managed PostgreSQL or MariaDB run as root keeps its data outside the home
         // (/var/lib/binky/<kind>/<random>/data, linked from the home): remove it too.
         for kind in ["postgres", "mysql"] {
@@ -329,6 +412,9 @@ impl Drop for Env {
                     let _ = std::fs::remove_dir_all(dir);
                 }
             }
+        }
+        if !failures.is_empty() && !std::thread::panicking() {
+            panic!("{}", failures.join("\n"));
         }
     }
 }
@@ -456,4 +542,27 @@ impl Drop for Managed {
             }
         }
     }
+}
+
+#[test]
+fn the_harness_fails_a_test_that_leaves_a_process_running() {
+    let env = Env::new("[project]\nname = \"left\"\n{range}\n");
+    // Not binky's: no spawn token, so only the sandbox check can find it.
+    let mut child = Command::new("sleep")
+        .arg("300")
+        .current_dir(&env.repo)
+        .env_remove("BINKY_SPAWN_TOKEN")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(env)));
+    let message = dropped
+        .expect_err("the harness let a leftover process pass")
+        .downcast::<String>()
+        .map(|s| *s)
+        .unwrap_or_default();
+    assert!(message.contains("left running"), "{message}");
+    assert!(message.contains(&pid.to_string()), "{message}");
+    let _ = child.wait();
+    assert!(!alive(pid), "the leftover {pid} was not killed");
 }
