@@ -25,11 +25,11 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-use binky_testkit::procs::{alive, all_pids, loadavg, with_children};
+use binky_testkit::procs::{loadavg, reap_sandbox, with_children};
 use binky_testkit::run::{capture, run_cmd, Run};
 use binky_testkit::stats::{median, summary};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
@@ -298,27 +298,6 @@ fn system_busy_ns() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let tck = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as u64;
     busy * (1_000_000_000 / tck)
-}
-
-/// Processes that belong to the sandbox: `BINKY_HOME=<home>` in their environment, or a
-/// working directory inside the sandbox (nginx workers drop their environment but keep the
-/// working directory).
-fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = format!("BINKY_HOME={}", home.display());
-    all_pids()
-        .into_iter()
-        .filter(|pid| *pid != me && alive(*pid))
-        .filter(|pid| {
-            let env_match = fs::read(format!("/proc/{pid}/environ"))
-                .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-                .unwrap_or(false);
-            let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
-                .map(|c| c.starts_with(root))
-                .unwrap_or(false);
-            env_match || cwd_match
-        })
-        .collect()
 }
 
 /// One `GET /` with `Host: HOST` on a fresh connection: the status line and the whole response.
@@ -670,24 +649,9 @@ impl Sandbox {
                 eprintln!("teardown: {e}");
             }
         }
-        let until = Instant::now() + Duration::from_secs(5);
-        let mut left = sandbox_processes(&self.binky_home, &self.root);
-        while !left.is_empty() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(100));
-            left = sandbox_processes(&self.binky_home, &self.root);
-        }
-        for pid in &left {
-            let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|b| {
-                    String::from_utf8_lossy(&b)
-                        .replace('\0', " ")
-                        .trim()
-                        .to_owned()
-                })
-                .unwrap_or_default();
-            self.leftovers.push(format!("{pid} {cmdline}"));
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
-        }
+        // Give exiting processes a moment before calling them leftovers.
+        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
+        self.leftovers.extend(left.iter().cloned());
         if !left.is_empty() {
             eprintln!(
                 "teardown: {} process(es) still running after remove + daemon stop; killed:\n  {}",

@@ -40,11 +40,9 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-use binky_testkit::procs::{loadavg, sandbox_processes};
+use binky_testkit::procs::{loadavg, reap_sandbox};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
 use binky_testkit::servers::postgres::{pg_bin_dir, psql, Options};
 use binky_testkit::servers::redis::connect as redis_connect;
@@ -318,22 +316,12 @@ impl Tool {
             Kind::Rust => ("binky", "binky-bench-slices-rs-"),
             Kind::Py => ("binky 0.1.2", "binky-bench-slices-py-"),
         };
-        let dir = tempfile::Builder::new()
-            .prefix(prefix)
-            .tempdir()
-            .map_err(|e| format!("tempdir: {e}"))?;
-        let root = fs::canonicalize(dir.path()).map_err(|e| format!("tempdir: {e}"))?;
-        let home = root.join("home");
-        let binky_home = home.join(".binky");
-        fs::create_dir_all(&binky_home).map_err(|e| format!("{}: {e}", binky_home.display()))?;
-        if kind == Kind::Py {
-            // No hostname proxy on :80 (and so no Caddy on :443).
-            fs::write(
-                binky_home.join("settings.json"),
-                "{\"proxy_port\": 0, \"https_port\": 0}\n",
-            )
-            .map_err(|e| format!("settings.json: {e}"))?;
-        }
+        let binky_testkit::sandbox::Sandbox {
+            root,
+            home,
+            binky_home,
+            dir,
+        } = binky_testkit::sandbox::Sandbox::new(prefix, kind == Kind::Py)?;
         let tool = Tool {
             kind,
             label,
@@ -514,24 +502,8 @@ impl Tool {
             eprintln!("teardown: {e}");
         }
         // Give exiting processes a moment before calling them leftovers.
-        let until = Instant::now() + Duration::from_secs(5);
-        let mut left = sandbox_processes(&self.binky_home, &self.root);
-        while !left.is_empty() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(100));
-            left = sandbox_processes(&self.binky_home, &self.root);
-        }
-        for pid in &left {
-            let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|b| {
-                    String::from_utf8_lossy(&b)
-                        .replace('\0', " ")
-                        .trim()
-                        .to_owned()
-                })
-                .unwrap_or_default();
-            self.leftovers.push(format!("{pid} {cmdline}"));
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
-        }
+        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
+        self.leftovers.extend(left.iter().cloned());
         if !left.is_empty() {
             eprintln!(
                 "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",

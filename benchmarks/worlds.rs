@@ -49,11 +49,11 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-use binky_testkit::procs::{alive, loadavg, sandbox_processes, tree};
+use binky_testkit::procs::{alive, cmdline, loadavg, reap_sandbox, tree};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
 use binky_testkit::servers::postgres::{pg_bin_dir, Options};
 use binky_testkit::stats::{median, ms, summary};
@@ -275,17 +275,6 @@ fn parse_args() -> Res<Args> {
 
 // ---------------------------------------------------------------------------------------------
 // /proc: processes, their memory, and disk usage.
-
-fn cmdline(pid: u32) -> String {
-    fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .replace('\0', " ")
-                .trim()
-                .to_owned()
-        })
-        .unwrap_or_default()
-}
 
 /// The value in kB of the line `key:` of a /proc status-like file.
 fn kb_field(text: &str, key: &str) -> Option<u64> {
@@ -1099,22 +1088,12 @@ impl Tool {
             Kind::Rust => ("binky", "binky-bench-worlds-rs-"),
             Kind::Py => ("binky 0.1.2", "binky-bench-worlds-py-"),
         };
-        let dir = tempfile::Builder::new()
-            .prefix(prefix)
-            .tempdir()
-            .map_err(|e| format!("tempdir: {e}"))?;
-        let root = fs::canonicalize(dir.path()).map_err(|e| format!("tempdir: {e}"))?;
-        let home = root.join("home");
-        let binky_home = home.join(".binky");
-        fs::create_dir_all(&binky_home).map_err(|e| format!("{}: {e}", binky_home.display()))?;
-        if kind == Kind::Py {
-            // No hostname proxy on :80 (and so no Caddy on :443).
-            fs::write(
-                binky_home.join("settings.json"),
-                "{\"proxy_port\": 0, \"https_port\": 0}\n",
-            )
-            .map_err(|e| format!("settings.json: {e}"))?;
-        }
+        let binky_testkit::sandbox::Sandbox {
+            root,
+            home,
+            binky_home,
+            dir,
+        } = binky_testkit::sandbox::Sandbox::new(prefix, kind == Kind::Py)?;
         let tool = Tool {
             kind,
             label,
@@ -1263,16 +1242,8 @@ impl Tool {
             eprintln!("teardown: {e}");
         }
         // Give exiting processes a moment before calling them leftovers.
-        let until = Instant::now() + Duration::from_secs(5);
-        let mut left = sandbox_processes(&self.binky_home, &self.root);
-        while !left.is_empty() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(100));
-            left = sandbox_processes(&self.binky_home, &self.root);
-        }
-        for pid in &left {
-            self.leftovers.push(format!("{pid} {}", cmdline(*pid)));
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
-        }
+        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
+        self.leftovers.extend(left.iter().cloned());
         if !left.is_empty() {
             eprintln!(
                 "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",

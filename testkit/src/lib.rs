@@ -17,6 +17,7 @@ pub mod git;
 pub mod net;
 pub mod procs;
 pub mod run;
+pub mod sandbox;
 pub mod servers;
 pub mod stats;
 pub mod stop;
