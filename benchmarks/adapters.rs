@@ -67,6 +67,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
+use binky_testkit::args::Flags;
 use binky_testkit::run::{capture, find_binky012, find_program, tail};
 use binky_testkit::servers::moto::moto_binary;
 use binky_testkit::servers::rabbitmq::RABBITMQ_BIN;
@@ -177,31 +178,14 @@ fn parse_args() -> Res<Args> {
         clone: true,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
             "--worlds" => {
-                let v = value("--worlds")?;
-                a.worlds = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=99).contains(n))
-                    .ok_or_else(|| format!("--worlds: `{v}` is not a number from 1 to 99"))?;
+                a.worlds = f.number_in("--worlds", 1..=99)?;
             }
             "--adapters" => {
-                let v = value("--adapters")?;
+                let v = f.value("--adapters")?;
                 let mut kinds = BTreeSet::new();
                 for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     let k = KINDS
@@ -216,12 +200,8 @@ fn parse_args() -> Res<Args> {
                 a.kinds = kinds.into_iter().collect();
             }
             "--no-clone" => a.clone = false,
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     Ok(a)

@@ -27,6 +27,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
+use binky_testkit::args::Flags;
 use binky_testkit::procs::{alive, loadavg, reap_sandbox};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
 use binky_testkit::stats::{median, ms, ratio, ratio_value, summary};
@@ -87,40 +88,16 @@ fn parse_args() -> Res<Args> {
         settle_secs: 15,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
-        let number = |name: &str, v: String| -> Res<usize> {
-            v.parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("{name}: `{v}` is not a positive number"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
-            "--worlds" => a.worlds = number("--worlds", value("--worlds")?)?,
-            "--runs" => a.runs = number("--runs", value("--runs")?)?,
-            "--status-runs" => a.status_runs = number("--status-runs", value("--status-runs")?)?,
-            "--idle-secs" => a.idle_secs = number("--idle-secs", value("--idle-secs")?)? as u64,
-            "--settle-secs" => {
-                a.settle_secs = number("--settle-secs", value("--settle-secs")?)? as u64
-            }
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--worlds" => a.worlds = f.positive("--worlds", false)?,
+            "--runs" => a.runs = f.positive("--runs", false)?,
+            "--status-runs" => a.status_runs = f.positive("--status-runs", false)?,
+            "--idle-secs" => a.idle_secs = f.positive("--idle-secs", false)? as u64,
+            "--settle-secs" => a.settle_secs = f.positive("--settle-secs", false)? as u64,
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     Ok(a)

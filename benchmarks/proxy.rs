@@ -29,6 +29,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
+use binky_testkit::args::Flags;
 use binky_testkit::procs::{loadavg, reap_sandbox, with_children};
 use binky_testkit::run::{capture, run_cmd, Run};
 use binky_testkit::stats::{median, summary};
@@ -118,55 +119,28 @@ fn parse_args() -> Res<Args> {
         json: None,
     };
     let mut latency_set = false;
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
-        let number = |name: &str, v: String, zero_ok: bool| -> Res<usize> {
-            v.parse::<usize>()
-                .ok()
-                .filter(|n| zero_ok || *n > 0)
-                .ok_or_else(|| format!("{name}: `{v}` is not a positive number"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
-            "--duration" => a.duration = number("--duration", value("--duration")?, false)? as u64,
+            "--duration" => a.duration = f.positive("--duration", false)? as u64,
             "--latency-duration" => {
-                a.latency_duration =
-                    number("--latency-duration", value("--latency-duration")?, false)? as u64;
+                a.latency_duration = f.positive("--latency-duration", false)? as u64;
                 latency_set = true;
             }
-            "--warmup" => a.warmup = number("--warmup", value("--warmup")?, true)? as u64,
-            "--runs" => a.runs = number("--runs", value("--runs")?, false)?,
-            "--threads" => a.threads = number("--threads", value("--threads")?, false)?,
-            "--connections" => {
-                a.connections = number("--connections", value("--connections")?, false)?
-            }
+            "--warmup" => a.warmup = f.positive("--warmup", true)? as u64,
+            "--runs" => a.runs = f.positive("--runs", false)?,
+            "--threads" => a.threads = f.positive("--threads", false)?,
+            "--connections" => a.connections = f.positive("--connections", false)?,
             "--layout" => {
-                a.layout = match value("--layout")?.as_str() {
+                a.layout = match f.value("--layout")?.as_str() {
                     "shared" => Layout::Shared,
                     "split" => Layout::Split,
                     other => return Err(format!("--layout: `{other}` is not shared or split")),
                 }
             }
-            "--quiet-wait" => {
-                a.quiet_wait = number("--quiet-wait", value("--quiet-wait")?, true)? as u64
-            }
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--quiet-wait" => a.quiet_wait = f.positive("--quiet-wait", true)? as u64,
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     if !latency_set {

@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use binky_testkit::args::Flags;
 use binky_testkit::procs::{loadavg, reap_sandbox};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
 use binky_testkit::servers::postgres::{pg_bin_dir, psql, Options};
@@ -84,36 +85,15 @@ fn parse_args() -> Res<Args> {
         pg_on_disk: false,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
             "--worlds" => {
-                let v = value("--worlds")?;
-                a.worlds = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=99).contains(n))
-                    .ok_or_else(|| format!("--worlds: `{v}` is not a number from 1 to 99"))?;
+                a.worlds = f.number_in("--worlds", 1..=99)?;
             }
             "--pg-on-disk" => a.pg_on_disk = true,
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     Ok(a)

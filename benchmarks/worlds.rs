@@ -53,6 +53,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
+use binky_testkit::args::Flags;
 use binky_testkit::procs::{alive, cmdline, loadavg, reap_sandbox, tree};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
 use binky_testkit::servers::postgres::{pg_bin_dir, Options};
@@ -181,23 +182,11 @@ fn parse_args() -> Res<Args> {
         quiet_wait: 300,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
             "--sweep" => {
-                let v = value("--sweep")?;
+                let v = f.value("--sweep")?;
                 let mut s = Vec::new();
                 for part in v.split(',').filter(|p| !p.trim().is_empty()) {
                     let n = part
@@ -216,7 +205,7 @@ fn parse_args() -> Res<Args> {
                 a.sweep = s;
             }
             "--rows" => {
-                let v = value("--rows")?;
+                let v = f.value("--rows")?;
                 a.rows = v
                     .parse::<u64>()
                     .ok()
@@ -224,7 +213,7 @@ fn parse_args() -> Res<Args> {
                     .ok_or_else(|| format!("--rows: `{v}` is not a number from 1 to 10^8"))?;
             }
             "--arms" => {
-                let v = value("--arms")?;
+                let v = f.value("--arms")?;
                 let mut arms = Vec::new();
                 for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                     let arm = ALL_ARMS
@@ -245,7 +234,7 @@ fn parse_args() -> Res<Args> {
                 a.arms = arms;
             }
             "--strategy-worlds" => {
-                let v = value("--strategy-worlds")?;
+                let v = f.value("--strategy-worlds")?;
                 a.strategy_worlds = v
                     .parse::<usize>()
                     .ok()
@@ -255,19 +244,15 @@ fn parse_args() -> Res<Args> {
                     })?;
             }
             "--quiet-wait" => {
-                let v = value("--quiet-wait")?;
+                let v = f.value("--quiet-wait")?;
                 a.quiet_wait = v
                     .parse::<u64>()
                     .map_err(|_| format!("--quiet-wait: `{v}` is not a number of seconds"))?;
             }
             "--pg-on-disk" => a.pg_on_disk = true,
             "--fsync" => a.fsync = true,
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     Ok(a)

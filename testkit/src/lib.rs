@@ -9,10 +9,12 @@
 //! - [`git`]: repositories with commits.
 //! - [`net`], [`wait`], [`run`]: free ports, waiting for a condition, running a command
 //!   with a timeout and capturing its output.
-//! - [`stats`], [`table`], [`stop`]: what the benchmarks report, and how they take Ctrl-C.
+//! - [`stats`], [`table`], [`stop`], [`args`], [`sandbox`]: what the benchmarks report, how
+//!   they take Ctrl-C and parse their flags, and the sandbox each tool runs in.
 //!
 //! A dev-only crate: the `binky` binary never links it, and it links nothing of binky.
 
+pub mod args;
 pub mod git;
 pub mod net;
 pub mod procs;
