@@ -75,7 +75,10 @@ use binky_testkit::servers::tansu::tansu_binary;
 use binky_testkit::stats::{median, ms, p90, ratio_places, ratio_value, summary_p90};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
 use binky_testkit::table::Table;
-use binky_testkit::{procs::loadavg, random_secret, Res};
+use binky_testkit::{
+    procs::{loadavg, machine_with},
+    random_secret, Res,
+};
 
 const REF_HINT: &str = "binky 0.1.2 (the Python reference) with its adapters' drivers is not \
 installed.\nInstall it into a venv and point the benchmark at it:\n\n\
@@ -1469,31 +1472,13 @@ fn fmt_ms(v: f64) -> String {
 }
 
 fn machine(python: &str) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
         "binky": env!("CARGO_PKG_VERSION"),
         "git_commit": capture("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_default(),
         "binky012_python": capture(python, &["--version"]).unwrap_or_default(),
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 fn main() {

@@ -28,7 +28,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 use binky_testkit::args::Flags;
-use binky_testkit::procs::{alive, loadavg, reap_sandbox};
+use binky_testkit::procs::{alive, loadavg, machine_with, reap_sandbox};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
 use binky_testkit::stats::{median, ms, ratio, ratio_value, summary};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
@@ -591,31 +591,13 @@ fn verdict(ok: bool) -> &'static str {
 // ---------------------------------------------------------------------------------------------
 
 fn machine(python: &str) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
         "python": capture(python, &["--version"]).unwrap_or_default(),
         "python_path": python,
         "git": capture("git", &["--version"]).unwrap_or_default(),
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 fn main() {

@@ -30,7 +30,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 use binky_testkit::args::Flags;
-use binky_testkit::procs::{loadavg, reap_sandbox, with_children};
+use binky_testkit::procs::{loadavg, machine_with, reap_sandbox, with_children};
 use binky_testkit::run::{capture, run_cmd, Run};
 use binky_testkit::stats::{median, summary};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
@@ -976,27 +976,9 @@ fn verdict(ok: bool) -> &'static str {
 }
 
 fn machine(nginx: &Path, wrk: &Path) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
     let nginx = nginx.to_string_lossy();
     let wrk = wrk.to_string_lossy();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "nginx": capture(&nginx, &["-v"]).unwrap_or_default(),
         "wrk": capture(&wrk, &["--version"])
             .or_else(|| {
@@ -1011,7 +993,7 @@ fn machine(nginx: &Path, wrk: &Path) -> Value {
             .unwrap_or("")
             .to_owned(),
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------

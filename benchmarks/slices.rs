@@ -37,13 +37,12 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use binky_testkit::args::Flags;
-use binky_testkit::procs::{loadavg, reap_sandbox};
+use binky_testkit::procs::{loadavg, machine_with, reap_sandbox};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
 use binky_testkit::servers::postgres::{pg_bin_dir, psql, Options};
 use binky_testkit::servers::redis::connect as redis_connect;
@@ -742,25 +741,7 @@ fn binky012_has_extras(bin: &Path) -> bool {
 }
 
 fn machine(s: &Servers) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
         "python": capture("python3", &["--version"]).unwrap_or_default(),
         "git": capture("git", &["--version"]).unwrap_or_default(),
@@ -768,7 +749,7 @@ fn machine(s: &Servers) -> Value {
         "postgres_data_dir": s.pg.data_dir,
         "redis": s.redis.version,
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 fn main() {

@@ -54,7 +54,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 use binky_testkit::args::Flags;
-use binky_testkit::procs::{alive, cmdline, loadavg, reap_sandbox, tree};
+use binky_testkit::procs::{alive, cmdline, loadavg, machine_with, reap_sandbox, tree};
 use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
 use binky_testkit::servers::postgres::{pg_bin_dir, Options};
 use binky_testkit::stats::{median, ms, summary};
@@ -1856,28 +1856,14 @@ fn binky012_has_extras(bin: &Path) -> bool {
 }
 
 fn machine(bin_dir: &Path, args: &Args) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = kb_field(&meminfo, "MemTotal:").unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
         "python": capture("python3", &["--version"]).unwrap_or_default(),
         "git": capture("git", &["--version"]).unwrap_or_default(),
         "postgres": capture(&bin_dir.join("postgres").to_string_lossy(), &["--version"]).unwrap_or_default(),
         "postgres_on_tmpfs": pg_parent(args).is_some(),
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 fn main() {

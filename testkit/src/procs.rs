@@ -183,3 +183,32 @@ pub fn reap_sandbox(home: &Path, root: &Path, grace: std::time::Duration) -> Vec
         })
         .collect()
 }
+
+/// The machine a benchmark ran on, for its JSON results: `nproc`, `cpu` (the model name),
+/// `ram_gib` and `kernel`, with the bench's own fields of `extra` (an object) added.
+pub fn machine_with(extra: serde_json::Value) -> serde_json::Value {
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    let mut m = serde_json::json!({
+        "nproc": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu": cpu,
+        "ram_gib": mem_kib as f64 / 1048576.0,
+        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    });
+    if let (Some(m), serde_json::Value::Object(extra)) = (m.as_object_mut(), extra) {
+        m.extend(extra);
+    }
+    m
+}
