@@ -51,8 +51,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
 use std::future::Future;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -69,11 +68,17 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{
-    capture, check_stop, free_port, install_signal_handlers, median, p90, random_secret,
-    ratio_places, ratio_value, run_cmd, summary_p90, Res, Table,
+use binky_testkit::args::Flags;
+use binky_testkit::run::{capture, find_binky012, find_program, tail};
+use binky_testkit::servers::moto::moto_binary;
+use binky_testkit::servers::rabbitmq::RABBITMQ_BIN;
+use binky_testkit::servers::tansu::tansu_binary;
+use binky_testkit::stats::{median, ms, p90, ratio_places, ratio_value, summary_p90};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::table::Table;
+use binky_testkit::{
+    procs::{loadavg, machine_with},
+    random_secret, Res,
 };
 
 const REF_HINT: &str = "binky 0.1.2 (the Python reference) with its adapters' drivers is not \
@@ -177,31 +182,14 @@ fn parse_args() -> Res<Args> {
         clone: true,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
             "--worlds" => {
-                let v = value("--worlds")?;
-                a.worlds = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=99).contains(n))
-                    .ok_or_else(|| format!("--worlds: `{v}` is not a number from 1 to 99"))?;
+                a.worlds = f.number_in("--worlds", 1..=99)?;
             }
             "--adapters" => {
-                let v = value("--adapters")?;
+                let v = f.value("--adapters")?;
                 let mut kinds = BTreeSet::new();
                 for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     let k = KINDS
@@ -216,12 +204,8 @@ fn parse_args() -> Res<Args> {
                 a.kinds = kinds.into_iter().collect();
             }
             "--no-clone" => a.clone = false,
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     Ok(a)
@@ -236,10 +220,6 @@ fn summary(v: &[f64]) -> Value {
         return Value::Null;
     }
     summary_p90(v)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -269,128 +249,23 @@ fn io_err(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-/// The first of `names` in /usr/sbin, /usr/bin, then PATH.
-fn find_program(names: &[&str]) -> Option<PathBuf> {
-    let mut dirs = vec![PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")];
-    if let Some(path) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&path));
-    }
-    names
-        .iter()
-        .find_map(|n| dirs.iter().map(|d| d.join(n)).find(|p| p.is_file()))
-}
-
-/// A program from `$env`, else `cached` under `$HOME`, else `name` on PATH.
-fn find_tool(env: &str, cached: &str, name: &str) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(env).map(PathBuf::from) {
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let p = PathBuf::from(home).join(cached);
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// `(uid, gid)` of a system user, to run a server that refuses root.
-fn system_user(name: &str, hint: &str) -> Res<Option<(u32, u32)>> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    let u = nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .ok_or_else(|| format!("running as root needs a `{name}` system user: {hint}"))?;
-    Ok(Some((u.uid.as_raw(), u.gid.as_raw())))
-}
-
-/// Sleep a little; an interrupt ends the wait.
-fn pause(d: Duration) -> Res<()> {
-    check_stop()?;
-    thread::sleep(d);
-    check_stop()
-}
-
-fn tail(path: &Path, max: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let start = text.len().saturating_sub(max);
-    let start = (start..text.len())
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(text.len());
-    text[start..].to_owned()
-}
-
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Server processes.
-
-/// A server process, in a process group of its own (Ctrl-C at the terminal reaches only the
-/// bench, which then stops it in order). On drop: `graceful` to the group, up to `grace` to
-/// exit, then SIGKILL to whatever of the group is left.
-struct Daemon {
-    child: Child,
-    graceful: Signal,
-    grace: Duration,
-}
-
-impl Daemon {
-    fn spawn(mut cmd: Command, what: &str, graceful: Signal, grace: Duration) -> Res<Daemon> {
-        cmd.stdin(Stdio::null()).process_group(0);
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {what}: {e}"))?;
-        Ok(Daemon {
-            child,
-            graceful,
-            grace,
-        })
-    }
-
-    fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let group = Pid::from_raw(self.child.id() as i32);
-        if !self.exited() {
-            let _ = killpg(group, self.graceful);
-            let until = Instant::now() + self.grace;
-            while Instant::now() < until && !self.exited() {
-                thread::sleep(Duration::from_millis(20));
-            }
-        }
-        let _ = killpg(group, Signal::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // MariaDB.
 
 const MARIADB_HINT: &str = "MariaDB is not installed (mariadbd and mariadb-install-db): \
 `apt-get install mariadb-server`, or leave mysql out with --adapters";
 
+/// The kit's private MariaDB (a 64 MiB buffer pool), with its version.
 struct MariaDb {
-    /// `mysql://root:<password>@127.0.0.1:<port>`.
-    admin_url: String,
+    db: binky_testkit::servers::mariadb::MariaDbServer,
     version: String,
-    daemon: Daemon,
-    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for MariaDb {
+    type Target = binky_testkit::servers::mariadb::MariaDbServer;
+    fn deref(&self) -> &Self::Target {
+        &self.db
+    }
 }
 
 async fn my_connect(url: &str) -> Res<mysql_async::Conn> {
@@ -430,116 +305,10 @@ fn my_rows(url: &str, sql: &str) -> Res<Vec<Vec<String>>> {
 impl MariaDb {
     fn start() -> Res<MariaDb> {
         let server = find_program(&["mariadbd", "mysqld"]).ok_or(MARIADB_HINT)?;
-        let install =
-            find_program(&["mariadb-install-db", "mysql_install_db"]).ok_or(MARIADB_HINT)?;
-        let user = system_user("mysql", "apt-get install mariadb-server")?;
+        find_program(&["mariadb-install-db", "mysql_install_db"]).ok_or(MARIADB_HINT)?;
         let version = capture(&server.to_string_lossy(), &["--version"]).unwrap_or_default();
-        let dir = tempdir("mariadb")?;
-        let io = io_err("mariadb dir");
-        // The mysql user must be able to pass through to its data directory.
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).map_err(&io)?;
-        let data = dir.path().join("data");
-        fs::create_dir(&data).map_err(&io)?;
-        let password = random_secret()?;
-        // No anonymous accounts, root over TCP only from loopback, with a password.
-        let sql = dir.path().join("extra.sql");
-        fs::write(
-            &sql,
-            format!(
-                "DELETE FROM mysql.global_priv WHERE User = '';\n\
-                 DELETE FROM mysql.global_priv WHERE User = 'root' AND Host NOT IN ('localhost', '127.0.0.1');\n\
-                 UPDATE mysql.global_priv SET Priv = JSON_SET(Priv, '$.plugin', \
-                 'mysql_native_password', '$.authentication_string', \
-                 PASSWORD('{password}')) WHERE User = 'root';\n"
-            ),
-        )
-        .map_err(&io)?;
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).map_err(&io)?;
-            std::os::unix::fs::chown(&sql, Some(uid), Some(gid)).map_err(&io)?;
-        }
-        let mut cmd = Command::new(&install);
-        cmd.arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .args([
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-                "--skip-name-resolve",
-            ])
-            .arg(format!("--extra-file={}", sql.display()))
-            .current_dir("/");
-        if let Some((uid, gid)) = user {
-            cmd.uid(uid).gid(gid);
-        }
-        let r = run_cmd(cmd, dir.path(), Duration::from_secs(300))?;
-        let _ = fs::remove_file(&sql);
-        if !r.ok() {
-            return Err(format!(
-                "mariadb-install-db failed ({}): {}{}",
-                r.status, r.stdout, r.stderr
-            ));
-        }
-        let log_path = dir.path().join("mariadbd.log");
-        for _attempt in 0..5 {
-            let port = free_port()?;
-            let log = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .map_err(&io)?;
-            let mut cmd = Command::new(&server);
-            cmd.arg("--no-defaults")
-                .arg(format!("--datadir={}", data.display()))
-                .arg(format!("--port={port}"))
-                .arg(format!("--socket={}", data.join("mysqld.sock").display()))
-                .arg(format!(
-                    "--pid-file={}",
-                    data.join("mariadbd.pid").display()
-                ))
-                .args([
-                    "--bind-address=127.0.0.1",
-                    "--skip-name-resolve",
-                    "--character-set-server=utf8mb4",
-                    "--innodb-flush-log-at-trx-commit=0",
-                    "--innodb-doublewrite=0",
-                    "--innodb-buffer-pool-size=64M",
-                ])
-                .current_dir("/")
-                .stdout(log.try_clone().map_err(&io)?)
-                .stderr(log);
-            if let Some((uid, gid)) = user {
-                cmd.uid(uid).gid(gid);
-            }
-            let mut daemon =
-                Daemon::spawn(cmd, "mariadbd", Signal::SIGTERM, Duration::from_secs(20))?;
-            let admin_url = format!("mysql://root:{password}@127.0.0.1:{port}");
-            let until = Instant::now() + Duration::from_secs(90);
-            loop {
-                if daemon.exited() {
-                    let text = tail(&log_path, 4000);
-                    if text.contains("Bind on TCP/IP port") || text.contains("already in use") {
-                        break; // Someone took the port meanwhile: another one.
-                    }
-                    return Err(format!("mariadbd exited:\n{text}"));
-                }
-                if my_rows(&admin_url, "SELECT 1").is_ok() {
-                    return Ok(MariaDb {
-                        admin_url,
-                        version,
-                        daemon,
-                        _dir: dir,
-                    });
-                }
-                if Instant::now() > until {
-                    return Err(format!(
-                        "mariadbd not ready after 90 s:\n{}",
-                        tail(&log_path, 4000)
-                    ));
-                }
-                pause(Duration::from_millis(100))?;
-            }
-        }
-        Err("no free port for mariadbd after 5 attempts".into())
+        let db = binky_testkit::servers::mariadb::MariaDbServer::start_with("64M")?;
+        Ok(MariaDb { db, version })
     }
 
     /// Every database, account and database-level grant.
@@ -563,90 +332,18 @@ const CLICKHOUSE_HINT: &str = "clickhouse-server is not installed (and its packa
 out with --adapters";
 const CLICKHOUSE_CONFIG: &str = "/etc/clickhouse-server/config.xml";
 
+/// The kit's private clickhouse-server, with its version and whether it has SQL users (20.5+).
 struct ClickHouseServer {
-    /// `http://default:<password>@127.0.0.1:<http port>`.
-    admin_url: String,
+    ch: binky_testkit::servers::clickhouse::ClickHouseServer,
     version: String,
-    /// SQL users (20.5+).
     has_users: bool,
-    daemon: Daemon,
-    _dir: tempfile::TempDir,
 }
 
-/// Set every `<tag>…</tag>` (commented-out ones too, harmlessly) to `value`.
-fn set_tag(xml: &str, tag: &str, value: &str) -> String {
-    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
-    let mut out = String::with_capacity(xml.len());
-    let mut rest = xml;
-    while let Some(start) = rest.find(&open) {
-        let after = start + open.len();
-        let Some(len) = rest[after..].find(&close) else {
-            break;
-        };
-        out.push_str(&rest[..after]);
-        out.push_str(value);
-        rest = &rest[after + len..];
+impl std::ops::Deref for ClickHouseServer {
+    type Target = binky_testkit::servers::clickhouse::ClickHouseServer;
+    fn deref(&self) -> &Self::Target {
+        &self.ch
     }
-    out.push_str(rest);
-    out
-}
-
-/// The packaged config made private: paths under `dir`, ports from `ports`, loopback only.
-fn clickhouse_config(template: &str, dir: &Path, ports: &[(&str, u16)]) -> String {
-    let mut xml = template
-        .replace("/var/lib/clickhouse/", &format!("{}/data/", dir.display()))
-        .replace(
-            "/var/log/clickhouse-server/",
-            &format!("{}/log/", dir.display()),
-        );
-    for (tag, port) in ports {
-        xml = set_tag(&xml, tag, &port.to_string());
-    }
-    xml = xml
-        .lines()
-        .filter(|l| !l.contains("<listen_host>"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    xml.replacen(
-        "</http_port>",
-        "</http_port>\n    <listen_host>127.0.0.1</listen_host>",
-        1,
-    )
-}
-
-/// users.xml: `default` with a password (as its SHA-256), loopback only, allowed to manage
-/// users where the server has SQL users.
-fn clickhouse_users(password: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let hash: String = Sha256::digest(password.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!(
-        r#"<?xml version="1.0"?>
-<yandex>
-    <profiles><default></default></profiles>
-    <users>
-        <default>
-            <password_sha256_hex>{hash}</password_sha256_hex>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>default</profile>
-            <quota>default</quota>
-            <access_management>1</access_management>
-        </default>
-    </users>
-    <quotas>
-        <default>
-            <interval>
-                <duration>3600</duration>
-                <queries>0</queries><errors>0</errors><result_rows>0</result_rows>
-                <read_rows>0</read_rows><execution_time>0</execution_time>
-            </interval>
-        </default>
-    </quotas>
-</yandex>
-"#
-    )
 }
 
 /// Run `sql` with the credentials and database of `url` (`http://u:p@host:port/db`, as a
@@ -674,88 +371,22 @@ fn ch_query(url: &str, sql: &str) -> Res<String> {
     }
 }
 
-/// Does `GET /ping` answer `Ok.`?
-fn http_ping(port: u16) -> bool {
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /ping HTTP/1.0\r\nHost: x\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.split("\r\n\r\n").nth(1).map(str::trim) == Some("Ok.")
-}
-
 impl ClickHouseServer {
     fn start() -> Res<ClickHouseServer> {
-        let bin = find_program(&["clickhouse-server"]).ok_or(CLICKHOUSE_HINT)?;
-        let template = fs::read_to_string(CLICKHOUSE_CONFIG)
+        find_program(&["clickhouse-server"]).ok_or(CLICKHOUSE_HINT)?;
+        fs::metadata(CLICKHOUSE_CONFIG)
             .map_err(|e| format!("{CLICKHOUSE_CONFIG}: {e}; {CLICKHOUSE_HINT}"))?;
-        let dir = tempdir("clickhouse")?;
-        let io = io_err("clickhouse dir");
-        let password = random_secret()?;
-        fs::write(dir.path().join("users.xml"), clickhouse_users(&password)).map_err(&io)?;
-        let out_path = dir.path().join("server.out");
-        for _attempt in 0..5 {
-            let port = free_port()?;
-            let ports = [
-                ("http_port", port),
-                ("tcp_port", free_port()?),
-                ("interserver_http_port", free_port()?),
-                ("mysql_port", free_port()?),
-                ("postgresql_port", free_port()?),
-                ("https_port", free_port()?),
-                ("tcp_port_secure", free_port()?),
-            ];
-            fs::write(
-                dir.path().join("config.xml"),
-                clickhouse_config(&template, dir.path(), &ports),
-            )
-            .map_err(&io)?;
-            let out = fs::File::create(&out_path).map_err(&io)?;
-            let mut cmd = Command::new(&bin);
-            cmd.arg(format!(
-                "--config-file={}",
-                dir.path().join("config.xml").display()
-            ))
-            .current_dir(dir.path())
-            .stdout(out.try_clone().map_err(&io)?)
-            .stderr(out);
-            let mut daemon = Daemon::spawn(
-                cmd,
-                "clickhouse-server",
-                Signal::SIGTERM,
-                Duration::from_secs(15),
-            )?;
-            let until = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < until && !daemon.exited() {
-                if http_ping(port) {
-                    let admin_url = format!("http://default:{password}@127.0.0.1:{port}");
-                    let version = ch_query(&admin_url, "SELECT version()")?.trim().to_owned();
-                    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-                    let v = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-                    return Ok(ClickHouseServer {
-                        admin_url,
-                        has_users: v >= binky::adapters::clickhouse::USERS_SINCE,
-                        version,
-                        daemon,
-                        _dir: dir,
-                    });
-                }
-                pause(Duration::from_millis(50))?;
-            }
-            drop(daemon);
-            check_stop()?;
-        }
-        Err(format!(
-            "clickhouse-server did not start: {}{}",
-            tail(&out_path, 3000),
-            tail(&dir.path().join("log/clickhouse-server.err.log"), 3000)
-        ))
+        let ch = binky_testkit::servers::clickhouse::ClickHouseServer::start()?;
+        let version = ch_query(&ch.admin_url, "SELECT version()")?
+            .trim()
+            .to_owned();
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let v = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        Ok(ClickHouseServer {
+            ch,
+            has_users: v >= binky::adapters::clickhouse::USERS_SINCE,
+            version,
+        })
     }
 
     /// Every database (and SQL user, where there are some).
@@ -786,36 +417,17 @@ const MOTO_HINT: &str = "moto_server (an S3 server) is not installed: `python3 -
 (or set BINKY_TEST_MOTO), or leave s3 out with --adapters";
 const MOTO_KEY: &str = "AKIDBINKYBENCH";
 
+/// The kit's private moto_server, with moto's version.
 struct Moto {
-    /// `http://127.0.0.1:<port>`.
-    endpoint: String,
-    secret: String,
+    moto: binky_testkit::servers::moto::MotoServer,
     version: String,
-    daemon: Daemon,
-    _dir: tempfile::TempDir,
 }
 
-fn moto_binary() -> Option<PathBuf> {
-    find_tool(
-        "BINKY_TEST_MOTO",
-        ".cache/binky-test/venv/bin/moto_server",
-        "moto_server",
-    )
-}
-
-/// Does an HTTP server answer on `port`?
-fn http_answers(port: u16) -> bool {
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .is_err()
-    {
-        return false;
+impl std::ops::Deref for Moto {
+    type Target = binky_testkit::servers::moto::MotoServer;
+    fn deref(&self) -> &Self::Target {
+        &self.moto
     }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.")
 }
 
 fn s3_client(endpoint: &str, key: &str, secret: &str) -> aws_sdk_s3::Client {
@@ -833,41 +445,13 @@ fn s3_client(endpoint: &str, key: &str, secret: &str) -> aws_sdk_s3::Client {
 
 impl Moto {
     fn start() -> Res<Moto> {
-        let bin = moto_binary().ok_or(MOTO_HINT)?;
+        let bin = binky_testkit::servers::moto::moto_binary().ok_or(MOTO_HINT)?;
         // The version, from the interpreter of moto_server's `#!` line.
         let version = python_of(&bin)
             .and_then(|py| capture(&py, &["-c", "import moto; print(moto.__version__)"]))
             .unwrap_or_default();
-        let dir = tempdir("moto")?;
-        let io = io_err("moto dir");
-        let log = dir.path().join("moto.log");
-        for _attempt in 0..5 {
-            let port = free_port()?;
-            let out = fs::File::create(&log).map_err(&io)?;
-            let mut cmd = Command::new(&bin);
-            cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
-                .current_dir(dir.path())
-                .stdout(out.try_clone().map_err(&io)?)
-                .stderr(out);
-            let mut daemon =
-                Daemon::spawn(cmd, "moto_server", Signal::SIGTERM, Duration::from_secs(5))?;
-            let until = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < until && !daemon.exited() {
-                if http_answers(port) {
-                    return Ok(Moto {
-                        endpoint: format!("http://127.0.0.1:{port}"),
-                        secret: format!("moto-secret-{}", random_secret()?),
-                        version,
-                        daemon,
-                        _dir: dir,
-                    });
-                }
-                pause(Duration::from_millis(50))?;
-            }
-            drop(daemon);
-            check_stop()?;
-        }
-        Err(format!("moto_server did not start: {}", tail(&log, 3000)))
+        let moto = binky_testkit::servers::moto::MotoServer::start_with(&[])?;
+        Ok(Moto { moto, version })
     }
 
     fn admin_url(&self) -> String {
@@ -912,60 +496,20 @@ impl Moto {
 // ---------------------------------------------------------------------------------------------
 // RabbitMQ.
 
-const RABBITMQ_BIN: &str = "/usr/lib/rabbitmq/bin";
 const RABBITMQ_HINT: &str = "rabbitmq-server is not installed (/usr/lib/rabbitmq/bin and \
 epmd): `apt-get install rabbitmq-server`, or leave rabbitmq out with --adapters";
 
-/// Starts epmd and the node in a session of their own, waits for EOF on stdin (the bench
-/// closes it, or dies), then kills that whole session's process group and removes the
-/// directory: nothing is left running even if the bench is SIGKILLed.
-const RABBIT_GUARDIAN: &str = r#"
-setsid sh -c '
-  epmd -port "$ERL_EPMD_PORT" &
-  until epmd -port "$ERL_EPMD_PORT" -names >/dev/null 2>&1; do sleep 0.05; done
-  exec "$BK_RABBITMQ_BIN/rabbitmq-server"
-' >"$BK_DIR/server.log" 2>&1 </dev/null &
-node=$!
-read _ignored || true
-kill -TERM -"$node" 2>/dev/null
-i=0
-while kill -0 -"$node" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-kill -9 -"$node" 2>/dev/null
-wait "$node" 2>/dev/null
-rm -rf "$BK_DIR"
-"#;
-
-/// The guardian shell: closing its stdin stops the node; drop waits for that.
-struct Guardian {
-    stdin: Option<ChildStdin>,
-    child: Child,
-}
-
-impl Drop for Guardian {
-    fn drop(&mut self) {
-        self.stdin.take();
-        let until = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("rabbitmq guardian did not finish within 30 s: killing it");
-        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
+/// The kit's private RabbitMQ node (under its guardian), with its version.
 struct Rabbit {
-    /// `http://admin:<password>@127.0.0.1:<mgmt port>`.
-    admin_url: String,
-    password: String,
-    mgmt_port: u16,
-    amqp_port: u16,
+    node: binky_testkit::servers::rabbitmq::RabbitNode,
     version: String,
-    guardian: Guardian,
-    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Rabbit {
+    type Target = binky_testkit::servers::rabbitmq::RabbitNode;
+    fn deref(&self) -> &Self::Target {
+        &self.node
+    }
 }
 
 /// One management API call as `user`: (status, body).
@@ -988,102 +532,15 @@ impl Rabbit {
         if !server.is_file() || find_program(&["epmd"]).is_none() {
             return Err(RABBITMQ_HINT.into());
         }
-        let dir = tempdir("rabbitmq")?;
-        let io = io_err("rabbitmq dir");
-        for sub in ["mnesia", "log", "home"] {
-            fs::create_dir_all(dir.path().join(sub)).map_err(&io)?;
-        }
-        let password = random_secret()?;
-        let (amqp_port, mgmt_port, dist_port, epmd_port) =
-            (free_port()?, free_port()?, free_port()?, free_port()?);
-        fs::write(
-            dir.path().join("enabled_plugins"),
-            "[rabbitmq_management].\n",
-        )
-        .map_err(&io)?;
-        fs::write(dir.path().join("env.conf"), "").map_err(&io)?;
-        fs::write(
-            dir.path().join("rabbitmq.conf"),
-            format!(
-                "listeners.tcp.default = {amqp_port}\n\
-                 management.tcp.port = {mgmt_port}\n\
-                 management.tcp.ip = 127.0.0.1\n\
-                 loopback_users = none\n\
-                 default_user = admin\n\
-                 default_pass = {password}\n\
-                 default_user_tags.administrator = true\n\
-                 default_permissions.configure = .*\n\
-                 default_permissions.read = .*\n\
-                 default_permissions.write = .*\n\
-                 log.file.level = warning\n"
-            ),
-        )
-        .map_err(&io)?;
-        let node_name = format!("rabbit-bkbench{}@localhost", &password[..8]);
-        let d = dir.path();
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(RABBIT_GUARDIAN)
-            .env("BK_DIR", d)
-            .env("BK_RABBITMQ_BIN", RABBITMQ_BIN)
-            .env("HOME", d.join("home"))
-            .env("RABBITMQ_NODENAME", &node_name)
-            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
-            .env("RABBITMQ_NODE_PORT", amqp_port.to_string())
-            .env("RABBITMQ_DIST_PORT", dist_port.to_string())
-            .env("ERL_EPMD_PORT", epmd_port.to_string())
-            .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", d.join("log"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d.join("enabled_plugins"))
-            .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq.conf"))
-            .env("RABBITMQ_CONF_ENV_FILE", d.join("env.conf"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot start the rabbitmq guardian (sh): {e}"))?;
-        let guardian = Guardian {
-            stdin: child.stdin.take(),
-            child,
-        };
-        let mut node = Rabbit {
-            admin_url: format!("http://admin:{password}@127.0.0.1:{mgmt_port}"),
-            password: password.clone(),
-            mgmt_port,
-            amqp_port,
-            version: String::new(),
-            guardian,
-            _dir: dir,
-        };
-        let log = node._dir.path().join("server.log");
-        let until = Instant::now() + Duration::from_secs(180);
-        while Instant::now() < until {
-            let exited = matches!(node.guardian.child.try_wait(), Ok(Some(_)));
-            let text = fs::read_to_string(&log).unwrap_or_default();
-            if exited || text.contains("BOOT FAILED") || text.contains("ERROR: ") {
-                return Err(format!(
-                    "rabbitmq-server did not start:\n{}",
-                    tail(&log, 4000)
-                ));
-            }
-            if let Ok((200, body)) = mgmt(mgmt_port, "admin", &password, "/api/overview") {
-                if std::net::TcpStream::connect(("127.0.0.1", amqp_port)).is_ok() {
-                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                    node.version = format!(
-                        "RabbitMQ {} (Erlang {})",
-                        v["rabbitmq_version"].as_str().unwrap_or("?"),
-                        v["erlang_version"].as_str().unwrap_or("?")
-                    );
-                    return Ok(node);
-                }
-            }
-            pause(Duration::from_millis(200))?;
-        }
-        Err(format!(
-            "rabbitmq-server did not answer within 180 s:\n{}",
-            tail(&log, 4000)
-        ))
+        let node = binky_testkit::servers::rabbitmq::RabbitNode::start()?;
+        let (_, body) = mgmt(node.mgmt_port, "admin", &node.password, "/api/overview")?;
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let version = format!(
+            "RabbitMQ {} (Erlang {})",
+            v["rabbitmq_version"].as_str().unwrap_or("?"),
+            v["erlang_version"].as_str().unwrap_or("?")
+        );
+        Ok(Rabbit { node, version })
     }
 
     /// Names in an admin listing.
@@ -1132,16 +589,17 @@ tansu --version 0.6.0 --locked --features dynostore,libsql --root ~/.cache/binky
 (./scripts/test does it, once, ~20 min), or set BINKY_TEST_TANSU, or leave kafka out with \
 --adapters";
 
+/// The kit's private tansu broker, with its version.
 struct Tansu {
-    /// `127.0.0.1:<port>`.
-    bootstrap: String,
+    broker: binky_testkit::servers::tansu::TansuServer,
     version: String,
-    daemon: Daemon,
-    _dir: tempfile::TempDir,
 }
 
-fn tansu_binary() -> Option<PathBuf> {
-    find_tool("BINKY_TEST_TANSU", ".cache/binky-test/bin/tansu", "tansu")
+impl std::ops::Deref for Tansu {
+    type Target = binky_testkit::servers::tansu::TansuServer;
+    fn deref(&self) -> &Self::Target {
+        &self.broker
+    }
 }
 
 async fn kafka_topics(bootstrap: &str) -> Res<BTreeSet<String>> {
@@ -1168,51 +626,10 @@ async fn kafka_topics(bootstrap: &str) -> Res<BTreeSet<String>> {
 
 impl Tansu {
     fn start() -> Res<Tansu> {
-        let bin = tansu_binary().ok_or(TANSU_HINT)?;
+        let bin = binky_testkit::servers::tansu::tansu_binary().ok_or(TANSU_HINT)?;
         let version = capture(&bin.to_string_lossy(), &["--version"]).unwrap_or_default();
-        let dir = tempdir("tansu")?;
-        let io = io_err("tansu dir");
-        let log = dir.path().join("tansu.log");
-        for _attempt in 0..5 {
-            let port = free_port()?;
-            let listener = format!("tcp://127.0.0.1:{port}");
-            let out = fs::File::create(&log).map_err(&io)?;
-            let mut cmd = Command::new(&bin);
-            cmd.arg("broker")
-                .args(["--listener-url", &listener])
-                .args(["--advertised-listener-url", &listener])
-                .args(["--storage-engine", "memory://tansu/"])
-                .args(["--cluster-id", "binky-bench"])
-                .current_dir(dir.path())
-                .env_remove("CLUSTER_ID")
-                .env_remove("STORAGE_ENGINE")
-                .env_remove("SCHEMA_REGISTRY")
-                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .stdout(out.try_clone().map_err(&io)?)
-                .stderr(out);
-            let mut daemon = Daemon::spawn(cmd, "tansu", Signal::SIGTERM, Duration::from_secs(5))?;
-            let bootstrap = format!("127.0.0.1:{port}");
-            let until = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < until && !daemon.exited() {
-                let listening = std::net::TcpStream::connect_timeout(
-                    &([127, 0, 0, 1], port).into(),
-                    Duration::from_millis(200),
-                )
-                .is_ok();
-                if listening && block(kafka_topics(&bootstrap)).is_ok() {
-                    return Ok(Tansu {
-                        bootstrap,
-                        version,
-                        daemon,
-                        _dir: dir,
-                    });
-                }
-                pause(Duration::from_millis(100))?;
-            }
-            drop(daemon);
-            check_stop()?;
-        }
-        Err(format!("tansu did not start: {}", tail(&log, 3000)))
+        let broker = binky_testkit::servers::tansu::TansuServer::start()?;
+        Ok(Tansu { broker, version })
     }
 
     fn snapshot(&self) -> Res<BTreeSet<String>> {
@@ -1276,11 +693,11 @@ impl Server {
     /// Its pid, to say which process was measured against.
     fn pid(&self) -> u32 {
         match self {
-            Server::Mysql(s) => s.daemon.child.id(),
-            Server::ClickHouse(s) => s.daemon.child.id(),
-            Server::S3(s) => s.daemon.child.id(),
-            Server::RabbitMq(s) => s.guardian.child.id(),
-            Server::Kafka(s) => s.daemon.child.id(),
+            Server::Mysql(s) => s.pid,
+            Server::ClickHouse(s) => s.pid(),
+            Server::S3(s) => s.pid(),
+            Server::RabbitMq(s) => s.guardian_pid().unwrap_or(0),
+            Server::Kafka(s) => s.pid(),
         }
     }
 
@@ -1632,22 +1049,6 @@ impl Drop for PySession {
     }
 }
 
-fn find_binky012() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let reference = PathBuf::from("/work/ref/venv/bin/binky");
-    if reference.is_file() {
-        return Some(reference);
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("binky012"))
-            .find(|p| p.is_file())
-    })
-}
-
 /// The interpreter of a Python entry point (its `#!` line).
 fn python_of(bin: &Path) -> Option<String> {
     fs::read_to_string(bin)
@@ -1808,7 +1209,7 @@ fn cycle(
     let tool = runner.tool();
     let slice = Slice {
         name: name.to_owned(),
-        secret: random_secret()?,
+        secret: random_secret(),
     };
     let before = server.snapshot()?;
     let (up, address) = runner.provision(&slice)?;
@@ -1971,7 +1372,7 @@ fn mysql_clone(
     let cfg = server.binky_cfg();
     let golden = Slice {
         name: format!("bk_{PROJECT}_golden_db"),
-        secret: random_secret()?,
+        secret: random_secret(),
     };
     binky_provision(&adapter, &golden, &cfg)?;
     let mut values = String::new();
@@ -2016,7 +1417,7 @@ fn mysql_clone(
         };
         let slice = Slice {
             name: format!("bk_{PROJECT}_{world}_clone"),
-            secret: random_secret()?,
+            secret: random_secret(),
         };
         let before = server.snapshot()?;
         let (up, address) = binky_clone(&adapter, &golden, &slice, &cfg)?;
@@ -2072,31 +1473,13 @@ fn fmt_ms(v: f64) -> String {
 }
 
 fn machine(python: &str) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
         "binky": env!("CARGO_PKG_VERSION"),
         "git_commit": capture("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_default(),
         "binky012_python": capture(python, &["--version"]).unwrap_or_default(),
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 fn main() {

@@ -16,23 +16,23 @@
 //! Run: `cargo bench --bench foundation [-- --worlds N --runs N --json PATH]`.
 
 use std::fs;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{
-    check_stop, install_signal_handlers, median, ratio, ratio_value, summary, Res, Table,
-};
+use binky_testkit::args::Flags;
+use binky_testkit::procs::{alive, loadavg, machine_with, reap_sandbox};
+use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::stats::{median, ms, ratio, ratio_value, summary};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::{net::free_port, table::Table, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) is not installed.\n\
 Install it into a venv and point the benchmark at it:\n\n\
@@ -88,40 +88,16 @@ fn parse_args() -> Res<Args> {
         settle_secs: 15,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
-        let number = |name: &str, v: String| -> Res<usize> {
-            v.parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("{name}: `{v}` is not a positive number"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
-            "--worlds" => a.worlds = number("--worlds", value("--worlds")?)?,
-            "--runs" => a.runs = number("--runs", value("--runs")?)?,
-            "--status-runs" => a.status_runs = number("--status-runs", value("--status-runs")?)?,
-            "--idle-secs" => a.idle_secs = number("--idle-secs", value("--idle-secs")?)? as u64,
-            "--settle-secs" => {
-                a.settle_secs = number("--settle-secs", value("--settle-secs")?)? as u64
-            }
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--worlds" => a.worlds = f.positive("--worlds", false)?,
+            "--runs" => a.runs = f.positive("--runs", false)?,
+            "--status-runs" => a.status_runs = f.positive("--status-runs", false)?,
+            "--idle-secs" => a.idle_secs = f.positive("--idle-secs", false)? as u64,
+            "--settle-secs" => a.settle_secs = f.positive("--settle-secs", false)? as u64,
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     Ok(a)
@@ -129,76 +105,6 @@ fn parse_args() -> Res<Args> {
 
 // ---------------------------------------------------------------------------------------------
 // Running commands with a timeout, timing the whole command precisely.
-
-struct Run {
-    status: ExitStatus,
-    elapsed: Duration,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn ok(&self) -> bool {
-        self.status.success()
-    }
-}
-
-/// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
-/// daemon that inherits the descriptors cannot hold the command open.
-fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
-    let out_path = scratch.join("cmd.stdout");
-    let err_path = scratch.join("cmd.stderr");
-    let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
-    let err = fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    let desc = format!("{cmd:?}");
-    let start = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {desc}: {e}"))?;
-    let pid = child.id() as i32;
-    let (tx, rx) = mpsc::channel::<()>();
-    let dog = thread::spawn(move || {
-        if rx.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            true
-        } else {
-            false
-        }
-    });
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for {desc}: {e}"))?;
-    let elapsed = start.elapsed();
-    let _ = tx.send(());
-    let timed_out = dog.join().unwrap_or(false);
-    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
-    if timed_out {
-        return Err(format!(
-            "{desc} timed out after {timeout:?}\nstdout: {stdout}\nstderr: {stderr}"
-        ));
-    }
-    Ok(Run {
-        status,
-        elapsed,
-        stdout,
-        stderr,
-    })
-}
-
-fn capture(program: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if out.status.success() && !text.is_empty() {
-        Some(text)
-    } else {
-        let e = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        (!e.is_empty() && out.status.success()).then_some(e)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // /proc helpers.
@@ -249,52 +155,8 @@ fn proc_status_kib(pid: u32, key: &str) -> Res<u64> {
         .ok_or_else(|| format!("no {key} in /proc/{pid}/status"))
 }
 
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
-/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
-/// working directory inside the sandbox.
-fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = format!("BINKY_HOME={}", home.display());
-    let mut pids = Vec::new();
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return pids;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me || !alive(pid) {
-            continue;
-        }
-        let env_match = fs::read(format!("/proc/{pid}/environ"))
-            .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-            .unwrap_or(false);
-        let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
-            .map(|c| c.starts_with(root))
-            .unwrap_or(false);
-        if env_match || cwd_match {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 // ---------------------------------------------------------------------------------------------
 // Statistics.
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 // ---------------------------------------------------------------------------------------------
 // The two tools.
@@ -349,24 +211,14 @@ impl Tool {
             Kind::Rust => ("binky", "binky-bench-rs-", 21000, 21999),
             Kind::Py => ("binky 0.1.2", "binky-bench-py-", 22000, 22999),
         };
-        let dir = tempfile::Builder::new()
-            .prefix(prefix)
-            .tempdir()
-            .map_err(|e| format!("tempdir: {e}"))?;
-        let root = fs::canonicalize(dir.path()).map_err(|e| format!("tempdir: {e}"))?;
+        let binky_testkit::sandbox::Sandbox {
+            root,
+            home,
+            binky_home,
+            dir,
+        } = binky_testkit::sandbox::Sandbox::new(prefix, kind == Kind::Py)?;
         let repo = root.join("repo");
-        let home = root.join("home");
-        let binky_home = home.join(".binky");
         fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
-        fs::create_dir_all(&binky_home).map_err(|e| format!("{}: {e}", binky_home.display()))?;
-        if kind == Kind::Py {
-            // No hostname proxy on :80 (and so no Caddy on :443): binky has neither.
-            fs::write(
-                binky_home.join("settings.json"),
-                "{\"proxy_port\": 0, \"https_port\": 0}\n",
-            )
-            .map_err(|e| format!("settings.json: {e}"))?;
-        }
         fs::write(repo.join("binky.toml"), binky_toml(python, lo, hi))
             .map_err(|e| format!("binky.toml: {e}"))?;
         let tool = Tool {
@@ -383,26 +235,7 @@ impl Tool {
             torn_down: false,
             _dir: dir,
         };
-        for args in [
-            &["init", "-q"][..],
-            &["add", "binky.toml"][..],
-            &[
-                "-c",
-                "user.name=bench",
-                "-c",
-                "user.email=bench@localhost",
-                "commit",
-                "-qm",
-                "bench",
-            ][..],
-        ] {
-            let mut c = Command::new("git");
-            c.args(args).current_dir(&tool.repo).env("HOME", &tool.home);
-            let r = run_cmd(c, &tool.root, Duration::from_secs(30))?;
-            if !r.ok() {
-                return Err(format!("git {args:?} failed: {}", r.stderr));
-            }
-        }
+        binky_testkit::git::bench_repo(&tool.repo, "binky.toml", &tool.home, &tool.root)?;
         Ok(tool)
     }
 
@@ -562,24 +395,8 @@ impl Tool {
             eprintln!("teardown: {e}");
         }
         // Give exiting processes a moment before calling them leftovers.
-        let until = Instant::now() + Duration::from_secs(5);
-        let mut left = sandbox_processes(&self.binky_home, &self.root);
-        while !left.is_empty() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(100));
-            left = sandbox_processes(&self.binky_home, &self.root);
-        }
-        for pid in &left {
-            let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|b| {
-                    String::from_utf8_lossy(&b)
-                        .replace('\0', " ")
-                        .trim()
-                        .to_owned()
-                })
-                .unwrap_or_default();
-            self.leftovers.push(format!("{pid} {cmdline}"));
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
-        }
+        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
+        self.leftovers.extend(left.iter().cloned());
         if !left.is_empty() {
             eprintln!(
                 "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
@@ -612,15 +429,10 @@ impl Drop for Direct {
     }
 }
 
-fn free_port() -> Res<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
-}
-
 /// Start api, wait until it accepts TCP, then web, the way both tools do with depends_on;
 /// returns the time from the first spawn to web accepting.
 fn direct_start(python: &str) -> Res<Duration> {
-    let ports = [free_port()?, free_port()?];
+    let ports = [free_port(), free_port()];
     let mut kids = Direct(Vec::new());
     let start = Instant::now();
     for port in ports {
@@ -778,55 +590,14 @@ fn verdict(ok: bool) -> &'static str {
 
 // ---------------------------------------------------------------------------------------------
 
-fn find_binky012() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let reference = PathBuf::from("/work/ref/venv/bin/binky");
-    if reference.is_file() {
-        return Some(reference);
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("binky012"))
-            .find(|p| p.is_file())
-    })
-}
-
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
 fn machine(python: &str) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
         "python": capture(python, &["--version"]).unwrap_or_default(),
         "python_path": python,
         "git": capture("git", &["--version"]).unwrap_or_default(),
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 fn main() {

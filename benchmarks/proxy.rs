@@ -18,21 +18,23 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{check_stop, install_signal_handlers, median, summary, Res, Table};
+use binky_testkit::args::Flags;
+use binky_testkit::procs::{loadavg, machine_with, reap_sandbox, with_children};
+use binky_testkit::run::{capture, run_cmd, Run};
+use binky_testkit::stats::{median, summary};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::{net::free_port, table::Table, Res};
 
 const INSTALL_HINT: &str = "The proxy benchmark needs `nginx` and `wrk` (Debian's packages):\n\n\
     sudo apt-get install -y nginx-light wrk\n\n\
@@ -117,55 +119,28 @@ fn parse_args() -> Res<Args> {
         json: None,
     };
     let mut latency_set = false;
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
-        let number = |name: &str, v: String, zero_ok: bool| -> Res<usize> {
-            v.parse::<usize>()
-                .ok()
-                .filter(|n| zero_ok || *n > 0)
-                .ok_or_else(|| format!("{name}: `{v}` is not a positive number"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
-            "--duration" => a.duration = number("--duration", value("--duration")?, false)? as u64,
+            "--duration" => a.duration = f.positive("--duration", false)? as u64,
             "--latency-duration" => {
-                a.latency_duration =
-                    number("--latency-duration", value("--latency-duration")?, false)? as u64;
+                a.latency_duration = f.positive("--latency-duration", false)? as u64;
                 latency_set = true;
             }
-            "--warmup" => a.warmup = number("--warmup", value("--warmup")?, true)? as u64,
-            "--runs" => a.runs = number("--runs", value("--runs")?, false)?,
-            "--threads" => a.threads = number("--threads", value("--threads")?, false)?,
-            "--connections" => {
-                a.connections = number("--connections", value("--connections")?, false)?
-            }
+            "--warmup" => a.warmup = f.positive("--warmup", true)? as u64,
+            "--runs" => a.runs = f.positive("--runs", false)?,
+            "--threads" => a.threads = f.positive("--threads", false)?,
+            "--connections" => a.connections = f.positive("--connections", false)?,
             "--layout" => {
-                a.layout = match value("--layout")?.as_str() {
+                a.layout = match f.value("--layout")?.as_str() {
                     "shared" => Layout::Shared,
                     "split" => Layout::Split,
                     other => return Err(format!("--layout: `{other}` is not shared or split")),
                 }
             }
-            "--quiet-wait" => {
-                a.quiet_wait = number("--quiet-wait", value("--quiet-wait")?, true)? as u64
-            }
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--quiet-wait" => a.quiet_wait = f.positive("--quiet-wait", true)? as u64,
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     if !latency_set {
@@ -179,12 +154,6 @@ fn parse_args() -> Res<Args> {
 
 // ---------------------------------------------------------------------------------------------
 // Running commands with a timeout.
-
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
 
 /// CPU affinity for a command, applied in the child between fork and exec.
 fn pin_command(cmd: &mut Command, cpu: Option<usize>) {
@@ -204,59 +173,6 @@ fn pin_command(cmd: &mut Command, cpu: Option<usize>) {
     }
 }
 
-/// Run `cmd` to completion (killed after `timeout`). Output goes to files, not pipes, so a
-/// daemon that inherits the descriptors cannot hold the command open.
-fn run_cmd(mut cmd: Command, scratch: &Path, timeout: Duration) -> Res<Run> {
-    let out_path = scratch.join("cmd.stdout");
-    let err_path = scratch.join("cmd.stderr");
-    let out = fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
-    let err = fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    let desc = format!("{cmd:?}");
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {desc}: {e}"))?;
-    let pid = child.id() as i32;
-    let (tx, rx) = mpsc::channel::<()>();
-    let dog = thread::spawn(move || {
-        if rx.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            true
-        } else {
-            false
-        }
-    });
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for {desc}: {e}"))?;
-    let _ = tx.send(());
-    let timed_out = dog.join().unwrap_or(false);
-    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
-    if timed_out {
-        return Err(format!(
-            "{desc} timed out after {timeout:?}\nstdout: {stdout}\nstderr: {stderr}"
-        ));
-    }
-    Ok(Run {
-        status,
-        stdout,
-        stderr,
-    })
-}
-
-fn capture(program: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    let mut text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if text.is_empty() {
-        // `nginx -v` prints to stderr.
-        text = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-    }
-    (out.status.success() && !text.is_empty()).then_some(text)
-}
-
 /// `name` on PATH, else in the given extra directories (nginx lives in /usr/sbin, which is not
 /// on every user's PATH).
 fn find_program(name: &str, extra: &[&str]) -> Option<PathBuf> {
@@ -269,36 +185,6 @@ fn find_program(name: &str, extra: &[&str]) -> Option<PathBuf> {
 
 // ---------------------------------------------------------------------------------------------
 // /proc helpers.
-
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
-fn ppid(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn all_pids() -> Vec<u32> {
-    fs::read_dir("/proc")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// `pid` and its direct children (an nginx master and its workers).
-fn with_children(pid: u32) -> Vec<u32> {
-    let mut out = vec![pid];
-    out.extend(all_pids().into_iter().filter(|p| ppid(*p) == Some(pid)));
-    out
-}
 
 /// CPU time of all threads of the given processes, in nanoseconds (`/proc/PID/task/*/schedstat`).
 fn cpu_ns(pids: &[u32]) -> u64 {
@@ -386,32 +272,6 @@ fn system_busy_ns() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let tck = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as u64;
     busy * (1_000_000_000 / tck)
-}
-
-/// Processes that belong to the sandbox: `BINKY_HOME=<home>` in their environment, or a
-/// working directory inside the sandbox (nginx workers drop their environment but keep the
-/// working directory).
-fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = format!("BINKY_HOME={}", home.display());
-    all_pids()
-        .into_iter()
-        .filter(|pid| *pid != me && alive(*pid))
-        .filter(|pid| {
-            let env_match = fs::read(format!("/proc/{pid}/environ"))
-                .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-                .unwrap_or(false);
-            let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
-                .map(|c| c.starts_with(root))
-                .unwrap_or(false);
-            env_match || cwd_match
-        })
-        .collect()
-}
-
-fn free_port() -> Res<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
 /// One `GET /` with `Host: HOST` on a fresh connection: the status line and the whole response.
@@ -599,26 +459,7 @@ impl Sandbox {
              [services.web]\ncmd = '{cmd}'\nurl = \"web\"\n"
         );
         fs::write(sb.repo.join("binky.toml"), toml).map_err(|e| format!("binky.toml: {e}"))?;
-        for args in [
-            &["init", "-q"][..],
-            &["add", "binky.toml"][..],
-            &[
-                "-c",
-                "user.name=bench",
-                "-c",
-                "user.email=bench@localhost",
-                "commit",
-                "-qm",
-                "bench",
-            ][..],
-        ] {
-            let mut c = Command::new("git");
-            c.args(args).current_dir(&sb.repo).env("HOME", &sb.home);
-            let r = run_cmd(c, &sb.root, Duration::from_secs(30))?;
-            if !r.status.success() {
-                return Err(format!("git {args:?} failed: {}", r.stderr));
-            }
-        }
+        binky_testkit::git::bench_repo(&sb.repo, "binky.toml", &sb.home, &sb.root)?;
         Ok(sb)
     }
 
@@ -782,24 +623,9 @@ impl Sandbox {
                 eprintln!("teardown: {e}");
             }
         }
-        let until = Instant::now() + Duration::from_secs(5);
-        let mut left = sandbox_processes(&self.binky_home, &self.root);
-        while !left.is_empty() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(100));
-            left = sandbox_processes(&self.binky_home, &self.root);
-        }
-        for pid in &left {
-            let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|b| {
-                    String::from_utf8_lossy(&b)
-                        .replace('\0', " ")
-                        .trim()
-                        .to_owned()
-                })
-                .unwrap_or_default();
-            self.leftovers.push(format!("{pid} {cmdline}"));
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
-        }
+        // Give exiting processes a moment before calling them leftovers.
+        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
+        self.leftovers.extend(left.iter().cloned());
         if !left.is_empty() {
             eprintln!(
                 "teardown: {} process(es) still running after remove + daemon stop; killed:\n  {}",
@@ -1149,35 +975,10 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
 fn machine(nginx: &Path, wrk: &Path) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
     let nginx = nginx.to_string_lossy();
     let wrk = wrk.to_string_lossy();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "nginx": capture(&nginx, &["-v"]).unwrap_or_default(),
         "wrk": capture(&wrk, &["--version"])
             .or_else(|| {
@@ -1192,7 +993,7 @@ fn machine(nginx: &Path, wrk: &Path) -> Value {
             .unwrap_or("")
             .to_owned(),
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1264,9 +1065,9 @@ fn bench(args: &Args, binky: PathBuf, nginx: PathBuf, wrk: PathBuf) -> Res<()> {
     };
 
     let mut sb = Sandbox::new(binky.clone(), nginx.clone())?;
-    let (daemon, backend_port, binky_port) = sb.start_binky(free_port()?, server_cpu)?;
+    let (daemon, backend_port, binky_port) = sb.start_binky(free_port(), server_cpu)?;
     let mut backend_pids = sb.backend_pids()?;
-    let nginx_port = free_port()?;
+    let nginx_port = free_port();
     let nginx_master = sb.start_nginx_proxy(nginx_port, backend_port, server_cpu)?;
     // Workers are forked once the master has read its config and bound.
     thread::sleep(Duration::from_millis(200));

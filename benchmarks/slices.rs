@@ -35,23 +35,20 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
-use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{
-    capture, check_stop, free_port, install_signal_handlers, median, p90, random_secret, ratio,
-    ratio_value, run_cmd, summary_p90, Res, Run, Table,
-};
+use binky_testkit::args::Flags;
+use binky_testkit::procs::{loadavg, machine_with, reap_sandbox};
+use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::servers::postgres::{pg_bin_dir, psql, Options};
+use binky_testkit::servers::redis::connect as redis_connect;
+use binky_testkit::stats::{median, ms, p90, ratio, ratio_value, summary_p90};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::{net::free_port, random_secret, table::Table, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres and redis \
 extras is not installed.\nInstall it into a venv and point the benchmark at it:\n\n\
@@ -87,36 +84,15 @@ fn parse_args() -> Res<Args> {
         pg_on_disk: false,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
             "--worlds" => {
-                let v = value("--worlds")?;
-                a.worlds = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=99).contains(n))
-                    .ok_or_else(|| format!("--worlds: `{v}` is not a number from 1 to 99"))?;
+                a.worlds = f.number_in("--worlds", 1..=99)?;
             }
             "--pg-on-disk" => a.pg_on_disk = true,
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     Ok(a)
@@ -125,52 +101,8 @@ fn parse_args() -> Res<Args> {
 // ---------------------------------------------------------------------------------------------
 // /proc helpers.
 
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
-/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
-/// working directory inside the sandbox.
-fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = format!("BINKY_HOME={}", home.display());
-    let mut pids = Vec::new();
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return pids;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me || !alive(pid) {
-            continue;
-        }
-        let env_match = fs::read(format!("/proc/{pid}/environ"))
-            .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-            .unwrap_or(false);
-        let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
-            .map(|c| c.starts_with(root))
-            .unwrap_or(false);
-        if env_match || cwd_match {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 // ---------------------------------------------------------------------------------------------
 // Statistics.
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 fn diffs(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x - y).collect()
@@ -179,187 +111,33 @@ fn diffs(a: &[f64], b: &[f64]) -> Vec<f64> {
 // ---------------------------------------------------------------------------------------------
 // The shared servers.
 
-/// Field separator in psql output (ASCII unit separator).
-const SEP: char = '\u{1f}';
-
-/// The `bin` directory of the newest installed PostgreSQL, if any.
-fn pg_bin_dir() -> Option<PathBuf> {
-    let has_all = |d: &Path| {
-        ["initdb", "postgres", "psql"]
-            .iter()
-            .all(|b| d.join(b).is_file())
-    };
-    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let major = e
-                .file_name()
-                .to_string_lossy()
-                .split('.')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((major, e.path().join("bin")))
-        })
-        .filter(|(_, d)| has_all(d))
-        .collect();
-    versions.sort();
-    if let Some((_, d)) = versions.pop() {
-        return Some(d);
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("initdb"))
-        .find(|p| p.is_file())
-        .and_then(|p| fs::canonicalize(p).ok())
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .filter(|d| has_all(d))
-}
-
-/// Rows of `sql` run with psql at `url` (fields as text), or psql's error output.
-fn psql(bin_dir: &Path, url: &str, sql: &str) -> Res<Vec<Vec<String>>> {
-    let out = Command::new(bin_dir.join("psql"))
-        .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-F"])
-        .arg(SEP.to_string())
-        .args(["-d", url, "-c", sql])
-        .env("PGCONNECT_TIMEOUT", "5")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("psql: {e}"))?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.split(SEP).map(str::to_owned).collect())
-        .collect())
-}
-
-/// A private PostgreSQL cluster in a temp dir, run as the `postgres` user when we are root
-/// (PostgreSQL refuses root). Stopped and removed on drop.
+/// A private PostgreSQL cluster (the kit's, fast and unsafe) under `parent` or the temp dir;
+/// stopped and removed on drop.
 struct PgServer {
-    admin_url: String,
-    bin_dir: PathBuf,
+    pg: binky_testkit::servers::postgres::PgServer,
     version: String,
-    /// Where the cluster lives.
-    data_dir: PathBuf,
-    child: Child,
-    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for PgServer {
+    type Target = binky_testkit::servers::postgres::PgServer;
+    fn deref(&self) -> &Self::Target {
+        &self.pg
+    }
 }
 
 impl PgServer {
     /// A cluster under `parent` (`None`: the temp dir).
     fn start(parent: Option<&Path>) -> Res<PgServer> {
         let bin_dir = pg_bin_dir().ok_or(SERVERS_HINT)?;
-        let user = if nix::unistd::geteuid().is_root() {
-            let u = nix::unistd::User::from_name("postgres")
-                .ok()
-                .flatten()
-                .ok_or(
-                    "running as root needs a `postgres` system user (apt-get install postgresql)",
-                )?;
-            Some((u.uid.as_raw(), u.gid.as_raw()))
-        } else {
-            None
-        };
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("binky-bench-pg-");
-        let dir = match parent {
-            Some(p) => builder.tempdir_in(p),
-            None => builder.tempdir(),
-        }
-        .map_err(|e| format!("tempdir: {e}"))?;
-        let io = |e: std::io::Error| format!("postgres dir: {e}");
-        // The postgres user must be able to pass through to its data directory.
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).map_err(io)?;
-        let data = dir.path().join("data");
-        fs::create_dir(&data).map_err(io)?;
-        fs::set_permissions(&data, fs::Permissions::from_mode(0o700)).map_err(io)?;
-        let password = random_secret()?;
-        let pwfile = dir.path().join("pwfile");
-        fs::write(&pwfile, format!("{password}\n")).map_err(io)?;
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).map_err(io)?;
-            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid)).map_err(io)?;
-        }
-        let mut initdb = Command::new(bin_dir.join("initdb"));
-        initdb
-            .arg("-D")
-            .arg(&data)
-            .args(["-U", "postgres", "--auth=scram-sha-256", "-E", "UTF8"])
-            .args(["--locale=C", "-N"])
-            .arg(format!("--pwfile={}", pwfile.display()))
-            .current_dir("/");
-        if let Some((uid, gid)) = user {
-            initdb.uid(uid).gid(gid);
-        }
-        let r = run_cmd(initdb, dir.path(), Duration::from_secs(120))?;
-        let _ = fs::remove_file(&pwfile);
-        if !r.ok() {
-            return Err(format!("initdb failed ({}): {}", r.status, r.stderr));
-        }
         let version = capture(&bin_dir.join("postgres").to_string_lossy(), &["--version"])
             .unwrap_or_default();
-
-        let log_path = dir.path().join("postgres.log");
-        for _attempt in 0..5 {
-            let port = free_port()?;
-            let log = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .map_err(io)?;
-            let mut cmd = Command::new(bin_dir.join("postgres"));
-            cmd.arg("-D")
-                .arg(&data)
-                .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
-                .arg("-k")
-                .arg(&data)
-                .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
-                .args(["-c", "synchronous_commit=off"])
-                .current_dir("/")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().map_err(io)?)
-                .stderr(log)
-                .process_group(0);
-            if let Some((uid, gid)) = user {
-                cmd.uid(uid).gid(gid);
-            }
-            let mut child = cmd.spawn().map_err(|e| format!("spawn postgres: {e}"))?;
-            let admin_url = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
-            let until = Instant::now() + Duration::from_secs(30);
-            loop {
-                if let Ok(Some(status)) = child.try_wait() {
-                    let text = fs::read_to_string(&log_path).unwrap_or_default();
-                    if text.contains("could not bind") || text.contains("already in use") {
-                        break; // Someone took the port meanwhile: another one.
-                    }
-                    return Err(format!("postgres exited ({status}):\n{text}"));
-                }
-                if psql(&bin_dir, &admin_url, "SELECT 1").is_ok() {
-                    return Ok(PgServer {
-                        admin_url,
-                        bin_dir,
-                        version,
-                        data_dir: data,
-                        child,
-                        _dir: dir,
-                    });
-                }
-                if Instant::now() > until || check_stop().is_err() {
-                    let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
-                    let _ = child.wait();
-                    return Err(format!(
-                        "postgres not ready after 30 s:\n{}",
-                        fs::read_to_string(&log_path).unwrap_or_default()
-                    ));
-                }
-                thread::sleep(Duration::from_millis(50));
-            }
-        }
-        Err("no free port for postgres after 5 attempts".into())
+        let pg = binky_testkit::servers::postgres::PgServer::start_with(Options {
+            bin_dir: Some(bin_dir),
+            parent: parent.map(Path::to_path_buf),
+            prefix: "binky-bench-pg-".into(),
+            ..Options::default()
+        })?;
+        Ok(PgServer { pg, version })
     }
 
     /// What exists on the server: `db:<name>` for every non-template database and
@@ -376,109 +154,28 @@ impl PgServer {
     }
 }
 
-impl Drop for PgServer {
-    fn drop(&mut self) {
-        // Fast shutdown; the group is killed if it takes too long.
-        let pid = self.child.id() as i32;
-        let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
-fn redis_connect(url: &str) -> Res<redis::Connection> {
-    redis::Client::open(url)
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
-        .map_err(|e| format!("redis connect: {e}"))
-}
-
-/// A private `redis-server` (`requirepass`, no persistence) on a free loopback port. Stopped
-/// and its directory removed on drop.
+/// A private `redis-server` (the kit's: `requirepass`, no persistence) on a free loopback
+/// port. Stopped and its directory removed on drop.
 struct RedisServer {
-    admin_url: String,
+    redis: binky_testkit::servers::redis::RedisServer,
     version: String,
-    child: Child,
-    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for RedisServer {
+    type Target = binky_testkit::servers::redis::RedisServer;
+    fn deref(&self) -> &Self::Target {
+        &self.redis
+    }
 }
 
 impl RedisServer {
     fn start() -> Res<RedisServer> {
-        let bin = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.is_file())
-            .or_else(|| {
-                let path = std::env::var_os("PATH")?;
-                std::env::split_paths(&path)
-                    .map(|d| d.join("redis-server"))
-                    .find(|p| p.is_file())
-            })
-            .ok_or(SERVERS_HINT)?;
-        let version = capture(&bin.to_string_lossy(), &["--version"]).unwrap_or_default();
-        let dir = tempfile::Builder::new()
-            .prefix("binky-bench-redis-")
-            .tempdir()
-            .map_err(|e| format!("tempdir: {e}"))?;
-        let password = random_secret()?;
-        // A port taken between the probe and the bind makes redis exit: try another.
-        for _ in 0..5 {
-            let port = free_port()?;
-            let mut child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(["--requirepass", &password])
-                .arg("--dir")
-                .arg(dir.path())
-                .arg("--logfile")
-                .arg(dir.path().join("redis.log"))
-                .args(["--daemonize", "no", "--protected-mode", "yes"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .map_err(|e| format!("spawn redis-server: {e}"))?;
-            let admin_url = format!("redis://default:{password}@127.0.0.1:{port}/0");
-            let until = Instant::now() + Duration::from_secs(10);
-            let mut ready = false;
-            while Instant::now() < until && check_stop().is_ok() {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                let pong = redis_connect(&admin_url).and_then(|mut c| {
-                    redis::cmd("PING")
-                        .query::<String>(&mut c)
-                        .map_err(|e| e.to_string())
-                });
-                if pong.is_ok() {
-                    ready = true;
-                    break;
-                }
-                thread::sleep(Duration::from_millis(20));
-            }
-            if ready {
-                return Ok(RedisServer {
-                    admin_url,
-                    version,
-                    child,
-                    _dir: dir,
-                });
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            check_stop()?;
+        if binky_testkit::servers::redis::redis_binary().is_none() {
+            return Err(SERVERS_HINT.into());
         }
-        Err(format!(
-            "redis-server did not start: {}",
-            fs::read_to_string(dir.path().join("redis.log")).unwrap_or_default()
-        ))
+        let redis = binky_testkit::servers::redis::RedisServer::start()?;
+        let version = capture(&redis.bin.to_string_lossy(), &["--version"]).unwrap_or_default();
+        Ok(RedisServer { redis, version })
     }
 
     /// What exists on the server: `user:<name>` for every ACL user, `keys:db<N>=<count>` for
@@ -507,13 +204,6 @@ impl RedisServer {
             .map_err(e)?;
         out.extend(map.into_iter().map(|(k, v)| format!("map:{k}={v}")));
         Ok(out)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -605,22 +295,12 @@ impl Tool {
             Kind::Rust => ("binky", "binky-bench-slices-rs-"),
             Kind::Py => ("binky 0.1.2", "binky-bench-slices-py-"),
         };
-        let dir = tempfile::Builder::new()
-            .prefix(prefix)
-            .tempdir()
-            .map_err(|e| format!("tempdir: {e}"))?;
-        let root = fs::canonicalize(dir.path()).map_err(|e| format!("tempdir: {e}"))?;
-        let home = root.join("home");
-        let binky_home = home.join(".binky");
-        fs::create_dir_all(&binky_home).map_err(|e| format!("{}: {e}", binky_home.display()))?;
-        if kind == Kind::Py {
-            // No hostname proxy on :80 (and so no Caddy on :443).
-            fs::write(
-                binky_home.join("settings.json"),
-                "{\"proxy_port\": 0, \"https_port\": 0}\n",
-            )
-            .map_err(|e| format!("settings.json: {e}"))?;
-        }
+        let binky_testkit::sandbox::Sandbox {
+            root,
+            home,
+            binky_home,
+            dir,
+        } = binky_testkit::sandbox::Sandbox::new(prefix, kind == Kind::Py)?;
         let tool = Tool {
             kind,
             label,
@@ -641,26 +321,7 @@ impl Tool {
             fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
             fs::write(repo.join("binky.toml"), cfg.toml())
                 .map_err(|e| format!("binky.toml: {e}"))?;
-            for args in [
-                &["init", "-q"][..],
-                &["add", "binky.toml"][..],
-                &[
-                    "-c",
-                    "user.name=bench",
-                    "-c",
-                    "user.email=bench@localhost",
-                    "commit",
-                    "-qm",
-                    "bench",
-                ][..],
-            ] {
-                let mut c = Command::new("git");
-                c.args(args).current_dir(&repo).env("HOME", &tool.home);
-                let r = run_cmd(c, &tool.root, Duration::from_secs(30))?;
-                if !r.ok() {
-                    return Err(format!("git {args:?} failed: {}", r.stderr));
-                }
-            }
+            binky_testkit::git::bench_repo(&repo, "binky.toml", &tool.home, &tool.root)?;
         }
         Ok(tool)
     }
@@ -716,7 +377,7 @@ impl Tool {
     fn start_daemon(&mut self) -> Res<()> {
         if self.kind == Kind::Rust {
             // Keep binky's proxy off ports 80/443.
-            let (p, q) = (free_port()?.to_string(), free_port()?.to_string());
+            let (p, q) = (free_port().to_string(), free_port().to_string());
             self.run_ok(
                 Cfg::Bare,
                 &["port", "--proxy", &p, "--https", &q],
@@ -820,24 +481,8 @@ impl Tool {
             eprintln!("teardown: {e}");
         }
         // Give exiting processes a moment before calling them leftovers.
-        let until = Instant::now() + Duration::from_secs(5);
-        let mut left = sandbox_processes(&self.binky_home, &self.root);
-        while !left.is_empty() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(100));
-            left = sandbox_processes(&self.binky_home, &self.root);
-        }
-        for pid in &left {
-            let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|b| {
-                    String::from_utf8_lossy(&b)
-                        .replace('\0', " ")
-                        .trim()
-                        .to_owned()
-                })
-                .unwrap_or_default();
-            self.leftovers.push(format!("{pid} {cmdline}"));
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
-        }
+        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
+        self.leftovers.extend(left.iter().cloned());
         if !left.is_empty() {
             eprintln!(
                 "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
@@ -914,7 +559,7 @@ fn redis_floor(admin_url: &str, name: &str) -> Res<(f64, f64)> {
         .arg(name)
         .arg("reset")
         .arg("on")
-        .arg(format!(">{}", random_secret()?))
+        .arg(format!(">{}", random_secret()))
         .arg(format!("~{name}:*"))
         .arg(format!("&{name}:*"))
         .arg("+@all")
@@ -951,7 +596,7 @@ fn binky_adapter_alone(cfg: Cfg, admin_url: &str, name: &str) -> Res<(f64, f64)>
     };
     let slice = Slice {
         name: name.to_owned(),
-        secret: random_secret()?,
+        secret: random_secret(),
     };
     rt.block_on(async {
         let e = |e: binky::adapters::AdapterError| format!("binky adapter, {name}: {e}");
@@ -1073,22 +718,6 @@ fn fmt_ms(v: f64) -> String {
 
 // ---------------------------------------------------------------------------------------------
 
-fn find_binky012() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let reference = PathBuf::from("/work/ref/venv/bin/binky");
-    if reference.is_file() {
-        return Some(reference);
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("binky012"))
-            .find(|p| p.is_file())
-    })
-}
-
 /// The interpreter of binky 0.1.2's entry point (its `#!` line).
 fn binky012_python(bin: &Path) -> String {
     fs::read_to_string(bin)
@@ -1111,33 +740,8 @@ fn binky012_has_extras(bin: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
 fn machine(s: &Servers) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
         "python": capture("python3", &["--version"]).unwrap_or_default(),
         "git": capture("git", &["--version"]).unwrap_or_default(),
@@ -1145,7 +749,7 @@ fn machine(s: &Servers) -> Value {
         "postgres_data_dir": s.pg.data_dir,
         "redis": s.redis.version,
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 fn main() {

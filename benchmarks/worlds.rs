@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -49,16 +49,17 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-#[path = "common.rs"]
-mod common;
-use common::{
-    capture, check_stop, free_port, install_signal_handlers, median, random_secret, run_cmd,
-    summary, Res, Run, Table,
-};
+use binky_testkit::args::Flags;
+use binky_testkit::procs::{alive, cmdline, loadavg, machine_with, reap_sandbox, tree};
+use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::servers::postgres::{pg_bin_dir, Options};
+use binky_testkit::stats::{median, ms, summary};
+use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::{net::free_port, table::Table, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres extra is not \
 installed.\nInstall it into a venv and point the benchmark at it:\n\n\
@@ -181,23 +182,11 @@ fn parse_args() -> Res<Args> {
         quiet_wait: 300,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-        };
+    let mut f = Flags::from_env(USAGE);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            // `cargo bench` passes --bench to harness = false targets.
-            "--bench" => {}
             "--sweep" => {
-                let v = value("--sweep")?;
+                let v = f.value("--sweep")?;
                 let mut s = Vec::new();
                 for part in v.split(',').filter(|p| !p.trim().is_empty()) {
                     let n = part
@@ -216,7 +205,7 @@ fn parse_args() -> Res<Args> {
                 a.sweep = s;
             }
             "--rows" => {
-                let v = value("--rows")?;
+                let v = f.value("--rows")?;
                 a.rows = v
                     .parse::<u64>()
                     .ok()
@@ -224,7 +213,7 @@ fn parse_args() -> Res<Args> {
                     .ok_or_else(|| format!("--rows: `{v}` is not a number from 1 to 10^8"))?;
             }
             "--arms" => {
-                let v = value("--arms")?;
+                let v = f.value("--arms")?;
                 let mut arms = Vec::new();
                 for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                     let arm = ALL_ARMS
@@ -245,7 +234,7 @@ fn parse_args() -> Res<Args> {
                 a.arms = arms;
             }
             "--strategy-worlds" => {
-                let v = value("--strategy-worlds")?;
+                let v = f.value("--strategy-worlds")?;
                 a.strategy_worlds = v
                     .parse::<usize>()
                     .ok()
@@ -255,99 +244,22 @@ fn parse_args() -> Res<Args> {
                     })?;
             }
             "--quiet-wait" => {
-                let v = value("--quiet-wait")?;
+                let v = f.value("--quiet-wait")?;
                 a.quiet_wait = v
                     .parse::<u64>()
                     .map_err(|_| format!("--quiet-wait: `{v}` is not a number of seconds"))?;
             }
             "--pg-on-disk" => a.pg_on_disk = true,
             "--fsync" => a.fsync = true,
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
+            other => return Err(f.unknown(other)),
         }
     }
     Ok(a)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
 // ---------------------------------------------------------------------------------------------
 // /proc: processes, their memory, and disk usage.
-
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
-fn ppid_of(pid: u32) -> Option<u32> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
-    let mut f = rest.split_whitespace();
-    let state = f.next()?;
-    if state == "Z" {
-        return None;
-    }
-    f.next()?.parse().ok()
-}
-
-fn all_pids() -> Vec<u32> {
-    fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
-        .collect()
-}
-
-/// `root` and every live process below it.
-fn tree(root: u32) -> Vec<u32> {
-    if !alive(root) {
-        return Vec::new();
-    }
-    let parents: Vec<(u32, u32)> = all_pids()
-        .into_iter()
-        .filter_map(|p| ppid_of(p).map(|pp| (p, pp)))
-        .collect();
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let parent = out[i];
-        out.extend(
-            parents
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        i += 1;
-    }
-    out
-}
-
-fn cmdline(pid: u32) -> String {
-    fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .replace('\0', " ")
-                .trim()
-                .to_owned()
-        })
-        .unwrap_or_default()
-}
 
 /// The value in kB of the line `key:` of a /proc status-like file.
 fn kb_field(text: &str, key: &str) -> Option<u64> {
@@ -475,64 +387,8 @@ fn du(path: &Path) -> u64 {
     total
 }
 
-/// Processes that belong to one tool's sandbox: `BINKY_HOME=<home>` in their environment, or a
-/// working directory inside the sandbox.
-fn sandbox_processes(home: &Path, root: &Path) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = format!("BINKY_HOME={}", home.display());
-    all_pids()
-        .into_iter()
-        .filter(|&pid| pid != me && alive(pid))
-        .filter(|pid| {
-            let env_match = fs::read(format!("/proc/{pid}/environ"))
-                .map(|e| e.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-                .unwrap_or(false);
-            let cwd_match = fs::read_link(format!("/proc/{pid}/cwd"))
-                .map(|c| c.starts_with(root))
-                .unwrap_or(false);
-            env_match || cwd_match
-        })
-        .collect()
-}
-
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL: a private server, and queries.
-
-/// The `bin` directory of the newest installed PostgreSQL, if any.
-fn pg_bin_dir() -> Option<PathBuf> {
-    let has_all = |d: &Path| {
-        ["initdb", "postgres", "psql"]
-            .iter()
-            .all(|b| d.join(b).is_file())
-    };
-    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let major = e
-                .file_name()
-                .to_string_lossy()
-                .split('.')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((major, e.path().join("bin")))
-        })
-        .filter(|(_, d)| has_all(d))
-        .collect();
-    versions.sort();
-    if let Some((_, d)) = versions.pop() {
-        return Some(d);
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("initdb"))
-        .find(|p| p.is_file())
-        .and_then(|p| fs::canonicalize(p).ok())
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .filter(|d| has_all(d))
-}
 
 /// Rows of `sql` (simple query protocol, fields as text) on a fresh connection to `url`,
 /// which is closed before returning.
@@ -603,147 +459,51 @@ fn ready_query(url: &str, rows: u64) -> Res<()> {
     Ok(())
 }
 
-/// The `postgres` system user when we are root (PostgreSQL refuses root).
-fn pg_user() -> Res<Option<(u32, u32)>> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    let u = nix::unistd::User::from_name("postgres")
-        .ok()
-        .flatten()
-        .ok_or("running as root needs a `postgres` system user (apt-get install postgresql)")?;
-    Ok(Some((u.uid.as_raw(), u.gid.as_raw())))
-}
-
-/// A private PostgreSQL cluster in a temp dir, run as the `postgres` user when we are root,
-/// made the way `benchmarks/slices.rs` makes one. Stopped and removed on drop.
+/// A private PostgreSQL cluster (the kit's, with its shared memory as SysV segments the bench
+/// can see whole), made the way `benchmarks/slices.rs` makes one. Stopped and removed on
+/// drop.
 struct PgServer {
-    admin_url: String,
-    port: u16,
-    data_dir: PathBuf,
-    child: Child,
+    pg: binky_testkit::servers::postgres::PgServer,
     initdb_ms: f64,
     start_ms: f64,
-    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for PgServer {
+    type Target = binky_testkit::servers::postgres::PgServer;
+    fn deref(&self) -> &Self::Target {
+        &self.pg
+    }
 }
 
 impl PgServer {
     /// A cluster under `parent` (`None`: the temp dir).
     fn start(bin_dir: &Path, parent: Option<&Path>, fsync: bool) -> Res<PgServer> {
-        let user = pg_user()?;
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("binky-bench-worlds-pg-");
-        let dir = match parent {
-            Some(p) => builder.tempdir_in(p),
-            None => builder.tempdir(),
-        }
-        .map_err(|e| format!("tempdir: {e}"))?;
-        let io = |e: std::io::Error| format!("postgres dir: {e}");
-        // The postgres user must be able to pass through to its data directory.
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).map_err(io)?;
-        let data = dir.path().join("data");
-        fs::create_dir(&data).map_err(io)?;
-        fs::set_permissions(&data, fs::Permissions::from_mode(0o700)).map_err(io)?;
-        let password = random_secret()?;
-        let pwfile = dir.path().join("pwfile");
-        fs::write(&pwfile, format!("{password}\n")).map_err(io)?;
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).map_err(io)?;
-            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid)).map_err(io)?;
-        }
-        let started = Instant::now();
-        let mut initdb = Command::new(bin_dir.join("initdb"));
-        initdb
-            .arg("-D")
-            .arg(&data)
-            .args(["-U", "postgres", "--auth=scram-sha-256", "-E", "UTF8"])
-            .args(["--locale=C", "-N"])
-            .arg(format!("--pwfile={}", pwfile.display()))
-            .current_dir("/");
-        if let Some((uid, gid)) = user {
-            initdb.uid(uid).gid(gid);
-        }
-        let r = run_cmd(initdb, dir.path(), Duration::from_secs(120))?;
-        let _ = fs::remove_file(&pwfile);
-        if !r.ok() {
-            return Err(format!("initdb failed ({}): {}", r.status, r.stderr));
-        }
-        let initdb_ms = ms(started.elapsed());
-
-        let log_path = dir.path().join("postgres.log");
-        for _attempt in 0..5 {
-            let started = Instant::now();
-            let port = free_port()?;
-            let log = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .map_err(io)?;
-            let mut cmd = Command::new(bin_dir.join("postgres"));
-            cmd.arg("-D")
-                .arg(&data)
-                .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
-                .arg("-k")
-                .arg(&data)
-                // Shared memory the bench can see whole (see `Mem`).
-                .args(["-c", "shared_memory_type=sysv"]);
-            if !fsync {
-                cmd.args(["-c", "fsync=off", "-c", "full_page_writes=off"])
-                    .args(["-c", "synchronous_commit=off"]);
-            }
-            cmd.current_dir("/")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().map_err(io)?)
-                .stderr(log)
-                .process_group(0);
-            if let Some((uid, gid)) = user {
-                cmd.uid(uid).gid(gid);
-            }
-            let mut child = cmd.spawn().map_err(|e| format!("spawn postgres: {e}"))?;
-            let admin_url = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
-            let until = Instant::now() + Duration::from_secs(30);
-            loop {
-                if let Ok(Some(status)) = child.try_wait() {
-                    let text = fs::read_to_string(&log_path).unwrap_or_default();
-                    if text.contains("could not bind") || text.contains("already in use") {
-                        break; // Someone took the port meanwhile: another one.
-                    }
-                    return Err(format!("postgres exited ({status}):\n{text}"));
-                }
-                if pg_query(&admin_url, "SELECT 1").is_ok() {
-                    return Ok(PgServer {
-                        admin_url,
-                        port,
-                        data_dir: data,
-                        child,
-                        initdb_ms,
-                        start_ms: ms(started.elapsed()),
-                        _dir: dir,
-                    });
-                }
-                if Instant::now() > until || check_stop().is_err() {
-                    let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
-                    let _ = child.wait();
-                    return Err(format!(
-                        "postgres not ready after 30 s:\n{}",
-                        fs::read_to_string(&log_path).unwrap_or_default()
-                    ));
-                }
-                thread::sleep(Duration::from_millis(10));
-            }
-        }
-        Err("no free port for postgres after 5 attempts".into())
+        let pg = binky_testkit::servers::postgres::PgServer::start_with(Options {
+            bin_dir: Some(bin_dir.to_path_buf()),
+            parent: parent.map(Path::to_path_buf),
+            prefix: "binky-bench-worlds-pg-".into(),
+            fsync,
+            // Shared memory the bench can see whole (see `Mem`).
+            settings: vec!["shared_memory_type=sysv".into()],
+            ready: Some(|url| pg_query(url, "SELECT 1").is_ok()),
+            poll: Duration::from_millis(10),
+        })?;
+        Ok(PgServer {
+            initdb_ms: ms(pg.initdb_time),
+            start_ms: ms(pg.start_time),
+            pg,
+        })
     }
 
     /// The postmaster and every process below it.
     fn pids(&self) -> Vec<u32> {
-        tree(self.child.id())
+        tree(self.pg.pid)
     }
 
     /// The memory of the server: its processes and its resident shared memory.
     fn mem(&self) -> Mem {
         let mut m = Mem::of(&self.pids());
-        m.shm = sysv_segments(self.child.id()).iter().map(|s| s.1).sum();
+        m.shm = sysv_segments(self.pg.pid).iter().map(|s| s.1).sum();
         m
     }
 
@@ -758,20 +518,9 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
-        // Fast shutdown; the group is killed if it takes too long.
-        let pid = self.child.id() as i32;
-        let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        let _ = self.child.wait();
+        self.pg.stop();
         // A killed postmaster leaves its SysV segment behind.
-        for (id, _) in sysv_segments(pid as u32) {
+        for (id, _) in sysv_segments(self.pg.pid) {
             let _ = Command::new("ipcrm")
                 .args(["-m", &id])
                 .stdout(Stdio::null())
@@ -1154,14 +903,15 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
     let mut problems = Vec::new();
     for n in 1..=args.max_worlds() {
         check_stop()?;
-        let roots = |extra: Option<u32>| -> Vec<u32> {
-            std::iter::once(std::process::id())
-                .chain(worlds.iter().flat_map(|w| {
-                    std::iter::once(w.pg.child.id()).chain(w.app.0.iter().map(Child::id))
-                }))
-                .chain(extra)
-                .collect()
-        };
+        let roots =
+            |extra: Option<u32>| -> Vec<u32> {
+                std::iter::once(std::process::id())
+                    .chain(worlds.iter().flat_map(|w| {
+                        std::iter::once(w.pg.pid).chain(w.app.0.iter().map(Child::id))
+                    }))
+                    .chain(extra)
+                    .collect()
+            };
         let quiet = wait_quiet(&roots(None))?;
         let cpu0 = Cpu::now(&roots(None));
         let started = Instant::now();
@@ -1178,7 +928,7 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
         run_sh(&app.seed_cmd(), &appdir, &env, path)?;
         let seed_ms = ms(t.elapsed());
         let t = Instant::now();
-        let port = free_port()?;
+        let port = free_port();
         let mut child = Command::new("/bin/sh")
             .arg("-c")
             .arg(app.service_cmd(&port.to_string()))
@@ -1199,7 +949,7 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
         ready_query(&url, args.rows)?;
         let ready_ms = ms(t.elapsed());
         let time_ms = ms(started.elapsed());
-        let others = cpu0.others(Cpu::now(&roots(Some(pg.child.id()))));
+        let others = cpu0.others(Cpu::now(&roots(Some(pg.pid))));
         let steps = vec![
             ("initdb", pg.initdb_ms),
             ("start", pg.start_ms),
@@ -1226,7 +976,7 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
             }
         }
         let datadir: u64 = worlds.iter().map(|w| du(&w.pg.data_dir)).sum();
-        let alive_servers = worlds.iter().filter(|w| alive(w.pg.child.id())).count();
+        let alive_servers = worlds.iter().filter(|w| alive(w.pg.pid)).count();
         if alive_servers != n {
             problems.push(format!(
                 "after world {n}: only {alive_servers} of {n} servers alive"
@@ -1323,22 +1073,12 @@ impl Tool {
             Kind::Rust => ("binky", "binky-bench-worlds-rs-"),
             Kind::Py => ("binky 0.1.2", "binky-bench-worlds-py-"),
         };
-        let dir = tempfile::Builder::new()
-            .prefix(prefix)
-            .tempdir()
-            .map_err(|e| format!("tempdir: {e}"))?;
-        let root = fs::canonicalize(dir.path()).map_err(|e| format!("tempdir: {e}"))?;
-        let home = root.join("home");
-        let binky_home = home.join(".binky");
-        fs::create_dir_all(&binky_home).map_err(|e| format!("{}: {e}", binky_home.display()))?;
-        if kind == Kind::Py {
-            // No hostname proxy on :80 (and so no Caddy on :443).
-            fs::write(
-                binky_home.join("settings.json"),
-                "{\"proxy_port\": 0, \"https_port\": 0}\n",
-            )
-            .map_err(|e| format!("settings.json: {e}"))?;
-        }
+        let binky_testkit::sandbox::Sandbox {
+            root,
+            home,
+            binky_home,
+            dir,
+        } = binky_testkit::sandbox::Sandbox::new(prefix, kind == Kind::Py)?;
         let tool = Tool {
             kind,
             label,
@@ -1355,26 +1095,7 @@ impl Tool {
         for (name, toml) in repos {
             let repo = tool.root.join(name);
             app.write(&repo, toml)?;
-            for args in [
-                &["init", "-q"][..],
-                &["add", "."][..],
-                &[
-                    "-c",
-                    "user.name=bench",
-                    "-c",
-                    "user.email=bench@localhost",
-                    "commit",
-                    "-qm",
-                    "bench",
-                ][..],
-            ] {
-                let mut c = Command::new("git");
-                c.args(args).current_dir(&repo).env("HOME", &tool.home);
-                let r = run_cmd(c, &tool.root, Duration::from_secs(30))?;
-                if !r.ok() {
-                    return Err(format!("git {args:?} failed: {}", r.stderr));
-                }
-            }
+            binky_testkit::git::bench_repo(&repo, ".", &tool.home, &tool.root)?;
         }
         Ok(tool)
     }
@@ -1426,7 +1147,7 @@ impl Tool {
     fn start_daemon(&mut self) -> Res<()> {
         if self.kind == Kind::Rust {
             // Keep binky's proxy off ports 80/443.
-            let (p, q) = (free_port()?.to_string(), free_port()?.to_string());
+            let (p, q) = (free_port().to_string(), free_port().to_string());
             self.run_ok(
                 "app",
                 &["port", "--proxy", &p, "--https", &q],
@@ -1506,16 +1227,8 @@ impl Tool {
             eprintln!("teardown: {e}");
         }
         // Give exiting processes a moment before calling them leftovers.
-        let until = Instant::now() + Duration::from_secs(5);
-        let mut left = sandbox_processes(&self.binky_home, &self.root);
-        while !left.is_empty() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(100));
-            left = sandbox_processes(&self.binky_home, &self.root);
-        }
-        for pid in &left {
-            self.leftovers.push(format!("{pid} {}", cmdline(*pid)));
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
-        }
+        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
+        self.leftovers.extend(left.iter().cloned());
         if !left.is_empty() {
             eprintln!(
                 "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
@@ -1717,7 +1430,7 @@ fn arm_tool(
                 downed.push(old);
             }
         }
-        let roots = [std::process::id(), pg.child.id(), daemon_pid];
+        let roots = [std::process::id(), pg.pid, daemon_pid];
         let waited = wait_quiet(&roots)?;
         let cpu0 = Cpu::now(&roots);
         let started = Instant::now();
@@ -1995,7 +1708,7 @@ fn arm_strategy(args: &Args, bin: PathBuf, bin_dir: &Path, app: &App, path: &str
         build / 1000.0
     );
     let mut problems = Vec::new();
-    let roots = [std::process::id(), pg.child.id(), t.daemon_pid()?];
+    let roots = [std::process::id(), pg.pid, t.daemon_pid()?];
     let (mut fc, mut wl) = (StratSamples::default(), StratSamples::default());
     for i in 1..=args.strategy_worlds {
         let both = [("app", "fc", true), ("appwal", "wl", false)];
@@ -2124,22 +1837,6 @@ fn fmt_s(ms: f64) -> String {
     }
 }
 
-fn find_binky012() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BINKY012").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let reference = PathBuf::from("/work/ref/venv/bin/binky");
-    if reference.is_file() {
-        return Some(reference);
-    }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("binky012"))
-            .find(|p| p.is_file())
-    })
-}
-
 /// binky 0.1.2's postgres driver (psycopg) importable by the interpreter of its entry point.
 fn binky012_has_extras(bin: &Path) -> bool {
     let python = fs::read_to_string(bin)
@@ -2159,28 +1856,14 @@ fn binky012_has_extras(bin: &Path) -> bool {
 }
 
 fn machine(bin_dir: &Path, args: &Args) -> Value {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib = kb_field(&meminfo, "MemTotal:").unwrap_or(0);
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "nproc": thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "ram_gib": mem_kib as f64 / 1048576.0,
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+    machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
         "python": capture("python3", &["--version"]).unwrap_or_default(),
         "git": capture("git", &["--version"]).unwrap_or_default(),
         "postgres": capture(&bin_dir.join("postgres").to_string_lossy(), &["--version"]).unwrap_or_default(),
         "postgres_on_tmpfs": pg_parent(args).is_some(),
         "loadavg_at_start": loadavg(),
-    })
+    }))
 }
 
 fn main() {

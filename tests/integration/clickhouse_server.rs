@@ -16,193 +16,32 @@
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use binky::adapters::clickhouse::ClickHouse;
 use binky::adapters::http::{Endpoint, Http};
 use binky::adapters::{Adapter, AdapterConfig, AdapterError, Address, Registry, Slice};
 use hyper::Method;
-use sha2::{Digest, Sha256};
 
 use crate::redis_server::{block, free_port};
 
-/// The packaged server configuration the fixture starts from.
-const CONFIG_TEMPLATE: &str = "/etc/clickhouse-server/config.xml";
-const INSTALL_HINT: &str = "clickhouse-server is not installed: run ./scripts/test, which \
-                            installs it (or `apt-get install clickhouse-server`)";
+/// A private clickhouse-server on 127.0.0.1 (the kit's: the packaged config with its paths
+/// in a temp dir and its ports free ones, and a `default` user with a password), with the
+/// adapter's view of it. Stopped on drop.
+pub struct ClickHouseServer(binky_testkit::servers::clickhouse::ClickHouseServer);
 
-/// A private clickhouse-server on 127.0.0.1: the packaged config with its paths in a temp
-/// dir and its ports free ones, and a `default` user with a password. Stopped on drop.
-pub struct ClickHouseServer {
-    /// `http://default:<password>@127.0.0.1:<http port>`.
-    pub admin_url: String,
-    /// The HTTP interface's port.
-    pub port: u16,
-    /// The `default` user's password.
-    pub password: String,
-    /// Its directory (logs under `log/`, data under `data/`).
-    pub dir: PathBuf,
-    child: Child,
-    _tmp: tempfile::TempDir,
-}
-
-/// The server binary: `clickhouse-server` on PATH or in /usr/sbin (Debian's).
-pub fn clickhouse_binary() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-        .map(|d| d.join("clickhouse-server"))
-        .find(|p| p.is_file())
-}
-
-/// Set every `<tag>…</tag>` (commented-out ones too, harmlessly) to `value`.
-fn set_tag(xml: &str, tag: &str, value: &str) -> String {
-    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
-    let mut out = String::with_capacity(xml.len());
-    let mut rest = xml;
-    while let Some(start) = rest.find(&open) {
-        let after = start + open.len();
-        let Some(len) = rest[after..].find(&close) else {
-            break;
-        };
-        out.push_str(&rest[..after]);
-        out.push_str(value);
-        rest = &rest[after + len..];
+impl std::ops::Deref for ClickHouseServer {
+    type Target = binky_testkit::servers::clickhouse::ClickHouseServer;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
-    out.push_str(rest);
-    out
-}
-
-/// The packaged config made private: paths under `dir`, ports from `ports`, loopback only.
-fn private_config(template: &str, dir: &Path, ports: &[(&str, u16)]) -> String {
-    let mut xml = template
-        .replace("/var/lib/clickhouse/", &format!("{}/data/", dir.display()))
-        .replace(
-            "/var/log/clickhouse-server/",
-            &format!("{}/log/", dir.display()),
-        );
-    for (tag, port) in ports {
-        xml = set_tag(&xml, tag, &port.to_string());
-    }
-    // Loopback only, whatever the package listens on.
-    xml = xml
-        .lines()
-        .filter(|l| !l.contains("<listen_host>"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    xml.replacen(
-        "</http_port>",
-        "</http_port>\n    <listen_host>127.0.0.1</listen_host>",
-        1,
-    )
-}
-
-/// A users.xml with `default`, whose password is given as its SHA-256 (so it is in no file
-/// as text), reachable from loopback only, allowed to manage users where the server has SQL
-/// users; and `reader`, the same password with a read-only profile (for error tests). The
-/// package's users.xml is not copied: it has a password-less `readonly` user.
-fn users_xml(password: &str) -> String {
-    let hash: String = Sha256::digest(password.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!(
-        r#"<?xml version="1.0"?>
-<yandex>
-    <profiles>
-        <default></default>
-        <readonly><readonly>1</readonly></readonly>
-    </profiles>
-    <users>
-        <default>
-            <password_sha256_hex>{hash}</password_sha256_hex>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>default</profile>
-            <quota>default</quota>
-            <access_management>1</access_management>
-        </default>
-        <reader>
-            <password_sha256_hex>{hash}</password_sha256_hex>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>readonly</profile>
-            <quota>default</quota>
-        </reader>
-    </users>
-    <quotas>
-        <default>
-            <interval>
-                <duration>3600</duration>
-                <queries>0</queries><errors>0</errors><result_rows>0</result_rows>
-                <read_rows>0</read_rows><execution_time>0</execution_time>
-            </interval>
-        </default>
-    </quotas>
-</yandex>
-"#
-    )
 }
 
 impl ClickHouseServer {
     /// Start one; panics (failing the test) when clickhouse-server is missing.
     pub fn start() -> ClickHouseServer {
-        let bin = clickhouse_binary().unwrap_or_else(|| panic!("{INSTALL_HINT}"));
-        let template = std::fs::read_to_string(CONFIG_TEMPLATE)
-            .unwrap_or_else(|e| panic!("{CONFIG_TEMPLATE}: {e}; {INSTALL_HINT}"));
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let dir = tmp.path().to_owned();
-        let password = binky_controllers::slice::random_secret();
-        std::fs::write(dir.join("users.xml"), users_xml(&password)).expect("users.xml");
-        // A port taken between the probe and the bind makes the server exit: try others.
-        for _ in 0..5 {
-            let port = free_port();
-            let ports = [
-                ("http_port", port),
-                ("tcp_port", free_port()),
-                ("interserver_http_port", free_port()),
-                ("mysql_port", free_port()),
-                ("postgresql_port", free_port()),
-                ("https_port", free_port()),
-                ("tcp_port_secure", free_port()),
-            ];
-            std::fs::write(
-                dir.join("config.xml"),
-                private_config(&template, &dir, &ports),
-            )
-            .expect("config.xml");
-            let out = std::fs::File::create(dir.join("server.out")).expect("server.out");
-            let mut child = Command::new(&bin)
-                .arg(format!(
-                    "--config-file={}",
-                    dir.join("config.xml").display()
-                ))
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().expect("dup"))
-                .stderr(out)
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
-            if wait_ping(&mut child, port) {
-                return ClickHouseServer {
-                    admin_url: format!("http://default:{password}@127.0.0.1:{port}"),
-                    port,
-                    password,
-                    dir,
-                    child,
-                    _tmp: tmp,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!(
-            "clickhouse-server did not start: {}{}",
-            std::fs::read_to_string(dir.join("server.out")).unwrap_or_default(),
-            std::fs::read_to_string(dir.join("log/clickhouse-server.err.log")).unwrap_or_default()
-        );
+        ClickHouseServer(
+            binky_testkit::servers::clickhouse::ClickHouseServer::start()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
     }
 
     /// The adapter configuration for this server.
@@ -254,43 +93,6 @@ impl ClickHouseServer {
         let ours = |v: Vec<String>| v.into_iter().filter(|n| n.starts_with("bk_")).collect();
         (ours(self.databases()), ours(self.users()))
     }
-}
-
-impl Drop for ClickHouseServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Wait until `GET /ping` answers `Ok.`, or the child exits.
-fn wait_ping(child: &mut Child, port: u16) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return false;
-        }
-        if ping(port) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /ping HTTP/1.0\r\nHost: x\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.split("\r\n\r\n").nth(1).map(str::trim) == Some("Ok.")
 }
 
 /// Run `sql` with the credentials and database of `url` (`http://u:p@host:port/db`, as a

@@ -4,11 +4,15 @@
 #![allow(dead_code)]
 
 use std::fs::File;
-use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+pub use binky_testkit::git::git_in;
+pub use binky_testkit::net::{bindable, free_port, listening};
+pub use binky_testkit::procs::alive;
+pub use binky_testkit::wait::wait_until;
 
 /// The binary under test.
 pub fn binky_bin() -> &'static str {
@@ -132,7 +136,6 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");
         let home = dir.path().join("home");
-        std::fs::create_dir_all(&repo).unwrap();
         let ports = PortBlock::take();
         let env = Env {
             dir,
@@ -140,13 +143,10 @@ impl Env {
             home,
             ports,
         };
-        env.git(&["init", "-q", "-b", "main"]);
-        env.git(&["config", "user.email", "t@example.com"]);
-        env.git(&["config", "user.name", "t"]);
+        binky_testkit::git::init_repo(&env.repo);
         env.write_config(toml);
         std::fs::write(env.repo.join("server.py"), SERVER_PY).unwrap();
-        env.git(&["add", "-A"]);
-        env.git(&["commit", "-qm", "init"]);
+        binky_testkit::git::commit_all(&env.repo, "init");
         // Every test's daemon serves its proxy on its own ports.
         let (p, s) = (env.proxy_port().to_string(), env.https_port().to_string());
         env.ok(&["port", "--proxy", &p, "--https", &s]);
@@ -258,22 +258,7 @@ impl Env {
     /// Processes started by this home (they carry its spawn token), alive (not zombies).
     pub fn our_processes(&self) -> Vec<u32> {
         let tag = home_tag(&self.home);
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
-            };
-            let marked = env
-                .split(|b| *b == 0)
-                .any(|e| e.starts_with(format!("BINKY_SPAWN_TOKEN={tag}.").as_bytes()));
-            if marked && alive(pid) {
-                out.push(pid);
-            }
-        }
-        out
+        binky_testkit::procs::with_env_prefix(&format!("BINKY_SPAWN_TOKEN={tag}."))
     }
 
     pub fn daemon_pid(&self) -> Option<u32> {
@@ -288,20 +273,7 @@ impl Env {
     /// Log scrubbers (`binky __scrub`) writing into this test's home, alive.
     pub fn our_scrubbers(&self) -> Vec<u32> {
         let home = self.home.display().to_string();
-        let mut out = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains("__scrub") && cmd.contains(&home) && alive(pid) {
-                out.push(pid);
-            }
-        }
-        out
+        binky_testkit::procs::with_cmdline(&["__scrub", &home])
     }
 
     /// Assert no process, worktree or port of this test is left.
@@ -326,13 +298,77 @@ impl Env {
     }
 }
 
+impl Env {
+    /// The data directories of this home's managed servers: `servers/` in the home, and the
+    /// copies kept outside it (`/var/lib/binky/<kind>/<random>/data`, linked from the home)
+    /// when the tests run as root.
+    fn managed_server_dirs(&self) -> Vec<PathBuf> {
+        let servers = self.home.join("servers");
+        let mut dirs = vec![servers.clone()];
+        for kind in ["postgres", "mysql"] {
+            if let Ok(data) = std::fs::read_link(servers.join(kind).join("data")) {
+                dirs.push(data);
+            }
+        }
+        dirs
+    }
+
+    /// Managed servers of this home still running (a server runs in its data directory).
+    pub fn our_servers(&self) -> Vec<u32> {
+        let dirs = self.managed_server_dirs();
+        let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+        binky_testkit::procs::with_cwd_in(&dirs)
+    }
+
+    /// Everything of this test still alive: processes with its spawn token, its log
+    /// scrubbers, its managed servers, and any process whose environment names its home or
+    /// whose working directory is inside its temp dir.
+    pub fn leftovers(&self) -> Vec<u32> {
+        let mut pids = self.our_processes();
+        pids.extend(self.our_scrubbers());
+        pids.extend(self.our_servers());
+        pids.extend(binky_testkit::procs::sandbox_processes(
+            &self.home,
+            self.dir.path(),
+        ));
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+}
+
+/// `pid cmdline`, one a line.
+fn describe(pids: &[u32]) -> String {
+    pids.iter()
+        .map(|p| format!("  {p} {}", binky_testkit::procs::cmdline(*p)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A test fails when binky leaves anything running behind it: `servers stop` must stop the
+/// managed servers, and once the daemon is stopped and the worlds' processes (those with
+/// this home's spawn token) are killed, nothing of the test may be left alive. Whatever is
+/// left is killed either way; a test that already fails is not failed twice.
 impl Drop for Env {
     fn drop(&mut self) {
+        let mut failures = Vec::new();
         // Managed servers (started for adapter services without admin_url) go too.
         let _ = Command::new(binky_bin())
             .args(["servers", "stop"])
             .env("BINKY_HOME", &self.home)
             .output();
+        let servers_gone = binky_testkit::wait::wait_for(
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            || self.our_servers().is_empty(),
+        );
+        if !servers_gone {
+            let left = self.our_servers();
+            failures.push(format!(
+                "managed servers still running after `binky servers stop`:\n{}",
+                describe(&left)
+            ));
+        }
         let _ = Command::new(binky_bin())
             .args(["daemon", "stop"])
             .env("BINKY_HOME", &self.home)
@@ -348,6 +384,25 @@ impl Drop for Env {
                 kill(pid as i32, 9);
             }
         }
+        let clean = binky_testkit::wait::wait_for(
+            Duration::from_secs(5),
+            Duration::from_millis(50),
+            || self.leftovers().is_empty(),
+        );
+        if !clean {
+            let left = self.leftovers();
+            failures.push(format!(
+                "processes left running after the daemon stopped and the worlds' processes \
+                 were killed:\n{}",
+                describe(&left)
+            ));
+            for pid in left {
+                unsafe {
+                    kill(-(pid as i32), 9);
+                    kill(pid as i32, 9);
+                }
+            }
+        }
         // A managed PostgreSQL or MariaDB run as root keeps its data outside the home
         // (/var/lib/binky/<kind>/<random>/data, linked from the home): remove it too.
         for kind in ["postgres", "mysql"] {
@@ -357,6 +412,9 @@ impl Drop for Env {
                     let _ = std::fs::remove_dir_all(dir);
                 }
             }
+        }
+        if !failures.is_empty() && !std::thread::panicking() {
+            panic!("{}", failures.join("\n"));
         }
     }
 }
@@ -372,58 +430,9 @@ pub fn signal(pid: u32, sig: i32) {
     }
 }
 
-pub fn git_in(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 /// The home's tag, as binky computes it.
 pub fn home_tag(home: &Path) -> String {
     binky::paths::Home::at(home.to_owned()).tag()
-}
-
-/// Alive and not a zombie.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            let state = s[s.rfind(')').unwrap() + 2..].chars().next().unwrap();
-            state != 'Z' && state != 'X'
-        }
-        Err(_) => false,
-    }
-}
-
-/// Wait until `f` holds, or panic naming `what`.
-pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out after {limit:?} waiting for: {what}");
-}
-
-/// Does something accept connections on this loopback port?
-pub fn listening(port: u16) -> bool {
-    std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(300))
-        .is_ok()
-}
-
-/// Is the port free to bind?
-pub fn bindable(port: u16) -> bool {
-    TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
 /// The environment a test server on `port` runs with.
@@ -489,7 +498,7 @@ impl Managed {
         std::fs::create_dir_all(&dir).unwrap();
         let ctx = binky::servers::StartCtx {
             data_dir: dir.join("data"),
-            port: crate::redis_server::free_port(),
+            port: free_port(),
             password: binky_controllers::slice::random_secret(),
             log: dir.join("server.log"),
         };
@@ -533,4 +542,27 @@ impl Drop for Managed {
             }
         }
     }
+}
+
+#[test]
+fn the_harness_fails_a_test_that_leaves_a_process_running() {
+    let env = Env::new("[project]\nname = \"left\"\n{range}\n");
+    // Not binky's: no spawn token, so only the sandbox check can find it.
+    let mut child = Command::new("sleep")
+        .arg("300")
+        .current_dir(&env.repo)
+        .env_remove("BINKY_SPAWN_TOKEN")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(env)));
+    let message = dropped
+        .expect_err("the harness let a leftover process pass")
+        .downcast::<String>()
+        .map(|s| *s)
+        .unwrap_or_default();
+    assert!(message.contains("left running"), "{message}");
+    assert!(message.contains(&pid.to_string()), "{message}");
+    let _ = child.wait();
+    assert!(!alive(pid), "the leftover {pid} was not killed");
 }

@@ -9,117 +9,51 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use binky::adapters::kafka::Kafka;
 use binky::adapters::{Adapter, AdapterConfig, Address, Slice};
 use rskafka::client::partition::{Compression, OffsetAt, UnknownTopicHandling};
-use rskafka::client::{Client, ClientBuilder};
+use rskafka::client::Client;
 use rskafka::record::Record;
 
 pub use crate::redis_server::{block, free_port, slice};
 
-/// A private tansu broker with in-memory storage on 127.0.0.1. Stopped on drop.
-pub struct KafkaServer {
-    /// `kafka://127.0.0.1:<port>`.
-    pub admin_url: String,
-    /// `127.0.0.1:<port>`.
-    pub bootstrap: String,
-    /// Its port.
-    pub port: u16,
-    /// Its directory (output in `tansu.log`).
-    pub dir: PathBuf,
-    child: Child,
-    _tmp: tempfile::TempDir,
+/// A private tansu broker with in-memory storage on 127.0.0.1 (the kit's), with the
+/// adapter's view of it. Stopped on drop.
+pub struct KafkaServer(binky_testkit::servers::tansu::TansuServer);
+
+impl std::ops::Deref for KafkaServer {
+    type Target = binky_testkit::servers::tansu::TansuServer;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
-/// The tansu binary: `$BINKY_TEST_TANSU`, else the test command's cache, else `PATH`.
+pub use binky_testkit::servers::tansu::connect;
+
+/// The tansu binary: `$BINKY_TEST_TANSU`, else the test command's cache, else `PATH`;
+/// panics with the install hint.
 pub fn tansu_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("BINKY_TEST_TANSU").map(PathBuf::from) {
-        if p.is_file() {
-            return p;
-        }
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let cached = PathBuf::from(home).join(".cache/binky-test/bin/tansu");
-        if cached.is_file() {
-            return cached;
-        }
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        if let Some(p) = std::env::split_paths(&path)
-            .map(|d| d.join("tansu"))
-            .find(|p| p.is_file())
-        {
-            return p;
-        }
-    }
-    panic!(
-        "tansu (the Kafka-protocol broker the kafka tests run against) is not installed: run \
-         ./scripts/test, which builds tansu into ~/.cache/binky-test/bin (once, ~20 min), or \
-         set BINKY_TEST_TANSU to a tansu binary"
-    );
+    binky_testkit::servers::tansu::tansu_binary()
+        .unwrap_or_else(|| panic!("{}", binky_testkit::servers::tansu::MISSING))
 }
 
 impl KafkaServer {
     /// Start one; panics (failing the test) when tansu is missing or does not come up.
     pub fn start() -> KafkaServer {
-        // A port taken between the probe and the bind makes tansu exit: try another.
-        let mut log = String::new();
-        for _ in 0..5 {
-            match KafkaServer::try_start(free_port()) {
-                Ok(server) => return server,
-                Err(text) => log = text,
-            }
-        }
-        panic!("tansu did not start: {log}");
+        tansu_binary();
+        KafkaServer(
+            binky_testkit::servers::tansu::TansuServer::start().unwrap_or_else(|e| panic!("{e}")),
+        )
     }
 
     /// Start one on `port`; panics when it does not come up.
     pub fn start_on(port: u16) -> KafkaServer {
-        KafkaServer::try_start(port)
-            .unwrap_or_else(|log| panic!("tansu did not start on port {port}: {log}"))
-    }
-
-    /// Start one on `port`; its output when it does not come up.
-    fn try_start(port: u16) -> Result<KafkaServer, String> {
-        let bin = tansu_binary();
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let log = tmp.path().join("tansu.log");
-        let listener = format!("tcp://127.0.0.1:{port}");
-        let out = std::fs::File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file");
-        let mut child = Command::new(&bin)
-            .arg("broker")
-            .args(["--listener-url", &listener])
-            .args(["--advertised-listener-url", &listener])
-            .args(["--storage-engine", "memory://tansu/"])
-            .args(["--cluster-id", "binky-test"])
-            .current_dir(tmp.path())
-            .env_remove("CLUSTER_ID")
-            .env_remove("STORAGE_ENGINE")
-            .env_remove("SCHEMA_REGISTRY")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
-        let bootstrap = format!("127.0.0.1:{port}");
-        if wait_ready(&mut child, &bootstrap) {
-            return Ok(KafkaServer {
-                admin_url: format!("kafka://{bootstrap}"),
-                bootstrap,
-                port,
-                dir: tmp.path().to_owned(),
-                child,
-                _tmp: tmp,
-            });
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        Err(std::fs::read_to_string(&log).unwrap_or_default())
+        tansu_binary();
+        KafkaServer(
+            binky_testkit::servers::tansu::TansuServer::start_on(port)
+                .unwrap_or_else(|log| panic!("tansu did not start on port {port}: {log}")),
+        )
     }
 
     /// The adapter configuration for this broker, with `topics` (comma list) to create.
@@ -232,62 +166,6 @@ impl KafkaServer {
             values
         })
     }
-}
-
-impl Drop for KafkaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A client of `bootstrap` that gives up within seconds.
-pub async fn connect(bootstrap: &str) -> Result<Client, rskafka::client::error::Error> {
-    let backoff = rskafka::BackoffConfig {
-        deadline: Some(Duration::from_secs(5)),
-        ..Default::default()
-    };
-    ClientBuilder::new(vec![bootstrap.to_owned()])
-        .backoff_config(backoff)
-        .build()
-        .await
-}
-
-/// Wait until the broker answers a metadata request, or the child exits.
-fn wait_ready(child: &mut Child, bootstrap: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return false;
-        }
-        let port = bootstrap
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse::<u16>().ok());
-        let listening = port.is_some_and(|p| {
-            std::net::TcpStream::connect_timeout(
-                &([127, 0, 0, 1], p).into(),
-                Duration::from_millis(200),
-            )
-            .is_ok()
-        });
-        if listening {
-            let ready = block(async {
-                tokio::time::timeout(Duration::from_secs(5), async {
-                    connect(bootstrap).await.ok()?.list_topics().await.ok()
-                })
-                .await
-                .ok()
-                .flatten()
-                .is_some()
-            });
-            if ready {
-                return true;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 /// Provision `slice` with `topics` on `server` and return its address.

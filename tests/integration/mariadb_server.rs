@@ -11,114 +11,22 @@
 #![allow(dead_code)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use binky::adapters::AdapterConfig;
 use binky::servers::ServerError;
 use binky_controllers::slice::random_secret;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 
 use crate::harness::{listening, wait_until, Managed};
 
-/// The programs the tests need.
-pub struct MariaDbBins {
-    pub server: PathBuf,
-    pub install_db: PathBuf,
-    pub client: PathBuf,
-}
+pub use binky_testkit::net::free_port;
+use binky_testkit::percent_decode;
+pub use binky_testkit::percent_encode;
+pub use binky_testkit::servers::mariadb::{mariadb_client, MariaDbBins};
 
 /// The MariaDB programs, or a panic saying how to install them.
 pub fn require_mariadb() -> MariaDbBins {
-    let find = |names: &[&str]| {
-        names.iter().find_map(|n| {
-            ["/usr/sbin", "/usr/bin"]
-                .iter()
-                .map(|d| Path::new(d).join(n))
-                .find(|p| p.is_file())
-                .or_else(|| {
-                    std::env::split_paths(&std::env::var_os("PATH")?)
-                        .map(|d| d.join(n))
-                        .find(|p| p.is_file())
-                })
-        })
-    };
-    match (
-        find(&["mariadbd", "mysqld"]),
-        find(&["mariadb-install-db", "mysql_install_db"]),
-        find(&["mariadb", "mysql"]),
-    ) {
-        (Some(server), Some(install_db), Some(client)) => MariaDbBins {
-            server,
-            install_db,
-            client,
-        },
-        _ => panic!(
-            "MariaDB is not installed (mariadbd, mariadb-install-db and the mariadb client): \
-             apt-get install mariadb-server mariadb-client, or run ./scripts/test, which \
-             installs them"
-        ),
-    }
-}
-
-/// `(uid, gid)` of the `mysql` user when the tests run as root (mariadbd refuses root).
-fn run_as() -> Option<(u32, u32)> {
-    if !nix::unistd::geteuid().is_root() {
-        return None;
-    }
-    let user = nix::unistd::User::from_name("mysql")
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| {
-            panic!(
-                "tests run as root need a `mysql` system user to run MariaDB: apt-get install \
-                 mariadb-server, or run ./scripts/test, which installs it (and the user)"
-            )
-        });
-    Some((user.uid.as_raw(), user.gid.as_raw()))
-}
-
-/// A port nothing listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `'` → `%27`: for user names, passwords and database names in URLs.
-pub fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    binky_testkit::servers::mariadb::mariadb_bins().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Where a `mysql://user:password@host:port/db` URL points.
@@ -148,236 +56,24 @@ pub fn parse_url(url: &str) -> MyUrl {
     }
 }
 
-/// Run `sql` with the `mariadb` client as `user` on 127.0.0.1:`port` (in `db` when not
-/// empty): the rows (fields tab-separated, NULL as "NULL"), or the client's error output.
-pub fn mariadb_client(
-    port: u16,
-    user: &str,
-    password: &str,
-    db: &str,
-    sql: &str,
-) -> Result<Vec<Vec<String>>, String> {
-    let bins = require_mariadb();
-    let mut cmd = Command::new(&bins.client);
-    cmd.args([
-        "--no-defaults",
-        "--protocol=TCP",
-        "-h",
-        "127.0.0.1",
-        "--skip-column-names",
-        "--batch",
-        // Fields as they are: no `\\` for a backslash.
-        "--raw",
-    ])
-    .arg(format!("--port={port}"))
-    .arg(format!("--user={user}"))
-    .arg("--connect-timeout=5")
-    // The password through the environment: never on a command line.
-    .env("MYSQL_PWD", password)
-    .stdin(Stdio::null());
-    if !db.is_empty() {
-        cmd.arg(format!("--database={db}"));
-    }
-    let out = cmd.arg("-e").arg(sql).output().unwrap();
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.split('\t').map(str::to_owned).collect())
-        .collect())
-}
+/// A private MariaDB server for one test (the kit's, with the adapter's view of it).
+pub struct MariaDbServer(binky_testkit::servers::mariadb::MariaDbServer);
 
-extern "C" {
-    fn flock(fd: i32, op: i32) -> i32;
-}
-const LOCK_EX: i32 = 2;
-
-/// A pristine data directory (and its `root` password), installed once per MariaDB version.
-fn template(bins: &MariaDbBins, user: Option<(u32, u32)>) -> (PathBuf, String) {
-    let version = Command::new(&bins.server)
-        .arg("--version")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    let key: u32 = version
-        .bytes()
-        .fold(2166136261u32, |h, b| (h ^ b as u32).wrapping_mul(16777619));
-    let root = std::env::temp_dir().join(format!(
-        "binky-test-mariadb-{}-{key:08x}",
-        nix::unistd::geteuid()
-    ));
-    let ready = root.join("ready");
-    let lock_path = std::env::temp_dir().join(format!(
-        "binky-test-mariadb-{}-{key:08x}.lock",
-        nix::unistd::geteuid()
-    ));
-    let lock = std::fs::File::create(&lock_path).unwrap();
-    // Held until `lock` is dropped: one process installs, the others wait and reuse it.
-    assert_eq!(
-        unsafe { flock(std::os::fd::AsRawFd::as_raw_fd(&lock), LOCK_EX) },
-        0,
-        "cannot lock {}",
-        lock_path.display()
-    );
-    if !ready.is_file() {
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
-        let data = root.join("data");
-        std::fs::create_dir(&data).unwrap();
-        let password = random_secret();
-        let sql = root.join("extra.sql");
-        std::fs::write(
-            &sql,
-            format!(
-                "DELETE FROM mysql.global_priv WHERE User = '';\n\
-                 DELETE FROM mysql.global_priv WHERE User = 'root' AND Host NOT IN ('localhost', '127.0.0.1');\n\
-                 UPDATE mysql.global_priv SET Priv = JSON_SET(Priv, '$.plugin', \
-                 'mysql_native_password', '$.authentication_string', \
-                 PASSWORD('{password}')) WHERE User = 'root';\n"
-            ),
-        )
-        .unwrap();
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).unwrap();
-            std::os::unix::fs::chown(&sql, Some(uid), Some(gid)).unwrap();
-        }
-        let log = root.join("install.log");
-        let log_file = std::fs::File::create(&log).unwrap();
-        let mut cmd = Command::new(&bins.install_db);
-        cmd.arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .args([
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-                "--skip-name-resolve",
-            ])
-            .arg(format!("--extra-file={}", sql.display()))
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file);
-        if let Some((uid, gid)) = user {
-            cmd.uid(uid).gid(gid);
-        }
-        let status = cmd.status().unwrap();
-        std::fs::remove_file(&sql).unwrap();
-        assert!(
-            status.success(),
-            "mariadb-install-db failed ({status}): {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::fs::write(root.join("password"), &password).unwrap();
-        std::fs::write(&ready, "").unwrap();
+impl std::ops::Deref for MariaDbServer {
+    type Target = binky_testkit::servers::mariadb::MariaDbServer;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
-    drop(lock);
-    let password = std::fs::read_to_string(root.join("password")).unwrap();
-    (root.join("data"), password)
-}
-
-/// A private MariaDB server for one test.
-pub struct MariaDbServer {
-    /// `mysql://root:<password>@127.0.0.1:<port>`.
-    pub admin_url: String,
-    /// Its loopback port.
-    pub port: u16,
-    /// `root`'s password.
-    pub password: String,
-    /// mariadbd's pid.
-    pub pid: u32,
-    child: Child,
-    /// Data and logs; removed on drop.
-    pub dir: tempfile::TempDir,
 }
 
 impl MariaDbServer {
-    /// Start a private server and wait until it takes authenticated connections.
+    /// Start a private server and wait until it takes authenticated connections; panics
+    /// (failing the test, never skipping) when MariaDB is missing.
     pub fn start() -> MariaDbServer {
-        let bins = require_mariadb();
-        let user = run_as();
-        let (template, password) = template(&bins, user);
-        let dir = tempfile::Builder::new()
-            .prefix("binky-mariadb-")
-            .tempdir()
-            .unwrap();
-        // The mysql user must be able to pass through to its data directory.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        let data = dir.path().join("data");
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(&template)
-            .arg(&data)
-            .status()
-            .unwrap();
-        assert!(status.success(), "cp -a {}: {status}", template.display());
-        let log_path = dir.path().join("mariadbd.log");
-        for _attempt in 0..5 {
-            let port = free_port();
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .unwrap();
-            let mut cmd = Command::new(&bins.server);
-            cmd.arg("--no-defaults")
-                .arg(format!("--datadir={}", data.display()))
-                .arg(format!("--port={port}"))
-                .arg(format!("--socket={}", data.join("mysqld.sock").display()))
-                .arg(format!(
-                    "--pid-file={}",
-                    data.join("mariadbd.pid").display()
-                ))
-                .args([
-                    "--bind-address=127.0.0.1",
-                    "--skip-name-resolve",
-                    "--character-set-server=utf8mb4",
-                    "--innodb-flush-log-at-trx-commit=0",
-                    "--innodb-doublewrite=0",
-                    "--innodb-buffer-pool-size=32M",
-                ])
-                .current_dir("/")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .process_group(0);
-            if let Some((uid, gid)) = user {
-                cmd.uid(uid).gid(gid);
-            }
-            let mut child = cmd.spawn().unwrap();
-            let admin_url = format!("mysql://root:{password}@127.0.0.1:{port}");
-            let until = Instant::now() + Duration::from_secs(60);
-            loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-                    if text.contains("Bind on TCP/IP port") || text.contains("already in use") {
-                        break; // Someone took the port meanwhile: another one.
-                    }
-                    panic!("mariadbd exited ({status}):\n{text}");
-                }
-                if listening(port)
-                    && mariadb_client(port, "root", &password, "", "SELECT 1").is_ok()
-                {
-                    return MariaDbServer {
-                        admin_url,
-                        port,
-                        password,
-                        pid: child.id(),
-                        child,
-                        dir,
-                    };
-                }
-                if Instant::now() > until {
-                    let _ = child.kill();
-                    panic!(
-                        "mariadbd not ready after 60 s:\n{}",
-                        std::fs::read_to_string(&log_path).unwrap_or_default()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        panic!("no free port for mariadbd after 5 attempts");
+        MariaDbServer(
+            binky_testkit::servers::mariadb::MariaDbServer::start()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
     }
 
     /// `mysql://<user>:<password>@127.0.0.1:<port>/<database>`, encoded.
@@ -456,14 +152,6 @@ impl MariaDbServer {
         );
         assert_eq!(self.slice_users(), Vec::<String>::new(), "users left");
         assert_eq!(self.slice_grants(), Vec::<String>::new(), "grants left");
-    }
-}
-
-impl Drop for MariaDbServer {
-    fn drop(&mut self) {
-        // Its data goes with it: no need for a clean shutdown.
-        let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
-        let _ = self.child.wait();
     }
 }
 

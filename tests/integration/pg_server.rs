@@ -10,258 +10,48 @@
 #![allow(dead_code)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use binky::adapters::postgres::Postgres;
 use binky::adapters::{Adapter, AdapterConfig, AdapterError, Registry, Slice};
 use binky::servers::ServerError;
 use binky_controllers::slice::random_secret;
-use nix::sys::signal::{kill, killpg, Signal};
-use nix::unistd::Pid;
 
 use crate::harness::{listening, wait_until, Managed};
 
-/// Field separator in [`psql`] output (ASCII unit separator: never in test data).
-const SEP: char = '\u{1f}';
+pub use binky_testkit::net::free_port;
+pub use binky_testkit::percent_encode;
+pub use binky_testkit::servers::postgres::pg_bin_dir;
 
-/// A private PostgreSQL server for one test.
-pub struct PgServer {
-    /// `postgres://postgres:<password>@127.0.0.1:<port>/postgres`.
-    pub admin_url: String,
-    /// Its loopback port.
-    pub port: u16,
-    /// The superuser's password.
-    pub password: String,
-    /// The postmaster's pid.
-    pub pid: u32,
-    /// The installation's `bin` directory (`psql`, …).
-    pub bin_dir: PathBuf,
-    child: Child,
-    /// Data, socket and logs; removed on drop.
-    pub dir: tempfile::TempDir,
-}
+/// A private PostgreSQL server for one test (the kit's, with the adapter's view of it).
+pub struct PgServer(binky_testkit::servers::postgres::PgServer);
 
-/// The `bin` directory of the newest installed PostgreSQL, if any.
-pub fn pg_bin_dir() -> Option<PathBuf> {
-    let has_all = |d: &Path| {
-        ["initdb", "postgres", "psql"]
-            .iter()
-            .all(|b| d.join(b).is_file())
-    };
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let major = e
-                .file_name()
-                .to_string_lossy()
-                .split('.')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((major, e.path().join("bin")))
-        })
-        .filter(|(_, d)| has_all(d))
-        .collect();
-    versions.sort();
-    if let Some((_, d)) = versions.pop() {
-        return Some(d);
+impl std::ops::Deref for PgServer {
+    type Target = binky_testkit::servers::postgres::PgServer;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("initdb"))
-        .find(|p| p.is_file())
-        .and_then(|p| std::fs::canonicalize(p).ok())
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .filter(|d| has_all(d))
-}
-
-fn require_pg() -> PathBuf {
-    pg_bin_dir().unwrap_or_else(|| {
-        panic!(
-            "PostgreSQL is not installed (no initdb, postgres and psql under \
-             /usr/lib/postgresql/*/bin or on PATH): run ./scripts/test, which installs it"
-        )
-    })
-}
-
-/// `(uid, gid)` of the `postgres` user when the tests run as root (PostgreSQL refuses root).
-fn run_as() -> Option<(u32, u32)> {
-    if !nix::unistd::geteuid().is_root() {
-        return None;
-    }
-    let user = nix::unistd::User::from_name("postgres")
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| {
-            panic!(
-                "tests run as root need a `postgres` system user to run PostgreSQL: run \
-                 ./scripts/test, which installs postgresql (and with it the user)"
-            )
-        });
-    Some((user.uid.as_raw(), user.gid.as_raw()))
-}
-
-/// A port nothing listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `'` → `%27`: for user names, passwords and database names in URLs.
-pub fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// Run `sql` with `psql` against `url`: the rows (fields as text, NULL as ""), or psql's
 /// error output.
 pub fn psql(bin_dir: &Path, url: &str, sql: &str) -> Result<Vec<Vec<String>>, String> {
-    let out = Command::new(bin_dir.join("psql"))
-        .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-F"])
-        .arg(SEP.to_string())
-        .args(["-d", url, "-c", sql])
-        .env("PGCONNECT_TIMEOUT", "5")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.split(SEP).map(str::to_owned).collect())
-        .collect())
+    binky_testkit::servers::postgres::psql(bin_dir, url, sql)
+}
+
+/// The installation's `bin` directory, or a panic saying to run ./scripts/test.
+fn require_pg() -> PathBuf {
+    pg_bin_dir().unwrap_or_else(|| panic!("{}", binky_testkit::servers::postgres::MISSING))
 }
 
 impl PgServer {
-    /// Start a private server and wait until it takes authenticated connections.
+    /// Start a private server and wait until it takes authenticated connections; panics
+    /// (failing the test, never skipping) when PostgreSQL is missing.
     pub fn start() -> PgServer {
-        let bin_dir = require_pg();
-        let user = run_as();
-        let dir = tempfile::Builder::new()
-            .prefix("binky-pg-")
-            .tempdir()
-            .unwrap();
-        // The postgres user must be able to pass through to its data directory.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data).unwrap();
-        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let password = random_secret();
-        let pwfile = dir.path().join("pwfile");
-        std::fs::write(&pwfile, format!("{password}\n")).unwrap();
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).unwrap();
-            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid)).unwrap();
-        }
-        let initdb_log = dir.path().join("initdb.log");
-        let log = std::fs::File::create(&initdb_log).unwrap();
-        let mut initdb = Command::new(bin_dir.join("initdb"));
-        initdb
-            .arg("-D")
-            .arg(&data)
-            .args([
-                "-U",
-                "postgres",
-                "--auth=scram-sha-256",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "-N",
-            ])
-            .arg(format!("--pwfile={}", pwfile.display()))
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        if let Some((uid, gid)) = user {
-            initdb.uid(uid).gid(gid);
-        }
-        let status = initdb.status().unwrap();
-        std::fs::remove_file(&pwfile).unwrap();
-        assert!(
-            status.success(),
-            "initdb failed ({status}): {}",
-            std::fs::read_to_string(&initdb_log).unwrap_or_default()
-        );
-
-        let log_path = dir.path().join("postgres.log");
-        for _attempt in 0..5 {
-            let port = free_port();
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .unwrap();
-            let mut cmd = Command::new(bin_dir.join("postgres"));
-            cmd.arg("-D")
-                .arg(&data)
-                .args([
-                    "-p",
-                    &port.to_string(),
-                    "-c",
-                    "listen_addresses=127.0.0.1",
-                    "-k",
-                ])
-                .arg(&data)
-                .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
-                .args(["-c", "synchronous_commit=off"])
-                .current_dir("/")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .process_group(0);
-            if let Some((uid, gid)) = user {
-                cmd.uid(uid).gid(gid);
-            }
-            let mut child = cmd.spawn().unwrap();
-            let admin_url = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
-            let until = Instant::now() + Duration::from_secs(30);
-            loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-                    if text.contains("could not bind") || text.contains("already in use") {
-                        break; // Someone took the port meanwhile: another one.
-                    }
-                    panic!("postgres exited ({status}):\n{text}");
-                }
-                if psql(&bin_dir, &admin_url, "SELECT 1").is_ok() {
-                    return PgServer {
-                        admin_url,
-                        port,
-                        password,
-                        pid: child.id(),
-                        bin_dir,
-                        child,
-                        dir,
-                    };
-                }
-                if Instant::now() > until {
-                    let _ = child.kill();
-                    panic!(
-                        "postgres not ready after 30 s:\n{}",
-                        std::fs::read_to_string(&log_path).unwrap_or_default()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        panic!("no free port for postgres after 5 attempts");
+        PgServer(
+            binky_testkit::servers::postgres::PgServer::start().unwrap_or_else(|e| panic!("{e}")),
+        )
     }
 
     /// `postgres://<user>:<password>@127.0.0.1:<port>/<database>`, encoded.
@@ -334,22 +124,6 @@ impl PgServer {
             .into_iter()
             .map(|mut r| r.swap_remove(0))
             .collect()
-    }
-}
-
-impl Drop for PgServer {
-    fn drop(&mut self) {
-        // Immediate shutdown: the postmaster takes its backends with it, then exits.
-        let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGQUIT);
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
-        let _ = self.child.wait();
     }
 }
 

@@ -13,10 +13,7 @@
 use std::future::Future;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use binky::adapters::http::{Endpoint, Http};
@@ -24,42 +21,18 @@ use binky::adapters::rabbitmq::RabbitMq;
 use binky::adapters::{Adapter, AdapterConfig, AdapterError, Address, Registry, Slice};
 use hyper::Method;
 
-use crate::redis_server::free_port;
+use binky_testkit::net::free_port;
 
-/// Where Debian's rabbitmq-server package puts the node's scripts.
-pub const RABBITMQ_BIN: &str = "/usr/lib/rabbitmq/bin";
+/// A private RabbitMQ node with the management plugin, on 127.0.0.1 (the kit's, under its
+/// guardian), with the adapter's view of it.
+pub struct RabbitNode(binky_testkit::servers::rabbitmq::RabbitNode);
 
-/// A private RabbitMQ node with the management plugin, on 127.0.0.1.
-pub struct RabbitNode {
-    /// `http://admin:<password>@127.0.0.1:<mgmt_port>`.
-    pub admin_url: String,
-    /// The admin user's password.
-    pub password: String,
-    /// The management API's port.
-    pub mgmt_port: u16,
-    /// The AMQP port.
-    pub amqp_port: u16,
-    /// The node's directory (`server.log`, `log/`); removed by the guardian.
-    pub dir: PathBuf,
-    /// The guardian's stdin: closing it stops the node.
-    stdin: Mutex<Option<ChildStdin>>,
-    guardian: Mutex<Child>,
+impl std::ops::Deref for RabbitNode {
+    type Target = binky_testkit::servers::rabbitmq::RabbitNode;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
-
-/// The guardian: starts epmd and the node in a session of their own, waits for EOF on
-/// stdin, then kills that whole session's process group and removes the directory.
-const GUARDIAN: &str = r#"
-setsid sh -c '
-  epmd -port "$ERL_EPMD_PORT" &
-  until epmd -port "$ERL_EPMD_PORT" -names >/dev/null 2>&1; do sleep 0.05; done
-  exec "$BK_RABBITMQ_BIN/rabbitmq-server"
-' >"$BK_DIR/server.log" 2>&1 </dev/null &
-node=$!
-read _ignored || true
-kill -9 -"$node" 2>/dev/null
-wait "$node" 2>/dev/null
-rm -rf "$BK_DIR"
-"#;
 
 static SHARED: OnceLock<RabbitNode> = OnceLock::new();
 
@@ -71,109 +44,9 @@ impl RabbitNode {
 
     /// Start a node; panics (failing the test) when rabbitmq-server is missing.
     pub fn start() -> RabbitNode {
-        let server = PathBuf::from(RABBITMQ_BIN).join("rabbitmq-server");
-        assert!(
-            server.is_file(),
-            "rabbitmq-server is not installed: run ./scripts/test, which installs it \
-             (or `apt-get install rabbitmq-server`)"
-        );
-        let dir = tempfile::Builder::new()
-            .prefix("binky-rabbitmq-")
-            .tempdir()
-            .expect("temp dir")
-            .keep();
-        for sub in ["mnesia", "log", "home"] {
-            std::fs::create_dir_all(dir.join(sub)).expect("node dirs");
-        }
-        let password = binky_controllers::slice::random_secret();
-        let (amqp_port, mgmt_port, dist_port, epmd_port) =
-            (free_port(), free_port(), free_port(), free_port());
-        std::fs::write(dir.join("enabled_plugins"), "[rabbitmq_management].\n").expect("plugins");
-        std::fs::write(dir.join("env.conf"), "").expect("env file");
-        std::fs::write(
-            dir.join("rabbitmq.conf"),
-            format!(
-                "listeners.tcp.default = {amqp_port}\n\
-                 management.tcp.port = {mgmt_port}\n\
-                 management.tcp.ip = 127.0.0.1\n\
-                 loopback_users = none\n\
-                 default_user = admin\n\
-                 default_pass = {password}\n\
-                 default_user_tags.administrator = true\n\
-                 default_permissions.configure = .*\n\
-                 default_permissions.read = .*\n\
-                 default_permissions.write = .*\n\
-                 log.file.level = warning\n"
-            ),
+        RabbitNode(
+            binky_testkit::servers::rabbitmq::RabbitNode::start().unwrap_or_else(|e| panic!("{e}")),
         )
-        .expect("config");
-        let node_name = format!("rabbit-bk{}@localhost", &password[..8]);
-        let mut guardian = Command::new("sh")
-            .arg("-c")
-            .arg(GUARDIAN)
-            .env("BK_DIR", &dir)
-            .env("BK_RABBITMQ_BIN", RABBITMQ_BIN)
-            .env("HOME", dir.join("home"))
-            .env("RABBITMQ_NODENAME", &node_name)
-            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
-            .env("RABBITMQ_NODE_PORT", amqp_port.to_string())
-            .env("RABBITMQ_DIST_PORT", dist_port.to_string())
-            .env("ERL_EPMD_PORT", epmd_port.to_string())
-            .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", dir.join("log"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
-            .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq.conf"))
-            .env("RABBITMQ_CONF_ENV_FILE", dir.join("env.conf"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("spawn sh");
-        let stdin = guardian.stdin.take();
-        let node = RabbitNode {
-            admin_url: format!("http://admin:{password}@127.0.0.1:{mgmt_port}"),
-            password,
-            mgmt_port,
-            amqp_port,
-            dir,
-            stdin: Mutex::new(stdin),
-            guardian: Mutex::new(guardian),
-        };
-        let started = Instant::now();
-        let deadline = started + Duration::from_secs(120);
-        while Instant::now() < deadline {
-            let exited = node
-                .guardian
-                .lock()
-                .map(|mut g| matches!(g.try_wait(), Ok(Some(_))))
-                .unwrap_or(true);
-            let log = std::fs::read_to_string(node.dir.join("server.log")).unwrap_or_default();
-            if exited || log.contains("BOOT FAILED") || log.contains("ERROR: ") {
-                node.stop();
-                panic!("rabbitmq-server did not start:\n{log}");
-            }
-            if node.api_status("admin", &node.password, "/api/overview") == Some(200)
-                && TcpStream::connect(("127.0.0.1", amqp_port)).is_ok()
-            {
-                eprintln!("rabbitmq node up in {:?}", started.elapsed());
-                return node;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let log = std::fs::read_to_string(node.dir.join("server.log")).unwrap_or_default();
-        node.stop();
-        panic!("rabbitmq-server did not answer within 120 s:\n{log}");
-    }
-
-    /// Stop the node (the guardian kills its process group) and wait for that.
-    pub fn stop(&self) {
-        if let Ok(mut stdin) = self.stdin.lock() {
-            stdin.take();
-        }
-        if let Ok(mut g) = self.guardian.lock() {
-            let _ = g.wait();
-        }
     }
 
     /// The adapter configuration for this node (its AMQP port as `options.amqp_port`).
@@ -205,15 +78,6 @@ impl RabbitNode {
         (resp.status, resp.text(4000))
     }
 
-    fn api_status(&self, user: &str, password: &str, path: &str) -> Option<u16> {
-        let ep = Endpoint::parse(&format!("http://127.0.0.1:{}", self.mgmt_port), 80)
-            .ok()?
-            .with_credentials(user, password);
-        block(Http::new().call(&ep, Method::GET, path, None, &[]))
-            .ok()
-            .map(|r| r.status)
-    }
-
     /// The names in an admin listing (`/api/vhosts`, `/api/users`).
     pub fn names(&self, path: &str) -> Vec<String> {
         let (status, body) = self.api("admin", &self.password, Method::GET, path, None);
@@ -234,12 +98,6 @@ impl RabbitNode {
     /// Does the node have user `name`?
     pub fn has_user(&self, name: &str) -> bool {
         self.names("/api/users").iter().any(|u| u == name)
-    }
-}
-
-impl Drop for RabbitNode {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

@@ -10,8 +10,6 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use binky::adapters::redis::Redis;
@@ -19,75 +17,25 @@ use binky::adapters::{Adapter, AdapterConfig, AdapterError, Address, Registry, S
 use binky::servers::StartCtx;
 use redis::Value;
 
-/// A private redis-server: `--save "" --appendonly no`, `requirepass` set, on 127.0.0.1.
-/// Stopped (and its directory removed) on drop.
-pub struct RedisServer {
-    /// `redis://default:<password>@127.0.0.1:<port>/0`.
-    pub admin_url: String,
-    /// Its port.
-    pub port: u16,
-    /// The `default` user's password.
-    pub password: String,
-    /// Its directory (log in `redis.log`).
-    pub dir: PathBuf,
-    child: Child,
-    _tmp: tempfile::TempDir,
-}
+pub use binky_testkit::net::free_port;
 
-/// A port nobody listens on right now (the kernel's choice).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// A private redis-server (the kit's: `--save "" --appendonly no`, `requirepass` set, on
+/// 127.0.0.1), with the adapter's view of it. Stopped (its directory removed) on drop.
+pub struct RedisServer(binky_testkit::servers::redis::RedisServer);
+
+impl std::ops::Deref for RedisServer {
+    type Target = binky_testkit::servers::redis::RedisServer;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl RedisServer {
     /// Start one; panics (failing the test) when redis-server is missing.
     pub fn start() -> RedisServer {
-        let bin = binky::servers::redis::find_binary().unwrap_or_else(|| {
-            panic!(
-                "redis-server is not installed: run ./scripts/test, which installs it \
-                 (or `apt-get install redis-server`)"
-            )
-        });
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let password = binky_controllers::slice::random_secret();
-        // A port taken between the probe and the bind makes redis exit: try another.
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(["--requirepass", &password])
-                .arg("--dir")
-                .arg(tmp.path())
-                .arg("--logfile")
-                .arg(tmp.path().join("redis.log"))
-                .args(["--daemonize", "no", "--protected-mode", "yes"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server");
-            let admin_url = format!("redis://default:{password}@127.0.0.1:{port}/0");
-            if wait_ready(&mut child, &admin_url) {
-                return RedisServer {
-                    admin_url,
-                    port,
-                    password,
-                    dir: tmp.path().to_owned(),
-                    child,
-                    _tmp: tmp,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!(
-            "redis-server did not start: {}",
-            std::fs::read_to_string(tmp.path().join("redis.log")).unwrap_or_default()
-        );
+        RedisServer(
+            binky_testkit::servers::redis::RedisServer::start().unwrap_or_else(|e| panic!("{e}")),
+        )
     }
 
     /// An admin connection.
@@ -148,31 +96,6 @@ impl RedisServer {
             .query(&mut self.admin())
             .expect("DBSIZE")
     }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Wait until `url` answers PING, or the child exits.
-fn wait_ready(child: &mut Child, url: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return false;
-        }
-        let pong = redis::Client::open(url)
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
-            .and_then(|mut con| redis::cmd("PING").query::<String>(&mut con));
-        if pong.is_ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
 
 /// A connection to `url` (which carries its credentials).

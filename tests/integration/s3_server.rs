@@ -16,7 +16,6 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
@@ -24,42 +23,24 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use binky::adapters::s3::S3;
 use binky::adapters::{Adapter, AdapterConfig, AdapterError, Address, Registry, Slice};
+use binky_testkit::net::free_port;
 
-use crate::redis_server::free_port;
+/// A private moto_server on 127.0.0.1 (the kit's: S3 and the rest of AWS, in memory), with
+/// the adapter's view of it. Stopped on drop.
+pub struct MotoServer(binky_testkit::servers::moto::MotoServer);
 
-/// A private moto_server on 127.0.0.1 (S3 and the rest of AWS, in memory). Stopped on drop.
-pub struct MotoServer {
-    /// `http://<key>:<secret>@127.0.0.1:<port>`.
-    pub admin_url: String,
-    /// `http://127.0.0.1:<port>`.
-    pub endpoint: String,
-    /// Its port.
-    pub port: u16,
-    /// The admin secret key (moto accepts any key; binky never shows it).
-    pub secret: String,
-    child: Child,
-    _tmp: tempfile::TempDir,
+impl std::ops::Deref for MotoServer {
+    type Target = binky_testkit::servers::moto::MotoServer;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
-/// The moto_server binary: `$BINKY_TEST_MOTO`, else the one on PATH.
+/// The moto_server binary: `$BINKY_TEST_MOTO`, else the test command's venv, else PATH;
+/// panics with the install hint.
 pub fn moto_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("BINKY_TEST_MOTO").map(PathBuf::from) {
-        if p.is_file() {
-            return p;
-        }
-    }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("moto_server"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "moto_server (an S3 server) is not installed: run ./scripts/test, which \
-                 pip-installs moto[server] into ~/.cache/binky-test/venv and sets \
-                 BINKY_TEST_MOTO (or `pip install 'moto[server]'`)"
-            )
-        })
+    binky_testkit::servers::moto::moto_binary()
+        .unwrap_or_else(|| panic!("{}", binky_testkit::servers::moto::MISSING))
 }
 
 impl MotoServer {
@@ -70,60 +51,20 @@ impl MotoServer {
 
     /// Start one on `port` (a port a test reserved and then freed).
     pub fn start_on(port: u16) -> MotoServer {
-        Self::spawn(port, &[]).unwrap_or_else(|log| panic!("moto_server did not start: {log}"))
+        moto_binary();
+        MotoServer(
+            binky_testkit::servers::moto::MotoServer::start_on(port, &[])
+                .unwrap_or_else(|log| panic!("moto_server did not start: {log}")),
+        )
     }
 
     /// Start one with extra environment (`INITIAL_NO_AUTH_ACTION_COUNT=0`: check keys).
     pub fn start_with(env: &[(&str, &str)]) -> MotoServer {
-        let mut last = String::new();
-        // A port taken between the probe and the bind makes moto exit: try another.
-        for _ in 0..5 {
-            match Self::spawn(free_port(), env) {
-                Ok(s) => return s,
-                Err(log) => last = log,
-            }
-        }
-        panic!("moto_server did not start: {last}");
-    }
-
-    fn spawn(port: u16, env: &[(&str, &str)]) -> Result<MotoServer, String> {
-        let bin = moto_binary();
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let log = tmp.path().join("moto.log");
-        let out = std::fs::File::create(&log).expect("log file");
-        let mut child = Command::new(&bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .envs(env.iter().copied())
-            .current_dir(tmp.path())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log file"))
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                return Err(std::fs::read_to_string(&log).unwrap_or_default());
-            }
-            if answers(port) {
-                let secret = format!("moto-secret-{}", binky_controllers::slice::random_secret());
-                return Ok(MotoServer {
-                    admin_url: format!("http://AKIDBINKYTEST:{secret}@127.0.0.1:{port}"),
-                    endpoint: format!("http://127.0.0.1:{port}"),
-                    port,
-                    secret,
-                    child,
-                    _tmp: tmp,
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        Err(format!(
-            "no answer on port {port} within 30 s: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        ))
+        moto_binary();
+        MotoServer(
+            binky_testkit::servers::moto::MotoServer::start_with(env)
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
     }
 
     /// The adapter configuration for this server (bucket mode).
@@ -143,7 +84,12 @@ impl MotoServer {
 
     /// An admin client.
     pub fn admin(&self) -> Client {
-        client(&self.endpoint, "AKIDBINKYTEST", &self.secret, "us-east-1")
+        client(
+            &self.endpoint,
+            binky_testkit::servers::moto::KEY,
+            &self.secret,
+            "us-east-1",
+        )
     }
 
     /// Every bucket on the server.
@@ -163,29 +109,6 @@ impl MotoServer {
         let admin = self.admin();
         block(async move { versions(&admin, bucket, prefix).await })
     }
-}
-
-impl Drop for MotoServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Does an HTTP server answer on `port`?
-fn answers(port: u16) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.")
 }
 
 /// An S3 client as a world would make one from its tokens: endpoint, keys, region,

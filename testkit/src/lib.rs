@@ -1,0 +1,72 @@
+//! binky's test and benchmark kit: what `tests/integration` and every benchmark under
+//! `benchmarks/` share, so that each is written once.
+//!
+//! - [`servers`]: private PostgreSQL, MariaDB, Redis, ClickHouse, RabbitMQ, moto (S3) and
+//!   tansu (Kafka) instances on loopback, found the way the tests always found them and
+//!   stopped on drop.
+//! - [`procs`]: is a pid alive, the processes of a sandbox (by environment or working
+//!   directory), process trees.
+//! - [`git`]: repositories with commits.
+//! - [`net`], [`wait`], [`run`]: free ports, waiting for a condition, running a command
+//!   with a timeout and capturing its output.
+//! - [`stats`], [`table`], [`stop`], [`args`], [`sandbox`]: what the benchmarks report, how
+//!   they take Ctrl-C and parse their flags, and the sandbox each tool runs in.
+//!
+//! A dev-only crate: the `binky` binary never links it, and it links nothing of binky.
+
+pub mod args;
+pub mod git;
+pub mod net;
+pub mod procs;
+pub mod run;
+pub mod sandbox;
+pub mod servers;
+pub mod stats;
+pub mod stop;
+pub mod table;
+pub mod wait;
+
+/// The benchmarks' result type: errors are messages for the terminal.
+pub type Res<T> = Result<T, String>;
+
+/// A random hex secret (36 characters) from `/dev/urandom`.
+pub fn random_secret() -> String {
+    use std::io::Read;
+    let mut buf = [0u8; 18];
+    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)) {
+        Ok(()) => buf.iter().map(|b| format!("{b:02x}")).collect(),
+        Err(e) => panic!("/dev/urandom: {e}"),
+    }
+}
+
+/// `'` → `%27`: for user names, passwords and database names in URLs.
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The inverse of [`percent_encode`] (a `%` not followed by two hex digits stays).
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
