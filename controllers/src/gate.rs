@@ -368,26 +368,20 @@ impl<M: Machine> Controller for AdmissionController<M> {
     async fn apply(&self, world: &World) -> Result<Applied, GateError> {
         if world.desired == DesiredState::Stopped {
             self.release(world)?;
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::ok(
-                    CONDITION,
-                    "Released",
-                    "stopped: its place is free",
-                )],
-            });
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION,
+                "Released",
+                "stopped: its place is free",
+            )]));
         }
         let settings = Settings::read(&self.store)?;
         let missing = unapproved(&self.store, settings.flag("approvals"), world)?;
         if let Some(msg) = awaiting_approval(world, &missing) {
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::waiting(
-                    CONDITION,
-                    Hold::AwaitingApproval.reason(),
-                    msg,
-                )],
-            });
+            return Ok(Applied::await_change(vec![Condition::waiting(
+                CONDITION,
+                Hold::AwaitingApproval.reason(),
+                msg,
+            )]));
         }
         let now = now_ms();
         // Join the queue (or find this world's place in it).
@@ -409,10 +403,9 @@ impl<M: Machine> Controller for AdmissionController<M> {
             Ok(rows)
         })?;
         if rows.iter().any(|r| r.0 == world.id && r.1 == "admitted") {
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::ok(CONDITION, "Admitted", "admitted")],
-            });
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION, "Admitted", "admitted",
+            )]));
         }
         let residents = rows.iter().filter(|r| r.1 == "admitted").count();
         let ahead = rows
@@ -476,10 +469,9 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 )?;
                 Ok(())
             })?;
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::ok(CONDITION, "Admitted", "admitted")],
-            });
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION, "Admitted", "admitted",
+            )]));
         }
         let reason = match (over.map(|o| o.why), ahead) {
             (Some(o), 0) => format!("queued: {o}; it starts when a world goes down (`binky down NAME`) or the limit is raised (`binky settings`)"),

@@ -18,7 +18,7 @@ use rusqlite::params;
 use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
-use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::{self, now_ms, owner, Store, StoreError, World};
 
 /// The condition this controller reports.
@@ -243,10 +243,11 @@ impl<P: PortProbe> Controller for PortController<P> {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        Ok(Applied {
-            action: Action::AwaitChange,
-            conditions: vec![Condition::ok(CONDITION, "Allocated", summary)],
-        })
+        Ok(Applied::await_change(vec![Condition::ok(
+            CONDITION,
+            "Allocated",
+            summary,
+        )]))
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, PortError> {

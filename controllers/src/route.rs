@@ -19,7 +19,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
-use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::{self, now_ms, owner, DesiredState, ProcState, Store, StoreError, World};
 
 /// The condition this controller reports.
@@ -384,10 +384,7 @@ impl<S: RouteSink> Controller for RouteController<S> {
                     .join(" "),
             )
         };
-        Ok(Applied {
-            action: Action::AwaitChange,
-            conditions: vec![condition],
-        })
+        Ok(Applied::await_change(vec![condition]))
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, RouteError> {

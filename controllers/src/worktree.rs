@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::params;
 
 use crate::registry::Kind;
-use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::WorktreeState;
 use crate::store::{self, now_ms, owner, Store, StoreError, WorktreeRow, World};
 
@@ -523,9 +523,7 @@ impl<G: Git> Controller for WorktreeController<G> {
                         &format!("worktree {} was deleted outside binky", row.path.display()),
                     )?;
                 }
-                return Ok(Applied {
-                    action: Action::AwaitChange,
-                    conditions: vec![Condition::failed(
+                return Ok(Applied::await_change(vec![Condition::failed(
                         CONDITION,
                         "WorktreeMissing",
                         format!(
@@ -534,8 +532,7 @@ impl<G: Git> Controller for WorktreeController<G> {
                             world.name,
                             world.name
                         ),
-                    )],
-                });
+                    )]));
             }
             _ => {
                 let row = match self.create(world).await {
@@ -557,14 +554,11 @@ impl<G: Git> Controller for WorktreeController<G> {
                 row
             }
         };
-        Ok(Applied {
-            action: Action::AwaitChange,
-            conditions: vec![Condition::ok(
-                CONDITION,
-                if row.adopted { "Adopted" } else { "Ready" },
-                format!("{} (branch {})", row.path.display(), row.branch),
-            )],
-        })
+        Ok(Applied::await_change(vec![Condition::ok(
+            CONDITION,
+            if row.adopted { "Adopted" } else { "Ready" },
+            format!("{} (branch {})", row.path.display(), row.branch),
+        )]))
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, WorktreeError> {

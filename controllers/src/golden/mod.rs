@@ -111,7 +111,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
     fn set_state(
         &self,
         key: &str,
-        state: &str,
+        state: GoldenState,
         output: &str,
         build_ms: Option<i64>,
     ) -> Result<(), StoreError> {
@@ -122,6 +122,30 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             )?;
             Ok(())
         })
+    }
+
+    /// A build step's fault: one that may pass is retried (the runtime's backoff), one that
+    /// will not fails the template until its inputs change.
+    fn build_fault(
+        &self,
+        g: &GoldenRow,
+        service: &str,
+        fault: SliceFault,
+    ) -> Result<Option<Condition>, GoldenError> {
+        match fault {
+            SliceFault::Transient(detail) => Err(GoldenError::Waiting {
+                service: service.to_owned(),
+                detail,
+            }),
+            SliceFault::Permanent(detail) => {
+                self.set_state(&g.key, GoldenState::Failed, &detail.to_string(), None)?;
+                Ok(Some(Condition::failed(
+                    CONDITION,
+                    "GoldenFailed",
+                    format!("{service}: golden template: {detail}"),
+                )))
+            }
+        }
     }
 
     /// Build the template of `key` in `world`'s worktree.
@@ -140,20 +164,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         let _ = self.slices.effects().teardown(&spec).await;
         let address = match self.slices.effects().provision(&spec).await {
             Ok(a) => a,
-            Err(SliceFault::Transient(detail)) => {
-                return Err(GoldenError::Waiting {
-                    service: service.to_owned(),
-                    detail,
-                })
-            }
-            Err(SliceFault::Permanent(detail)) => {
-                self.set_state(&g.key, "failed", &detail.to_string(), None)?;
-                return Ok(Some(Condition::failed(
-                    CONDITION,
-                    "GoldenFailed",
-                    format!("{service}: golden template: {detail}"),
-                )));
-            }
+            Err(fault) => return self.build_fault(g, service, fault),
         };
         self.store.write(owner::Golden, |tx| {
             tx.execute(
@@ -172,7 +183,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 .run_command(world, layout, service, res, which, cmd, &address)
                 .await
             {
-                self.set_state(&g.key, "failed", &msg, None)?;
+                self.set_state(&g.key, GoldenState::Failed, &msg, None)?;
                 self.event(
                     world,
                     "golden_failed",
@@ -185,25 +196,11 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 )));
             }
         }
-        match self.slices.effects().seal(&spec).await {
-            Ok(()) => {}
-            Err(SliceFault::Transient(detail)) => {
-                return Err(GoldenError::Waiting {
-                    service: service.to_owned(),
-                    detail,
-                })
-            }
-            Err(SliceFault::Permanent(detail)) => {
-                self.set_state(&g.key, "failed", &detail.to_string(), None)?;
-                return Ok(Some(Condition::failed(
-                    CONDITION,
-                    "GoldenFailed",
-                    format!("{service}: golden template: {detail}"),
-                )));
-            }
+        if let Err(fault) = self.slices.effects().seal(&spec).await {
+            return self.build_fault(g, service, fault);
         }
         let ms = started.elapsed().as_millis() as i64;
-        self.set_state(&g.key, "ready", "", Some(ms))?;
+        self.set_state(&g.key, GoldenState::Ready, "", Some(ms))?;
         self.event(
             world,
             "golden",
@@ -295,14 +292,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 Ok(())
             })?;
             self.drop_unneeded().await?;
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::ok(
-                    CONDITION,
-                    "NoTemplates",
-                    "no service clones from a golden template",
-                )],
-            });
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION,
+                "NoTemplates",
+                "no service clones from a golden template",
+            )]));
         }
         let Some(layout) = self
             .store
@@ -310,14 +304,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             .filter(|w| w.state == WorktreeState::Ready)
             .map(|w| Layout { worktree: w.path })
         else {
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::waiting(
-                    CONDITION,
-                    "Waiting",
-                    "waiting for the worktree",
-                )],
-            });
+            return Ok(Applied::await_change(vec![Condition::waiting(
+                CONDITION,
+                "Waiting",
+                "waiting for the worktree",
+            )]));
         };
         let have = self.store.read(|c| store::slices(c, world.id))?;
         let mut notes = Vec::new();
@@ -423,24 +414,18 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 }
                 let g = self.golden(&key)?.unwrap_or(g);
                 if let Some(cond) = self.build(world, &layout, service, res, &g).await? {
-                    return Ok(Applied {
-                        action: Action::AwaitChange,
-                        conditions: vec![cond],
-                    });
+                    return Ok(Applied::await_change(vec![cond]));
                 }
                 continue;
             }
             match g.state {
                 GoldenState::Ready => {}
                 GoldenState::Failed => {
-                    return Ok(Applied {
-                        action: Action::AwaitChange,
-                        conditions: vec![Condition::failed(
-                            CONDITION,
-                            "GoldenFailed",
-                            format!("{service}: golden template {} failed: {}", g.name, g.output),
-                        )],
-                    })
+                    return Ok(Applied::await_change(vec![Condition::failed(
+                        CONDITION,
+                        "GoldenFailed",
+                        format!("{service}: golden template {} failed: {}", g.name, g.output),
+                    )]))
                 }
                 GoldenState::Building => {
                     waiting = Some(format!(
@@ -473,10 +458,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
         } else {
             notes.join("; ")
         };
-        Ok(Applied {
-            action: Action::AwaitChange,
-            conditions: vec![Condition::ok(CONDITION, "Ready", msg)],
-        })
+        Ok(Applied::await_change(vec![Condition::ok(
+            CONDITION, "Ready", msg,
+        )]))
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, GoldenError> {

@@ -400,14 +400,11 @@ impl<S: Supervisor> Controller for ProcessController<S> {
     async fn apply(&self, world: &World) -> Result<Applied, ProcessError> {
         if world.desired == DesiredState::Stopped {
             self.stop_world(world, "binky down").await?;
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::waiting(
-                    CONDITION,
-                    "Stopped",
-                    "stopped by `binky down`; `binky up` starts it again",
-                )],
-            });
+            return Ok(Applied::await_change(vec![Condition::waiting(
+                CONDITION,
+                "Stopped",
+                "stopped by `binky down`; `binky up` starts it again",
+            )]));
         }
 
         // The admission gate: nothing of a held world starts.
@@ -429,25 +426,19 @@ impl<S: Supervisor> Controller for ProcessController<S> {
                     .filter(|c| c.status == CondStatus::False)
                     .map(|c| format!(": {}", c.message))
                     .unwrap_or_default();
-                return Ok(Applied {
-                    action: Action::AwaitChange,
-                    conditions: vec![Condition::waiting(
-                        CONDITION,
-                        "Waiting",
-                        format!("waiting for the {what}{detail}"),
-                    )],
-                });
+                return Ok(Applied::await_change(vec![Condition::waiting(
+                    CONDITION,
+                    "Waiting",
+                    format!("waiting for the {what}{detail}"),
+                )]));
             }
         }
         let Some(layout) = self.layout(world)? else {
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::waiting(
-                    CONDITION,
-                    "Waiting",
-                    "waiting for the worktree",
-                )],
-            });
+            return Ok(Applied::await_change(vec![Condition::waiting(
+                CONDITION,
+                "Waiting",
+                "waiting for the worktree",
+            )]));
         };
 
         // `binky reload`: stop everything under the old nonce first.

@@ -112,6 +112,16 @@ pub struct Applied {
     pub conditions: Vec<Condition>,
 }
 
+impl Applied {
+    /// Done for now, with these conditions: look again when something changes.
+    pub fn await_change(conditions: Vec<Condition>) -> Applied {
+        Applied {
+            action: Action::AwaitChange,
+            conditions,
+        }
+    }
+}
+
 /// An error a controller returns: typed, with a reason for the condition it becomes.
 pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
     /// CamelCase reason for the condition.

@@ -68,10 +68,11 @@ impl Controller for Fake {
         if n < self.fail_first.load(Ordering::SeqCst) {
             return Err(FakeError(if self.stall { 99 } else { n as u32 }));
         }
-        Ok(Applied {
-            action: Action::AwaitChange,
-            conditions: vec![Condition::ok(Kind::Route.condition(), "Fine", "all good")],
-        })
+        Ok(Applied::await_change(vec![Condition::ok(
+            Kind::Route.condition(),
+            "Fine",
+            "all good",
+        )]))
     }
 
     async fn cleanup(&self, _world: &World) -> Result<Cleanup, FakeError> {

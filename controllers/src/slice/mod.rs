@@ -231,10 +231,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             .filter_map(|n| world.spec.services[&n].resource().cloned().map(|r| (n, r)))
             .collect();
         if wanted.is_empty() {
-            return Ok(Applied {
-                action: Action::AwaitChange,
-                conditions: vec![Condition::ok(CONDITION, "NoSlices", "no adapter services")],
-            });
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION,
+                "NoSlices",
+                "no adapter services",
+            )]));
         }
         // Provisioning needs no worktree; only migrate and seed (run in it) wait for one.
         let layout = self
@@ -267,14 +268,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 message: String::new(),
             });
             if row.state == SliceState::Failed && row.failed_generation == Some(world.generation) {
-                return Ok(Applied {
-                    action: Action::AwaitChange,
-                    conditions: vec![Condition::failed(
-                        CONDITION,
-                        "SliceFailed",
-                        format!("{service}: {}", row.message),
-                    )],
-                });
+                return Ok(Applied::await_change(vec![Condition::failed(
+                    CONDITION,
+                    "SliceFailed",
+                    format!("{service}: {}", row.message),
+                )]));
             }
             let key = (world.id, service.clone());
             let healed = self
@@ -290,14 +288,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             // An admin_url (or option) from a variable `binky up` did not have: say exactly
             // that, not "admin_url is not a URL".
             if let Some(why) = unset_settings(world, res) {
-                return Ok(Applied {
-                    action: Action::AwaitChange,
-                    conditions: vec![Condition::failed(
+                return Ok(Applied::await_change(vec![Condition::failed(
                         CONDITION,
                         "EnvUnset",
                         format!("{service}: {why}; set it in the environment of `binky up` and run `binky up {}` again", world.name),
-                    )],
-                });
+                    )]));
             }
             // Drift: a slice dropped from outside binky is made again, migrated and seeded
             // (or cloned), not left empty. Checked at every new generation and otherwise at
@@ -369,24 +364,18 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                         continue;
                     }
                     CloneOutcome::Wait(why) => {
-                        return Ok(Applied {
-                            action: Action::AwaitChange,
-                            conditions: vec![Condition::waiting(
-                                CONDITION,
-                                "Waiting",
-                                format!("{service}: {why}"),
-                            )],
-                        })
+                        return Ok(Applied::await_change(vec![Condition::waiting(
+                            CONDITION,
+                            "Waiting",
+                            format!("{service}: {why}"),
+                        )]))
                     }
                     CloneOutcome::Failed(why) => {
-                        return Ok(Applied {
-                            action: Action::AwaitChange,
-                            conditions: vec![Condition::failed(
-                                CONDITION,
-                                "GoldenFailed",
-                                format!("{service}: {why}"),
-                            )],
-                        })
+                        return Ok(Applied::await_change(vec![Condition::failed(
+                            CONDITION,
+                            "GoldenFailed",
+                            format!("{service}: {why}"),
+                        )]))
                     }
                     CloneOutcome::Fallback => {}
                 }
@@ -423,14 +412,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     row.message = detail.to_string();
                     self.save(world, &row)?;
                     self.event(world, "slice_failed", &format!("{service}: {detail}"));
-                    return Ok(Applied {
-                        action: Action::AwaitChange,
-                        conditions: vec![Condition::failed(
-                            CONDITION,
-                            "SliceFailed",
-                            format!("{service}: {detail}"),
-                        )],
-                    });
+                    return Ok(Applied::await_change(vec![Condition::failed(
+                        CONDITION,
+                        "SliceFailed",
+                        format!("{service}: {detail}"),
+                    )]));
                 }
             };
             row.adapter = res.adapter.clone();
@@ -452,14 +438,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(key, world.generation);
-                return Ok(Applied {
-                    action: Action::AwaitChange,
-                    conditions: vec![Condition::waiting(
-                        CONDITION,
-                        "Waiting",
-                        format!("{service}: waiting for the worktree to run migrate and seed"),
-                    )],
-                });
+                return Ok(Applied::await_change(vec![Condition::waiting(
+                    CONDITION,
+                    "Waiting",
+                    format!("{service}: waiting for the worktree to run migrate and seed"),
+                )]));
             }
             for (which, cmd, due) in [
                 ("migrate", res.migrate.as_deref(), migrate_due),
@@ -490,14 +473,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                         &format!("{which}_failed"),
                         &format!("{service}: {msg}"),
                     );
-                    return Ok(Applied {
-                        action: Action::AwaitChange,
-                        conditions: vec![Condition::failed(
-                            CONDITION,
-                            "SliceFailed",
-                            format!("{service}: {msg}"),
-                        )],
-                    });
+                    return Ok(Applied::await_change(vec![Condition::failed(
+                        CONDITION,
+                        "SliceFailed",
+                        format!("{service}: {msg}"),
+                    )]));
                 }
                 if which == "migrate" {
                     row.migrate_hash = Some(hash(cmd));
@@ -515,10 +495,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 conditions: vec![Condition::waiting(CONDITION, "ServerDown", down.join("; "))],
             });
         }
-        Ok(Applied {
-            action: Action::AwaitChange,
-            conditions: vec![Condition::ok(CONDITION, "Ready", ready.join(" "))],
-        })
+        Ok(Applied::await_change(vec![Condition::ok(
+            CONDITION,
+            "Ready",
+            ready.join(" "),
+        )]))
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, SliceError> {
