@@ -79,9 +79,6 @@ pub struct PortController<P> {
     probe: P,
 }
 
-/// Process states in which a service holds its own ports (so they must not be probed).
-const HOLDING: &[&str] = &["setup", "starting", "running", "stopping"];
-
 impl<P: PortProbe> PortController<P> {
     /// A controller over `store`, probing with `probe`.
     pub fn new(store: Store, probe: P) -> Self {
@@ -128,7 +125,7 @@ impl<P: PortProbe> Controller for PortController<P> {
             .store
             .read(|c| store::processes(c, world.id))?
             .into_iter()
-            .filter(|p| HOLDING.contains(&p.state.as_str()))
+            .filter(|p| p.state.holds_ports())
             .map(|p| p.service)
             .collect();
 

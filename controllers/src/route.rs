@@ -304,6 +304,10 @@ impl<S: RouteSink> Controller for RouteController<S> {
                     Some(r) if r.state == ProcState::Running && r.healthy => {
                         (RouteState::Ready, String::new())
                     }
+                    // Still running and served, so a person can look at what is wrong.
+                    Some(r) if r.state == ProcState::Unhealthy => {
+                        (RouteState::Ready, r.message.clone())
+                    }
                     Some(r) if matches!(r.state, ProcState::Backoff | ProcState::Failed) => {
                         (RouteState::Failing, r.message.clone())
                     }

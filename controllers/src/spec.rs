@@ -264,21 +264,80 @@ impl UrlSpec {
     }
 }
 
-/// A readiness check.
+/// A health check: readiness while the service starts, then checked again every `interval`
+/// while it runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
     /// What to probe.
     pub probe: Probe,
     /// How long the service may take to pass, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// How often a running service is checked again, in milliseconds.
+    #[serde(default)]
+    pub interval_ms: Option<u64>,
+    /// Failed checks in a row that make a running service unhealthy.
+    #[serde(default)]
+    pub retries: Option<u32>,
+    /// What an unhealthy service gets.
+    #[serde(default)]
+    pub on_unhealthy: OnUnhealthy,
 }
 
+/// How often a running service's health is checked unless `interval` says (binky 0.1.2's).
+pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+/// Failed checks in a row that make a running service unhealthy unless `retries` says.
+pub const DEFAULT_HEALTH_RETRIES: u32 = 3;
+
 impl Health {
+    /// A check of `probe` with every default.
+    pub fn of(probe: Probe) -> Health {
+        Health {
+            probe,
+            timeout_ms: None,
+            interval_ms: None,
+            retries: None,
+            on_unhealthy: OnUnhealthy::default(),
+        }
+    }
+
     /// The time allowed to become healthy.
     pub fn timeout(&self) -> Duration {
         self.timeout_ms
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_HEALTH_TIMEOUT)
+    }
+
+    /// How often a running service is checked.
+    pub fn interval(&self) -> Duration {
+        self.interval_ms
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_HEALTH_INTERVAL)
+    }
+
+    /// Failed checks in a row that make it unhealthy.
+    pub fn retries(&self) -> u32 {
+        self.retries.unwrap_or(DEFAULT_HEALTH_RETRIES).max(1)
+    }
+}
+
+/// What binky does with a service that stays unhealthy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnhealthy {
+    /// Stop it and start it again (as its `restart` policy would after a crash).
+    #[default]
+    Restart,
+    /// Leave it running, shown `unhealthy`, and keep checking.
+    Keep,
+}
+
+impl OnUnhealthy {
+    /// The word in `binky.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnUnhealthy::Restart => "restart",
+            OnUnhealthy::Keep => "keep",
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::ops::Range;
 
-use binky_controllers::spec::{Health, Probe, Process, UrlSpec};
+use binky_controllers::spec::{Health, OnUnhealthy, Probe, Process, UrlSpec};
 use toml::de::DeValue;
 
 use super::cx::{join, type_name};
@@ -28,7 +28,15 @@ pub(super) const PROCESS_KEYS: &[&str] = &[
     "replicas",
     "shared",
 ];
-const HEALTH_KEYS: &[&str] = &["http", "tcp", "cmd", "timeout"];
+const HEALTH_KEYS: &[&str] = &[
+    "http",
+    "tcp",
+    "cmd",
+    "timeout",
+    "interval",
+    "retries",
+    "on_unhealthy",
+];
 
 impl Cx<'_> {
     /// A process service (one with `cmd`) at `path`.
@@ -164,10 +172,7 @@ impl Cx<'_> {
             Some(v) => {
                 let hpath = join(path, "health");
                 match v.get_ref() {
-                    DeValue::String(s) => Some(Health {
-                        probe: Probe::Http(s.to_string()),
-                        timeout_ms: None,
-                    }),
+                    DeValue::String(s) => Some(Health::of(Probe::Http(s.to_string()))),
                     DeValue::Table(h) => {
                         self.unknown_keys(h, &hpath, HEALTH_KEYS);
                         let before = self.errors.len();
@@ -179,27 +184,39 @@ impl Cx<'_> {
                         .into_iter()
                         .flatten()
                         .collect();
-                        let timeout_ms = match Self::get(h, "timeout") {
-                            Some(tv) => {
-                                let text = match tv.get_ref() {
-                                    DeValue::Integer(i) => Some(i.as_str().to_owned()),
-                                    _ => self.string_value(tv, &join(&hpath, "timeout")),
-                                };
-                                match text.as_deref().map(parse_duration) {
-                                    Some(Ok(d)) => Some(d.as_millis() as u64),
-                                    Some(Err(e)) => {
-                                        self.error(
-                                            tv.span(),
-                                            &join(&hpath, "timeout"),
-                                            e,
-                                            Some("e.g. timeout = \"30s\" (ms, s, m, h)".to_owned()),
-                                        );
-                                        None
-                                    }
-                                    None => None,
+                        let timeout_ms = self.health_duration(h, &hpath, "timeout");
+                        let interval_ms = self.health_duration(h, &hpath, "interval");
+                        let retries = match Self::get(h, "retries") {
+                            Some(rv) => match self.integer(rv, &join(&hpath, "retries")) {
+                                Some(n) if (1..=100).contains(&n) => Some(n as u32),
+                                Some(_) => {
+                                    self.error(
+                                        rv.span(),
+                                        &join(&hpath, "retries"),
+                                        "retries must be between 1 and 100",
+                                        Some("e.g. retries = 3 (failed checks in a row that make it unhealthy)".to_owned()),
+                                    );
+                                    None
                                 }
-                            }
+                                None => None,
+                            },
                             None => None,
+                        };
+                        let on_unhealthy = match self.string(h, &hpath, "on_unhealthy").as_deref() {
+                            None | Some("restart") => OnUnhealthy::Restart,
+                            Some("keep") => OnUnhealthy::Keep,
+                            Some(other) => {
+                                let sp = Self::get(h, "on_unhealthy")
+                                    .map(|v| v.span())
+                                    .unwrap_or(v.span());
+                                self.error(
+                                    sp,
+                                    &join(&hpath, "on_unhealthy"),
+                                    format!("on_unhealthy is `restart` or `keep`, not `{other}`"),
+                                    Some("on_unhealthy = \"restart\" (the default) stops and starts it again; \"keep\" leaves it running, shown unhealthy".to_owned()),
+                                );
+                                OnUnhealthy::Restart
+                            }
                         };
                         let probe_keys = ["http", "tcp", "cmd"]
                             .iter()
@@ -209,10 +226,13 @@ impl Cx<'_> {
                             self.error(v.span(), &hpath, format!("health needs exactly one of http, tcp, cmd (found {})", probes.len()), Some("e.g. health = { http = \"http://localhost:${self.port}/health\", timeout = \"30s\" }".to_owned()));
                             None
                         } else {
-                            probes
-                                .into_iter()
-                                .next()
-                                .map(|probe| Health { probe, timeout_ms })
+                            probes.into_iter().next().map(|probe| Health {
+                                probe,
+                                timeout_ms,
+                                interval_ms,
+                                retries,
+                                on_unhealthy,
+                            })
                         }
                     }
                     other => {
@@ -281,6 +301,39 @@ impl Cx<'_> {
             env_file,
             replicas,
         })
+    }
+}
+
+impl Cx<'_> {
+    /// A duration key of `health` (`"30s"`, `"500ms"` or a number of seconds), in ms.
+    fn health_duration(&mut self, h: &Table<'_>, hpath: &str, key: &str) -> Option<u64> {
+        let tv = Self::get(h, key)?;
+        let text = match tv.get_ref() {
+            DeValue::Integer(i) => Some(i.as_str().to_owned()),
+            _ => self.string_value(tv, &join(hpath, key)),
+        };
+        match text.as_deref().map(parse_duration) {
+            Some(Ok(d)) if key == "interval" && d.is_zero() => {
+                self.error(
+                    tv.span(),
+                    &join(hpath, key),
+                    "interval must be more than 0",
+                    Some("e.g. interval = \"5s\"".to_owned()),
+                );
+                None
+            }
+            Some(Ok(d)) => Some(d.as_millis() as u64),
+            Some(Err(e)) => {
+                self.error(
+                    tv.span(),
+                    &join(hpath, key),
+                    e,
+                    Some(format!("e.g. {key} = \"30s\" (ms, s, m, h)")),
+                );
+                None
+            }
+            None => None,
+        }
     }
 }
 

@@ -236,8 +236,8 @@ fn every_process_key_lands_in_the_process() {
             }),
             ports: Some(strings(&["http", "admin"])),
             health: Some(Health {
-                probe: Probe::Http("http://localhost:${self.http}/health".into()),
                 timeout_ms: Some(45_000),
+                ..Health::of(Probe::Http("http://localhost:${self.http}/health".into()))
             }),
             watch: strings(&["src/**/*.ts", "package.json"]),
             env: map(&[("API_URL", "${api.url}"), ("NODE_ENV", "development")]),
@@ -317,8 +317,8 @@ fn health_string_is_an_http_probe_without_timeout() {
     assert_eq!(
         health,
         Health {
-            probe: Probe::Http("/healthz".into()),
             timeout_ms: None,
+            ..Health::of(Probe::Http("/healthz".into()))
         }
     );
     assert_eq!(
@@ -333,8 +333,8 @@ fn health_table_takes_a_tcp_probe_and_an_integer_timeout_in_seconds() {
     assert_eq!(
         process(&spec, "worker").health,
         Some(Health {
-            probe: Probe::Tcp("${self.grpc}".into()),
             timeout_ms: Some(10_000),
+            ..Health::of(Probe::Tcp("${self.grpc}".into()))
         })
     );
 }
@@ -345,8 +345,8 @@ fn health_table_takes_a_cmd_probe_and_a_millisecond_timeout() {
     assert_eq!(
         process(&spec, "cron").health,
         Some(Health {
-            probe: Probe::Cmd("test -f /tmp/ready".into()),
             timeout_ms: Some(500),
+            ..Health::of(Probe::Cmd("test -f /tmp/ready".into()))
         })
     );
 }
@@ -1885,6 +1885,69 @@ fn project_copy_takes_paths_inside_the_repository_only() {
         assert!(
             e.to_string().contains("not a path inside the repository"),
             "{e}"
+        );
+    }
+}
+
+#[test]
+fn health_takes_an_interval_retries_and_what_to_do_when_unhealthy() {
+    let text = r#"
+[project]
+name = "p"
+
+[services.api]
+cmd = "api --port ${self.port}"
+url = true
+health = { http = "/health", interval = "2s", retries = 5, on_unhealthy = "keep" }
+
+[services.web]
+cmd = "web --port ${self.port}"
+url = true
+health = "/"
+"#;
+    let spec = ok(text).spec;
+    let h = process(&spec, "api").health.clone().unwrap();
+    assert_eq!(h.interval(), std::time::Duration::from_secs(2));
+    assert_eq!(h.retries(), 5);
+    assert_eq!(h.on_unhealthy, binky_controllers::spec::OnUnhealthy::Keep);
+    let d = process(&spec, "web").health.clone().unwrap();
+    assert_eq!(
+        d.interval(),
+        binky_controllers::spec::DEFAULT_HEALTH_INTERVAL
+    );
+    assert_eq!(d.retries(), binky_controllers::spec::DEFAULT_HEALTH_RETRIES);
+    assert_eq!(
+        d.on_unhealthy,
+        binky_controllers::spec::OnUnhealthy::Restart
+    );
+}
+
+#[test]
+fn a_bad_interval_retries_or_on_unhealthy_is_reported_on_its_key() {
+    for (bad, key, says) in [
+        (
+            "interval = \"0s\"",
+            "services.api.health.interval",
+            "more than 0",
+        ),
+        (
+            "retries = 0",
+            "services.api.health.retries",
+            "between 1 and 100",
+        ),
+        (
+            "on_unhealthy = \"panic\"",
+            "services.api.health.on_unhealthy",
+            "`restart` or `keep`",
+        ),
+    ] {
+        let text = format!(
+            "[project]\nname = \"p\"\n\n[services.api]\ncmd = \"api --port ${{self.port}}\"\nurl = true\nhealth = {{ http = \"/health\", {bad} }}\n"
+        );
+        let errs = errors(&text);
+        assert!(
+            error_at(&errs, key).message.contains(says),
+            "{bad}: {errs:#?}"
         );
     }
 }

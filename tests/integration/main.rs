@@ -16,6 +16,7 @@ mod gate;
 mod golden;
 mod golden_frameworks;
 mod harness;
+mod health;
 mod init;
 mod kafka_server;
 mod lifecycle;

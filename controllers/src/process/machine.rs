@@ -17,7 +17,7 @@ use super::spawn::{hash_of, log_tail, Resolved};
 use super::{ProcessController, CONDITION};
 use crate::env::Layout;
 use crate::runtime::Condition;
-use crate::spec::{Process, Restart, Service};
+use crate::spec::{OnUnhealthy, Process, Restart, Service};
 use crate::store::{self, now_ms, owner, ProcState, ProcessRow, SliceState, StoreError, World};
 use crate::tokens::Tokens;
 
@@ -67,6 +67,15 @@ struct Svc<'a> {
     tokens: &'a Tokens,
     resolved: Resolved,
     log: PathBuf,
+}
+
+/// A running service's last health check.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Check {
+    /// When it ran (or when the service became ready).
+    at: std::time::Instant,
+    /// Failed checks in a row.
+    failures: u32,
 }
 
 /// The restart delay after `failures` failures in a row: 0.5 s doubling to 30 s.
@@ -157,7 +166,9 @@ impl<S: Supervisor> ProcessController<S> {
     ) -> Result<Step, StoreError> {
         self.on_new_up(s.world, row)?;
         let flow = match row.state {
-            ProcState::Starting | ProcState::Running => self.live(s, row, rows).await?,
+            ProcState::Starting | ProcState::Running | ProcState::Unhealthy => {
+                self.live(s, row, rows).await?
+            }
             ProcState::Setup => self.setup_running(s, row).await?,
             _ => Flow::Next,
         };
@@ -227,12 +238,36 @@ impl<S: Supervisor> ProcessController<S> {
                 row.healthy = false;
                 Ok(Flow::Next)
             }
-            Liveness::Running if row.state == ProcState::Running => {
-                if row.failures > 0 && ms_since(row.started_at) >= self.config.stable_after {
+            Liveness::Running if matches!(row.state, ProcState::Running | ProcState::Unhealthy) => {
+                if row.failures > 0 {
+                    let ran = ms_since(row.started_at);
+                    if ran < self.config.stable_after {
+                        // Restarted after a failure: not ready until it stays up.
+                        let left = self.config.stable_after - ran;
+                        return Ok(Flow::Done(Step {
+                            wake: Some(left),
+                            waiting: Some(format!(
+                                "{}: restarted after {}; ready once it has run {}",
+                                s.name,
+                                row.last_exit.as_deref().unwrap_or("a failure"),
+                                secs(self.config.stable_after)
+                            )),
+                            ..Step::default()
+                        }));
+                    }
                     row.failures = 0;
+                    if row.state == ProcState::Running {
+                        row.message = String::new();
+                        row.ready_at = Some(now_ms());
+                        self.event(
+                            s.world.id,
+                            "ready",
+                            &format!("{} ready: up {} since its restart", s.name, secs(ran)),
+                        );
+                    }
                     self.save(s.world.id, row)?;
                 }
-                Ok(Flow::Done(Step::ready()))
+                self.recheck(s, row, id).await
             }
             Liveness::Running => Ok(Flow::Done(self.probe(s, row, rows, id).await?)),
             Liveness::Exited(exit) => {
@@ -268,7 +303,31 @@ impl<S: Supervisor> ProcessController<S> {
         };
         let mut step = Step::default();
         match result {
+            Ok(()) if row.failures > 0 => {
+                // Up again after a failure: running and served, but ready only once it
+                // stays up (a service restarting in a loop is never ready).
+                row.state = ProcState::Running;
+                row.healthy = true;
+                row.message = format!(
+                    "restarted after {}; ready once it has run {}",
+                    row.last_exit.as_deref().unwrap_or("a failure"),
+                    secs(self.config.stable_after)
+                );
+                step.wake = Some(
+                    self.config
+                        .stable_after
+                        .saturating_sub(ms_since(row.started_at)),
+                );
+                step.waiting = Some(format!("{name}: {}", row.message));
+                self.save(s.world.id, row)?;
+                return Ok(step);
+            }
             Ok(()) => {
+                // Its running checks count from now.
+                self.checks
+                    .lock()
+                    .expect("checks lock")
+                    .remove(&(s.world.id, name.to_owned()));
                 row.state = ProcState::Running;
                 row.healthy = true;
                 row.ready_at = Some(now_ms());
@@ -279,6 +338,8 @@ impl<S: Supervisor> ProcessController<S> {
                     &format!("{name} ready in {}", secs(ms_since(row.started_at))),
                 );
                 step.ready = true;
+                // Its health is checked again while it runs.
+                step.wake = s.process.health.as_ref().map(|h| h.interval());
             }
             Err(failure) => {
                 let health = s.process.health.as_ref();
@@ -323,6 +384,137 @@ impl<S: Supervisor> ProcessController<S> {
             self.save(s.world.id, row)?;
         }
         Ok(step)
+    }
+
+    /// A running service with a health check: checked again every `interval`; `retries`
+    /// failures in a row make it unhealthy, and then (`on_unhealthy = "restart"`, the
+    /// default) it is stopped and started again like a crashed one.
+    async fn recheck(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        id: ProcId,
+    ) -> Result<Flow, StoreError> {
+        let Some(health) = s.process.health.as_ref() else {
+            return Ok(Flow::Done(Step::ready()));
+        };
+        let interval = health.interval();
+        let key = (s.world.id, s.name.to_owned());
+        let now = std::time::Instant::now();
+        let last = *self
+            .checks
+            .lock()
+            .expect("checks lock")
+            .entry(key.clone())
+            .or_insert(Check {
+                at: now,
+                failures: 0,
+            });
+        let since = now.duration_since(last.at);
+        let healthy_step = |row: &ProcessRow, wake: Duration| {
+            if row.state == ProcState::Running {
+                Step {
+                    ready: true,
+                    wake: Some(wake),
+                    ..Step::default()
+                }
+            } else {
+                self.unhealthy_step(s, row, wake)
+            }
+        };
+        if since < interval {
+            return Ok(Flow::Done(healthy_step(row, interval - since)));
+        }
+        let target = self.probe_target(s.name, s.svc, s.tokens, &s.resolved);
+        let result = match &target {
+            Some(t) => self.sup.probe(t, id).await,
+            None => Ok(()),
+        };
+        let failures = match &result {
+            Ok(()) => 0,
+            Err(_) => last.failures + 1,
+        };
+        self.checks
+            .lock()
+            .expect("checks lock")
+            .insert(key.clone(), Check { at: now, failures });
+        match result {
+            Ok(()) => {
+                if row.state == ProcState::Unhealthy {
+                    row.state = ProcState::Running;
+                    row.healthy = true;
+                    row.message = String::new();
+                    self.event(s.world.id, "healthy", &format!("{}: healthy again", s.name));
+                    self.save(s.world.id, row)?;
+                }
+                Ok(Flow::Done(healthy_step(row, interval)))
+            }
+            Err(failure) => {
+                let why = match failure {
+                    ProbeFailure::NotReady(why) | ProbeFailure::Foreign(why) => why,
+                };
+                if failures < health.retries() {
+                    return Ok(Flow::Done(healthy_step(row, interval)));
+                }
+                let first = row.state == ProcState::Running;
+                row.state = ProcState::Unhealthy;
+                row.healthy = false;
+                row.message = format!(
+                    "unhealthy: health check failed {failures} times in a row, every {}: {why}",
+                    secs(interval)
+                );
+                if first {
+                    self.event(
+                        s.world.id,
+                        "unhealthy",
+                        &format!("{}: {}", s.name, row.message),
+                    );
+                }
+                if health.on_unhealthy == OnUnhealthy::Keep {
+                    self.save(s.world.id, row)?;
+                    return Ok(Flow::Done(self.unhealthy_step(s, row, interval)));
+                }
+                // Stopped and started again, as after a crash (its backoff included).
+                self.sup.stop(id, self.config.stop_grace).await;
+                self.checks.lock().expect("checks lock").remove(&key);
+                forget_process(row);
+                row.failures += 1;
+                row.last_exit = Some("unhealthy".into());
+                row.last_exit_at = Some(now_ms());
+                let delay = restart_delay(row.failures);
+                row.state = ProcState::Backoff;
+                row.next_start_at = Some(now_ms() + delay.as_millis() as i64);
+                row.message = format!(
+                    "stopped: health check failed {failures} times in a row ({why}); restarting in {}",
+                    secs(delay)
+                );
+                self.event(
+                    s.world.id,
+                    "restart",
+                    &format!("{}: {}", s.name, row.message),
+                );
+                self.save(s.world.id, row)?;
+                Ok(Flow::Next)
+            }
+        }
+    }
+
+    /// An unhealthy service that is kept running: a person has to look.
+    fn unhealthy_step(&self, s: &Svc<'_>, row: &ProcessRow, wake: Duration) -> Step {
+        Step {
+            wake: Some(wake),
+            problem: Some(Condition::failed(
+                CONDITION,
+                "Unhealthy",
+                format!(
+                    "{} is {} (on_unhealthy = \"keep\": binky leaves it running). Last output:\n{}",
+                    s.name,
+                    row.message,
+                    log_tail(&s.log, 5)
+                ),
+            )),
+            ..Step::default()
+        }
     }
 
     /// `setup` runs as a supervised task (so `binky down` stops it at once and other

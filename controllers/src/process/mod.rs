@@ -119,12 +119,20 @@ pub struct ProcessController<S> {
     store: Store,
     sup: Arc<S>,
     config: ProcessConfig,
+    /// When each running service's health was last checked, and how many checks in a row
+    /// failed (kept in memory: a new daemon starts counting again).
+    checks: std::sync::Mutex<HashMap<(WorldId, String), machine::Check>>,
 }
 
 impl<S: Supervisor> ProcessController<S> {
     /// A controller over `store`, using `sup`.
     pub fn new(store: Store, sup: Arc<S>, config: ProcessConfig) -> Self {
-        ProcessController { store, sup, config }
+        ProcessController {
+            store,
+            sup,
+            config,
+            checks: std::sync::Mutex::default(),
+        }
     }
 
     fn save(&self, world: WorldId, row: &ProcessRow) -> Result<(), StoreError> {
@@ -455,6 +463,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             for row in rows.values_mut() {
                 row.state = ProcState::Pending;
                 row.restarts = 0;
+                row.failures = 0;
                 row.last_exit = None;
                 self.save(world.id, row)?;
             }

@@ -90,6 +90,8 @@ state_enum! {
         Starting = "starting",
         /// Running and ready.
         Running = "running",
+        /// Running, and its health check has failed `retries` times in a row.
+        Unhealthy = "unhealthy",
         /// Exited; restarting after a delay.
         Backoff = "backoff",
         /// Finished successfully, not to be restarted (a one-shot).
@@ -162,9 +164,21 @@ state_enum! {
 }
 
 impl ProcState {
+    /// A process of the service may hold its ports now (so they must not be probed as if
+    /// someone else took them).
+    pub fn holds_ports(self) -> bool {
+        matches!(
+            self,
+            ProcState::Setup | ProcState::Starting | ProcState::Running | ProcState::Unhealthy
+        )
+    }
+
     /// Holds (or may hold) a process: its pid is worth checking.
     pub fn is_live(self) -> bool {
-        matches!(self, ProcState::Starting | ProcState::Running)
+        matches!(
+            self,
+            ProcState::Starting | ProcState::Running | ProcState::Unhealthy
+        )
     }
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 use crate::port::PortController;
 use crate::process::{Marked, ProcessConfig, ProcessController};
 use crate::runtime::Controller;
-use crate::spec::{Restart, ServiceKind, Spec};
+use crate::spec::{Health, OnUnhealthy, Probe, Restart, Service, ServiceKind, Spec};
 use crate::store::{self, CondStatus, DesiredState, ProcState, Store};
 use crate::testing::*;
 use crate::worktree::WorktreeController;
@@ -20,12 +20,17 @@ struct H {
 }
 
 fn h() -> H {
+    h_with(|_| {})
+}
+
+fn h_with(tune: impl FnOnce(&mut ProcessConfig)) -> H {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("repo")).unwrap();
     let store = Store::open(&dir.path().join("s.db")).unwrap();
     let sup = Arc::new(FakeSupervisor::default());
     let mut cfg = ProcessConfig::new(dir.path().join("logs"));
     cfg.settle = Duration::ZERO;
+    tune(&mut cfg);
     H {
         gate: crate::gate::AdmissionController::new(store.clone(), FakeMachine::default()),
         wt: WorktreeController::new(store.clone(), FakeGit::default()),
@@ -385,4 +390,151 @@ async fn restarting_one_service_restarts_exactly_that_one_once_per_request() {
     h.converge(id).await;
     assert_eq!(h.sup.inner.lock().unwrap().stopped, vec!["api", "api"]);
     assert_eq!(h.sup.spawn_order(), vec!["db", "api", "web", "api", "api"]);
+}
+
+/// A service checked on every reconcile (`interval = 0`), unhealthy after `retries` failures.
+fn checked(retries: u32, on_unhealthy: OnUnhealthy) -> Service {
+    let mut svc = web("api", &[]);
+    if let ServiceKind::Process(p) = &mut svc.kind {
+        p.health = Some(Health {
+            interval_ms: Some(0),
+            retries: Some(retries),
+            on_unhealthy,
+            ..Health::of(Probe::Tcp("${self.port}".into()))
+        });
+        p.restart = Restart::Always;
+    }
+    svc
+}
+
+fn kinds(h: &H) -> Vec<String> {
+    h.store
+        .read(|c| store::events(c, "acme", "w", 0, 1000))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+impl H {
+    fn pretend_restart_is_due(&self) {
+        self.store
+            .write_fixture(|tx| {
+                tx.execute("UPDATE processes SET next_start_at = 0", [])?;
+                Ok(())
+            })
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_running_service_failing_its_health_check_retries_times_is_unhealthy_and_restarted() {
+    let h = h();
+    let id = h.up(spec(vec![("api", checked(2, OnUnhealthy::Restart))]));
+    h.converge(id).await;
+    assert_eq!(h.row(id, "api").state, ProcState::Running);
+    assert_eq!(h.ready(id).status, CondStatus::True);
+    let first = h.sup.live("api");
+    h.sup.inner.lock().unwrap().unready.insert("api".into());
+    // One failed check is not yet unhealthy: the service is still ready.
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.row(id, "api").state, ProcState::Running);
+    assert_eq!(h.ready(id).status, CondStatus::True);
+    assert!(h.sup.inner.lock().unwrap().stopped.is_empty());
+    // The second in a row is: it is stopped and waits for its restart.
+    reconcile(&h.proc_, &h.store, id).await;
+    let row = h.row(id, "api");
+    assert_eq!(row.state, ProcState::Backoff, "{}", row.message);
+    assert!(
+        row.message.contains("health check failed 2 times in a row"),
+        "{}",
+        row.message
+    );
+    assert_eq!(row.last_exit.as_deref(), Some("unhealthy"));
+    assert_eq!(h.sup.inner.lock().unwrap().stopped, vec!["api".to_owned()]);
+    assert_eq!(h.ready(id).status, CondStatus::False);
+    let k = kinds(&h);
+    assert!(
+        k.contains(&"unhealthy".to_owned()) && k.contains(&"restart".to_owned()),
+        "{k:?}"
+    );
+    // Started again, and answering: running, but not ready until it has stayed up.
+    h.sup.inner.lock().unwrap().unready.clear();
+    h.pretend_restart_is_due();
+    reconcile(&h.proc_, &h.store, id).await; // started
+    reconcile(&h.proc_, &h.store, id).await; // probed
+    let again = h.sup.live("api");
+    assert_eq!(again.len(), 1);
+    assert_ne!(again, first, "a new process");
+    let row = h.row(id, "api");
+    assert_eq!(row.state, ProcState::Running);
+    assert!(
+        !row.is_ready(),
+        "ready at once after a failure: {}",
+        row.message
+    );
+    assert_eq!(h.ready(id).status, CondStatus::False);
+}
+
+#[tokio::test]
+async fn kept_unhealthy_a_service_runs_on_shown_unhealthy_until_its_check_passes_again() {
+    let h = h();
+    let id = h.up(spec(vec![("api", checked(1, OnUnhealthy::Keep))]));
+    h.converge(id).await;
+    let pid = h.sup.live("api");
+    h.sup.inner.lock().unwrap().unready.insert("api".into());
+    reconcile(&h.proc_, &h.store, id).await;
+    let row = h.row(id, "api");
+    assert_eq!(row.state, ProcState::Unhealthy);
+    assert!(!row.is_ready());
+    let c = h.ready(id);
+    assert_eq!((c.reason.as_str(), c.stalled), ("Unhealthy", true));
+    assert!(
+        c.message.contains("on_unhealthy = \"keep\""),
+        "{}",
+        c.message
+    );
+    assert!(
+        h.sup.inner.lock().unwrap().stopped.is_empty(),
+        "kept: not stopped"
+    );
+    h.sup.inner.lock().unwrap().unready.clear();
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.row(id, "api").state, ProcState::Running);
+    assert_eq!(h.ready(id).status, CondStatus::True);
+    assert_eq!(h.sup.live("api"), pid, "the same process throughout");
+    assert!(kinds(&h).contains(&"healthy".to_owned()));
+}
+
+#[tokio::test]
+async fn a_worker_restarting_in_a_loop_is_never_ready_and_is_once_it_stays_up() {
+    let h = h_with(|c| c.stable_after = Duration::from_millis(300));
+    let mut worker = web("work", &[]);
+    if let ServiceKind::Process(p) = &mut worker.kind {
+        p.url = None;
+        p.restart = Restart::Always;
+    }
+    let id = h.up(spec(vec![("worker", worker)]));
+    h.converge(id).await;
+    assert!(h.row(id, "worker").is_ready());
+    for _ in 0..3 {
+        h.sup.exit("worker", 1);
+        reconcile(&h.proc_, &h.store, id).await;
+        h.pretend_restart_is_due();
+        reconcile(&h.proc_, &h.store, id).await; // started
+        reconcile(&h.proc_, &h.store, id).await; // settled
+        let row = h.row(id, "worker");
+        assert_eq!(row.state, ProcState::Running);
+        assert!(!row.is_ready(), "a crash-looping worker counted ready");
+        assert_eq!(h.ready(id).status, CondStatus::False);
+    }
+    // Once it has stayed up past stable_after, it is ready again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !h.row(id, "worker").is_ready() {
+        assert!(std::time::Instant::now() < deadline, "never ready again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        reconcile(&h.proc_, &h.store, id).await;
+    }
+    assert_eq!(h.row(id, "worker").failures, 0);
+    assert_eq!(h.ready(id).status, CondStatus::True);
 }

@@ -1,0 +1,143 @@
+//! Continuous health: a running service's check runs again every `interval`; `retries`
+//! failures in a row make it `unhealthy`, and then binky restarts it (or, with
+//! `on_unhealthy = "keep"`, leaves it running and says so). A service restarting in a loop
+//! is never ready.
+
+use std::time::Duration;
+
+use crate::harness::*;
+
+/// `api` is healthy while the file `ok` exists in its worktree (its command makes it).
+fn checked(on_unhealthy: &str) -> String {
+    format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.api]
+cmd = "touch ok && {SERVE}"
+url = "api"
+health = {{ cmd = "test -f ok", interval = "200ms", retries = 2, on_unhealthy = "{on_unhealthy}" }}
+"#
+    )
+}
+
+fn api(env: &Env) -> serde_json::Value {
+    env.services("w")
+        .into_iter()
+        .find(|s| s["name"] == "api")
+        .expect("api in status")
+}
+
+fn event_kinds(env: &Env) -> Vec<String> {
+    let events: Vec<serde_json::Value> =
+        serde_json::from_str(&env.ok(&["events", "w", "--json", "-n", "200"])).unwrap();
+    events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_service_that_turns_unhealthy_is_restarted_and_comes_back() {
+    let env = Env::new(&checked("restart"));
+    env.ok(&["up", "w"]);
+    let first = env.pid_of("w", "api").unwrap();
+    std::fs::remove_file(env.worktree("w").join("ok")).unwrap();
+    wait_until("api restarted", Duration::from_secs(20), || {
+        let a = api(&env);
+        a["pid"].as_u64().is_some_and(|p| p as u32 != first) && a["ready"] == true
+    });
+    assert!(!alive(first), "the unhealthy process was left running");
+    let a = api(&env);
+    assert_eq!(a["state"], "running");
+    assert!(a["restarts"].as_u64().unwrap() >= 1, "{a}");
+    let kinds = event_kinds(&env);
+    assert!(kinds.contains(&"unhealthy".to_owned()), "{kinds:?}");
+    assert!(kinds.contains(&"restart".to_owned()), "{kinds:?}");
+    // `ok` is the service's own file, not a change of the user's to keep.
+    env.ok(&["remove", "w", "--force"]);
+}
+
+#[test]
+fn a_kept_unhealthy_service_keeps_running_shown_unhealthy_until_it_recovers() {
+    let env = Env::new(&checked("keep"));
+    env.ok(&["up", "w"]);
+    let pid = env.pid_of("w", "api").unwrap();
+    std::fs::remove_file(env.worktree("w").join("ok")).unwrap();
+    wait_until("api unhealthy", Duration::from_secs(20), || {
+        api(&env)["state"] == "unhealthy"
+    });
+    let a = api(&env);
+    assert_eq!(a["ready"], false);
+    assert!(
+        a["message"]
+            .as_str()
+            .unwrap()
+            .contains("health check failed"),
+        "{a}"
+    );
+    assert_eq!(
+        a["pid"].as_u64(),
+        Some(pid as u64),
+        "kept: the same process"
+    );
+    let world = env.status()["worlds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == "w")
+        .cloned()
+        .unwrap();
+    assert_eq!(world["state"], "failed", "{world}");
+    let text = env.ok(&["status"]);
+    assert!(text.contains("unhealthy"), "{text}");
+    std::fs::write(env.worktree("w").join("ok"), "").unwrap();
+    wait_until("api healthy again", Duration::from_secs(20), || {
+        api(&env)["ready"] == true
+    });
+    assert_eq!(env.pid_of("w", "api"), Some(pid));
+    let kinds = event_kinds(&env);
+    assert!(
+        kinds.contains(&"unhealthy".to_owned()) && kinds.contains(&"healthy".to_owned()),
+        "{kinds:?}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+}
+
+#[test]
+fn a_worker_restarting_in_a_loop_is_never_shown_ready() {
+    let env = Env::new(
+        r#"
+[project]
+name = "acme"
+{range}
+
+[services.worker]
+cmd = "sleep 1; exit 1"
+restart = "always"
+"#,
+    );
+    env.binky(&["up", "w"]);
+    let mut samples = 0;
+    let mut ready_while_restarting = Vec::new();
+    wait_until("three restarts", Duration::from_secs(30), || {
+        let w = env
+            .services("w")
+            .into_iter()
+            .find(|s| s["name"] == "worker")
+            .unwrap();
+        samples += 1;
+        if w["restarts"].as_u64().unwrap_or(0) >= 1 && w["ready"] == true {
+            ready_while_restarting.push(w.clone());
+        }
+        w["restarts"].as_u64().unwrap_or(0) >= 3
+    });
+    assert!(samples > 3, "status was sampled {samples} times");
+    assert!(
+        ready_while_restarting.is_empty(),
+        "shown ready while crash-looping: {ready_while_restarting:#?}"
+    );
+    env.ok(&["remove", "w"]);
+}
