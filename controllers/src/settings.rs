@@ -30,6 +30,8 @@ pub enum Takes {
     Template(&'static str),
     /// A port, set only by `binky port` with this flag (it moves the proxy too).
     Port(&'static str),
+    /// A niceness from 0 to 19.
+    Nice,
 }
 
 /// One machine setting.
@@ -82,6 +84,12 @@ pub const ALL: &[Setting] = &[
         default: "false",
         takes: Takes::Flag,
         what: "every new command a world would run waits for `binky approve`",
+    },
+    Setting {
+        key: "nice",
+        default: "10",
+        takes: Takes::Nice,
+        what: "the niceness every process of a world runs at (0 to 19; 0: binky's own), so the machine stays usable with many worlds (binky 0.1.2 ran them at 10)",
     },
     Setting {
         key: "secret_command",
@@ -194,6 +202,10 @@ pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
             "false" | "off" | "no" | "0" => Ok("false".into()),
             _ => Err(bad("true or false")),
         },
+        Takes::Nice => match v.parse::<u8>() {
+            Ok(n) if n <= 19 => Ok(n.to_string()),
+            _ => Err(bad("a niceness from 0 to 19")),
+        },
         Takes::Template(p) if v.is_empty() || v.contains(p) => Ok(v.to_owned()),
         Takes::Template(placeholder) => Err(SettingError::Placeholder {
             key: setting.key,
@@ -206,6 +218,15 @@ pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
             value: v.to_owned(),
         }),
     }
+}
+
+/// The niceness a world's processes run at (the `nice` setting; its default when the store
+/// cannot be read).
+pub fn nice(store: &Store) -> i32 {
+    Settings::read(store)
+        .map(|s| s.number::<i32>("nice"))
+        .unwrap_or(10)
+        .clamp(0, 19)
 }
 
 /// The machine settings, read in one query; a key not set has its default.
@@ -259,6 +280,11 @@ mod tests {
         assert!(validate("disk_reserve_gib", "inf").is_err());
         assert_eq!(validate("cool_oldest", "on").unwrap(), "true");
         assert_eq!(validate("approvals", "0").unwrap(), "false");
+        assert_eq!(validate("nice", "19").unwrap(), "19");
+        assert_eq!(
+            validate("nice", "-5").unwrap_err().to_string(),
+            "nice takes a niceness from 0 to 19, not `-5`"
+        );
         assert!(validate("approvals", "maybe").is_err());
         assert!(validate("secret_command", "op read x")
             .unwrap_err()

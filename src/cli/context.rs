@@ -28,6 +28,16 @@ impl Ctx {
         Ok(Ctx { home, store })
     }
 
+    /// The project of the checkout the current directory is in (its repository or one of
+    /// its worktrees), if that project has worlds.
+    pub fn project_here(&self) -> Result<Option<String>, Failure> {
+        let all = self.store.read(store::worlds)?;
+        let cwd = std::env::current_dir().unwrap_or_default();
+        Ok(Checkout::discover(&cwd)
+            .ok()
+            .and_then(|c| c.project_name(&all)))
+    }
+
     /// Find a world by name: in the project of the current checkout if there is one, else
     /// in any project (a name used by two projects must then be disambiguated by `cd`).
     /// Without a name, the world whose worktree contains the current directory.

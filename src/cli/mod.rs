@@ -97,6 +97,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print binky's version (as binky 0.1.2's `binky version`; also `binky --version`).
+    Version {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// List every machine setting with its default and what it does.
     Config {
         /// Machine-readable output.
@@ -196,7 +202,7 @@ pub enum Command {
     },
     /// Every world, grouped by project (or one world in detail).
     Status {
-        /// One world in detail.
+        /// One world in detail (`.`: every world of the current directory's project).
         name: Option<String>,
         /// Machine-readable output.
         #[arg(long)]
@@ -402,6 +408,15 @@ pub fn run(cli: Cli) -> i32 {
                 settings::run(assignments, json, false).await
             }
             Command::Config { json } => settings::run(Vec::new(), json, true).await,
+            Command::Version { json } => {
+                let version = env!("CARGO_PKG_VERSION");
+                if json {
+                    println!("{}", serde_json::json!({ "version": version }));
+                } else {
+                    println!("binky {version}");
+                }
+                Ok(exit::OK)
+            }
             Command::Approve {
                 key,
                 list,

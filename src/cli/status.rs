@@ -194,6 +194,18 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
     )
     .await
     .ok();
+    // `binky status .`: the worlds of this directory's project only.
+    let only = match name.as_deref() {
+        Some(".") => Some(ctx.project_here()?.ok_or_else(|| {
+            Failure::usage(
+                "`binky status .` shows the project of the current directory, and no project \
+                 with worlds has its repository here; run it inside the repository (or one of \
+                 its worktrees), or `binky status` for every project",
+            )
+        })?),
+        _ => None,
+    };
+    let name = name.filter(|n| n != ".");
     if let Some(name) = name {
         let w = ctx.world(Some(&name))?;
         let v = view(&ctx, &w)?;
@@ -223,7 +235,10 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
         }
         return Ok(exit::OK);
     }
-    let worlds = ctx.store.read(store::worlds)?;
+    let mut worlds = ctx.store.read(store::worlds)?;
+    if let Some(p) = &only {
+        worlds.retain(|w| &w.project == p);
+    }
     let views = worlds
         .iter()
         .map(|w| view(&ctx, w))

@@ -189,6 +189,18 @@ impl RealSupervisor {
             .stderr(err)
             .process_group(0)
             .kill_on_drop(false);
+        let nice = spec.nice;
+        if nice != 0 {
+            // SAFETY: setpriority is async-signal-safe, and this closure touches nothing
+            // else between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    // Lowering one's own priority cannot be refused; an error is ignored.
+                    nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, nice);
+                    Ok(())
+                });
+            }
+        }
         Ok((cmd, shim))
     }
 

@@ -544,3 +544,86 @@ restart = "always"
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// The niceness of a process, from `/proc/PID/stat` (field 19).
+fn niceness(pid: u32) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split_whitespace().nth(16).unwrap().parse().unwrap()
+}
+
+#[test]
+fn services_run_at_nice_10_by_default_and_at_the_nice_setting() {
+    let env = Env::new(&two_services());
+    env.ok(&["up", "w"]);
+    let api = env.pid_of("w", "api").unwrap();
+    assert_eq!(niceness(api), 10, "binky 0.1.2's default");
+    assert_eq!(niceness(std::process::id()), 0, "the test itself runs at 0");
+    let out = env.binky(&["settings", "nice=20"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("nice takes a niceness from 0 to 19"),
+        "{}",
+        stderr(&out)
+    );
+    env.ok(&["settings", "nice=3"]);
+    env.ok(&["reload", "w"]);
+    let api = env.pid_of("w", "api").unwrap();
+    assert_eq!(niceness(api), 3);
+    env.ok(&["remove", "w"]);
+}
+
+#[test]
+fn status_dot_shows_only_the_project_of_the_current_directory() {
+    let env = Env::new(&two_services());
+    env.ok(&["up", "w"]);
+    // A second project in the same home.
+    let other = env.dir.path().join("other");
+    binky_testkit::git::init_repo(&other);
+    std::fs::write(
+        other.join("binky.toml"),
+        format!(
+            "[project]\nname = \"other\"\n{}\n\n[services.job]\ncmd = \"sleep 600\"\n",
+            env.range()
+        ),
+    )
+    .unwrap();
+    binky_testkit::git::commit_all(&other, "init");
+    let up = env.binky_in(&other, &["up", "x"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+
+    let all = stdout(&env.binky_in(&other, &["status"]));
+    assert!(all.contains("acme") && all.contains("other"), "{all}");
+    let here = env.binky_in(&other, &["status", "."]);
+    assert!(here.status.success(), "{}", stderr(&here));
+    let here = stdout(&here);
+    assert!(here.contains("other") && here.contains(" x "), "{here}");
+    assert!(!here.contains("acme"), "another project shown: {here}");
+    // From inside one of acme's worktrees: acme only, as JSON too.
+    let json: serde_json::Value = serde_json::from_str(&stdout(
+        &env.binky_in(&env.worktree("w"), &["status", ".", "--json"]),
+    ))
+    .unwrap();
+    let projects: Vec<&str> = json["worlds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["project"].as_str().unwrap())
+        .collect();
+    assert_eq!(projects, vec!["acme"]);
+    // Outside any project it says so.
+    let nowhere = env.binky_in(env.dir.path(), &["status", "."]);
+    assert!(!nowhere.status.success());
+    assert!(
+        stderr(&nowhere).contains("`binky status` for every project"),
+        "{}",
+        stderr(&nowhere)
+    );
+
+    assert_eq!(
+        stdout(&env.binky_in(&other, &["version"])).trim(),
+        format!("binky {}", env!("CARGO_PKG_VERSION"))
+    );
+    env.binky_in(&other, &["remove", "x"]);
+    env.ok(&["remove", "w"]);
+}

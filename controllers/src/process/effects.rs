@@ -28,6 +28,8 @@ pub struct SpawnSpec {
     /// A task that runs to its end (a service's `setup`), not a service: its exit is its
     /// result, not a crash.
     pub task: bool,
+    /// The niceness it runs at (the `nice` setting).
+    pub nice: i32,
 }
 
 /// The identity of a process: a pid alone can be reused, a pid and its start time cannot.

@@ -690,6 +690,7 @@ impl<S: Supervisor> ProcessController<S> {
             log: s.log.clone(),
             token,
             task: true,
+            nice: crate::settings::nice(&self.store),
         };
         Ok(Flow::Done(match self.sup.spawn(&spec).await {
             Ok(id) => {
@@ -768,6 +769,7 @@ impl<S: Supervisor> ProcessController<S> {
             log: s.log.clone(),
             token,
             task: false,
+            nice: crate::settings::nice(&self.store),
         };
         let mut step = Step::default();
         match self.sup.spawn(&spec).await {

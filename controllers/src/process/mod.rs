@@ -268,6 +268,7 @@ impl<S: Supervisor> ProcessController<S> {
             log: Self::log_path(&self.config.logs_dir, world, "hooks"),
             token: self.sup.token(world.id),
             task: true,
+            nice: crate::settings::nice(&self.store),
         };
         let started = std::time::Instant::now();
         match self.sup.run(&spec, self.config.hook_timeout).await {

@@ -131,6 +131,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
             log: log.clone(),
             token: self.sup.token(world.id),
             task: true,
+            nice: crate::settings::nice(&self.store),
         };
         let started = std::time::Instant::now();
         match self.sup.run(&spec, self.command_timeout).await {
