@@ -33,7 +33,8 @@ const WAIT: &str = "55s";
 const INSTRUCTIONS: &str = "\
 binky gives each git worktree its own isolated world: ports nobody chose by hand, a private \
 database slice, its own env and URLs, supervised processes. \
-Tools: `up` (create or start a world; pass `root`, the repository to run in), `status`, `env` \
+Tools (each takes `world` — or `worktree`, as binky 0.1.2 called it — and `root`, the repository \
+to run in, which picks the project when two use one world name): `up` (create or start a world), `status`, `env` \
 (the world's URLs and ports), `logs`, `events` (what binky did and why), `verify` (the \
 project's [agents] verify commands), `curl` (a request to a service through binky's proxy), \
 `reload`, `down` (stop; files, ports and data are kept). \
@@ -144,7 +145,9 @@ impl Run {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct UpParams {
-    /// World name (also its git branch): letters, digits, `. _ - /`.
+    /// World name (also its git branch): letters, digits, `. _ - /`. (`worktree`, binky
+    /// 0.1.2's name for it, is accepted too.)
+    #[serde(alias = "worktree")]
     pub world: String,
     /// The repository or worktree to run in (absolute path); default: the server's directory.
     pub root: Option<String>,
@@ -156,24 +159,36 @@ pub struct UpParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct WorldParams {
-    /// World name.
+    /// World name (`worktree`, binky 0.1.2's name for it, is accepted too).
+    #[serde(alias = "worktree")]
     pub world: String,
+    /// The repository or worktree to run in (absolute path), so a world name two projects
+    /// use is found in this one; default: the server's directory.
+    pub root: Option<String>,
 }
 
 /// `status`'s parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct StatusParams {
-    /// One world in detail; none: every world.
+    /// One world in detail; none: every world (`worktree` is accepted too).
+    #[serde(alias = "worktree")]
     pub world: Option<String>,
+    /// The repository or worktree to run in (absolute path), so a world name two projects
+    /// use is found in this one; default: the server's directory.
+    pub root: Option<String>,
 }
 
 /// `logs`' parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct LogsParams {
-    /// World name.
+    /// World name (`worktree` is accepted too).
+    #[serde(alias = "worktree")]
     pub world: String,
+    /// The repository or worktree to run in (absolute path), so a world name two projects
+    /// use is found in this one; default: the server's directory.
+    pub root: Option<String>,
     /// One service; none: every service.
     pub service: Option<String>,
     /// Lines of history (default 100).
@@ -184,8 +199,12 @@ pub struct LogsParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct CurlParams {
-    /// World name.
+    /// World name (`worktree` is accepted too).
+    #[serde(alias = "worktree")]
     pub world: String,
+    /// The repository or worktree to run in (absolute path), so a world name two projects
+    /// use is found in this one; default: the server's directory.
+    pub root: Option<String>,
     /// Service name (one with a `url`).
     pub service: String,
     /// Path and query, e.g. `/health`.
@@ -194,6 +213,17 @@ pub struct CurlParams {
     pub method: Option<String>,
     /// Request body (sent as application/json).
     pub body: Option<String>,
+}
+
+/// The directory a tool runs binky in: `root` when given (it must be a directory).
+fn root_dir(root: Option<&str>) -> Result<Option<&Path>, String> {
+    match root.map(Path::new) {
+        Some(dir) if !dir.is_dir() => Err(format!(
+            "root `{}` is not a directory; pass the repository (or a worktree) to run in",
+            dir.display()
+        )),
+        dir => Ok(dir),
+    }
 }
 
 fn error(message: impl Into<String>) -> CallToolResult {
@@ -235,8 +265,8 @@ impl Server {
 
     /// The error for a command about `world` that failed: when no such world exists, say
     /// which do (from `binky status --json`); else what the command said.
-    async fn failure(&self, world: &str, otherwise: Value) -> CallToolResult {
-        if let Ok(status) = self.binky(None, &["status", "--json"]).await {
+    async fn failure(&self, dir: Option<&Path>, world: &str, otherwise: Value) -> CallToolResult {
+        if let Ok(status) = self.binky(dir, &["status", "--json"]).await {
             if let Ok(v) = serde_json::from_str::<Value>(&status.stdout) {
                 let worlds = v["worlds"].as_array().cloned().unwrap_or_default();
                 if !worlds.iter().any(|w| w["name"] == world) {
@@ -248,14 +278,14 @@ impl Server {
     }
 
     /// A command that prints JSON: its JSON, or the failure.
-    async fn json(&self, world: Option<&str>, args: &[&str]) -> CallToolResult {
-        let run = match self.binky(None, args).await {
+    async fn json(&self, dir: Option<&Path>, world: Option<&str>, args: &[&str]) -> CallToolResult {
+        let run = match self.binky(dir, args).await {
             Ok(run) => run,
             Err(e) => return error(e),
         };
         if run.code != exit::OK {
             return match world {
-                Some(w) => self.failure(w, run.failed()).await,
+                Some(w) => self.failure(dir, w, run.failed()).await,
                 None => error(run.message()),
             };
         }
@@ -300,15 +330,10 @@ impl Server {
         description = "Create (or reuse) a world: its git worktree (branch = world name), ports, database slices; start its services and wait until ready. Run inside the repository: pass `root`. Returns {ok, exit_code, output, status}; pending=true (exit 75) means not ready yet or held at the gate."
     )]
     async fn up(&self, Parameters(p): Parameters<UpParams>) -> CallToolResult {
-        let dir = p.root.as_deref().map(Path::new);
-        if let Some(dir) = dir {
-            if !dir.is_dir() {
-                return error(format!(
-                    "root `{}` is not a directory; pass the repository (or a worktree) to run in",
-                    dir.display()
-                ));
-            }
-        }
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
         let mut args = vec!["up", p.world.as_str(), "-q", "--timeout", WAIT];
         if let Some(g) = p.group.as_deref() {
             args.extend(["--group", g]);
@@ -330,10 +355,14 @@ impl Server {
         description = "Stop a world's processes; its worktree, files, ports and data are kept (`up` starts it again on the same ports). Returns {ok, exit_code, output}."
     )]
     async fn down(&self, Parameters(p): Parameters<WorldParams>) -> CallToolResult {
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
         let args = ["down", p.world.as_str(), "-q", "--timeout", WAIT];
-        match self.act(&p.world, None, &args).await {
+        match self.act(&p.world, dir, &args).await {
             Ok(v) => CallToolResult::structured(v),
-            Err(v) => self.failure(&p.world, v).await,
+            Err(v) => self.failure(dir, &p.world, v).await,
         }
     }
 
@@ -342,10 +371,14 @@ impl Server {
         description = "Stop and start a world's processes in place, on the same ports. Returns {ok, exit_code, output}."
     )]
     async fn reload(&self, Parameters(p): Parameters<WorldParams>) -> CallToolResult {
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
         let args = ["reload", p.world.as_str(), "-q", "--timeout", WAIT];
-        match self.act(&p.world, None, &args).await {
+        match self.act(&p.world, dir, &args).await {
             Ok(v) => CallToolResult::structured(v),
-            Err(v) => self.failure(&p.world, v).await,
+            Err(v) => self.failure(dir, &p.world, v).await,
         }
     }
 
@@ -354,9 +387,13 @@ impl Server {
         description = "Every world grouped by project ({daemon, worlds}), or one world in detail: state, services (state, ready, pid, ports, url), conditions."
     )]
     async fn status(&self, Parameters(p): Parameters<StatusParams>) -> CallToolResult {
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
         match p.world.as_deref() {
-            Some(w) => self.json(Some(w), &["status", w, "--json"]).await,
-            None => self.json(None, &["status", "--json"]).await,
+            Some(w) => self.json(dir, Some(w), &["status", w, "--json"]).await,
+            None => self.json(dir, None, &["status", "--json"]).await,
         }
     }
 
@@ -365,7 +402,11 @@ impl Server {
         description = "A world's environment: <SVC>_URL, <SVC>_PORT, <SVC>_PORT_<LABEL> for each service. Use these; never another world's."
     )]
     async fn env(&self, Parameters(p): Parameters<WorldParams>) -> CallToolResult {
-        self.json(Some(&p.world), &["env", &p.world, "--json"])
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
+        self.json(dir, Some(&p.world), &["env", &p.world, "--json"])
             .await
     }
 
@@ -374,18 +415,22 @@ impl Server {
         description = "A world's captured stdout and stderr, one service or all: {lines: [{service, line}]}, oldest first."
     )]
     async fn logs(&self, Parameters(p): Parameters<LogsParams>) -> CallToolResult {
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
         let lines = p.lines.unwrap_or(100).to_string();
         let mut args = vec!["logs", p.world.as_str()];
         if let Some(s) = p.service.as_deref() {
             args.push(s);
         }
         args.extend(["-n", &lines, "--json"]);
-        let run = match self.binky(None, &args).await {
+        let run = match self.binky(dir, &args).await {
             Ok(run) => run,
             Err(e) => return error(e),
         };
         if run.code != exit::OK {
-            return self.failure(&p.world, run.failed()).await;
+            return self.failure(dir, &p.world, run.failed()).await;
         }
         let lines: Vec<Value> = run
             .stdout
@@ -401,8 +446,12 @@ impl Server {
         description = "What binky did to a world and why, oldest first (the newest 50): {events: [...]}."
     )]
     async fn events(&self, Parameters(p): Parameters<WorldParams>) -> CallToolResult {
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
         let result = self
-            .json(Some(&p.world), &["events", &p.world, "--json"])
+            .json(dir, Some(&p.world), &["events", &p.world, "--json"])
             .await;
         // Structured content must be an object; the CLI prints a list.
         match result.structured_content {
@@ -418,7 +467,11 @@ impl Server {
         description = "Run the project's [agents] verify commands in the world's worktree with its environment: {world, ok, results: [{command, ok, exit, seconds, output_tail}]}. ok=false when one fails."
     )]
     async fn verify(&self, Parameters(p): Parameters<WorldParams>) -> CallToolResult {
-        let run = match self.binky(None, &["verify", &p.world, "--json"]).await {
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
+        let run = match self.binky(dir, &["verify", &p.world, "--json"]).await {
             Ok(run) => run,
             Err(e) => return error(e),
         };
@@ -427,7 +480,7 @@ impl Server {
             Ok(v) if run.code == exit::OK || run.code == exit::FAILED => {
                 CallToolResult::structured(v)
             }
-            _ => self.failure(&p.world, run.failed()).await,
+            _ => self.failure(dir, &p.world, run.failed()).await,
         }
     }
 
@@ -436,6 +489,10 @@ impl Server {
         description = "An HTTP request to a world's service through binky's proxy (Host filled in): {status, body, json}. `json` is the body parsed, when it is JSON."
     )]
     async fn curl(&self, Parameters(p): Parameters<CurlParams>) -> CallToolResult {
+        let dir = match root_dir(p.root.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return error(e),
+        };
         let mut args = vec![
             "curl",
             p.world.as_str(),
@@ -448,12 +505,12 @@ impl Server {
         if let Some(b) = p.body.as_deref() {
             args.extend(["-d", b]);
         }
-        let run = match self.binky(None, &args).await {
+        let run = match self.binky(dir, &args).await {
             Ok(run) => run,
             Err(e) => return error(e),
         };
         if run.code != exit::OK {
-            return self.failure(&p.world, run.failed()).await;
+            return self.failure(dir, &p.world, run.failed()).await;
         }
         // binky curl reports `HTTP/1.1 200 OK  (url)` on stderr.
         let status = run

@@ -85,6 +85,8 @@ impl AdapterConfig {
 /// adapters only ever see [`AdapterConfig::admin_url`].
 pub fn admin_url_env(adapter: &str) -> Option<&'static str> {
     match adapter.split('@').next().unwrap_or(adapter) {
+        "postgres" => Some("BINKY_DB_ADMIN_URL"),
+        "redis" => Some("BINKY_REDIS_URL"),
         "mysql" | "mariadb" | "percona" => Some("BINKY_MYSQL_URL"),
         "mongodb" => Some("BINKY_MONGO_URL"),
         "clickhouse" => Some("BINKY_CLICKHOUSE_URL"),

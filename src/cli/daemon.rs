@@ -19,36 +19,24 @@ pub async fn run(action: DaemonAction) -> Result<i32, Failure> {
             Ok(exit::OK)
         }
         DaemonAction::Stop => {
-            match client::request(&home, &Request::Shutdown, Duration::from_secs(5)).await {
-                Ok(info) => {
-                    // Stopped means gone: wait for the process itself, not just its socket.
-                    let until = Instant::now() + Duration::from_secs(15);
-                    let gone = |pid: Option<u32>| {
-                        pid.is_none_or(|p| {
-                            crate::supervisor::procfs::stat(p).is_none_or(|s| s.state == 'Z')
-                        })
-                    };
-                    let _ = &info;
-                    let pid = std::fs::read_to_string(home.lock())
-                        .ok()
-                        .and_then(|p| p.trim().parse::<u32>().ok());
-                    while client::ping(&home).await.is_ok() || !gone(pid) {
-                        if Instant::now() > until {
-                            return Err(Failure::failed("the daemon did not stop within 15 s"));
-                        }
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                    println!(
-                        "binky daemon stopped (services keep running; the next daemon adopts them)"
-                    );
-                    Ok(exit::OK)
-                }
-                Err(ClientError::NotRunning) => {
-                    println!("binky daemon is not running");
-                    Ok(exit::OK)
-                }
-                Err(e) => Err(e.into()),
+            if stop(&home).await? {
+                println!(
+                    "binky daemon stopped (services keep running; the next daemon adopts them)"
+                );
+            } else {
+                println!("binky daemon is not running");
             }
+            Ok(exit::OK)
+        }
+        DaemonAction::Restart => {
+            let was = stop(&home).await?;
+            let info = client::ensure(&home).await?;
+            println!(
+                "binky daemon {} (pid {}; services kept running and were adopted)",
+                if was { "restarted" } else { "started" },
+                info.pid.unwrap_or(0)
+            );
+            Ok(exit::OK)
         }
         DaemonAction::Status => match client::ping(&home).await {
             Ok(info) => {
@@ -73,6 +61,33 @@ pub async fn run(action: DaemonAction) -> Result<i32, Failure> {
             }
         },
         DaemonAction::Run => Ok(run_foreground()),
+    }
+}
+
+/// Stop the home's daemon and wait until its process is gone; false when none ran.
+async fn stop(home: &Home) -> Result<bool, Failure> {
+    match client::request(home, &Request::Shutdown, Duration::from_secs(5)).await {
+        Ok(_) => {
+            // Stopped means gone: wait for the process itself, not just its socket.
+            let until = Instant::now() + Duration::from_secs(15);
+            let gone = |pid: Option<u32>| {
+                pid.is_none_or(|p| {
+                    crate::supervisor::procfs::stat(p).is_none_or(|s| s.state == 'Z')
+                })
+            };
+            let pid = std::fs::read_to_string(home.lock())
+                .ok()
+                .and_then(|p| p.trim().parse::<u32>().ok());
+            while client::ping(home).await.is_ok() || !gone(pid) {
+                if Instant::now() > until {
+                    return Err(Failure::failed("the daemon did not stop within 15 s"));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(true)
+        }
+        Err(ClientError::NotRunning) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 

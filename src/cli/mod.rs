@@ -97,6 +97,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Keep RAM and disk free: a world does not start while less is (binky 0.1.2's `reserve`;
+    /// the same as `binky settings ram_reserve_percent=… disk_reserve_gib=…`).
+    Reserve {
+        /// Percent of memory kept available (0 to 90; 0: off).
+        #[arg(long, value_name = "PCT")]
+        ram: Option<String>,
+        /// GiB kept free on the worktrees' filesystem (0: off).
+        #[arg(long, value_name = "GIB")]
+        disk: Option<String>,
+    },
     /// Print binky's version (as binky 0.1.2's `binky version`; also `binky --version`).
     Version {
         /// Machine-readable output.
@@ -367,6 +377,8 @@ pub enum DaemonAction {
     Start,
     /// Stop it; services keep running and are adopted by the next daemon.
     Stop,
+    /// Stop it and start a new one (a new binky binary takes over); services keep running.
+    Restart,
     /// Is it running? (exit 1 when not)
     Status,
     /// Run it in the foreground.
@@ -408,6 +420,16 @@ pub fn run(cli: Cli) -> i32 {
                 settings::run(assignments, json, false).await
             }
             Command::Config { json } => settings::run(Vec::new(), json, true).await,
+            Command::Reserve { ram, disk } => {
+                let mut set: Vec<String> = Vec::new();
+                set.extend(ram.map(|v| format!("ram_reserve_percent={v}")));
+                set.extend(disk.map(|v| format!("disk_reserve_gib={v}")));
+                if set.is_empty() {
+                    settings::show_reserves()
+                } else {
+                    settings::run(set, false, false).await
+                }
+            }
             Command::Version { json } => {
                 let version = env!("CARGO_PKG_VERSION");
                 if json {

@@ -60,3 +60,15 @@ pub async fn run(assignments: Vec<String>, json: bool, describe: bool) -> Result
     }
     Ok(exit::OK)
 }
+
+/// `binky reserve` with no flag: the two reserves as they are.
+pub fn show_reserves() -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let s = settings::Settings::read(&ctx.store)?;
+    println!(
+        "ram_reserve_percent = {}\ndisk_reserve_gib = {}",
+        s.get("ram_reserve_percent"),
+        s.get("disk_reserve_gib")
+    );
+    Ok(exit::OK)
+}

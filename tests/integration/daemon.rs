@@ -156,3 +156,52 @@ fn the_daemon_runs_in_process_as_a_library_function() {
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn daemon_restart_replaces_the_daemon_and_the_new_one_adopts_the_services() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    let old = env.daemon_pid().expect("a daemon runs");
+    let before = servers(&env);
+    let out = env.ok(&["daemon", "restart"]);
+    assert!(out.contains("binky daemon restarted"), "{out}");
+    let new = env.daemon_pid().expect("a daemon runs after restart");
+    assert_ne!(new, old);
+    assert!(!alive(old), "the old daemon is still alive");
+    assert_eq!(servers(&env), before, "services were restarted or lost");
+    let up = env.ok(&["up", "w"]);
+    assert!(up.contains("w is up"), "{up}");
+    assert_eq!(
+        servers(&env),
+        before,
+        "the new daemon started a second copy"
+    );
+    // Without a daemon, restart starts one.
+    env.ok(&["daemon", "stop"]);
+    let out = env.ok(&["daemon", "restart"]);
+    assert!(out.contains("binky daemon started"), "{out}");
+    env.ok(&["remove", "w"]);
+}
+
+#[test]
+fn reserve_sets_the_ram_and_disk_reserves_as_binky_012_did() {
+    let env = Env::new(&config());
+    let out = env.ok(&["reserve", "--ram", "12", "--disk", "3.5"]);
+    assert!(out.contains("ram_reserve_percent = 12"), "{out}");
+    let shown = env.ok(&["reserve"]);
+    assert_eq!(shown, "ram_reserve_percent = 12\ndisk_reserve_gib = 3.5\n");
+    let settings = env.ok(&["settings"]);
+    assert!(settings.contains("disk_reserve_gib = 3.5"), "{settings}");
+    let bad = env.binky(&["reserve", "--ram", "95"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("ram_reserve_percent takes a percent from 0 to 90, not `95`"),
+        "{}",
+        stderr(&bad)
+    );
+    assert_eq!(
+        env.ok(&["reserve"]),
+        shown,
+        "a refused value changed something"
+    );
+}

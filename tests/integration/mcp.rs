@@ -312,3 +312,67 @@ async fn mcp_up_held_for_approval_is_pending_not_a_failure() {
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[tokio::test]
+async fn every_tool_takes_root_and_binky_012s_worktree_argument() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    // A second project in the same home with a world of the same name.
+    let other = env.dir.path().join("other");
+    binky_testkit::git::init_repo(&other);
+    std::fs::write(
+        other.join("binky.toml"),
+        format!(
+            "[project]\nname = \"other\"\n{}\n\n[services.job]\ncmd = \"sleep 600\"\n",
+            env.range()
+        ),
+    )
+    .unwrap();
+    binky_testkit::git::commit_all(&other, "init");
+    let up = env.binky_in(&other, &["up", "w"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+
+    let client = connect(&env).await;
+    let root = other.display().to_string();
+    // `worktree` names the world as in 0.1.2; `root` picks the project.
+    let (err, st) = call(&client, "status", json!({"worktree": "w", "root": root})).await;
+    assert!(!err, "{st}");
+    assert_eq!(st["project"], "other", "{st}");
+    let (err, st) = call(&client, "status", json!({"worktree": "w"})).await;
+    assert!(!err, "{st}");
+    assert_eq!(st["project"], "mcp", "without root: the server's directory");
+    let (err, ev) = call(&client, "events", json!({"worktree": "w", "root": root})).await;
+    assert!(!err, "{ev}");
+    assert!(
+        ev["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["project"] == "other"),
+        "{ev}"
+    );
+    let (err, down) = call(&client, "down", json!({"worktree": "w", "root": root})).await;
+    assert!(!err, "{down}");
+    let (_, mine) = call(&client, "status", json!({"world": "w"})).await;
+    assert_eq!(
+        mine["state"], "ready",
+        "the other project's down stopped this one: {mine}"
+    );
+    let (_, theirs) = call(&client, "status", json!({"world": "w", "root": root})).await;
+    assert_eq!(theirs["state"], "stopped", "{theirs}");
+    // A root that is not a directory is refused, naming it.
+    let (err, bad) = call(
+        &client,
+        "env",
+        json!({"world": "w", "root": "/nonexistent/x"}),
+    )
+    .await;
+    assert!(err, "{bad}");
+    assert!(
+        bad["error"].as_str().unwrap().contains("/nonexistent/x"),
+        "{bad}"
+    );
+    client.cancel().await.unwrap();
+    env.binky_in(&other, &["remove", "w"]);
+    env.ok(&["remove", "w"]);
+}

@@ -286,3 +286,39 @@ fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
     pg.assert_no_slices();
     env.assert_nothing_left(&["w", "w2"]);
 }
+
+#[test]
+fn binky_db_admin_url_names_the_server_for_a_postgres_without_admin_url_as_in_binky_012() {
+    let pg = PgServer::start();
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "envpg"
+{{range}}
+
+[services.db]
+adapter = "postgres"
+migrate = "{GOOD_MIGRATE}"
+"#
+    ));
+    // The daemon is started by this `up`, so it carries the variable, as 0.1.2's did.
+    let out = env.binky_env(
+        &["up", "w"],
+        &[("BINKY_DB_ADMIN_URL", pg.admin_url.as_str())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let url = db_url(&env, "w");
+    assert!(
+        pg.try_query(&url, "select count(*) from notes").is_ok(),
+        "{url} is not on the named server"
+    );
+    assert_eq!(pg.slice_databases().len(), 1, "{:?}", pg.slice_databases());
+    let servers = env.ok(&["servers"]);
+    assert!(
+        !servers.contains("running"),
+        "a managed server was started although BINKY_DB_ADMIN_URL named one:\n{servers}"
+    );
+    env.ok(&["remove", "w"]);
+    pg.assert_no_slices();
+    env.assert_nothing_left(&["w"]);
+}

@@ -116,3 +116,35 @@ fn without_admin_url_binky_runs_a_redis_of_its_own() {
     );
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn binky_redis_url_names_the_server_for_a_redis_without_admin_url_as_in_binky_012() {
+    let server = RedisServer::start();
+    let env = Env::new(&config(false));
+    // The daemon is started by this `up`, so it carries the variable, as 0.1.2's did.
+    let out = env.binky_env(
+        &["up", "w"],
+        &[("BINKY_REDIS_URL", server.admin_url.as_str())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let served = served_env(env.port_of("w", "api"));
+    let (url, prefix) = (
+        served["REDIS_URL"].as_str().unwrap(),
+        served["PREFIX"].as_str().unwrap(),
+    );
+    let mut c = connect(url);
+    run(&mut c, &["SET", &format!("{prefix}k"), "v"]).unwrap();
+    assert_eq!(
+        server.keys(&format!("{prefix}*")).len(),
+        1,
+        "not on the named server"
+    );
+    let servers = env.ok(&["servers"]);
+    assert!(
+        !servers.contains("running"),
+        "a managed server was started although BINKY_REDIS_URL named one:\n{servers}"
+    );
+    env.ok(&["remove", "w"]);
+    assert!(server.keys(&format!("{prefix}*")).is_empty());
+    env.assert_nothing_left(&["w"]);
+}
