@@ -146,6 +146,11 @@ impl SliceEffects for RealSlices {
         adapter.seal_template(&slice, &cfg).await.map_err(fault)
     }
 
+    fn provisions_once(&self, spec: &SliceSpec) -> bool {
+        // binky 0.1.2 called an external adapter's provision once per world.
+        !self.registry.is_builtin(&spec.adapter)
+    }
+
     async fn exists(&self, spec: &SliceSpec) -> Result<Option<bool>, SliceFault> {
         let adapter = self.adapter(spec)?;
         let cfg = Self::config(spec, self.admin_url(spec).await?);

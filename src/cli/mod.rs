@@ -195,6 +195,9 @@ pub enum Command {
     Reload {
         /// World name (default: the world whose worktree you are in).
         name: Option<String>,
+        /// Restart only this group's services (`[groups]` in binky.toml).
+        #[arg(long, short = 'g')]
+        group: Option<String>,
         /// Waiting.
         #[command(flatten)]
         wait: WaitArgs,
@@ -464,7 +467,7 @@ pub fn run(cli: Cli) -> i32 {
                 json,
                 wait,
             } => apply::run(name, all, dry_run, json, &wait).await,
-            Command::Reload { name, wait } => reload::run(name, &wait).await,
+            Command::Reload { name, group, wait } => reload::run(name, group, &wait).await,
             Command::Remove { name, force, wait } => remove::run(&name, force, &wait).await,
             Command::Status { name, json } => status::run(name, json).await,
             Command::Env {

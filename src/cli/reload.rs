@@ -7,11 +7,45 @@ use super::wait::{self, Goal};
 use super::{exit, WaitArgs};
 
 /// `binky reload`.
-pub async fn run(name: Option<String>, args: &WaitArgs) -> Result<i32, Failure> {
+pub async fn run(
+    name: Option<String>,
+    group: Option<String>,
+    args: &WaitArgs,
+) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
     let since = ctx.store.read(store::last_event_id)?;
-    let generation = ctx.store.reload_world(world.id)?;
+    let generation = match &group {
+        None => ctx.store.reload_world(world.id)?,
+        // `--group G`: only the group's own process services (as binky 0.1.2).
+        Some(g) => {
+            let Some(members) = world.spec.groups.get(g) else {
+                let known: Vec<&str> = world.spec.groups.keys().map(String::as_str).collect();
+                return Err(Failure::usage(format!(
+                    "world `{}` has no group `{g}`; groups: {}",
+                    world.name,
+                    if known.is_empty() {
+                        "none ([groups] in binky.toml declares them)".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            };
+            let services: Vec<String> = members
+                .iter()
+                .filter(|s| {
+                    world
+                        .spec
+                        .services
+                        .get(*s)
+                        .is_some_and(|svc| svc.process().is_some())
+                })
+                .cloned()
+                .collect();
+            ctx.store
+                .restart_services(world.id, &services, &format!("binky reload --group {g}"))?
+        }
+    };
     nudge(&ctx, world.id).await?;
     if args.no_wait {
         println!("{}: reload requested", world.name);

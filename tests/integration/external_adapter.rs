@@ -473,3 +473,66 @@ fn up_returns_only_once_the_slice_exists() {
         assert!(out.status.success(), "{}", stderr(&out));
     }
 }
+
+#[test]
+fn an_external_adapters_provision_runs_once_per_world_as_in_binky_012() {
+    let files = tempfile::tempdir().unwrap();
+    let dir = files.path();
+    // Not idempotent, as adapters written for 0.1.2 may be: a second provision fails.
+    script(
+        dir,
+        "once",
+        &format!(
+            r#"cat > /dev/null
+d="{d}"
+case "$1" in
+  provision) echo provision >> "$d/calls"
+    if mkdir "$d/slice" 2>/dev/null; then echo '{{"ok": true}}'; else echo '{{"ok": false, "error": "File exists"}}'; fi ;;
+  resolve) echo '{{"ok": true, "address": "file://{d}/slice"}}' ;;
+  teardown) echo teardown >> "$d/calls"; rm -rf "$d/slice"; echo '{{"ok": true}}' ;;
+  capabilities) echo '{{"ok": true, "capabilities": {{"clone": false}}}}' ;;
+  *) echo '{{"ok": false, "error": "no such verb"}}' ;;
+esac"#,
+            d = dir.display()
+        ),
+    );
+    let env = Env::new(
+        r#"
+[project]
+name = "once"
+{range}
+
+[services.files]
+adapter = "once"
+migrate = "true"
+"#,
+    );
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(&rest)),
+    )
+    .unwrap()
+    .into_string()
+    .unwrap();
+    let calls = || std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+    for _ in 0..3 {
+        let out = env.binky_env(&["up", "w"], &[("PATH", &path)]);
+        assert!(
+            out.status.success(),
+            "{}\ncalls:\n{}",
+            stderr(&out),
+            calls()
+        );
+    }
+    let out = env.binky_env(&["reload", "w"], &[("PATH", &path)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        calls(),
+        "provision\n",
+        "provision ran again on up or reload"
+    );
+    let out = env.binky_env(&["remove", "w"], &[("PATH", &path)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(calls(), "provision\nteardown\n");
+    assert!(!dir.join("slice").exists());
+}

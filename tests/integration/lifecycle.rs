@@ -627,3 +627,32 @@ fn status_dot_shows_only_the_project_of_the_current_directory() {
     env.binky_in(&other, &["remove", "x"]);
     env.ok(&["remove", "w"]);
 }
+
+#[test]
+fn reload_with_a_group_restarts_only_that_groups_services() {
+    let env = Env::new(&format!("{}\n[groups]\nback = [\"api\"]\n", two_services()));
+    env.ok(&["up", "w"]);
+    let (api, web) = (
+        env.pid_of("w", "api").unwrap(),
+        env.pid_of("w", "web").unwrap(),
+    );
+    let out = env.ok(&["reload", "w", "--group", "back"]);
+    assert!(out.contains("w reloaded"), "{out}");
+    let api2 = env.pid_of("w", "api").unwrap();
+    assert_ne!(api2, api, "api was not restarted");
+    assert!(!alive(api));
+    assert_eq!(env.pid_of("w", "web"), Some(web), "web is not in the group");
+    let bad = env.binky(&["reload", "w", "--group", "front"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("world `w` has no group `front`; groups: back"),
+        "{}",
+        stderr(&bad)
+    );
+    assert_eq!(
+        env.pid_of("w", "api"),
+        Some(api2),
+        "a refused reload restarted something"
+    );
+    env.ok(&["remove", "w"]);
+}

@@ -73,6 +73,12 @@ pub trait SliceEffects: Send + Sync + 'static {
     ) -> impl Future<Output = Result<SliceAddress, SliceFault>> + Send;
     /// Make a migrated and seeded slice a template (closed, ready to be copied).
     fn seal(&self, template: &SliceSpec) -> impl Future<Output = Result<(), SliceFault>> + Send;
+    /// Does `provision` run once per slice (binky 0.1.2's contract for external adapters,
+    /// which need not be idempotent), instead of again at each new generation to heal it?
+    fn provisions_once(&self, spec: &SliceSpec) -> bool {
+        let _ = spec;
+        false
+    }
     /// Is the slice still on its server? `None`: the adapter cannot tell.
     fn exists(
         &self,

@@ -337,11 +337,14 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .as_deref()
                 .is_some_and(|m| row.migrate_hash.as_deref() != Some(&hash(m)));
             let seed_due = res.seed.is_some() && row.seed_hash.is_none();
+            // A ready slice is provisioned again at a new generation (healing a changed
+            // password, say), unless its adapter's provision runs once per slice (0.1.2's
+            // external adapters need not be idempotent: a second provision may fail).
             if row.state == SliceState::Ready
                 && row.adapter == res.adapter
                 && !migrate_due
                 && !seed_due
-                && healed
+                && (healed || self.effects().provisions_once(&spec))
             {
                 ready.push(format!("{service}={}", row.name));
                 continue;
@@ -382,7 +385,12 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             }
             // Provisioned at this generation already (waiting for the worktree since):
             // reuse it instead of asking the server again.
-            let reuse = (healed && row.state == SliceState::Provisioned)
+            // An adapter that provisions once: its made slice is reused (a changed migrate
+            // runs on it) instead of provisioned again.
+            let made_once = self.effects().provisions_once(&spec)
+                && row.adapter == res.adapter
+                && matches!(row.state, SliceState::Ready | SliceState::Provisioned);
+            let reuse = ((healed && row.state == SliceState::Provisioned) || made_once)
                 .then(|| {
                     row.address.clone().map(|url| SliceAddress {
                         url,

@@ -215,6 +215,39 @@ impl Store {
         })
     }
 
+    /// `binky reload NAME --group G`: restart these services of the world (only them), in
+    /// one step; returns the new generation.
+    pub fn restart_services(
+        &self,
+        world: WorldId,
+        services: &[String],
+        why: &str,
+    ) -> Result<i64, StoreError> {
+        self.write(owner::Commands, |tx| {
+            refuse_deleted(tx, world)?;
+            for service in services {
+                tx.execute(
+                    "INSERT INTO service_restarts (world_id, service, nonce) VALUES (?1, ?2, 1)
+                     ON CONFLICT (world_id, service) DO UPDATE SET nonce = nonce + 1",
+                    params![world, service],
+                )?;
+            }
+            let now = now_ms();
+            tx.execute(
+                "UPDATE worlds SET desired_state = 'running', generation = generation + 1,
+                    updated_at = ?1, last_used_at = ?1 WHERE id = ?2",
+                params![now, world],
+            )?;
+            add_event(
+                tx,
+                world,
+                "reload",
+                &format!("{why}: restarting {}", services.join(", ")),
+            )?;
+            generation(tx, world)
+        })
+    }
+
     /// Restart one service of a world (a file it watches changed); returns the new
     /// generation.
     pub fn restart_service(
