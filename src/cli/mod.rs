@@ -18,6 +18,7 @@ mod golden;
 mod hosts;
 mod init;
 mod logs;
+mod metrics;
 mod port;
 mod reload;
 mod remove;
@@ -107,6 +108,9 @@ pub enum Command {
         #[arg(long, value_name = "GIB")]
         disk: Option<String>,
     },
+    /// A point-in-time JSON snapshot: daemon, worlds and services by state, ports, slices,
+    /// admission, managed servers, golden templates (a superset of binky 0.1.2's).
+    Metrics,
     /// Print binky's version (as binky 0.1.2's `binky version`; also `binky --version`).
     Version {
         /// Machine-readable output.
@@ -433,6 +437,7 @@ pub fn run(cli: Cli) -> i32 {
                     settings::run(set, false, false).await
                 }
             }
+            Command::Metrics => metrics::run().await,
             Command::Version { json } => {
                 let version = env!("CARGO_PKG_VERSION");
                 if json {

@@ -12,33 +12,33 @@ use super::exit;
 
 /// One service as status shows it.
 #[derive(Serialize)]
-struct ServiceView {
+pub(super) struct ServiceView {
     name: String,
-    state: String,
+    pub(super) state: String,
     ready: bool,
     pid: Option<u32>,
     ports: BTreeMap<String, u16>,
     url: Option<String>,
-    restarts: u32,
+    pub(super) restarts: u32,
     last_exit: Option<String>,
     message: String,
 }
 
 /// One world as status shows it.
 #[derive(Serialize)]
-struct WorldView {
+pub(super) struct WorldView {
     project: String,
     name: String,
-    state: String,
+    pub(super) state: String,
     desired: DesiredState,
     generation: i64,
     group: Option<String>,
     worktree: Option<WorktreeRow>,
-    services: Vec<ServiceView>,
+    pub(super) services: Vec<ServiceView>,
     conditions: Vec<ConditionRow>,
 }
 
-fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
+pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     let gens = ctx.store.read(|c| store::observed_generations(c, w.id))?;
     let conds = ctx.store.read(|c| store::conditions(c, w.id))?;
     let procs = ctx.store.read(|c| store::processes(c, w.id))?;

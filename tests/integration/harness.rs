@@ -153,6 +153,23 @@ impl Env {
         env
     }
 
+    /// A second repository `name` in this test's directory, in the same home: project `name`
+    /// with one long-running process service `job`, committed. Its path.
+    pub fn other_project(&self, name: &str) -> PathBuf {
+        let other = self.dir.path().join(name);
+        binky_testkit::git::init_repo(&other);
+        std::fs::write(
+            other.join("binky.toml"),
+            format!(
+                "[project]\nname = \"{name}\"\n{}\n\n[services.job]\ncmd = \"sleep 600\"\n",
+                self.range()
+            ),
+        )
+        .unwrap();
+        binky_testkit::git::commit_all(&other, "init");
+        other
+    }
+
     /// The port range line for `[project]` (the block's last ten ports are the proxy's).
     pub fn range(&self) -> String {
         format!("port_range = [{}, {}]", self.ports.low, self.ports.low + 39)

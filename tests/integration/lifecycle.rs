@@ -578,17 +578,7 @@ fn status_dot_shows_only_the_project_of_the_current_directory() {
     let env = Env::new(&two_services());
     env.ok(&["up", "w"]);
     // A second project in the same home.
-    let other = env.dir.path().join("other");
-    binky_testkit::git::init_repo(&other);
-    std::fs::write(
-        other.join("binky.toml"),
-        format!(
-            "[project]\nname = \"other\"\n{}\n\n[services.job]\ncmd = \"sleep 600\"\n",
-            env.range()
-        ),
-    )
-    .unwrap();
-    binky_testkit::git::commit_all(&other, "init");
+    let other = env.other_project("other");
     let up = env.binky_in(&other, &["up", "x"]);
     assert!(up.status.success(), "{}", stderr(&up));
 
@@ -655,4 +645,41 @@ fn reload_with_a_group_restarts_only_that_groups_services() {
         "a refused reload restarted something"
     );
     env.ok(&["remove", "w"]);
+}
+
+#[test]
+fn metrics_is_a_json_snapshot_of_worlds_services_ports_and_the_daemon() {
+    let env = Env::new(&two_services());
+    env.ok(&["up", "a"]);
+    env.ok(&["up", "b"]);
+    env.ok(&["down", "b"]);
+    env.ok(&["settings", "max_parallel=5"]);
+    let m: serde_json::Value = serde_json::from_str(&env.ok(&["metrics"])).unwrap();
+    assert_eq!(m["worlds"]["total"], 2, "{m}");
+    assert_eq!(m["worlds"]["by_state"]["ready"], 1, "{m}");
+    assert_eq!(m["worlds"]["by_state"]["stopped"], 1, "{m}");
+    // binky 0.1.2's keys.
+    assert_eq!(m["worktrees"]["total"], 2, "{m}");
+    assert_eq!(m["worktrees"]["running"], 1, "{m}");
+    assert_eq!(m["ports_allocated"], 4, "{m}");
+    assert_eq!(m["slices"], 0, "{m}");
+    assert_eq!(m["admission"]["capacity"], 5, "{m}");
+    assert_eq!(m["admission"]["in_use"], 1, "{m}");
+    assert_eq!(m["admission"]["queued"], 0, "{m}");
+    assert_eq!(m["services"]["total"], 4, "{m}");
+    assert_eq!(m["services"]["by_state"]["running"], 2, "{m}");
+    assert_eq!(m["daemon"]["running"], true, "{m}");
+    assert_eq!(
+        m["daemon"]["pid"].as_u64(),
+        env.daemon_pid().map(u64::from),
+        "{m}"
+    );
+    assert!(m["daemon"]["rss_bytes"].as_u64().unwrap() > 0, "{m}");
+    // Without a daemon it still answers, from the store.
+    env.ok(&["daemon", "stop"]);
+    let m: serde_json::Value = serde_json::from_str(&env.ok(&["metrics"])).unwrap();
+    assert_eq!(m["daemon"]["running"], false, "{m}");
+    assert_eq!(m["worlds"]["total"], 2, "{m}");
+    env.ok(&["remove", "a"]);
+    env.ok(&["remove", "b"]);
 }

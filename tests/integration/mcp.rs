@@ -318,17 +318,7 @@ async fn every_tool_takes_root_and_binky_012s_worktree_argument() {
     let env = Env::new(&config());
     env.ok(&["up", "w"]);
     // A second project in the same home with a world of the same name.
-    let other = env.dir.path().join("other");
-    binky_testkit::git::init_repo(&other);
-    std::fs::write(
-        other.join("binky.toml"),
-        format!(
-            "[project]\nname = \"other\"\n{}\n\n[services.job]\ncmd = \"sleep 600\"\n",
-            env.range()
-        ),
-    )
-    .unwrap();
-    binky_testkit::git::commit_all(&other, "init");
+    let other = env.other_project("other");
     let up = env.binky_in(&other, &["up", "w"]);
     assert!(up.status.success(), "{}", stderr(&up));
 

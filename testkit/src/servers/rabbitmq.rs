@@ -55,8 +55,25 @@ rm -rf "$BK_DIR"
 
 impl RabbitNode {
     /// Start a node and wait (120 s at most) until its management API and AMQP port
-    /// answer.
+    /// answer. Its four ports are picked free and handed to a broker that takes seconds to
+    /// bind them, so a parallel test can take one meanwhile: a boot that fails on
+    /// `eaddrinuse` is tried again on new ports (three times at most).
     pub fn start() -> Res<RabbitNode> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match Self::start_once() {
+                Err(e) if tries < 3 && e.contains("eaddrinuse") => {
+                    eprintln!(
+                        "rabbitmq: a port was taken while the node booted; again on new ports"
+                    );
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once() -> Res<RabbitNode> {
         let server = PathBuf::from(RABBITMQ_BIN).join("rabbitmq-server");
         if !server.is_file() {
             return Err(MISSING.into());

@@ -1,0 +1,90 @@
+//! `binky metrics`: a point-in-time JSON snapshot of the home — a superset of binky 0.1.2's
+//! (`worktrees`, `ports_allocated`, `slices`, `admission`), plus the daemon, worlds and
+//! services by state, managed servers and golden templates. Read from the store, so it
+//! answers with the daemon down too (`daemon.running: false`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use binky_controllers::settings::Settings;
+use binky_controllers::store;
+use serde_json::{json, Value};
+
+use super::context::{Ctx, Failure};
+use super::exit;
+use super::status::view;
+
+/// `binky metrics`.
+pub async fn run() -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let daemon = crate::daemon::client::request(
+        &ctx.home,
+        &crate::daemon::protocol::Request::Ping,
+        Duration::from_millis(500),
+    )
+    .await
+    .ok();
+    let worlds = ctx.store.read(store::worlds)?;
+    let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
+    let mut services: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
+    for w in &worlds {
+        let v = view(&ctx, w)?;
+        *by_state.entry(v.state.clone()).or_default() += 1;
+        for s in &v.services {
+            service_total += 1;
+            restarts += u64::from(s.restarts);
+            *services.entry(s.state.clone()).or_default() += 1;
+        }
+        slices += ctx.store.read(|c| store::slices(c, w.id))?.len() as u64;
+    }
+    let count = |k: &str| by_state.get(k).copied().unwrap_or(0);
+    let settings = Settings::read(&ctx.store)?;
+    let servers: Vec<Value> = ctx
+        .store
+        .read(store::servers)?
+        .iter()
+        .map(|s| json!({ "kind": s.kind, "state": s.state, "port": s.port, "version": s.version }))
+        .collect();
+    let goldens: Vec<Value> = ctx
+        .store
+        .read(store::goldens)?
+        .iter()
+        .map(|g| json!({ "name": g.name, "adapter": g.adapter, "state": g.state, "build_ms": g.build_ms }))
+        .collect();
+    let stopped = count("stopped");
+    let out = json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "daemon": {
+            "running": daemon.is_some(),
+            "pid": daemon.as_ref().and_then(|d| d.pid),
+            "uptime_secs": daemon.as_ref().and_then(|d| d.uptime_secs),
+            "rss_bytes": daemon.as_ref().and_then(|d| d.rss_bytes),
+        },
+        // binky 0.1.2's names.
+        "worktrees": {
+            "total": worlds.len(),
+            "running": (worlds.len() as u64).saturating_sub(stopped),
+            "ready": count("ready"),
+            "stopped": stopped,
+            "provisioning": count("starting"),
+        },
+        "worlds": { "total": worlds.len(), "by_state": by_state },
+        "services": { "total": service_total, "by_state": services, "restarts": restarts },
+        "ports_allocated": ctx.store.read(store::all_ports)?.len(),
+        "slices": slices,
+        "admission": {
+            "capacity": settings.number::<u64>("max_parallel"),
+            "in_use": (worlds.len() as u64)
+                .saturating_sub(stopped + count("queued") + count("approval")),
+            "queued": count("queued"),
+            "awaiting_approval": count("approval"),
+            "ram_reserve_percent": settings.get("ram_reserve_percent"),
+            "disk_reserve_gib": settings.get("disk_reserve_gib"),
+        },
+        "servers": servers,
+        "golden_templates": goldens,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    Ok(exit::OK)
+}
