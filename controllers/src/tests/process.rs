@@ -458,7 +458,7 @@ async fn a_running_service_failing_its_health_check_retries_times_is_unhealthy_a
         k.contains(&"unhealthy".to_owned()) && k.contains(&"restart".to_owned()),
         "{k:?}"
     );
-    // Started again, and answering: running, but not ready until it has stayed up.
+    // Started again, and answering: a probed service is believed after one failure.
     h.sup.inner.lock().unwrap().unready.clear();
     h.pretend_restart_is_due();
     reconcile(&h.proc_, &h.store, id).await; // started
@@ -468,9 +468,24 @@ async fn a_running_service_failing_its_health_check_retries_times_is_unhealthy_a
     assert_ne!(again, first, "a new process");
     let row = h.row(id, "api");
     assert_eq!(row.state, ProcState::Running);
+    assert!(row.is_ready(), "{}", row.message);
+    assert_eq!(h.ready(id).status, CondStatus::True);
+    // Unhealthy again: after a second failure in a row it is running, but not ready until
+    // it has stayed up (a service restarting in a loop is never ready).
+    h.sup.inner.lock().unwrap().unready.insert("api".into());
+    reconcile(&h.proc_, &h.store, id).await;
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.row(id, "api").state, ProcState::Backoff);
+    h.sup.inner.lock().unwrap().unready.clear();
+    h.pretend_restart_is_due();
+    reconcile(&h.proc_, &h.store, id).await; // started
+    reconcile(&h.proc_, &h.store, id).await; // probed
+    let row = h.row(id, "api");
+    assert_eq!(row.state, ProcState::Running);
+    assert_eq!(row.failures, 2);
     assert!(
         !row.is_ready(),
-        "ready at once after a failure: {}",
+        "ready at once after a second failure: {}",
         row.message
     );
     assert_eq!(h.ready(id).status, CondStatus::False);

@@ -234,32 +234,28 @@ impl<S: Supervisor> ProcessController<S> {
                 Ok(Flow::Next)
             }
             Liveness::Running if matches!(row.state, ProcState::Running | ProcState::Unhealthy) => {
-                if row.failures > 0 {
-                    let ran = ms_since(row.started_at);
+                let ran = ms_since(row.started_at);
+                if row.state == ProcState::Running && !row.healthy {
+                    // Up again after failures: ready once it has stayed up.
                     if ran < self.config.stable_after {
-                        // Restarted after a failure: not ready until it stays up.
-                        let left = self.config.stable_after - ran;
                         return Ok(Flow::Done(Step {
-                            wake: Some(left),
-                            waiting: Some(format!(
-                                "{}: restarted after {}; ready once it has run {}",
-                                s.name,
-                                row.last_exit.as_deref().unwrap_or("a failure"),
-                                secs(self.config.stable_after)
-                            )),
+                            wake: Some(self.config.stable_after - ran),
+                            waiting: Some(format!("{}: {}", s.name, row.message)),
                             ..Step::default()
                         }));
                     }
                     row.failures = 0;
-                    if row.state == ProcState::Running {
-                        row.message = String::new();
-                        row.ready_at = Some(now_ms());
-                        self.event(
-                            s.world.id,
-                            "ready",
-                            &format!("{} ready: up {} since its restart", s.name, secs(ran)),
-                        );
-                    }
+                    row.healthy = true;
+                    row.message = String::new();
+                    row.ready_at = Some(now_ms());
+                    self.event(
+                        s.world.id,
+                        "ready",
+                        &format!("{} ready: up {} since its restart", s.name, secs(ran)),
+                    );
+                    self.save(s.world.id, row)?;
+                } else if row.failures > 0 && ran >= self.config.stable_after {
+                    row.failures = 0;
                     self.save(s.world.id, row)?;
                 }
                 self.recheck(s, row, id).await
@@ -298,11 +294,13 @@ impl<S: Supervisor> ProcessController<S> {
         };
         let mut step = Step::default();
         match result {
-            Ok(()) if row.failures > 0 => {
-                // Up again after a failure: running and served, but ready only once it
-                // stays up (a service restarting in a loop is never ready).
+            // Up again after failures: running, but ready only once it has stayed up, so a
+            // service restarting in a loop is never ready. A service whose probe passed is
+            // believed after one failure (an api that lost the race with its database); one
+            // with nothing to probe, or failing again, is not.
+            Ok(()) if row.failures >= if target.is_some() { 2 } else { 1 } => {
                 row.state = ProcState::Running;
-                row.healthy = true;
+                row.healthy = false;
                 row.message = format!(
                     "restarted after {}; ready once it has run {}",
                     row.last_exit.as_deref().unwrap_or("a failure"),

@@ -127,12 +127,10 @@ pub struct ProcessRow {
 }
 
 impl ProcessRow {
-    /// It is ready: running and healthy (and, after a failure, up long enough to count as
-    /// stable again: a service restarting in a loop is never ready), or a one-shot that
-    /// finished.
+    /// It is ready: running and healthy (the process controller keeps a service restarted
+    /// in a loop unhealthy until it has stayed up), or a one-shot that finished.
     pub fn is_ready(&self) -> bool {
-        (self.state == ProcState::Running && self.healthy && self.failures == 0)
-            || self.state == ProcState::Exited
+        (self.state == ProcState::Running && self.healthy) || self.state == ProcState::Exited
     }
 }
 
