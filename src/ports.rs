@@ -24,6 +24,12 @@ impl PortProbe for BindProbe {
         drop(loopback);
         TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).is_ok()
     }
+
+    fn holder(&self, port: u16) -> Option<String> {
+        let pid = *crate::supervisor::procfs::listeners_of(port).first()?;
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        Some(format!("`{}` (pid {pid})", comm.trim()))
+    }
 }
 
 #[cfg(test)]
@@ -37,5 +43,18 @@ mod tests {
         assert!(!BindProbe.is_free(port));
         drop(l);
         assert!(BindProbe.is_free(port));
+    }
+
+    #[test]
+    fn the_holder_of_a_listening_port_is_named_with_its_pid() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let who = BindProbe.holder(port).expect("this process listens");
+        assert!(
+            who.ends_with(&format!("(pid {})", std::process::id())),
+            "{who}"
+        );
+        drop(l);
+        assert_eq!(BindProbe.holder(port), None);
     }
 }

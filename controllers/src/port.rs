@@ -28,6 +28,11 @@ const CONDITION: &str = Kind::Port.condition();
 pub trait PortProbe: Send + Sync + 'static {
     /// True when a server could bind `port` on loopback right now.
     fn is_free(&self, port: u16) -> bool;
+    /// Who listens on `port` (`` `nginx` (pid 42) ``), when that can be seen.
+    fn holder(&self, port: u16) -> Option<String> {
+        let _ = port;
+        None
+    }
 }
 
 /// Why the port controller could not converge.
@@ -130,106 +135,113 @@ impl<P: PortProbe> Controller for PortController<P> {
             .collect();
 
         let mut events: Vec<(&'static str, String)> = Vec::new();
-        let assigned = self.store.write_with(owner::Port, |tx| -> Result<_, PortError> {
-            let mut mine: BTreeMap<(String, String), u16> = BTreeMap::new();
-            {
-                let mut stmt =
-                    tx.prepare("SELECT service, label, port FROM ports WHERE world_id = ?1")?;
-                let rows = stmt.query_map([world.id], |r| {
-                    Ok(((r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get(2)?))
-                })?;
-                for row in rows {
-                    let (k, v) = row?;
-                    mine.insert(k, v);
-                }
-            }
-            let mut used: BTreeSet<u16> = {
-                let mut stmt = tx.prepare("SELECT port FROM ports")?;
-                let ports = stmt
-                    .query_map([], |r| r.get(0))?
-                    .collect::<Result<BTreeSet<u16>, _>>()?;
-                ports
-            };
-            // Release ports of services that are gone from the spec and not running.
-            for (key, port) in mine.clone() {
-                if !wanted.contains(&key) && !holding.contains(&key.0) {
-                    tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
-                    mine.remove(&key);
-                    used.remove(&port);
-                    events.push((
-                        "port_released",
-                        format!("released port {port} of {}", describe(&key.0, &key.1)),
-                    ));
-                }
-            }
-            let mut foreign: BTreeSet<u16> = BTreeSet::new();
-            for key in &wanted {
-                let (service, label) = key;
-                let moved_from = match mine.get(key) {
-                    Some(&port) if holding.contains(service) => {
-                        let _ = port;
-                        continue;
+        let assigned = self
+            .store
+            .write_with(owner::Port, |tx| -> Result<_, PortError> {
+                let mut mine: BTreeMap<(String, String), u16> = BTreeMap::new();
+                {
+                    let mut stmt =
+                        tx.prepare("SELECT service, label, port FROM ports WHERE world_id = ?1")?;
+                    let rows = stmt.query_map([world.id], |r| {
+                        Ok(((r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get(2)?))
+                    })?;
+                    for row in rows {
+                        let (k, v) = row?;
+                        mine.insert(k, v);
                     }
-                    Some(&port) if self.probe.is_free(port) => continue,
-                    Some(&port) => {
-                        // Kept for this service, but a foreign process took it meanwhile.
+                }
+                let mut used: BTreeSet<u16> = {
+                    let mut stmt = tx.prepare("SELECT port FROM ports")?;
+                    let ports = stmt
+                        .query_map([], |r| r.get(0))?
+                        .collect::<Result<BTreeSet<u16>, _>>()?;
+                    ports
+                };
+                // Release ports of services that are gone from the spec and not running.
+                for (key, port) in mine.clone() {
+                    if !wanted.contains(&key) && !holding.contains(&key.0) {
                         tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
-                        foreign.insert(port);
-                        Some(port)
+                        mine.remove(&key);
+                        used.remove(&port);
+                        events.push((
+                            "port_released",
+                            format!("released port {port} of {}", describe(&key.0, &key.1)),
+                        ));
                     }
-                    None => None,
-                };
-                let start = first_choice(world, service, label, low, high);
-                let span = u32::from(high - low) + 1;
-                let mut chosen = None;
-                for i in 0..span {
-                    let cand = low + ((u32::from(start - low) + i) % span) as u16;
-                    if used.contains(&cand) || foreign.contains(&cand) {
-                        continue;
-                    }
-                    if !self.probe.is_free(cand) {
-                        foreign.insert(cand);
-                        continue;
-                    }
-                    chosen = Some(cand);
-                    break;
                 }
-                let Some(port) = chosen else {
-                    let ours = used.iter().filter(|p| (low..=high).contains(*p)).count();
-                    return Err(PortError::Exhausted {
-                        low,
-                        high,
-                        service: service.clone(),
-                        label: if label.is_empty() {
-                            String::new()
-                        } else {
-                            format!(".{label}")
-                        },
-                        ours,
-                        foreign: foreign.len(),
-                    });
-                };
-                tx.execute(
-                    "INSERT INTO ports (port, world_id, service, label, assigned_at)
+                let mut foreign: BTreeSet<u16> = BTreeSet::new();
+                for key in &wanted {
+                    let (service, label) = key;
+                    let moved_from = match mine.get(key) {
+                        Some(&port) if holding.contains(service) => {
+                            let _ = port;
+                            continue;
+                        }
+                        Some(&port) if self.probe.is_free(port) => continue,
+                        Some(&port) => {
+                            // Kept for this service, but a foreign process took it meanwhile.
+                            tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
+                            foreign.insert(port);
+                            Some(port)
+                        }
+                        None => None,
+                    };
+                    let start = first_choice(world, service, label, low, high);
+                    let span = u32::from(high - low) + 1;
+                    let mut chosen = None;
+                    for i in 0..span {
+                        let cand = low + ((u32::from(start - low) + i) % span) as u16;
+                        if used.contains(&cand) || foreign.contains(&cand) {
+                            continue;
+                        }
+                        if !self.probe.is_free(cand) {
+                            foreign.insert(cand);
+                            continue;
+                        }
+                        chosen = Some(cand);
+                        break;
+                    }
+                    let Some(port) = chosen else {
+                        let ours = used.iter().filter(|p| (low..=high).contains(*p)).count();
+                        return Err(PortError::Exhausted {
+                            low,
+                            high,
+                            service: service.clone(),
+                            label: if label.is_empty() {
+                                String::new()
+                            } else {
+                                format!(".{label}")
+                            },
+                            ours,
+                            foreign: foreign.len(),
+                        });
+                    };
+                    tx.execute(
+                        "INSERT INTO ports (port, world_id, service, label, assigned_at)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![port, world.id, service, label, now_ms()],
-                )?;
-                used.insert(port);
-                mine.insert(key.clone(), port);
-                let what = describe(service, label);
-                events.push(match moved_from {
-                    Some(old) => (
-                        "port_moved",
-                        format!("port {old} of {what} is held by another process; moved {what} to {port}"),
-                    ),
-                    None => ("port_assigned", format!("assigned port {port} to {what}")),
-                });
-            }
-            for (kind, msg) in &events {
-                store::add_event(tx, world.id, kind, msg)?;
-            }
-            Ok(mine)
-        })?;
+                        params![port, world.id, service, label, now_ms()],
+                    )?;
+                    used.insert(port);
+                    mine.insert(key.clone(), port);
+                    let what = describe(service, label);
+                    events.push(match moved_from {
+                        Some(old) => (
+                            "port_moved",
+                            format!(
+                                "port {old} of {what} is held by {}; moved {what} to {port}",
+                                self.probe
+                                    .holder(old)
+                                    .unwrap_or_else(|| "another process".to_owned())
+                            ),
+                        ),
+                        None => ("port_assigned", format!("assigned port {port} to {what}")),
+                    });
+                }
+                for (kind, msg) in &events {
+                    store::add_event(tx, world.id, kind, msg)?;
+                }
+                Ok(mine)
+            })?;
 
         let summary = if assigned.is_empty() {
             "no service asks for a port".to_owned()

@@ -148,8 +148,10 @@ fn a_kept_port_taken_while_the_world_was_down_is_moved_not_reused() {
     // The move may happen as soon as the port controller next looks (even before this
     // `up`), so look for it in the world's history.
     let events = env.ok(&["events", "w"]);
+    // The event names who holds it: this test process.
     assert!(
-        events.contains(&format!("port {old} of api is held by another process")),
+        events.contains(&format!("port {old} of api is held by `"))
+            && events.contains(&format!("(pid {}); moved api to", std::process::id())),
         "{events}"
     );
     let new = env.port_of("w", "api");
