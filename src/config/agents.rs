@@ -21,12 +21,16 @@ impl Cx<'_> {
                     .unwrap_or_default()
                 {
                     if !declared.contains(&name) {
+                        // binky 0.1.2 runs such a file: a name that matches nothing is
+                        // kept (it exposes nothing) and said, not refused.
+                        let _ = span;
                         let known: Vec<&str> = declared.iter().map(String::as_str).collect();
-                        self.error(
-                            span,
+                        self.warn(
                             "agents.expose",
-                            format!("unknown service `{name}`"),
-                            Some(format!("services: {}", known.join(", "))),
+                            format!(
+                                "unknown service `{name}` exposes nothing; services: {}",
+                                known.join(", ")
+                            ),
                         );
                     }
                     agents.expose.push(name);

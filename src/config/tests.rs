@@ -1488,13 +1488,22 @@ fn groups_that_is_not_a_table_is_refused() {
 }
 
 #[test]
-fn agents_exposing_an_unknown_service_is_refused() {
+fn agents_exposing_an_unknown_service_is_a_warning_as_binky_012_runs_it() {
     let text =
         with_project("[services.web]\ncmd = \"run\"\n\n[agents]\nexpose = [\"web\", \"ghost\"]\n");
-    let e = sole_error(&text, "agents.expose");
-    assert_eq!(e.message, "unknown service `ghost`");
-    assert_eq!(fix(&e), "services: web");
-    assert_eq!(e.position, Some(pos_of(&text, "\"ghost\"")));
+    let loaded = ok(&text);
+    let w: Vec<_> = loaded
+        .warnings
+        .iter()
+        .filter(|w| w.key == "agents.expose")
+        .collect();
+    assert_eq!(w.len(), 1, "{:#?}", loaded.warnings);
+    assert_eq!(
+        w[0].message,
+        "unknown service `ghost` exposes nothing; services: web"
+    );
+    // The known one is still exposed; the unknown one matches nothing.
+    assert_eq!(loaded.spec.agents.expose, ["web", "ghost"]);
 }
 
 #[test]

@@ -143,3 +143,37 @@ clone_from = "golden"
     assert!(stdout(&out).contains(": ok"), "{}", stdout(&out));
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn an_unknown_service_in_agents_expose_is_a_warning_and_the_world_runs() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "expose"
+{{range}}
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+
+[services.web]
+cmd = "{SERVE}"
+url = true
+
+[agents]
+expose = ["api", "ghost"]
+"#
+    ));
+    let out = env.binky(&["check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("unknown service `ghost` exposes nothing"),
+        "{said}"
+    );
+    env.ok(&["up", "w"]);
+    let e = env.env_of("w");
+    assert!(e.contains_key("API_URL"), "{e:?}");
+    assert!(!e.contains_key("WEB_URL"), "web is not exposed: {e:?}");
+    env.ok(&["remove", "w"]);
+}
