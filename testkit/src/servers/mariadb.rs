@@ -245,9 +245,18 @@ impl MariaDbServer {
                 .append(true)
                 .open(&log_path)
                 .map_err(io)?;
+            // Its temporary tables in a directory of its own, not the shared /tmp where
+            // other tests' cleanups run (CI once saw "Error on delete of
+            // '/tmp/#sql-temptable-…'" mid-query).
+            let tmp = dir.path().join("tmp");
+            std::fs::create_dir_all(&tmp).map_err(io)?;
+            if let Some((uid, gid)) = user {
+                std::os::unix::fs::chown(&tmp, Some(uid), Some(gid)).map_err(io)?;
+            }
             let mut cmd = Command::new(&bins.server);
             cmd.arg("--no-defaults")
                 .arg(format!("--datadir={}", data.display()))
+                .arg(format!("--tmpdir={}", tmp.display()))
                 .arg(format!("--port={port}"))
                 .arg(format!("--socket={}", data.join("mysqld.sock").display()))
                 .arg(format!(
