@@ -225,7 +225,7 @@ pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
 pub fn nice(store: &Store) -> i32 {
     Settings::read(store)
         .map(|s| s.number::<i32>("nice"))
-        .unwrap_or(10)
+        .unwrap_or_else(|_| default_of("nice").parse().unwrap_or_default())
         .clamp(0, 19)
 }
 

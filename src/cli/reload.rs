@@ -42,6 +42,14 @@ pub async fn run(
                 })
                 .cloned()
                 .collect();
+            if services.is_empty() {
+                return Err(Failure::usage(format!(
+                    "group `{g}` of world `{}` has no process service to restart (its members: {}); `binky reload {}` restarts the whole world",
+                    world.name,
+                    members.join(", "),
+                    world.name
+                )));
+            }
             ctx.store
                 .restart_services(world.id, &services, &format!("binky reload --group {g}"))?
         }

@@ -620,7 +620,11 @@ fn status_dot_shows_only_the_project_of_the_current_directory() {
 
 #[test]
 fn reload_with_a_group_restarts_only_that_groups_services() {
-    let env = Env::new(&format!("{}\n[groups]\nback = [\"api\"]\n", two_services()));
+    // `data` holds only an adapter service (a slice of binky's managed Redis).
+    let env = Env::new(&format!(
+        "{}\n[services.cache]\nadapter = \"redis\"\n\n[groups]\nback = [\"api\"]\ndata = [\"cache\"]\n",
+        two_services()
+    ));
     env.ok(&["up", "w"]);
     let (api, web) = (
         env.pid_of("w", "api").unwrap(),
@@ -635,9 +639,16 @@ fn reload_with_a_group_restarts_only_that_groups_services() {
     let bad = env.binky(&["reload", "w", "--group", "front"]);
     assert!(!bad.status.success());
     assert!(
-        stderr(&bad).contains("world `w` has no group `front`; groups: back"),
+        stderr(&bad).contains("world `w` has no group `front`; groups: back, data"),
         "{}",
         stderr(&bad)
+    );
+    let empty = env.binky(&["reload", "w", "--group", "data"]);
+    assert!(!empty.status.success());
+    assert!(
+        stderr(&empty).contains("group `data` of world `w` has no process service to restart"),
+        "{}",
+        stderr(&empty)
     );
     assert_eq!(
         env.pid_of("w", "api"),
@@ -645,6 +656,7 @@ fn reload_with_a_group_restarts_only_that_groups_services() {
         "a refused reload restarted something"
     );
     env.ok(&["remove", "w"]);
+    env.ok(&["servers", "stop"]);
 }
 
 #[test]

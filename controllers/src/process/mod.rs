@@ -580,6 +580,11 @@ impl<S: Supervisor> Controller for ProcessController<S> {
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, ProcessError> {
         self.stop_world(world, "binky remove").await?;
+        // Its services' health checks are not counted any more.
+        self.checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(w, _), _| *w != world.id);
         // The world's logs go with it (its events stay: `binky events NAME`).
         let dir = self.config.logs_dir.join(&world.project).join(&world.name);
         if let Err(err) = std::fs::remove_dir_all(&dir) {

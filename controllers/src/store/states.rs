@@ -172,14 +172,6 @@ impl ProcState {
             ProcState::Setup | ProcState::Starting | ProcState::Running | ProcState::Unhealthy
         )
     }
-
-    /// Holds (or may hold) a process: its pid is worth checking.
-    pub fn is_live(self) -> bool {
-        matches!(
-            self,
-            ProcState::Starting | ProcState::Running | ProcState::Unhealthy
-        )
-    }
 }
 
 #[cfg(test)]
