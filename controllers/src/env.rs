@@ -106,8 +106,9 @@ pub fn process_url(tokens: &Tokens, service: &str, spec_service: &Service) -> Op
 }
 
 /// The tokens of a world, from its spec, its port assignments and where the proxy listens:
-/// `${svc.url}` of a service with `url` is its proxy URL, of a service with only `ports`
-/// its direct `http://localhost:<port>`.
+/// `${svc.url}` of a process service is its direct `http://localhost:<port>` (as in binky
+/// 0.1.2: a service-to-service call needs no name resolution of `*.localhost`, which many
+/// runtimes lack), `${svc.proxy_url}` of a service with `url` its proxy URL.
 pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView, slices: &[SliceRow]) -> Tokens {
     let mut t = Tokens {
         world: world.name.clone(),
@@ -124,9 +125,11 @@ pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView, slices: &[Sli
         }
     }
     for (name, svc) in &world.spec.services {
-        let url = proxy_url(world, name, proxy).or_else(|| process_url(&t, name, svc));
-        if let Some(url) = url {
+        if let Some(url) = process_url(&t, name, svc) {
             t.urls.insert(name.clone(), url);
+        }
+        if let Some(url) = proxy_url(world, name, proxy) {
+            t.proxy_urls.insert(name.clone(), url);
         }
     }
     // An adapter service's `${svc.url}` is its slice's address; its other tokens
@@ -363,7 +366,7 @@ pub fn exported(world: &World, tokens: &Tokens, proxy: &ProxyView) -> BTreeMap<S
             continue;
         }
         let key = env_name(name);
-        if let Some(url) = tokens.urls.get(name) {
+        if let Some(url) = tokens.shown_url(name) {
             out.insert(format!("{key}_URL"), url.clone());
         }
         if let Some(port) = tokens.primary_port(name) {

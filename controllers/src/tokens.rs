@@ -5,7 +5,8 @@
 //! | `${self.port}` | this service's primary port (label `""`, else its first) |
 //! | `${self.LABEL}` | this service's named port |
 //! | `${SVC.port}`, `${SVC.LABEL}` | another service's ports |
-//! | `${SVC.url}` | an adapter's slice address, else the service's URL |
+//! | `${SVC.url}` | an adapter's slice address; a process service's direct address (`http://localhost:<port>`, binky 0.1.2's meaning) |
+//! | `${SVC.proxy_url}` | the URL a browser opens: `http(s)://<sub>.<world>.<domain>` through binky's proxy (a service with `url`); else what `${SVC.url}` gives |
 //! | `${worktree}` | the world's name (as in binky 0.1.2) |
 //! | `${worktree.path}` | the absolute path of the world's worktree |
 //! | `${env.NAME}` | the variable from the environment (and `env_file`) |
@@ -30,8 +31,11 @@ pub struct Tokens {
     pub ports: BTreeMap<(String, String), u16>,
     /// Primary label of each service that has ports.
     pub primary: BTreeMap<String, String>,
-    /// `service → URL`: slice addresses of adapters, URLs of process services.
+    /// `service → URL` for `${SVC.url}`: slice addresses of adapters, direct addresses
+    /// (`http://localhost:<port>`) of process services.
     pub urls: BTreeMap<String, String>,
+    /// `service → URL` through binky's proxy (`${SVC.proxy_url}`), for services with `url`.
+    pub proxy_urls: BTreeMap<String, String>,
     /// Environment for `${env.NAME}`.
     pub env: BTreeMap<String, String>,
     /// Other named values of a service (`${cache.prefix}`): `(service, name) → value`.
@@ -45,6 +49,14 @@ impl Tokens {
         self.ports
             .get(&(service.to_owned(), label.clone()))
             .copied()
+    }
+
+    /// The URL to show a person for `service` (`binky env`, `status`, `up`): its proxy URL
+    /// when it has one, else its `${SVC.url}`.
+    pub fn shown_url(&self, service: &str) -> Option<&String> {
+        self.proxy_urls
+            .get(service)
+            .or_else(|| self.urls.get(service))
     }
 
     /// Resolve every token in `text`, as seen from `service` (for `${self.…}`).
@@ -121,6 +133,7 @@ impl Tokens {
         let target = if obj == "self" { service } else { obj };
         match attr {
             "url" => self.urls.get(target).cloned(),
+            "proxy_url" => self.shown_url(target).cloned(),
             "port" => self.primary_port(target).map(|p| p.to_string()),
             label => self
                 .ports
@@ -217,6 +230,8 @@ mod tests {
         t.urls
             .insert("db".into(), "postgres://u:p@127.0.0.1:5432/x".into());
         t.urls.insert("web".into(), "http://localhost:4001".into());
+        t.proxy_urls
+            .insert("web".into(), "http://web.login-fix.acme.localhost".into());
         t.env.insert("HOME".into(), "/home/me".into());
         t
     }
@@ -233,6 +248,15 @@ mod tests {
             "postgres://u:p@127.0.0.1:5432/x"
         );
         assert_eq!(t.resolve("${web.url}/x", "api"), "http://localhost:4001/x");
+        assert_eq!(
+            t.resolve("${web.proxy_url}/x", "api"),
+            "http://web.login-fix.acme.localhost/x"
+        );
+        // A service without a proxy URL: its proxy_url is what its url is.
+        assert_eq!(
+            t.resolve("${db.proxy_url}", "web"),
+            "postgres://u:p@127.0.0.1:5432/x"
+        );
         assert_eq!(t.resolve("w=${worktree}", "api"), "w=login-fix");
         assert_eq!(t.resolve("${worktree.path}", "api"), "${worktree.path}");
         let t = Tokens {

@@ -84,7 +84,7 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                     .filter(|r| &r.service == name)
                     .map(|r| (r.label.clone(), r.port))
                     .collect(),
-                url: tokens.urls.get(name).cloned(),
+                url: tokens.shown_url(name).cloned(),
                 restarts: p.map(|p| p.restarts).unwrap_or(0),
                 last_exit: p.and_then(|p| p.last_exit.clone()),
                 message: p.map(|p| p.message.clone()).unwrap_or_default(),

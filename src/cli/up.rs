@@ -323,7 +323,7 @@ pub async fn run(
         println!("  worktree  {}", wt.path.display());
     }
     for svc in world.spec.selected(world.group.as_deref()) {
-        match tokens.urls.get(&svc) {
+        match tokens.shown_url(&svc) {
             // Credentials stay out of the summary (`binky env` hands them out).
             Some(url) => println!("  {svc:<9} {}", crate::adapters::without_credentials(url)),
             None => println!("  {svc:<9} running"),

@@ -26,7 +26,7 @@ impl Init {
                     }
                     Some(format!("${{{target}.url}}"))
                 }
-                Kind::Process if hit.password.is_none() => Some(self.process_address(j, &hit)),
+                Kind::Process if hit.password.is_none() => Some(self.process_address(j, &hit, key)),
                 Kind::Process => None,
                 Kind::Unmapped | Kind::Replaced(_) => {
                     self.todo(format!(
@@ -93,16 +93,23 @@ impl Init {
         mapped.join(",")
     }
 
-    /// `http://api:8000/v1` → `${api.url}/v1`; other ports and schemes →
+    /// `http://api:8000/v1` → `${api.url}/v1` (the direct address, for a server's own
+    /// calls), or `${api.proxy_url}/v1` under a key a browser reads (`VITE_API_URL`, CORS
+    /// origins, OAuth redirects: see [`read_by_browser`]); other ports and schemes →
     /// `scheme://localhost:${api.LABEL}…`.
-    pub(super) fn process_address(&self, j: usize, hit: &UrlHit) -> String {
+    pub(super) fn process_address(&self, j: usize, hit: &UrlHit, key: Option<&str>) -> String {
         let name = &self.svcs[j].name;
         let layout = &self.layouts[j];
         let port = hit.port.or_else(|| default_port(&hit.scheme));
         let index = port.and_then(|p| layout.slots.iter().position(|(q, _)| *q == p));
         match (index, port) {
             (Some(0), _) if layout.url && matches!(hit.scheme.as_str(), "http" | "https") => {
-                format!("${{{name}.url}}{}", hit.rest)
+                let token = if key.is_some_and(read_by_browser) {
+                    "proxy_url"
+                } else {
+                    "url"
+                };
+                format!("${{{name}.{token}}}{}", hit.rest)
             }
             (Some(_), Some(p)) => format!(
                 "{}://localhost:{}{}",
@@ -161,4 +168,24 @@ impl Init {
         }
         out
     }
+}
+
+/// Is an env key one whose value a browser reads (bundled into a page by Vite, Next.js,
+/// Create React App, Nuxt, SvelteKit, Astro, Expo; or an origin/redirect a browser is sent
+/// to)? Such a value gets the proxy URL, which a browser resolves; a server's own calls
+/// get the direct address.
+pub(super) fn read_by_browser(key: &str) -> bool {
+    let k = key.to_ascii_uppercase();
+    const PUBLIC: &[&str] = &[
+        "VITE_",
+        "NEXT_PUBLIC_",
+        "REACT_APP_",
+        "NUXT_PUBLIC_",
+        "PUBLIC_",
+        "EXPO_PUBLIC_",
+        "GATSBY_",
+        "VUE_APP_",
+    ];
+    const BROWSER: &[&str] = &["ORIGIN", "CORS", "REDIRECT", "CALLBACK", "CSRF_TRUSTED"];
+    PUBLIC.iter().any(|p| k.starts_with(p)) || BROWSER.iter().any(|w| k.contains(w))
 }

@@ -451,6 +451,8 @@ services:
     command: npm start
     environment:
       API_URL: http://api:8000/v1
+      VITE_API_URL: http://api:8000/v1
+      CORS_ALLOWED_ORIGINS: http://api:8000
       API_WS: ws://api:8000/ws
       API_ADDR: api:8000
       API_HOST: api
@@ -483,6 +485,9 @@ services:
         "./serve --db ${db.url}"
     );
     assert_eq!(env("web", "API_URL"), "${api.url}/v1");
+    // What a browser reads gets the proxy URL, which it can resolve.
+    assert_eq!(env("web", "VITE_API_URL"), "${api.proxy_url}/v1");
+    assert_eq!(env("web", "CORS_ALLOWED_ORIGINS"), "${api.proxy_url}");
     assert_eq!(env("web", "API_WS"), "ws://localhost:${api.port}/ws");
     assert_eq!(env("web", "API_ADDR"), "localhost:${api.port}");
     assert_eq!(env("web", "API_HOST"), "localhost");

@@ -82,11 +82,14 @@ fn exec_sees_the_environment_the_service_gets_and_the_callers_own() {
     assert_eq!(seen["GREETING"], "hello w");
     // Without a service: every service's URL and what services declare, in the worktree.
     let out = env.ok(&["exec", "w", "--", "sh", "-c", "echo $API_URL $API; pwd"]);
+    // `binky env` hands out the proxy URL, a service's `${api.url}` is the direct address.
     let api_url = env.env_of("w")["API_URL"].as_str().unwrap().to_owned();
+    assert!(api_url.starts_with("http://api.w."), "{api_url}");
+    let direct = format!("http://localhost:{}", env.port_of("w", "api"));
     assert_eq!(
         out,
         format!(
-            "{api_url} {api_url}\n{}\n",
+            "{api_url} {direct}\n{}\n",
             env.worktree("w").canonicalize().unwrap().display()
         )
     );

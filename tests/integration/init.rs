@@ -276,9 +276,10 @@ fn init_carries_build_contexts_env_files_and_what_dotenv_says() {
         s(&t, "services/site/cmd").as_str(),
         Some("npm run dev -- --port ${self.port} --host")
     );
+    // Bundled into the page by Vite: the browser reads it, so the proxy URL.
     assert_eq!(
         s(&t, "services/site/env/VITE_API").as_str(),
-        Some("${backend.url}/api")
+        Some("${backend.proxy_url}/api")
     );
 
     let printed = format!("{}{}", stdout(&out), stderr(&out));

@@ -19,7 +19,7 @@ url = "api"
 cmd = "{SERVE}"
 url = "web"
 depends_on = ["api"]
-env = {{ API_URL = "${{api.url}}", WHO = "web of ${{worktree}}" }}
+env = {{ API_URL = "${{api.url}}", API_PROXY_URL = "${{api.proxy_url}}", WHO = "web of ${{worktree}}" }}
 "#
     )
 }
@@ -52,11 +52,17 @@ fn two_worlds_run_side_by_side_on_their_own_ports() {
         let web = served_env(e["WEB_PORT"].as_str().unwrap().parse().unwrap());
         assert_eq!(web["BINKY_WORKTREE"], world);
         assert_eq!(web["WHO"], format!("web of {world}"));
-        // `${api.url}` is the proxy URL of the world's own api.
+        // `${api.url}` is the direct address of the world's own api (binky 0.1.2's
+        // meaning: no `*.localhost` name to resolve), `${api.proxy_url}` its proxy URL.
+        let api_port = e["API_PORT"].as_str().unwrap();
+        assert_eq!(web["API_URL"], format!("http://localhost:{api_port}"));
         assert_eq!(
-            web["API_URL"],
+            web["API_PROXY_URL"],
             format!("http://api.{world}.acme.localhost:{}", env.proxy_port())
         );
+        // The direct address reaches that world's api, with no name lookup of *.localhost.
+        let api = served_env(api_port.parse().unwrap());
+        assert_eq!(api["BINKY_WORKTREE"], world);
         assert_eq!(web["PORT"], e["WEB_PORT"].as_str().unwrap());
         assert_eq!(
             web["PWD"].as_str().map(std::path::PathBuf::from),

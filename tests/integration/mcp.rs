@@ -126,7 +126,12 @@ async fn mcp_tools_bring_a_world_up_inspect_it_and_stop_it() {
     .await;
     assert!(!err, "{c}");
     assert_eq!(c["status"], 200, "{c}");
-    assert_eq!(c["json"]["API"], e["env"]["API_URL"], "{c}");
+    // The service's `${api.url}` is api's direct address.
+    assert_eq!(
+        c["json"]["API"],
+        format!("http://localhost:{api_port}"),
+        "{c}"
+    );
 
     // logs: what the services printed.
     let (err, logs) = call(

@@ -19,7 +19,7 @@ https = {https}
 cmd = "{SERVE}"
 url = "web"
 depends_on = ["api"]
-env = {{ API_URL = "${{api.url}}" }}
+env = {{ API_URL = "${{api.proxy_url}}" }}
 
 [services.api]
 cmd = "{SERVE}"
@@ -99,7 +99,7 @@ fn hostnames_reach_the_right_world_and_service() {
         let a = get(p, &format!("{label}.acme.localhost:{p}"), "/", "*/*");
         assert_eq!(body_json(&a)["PORT"], env.port_of(world, "web").to_string());
     }
-    // env and ${api.url} carry the proxy URL; the web reaches its own api through it.
+    // env and ${api.proxy_url} carry the proxy URL; the web reaches its own api through it.
     let e = env.env_of("login-fix");
     assert_eq!(
         e["WEB_URL"],
