@@ -396,7 +396,12 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 || (g.state == GoldenState::Failed && world.last_used_at > g.updated_at);
             if rebuild {
                 if !claimed {
-                    // A build by a daemon that died, or a failed one the next `up` retries.
+                    // A build by a daemon that died, or a failed one the next `up` retries;
+                    // or this daemon's own build of this world retried after its server was
+                    // out of reach, which the condition already says (not an event each try).
+                    let retry = g.state == GoldenState::Building
+                        && g.builder == self.builder
+                        && g.owner_world == Some(world.id);
                     self.store.write(owner::Golden, |tx| {
                         tx.execute(
                             "UPDATE goldens SET state = 'building', builder = ?2, owner_world = ?3, output = '', updated_at = ?4 WHERE key = ?1",
@@ -404,11 +409,13 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                         )?;
                         Ok(())
                     })?;
-                    self.event(
-                        world,
-                        "golden",
-                        &format!("{service}: building golden template {} again", g.name),
-                    );
+                    if !retry {
+                        self.event(
+                            world,
+                            "golden",
+                            &format!("{service}: building golden template {} again", g.name),
+                        );
+                    }
                 } else {
                     self.event(world, "golden", &format!("{service}: building golden template {name} (migrate and seed once; other worlds are cloned from it)"));
                 }

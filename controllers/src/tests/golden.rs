@@ -188,3 +188,22 @@ async fn a_service_that_stops_cloning_loses_its_reference_and_the_unused_templat
     assert!(goldens(&h).is_empty(), "a template no world uses was kept");
     assert!(h.fake.calls("teardown").contains(&template));
 }
+
+#[tokio::test]
+async fn a_template_whose_server_is_out_of_reach_is_retried_without_an_event_each_time() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    h.fake.inner.lock().unwrap().provision_transient = 3;
+    let a = h.up("a", cloning());
+    h.converge(a).await;
+    // Three tries met a server that was down, the fourth built it: one event says the build
+    // began, none says "again" (the condition said it was waiting for the server).
+    assert_eq!(goldens(&h)[0].state, GoldenState::Ready);
+    assert_eq!(h.fake.calls("provision").len(), 4);
+    assert!(has_event(&h, "a", "golden", "building golden template"));
+    assert!(
+        !has_event(&h, "a", "golden", "again"),
+        "{:?}",
+        events(&h.store, "a")
+    );
+}
