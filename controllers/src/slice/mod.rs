@@ -92,13 +92,28 @@ pub enum SliceError {
         #[source]
         detail: Cause,
     },
+    /// A removed world's slice cannot be dropped: its server is not reachable.
+    #[error("{service}: cannot drop slice {slice}, its {adapter} server is not reachable: {detail}; retrying (start the server, or `binky remove {world} --force` forgets the slice, leaving whatever of it is on that server)")]
+    Unreachable {
+        /// The world being removed.
+        world: String,
+        /// The service.
+        service: String,
+        /// The slice.
+        slice: String,
+        /// Its adapter.
+        adapter: String,
+        /// What the adapter said.
+        #[source]
+        detail: Cause,
+    },
 }
 
 impl ReconcileError for SliceError {
     fn reason(&self) -> &'static str {
         match self {
             SliceError::Store(_) => "StoreFailed",
-            SliceError::Waiting { .. } => "ServerUnavailable",
+            SliceError::Waiting { .. } | SliceError::Unreachable { .. } => "ServerUnavailable",
         }
     }
 }
@@ -555,9 +570,24 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             }
             let dropped = match self.effects().teardown(&spec).await {
                 Ok(()) => true,
+                // `--force`: a server that does not answer does not hold the world's removal
+                // for ever; what may be left on it is said.
+                Err(SliceFault::Transient(detail)) if world.force_delete => {
+                    self.event(
+                        world,
+                        "slice_failed",
+                        &format!(
+                            "{}: could not reach its {} server to drop slice {} ({detail}); forgotten (--force): drop `{}` on that server when it is back",
+                            row.service, row.adapter, row.name, row.name
+                        ),
+                    );
+                    false
+                }
                 Err(SliceFault::Transient(detail)) => {
-                    return Err(SliceError::Waiting {
+                    return Err(SliceError::Unreachable {
+                        world: world.name.clone(),
                         service: row.service.clone(),
+                        slice: row.name.clone(),
                         adapter: row.adapter.clone(),
                         detail,
                     })

@@ -444,3 +444,36 @@ async fn a_world_whose_managed_server_is_down_says_so_until_it_is_back() {
     reconcile(&h.slice, &h.store, id).await;
     assert_eq!(h.slices_ready(id).status, CondStatus::True);
 }
+
+#[tokio::test]
+async fn a_removed_world_whose_server_never_answers_waits_saying_so_and_force_forgets_it() {
+    let h = h();
+    let id = h.up("w", spec(vec![("db", resource("postgres", None, None))]));
+    h.converge(id).await;
+    assert_eq!(h.fake.on_server().len(), 1);
+    // The server goes away for good.
+    h.fake
+        .inner
+        .lock()
+        .unwrap()
+        .teardown_transient
+        .insert("bk_acme_w_db".into(), u32::MAX);
+    h.store.mark_deleted(id, false).unwrap();
+    reconcile(&h.proc_, &h.store, id).await;
+    let w = world(&h.store, id).unwrap();
+    let err = h.slice.cleanup(&w).await.unwrap_err().to_string();
+    assert!(
+        err.contains("cannot drop slice bk_acme_w_db")
+            && err.contains("`binky remove w --force` forgets the slice"),
+        "{err}"
+    );
+    assert!(h.row(id, "db").is_some(), "forgotten without --force");
+    // `binky remove --force`: forgotten, and the event names what is left where.
+    h.store.mark_deleted(id, true).unwrap();
+    let w = world(&h.store, id).unwrap();
+    assert_eq!(h.slice.cleanup(&w).await.unwrap(), Cleanup::Done);
+    assert!(h.row(id, "db").is_none());
+    assert!(events(&h.store, "w")
+        .iter()
+        .any(|(k, m)| k == "slice_failed" && m.contains("drop `bk_acme_w_db` on that server")));
+}
