@@ -71,6 +71,9 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                     message: sl.message.clone(),
                 };
             }
+            if w.spec.services[name].resource().is_some() {
+                return slice_not_made(name, &conds);
+            }
             let p = procs.iter().find(|p| &p.service == name);
             ServiceView {
                 name: name.clone(),
@@ -104,6 +107,40 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
         services,
         conditions: conds,
     })
+}
+
+/// An adapter service whose slice is not made yet: what the slice and golden controllers say
+/// of it (`db: golden template … failed: …`), so its line is never a silent `pending`.
+fn slice_not_made(name: &str, conds: &[ConditionRow]) -> ServiceView {
+    use binky_controllers::registry::Kind;
+    let prefix = format!("{name}: ");
+    let said = [Kind::Golden, Kind::Slice].iter().find_map(|k| {
+        conds.iter().find(|c| {
+            c.type_ == k.condition()
+                && c.status != CondStatus::True
+                && c.message.starts_with(&prefix)
+        })
+    });
+    let failed = said.is_some_and(|c| c.reason.ends_with("Failed"));
+    ServiceView {
+        name: name.to_owned(),
+        state: if failed { "failed" } else { "pending" }.to_owned(),
+        ready: false,
+        pid: None,
+        ports: Default::default(),
+        url: None,
+        restarts: 0,
+        last_exit: None,
+        message: said
+            .map(|c| {
+                c.message[prefix.len()..]
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .unwrap_or_default(),
+    }
 }
 
 fn ports_text(s: &ServiceView) -> String {
