@@ -24,7 +24,6 @@ use binky_controllers::store::{Store, StoreError, World};
 use binky_controllers::tokens::Tokens;
 use petgraph::graphmap::DiGraphMap;
 
-use crate::adapters::AdapterError;
 use crate::check::Finding;
 use crate::config::{self, Loaded};
 
@@ -55,17 +54,6 @@ pub enum Invalid {
         /// Admission's reason.
         reason: String,
     },
-    /// A resource service names an adapter binky cannot find.
-    #[error("{}: services.{service}: {source}", path.display())]
-    Adapter {
-        /// The file.
-        path: PathBuf,
-        /// The service.
-        service: String,
-        /// The registry's answer.
-        #[source]
-        source: AdapterError,
-    },
     /// Errors `binky check` reports (an inline credential, `${self.port}` without a port).
     #[error("{}", render(path, findings))]
     Check {
@@ -87,21 +75,24 @@ fn render(path: &Path, findings: &[Finding]) -> String {
 /// Parse and check a `binky.toml` the way `binky up` does: syntax and keys, names, cycles,
 /// groups, adapters binky can find. The error names the file (and line and key).
 pub fn validate(text: &str, path: &Path, group: Option<&str>) -> Result<Loaded, Invalid> {
-    let loaded = config::parse(text, path)?;
+    let mut loaded = config::parse(text, path)?;
     if let Verdict::Deny { reason } = admission::check_spec(&loaded.spec, group) {
         return Err(Invalid::Denied {
             path: path.to_owned(),
             reason,
         });
     }
+    // An adapter that is not found is not refused (binky 0.1.2 looked it up only when the
+    // world came up, and it may be installed after the file is written): it is said, and
+    // the service's slice fails naming it until it is found.
     let registry = crate::adapters::Registry::default();
     for name in loaded.spec.selected(group) {
         if let Some(r) = loaded.spec.services[&name].resource() {
             if let Err(source) = registry.get(&r.adapter) {
-                return Err(Invalid::Adapter {
-                    path: path.to_owned(),
-                    service: name,
-                    source,
+                loaded.warnings.push(config::Warning {
+                    key: format!("services.{name}.adapter"),
+                    line: None,
+                    message: format!("{source}; the slice of `{name}` fails until it is found"),
                 });
             }
         }

@@ -59,8 +59,15 @@ impl Finding {
     }
 }
 
-/// The line of `key` inside `[services.<service>]` (or of the table itself).
+/// The line of `key` inside `[services.<service>]` (or of the table itself when `key` is
+/// empty or not written there).
 fn line_of(text: &str, service: &str, key: &str) -> Option<usize> {
+    key_line(text, service, key).or_else(|| key_line(text, service, ""))
+}
+
+/// The line of `key` inside `[services.<service>]` or its subtables (`[services.api.env]`),
+/// or of the table itself when `key` is empty; `None` when it is not written there.
+fn key_line(text: &str, service: &str, key: &str) -> Option<usize> {
     let header = format!("[services.{service}]");
     let mut inside = false;
     let mut table_line = None;
@@ -84,12 +91,28 @@ fn line_of(text: &str, service: &str, key: &str) -> Option<usize> {
                 .unwrap_or("")
                 .trim()
                 .trim_matches('"');
-            if k == key {
+            // `KEY = …`, or `KEY` inside an inline table on this line (`env = { KEY = … }`).
+            let inline = line.contains('{')
+                && line[line.find('{').unwrap_or(0)..]
+                    .split([',', '{'])
+                    .any(|part| {
+                        part.split('=')
+                            .next()
+                            .unwrap_or("")
+                            .trim()
+                            .trim_matches('"')
+                            == key
+                    });
+            if k == key || inline {
                 return Some(i + 1);
             }
         }
     }
-    table_line
+    if key.is_empty() {
+        table_line
+    } else {
+        None
+    }
 }
 
 /// Every finding for a file's text.
@@ -115,7 +138,7 @@ pub fn check(text: &str, path: &Path) -> Vec<Finding> {
                     level: Level::Warning,
                     code: "config",
                     key: w.key.clone(),
-                    line: None,
+                    line: w.line,
                     message: w.message.clone(),
                     fix: String::new(),
                 })
@@ -153,7 +176,9 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
         let mut find = |level, code, key: String, message: String, fix: String| {
             let last = key.rsplit('.').next().unwrap_or("").to_owned();
             let field = key.split('.').nth(2).unwrap_or("").to_owned();
-            let line = line_of(text, name, &last).or_else(|| line_of(text, name, &field));
+            let line = key_line(text, name, &last)
+                .or_else(|| key_line(text, name, &field))
+                .or_else(|| line_of(text, name, ""));
             out.push(Finding {
                 level,
                 code,
@@ -181,9 +206,12 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
             ServiceKind::Process(p) => (&p.env, None),
             ServiceKind::Resource(r) => (&r.env, r.admin_url.as_deref()),
         };
+        // A warning, not a refusal, as in binky 0.1.2: an admin address of a local server
+        // (`postgres://postgres:postgres@localhost`) is common and running it is no less
+        // safe than refusing a file that is already committed.
         if let Some(kind) = admin.and_then(credential_kind) {
             find(
-                Level::Error,
+                Level::Warning,
                 "inline-credential",
                 format!("services.{name}.admin_url"),
                 format!("holds {kind}: binky.toml is committed and every worktree carries it"),
@@ -236,16 +264,6 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
                         Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t) => texts.push(t),
                     }
                 }
-                let labels = p.port_labels();
-                if labels.is_empty() && texts.iter().any(|t| t.contains("${self.port}")) {
-                    find(
-                        Level::Error,
-                        "self-port-without-port",
-                        format!("services.{name}.cmd"),
-                        "uses ${self.port}, but the service asks for no port, so it would get the text `${self.port}`".into(),
-                        "give it a port: url = true (served through the proxy) or ports = [\"http\"]".into(),
-                    );
-                }
                 let uses_port =
                     |t: &str| t.contains("${self.") || t.contains("$PORT") || t.contains("${PORT");
                 if p.url.is_some() && !texts.iter().any(|t| uses_port(t)) {
@@ -272,13 +290,24 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
                 }
             }
             ServiceKind::Resource(r) => {
-                if let Err(e) = registry.get(&r.adapter) {
+                // An external adapter may be installed after the file is written (binky
+                // 0.1.2 looked it up only when the world came up): the world runs, and this
+                // service's slice fails saying what to install until it is there.
+                if registry.get(&r.adapter).is_err() {
+                    let base = r.adapter.split('@').next().unwrap_or(&r.adapter);
+                    let near = registry
+                        .builtin_names()
+                        .into_iter()
+                        .find(|b| crate::config::edit_distance(b, base) <= 2);
                     find(
-                        Level::Error,
+                        Level::Warning,
                         "unknown-adapter",
                         format!("services.{name}.adapter"),
-                        e.to_string(),
-                        format!("use a built-in adapter (postgres, redis, valkey) or install binky-adapter-{} on PATH", r.adapter),
+                        format!("no adapter `{base}`: not built in and no `binky-adapter-{base}` on PATH; `binky up` runs the world, and the slice of `{name}` fails until it is found"),
+                        match near {
+                            Some(b) => format!("did you mean adapter = \"{b}\"? Else install binky-adapter-{base} on the PATH of `binky up`"),
+                            None => format!("install binky-adapter-{base} on the PATH of `binky up`, or use a built-in adapter ({})", registry.builtin_names().join(", ")),
+                        },
                     );
                 } else if r.clone_from.is_some()
                     && crate::adapters::can_clone_statically(&r.adapter) == Some(false)
@@ -446,12 +475,17 @@ mod tests {
     const HEAD: &str = "[project]\nname = \"p\"\n";
 
     #[test]
-    fn self_port_without_a_port() {
+    fn self_port_without_a_port_is_a_warning_on_the_key_that_says_it() {
+        // binky 0.1.2 runs it; binky gives the service the port it names, and says so.
         let bad = format!("{HEAD}\n[services.w]\ncmd = \"run --port ${{self.port}}\"\n");
-        assert_eq!(
-            codes(&bad),
-            vec![("self-port-without-port", Level::Error, Some(5))]
+        assert_eq!(codes(&bad), vec![("config", Level::Warning, Some(5))]);
+        let bad = format!(
+            "{HEAD}\n[services.w]\ncmd = \"run\"\nenv = {{ A = \"1\", P = \"${{self.port}}\" }}\n"
         );
+        let f = check(&bad, Path::new("binky.toml"));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].key, "services.w.env.P");
+        assert_eq!(f[0].line, Some(6));
         let good = format!(
             "{HEAD}\n[services.w]\ncmd = \"run --port ${{self.port}}\"\nports = [\"http\"]\n"
         );
@@ -469,8 +503,16 @@ mod tests {
             3,
             "{c:?}"
         );
+        // In admin_url a warning (binky 0.1.2 warned too), in env an error.
         assert!(
-            c.contains(&("inline-credential", Level::Error, Some(6))),
+            c.contains(&("inline-credential", Level::Warning, Some(6))),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.iter()
+                .filter(|x| x.0 == "inline-credential" && x.1 == Level::Error)
+                .count(),
+            2,
             "{c:?}"
         );
         let good = format!(
@@ -503,11 +545,25 @@ mod tests {
     }
 
     #[test]
-    fn unknown_adapters() {
+    fn unknown_adapters_are_a_warning_with_the_fix() {
+        // An external adapter may be installed after the file is written.
         let bad = format!("{HEAD}\n[services.db]\nadapter = \"nosuchdb-xyz\"\n");
         assert_eq!(
             codes(&bad),
-            vec![("unknown-adapter", Level::Error, Some(5))]
+            vec![("unknown-adapter", Level::Warning, Some(5))]
+        );
+        let f = check(&bad, Path::new("binky.toml"));
+        assert!(
+            f[0].fix
+                .starts_with("install binky-adapter-nosuchdb-xyz on the PATH"),
+            "{f:?}"
+        );
+        // A near miss of a built-in name says which.
+        let typo = format!("{HEAD}\n[services.db]\nadapter = \"postgress\"\n");
+        let f = check(&typo, Path::new("binky.toml"));
+        assert!(
+            f[0].fix.starts_with("did you mean adapter = \"postgres\"?"),
+            "{f:?}"
         );
         let good = format!("{HEAD}\n[services.db]\nadapter = \"valkey\"\n");
         assert!(codes(&good).is_empty());

@@ -224,8 +224,60 @@ impl Process {
         if self.url.is_some() {
             return vec![String::new()];
         }
-        Vec::new()
+        self.implicit_ports()
     }
+
+    /// The ports a service that declares neither `ports` nor `url` uses anyway: its
+    /// `${self.port}` (or `${self.url}`) is a primary port, its `${self.LABEL}` a named one,
+    /// in the order its `cmd`, `setup`, `workdir`, `health` and `env` first name them.
+    /// binky 0.1.2 left such a token unresolved and the process died on its own arguments;
+    /// here it gets the port it asks for (`binky check` warns, naming where).
+    pub fn implicit_ports(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (_, text) in self.token_fields() {
+            for label in self_references(text) {
+                if !out.contains(&label) {
+                    out.push(label);
+                }
+            }
+        }
+        // The primary port comes first, as a declared one would.
+        if let Some(i) = out.iter().position(String::is_empty) {
+            let primary = out.remove(i);
+            out.insert(0, primary);
+        }
+        out
+    }
+}
+
+/// The port labels `${self.…}` tokens in `text` name: `port`, `url` and `proxy_url` the
+/// primary port (label `""`), anything else a named port.
+pub fn self_references(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${self.") {
+        let after = &rest[start + 7..];
+        let Some(end) = after.find('}') else { break };
+        let attr = &after[..end];
+        let label = match attr {
+            "port" | "url" | "proxy_url" => String::new(),
+            l if !l.is_empty()
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+            {
+                l.to_owned()
+            }
+            _ => {
+                rest = &after[end + 1..];
+                continue;
+            }
+        };
+        if !out.contains(&label) {
+            out.push(label);
+        }
+        rest = &after[end + 1..];
+    }
+    out
 }
 
 /// `url = true | "label" | { port_label = "subdomain" }`.
@@ -632,6 +684,32 @@ mod tests {
         let cycle = s.start_order().unwrap_err();
         assert_eq!(cycle.0.first(), cycle.0.last());
         assert_eq!(cycle.0.len(), 4, "{cycle}");
+    }
+
+    #[test]
+    fn a_service_without_ports_or_url_gets_the_ports_its_tokens_name() {
+        let mut svc = process("run --grpc ${self.grpc}", &[]);
+        let ServiceKind::Process(p) = &mut svc.kind else {
+            unreachable!()
+        };
+        assert_eq!(p.port_labels(), vec!["grpc"]);
+        p.env
+            .insert("SELF".into(), "http://localhost:${self.port}".into());
+        // The primary port first, then the named ones in the order they appear.
+        assert_eq!(p.port_labels(), vec!["", "grpc"]);
+        // Declared ports win: the tokens ask for nothing more.
+        p.ports = Some(vec!["http".into()]);
+        assert_eq!(p.port_labels(), vec!["http"]);
+        p.ports = None;
+        p.url = Some(UrlSpec::Service);
+        assert_eq!(p.port_labels(), vec![""]);
+        // `${self.url}` asks for the primary port; `${worktree}` and `${env.X}` for none.
+        let svc = process(
+            "serve ${self.url} ${worktree} ${env.X} ${self.} ${self.a b}",
+            &[],
+        );
+        assert_eq!(svc.port_labels(), vec![""]);
+        assert!(process("worker ${worktree}", &[]).port_labels().is_empty());
     }
 
     #[test]

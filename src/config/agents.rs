@@ -23,9 +23,9 @@ impl Cx<'_> {
                     if !declared.contains(&name) {
                         // binky 0.1.2 runs such a file: a name that matches nothing is
                         // kept (it exposes nothing) and said, not refused.
-                        let _ = span;
                         let known: Vec<&str> = declared.iter().map(String::as_str).collect();
-                        self.warn(
+                        self.warn_at(
+                            span,
                             "agents.expose",
                             format!(
                                 "unknown service `{name}` exposes nothing; services: {}",

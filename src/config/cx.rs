@@ -30,7 +30,8 @@ pub(super) fn join(path: &str, key: &str) -> String {
 }
 
 /// Edit distance, for "did you mean".
-fn distance(a: &str, b: &str) -> usize {
+/// The edit distance between `a` and `b` (insertions, deletions, substitutions).
+pub fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
@@ -82,6 +83,17 @@ impl Cx<'_> {
     pub(super) fn warn(&mut self, key: &str, message: impl Into<String>) {
         self.warnings.push(Warning {
             key: key.to_owned(),
+            line: None,
+            message: message.into(),
+        });
+    }
+
+    /// A warning about the key at `span`.
+    pub(super) fn warn_at(&mut self, span: Range<usize>, key: &str, message: impl Into<String>) {
+        let line = Some(self.position(span.start).0);
+        self.warnings.push(Warning {
+            key: key.to_owned(),
+            line,
             message: message.into(),
         });
     }

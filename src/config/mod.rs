@@ -28,6 +28,7 @@ use binky_controllers::spec::Spec;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+pub use cx::distance as edit_distance;
 pub use duration::parse_duration;
 pub use project::dns_name_problem;
 use services::DepSpans;
@@ -92,6 +93,8 @@ impl fmt::Display for ConfigErrors {
 pub struct Warning {
     /// Dotted key path.
     pub key: String,
+    /// 1-based line of the key, when known.
+    pub line: Option<usize>,
     /// What and why.
     pub message: String,
 }
@@ -280,7 +283,7 @@ impl Cx<'_> {
             order,
         };
         self.dependency_cycle(&spec, &dep_spans);
-        self.footguns(&spec);
+        self.footguns(&spec, root);
         Some(spec)
     }
 }

@@ -120,7 +120,7 @@ impl Cx<'_> {
                             out.push((k.get_ref().to_string(), k.span()));
                         }
                         if !out.is_empty() {
-                            self.warn(&ppath, "port specs in a `ports` table are not used: binky allocates every port (only the labels count)");
+                            self.warn_at(v.span(), &ppath, "port specs in a `ports` table are not used: binky allocates every port (only the labels count)");
                         }
                         out
                     }
@@ -218,12 +218,27 @@ impl Cx<'_> {
                                 OnUnhealthy::Restart
                             }
                         };
-                        let probe_keys = ["http", "tcp", "cmd"]
-                            .iter()
-                            .filter(|k| h.get(**k).is_some())
-                            .count();
-                        if probes.len() != 1 && !(probe_keys == 1 && self.errors.len() > before) {
-                            self.error(v.span(), &hpath, format!("health needs exactly one of http, tcp, cmd (found {})", probes.len()), Some("e.g. health = { http = \"http://localhost:${self.port}/health\", timeout = \"30s\" }".to_owned()));
+                        let probe_keys: Vec<&str> = ["http", "tcp", "cmd"]
+                            .into_iter()
+                            .filter(|k| h.get(*k).is_some())
+                            .collect();
+                        if probes.len() > 1 {
+                            // binky 0.1.2 ran such a file, checking the first of http, tcp,
+                            // cmd: so does binky, and says which.
+                            self.warn_at(
+                                v.span(),
+                                &hpath,
+                                format!(
+                                    "has {}: binky checks only `{}` (as binky 0.1.2 did); keep one",
+                                    probe_keys.join(" and "),
+                                    probe_keys[0]
+                                ),
+                            );
+                        }
+                        if probes.is_empty()
+                            && !(probe_keys.len() == 1 && self.errors.len() > before)
+                        {
+                            self.error(v.span(), &hpath, "health needs one of http, tcp, cmd", Some("e.g. health = { http = \"http://localhost:${self.port}/health\", timeout = \"30s\" }".to_owned()));
                             None
                         } else {
                             probes.into_iter().next().map(|probe| Health {

@@ -46,17 +46,24 @@ impl Cx<'_> {
                 None
             }
         };
-        if let Some(n) = &name {
-            let ok = n.len() <= 63
-                && n.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                && !n.starts_with(['-', '.'])
-                && !n.ends_with(['-', '.']);
-            if !ok {
-                let span = Self::span_of(t, "name", span.clone());
-                self.error(span, "project.name", format!("invalid project name `{n}`: it becomes part of hostnames and database names"), Some("use letters, digits, `-`, `_` or `.`, at most 63 characters, e.g. \"acme\"".to_owned()));
+        let name = name.and_then(|n| {
+            if project_name_ok(&n) {
+                return Some(n);
             }
-        }
+            let span = Self::span_of(t, "name", span.clone());
+            match slug(&n) {
+                // binky 0.1.2 ran a project named `My App`: so does binky, under a name that
+                // fits hostnames and database names, and says which.
+                Some(s) => {
+                    self.warn_at(span, "project.name", format!("`{n}` cannot be part of hostnames and database names as written: binky calls the project `{s}` (URLs `*.{s}.localhost`); write name = \"{s}\" to say so"));
+                    Some(s)
+                }
+                None => {
+                    self.error(span, "project.name", format!("invalid project name `{n}`: it becomes part of hostnames and database names"), Some("use letters, digits, `-`, `_` or `.`, at most 63 characters, e.g. \"acme\"".to_owned()));
+                    None
+                }
+            }
+        });
         let domain = self.string(t, "project", "domain");
         if let Some(why) = domain.as_deref().and_then(dns_name_problem) {
             let d = domain.as_deref().unwrap_or("");
@@ -179,4 +186,31 @@ pub fn dns_name_problem(name: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// A project name usable as it is: letters, digits, `-`, `_`, `.`, at most 63, not starting
+/// or ending with `-` or `.`.
+fn project_name_ok(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 63
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !n.starts_with(['-', '.'])
+        && !n.ends_with(['-', '.'])
+}
+
+/// `My App` → `my-app`: lower case, each run of other characters one `-`, at most 63; `None`
+/// when nothing usable is left (a name of only punctuation or non-ASCII letters).
+fn slug(n: &str) -> Option<String> {
+    let mut out = String::new();
+    for c in n.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let out: String = out.trim_end_matches('-').chars().take(63).collect();
+    let out = out.trim_end_matches('-').to_owned();
+    project_name_ok(&out).then_some(out)
 }

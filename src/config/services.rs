@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-use binky_controllers::spec::{Probe, Service, ServiceKind, Spec};
+use binky_controllers::spec::{Service, ServiceKind, Spec};
 
 use super::cx::join;
 use super::defaults::Defaults;
@@ -83,11 +83,11 @@ impl Cx<'_> {
                 );
             }
             if has_adapter && PROCESS_KEYS.contains(&key) && !RESOURCE_SHARED_KEYS.contains(&key) {
-                self.error(
+                // binky 0.1.2 accepted and ignored these: the file runs, and says so.
+                self.warn_at(
                     k.span(),
                     &join(path, key),
-                    format!("`{key}` is only valid on a process service (one with `cmd`)"),
-                    Some("remove it".to_owned()),
+                    format!("`{key}` does nothing on an adapter service (it runs no process; binky 0.1.2 ignored it too): remove it"),
                 );
             }
         }
@@ -157,21 +157,37 @@ impl Cx<'_> {
         }
     }
 
-    /// Non-fatal footguns (the rest of `binky check` builds on these).
-    pub(super) fn footguns(&mut self, spec: &Spec) {
+    /// Non-fatal footguns (the rest of `binky check` builds on these); `root` is the file's
+    /// table, for the lines of the keys they name.
+    pub(super) fn footguns(&mut self, spec: &Spec, root: &Table<'_>) {
         for (name, svc) in &spec.services {
             let path = format!("services.{name}");
             if let Some(p) = svc.process() {
-                if p.ports.as_ref().is_none_or(|p| p.is_empty()) && p.url.is_none() {
-                    let mut sites: Vec<&str> = vec![p.cmd.as_str()];
-                    sites.extend(p.env.values().map(String::as_str));
-                    if let Some(h) = &p.health {
-                        sites.push(match &h.probe {
-                            Probe::Http(s) | Probe::Tcp(s) | Probe::Cmd(s) => s,
-                        });
-                    }
-                    if sites.iter().any(|s| s.contains("${self.")) {
-                        self.warn(&path, format!("`{name}` uses ${{self.…}} but declares neither `ports` nor `url`, so it gets no port and the token stays unresolved; add url = true or ports = [\"http\"]"));
+                // No `ports`, no `url`, but `${self.port}` somewhere: it gets the ports its
+                // tokens name (binky 0.1.2 left the text unresolved), and each place says so.
+                if p.url.is_none() {
+                    for (field, text) in p.token_fields() {
+                        let labels = binky_controllers::spec::self_references(text);
+                        if labels.is_empty() || p.ports.as_ref().is_some_and(|l| !l.is_empty()) {
+                            continue;
+                        }
+                        let key = join(&path, &field);
+                        let span = span_of_field(root, name, &field);
+                        if p.ports.is_some() {
+                            self.warn_at(span, &key, format!("uses ${{self.…}} but `{name}` says ports = []: it gets no port and the token stays as written; name the port: ports = [\"http\"]"));
+                            continue;
+                        }
+                        let named: Vec<String> = labels
+                            .iter()
+                            .map(|l| {
+                                if l.is_empty() {
+                                    "a port".to_owned()
+                                } else {
+                                    format!("port `{l}`")
+                                }
+                            })
+                            .collect();
+                        self.warn_at(span, &key, format!("uses ${{self.…}} but `{name}` declares neither `ports` nor `url`: binky gives it {} of its own (served by no URL); say so with ports = [\"{}\"], or url = true to serve it through the proxy", named.join(" and "), labels.iter().find(|l| !l.is_empty()).map_or("http", String::as_str)));
                     }
                 }
             }
@@ -184,4 +200,31 @@ impl Cx<'_> {
             }
         }
     }
+}
+
+/// Where `services.<service>.<field>` is written (`env.NAME` inside its `env` table), for a
+/// finding's line; the start of the file when it cannot be found.
+fn span_of_field(root: &Table<'_>, service: &str, field: &str) -> Range<usize> {
+    fn table<'t, 'i>(v: &'t super::Value<'i>) -> Option<&'t Table<'i>> {
+        match v.get_ref() {
+            toml::de::DeValue::Table(t) => Some(t),
+            _ => None,
+        }
+    }
+    let Some(svc) = Cx::get(root, "services")
+        .and_then(table)
+        .and_then(|s| Cx::get(s, service))
+        .and_then(table)
+    else {
+        return 0..0;
+    };
+    let (first, rest) = match field.split_once('.') {
+        Some((a, b)) => (a, Some(b)),
+        None => (field, None),
+    };
+    let Some(v) = Cx::get(svc, first) else {
+        return 0..0;
+    };
+    rest.and_then(|r| table(v).and_then(|t| Cx::get(t, r)))
+        .map_or_else(|| v.span(), |x| x.span())
 }

@@ -1,5 +1,7 @@
 //! `binky check` through the real binary, and the same errors refused at `binky up`.
 
+use std::time::Duration;
+
 use crate::harness::*;
 
 const GOOD: &str = r#"
@@ -35,11 +37,16 @@ fn check_passes_a_good_file_and_lists_footguns_with_lines_and_exit_1_on_errors()
     );
     assert!(out.status.success(), "{}", stdout(&out));
     assert!(stdout(&out).contains(": ok"), "{}", stdout(&out));
-    // Footguns: an inline password, a cmd that ignores its port.
+    // Footguns: an inline password in admin_url (a warning, as binky 0.1.2 gave), a token
+    // written into env (an error), a cmd that ignores its port.
     let bad = GOOD
         .replace(
             "${env.PG_ADMIN}",
             "postgres://postgres:hunter2@127.0.0.1:5432/postgres",
+        )
+        .replace(
+            "DATABASE_URL = \"${db.url}\"",
+            "DATABASE_URL = \"${db.url}\", API_TOKEN = \"hunter3-token\"",
         )
         .replace("serve --port ${self.port}", "serve");
     std::fs::write(env.repo.join("bad.toml"), bad.replace("{range}", "")).unwrap();
@@ -47,25 +54,33 @@ fn check_passes_a_good_file_and_lists_footguns_with_lines_and_exit_1_on_errors()
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("bad.toml:8: error: services.db.admin_url"),
+        text.contains("bad.toml:8: warning: services.db.admin_url"),
+        "{text}"
+    );
+    assert!(
+        text.contains("bad.toml:14: error: services.api.env.API_TOKEN"),
         "{text}"
     );
     assert!(text.contains("warning: services.api.cmd"), "{text}");
     assert!(
-        !text.contains("hunter2"),
+        !text.contains("hunter2") && !text.contains("hunter3"),
         "the check printed the password: {text}"
     );
     let out = env.binky(&["check", "bad.toml", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], false);
     assert_eq!(v["errors"], 1);
-    let codes: Vec<&str> = v["findings"]
+    let mut codes: Vec<&str> = v["findings"]
         .as_array()
         .unwrap()
         .iter()
         .map(|f| f["code"].as_str().unwrap())
         .collect();
-    assert_eq!(codes, vec!["ignores-port", "inline-credential"]);
+    codes.sort_unstable();
+    assert_eq!(
+        codes,
+        vec!["ignores-port", "inline-credential", "inline-credential"]
+    );
     // A warning alone does not fail.
     std::fs::write(
         env.repo.join("warn.toml"),
@@ -176,4 +191,86 @@ expose = ["api", "ghost"]
     assert!(e.contains_key("API_URL"), "{e:?}");
     assert!(!e.contains_key("WEB_URL"), "web is not exposed: {e:?}");
     env.ok(&["remove", "w"]);
+}
+
+/// What binky 0.1.2 ran but binky refused until now runs, with a warning on the key: a
+/// project name with spaces and capitals, `${self.port}` in the env of a service that asks
+/// for no port, a health table with two probes, a process key on an adapter service, an
+/// inline password in `admin_url`.
+#[test]
+fn configs_binky_0_1_2_ran_run_here_with_warnings_on_their_keys() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "My App"
+{{range}}
+
+[services.api]
+cmd = "exec python3 server.py $SELF_PORT"
+env = {{ SELF_PORT = "${{self.port}}" }}
+health = {{ tcp = "${{self.port}}", http = "http://127.0.0.1:${{self.port}}/" }}
+
+[services.web]
+cmd = "{SERVE}"
+url = "web"
+depends_on = ["api"]
+env = {{ API = "${{api.url}}" }}
+
+[services.cache]
+adapter = "nosuchdb"
+admin_url = "postgres://postgres:local-dev-pw@127.0.0.1:1/postgres"
+url = true
+setup = "true"
+"#
+    ));
+    let out = env.binky(&["check"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    for (line, key) in [
+        (3, "project.name"),
+        (8, "services.api.env.SELF_PORT"),
+        (9, "services.api.health"),
+        (19, "services.cache.admin_url"),
+        (20, "services.cache.url"),
+        (21, "services.cache.setup"),
+    ] {
+        assert!(
+            text.contains(&format!("binky.toml:{line}: warning: {key}")),
+            "{key} at line {line}:\n{text}"
+        );
+    }
+    assert!(!text.contains("local-dev-pw"), "{text}");
+    // It runs: `up` is refused nothing; the world is under the slug of its name.
+    let out = env.binky(&["up", "w", "--no-wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("binky calls the project `my-app`"), "{err}");
+    wait_until("api and web to be ready", Duration::from_secs(30), || {
+        let s = env.services("w");
+        ["api", "web"].iter().all(|n| {
+            s.iter()
+                .any(|x| x["name"] == *n && x["ready"].as_bool() == Some(true))
+        })
+    });
+    let status = env.status();
+    assert_eq!(status["worlds"][0]["project"], "my-app", "{status}");
+    // api asked for no port but named `${self.port}`: it has one, and serves on it.
+    let api = env.port_of("w", "api");
+    let seen = served_env(api);
+    assert_eq!(seen["SELF_PORT"], api.to_string());
+    // web reaches it at its direct address; web itself through the proxy of `my-app`.
+    assert_eq!(
+        served_env(env.port_of("w", "web"))["API"],
+        format!("http://localhost:{api}")
+    );
+    let page = env.ok(&["curl", "w", "web", "/"]);
+    assert!(
+        page.contains(&format!(
+            "host: web.w.my-app.localhost:{}",
+            env.proxy_port()
+        )),
+        "{page}"
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
 }

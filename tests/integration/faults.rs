@@ -387,18 +387,47 @@ shared = true
         "{}",
         stderr(&out)
     );
-    env.write_config(
-        "[project]\nname = \"later\"\n{range}\n\n[services.db]\nadapter = \"nosuchdb\"\n",
+}
+
+#[test]
+fn an_adapter_not_on_path_runs_the_world_and_its_slice_says_what_to_install() {
+    // binky 0.1.2 looked an external adapter up only when the world came up: its configs
+    // with `adapter = "fake"` run, and so do they here, saying what is missing.
+    let env = Env::new(
+        "[project]\nname = \"later\"\n{range}\n\n[services.db]\nadapter = \"nosuchdb\"\n\n[services.api]\ncmd = \"exec sleep 600\"\n",
     );
-    env.git(&["commit", "-qam", "adapter"]);
     let out = env.binky(&["up", "w"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
-        err.contains("no adapter `nosuchdb`") && err.contains("binky-adapter-nosuchdb"),
+        err.contains("warning: services.db.adapter") && err.contains("binky-adapter-nosuchdb"),
         "{err}"
     );
-    assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
+    // The world was written and runs what it can; the slice names what to install.
+    let status = env.status();
+    let world = &status["worlds"][0];
+    assert_eq!(world["name"], "w", "{status}");
+    let db = world["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "db")
+        .unwrap()
+        .clone();
+    assert!(
+        db["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("binky-adapter-nosuchdb"),
+        "{db}"
+    );
+    wait_until(
+        "api to start beside the failed slice",
+        Duration::from_secs(30),
+        || env.pid_of("w", "api").is_some(),
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
 }
 
 #[test]
