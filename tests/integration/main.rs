@@ -6,6 +6,7 @@ mod agents;
 mod bootstrap;
 mod check;
 mod clickhouse_server;
+mod compat_012;
 mod daemon;
 mod env_tokens;
 mod example;
