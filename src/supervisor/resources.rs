@@ -137,15 +137,16 @@ fn probe_systemd_run(program: &std::path::Path) -> Result<(), String> {
     }
 }
 
-/// What a person reads when nothing enforces limits.
+/// How to get limits enforced.
+pub const FIX: &str = "run binky's daemon as root, or where cgroups are delegated to it or `systemd-run --user --scope` works (a systemd user session), or remove `limits`";
+
+/// Why nothing enforces limits.
 fn nothing_enforces(no_cgroups: &str, systemd: &str) -> String {
-    format!(
-        "no cgroup binky can use ({no_cgroups}), and {systemd}; run binky's daemon as root, or in a systemd session where `systemd-run --scope` works, or remove `limits`"
-    )
+    format!("no cgroup binky can use ({no_cgroups}), and {systemd}")
 }
 
 /// What enforces limits on this machine, as `binky check` and `binky up` see it (creating
-/// nothing), and why nothing does when nothing does.
+/// nothing), and why nothing does when nothing does (the fix is [`FIX`]).
 pub fn look(tag: &str) -> (Mechanism, String) {
     match find_tree(tag, Mode::Look) {
         Ok(Tree::V2 { .. }) => (Mechanism::CgroupV2, String::new()),
@@ -236,9 +237,13 @@ impl Resources {
         systemd_args(&self.systemd_run, limits)
     }
 
-    /// Why nothing enforces limits (`cgroup_error`: why binky's own cgroup failed this time).
+    /// Why nothing enforces limits, and the fix (`cgroup_error`: why binky's own cgroup
+    /// failed this time).
     pub fn nothing_enforces(&self, cgroup_error: Option<&str>, systemd: &str) -> String {
-        nothing_enforces(cgroup_error.unwrap_or(&self.no_cgroups), systemd)
+        format!(
+            "{}; {FIX}",
+            nothing_enforces(cgroup_error.unwrap_or(&self.no_cgroups), systemd)
+        )
     }
 
     /// What the process group `pgid` uses, from `/proc` (without a cgroup to read).
@@ -309,7 +314,10 @@ mod tests {
             why.starts_with("no cgroup binky can use (cgroup v1: nope)"),
             "{why}"
         );
-        assert!(why.contains("remove `limits`"), "{why}");
+        assert!(
+            why.ends_with("cannot run: No such file or directory (os error 2)"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -272,13 +272,13 @@ fn v1_dir(seen: &Seen<'_>, controller: &str) -> Result<PathBuf, String> {
         .memberships
         .iter()
         .find(|m| m.controllers.iter().any(|c| c == controller))
-        .ok_or_else(|| format!("no cgroup v1 {controller} hierarchy"))?;
+        .ok_or_else(|| format!("no {controller} hierarchy"))?;
     seen.mounts
         .iter()
         .filter(|m| !m.v2 && under(seen.only_under, m))
         .filter(|m| m.controllers.iter().any(|c| c == controller))
         .find_map(|m| own_dir(m, &own.path))
-        .ok_or_else(|| format!("the cgroup v1 {controller} hierarchy is not mounted"))
+        .ok_or_else(|| format!("the {controller} hierarchy is not mounted"))
 }
 
 /// The v1 tree under this process's memory and cpu cgroups, or why not.
@@ -535,7 +535,7 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("(it has: hugetlb)"), "{why}");
-        assert!(why.contains("no cgroup v1 cpu hierarchy"), "{why}");
+        assert!(why.contains("cgroup v1: no cpu hierarchy"), "{why}");
         // Only mounts under BINKY_CGROUP_ROOT count.
         let elsewhere = tempfile::tempdir().unwrap();
         let s = Seen {
