@@ -57,6 +57,8 @@ pub(super) struct UsageView {
     pub(super) memory_bytes: u64,
     /// CPU over the last few seconds, in percent of one core.
     pub(super) cpu_percent: f64,
+    /// When it was sampled (ms since the epoch; a world's: its latest service's).
+    pub(super) sampled_at: Option<i64>,
 }
 
 impl UsageView {
@@ -131,6 +133,7 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                     Some(UsageView {
                         memory_bytes: r.memory_bytes?,
                         cpu_percent: r.cpu_percent.unwrap_or(0.0),
+                        sampled_at: r.sampled_at,
                     })
                 });
             ServiceView {
@@ -159,6 +162,7 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     let usage = (!used.is_empty()).then(|| UsageView {
         memory_bytes: used.iter().map(|u| u.memory_bytes).sum(),
         cpu_percent: used.iter().map(|u| u.cpu_percent).sum(),
+        sampled_at: used.iter().filter_map(|u| u.sampled_at).max(),
     });
     Ok(WorldView {
         project: w.project.clone(),

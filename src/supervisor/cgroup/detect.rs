@@ -148,8 +148,9 @@ pub enum Mode {
     Look,
 }
 
-/// The directory of this process's cgroup in `mount`, when the mount shows it.
-fn own_dir(mount: &Mount, path: &str) -> Option<PathBuf> {
+/// The directory of the cgroup at `path` (a membership's) in `mount`, when the mount
+/// shows it.
+pub fn own_dir(mount: &Mount, path: &str) -> Option<PathBuf> {
     let root = mount.root.trim_end_matches('/');
     let rel = path.strip_prefix(root)?;
     if !rel.is_empty() && !rel.starts_with('/') {
