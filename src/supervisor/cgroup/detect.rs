@@ -230,6 +230,16 @@ fn v2(seen: &Seen<'_>, tag: &str, mode: Mode) -> Result<Tree, String> {
     let fail = |why: String| format!("cgroup v2 ({}): {why}", dir.display());
     if mode == Mode::Look {
         writable(&dir).map_err(fail)?;
+        // The controllers can be handed down only by a cgroup without processes of its own
+        // (or with this one alone, which would move out of the way).
+        let procs = words(&dir.join("cgroup.procs"));
+        let handed = has_both(&words(&dir.join("cgroup.subtree_control")));
+        let alone = procs.iter().all(|p| *p == seen.pid.to_string());
+        if !handed && !alone {
+            return Err(fail(
+                "other processes share this cgroup, so it cannot hand the memory and cpu controllers down".to_owned(),
+            ));
+        }
         return Ok(Tree::V2 { home });
     }
     if let Err(e) = enable_controllers(&dir) {
@@ -461,6 +471,17 @@ mod tests {
             std::fs::read_to_string(home.join("cgroup.subtree_control")).unwrap(),
             "+memory +cpu"
         );
+        // Looking at a cgroup that holds other processes and hands nothing down: not usable.
+        let fs = Fake::new();
+        fs.file("v2/s/cgroup.controllers", "cpu memory\n");
+        fs.file("v2/s/cgroup.subtree_control", "");
+        fs.file("v2/s/cgroup.procs", "1\n4242\n");
+        let mounts = fs.mountinfo(&[("v2", "cgroup2", "rw")]);
+        let me = parse_memberships("0::/s\n");
+        let why = v2(&seen(&me, &mounts), "t1", Mode::Look).unwrap_err();
+        assert!(why.contains("other processes share this cgroup"), "{why}");
+        fs.file("v2/s/cgroup.procs", "4242\n");
+        assert!(v2(&seen(&me, &mounts), "t1", Mode::Look).is_ok());
     }
 
     #[test]
