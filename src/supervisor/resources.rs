@@ -177,7 +177,12 @@ impl Resources {
     /// Find this machine's means for the home tagged `tag` (creating `binky-<tag>`).
     pub fn detect(tag: &str) -> Resources {
         let (cgroups, no_cgroups) = match find_tree(tag, Mode::Create) {
-            Ok(tree) => (Some(Cgroups::new(tree)), String::new()),
+            // Made to prove it can be; made again by the first spawn.
+            Ok(tree) => {
+                let c = Cgroups::new(tree);
+                c.tidy();
+                (Some(c), String::new())
+            }
             Err(why) => (None, why),
         };
         match &cgroups {

@@ -38,39 +38,6 @@ macro_rules! needs_cgroups {
     };
 }
 
-/// Where this process's cgroups are, one per mounted hierarchy (the daemon the tests start
-/// is in the same ones, and makes `binky-<tag>` there).
-fn own_dirs() -> Vec<PathBuf> {
-    let mounts = parse_mounts(&std::fs::read_to_string("/proc/self/mountinfo").unwrap());
-    let me = parse_memberships(&std::fs::read_to_string("/proc/self/cgroup").unwrap());
-    let mut dirs = Vec::new();
-    for m in &mounts {
-        for c in &me {
-            let same = if m.v2 {
-                c.controllers.is_empty()
-            } else {
-                c.controllers.iter().any(|x| m.controllers.contains(x))
-            };
-            if let Some(d) = own_dir(m, &c.path).filter(|_| same) {
-                dirs.push(d);
-            }
-        }
-    }
-    dirs.sort();
-    dirs.dedup();
-    dirs
-}
-
-/// This home's cgroup directories (`binky-<tag>`) that exist.
-fn home_cgroups(env: &Env) -> Vec<PathBuf> {
-    let name = format!("binky-{}", home_tag(&env.home));
-    own_dirs()
-        .into_iter()
-        .map(|d| d.join(&name))
-        .filter(|d| d.is_dir())
-        .collect()
-}
-
 /// The directories of the cgroup of `pid`, by controller (`memory`, `cpu`, `cpuacct`, or
 /// `` for v2).
 fn cgroup_of(pid: u32) -> Vec<(String, PathBuf)> {
@@ -178,7 +145,7 @@ cmd = "sleep 600"
     );
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
-    assert_eq!(home_cgroups(&env), Vec::<PathBuf>::new());
+    assert_eq!(env.home_cgroups(), Vec::<PathBuf>::new());
 }
 
 #[test]
@@ -317,11 +284,11 @@ setup = "true"
     for leaf in &leaves {
         assert!(!leaf.exists(), "{} left after down", leaf.display());
     }
-    assert_eq!(home_cgroups(&env), Vec::<PathBuf>::new(), "after down");
+    assert_eq!(env.home_cgroups(), Vec::<PathBuf>::new(), "after down");
     env.ok(&["up", "w"]);
-    assert!(!home_cgroups(&env).is_empty());
+    assert!(!env.home_cgroups().is_empty());
     env.ok(&["remove", "w", "--force"]);
-    assert_eq!(home_cgroups(&env), Vec::<PathBuf>::new(), "after remove");
+    assert_eq!(env.home_cgroups(), Vec::<PathBuf>::new(), "after remove");
     env.assert_nothing_left(&["w"]);
 }
 
@@ -401,7 +368,7 @@ limits = { memory = "256M" }
                 .is_some_and(|m| m > 0)
         },
     );
-    assert_eq!(home_cgroups(&env), Vec::<PathBuf>::new(), "no cgroup made");
+    assert_eq!(env.home_cgroups(), Vec::<PathBuf>::new(), "no cgroup made");
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
