@@ -448,6 +448,40 @@ pub fn unset_env_refs(
     out
 }
 
+/// Services whose `limits` this machine cannot enforce (`look`: what enforces them here
+/// and, when nothing does, why): one warning each, since `binky up` runs them anyway.
+pub fn limits_findings(
+    text: &str,
+    loaded: &Loaded,
+    look: impl FnOnce() -> (binky_controllers::process::Mechanism, String),
+) -> Vec<Finding> {
+    let limited: Vec<&String> = loaded
+        .spec
+        .services
+        .iter()
+        .filter(|(_, s)| s.process().is_some_and(|p| p.limits.is_some()))
+        .map(|(n, _)| n)
+        .collect();
+    if limited.is_empty() {
+        return Vec::new();
+    }
+    let (mechanism, why) = look();
+    if mechanism.enforces() {
+        return Vec::new();
+    }
+    limited
+        .into_iter()
+        .map(|name| Finding {
+            level: Level::Warning,
+            code: "limits-not-enforced",
+            key: format!("services.{name}.limits"),
+            line: line_of(text, name, "limits"),
+            message: format!("not enforced on this machine: {why}"),
+            fix: crate::supervisor::resources::FIX.to_owned(),
+        })
+        .collect()
+}
+
 /// Is any finding an error?
 pub fn has_errors(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.level == Level::Error)
@@ -567,6 +601,35 @@ mod tests {
         );
         let good = format!("{HEAD}\n[services.db]\nadapter = \"valkey\"\n");
         assert!(codes(&good).is_empty());
+    }
+
+    #[test]
+    fn limits_this_machine_cannot_enforce_are_a_warning_on_each_service() {
+        use binky_controllers::process::Mechanism;
+        let text = format!(
+            "{HEAD}\n[services.api]\ncmd = \"run\"\nlimits = {{ memory = \"64M\" }}\n\n[services.web]\ncmd = \"run\"\n"
+        );
+        let loaded = config::parse(&text, Path::new("binky.toml")).unwrap();
+        let none = limits_findings(&text, &loaded, || (Mechanism::None, "no cgroup".into()));
+        assert_eq!(none.len(), 1, "{none:?}");
+        let f = &none[0];
+        assert_eq!(
+            (f.code, f.level, f.key.as_str(), f.line),
+            (
+                "limits-not-enforced",
+                Level::Warning,
+                "services.api.limits",
+                Some(6)
+            )
+        );
+        assert_eq!(f.message, "not enforced on this machine: no cgroup");
+        assert!(f.fix.contains("as root"), "{}", f.fix);
+        let enforced = limits_findings(&text, &loaded, || (Mechanism::CgroupV1, String::new()));
+        assert!(enforced.is_empty());
+        // Without limits, the machine is not even looked at.
+        let plain = format!("{HEAD}\n[services.web]\ncmd = \"run\"\n");
+        let loaded = config::parse(&plain, Path::new("binky.toml")).unwrap();
+        assert!(limits_findings(&plain, &loaded, || unreachable!()).is_empty());
     }
 
     #[test]

@@ -117,20 +117,6 @@ pub fn check_spec(spec: &Spec, group: Option<&str>) -> Verdict {
     Verdict::Admit
 }
 
-/// Keys that are accepted but do nothing yet: said out loud at `binky up`.
-pub fn not_yet_enforced(spec: &Spec, group: Option<&str>) -> Vec<String> {
-    let mut out = Vec::new();
-    for name in spec.selected(group) {
-        let svc = &spec.services[&name];
-        if let Some(p) = svc.process() {
-            if p.limits.is_some() {
-                out.push(format!("service `{name}`: `limits` are not enforced yet"));
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ pub mod gate;
 pub mod git;
 pub mod glob;
 pub mod golden;
+pub mod limits;
 pub mod phase;
 pub mod port;
 pub mod process;

@@ -160,7 +160,8 @@ impl Restart {
     }
 }
 
-/// `limits = { cpu = "…", memory = "…" }` (accepted; not enforced yet).
+/// `limits = { cpu = "…", memory = "…" }`, as written; [`Limits::resolve`] reads them
+/// (`crate::limits`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// CPU limit, as written.
@@ -180,7 +181,7 @@ pub struct Process {
     pub workdir: String,
     /// Restart policy (defaults applied).
     pub restart: Restart,
-    /// Resource limits (defaults applied; not enforced yet).
+    /// Resource limits (defaults applied), enforced by the supervisor.
     pub limits: Option<Limits>,
     /// The URL this service is served under, if any.
     pub url: Option<UrlSpec>,

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::port::PortProbe;
 use crate::process::{
-    Exit, Liveness, Marked, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
+    Exit, Liveness, Marked, Mechanism, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError,
+    SpawnSpec, Supervisor, Usage,
 };
 use crate::runtime::{reconcile_one, Controller, KeyBackoff, Trigger};
 use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
@@ -257,6 +258,21 @@ pub struct SupState {
     pub run_code: i32,
     /// Tasks (setup) keep running until a test ends them.
     pub hold_tasks: bool,
+    /// What enforces limits (placements say it), and why not when nothing does.
+    pub mechanism: Mechanism,
+    pub note: String,
+    /// What each service's cgroup (`fake:<world>/<service>`) holds.
+    pub usage: HashMap<String, Usage>,
+    /// Cgroups released, and worlds whose cgroups were released.
+    pub released: Vec<String>,
+    pub released_worlds: Vec<WorldId>,
+}
+
+impl SupState {
+    /// The cgroup the fake puts a service of `world` in.
+    pub fn cgroup(world: WorldId, service: &str) -> String {
+        format!("fake:{world}/{service}")
+    }
 }
 
 impl FakeSupervisor {
@@ -268,6 +284,19 @@ impl FakeSupervisor {
                 p.exit = Some(Exit {
                     code: Some(code),
                     signal: None,
+                });
+            }
+        }
+    }
+
+    /// Make a running service die by `signal`.
+    pub fn kill(&self, service: &str, signal: i32) {
+        let mut s = self.inner.lock().unwrap();
+        for p in s.procs.values_mut() {
+            if p.spec.service == service && p.exit.is_none() {
+                p.exit = Some(Exit {
+                    code: None,
+                    signal: Some(signal),
                 });
             }
         }
@@ -392,6 +421,31 @@ impl Supervisor for FakeSupervisor {
 
     fn token(&self, world: WorldId) -> String {
         format!("tag.{world}.x")
+    }
+
+    fn placement(&self, id: ProcId) -> Placement {
+        let s = self.inner.lock().unwrap();
+        let p = &s.procs[&id].spec;
+        Placement {
+            cgroup: Some(SupState::cgroup(p.world, &p.service)),
+            mechanism: s.mechanism,
+            note: s.note.clone(),
+        }
+    }
+
+    fn usage(&self, cgroup: Option<&str>, _id: Option<ProcId>) -> Option<Usage> {
+        self.inner.lock().unwrap().usage.get(cgroup?).copied()
+    }
+
+    fn release(&self, cgroup: &str) -> bool {
+        let mut s = self.inner.lock().unwrap();
+        s.released.push(cgroup.to_owned());
+        s.usage.remove(cgroup);
+        true
+    }
+
+    fn release_world(&self, world: WorldId, _recorded: &[String]) {
+        self.inner.lock().unwrap().released_worlds.push(world);
     }
 }
 

@@ -35,6 +35,9 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
         findings.extend(check::env_findings(&text, &loaded, &here));
         let dir = file.parent().unwrap_or(std::path::Path::new("."));
         findings.extend(check::golden_findings(&text, &loaded, dir));
+        findings.extend(check::limits_findings(&text, &loaded, || {
+            crate::supervisor::resources::look("check")
+        }));
     }
     let errors = findings.iter().filter(|f| f.level == Level::Error).count();
     let warnings = findings.len() - errors;

@@ -1,6 +1,7 @@
 //! `binky metrics`: a point-in-time JSON snapshot of the home — a superset of binky 0.1.2's
 //! (`worktrees`, `ports_allocated`, `slices`, `admission`), plus the daemon, worlds and
-//! services by state, managed servers and golden templates. Read from the store, so it
+//! services by state, what each world uses (CPU and memory, from its cgroups), limits and
+//! out-of-memory kills, managed servers and golden templates. Read from the store, so it
 //! answers with the daemon down too (`daemon.running: false`).
 
 use std::collections::BTreeMap;
@@ -28,13 +29,26 @@ pub async fn run() -> Result<i32, Failure> {
     let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
     let mut services: BTreeMap<String, u64> = BTreeMap::new();
     let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
+    let (mut memory, mut cpu, mut oom_kills) = (0u64, 0f64, 0u64);
+    let mut usage: Vec<Value> = Vec::new();
     for w in &worlds {
         let v = view(&ctx, w)?;
         *by_state.entry(v.state.clone()).or_default() += 1;
         for s in &v.services {
             service_total += 1;
             restarts += u64::from(s.restarts);
+            oom_kills += s.oom_kills;
             *services.entry(s.state.clone()).or_default() += 1;
+        }
+        if let Some(u) = v.usage {
+            memory += u.memory_bytes;
+            cpu += u.cpu_percent;
+            usage.push(json!({
+                "project": w.project,
+                "world": w.name,
+                "memory_bytes": u.memory_bytes,
+                "cpu_percent": (u.cpu_percent * 10.0).round() / 10.0,
+            }));
         }
         slices += ctx.store.read(|c| store::slices(c, w.id))?.len() as u64;
     }
@@ -70,7 +84,18 @@ pub async fn run() -> Result<i32, Failure> {
             "provisioning": count("starting"),
         },
         "worlds": { "total": worlds.len(), "by_state": by_state },
-        "services": { "total": service_total, "by_state": services, "restarts": restarts },
+        "services": {
+            "total": service_total,
+            "by_state": services,
+            "restarts": restarts,
+            "oom_kills": oom_kills,
+        },
+        // Sampled by the daemon every few seconds: CPU in percent of one core.
+        "usage": {
+            "memory_bytes": memory,
+            "cpu_percent": (cpu * 10.0).round() / 10.0,
+            "worlds": usage,
+        },
         "ports_allocated": ctx.store.read(store::all_ports)?.len(),
         "slices": slices,
         "admission": {

@@ -22,6 +22,53 @@ pub(super) struct ServiceView {
     pub(super) restarts: u32,
     last_exit: Option<String>,
     message: String,
+    /// Its `limits` and what enforces them (only when it has some).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limits: Option<LimitsView>,
+    /// What it uses now (only while it runs and once sampled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) usage: Option<UsageView>,
+    /// Runs the kernel ended for running out of memory.
+    pub(super) oom_kills: u64,
+}
+
+/// A service's limits as status shows them.
+#[derive(Serialize)]
+pub(super) struct LimitsView {
+    /// Memory, in bytes.
+    memory_bytes: Option<u64>,
+    /// CPU, in cores (`0.5`).
+    cpu: Option<f64>,
+    /// `memory 512 MiB, cpu 0.5`.
+    text: String,
+    /// `cgroup-v2`, `cgroup-v1`, `systemd-run`, or `none`; absent until it first started.
+    mechanism: Option<String>,
+    /// They are enforced (`false` until it first started, and where nothing enforces them).
+    enforced: bool,
+    /// Why they are not, when they are not.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    note: String,
+}
+
+/// What a service or a world uses.
+#[derive(Serialize, Clone, Copy, Default)]
+pub(super) struct UsageView {
+    /// Memory in use (working set), in bytes.
+    pub(super) memory_bytes: u64,
+    /// CPU over the last few seconds, in percent of one core.
+    pub(super) cpu_percent: f64,
+    /// When it was sampled (ms since the epoch; a world's: its latest service's).
+    pub(super) sampled_at: Option<i64>,
+}
+
+impl UsageView {
+    fn text(&self) -> String {
+        format!(
+            "cpu {:.0}% · mem {}",
+            self.cpu_percent,
+            binky_controllers::limits::bytes(self.memory_bytes)
+        )
+    }
 }
 
 /// One world as status shows it.
@@ -35,6 +82,9 @@ pub(super) struct WorldView {
     group: Option<String>,
     worktree: Option<WorktreeRow>,
     pub(super) services: Vec<ServiceView>,
+    /// What its services use together (while any runs, once sampled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) usage: Option<UsageView>,
     conditions: Vec<ConditionRow>,
 }
 
@@ -46,6 +96,7 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     let wt = ctx.store.read(|c| store::worktree(c, w.id))?;
     let proxy = ctx.store.read(store::proxy_view)?;
     let slices = ctx.store.read(|c| store::slices(c, w.id))?;
+    let resources = ctx.store.read(|c| store::resources(c, w.id))?;
     let tokens = binky_controllers::env::tokens(w, &ports, &proxy, &slices);
     let selected = w.spec.selected(w.group.as_deref());
     let services = w
@@ -69,12 +120,25 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                     restarts: 0,
                     last_exit: None,
                     message: sl.message.clone(),
+                    limits: None,
+                    usage: None,
+                    oom_kills: 0,
                 };
             }
             if w.spec.services[name].resource().is_some() {
                 return slice_not_made(name, &conds);
             }
             let p = procs.iter().find(|p| &p.service == name);
+            let r = resources.iter().find(|r| &r.service == name);
+            let usage = r
+                .filter(|_| p.is_some_and(|p| p.pid.is_some()))
+                .and_then(|r| {
+                    Some(UsageView {
+                        memory_bytes: r.memory_bytes?,
+                        cpu_percent: r.cpu_percent.unwrap_or(0.0),
+                        sampled_at: r.sampled_at,
+                    })
+                });
             ServiceView {
                 name: name.clone(),
                 state: p
@@ -91,9 +155,18 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                 restarts: p.map(|p| p.restarts).unwrap_or(0),
                 last_exit: p.and_then(|p| p.last_exit.clone()),
                 message: p.map(|p| p.message.clone()).unwrap_or_default(),
+                limits: limits_view(w, name, r),
+                usage,
+                oom_kills: r.map(|r| r.oom_kills).unwrap_or(0),
             }
         })
-        .collect();
+        .collect::<Vec<ServiceView>>();
+    let used: Vec<UsageView> = services.iter().filter_map(|s| s.usage).collect();
+    let usage = (!used.is_empty()).then(|| UsageView {
+        memory_bytes: used.iter().map(|u| u.memory_bytes).sum(),
+        cpu_percent: used.iter().map(|u| u.cpu_percent).sum(),
+        sampled_at: used.iter().filter_map(|u| u.sampled_at).max(),
+    });
     Ok(WorldView {
         project: w.project.clone(),
         name: w.name.clone(),
@@ -105,6 +178,7 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
         group: w.group.clone(),
         worktree: wt,
         services,
+        usage,
         conditions: conds,
     })
 }
@@ -140,7 +214,25 @@ fn slice_not_made(name: &str, conds: &[ConditionRow]) -> ServiceView {
                     .to_owned()
             })
             .unwrap_or_default(),
+        limits: None,
+        usage: None,
+        oom_kills: 0,
     }
+}
+
+/// A process service's limits as written (read), and what its last start found enforces them.
+fn limits_view(w: &World, name: &str, r: Option<&store::ResourceRow>) -> Option<LimitsView> {
+    let limits = w.spec.services.get(name)?.process()?.limits.as_ref()?;
+    let read = limits.resolve().unwrap_or_default();
+    let mechanism = r.map(|r| r.mechanism);
+    Some(LimitsView {
+        memory_bytes: read.memory,
+        cpu: read.cpu_millis.map(|m| f64::from(m) / 1000.0),
+        text: read.to_string(),
+        mechanism: mechanism.map(|m| m.as_str().to_owned()),
+        enforced: mechanism.is_some_and(|m| m.enforces()),
+        note: r.map(|r| r.note.clone()).unwrap_or_default(),
+    })
 }
 
 fn ports_text(s: &ServiceView) -> String {
@@ -163,7 +255,11 @@ fn print_world(v: &WorldView, detail: bool) {
         .as_ref()
         .map(|w| w.path.display().to_string())
         .unwrap_or_default();
-    println!("  {:<20} {:<9} {}", v.name, v.state, path);
+    let used = v
+        .usage
+        .map(|u| format!("  {}", u.text()))
+        .unwrap_or_default();
+    println!("  {:<20} {:<9} {path}{used}", v.name, v.state);
     for s in &v.services {
         let mut line = format!("    {:<12} {:<8}", s.name, s.state);
         line.push_str(&format!(" {:<14}", ports_text(s)));
@@ -176,6 +272,24 @@ fn print_world(v: &WorldView, detail: bool) {
         if s.restarts > 0 {
             line.push_str(&format!("  restarts {}", s.restarts));
         }
+        if detail {
+            if let Some(u) = &s.usage {
+                line.push_str(&format!("  {}", u.text()));
+            }
+        }
+        if let Some(l) = &s.limits {
+            if detail || !l.enforced {
+                let how = match l.mechanism.as_deref() {
+                    _ if l.enforced => format!("by {}", mechanism_label(l)),
+                    Some(_) => "not enforced".to_owned(),
+                    None => "not started yet".to_owned(),
+                };
+                line.push_str(&format!("  limits {} ({how})", l.text));
+            }
+        }
+        if s.oom_kills > 0 {
+            line.push_str(&format!("  out of memory {}×", s.oom_kills));
+        }
         if let Some(e) = &s.last_exit {
             if s.state != "running" || detail {
                 line.push_str(&format!("  last {e}"));
@@ -185,6 +299,9 @@ fn print_world(v: &WorldView, detail: bool) {
             line.push_str(&format!("  — {}", s.message.lines().next().unwrap_or("")));
         }
         println!("{}", line.trim_end());
+        if let Some(l) = s.limits.as_ref().filter(|l| detail && !l.note.is_empty()) {
+            println!("      limits not enforced: {}", l.note);
+        }
     }
     let mut shown_tails: Vec<&str> = Vec::new();
     for c in &v.conditions {
@@ -219,6 +336,10 @@ fn print_world(v: &WorldView, detail: bool) {
             }
         }
     }
+}
+
+fn mechanism_label(l: &LimitsView) -> &'static str {
+    binky_controllers::process::Mechanism::parse(l.mechanism.as_deref().unwrap_or("")).label()
 }
 
 /// `binky status`.

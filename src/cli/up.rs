@@ -219,8 +219,27 @@ pub async fn run(
     for w in &loaded.warnings {
         eprintln!("binky: warning: {}: {}", w.key, w.message);
     }
-    for w in admission::not_yet_enforced(&loaded.spec, group.as_deref()) {
-        eprintln!("binky: warning: {w}");
+    // Limits this machine cannot enforce are said before anything runs (the daemon says it
+    // again in the world's events, from where it runs).
+    let limited: Vec<String> = loaded
+        .spec
+        .selected(group.as_deref())
+        .into_iter()
+        .filter(|n| {
+            loaded.spec.services[n]
+                .process()
+                .is_some_and(|p| p.limits.is_some())
+        })
+        .collect();
+    if !limited.is_empty() {
+        let (mechanism, why) = crate::supervisor::resources::look(&ctx.home.tag());
+        if !mechanism.enforces() {
+            eprintln!(
+                "binky: warning: the limits of {} are not enforced on this machine: {why}\n  fix: {}",
+                limited.join(", "),
+                crate::supervisor::resources::FIX
+            );
+        }
     }
     // What of the caller's environment the world keeps: crate::caller_env says why.
     let (env, not_utf8) = crate::caller_env::world_env(std::env::vars_os());

@@ -1,7 +1,9 @@
 //! `[defaults]`: `workdir`, `restart` and `limits`, and the readers of `restart` and
 //! `limits` a process service shares with it.
 
+use binky_controllers::limits::{parse_cpu, parse_memory, LimitError};
 use binky_controllers::spec::{Limits, Restart};
+use toml::de::DeValue;
 
 use super::cx::join;
 use super::{Cx, Table};
@@ -73,8 +75,35 @@ impl Cx<'_> {
         let t = self.expect_table(v, &path)?;
         self.unknown_keys(t, &path, LIMITS_KEYS);
         Some(Limits {
-            cpu: self.string(t, &path, "cpu"),
-            memory: self.string(t, &path, "memory"),
+            cpu: self.limit(t, &path, "cpu", |s| parse_cpu(s).map(|_| ())),
+            memory: self.limit(t, &path, "memory", |s| parse_memory(s).map(|_| ())),
         })
+    }
+
+    /// One value of `limits`, as written; a value binky cannot read is an error on its key
+    /// that says how to write it. A bare number (`cpu = 0.5`, `memory = 536870912`) is
+    /// taken as if quoted.
+    fn limit(
+        &mut self,
+        table: &Table<'_>,
+        path: &str,
+        key: &str,
+        parse: fn(&str) -> Result<(), LimitError>,
+    ) -> Option<String> {
+        let v = Self::get(table, key)?;
+        let path = join(path, key);
+        let text = match v.get_ref() {
+            DeValue::Integer(_) | DeValue::Float(_) => self
+                .text
+                .get(v.span())
+                .unwrap_or("")
+                .trim()
+                .replace('_', ""),
+            _ => self.string_value(v, &path)?,
+        };
+        if let Err(e) = parse(&text) {
+            self.error(v.span(), &path, e.message, Some(e.fix));
+        }
+        Some(text)
     }
 }

@@ -919,6 +919,43 @@ fn limits_that_is_not_a_table_is_refused() {
     );
 }
 
+#[test]
+fn a_limit_binky_cannot_read_is_an_error_on_its_key_with_how_to_write_it() {
+    let text = with_project(
+        "[defaults]\nlimits = { memory = \"lots\" }\n\n[services.web]\ncmd = \"run\"\nlimits = { cpu = \"half\", memory = \"512M\" }\n",
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    let e = error_at(&errs, "defaults.limits.memory");
+    assert_eq!(e.message, "`lots` is not a size");
+    assert!(fix(e).contains("memory = \"512M\""), "{e:?}");
+    assert_eq!(e.position, Some(pos_of(&text, "\"lots\"")));
+    let e = error_at(&errs, "services.web.limits.cpu");
+    assert_eq!(e.message, "`half` is not a number of cores");
+    assert!(fix(e).contains("cpu = \"0.5\""), "{e:?}");
+}
+
+#[test]
+fn limits_read_as_binky_0_1_2_wrote_them_bare_numbers_too() {
+    let loaded = ok(&with_project(
+        "[services.a]\ncmd = \"run\"\nlimits = { cpu = \"500m\", memory = \"1Gi\" }\n\n[services.b]\ncmd = \"run\"\nlimits = { cpu = 0.5, memory = 536_870_912 }\n",
+    ));
+    let read = |n: &str| {
+        loaded.spec.services[n]
+            .process()
+            .unwrap()
+            .limits
+            .as_ref()
+            .unwrap()
+            .resolve()
+            .unwrap()
+    };
+    assert_eq!(read("a").cpu_millis, Some(500));
+    assert_eq!(read("a").memory, Some(1 << 30));
+    assert_eq!(read("b").cpu_millis, Some(500));
+    assert_eq!(read("b").memory, Some(512 << 20));
+}
+
 // ---------------------------------------------------------------------------------------
 // Errors: services
 // ---------------------------------------------------------------------------------------

@@ -204,9 +204,12 @@ pub async fn run(
         tls,
     )));
     manager.lock().await.apply().await;
-    let mut sup = RealSupervisor::new(home.tag(), trigger.clone()).with_secrets(
-        crate::secrets::Secrets::new(store.clone(), home.root().join("secrets-audit.log")),
-    );
+    let mut sup = RealSupervisor::new(home.tag(), trigger.clone())
+        .with_secrets(crate::secrets::Secrets::new(
+            store.clone(),
+            home.root().join("secrets-audit.log"),
+        ))
+        .with_resources(crate::supervisor::resources::Resources::detect(&home.tag()));
     if let Some(binky) = &config.scrubber {
         sup = sup.with_scrubber(binky.clone());
     }
@@ -229,11 +232,12 @@ pub async fn run(
         GitCli::with_trash(home.trash()),
     )));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
-    runtime.add(Arc::new(ProcessController::new(
+    let processes = Arc::new(ProcessController::new(
         store.clone(),
         process_supervisor,
         pconf,
-    )));
+    ));
+    runtime.add(processes.clone());
     runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
     let servers = Arc::new(Servers::new(home.clone(), store.clone()));
     // One value does the slice work for both the slice and the golden controller.
@@ -274,6 +278,12 @@ pub async fn run(
         trigger.clone(),
         servers_stop.clone(),
     ));
+    // What each service uses, read from its cgroup every few seconds.
+    let sampler_stop = Arc::new(Notify::new());
+    let sampler = tokio::spawn(processes.sample_until(
+        binky_controllers::process::SAMPLE_EVERY,
+        sampler_stop.clone(),
+    ));
     tracing::info!(pid = std::process::id(), home = %home.root().display(), version = env!("CARGO_PKG_VERSION"), "daemon started");
 
     let started = Instant::now();
@@ -297,9 +307,13 @@ pub async fn run(
     let _ = watcher.await;
     servers_stop.notify_one();
     let _ = server_watch.await;
+    sampler_stop.notify_one();
+    let _ = sampler.await;
     stop.notify_one();
     let _ = rt.await;
     manager.lock().await.stop().await;
+    // Services keep running in their cgroups; what no service uses goes.
+    supervisor.tidy();
     let _ = std::fs::remove_file(&socket);
     Ok(())
 }

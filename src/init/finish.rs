@@ -28,7 +28,7 @@ impl Init {
                     let p = string_list(def.get("profiles")).join(", ");
                     self.todo(format!("{name}: profiles {p}: binky starts every service; put it in a [groups] entry and use `binky up NAME --group G` to start a subset"));
                 }
-                "deploy" => self.todo(format!("{name}: deploy not carried: binky runs one instance (`limits` is not enforced yet)")),
+                "deploy" => self.todo(format!("{name}: deploy not carried: binky runs one instance (write deploy.resources.limits as `limits = {{ cpu = \"0.5\", memory = \"512M\" }}`)")),
                 "extends" => self.todo(format!("{name}: extends not resolved: copy what it inherits into [services.{name}]")),
                 "entrypoint" => self.todo(format!("{name}: entrypoint not carried: if what it does matters on the host, put it in front of cmd")),
                 "secrets" | "configs" => self.todo(format!("{name}: {key} not carried: hand them over through the environment of `binky up` or an env_file")),

@@ -8,10 +8,17 @@
 //!   environment; the tag keeps two binky homes (e.g. parallel tests) from ever touching
 //!   each other's processes.
 //! - Stopping signals the whole process group, so grandchildren (`sh -c 'a & b'`) stop too;
-//!   a process that starts its own session escapes, as with any supervisor.
+//!   a process that starts its own session escapes the group, but not its cgroup: once the
+//!   service stops, what is left in its cgroup is ended when the cgroup is removed.
+//! - Where the machine allows it (`resources`), every process joins a cgroup of binky's
+//!   before it runs (`cgroup`): a service its own, with its `limits` written; a task (setup,
+//!   migrate, seed, hook) its world's task cgroup. Else a service with limits runs under
+//!   `systemd-run --scope`, else without them, and its placement says why.
 
+pub mod cgroup;
 pub mod probe;
 pub mod procfs;
+pub mod resources;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::OpenOptions;
@@ -22,7 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use binky_controllers::process::{
-    Exit, Liveness, Marked, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
+    Exit, Liveness, Marked, Mechanism, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError,
+    SpawnSpec, Supervisor, Usage,
 };
 use binky_controllers::runtime::Trigger;
 use binky_controllers::store::WorldId;
@@ -52,6 +60,30 @@ pub struct RealSupervisor {
     /// The `binky` binary whose `__scrub` copies output to the log, scrubbed; `None`:
     /// output goes straight to the file (a daemon booted inside a test binary).
     scrub: Option<std::path::PathBuf>,
+    /// How limits are enforced and usage measured here.
+    resources: Arc<resources::Resources>,
+    /// Where each service spawned lately was put, until the controller asks.
+    placements: Mutex<HashMap<ProcId, Placement>>,
+}
+
+/// Where one process goes: its placement, and what the spawn needs for it.
+struct Placed {
+    placement: Placement,
+    /// binky's cgroup it joins.
+    leaf: Option<cgroup::Leaf>,
+    /// The files it joins it by (open until the spawn is done).
+    join: Option<cgroup::Join>,
+    /// A command to run it under (`systemd-run --scope …`).
+    wrap: Option<Vec<std::ffi::OsString>>,
+}
+
+impl Placed {
+    /// Give back a leaf the process never ran in.
+    fn unused(&self) {
+        if let Some(leaf) = &self.leaf {
+            cgroup::release_unused(leaf);
+        }
+    }
 }
 
 impl RealSupervisor {
@@ -65,6 +97,74 @@ impl RealSupervisor {
             counter: AtomicU64::new(0),
             secrets: None,
             scrub: None,
+            resources: Arc::new(resources::Resources::off()),
+            placements: Mutex::default(),
+        }
+    }
+
+    /// Enforce limits and measure usage with `resources`.
+    pub fn with_resources(mut self, resources: resources::Resources) -> Self {
+        self.resources = Arc::new(resources);
+        self
+    }
+
+    /// Remove binky's empty cgroup directories of this home (the daemon stops).
+    pub fn tidy(&self) {
+        if let Some(c) = self.resources.cgroups() {
+            c.tidy();
+        }
+    }
+
+    /// Where the process of `spec` goes: its cgroup, else a systemd scope for its limits,
+    /// else nowhere (and why).
+    async fn place(&self, spec: &SpawnSpec) -> Placed {
+        let mut cgroup_error = None;
+        if let Some(cg) = self.resources.cgroups() {
+            let name = cgroup::leaf_name(&spec.service, spec.task);
+            match cg.prepare(spec.world, &name, spec.limits, !spec.task) {
+                Ok((leaf, join)) => {
+                    return Placed {
+                        placement: Placement {
+                            cgroup: Some(leaf.encode()),
+                            mechanism: leaf.mechanism(),
+                            note: String::new(),
+                        },
+                        leaf: Some(leaf),
+                        join: Some(join),
+                        wrap: None,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(service = %spec.service, err = %e, "cannot use binky's cgroup");
+                    cgroup_error = Some(format!("binky's cgroup for it: {e}"));
+                }
+            }
+        }
+        let none = |note: String| Placed {
+            placement: Placement {
+                cgroup: None,
+                mechanism: Mechanism::None,
+                note,
+            },
+            leaf: None,
+            join: None,
+            wrap: None,
+        };
+        if spec.limits.is_none() {
+            return none(cgroup_error.unwrap_or_default());
+        }
+        match self.resources.systemd().await {
+            Ok(()) => Placed {
+                placement: Placement {
+                    cgroup: None,
+                    mechanism: Mechanism::SystemdRun,
+                    note: String::new(),
+                },
+                leaf: None,
+                join: None,
+                wrap: Some(self.resources.systemd_prefix(spec.limits)),
+            },
+            Err(e) => none(self.resources.nothing_enforces(cgroup_error.as_deref(), &e)),
         }
     }
 
@@ -139,8 +239,9 @@ impl RealSupervisor {
         &self,
         spec: &SpawnSpec,
         log: std::fs::File,
-        env: BTreeMap<String, String>,
+        mut env: BTreeMap<String, String>,
         secrets: Vec<String>,
+        placed: &Placed,
     ) -> std::io::Result<(tokio::process::Command, Option<tokio::process::Child>)> {
         let (out, err, shim) = match &self.scrub {
             Some(binky) => {
@@ -177,7 +278,21 @@ impl RealSupervisor {
                 None,
             ),
         };
-        let mut cmd = tokio::process::Command::new("/bin/sh");
+        let mut cmd = match placed.wrap.as_deref() {
+            Some([program, args @ ..]) => {
+                // systemd-run finds the user's manager through these; the world's
+                // environment may lack them.
+                for k in ["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"] {
+                    if let (false, Ok(v)) = (env.contains_key(k), std::env::var(k)) {
+                        env.insert(k.to_owned(), v);
+                    }
+                }
+                let mut c = tokio::process::Command::new(program);
+                c.args(args).arg("/bin/sh");
+                c
+            }
+            _ => tokio::process::Command::new("/bin/sh"),
+        };
         cmd.arg("-c")
             .arg(&spec.cmd)
             .current_dir(&spec.workdir)
@@ -189,6 +304,14 @@ impl RealSupervisor {
             .stderr(err)
             .process_group(0)
             .kill_on_drop(false);
+        if let Some(join) = &placed.join {
+            let fds = join.fds();
+            // SAFETY: joining writes to descriptors opened before the fork (write(2) is
+            // async-signal-safe) and allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || cgroup::Join::join(&fds));
+            }
+        }
         let nice = spec.nice;
         if nice != 0 {
             // SAFETY: setpriority is async-signal-safe, and this closure touches nothing
@@ -247,6 +370,16 @@ impl RealSupervisor {
                 }
             }
         });
+    }
+}
+
+/// A task's placement, given back when the task is done (its cgroup goes if it is empty).
+struct Done(Placed);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.join = None;
+        self.0.unused();
     }
 }
 
@@ -327,13 +460,23 @@ impl Supervisor for RealSupervisor {
             .resolve_secrets(spec)
             .await
             .map_err(|e| Self::io_error(spec, e))?;
-        let (mut cmd, shim) = self
-            .command(spec, log, env, secrets)
-            .map_err(|e| Self::io_error(spec, e))?;
+        let placed = self.place(spec).await;
+        let (mut cmd, shim) = match self.command(spec, log, env, secrets, &placed) {
+            Ok(c) => c,
+            Err(e) => {
+                placed.unused();
+                return Err(Self::io_error(spec, e));
+            }
+        };
         let spawned = cmd.spawn();
         // Our copies of the output pipe close here: the scrubber sees the end of input
         // once the service (and whatever it started) closes its own.
         drop(cmd);
+        let Placed {
+            placement, leaf, ..
+        } = placed;
+        // A task's cgroup is its world's to share; it goes once the task is done.
+        let task_leaf = if spec.task { leaf.clone() } else { None };
         // A task's (setup's) result is read with its log's tail: its scrubber must have
         // written everything first, so the exit waits for it (below).
         let (shim, task_shim) = if spec.task {
@@ -346,6 +489,9 @@ impl Supervisor for RealSupervisor {
             Ok(c) => c,
             Err(e) => {
                 Self::reap(task_shim);
+                if let Some(leaf) = &leaf {
+                    cgroup::release_unused(leaf);
+                }
                 return Err(Self::io_error(spec, e));
             }
         };
@@ -355,6 +501,12 @@ impl Supervisor for RealSupervisor {
         // The child exists until we reap it, so its stat is readable (a zombie's too).
         let start_time = procfs::stat(pid).map(|s| s.start_time).unwrap_or(0);
         let id = ProcId { pid, start_time };
+        if !spec.task {
+            self.placements
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, placement);
+        }
         self.children
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -377,6 +529,9 @@ impl Supervisor for RealSupervisor {
             if let Some(mut sh) = task_shim {
                 let _ = tokio::time::timeout(Duration::from_secs(2), sh.wait()).await;
                 Self::reap(Some(sh));
+            }
+            if let Some(leaf) = task_leaf {
+                cgroup::release_unused(&leaf);
             }
             children
                 .lock()
@@ -442,11 +597,18 @@ impl Supervisor for RealSupervisor {
             .resolve_secrets(spec)
             .await
             .map_err(|e| Self::io_error(spec, e))?;
-        let (mut cmd, mut shim) = self
-            .command(spec, log, env, secrets)
-            .map_err(|e| Self::io_error(spec, e))?;
+        let placed = self.place(spec).await;
+        let (mut cmd, mut shim) = match self.command(spec, log, env, secrets, &placed) {
+            Ok(c) => c,
+            Err(e) => {
+                placed.unused();
+                return Err(Self::io_error(spec, e));
+            }
+        };
         let spawned = cmd.spawn();
         drop(cmd);
+        // Its cgroup goes when it is done, whatever the outcome.
+        let _done = Done(placed);
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -511,6 +673,42 @@ impl Supervisor for RealSupervisor {
 
     async fn kill_group(&self, pgid: u32, grace: Duration) {
         stop_group(pgid, grace).await;
+    }
+
+    fn placement(&self, id: ProcId) -> Placement {
+        self.placements
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+            .unwrap_or_default()
+    }
+
+    fn usage(&self, cgroup: Option<&str>, id: Option<ProcId>) -> Option<Usage> {
+        if let Some(u) = cgroup
+            .and_then(cgroup::Leaf::decode)
+            .and_then(|l| l.usage())
+        {
+            return Some(u);
+        }
+        let id = id?;
+        procfs::alive(id.pid, id.start_time)
+            .then(|| self.resources.group_usage(id.pid))
+            .flatten()
+    }
+
+    fn release(&self, cgroup: &str) -> bool {
+        cgroup::Leaf::decode(cgroup).is_none_or(|leaf| cgroup::release(&leaf))
+    }
+
+    fn release_world(&self, world: WorldId, recorded: &[String]) {
+        let leaves: Vec<cgroup::Leaf> = recorded
+            .iter()
+            .filter_map(|c| cgroup::Leaf::decode(c))
+            .collect();
+        match self.resources.cgroups() {
+            Some(c) => c.release_world(world, &leaves),
+            None => cgroup::release_world(world, &[], &leaves),
+        }
     }
 
     fn token(&self, world: WorldId) -> String {

@@ -32,6 +32,41 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+/// What a process uses, from `/proc/PID/stat`: its process group, CPU time (user and
+/// system, in clock ticks) and resident pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Use {
+    /// Process group.
+    pub pgrp: u32,
+    /// `utime + stime`, in clock ticks.
+    pub ticks: u64,
+    /// Resident set, in pages.
+    pub rss_pages: u64,
+}
+
+/// Parse the use fields of a `/proc/PID/stat` text (a zombie uses nothing: `None`).
+pub fn parse_use(text: &str) -> Option<Use> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    if matches!(f.first()?.chars().next()?, 'Z' | 'X' | 'x') {
+        return None;
+    }
+    let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+    Some(Use {
+        pgrp: n(2)? as u32,
+        ticks: n(11)? + n(12)?,
+        rss_pages: n(21)?,
+    })
+}
+
+/// What every live process on the machine uses.
+pub fn all_use() -> Vec<Use> {
+    pids()
+        .into_iter()
+        .filter_map(|p| parse_use(&fs::read_to_string(format!("/proc/{p}/stat")).ok()?))
+        .collect()
+}
+
 /// `/proc/PID/stat`, if the process exists.
 pub fn stat(pid: u32) -> Option<Stat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
@@ -138,6 +173,16 @@ mod tests {
         assert_eq!(s.ppid, 1);
         assert_eq!(s.pgrp, 1234);
         assert_eq!(s.start_time, 987654);
+        let u = parse_use(text).unwrap();
+        assert_eq!(
+            u,
+            Use {
+                pgrp: 1234,
+                ticks: 3,
+                rss_pages: 100
+            }
+        );
+        assert_eq!(parse_use(&text.replace(") S ", ") Z ")), None);
     }
 
     #[test]

@@ -301,6 +301,9 @@ impl Env {
         wait_until("no log scrubber left", Duration::from_secs(5), || {
             self.our_scrubbers().is_empty()
         });
+        wait_until("no cgroup of the home left", Duration::from_secs(5), || {
+            self.home_cgroups().is_empty()
+        });
         for w in worlds {
             assert!(!self.worktree(w).exists(), "worktree of {w} left behind");
         }
@@ -351,6 +354,59 @@ impl Env {
         pids.sort_unstable();
         pids.dedup();
         pids
+    }
+}
+
+/// Where this process's cgroups are, one per mounted hierarchy (the daemons the tests start
+/// are in the same ones, and make their home's `binky-<tag>` there).
+pub fn own_cgroup_dirs() -> Vec<PathBuf> {
+    use binky::supervisor::cgroup::detect::{own_dir, parse_memberships, parse_mounts};
+    let mounts = parse_mounts(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
+    let me = parse_memberships(&std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default());
+    let mut dirs = Vec::new();
+    for m in &mounts {
+        for c in &me {
+            let same = if m.v2 {
+                c.controllers.is_empty()
+            } else {
+                c.controllers.iter().any(|x| m.controllers.contains(x))
+            };
+            if let Some(d) = own_dir(m, &c.path).filter(|_| same) {
+                dirs.push(d);
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+impl Env {
+    /// This home's cgroup directories (`binky-<tag>`) that exist.
+    pub fn home_cgroups(&self) -> Vec<PathBuf> {
+        let name = format!("binky-{}", home_tag(&self.home));
+        own_cgroup_dirs()
+            .into_iter()
+            .map(|d| d.join(&name))
+            .filter(|d| d.is_dir())
+            .collect()
+    }
+
+    /// Remove what is left of this home's cgroups once its processes are gone (a test that
+    /// ends with worlds up leaves them: binky removes a world's cgroups with the world).
+    fn remove_cgroups(&self) -> bool {
+        for home in self.home_cgroups() {
+            let worlds = std::fs::read_dir(&home).into_iter().flatten().flatten();
+            for w in worlds.filter(|e| e.path().is_dir()) {
+                let leaves = std::fs::read_dir(w.path()).into_iter().flatten().flatten();
+                for leaf in leaves.filter(|e| e.path().is_dir()) {
+                    let _ = std::fs::remove_dir(leaf.path());
+                }
+                let _ = std::fs::remove_dir(w.path());
+            }
+            let _ = std::fs::remove_dir(&home);
+        }
+        self.home_cgroups().is_empty()
     }
 }
 
@@ -420,6 +476,10 @@ impl Drop for Env {
                 }
             }
         }
+        // Cgroups whose processes were killed above (a test may end with worlds up).
+        binky_testkit::wait::wait_for(Duration::from_secs(5), Duration::from_millis(50), || {
+            self.remove_cgroups()
+        });
         // A managed PostgreSQL or MariaDB run as root keeps its data outside the home
         // (/var/lib/binky/<kind>/<random>/data, linked from the home): remove it too.
         for kind in ["postgres", "mysql"] {

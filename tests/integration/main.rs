@@ -21,6 +21,7 @@ mod health;
 mod init;
 mod kafka_server;
 mod lifecycle;
+mod limits;
 mod live;
 mod mariadb_server;
 mod mcp;

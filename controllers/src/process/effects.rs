@@ -6,6 +6,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::limits::{Mechanism, ResourceLimits};
 use crate::store::WorldId;
 
 /// What to start.
@@ -30,6 +31,33 @@ pub struct SpawnSpec {
     pub task: bool,
     /// The niceness it runs at (the `nice` setting).
     pub nice: i32,
+    /// The limits it runs under (a service's `limits`; none for tasks).
+    pub limits: ResourceLimits,
+}
+
+/// Where a spawned process was put: its cgroup, and what enforces its limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The cgroup it runs in, as the supervisor names it (opaque to the controller: it is
+    /// recorded and handed back to [`Supervisor::usage`] and [`Supervisor::release`]).
+    pub cgroup: Option<String>,
+    /// What enforces its limits.
+    pub mechanism: Mechanism,
+    /// Why nothing enforces them, when nothing does (with the fix).
+    pub note: String,
+}
+
+/// What a service uses, read from its cgroup (or its process group without one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Memory in use, in bytes (its working set: without file cache the kernel can drop).
+    pub memory_bytes: u64,
+    /// CPU time used since it started, in microseconds.
+    pub cpu_usec: u64,
+    /// Processes the kernel killed for running out of memory under its limit.
+    pub oom_kills: u64,
+    /// Periods in which its CPU limit held it back.
+    pub throttled: u64,
 }
 
 /// The identity of a process: a pid alone can be reused, a pid and its start time cannot.
@@ -168,4 +196,21 @@ pub trait Supervisor: Send + Sync + 'static {
     fn kill_group(&self, pgid: u32, grace: Duration) -> impl Future<Output = ()> + Send;
     /// A fresh spawn token for a world (unique, tagged with this home).
     fn token(&self, world: WorldId) -> String;
+    /// Where the process `id` (just returned by [`Supervisor::spawn`]) was put: asked once.
+    fn placement(&self, _id: ProcId) -> Placement {
+        Placement::default()
+    }
+    /// What a service uses now: read from its `cgroup` (recorded from its placement), else
+    /// from the process group `id`; `None` when neither can be read.
+    fn usage(&self, _cgroup: Option<&str>, _id: Option<ProcId>) -> Option<Usage> {
+        None
+    }
+    /// Remove a service's cgroup once its process is gone, ending whatever is still in it;
+    /// `false` when it could not be removed yet (try again later).
+    fn release(&self, _cgroup: &str) -> bool {
+        true
+    }
+    /// Remove whatever is left of a world's cgroups: those of this supervisor, and the
+    /// `recorded` ones a previous daemon made.
+    fn release_world(&self, _world: WorldId, _recorded: &[String]) {}
 }

@@ -20,6 +20,7 @@
 
 mod effects;
 mod machine;
+mod resources;
 mod spawn;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -40,9 +41,12 @@ use crate::store::{
 use crate::tokens::Tokens;
 use machine::secs;
 
+pub use crate::limits::{Mechanism, ResourceLimits};
 pub use effects::{
-    Exit, Liveness, Marked, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec, Supervisor,
+    Exit, Liveness, Marked, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec,
+    Supervisor, Usage,
 };
+pub use resources::SAMPLE_EVERY;
 pub use spawn::log_tail;
 
 /// The condition this controller reports.
@@ -222,6 +226,7 @@ impl<S: Supervisor> ProcessController<S> {
                 let _ = t.await;
             }
             for name in &names {
+                self.release_cgroup(world.id, name);
                 if let Some(row) = rows.get_mut(name) {
                     let had_process = row.pid.is_some();
                     row.state = ProcState::Stopped;
@@ -269,6 +274,7 @@ impl<S: Supervisor> ProcessController<S> {
             token: self.sup.token(world.id),
             task: true,
             nice: crate::settings::nice(&self.store),
+            limits: Default::default(),
         };
         let started = std::time::Instant::now();
         match self.sup.run(&spec, self.config.hook_timeout).await {
@@ -306,11 +312,13 @@ impl<S: Supervisor> ProcessController<S> {
             .filter(|r| r.pid.is_some() || r.state != ProcState::Stopped)
             .map(|r| r.service.clone())
             .collect();
-        if live.is_empty() {
-            return Ok(());
+        if !live.is_empty() {
+            self.pre_down(world, &rows).await?;
+            self.stop_services(world, &mut rows, &live, why).await?;
         }
-        self.pre_down(world, &rows).await?;
-        self.stop_services(world, &mut rows, &live, why).await
+        // Its cgroups go with its processes (also those a previous daemon left).
+        self.release_world_cgroups(world.id);
+        Ok(())
     }
 
     /// Run the `pre_down` hook when any process of the world runs.
@@ -605,6 +613,10 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         self.store.write(owner::Process, |tx| {
             tx.execute("DELETE FROM processes WHERE world_id = ?1", [world.id])?;
             tx.execute("DELETE FROM world_runs WHERE world_id = ?1", [world.id])?;
+            tx.execute(
+                "DELETE FROM process_resources WHERE world_id = ?1",
+                [world.id],
+            )?;
             Ok(())
         })?;
         Ok(Cleanup::Done)

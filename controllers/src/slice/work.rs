@@ -132,6 +132,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
             token: self.sup.token(world.id),
             task: true,
             nice: crate::settings::nice(&self.store),
+            limits: Default::default(),
         };
         let started = std::time::Instant::now();
         match self.sup.run(&spec, self.command_timeout).await {

@@ -246,6 +246,26 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (world_id, path)
     );
     "#,
+    // 8: each service's cgroup, the limits on it, and what it uses (`process::resources`).
+    r#"
+    CREATE TABLE process_resources (
+        world_id      INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        service       TEXT NOT NULL,
+        cgroup        TEXT,
+        mechanism     TEXT NOT NULL DEFAULT 'none',
+        note          TEXT NOT NULL DEFAULT '',
+        memory_limit  INTEGER,
+        cpu_limit     INTEGER,
+        memory_bytes  INTEGER,
+        cpu_percent   REAL,
+        cpu_usec      INTEGER,
+        throttled     INTEGER,
+        oom_kills     INTEGER NOT NULL DEFAULT 0,
+        sampled_at    INTEGER,
+        updated_at    INTEGER NOT NULL,
+        PRIMARY KEY (world_id, service)
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

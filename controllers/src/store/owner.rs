@@ -157,6 +157,7 @@ owners! {
         Grant::delete_only("service_restarts"),
         Grant::delete_only("admissions"),
         Grant::delete_only("setup_changes"),
+        Grant::delete_only("process_resources"),
     ];
     /// The admission gate.
     pub(crate) Gate = "the admission gate": [Grant::all("admissions")];
@@ -177,6 +178,7 @@ owners! {
         Grant::all("processes"),
         Grant::all("world_runs"),
         Grant::all("setup_changes"),
+        Grant::all("process_resources"),
     ];
     /// The route controller.
     pub(crate) Route = "the route controller": [Grant::all("routes")];

@@ -553,3 +553,192 @@ async fn a_worker_restarting_in_a_loop_is_never_ready_and_is_once_it_stays_up() 
     assert_eq!(h.row(id, "worker").failures, 0);
     assert_eq!(h.ready(id).status, CondStatus::True);
 }
+
+fn limited(cmd: &str, memory: Option<&str>, cpu: Option<&str>) -> Service {
+    let mut s = web(cmd, &[]);
+    if let ServiceKind::Process(p) = &mut s.kind {
+        p.limits = Some(crate::spec::Limits {
+            memory: memory.map(Into::into),
+            cpu: cpu.map(Into::into),
+        });
+    }
+    s
+}
+
+fn resources_of(h: &H, id: i64, svc: &str) -> store::ResourceRow {
+    h.store
+        .read(|c| store::resources(c, id))
+        .unwrap()
+        .into_iter()
+        .find(|r| r.service == svc)
+        .unwrap()
+}
+
+fn messages(h: &H, kind: &str) -> Vec<String> {
+    h.store
+        .read(|c| store::events(c, "acme", "w", 0, 1000))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == kind)
+        .map(|e| e.message)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_service_starts_under_its_limits_and_its_placement_is_recorded() {
+    let h = h();
+    h.sup.inner.lock().unwrap().mechanism = crate::process::Mechanism::CgroupV1;
+    let id = h.up(spec(vec![
+        ("api", limited("api", Some("512M"), Some("0.5"))),
+        ("web", web("web", &[])),
+    ]));
+    h.converge(id).await;
+    let spawned: Vec<_> = h
+        .sup
+        .inner
+        .lock()
+        .unwrap()
+        .procs
+        .values()
+        .map(|p| (p.spec.service.clone(), p.spec.limits))
+        .collect();
+    let api = spawned.iter().find(|(s, _)| s == "api").unwrap().1;
+    assert_eq!(api.memory, Some(512 << 20));
+    assert_eq!(api.cpu_millis, Some(500));
+    assert!(spawned
+        .iter()
+        .find(|(s, _)| s == "web")
+        .unwrap()
+        .1
+        .is_none());
+    let r = resources_of(&h, id, "api");
+    assert_eq!(r.cgroup.as_deref(), Some(format!("fake:{id}/api").as_str()));
+    assert_eq!(r.mechanism, crate::process::Mechanism::CgroupV1);
+    assert_eq!((r.memory_limit, r.cpu_limit), (Some(512 << 20), Some(500)));
+    assert!(messages(&h, "limits").is_empty());
+}
+
+#[tokio::test]
+async fn limits_nothing_enforces_are_said_once_not_at_every_restart() {
+    let h = h();
+    h.sup.inner.lock().unwrap().note = "no cgroup binky can use (…)".into();
+    let id = h.up(spec(vec![("api", limited("api", Some("64M"), None))]));
+    h.converge(id).await;
+    let said = messages(&h, "limits");
+    assert_eq!(
+        said,
+        ["api: limits (memory 64 MiB) are not enforced: no cgroup binky can use (…)"]
+    );
+    let r = resources_of(&h, id, "api");
+    assert!(!r.mechanism.enforces());
+    assert_eq!(r.note, "no cgroup binky can use (…)");
+    h.sup.exit("api", 1);
+    reconcile(&h.proc_, &h.store, id).await;
+    h.pretend_restart_is_due();
+    h.converge(id).await;
+    assert_eq!(h.sup.spawn_order(), ["api", "api"]);
+    assert_eq!(messages(&h, "limits").len(), 1);
+}
+
+#[tokio::test]
+async fn an_out_of_memory_kill_ends_the_run_as_such_and_it_restarts_while_neighbours_run() {
+    let h = h();
+    h.sup.inner.lock().unwrap().mechanism = crate::process::Mechanism::CgroupV1;
+    let id = h.up(spec(vec![
+        ("hog", limited("hog", Some("64M"), None)),
+        ("calm", web("calm", &[])),
+    ]));
+    h.converge(id).await;
+    let calm = h.sup.live("calm");
+    let cgroup = format!("fake:{id}/hog");
+    h.sup.inner.lock().unwrap().usage.insert(
+        cgroup.clone(),
+        crate::process::Usage {
+            memory_bytes: 64 << 20,
+            oom_kills: 1,
+            ..Default::default()
+        },
+    );
+    h.sup.kill("hog", 9);
+    reconcile(&h.proc_, &h.store, id).await;
+    let row = h.row(id, "hog");
+    assert_eq!(
+        row.last_exit.as_deref(),
+        Some("killed: out of memory (limit 64 MiB)")
+    );
+    assert_eq!(row.state, ProcState::Backoff, "{}", row.message);
+    assert!(row
+        .message
+        .starts_with("killed: out of memory (limit 64 MiB) after"));
+    assert_eq!(
+        messages(&h, "oom"),
+        ["hog ran out of memory (limit 64 MiB): the kernel killed 1 of its processes"]
+    );
+    let r = resources_of(&h, id, "hog");
+    assert_eq!(r.oom_kills, 1);
+    assert_eq!(r.cgroup, None, "its cgroup is released");
+    assert!(h.sup.inner.lock().unwrap().released.contains(&cgroup));
+    assert_eq!(h.sup.live("calm"), calm, "the neighbour keeps running");
+    // A plain crash of a run without out-of-memory kills says what it was.
+    h.pretend_restart_is_due();
+    h.converge(id).await;
+    h.sup.kill("hog", 9);
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.row(id, "hog").last_exit.as_deref(), Some("signal 9"));
+    assert_eq!(resources_of(&h, id, "hog").oom_kills, 1);
+}
+
+#[tokio::test]
+async fn down_and_remove_release_the_worlds_cgroups() {
+    let h = h();
+    let id = h.up(spec(vec![("api", web("api", &[]))]));
+    h.converge(id).await;
+    h.store
+        .set_desired_state(id, DesiredState::Stopped)
+        .unwrap();
+    h.converge(id).await;
+    {
+        let s = h.sup.inner.lock().unwrap();
+        assert!(s.released.contains(&format!("fake:{id}/api")));
+        assert!(s.released_worlds.contains(&id));
+    }
+    h.store.mark_deleted(id, false).unwrap();
+    h.converge(id).await;
+    assert!(h.store.read(store::all_resources).unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_sampler_records_what_running_services_use_and_forgets_stopped_ones() {
+    let h = h();
+    let id = h.up(spec(vec![("api", web("api", &[]))]));
+    h.converge(id).await;
+    let cgroup = format!("fake:{id}/api");
+    let set = |usec: u64| {
+        h.sup.inner.lock().unwrap().usage.insert(
+            cgroup.clone(),
+            crate::process::Usage {
+                memory_bytes: 10 << 20,
+                cpu_usec: usec,
+                ..Default::default()
+            },
+        );
+    };
+    set(1_000);
+    h.proc_.sample_usage().await.unwrap();
+    let first = resources_of(&h, id, "api");
+    assert_eq!(first.memory_bytes, Some(10 << 20));
+    assert_eq!(first.cpu_percent, None, "one sample has no interval yet");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Far more CPU time than 20 ms of wall time: several cores' worth.
+    set(1_000 + 200_000);
+    h.proc_.sample_usage().await.unwrap();
+    let second = resources_of(&h, id, "api");
+    assert!(second.cpu_percent.unwrap() > 100.0, "{second:?}");
+    h.store
+        .set_desired_state(id, DesiredState::Stopped)
+        .unwrap();
+    h.converge(id).await;
+    h.proc_.sample_usage().await.unwrap();
+    let stopped = resources_of(&h, id, "api");
+    assert_eq!((stopped.memory_bytes, stopped.cpu_percent), (None, None));
+}

@@ -104,6 +104,7 @@ impl<S: Supervisor> ProcessController<S> {
                 }
                 // Stopped and started again, as after a crash (its backoff included).
                 self.sup.stop(id, self.config.stop_grace).await;
+                self.release_cgroup(s.world.id, s.name);
                 self.checks.lock().expect("checks lock").remove(&key);
                 forget_process(row);
                 row.failures += 1;

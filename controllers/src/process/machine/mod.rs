@@ -227,6 +227,7 @@ impl<S: Supervisor> ProcessController<S> {
                     &format!("{}: its command, environment or health check changed, or a file it watches did; restarting", s.name),
                 );
                 self.sup.stop(id, self.config.stop_grace).await;
+                self.release_cgroup(s.world.id, s.name);
                 row.state = ProcState::Pending;
                 row.pid = None;
                 row.start_time = None;
@@ -504,6 +505,7 @@ impl<S: Supervisor> ProcessController<S> {
         row.message = "starting".into();
         row.started_at = Some(now_ms());
         self.save(s.world.id, row)?;
+        let limits = self.limits_of(s.world, name, s.process);
         let spec = SpawnSpec {
             world: s.world.id,
             service: name.to_owned(),
@@ -514,10 +516,12 @@ impl<S: Supervisor> ProcessController<S> {
             token,
             task: false,
             nice: crate::settings::nice(&self.store),
+            limits,
         };
         let mut step = Step::default();
         match self.sup.spawn(&spec).await {
             Ok(id) => {
+                self.record_placement(s.world.id, name, id, limits)?;
                 row.pid = Some(id.pid);
                 row.start_time = Some(id.start_time);
                 row.started_at = Some(now_ms());
@@ -610,7 +614,18 @@ impl<S: Supervisor> ProcessController<S> {
         if ran >= self.config.stable_after {
             row.failures = 0;
         }
-        row.last_exit = Some(exit.to_string());
+        // Its cgroup says whether the kernel killed it (or one of its processes) for memory.
+        let oom = self.run_ended(world.id, name);
+        let how = match oom {
+            Some(oom) if killed(exit) => format!("killed: {}", oom.describe()),
+            Some(oom) => format!(
+                "{exit}; {}: the kernel killed {} of its processes",
+                oom.describe(),
+                oom.kills
+            ),
+            None => exit.to_string(),
+        };
+        row.last_exit = Some(how.clone());
         row.last_exit_at = Some(now_ms());
         forget_process(row);
         row.healthy = false;
@@ -624,18 +639,34 @@ impl<S: Supervisor> ProcessController<S> {
             let delay = restart_delay(row.failures);
             row.state = ProcState::Backoff;
             row.next_start_at = Some(now_ms() + delay.as_millis() as i64);
-            row.message = format!("{exit} after {}; restarting in {}", secs(ran), secs(delay));
+            row.message = format!("{how} after {}; restarting in {}", secs(ran), secs(delay));
         } else if exit.success() {
             row.state = ProcState::Exited;
-            row.message = format!("completed ({exit}) after {}", secs(ran));
+            row.message = format!("completed ({how}) after {}", secs(ran));
         } else {
             row.failures += 1;
             row.state = ProcState::Failed;
-            row.message = format!("{exit} after {} (restart = {})", secs(ran), policy.as_str());
+            row.message = format!("{how} after {} (restart = {})", secs(ran), policy.as_str());
+        }
+        if let Some(oom) = oom {
+            self.event(
+                world.id,
+                "oom",
+                &format!(
+                    "{name} ran {}: the kernel killed {} of its processes",
+                    oom.describe(),
+                    oom.kills
+                ),
+            );
         }
         self.event(world.id, "exited", &format!("{name}: {}", row.message));
         self.save(world.id, row)
     }
+}
+
+/// It died by SIGKILL: the signal itself, or a shell reporting its child's (128 + 9).
+fn killed(exit: Exit) -> bool {
+    exit.signal == Some(9) || exit.code == Some(137)
 }
 
 #[cfg(test)]

@@ -110,6 +110,7 @@ impl<S: Supervisor> ProcessController<S> {
             token,
             task: true,
             nice: crate::settings::nice(&self.store),
+            limits: Default::default(),
         };
         Ok(Flow::Done(match self.sup.spawn(&spec).await {
             Ok(id) => {

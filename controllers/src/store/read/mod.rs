@@ -3,10 +3,12 @@
 
 mod daemon;
 mod observed;
+mod resources;
 mod runtime;
 mod worlds;
 
 pub use daemon::*;
 pub use observed::*;
+pub use resources::*;
 pub use runtime::*;
 pub use worlds::*;

@@ -1,0 +1,312 @@
+//! Each service's cgroup as the process controller keeps it: the limits it starts under,
+//! where the supervisor put it and what enforces them (recorded after each spawn), an
+//! out-of-memory kill read when it ends, its cgroup removed once it is gone, and what it
+//! uses, sampled every few seconds (`process_resources`).
+//!
+//! # Guarantees
+//! - A service whose `limits` nothing on this machine enforces says so: its row holds
+//!   `mechanism = none` and the reason, and the world gets a `limits` event naming them.
+//! - A run that ends while its cgroup counted an out-of-memory kill ends as
+//!   `killed: out of memory (limit …)`, with an `oom` event; the restart policy applies as
+//!   to any crash.
+//! - A service's cgroup is removed when its run ends or it is stopped (whatever is still in
+//!   it is ended first), and every cgroup of a world when the world goes down or is removed.
+//!   The location is in the store, so a restarted daemon finds the cgroups of the one before.
+//! - CPU is the percent of one core used over the last sampling interval; memory the working
+//!   set at the sample.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::params;
+
+use super::effects::{ProcId, Supervisor};
+use super::ProcessController;
+use crate::limits::{bytes, ResourceLimits};
+use crate::spec::Process;
+use crate::store::{self, now_ms, owner, ProcState, StoreError, World, WorldId};
+
+/// How often the daemon samples what services use.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+
+/// How an ended run used its memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Oom {
+    /// Processes of the run the kernel killed under its memory limit.
+    pub(super) kills: u64,
+    /// The limit, in bytes.
+    pub(super) limit: Option<u64>,
+}
+
+impl Oom {
+    /// `out of memory (limit 64 MiB)`.
+    pub(super) fn describe(&self) -> String {
+        match self.limit {
+            Some(l) => format!("out of memory (limit {})", bytes(l)),
+            None => "out of memory".to_owned(),
+        }
+    }
+}
+
+impl<S: Supervisor> ProcessController<S> {
+    /// The limits a service starts under. A value that does not read (a record older than
+    /// the check that refuses it) starts it without that limit, said in an event.
+    pub(super) fn limits_of(&self, world: &World, name: &str, process: &Process) -> ResourceLimits {
+        match process.limits.as_ref().map(|l| l.resolve()) {
+            None => ResourceLimits::default(),
+            Some(Ok(l)) => l,
+            Some(Err(e)) => {
+                self.event(
+                    world.id,
+                    "limits",
+                    &format!("{name}: limits.{} is not used: {e}; {}", e.key, e.fix),
+                );
+                ResourceLimits::default()
+            }
+        }
+    }
+
+    /// Record where the supervisor put the run `id` of `name` (started under `limits`).
+    pub(super) fn record_placement(
+        &self,
+        world: WorldId,
+        name: &str,
+        id: ProcId,
+        limits: ResourceLimits,
+    ) -> Result<(), StoreError> {
+        let placed = self.sup.placement(id);
+        let before = self
+            .store
+            .read(|c| store::resources(c, world))?
+            .into_iter()
+            .find(|r| r.service == name);
+        let unenforced = !limits.is_none() && !placed.mechanism.enforces();
+        let said_before = before.as_ref().is_some_and(|b| {
+            !b.mechanism.enforces()
+                && b.note == placed.note
+                && b.memory_limit == limits.memory
+                && b.cpu_limit == limits.cpu_millis
+        });
+        if unenforced && !said_before {
+            self.event(
+                world,
+                "limits",
+                &format!(
+                    "{name}: limits ({limits}) are not enforced: {}",
+                    placed.note
+                ),
+            );
+        }
+        self.store.write(owner::Process, |tx| {
+            tx.execute(
+                "INSERT INTO process_resources (world_id, service, cgroup, mechanism, note,
+                    memory_limit, cpu_limit, cpu_usec, throttled, updated_at)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL, ?8
+                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+                 ON CONFLICT (world_id, service) DO UPDATE SET cgroup = excluded.cgroup,
+                    mechanism = excluded.mechanism, note = excluded.note,
+                    memory_limit = excluded.memory_limit, cpu_limit = excluded.cpu_limit,
+                    cpu_usec = NULL, throttled = NULL, updated_at = excluded.updated_at",
+                params![
+                    world,
+                    name,
+                    placed.cgroup,
+                    placed.mechanism.as_str(),
+                    placed.note,
+                    limits.memory.map(|m| m as i64),
+                    limits.cpu_millis,
+                    now_ms()
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The run of `name` ended: the out-of-memory kills its cgroup counted (when it had
+    /// any), then its cgroup is removed.
+    pub(super) fn run_ended(&self, world: WorldId, name: &str) -> Option<Oom> {
+        let row = self
+            .store
+            .read(|c| store::resources(c, world))
+            .ok()?
+            .into_iter()
+            .find(|r| r.service == name)?;
+        let cgroup = row.cgroup.as_deref()?;
+        let oom = self
+            .sup
+            .usage(Some(cgroup), None)
+            .filter(|u| u.oom_kills > 0)
+            .map(|u| Oom {
+                kills: u.oom_kills,
+                limit: row.memory_limit,
+            });
+        self.release_cgroup(world, name);
+        if oom.is_some() {
+            self.write_resources(|tx| {
+                tx.execute(
+                    "UPDATE process_resources SET oom_kills = oom_kills + 1, updated_at = ?3
+                     WHERE world_id = ?1 AND service = ?2",
+                    params![world, name, now_ms()],
+                )?;
+                Ok(())
+            });
+        }
+        oom
+    }
+
+    /// Remove the cgroup of `name`'s last run (its process is gone or stopped).
+    pub(super) fn release_cgroup(&self, world: WorldId, name: &str) {
+        let Ok(rows) = self.store.read(|c| store::resources(c, world)) else {
+            return;
+        };
+        let Some(cgroup) = rows
+            .into_iter()
+            .find(|r| r.service == name)
+            .and_then(|r| r.cgroup)
+        else {
+            return;
+        };
+        if self.sup.release(&cgroup) {
+            self.forget_cgroup(world, name, &cgroup);
+        }
+    }
+
+    /// Remove every cgroup of the world (down, remove).
+    pub(super) fn release_world_cgroups(&self, world: WorldId) {
+        let recorded: Vec<(String, String)> = self
+            .store
+            .read(|c| store::resources(c, world))
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|r| Some((r.service, r.cgroup?)))
+            .collect();
+        let paths: Vec<String> = recorded.iter().map(|(_, c)| c.clone()).collect();
+        self.sup.release_world(world, &paths);
+        for (name, cgroup) in recorded {
+            if self.sup.release(&cgroup) {
+                self.forget_cgroup(world, &name, &cgroup);
+            }
+        }
+        self.write_resources(|tx| {
+            tx.execute(
+                "UPDATE process_resources SET memory_bytes = NULL, cpu_percent = NULL,
+                    cpu_usec = NULL, sampled_at = NULL
+                 WHERE world_id = ?1 AND memory_bytes IS NOT NULL",
+                [world],
+            )?;
+            Ok(())
+        });
+    }
+
+    fn forget_cgroup(&self, world: WorldId, name: &str, cgroup: &str) {
+        self.write_resources(|tx| {
+            tx.execute(
+                "UPDATE process_resources SET cgroup = NULL
+                 WHERE world_id = ?1 AND service = ?2 AND cgroup = ?3",
+                params![world, name, cgroup],
+            )?;
+            Ok(())
+        });
+    }
+
+    fn write_resources(
+        &self,
+        f: impl FnOnce(&store::owner::Tx<'_, owner::Process>) -> Result<(), StoreError>,
+    ) {
+        if let Err(err) = self.store.write(owner::Process, f) {
+            tracing::warn!(%err, "cannot record a service's resources");
+        }
+    }
+
+    /// Sample what every running service uses (and what stopped ones no longer do).
+    pub async fn sample_usage(&self) -> Result<(), StoreError> {
+        let procs = self.store.read(store::all_processes)?;
+        let res: HashMap<(WorldId, String), store::ResourceRow> = self
+            .store
+            .read(store::all_resources)?
+            .into_iter()
+            .map(|(w, r)| ((w, r.service.clone()), r))
+            .collect();
+        let now = now_ms();
+        let mut samples = Vec::new();
+        let mut idle = Vec::new();
+        for (world, p) in &procs {
+            let key = (*world, p.service.clone());
+            let before = res.get(&key);
+            let (Some(pid), Some(start_time)) = (p.pid, p.start_time) else {
+                if before.is_some_and(|r| r.sampled_at.is_some()) {
+                    idle.push(key);
+                }
+                continue;
+            };
+            // A service's own run is in its recorded cgroup; a setup runs outside it.
+            let cgroup = before
+                .filter(|_| {
+                    matches!(
+                        p.state,
+                        ProcState::Starting | ProcState::Running | ProcState::Unhealthy
+                    )
+                })
+                .and_then(|r| r.cgroup.as_deref());
+            let id = ProcId { pid, start_time };
+            let Some(u) = self.sup.usage(cgroup, Some(id)) else {
+                continue;
+            };
+            let percent = before.and_then(|r| {
+                let (used, at) = (r.cpu_usec?, r.sampled_at?);
+                let wall_us = (now - at).max(1) as f64 * 1000.0;
+                (u.cpu_usec >= used).then(|| (u.cpu_usec - used) as f64 / wall_us * 100.0)
+            });
+            samples.push((key, u, percent));
+        }
+        if samples.is_empty() && idle.is_empty() {
+            return Ok(());
+        }
+        self.store.write(owner::Process, |tx| {
+            for ((world, service), u, percent) in &samples {
+                tx.execute(
+                    "INSERT INTO process_resources (world_id, service, memory_bytes, cpu_percent,
+                        cpu_usec, throttled, sampled_at, updated_at)
+                     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7
+                     WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+                     ON CONFLICT (world_id, service) DO UPDATE SET
+                        memory_bytes = excluded.memory_bytes, cpu_percent = excluded.cpu_percent,
+                        cpu_usec = excluded.cpu_usec, throttled = excluded.throttled,
+                        sampled_at = excluded.sampled_at",
+                    params![
+                        world,
+                        service,
+                        u.memory_bytes as i64,
+                        percent,
+                        u.cpu_usec as i64,
+                        u.throttled as i64,
+                        now
+                    ],
+                )?;
+            }
+            for (world, service) in &idle {
+                tx.execute(
+                    "UPDATE process_resources SET memory_bytes = NULL, cpu_percent = NULL,
+                        cpu_usec = NULL, sampled_at = NULL
+                     WHERE world_id = ?1 AND service = ?2",
+                    params![world, service],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Sample every `every` until `stop` is notified (the daemon runs this).
+    pub async fn sample_until(self: Arc<Self>, every: Duration, stop: Arc<tokio::sync::Notify>) {
+        loop {
+            if let Err(err) = self.sample_usage().await {
+                tracing::warn!(%err, "cannot sample the services' resources");
+            }
+            tokio::select! {
+                _ = stop.notified() => break,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+}
