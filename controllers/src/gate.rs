@@ -7,16 +7,25 @@
 //!   [`held`] first, so no slice is provisioned, no `migrate`/`seed` and no process runs.
 //! - Queued worlds are admitted in the order they asked (`queued_at`), one at a time, as
 //!   room appears; a world that goes down releases its place at once.
-//! - With `cool_oldest`, a world over a limit stops the least recently used running world
-//!   that is not in focus (used within `focus_minutes`); its files, ports and data are kept
-//!   and its next `binky up` brings it back (through the gate again). Only `max_parallel`
-//!   and the RAM reserve cool (a cooled world frees no disk), and while a world told to stop
-//!   still has processes, no other is cooled for memory (what it frees is not free yet).
+//! - A *cooled* world is one the gate stopped to make room: its processes stop, its files,
+//!   ports and data are kept, it stays wanted (`binky status` says `cooled` and why) and it
+//!   starts again by itself, first in the queue of the time it was cooled, once the limit
+//!   allows; it never cools another world to come back. `binky up` of it asks again at
+//!   once (as a new request); `binky down` ends the wait.
+//! - With `cool_oldest`, a world over a limit cools the least recently used running world
+//!   that is not in focus (used within `focus_minutes`). Only `max_parallel` and the RAM
+//!   reserve cool (a cooled world frees no disk), and while a stopped or cooled world still
+//!   has processes, no other is cooled for memory (what it frees is not free yet).
+//! - With `cool_under_pressure` (on by default, as binky 0.1.2 did), while less memory than
+//!   the RAM reserve stays available for [`PRESSURE_FOR`], the world admitted last (not one
+//!   resumed within [`RESUME_GRACE`]) is cooled, one at a time; a world cooled for memory
+//!   resumes once [`RESUME_MARGIN`] more than the reserve is available.
 //! - With `approvals` on, every distinct command (`cmd`, `setup`, a `cmd` health check,
 //!   `migrate`, `seed`, hooks) must have been approved for its project; the key is a hash of
 //!   project and command text, so an edited command needs a new approval.
 //! - Limits and approvals are machine settings (the `settings` table), never read from a
-//!   repository's `binky.toml`.
+//!   repository's `binky.toml`. The reserves are on by default (20 % of memory, 5 GiB of
+//!   disk, binky 0.1.2's); no limit derives from the CPU count.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -28,10 +37,20 @@ use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::settings::Settings;
 use crate::spec::{Probe, ServiceKind, Spec};
-use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World};
+use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World, WorldId};
 
 /// The condition it reports.
 const CONDITION: &str = Kind::Admission.condition();
+
+/// How long available memory must stay under the reserve before a running world is cooled
+/// (binky 0.1.2: three ticks of 2 s): a moment's spike cools nothing.
+pub const PRESSURE_FOR: Duration = Duration::from_secs(6);
+/// A world resumed this recently is not the one cooled for memory (no flapping).
+pub const RESUME_GRACE: Duration = Duration::from_secs(30);
+/// Percentage points of memory above the reserve a world cooled for memory waits for.
+pub const RESUME_MARGIN: f64 = 5.0;
+/// How often an admitted world looks at the memory while `cool_under_pressure` is on.
+const PRESSURE_TICK: Duration = Duration::from_secs(2);
 
 /// What the gate needs to know about the machine.
 pub trait Machine: Send + Sync + 'static {
@@ -181,6 +200,8 @@ pub enum Hold {
     AwaitingApproval,
     /// Behind other worlds, or over a resident limit.
     Queued,
+    /// Stopped by the gate to make room; it starts again by itself when there is room.
+    Cooled,
 }
 
 impl Hold {
@@ -189,6 +210,7 @@ impl Hold {
         match self {
             Hold::AwaitingApproval => "AwaitingApproval",
             Hold::Queued => "Queued",
+            Hold::Cooled => "Cooled",
         }
     }
 
@@ -198,7 +220,7 @@ impl Hold {
         let c = conditions
             .iter()
             .find(|c| c.type_ == CONDITION && c.status != crate::store::CondStatus::True)?;
-        [Hold::AwaitingApproval, Hold::Queued]
+        [Hold::AwaitingApproval, Hold::Queued, Hold::Cooled]
             .into_iter()
             .find(|h| h.reason() == c.reason)
             .map(|h| (h, c))
@@ -222,6 +244,7 @@ pub fn held(store: &Store, world: &World) -> Result<Option<(Hold, String)>, Stor
     })?;
     Ok(match row {
         Some((state, _)) if state == "admitted" => None,
+        Some((state, reason)) if state == "cooled" => Some((Hold::Cooled, reason)),
         Some((_, reason)) if !reason.is_empty() => Some((Hold::Queued, reason)),
         _ => Some((Hold::Queued, "waiting for admission".into())),
     })
@@ -261,6 +284,23 @@ pub struct AdmissionController<M> {
     store: Store,
     machine: M,
     trigger: Option<crate::runtime::Trigger>,
+    /// Since when available memory has been under the reserve, as the last look saw it
+    /// (kept in memory: a new daemon starts watching again).
+    pressure: std::sync::Mutex<Option<std::time::Instant>>,
+    /// How long memory must stay short before a world is cooled ([`PRESSURE_FOR`]).
+    pressure_for: Duration,
+}
+
+/// A world's row of the gate's queue.
+#[derive(Clone, Debug)]
+struct Place {
+    world: WorldId,
+    state: String,
+    queued_at: i64,
+    cooled_at: Option<i64>,
+    admitted_at: Option<i64>,
+    resumed_at: Option<i64>,
+    reason: String,
 }
 
 impl<M: Machine> AdmissionController<M> {
@@ -270,7 +310,15 @@ impl<M: Machine> AdmissionController<M> {
             store,
             machine,
             trigger: None,
+            pressure: std::sync::Mutex::new(None),
+            pressure_for: PRESSURE_FOR,
         }
+    }
+
+    /// Cool for memory once it has been short this long (tests: zero).
+    pub fn with_pressure_for(mut self, d: Duration) -> Self {
+        self.pressure_for = d;
+        self
     }
 
     /// Nudge a cooled world's controllers through `trigger` (the daemon's runtime).
@@ -286,8 +334,15 @@ impl<M: Machine> AdmissionController<M> {
         })
     }
 
-    /// Over which limit, if any, would one more resident world be?
-    fn over(&self, settings: &Settings, world: &World, residents: usize) -> Option<Over> {
+    /// Over which limit, if any, would one more resident world be? `resuming`: a world the
+    /// gate cooled, which waits for [`RESUME_MARGIN`] more memory than the reserve.
+    fn over(
+        &self,
+        settings: &Settings,
+        world: &World,
+        residents: usize,
+        resuming: bool,
+    ) -> Option<Over> {
         let max: usize = settings.number("max_parallel");
         if max > 0 && residents >= max {
             return Some(Over {
@@ -298,12 +353,15 @@ impl<M: Machine> AdmissionController<M> {
         let ram: f64 = settings.number("ram_reserve_percent");
         if ram > 0.0 {
             if let Some(avail) = self.machine.mem_available_percent() {
-                if avail < ram {
+                let need = if resuming { ram + RESUME_MARGIN } else { ram };
+                if avail < need {
                     return Some(Over {
                         limit: Limit::Memory,
-                        why: format!(
-                            "{avail:.0}% of memory available, ram_reserve_percent = {ram}"
-                        ),
+                        why: if resuming {
+                            format!("{avail:.0}% of memory available, ram_reserve_percent = {ram} (+{RESUME_MARGIN} to come back)")
+                        } else {
+                            format!("{avail:.0}% of memory available, ram_reserve_percent = {ram}")
+                        },
                     });
                 }
             }
@@ -328,7 +386,9 @@ impl<M: Machine> AdmissionController<M> {
     fn stopping(&self) -> Result<Option<String>, StoreError> {
         self.store.read(|c| {
             Ok(c.query_row(
-                "SELECT w.name FROM worlds w WHERE w.desired_state = 'stopped' AND EXISTS
+                "SELECT w.name FROM worlds w WHERE (w.desired_state = 'stopped' OR EXISTS
+                    (SELECT 1 FROM admissions a WHERE a.world_id = w.id AND a.state = 'cooled'))
+                 AND EXISTS
                     (SELECT 1 FROM processes p WHERE p.world_id = w.id AND p.pid IS NOT NULL)
                  ORDER BY w.id LIMIT 1",
                 [],
@@ -336,6 +396,111 @@ impl<M: Machine> AdmissionController<M> {
             )
             .optional()?)
         })
+    }
+
+    /// Every place of a world that wants to run, in the order they asked.
+    fn places(&self) -> Result<Vec<Place>, StoreError> {
+        self.store.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT a.world_id, a.state, a.queued_at, a.cooled_at, a.admitted_at, a.resumed_at, a.reason
+                 FROM admissions a JOIN worlds w ON w.id = a.world_id
+                 WHERE w.deleted_at IS NULL AND w.desired_state = 'running'
+                 ORDER BY a.queued_at, a.world_id",
+            )?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(Place {
+                        world: r.get(0)?,
+                        state: r.get(1)?,
+                        queued_at: r.get(2)?,
+                        cooled_at: r.get(3)?,
+                        admitted_at: r.get(4)?,
+                        resumed_at: r.get(5)?,
+                        reason: r.get(6)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Cool `world`: its processes stop, it keeps its place at the back of the queue of
+    /// now, and it starts again by itself when there is room. `why` goes to its condition
+    /// and its event.
+    fn cool(&self, world: &World, why: &str) -> Result<String, StoreError> {
+        let now = now_ms();
+        let reason = format!(
+            "cooled: {why}; its files, ports and data are kept and it starts again by itself when there is room (`binky up {0}` asks now, `binky down {0}` keeps it stopped)",
+            world.name
+        );
+        self.store.write(owner::Gate, |tx| {
+            // To the back of the queue: behind every world that asked before it was cooled
+            // (the newcomer it makes room for included, whatever the clock says).
+            tx.execute(
+                "UPDATE admissions SET state = 'cooled', cooled_at = ?2,
+                    queued_at = MAX(?2, (SELECT MAX(queued_at) FROM admissions) + 1), reason = ?3
+                 WHERE world_id = ?1",
+                params![world.id, now, reason],
+            )?;
+            Ok(())
+        })?;
+        self.store.event(world.id, "cooled", &reason)?;
+        if let Some(t) = &self.trigger {
+            t.world(world.id);
+        }
+        Ok(reason)
+    }
+
+    /// For an admitted world while `cool_under_pressure` is on: has memory been short long
+    /// enough, and is this world the one to cool? Then cool it (the condition it gets).
+    fn relieve_pressure(
+        &self,
+        settings: &Settings,
+        world: &World,
+        places: &[Place],
+    ) -> Result<Option<Condition>, StoreError> {
+        let ram: f64 = settings.number("ram_reserve_percent");
+        let avail = self.machine.mem_available_percent();
+        let short = ram > 0.0 && avail.is_some_and(|a| a < ram);
+        let since = {
+            let mut p = self.pressure.lock().unwrap_or_else(|e| e.into_inner());
+            *p = if short {
+                Some(p.unwrap_or_else(std::time::Instant::now))
+            } else {
+                None
+            };
+            *p
+        };
+        let Some(since) = since.filter(|s| s.elapsed() >= self.pressure_for) else {
+            return Ok(None);
+        };
+        // What a world being stopped frees is not free yet: one at a time.
+        if self.stopping()?.is_some() {
+            return Ok(None);
+        }
+        let now = now_ms();
+        let grace = RESUME_GRACE.as_millis() as i64;
+        let newest = places
+            .iter()
+            .filter(|p| p.state == "admitted")
+            .filter(|p| p.resumed_at.is_none_or(|r| now - r >= grace))
+            .max_by_key(|p| (p.admitted_at.unwrap_or(0), p.world));
+        if newest.map(|p| p.world) != Some(world.id) {
+            return Ok(None);
+        }
+        let why = format!(
+            "{:.0}% of memory available for {}s, under ram_reserve_percent = {ram} (the world admitted last goes first)",
+            avail.unwrap_or(0.0),
+            since.elapsed().as_secs()
+        );
+        let reason = self.cool(world, &why)?;
+        // The streak starts again: the memory this world frees gets time to come back.
+        *self.pressure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(Some(Condition::waiting(
+            CONDITION,
+            Hold::Cooled.reason(),
+            reason,
+        )))
     }
 }
 
@@ -390,33 +555,58 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 "INSERT OR IGNORE INTO admissions (world_id, state, queued_at, reason) VALUES (?1, 'queued', ?2, '')",
                 params![world.id, now],
             )?;
+            // `binky up` of a world the gate cooled: a request of its own again, now.
+            tx.execute(
+                "UPDATE admissions SET state = 'queued', cooled_at = NULL
+                 WHERE world_id = ?1 AND state = 'cooled' AND cooled_at < ?2",
+                params![world.id, world.last_used_at],
+            )?;
             Ok(())
         })?;
-        let rows: Vec<(i64, String, i64)> = self.store.read(|c| {
-            let mut stmt = c.prepare(
-                "SELECT a.world_id, a.state, a.queued_at FROM admissions a JOIN worlds w ON w.id = a.world_id
-                 WHERE w.deleted_at IS NULL AND w.desired_state = 'running' ORDER BY a.queued_at, a.world_id",
-            )?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })?;
-        if rows.iter().any(|r| r.0 == world.id && r.1 == "admitted") {
+        let places = self.places()?;
+        let Some(mine) = places.iter().find(|p| p.world == world.id).cloned() else {
+            return Ok(Applied {
+                action: Action::Requeue(Duration::from_millis(500)),
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    Hold::Queued.reason(),
+                    "waiting for admission",
+                )],
+            });
+        };
+        let watch_pressure = settings.flag("cool_under_pressure")
+            && settings.number::<f64>("ram_reserve_percent") > 0.0;
+        if mine.state == "admitted" {
+            if watch_pressure {
+                if let Some(cooled) = self.relieve_pressure(&settings, world, &places)? {
+                    return Ok(Applied {
+                        action: Action::Requeue(Duration::from_millis(500)),
+                        conditions: vec![cooled],
+                    });
+                }
+                return Ok(Applied {
+                    action: Action::Requeue(PRESSURE_TICK),
+                    conditions: vec![Condition::ok(CONDITION, "Admitted", "admitted")],
+                });
+            }
             return Ok(Applied::await_change(vec![Condition::ok(
                 CONDITION, "Admitted", "admitted",
             )]));
         }
-        let residents = rows.iter().filter(|r| r.1 == "admitted").count();
-        let ahead = rows
+        let resuming = mine.state == "cooled";
+        let residents = places.iter().filter(|p| p.state == "admitted").count();
+        let ahead = places
             .iter()
-            .take_while(|r| r.0 != world.id)
-            .filter(|r| r.1 == "queued")
+            .take_while(|p| p.world != world.id)
+            .filter(|p| p.state != "admitted")
             .count();
-        let mut over = self.over(&settings, world, residents);
+        let mut over = self.over(&settings, world, residents, resuming);
         let cool = match &over {
-            // A cooled world keeps its files: stopping it frees no disk.
-            Some(o) if o.limit != Limit::Disk && ahead == 0 => settings.flag("cool_oldest"),
+            // A cooled world keeps its files: stopping it frees no disk. A world coming back
+            // from being cooled waits for room; it never cools another.
+            Some(o) if o.limit != Limit::Disk && ahead == 0 && !resuming => {
+                settings.flag("cool_oldest")
+            }
             _ => false,
         };
         // Memory a cooled world frees is available only once its processes are gone;
@@ -437,57 +627,83 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 .iter()
                 .filter(|w| {
                     w.id != world.id
-                        && rows.iter().any(|r| r.0 == w.id && r.1 == "admitted")
+                        && places
+                            .iter()
+                            .any(|p| p.world == w.id && p.state == "admitted")
                         && now - w.last_used_at >= focus * 60_000
                 })
                 .min_by_key(|w| w.last_used_at);
             if let Some(old) = coolable {
-                self.store
-                    .set_desired_state(old.id, DesiredState::Stopped)?;
-                self.store.event(
-                    old.id,
-                    "cooled",
+                self.cool(
+                    old,
                     &format!(
-                        "stopped to make room for {} ({}); its files, ports and data are kept; `binky up {}` brings it back",
+                        "stopped to make room for {} ({})",
                         world.name,
-                        over.as_ref().map_or("", |o| o.why.as_str()),
-                        old.name
+                        over.as_ref().map_or("", |o| o.why.as_str())
                     ),
                 )?;
-                self.release(old)?;
-                if let Some(t) = &self.trigger {
-                    t.world(old.id);
-                }
-                over = self.over(&settings, world, residents - 1);
+                over = self.over(&settings, world, residents - 1, false);
             }
         }
         if over.is_none() && ahead == 0 {
             self.store.write(owner::Gate, |tx| {
                 tx.execute(
-                    "UPDATE admissions SET state = 'admitted', reason = '' WHERE world_id = ?1",
-                    [world.id],
+                    "UPDATE admissions SET state = 'admitted', reason = '', admitted_at = ?2,
+                        resumed_at = CASE WHEN ?3 THEN ?2 ELSE resumed_at END, cooled_at = NULL
+                     WHERE world_id = ?1",
+                    params![world.id, now, resuming],
                 )?;
                 Ok(())
             })?;
+            if resuming {
+                let waited = mine.cooled_at.map_or(0, |c| (now - c).max(0) / 1000);
+                self.store.event(
+                    world.id,
+                    "resumed",
+                    &format!("started again after {waited}s cooled: there is room now"),
+                )?;
+            } else if !mine.reason.is_empty() {
+                let waited = (now - mine.queued_at).max(0) / 1000;
+                self.store.event(
+                    world.id,
+                    "admitted",
+                    &format!("admitted after {waited}s in the queue: there is room now"),
+                )?;
+            }
             return Ok(Applied::await_change(vec![Condition::ok(
                 CONDITION, "Admitted", "admitted",
             )]));
         }
-        let reason = match (over.map(|o| o.why), ahead) {
-            (Some(o), 0) => format!("queued: {o}; it starts when a world goes down (`binky down NAME`) or the limit is raised (`binky settings`)"),
-            (Some(o), n) => format!("queued behind {n} world(s): {o}"),
-            (None, n) => format!("queued behind {n} world(s) that asked first"),
+        let reason = if resuming {
+            // It says why it was cooled; what it waits for now is in the condition.
+            let wait = match (over.as_ref().map(|o| o.why.as_str()), ahead) {
+                (Some(o), _) => format!("waiting for room: {o}"),
+                (None, n) => format!("behind {n} world(s) that asked first"),
+            };
+            format!(
+                "{}; {wait}",
+                mine.reason.split("; its files").next().unwrap_or("")
+            )
+        } else {
+            match (over.map(|o| o.why), ahead) {
+                (Some(o), 0) => format!("queued: {o}; it starts when a world goes down (`binky down NAME`) or the limit is raised (`binky settings`)"),
+                (Some(o), n) => format!("queued behind {n} world(s): {o}"),
+                (None, n) => format!("queued behind {n} world(s) that asked first"),
+            }
         };
-        self.store.write(owner::Gate, |tx| {
-            tx.execute(
-                "UPDATE admissions SET reason = ?2 WHERE world_id = ?1",
-                params![world.id, reason],
-            )?;
-            Ok(())
-        })?;
+        if !resuming {
+            self.store.write(owner::Gate, |tx| {
+                tx.execute(
+                    "UPDATE admissions SET reason = ?2 WHERE world_id = ?1",
+                    params![world.id, reason],
+                )?;
+                Ok(())
+            })?;
+        }
+        let hold = if resuming { Hold::Cooled } else { Hold::Queued };
         Ok(Applied {
             action: Action::Requeue(Duration::from_millis(500)),
-            conditions: vec![Condition::waiting(CONDITION, Hold::Queued.reason(), reason)],
+            conditions: vec![Condition::waiting(CONDITION, hold.reason(), reason)],
         })
     }
 

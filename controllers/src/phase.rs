@@ -22,6 +22,8 @@ pub enum Phase {
     Queued,
     /// Held at the gate until a person approves its commands.
     AwaitingApproval,
+    /// Stopped by the gate to make room; it starts again by itself when there is room.
+    Cooled,
     /// Every controller has seen its generation and every condition holds.
     Ready,
     /// On its way.
@@ -38,6 +40,7 @@ impl Phase {
             Phase::Failed => "failed",
             Phase::Queued => "queued",
             Phase::AwaitingApproval => "approval",
+            Phase::Cooled => "cooled",
             Phase::Ready => "ready",
             Phase::Starting => "starting",
         }
@@ -97,6 +100,7 @@ pub fn phase(
     match Hold::of(conds) {
         Some((Hold::Queued, _)) => Phase::Queued,
         Some((Hold::AwaitingApproval, _)) => Phase::AwaitingApproval,
+        Some((Hold::Cooled, _)) => Phase::Cooled,
         None if converged(gens, conds, world.generation) => Phase::Ready,
         None => Phase::Starting,
     }

@@ -57,21 +57,27 @@ pub const ALL: &[Setting] = &[
     },
     Setting {
         key: "ram_reserve_percent",
-        default: "0",
+        default: "20",
         takes: Takes::Percent,
-        what: "percent of memory kept available: a world does not start while less is (0: off)",
+        what: "percent of memory kept available (binky 0.1.2's 20 by default): a world does not start while less is, and with cool_under_pressure a running one is cooled (0: off)",
     },
     Setting {
         key: "disk_reserve_gib",
-        default: "0",
+        default: "5",
         takes: Takes::Gib,
-        what: "GiB kept free on the worktrees' filesystem: a world does not start while less is (0: off)",
+        what: "GiB kept free on the worktrees' filesystem (binky 0.1.2's 5 by default): a world does not start while less is (0: off)",
+    },
+    Setting {
+        key: "cool_under_pressure",
+        default: "true",
+        takes: Takes::Flag,
+        what: "while less memory than ram_reserve_percent stays available for 6 s, cool the world admitted last (stopped; files, ports and data kept) and start it again by itself once memory is back, as binky 0.1.2 did",
     },
     Setting {
         key: "cool_oldest",
         default: "false",
         takes: Takes::Flag,
-        what: "over max_parallel or the RAM reserve, stop the least recently used world not in focus instead of queueing",
+        what: "over max_parallel or the RAM reserve, cool the least recently used world not in focus instead of queueing (it starts again by itself when there is room)",
     },
     Setting {
         key: "focus_minutes",

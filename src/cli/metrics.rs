@@ -100,12 +100,15 @@ pub async fn run() -> Result<i32, Failure> {
         "slices": slices,
         "admission": {
             "capacity": settings.number::<u64>("max_parallel"),
-            "in_use": (worlds.len() as u64)
-                .saturating_sub(stopped + count("queued") + count("approval")),
+            "in_use": (worlds.len() as u64).saturating_sub(
+                stopped + count("queued") + count("approval") + count("cooled")
+            ),
             "queued": count("queued"),
+            "cooled": count("cooled"),
             "awaiting_approval": count("approval"),
             "ram_reserve_percent": settings.get("ram_reserve_percent"),
             "disk_reserve_gib": settings.get("disk_reserve_gib"),
+            "cool_under_pressure": settings.flag("cool_under_pressure"),
         },
         "servers": servers,
         "golden_templates": goldens,

@@ -1,5 +1,6 @@
 //! The admission gate through the real binary: `max_parallel` queues, `cool_oldest` cools
-//! the least recently used world, approvals hold new commands.
+//! the least recently used world and it comes back by itself, the default memory watch cools
+//! the newest world under real memory pressure, approvals hold new commands.
 
 use std::time::Duration;
 
@@ -71,7 +72,8 @@ fn with_max_parallel_2_a_third_world_queues_and_starts_when_one_goes_down() {
 }
 
 #[test]
-fn with_cool_oldest_the_least_recently_used_world_stops_and_comes_back_with_its_data() {
+fn with_cool_oldest_the_least_recently_used_world_is_cooled_and_comes_back_by_itself_with_its_data()
+{
     let env = Env::new(&config(""));
     env.ok(&[
         "settings",
@@ -84,33 +86,140 @@ fn with_cool_oldest_the_least_recently_used_world_stops_and_comes_back_with_its_
     std::fs::write(env.worktree("a").join("notes.txt"), "a's work").unwrap();
     env.ok(&["up", "b"]);
     env.ok(&["up", "c"]);
-    // a was used least recently: it was stopped to make room.
+    // a was used least recently: it was cooled to make room, its processes stopped.
     wait_until("a is cooled", Duration::from_secs(15), || {
-        state(&env, "a") == "stopped"
+        state(&env, "a") == "cooled" && env.pid_of("a", "api").is_none()
     });
     assert_eq!(state(&env, "b"), "ready");
     assert_eq!(state(&env, "c"), "ready");
     let events = env.ok(&["events", "a", "-n", "100"]);
     assert!(
-        events.contains("stopped to make room for c") && events.contains("binky up a"),
+        events.contains("stopped to make room for c")
+            && events.contains("starts again by itself when there is room"),
         "{events}"
     );
-    // a comes back on its next up, with its files and port; b (now the oldest) goes.
-    env.ok(&["up", "a"]);
+    assert!(
+        env.ok(&["status", "a"]).contains("waiting for room"),
+        "{}",
+        env.ok(&["status", "a"])
+    );
+    // c goes down: a comes back by itself, with its files and port, and says so.
+    env.ok(&["down", "c"]);
+    wait_until("a is back", Duration::from_secs(20), || {
+        state(&env, "a") == "ready"
+    });
     assert_eq!(
         std::fs::read_to_string(env.worktree("a").join("notes.txt")).unwrap(),
         "a's work"
     );
     assert_eq!(env.port_of("a", "api"), a_port);
     assert_eq!(served_env(a_port)["PORT"], a_port.to_string());
-    wait_until("b is cooled", Duration::from_secs(15), || {
-        state(&env, "b") == "stopped"
+    assert!(env
+        .ok(&["events", "a", "-n", "100"])
+        .contains("started again after"));
+    // `binky up c`: a request of its own, which cools a again (coming back is not a use:
+    // a is still the least recently used).
+    env.ok(&["up", "c"]);
+    wait_until("a is cooled again", Duration::from_secs(15), || {
+        state(&env, "a") == "cooled"
     });
+    assert_eq!(state(&env, "b"), "ready");
     env.ok(&["remove", "a", "--force"]);
     for w in ["b", "c"] {
         env.ok(&["remove", w]);
     }
     env.assert_nothing_left(&["a", "b", "c"]);
+}
+
+/// Percent of memory available now (`MemAvailable / MemTotal`).
+fn mem_available_percent() -> f64 {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib = |key: &str| -> f64 {
+        info.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    kib("MemAvailable:") * 100.0 / kib("MemTotal:")
+}
+
+/// A process holding `percent` of this machine's memory until it is dropped.
+struct Hog(std::process::Child);
+
+impl Hog {
+    fn take(percent: f64) -> Hog {
+        let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let total_kib: f64 = info
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        let bytes = (total_kib * 1024.0 * percent / 100.0) as u64;
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                &format!("import sys, time\nb = bytearray(b'\\x01') * {bytes}\nprint('held', flush=True)\ntime.sleep(600)"),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "held", "the memory hog did not start");
+        Hog(child)
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn under_the_default_memory_watch_the_world_admitted_last_is_cooled_and_comes_back_when_memory_is_freed(
+) {
+    // Nothing but the RAM reserve is set: cool_under_pressure is on by default.
+    let env = Env::new(&config(""));
+    env.ok(&["up", "first"]);
+    env.ok(&["up", "last"]);
+    // A reserve a little under what is available now, then a process that takes twice that
+    // much: the machine is under its reserve for real.
+    let avail = mem_available_percent();
+    let reserve = (avail - 8.0).floor().clamp(1.0, 90.0);
+    env.ok(&["settings", &format!("ram_reserve_percent={reserve}")]);
+    let hog = Hog::take(16.0);
+    wait_until("last is cooled", Duration::from_secs(60), || {
+        state(&env, "last") == "cooled" && env.pid_of("last", "api").is_none()
+    });
+    assert_eq!(state(&env, "first"), "ready", "the older world was cooled");
+    let status = env.ok(&["status", "last"]);
+    assert!(
+        status.contains("of memory available") && status.contains("ram_reserve_percent"),
+        "{status}"
+    );
+    // The memory is freed: last comes back on its own, on its port.
+    let port = env.port_of("last", "api");
+    drop(hog);
+    wait_until("last is back", Duration::from_secs(60), || {
+        state(&env, "last") == "ready"
+    });
+    assert_eq!(served_env(port)["BINKY_WORKTREE"], "last");
+    let events = env.ok(&["events", "last", "-n", "100"]);
+    assert!(
+        events.contains("cooled") && events.contains("started again after"),
+        "{events}"
+    );
+    for w in ["first", "last"] {
+        env.ok(&["remove", w]);
+    }
+    env.assert_nothing_left(&["first", "last"]);
 }
 
 #[test]

@@ -427,6 +427,15 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         // The admission gate: nothing of a held world starts.
 
         if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
+            // Cooled by the gate to make room: it stops (files, ports and data kept) and
+            // starts again when the gate lets it.
+            if held
+                .conditions
+                .iter()
+                .any(|c| c.reason == crate::gate::Hold::Cooled.reason())
+            {
+                self.stop_world(world, "cooled to make room").await?;
+            }
             return Ok(held);
         }
         // Gate: the worktree and the ports must be there for this generation.

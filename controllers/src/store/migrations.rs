@@ -266,6 +266,13 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (world_id, service)
     );
     "#,
+    // 9: a world the gate cooled (stopped to make room, kept, started again by itself when
+    // room returns), and when each world was admitted and resumed (`gate`).
+    r#"
+    ALTER TABLE admissions ADD COLUMN cooled_at INTEGER;
+    ALTER TABLE admissions ADD COLUMN admitted_at INTEGER;
+    ALTER TABLE admissions ADD COLUMN resumed_at INTEGER;
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -54,6 +54,20 @@ fn desired(store: &Store, id: i64) -> DesiredState {
     world(store, id).unwrap().desired
 }
 
+/// The world's place at the gate: `admitted`, `queued`, `cooled` (or `none`).
+fn place(store: &Store, id: i64) -> String {
+    store
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT state FROM admissions WHERE world_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap_or_else(|_| "none".to_owned()))
+        })
+        .unwrap()
+}
+
 /// Ask the gate after a moment, so every world asks at a distinct millisecond.
 async fn ask(gate: &AdmissionController<FakeMachine>, store: &Store, id: i64) {
     tokio::time::sleep(Duration::from_millis(3)).await;
@@ -138,16 +152,18 @@ async fn short_of_memory_the_least_recently_used_world_out_of_focus_is_cooled() 
         },
     );
     ask(&short, &store, n).await;
-    assert_eq!(desired(&store, older), DesiredState::Stopped);
+    // Cooled: still wanted (it comes back by itself), held at the gate.
+    assert_eq!(desired(&store, older), DesiredState::Running);
+    assert_eq!(place(&store, older), "cooled");
     assert!(
         held(&store, older).is_some(),
         "the cooled world kept its place"
     );
     assert!(events(&store, "older").iter().any(|(k, m)| k == "cooled"
         && m.contains("to make room for n")
-        && m.contains("`binky up older` brings it back")));
+        && m.contains("starts again by itself when there is room")));
     for id in [old, recent] {
-        assert_eq!(desired(&store, id), DesiredState::Running);
+        assert_eq!(place(&store, id), "admitted");
         assert_eq!(held(&store, id), None);
     }
     // Its memory is not free yet: n waits, saying why.
@@ -155,7 +171,7 @@ async fn short_of_memory_the_least_recently_used_world_out_of_focus_is_cooled() 
     assert!(why.contains("ram_reserve_percent = 50"), "{why}");
     ask(&roomy, &store, n).await;
     assert_eq!(held(&store, n), None);
-    assert_eq!(desired(&store, old), DesiredState::Running);
+    assert_eq!(place(&store, old), "admitted");
 }
 
 #[tokio::test]
@@ -171,14 +187,14 @@ async fn a_world_in_focus_is_never_cooled_and_the_newcomer_queues_instead() {
     used_minutes_ago(&store, a, 9);
     let n = up(&dir, &store, "n");
     ask(&gate, &store, n).await;
-    assert_eq!(desired(&store, a), DesiredState::Running);
+    assert_eq!(place(&store, a), "admitted");
     assert_eq!(held(&store, a), None);
     assert!(held(&store, n).unwrap().contains("max_parallel = 1"));
     assert!(!events(&store, "a").iter().any(|(k, _)| k == "cooled"));
     // Out of focus now: cooled, and its place is n's at once.
     used_minutes_ago(&store, a, 11);
     ask(&gate, &store, n).await;
-    assert_eq!(desired(&store, a), DesiredState::Stopped);
+    assert_eq!(place(&store, a), "cooled");
     assert_eq!(held(&store, n), None);
     let admitted: i64 = store
         .read(|c| {
@@ -228,10 +244,10 @@ async fn short_of_memory_a_newcomer_cools_one_world_at_a_time_each_once_it_has_s
     for _ in 0..3 {
         ask(&short, &store, n).await;
     }
-    assert_eq!(desired(&store, older), DesiredState::Stopped);
+    assert_eq!(place(&store, older), "cooled");
     assert_eq!(
-        desired(&store, old),
-        DesiredState::Running,
+        place(&store, old),
+        "admitted",
         "cooled a second world before the first one stopped"
     );
     let why = held(&store, n).unwrap();
@@ -242,13 +258,9 @@ async fn short_of_memory_a_newcomer_cools_one_world_at_a_time_each_once_it_has_s
     // older's processes are gone and memory is still short: the next one goes.
     running_process(&store, older, None);
     ask(&short, &store, n).await;
-    assert_eq!(desired(&store, old), DesiredState::Stopped);
+    assert_eq!(place(&store, old), "cooled");
     ask(&short, &store, n).await;
-    assert_eq!(
-        desired(&store, recent),
-        DesiredState::Running,
-        "cooled in focus"
-    );
+    assert_eq!(place(&store, recent), "admitted", "cooled in focus");
     assert!(held(&store, n).is_some());
 }
 
@@ -272,7 +284,7 @@ async fn short_of_disk_nothing_is_cooled_since_a_cooled_world_keeps_its_files() 
     for _ in 0..3 {
         ask(&full, &store, n).await;
     }
-    assert_eq!(desired(&store, a), DesiredState::Running);
+    assert_eq!(place(&store, a), "admitted");
     assert!(!events(&store, "a").iter().any(|(k, _)| k == "cooled"));
     let why = held(&store, n).unwrap();
     assert!(why.contains("4.0 GiB free"), "{why}");
@@ -304,7 +316,7 @@ async fn a_world_the_user_stopped_that_still_has_processes_holds_cooling_until_t
         },
     );
     ask(&short, &store, n).await;
-    assert_eq!(desired(&store, old), DesiredState::Running);
+    assert_eq!(place(&store, old), "admitted");
     let why = held(&store, n).unwrap();
     assert!(
         why.contains("waiting for downed to stop before cooling another world"),
@@ -312,5 +324,159 @@ async fn a_world_the_user_stopped_that_still_has_processes_holds_cooling_until_t
     );
     running_process(&store, downed, None);
     ask(&short, &store, n).await;
-    assert_eq!(desired(&store, old), DesiredState::Stopped);
+    assert_eq!(place(&store, old), "cooled");
+}
+
+#[tokio::test]
+async fn a_cooled_world_starts_again_by_itself_when_a_place_frees_and_never_cools_another() {
+    let (dir, store) = setup(&[
+        ("max_parallel", "1"),
+        ("cool_oldest", "true"),
+        ("focus_minutes", "0"),
+    ]);
+    let gate = AdmissionController::new(store.clone(), FakeMachine::default());
+    let a = up(&dir, &store, "a");
+    ask(&gate, &store, a).await;
+    used_minutes_ago(&store, a, 5);
+    let n = up(&dir, &store, "n");
+    ask(&gate, &store, n).await;
+    assert_eq!(place(&store, a), "cooled");
+    assert_eq!(place(&store, n), "admitted");
+    // a asks again and again while n runs: it waits, and cools nobody (n is out of focus).
+    used_minutes_ago(&store, n, 5);
+    for _ in 0..3 {
+        ask(&gate, &store, a).await;
+    }
+    assert_eq!(place(&store, n), "admitted", "a cooled n to come back");
+    let why = held(&store, a).unwrap();
+    assert!(
+        why.starts_with("cooled: stopped to make room for n"),
+        "{why}"
+    );
+    // n goes down: a starts again by itself, and says so.
+    store.set_desired_state(n, DesiredState::Stopped).unwrap();
+    ask(&gate, &store, n).await;
+    ask(&gate, &store, a).await;
+    assert_eq!(place(&store, a), "admitted");
+    assert!(events(&store, "a")
+        .iter()
+        .any(|(k, m)| k == "resumed" && m.contains("there is room now")));
+}
+
+#[tokio::test]
+async fn binky_up_of_a_cooled_world_asks_again_at_once() {
+    let (dir, store) = setup(&[
+        ("max_parallel", "1"),
+        ("cool_oldest", "true"),
+        ("focus_minutes", "1"),
+    ]);
+    let gate = AdmissionController::new(store.clone(), FakeMachine::default());
+    let a = up(&dir, &store, "a");
+    ask(&gate, &store, a).await;
+    used_minutes_ago(&store, a, 5);
+    let n = up(&dir, &store, "n");
+    ask(&gate, &store, n).await;
+    assert_eq!(place(&store, a), "cooled");
+    used_minutes_ago(&store, n, 5);
+    // `binky up a`: a request of its own, which may cool n (out of focus) like any other.
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    assert_eq!(up(&dir, &store, "a"), a);
+    ask(&gate, &store, a).await;
+    assert_eq!(place(&store, a), "admitted");
+    assert_eq!(place(&store, n), "cooled");
+}
+
+#[tokio::test]
+async fn under_memory_pressure_the_world_admitted_last_is_cooled_and_resumes_when_memory_is_back() {
+    let (dir, store) = setup(&[("ram_reserve_percent", "20")]);
+    let roomy = AdmissionController::new(store.clone(), FakeMachine::default());
+    let [first, second, last] = ["first", "second", "last"].map(|n| up(&dir, &store, n));
+    for id in [first, second, last] {
+        ask(&roomy, &store, id).await;
+        assert_eq!(place(&store, id), "admitted");
+        running_process(&store, id, Some(6000 + id as u32));
+    }
+    let short = AdmissionController::new(
+        store.clone(),
+        FakeMachine {
+            mem: 12.0,
+            disk: 100.0,
+        },
+    )
+    .with_pressure_for(Duration::ZERO);
+    // Every world looks; only the one admitted last is cooled, and while its processes
+    // stop (what it frees is not free yet) no other.
+    for id in [first, second, last, first, second] {
+        ask(&short, &store, id).await;
+    }
+    assert_eq!(place(&store, last), "cooled");
+    running_process(&store, last, None);
+    for id in [first, second] {
+        assert_eq!(place(&store, id), "admitted");
+    }
+    let why = held(&store, last).unwrap();
+    assert!(
+        why.contains("12% of memory available") && why.contains("ram_reserve_percent = 20"),
+        "{why}"
+    );
+    // Memory back at the reserve but not past its margin: it waits, saying so.
+    let edge = AdmissionController::new(
+        store.clone(),
+        FakeMachine {
+            mem: 22.0,
+            disk: 100.0,
+        },
+    );
+    ask(&edge, &store, last).await;
+    assert_eq!(place(&store, last), "cooled");
+    let c = condition(&store, last, Kind::Admission.condition());
+    assert!(c.message.contains("+5 to come back"), "{}", c.message);
+    ask(&roomy, &store, last).await;
+    assert_eq!(place(&store, last), "admitted");
+    assert!(events(&store, "last").iter().any(|(k, _)| k == "resumed"));
+    running_process(&store, last, Some(7000));
+    // Just resumed: under pressure again, the next newest goes, not it.
+    for id in [first, second, last] {
+        ask(&short, &store, id).await;
+    }
+    assert_eq!(
+        place(&store, last),
+        "admitted",
+        "cooled again within its grace"
+    );
+    assert_eq!(place(&store, second), "cooled");
+}
+
+#[tokio::test]
+async fn a_moment_of_low_memory_cools_nothing() {
+    let (dir, store) = setup(&[("ram_reserve_percent", "20")]);
+    let a = up(&dir, &store, "a");
+    ask(
+        &AdmissionController::new(store.clone(), FakeMachine::default()),
+        &store,
+        a,
+    )
+    .await;
+    // The default wait for pressure: one short look does not cool.
+    let short = AdmissionController::new(
+        store.clone(),
+        FakeMachine {
+            mem: 5.0,
+            disk: 100.0,
+        },
+    );
+    ask(&short, &store, a).await;
+    assert_eq!(place(&store, a), "admitted");
+    // And with cool_under_pressure off, never.
+    store.set_setting("cool_under_pressure", "false").unwrap();
+    let off = AdmissionController::new(
+        store.clone(),
+        FakeMachine {
+            mem: 5.0,
+            disk: 100.0,
+        },
+    )
+    .with_pressure_for(Duration::ZERO);
+    ask(&off, &store, a).await;
+    assert_eq!(place(&store, a), "admitted");
 }
