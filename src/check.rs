@@ -280,7 +280,23 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
                         e.to_string(),
                         format!("use a built-in adapter (postgres, redis, valkey) or install binky-adapter-{} on PATH", r.adapter),
                     );
-                } else if r.clone_from.is_some()
+                } else if crate::servers::Kind::for_adapter(&r.adapter)
+                    == Some(crate::servers::Kind::Redis)
+                    && registry.is_builtin(&r.adapter)
+                {
+                    for p in
+                        crate::adapters::redis::check_options(&r.options, r.admin_url.is_some())
+                    {
+                        find(
+                            Level::Error,
+                            "redis-isolation",
+                            format!("services.{name}.{}", p.key),
+                            p.message,
+                            p.fix,
+                        );
+                    }
+                }
+                if r.clone_from.is_some()
                     && crate::adapters::can_clone_statically(&r.adapter) == Some(false)
                 {
                     find(

@@ -33,8 +33,14 @@ impl std::ops::Deref for RedisServer {
 impl RedisServer {
     /// Start one; panics (failing the test) when redis-server is missing.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Start one with `extra` arguments (`["--databases", "3"]`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         RedisServer(
-            binky_testkit::servers::redis::RedisServer::start().unwrap_or_else(|e| panic!("{e}")),
+            binky_testkit::servers::redis::RedisServer::start_with(extra)
+                .unwrap_or_else(|e| panic!("{e}")),
         )
     }
 
@@ -43,8 +49,15 @@ impl RedisServer {
         connect(&self.admin_url)
     }
 
-    /// The adapter configuration for this server.
+    /// The adapter configuration for this server, worlds kept apart by a key prefix
+    /// (`isolation = "prefix"`).
     pub fn cfg(&self) -> AdapterConfig {
+        prefix_cfg(&self.admin_url)
+    }
+
+    /// The adapter configuration for this server, a database per world (the default with
+    /// an `admin_url`).
+    pub fn database_cfg(&self) -> AdapterConfig {
         AdapterConfig {
             admin_url: Some(self.admin_url.clone()),
             ..AdapterConfig::default()
@@ -95,6 +108,15 @@ impl RedisServer {
         redis::cmd("DBSIZE")
             .query(&mut self.admin())
             .expect("DBSIZE")
+    }
+}
+
+/// The adapter configuration for the server at `admin_url` with `isolation = "prefix"`.
+pub fn prefix_cfg(admin_url: &str) -> AdapterConfig {
+    AdapterConfig {
+        admin_url: Some(admin_url.to_owned()),
+        options: [("isolation".to_owned(), "prefix".to_owned())].into(),
+        ..AdapterConfig::default()
     }
 }
 
@@ -296,10 +318,7 @@ fn a_world_reads_and_writes_its_own_prefixed_keys() {
         run(&mut con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     }
     // A client of the world's database (`/3`) may select it, and only it.
-    let cfg3 = AdapterConfig {
-        admin_url: Some(server.admin_url.replace("/0", "/3")),
-        ..AdapterConfig::default()
-    };
+    let cfg3 = prefix_cfg(&server.admin_url.replace("/0", "/3"));
     let c = slice("bk_acme_other_db_cache");
     let url3 = block(async {
         Redis.provision(&c, &cfg3).await.expect("provision on db 3");
@@ -925,10 +944,7 @@ fn the_managed_server_serves_its_admin_url_and_keeps_data_users_and_password_acr
     )
     .is_err());
 
-    let cfg = AdapterConfig {
-        admin_url: Some(started.admin_url.clone()),
-        ..AdapterConfig::default()
-    };
+    let cfg = prefix_cfg(&started.admin_url);
     let a = slice("bk_acme_w_cache");
     block(Redis.provision(&a, &cfg)).expect("provision on the managed server");
     let a_url = block(Redis.resolve(&a, &cfg)).expect("resolve").url;
