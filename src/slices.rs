@@ -108,6 +108,22 @@ impl RealSlices {
         Kind::for_adapter(&spec.adapter).filter(|_| self.registry.is_builtin(&spec.adapter))
     }
 
+    /// Was `spec`'s slice, as recorded (its `admin_url` the server it was made on), made on
+    /// a server of its own? Its recorded server is that one, or was: a server of a slice's
+    /// own answers to the slice's secret, which no shared server does.
+    fn made_on_own_server(&self, spec: &SliceSpec, kind: Kind) -> Result<bool, SliceFault> {
+        let Some(url) = spec.admin_url.as_deref() else {
+            return Ok(false);
+        };
+        let row = self
+            .servers
+            .row(&ServerName::of_slice(kind, &spec.slice))
+            .map_err(store_fault)?;
+        Ok(row.is_some_and(|r| r.admin_url == url)
+            || binky_controllers::url::password_decoded(url).as_deref()
+                == Some(spec.secret.as_str()))
+    }
+
     /// Does `spec`'s slice live on a server of its own (no server given, and its adapter
     /// wants one)?
     fn wants_own_server(&self, spec: &SliceSpec, adapter: &dyn crate::adapters::Adapter) -> bool {
@@ -243,14 +259,18 @@ impl SliceEffects for RealSlices {
     }
 
     async fn pause(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
-        match self.kind(spec) {
-            Some(kind) => self
-                .servers
-                .stop_world(kind, &spec.slice)
-                .await
-                .map_err(server_fault),
-            None => Ok(false),
-        }
+        let Some(kind) = self.kind(spec) else {
+            return Ok(false);
+        };
+        let made_there = self.made_on_own_server(spec, kind)?;
+        // Stopped either way: one left from before the slice's isolation changed must not
+        // outlive the world's run.
+        let had_one = self
+            .servers
+            .stop_world(kind, &spec.slice)
+            .await
+            .map_err(server_fault)?;
+        Ok(had_one && made_there)
     }
 
     async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
@@ -260,17 +280,7 @@ impl SliceEffects for RealSlices {
         // last made on (its isolation may have changed since).
         let own = match self.kind(spec) {
             Some(kind) => {
-                let row = self
-                    .servers
-                    .row(&ServerName::of_slice(kind, &spec.slice))
-                    .map_err(store_fault)?;
-                // Made there: its recorded server is that one, or was (a server of a slice's
-                // own answers to the slice's secret, which no shared server does).
-                let made_there = spec.admin_url.as_deref().is_some_and(|url| {
-                    row.as_ref().is_some_and(|r| r.admin_url == url)
-                        || binky_controllers::url::password_decoded(url).as_deref()
-                            == Some(spec.secret.as_str())
-                });
+                let made_there = self.made_on_own_server(spec, kind)?;
                 self.servers
                     .remove_world(kind, &spec.slice)
                     .await

@@ -690,7 +690,11 @@ depends_on = ["cache"]
     let data = env
         .home
         .join("servers/redis/worlds")
-        .join(binky_controllers::slice::slice_name("orphansrv", "w", "cache"))
+        .join(binky_controllers::slice::slice_name(
+            "orphansrv",
+            "w",
+            "cache",
+        ))
         .join("data");
     let first = servers_in("redis-server", &data);
     assert_eq!(first.len(), 1, "{first:?}");

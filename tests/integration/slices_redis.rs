@@ -516,3 +516,46 @@ fn an_unknown_isolation_or_a_server_per_world_on_a_given_server_is_refused_namin
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn a_slice_whose_isolation_changes_leaves_no_server_or_database_behind() {
+    let server = RedisServer::start();
+    let env = Env::new(&config(""));
+    env.ok(&["up", "w"]);
+    let pid = own_pid(&env, "w").unwrap();
+    // The world's binky.toml now names a server: its slice moves to a database of it.
+    std::fs::write(
+        env.worktree("w").join("binky.toml"),
+        config("admin_url = \"${env.REDIS_ADMIN}\"").replace("{range}", &env.range()),
+    )
+    .unwrap();
+    let vars = [("REDIS_ADMIN", server.admin_url.as_str())];
+    let out = env.binky_env(&["up", "w"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_until(
+        "the api has the database's address",
+        Duration::from_secs(20),
+        || {
+            try_served_env(env.port_of("w", "api")).is_some_and(|e| {
+                e["REDIS_URL"]
+                    .as_str()
+                    .is_some_and(|u| u.contains(&format!(":{}/", server.port)))
+            })
+        },
+    );
+    let url = url_of(&env, "w");
+    run(&mut connect(&url), &["SET", "k", "v"]).unwrap();
+    // The old server does not outlive the world's run, nor the world.
+    env.ok(&["down", "w"]);
+    assert!(
+        !alive(pid),
+        "the world's old redis-server outlived binky down"
+    );
+    // --force: the edited binky.toml is not committed.
+    env.ok(&["remove", "w", "--force"]);
+    assert!(!own_dir(&env, "w").exists());
+    assert!(own_server(&env, "w").is_none());
+    assert!(!server.users().iter().any(|u| u.starts_with("bk_")));
+    assert!(server.keys_in(1, "*").is_empty());
+    env.assert_nothing_left(&["w"]);
+}
