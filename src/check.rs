@@ -92,6 +92,12 @@ fn line_of(text: &str, service: &str, key: &str) -> Option<usize> {
     table_line
 }
 
+/// The line of `key` inside `[services.<service>]`, only when a line there starts with it.
+fn key_line(text: &str, service: &str, key: &str) -> Option<usize> {
+    let table = line_of(text, service, "");
+    line_of(text, service, key).filter(|l| key.is_empty() || Some(*l) != table)
+}
+
 /// Every finding for a file's text.
 pub fn check(text: &str, path: &Path) -> Vec<Finding> {
     match config::parse(text, path) {
@@ -153,7 +159,11 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
         let mut find = |level, code, key: String, message: String, fix: String| {
             let last = key.rsplit('.').next().unwrap_or("").to_owned();
             let field = key.split('.').nth(2).unwrap_or("").to_owned();
-            let line = line_of(text, name, &last).or_else(|| line_of(text, name, &field));
+            // The line of the key itself, else of the field holding it (`options = { … }`),
+            // else of the service's table.
+            let line = key_line(text, name, &last)
+                .or_else(|| key_line(text, name, &field))
+                .or_else(|| line_of(text, name, ""));
             out.push(Finding {
                 level,
                 code,
@@ -539,6 +549,30 @@ mod tests {
         let good =
             format!("{HEAD}\n[services.c]\nadapter = \"postgres\"\nclone_from = \"golden\"\n");
         assert!(codes(&good).is_empty());
+    }
+
+    #[test]
+    fn a_redis_isolation_binky_cannot_give_is_an_error_on_its_options_line() {
+        let unknown = format!(
+            "{HEAD}\n[services.c]\nadapter = \"redis\"\noptions = {{ isolation = \"cluster\" }}\n"
+        );
+        assert_eq!(
+            codes(&unknown),
+            vec![("redis-isolation", Level::Error, Some(6))]
+        );
+        let server_on_admin = format!(
+            "{HEAD}\n[services.c]\nadapter = \"valkey\"\nadmin_url = \"${{env.R}}\"\noptions = {{ isolation = \"server\" }}\n"
+        );
+        assert_eq!(
+            codes(&server_on_admin),
+            vec![("redis-isolation", Level::Error, Some(7))]
+        );
+        for good in ["server", "database", "prefix"] {
+            let text = format!(
+                "{HEAD}\n[services.c]\nadapter = \"redis\"\noptions = {{ isolation = \"{good}\" }}\n"
+            );
+            assert!(codes(&text).is_empty(), "{good}: {:?}", codes(&text));
+        }
     }
 
     #[test]
