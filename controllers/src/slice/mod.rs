@@ -128,6 +128,9 @@ pub struct SliceController<E, S> {
     healed: std::sync::Mutex<std::collections::HashMap<(i64, String), i64>>,
     /// `(world, service) →` when a ready slice was last found on its server.
     checked: std::sync::Mutex<std::collections::HashMap<(i64, String), std::time::Instant>>,
+    /// `(world, service) → generation` at which this daemon asked a slice of a world that
+    /// is down to stop its own server: asked once per `binky down`, not at every resync.
+    paused: std::sync::Mutex<std::collections::HashMap<(i64, String), i64>>,
 }
 
 impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
@@ -138,6 +141,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             work,
             healed: Default::default(),
             checked: Default::default(),
+            paused: Default::default(),
         }
     }
 
@@ -256,6 +260,16 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         }
         let mut stopped = Vec::new();
         for mut row in rows {
+            let key = (world.id, row.service.clone());
+            let asked = self
+                .paused
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .copied();
+            if asked == Some(world.generation) {
+                continue;
+            }
             let res = world
                 .spec
                 .services
@@ -270,7 +284,12 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                     self.save(world, &row)?;
                     stopped.push(row.service.clone());
                 }
-                Ok(false) => {}
+                Ok(false) => {
+                    self.paused
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, world.generation);
+                }
                 Err(SliceFault::Transient(detail)) => {
                     return Err(SliceError::Waiting {
                         service: row.service.clone(),
@@ -626,6 +645,10 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, SliceError> {
+        self.paused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(w, _), _| *w != world.id);
         for row in self.store.read(|c| store::slices(c, world.id))? {
             let res = world
                 .spec
