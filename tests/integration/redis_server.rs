@@ -1203,3 +1203,18 @@ fn provisioned_with(slice: &Slice, cfg: &AdapterConfig) -> String {
         Redis.resolve(slice, cfg).await.expect("resolve").url
     })
 }
+
+#[test]
+fn a_prefix_slice_that_moves_to_a_database_leaves_no_prefixed_keys_behind() {
+    // A world made by a binky that knew only the prefix mode, provisioned again by this one.
+    let server = RedisServer::start();
+    let a = slice("bk_acme_w_cache");
+    let old = provisioned(&server, &a).url;
+    run(&mut connect(&old), &["SET", "bk_acme_w_cache:k", "v"]).unwrap();
+    run(&mut server.admin(), &["SET", "unrelated", "admin's"]).unwrap();
+    let url = provisioned_with(&a, &server.database_cfg());
+    assert!(url.ends_with("/1"), "{url}");
+    assert!(server.keys("bk_acme_w_cache:*").is_empty());
+    assert_eq!(server.keys("unrelated").len(), 1);
+    run(&mut connect(&url), &["SET", "k", "v"]).expect("the world writes without a prefix");
+}

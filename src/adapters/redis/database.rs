@@ -32,6 +32,9 @@
 //!   and `FLUSHALL` answer `NOPERM`, in scripts too.
 //! - Teardown deletes the user (the server drops its connections), then empties its
 //!   database (`FLUSHDB`), unless another `bk_` user is pinned to it.
+//! - A slice made with the prefix mode (by an older binky, or before `isolation = "prefix"`
+//!   was dropped) moves to a database of its own at its next provision, and its keys under
+//!   the old prefix are removed then: nothing of it is left in the shared database.
 //!
 //! # Caveats
 //! - Pub/sub channels are server-wide in this mode: every world's user may publish and

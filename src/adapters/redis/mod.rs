@@ -192,6 +192,15 @@ fn server_lock(server: &Server) -> Arc<tokio::sync::Mutex<()>> {
         .clone()
 }
 
+/// The `bk_` users among `users` pinned to a database.
+fn pinned(users: BTreeMap<String, Vec<String>>) -> BTreeMap<String, i64> {
+    users
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("bk_"))
+        .filter_map(|(name, rules)| Some((name, database::pinned(&rules)?)))
+        .collect()
+}
+
 /// Do a slice's recorded tokens say it was made with `isolation = "prefix"`?
 fn is_prefixed(tokens: &BTreeMap<String, String>) -> bool {
     tokens.get("prefix").is_some_and(|p| !p.is_empty())
@@ -243,13 +252,7 @@ impl Redis {
         server: &Server,
         con: &mut MultiplexedConnection,
     ) -> Result<BTreeMap<String, i64>, AdapterError> {
-        Ok(server
-            .users(con)
-            .await?
-            .into_iter()
-            .filter(|(name, _)| name.starts_with("bk_"))
-            .filter_map(|(name, rules)| Some((name, database::pinned(&rules)?)))
-            .collect())
+        Ok(pinned(server.users(con).await?))
     }
 
     /// `database` mode: choose the slice's database and write its user.
@@ -262,8 +265,15 @@ impl Redis {
         let _guard = lock.lock().await;
         let mut con = server.connect().await?;
         server.check_version(&mut con).await?;
+        let users = server.users(&mut con).await?;
+        // Made with the prefix mode before (an older binky, or `isolation = "prefix"`
+        // dropped): its keys under the prefix are left behind by the move.
+        let pattern = format!("~{}*", prefix(slice));
+        let was_prefixed = users
+            .get(&slice.name)
+            .is_some_and(|rules| rules.contains(&pattern));
         let mut claims = Self::recorded_claims(slice, cfg);
-        claims.users = Self::pinned_users(server, &mut con).await?;
+        claims.users = pinned(users);
         claims.with_keys = server.databases_with_keys(&mut con).await?;
         claims.databases = server.databases(&mut con).await;
         claims.admin_db = server.db;
@@ -276,7 +286,12 @@ impl Redis {
         let rules = database::acl_rules(&slice.secret, db, |c| known.contains(c));
         server
             .set_user(&mut con, &slice.name, &rules, &slice.secret)
-            .await
+            .await?;
+        if was_prefixed {
+            tracing::info!(server = %server.shown, slice = %slice.name, db, "slice moved from a key prefix to a database of its own; removing its prefixed keys");
+            prefix::sweep(server, &mut con, slice).await?;
+        }
+        Ok(())
     }
 
     /// `database` mode: the slice's database, as recorded, else as its user is pinned.
