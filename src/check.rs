@@ -176,6 +176,8 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
         let mut find = |level, code, key: String, message: String, fix: String| {
             let last = key.rsplit('.').next().unwrap_or("").to_owned();
             let field = key.split('.').nth(2).unwrap_or("").to_owned();
+            // The line of the key itself, else of the field holding it (`options = { … }`),
+            // else of the service's table.
             let line = key_line(text, name, &last)
                 .or_else(|| key_line(text, name, &field))
                 .or_else(|| line_of(text, name, ""));
@@ -309,7 +311,23 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
                             None => format!("install binky-adapter-{base} on the PATH of `binky up`, or use a built-in adapter ({})", registry.builtin_names().join(", ")),
                         },
                     );
-                } else if r.clone_from.is_some()
+                } else if crate::servers::Kind::for_adapter(&r.adapter)
+                    == Some(crate::servers::Kind::Redis)
+                    && registry.is_builtin(&r.adapter)
+                {
+                    for p in
+                        crate::adapters::redis::check_options(&r.options, r.admin_url.is_some())
+                    {
+                        find(
+                            Level::Error,
+                            "redis-isolation",
+                            format!("services.{name}.{}", p.key),
+                            p.message,
+                            p.fix,
+                        );
+                    }
+                }
+                if r.clone_from.is_some()
                     && crate::adapters::can_clone_statically(&r.adapter) == Some(false)
                 {
                     find(
@@ -642,6 +660,30 @@ mod tests {
         let good =
             format!("{HEAD}\n[services.c]\nadapter = \"postgres\"\nclone_from = \"golden\"\n");
         assert!(codes(&good).is_empty());
+    }
+
+    #[test]
+    fn a_redis_isolation_binky_cannot_give_is_an_error_on_its_options_line() {
+        let unknown = format!(
+            "{HEAD}\n[services.c]\nadapter = \"redis\"\noptions = {{ isolation = \"cluster\" }}\n"
+        );
+        assert_eq!(
+            codes(&unknown),
+            vec![("redis-isolation", Level::Error, Some(6))]
+        );
+        let server_on_admin = format!(
+            "{HEAD}\n[services.c]\nadapter = \"valkey\"\nadmin_url = \"${{env.R}}\"\noptions = {{ isolation = \"server\" }}\n"
+        );
+        assert_eq!(
+            codes(&server_on_admin),
+            vec![("redis-isolation", Level::Error, Some(7))]
+        );
+        for good in ["server", "database", "prefix"] {
+            let text = format!(
+                "{HEAD}\n[services.c]\nadapter = \"redis\"\noptions = {{ isolation = \"{good}\" }}\n"
+            );
+            assert!(codes(&text).is_empty(), "{good}: {:?}", codes(&text));
+        }
     }
 
     #[test]

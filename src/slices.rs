@@ -1,12 +1,15 @@
-//! The real slice effects: adapters from the registry, on the server the service names or
-//! on binky's managed server of that kind.
+//! The real slice effects: adapters from the registry, on the server the service names, or
+//! on binky's managed server of that kind, or (a world's own redis-server) on a server
+//! binky runs for the slice alone.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use binky_controllers::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+use binky_controllers::store::{self, StoreError};
 
-use crate::adapters::{AdapterConfig, AdapterError, Registry, Slice};
-use crate::servers::{Kind, Servers};
+use crate::adapters::{redact, AdapterConfig, AdapterError, Registry, Slice};
+use crate::servers::{Kind, ServerName, Servers};
 
 /// Adapters plus managed servers.
 pub struct RealSlices {
@@ -20,43 +23,132 @@ impl RealSlices {
         RealSlices { registry, servers }
     }
 
-    /// Where `spec`'s slice lives: its `admin_url`; else, for a built-in adapter, the server
-    /// binky 0.1.2's environment variable names (read here, once, and recorded with the
-    /// slice, so it is dropped where it was made), else binky's managed server of its kind.
-    async fn admin_url(&self, spec: &SliceSpec) -> Result<Option<String>, SliceFault> {
-        if spec.admin_url.is_some() {
-            return Ok(spec.admin_url.clone());
-        }
+    /// The server binky 0.1.2's environment variable names for `spec`'s built-in adapter,
+    /// read here, once, and recorded with the slice (so it is dropped where it was made).
+    fn admin_url_from_env(&self, spec: &SliceSpec) -> Option<String> {
         if !self.registry.is_builtin(&spec.adapter) {
-            return Ok(None);
+            return None;
         }
-        let from_env = crate::adapters::admin_url_env(&spec.adapter)
+        crate::adapters::admin_url_env(&spec.adapter)
             .and_then(|var| std::env::var(var).ok())
             .map(|url| url.trim().to_owned())
-            .filter(|url| !url.is_empty());
-        if from_env.is_some() {
-            return Ok(from_env);
-        }
-        match Kind::for_adapter(&spec.adapter) {
-            Some(kind) => self.servers.ensure(kind).await.map(Some).map_err(|e| {
-                if e.permanent() {
-                    SliceFault::Permanent(Box::new(e))
-                } else {
-                    SliceFault::Transient(Box::new(e))
-                }
-            }),
-            None => Ok(None),
-        }
+            .filter(|url| !url.is_empty())
     }
 
-    /// The adapter's view of `spec`, on `admin_url`.
-    fn config(spec: &SliceSpec, admin_url: Option<String>) -> AdapterConfig {
-        AdapterConfig {
-            admin_url,
+    /// The adapter's view of `spec`: where its slice lives — its `admin_url`; else the
+    /// server binky 0.1.2's environment variable names; else a server of the slice's own
+    /// when the adapter wants one (a world's own redis-server), started here; else binky's
+    /// shared managed server of its kind — and what the store recorded of the slices there.
+    async fn config(
+        &self,
+        spec: &SliceSpec,
+        adapter: &dyn crate::adapters::Adapter,
+    ) -> Result<AdapterConfig, SliceFault> {
+        let mut cfg = AdapterConfig {
+            admin_url: spec
+                .admin_url
+                .clone()
+                .or_else(|| self.admin_url_from_env(spec)),
             options: spec.options.clone(),
             buckets: spec.buckets.clone(),
+            ..AdapterConfig::default()
+        };
+        if cfg.admin_url.is_none() {
+            if let Some(kind) = self.kind(spec) {
+                let own = adapter.server_per_slice(&cfg).map_err(fault)?;
+                let started = if own {
+                    self.servers
+                        .ensure_world(kind, &spec.slice, &spec.secret)
+                        .await
+                } else {
+                    self.servers.ensure(kind).await
+                };
+                cfg.admin_url = Some(started.map_err(server_fault)?);
+                cfg.own_server = own;
+            }
         }
+        if let Some(url) = &cfg.admin_url {
+            cfg.recorded = self.recorded(spec, url).map_err(store_fault)?;
+        }
+        Ok(cfg)
     }
+
+    /// The tokens recorded with every slice of `spec`'s adapter on the server at `url`
+    /// (credentials aside, the same host and port), by slice name.
+    fn recorded(
+        &self,
+        spec: &SliceSpec,
+        url: &str,
+    ) -> Result<BTreeMap<String, BTreeMap<String, String>>, StoreError> {
+        let server = redact(url);
+        let family = |a: &str| {
+            Kind::for_adapter(a)
+                .map(Kind::as_str)
+                .unwrap_or(a)
+                .to_owned()
+        };
+        let adapter = family(&spec.adapter);
+        self.servers.store().read(|c| {
+            let mut out = BTreeMap::new();
+            for w in store::worlds(c)? {
+                for s in store::slices(c, w.id)? {
+                    let here = s.admin_url.as_deref().map(redact).as_deref() == Some(&server);
+                    if here && family(&s.adapter) == adapter {
+                        out.insert(s.name, s.tokens);
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// The kind of server binky could run for `spec` (a built-in adapter binky runs
+    /// servers for).
+    fn kind(&self, spec: &SliceSpec) -> Option<Kind> {
+        Kind::for_adapter(&spec.adapter).filter(|_| self.registry.is_builtin(&spec.adapter))
+    }
+
+    /// Was `spec`'s slice, as recorded (its `admin_url` the server it was made on), made on
+    /// a server of its own? Its recorded server is that one, or was: a server of a slice's
+    /// own answers to the slice's secret, which no shared server does.
+    fn made_on_own_server(&self, spec: &SliceSpec, kind: Kind) -> Result<bool, SliceFault> {
+        let Some(url) = spec.admin_url.as_deref() else {
+            return Ok(false);
+        };
+        let row = self
+            .servers
+            .row(&ServerName::of_slice(kind, &spec.slice))
+            .map_err(store_fault)?;
+        Ok(row.is_some_and(|r| r.admin_url == url)
+            || binky_controllers::url::password_decoded(url).as_deref()
+                == Some(spec.secret.as_str()))
+    }
+
+    /// Does `spec`'s slice live on a server of its own (no server given, and its adapter
+    /// wants one)?
+    fn wants_own_server(&self, spec: &SliceSpec, adapter: &dyn crate::adapters::Adapter) -> bool {
+        spec.admin_url.is_none()
+            && self.admin_url_from_env(spec).is_none()
+            && self.kind(spec).is_some()
+            && adapter
+                .server_per_slice(&AdapterConfig {
+                    options: spec.options.clone(),
+                    ..AdapterConfig::default()
+                })
+                .unwrap_or(false)
+    }
+}
+
+fn server_fault(e: crate::servers::ServerError) -> SliceFault {
+    if e.permanent() {
+        SliceFault::Permanent(Box::new(e))
+    } else {
+        SliceFault::Transient(Box::new(e))
+    }
+}
+
+fn store_fault(e: StoreError) -> SliceFault {
+    SliceFault::Transient(Box::new(e))
 }
 
 fn slice_of(spec: &SliceSpec) -> Slice {
@@ -98,21 +190,25 @@ fn fault(e: AdapterError) -> SliceFault {
 impl SliceEffects for RealSlices {
     async fn provision(&self, spec: &SliceSpec) -> Result<SliceAddress, SliceFault> {
         let adapter = self.adapter(spec)?;
-        let admin_url = self.admin_url(spec).await?;
-        let cfg = Self::config(spec, admin_url.clone());
+        let cfg = self.config(spec, adapter.as_ref()).await?;
         let slice = slice_of(spec);
         adapter.provision(&slice, &cfg).await.map_err(fault)?;
         let addr = adapter.resolve(&slice, &cfg).await.map_err(fault)?;
         Ok(SliceAddress {
             url: addr.url,
             tokens: addr.tokens,
-            admin_url,
+            admin_url: cfg.admin_url,
         })
     }
 
     async fn can_clone(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
         let adapter = self.adapter(spec)?;
-        let cfg = Self::config(spec, spec.admin_url.clone());
+        let cfg = AdapterConfig {
+            admin_url: spec.admin_url.clone(),
+            options: spec.options.clone(),
+            buckets: spec.buckets.clone(),
+            ..AdapterConfig::default()
+        };
         adapter
             .capabilities(&cfg)
             .await
@@ -126,8 +222,7 @@ impl SliceEffects for RealSlices {
         to: &SliceSpec,
     ) -> Result<SliceAddress, SliceFault> {
         let adapter = self.adapter(to)?;
-        let admin_url = self.admin_url(to).await?;
-        let cfg = Self::config(to, admin_url.clone());
+        let cfg = self.config(to, adapter.as_ref()).await?;
         let src = slice_of(from);
         let dst = slice_of(to);
         adapter.clone_slice(&src, &dst, &cfg).await.map_err(fault)?;
@@ -135,13 +230,13 @@ impl SliceEffects for RealSlices {
         Ok(SliceAddress {
             url: addr.url,
             tokens: addr.tokens,
-            admin_url,
+            admin_url: cfg.admin_url,
         })
     }
 
     async fn seal(&self, template: &SliceSpec) -> Result<(), SliceFault> {
         let adapter = self.adapter(template)?;
-        let cfg = Self::config(template, self.admin_url(template).await?);
+        let cfg = self.config(template, adapter.as_ref()).await?;
         let slice = slice_of(template);
         adapter.seal_template(&slice, &cfg).await.map_err(fault)
     }
@@ -153,15 +248,73 @@ impl SliceEffects for RealSlices {
 
     async fn exists(&self, spec: &SliceSpec) -> Result<Option<bool>, SliceFault> {
         let adapter = self.adapter(spec)?;
-        let cfg = Self::config(spec, self.admin_url(spec).await?);
+        // A slice with a server of its own is checked by the server watch, not here (asking
+        // would start a server stopped by `binky servers stop`).
+        if self.wants_own_server(spec, adapter.as_ref()) {
+            return Ok(None);
+        }
+        let cfg = self.config(spec, adapter.as_ref()).await?;
         let slice = slice_of(spec);
         adapter.exists(&slice, &cfg).await.map_err(fault)
     }
 
+    async fn pause(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
+        let Some(kind) = self.kind(spec) else {
+            return Ok(false);
+        };
+        let made_there = self.made_on_own_server(spec, kind)?;
+        // Stopped either way: one left from before the slice's isolation changed must not
+        // outlive the world's run.
+        let had_one = self
+            .servers
+            .stop_world(kind, &spec.slice)
+            .await
+            .map_err(server_fault)?;
+        Ok(had_one && made_there)
+    }
+
     async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
         let adapter = self.adapter(spec)?;
-        let cfg = Self::config(spec, self.admin_url(spec).await?);
         let slice = slice_of(spec);
+        // A server of the slice's own goes with its files, whichever server the slice was
+        // last made on (its isolation may have changed since).
+        let own = match self.kind(spec) {
+            Some(kind) => {
+                let made_there = self.made_on_own_server(spec, kind)?;
+                self.servers
+                    .remove_world(kind, &spec.slice)
+                    .await
+                    .map_err(server_fault)?;
+                made_there
+            }
+            None => false,
+        };
+        if own {
+            return Ok(());
+        }
+        // The slice controller passes the server the slice was made on (recorded); one
+        // made before any was recorded is looked for where its config says.
+        let cfg = match &spec.admin_url {
+            Some(url) => AdapterConfig {
+                admin_url: Some(url.clone()),
+                options: spec.options.clone(),
+                buckets: spec.buckets.clone(),
+                recorded: self.recorded(spec, url).map_err(store_fault)?,
+                ..AdapterConfig::default()
+            },
+            None => match self.admin_url_from_env(spec) {
+                Some(url) => AdapterConfig {
+                    recorded: self.recorded(spec, &url).map_err(store_fault)?,
+                    admin_url: Some(url),
+                    options: spec.options.clone(),
+                    buckets: spec.buckets.clone(),
+                    ..AdapterConfig::default()
+                },
+                // A world's own server, gone above; else the shared one.
+                None if self.wants_own_server(spec, adapter.as_ref()) => return Ok(()),
+                None => self.config(spec, adapter.as_ref()).await?,
+            },
+        };
         adapter.teardown(&slice, &cfg).await.map_err(fault)
     }
 }

@@ -496,7 +496,7 @@ pub struct FakeSlices {
 #[derive(Default)]
 pub struct SliceState {
     /// Every call: `provision NAME`, `teardown NAME`, `clone FROM -> TO`, `seal NAME`,
-    /// `exists NAME`, `can_clone ADAPTER`.
+    /// `exists NAME`, `can_clone ADAPTER`, `pause NAME`.
     pub calls: Vec<String>,
     /// The slices on the server.
     pub slices: BTreeSet<String>,
@@ -516,6 +516,8 @@ pub struct SliceState {
     pub teardown_permanent: Option<String>,
     /// `exists` says `None` (the adapter cannot tell).
     pub blind: bool,
+    /// Every slice runs a server of its own (`pause` stops it).
+    pub own_servers: bool,
 }
 
 impl FakeSlices {
@@ -597,6 +599,10 @@ impl SliceEffects for FakeSlices {
 
     async fn can_clone(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
         Ok(self.record(format!("can_clone {}", spec.adapter)).can_clone)
+    }
+
+    async fn pause(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
+        Ok(self.record(format!("pause {}", spec.slice)).own_servers)
     }
 
     async fn clone_into(

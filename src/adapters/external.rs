@@ -625,6 +625,7 @@ mod tests {
             ]
             .into(),
             buckets: vec!["a".into()],
+            ..AdapterConfig::default()
         };
         assert_eq!(
             config_json(&cfg),

@@ -58,6 +58,13 @@ pub struct AdapterConfig {
     pub options: BTreeMap<String, String>,
     /// `buckets = [ … ]`.
     pub buckets: Vec<String>,
+    /// `admin_url` is a server binky runs for this slice alone (a world's own
+    /// redis-server, see [`Adapter::server_per_slice`]): the slice is the whole server.
+    pub own_server: bool,
+    /// What binky's store recorded of the slices on the same server: their tokens, by
+    /// slice name (this slice's too, once it was made). An adapter that numbers its slices
+    /// per server (redis' databases) keeps the numbers stable and unique with it.
+    pub recorded: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl AdapterConfig {
@@ -224,6 +231,13 @@ pub trait Adapter: Send + Sync {
     ) -> BoxFuture<'a, Result<(), AdapterError>> {
         let _ = (slice, cfg);
         Box::pin(async { Ok(()) })
+    }
+    /// Does a slice configured as `cfg` (its `admin_url` the one given in binky.toml or by
+    /// binky 0.1.2's variable, if any) get a server of its own, which binky runs for it?
+    /// An error when its options ask for one that cannot be had.
+    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool, AdapterError> {
+        let _ = cfg;
+        Ok(false)
     }
     /// Is the slice still on the server? `None`: this adapter cannot tell. Used to notice a
     /// slice dropped from outside binky, which is then provisioned (migrated, seeded) again.

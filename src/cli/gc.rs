@@ -1,5 +1,6 @@
 //! `binky gc [--yes] [--all-servers]`: find slices that belong to no world (left by a
-//! crash, or by a store that was deleted), and managed-server data directories whose binky
+//! crash, or by a store that was deleted), worlds' own redis servers whose world is gone,
+//! and managed-server data directories whose binky
 //! home is gone (`/var/lib/binky/<kind>/…`, where binky run as root keeps them), and drop
 //! them after confirming.
 //!
@@ -16,6 +17,7 @@ use binky_controllers::store;
 use super::context::{Ctx, Failure};
 use super::exit;
 use crate::adapters::{redact, Adapter, AdapterConfig, Registry, Slice};
+use crate::servers::{Kind, ServerName, Servers};
 
 /// The adapter named `adapter`, and its config for the server at `url`.
 fn server(
@@ -38,12 +40,16 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let registry = Registry::default();
     // (adapter name, admin URL) of every server to search.
+    // The shared ones: a world's own server holds that world's slice alone (below).
     let mut targets: BTreeSet<(String, String)> = ctx
         .store
         .read(store::servers)?
         .into_iter()
         .filter(|s| s.state == store::ServerState::Running)
-        .map(|s| (s.kind, s.admin_url))
+        .filter_map(|s| {
+            let name = ServerName::parse(&s.kind).filter(|n| n.slice.is_none())?;
+            Some((name.kind.as_str().to_owned(), s.admin_url))
+        })
         .collect();
     let mut known = known_names(&ctx)?;
     for w in ctx.store.read(store::worlds)? {
@@ -72,8 +78,16 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
     // record before they create), so read the names again and keep anything either read knows.
     known.extend(known_names(&ctx)?);
     orphans.retain(|(_, _, n)| !known.contains(n));
+    // Servers of a world's own (redis) whose world is gone: recorded, or files a lost
+    // store left.
+    let servers = Servers::new(ctx.home.clone(), ctx.store.clone());
+    let own: Vec<String> = servers
+        .world_servers(Kind::Redis)?
+        .into_iter()
+        .filter(|n| !known.contains(n))
+        .collect();
     let data = crate::servers::orphaned_data();
-    if orphans.is_empty() && data.is_empty() {
+    if orphans.is_empty() && data.is_empty() && own.is_empty() {
         println!(
             "no orphaned slices ({} server(s) searched) and no managed-server data of a removed binky home",
             targets.len()
@@ -84,6 +98,12 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
         println!("slices that belong to no world:");
         for (adapter, url, name) in &orphans {
             println!("  {adapter:<9} {name}  on {}", redact(url));
+        }
+    }
+    if !own.is_empty() {
+        println!("servers of a world's own whose world is gone (data and all):");
+        for name in &own {
+            println!("  redis     {name}  in servers/redis/worlds/{name}");
         }
     }
     if !data.is_empty() {
@@ -123,6 +143,15 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
             Err(e) => {
                 failed += 1;
                 eprintln!("binky: cannot remove {}: {e}", d.dir.display());
+            }
+        }
+    }
+    for name in &own {
+        match servers.remove_world(Kind::Redis, name).await {
+            Ok(_) => println!("removed the own server of {name}"),
+            Err(e) => {
+                failed += 1;
+                eprintln!("binky: cannot remove the own server of {name}: {e}");
             }
         }
     }

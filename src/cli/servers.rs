@@ -34,7 +34,7 @@ pub async fn run(stop: bool, kind: Option<String>, json: bool) -> Result<i32, Fa
                     println!("no managed server was running");
                 } else {
                     println!(
-                        "stopped {} (data kept; the next world that needs one starts it again)",
+                        "stopped {} (data kept; a world that needs one starts it again at its next `binky up`)",
                         stopped.join(", ")
                     );
                 }

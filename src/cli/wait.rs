@@ -101,6 +101,8 @@ pub async fn wait(
         }
         let reached = match goal {
             Goal::Ready => phase::converged(&gens, &conds, generation),
+            // The slice controller has seen the world down too: a slice's own server (a
+            // world's redis-server) is stopped, its snapshot written.
             Goal::Stopped => {
                 gens.get(Kind::Process.name()).copied().unwrap_or(0) >= generation
                     && ctx
@@ -108,6 +110,11 @@ pub async fn wait(
                         .read(|c| store::processes(c, id))?
                         .iter()
                         .all(|p| p.pid.is_none())
+                    && conds.iter().any(|c| {
+                        c.type_ == Kind::Slice.condition()
+                            && c.status == store::CondStatus::True
+                            && c.generation >= generation
+                    })
             }
             Goal::Removed => false,
         };

@@ -1,10 +1,15 @@
 //! Managed servers: when an adapter service leaves out `admin_url`, binky runs one shared
 //! server per kind for the whole machine from the locally installed binaries, under
-//! `$BINKY_HOME/servers/<kind>`, on loopback, with a generated admin password.
+//! `$BINKY_HOME/servers/<kind>`, on loopback, with a generated admin password; and, for
+//! Redis, a small server of each world's own ([`ServerName`]), under
+//! `$BINKY_HOME/servers/redis/worlds/<slice>`, whose password is the slice's secret.
 //!
 //! # Guarantees
 //! - Started on first need, kept across worlds and daemon restarts (adopted by pid and
 //!   start time, like services); `binky servers stop` stops them.
+//! - A world's own server is stopped (data kept) when its world goes down, started again
+//!   with the world, and removed with its files when the world is removed
+//!   ([`Servers::stop_world`], [`Servers::remove_world`]: the slice controller's doing).
 //! - Listens on 127.0.0.1 only; the admin password is generated, kept in the store (mode
 //!   0600) and never shown to services.
 //! - Without the binaries, the error names the package to install.
@@ -16,7 +21,9 @@ pub mod postgres;
 pub mod redis;
 pub mod watch;
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use binky_controllers::store::{self, now_ms, owner, ServerRow, ServerState, Store, StoreError};
@@ -26,7 +33,7 @@ use crate::paths::Home;
 use crate::supervisor::procfs;
 
 /// The kinds of server binky can run itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     /// PostgreSQL.
     Postgres,
@@ -138,11 +145,105 @@ pub struct Started {
     pub version: String,
 }
 
+/// Which managed server: the machine's one of a kind, shared by every world, or a world's
+/// own, serving one slice alone (binky runs those for Redis: see
+/// [`crate::adapters::redis`]). Its key in the `servers` table is `<kind>` or
+/// `<kind>/<slice>`; its files are under `servers/<kind>/` or
+/// `servers/<kind>/worlds/<slice>/` in the binky home.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServerName {
+    /// Its kind.
+    pub kind: Kind,
+    /// The slice it serves alone; `None` for the shared server.
+    pub slice: Option<String>,
+}
+
+impl ServerName {
+    /// The shared server of `kind`.
+    pub fn shared(kind: Kind) -> ServerName {
+        ServerName { kind, slice: None }
+    }
+
+    /// The server of `kind` that serves `slice` alone.
+    pub fn of_slice(kind: Kind, slice: &str) -> ServerName {
+        ServerName {
+            kind,
+            slice: Some(slice.to_owned()),
+        }
+    }
+
+    /// Its key in the `servers` table: `redis`, or `redis/<slice>`.
+    pub fn key(&self) -> String {
+        match &self.slice {
+            None => self.kind.as_str().to_owned(),
+            Some(slice) => format!("{}/{slice}", self.kind.as_str()),
+        }
+    }
+
+    /// Read a key of the `servers` table (see [`ServerName::key`]); a slice name must be
+    /// `[a-z0-9_]+`, as binky makes them (it becomes a directory name).
+    pub fn parse(key: &str) -> Option<ServerName> {
+        let (kind, slice) = match key.split_once('/') {
+            None => (key, None),
+            Some((kind, slice)) => (kind, Some(slice)),
+        };
+        // Only the stored names: `mariadb` is a name a person types, not a key.
+        let kind = [Kind::Postgres, Kind::Redis, Kind::Mysql]
+            .into_iter()
+            .find(|k| k.as_str() == kind)?;
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        };
+        match slice {
+            None => Some(ServerName::shared(kind)),
+            Some(s) if plain(s) => Some(ServerName::of_slice(kind, s)),
+            Some(_) => None,
+        }
+    }
+
+    /// The directory holding its data directory (`data`) and its log (`server.log`).
+    fn dir(&self, home: &Home) -> PathBuf {
+        let base = home.root().join("servers").join(self.kind.as_str());
+        match &self.slice {
+            None => base,
+            Some(slice) => base.join(WORLDS_DIR).join(slice),
+        }
+    }
+}
+
+impl std::fmt::Display for ServerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+/// The directory under `servers/<kind>/` that holds the worlds' own servers.
+const WORLDS_DIR: &str = "worlds";
+
+/// How long a world's own server may take to save its snapshot and exit when it is stopped
+/// with its world, before it is killed.
+const WORLD_STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// Who asks for a server to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Asker {
+    /// A slice needs it: started whatever its row says, on a new port if its own is taken.
+    Slice,
+    /// The watch, restarting one that died: started only while it is recorded `down` (one
+    /// stopped meanwhile stays stopped), and a world's own server only on its own port
+    /// (the world's processes have its address).
+    Watch,
+}
+
 /// The managed servers of one binky home.
 pub struct Servers {
     home: Home,
     store: Store,
-    lock: tokio::sync::Mutex<()>,
+    /// One lock per server (by key): starting, stopping and recording one server never
+    /// interleave, and servers start independently of each other.
+    locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 fn free_port() -> Option<u16> {
@@ -159,16 +260,29 @@ impl Servers {
         Servers {
             home,
             store,
-            lock: tokio::sync::Mutex::new(()),
+            locks: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
-    fn row(&self, kind: Kind) -> Result<Option<ServerRow>, StoreError> {
+    /// The store the servers are recorded in (readers of the slices need it too).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The lock of the server `name`.
+    fn lock_of(&self, name: &ServerName) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(name.key()).or_default().clone()
+    }
+
+    /// The row of the server `name`, if it has one.
+    pub fn row(&self, name: &ServerName) -> Result<Option<ServerRow>, StoreError> {
+        let key = name.key();
         Ok(self
             .store
             .read(store::servers)?
             .into_iter()
-            .find(|r| r.kind == kind.as_str()))
+            .find(|r| r.kind == key))
     }
 
     fn alive(row: &ServerRow) -> bool {
@@ -178,23 +292,78 @@ impl Servers {
         }
     }
 
-    /// The admin URL of the managed server of `kind`, starting it when it is not running.
+    /// The admin URL of the shared managed server of `kind`, starting it when it is not
+    /// running.
     pub async fn ensure(&self, kind: Kind) -> Result<String, ServerError> {
-        let _guard = self.lock.lock().await;
-        let existing = self.row(kind)?;
+        let name = ServerName::shared(kind);
+        match self.start(&name, None, Asker::Slice).await? {
+            Some(url) => Ok(url),
+            // Never: a slice's ask always starts it or fails.
+            None => Err(ServerError::Io(format!(
+                "the managed {name} server did not start"
+            ))),
+        }
+    }
+
+    /// The admin URL of the server of `kind` that serves `slice` alone, its `default` user's
+    /// password being `secret` (so the slice's address holds the slice's own secret),
+    /// starting it when it is not running. Its data is kept under
+    /// `servers/<kind>/worlds/<slice>/` until [`Servers::remove_world`].
+    pub async fn ensure_world(
+        &self,
+        kind: Kind,
+        slice: &str,
+        secret: &str,
+    ) -> Result<String, ServerError> {
+        if kind != Kind::Redis {
+            return Err(ServerError::Io(format!(
+                "binky runs a server of a world's own only for redis, not {}",
+                kind.as_str()
+            )));
+        }
+        let name = ServerName::of_slice(kind, slice);
+        match self.start(&name, Some(secret), Asker::Slice).await? {
+            Some(url) => Ok(url),
+            None => Err(ServerError::Io(format!(
+                "the managed {name} server did not start"
+            ))),
+        }
+    }
+
+    /// Start the server `name` again after it died, unless it was stopped meanwhile; its
+    /// admin URL when it runs (again).
+    pub async fn restart(&self, name: &ServerName) -> Result<Option<String>, ServerError> {
+        self.start(name, None, Asker::Watch).await
+    }
+
+    /// Start `name` when it is not running (see [`Asker`]), with `secret` as its admin
+    /// password when given, else the one it had, else a new one.
+    async fn start(
+        &self,
+        name: &ServerName,
+        secret: Option<&str>,
+        asker: Asker,
+    ) -> Result<Option<String>, ServerError> {
+        let lock = self.lock_of(name);
+        let _guard = lock.lock().await;
+        let existing = self.row(name)?;
         if let Some(row) = &existing {
             if Self::alive(row) && row.state == ServerState::Running {
-                return Ok(row.admin_url.clone());
+                return Ok(Some(row.admin_url.clone()));
             }
         }
-        let dir = self.home.root().join("servers").join(kind.as_str());
+        if asker == Asker::Watch && existing.as_ref().map(|r| r.state) != Some(ServerState::Down) {
+            return Ok(None);
+        }
+        let kind = name.kind;
+        let dir = name.dir(&self.home);
         std::fs::create_dir_all(&dir)
             .map_err(|e| ServerError::Io(format!("{}: {e}", dir.display())))?;
         // A daemon killed between starting the server and recording it left one running
         // that nothing knows: stopped, so it neither leaks nor keeps the port.
         if let Some(pid) = unrecorded_server(kind, &dir.join("data")) {
             tracing::warn!(
-                kind = kind.as_str(),
+                server = %name,
                 pid,
                 "stopping a managed server no daemon recorded"
             );
@@ -202,15 +371,33 @@ impl Servers {
                 .await;
         }
         // Keep the port (and password) a server had: URLs stored in slices stay valid.
-        let port = existing
+        let kept = existing
             .as_ref()
             .map(|r| r.port)
-            .filter(|p| crate::ports::is_free(*p))
-            .or_else(free_port)
-            .ok_or_else(|| ServerError::Io("no free port on 127.0.0.1".into()))?;
-        let password = existing
-            .as_ref()
-            .and_then(|r| binky_controllers::url::password_decoded(&r.admin_url))
+            .filter(|p| crate::ports::is_free(*p));
+        let port = match (kept, existing.as_ref()) {
+            (Some(port), _) => port,
+            // The world's processes run with its address: moving it would cut them off
+            // without a word. The watch tries again with backoff; `binky up` may move it.
+            (None, Some(row)) if asker == Asker::Watch && name.slice.is_some() => {
+                use binky_controllers::port::PortProbe;
+                let holder = crate::ports::BindProbe
+                    .holder(row.port)
+                    .unwrap_or_else(|| "another process".into());
+                return Err(ServerError::Io(format!(
+                    "its port {} is taken by {holder}",
+                    row.port
+                )));
+            }
+            _ => free_port().ok_or_else(|| ServerError::Io("no free port on 127.0.0.1".into()))?,
+        };
+        let password = secret
+            .map(str::to_owned)
+            .or_else(|| {
+                existing
+                    .as_ref()
+                    .and_then(|r| binky_controllers::url::password_decoded(&r.admin_url))
+            })
             .unwrap_or_else(binky_controllers::slice::random_secret);
         let ctx = StartCtx {
             data_dir: dir.join("data"),
@@ -227,7 +414,7 @@ impl Servers {
             Ok(s) => s,
             Err(err) => {
                 self.record(
-                    kind,
+                    name,
                     None,
                     port,
                     "",
@@ -241,7 +428,7 @@ impl Servers {
         };
         let start_time = procfs::stat(started.pid).map(|s| s.start_time);
         self.record(
-            kind,
+            name,
             Some((started.pid, start_time.unwrap_or(0))),
             port,
             &started.admin_url,
@@ -250,19 +437,14 @@ impl Servers {
             ServerState::Running,
             "",
         )?;
-        tracing::info!(
-            kind = kind.as_str(),
-            port,
-            pid = started.pid,
-            "managed server started"
-        );
-        Ok(started.admin_url)
+        tracing::info!(server = %name, port, pid = started.pid, "managed server started");
+        Ok(Some(started.admin_url))
     }
 
     #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
-        kind: Kind,
+        name: &ServerName,
         proc_: Option<(u32, u64)>,
         port: u16,
         admin_url: &str,
@@ -272,7 +454,7 @@ impl Servers {
         message: &str,
     ) -> Result<(), StoreError> {
         let admin_url = if admin_url.is_empty() {
-            self.row(kind)?.map(|r| r.admin_url).unwrap_or_default()
+            self.row(name)?.map(|r| r.admin_url).unwrap_or_default()
         } else {
             admin_url.to_owned()
         };
@@ -285,7 +467,7 @@ impl Servers {
                     version = excluded.version, state = excluded.state, message = excluded.message,
                     updated_at = excluded.updated_at",
                 params![
-                    kind.as_str(),
+                    name.key(),
                     proc_.map(|p| p.0),
                     proc_.map(|p| p.1 as i64),
                     port,
@@ -301,52 +483,162 @@ impl Servers {
         })
     }
 
-    /// The log file of the server of `kind`.
-    pub fn log_of(&self, kind: Kind) -> PathBuf {
-        self.home
-            .root()
-            .join("servers")
-            .join(kind.as_str())
-            .join("server.log")
+    /// The log file of the server `name`.
+    pub fn log_of(&self, name: &ServerName) -> PathBuf {
+        name.dir(&self.home).join("server.log")
     }
 
-    /// Record the server of `kind` as `state` (not running: its pid is cleared) with `message`.
-    pub fn mark(&self, kind: Kind, state: ServerState, message: &str) -> Result<(), StoreError> {
+    /// Record that the server `name` died (`down`, its pid cleared, `message` saying how),
+    /// unless it was stopped or started again meanwhile: whether it was recorded.
+    pub async fn mark_died(&self, name: &ServerName, message: &str) -> Result<bool, StoreError> {
+        let lock = self.lock_of(name);
+        let _guard = lock.lock().await;
+        match self.row(name)? {
+            Some(row) if row.state == ServerState::Running && !Self::alive(&row) => {}
+            _ => return Ok(false),
+        }
         self.store.write(owner::Servers, |tx| {
             tx.execute(
                 "UPDATE servers SET state = ?1, message = ?2, pid = NULL, start_time = NULL,
                     updated_at = ?3 WHERE kind = ?4",
-                params![state, message, now_ms(), kind.as_str()],
+                params![ServerState::Down, message, now_ms(), name.key()],
             )?;
             Ok(())
-        })
+        })?;
+        Ok(true)
     }
 
-    /// Stop the managed servers (all, or one kind); their data is kept.
+    /// Stop the server of `row` if it runs (`first`, then SIGKILL after `grace`) and record
+    /// it `stopped`; whether it was running. The caller holds its lock.
+    async fn stop_locked(
+        &self,
+        row: &ServerRow,
+        first: nix::sys::signal::Signal,
+        grace: Duration,
+    ) -> Result<bool, ServerError> {
+        let running = Self::alive(row);
+        if running {
+            if let Some(pid) = row.pid {
+                crate::supervisor::stop_group_with(pid, first, grace).await;
+            }
+        }
+        self.store.write(owner::Servers, |tx| {
+            tx.execute(
+                "UPDATE servers SET state = 'stopped', pid = NULL, start_time = NULL, updated_at = ?1 WHERE kind = ?2",
+                params![now_ms(), row.kind],
+            )?;
+            Ok(())
+        })?;
+        Ok(running)
+    }
+
+    /// Stop the managed servers (all, or those of one kind: the shared one and the worlds'
+    /// own); their data is kept. The keys of those that were running.
     pub async fn stop(&self, kind: Option<Kind>) -> Result<Vec<String>, ServerError> {
-        let _guard = self.lock.lock().await;
         let mut stopped = Vec::new();
         for row in self.store.read(store::servers)? {
-            if kind.is_some_and(|k| k.as_str() != row.kind) {
+            let Some(name) = ServerName::parse(&row.kind) else {
+                continue;
+            };
+            if kind.is_some_and(|k| k != name.kind) {
                 continue;
             }
-            if Self::alive(&row) {
-                if let Some(pid) = row.pid {
-                    let first = Kind::parse(&row.kind)
-                        .map_or(nix::sys::signal::Signal::SIGTERM, Kind::stop_signal);
-                    crate::supervisor::stop_group_with(pid, first, Duration::from_secs(10)).await;
-                }
+            let lock = self.lock_of(&name);
+            let _guard = lock.lock().await;
+            // Read again under the lock: it may have been started or removed meanwhile.
+            let Some(row) = self.row(&name)? else {
+                continue;
+            };
+            let grace = if name.slice.is_some() {
+                WORLD_STOP_GRACE
+            } else {
+                Duration::from_secs(10)
+            };
+            if self
+                .stop_locked(&row, name.kind.stop_signal(), grace)
+                .await?
+            {
                 stopped.push(row.kind.clone());
             }
+        }
+        Ok(stopped)
+    }
+
+    /// Stop the server of `kind` that serves `slice` alone (its world went down), keeping
+    /// its data (Redis saves its snapshot on SIGTERM); whether the slice has such a server.
+    pub async fn stop_world(&self, kind: Kind, slice: &str) -> Result<bool, ServerError> {
+        let name = ServerName::of_slice(kind, slice);
+        let lock = self.lock_of(&name);
+        let _guard = lock.lock().await;
+        let Some(row) = self.row(&name)? else {
+            return Ok(false);
+        };
+        if self
+            .stop_locked(&row, kind.stop_signal(), WORLD_STOP_GRACE)
+            .await?
+        {
+            tracing::info!(server = %name, "stopped with its world (data kept)");
+        }
+        Ok(true)
+    }
+
+    /// Remove the server of `kind` that serves `slice` alone (its world was removed): the
+    /// process, its files and its row; whether there was anything to remove.
+    pub async fn remove_world(&self, kind: Kind, slice: &str) -> Result<bool, ServerError> {
+        let name = ServerName::of_slice(kind, slice);
+        let lock = self.lock_of(&name);
+        let _guard = lock.lock().await;
+        let dir = name.dir(&self.home);
+        let row = self.row(&name)?;
+        if let Some(row) = &row {
+            // Its data goes: no snapshot to wait for.
+            self.stop_locked(row, nix::sys::signal::Signal::SIGKILL, Duration::ZERO)
+                .await?;
+        }
+        if let Some(pid) = unrecorded_server(kind, &dir.join("data")) {
+            crate::supervisor::stop_group_with(
+                pid,
+                nix::sys::signal::Signal::SIGKILL,
+                Duration::ZERO,
+            )
+            .await;
+        }
+        let had_files = dir.exists();
+        if had_files {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| ServerError::Io(format!("cannot remove {}: {e}", dir.display())))?;
+        }
+        if row.is_some() {
+            let key = name.key();
             self.store.write(owner::Servers, |tx| {
-                tx.execute(
-                    "UPDATE servers SET state = 'stopped', pid = NULL, start_time = NULL, updated_at = ?1 WHERE kind = ?2",
-                    params![now_ms(), row.kind],
-                )?;
+                tx.execute("DELETE FROM servers WHERE kind = ?1", [&key])?;
                 Ok(())
             })?;
         }
-        Ok(stopped)
+        Ok(row.is_some() || had_files)
+    }
+
+    /// The slices of `kind` with a server of their own, recorded or with files in the home
+    /// (a store that was lost leaves files without rows): for `binky gc`.
+    pub fn world_servers(&self, kind: Kind) -> Result<BTreeSet<String>, StoreError> {
+        let mut out: BTreeSet<String> = self
+            .store
+            .read(store::servers)?
+            .iter()
+            .filter_map(|r| ServerName::parse(&r.kind))
+            .filter(|n| n.kind == kind)
+            .filter_map(|n| n.slice)
+            .collect();
+        let worlds = ServerName::shared(kind).dir(&self.home).join(WORLDS_DIR);
+        if let Ok(entries) = std::fs::read_dir(worlds) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if ServerName::parse(&format!("{}/{name}", kind.as_str())).is_some() {
+                    out.insert(name);
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

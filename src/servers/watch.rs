@@ -1,4 +1,5 @@
-//! Watching the managed servers while the daemon runs: a server that dies is said — an
+//! Watching the managed servers while the daemon runs (the shared ones and the worlds' own
+//! redis servers alike): a server that dies is said — an
 //! event `server_down` on every world with a slice on it, its row marked `down` (the slice
 //! controller then holds those worlds' `SlicesReady` at False, reason `ServerDown`) — and
 //! started again at once, with backoff while it will not start; `server_back` says when it
@@ -13,7 +14,7 @@ use binky_controllers::runtime::Trigger;
 use binky_controllers::store::{self, ServerRow, ServerState, Store, WorldId};
 use tokio::sync::Notify;
 
-use super::{Kind, Servers};
+use super::{ServerName, Servers};
 
 /// How often the servers are looked at.
 const EVERY: Duration = Duration::from_secs(1);
@@ -22,6 +23,7 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 
 /// A server seen dead, not back yet.
 struct Down {
+    name: ServerName,
     since: Instant,
     retry_at: Instant,
     delay: Duration,
@@ -30,7 +32,8 @@ struct Down {
 
 /// Watch `servers` until `stop` is notified.
 pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Arc<Notify>) {
-    let mut down: HashMap<&'static str, Down> = HashMap::new();
+    // By server key.
+    let mut down: HashMap<String, Down> = HashMap::new();
     loop {
         tokio::select! {
             _ = stop.notified() => break,
@@ -44,18 +47,19 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
             }
         };
         for row in rows {
-            let Some(kind) = Kind::parse(&row.kind) else {
+            let Some(name) = ServerName::parse(&row.kind) else {
                 continue;
             };
             if row.state == ServerState::Running
                 && !Servers::alive(&row)
-                && !down.contains_key(kind.as_str())
+                && !down.contains_key(&row.kind)
+                && died(&servers, &store, &trigger, &name, &row).await
             {
-                died(&servers, &store, &trigger, kind, &row);
                 let now = Instant::now();
                 down.insert(
-                    kind.as_str(),
+                    row.kind.clone(),
                     Down {
+                        name,
                         since: now,
                         retry_at: now,
                         delay: EVERY,
@@ -64,32 +68,32 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
                 );
             }
         }
-        for (name, d) in down.iter_mut() {
+        for d in down.values_mut() {
             if Instant::now() < d.retry_at {
                 continue;
             }
-            let Some(kind) = Kind::parse(name) else {
-                continue;
-            };
-            match servers.ensure(kind).await {
-                Ok(_) => {
-                    let pid = store
-                        .read(store::servers)
+            match servers.restart(&d.name).await {
+                Ok(Some(_)) => {
+                    let pid = servers
+                        .row(&d.name)
                         .ok()
-                        .and_then(|rows| rows.into_iter().find(|r| r.kind == *name))
+                        .flatten()
                         .and_then(|r| r.pid)
                         .map(|p| format!(" (pid {p})"))
                         .unwrap_or_default();
                     let msg = format!(
-                        "the managed {name} server is back{pid} after {:.1}s",
+                        "the managed {} server is back{pid} after {:.1}s",
+                        d.name,
                         d.since.elapsed().as_secs_f64()
                     );
                     tell(&store, &trigger, &d.admin_url, "server_back", &msg);
-                    tracing::info!(kind = name, "managed server back");
+                    tracing::info!(server = %d.name, "managed server back");
                     d.delay = Duration::ZERO;
                 }
+                // Stopped (its world went down, `binky servers stop`) or removed meanwhile.
+                Ok(None) => d.delay = Duration::ZERO,
                 Err(err) => {
-                    tracing::warn!(kind = name, %err, "managed server does not start again");
+                    tracing::warn!(server = %d.name, %err, "managed server does not start again");
                     d.delay = (d.delay * 2).clamp(EVERY, MAX_RETRY);
                     d.retry_at = Instant::now() + d.delay;
                 }
@@ -99,19 +103,34 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
     }
 }
 
-/// Record that `row`'s server died, and tell the worlds that use it.
-fn died(servers: &Servers, store: &Store, trigger: &Trigger, kind: Kind, row: &ServerRow) {
+/// Record that `row`'s server died, and tell the worlds that use it; false when it was
+/// stopped or started again meanwhile (nothing to say).
+async fn died(
+    servers: &Servers,
+    store: &Store,
+    trigger: &Trigger,
+    name: &ServerName,
+    row: &ServerRow,
+) -> bool {
     let pid = row.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
-    let msg = format!(
-        "the managed {} server{pid} stopped running; binky is starting it again (its log: {})",
-        kind.as_str(),
-        servers.log_of(kind).display()
-    );
-    tracing::warn!(kind = kind.as_str(), "managed server died");
-    if let Err(err) = servers.mark(kind, ServerState::Down, &format!("stopped running{pid}")) {
-        tracing::warn!(%err, "server watch: cannot record the death");
+    match servers
+        .mark_died(name, &format!("stopped running{pid}"))
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return false,
+        Err(err) => {
+            tracing::warn!(%err, "server watch: cannot record the death");
+            return false;
+        }
     }
+    let msg = format!(
+        "the managed {name} server{pid} stopped running; binky is starting it again (its log: {})",
+        servers.log_of(name).display()
+    );
+    tracing::warn!(server = %name, "managed server died");
     tell(store, trigger, &row.admin_url, "server_down", &msg);
+    true
 }
 
 /// An event on every world with a slice on the server at `admin_url`, and a nudge.

@@ -34,6 +34,7 @@ fn rooted(root: &Path) -> AdapterConfig {
         admin_url: None,
         options: BTreeMap::from([("root".to_owned(), root.display().to_string())]),
         buckets: Vec::new(),
+        ..AdapterConfig::default()
     }
 }
 
@@ -164,6 +165,7 @@ fn the_request_has_binky_012s_shape_plus_the_secret() {
             ("admin_url".to_owned(), "shadowed".to_owned()),
         ]),
         buckets: vec!["b1".into()],
+        ..AdapterConfig::default()
     };
     block(async {
         let s = slice("bk_p_w_svc");

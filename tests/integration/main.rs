@@ -4,6 +4,7 @@
 
 mod agents;
 mod bootstrap;
+mod celery_redis;
 mod check;
 mod clickhouse_server;
 mod compat_012;

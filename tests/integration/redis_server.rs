@@ -33,8 +33,14 @@ impl std::ops::Deref for RedisServer {
 impl RedisServer {
     /// Start one; panics (failing the test) when redis-server is missing.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Start one with `extra` arguments (`["--databases", "3"]`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         RedisServer(
-            binky_testkit::servers::redis::RedisServer::start().unwrap_or_else(|e| panic!("{e}")),
+            binky_testkit::servers::redis::RedisServer::start_with(extra)
+                .unwrap_or_else(|e| panic!("{e}")),
         )
     }
 
@@ -43,8 +49,15 @@ impl RedisServer {
         connect(&self.admin_url)
     }
 
-    /// The adapter configuration for this server.
+    /// The adapter configuration for this server, worlds kept apart by a key prefix
+    /// (`isolation = "prefix"`).
     pub fn cfg(&self) -> AdapterConfig {
+        prefix_cfg(&self.admin_url)
+    }
+
+    /// The adapter configuration for this server, a database per world (the default with
+    /// an `admin_url`).
+    pub fn database_cfg(&self) -> AdapterConfig {
         AdapterConfig {
             admin_url: Some(self.admin_url.clone()),
             ..AdapterConfig::default()
@@ -95,6 +108,15 @@ impl RedisServer {
         redis::cmd("DBSIZE")
             .query(&mut self.admin())
             .expect("DBSIZE")
+    }
+}
+
+/// The adapter configuration for the server at `admin_url` with `isolation = "prefix"`.
+pub fn prefix_cfg(admin_url: &str) -> AdapterConfig {
+    AdapterConfig {
+        admin_url: Some(admin_url.to_owned()),
+        options: [("isolation".to_owned(), "prefix".to_owned())].into(),
+        ..AdapterConfig::default()
     }
 }
 
@@ -296,10 +318,7 @@ fn a_world_reads_and_writes_its_own_prefixed_keys() {
         run(&mut con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     }
     // A client of the world's database (`/3`) may select it, and only it.
-    let cfg3 = AdapterConfig {
-        admin_url: Some(server.admin_url.replace("/0", "/3")),
-        ..AdapterConfig::default()
-    };
+    let cfg3 = prefix_cfg(&server.admin_url.replace("/0", "/3"));
     let c = slice("bk_acme_other_db_cache");
     let url3 = block(async {
         Redis.provision(&c, &cfg3).await.expect("provision on db 3");
@@ -925,10 +944,7 @@ fn the_managed_server_serves_its_admin_url_and_keeps_data_users_and_password_acr
     )
     .is_err());
 
-    let cfg = AdapterConfig {
-        admin_url: Some(started.admin_url.clone()),
-        ..AdapterConfig::default()
-    };
+    let cfg = prefix_cfg(&started.admin_url);
     let a = slice("bk_acme_w_cache");
     block(Redis.provision(&a, &cfg)).expect("provision on the managed server");
     let a_url = block(Redis.resolve(&a, &cfg)).expect("resolve").url;
@@ -971,4 +987,234 @@ fn the_managed_server_serves_its_admin_url_and_keeps_data_users_and_password_acr
     ));
     assert!(process_gone(again.pid), "the server outlived its stop");
     std::mem::forget(guard);
+}
+
+/// Commands without key arguments a world's user may run in `database` mode, on top of
+/// [`REVIEWED_KEYLESS`], each reviewed: each acts on the caller's own database (which is
+/// the world's alone), or on server-wide things the mode documents as shared.
+const DATABASE_REVIEWED_KEYLESS: &[(&str, &str)] = &[
+    ("keys", "the caller's database"),
+    ("scan", "the caller's database"),
+    ("randomkey", "the caller's database"),
+    ("dbsize", "the caller's database"),
+    ("flushdb", "the caller's database"),
+    (
+        "info",
+        "counts of other databases' keys and clients: documented",
+    ),
+    ("select", "only `SELECT N` of its own database passes"),
+    (
+        "psubscribe",
+        "channels are server-wide in this mode: documented",
+    ),
+    (
+        "pubsub|channels",
+        "channels are server-wide in this mode: documented",
+    ),
+    (
+        "pubsub|numpat",
+        "channels are server-wide in this mode: documented",
+    ),
+    (
+        "pubsub|numsub",
+        "channels are server-wide in this mode: documented",
+    ),
+    (
+        "pubsub|shardchannels",
+        "channels are server-wide in this mode: documented",
+    ),
+    (
+        "pubsub|shardnumsub",
+        "channels are server-wide in this mode: documented",
+    ),
+    ("pubsub|help", "help text"),
+    (
+        "memory|doctor",
+        "server-wide memory figures, no keys or data",
+    ),
+    ("memory|malloc-stats", "server-wide allocator figures"),
+    ("memory|purge", "returns free memory to the OS"),
+    (
+        "memory|stats",
+        "server-wide memory figures; per database only key counts, as INFO",
+    ),
+    ("lastsave", "when the server last saved"),
+    ("role", "replication role"),
+    ("fcall", "calls a function; runs with the caller's ACL"),
+    ("fcall_ro", "calls a function; runs with the caller's ACL"),
+    ("eval", "runs with the caller's ACL"),
+    ("eval_ro", "runs with the caller's ACL"),
+    ("evalsha", "runs with the caller's ACL"),
+    ("evalsha_ro", "runs with the caller's ACL"),
+    (
+        "spublish",
+        "channels are server-wide in this mode: documented",
+    ),
+    (
+        "ssubscribe",
+        "channels are server-wide in this mode: documented",
+    ),
+    ("sunsubscribe", "the caller's subscriptions"),
+];
+
+#[test]
+fn every_command_a_database_user_may_run_stays_in_its_database_or_was_reviewed() {
+    let server = RedisServer::start();
+    let a = slice("bk_acme_login_fix_cache");
+    block(Redis.provision(&a, &server.database_cfg())).expect("provision");
+    let url = block(Redis.resolve(&a, &server.database_cfg()))
+        .expect("resolve")
+        .url;
+    let db: i64 = url.rsplit('/').next().unwrap().parse().unwrap();
+    let mut admin = server.admin();
+    let dryrun = |admin: &mut redis::Connection, argv: &[String]| -> bool {
+        let verdict: String = redis::cmd("ACL")
+            .arg("DRYRUN")
+            .arg(&a.name)
+            .arg(argv)
+            .query(admin)
+            .unwrap_or_else(|e| panic!("ACL DRYRUN {argv:?}: {e}"));
+        verdict == "OK"
+    };
+    // What reaches into another database is refused, whatever its arguments.
+    let other = (db + 1).to_string();
+    for argv in [
+        vec!["select", "0"],
+        vec!["select", other.as_str()],
+        vec!["swapdb", "0", other.as_str()],
+        vec!["move", "k", other.as_str()],
+        vec!["copy", "k", "k", "db", other.as_str()],
+        vec!["migrate", "127.0.0.1", "6379", "k", other.as_str(), "1000"],
+        vec!["flushall"],
+        vec!["monitor"],
+        vec!["client", "list"],
+        vec!["client", "kill", "id", "1"],
+        vec!["client", "tracking", "on", "bcast"],
+        vec!["config", "set", "databases", "1"],
+        vec!["function", "flush"],
+        vec!["script", "flush"],
+        vec!["acl", "list"],
+        vec!["shutdown"],
+    ] {
+        let argv: Vec<String> = argv.into_iter().map(str::to_owned).collect();
+        assert!(!dryrun(&mut admin, &argv), "{argv:?} is allowed");
+    }
+    assert!(dryrun(&mut admin, &["select".into(), db.to_string()]));
+    let reply: Vec<Value> = redis::cmd("COMMAND").query(&mut admin).expect("COMMAND");
+    let mut commands = Vec::new();
+    leaf_commands(&reply, &mut commands);
+    let reviewed: BTreeSet<&str> = REVIEWED_KEYLESS
+        .iter()
+        .chain(DATABASE_REVIEWED_KEYLESS)
+        .map(|(c, _)| *c)
+        .collect();
+    let mut unreviewed = Vec::new();
+    let mut allowed = 0;
+    for (name, arity, has_keys) in &commands {
+        let mut argv: Vec<String> = name.split('|').map(str::to_owned).collect();
+        while (argv.len() as i64) < arity.abs() {
+            argv.push("k".into());
+        }
+        if name == "select" {
+            argv[1] = db.to_string();
+        }
+        if !dryrun(&mut admin, &argv) {
+            continue;
+        }
+        allowed += 1;
+        if !has_keys && !reviewed.contains(name.as_str()) {
+            unreviewed.push(name.clone());
+        }
+    }
+    assert!(allowed > 150, "only {allowed} commands allowed");
+    assert!(
+        unreviewed.is_empty(),
+        "a database user may run these commands without key arguments, which nobody \
+         reviewed for reaching outside its database: {unreviewed:?} (deny them in \
+         src/adapters/redis/database.rs, or add them to DATABASE_REVIEWED_KEYLESS with the \
+         reason they are safe)"
+    );
+}
+
+#[test]
+fn worlds_provisioned_at_once_on_one_server_get_distinct_databases() {
+    let server = RedisServer::start();
+    let cfg = server.database_cfg();
+    let slices: Vec<Slice> = (0..8)
+        .map(|i| slice(&format!("bk_acme_w{i}_cache")))
+        .collect();
+    let urls: Vec<String> = block(async {
+        let mut set = tokio::task::JoinSet::new();
+        for s in slices.clone() {
+            let cfg = cfg.clone();
+            set.spawn(async move {
+                Redis.provision(&s, &cfg).await.expect("provision");
+                Redis.resolve(&s, &cfg).await.expect("resolve").url
+            });
+        }
+        set.join_all().await
+    });
+    let dbs: BTreeSet<&str> = urls.iter().map(|u| u.rsplit('/').next().unwrap()).collect();
+    assert_eq!(dbs.len(), 8, "{urls:?}");
+    assert!(!dbs.contains("0"), "{urls:?}");
+    // Each world's URL opens its own database, without a prefix.
+    for (s, url) in slices.iter().zip(&urls) {
+        run(&mut connect(url), &["SET", "owner", &s.name]).expect("SET");
+    }
+    for (s, url) in slices.iter().zip(&urls) {
+        assert_eq!(
+            run(&mut connect(url), &["GET", "owner"]).unwrap(),
+            Value::BulkString(s.name.clone().into_bytes())
+        );
+    }
+}
+
+#[test]
+fn teardown_of_a_database_slice_found_only_on_the_server_empties_its_database_and_deletes_its_user()
+{
+    // As `binky gc` meets it: nothing recorded in a store, the user's pin says which.
+    let server = RedisServer::start();
+    let (a, b) = (slice("bk_acme_a_cache"), slice("bk_acme_b_cache"));
+    let cfg = server.database_cfg();
+    let url_a = provisioned_with(&a, &cfg);
+    let url_b = provisioned_with(&b, &cfg);
+    run(&mut connect(&url_a), &["SET", "k", "a"]).unwrap();
+    run(&mut connect(&url_b), &["SET", "k", "b"]).unwrap();
+    let db_a: i64 = url_a.rsplit('/').next().unwrap().parse().unwrap();
+    let db_b: i64 = url_b.rsplit('/').next().unwrap().parse().unwrap();
+    let mut listed = block(Redis.list(&cfg)).expect("list");
+    listed.sort();
+    assert_eq!(listed, [a.name.clone(), b.name.clone()]);
+    block(Redis.teardown(&a, &cfg)).expect("teardown");
+    assert!(server.keys_in(db_a, "*").is_empty());
+    assert!(!server.users().contains(&a.name));
+    assert_eq!(
+        server.keys_in(db_b, "*").len(),
+        1,
+        "b's database was touched"
+    );
+    block(Redis.teardown(&a, &cfg)).expect("a second teardown");
+}
+
+/// Provision `slice` with `cfg`; its URL.
+fn provisioned_with(slice: &Slice, cfg: &AdapterConfig) -> String {
+    block(async {
+        Redis.provision(slice, cfg).await.expect("provision");
+        Redis.resolve(slice, cfg).await.expect("resolve").url
+    })
+}
+
+#[test]
+fn a_prefix_slice_that_moves_to_a_database_leaves_no_prefixed_keys_behind() {
+    // A world made by a binky that knew only the prefix mode, provisioned again by this one.
+    let server = RedisServer::start();
+    let a = slice("bk_acme_w_cache");
+    let old = provisioned(&server, &a).url;
+    run(&mut connect(&old), &["SET", "bk_acme_w_cache:k", "v"]).unwrap();
+    run(&mut server.admin(), &["SET", "unrelated", "admin's"]).unwrap();
+    let url = provisioned_with(&a, &server.database_cfg());
+    assert!(url.ends_with("/1"), "{url}");
+    assert!(server.keys("bk_acme_w_cache:*").is_empty());
+    assert_eq!(server.keys("unrelated").len(), 1);
+    run(&mut connect(&url), &["SET", "k", "v"]).expect("the world writes without a prefix");
 }

@@ -686,7 +686,16 @@ depends_on = ["cache"]
 "#
     ));
     env.ok(&["up", "w"]);
-    let data = env.home.join("servers/redis/data");
+    // The world's own redis-server (no admin_url).
+    let data = env
+        .home
+        .join("servers/redis/worlds")
+        .join(binky_controllers::slice::slice_name(
+            "orphansrv",
+            "w",
+            "cache",
+        ))
+        .join("data");
     let first = servers_in("redis-server", &data);
     assert_eq!(first.len(), 1, "{first:?}");
     // As a daemon killed between starting the server and recording it leaves things: the

@@ -79,6 +79,13 @@ pub trait SliceEffects: Send + Sync + 'static {
         let _ = spec;
         false
     }
+    /// Stop what the slice runs only while its world runs (a server of its own), keeping
+    /// its data; the next `provision` starts it again. Whether the slice has such a thing
+    /// (stopped now or before); the default: nothing to stop.
+    fn pause(&self, spec: &SliceSpec) -> impl Future<Output = Result<bool, SliceFault>> + Send {
+        let _ = spec;
+        async { Ok(false) }
+    }
     /// Is the slice still on its server? `None`: the adapter cannot tell.
     fn exists(
         &self,

@@ -13,6 +13,10 @@
 //! - Slices are torn down on removal, after the world's processes have stopped; a crash in
 //!   the middle is finished by the next daemon (the finalizer stays until it is done).
 //! - A slice whose service left `binky.toml` is kept (it holds data) until the world goes.
+//! - A world that is down provisions nothing; once its processes have stopped, a slice with
+//!   a server of its own (a redis-server per world) stops it, keeping its data
+//!   (`SliceState::Stopped`), and the next `binky up` starts it again before any process
+//!   that depends on it.
 
 mod clone;
 mod effects;
@@ -37,7 +41,7 @@ use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, SliceRow, Store, StoreError, World};
-use crate::store::{ServerState, SliceState, WorktreeState};
+use crate::store::{DesiredState, ServerState, SliceState, WorktreeState};
 
 /// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
 /// (the server row with the slice's admin address) is not running.
@@ -61,10 +65,12 @@ fn servers_down(
                 other if server.message.is_empty() => format!("it is {other}"),
                 other => format!("it is {other}: {}", server.message),
             };
-            Some(format!(
-                "{}: the managed {} server its slice lives on is not running ({why})",
-                r.service, server.kind
-            ))
+            // `redis/<slice>`: the world's own server.
+            let which = match server.kind.split_once('/') {
+                Some((kind, _)) => format!("its own {kind} server"),
+                None => format!("the managed {} server its slice lives on", server.kind),
+            };
+            Some(format!("{}: {which} is not running ({why})", r.service))
         })
         .collect()
 }
@@ -137,6 +143,9 @@ pub struct SliceController<E, S> {
     healed: std::sync::Mutex<std::collections::HashMap<(i64, String), i64>>,
     /// `(world, service) →` when a ready slice was last found on its server.
     checked: std::sync::Mutex<std::collections::HashMap<(i64, String), std::time::Instant>>,
+    /// `(world, service) → generation` at which this daemon asked a slice of a world that
+    /// is down to stop its own server: asked once per `binky down`, not at every resync.
+    paused: std::sync::Mutex<std::collections::HashMap<(i64, String), i64>>,
 }
 
 impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
@@ -147,6 +156,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             work,
             healed: Default::default(),
             checked: Default::default(),
+            paused: Default::default(),
         }
     }
 
@@ -205,6 +215,127 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         self.work.effects()
     }
 
+    /// The spec of the slice `row` records, as it was made: on the server it was made on,
+    /// even if binky.toml changed meanwhile (`res` is the service's config now, if it is
+    /// still there).
+    fn made_spec(&self, world: &World, row: &SliceRow, res: Option<&Resource>) -> SliceSpec {
+        let mut spec = match res {
+            Some(r) => self
+                .work
+                .spec_of(world, &row.service, r, &row.name, &row.secret),
+            None => SliceSpec {
+                adapter: row.adapter.clone(),
+                slice: row.name.clone(),
+                secret: row.secret.clone(),
+                admin_url: None,
+                options: BTreeMap::new(),
+                buckets: Vec::new(),
+                search_path: world.env.get("PATH").cloned(),
+            },
+        };
+        spec.adapter = row.adapter.clone();
+        if row.admin_url.is_some() {
+            spec.admin_url = row.admin_url.clone();
+        }
+        spec
+    }
+
+    /// A world that is down: nothing is provisioned, and once none of its processes runs,
+    /// each slice that runs something only while its world runs (a redis-server of the
+    /// world's own) stops it, keeping its data; the next `binky up` starts it again.
+    async fn stop_with_world(&self, world: &World) -> Result<Applied, SliceError> {
+        let rows: Vec<SliceRow> = self
+            .store
+            .read(|c| store::slices(c, world.id))?
+            .into_iter()
+            .filter(|r| r.state != SliceState::Stopped)
+            .collect();
+        if rows.is_empty() {
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION,
+                "WorldStopped",
+                "the world is down; its slices are kept",
+            )]));
+        }
+        // Its processes may still use them (a worker flushing its queue as it stops).
+        let running = self
+            .store
+            .read(|c| store::processes(c, world.id))?
+            .iter()
+            .any(|p| p.pid.is_some());
+        if running {
+            return Ok(Applied {
+                action: Action::Requeue(Duration::from_millis(300)),
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    "WorldStopping",
+                    "waiting for the world's processes to stop before stopping its slices' own servers",
+                )],
+            });
+        }
+        let mut stopped = Vec::new();
+        for mut row in rows {
+            let key = (world.id, row.service.clone());
+            let asked = self
+                .paused
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .copied();
+            if asked == Some(world.generation) {
+                continue;
+            }
+            let res = world
+                .spec
+                .services
+                .get(&row.service)
+                .and_then(|s| s.resource())
+                .cloned();
+            let spec = self.made_spec(world, &row, res.as_ref());
+            match self.effects().pause(&spec).await {
+                Ok(true) => {
+                    row.state = SliceState::Stopped;
+                    row.message = "its server stopped with the world (data kept)".into();
+                    self.save(world, &row)?;
+                    stopped.push(row.service.clone());
+                }
+                Ok(false) => {
+                    self.paused
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, world.generation);
+                }
+                Err(SliceFault::Transient(detail)) => {
+                    return Err(SliceError::Waiting {
+                        service: row.service.clone(),
+                        adapter: row.adapter.clone(),
+                        detail,
+                    })
+                }
+                Err(SliceFault::Permanent(detail)) => self.event(
+                    world,
+                    "slice_failed",
+                    &format!("{}: could not stop its server: {detail}", row.service),
+                ),
+            }
+        }
+        if !stopped.is_empty() {
+            self.event(
+                world,
+                "slice",
+                &format!(
+                    "stopped the own server of {} with the world (data kept)",
+                    stopped.join(", ")
+                ),
+            );
+        }
+        Ok(Applied::await_change(vec![Condition::ok(
+            CONDITION,
+            "WorldStopped",
+            "the world is down; its slices are kept",
+        )]))
+    }
+
     /// A slice is ready at this generation: record it (and that this daemon healed it).
     fn mark_ready(
         &self,
@@ -235,6 +366,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
         // The admission gate: nothing of a held world starts.
         if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
             return Ok(held);
+        }
+        if world.desired == DesiredState::Stopped {
+            return self.stop_with_world(world).await;
         }
         let selected = world.spec.selected(world.group.as_deref());
         let wanted: Vec<(String, Resource)> = world
@@ -526,6 +660,10 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, SliceError> {
+        self.paused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(w, _), _| *w != world.id);
         for row in self.store.read(|c| store::slices(c, world.id))? {
             let res = world
                 .spec
@@ -533,25 +671,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .get(&row.service)
                 .and_then(|s| s.resource())
                 .cloned();
-            let mut spec = match &res {
-                Some(r) => self
-                    .work
-                    .spec_of(world, &row.service, r, &row.name, &row.secret),
-                None => SliceSpec {
-                    adapter: row.adapter.clone(),
-                    slice: row.name.clone(),
-                    secret: row.secret.clone(),
-                    admin_url: None,
-                    options: BTreeMap::new(),
-                    buckets: Vec::new(),
-                    search_path: world.env.get("PATH").cloned(),
-                },
-            };
-            spec.adapter = row.adapter.clone();
-            // Drop it where it was made, even if binky.toml changed meanwhile.
-            if row.admin_url.is_some() {
-                spec.admin_url = row.admin_url.clone();
-            }
+            let spec = self.made_spec(world, &row, res.as_ref());
             // Never made (its server's address came from an unset variable): nothing to drop.
             let never_made = row.address.is_none()
                 && row.admin_url.is_none()

@@ -134,6 +134,9 @@ state_enum! {
         Ready = "ready",
         /// Failed for this generation; the next `binky up` tries again.
         Failed = "failed",
+        /// Made, and its server of its own stopped with its world (data kept); the next
+        /// `binky up` starts it again.
+        Stopped = "stopped",
     }
 }
 

@@ -477,3 +477,54 @@ async fn a_removed_world_whose_server_never_answers_waits_saying_so_and_force_fo
         .iter()
         .any(|(k, m)| k == "slice_failed" && m.contains("drop `bk_acme_w_db` on that server")));
 }
+
+#[tokio::test]
+async fn a_world_that_goes_down_stops_its_slices_own_servers_once_its_processes_stopped() {
+    let h = h();
+    h.fake.inner.lock().unwrap().own_servers = true;
+    let id = h.up("w", db_spec());
+    h.converge(id).await;
+    assert_eq!(h.sup.spawn_order(), vec!["api"]);
+    h.store
+        .set_desired_state(id, store::DesiredState::Stopped)
+        .unwrap();
+    // The api still runs: its server is not stopped under it, and nothing is provisioned.
+    reconcile(&h.slice, &h.store, id).await;
+    assert!(h.fake.calls("pause").is_empty());
+    assert_eq!(h.slices_ready(id).status, CondStatus::False);
+    h.converge(id).await;
+    assert_eq!(h.fake.calls("pause"), vec!["bk_acme_w_db"]);
+    assert_eq!(h.fake.calls("provision"), vec!["bk_acme_w_db"]);
+    assert_eq!(
+        h.row(id, "db").unwrap().state,
+        crate::store::SliceState::Stopped
+    );
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+    // Up again: provisioned (its server started) before the api, not migrated or seeded
+    // again.
+    h.up("w", db_spec());
+    h.converge(id).await;
+    assert_eq!(h.fake.calls("provision").len(), 2);
+    assert_eq!(
+        h.row(id, "db").unwrap().state,
+        crate::store::SliceState::Ready
+    );
+    assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
+    assert_eq!(h.sup.spawn_order(), vec!["api", "api"]);
+}
+
+#[tokio::test]
+async fn a_world_that_goes_down_keeps_slices_without_a_server_of_their_own_ready() {
+    let h = h();
+    let id = h.up("w", db_spec());
+    h.converge(id).await;
+    h.store
+        .set_desired_state(id, store::DesiredState::Stopped)
+        .unwrap();
+    h.converge(id).await;
+    assert_eq!(h.fake.calls("pause"), vec!["bk_acme_w_db"]);
+    assert_eq!(
+        h.row(id, "db").unwrap().state,
+        crate::store::SliceState::Ready
+    );
+}

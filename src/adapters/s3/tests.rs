@@ -17,6 +17,7 @@ fn cfg(url: Option<&str>, options: &[(&str, &str)]) -> AdapterConfig {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),
         buckets: vec![],
+        ..AdapterConfig::default()
     }
 }
 

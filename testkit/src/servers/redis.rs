@@ -46,6 +46,12 @@ pub struct RedisServer {
 impl RedisServer {
     /// Start one and wait until an authenticated PING answers.
     pub fn start() -> Res<RedisServer> {
+        RedisServer::start_with(&[])
+    }
+
+    /// Start one with `extra` arguments (`["--databases", "3"]`) and wait until an
+    /// authenticated PING answers.
+    pub fn start_with(extra: &[&str]) -> Res<RedisServer> {
         let bin = redis_binary().ok_or(MISSING)?;
         let tmp = tempfile::Builder::new()
             .prefix("binky-redis-")
@@ -64,6 +70,7 @@ impl RedisServer {
                 .arg("--logfile")
                 .arg(tmp.path().join("redis.log"))
                 .args(["--daemonize", "no", "--protected-mode", "yes"])
+                .args(extra)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

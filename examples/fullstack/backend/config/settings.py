@@ -1,8 +1,8 @@
 """Settings for the notes backend.
 
 Everything that differs between worlds comes from the environment binky sets:
-DATABASE_URL (the world's own PostgreSQL database and role), REDIS_URL and
-CACHE_PREFIX (the world's Redis ACL user and the only key prefix it may touch).
+DATABASE_URL (the world's own PostgreSQL database and role) and REDIS_URL (the
+world's own Redis: its keys need no world-specific prefix).
 """
 import os
 from pathlib import Path
