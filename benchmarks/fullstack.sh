@@ -225,10 +225,19 @@ run_binky() {
     local api_port web_port
     api_port=$(sh -c ". $out/api.env; echo \$PORT")
     web_port=$(sh -c ". $out/web.env; echo \$PORT")
+    # The world's own redis-server (`${cache.url}`, redis://:SECRET@127.0.0.1:PORT/0) stops
+    # with `binky down` and starts with `binky up`: the direct arm starts one too, alike.
+    local redis_url redis_port redis_secret
+    redis_url=$(sh -c ". $out/api.env; echo \$REDIS_URL")
+    redis_port=${redis_url##*:}; redis_port=${redis_port%%/*}
+    redis_secret=${redis_url#redis://:}; redis_secret=${redis_secret%%@*}
     bk down "$w" -q >/dev/null
     local direct=() ups=()
     for r in $(seq 1 "$ROUNDS"); do
         local t0=$EPOCHREALTIME
+        redis-server --port "$redis_port" --bind 127.0.0.1 --requirepass "$redis_secret" --save '' \
+            --appendonly no --daemonize yes --pidfile "$work/direct-redis.pid" --logfile "$work/direct-redis.log" --dir "$work"
+        until redis-cli -p "$redis_port" -a "$redis_secret" --no-auth-warning ping >/dev/null 2>&1; do sleep 0.01; done
         (cd "$wt/backend" && . "$out/api.env" && exec setsid .venv/bin/python -m gunicorn config.wsgi \
             --bind "127.0.0.1:$api_port" --workers 2 >"$out/direct-api.log" 2>&1) &
         local apid=$!
@@ -240,7 +249,9 @@ run_binky() {
         direct+=("$(elapsed "$t0")")
         kill -- "-$apid" "-$wpid" 2>/dev/null || kill "$apid" "$wpid"
         wait "$apid" "$wpid" 2>/dev/null || true
-        while curl -s -o /dev/null "http://127.0.0.1:$api_port/" || curl -s -o /dev/null "http://127.0.0.1:$web_port/"; do sleep 0.05; done
+        redis-cli -p "$redis_port" -a "$redis_secret" --no-auth-warning shutdown nosave >/dev/null 2>&1 || true
+        while curl -s -o /dev/null "http://127.0.0.1:$api_port/" || curl -s -o /dev/null "http://127.0.0.1:$web_port/" \
+            || redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.05; done
         t0=$EPOCHREALTIME
         bk up "$w" >"$out/reup-$r.txt" 2>&1
         ups+=("$(elapsed "$t0")")
@@ -248,7 +259,7 @@ run_binky() {
         bk down "$w" -q >/dev/null
         log "binky stopped-world round $r: direct ${direct[-1]}s, binky up ${ups[-1]}s"
     done
-    record binky reup_direct_s "$(median "${direct[@]}")" "median: gunicorn until /api/health/ answers, then vite until / answers"
+    record binky reup_direct_s "$(median "${direct[@]}")" "median: the world's redis-server, gunicorn until /api/health/ answers, then vite until / answers"
     record binky reup_up_s "$(median "${ups[@]}")" "median: binky up of the stopped world"
     record binky reup_overhead_s "$(bc <<<"scale=3; $(median "${ups[@]}") - $(median "${direct[@]}")")"
     bk up "$w" -q >/dev/null
