@@ -15,21 +15,12 @@ use crate::redis_server::RedisServer;
 
 /// The venv `scripts/test` makes with Celery, redis-py and Django.
 fn python_bin() -> PathBuf {
-    let dir = std::env::var_os("BINKY_TEST_FRAMEWORKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default();
-            home.join(".cache/binky-test/frameworks")
-        });
-    let bin = dir.join("bin");
-    assert!(
-        bin.join("celery").is_file() && bin.join("django-admin").is_file(),
-        "Celery and Django are not installed in {}: run ./scripts/test (it installs them)",
-        dir.display()
-    );
-    bin
+    test_cache(
+        "BINKY_TEST_FRAMEWORKS",
+        "frameworks",
+        &["bin/celery", "bin/django-admin"],
+    )
+    .join("bin")
 }
 
 /// The project's files, as a Django + Celery project has them.

@@ -37,20 +37,11 @@ const REFUSED: &[(&str, &str)] = &[(
 
 /// The directory `scripts/test` fills.
 fn compat_dir() -> PathBuf {
-    let dir = std::env::var_os("BINKY_TEST_COMPAT_012")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default();
-            home.join(".cache/binky-test/compat-012/configs")
-        });
-    assert!(
-        dir.join("manifest.json").is_file(),
-        "binky 0.1.2's configs are not in {}: run ./scripts/test (it downloads and extracts them)",
-        dir.display()
-    );
-    dir
+    test_cache(
+        "BINKY_TEST_COMPAT_012",
+        "compat-012/configs",
+        &["manifest.json"],
+    )
 }
 
 /// One config of the sdist: its directory and where it came from.

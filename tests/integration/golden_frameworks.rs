@@ -10,21 +10,12 @@ use crate::pg_server::PgServer;
 
 /// The venv `scripts/test` makes with the migration tools (alembic, Django, yoyo).
 fn tools() -> PathBuf {
-    let dir = std::env::var_os("BINKY_TEST_FRAMEWORKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default();
-            home.join(".cache/binky-test/frameworks")
-        });
-    let bin = dir.join("bin");
-    assert!(
-        bin.join("alembic").is_file() && bin.join("yoyo").is_file(),
-        "the migration tools are not installed in {}: run ./scripts/test (it installs them)",
-        dir.display()
-    );
-    bin
+    test_cache(
+        "BINKY_TEST_FRAMEWORKS",
+        "frameworks",
+        &["bin/alembic", "bin/yoyo"],
+    )
+    .join("bin")
 }
 
 fn config(migrate: &str, workdir: &str) -> String {

@@ -127,6 +127,31 @@ while True:
         c.close()
 "#;
 
+/// A directory `scripts/test` installs into its cache (`~/.cache/binky-test/<sub>`, or what
+/// the environment variable `var` names), holding every one of `files`; a test that needs
+/// it fails, never skips, when it is not there, saying what to run.
+pub fn test_cache(var: &str, sub: &str, files: &[&str]) -> PathBuf {
+    let dir = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(".cache/binky-test")
+            .join(sub)
+    });
+    let missing: Vec<&str> = files
+        .iter()
+        .copied()
+        .filter(|f| !dir.join(f).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} not in {}: run ./scripts/test (it installs them)",
+        missing.join(", "),
+        dir.display()
+    );
+    dir
+}
+
 /// The command that runs [`SERVER_PY`] on the service's port.
 pub const SERVE: &str = "exec python3 server.py ${self.port}";
 
