@@ -106,13 +106,6 @@ pub fn check_spec(spec: &Spec, group: Option<&str>) -> Verdict {
                 reason: format!("service `{name}` has `shared = true`: shared services are not supported by this binky yet; remove the key"),
             };
         }
-        if let Some(p) = svc.process() {
-            if p.replicas > 1 {
-                return Verdict::Deny {
-                    reason: format!("service `{name}` has `replicas = {}`: more than one replica is not supported by this binky yet; set replicas = 1", p.replicas),
-                };
-            }
-        }
     }
     Verdict::Admit
 }

@@ -15,6 +15,7 @@ pub mod phase;
 pub mod port;
 pub mod process;
 pub mod registry;
+pub mod replica;
 pub mod route;
 pub mod runtime;
 pub mod settings;

@@ -10,6 +10,8 @@
 //!   world that is removed and made again usually gets the same ports.
 //! - A kept port that a foreign process took while its service was not running is moved,
 //!   and an event says so: a service never starts into `EADDRINUSE`.
+//! - Each replica of a service (`replicas = N`) has its own ports, allocated and kept the
+//!   same way under its instance name (`api.1`; replica 0 is `api`).
 //! - Ports are released when the world is removed, after its processes have stopped.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,14 +118,18 @@ impl<P: PortProbe> Controller for PortController<P> {
 
     async fn apply(&self, world: &World) -> Result<Applied, PortError> {
         let (low, high) = world.spec.project.port_range();
+        // Each replica of a service has ports of its own (`api`, `api.1`, … as the service).
         let wanted: BTreeSet<(String, String)> = world
             .spec
             .services
             .iter()
             .flat_map(|(name, svc)| {
-                svc.port_labels()
+                let labels = svc.port_labels();
+                world
+                    .spec
+                    .instances(name)
                     .into_iter()
-                    .map(move |l| (name.clone(), l))
+                    .flat_map(move |i| labels.clone().into_iter().map(move |l| (i.clone(), l)))
             })
             .collect();
         let holding: BTreeSet<String> = self

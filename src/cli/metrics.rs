@@ -28,6 +28,8 @@ pub async fn run() -> Result<i32, Failure> {
     let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
     let mut services: BTreeMap<String, u64> = BTreeMap::new();
     let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
+    // Replicas beyond the first of replicated services (each is counted as a service too).
+    let mut replicas = 0u64;
     for w in &worlds {
         let v = view(&ctx, w)?;
         *by_state.entry(v.state.clone()).or_default() += 1;
@@ -35,6 +37,9 @@ pub async fn run() -> Result<i32, Failure> {
             service_total += 1;
             restarts += u64::from(s.restarts);
             *services.entry(s.state.clone()).or_default() += 1;
+            if s.replica.is_some_and(|r| r > 0) {
+                replicas += 1;
+            }
         }
         slices += ctx.store.read(|c| store::slices(c, w.id))?.len() as u64;
     }
@@ -70,7 +75,7 @@ pub async fn run() -> Result<i32, Failure> {
             "provisioning": count("starting"),
         },
         "worlds": { "total": worlds.len(), "by_state": by_state },
-        "services": { "total": service_total, "by_state": services, "restarts": restarts },
+        "services": { "total": service_total, "by_state": services, "restarts": restarts, "replicas": replicas },
         "ports_allocated": ctx.store.read(store::all_ports)?.len(),
         "slices": slices,
         "admission": {

@@ -10,10 +10,14 @@ use super::context::{Ctx, Failure};
 use super::events::clock;
 use super::exit;
 
-/// One service as status shows it.
+/// One service as status shows it (a replicated service: one per replica).
 #[derive(Serialize)]
 pub(super) struct ServiceView {
+    /// The service, or one replica of it (`api.1`; replica 0 is `api`).
     name: String,
+    /// Of a replicated service: which replica this is (`BINKY_REPLICA`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) replica: Option<u32>,
     pub(super) state: String,
     ready: bool,
     pid: Option<u32>,
@@ -48,16 +52,44 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     let slices = ctx.store.read(|c| store::slices(c, w.id))?;
     let tokens = binky_controllers::env::tokens(w, &ports, &proxy, &slices);
     let selected = w.spec.selected(w.group.as_deref());
+    // One process service's instance: the service itself, or one of its replicas.
+    let instance_view = |name: &str, replica: Option<u32>| {
+        let p = procs.iter().find(|p| p.service == name);
+        ServiceView {
+            name: name.to_owned(),
+            replica,
+            state: p
+                .map(|p| p.state.as_str().to_owned())
+                .unwrap_or_else(|| "pending".into()),
+            ready: p.is_some_and(|p| p.is_ready()),
+            pid: p.and_then(|p| p.pid),
+            ports: ports
+                .iter()
+                .filter(|r| r.service == name)
+                .map(|r| (r.label.clone(), r.port))
+                .collect(),
+            url: tokens.shown_url(name).cloned(),
+            restarts: p.map(|p| p.restarts).unwrap_or(0),
+            last_exit: p.and_then(|p| p.last_exit.clone()),
+            message: p.map(|p| p.message.clone()).unwrap_or_default(),
+        }
+    };
     let services = w
         .spec
         .services
         .keys()
-        .filter(|n| selected.contains(*n) || procs.iter().any(|p| &p.service == *n))
-        .map(|name| {
+        .filter(|n| {
+            selected.contains(*n)
+                || procs
+                    .iter()
+                    .any(|p| binky_controllers::replica::service_of(&p.service) == *n)
+        })
+        .flat_map(|name| {
             if let Some(sl) = slices.iter().find(|s| &s.service == name) {
                 // A slice: its state, and its address without the credentials.
-                return ServiceView {
+                return vec![ServiceView {
                     name: name.clone(),
+                    replica: None,
                     state: sl.state.as_str().to_owned(),
                     ready: sl.state == store::SliceState::Ready,
                     pid: None,
@@ -69,26 +101,15 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                     restarts: 0,
                     last_exit: None,
                     message: sl.message.clone(),
-                };
+                }];
             }
-            let p = procs.iter().find(|p| &p.service == name);
-            ServiceView {
-                name: name.clone(),
-                state: p
-                    .map(|p| p.state.as_str().to_owned())
-                    .unwrap_or_else(|| "pending".into()),
-                ready: p.is_some_and(|p| p.is_ready()),
-                pid: p.and_then(|p| p.pid),
-                ports: ports
-                    .iter()
-                    .filter(|r| &r.service == name)
-                    .map(|r| (r.label.clone(), r.port))
-                    .collect(),
-                url: tokens.shown_url(name).cloned(),
-                restarts: p.map(|p| p.restarts).unwrap_or(0),
-                last_exit: p.and_then(|p| p.last_exit.clone()),
-                message: p.map(|p| p.message.clone()).unwrap_or_default(),
-            }
+            let replicated = w.spec.replicas(name) > 1;
+            w.spec
+                .instances(name)
+                .into_iter()
+                .enumerate()
+                .map(|(i, name)| instance_view(&name, replicated.then_some(i as u32)))
+                .collect()
         })
         .collect();
     Ok(WorldView {

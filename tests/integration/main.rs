@@ -28,6 +28,7 @@ mod proxy;
 mod rabbitmq_server;
 mod redis_server;
 mod reliability;
+mod replicas;
 mod s3_server;
 mod secrets;
 mod slices_clickhouse;

@@ -5,9 +5,12 @@
 //! - Nothing starts before the world's worktree exists and its ports are allocated for the
 //!   current generation.
 //! - A service starts only when every service it `depends_on` is ready (healthy, or exited
-//!   successfully for a one-shot). `setup` runs once per world before the first start (again
+//!   successfully for a one-shot; every replica of a replicated one). `setup` runs once per world before the first start (again
 //!   only when its resolved text changes), without waiting for dependencies: only for the
 //!   addresses of the slices its text or env uses.
+//! - Each replica of a service (`replicas = N`) is a process of its own, with its own ports,
+//!   log, health checks and restarts (see [`crate::replica`]); `setup` runs once, in
+//!   replica 0.
 //! - Each process runs `sh -c CMD` in its own process group, with its output appended to
 //!   its log file. Its `(pid, start time)` is recorded, so a restarted daemon adopts it
 //!   instead of starting a second copy; a process that a daemon started but died before
@@ -200,8 +203,10 @@ impl<S: Supervisor> ProcessController<S> {
         let top = levels.values().copied().max().unwrap_or(0) + 1;
         let mut by_level: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for name in services {
+            // The replicas of a service (`api.1`) stop with it.
+            let service = crate::replica::service_of(name);
             by_level
-                .entry(levels.get(name).copied().unwrap_or(top))
+                .entry(levels.get(service).copied().unwrap_or(top))
                 .or_default()
                 .push(name.clone());
         }
@@ -487,11 +492,19 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             .filter(|n| world.spec.services[n].process().is_some())
             .collect();
 
-        // Services no longer wanted: stop them; forget the ones gone from the spec.
+        // Each selected service runs as its instances (`api`, and `api.1`… of a replicated
+        // one, see crate::replica).
+        let wanted: BTreeSet<String> = selected
+            .iter()
+            .flat_map(|n| world.spec.instances(n))
+            .collect();
+
+        // Instances no longer wanted: stop them; forget the ones gone from the spec (a
+        // service removed, or replicas lowered).
         let mut rows = self.rows(world.id)?;
         let unwanted: BTreeSet<String> = rows
             .values()
-            .filter(|r| !selected.contains(&r.service) && r.state != ProcState::Stopped)
+            .filter(|r| !wanted.contains(&r.service) && r.state != ProcState::Stopped)
             .map(|r| r.service.clone())
             .collect();
         if !unwanted.is_empty() {
@@ -500,7 +513,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         }
         let gone: Vec<String> = rows
             .keys()
-            .filter(|n| !world.spec.services.contains_key(*n))
+            .filter(|n| !world.spec.has_instance(n))
             .cloned()
             .collect();
         for name in gone {
@@ -533,19 +546,26 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         let mut waiting: Vec<String> = Vec::new();
         for name in order.iter().filter(|n| selected.contains(*n)) {
             let svc = &world.spec.services[name];
-            let step = self
-                .step(world, &layout, name, svc, &tokens, &restarts, &mut rows)
-                .await?;
-            if step.ready {
+            // A service is ready when every one of its replicas is.
+            let mut all_ready = true;
+            for instance in world.spec.instances(name) {
+                let step = self
+                    .step(
+                        world, &layout, &instance, svc, &tokens, &restarts, &mut rows,
+                    )
+                    .await?;
+                all_ready &= step.ready;
+                if let Some(w) = step.wake {
+                    wake = Some(wake.map_or(w, |x| x.min(w)));
+                }
+                if problem.is_none() {
+                    problem = step.problem;
+                }
+                waiting.extend(step.waiting);
+            }
+            if all_ready {
                 ready += 1;
             }
-            if let Some(w) = step.wake {
-                wake = Some(wake.map_or(w, |x| x.min(w)));
-            }
-            if problem.is_none() {
-                problem = step.problem;
-            }
-            waiting.extend(step.waiting);
         }
 
         let condition = if let Some(p) = problem {

@@ -246,6 +246,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (world_id, path)
     );
     "#,
+    // 8: the ports a route balances over (the ready replicas of a replicated service),
+    // comma-separated; empty: the route's `port` alone.
+    r#"
+    ALTER TABLE routes ADD COLUMN backends TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -4,5 +4,6 @@ mod gate;
 mod golden;
 mod port;
 mod process;
+mod replica;
 mod slice;
 mod worktree;
