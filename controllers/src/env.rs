@@ -65,6 +65,10 @@ fn with_port(scheme: &str, host: &str, port: u16) -> String {
 /// The proxy URL of a service with `url`: `http://<sub>.<world>.<domain>` (https when the
 /// project serves HTTPS), with the proxy's port when it is not the scheme's default.
 pub fn proxy_url(world: &World, service: &str, proxy: &ProxyView) -> Option<String> {
+    // A shared service's URLs are its users' (`mail.<world>.<domain>`), none its own.
+    if world.is_shared() {
+        return None;
+    }
     let url = world.spec.services.get(service)?.process()?.url.as_ref()?;
     let host = format!(
         "{}.{}.{}",

@@ -15,6 +15,9 @@
 //! - With `approvals` on, every distinct command (`cmd`, `setup`, a `cmd` health check,
 //!   `migrate`, `seed`, hooks) must have been approved for its project; the key is a hash of
 //!   project and command text, so an edited command needs a new approval.
+//! - A project's shared world ([`crate::shared`]) is admitted at once once its commands are
+//!   approved: it takes no place of `max_parallel`, is never queued and never cooled (its
+//!   services run only while an admitted world uses them).
 //! - Limits and approvals are machine settings (the `settings` table), never read from a
 //!   repository's `binky.toml`.
 
@@ -384,6 +387,23 @@ impl<M: Machine> Controller for AdmissionController<M> {
             )]));
         }
         let now = now_ms();
+        // A project's shared services run for worlds that were admitted themselves: they
+        // take no place and wait in no queue.
+        if world.is_shared() {
+            self.store.write(owner::Gate, |tx| {
+                tx.execute(
+                    "INSERT INTO admissions (world_id, state, queued_at, reason) VALUES (?1, 'admitted', ?2, '')
+                     ON CONFLICT (world_id) DO UPDATE SET state = 'admitted', reason = ''",
+                    params![world.id, now],
+                )?;
+                Ok(())
+            })?;
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION,
+                "Admitted",
+                "shared services: they run for the worlds that use them and take no place of their own",
+            )]));
+        }
         // Join the queue (or find this world's place in it).
         self.store.write(owner::Gate, |tx| {
             tx.execute(
@@ -395,10 +415,13 @@ impl<M: Machine> Controller for AdmissionController<M> {
         let rows: Vec<(i64, String, i64)> = self.store.read(|c| {
             let mut stmt = c.prepare(
                 "SELECT a.world_id, a.state, a.queued_at FROM admissions a JOIN worlds w ON w.id = a.world_id
-                 WHERE w.deleted_at IS NULL AND w.desired_state = 'running' ORDER BY a.queued_at, a.world_id",
+                 WHERE w.deleted_at IS NULL AND w.desired_state = 'running' AND w.name != ?1
+                 ORDER BY a.queued_at, a.world_id",
             )?;
             let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .query_map([crate::shared::WORLD], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })?;
@@ -437,6 +460,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 .iter()
                 .filter(|w| {
                     w.id != world.id
+                        && !w.is_shared()
                         && rows.iter().any(|r| r.0 == w.id && r.1 == "admitted")
                         && now - w.last_used_at >= focus * 60_000
                 })

@@ -19,6 +19,7 @@ pub mod replica;
 pub mod route;
 pub mod runtime;
 pub mod settings;
+pub mod shared;
 pub mod slice;
 pub mod spec;
 pub mod store;

@@ -12,6 +12,8 @@
 //!   and an event says so: a service never starts into `EADDRINUSE`.
 //! - Each replica of a service (`replicas = N`) has its own ports, allocated and kept the
 //!   same way under its instance name (`api.1`; replica 0 is `api`).
+//! - A shared service (`shared = true`) has its ports once, in its project's shared world;
+//!   every world's tokens resolve to them.
 //! - Ports are released when the world is removed, after its processes have stopped.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -119,10 +121,12 @@ impl<P: PortProbe> Controller for PortController<P> {
     async fn apply(&self, world: &World) -> Result<Applied, PortError> {
         let (low, high) = world.spec.project.port_range();
         // Each replica of a service has ports of its own (`api`, `api.1`, … as the service).
+        // A shared service's ports are its shared world's, allocated once for every world.
         let wanted: BTreeSet<(String, String)> = world
             .spec
             .services
             .iter()
+            .filter(|(name, _)| world.runs(name))
             .flat_map(|(name, svc)| {
                 let labels = svc.port_labels();
                 world

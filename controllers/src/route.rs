@@ -5,6 +5,9 @@
 //!   world's first URL service also as `<world>.<domain>` (domain: `[project] domain`, else
 //!   `<project>.localhost`). A world name that is not a DNS label gets a readable,
 //!   deterministic slug (`feat/login` → `feat-login-<hash>`).
+//! - A shared service (`shared = true`) has a host in each world that uses it
+//!   (`mail.<world>.<domain>`), routed to its project's shared instance; the shared world
+//!   itself has no host.
 //! - A service with `replicas = N` is one route whose backends are the ports of its ready
 //!   replicas (the proxy balances over them); its `port` is replica 0's.
 //! - Routes are rows of `routes` (the host is the primary key, so two worlds can never
@@ -170,8 +173,13 @@ pub fn domain(world: &World) -> String {
         .to_ascii_lowercase()
 }
 
-/// `(host, service, port label)` for every URL of a world, the world's own host first.
+/// `(host, service, port label)` for every URL of a world, the world's own host first. A
+/// project's shared world has none: each world that uses a shared service has its own host
+/// for it, routed to the shared instance.
 pub fn hosts(world: &World) -> Vec<(String, String, String)> {
+    if world.is_shared() {
+        return Vec::new();
+    }
     let domain = domain(world);
     let slug = dns_slug(&world.name);
     let mut out = Vec::new();
@@ -309,21 +317,34 @@ impl<S: RouteSink> Controller for RouteController<S> {
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, RouteError> {
-        let ports = self.store.read(|c| store::ports(c, world.id))?;
-        let procs = self.store.read(|c| store::processes(c, world.id))?;
+        // A shared service's URL in this world goes to the project's shared instance: its
+        // ports, its processes, its spec (which defines how many replicas it has).
+        let ports = self.store.read(|c| store::ports_seen_by(c, world))?;
+        let mut procs = self.store.read(|c| store::processes(c, world.id))?;
+        procs.retain(|p| world.runs(&p.service));
+        procs.extend(self.store.read(|c| store::shared_processes(c, world))?);
+        let shared = if world.is_shared() || crate::shared::declared(&world.spec).is_empty() {
+            None
+        } else {
+            self.store
+                .read(|c| store::shared_world(c, world.project_id))?
+        };
         let selected = world.spec.selected(world.group.as_deref());
         let mut wanted: Vec<Route> = Vec::new();
         for (host, service, label) in hosts(world) {
+            let spec = match &shared {
+                Some(s) if !world.runs(&service) => &s.spec,
+                _ => &world.spec,
+            };
             let label = if label.is_empty() {
-                world.spec.primary_label(&service)
+                spec.primary_label(&service)
             } else {
                 Some(label)
             };
             let Some(label) = label else { continue };
             // Each replica's port of that label (`api`, `api.1`, …); replica 0's is the
             // route's own.
-            let instances: Vec<(String, Option<u16>)> = world
-                .spec
+            let instances: Vec<(String, Option<u16>)> = spec
                 .instances(&service)
                 .into_iter()
                 .map(|i| {
@@ -438,6 +459,12 @@ impl<S: RouteSink> Controller for RouteController<S> {
                 format!(
                     "{host} already routes to {owner}; give this project its own [project] domain"
                 ),
+            )
+        } else if world.is_shared() {
+            Condition::ok(
+                CONDITION,
+                "NoUrls",
+                "each world that uses a shared service routes its own host of it here",
             )
         } else if wanted.is_empty() {
             Condition::ok(CONDITION, "NoUrls", "no service has a url")

@@ -1,7 +1,8 @@
 //! `binky metrics`: a point-in-time JSON snapshot of the home — a superset of binky 0.1.2's
 //! (`worktrees`, `ports_allocated`, `slices`, `admission`), plus the daemon, worlds and
-//! services by state, managed servers and golden templates. Read from the store, so it
-//! answers with the daemon down too (`daemon.running: false`).
+//! services by state (each replica counted), projects' shared services, managed servers
+//! and golden templates. Read from the store, so it answers with the daemon down too
+//! (`daemon.running: false`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,7 +25,23 @@ pub async fn run() -> Result<i32, Failure> {
     )
     .await
     .ok();
-    let worlds = ctx.store.read(store::worlds)?;
+    // A project's shared world is not a worktree of the user's: its services are counted,
+    // the world is listed under `shared`.
+    let (shared_worlds, worlds): (Vec<_>, Vec<_>) = ctx
+        .store
+        .read(store::worlds)?
+        .into_iter()
+        .partition(|w| w.is_shared());
+    let mut shared = Vec::new();
+    for w in &shared_worlds {
+        let v = view(&ctx, w)?;
+        let services: BTreeMap<&str, &str> = v
+            .services
+            .iter()
+            .map(|s| (s.name.as_str(), s.state.as_str()))
+            .collect();
+        shared.push(json!({ "project": w.project, "state": v.state, "services": services }));
+    }
     let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
     let mut services: BTreeMap<String, u64> = BTreeMap::new();
     let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
@@ -33,7 +50,19 @@ pub async fn run() -> Result<i32, Failure> {
     for w in &worlds {
         let v = view(&ctx, w)?;
         *by_state.entry(v.state.clone()).or_default() += 1;
-        for s in &v.services {
+        // A shared service is counted once, with its shared world.
+        for s in v.services.iter().filter(|s| !s.shared) {
+            service_total += 1;
+            restarts += u64::from(s.restarts);
+            *services.entry(s.state.clone()).or_default() += 1;
+            if s.replica.is_some_and(|r| r > 0) {
+                replicas += 1;
+            }
+        }
+        slices += ctx.store.read(|c| store::slices(c, w.id))?.len() as u64;
+    }
+    for w in &shared_worlds {
+        for s in view(&ctx, w)?.services {
             service_total += 1;
             restarts += u64::from(s.restarts);
             *services.entry(s.state.clone()).or_default() += 1;
@@ -87,6 +116,7 @@ pub async fn run() -> Result<i32, Failure> {
             "ram_reserve_percent": settings.get("ram_reserve_percent"),
             "disk_reserve_gib": settings.get("disk_reserve_gib"),
         },
+        "shared": shared,
         "servers": servers,
         "golden_templates": goldens,
     });

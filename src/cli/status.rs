@@ -14,10 +14,13 @@ use super::exit;
 #[derive(Serialize)]
 pub(super) struct ServiceView {
     /// The service, or one replica of it (`api.1`; replica 0 is `api`).
-    name: String,
+    pub(super) name: String,
     /// Of a replicated service: which replica this is (`BINKY_REPLICA`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) replica: Option<u32>,
+    /// One instance for all the project's worlds, run by its shared world (`@shared`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) shared: bool,
     pub(super) state: String,
     ready: bool,
     pid: Option<u32>,
@@ -45,11 +48,15 @@ pub(super) struct WorldView {
 pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     let gens = ctx.store.read(|c| store::observed_generations(c, w.id))?;
     let conds = ctx.store.read(|c| store::conditions(c, w.id))?;
-    let procs = ctx.store.read(|c| store::processes(c, w.id))?;
-    let ports = ctx.store.read(|c| store::ports(c, w.id))?;
+    // A shared service's process is the shared world's.
+    let own = ctx.store.read(|c| store::processes(c, w.id))?;
+    let mut procs = own.clone();
+    procs.retain(|p| w.runs(&p.service));
+    procs.extend(ctx.store.read(|c| store::shared_processes(c, w))?);
+    let ports = ctx.store.read(|c| store::ports_seen_by(c, w))?;
     let wt = ctx.store.read(|c| store::worktree(c, w.id))?;
     let proxy = ctx.store.read(store::proxy_view)?;
-    let slices = ctx.store.read(|c| store::slices(c, w.id))?;
+    let slices = ctx.store.read(|c| store::slices_seen_by(c, w))?;
     let tokens = binky_controllers::env::tokens(w, &ports, &proxy, &slices);
     let selected = w.spec.selected(w.group.as_deref());
     // One process service's instance: the service itself, or one of its replicas.
@@ -58,6 +65,7 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
         ServiceView {
             name: name.to_owned(),
             replica,
+            shared: !w.runs(name),
             state: p
                 .map(|p| p.state.as_str().to_owned())
                 .unwrap_or_else(|| "pending".into()),
@@ -90,6 +98,7 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                 return vec![ServiceView {
                     name: name.clone(),
                     replica: None,
+                    shared: !w.runs(name),
                     state: sl.state.as_str().to_owned(),
                     ready: sl.state == store::SliceState::Ready,
                     pid: None,
@@ -103,21 +112,40 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                     message: sl.message.clone(),
                 }];
             }
-            let replicated = w.spec.replicas(name) > 1;
-            w.spec
-                .instances(name)
+            // A shared service has the replicas its shared world runs.
+            let mut instances = w.spec.instances(name);
+            if !w.runs(name) {
+                let running: Vec<String> = procs
+                    .iter()
+                    .filter(|p| binky_controllers::replica::service_of(&p.service) == name)
+                    .map(|p| p.service.clone())
+                    .collect();
+                if !running.is_empty() {
+                    instances = running;
+                }
+            }
+            let replicated = instances.len() > 1;
+            instances
                 .into_iter()
                 .enumerate()
                 .map(|(i, name)| instance_view(&name, replicated.then_some(i as u32)))
                 .collect()
         })
         .collect();
+    let mut state = binky_controllers::phase::phase(w, &gens, &conds, &own)
+        .as_str()
+        .to_owned();
+    // A shared world no running world uses: its services wait for the next one.
+    let idle = conds.iter().any(|c| {
+        c.type_ == binky_controllers::registry::Kind::Process.condition() && c.reason == "Idle"
+    });
+    if w.is_shared() && idle && state == "ready" {
+        state = "idle".into();
+    }
     Ok(WorldView {
         project: w.project.clone(),
         name: w.name.clone(),
-        state: binky_controllers::phase::phase(w, &gens, &conds, &procs)
-            .as_str()
-            .to_owned(),
+        state,
         desired: w.desired,
         generation: w.generation,
         group: w.group.clone(),
@@ -156,6 +184,9 @@ fn print_world(v: &WorldView, detail: bool) {
         }
         if let Some(url) = &s.url {
             line.push_str(&format!(" {url}"));
+        }
+        if s.shared {
+            line.push_str("  (shared)");
         }
         if s.restarts > 0 {
             line.push_str(&format!("  restarts {}", s.restarts));

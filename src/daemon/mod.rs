@@ -229,11 +229,10 @@ pub async fn run(
         GitCli::with_trash(home.trash()),
     )));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
-    runtime.add(Arc::new(ProcessController::new(
-        store.clone(),
-        process_supervisor,
-        pconf,
-    )));
+    runtime.add(Arc::new(
+        ProcessController::new(store.clone(), process_supervisor, pconf)
+            .with_trigger(trigger.clone()),
+    ));
     runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
     let servers = Arc::new(Servers::new(home.clone(), store.clone()));
     // One value does the slice work for both the slice and the golden controller.

@@ -31,6 +31,7 @@ mod reliability;
 mod replicas;
 mod s3_server;
 mod secrets;
+mod shared;
 mod slices_clickhouse;
 mod slices_kafka;
 mod slices_mysql;

@@ -5,5 +5,6 @@ mod golden;
 mod port;
 mod process;
 mod replica;
+mod shared;
 mod slice;
 mod worktree;

@@ -185,7 +185,7 @@ impl<S: Supervisor> ProcessController<S> {
         if let Flow::Done(step) = self.env_unset(s, row, rows)? {
             return Ok(step);
         }
-        let slices = self.store.read(|c| store::slices(c, s.world.id))?;
+        let slices = self.store.read(|c| store::slices_seen_by(c, s.world))?;
         if let Flow::Done(step) = self.start_setup(s, row, rows, &slices).await? {
             return Ok(step);
         }
@@ -480,6 +480,11 @@ impl<S: Supervisor> ProcessController<S> {
             .depends_on
             .iter()
             .filter(|d| match s.world.spec.services.get(*d) {
+                // A shared one: the instances its shared world runs.
+                Some(dep) if dep.process().is_some() && !s.world.runs(d) => {
+                    let mut instances = super::shared::instances_of(rows, d).peekable();
+                    instances.peek().is_none() || !instances.all(ProcessRow::is_ready)
+                }
                 Some(dep) if dep.process().is_some() => !s
                     .world
                     .spec

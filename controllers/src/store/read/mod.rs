@@ -4,9 +4,11 @@
 mod daemon;
 mod observed;
 mod runtime;
+mod shared;
 mod worlds;
 
 pub use daemon::*;
 pub use observed::*;
 pub use runtime::*;
+pub use shared::*;
 pub use worlds::*;
