@@ -26,8 +26,10 @@
 //!   that declare it; `binky check` warns when a file's definition differs from the one
 //!   running. A service no world declares shared any more leaves the shared world.
 //! - A shared service runs in the main checkout with the environment of the `binky up`
-//!   that last wrote it, and sees only shared services' tokens: it cannot depend on one
-//!   world's service (admission refuses such a `depends_on`).
+//!   that made the shared world or last changed a shared definition (another world's
+//!   `binky up` from another shell does not restart it), and sees only shared services'
+//!   tokens: it cannot depend on one world's service (admission refuses such a
+//!   `depends_on`, `binky check` warns of such a token).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -348,8 +348,9 @@ fn writer(id: WorldId, new: &NewWorld) -> Writer<'_> {
 ///
 /// - A writer that declares shared services makes the shared world (or rewrites it): each
 ///   shared service as the writer defines it (last writer wins), the services other live
-///   worlds still declare as they were, the writer's environment and config directory.
-///   Every such write is a new generation, so a failed shared service is tried again.
+///   worlds still declare as they were; the writer's environment and config directory when
+///   that changed a definition (or made the world). Every such write is a new generation,
+///   so a failed shared service is tried again.
 /// - After a removal, services no live world declares any more leave it; with no live
 ///   world declaring any, it is marked deleted (its controllers wait until the worlds
 ///   that used it are gone, then tear it down).
@@ -406,6 +407,13 @@ fn sync_shared(
     let listed = spec.order().join(", ");
     match (shared, writer.as_ref().filter(|_| declares)) {
         (Some(s), Some(w)) => {
+            // The environment and directory come with a changed definition only: another
+            // world's `binky up` from another shell must not restart what every world uses.
+            let (env, rel) = if s.spec != spec {
+                (w.env, w.config_rel)
+            } else {
+                (&s.env, s.config_rel.as_str())
+            };
             tx.execute(
                 "UPDATE worlds SET spec = ?1, env = ?2, config_rel = ?3, config_path = ?4,
                     desired_state = 'running', generation = generation + 1, updated_at = ?5,
@@ -413,9 +421,9 @@ fn sync_shared(
                  WHERE id = ?6",
                 params![
                     text,
-                    encode(w.env)?,
-                    w.config_rel,
-                    config_path(&s.repo_root, w.config_rel),
+                    encode(env)?,
+                    rel,
+                    config_path(&s.repo_root, rel),
                     now,
                     s.id
                 ],

@@ -297,3 +297,34 @@ async fn each_world_routes_its_own_host_of_a_shared_service_to_the_shared_instan
         "the shared world has hosts of its own: {hosts:?}"
     );
 }
+
+#[tokio::test]
+async fn another_worlds_up_from_another_shell_does_not_restart_a_shared_service() {
+    let h = h();
+    let with_env = |name: &str, s: Spec, x: &str| {
+        let mut nw = new_world(h.dir.path(), name, s);
+        nw.env.insert("FROM_SHELL".into(), x.into());
+        h.store.put_world(&nw).unwrap().world.id
+    };
+    with_env("a", config(), "one");
+    converge_all(&h).await;
+    let first = h.sup.live("mail");
+    // The same definition from another environment: mail keeps running as it was.
+    with_env("b", config(), "two");
+    converge_all(&h).await;
+    assert_eq!(h.sup.live("mail"), first, "restarted for another shell");
+    assert_eq!(shared_world(&h.store).unwrap().env["FROM_SHELL"], "one");
+    // A changed definition takes its writer's environment, and restarts it.
+    let mut changed = config();
+    if let crate::spec::ServiceKind::Process(p) =
+        &mut changed.services.get_mut("mail").unwrap().kind
+    {
+        p.cmd = "mailpit --v2".into();
+    }
+    with_env("b", changed, "two");
+    converge_all(&h).await;
+    assert_eq!(shared_world(&h.store).unwrap().env["FROM_SHELL"], "two");
+    let now = h.sup.live("mail");
+    assert_eq!(now.len(), 1);
+    assert_ne!(now, first);
+}
