@@ -102,6 +102,23 @@ fn a_shared_service_runs_once_for_three_worlds_and_stops_after_the_last_goes_dow
         "{via_world}"
     );
 
+    // `binky check` of a file that defines it otherwise says the next `up` replaces it.
+    let edited = mail_config().replace(
+        "url = true\nshared",
+        "url = true\nrestart = \"always\"\nshared",
+    );
+    let path = env.dir.path().join("other.toml");
+    std::fs::write(&path, edited.replace("{range}", &env.range())).unwrap();
+    let check = env.ok(&["check", path.to_str().unwrap()]);
+    assert!(
+        check.contains(
+            "services.mail: mail is shared, and the project's worlds run another definition"
+        ),
+        "{check}"
+    );
+    let same = env.ok(&["check"]);
+    assert!(!same.contains("another definition"), "{same}");
+
     // Two of the three go down: it keeps running for the third.
     env.ok(&["down", "w1"]);
     env.ok(&["down", "w2"]);
