@@ -5,12 +5,15 @@
 //! - Nothing starts before the world's worktree exists and its ports are allocated for the
 //!   current generation.
 //! - A service starts only when every service it `depends_on` is ready (healthy, or exited
-//!   successfully for a one-shot; every replica of a replicated one). `setup` runs once per world before the first start (again
-//!   only when its resolved text changes), without waiting for dependencies: only for the
-//!   addresses of the slices its text or env uses.
+//!   successfully for a one-shot; every replica of a replicated one). `setup` runs once per
+//!   world before the first start (again only when its resolved text changes), without
+//!   waiting for dependencies: only for the addresses of the slices its text or env uses.
 //! - Each replica of a service (`replicas = N`) is a process of its own, with its own ports,
 //!   log, health checks and restarts (see [`crate::replica`]); `setup` runs once, in
 //!   replica 0.
+//! - A shared service (`shared = true`) runs in its project's shared world while a world
+//!   that selects it runs; a world waits for the shared services it selects (see
+//!   `shared.rs`).
 //! - Each process runs `sh -c CMD` in its own process group, with its output appended to
 //!   its log file. Its `(pid, start time)` is recorded, so a restarted daemon adopts it
 //!   instead of starting a second copy; a process that a daemon started but died before
