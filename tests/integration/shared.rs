@@ -141,6 +141,14 @@ fn a_shared_service_runs_once_for_three_worlds_and_stops_after_the_last_goes_dow
     assert_eq!(again["ports"][""].as_u64(), Some(port as u64));
     assert_ne!(again["pid"].as_u64(), Some(pid as u64));
 
+    // `binky reload @shared` restarts it, on its port.
+    env.ok(&["reload", "@shared"]);
+    let reloaded = service(&env, "w2", "mail");
+    assert_eq!(reloaded["ports"][""].as_u64(), Some(port as u64));
+    assert_ne!(reloaded["pid"], again["pid"]);
+    assert_eq!(reloaded["state"], "running");
+    let again = reloaded;
+
     // `binky down` and `remove` of the shared world itself are refused, naming why.
     let out = env.binky(&["down", "@shared"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
