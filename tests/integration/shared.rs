@@ -204,6 +204,36 @@ fn shared_services_removed_with_their_worlds_while_the_daemon_is_down_are_torn_d
     assert!(!alive(pid));
 }
 
+#[test]
+fn an_edit_of_a_shared_definition_in_one_world_restarts_the_one_instance_for_every_world() {
+    let env = Env::new(&mail_config());
+    env.ok(&["up", "a"]);
+    env.ok(&["up", "b"]);
+    let port = env.port_of("b", "mail");
+    let before = service(&env, "b", "mail")["pid"].as_u64().unwrap();
+    // The last writer wins: a's edit (saved in its worktree) is what every world now runs.
+    let edited = mail_config().replace(
+        "url = true\nshared = true",
+        "url = true\nshared = true\nenv = { GREETING = \"from a\" }",
+    );
+    std::fs::write(
+        env.worktree("a").join("binky.toml"),
+        edited.replace("{range}", &env.range()),
+    )
+    .unwrap();
+    wait_until("mail runs a's definition", Duration::from_secs(20), || {
+        try_served_env(port).is_some_and(|e| e["GREETING"] == "from a")
+    });
+    let after = service(&env, "b", "mail");
+    assert_ne!(after["pid"].as_u64().unwrap(), before);
+    assert_eq!(after["ports"][""].as_u64(), Some(port as u64));
+    assert_eq!(env.our_processes().len(), 3, "one mail, two apis");
+    // The edit is uncommitted in a's worktree.
+    env.ok(&["remove", "a", "--force"]);
+    env.ok(&["remove", "b"]);
+    env.assert_nothing_left(&["a", "b"]);
+}
+
 fn db_config() -> String {
     format!(
         r#"

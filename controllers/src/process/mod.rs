@@ -131,8 +131,9 @@ pub struct ProcessController<S> {
     checks: std::sync::Mutex<HashMap<(WorldId, String), machine::Check>>,
     /// Nudges a project's shared world and the worlds that use it (see `shared.rs`).
     trigger: Option<crate::runtime::Trigger>,
-    /// What each world last told its shared world it wants running.
-    told: std::sync::Mutex<HashMap<WorldId, BTreeSet<String>>>,
+    /// What each world last told its shared world: the services it wants running, at
+    /// which generation of the shared world.
+    told: std::sync::Mutex<HashMap<WorldId, (BTreeSet<String>, i64)>>,
     /// What each shared world last told its users of its services' readiness.
     digests: std::sync::Mutex<HashMap<WorldId, String>>,
 }

@@ -124,35 +124,36 @@ impl<S: Supervisor> ProcessController<S> {
         out
     }
 
-    /// A user world tells its shared world when what it wants of it changed (and once per
-    /// daemon): the shared world then starts or stops its processes.
+    /// A user world tells its shared world when what it wants of it changed, or when the
+    /// shared world was written since (this world's `binky up` or edit changed a shared
+    /// definition, and the command nudged only this world), and once per daemon: the
+    /// shared world then starts, stops or restarts its processes.
     pub(super) fn tell_the_shared_world(&self, world: &World) {
         if world.is_shared() || crate::shared::declared(&world.spec).is_empty() {
             return;
         }
         let Some(trigger) = &self.trigger else { return };
-        let wants = match self.admitted(world) {
-            Ok(admitted) => crate::shared::wants(world, admitted),
+        let read = self.admitted(world).and_then(|admitted| {
+            let shared = self
+                .store
+                .read(|c| store::shared_world(c, world.project_id))?;
+            Ok((crate::shared::wants(world, admitted), shared))
+        });
+        let (wants, shared) = match read {
+            Ok((wants, Some(shared))) => (wants, shared),
+            Ok((_, None)) => return,
             Err(err) => {
-                tracing::warn!(%err, world = %world.name, "cannot read the gate");
+                tracing::warn!(%err, world = %world.name, "cannot read the shared world");
                 return;
             }
         };
+        let news = (wants, shared.generation);
         let changed = {
             let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
-            told.insert(world.id, wants.clone()) != Some(wants)
+            told.insert(world.id, news.clone()) != Some(news)
         };
         if changed {
-            match self
-                .store
-                .read(|c| store::shared_world(c, world.project_id))
-            {
-                Ok(Some(shared)) => trigger.world(shared.id),
-                Ok(None) => {}
-                Err(err) => {
-                    tracing::warn!(%err, world = %world.name, "cannot find the shared world")
-                }
-            }
+            trigger.world(shared.id);
         }
     }
 
