@@ -14,7 +14,8 @@
 //!   URL of it (`mail.<world>.<domain>`) routes to the shared instance.
 //! - A shared process runs while some world of the project that selects it (its group
 //!   included) is running and admitted ([`wants`]), together with the shared services it
-//!   depends on; it stops after the last such world goes down or is removed. Its ports and
+//!   depends on; it stops after the last such world goes down or is removed, once that
+//!   world's own processes have stopped. Its ports and
 //!   its slices stay until the shared world goes.
 //! - The shared world goes (its slices torn down) with the last world of the project that
 //!   declares shared services, and only after that world's processes are gone.
@@ -119,13 +120,11 @@ pub fn merge(current: Option<&Spec>, writer: Option<&Spec>, others: &BTreeSet<St
 
 /// The shared services `user` wants running now: those it selects (its group and what
 /// that depends on) while it is meant to run, is not being removed and is `admitted` at
-/// the gate; none otherwise.
-pub fn wants(user: &World, admitted: bool) -> BTreeSet<String> {
-    if user.is_shared()
-        || user.deleted
-        || user.desired != crate::store::DesiredState::Running
-        || !admitted
-    {
+/// the gate — or while its own processes still run (`live`: a world going down stops its
+/// processes before the shared services they use, as dependents before dependencies).
+pub fn wants(user: &World, admitted: bool, live: bool) -> BTreeSet<String> {
+    let up = !user.deleted && user.desired == crate::store::DesiredState::Running && admitted;
+    if user.is_shared() || !(up || live) {
         return BTreeSet::new();
     }
     let declared = declared(&user.spec);

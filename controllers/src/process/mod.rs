@@ -433,8 +433,10 @@ impl<S: Supervisor> Controller for ProcessController<S> {
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, ProcessError> {
-        self.tell_the_shared_world(world);
         let applied = self.converge(world).await;
+        // After: a world going down has stopped its processes by now, so the shared
+        // services they use stop after them.
+        self.tell_the_shared_world(world);
         self.tell_users(world);
         applied
     }

@@ -38,7 +38,11 @@ impl<S: Supervisor> ProcessController<S> {
                 .read(|c| store::user_worlds(c, world.project_id))?;
             let mut wants = Vec::new();
             for u in &users {
-                wants.push(crate::shared::wants(u, self.admitted(u)?));
+                wants.push(crate::shared::wants(
+                    u,
+                    self.admitted(u)?,
+                    self.has_live_processes(u)?,
+                ));
             }
             crate::shared::wanted(world, wants)
         } else {
@@ -53,6 +57,15 @@ impl<S: Supervisor> ProcessController<S> {
     /// Is `world` through the gate?
     fn admitted(&self, world: &World) -> Result<bool, StoreError> {
         Ok(crate::gate::held(&self.store, world)?.is_none())
+    }
+
+    /// Does a process of `world` of its own run (or is being stopped)?
+    fn has_live_processes(&self, world: &World) -> Result<bool, StoreError> {
+        Ok(self
+            .store
+            .read(|c| store::processes(c, world.id))?
+            .iter()
+            .any(|p| p.pid.is_some() && world.runs(&p.service)))
     }
 
     /// The shared world's process rows of the services `world` shares, added to `rows`
@@ -137,7 +150,8 @@ impl<S: Supervisor> ProcessController<S> {
             let shared = self
                 .store
                 .read(|c| store::shared_world(c, world.project_id))?;
-            Ok((crate::shared::wants(world, admitted), shared))
+            let live = self.has_live_processes(world)?;
+            Ok((crate::shared::wants(world, admitted, live), shared))
         });
         let (wants, shared) = match read {
             Ok((wants, Some(shared))) => (wants, shared),

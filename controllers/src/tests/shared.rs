@@ -131,9 +131,12 @@ async fn the_shared_world_runs_a_service_only_while_a_running_world_selects_it()
     h.store.set_desired_state(a, DesiredState::Stopped).unwrap();
     converge_all(&h).await;
     assert_eq!(h.sup.live("mail"), first, "mail stopped while b uses it");
-    // The last user down: it stops; its port stays.
+    // The last user down: it stops, after that world's own processes (the shared world
+    // looking first leaves it running while b's api still runs); its port stays.
     let port = ports_of(&h.store, shared);
     h.store.set_desired_state(b, DesiredState::Stopped).unwrap();
+    h.converge(shared).await;
+    assert_eq!(h.sup.live("mail"), first, "stopped before b's api");
     converge_all(&h).await;
     assert!(h.sup.live("mail").is_empty(), "mail runs for nobody");
     let row = h.row(shared, "mail");
