@@ -234,6 +234,36 @@ fn an_edit_of_a_shared_definition_in_one_world_restarts_the_one_instance_for_eve
     env.assert_nothing_left(&["a", "b"]);
 }
 
+#[test]
+fn up_of_a_world_while_the_shared_services_are_being_removed_waits_and_makes_them_again() {
+    let env = Env::new(&mail_config());
+    env.ok(&["up", "a"]);
+    let old = service(&env, "a", "mail")["pid"].as_u64().unwrap() as u32;
+    // a's removal is recorded while no daemon runs: the shared world is marked with it.
+    env.ok(&["daemon", "stop"]);
+    let store = binky_controllers::store::Store::open(&env.home.join("state.db")).unwrap();
+    let a = store
+        .read(|c| binky_controllers::store::world_by_name(c, "mailer", "a"))
+        .unwrap()
+        .unwrap();
+    store.mark_deleted(a.id, false).unwrap();
+    drop(store);
+    // b's up starts the daemon, waits for the old shared world to go, then makes its own.
+    let out = env.binky(&["up", "b"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("waiting for the shared services of mailer to be removed first"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!alive(old));
+    let mail = service(&env, "b", "mail");
+    assert_eq!(mail["state"], "running", "{mail}");
+    assert!(shared_world(&env).is_some());
+    env.ok(&["remove", "b"]);
+    env.assert_nothing_left(&["a", "b"]);
+}
+
 fn db_config() -> String {
     format!(
         r#"
