@@ -380,6 +380,10 @@ pub enum Outcome {
 /// Re-read `world`'s `binky.toml` and write the new spec when it changed (unless
 /// `dry_run`). Records `ConfigValid` either way.
 pub fn apply(store: &Store, world: &World, dry_run: bool) -> Result<Outcome, StoreError> {
+    // A project's shared world has no file of its own: the worlds that use it write it.
+    if world.is_shared() {
+        return Ok(Outcome::Unchanged);
+    }
     let path = &world.config_path;
     let read = config::read_text(path)
         .map_err(|source| Invalid::Unreadable {

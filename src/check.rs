@@ -418,6 +418,51 @@ pub fn golden_findings(text: &str, loaded: &Loaded, config_dir: &Path) -> Vec<Fi
     out
 }
 
+/// Warnings for shared services (`shared = true`, one instance for every world of the
+/// project): a token naming one world's own service, which the shared instance cannot
+/// resolve; and, given the definitions the project's worlds share now (`running`, the
+/// shared world's spec), a definition in this file that differs: the last world written
+/// wins, so the next `binky up` of a world with this file replaces it for every world.
+pub fn shared_findings(
+    text: &str,
+    loaded: &Loaded,
+    running: Option<&binky_controllers::spec::Spec>,
+) -> Vec<Finding> {
+    let spec = &loaded.spec;
+    let mut out = Vec::new();
+    for (name, svc) in spec.services.iter().filter(|(_, s)| s.shared) {
+        for (field, value) in svc.token_fields() {
+            let own = binky_controllers::tokens::Tokens::referenced_services(value)
+                .into_iter()
+                .find(|r| spec.services.get(r).is_some_and(|o| !o.shared));
+            if let Some(other) = own {
+                out.push(Finding {
+                    level: Level::Warning,
+                    code: "shared-uses-world-token",
+                    key: format!("services.{name}.{field}"),
+                    line: line_of(text, name, field.rsplit('.').next().unwrap_or("")),
+                    message: format!("{name} is shared (one instance for all the project's worlds), but names `{other}`, of which each world has its own: the shared instance gets the token as text"),
+                    fix: format!("make `{other}` shared too, or give {name} what it needs another way"),
+                });
+            }
+        }
+        let Some(theirs) = running.and_then(|r| r.services.get(name)) else {
+            continue;
+        };
+        if theirs != svc {
+            out.push(Finding {
+                level: Level::Warning,
+                code: "shared-definition-differs",
+                key: format!("services.{name}"),
+                line: line_of(text, name, ""),
+                message: format!("{name} is shared, and the project's worlds run another definition of it now (written by another world's binky.toml; the last one written wins): `binky up` or an edit of a world with this file replaces it for every world of the project"),
+                fix: format!("define {name} the same way on every branch the project's worlds run (commit this file where the others are), or go ahead if this one should replace it"),
+            });
+        }
+    }
+    out
+}
+
 /// An `${env.NAME}` with no default that `env` does not set, where it is written.
 #[derive(Clone, Debug)]
 pub struct UnsetRef {
@@ -594,6 +639,25 @@ mod tests {
         ] {
             assert!(codes(&good).is_empty(), "{:?}", codes(&good));
         }
+    }
+
+    #[test]
+    fn shared_services_naming_one_worlds_service_or_defined_unlike_the_running_one_are_said() {
+        let text = "[project]\nname = \"p\"\n\n[services.api]\ncmd = \"api --port ${self.port}\"\nurl = true\n\n[services.mail]\ncmd = \"mailpit --api ${api.port} --port ${self.port}\"\nurl = true\nshared = true\n";
+        let loaded = config::parse(text, Path::new("binky.toml")).unwrap();
+        let f = shared_findings(text, &loaded, None);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].code, "shared-uses-world-token");
+        assert_eq!(f[0].key, "services.mail.cmd");
+        assert_eq!(f[0].line, Some(9));
+        // The same definition runs: nothing to say; another one: said, on the table.
+        assert_eq!(shared_findings(text, &loaded, Some(&loaded.spec)).len(), 1);
+        let other = config::parse(&text.replace("mailpit", "mailhog"), Path::new("binky.toml"))
+            .unwrap()
+            .spec;
+        let f = shared_findings(text, &loaded, Some(&other));
+        assert_eq!(f[1].code, "shared-definition-differs");
+        assert_eq!(f[1].line, Some(8));
     }
 
     #[test]

@@ -79,8 +79,8 @@ pub fn check_world_name(name: &str) -> Verdict {
     Verdict::Admit
 }
 
-/// Can a world running `spec` (with `group`) be written at all? Checks what binky cannot
-/// run yet, so nothing is silently ignored.
+/// Can a world running `spec` (with `group`) be written at all? The group exists, the
+/// dependencies have no cycle, and no shared service waits for one world's own service.
 pub fn check_spec(spec: &Spec, group: Option<&str>) -> Verdict {
     if let Some(g) = group {
         if !spec.groups.contains_key(g) {
@@ -99,19 +99,16 @@ pub fn check_spec(spec: &Spec, group: Option<&str>) -> Verdict {
             reason: format!("{cycle}; remove one of these depends_on entries"),
         };
     }
-    for name in spec.selected(group) {
-        let svc = &spec.services[&name];
-        if svc.shared {
+    // One instance for every world cannot wait for one world's own service.
+    for (name, svc) in spec.services.iter().filter(|(_, s)| s.shared) {
+        if let Some(dep) = svc
+            .depends_on
+            .iter()
+            .find(|d| spec.services.get(*d).is_some_and(|d| !d.shared))
+        {
             return Verdict::Deny {
-                reason: format!("service `{name}` has `shared = true`: shared services are not supported by this binky yet; remove the key"),
+                reason: format!("service `{name}` is shared (one instance for all the project's worlds) but depends on `{dep}`, of which each world has its own; make `{dep}` shared too, or remove it from {name}'s depends_on"),
             };
-        }
-        if let Some(p) = svc.process() {
-            if p.replicas > 1 {
-                return Verdict::Deny {
-                    reason: format!("service `{name}` has `replicas = {}`: more than one replica is not supported by this binky yet; set replicas = 1", p.replicas),
-                };
-            }
         }
     }
     Verdict::Admit
@@ -120,6 +117,26 @@ pub fn check_spec(spec: &Spec, group: Option<&str>) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_service_may_depend_only_on_shared_services() {
+        use crate::testing::{resource, spec, web};
+        let mut mail = web("mailpit", &["db"]);
+        mail.shared = true;
+        let mut db = resource("postgres", None, None);
+        let s = spec(vec![("mail", mail.clone()), ("db", db.clone())]);
+        let Verdict::Deny { reason } = check_spec(&s, None) else {
+            panic!("a shared service waits for one world's db")
+        };
+        assert!(reason.contains("make `db` shared too"), "{reason}");
+        db.shared = true;
+        let s = spec(vec![
+            ("mail", mail),
+            ("db", db),
+            ("api", web("x", &["mail"])),
+        ]);
+        assert_eq!(check_spec(&s, None), Verdict::Admit);
+    }
 
     #[test]
     fn safe_names_pass_and_unsafe_ones_are_denied() {

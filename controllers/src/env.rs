@@ -65,6 +65,10 @@ fn with_port(scheme: &str, host: &str, port: u16) -> String {
 /// The proxy URL of a service with `url`: `http://<sub>.<world>.<domain>` (https when the
 /// project serves HTTPS), with the proxy's port when it is not the scheme's default.
 pub fn proxy_url(world: &World, service: &str, proxy: &ProxyView) -> Option<String> {
+    // A shared service's URLs are its users' (`mail.<world>.<domain>`), none its own.
+    if world.is_shared() {
+        return None;
+    }
     let url = world.spec.services.get(service)?.process()?.url.as_ref()?;
     let host = format!(
         "{}.{}.{}",
@@ -125,11 +129,21 @@ pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView, slices: &[Sli
         }
     }
     for (name, svc) in &world.spec.services {
-        if let Some(url) = process_url(&t, name, svc) {
-            t.urls.insert(name.clone(), url);
-        }
-        if let Some(url) = proxy_url(world, name, proxy) {
-            t.proxy_urls.insert(name.clone(), url);
+        let proxied = proxy_url(world, name, proxy);
+        // Every replica: its own ports (`${self.port}` of `api.1`) and direct address; the
+        // proxy URL is the service's, balanced over them all. Replica 0 is the service.
+        for instance in world.spec.instances(name) {
+            if instance != *name {
+                if let Some(label) = world.spec.primary_label(name) {
+                    t.primary.insert(instance.clone(), label);
+                }
+            }
+            if let Some(url) = process_url(&t, &instance, svc) {
+                t.urls.insert(instance.clone(), url);
+            }
+            if let Some(url) = &proxied {
+                t.proxy_urls.insert(instance, url.clone());
+            }
         }
     }
     // An adapter service's `${svc.url}` is its slice's address; its other tokens
@@ -220,9 +234,10 @@ pub fn read_env_files(dir: &Path, files: &[String]) -> (Vec<(String, String)>, V
     (vars, missing)
 }
 
-/// The environment one process service runs with, lowest precedence first: the
-/// environment `binky up` was run with, the `env_file`s, `BINKY_WORKTREE`, `PORT`,
-/// `PORT_<LABEL>`, then the service's own `env` (tokens resolved).
+/// The environment one process service (`service`: one of its instances, see
+/// [`crate::replica`]) runs with, lowest precedence first: the environment `binky up` was
+/// run with, the `env_file`s, `BINKY_WORKTREE`, `BINKY_REPLICA` (of a replicated service),
+/// `PORT`, `PORT_<LABEL>`, then the service's own `env` (tokens resolved).
 pub fn service_env(
     world: &World,
     service: &str,
@@ -245,6 +260,14 @@ pub fn service_env(
             .unwrap_or_else(|| world.worktree_path.to_string_lossy().into_owned()),
     );
     env.insert("BINKY_PROJECT".into(), world.project.clone());
+    // `service` is an instance (`api`, `api.1`): a replicated service's replicas learn which
+    // one they are (a service with one replica runs with the environment it always had).
+    if spec_service.process().is_some_and(|p| p.replicas > 1) {
+        env.insert(
+            "BINKY_REPLICA".into(),
+            crate::replica::split(service).1.to_string(),
+        );
+    }
     if let Some(port) = tokens.primary_port(service) {
         env.insert("PORT".into(), port.to_string());
     }

@@ -23,6 +23,9 @@
 //! - With `approvals` on, every distinct command (`cmd`, `setup`, a `cmd` health check,
 //!   `migrate`, `seed`, hooks) must have been approved for its project; the key is a hash of
 //!   project and command text, so an edited command needs a new approval.
+//! - A project's shared world ([`crate::shared`]) is admitted at once once its commands are
+//!   approved: it takes no place of `max_parallel`, is never queued and never cooled (its
+//!   services run only while an admitted world uses them).
 //! - Limits and approvals are machine settings (the `settings` table), never read from a
 //!   repository's `binky.toml`. The reserves are on by default (20 % of memory, 5 GiB of
 //!   disk, binky 0.1.2's); no limit derives from the CPU count.
@@ -404,11 +407,11 @@ impl<M: Machine> AdmissionController<M> {
             let mut stmt = c.prepare(
                 "SELECT a.world_id, a.state, a.queued_at, a.cooled_at, a.admitted_at, a.resumed_at, a.reason
                  FROM admissions a JOIN worlds w ON w.id = a.world_id
-                 WHERE w.deleted_at IS NULL AND w.desired_state = 'running'
+                 WHERE w.deleted_at IS NULL AND w.desired_state = 'running' AND w.name != ?1
                  ORDER BY a.queued_at, a.world_id",
             )?;
             let rows = stmt
-                .query_map([], |r| {
+                .query_map([crate::shared::WORLD], |r| {
                     Ok(Place {
                         world: r.get(0)?,
                         state: r.get(1)?,
@@ -549,6 +552,23 @@ impl<M: Machine> Controller for AdmissionController<M> {
             )]));
         }
         let now = now_ms();
+        // A project's shared services run for worlds that were admitted themselves: they
+        // take no place and wait in no queue.
+        if world.is_shared() {
+            self.store.write(owner::Gate, |tx| {
+                tx.execute(
+                    "INSERT INTO admissions (world_id, state, queued_at, reason) VALUES (?1, 'admitted', ?2, '')
+                     ON CONFLICT (world_id) DO UPDATE SET state = 'admitted', reason = ''",
+                    params![world.id, now],
+                )?;
+                Ok(())
+            })?;
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION,
+                "Admitted",
+                "shared services: they run for the worlds that use them and take no place of their own",
+            )]));
+        }
         // Join the queue (or find this world's place in it).
         self.store.write(owner::Gate, |tx| {
             tx.execute(
@@ -627,6 +647,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 .iter()
                 .filter(|w| {
                     w.id != world.id
+                        && !w.is_shared()
                         && places
                             .iter()
                             .any(|p| p.world == w.id && p.state == "admitted")

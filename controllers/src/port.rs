@@ -10,6 +10,10 @@
 //!   world that is removed and made again usually gets the same ports.
 //! - A kept port that a foreign process took while its service was not running is moved,
 //!   and an event says so: a service never starts into `EADDRINUSE`.
+//! - Each replica of a service (`replicas = N`) has its own ports, allocated and kept the
+//!   same way under its instance name (`api.1`; replica 0 is `api`).
+//! - A shared service (`shared = true`) has its ports once, in its project's shared world;
+//!   every world's tokens resolve to them.
 //! - Ports are released when the world is removed, after its processes have stopped.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,14 +120,20 @@ impl<P: PortProbe> Controller for PortController<P> {
 
     async fn apply(&self, world: &World) -> Result<Applied, PortError> {
         let (low, high) = world.spec.project.port_range();
+        // Each replica of a service has ports of its own (`api`, `api.1`, … as the service).
+        // A shared service's ports are its shared world's, allocated once for every world.
         let wanted: BTreeSet<(String, String)> = world
             .spec
             .services
             .iter()
+            .filter(|(name, _)| world.runs(name))
             .flat_map(|(name, svc)| {
-                svc.port_labels()
+                let labels = svc.port_labels();
+                world
+                    .spec
+                    .instances(name)
                     .into_iter()
-                    .map(move |l| (name.clone(), l))
+                    .flat_map(move |i| labels.clone().into_iter().map(move |l| (i.clone(), l)))
             })
             .collect();
         let holding: BTreeSet<String> = self

@@ -5,6 +5,11 @@
 //!   world's first URL service also as `<world>.<domain>` (domain: `[project] domain`, else
 //!   `<project>.localhost`). A world name that is not a DNS label gets a readable,
 //!   deterministic slug (`feat/login` → `feat-login-<hash>`).
+//! - A shared service (`shared = true`) has a host in each world that uses it
+//!   (`mail.<world>.<domain>`), routed to its project's shared instance; the shared world
+//!   itself has no host.
+//! - A service with `replicas = N` is one route whose backends are the ports of its ready
+//!   replicas (the proxy balances over them); its `port` is replica 0's.
 //! - Routes are rows of `routes` (the host is the primary key, so two worlds can never
 //!   claim one host); after every change the whole table is published to the proxy as one
 //!   immutable snapshot.
@@ -20,7 +25,9 @@ use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
 use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::store::{self, now_ms, owner, DesiredState, ProcState, Store, StoreError, World};
+use crate::store::{
+    self, now_ms, owner, DesiredState, ProcState, ProcessRow, Store, StoreError, World,
+};
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Route.condition();
@@ -71,8 +78,13 @@ pub struct Route {
     pub world: String,
     /// Service name.
     pub service: String,
-    /// The backend port on 127.0.0.1.
+    /// The backend port on 127.0.0.1 (replica 0's, for a replicated service).
     pub port: u16,
+    /// The ports of a replicated service's replicas that answer (ready, or unhealthy and
+    /// kept running), which the proxy balances over round robin; empty for a service with
+    /// one replica, or none ready (then `port` is the backend).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backends: Vec<u16>,
     /// The project serves HTTPS too.
     pub https: bool,
     /// Whether the backend should answer.
@@ -161,8 +173,13 @@ pub fn domain(world: &World) -> String {
         .to_ascii_lowercase()
 }
 
-/// `(host, service, port label)` for every URL of a world, the world's own host first.
+/// `(host, service, port label)` for every URL of a world, the world's own host first. A
+/// project's shared world has none: each world that uses a shared service has its own host
+/// for it, routed to the shared instance.
 pub fn hosts(world: &World) -> Vec<(String, String, String)> {
+    if world.is_shared() {
+        return Vec::new();
+    }
     let domain = domain(world);
     let slug = dns_slug(&world.name);
     let mut out = Vec::new();
@@ -214,7 +231,7 @@ impl ReconcileError for RouteError {
 pub fn load_table(store: &Store) -> Result<RouteTable, StoreError> {
     store.read(|c| {
         let mut stmt = c.prepare(
-            "SELECT host, project, world, service, port, https, state, note FROM routes",
+            "SELECT host, project, world, service, port, https, state, note, backends FROM routes",
         )?;
         let rows = stmt.query_map([], |r| {
             Ok(Route {
@@ -223,6 +240,7 @@ pub fn load_table(store: &Store) -> Result<RouteTable, StoreError> {
                 world: r.get(2)?,
                 service: r.get(3)?,
                 port: r.get(4)?,
+                backends: parse_backends(&r.get::<_, String>(8)?),
                 https: r.get::<_, i64>(5)? != 0,
                 state: RouteState::parse(&r.get::<_, String>(6)?),
                 note: r.get(7)?,
@@ -235,6 +253,36 @@ pub fn load_table(store: &Store) -> Result<RouteTable, StoreError> {
         }
         Ok(RouteTable { routes })
     })
+}
+
+/// `4001,4002` → the ports (the `backends` column; unreadable entries are skipped).
+fn parse_backends(text: &str) -> Vec<u16> {
+    text.split(',')
+        .filter_map(|p| p.trim().parse().ok())
+        .collect()
+}
+
+/// The `backends` column of a route.
+fn backends_text(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Whether one instance of a service should answer, from its process row.
+fn instance_state(row: Option<&ProcessRow>) -> (RouteState, String) {
+    match row {
+        Some(r) if r.state == ProcState::Running && r.healthy => (RouteState::Ready, String::new()),
+        // Still running and served, so a person can look at what is wrong.
+        Some(r) if r.state == ProcState::Unhealthy => (RouteState::Ready, r.message.clone()),
+        Some(r) if matches!(r.state, ProcState::Backoff | ProcState::Failed) => {
+            (RouteState::Failing, r.message.clone())
+        }
+        Some(r) => (RouteState::Starting, r.message.clone()),
+        None => (RouteState::Starting, "starting".into()),
+    }
 }
 
 /// The route controller.
@@ -269,23 +317,48 @@ impl<S: RouteSink> Controller for RouteController<S> {
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, RouteError> {
-        let ports = self.store.read(|c| store::ports(c, world.id))?;
-        let procs = self.store.read(|c| store::processes(c, world.id))?;
+        // A shared service's URL in this world goes to the project's shared instance: its
+        // ports, its processes, its spec (which defines how many replicas it has).
+        let ports = self.store.read(|c| store::ports_seen_by(c, world))?;
+        let mut procs = self.store.read(|c| store::processes(c, world.id))?;
+        procs.retain(|p| world.runs(&p.service));
+        procs.extend(self.store.read(|c| store::shared_processes(c, world))?);
+        let shared = if world.is_shared() || crate::shared::declared(&world.spec).is_empty() {
+            None
+        } else {
+            self.store
+                .read(|c| store::shared_world(c, world.project_id))?
+        };
         let selected = world.spec.selected(world.group.as_deref());
         let mut wanted: Vec<Route> = Vec::new();
         for (host, service, label) in hosts(world) {
-            let port = if label.is_empty() {
-                world
-                    .spec
-                    .primary_label(&service)
-                    .and_then(|l| ports.iter().find(|p| p.service == service && p.label == l))
-            } else {
-                ports
-                    .iter()
-                    .find(|p| p.service == service && p.label == label)
+            let spec = match &shared {
+                Some(s) if !world.runs(&service) => &s.spec,
+                _ => &world.spec,
             };
-            let Some(port) = port else { continue };
-            let row = procs.iter().find(|p| p.service == service);
+            let label = if label.is_empty() {
+                spec.primary_label(&service)
+            } else {
+                Some(label)
+            };
+            let Some(label) = label else { continue };
+            // Each replica's port of that label (`api`, `api.1`, …); replica 0's is the
+            // route's own.
+            let instances: Vec<(String, Option<u16>)> = spec
+                .instances(&service)
+                .into_iter()
+                .map(|i| {
+                    let port = ports
+                        .iter()
+                        .find(|p| p.service == i && p.label == label)
+                        .map(|p| p.port);
+                    (i, port)
+                })
+                .collect();
+            let Some(port) = instances.first().and_then(|(_, p)| *p) else {
+                continue;
+            };
+            let mut backends = Vec::new();
             let (state, note) = if world.desired == DesiredState::Stopped {
                 (
                     RouteState::Stopped,
@@ -300,19 +373,29 @@ impl<S: RouteSink> Controller for RouteController<S> {
                     format!("{service} is not part of this world's group"),
                 )
             } else {
-                match row {
-                    Some(r) if r.state == ProcState::Running && r.healthy => {
-                        (RouteState::Ready, String::new())
-                    }
-                    // Still running and served, so a person can look at what is wrong.
-                    Some(r) if r.state == ProcState::Unhealthy => {
-                        (RouteState::Ready, r.message.clone())
-                    }
-                    Some(r) if matches!(r.state, ProcState::Backoff | ProcState::Failed) => {
-                        (RouteState::Failing, r.message.clone())
-                    }
-                    Some(r) => (RouteState::Starting, r.message.clone()),
-                    None => (RouteState::Starting, "starting".into()),
+                let states: Vec<(RouteState, String, Option<u16>)> = instances
+                    .iter()
+                    .map(|(i, p)| {
+                        let (state, note) = instance_state(procs.iter().find(|r| &r.service == i));
+                        (state, note, *p)
+                    })
+                    .collect();
+                // A replicated service answers while any replica does, through those
+                // that do.
+                if states.len() > 1 {
+                    backends = states
+                        .iter()
+                        .filter(|(st, _, _)| *st == RouteState::Ready)
+                        .filter_map(|(_, _, p)| *p)
+                        .collect();
+                }
+                match states.iter().find(|(st, _, _)| *st == RouteState::Ready) {
+                    Some((st, note, _)) if states.len() > 1 => (*st, note.clone()),
+                    _ => states
+                        .into_iter()
+                        .next()
+                        .map(|(st, note, _)| (st, note))
+                        .unwrap_or((RouteState::Starting, "starting".into())),
                 }
             };
             wanted.push(Route {
@@ -320,7 +403,8 @@ impl<S: RouteSink> Controller for RouteController<S> {
                 project: world.project.clone(),
                 world: world.name.clone(),
                 service,
-                port: port.port,
+                port,
+                backends,
                 https: world.spec.project.https,
                 state,
                 note,
@@ -328,30 +412,31 @@ impl<S: RouteSink> Controller for RouteController<S> {
         }
         let mut taken: Vec<String> = Vec::new();
         let changed = self.store.write_with(owner::Route, |tx| -> Result<bool, RouteError> {
-            let before: Vec<(String, String, u16, String, String)> = {
+            type Seen = (String, String, u16, String, String, String);
+            let before: Vec<Seen> = {
                 let mut stmt = tx.prepare(
-                    "SELECT host, service, port, state, note FROM routes WHERE world_id = ?1 ORDER BY host",
+                    "SELECT host, service, port, state, note, backends FROM routes WHERE world_id = ?1 ORDER BY host",
                 )?;
                 let rows = stmt
-                    .query_map([world.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
+                    .query_map([world.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
                     .collect::<Result<Vec<_>, _>>()?;
                 rows
             };
             tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?;
             for r in &wanted {
                 let n = tx.execute(
-                    "INSERT OR IGNORE INTO routes (host, world_id, project, world, service, port, https, state, note, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    params![r.host, world.id, r.project, r.world, r.service, r.port, r.https as i64, r.state.as_str(), r.note, now_ms()],
+                    "INSERT OR IGNORE INTO routes (host, world_id, project, world, service, port, https, state, note, backends, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    params![r.host, world.id, r.project, r.world, r.service, r.port, r.https as i64, r.state.as_str(), r.note, backends_text(&r.backends), now_ms()],
                 )?;
                 if n == 0 {
                     taken.push(r.host.clone());
                 }
             }
-            let mut after: Vec<(String, String, u16, String, String)> = wanted
+            let mut after: Vec<Seen> = wanted
                 .iter()
                 .filter(|r| !taken.contains(&r.host))
-                .map(|r| (r.host.clone(), r.service.clone(), r.port, r.state.as_str().to_owned(), r.note.clone()))
+                .map(|r| (r.host.clone(), r.service.clone(), r.port, r.state.as_str().to_owned(), r.note.clone(), backends_text(&r.backends)))
                 .collect();
             after.sort();
             Ok(before != after)
@@ -374,6 +459,12 @@ impl<S: RouteSink> Controller for RouteController<S> {
                 format!(
                     "{host} already routes to {owner}; give this project its own [project] domain"
                 ),
+            )
+        } else if world.is_shared() {
+            Condition::ok(
+                CONDITION,
+                "NoUrls",
+                "each world that uses a shared service routes its own host of it here",
             )
         } else if wanted.is_empty() {
             Condition::ok(CONDITION, "NoUrls", "no service has a url")
@@ -436,6 +527,7 @@ mod tests {
                 world: "w".into(),
                 service: "web".into(),
                 port: 1,
+                backends: Vec::new(),
                 https: false,
                 state: RouteState::Ready,
                 note: String::new(),

@@ -75,7 +75,7 @@ impl Project {
 pub struct Service {
     /// Services that must be ready before this one starts.
     pub depends_on: Vec<String>,
-    /// One instance for all worlds (not supported yet: refused at `up`).
+    /// One instance for all worlds of the project (see [`crate::shared`]).
     pub shared: bool,
     /// A process (has `cmd`) or a resource (has `adapter`).
     pub kind: ServiceKind,
@@ -195,7 +195,7 @@ pub struct Process {
     pub env: BTreeMap<String, String>,
     /// Dotenv files, relative to the directory holding `binky.toml`.
     pub env_file: Vec<String>,
-    /// Number of instances (only 1 supported yet).
+    /// Number of instances, each with its own ports (see [`crate::replica`]).
     pub replicas: u32,
 }
 

@@ -657,3 +657,26 @@ pub fn condition(store: &Store, id: WorldId, type_: &str) -> crate::store::Condi
         .find(|c| c.type_ == type_)
         .unwrap_or_else(|| panic!("no {type_} condition"))
 }
+
+/// The route tables the route controller published, newest last.
+#[derive(Clone, Default)]
+pub struct FakeRoutes {
+    pub published: Arc<Mutex<Vec<Arc<crate::route::RouteTable>>>>,
+}
+
+impl FakeRoutes {
+    /// The route of `host` in the newest table.
+    pub fn route(&self, host: &str) -> Option<crate::route::Route> {
+        self.published
+            .lock()
+            .unwrap()
+            .last()
+            .and_then(|t| t.routes.get(host).cloned())
+    }
+}
+
+impl crate::route::RouteSink for FakeRoutes {
+    fn publish(&self, table: Arc<crate::route::RouteTable>) {
+        self.published.lock().unwrap().push(table);
+    }
+}

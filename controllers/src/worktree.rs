@@ -8,6 +8,7 @@
 //!   with uncommitted changes unless the world was removed with `--force`. A branch binky
 //!   created is deleted when it has no commits of its own and kept (with an event saying
 //!   so) when it has.
+//! - A project's shared world runs in the repository's main checkout, adopted as it is.
 //! - A worktree deleted from outside is reported (`WorktreeMissing`), not silently
 //!   recreated; the next `binky up` recreates it.
 //!
@@ -474,6 +475,42 @@ impl<G: Git> WorktreeController<G> {
     }
 }
 
+impl<G: Git> WorktreeController<G> {
+    /// A project's shared world (see [`crate::shared`]) runs in the repository's main
+    /// checkout, whatever it has checked out: adopted, never made or removed by binky.
+    fn adopt_main_checkout(&self, world: &World) -> Result<Applied, WorktreeError> {
+        let repo = &world.repo_root;
+        if !repo.is_dir() {
+            return Err(WorktreeError::RepoMissing(repo.clone()));
+        }
+        let row = self.store.read(|c| store::worktree(c, world.id))?;
+        if row
+            .as_ref()
+            .is_none_or(|r| r.state != WorktreeState::Ready || &r.path != repo)
+        {
+            self.save(
+                world,
+                &WorktreeRow {
+                    path: repo.clone(),
+                    branch: String::new(),
+                    head: None,
+                    dirty: false,
+                    adopted: true,
+                    created_branch: false,
+                    base_commit: None,
+                    state: WorktreeState::Ready,
+                    seen_generation: world.generation,
+                },
+            )?;
+        }
+        Ok(Applied::await_change(vec![Condition::ok(
+            CONDITION,
+            "Adopted",
+            format!("{} (the main checkout)", repo.display()),
+        )]))
+    }
+}
+
 fn same_path(a: &Path, b: &Path) -> bool {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
     canon(a) == canon(b)
@@ -493,6 +530,9 @@ impl<G: Git> Controller for WorktreeController<G> {
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, WorktreeError> {
+        if world.is_shared() {
+            return self.adopt_main_checkout(world);
+        }
         let row = self.store.read(|c| store::worktree(c, world.id))?;
         let row = match row {
             Some(row) if row.path.is_dir() && row.state != WorktreeState::Creating => {
@@ -565,6 +605,14 @@ impl<G: Git> Controller for WorktreeController<G> {
         let Some(row) = self.store.read(|c| store::worktree(c, world.id))? else {
             return Ok(Cleanup::Done);
         };
+        // The main checkout a project's shared services ran in is the user's.
+        if world.is_shared() {
+            self.store.write(owner::Worktree, |tx| {
+                tx.execute("DELETE FROM worktrees WHERE world_id = ?1", [world.id])?;
+                Ok(())
+            })?;
+            return Ok(Cleanup::Done);
+        }
         let repo = &world.repo_root;
         if row.adopted {
             self.store.event(

@@ -17,14 +17,17 @@ pub async fn run(
     args: &WaitArgs,
 ) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
+    // A project's shared world has no binky.toml of its own: its users' files define it.
     let worlds = if all {
         ctx.store
             .read(store::worlds)?
             .into_iter()
-            .filter(|w| !w.deleted)
+            .filter(|w| !w.deleted && !w.is_shared())
             .collect()
     } else {
-        vec![ctx.world(name.as_deref())?]
+        let world = ctx.world(name.as_deref())?;
+        super::context::refuse_shared(&world, "apply")?;
+        vec![world]
     };
     let mut code = exit::OK;
     let mut report = Vec::new();

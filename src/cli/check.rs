@@ -38,6 +38,11 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
         findings.extend(check::limits_findings(&text, &loaded, || {
             crate::supervisor::resources::look("check")
         }));
+        findings.extend(check::shared_findings(
+            &text,
+            &loaded,
+            running_shared(&loaded.spec.project.name).as_ref(),
+        ));
     }
     let errors = findings.iter().filter(|f| f.level == Level::Error).count();
     let warnings = findings.len() - errors;
@@ -61,4 +66,21 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
         }
     }
     Ok(if errors > 0 { exit::FAILED } else { exit::OK })
+}
+
+/// The shared services the worlds of `project` run now (its shared world's spec), when this
+/// home has a store and the project a shared world: read only, nothing is made for it.
+fn running_shared(project: &str) -> Option<binky_controllers::spec::Spec> {
+    let home = crate::paths::Home::from_env().ok()?;
+    if !home.db().is_file() {
+        return None;
+    }
+    let store = binky_controllers::store::Store::open(&home.db()).ok()?;
+    store
+        .read(|c| {
+            binky_controllers::store::world_by_name(c, project, binky_controllers::shared::WORLD)
+        })
+        .ok()
+        .flatten()
+        .map(|w| w.spec)
 }

@@ -10,6 +10,7 @@ use super::{exit, WaitArgs};
 pub async fn run(name: Option<String>, args: &WaitArgs) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
+    super::context::refuse_shared(&world, "down")?;
     let since = ctx.store.read(store::last_event_id)?;
     let generation = ctx
         .store

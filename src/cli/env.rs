@@ -14,9 +14,9 @@ fn shell_quote(v: &str) -> String {
 pub fn run(name: Option<String>, shell: bool, json: bool) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
-    let ports = ctx.store.read(|c| store::ports(c, world.id))?;
+    let ports = ctx.store.read(|c| store::ports_seen_by(c, &world))?;
     let proxy = ctx.store.read(store::proxy_view)?;
-    let slices = ctx.store.read(|c| store::slices(c, world.id))?;
+    let slices = ctx.store.read(|c| store::slices_seen_by(c, &world))?;
     let tokens = binky_controllers::env::tokens(&world, &ports, &proxy, &slices);
     let vars = binky_controllers::env::exported(&world, &tokens, &proxy);
     if json {

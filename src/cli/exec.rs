@@ -33,9 +33,9 @@ pub fn world_env(
             ))
         })?;
     let layout = Layout { worktree: wt.path };
-    let ports = ctx.store.read(|c| store::ports(c, world.id))?;
+    let ports = ctx.store.read(|c| store::ports_seen_by(c, world))?;
     let proxy = ctx.store.read(store::proxy_view)?;
-    let slices = ctx.store.read(|c| store::slices(c, world.id))?;
+    let slices = ctx.store.read(|c| store::slices_seen_by(c, world))?;
     let tokens = env::tokens(world, &ports, &proxy, &slices);
     if let Some(name) = service {
         let svc = context::service(world, name)?;

@@ -1,4 +1,6 @@
-//! `binky logs NAME [SVC]`: captured output, per service.
+//! `binky logs NAME [SVC]`: captured output, per service (and per replica: `api.1`; `SVC`
+//! of a replicated service shows every replica's, each line with its replica's name); a
+//! shared service's output is its project's shared world's.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
@@ -55,16 +57,32 @@ pub async fn run(
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
     let logs_dir = ctx.home.logs();
+    // A shared service logs in the project's shared world, as many replicas as it runs.
+    let shared = if world.is_shared() {
+        None
+    } else {
+        ctx.store
+            .read(|c| store::shared_world(c, world.project_id))?
+    };
+    let owner = |svc: &str| match &shared {
+        Some(s) if !world.runs(svc) => s,
+        _ => &world,
+    };
+    let instances = |svc: &str| owner(svc).spec.instances(svc);
+    // Each replica of a service logs on its own (`api`, `api.1`, …).
     let mut names: Vec<String> = world
         .spec
         .services
         .iter()
         .filter(|(_, s)| s.process().is_some())
-        .map(|(n, _)| n.clone())
+        .flat_map(|(n, _)| instances(n))
         .collect();
     names.push("hooks".into());
-    let path_of = |svc: &str| ProcessController::<RealSupervisor>::log_path(&logs_dir, &world, svc);
+    let path_of =
+        |svc: &str| ProcessController::<RealSupervisor>::log_path(&logs_dir, owner(svc), svc);
     let selected: Vec<String> = match &service {
+        // A replicated service: every replica's log, each line with its replica's name.
+        Some(s) if instances(s).len() > 1 => instances(s),
         Some(s) if names.contains(s) || path_of(s).exists() => vec![s.clone()],
         Some(s) => {
             return Err(Failure::usage(format!(
@@ -73,9 +91,13 @@ pub async fn run(
                 names[..names.len() - 1].join(", ")
             )))
         }
-        None => names.into_iter().filter(|n| path_of(n).exists()).collect(),
+        None => names
+            .iter()
+            .filter(|n| path_of(n).exists())
+            .cloned()
+            .collect(),
     };
-    let prefix = service.is_none();
+    let prefix = service.as_deref().is_none_or(|s| instances(s).len() > 1);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut offsets: Vec<(String, PathBuf, u64)> = Vec::new();
@@ -138,7 +160,7 @@ pub async fn run(
                 return Ok(exit::OK);
             }
             if service.is_none() {
-                for svc in world.spec.services.keys() {
+                for svc in &names {
                     let path = path_of(svc);
                     if path.exists() && !offsets.iter().any(|(s, _, _)| s == svc) {
                         offsets.push((svc.clone(), path, 0));

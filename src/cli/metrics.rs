@@ -1,8 +1,9 @@
 //! `binky metrics`: a point-in-time JSON snapshot of the home — a superset of binky 0.1.2's
 //! (`worktrees`, `ports_allocated`, `slices`, `admission`), plus the daemon, worlds and
-//! services by state, what each world uses (CPU and memory, from its cgroups), limits and
-//! out-of-memory kills, managed servers and golden templates. Read from the store, so it
-//! answers with the daemon down too (`daemon.running: false`).
+//! services by state (each replica counted), what each world uses (CPU and memory, from its
+//! cgroups), limits and out-of-memory kills, projects' shared services, managed servers and
+//! golden templates. Read from the store, so it answers with the daemon down too
+//! (`daemon.running: false`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,20 +26,44 @@ pub async fn run() -> Result<i32, Failure> {
     )
     .await
     .ok();
-    let worlds = ctx.store.read(store::worlds)?;
+    // A project's shared world is not a worktree of the user's: its services are counted,
+    // the world is listed under `shared`.
+    let (shared_worlds, worlds): (Vec<_>, Vec<_>) = ctx
+        .store
+        .read(store::worlds)?
+        .into_iter()
+        .partition(|w| w.is_shared());
+    let mut shared = Vec::new();
+    for w in &shared_worlds {
+        let v = view(&ctx, w)?;
+        let services: BTreeMap<&str, &str> = v
+            .services
+            .iter()
+            .map(|s| (s.name.as_str(), s.state.as_str()))
+            .collect();
+        shared.push(json!({ "project": w.project, "state": v.state, "services": services }));
+    }
     let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
     let mut services: BTreeMap<String, u64> = BTreeMap::new();
     let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
     let (mut memory, mut cpu, mut oom_kills) = (0u64, 0f64, 0u64);
     let mut usage: Vec<Value> = Vec::new();
-    for w in &worlds {
+    // Replicas beyond the first of replicated services (each is counted as a service too).
+    let mut replicas = 0u64;
+    for w in worlds.iter().chain(&shared_worlds) {
         let v = view(&ctx, w)?;
-        *by_state.entry(v.state.clone()).or_default() += 1;
-        for s in &v.services {
+        if !w.is_shared() {
+            *by_state.entry(v.state.clone()).or_default() += 1;
+        }
+        // A shared service is counted once, with its shared world.
+        for s in v.services.iter().filter(|s| w.is_shared() || !s.shared) {
             service_total += 1;
             restarts += u64::from(s.restarts);
             oom_kills += s.oom_kills;
             *services.entry(s.state.clone()).or_default() += 1;
+            if s.replica.is_some_and(|r| r > 0) {
+                replicas += 1;
+            }
         }
         if let Some(u) = v.usage {
             memory += u.memory_bytes;
@@ -88,6 +113,7 @@ pub async fn run() -> Result<i32, Failure> {
             "total": service_total,
             "by_state": services,
             "restarts": restarts,
+            "replicas": replicas,
             "oom_kills": oom_kills,
         },
         // Sampled by the daemon every few seconds: CPU in percent of one core.
@@ -110,6 +136,7 @@ pub async fn run() -> Result<i32, Failure> {
             "disk_reserve_gib": settings.get("disk_reserve_gib"),
             "cool_under_pressure": settings.flag("cool_under_pressure"),
         },
+        "shared": shared,
         "servers": servers,
         "golden_templates": goldens,
     });

@@ -31,6 +31,7 @@ pub async fn run(
                     }
                 )));
             };
+            // A shared service is every world's: `binky reload @shared` restarts it.
             let services: Vec<String> = members
                 .iter()
                 .filter(|s| {
@@ -39,12 +40,13 @@ pub async fn run(
                         .services
                         .get(*s)
                         .is_some_and(|svc| svc.process().is_some())
+                        && world.runs(s)
                 })
                 .cloned()
                 .collect();
             if services.is_empty() {
                 return Err(Failure::usage(format!(
-                    "group `{g}` of world `{}` has no process service to restart (its members: {}); `binky reload {}` restarts the whole world",
+                    "group `{g}` of world `{}` has no process service to restart (its members: {}); `binky reload {}` restarts the whole world (`binky reload @shared` the project's shared services)",
                     world.name,
                     members.join(", "),
                     world.name

@@ -10,6 +10,7 @@ use super::{exit, WaitArgs};
 pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(name))?;
+    super::context::refuse_shared(&world, "remove")?;
     // Refuse before writing anything: uncommitted work is never lost without --force.
     if let Some(wt) = ctx.store.read(|c| store::worktree(c, world.id))? {
         if !force {
@@ -52,5 +53,21 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
         return Ok(code);
     }
     println!("{name} removed");
+    // The last world that used the project's shared services takes them along.
+    let shared = ctx
+        .store
+        .read(|c| store::shared_world(c, world.project_id))?
+        .filter(|s| s.deleted);
+    if let Some(shared) = shared {
+        let since = ctx.store.read(store::last_event_id)?;
+        nudge(&ctx, shared.id).await?;
+        let outcome =
+            wait::wait(&ctx, &shared, shared.generation, Goal::Removed, args, since).await?;
+        let what = format!("the shared services of {}", world.project);
+        if let Some(code) = wait::report(&what, "be removed", &outcome, args.timeout) {
+            return Ok(code);
+        }
+        println!("{what} removed (no world uses them any more)");
+    }
     Ok(exit::OK)
 }

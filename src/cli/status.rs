@@ -10,10 +10,17 @@ use super::context::{Ctx, Failure};
 use super::events::clock;
 use super::exit;
 
-/// One service as status shows it.
+/// One service as status shows it (a replicated service: one per replica).
 #[derive(Serialize)]
 pub(super) struct ServiceView {
-    name: String,
+    /// The service, or one replica of it (`api.1`; replica 0 is `api`).
+    pub(super) name: String,
+    /// Of a replicated service: which replica this is (`BINKY_REPLICA`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) replica: Option<u32>,
+    /// One instance for all the project's worlds, run by its shared world (`@shared`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) shared: bool,
     pub(super) state: String,
     ready: bool,
     pid: Option<u32>,
@@ -91,24 +98,72 @@ pub(super) struct WorldView {
 pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
     let gens = ctx.store.read(|c| store::observed_generations(c, w.id))?;
     let conds = ctx.store.read(|c| store::conditions(c, w.id))?;
-    let procs = ctx.store.read(|c| store::processes(c, w.id))?;
-    let ports = ctx.store.read(|c| store::ports(c, w.id))?;
+    // A shared service's process is the shared world's.
+    let own = ctx.store.read(|c| store::processes(c, w.id))?;
+    let mut procs = own.clone();
+    procs.retain(|p| w.runs(&p.service));
+    procs.extend(ctx.store.read(|c| store::shared_processes(c, w))?);
+    let ports = ctx.store.read(|c| store::ports_seen_by(c, w))?;
     let wt = ctx.store.read(|c| store::worktree(c, w.id))?;
     let proxy = ctx.store.read(store::proxy_view)?;
-    let slices = ctx.store.read(|c| store::slices(c, w.id))?;
+    let slices = ctx.store.read(|c| store::slices_seen_by(c, w))?;
+    // A world's own cgroups: a shared service's are its shared world's.
     let resources = ctx.store.read(|c| store::resources(c, w.id))?;
     let tokens = binky_controllers::env::tokens(w, &ports, &proxy, &slices);
     let selected = w.spec.selected(w.group.as_deref());
+    // One process service's instance: the service itself, or one of its replicas.
+    let instance_view = |name: &str, replica: Option<u32>| {
+        let p = procs.iter().find(|p| p.service == name);
+        let r = resources.iter().find(|r| r.service == name && w.runs(name));
+        let usage = r
+            .filter(|_| p.is_some_and(|p| p.pid.is_some()))
+            .and_then(|r| {
+                Some(UsageView {
+                    memory_bytes: r.memory_bytes?,
+                    cpu_percent: r.cpu_percent.unwrap_or(0.0),
+                    sampled_at: r.sampled_at,
+                })
+            });
+        ServiceView {
+            name: name.to_owned(),
+            replica,
+            shared: !w.runs(name),
+            state: p
+                .map(|p| p.state.as_str().to_owned())
+                .unwrap_or_else(|| "pending".into()),
+            ready: p.is_some_and(|p| p.is_ready()),
+            pid: p.and_then(|p| p.pid),
+            ports: ports
+                .iter()
+                .filter(|r| r.service == name)
+                .map(|r| (r.label.clone(), r.port))
+                .collect(),
+            url: tokens.shown_url(name).cloned(),
+            restarts: p.map(|p| p.restarts).unwrap_or(0),
+            last_exit: p.and_then(|p| p.last_exit.clone()),
+            message: p.map(|p| p.message.clone()).unwrap_or_default(),
+            limits: limits_view(w, binky_controllers::replica::service_of(name), r),
+            usage,
+            oom_kills: r.map(|r| r.oom_kills).unwrap_or(0),
+        }
+    };
     let services = w
         .spec
         .services
         .keys()
-        .filter(|n| selected.contains(*n) || procs.iter().any(|p| &p.service == *n))
-        .map(|name| {
+        .filter(|n| {
+            selected.contains(*n)
+                || procs
+                    .iter()
+                    .any(|p| binky_controllers::replica::service_of(&p.service) == *n)
+        })
+        .flat_map(|name| {
             if let Some(sl) = slices.iter().find(|s| &s.service == name) {
                 // A slice: its state, and its address without the credentials.
-                return ServiceView {
+                return vec![ServiceView {
                     name: name.clone(),
+                    replica: None,
+                    shared: !w.runs(name),
                     state: sl.state.as_str().to_owned(),
                     ready: sl.state == store::SliceState::Ready,
                     pid: None,
@@ -123,56 +178,52 @@ pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
                     limits: None,
                     usage: None,
                     oom_kills: 0,
-                };
+                }];
             }
             if w.spec.services[name].resource().is_some() {
-                return slice_not_made(name, &conds);
+                return vec![slice_not_made(name, &conds)];
             }
-            let p = procs.iter().find(|p| &p.service == name);
-            let r = resources.iter().find(|r| &r.service == name);
-            let usage = r
-                .filter(|_| p.is_some_and(|p| p.pid.is_some()))
-                .and_then(|r| {
-                    Some(UsageView {
-                        memory_bytes: r.memory_bytes?,
-                        cpu_percent: r.cpu_percent.unwrap_or(0.0),
-                        sampled_at: r.sampled_at,
-                    })
-                });
-            ServiceView {
-                name: name.clone(),
-                state: p
-                    .map(|p| p.state.as_str().to_owned())
-                    .unwrap_or_else(|| "pending".into()),
-                ready: p.is_some_and(|p| p.is_ready()),
-                pid: p.and_then(|p| p.pid),
-                ports: ports
+            // A shared service has the replicas its shared world runs.
+            let mut instances = w.spec.instances(name);
+            if !w.runs(name) {
+                let running: Vec<String> = procs
                     .iter()
-                    .filter(|r| &r.service == name)
-                    .map(|r| (r.label.clone(), r.port))
-                    .collect(),
-                url: tokens.shown_url(name).cloned(),
-                restarts: p.map(|p| p.restarts).unwrap_or(0),
-                last_exit: p.and_then(|p| p.last_exit.clone()),
-                message: p.map(|p| p.message.clone()).unwrap_or_default(),
-                limits: limits_view(w, name, r),
-                usage,
-                oom_kills: r.map(|r| r.oom_kills).unwrap_or(0),
+                    .filter(|p| binky_controllers::replica::service_of(&p.service) == name)
+                    .map(|p| p.service.clone())
+                    .collect();
+                if !running.is_empty() {
+                    instances = running;
+                }
             }
+            let replicated = instances.len() > 1;
+            instances
+                .into_iter()
+                .enumerate()
+                .map(|(i, name)| instance_view(&name, replicated.then_some(i as u32)))
+                .collect()
         })
         .collect::<Vec<ServiceView>>();
+    // What the world's own processes use (a shared service's is its shared world's).
     let used: Vec<UsageView> = services.iter().filter_map(|s| s.usage).collect();
     let usage = (!used.is_empty()).then(|| UsageView {
         memory_bytes: used.iter().map(|u| u.memory_bytes).sum(),
         cpu_percent: used.iter().map(|u| u.cpu_percent).sum(),
         sampled_at: used.iter().filter_map(|u| u.sampled_at).max(),
     });
+    let mut state = binky_controllers::phase::phase(w, &gens, &conds, &own)
+        .as_str()
+        .to_owned();
+    // A shared world no running world uses: its services wait for the next one.
+    let idle = conds.iter().any(|c| {
+        c.type_ == binky_controllers::registry::Kind::Process.condition() && c.reason == "Idle"
+    });
+    if w.is_shared() && idle && state == "ready" {
+        state = "idle".into();
+    }
     Ok(WorldView {
         project: w.project.clone(),
         name: w.name.clone(),
-        state: binky_controllers::phase::phase(w, &gens, &conds, &procs)
-            .as_str()
-            .to_owned(),
+        state,
         desired: w.desired,
         generation: w.generation,
         group: w.group.clone(),
@@ -198,6 +249,8 @@ fn slice_not_made(name: &str, conds: &[ConditionRow]) -> ServiceView {
     let failed = said.is_some_and(|c| c.reason.ends_with("Failed"));
     ServiceView {
         name: name.to_owned(),
+        replica: None,
+        shared: false,
         state: if failed { "failed" } else { "pending" }.to_owned(),
         ready: false,
         pid: None,
@@ -268,6 +321,9 @@ fn print_world(v: &WorldView, detail: bool) {
         }
         if let Some(url) = &s.url {
             line.push_str(&format!(" {url}"));
+        }
+        if s.shared {
+            line.push_str("  (shared)");
         }
         if s.restarts > 0 {
             line.push_str(&format!("  restarts {}", s.restarts));

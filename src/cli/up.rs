@@ -295,7 +295,15 @@ pub async fn run(
         group,
     };
     let since = ctx.store.read(store::last_event_id)?;
-    let put = ctx.store.put_world(&new)?;
+    let put = match ctx.store.put_world(&new) {
+        // The project's last world went a moment ago and its shared services with it:
+        // they are made again for this one once they are gone.
+        Err(store::StoreError::SharedBeingRemoved(_)) => {
+            wait_for_shared_removal(&ctx, &new.project, args).await?;
+            ctx.store.put_world(&new)?
+        }
+        other => other?,
+    };
     binky_controllers::runtime::set_condition(
         &ctx.store,
         &put.world,
@@ -332,9 +340,9 @@ pub async fn run(
     let Outcome::Done(Some(world)) = outcome else {
         return Ok(exit::FAILED);
     };
-    let ports = ctx.store.read(|c| store::ports(c, world.id))?;
+    let ports = ctx.store.read(|c| store::ports_seen_by(c, &world))?;
     let proxy = ctx.store.read(store::proxy_view)?;
-    let slices = ctx.store.read(|c| store::slices(c, world.id))?;
+    let slices = ctx.store.read(|c| store::slices_seen_by(c, &world))?;
     let tokens = binky_controllers::env::tokens(&world, &ports, &proxy, &slices);
     let wt = ctx.store.read(|c| store::worktree(c, world.id))?;
     println!("{name} is up in {:.2}s", started.elapsed().as_secs_f64());
@@ -349,4 +357,28 @@ pub async fn run(
         }
     }
     Ok(exit::OK)
+}
+
+/// Wait (nudging the daemon, which finishes it) until the shared world of `project`, being
+/// removed, is gone.
+async fn wait_for_shared_removal(ctx: &Ctx, project: &str, args: &WaitArgs) -> Result<(), Failure> {
+    let find = || {
+        ctx.store
+            .read(|c| store::world_by_name(c, project, binky_controllers::shared::WORLD))
+    };
+    let Some(shared) = find()? else {
+        return Ok(());
+    };
+    if !args.quiet {
+        eprintln!("binky: waiting for the shared services of {project} to be removed first (the last world that used them was removed)");
+    }
+    nudge(ctx, shared.id).await?;
+    let started = Instant::now();
+    while find()?.is_some() {
+        if started.elapsed() >= args.timeout {
+            return Err(store::StoreError::SharedBeingRemoved(project.to_owned()).into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Ok(())
 }

@@ -53,23 +53,44 @@ pub async fn wait(
     let id: WorldId = world.id;
     let started = Instant::now();
     let mut last_event = since_event;
+    // What the project's shared world does for this world (it starts, stops or removes the
+    // shared services it uses) is shown with the world's own events.
+    let shared = !world.is_shared() && !binky_controllers::shared::declared(&world.spec).is_empty();
     // Print the world's events since the last call (events outlive a removed world).
     let show_events = |last_event: &mut i64| -> Result<(), Failure> {
         if args.quiet {
             return Ok(());
         }
-        let evs = ctx
+        let mut evs: Vec<(store::EventRow, bool)> = ctx
             .store
-            .read(|c| store::events(c, &world.project, &world.name, *last_event, 1000))?;
-        for e in evs {
+            .read(|c| store::events(c, &world.project, &world.name, *last_event, 1000))?
+            .into_iter()
+            .map(|e| (e, false))
+            .collect();
+        if shared {
+            let theirs = ctx.store.read(|c| {
+                store::events(
+                    c,
+                    &world.project,
+                    binky_controllers::shared::WORLD,
+                    *last_event,
+                    1000,
+                )
+            })?;
+            evs.extend(theirs.into_iter().map(|e| (e, true)));
+            evs.sort_by_key(|(e, _)| e.id);
+        }
+        for (e, theirs) in evs {
             *last_event = e.id;
-            if matches!(
+            let requests = matches!(
                 e.kind.as_str(),
                 "up" | "down" | "reload" | "remove" | "created"
-            ) {
+            );
+            if requests || (theirs && e.kind == "config") {
                 continue;
             }
-            eprintln!("  {}", e.message.replace('\n', "\n    "));
+            let who = if theirs { "shared: " } else { "" };
+            eprintln!("  {who}{}", e.message.replace('\n', "\n    "));
         }
         Ok(())
     };

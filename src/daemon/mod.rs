@@ -232,11 +232,10 @@ pub async fn run(
         GitCli::with_trash(home.trash()),
     )));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
-    let processes = Arc::new(ProcessController::new(
-        store.clone(),
-        process_supervisor,
-        pconf,
-    ));
+    let processes = Arc::new(
+        ProcessController::new(store.clone(), process_supervisor, pconf)
+            .with_trigger(trigger.clone()),
+    );
     runtime.add(processes.clone());
     runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
     let servers = Arc::new(Servers::new(home.clone(), store.clone()));

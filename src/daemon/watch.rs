@@ -326,9 +326,11 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
             return;
         }
     };
+    // A project's shared world has no file of its own to follow: the worlds that use it
+    // write it (their edits go through `apply`).
     let live: BTreeMap<WorldId, &World> = worlds
         .iter()
-        .filter(|w| !w.deleted)
+        .filter(|w| !w.deleted && !w.is_shared())
         .map(|w| (w.id, w))
         .collect();
     let gone: Vec<WorldId> = w

@@ -9,6 +9,9 @@
 //!   server's hot reload) are passed through as raw bytes after the backend's `101`.
 //! - Connections to backends are pooled per backend (host and port): a connection is never
 //!   reused for another backend.
+//! - A replicated service's requests go to its ready replicas round robin; a replica that
+//!   refuses the connection is skipped for the next one, so a replica that dies costs no
+//!   request that had not reached it.
 //! - `X-Forwarded-For`, `-Proto` and `-Host` are set; the `Host` header is kept as sent, so
 //!   backends build their own URLs right.
 //! - A malformed request, an oversized header block or a failed handshake ends that one
@@ -21,7 +24,7 @@ pub mod tls;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +53,26 @@ pub const MAX_HEAD: usize = 64 * 1024;
 pub struct Backend {
     /// The route.
     pub route: Route,
+    /// Requests sent to a replicated route so far: the round robin's position, shared by
+    /// every worker thread.
+    next: AtomicUsize,
+}
+
+impl Backend {
+    /// The ports to try for one request, in order: the route's one port, or, for a
+    /// replicated service, its ready replicas round robin (the next one first, then the
+    /// others, in case it refuses).
+    fn ports(&self) -> impl Iterator<Item = u16> + '_ {
+        let all = &self.route.backends;
+        let (n, start) = match all.len() {
+            0 => (0, 0),
+            n => (n, self.next.fetch_add(1, Ordering::Relaxed) % n),
+        };
+        let single = (n == 0).then_some(self.route.port);
+        single
+            .into_iter()
+            .chain((0..n).map(move |i| all[(start + i) % n]))
+    }
 }
 
 /// A routing table compiled for lookups: a hash map by host.
@@ -70,6 +93,7 @@ impl Compiled {
                     host.clone(),
                     Arc::new(Backend {
                         route: route.clone(),
+                        next: AtomicUsize::new(0),
                     }),
                 )
             })
@@ -294,7 +318,22 @@ impl Proxy {
         headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(scheme));
         headers.insert(X_FORWARDED_HOST.clone(), host_value);
 
-        let mut resp = match self.pool.send(route.port, req, upgrade).await {
+        // A replica that refuses the connection (it just died) costs the request nothing:
+        // the next one is tried, until the route table drops it.
+        let mut conn = Err(pool::PoolError::Connect(
+            std::io::ErrorKind::NotFound.into(),
+        ));
+        for port in backend.ports() {
+            conn = self.pool.connection(port, upgrade).await;
+            if conn.is_ok() {
+                break;
+            }
+        }
+        let sent = match conn {
+            Ok(conn) => self.pool.send_on(conn, req).await,
+            Err(err) => Err(err),
+        };
+        let mut resp = match sent {
             Ok(r) => r,
             Err(err) => {
                 let why = match &err {

@@ -91,14 +91,54 @@ impl Pool {
         req: Request<Incoming>,
         upgrade: bool,
     ) -> Result<Response<Incoming>, PoolError> {
-        let mut sender = match (upgrade, self.checkout(port)) {
+        let conn = self.connection(port, upgrade).await?;
+        self.send_on(conn, req).await
+    }
+
+    /// A connection to 127.0.0.1:`port`, pooled or new (an upgrade request's is always
+    /// new). Nothing is sent yet: a backend that refuses costs the request nothing, so
+    /// the caller may try another replica with it.
+    pub async fn connection(&self, port: u16, upgrade: bool) -> Result<Conn, PoolError> {
+        let sender = match (upgrade, self.checkout(port)) {
             (false, Some(s)) => s,
             _ => Self::connect(port).await?,
         };
+        Ok(Conn {
+            port,
+            upgrade,
+            sender,
+        })
+    }
+
+    /// Send `req` on `conn`, which goes back to the pool after (unless it is upgraded).
+    pub async fn send_on(
+        &self,
+        conn: Conn,
+        req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, PoolError> {
+        let Conn {
+            port,
+            upgrade,
+            mut sender,
+        } = conn;
         let resp = sender.send_request(req).await.map_err(PoolError::Http)?;
         if !upgrade {
             self.keep(port, sender);
         }
         Ok(resp)
+    }
+}
+
+/// A connection to one backend, taken from the pool or just made.
+pub struct Conn {
+    port: u16,
+    upgrade: bool,
+    sender: SendRequest<Incoming>,
+}
+
+impl Conn {
+    /// The backend port it is connected to.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 }

@@ -368,22 +368,28 @@ fn an_unknown_world_lists_the_ones_that_exist() {
 }
 
 #[test]
-fn not_supported_yet_features_and_unknown_adapters_are_refused_not_ignored() {
+fn a_shared_service_waiting_for_one_worlds_own_and_unknown_adapters_are_refused_not_ignored() {
     let env = Env::new(
         r#"
 [project]
 name = "later"
 {range}
 
+[services.queue]
+cmd = "sleep 600"
+
 [services.api]
 cmd = "true"
 shared = true
+depends_on = ["queue"]
 "#,
     );
     let out = env.binky(&["up", "w"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("not supported by this binky yet"),
+        stderr(&out).contains(
+            "is shared (one instance for all the project's worlds) but depends on `queue`"
+        ),
         "{}",
         stderr(&out)
     );

@@ -556,6 +556,35 @@ pub fn try_served_env(port: u16) -> Option<serde_json::Value> {
     serde_json::from_str(out.split("\r\n\r\n").nth(1)?).ok()
 }
 
+/// GET `path` of `host` through this test's proxy (no DNS: the `Host` header says where);
+/// the whole answer, or `None` when the proxy does not answer at all.
+pub fn through_proxy(proxy_port: u16, host: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy_port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The status code of an HTTP answer (0 when there is none).
+pub fn status_code(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The JSON body of an answer of the test server ([`SERVER_PY`]: its environment).
+pub fn body_json(answer: &str) -> Option<serde_json::Value> {
+    serde_json::from_str(answer.split("\r\n\r\n").nth(1)?).ok()
+}
+
 /// GET a path on a loopback port; the whole answer.
 pub fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};

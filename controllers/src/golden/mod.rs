@@ -277,7 +277,8 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             .spec
             .services
             .iter()
-            .filter(|(n, _)| selected.contains(*n))
+            // A shared slice is its shared world's to clone.
+            .filter(|(n, _)| selected.contains(*n) && world.runs(n))
             .filter_map(|(n, s)| {
                 s.resource()
                     .filter(|r| r.clone_from.is_some())

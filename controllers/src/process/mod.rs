@@ -5,9 +5,15 @@
 //! - Nothing starts before the world's worktree exists and its ports are allocated for the
 //!   current generation.
 //! - A service starts only when every service it `depends_on` is ready (healthy, or exited
-//!   successfully for a one-shot). `setup` runs once per world before the first start (again
-//!   only when its resolved text changes), without waiting for dependencies: only for the
-//!   addresses of the slices its text or env uses.
+//!   successfully for a one-shot; every replica of a replicated one). `setup` runs once per
+//!   world before the first start (again only when its resolved text changes), without
+//!   waiting for dependencies: only for the addresses of the slices its text or env uses.
+//! - Each replica of a service (`replicas = N`) is a process of its own, with its own ports,
+//!   log, health checks and restarts (see [`crate::replica`]); `setup` runs once, in
+//!   replica 0.
+//! - A shared service (`shared = true`) runs in its project's shared world while a world
+//!   that selects it runs; a world waits for the shared services it selects (see
+//!   `shared.rs`).
 //! - Each process runs `sh -c CMD` in its own process group, with its output appended to
 //!   its log file. Its `(pid, start time)` is recorded, so a restarted daemon adopts it
 //!   instead of starting a second copy; a process that a daemon started but died before
@@ -21,6 +27,7 @@
 mod effects;
 mod machine;
 mod resources;
+mod shared;
 mod spawn;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -126,6 +133,13 @@ pub struct ProcessController<S> {
     /// When each running service's health was last checked, and how many checks in a row
     /// failed (kept in memory: a new daemon starts counting again).
     checks: std::sync::Mutex<HashMap<(WorldId, String), machine::Check>>,
+    /// Nudges a project's shared world and the worlds that use it (see `shared.rs`).
+    trigger: Option<crate::runtime::Trigger>,
+    /// What each world last told its shared world: the services it wants running, at
+    /// which generation of the shared world.
+    told: std::sync::Mutex<HashMap<WorldId, (BTreeSet<String>, i64)>>,
+    /// What each shared world last told its users of its services' readiness.
+    digests: std::sync::Mutex<HashMap<WorldId, String>>,
 }
 
 impl<S: Supervisor> ProcessController<S> {
@@ -136,7 +150,17 @@ impl<S: Supervisor> ProcessController<S> {
             sup,
             config,
             checks: std::sync::Mutex::default(),
+            trigger: None,
+            told: std::sync::Mutex::default(),
+            digests: std::sync::Mutex::default(),
         }
+    }
+
+    /// Nudge, through `trigger` (the daemon's runtime), a project's shared world when a
+    /// world's use of it changes, and the worlds that use it when its services do.
+    pub fn with_trigger(mut self, trigger: crate::runtime::Trigger) -> Self {
+        self.trigger = Some(trigger);
+        self
     }
 
     fn save(&self, world: WorldId, row: &ProcessRow) -> Result<(), StoreError> {
@@ -204,8 +228,10 @@ impl<S: Supervisor> ProcessController<S> {
         let top = levels.values().copied().max().unwrap_or(0) + 1;
         let mut by_level: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for name in services {
+            // The replicas of a service (`api.1`) stop with it.
+            let service = crate::replica::service_of(name);
             by_level
-                .entry(levels.get(name).copied().unwrap_or(top))
+                .entry(levels.get(service).copied().unwrap_or(top))
                 .or_default()
                 .push(name.clone());
         }
@@ -332,9 +358,9 @@ impl<S: Supervisor> ProcessController<S> {
         }
         if let (Some(cmd), Some(layout)) = (world.spec.hooks.pre_down.clone(), self.layout(world)?)
         {
-            let ports = self.store.read(|c| store::ports(c, world.id))?;
+            let ports = self.store.read(|c| store::ports_seen_by(c, world))?;
             let proxy = self.store.read(store::proxy_view)?;
-            let slices = self.store.read(|c| store::slices(c, world.id))?;
+            let slices = self.store.read(|c| store::slices_seen_by(c, world))?;
             let tokens = env::tokens(world, &ports, &proxy, &slices);
             self.run_hook(world, &layout, "pre_down", &cmd, &tokens)
                 .await;
@@ -415,6 +441,60 @@ impl<S: Supervisor> Controller for ProcessController<S> {
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, ProcessError> {
+        let applied = self.converge(world).await;
+        // After: a world going down has stopped its processes by now, so the shared
+        // services they use stop after them.
+        self.tell_the_shared_world(world);
+        self.tell_users(world);
+        applied
+    }
+
+    async fn cleanup(&self, world: &World) -> Result<Cleanup, ProcessError> {
+        self.stop_world(world, "binky remove").await?;
+        self.forget_wants(world);
+        self.digests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&world.id);
+        // Its services' health checks are not counted any more.
+        self.checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(w, _), _| *w != world.id);
+        // The world's logs go with it (its events stay: `binky events NAME`).
+        let dir = self.config.logs_dir.join(&world.project).join(&world.name);
+        if let Err(err) = std::fs::remove_dir_all(&dir) {
+            if err.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %dir.display(), %err, "cannot remove the world's logs");
+            }
+        }
+        // `feat/login` logs under `feat/`: empty parents up to the project's go too.
+        let mut parent = dir.parent();
+        while let Some(p) =
+            parent.filter(|p| p.starts_with(&self.config.logs_dir) && *p != self.config.logs_dir)
+        {
+            if std::fs::remove_dir(p).is_err() {
+                break;
+            }
+            parent = p.parent();
+        }
+        self.store.write(owner::Process, |tx| {
+            tx.execute("DELETE FROM processes WHERE world_id = ?1", [world.id])?;
+            tx.execute("DELETE FROM world_runs WHERE world_id = ?1", [world.id])?;
+            tx.execute(
+                "DELETE FROM process_resources WHERE world_id = ?1",
+                [world.id],
+            )?;
+            Ok(())
+        })?;
+        Ok(Cleanup::Done)
+    }
+}
+
+impl<S: Supervisor> ProcessController<S> {
+    /// Make the world's processes match its desired record (the controller's `apply`,
+    /// between the nudges of shared services).
+    async fn converge(&self, world: &World) -> Result<Applied, ProcessError> {
         if world.desired == DesiredState::Stopped {
             self.stop_world(world, "binky down").await?;
             return Ok(Applied::await_change(vec![Condition::waiting(
@@ -497,27 +577,36 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         }
 
         let order = world.spec.start_order()?;
-        let selected: BTreeSet<String> = world
-            .spec
-            .selected(world.group.as_deref())
-            .into_iter()
-            .filter(|n| world.spec.services[n].process().is_some())
+        // A shared service runs in the project's shared world, only while a world uses it.
+        let selected = self.running_services(world)?;
+
+        // Each selected service runs as its instances (`api`, and `api.1`… of a replicated
+        // one, see crate::replica).
+        let wanted: BTreeSet<String> = selected
+            .iter()
+            .flat_map(|n| world.spec.instances(n))
             .collect();
 
-        // Services no longer wanted: stop them; forget the ones gone from the spec.
+        // Instances no longer wanted: stop them; forget the ones gone from the spec (a
+        // service removed, or replicas lowered).
         let mut rows = self.rows(world.id)?;
         let unwanted: BTreeSet<String> = rows
             .values()
-            .filter(|r| !selected.contains(&r.service) && r.state != ProcState::Stopped)
+            .filter(|r| !wanted.contains(&r.service) && r.state != ProcState::Stopped)
             .map(|r| r.service.clone())
             .collect();
         if !unwanted.is_empty() {
-            self.stop_services(world, &mut rows, &unwanted, "not in this world's services")
-                .await?;
+            let why = if world.is_shared() {
+                "no running world of the project uses it"
+            } else {
+                "not in this world's services"
+            };
+            self.stop_services(world, &mut rows, &unwanted, why).await?;
         }
+        // A service that became shared is the shared world's now: this world's row goes.
         let gone: Vec<String> = rows
             .keys()
-            .filter(|n| !world.spec.services.contains_key(*n))
+            .filter(|n| !world.spec.has_instance(n) || !world.runs(n))
             .cloned()
             .collect();
         for name in gone {
@@ -531,10 +620,12 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             })?;
         }
 
-        let ports = self.store.read(|c| store::ports(c, world.id))?;
+        let ports = self.store.read(|c| store::ports_seen_by(c, world))?;
         let proxy = self.store.read(store::proxy_view)?;
-        let slices = self.store.read(|c| store::slices(c, world.id))?;
+        let slices = self.store.read(|c| store::slices_seen_by(c, world))?;
         let tokens = env::tokens(world, &ports, &proxy, &slices);
+        // The shared services this world depends on: their rows are the shared world's.
+        self.add_shared_rows(world, &mut rows)?;
         // Per-service restart nonces: one read per reconcile, not one per service (an
         // unreadable table counts as no restarts, as it always has).
         let restarts = self
@@ -550,24 +641,48 @@ impl<S: Supervisor> Controller for ProcessController<S> {
         let mut waiting: Vec<String> = Vec::new();
         for name in order.iter().filter(|n| selected.contains(*n)) {
             let svc = &world.spec.services[name];
-            let step = self
-                .step(world, &layout, name, svc, &tokens, &restarts, &mut rows)
-                .await?;
-            if step.ready {
+            // A service is ready when every one of its replicas is.
+            let mut all_ready = true;
+            for instance in world.spec.instances(name) {
+                let step = self
+                    .step(
+                        world, &layout, &instance, svc, &tokens, &restarts, &mut rows,
+                    )
+                    .await?;
+                all_ready &= step.ready;
+                if let Some(w) = step.wake {
+                    wake = Some(wake.map_or(w, |x| x.min(w)));
+                }
+                if problem.is_none() {
+                    problem = step.problem;
+                }
+                waiting.extend(step.waiting);
+            }
+            if all_ready {
                 ready += 1;
             }
-            if let Some(w) = step.wake {
-                wake = Some(wake.map_or(w, |x| x.min(w)));
-            }
-            if problem.is_none() {
-                problem = step.problem;
-            }
-            waiting.extend(step.waiting);
         }
 
-        let condition = if let Some(p) = problem {
+        // The shared services it selects are ready when the shared world's are.
+        let shared = self.shared_ready(world, &rows);
+        ready += shared.ready;
+        waiting.extend(shared.waiting);
+        let total = selected.len()
+            + world
+                .spec
+                .selected(world.group.as_deref())
+                .iter()
+                .filter(|n| !world.runs(n) && world.spec.services[*n].process().is_some())
+                .count();
+        let condition = if let Some(p) = problem.or(shared.problem) {
             p
-        } else if ready == selected.len() {
+        } else if world.is_shared() && selected.is_empty() {
+            Condition::ok(
+                CONDITION,
+                "Idle",
+                "no running world of the project uses its shared services; they start with the next one",
+            )
+        } else if ready == total {
             // Everything is up: run post_up once per `binky up`/`reload`.
             if let Some(cmd) = &world.spec.hooks.post_up {
                 let key = format!("{}:{}", world.last_used_at, world.restart_nonce);
@@ -593,41 +708,5 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             action: wake.map_or(Action::AwaitChange, Action::Requeue),
             conditions: vec![condition],
         })
-    }
-
-    async fn cleanup(&self, world: &World) -> Result<Cleanup, ProcessError> {
-        self.stop_world(world, "binky remove").await?;
-        // Its services' health checks are not counted any more.
-        self.checks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(w, _), _| *w != world.id);
-        // The world's logs go with it (its events stay: `binky events NAME`).
-        let dir = self.config.logs_dir.join(&world.project).join(&world.name);
-        if let Err(err) = std::fs::remove_dir_all(&dir) {
-            if err.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(dir = %dir.display(), %err, "cannot remove the world's logs");
-            }
-        }
-        // `feat/login` logs under `feat/`: empty parents up to the project's go too.
-        let mut parent = dir.parent();
-        while let Some(p) =
-            parent.filter(|p| p.starts_with(&self.config.logs_dir) && *p != self.config.logs_dir)
-        {
-            if std::fs::remove_dir(p).is_err() {
-                break;
-            }
-            parent = p.parent();
-        }
-        self.store.write(owner::Process, |tx| {
-            tx.execute("DELETE FROM processes WHERE world_id = ?1", [world.id])?;
-            tx.execute("DELETE FROM world_runs WHERE world_id = ?1", [world.id])?;
-            tx.execute(
-                "DELETE FROM process_resources WHERE world_id = ?1",
-                [world.id],
-            )?;
-            Ok(())
-        })?;
-        Ok(Cleanup::Done)
     }
 }

@@ -89,7 +89,11 @@ impl<S: Supervisor> ProcessController<S> {
             .as_ref()
             .map(|h| format!("{:?}", h.probe))
             .map(|p| t.resolve(&p, name));
-        let nonce = restarts.get(name).copied().unwrap_or(0);
+        // Restarts are asked per service (a watched file, `reload --group`): every replica.
+        let nonce = restarts
+            .get(crate::replica::service_of(name))
+            .copied()
+            .unwrap_or(0);
         let mut unset_env: Vec<crate::tokens::UnsetEnv> = Vec::new();
         for (_, text) in process.token_fields() {
             for u in t.unset_env(text) {

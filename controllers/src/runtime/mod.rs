@@ -13,7 +13,8 @@
 //!   `observed_generation` (the generation the controller was handed) to the store.
 //!   When a controller's conditions change, every controller is nudged for that world.
 //! - Deletion works like finalizers: a world marked deleted gets `cleanup` from every
-//!   controller that still holds its finalizer; the row is deleted when none is left.
+//!   controller that still holds its finalizer; the row is deleted when none is left. A
+//!   project's shared world is torn down only once no world that uses it is left.
 //! - A periodic resync visits every world, so correctness never depends on a nudge.
 //! - A reconcile that panics is an error like any other: its controller's condition says
 //!   `ReconcilePanicked` with the panic's message, the key is retried with backoff, and the
@@ -322,6 +323,27 @@ async fn cleanup_one<C: Controller>(
             next: None,
             forget: false,
         };
+    }
+    // A project's shared world goes after the worlds that use it, as a dependency after its
+    // dependents: their processes stop before the shared services they talk to. Their rows
+    // go without nudging it, so it looks again shortly.
+    if world.is_shared() {
+        match store.read(|c| store::shared_users(c, world)) {
+            Ok(users) if !users.is_empty() => {
+                return Outcome {
+                    next: Some(Duration::from_millis(500)),
+                    forget: false,
+                }
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(controller = controller.kind().name(), world = world.id, %err, "cannot read the worlds of a shared world");
+                return Outcome {
+                    next: Some(backoff.next_delay()),
+                    forget: false,
+                };
+            }
+        }
     }
     // The declared teardown order: wait until those before this one are gone (their
     // finalizer's removal nudges the world).

@@ -17,6 +17,8 @@
 //!   a server of its own (a redis-server per world) stops it, keeping its data
 //!   (`SliceState::Stopped`), and the next `binky up` starts it again before any process
 //!   that depends on it.
+//! - A shared adapter service (`shared = true`) has one slice, its project's shared
+//!   world's; a world that uses it waits until that slice is ready and makes none.
 
 mod clone;
 mod effects;
@@ -355,6 +357,54 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
     }
 }
 
+impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
+    /// What a user world that selects shared adapter services waits for: their slices in
+    /// the project's shared world, ready (`None` when they are, or it selects none).
+    fn shared_slices(
+        &self,
+        world: &World,
+        selected: &std::collections::BTreeSet<String>,
+    ) -> Result<Option<Applied>, SliceError> {
+        let shared: Vec<&String> = selected
+            .iter()
+            .filter(|n| !world.runs(n) && world.spec.services[*n].resource().is_some())
+            .collect();
+        if shared.is_empty() || world.desired != store::DesiredState::Running {
+            return Ok(None);
+        }
+        let slices = self.store.read(|c| store::slices_seen_by(c, world))?;
+        for name in shared {
+            match slices.iter().find(|s| &s.service == name) {
+                Some(s) if s.state == SliceState::Ready => {}
+                Some(s) if s.state == SliceState::Failed => {
+                    return Ok(Some(Applied::await_change(vec![Condition::failed(
+                        CONDITION,
+                        "SliceFailed",
+                        format!("{name} (shared by the project's worlds): {}", s.message),
+                    )])))
+                }
+                other => {
+                    let why = other
+                        .map(|s| s.message.clone())
+                        .filter(|m| !m.is_empty())
+                        .unwrap_or_else(|| "being made".into());
+                    // The shared world nudges its users when its slices change; a resync
+                    // would do too.
+                    return Ok(Some(Applied {
+                        action: Action::Requeue(Duration::from_secs(5)),
+                        conditions: vec![Condition::waiting(
+                            CONDITION,
+                            "Waiting",
+                            format!("{name}: waiting for the project's shared slice ({why})"),
+                        )],
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
 impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
     type Error = SliceError;
 
@@ -376,10 +426,15 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             .start_order()
             .unwrap_or_else(|_| world.spec.services.keys().cloned().collect())
             .into_iter()
-            .filter(|n| selected.contains(n))
+            .filter(|n| selected.contains(n) && world.runs(n))
             .filter_map(|n| world.spec.services[&n].resource().cloned().map(|r| (n, r)))
             .collect();
         if wanted.is_empty() {
+            // A shared adapter service's slice is the project's shared world's: this world
+            // waits for it, and makes nothing (also below, once its own are made).
+            if let Some(waiting) = self.shared_slices(world, &selected)? {
+                return Ok(waiting);
+            }
             return Ok(Applied::await_change(vec![Condition::ok(
                 CONDITION,
                 "NoSlices",
@@ -651,6 +706,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 action: Action::Requeue(std::time::Duration::from_secs(5)),
                 conditions: vec![Condition::waiting(CONDITION, "ServerDown", down.join("; "))],
             });
+        }
+        if let Some(waiting) = self.shared_slices(world, &selected)? {
+            return Ok(waiting);
         }
         Ok(Applied::await_change(vec![Condition::ok(
             CONDITION,

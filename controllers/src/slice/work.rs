@@ -107,7 +107,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
     ) -> Result<(), String> {
         let ports = self
             .store
-            .read(|c| store::ports(c, world.id))
+            .read(|c| store::ports_seen_by(c, world))
             .map_err(|e| e.to_string())?;
         let proxy = self
             .store
@@ -115,7 +115,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
             .map_err(|e| e.to_string())?;
         let slices = self
             .store
-            .read(|c| store::slices(c, world.id))
+            .read(|c| store::slices_seen_by(c, world))
             .map_err(|e| e.to_string())?;
         let mut tokens = env::tokens(world, &ports, &proxy, &slices);
         tokens.urls.insert(service.to_owned(), address.url.clone());

@@ -3,11 +3,12 @@
 //! Every write bumps the world's `generation`, so a command can wait until each controller
 //! has observed (reconciled) at least the generation it wrote.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use rusqlite::{params, OptionalExtension};
 
+use super::owner::Tx;
 use super::{add_event, now_ms, owner, read, DesiredState, Store, StoreError, World, WorldId};
 use crate::spec::Spec;
 
@@ -125,6 +126,7 @@ impl Store {
                         ],
                     )?;
                     add_event(tx, id, "up", "up requested")?;
+                    sync_shared(tx, project_id, Some(writer(id, new)))?;
                     Ok((id, false))
                 }
                 None => {
@@ -149,6 +151,7 @@ impl Store {
                     )?;
                     let id = tx.last_insert_rowid();
                     add_event(tx, id, "created", "world created")?;
+                    sync_shared(tx, project_id, Some(writer(id, new)))?;
                     Ok((id, true))
                 }
             }
@@ -203,14 +206,27 @@ impl Store {
     /// Replace a world's spec (`binky apply`, an edited `binky.toml`) and say what changed;
     /// returns the new generation. A world being removed is refused.
     pub fn set_spec(&self, world: WorldId, spec: &Spec, what: &str) -> Result<i64, StoreError> {
-        let spec = encode(spec)?;
+        let text = encode(spec)?;
         self.write(owner::Commands, |tx| {
             refuse_deleted(tx, world)?;
             tx.execute(
                 "UPDATE worlds SET spec = ?1, generation = generation + 1, updated_at = ?2 WHERE id = ?3",
-                params![spec, now_ms(), world],
+                params![text, now_ms(), world],
             )?;
             add_event(tx, world, "config", what)?;
+            if let Some(w) = read::world(tx, world)? {
+                sync_shared(
+                    tx,
+                    w.project_id,
+                    Some(Writer {
+                        id: w.id,
+                        name: &w.name,
+                        spec,
+                        env: &w.env,
+                        config_rel: &w.config_rel,
+                    }),
+                )?;
+            }
             generation(tx, world)
         })
     }
@@ -292,9 +308,198 @@ impl Store {
                     "remove requested"
                 },
             )?;
+            let project: Option<i64> = tx
+                .query_row(
+                    "SELECT project_id FROM worlds WHERE id = ?1",
+                    [world],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(project) = project {
+                sync_shared(tx, project, None)?;
+            }
             generation(tx, world)
         })
     }
+}
+
+/// A world whose spec is being written: what its project's shared world takes from it.
+struct Writer<'a> {
+    id: WorldId,
+    name: &'a str,
+    spec: &'a Spec,
+    env: &'a BTreeMap<String, String>,
+    config_rel: &'a str,
+}
+
+fn writer(id: WorldId, new: &NewWorld) -> Writer<'_> {
+    Writer {
+        id,
+        name: &new.name,
+        spec: &new.spec,
+        env: &new.env,
+        config_rel: &new.config_rel,
+    }
+}
+
+/// Bring project `project_id`'s shared world (see [`crate::shared`]) in line with its user
+/// worlds, inside the transaction that wrote one of them (`writer`, when a spec was
+/// written; none after a removal).
+///
+/// - A writer that declares shared services makes the shared world (or rewrites it): each
+///   shared service as the writer defines it (last writer wins), the services other live
+///   worlds still declare as they were; the writer's environment and config directory when
+///   that changed a definition (or made the world). Every such write is a new generation,
+///   so a failed shared service is tried again.
+/// - After a removal, services no live world declares any more leave it; with no live
+///   world declaring any, it is marked deleted (its controllers wait until the worlds
+///   that used it are gone, then tear it down).
+fn sync_shared(
+    tx: &Tx<'_, owner::Commands>,
+    project_id: i64,
+    writer: Option<Writer<'_>>,
+) -> Result<(), StoreError> {
+    let worlds = read::worlds_of_project(tx, project_id)?;
+    let shared = worlds.iter().find(|w| w.is_shared());
+    let declares = writer
+        .as_ref()
+        .is_some_and(|w| !crate::shared::declared(w.spec).is_empty());
+    let others: BTreeSet<String> = worlds
+        .iter()
+        .filter(|w| !w.is_shared() && !w.deleted)
+        .filter(|w| writer.as_ref().is_none_or(|me| me.id != w.id))
+        .flat_map(|w| crate::shared::declared(&w.spec))
+        .collect();
+    let project: String = tx.query_row(
+        "SELECT name FROM projects WHERE id = ?1",
+        [project_id],
+        |r| r.get(0),
+    )?;
+    let shared = match shared {
+        None if !declares => return Ok(()),
+        Some(s) if s.deleted && declares => return Err(StoreError::SharedBeingRemoved(project)),
+        Some(s) if s.deleted => return Ok(()),
+        other => other,
+    };
+    let now = now_ms();
+    if let (Some(s), None) = (shared, &writer) {
+        if others.is_empty() {
+            tx.execute(
+                "UPDATE worlds SET deleted_at = COALESCE(deleted_at, ?1),
+                    generation = generation + 1, updated_at = ?1 WHERE id = ?2",
+                params![now, s.id],
+            )?;
+            add_event(
+                tx,
+                s.id,
+                "remove",
+                "no world of the project uses shared services any more: removing them",
+            )?;
+            return Ok(());
+        }
+    }
+    let spec = crate::shared::merge(
+        shared.map(|s| &s.spec),
+        writer.as_ref().map(|w| w.spec),
+        &others,
+    );
+    let text = encode(&spec)?;
+    let listed = spec.order().join(", ");
+    match (shared, writer.as_ref().filter(|_| declares)) {
+        (Some(s), Some(w)) => {
+            // The environment and directory come with a changed definition only: another
+            // world's `binky up` from another shell must not restart what every world uses.
+            let (env, rel) = if s.spec != spec {
+                (w.env, w.config_rel)
+            } else {
+                (&s.env, s.config_rel.as_str())
+            };
+            tx.execute(
+                "UPDATE worlds SET spec = ?1, env = ?2, config_rel = ?3, config_path = ?4,
+                    desired_state = 'running', generation = generation + 1, updated_at = ?5,
+                    last_used_at = ?5
+                 WHERE id = ?6",
+                params![
+                    text,
+                    encode(env)?,
+                    rel,
+                    config_path(&s.repo_root, rel),
+                    now,
+                    s.id
+                ],
+            )?;
+            if s.spec != spec {
+                add_event(
+                    tx,
+                    s.id,
+                    "config",
+                    &format!("shared services as world {} defines them: {listed}", w.name),
+                )?;
+            }
+        }
+        (Some(s), None) => {
+            if s.spec != spec {
+                tx.execute(
+                    "UPDATE worlds SET spec = ?1, generation = generation + 1, updated_at = ?2
+                     WHERE id = ?3",
+                    params![text, now, s.id],
+                )?;
+                add_event(
+                    tx,
+                    s.id,
+                    "config",
+                    &format!("shared services still declared by a world: {listed}"),
+                )?;
+            }
+        }
+        (None, Some(w)) => {
+            let repo: String = tx.query_row(
+                "SELECT repo_root FROM projects WHERE id = ?1",
+                [project_id],
+                |r| r.get(0),
+            )?;
+            let repo = PathBuf::from(repo);
+            tx.execute(
+                "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
+                    config_rel, config_path, spec, env, service_group, desired_state,
+                    generation, created_at, updated_at, last_used_at)
+                 VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, 'running', 1, ?8, ?8, ?8)",
+                params![
+                    project_id,
+                    crate::shared::WORLD,
+                    repo.to_string_lossy(),
+                    w.config_rel,
+                    config_path(&repo, w.config_rel),
+                    text,
+                    encode(w.env)?,
+                    now
+                ],
+            )?;
+            let id = tx.last_insert_rowid();
+            add_event(
+                tx,
+                id,
+                "created",
+                &format!(
+                    "shared services of the project, as world {} defines them: {listed}",
+                    w.name
+                ),
+            )?;
+        }
+        (None, None) => {}
+    }
+    Ok(())
+}
+
+/// Where the shared world's `binky.toml` is: in the main checkout, where the writer's is
+/// in its worktree.
+fn config_path(repo: &std::path::Path, config_rel: &str) -> String {
+    let dir = if config_rel.is_empty() {
+        repo.to_owned()
+    } else {
+        repo.join(config_rel)
+    };
+    dir.join("binky.toml").to_string_lossy().into_owned()
 }
 
 impl Store {

@@ -273,6 +273,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE admissions ADD COLUMN admitted_at INTEGER;
     ALTER TABLE admissions ADD COLUMN resumed_at INTEGER;
     "#,
+    // 10: the ports a route balances over (the ready replicas of a replicated service),
+    // comma-separated; empty: the route's `port` alone.
+    r#"
+    ALTER TABLE routes ADD COLUMN backends TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -84,6 +84,10 @@ pub enum StoreError {
         "world `{0}` is being removed; wait for `binky remove` to finish, then run this again"
     )]
     BeingRemoved(String),
+    /// A world declaring shared services is written while its project's shared world is
+    /// being removed (its last user went a moment ago).
+    #[error("the shared services of project `{0}` are being removed (the last world that used them was removed); run this again once `binky status` no longer lists `{project}/@shared`", project = .0)]
+    SharedBeingRemoved(String),
     /// No such world.
     #[error("{0}")]
     NotFound(String),

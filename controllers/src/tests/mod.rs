@@ -4,5 +4,7 @@ mod gate;
 mod golden;
 mod port;
 mod process;
+mod replica;
+mod shared;
 mod slice;
 mod worktree;

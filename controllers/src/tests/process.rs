@@ -9,17 +9,18 @@ use crate::store::{self, CondStatus, DesiredState, ProcState, Store};
 use crate::testing::*;
 use crate::worktree::WorktreeController;
 
-struct H {
-    dir: tempfile::TempDir,
-    store: Store,
-    gate: crate::gate::AdmissionController<FakeMachine>,
-    wt: WorktreeController<FakeGit>,
-    port: PortController<FakePorts>,
-    proc_: ProcessController<FakeSupervisor>,
-    sup: Arc<FakeSupervisor>,
+/// The gate, worktree, port and process controllers over one store, fake effects.
+pub(super) struct H {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) store: Store,
+    pub(super) gate: crate::gate::AdmissionController<FakeMachine>,
+    pub(super) wt: WorktreeController<FakeGit>,
+    pub(super) port: PortController<FakePorts>,
+    pub(super) proc_: ProcessController<FakeSupervisor>,
+    pub(super) sup: Arc<FakeSupervisor>,
 }
 
-fn h() -> H {
+pub(super) fn h() -> H {
     h_with(|_| {})
 }
 
@@ -43,7 +44,7 @@ fn h_with(tune: impl FnOnce(&mut ProcessConfig)) -> H {
 }
 
 impl H {
-    async fn converge(&self, id: i64) {
+    pub(super) async fn converge(&self, id: i64) {
         for _ in 0..8 {
             reconcile(&self.gate, &self.store, id).await;
             reconcile(&self.wt, &self.store, id).await;
@@ -52,7 +53,7 @@ impl H {
         }
     }
 
-    fn ready(&self, id: i64) -> store::ConditionRow {
+    pub(super) fn ready(&self, id: i64) -> store::ConditionRow {
         self.store
             .read(|c| store::conditions(c, id))
             .unwrap()
@@ -61,7 +62,7 @@ impl H {
             .unwrap()
     }
 
-    fn row(&self, id: i64, svc: &str) -> store::ProcessRow {
+    pub(super) fn row(&self, id: i64, svc: &str) -> store::ProcessRow {
         self.store
             .read(|c| store::processes(c, id))
             .unwrap()
@@ -70,7 +71,7 @@ impl H {
             .unwrap()
     }
 
-    fn up(&self, s: Spec) -> i64 {
+    pub(super) fn up(&self, s: Spec) -> i64 {
         self.store
             .put_world(&new_world(self.dir.path(), "w", s))
             .unwrap()

@@ -62,10 +62,15 @@ enum Flow {
     Next,
 }
 
-/// One service being stepped: what it is and what it runs with.
+/// One service instance being stepped: what it is and what it runs with.
 struct Svc<'a> {
     world: &'a World,
+    /// The instance: the service's name for replica 0, `api.1`… for the others.
     name: &'a str,
+    /// The service it is an instance of.
+    service: &'a str,
+    /// Its replica index.
+    replica: u32,
     svc: &'a Service,
     process: &'a Process,
     tokens: &'a Tokens,
@@ -119,8 +124,9 @@ fn forget_process(row: &mut ProcessRow) {
 }
 
 impl<S: Supervisor> ProcessController<S> {
-    /// Advance one service as far as it can go now (`restarts`: the world's per-service
-    /// restart nonces); `rows` holds every service's row, this one's updated on return.
+    /// Advance one service instance (`name`: `api`, or a replica `api.1`) as far as it can
+    /// go now (`restarts`: the world's per-service restart nonces); `rows` holds every
+    /// instance's row, this one's updated on return.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn step(
         &self,
@@ -138,9 +144,12 @@ impl<S: Supervisor> ProcessController<S> {
         let Some(process) = svc.process() else {
             return Ok(Step::default());
         };
+        let (service, replica) = crate::replica::split(name);
         let s = Svc {
             world,
             name,
+            service,
+            replica,
             svc,
             process,
             tokens,
@@ -176,8 +185,8 @@ impl<S: Supervisor> ProcessController<S> {
         if let Flow::Done(step) = self.env_unset(s, row, rows)? {
             return Ok(step);
         }
-        let slices = self.store.read(|c| store::slices(c, s.world.id))?;
-        if let Flow::Done(step) = self.start_setup(s, row, &slices).await? {
+        let slices = self.store.read(|c| store::slices_seen_by(c, s.world))?;
+        if let Flow::Done(step) = self.start_setup(s, row, rows, &slices).await? {
             return Ok(step);
         }
         if let Flow::Done(step) = self.wait_for_dependencies(s, row, rows, &slices)? {
@@ -453,8 +462,8 @@ impl<S: Supervisor> ProcessController<S> {
     }
 
     /// Not running: it starts once its dependencies are ready. A process dependency is
-    /// ready when it runs and passed its check; an adapter dependency when its slice is
-    /// provisioned, migrated and seeded.
+    /// ready when it runs and passed its check (each of its replicas); an adapter
+    /// dependency when its slice is provisioned, migrated and seeded.
     fn wait_for_dependencies(
         &self,
         s: &Svc<'_>,
@@ -472,9 +481,17 @@ impl<S: Supervisor> ProcessController<S> {
             .depends_on
             .iter()
             .filter(|d| match s.world.spec.services.get(*d) {
-                Some(dep) if dep.process().is_some() => {
-                    !rows.get(*d).is_some_and(ProcessRow::is_ready)
+                // A shared one: the instances its shared world runs.
+                Some(dep) if dep.process().is_some() && !s.world.runs(d) => {
+                    let mut instances = super::shared::instances_of(rows, d).peekable();
+                    instances.peek().is_none() || !instances.all(ProcessRow::is_ready)
                 }
+                Some(dep) if dep.process().is_some() => !s
+                    .world
+                    .spec
+                    .instances(d)
+                    .iter()
+                    .all(|i| rows.get(i).is_some_and(ProcessRow::is_ready)),
                 Some(_) => !slice_ready.contains(d.as_str()),
                 None => false,
             })

@@ -63,17 +63,32 @@ impl<S: Supervisor> ProcessController<S> {
     }
 
     /// `setup` waits for nothing but the worktree (and the addresses its own text refers
-    /// to): a frontend's `npm install` runs while the database is still being made.
+    /// to): a frontend's `npm install` runs while the database is still being made. A
+    /// replicated service's setup runs once, in replica 0; the other replicas wait for it
+    /// (three `npm install`s in one directory at once would trip over each other).
     pub(super) async fn start_setup(
         &self,
         s: &Svc<'_>,
         row: &mut ProcessRow,
+        rows: &BTreeMap<String, ProcessRow>,
         slices: &[store::SliceRow],
     ) -> Result<Flow, StoreError> {
         let Some(setup) = &s.process.setup else {
             return Ok(Flow::Next);
         };
         let name = s.name;
+        if s.replica > 0 {
+            let first = s.tokens.resolve(setup, s.service);
+            let hash = hash_of(&(&first, &s.resolved.workdir));
+            if rows
+                .get(s.service)
+                .is_some_and(|r| r.setup_hash.as_deref() == Some(&hash))
+            {
+                return Ok(Flow::Next);
+            }
+            let msg = format!("waiting for the setup of {}", s.service);
+            return Ok(Flow::Done(self.pending(s, row, msg)?));
+        }
         let setup_cmd = s.tokens.resolve(setup, name);
         let setup_hash = hash_of(&(&setup_cmd, &s.resolved.workdir));
         if row.setup_hash.as_deref() == Some(&setup_hash) {

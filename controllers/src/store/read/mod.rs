@@ -5,10 +5,12 @@ mod daemon;
 mod observed;
 mod resources;
 mod runtime;
+mod shared;
 mod worlds;
 
 pub use daemon::*;
 pub use observed::*;
 pub use resources::*;
 pub use runtime::*;
+pub use shared::*;
 pub use worlds::*;

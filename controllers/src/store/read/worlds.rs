@@ -169,6 +169,37 @@ pub fn world_by_name(
     raw.map(decode_world).transpose()
 }
 
+/// One world of project `project_id` by name.
+pub fn world_by_project(
+    conn: &Connection,
+    project_id: i64,
+    name: &str,
+) -> Result<Option<World>, StoreError> {
+    let sql = format!(
+        "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id
+         WHERE w.project_id = ?1 AND w.name = ?2"
+    );
+    let raw = conn
+        .query_row(&sql, params![project_id, name], world_from_row)
+        .optional()?;
+    raw.map(decode_world).transpose()
+}
+
+/// Every world of project `project_id`, by name.
+pub fn worlds_of_project(conn: &Connection, project_id: i64) -> Result<Vec<World>, StoreError> {
+    let sql = format!(
+        "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id
+         WHERE w.project_id = ?1 ORDER BY w.name"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map([project_id], world_from_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(decode_world(row?)?);
+    }
+    Ok(out)
+}
+
 /// Every world, by project then name.
 pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
     let sql = format!(
