@@ -29,3 +29,4 @@ pub mod servers;
 pub mod slices;
 pub mod supervisor;
 pub mod trash;
+pub mod view;

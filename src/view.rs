@@ -1,0 +1,428 @@
+//! What binky shows of a world, read from the store: its state, services (state, health,
+//! ports, URL, restarts, usage) and conditions. `binky status`, `binky metrics` and the
+//! dashboard show the same values, built here once.
+
+use std::collections::BTreeMap;
+
+use binky_controllers::settings::Settings;
+use binky_controllers::store::{
+    self, CondStatus, ConditionRow, DesiredState, Store, StoreError, WorktreeRow, World,
+};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// One service as status shows it (a replicated service: one per replica).
+#[derive(Serialize)]
+pub struct ServiceView {
+    /// The service, or one replica of it (`api.1`; replica 0 is `api`).
+    pub name: String,
+    /// Of a replicated service: which replica this is (`BINKY_REPLICA`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<u32>,
+    /// One instance for all the project's worlds, run by its shared world (`@shared`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+    /// `running`, `starting`, `failed`, `stopped`, … (a slice's state for an adapter).
+    pub state: String,
+    /// Its health check passes (or it has none and runs).
+    pub ready: bool,
+    /// Its process, while it runs.
+    pub pid: Option<u32>,
+    /// Its ports by label (`""`: the main one).
+    pub ports: BTreeMap<String, u16>,
+    /// Its URL (an adapter's address without credentials).
+    pub url: Option<String>,
+    /// Restarts since it was started.
+    pub restarts: u32,
+    /// How its last run ended (`exit 1`, `signal 9`).
+    pub last_exit: Option<String>,
+    /// What the process controller says of it.
+    pub message: String,
+    /// Its `limits` and what enforces them (only when it has some).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsView>,
+    /// What it uses now (only while it runs and once sampled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageView>,
+    /// Runs the kernel ended for running out of memory.
+    pub oom_kills: u64,
+}
+
+/// A service's limits as status shows them.
+#[derive(Serialize)]
+pub struct LimitsView {
+    /// Memory, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// CPU, in cores (`0.5`).
+    pub cpu: Option<f64>,
+    /// `memory 512 MiB, cpu 0.5`.
+    pub text: String,
+    /// `cgroup-v2`, `cgroup-v1`, `systemd-run`, or `none`; absent until it first started.
+    pub mechanism: Option<String>,
+    /// They are enforced (`false` until it first started, and where nothing enforces them).
+    pub enforced: bool,
+    /// Why they are not, when they are not.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// What a service or a world uses.
+#[derive(Serialize, Clone, Copy, Default)]
+pub struct UsageView {
+    /// Memory in use (working set), in bytes.
+    pub memory_bytes: u64,
+    /// CPU over the last few seconds, in percent of one core.
+    pub cpu_percent: f64,
+    /// When it was sampled (ms since the epoch; a world's: its latest service's).
+    pub sampled_at: Option<i64>,
+}
+
+impl UsageView {
+    /// `cpu 3% · mem 41 MiB`.
+    pub fn text(&self) -> String {
+        format!(
+            "cpu {:.0}% · mem {}",
+            self.cpu_percent,
+            binky_controllers::limits::bytes(self.memory_bytes)
+        )
+    }
+}
+
+/// One world as status shows it.
+#[derive(Serialize)]
+pub struct WorldView {
+    /// Its project.
+    pub project: String,
+    /// Its name.
+    pub name: String,
+    /// Its phase: `ready`, `starting`, `failed`, `queued`, `cooled`, `stopped`, ….
+    pub state: String,
+    /// What was asked of it.
+    pub desired: DesiredState,
+    /// The generation of its desired state.
+    pub generation: i64,
+    /// The `--group` it runs, if any.
+    pub group: Option<String>,
+    /// Its worktree as observed.
+    pub worktree: Option<WorktreeRow>,
+    /// Its services (one line per replica).
+    pub services: Vec<ServiceView>,
+    /// What its services use together (while any runs, once sampled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageView>,
+    /// Every controller's conditions.
+    pub conditions: Vec<ConditionRow>,
+}
+
+/// The view of world `w`.
+pub fn world(store: &Store, w: &World) -> Result<WorldView, StoreError> {
+    let gens = store.read(|c| store::observed_generations(c, w.id))?;
+    let conds = store.read(|c| store::conditions(c, w.id))?;
+    // A shared service's process is the shared world's.
+    let own = store.read(|c| store::processes(c, w.id))?;
+    let mut procs = own.clone();
+    procs.retain(|p| w.runs(&p.service));
+    procs.extend(store.read(|c| store::shared_processes(c, w))?);
+    let ports = store.read(|c| store::ports_seen_by(c, w))?;
+    let wt = store.read(|c| store::worktree(c, w.id))?;
+    let proxy = store.read(store::proxy_view)?;
+    let slices = store.read(|c| store::slices_seen_by(c, w))?;
+    // A world's own cgroups: a shared service's are its shared world's.
+    let resources = store.read(|c| store::resources(c, w.id))?;
+    let tokens = binky_controllers::env::tokens(w, &ports, &proxy, &slices);
+    let selected = w.spec.selected(w.group.as_deref());
+    // One process service's instance: the service itself, or one of its replicas.
+    let instance_view = |name: &str, replica: Option<u32>| {
+        let p = procs.iter().find(|p| p.service == name);
+        let r = resources.iter().find(|r| r.service == name && w.runs(name));
+        let usage = r
+            .filter(|_| p.is_some_and(|p| p.pid.is_some()))
+            .and_then(|r| {
+                Some(UsageView {
+                    memory_bytes: r.memory_bytes?,
+                    cpu_percent: r.cpu_percent.unwrap_or(0.0),
+                    sampled_at: r.sampled_at,
+                })
+            });
+        ServiceView {
+            name: name.to_owned(),
+            replica,
+            shared: !w.runs(name),
+            state: p
+                .map(|p| p.state.as_str().to_owned())
+                .unwrap_or_else(|| "pending".into()),
+            ready: p.is_some_and(|p| p.is_ready()),
+            pid: p.and_then(|p| p.pid),
+            ports: ports
+                .iter()
+                .filter(|r| r.service == name)
+                .map(|r| (r.label.clone(), r.port))
+                .collect(),
+            url: tokens.shown_url(name).cloned(),
+            restarts: p.map(|p| p.restarts).unwrap_or(0),
+            last_exit: p.and_then(|p| p.last_exit.clone()),
+            message: p.map(|p| p.message.clone()).unwrap_or_default(),
+            limits: limits_view(w, binky_controllers::replica::service_of(name), r),
+            usage,
+            oom_kills: r.map(|r| r.oom_kills).unwrap_or(0),
+        }
+    };
+    let services = w
+        .spec
+        .services
+        .keys()
+        .filter(|n| {
+            selected.contains(*n)
+                || procs
+                    .iter()
+                    .any(|p| binky_controllers::replica::service_of(&p.service) == *n)
+        })
+        .flat_map(|name| {
+            if let Some(sl) = slices.iter().find(|s| &s.service == name) {
+                // A slice: its state, and its address without the credentials.
+                return vec![ServiceView {
+                    name: name.clone(),
+                    replica: None,
+                    shared: !w.runs(name),
+                    state: sl.state.as_str().to_owned(),
+                    ready: sl.state == store::SliceState::Ready,
+                    pid: None,
+                    ports: Default::default(),
+                    url: sl
+                        .address
+                        .as_deref()
+                        .map(crate::adapters::without_credentials),
+                    restarts: 0,
+                    last_exit: None,
+                    message: sl.message.clone(),
+                    limits: None,
+                    usage: None,
+                    oom_kills: 0,
+                }];
+            }
+            if w.spec.services[name].resource().is_some() {
+                return vec![slice_not_made(name, &conds)];
+            }
+            // A shared service has the replicas its shared world runs.
+            let mut instances = w.spec.instances(name);
+            if !w.runs(name) {
+                let running: Vec<String> = procs
+                    .iter()
+                    .filter(|p| binky_controllers::replica::service_of(&p.service) == name)
+                    .map(|p| p.service.clone())
+                    .collect();
+                if !running.is_empty() {
+                    instances = running;
+                }
+            }
+            let replicated = instances.len() > 1;
+            instances
+                .into_iter()
+                .enumerate()
+                .map(|(i, name)| instance_view(&name, replicated.then_some(i as u32)))
+                .collect()
+        })
+        .collect::<Vec<ServiceView>>();
+    // What the world's own processes use (a shared service's is its shared world's).
+    let used: Vec<UsageView> = services.iter().filter_map(|s| s.usage).collect();
+    let usage = (!used.is_empty()).then(|| UsageView {
+        memory_bytes: used.iter().map(|u| u.memory_bytes).sum(),
+        cpu_percent: used.iter().map(|u| u.cpu_percent).sum(),
+        sampled_at: used.iter().filter_map(|u| u.sampled_at).max(),
+    });
+    let mut state = binky_controllers::phase::phase(w, &gens, &conds, &own)
+        .as_str()
+        .to_owned();
+    // A shared world no running world uses: its services wait for the next one.
+    let idle = conds.iter().any(|c| {
+        c.type_ == binky_controllers::registry::Kind::Process.condition() && c.reason == "Idle"
+    });
+    if w.is_shared() && idle && state == "ready" {
+        state = "idle".into();
+    }
+    Ok(WorldView {
+        project: w.project.clone(),
+        name: w.name.clone(),
+        state,
+        desired: w.desired,
+        generation: w.generation,
+        group: w.group.clone(),
+        worktree: wt,
+        services,
+        usage,
+        conditions: conds,
+    })
+}
+
+/// An adapter service whose slice is not made yet: what the slice and golden controllers say
+/// of it (`db: golden template … failed: …`), so its line is never a silent `pending`.
+fn slice_not_made(name: &str, conds: &[ConditionRow]) -> ServiceView {
+    use binky_controllers::registry::Kind;
+    let prefix = format!("{name}: ");
+    let said = [Kind::Golden, Kind::Slice].iter().find_map(|k| {
+        conds.iter().find(|c| {
+            c.type_ == k.condition()
+                && c.status != CondStatus::True
+                && c.message.starts_with(&prefix)
+        })
+    });
+    let failed = said.is_some_and(|c| c.reason.ends_with("Failed"));
+    ServiceView {
+        name: name.to_owned(),
+        replica: None,
+        shared: false,
+        state: if failed { "failed" } else { "pending" }.to_owned(),
+        ready: false,
+        pid: None,
+        ports: Default::default(),
+        url: None,
+        restarts: 0,
+        last_exit: None,
+        message: said
+            .map(|c| {
+                c.message[prefix.len()..]
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .unwrap_or_default(),
+        limits: None,
+        usage: None,
+        oom_kills: 0,
+    }
+}
+
+/// A process service's limits as written (read), and what its last start found enforces them.
+fn limits_view(w: &World, name: &str, r: Option<&store::ResourceRow>) -> Option<LimitsView> {
+    let limits = w.spec.services.get(name)?.process()?.limits.as_ref()?;
+    let read = limits.resolve().unwrap_or_default();
+    let mechanism = r.map(|r| r.mechanism);
+    Some(LimitsView {
+        memory_bytes: read.memory,
+        cpu: read.cpu_millis.map(|m| f64::from(m) / 1000.0),
+        text: read.to_string(),
+        mechanism: mechanism.map(|m| m.as_str().to_owned()),
+        enforced: mechanism.is_some_and(|m| m.enforces()),
+        note: r.map(|r| r.note.clone()).unwrap_or_default(),
+    })
+}
+
+/// The `binky metrics` snapshot: the daemon (as its ping answered, `None`: not running),
+/// worlds and services by state, usage, admission, shared services, servers, templates.
+pub fn metrics(
+    store: &Store,
+    daemon: Option<&crate::daemon::protocol::Response>,
+) -> Result<Value, StoreError> {
+    // A project's shared world is not a worktree of the user's: its services are counted,
+    // the world is listed under `shared`.
+    let (shared_worlds, worlds): (Vec<_>, Vec<_>) = store
+        .read(store::worlds)?
+        .into_iter()
+        .partition(|w| w.is_shared());
+    let mut shared = Vec::new();
+    for w in &shared_worlds {
+        let v = world(store, w)?;
+        let services: BTreeMap<&str, &str> = v
+            .services
+            .iter()
+            .map(|s| (s.name.as_str(), s.state.as_str()))
+            .collect();
+        shared.push(json!({ "project": w.project, "state": v.state, "services": services }));
+    }
+    let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
+    let mut services: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
+    let (mut memory, mut cpu, mut oom_kills) = (0u64, 0f64, 0u64);
+    let mut usage: Vec<Value> = Vec::new();
+    // Replicas beyond the first of replicated services (each is counted as a service too).
+    let mut replicas = 0u64;
+    for w in worlds.iter().chain(&shared_worlds) {
+        let v = world(store, w)?;
+        if !w.is_shared() {
+            *by_state.entry(v.state.clone()).or_default() += 1;
+        }
+        // A shared service is counted once, with its shared world.
+        for s in v.services.iter().filter(|s| w.is_shared() || !s.shared) {
+            service_total += 1;
+            restarts += u64::from(s.restarts);
+            oom_kills += s.oom_kills;
+            *services.entry(s.state.clone()).or_default() += 1;
+            if s.replica.is_some_and(|r| r > 0) {
+                replicas += 1;
+            }
+        }
+        if let Some(u) = v.usage {
+            memory += u.memory_bytes;
+            cpu += u.cpu_percent;
+            usage.push(json!({
+                "project": w.project,
+                "world": w.name,
+                "memory_bytes": u.memory_bytes,
+                "cpu_percent": (u.cpu_percent * 10.0).round() / 10.0,
+            }));
+        }
+        slices += store.read(|c| store::slices(c, w.id))?.len() as u64;
+    }
+    let count = |k: &str| by_state.get(k).copied().unwrap_or(0);
+    let settings = Settings::read(&store)?;
+    let servers: Vec<Value> = store
+        .read(store::servers)?
+        .iter()
+        .map(|s| json!({ "kind": s.kind, "state": s.state, "port": s.port, "version": s.version }))
+        .collect();
+    let goldens: Vec<Value> = store
+        .read(store::goldens)?
+        .iter()
+        .map(|g| json!({ "name": g.name, "adapter": g.adapter, "state": g.state, "build_ms": g.build_ms }))
+        .collect();
+    let stopped = count("stopped");
+    Ok(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "daemon": {
+            "running": daemon.is_some(),
+            "pid": daemon.as_ref().and_then(|d| d.pid),
+            "uptime_secs": daemon.as_ref().and_then(|d| d.uptime_secs),
+            "rss_bytes": daemon.as_ref().and_then(|d| d.rss_bytes),
+        },
+        // binky 0.1.2's names.
+        "worktrees": {
+            "total": worlds.len(),
+            "running": (worlds.len() as u64).saturating_sub(stopped),
+            "ready": count("ready"),
+            "stopped": stopped,
+            "provisioning": count("starting"),
+        },
+        "worlds": { "total": worlds.len(), "by_state": by_state },
+        "services": {
+            "total": service_total,
+            "by_state": services,
+            "restarts": restarts,
+            "replicas": replicas,
+            "oom_kills": oom_kills,
+        },
+        // Sampled by the daemon every few seconds: CPU in percent of one core.
+        "usage": {
+            "memory_bytes": memory,
+            "cpu_percent": (cpu * 10.0).round() / 10.0,
+            "worlds": usage,
+        },
+        "ports_allocated": store.read(store::all_ports)?.len(),
+        "slices": slices,
+        "admission": {
+            "capacity": settings.number::<u64>("max_parallel"),
+            "in_use": (worlds.len() as u64).saturating_sub(
+                stopped + count("queued") + count("approval") + count("cooled")
+            ),
+            "queued": count("queued"),
+            "cooled": count("cooled"),
+            "awaiting_approval": count("approval"),
+            "ram_reserve_percent": settings.get("ram_reserve_percent"),
+            "disk_reserve_gib": settings.get("disk_reserve_gib"),
+            "cool_under_pressure": settings.flag("cool_under_pressure"),
+        },
+        "shared": shared,
+        "servers": servers,
+        "golden_templates": goldens,
+    }))
+}
