@@ -23,6 +23,7 @@ pub mod mcp;
 pub mod paths;
 pub mod ports;
 pub mod proxy;
+pub mod requests;
 pub mod scrub;
 pub mod secrets;
 pub mod servers;

@@ -426,3 +426,43 @@ pub fn metrics(
         "golden_templates": goldens,
     }))
 }
+
+/// A world's log files, in the order `binky logs` shows them: each process service's (each
+/// replica's: `api`, `api.1`), then `hooks`; a shared service's are its shared world's.
+/// Files not written yet are listed too.
+pub fn log_sources(
+    store: &Store,
+    logs_dir: &std::path::Path,
+    world: &World,
+) -> Result<Vec<(String, std::path::PathBuf)>, StoreError> {
+    use binky_controllers::process::ProcessController;
+    let shared = if world.is_shared() {
+        None
+    } else {
+        store.read(|c| store::shared_world(c, world.project_id))?
+    };
+    let owner = |svc: &str| match &shared {
+        Some(s) if !world.runs(svc) => s,
+        _ => world,
+    };
+    let path = |svc: &str| {
+        ProcessController::<crate::supervisor::RealSupervisor>::log_path(
+            logs_dir,
+            owner(binky_controllers::replica::service_of(svc)),
+            svc,
+        )
+    };
+    let mut out: Vec<(String, std::path::PathBuf)> = world
+        .spec
+        .services
+        .iter()
+        .filter(|(_, s)| s.process().is_some())
+        .flat_map(|(n, _)| owner(n).spec.instances(n))
+        .map(|n| {
+            let p = path(&n);
+            (n, p)
+        })
+        .collect();
+    out.push(("hooks".into(), path("hooks")));
+    Ok(out)
+}

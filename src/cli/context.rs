@@ -75,17 +75,7 @@ impl Ctx {
     }
 }
 
-/// A command that changes a user world's desired state refuses a project's shared world:
-/// its users decide whether it runs, and it goes with the last of them.
-pub fn refuse_shared(world: &World, command: &str) -> Result<(), Failure> {
-    if !world.is_shared() {
-        return Ok(());
-    }
-    Err(Failure::usage(format!(
-        "`{}` runs the shared services of project `{}`: they run while a world that uses them runs and go with the last of those worlds, so `binky {command}` that world instead (`binky reload {}` restarts them)",
-        world.name, world.project, world.name
-    )))
-}
+pub use crate::requests::refuse_shared;
 
 fn names(all: &[World]) -> String {
     if all.is_empty() {

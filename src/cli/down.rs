@@ -1,6 +1,6 @@
 //! `binky down NAME`: stop a world's processes, keeping its files and ports.
 
-use binky_controllers::store::{self, DesiredState};
+use binky_controllers::store;
 
 use super::context::{nudge, Ctx, Failure};
 use super::wait::{self, Goal};
@@ -10,11 +10,8 @@ use super::{exit, WaitArgs};
 pub async fn run(name: Option<String>, args: &WaitArgs) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
-    super::context::refuse_shared(&world, "down")?;
     let since = ctx.store.read(store::last_event_id)?;
-    let generation = ctx
-        .store
-        .set_desired_state(world.id, DesiredState::Stopped)?;
+    let generation = crate::requests::down(&ctx.store, &world)?;
     nudge(&ctx, world.id).await?;
     if args.no_wait {
         println!("{}: down requested", world.name);

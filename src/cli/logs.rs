@@ -58,28 +58,29 @@ pub async fn run(
     let world = ctx.world(name.as_deref())?;
     let logs_dir = ctx.home.logs();
     // A shared service logs in the project's shared world, as many replicas as it runs.
-    let shared = if world.is_shared() {
-        None
-    } else {
-        ctx.store
-            .read(|c| store::shared_world(c, world.project_id))?
+    let sources = crate::view::log_sources(&ctx.store, &logs_dir, &world)?;
+    let names: Vec<String> = sources.iter().map(|(n, _)| n.clone()).collect();
+    let instances = |svc: &str| -> Vec<String> {
+        let of: Vec<String> = names
+            .iter()
+            .filter(|n| *n != "hooks" && binky_controllers::replica::service_of(n) == svc)
+            .cloned()
+            .collect();
+        if of.is_empty() {
+            vec![svc.to_owned()]
+        } else {
+            of
+        }
     };
-    let owner = |svc: &str| match &shared {
-        Some(s) if !world.runs(svc) => s,
-        _ => &world,
+    let path_of = |svc: &str| -> PathBuf {
+        sources
+            .iter()
+            .find(|(n, _)| n == svc)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_else(|| {
+                ProcessController::<RealSupervisor>::log_path(&logs_dir, &world, svc)
+            })
     };
-    let instances = |svc: &str| owner(svc).spec.instances(svc);
-    // Each replica of a service logs on its own (`api`, `api.1`, …).
-    let mut names: Vec<String> = world
-        .spec
-        .services
-        .iter()
-        .filter(|(_, s)| s.process().is_some())
-        .flat_map(|(n, _)| instances(n))
-        .collect();
-    names.push("hooks".into());
-    let path_of =
-        |svc: &str| ProcessController::<RealSupervisor>::log_path(&logs_dir, owner(svc), svc);
     let selected: Vec<String> = match &service {
         // A replicated service: every replica's log, each line with its replica's name.
         Some(s) if instances(s).len() > 1 => instances(s),

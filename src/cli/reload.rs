@@ -16,7 +16,7 @@ pub async fn run(
     let world = ctx.world(name.as_deref())?;
     let since = ctx.store.read(store::last_event_id)?;
     let generation = match &group {
-        None => ctx.store.reload_world(world.id)?,
+        None => crate::requests::reload(&ctx.store, &world)?,
         // `--group G`: only the group's own process services (as binky 0.1.2).
         Some(g) => {
             let Some(members) = world.spec.groups.get(g) else {

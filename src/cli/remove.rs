@@ -1,6 +1,6 @@
 //! `binky remove NAME`: stop the world, release its ports, remove its worktree.
 
-use binky_controllers::{dirty, store};
+use binky_controllers::store;
 
 use super::context::{nudge, Ctx, Failure};
 use super::wait::{self, Goal};
@@ -10,39 +10,9 @@ use super::{exit, WaitArgs};
 pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(name))?;
-    super::context::refuse_shared(&world, "remove")?;
-    // Refuse before writing anything: uncommitted work is never lost without --force.
-    if let Some(wt) = ctx.store.read(|c| store::worktree(c, world.id))? {
-        if !force {
-            // The same check as the worktree controller's, asked before anything is written.
-            let changes = async {
-                dirty::changed_paths(&wt.path).await.map_err(|e| {
-                    Failure::failed(format!(
-                        "cannot check {} for uncommitted changes: {e}",
-                        wt.path.display()
-                    ))
-                })
-            };
-            let users = dirty::users_uncommitted(&ctx.store, world.id, &wt, changes).await?;
-            if !users.is_empty() {
-                let mut shown = users
-                    .iter()
-                    .take(5)
-                    .map(|l| format!("    {l}"))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                if users.len() > 5 {
-                    shown.push_str(&format!("\n    … and {} more", users.len() - 5));
-                }
-                return Err(Failure::failed(format!(
-                    "worktree {} has uncommitted changes:\n{shown}\ncommit or stash them, or run `binky remove {name} --force` to discard them; nothing was changed",
-                    wt.path.display()
-                )));
-            }
-        }
-    }
+    // Refused before anything is written: uncommitted work is never lost without --force.
     let since = ctx.store.read(store::last_event_id)?;
-    let generation = ctx.store.mark_deleted(world.id, force)?;
+    let generation = crate::requests::remove(&ctx.store, &world, force).await?;
     nudge(&ctx, world.id).await?;
     if args.no_wait {
         println!("{name}: remove requested");
