@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod credentials;
 pub mod daemon;
+pub mod dashboard;
 pub mod git;
 pub mod init;
 pub mod logging;

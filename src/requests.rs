@@ -105,7 +105,7 @@ pub struct Approval {
 }
 
 /// Every command of every world, each once, and whether it is approved.
-pub fn approvals(store: &Store) -> Result<Vec<Approval>, Failure> {
+pub fn approvals(store: &Store) -> Result<Vec<Approval>, store::StoreError> {
     let worlds = store.read(store::worlds)?;
     let approved = gate::approved(store)?;
     let mut out: Vec<(Command, String, Vec<String>)> = Vec::new();

@@ -466,3 +466,24 @@ pub fn log_sources(
     out.push(("hooks".into(), path("hooks")));
     Ok(out)
 }
+
+/// The last `lines` lines of a log file, and its length (where following it goes on).
+pub fn log_tail(path: &std::path::Path, lines: usize) -> (Vec<String>, u64) {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return (Vec::new(), 0);
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    // Read enough of the end for `lines` lines (about 512 bytes a line at most).
+    let want = (lines as u64).saturating_mul(512).max(64 * 1024).min(len);
+    let _ = f.seek(SeekFrom::Start(len - want));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let mut all: Vec<String> = text.lines().map(str::to_owned).collect();
+    if want < len && !all.is_empty() {
+        all.remove(0); // a partial first line
+    }
+    let start = all.len().saturating_sub(lines);
+    (all.split_off(start), len)
+}

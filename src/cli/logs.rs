@@ -13,25 +13,6 @@ use super::context::{Ctx, Failure};
 use super::exit;
 use crate::supervisor::RealSupervisor;
 
-fn tail(path: &PathBuf, lines: usize) -> (Vec<String>, u64) {
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return (Vec::new(), 0);
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    // Read enough of the end for `lines` lines (about 512 bytes a line at most).
-    let want = (lines as u64).saturating_mul(512).max(64 * 1024).min(len);
-    let _ = f.seek(SeekFrom::Start(len - want));
-    let mut buf = Vec::new();
-    let _ = f.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf);
-    let mut all: Vec<String> = text.lines().map(str::to_owned).collect();
-    if want < len && !all.is_empty() {
-        all.remove(0); // a partial first line
-    }
-    let start = all.len().saturating_sub(lines);
-    (all.split_off(start), len)
-}
-
 fn emit(out: &mut impl Write, service: &str, line: &str, prefix: bool, json: bool) {
     let _ = if json {
         writeln!(
@@ -104,7 +85,7 @@ pub async fn run(
     let mut offsets: Vec<(String, PathBuf, u64)> = Vec::new();
     for svc in &selected {
         let path = path_of(svc);
-        let (history, len) = tail(&path, lines);
+        let (history, len) = crate::view::log_tail(&path, lines);
         for line in history {
             emit(&mut out, svc, &line, prefix, json);
         }

@@ -7,6 +7,7 @@ mod check;
 mod context;
 mod curl;
 mod daemon;
+mod dashboard;
 mod doctor;
 mod down;
 mod env;
@@ -107,6 +108,16 @@ pub enum Command {
         /// GiB kept free on the worktrees' filesystem (0: off).
         #[arg(long, value_name = "GIB")]
         disk: Option<String>,
+    },
+    /// The web dashboard (at binky.localhost on the proxy's port): print the link that
+    /// signs a browser in, and open it.
+    Dashboard {
+        /// Print the link only (for agents, or a browser elsewhere).
+        #[arg(long)]
+        no_open: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
     /// A point-in-time JSON snapshot: daemon, worlds and services by state, ports, slices,
     /// admission, managed servers, golden templates (a superset of binky 0.1.2's).
@@ -438,6 +449,7 @@ pub fn run(cli: Cli) -> i32 {
                 }
             }
             Command::Metrics => metrics::run().await,
+            Command::Dashboard { no_open, json } => dashboard::run(no_open, json).await,
             Command::Version { json } => {
                 let version = env!("CARGO_PKG_VERSION");
                 if json {

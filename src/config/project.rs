@@ -75,6 +75,20 @@ impl Cx<'_> {
                 Some("use dot-separated labels of letters, digits and `-` (each 1-63 characters, not starting or ending with `-`), e.g. domain = \"acme.test\"; write an international name in its punycode form (xn--…)".to_owned()),
             );
         }
+        // `binky.localhost` is the dashboard's: a world `binky` of domain `localhost` would
+        // be shadowed by it.
+        if domain
+            .as_deref()
+            .is_some_and(|d| d.trim_end_matches('.').eq_ignore_ascii_case("localhost"))
+        {
+            let span = Self::span_of(t, "domain", span.clone());
+            self.error(
+                span,
+                "project.domain",
+                "domain `localhost` would give worlds the hosts of binky's own pages (`binky.localhost` is the dashboard)".to_owned(),
+                Some("use a name of your project's under it, e.g. domain = \"acme.localhost\" (the default is `<project>.localhost`)".to_owned()),
+            );
+        }
         let port_range = match Self::get(t, "port_range") {
             Some(v) => match v.get_ref() {
                 DeValue::Array(items) if items.len() == 2 => {

@@ -177,12 +177,21 @@ pub async fn run(
 
     // The proxy: routes published by the route controller, HTTPS from the local CA.
     let routes = Routes::default();
-    let proxy = Proxy::new(routes.clone());
+    // The dashboard at binky.localhost: a page that cannot start leaves the proxy serving.
+    let dashboard = match crate::dashboard::Dashboard::start(home, trigger.clone()) {
+        Ok(d) => Some(d),
+        Err(err) => {
+            tracing::error!(%err, "the dashboard is off");
+            None
+        }
+    };
+    let proxy = Proxy::with_dashboard(routes.clone(), dashboard.clone());
     let tls = match LocalCa::load_or_create(&home.ca()) {
         Ok(ca) => {
             let table = routes.clone();
             let allow = Arc::new(move |host: &str| {
-                table.load().lookup(host).is_some_and(|b| b.route.https)
+                crate::dashboard::is_host(host)
+                    || table.load().lookup(host).is_some_and(|b| b.route.https)
             });
             match tls::server_config(Arc::new(HostResolver::new(Arc::new(ca), allow))) {
                 Ok(cfg) => Some(tokio_rustls::TlsAcceptor::from(cfg)),
@@ -294,7 +303,7 @@ pub async fn run(
             _ = requested.notified() => break,
             conn = listener.accept() => match conn {
                 Ok((stream, _)) => {
-                    let ctx = Conn { trigger: trigger.clone(), requested: requested.clone(), started, home: home.clone(), proxy: manager.clone(), servers: servers.clone() };
+                    let ctx = Conn { trigger: trigger.clone(), requested: requested.clone(), started, home: home.clone(), proxy: manager.clone(), servers: servers.clone(), dashboard: dashboard.clone() };
                     tokio::spawn(async move { ctx.serve(stream).await });
                 }
                 Err(err) => tracing::warn!(%err, "accept failed"),
@@ -311,6 +320,9 @@ pub async fn run(
     stop.notify_one();
     let _ = rt.await;
     manager.lock().await.stop().await;
+    if let Some(d) = &dashboard {
+        d.stop();
+    }
     // Services keep running in their cgroups; what no service uses goes.
     supervisor.tidy();
     let _ = std::fs::remove_file(&socket);
@@ -324,6 +336,7 @@ struct Conn {
     home: Home,
     proxy: Arc<tokio::sync::Mutex<ProxyManager>>,
     servers: Arc<Servers>,
+    dashboard: Option<Arc<crate::dashboard::Dashboard>>,
 }
 
 impl Conn {
@@ -358,6 +371,21 @@ impl Conn {
                 (Response::ok(), false)
             }
             Request::Shutdown => (Response::ok(), true),
+            Request::DashboardToken => match self.dashboard.as_ref().map(|d| d.issue_token()) {
+                Some(Ok(token)) => {
+                    let mut r = Response::ok();
+                    r.token = Some(token);
+                    (r, false)
+                }
+                Some(Err(e)) => (
+                    Response::error(format!("cannot make a sign-in token: {e}")),
+                    false,
+                ),
+                None => (
+                    Response::error("the dashboard is off (daemon.log says why)".to_owned()),
+                    false,
+                ),
+            },
             Request::StopServers { kind } => match self
                 .servers
                 .stop(kind.as_deref().and_then(Kind::parse))

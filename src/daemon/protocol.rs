@@ -18,6 +18,8 @@ pub enum Request {
     Shutdown,
     /// Re-read the machine settings (the proxy's ports) and apply them.
     Reconfigure,
+    /// A one-time token that signs a browser in to the dashboard (`binky dashboard`).
+    DashboardToken,
     /// Stop managed servers (all, or one kind); their data is kept.
     StopServers {
         /// `postgres`, `redis`; none: all.
@@ -49,6 +51,9 @@ pub struct Response {
     /// The home it serves (ping).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<String>,
+    /// The dashboard's one-time sign-in token (dashboard_token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
     /// Servers stopped (stop_servers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Vec<String>>,

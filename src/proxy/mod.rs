@@ -42,9 +42,12 @@ use tokio::sync::watch;
 
 use pages::Page;
 
-/// Response bodies: a backend's stream as it is, or one of the proxy's pages (no boxing on
-/// the hot path).
-pub type Body = http_body_util::Either<Incoming, Full<Bytes>>;
+/// Response bodies: a backend's stream as it is, or one of the proxy's pages, or a stream the
+/// dashboard writes (server-sent events); no boxing on the hot path.
+pub type Body = http_body_util::Either<Incoming, Own>;
+
+/// The proxy's own bodies: a page, or a stream written by a task through a channel.
+pub type Own = http_body_util::Either<Full<Bytes>, http_body_util::channel::Channel<Bytes>>;
 
 /// Largest request head accepted (larger gets `431`).
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -135,6 +138,8 @@ pub struct Proxy {
     routes: Routes,
     pool: pool::Pool,
     ports: Arc<[AtomicU16; 2]>,
+    /// The dashboard, answering at `binky.localhost`.
+    dashboard: Option<Arc<crate::dashboard::Dashboard>>,
 }
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -188,27 +193,43 @@ fn wants_upgrade(headers: &HeaderMap) -> bool {
             })
 }
 
-fn full(text: impl Into<Bytes>) -> Body {
-    http_body_util::Either::Right(Full::new(text.into()))
+/// A body of these bytes.
+pub fn full(text: impl Into<Bytes>) -> Body {
+    http_body_util::Either::Right(http_body_util::Either::Left(Full::new(text.into())))
+}
+
+/// A body streamed through a channel: what its sender sends, until it is dropped.
+pub fn streamed(channel: http_body_util::channel::Channel<Bytes>) -> Body {
+    http_body_util::Either::Right(http_body_util::Either::Right(channel))
 }
 
 impl Proxy {
     /// A proxy routing by `routes`.
     pub fn new(routes: Routes) -> Arc<Proxy> {
-        Self::with_ports(routes, Arc::new([AtomicU16::new(0), AtomicU16::new(0)]))
+        Self::with_dashboard(routes, None)
+    }
+
+    /// A proxy routing by `routes` that serves `dashboard` at `binky.localhost`.
+    pub fn with_dashboard(
+        routes: Routes,
+        dashboard: Option<Arc<crate::dashboard::Dashboard>>,
+    ) -> Arc<Proxy> {
+        Arc::new(Proxy {
+            routes,
+            pool: pool::Pool::default(),
+            ports: Arc::new([AtomicU16::new(0), AtomicU16::new(0)]),
+            dashboard,
+        })
     }
 
     /// Another instance for another thread: same routes and ports, its own pool of
     /// connections to backends (each worker thread keeps its connections to itself).
     pub fn worker(&self) -> Arc<Proxy> {
-        Self::with_ports(self.routes.clone(), self.ports.clone())
-    }
-
-    fn with_ports(routes: Routes, ports: Arc<[AtomicU16; 2]>) -> Arc<Proxy> {
         Arc::new(Proxy {
-            routes,
+            routes: self.routes.clone(),
             pool: pool::Pool::default(),
-            ports,
+            ports: self.ports.clone(),
+            dashboard: self.dashboard.clone(),
         })
     }
 
@@ -266,6 +287,13 @@ impl Proxy {
             },
         };
         let host = host_value.to_str().unwrap_or("");
+        // binky's own host: no project's host can be it (`[project] domain` may not be
+        // `localhost`), and it is looked at before the routes.
+        if let Some(dashboard) = &self.dashboard {
+            if crate::dashboard::is_host(host) {
+                return dashboard.clone().handle(req, scheme).await;
+            }
+        }
         let compiled = self.routes.load();
         let Some(backend) = compiled.lookup(host).cloned() else {
             return self.page(

@@ -1,0 +1,629 @@
+//! The web dashboard: served by the daemon's proxy at `binky.localhost` (on the proxy's HTTP
+//! port, and its HTTPS port when HTTPS is on), so it costs no port of its own.
+//!
+//! The page (`assets/`, hand-written HTML, CSS and JavaScript embedded in the binary) reads
+//! a JSON API: `/api/stream` pushes every world's view as server-sent events whenever the
+//! store changes (only the worlds that changed), `/api/logs` streams a world's or one
+//! service's log files, `/api/events` a world's timeline. Its buttons post to `/api/up`,
+//! `down`, `reload`, `apply`, `remove` and `approve`, which write desired state through the
+//! same functions as the CLI commands ([`crate::requests`], [`crate::apply`]) and nudge the
+//! controllers; the page never acts on reality itself.
+//!
+//! # Guarantees
+//! - Loopback only: it is served on the proxy's listeners, which bind 127.0.0.1 and ::1.
+//! - Every request must name `binky.localhost[:port]` as its `Host` (a DNS-rebinding page
+//!   names its own host).
+//! - Everything under `/api/` needs the home's secret, held by the browser as an `HttpOnly`,
+//!   `SameSite=Strict` cookie. The browser gets it by opening the one-time link
+//!   `binky dashboard` prints; the link's token comes from the daemon over its control socket
+//!   (mode 0600: only the home's user can ask), works once and for ten minutes.
+//! - Every action (`POST`) must also carry an `Origin` of the dashboard itself, so another
+//!   page open in the same browser cannot post to it (CSRF), even where the cookie would go.
+//! - Log lines pass through the scrubber the log files are written with, again: a file
+//!   written without it (the hooks' output, a daemon started without `__scrub`) shows no
+//!   credential either.
+
+mod logs;
+mod snapshot;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use binky_controllers::runtime::Trigger;
+use binky_controllers::store::{self, Store, World, WorldId};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, COOKIE, ORIGIN, SET_COOKIE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+
+use crate::cli::Failure;
+use crate::paths::Home;
+use crate::proxy::{full, Body};
+
+/// The dashboard's host name.
+pub const HOST: &str = "binky.localhost";
+
+/// The cookie that carries the home's secret.
+const COOKIE_NAME: &str = "binky_dashboard";
+
+/// How long a sign-in link works.
+const TOKEN_TTL: Duration = Duration::from_secs(600);
+
+/// Largest action body accepted.
+const MAX_BODY: usize = 64 * 1024;
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+/// Why the dashboard could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    /// Its secret could not be read or made.
+    #[error("cannot read or create the dashboard's secret {path}: {source}")]
+    Secret {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its own connection to the store could not be opened.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// The dashboard: the home, its own connection to the store, and the sign-in state.
+pub struct Dashboard {
+    home: Home,
+    store: Store,
+    trigger: Trigger,
+    /// The daemon's runtime: store work runs there, not on a proxy worker's thread.
+    runtime: tokio::runtime::Handle,
+    secret: String,
+    tokens: Mutex<HashMap<String, Instant>>,
+    snapshots: snapshot::Snapshots,
+}
+
+/// `true` when `host` (a `Host` header value) names the dashboard: `binky.localhost`, with
+/// a port or not, any case, a trailing dot allowed.
+pub fn is_host(host: &str) -> bool {
+    let (name, port) = match host.rsplit_once(':') {
+        Some((n, p)) => (n, Some(p)),
+        None => (host, None),
+    };
+    name.trim_end_matches('.').eq_ignore_ascii_case(HOST)
+        && port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `n` random bytes as hex, from the kernel.
+fn random_hex(n: usize) -> std::io::Result<String> {
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The home's dashboard secret (`dashboard.key`, mode 0600), made on first use.
+fn load_secret(home: &Home) -> Result<String, DashboardError> {
+    let path = home.root().join("dashboard.key");
+    let err = |source| DashboardError::Secret {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Ok(s) = std::fs::read_to_string(&path) {
+        let s = s.trim();
+        if s.len() >= 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(s.to_owned());
+        }
+    }
+    let secret = random_hex(32).map_err(err)?;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("key.tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(secret.as_bytes()).map_err(err)?;
+    std::fs::rename(&tmp, &path).map_err(err)?;
+    Ok(secret)
+}
+
+/// Compare without stopping at the first difference (no timing oracle on the secret).
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+fn respond(status: StatusCode, ctype: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    resp
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+    respond(status, "application/json", v.to_string())
+}
+
+/// A refusal: `{"error": why}`.
+fn refuse(status: StatusCode, why: impl Into<String>) -> Response<Body> {
+    json_response(status, &json!({ "error": why.into() }))
+}
+
+fn failure(f: Failure) -> Response<Body> {
+    let status = if f.code == crate::cli::exit::USAGE {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::CONFLICT
+    };
+    refuse(status, f.message)
+}
+
+/// The query string's value of `key` (percent-decoded).
+fn query<'a>(req: &'a Request<Incoming>, key: &str) -> Option<String> {
+    let q: &'a str = req.uri().query()?;
+    q.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == key).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = (b[i] == b'%' && i + 2 < b.len())
+            .then(|| std::str::from_utf8(&b[i + 1..i + 3]).ok())
+            .flatten()
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (_, Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (b'+', None) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (c, None) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Dashboard {
+    /// Start the dashboard of `home` on the current (the daemon's) runtime: its own store
+    /// connection, its secret, and the task that builds what the pages are pushed.
+    pub fn start(home: &Home, trigger: Trigger) -> Result<Arc<Dashboard>, DashboardError> {
+        let store = Store::open(&home.db())?;
+        let secret = load_secret(home)?;
+        let runtime = tokio::runtime::Handle::current();
+        let snapshots = snapshot::Snapshots::start(store.clone(), home.clone(), &runtime);
+        Ok(Arc::new(Dashboard {
+            home: home.clone(),
+            store,
+            trigger,
+            runtime,
+            secret,
+            tokens: Mutex::new(HashMap::new()),
+            snapshots,
+        }))
+    }
+
+    /// Stop pushing (the daemon stops).
+    pub fn stop(&self) {
+        self.snapshots.stop();
+    }
+
+    /// A one-time sign-in token (the daemon hands it to `binky dashboard`).
+    pub fn issue_token(&self) -> Result<String, std::io::Error> {
+        let token = random_hex(24)?;
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.retain(|_, at| at.elapsed() < TOKEN_TTL);
+        tokens.insert(token.clone(), Instant::now());
+        Ok(token)
+    }
+
+    fn take_token(&self, token: &str) -> bool {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.retain(|_, at| at.elapsed() < TOKEN_TTL);
+        let found = tokens.keys().find(|t| same(t, token)).cloned();
+        found.is_some_and(|t| tokens.remove(&t).is_some())
+    }
+
+    fn signed_in(&self, req: &Request<Incoming>) -> bool {
+        req.headers()
+            .get_all(COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|c| c.trim().split_once('='))
+            .any(|(k, v)| k == COOKIE_NAME && same(v, &self.secret))
+    }
+
+    /// Answer one request whose `Host` names the dashboard.
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>, scheme: &str) -> Response<Body> {
+        let host = req
+            .headers()
+            .get(hyper::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()))
+            .unwrap_or_default();
+        if !is_host(&host) {
+            return refuse(
+                StatusCode::MISDIRECTED_REQUEST,
+                format!(
+                    "the dashboard answers only to the host {HOST} (this request named `{host}`)"
+                ),
+            );
+        }
+        let path = req.uri().path().to_owned();
+        let method = req.method().clone();
+        match (&method, path.as_str()) {
+            (&Method::GET, "/") => respond(StatusCode::OK, "text/html; charset=utf-8", INDEX_HTML),
+            (&Method::GET, "/app.js") => {
+                respond(StatusCode::OK, "text/javascript; charset=utf-8", APP_JS)
+            }
+            (&Method::GET, "/app.css") => {
+                respond(StatusCode::OK, "text/css; charset=utf-8", APP_CSS)
+            }
+            (&Method::GET, "/login") => self.login(&req, scheme),
+            (_, p) if p.starts_with("/api/") => {
+                if method == Method::POST {
+                    if let Err(why) = origin_ok(&req, &host) {
+                        return refuse(StatusCode::FORBIDDEN, why);
+                    }
+                }
+                if !self.signed_in(&req) {
+                    return refuse(
+                        StatusCode::UNAUTHORIZED,
+                        "not signed in: open the link `binky dashboard` prints (it signs this browser in with the home's secret)",
+                    );
+                }
+                match (&method, p) {
+                    (&Method::GET, "/api/session") => {
+                        json_response(StatusCode::OK, &json!({"ok": true}))
+                    }
+                    (&Method::GET, "/api/stream") => self.snapshots.stream(),
+                    (&Method::GET, "/api/events") => self.events(&req).await,
+                    (&Method::GET, "/api/logs") => self.logs(&req).await,
+                    (&Method::POST, action) => {
+                        let action = action.trim_start_matches("/api/").to_owned();
+                        let body = match read_body(req).await {
+                            Ok(b) => b,
+                            Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+                        };
+                        let this = self.clone();
+                        match self
+                            .runtime
+                            .spawn(async move { this.act(&action, &body).await })
+                            .await
+                        {
+                            Ok(r) => r,
+                            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                        }
+                    }
+                    _ => refuse(StatusCode::NOT_FOUND, format!("no {method} {p}")),
+                }
+            }
+            _ => respond(
+                StatusCode::NOT_FOUND,
+                "text/plain; charset=utf-8",
+                format!("binky dashboard: no page {path}; the dashboard is at /\n"),
+            ),
+        }
+    }
+
+    /// `GET /login?token=T`: a valid one-time token sets the secret's cookie.
+    fn login(&self, req: &Request<Incoming>, scheme: &str) -> Response<Body> {
+        let token = query(req, "token").unwrap_or_default();
+        if token.is_empty() || !self.take_token(&token) {
+            return respond(
+                StatusCode::FORBIDDEN,
+                "text/html; charset=utf-8",
+                "<!doctype html><meta charset=utf-8><title>binky dashboard</title><p>This sign-in link was used already or is older than ten minutes. Run <code>binky dashboard</code> for a new one.</p>\n",
+            );
+        }
+        // A page that moves on by itself rather than a redirect: a SameSite=Strict cookie is
+        // then sent with the next request however the link was opened.
+        let mut resp = respond(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            "<!doctype html><meta charset=utf-8><title>binky dashboard</title><meta http-equiv=refresh content=\"0; url=/\"><p>Signed in. <a href=\"/\">Open the dashboard</a>.</p>\n",
+        );
+        let secure = if scheme == "https" { "; Secure" } else { "" };
+        if let Ok(v) = HeaderValue::from_str(&format!(
+            "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=31536000{secure}",
+            self.secret
+        )) {
+            resp.headers_mut().insert(SET_COOKIE, v);
+        }
+        resp
+    }
+
+    fn world_of(&self, req: &Request<Incoming>) -> Result<World, Response<Body>> {
+        let id: WorldId = query(req, "world")
+            .and_then(|w| w.parse().ok())
+            .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "name a world: ?world=ID"))?;
+        self.world(id)
+    }
+
+    fn world(&self, id: WorldId) -> Result<World, Response<Body>> {
+        match self.store.read(|c| store::world(c, id)) {
+            Ok(Some(w)) => Ok(w),
+            Ok(None) => Err(refuse(
+                StatusCode::NOT_FOUND,
+                format!("no world {id} (removed meanwhile?)"),
+            )),
+            Err(e) => Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        }
+    }
+
+    /// `GET /api/events?world=ID[&n=N]`: the world's events, newest first.
+    async fn events(self: Arc<Self>, req: &Request<Incoming>) -> Response<Body> {
+        let world = match self.world_of(req) {
+            Ok(w) => w,
+            Err(r) => return r,
+        };
+        let n: usize = query(req, "n")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(200)
+            .min(2000);
+        let this = self.clone();
+        let read = self
+            .runtime
+            .spawn(async move {
+                this.store
+                    .read(|c| store::events(c, &world.project, &world.name, 0, n))
+            })
+            .await;
+        match read {
+            Ok(Ok(evs)) => json_response(StatusCode::OK, &json!({ "events": evs })),
+            Ok(Err(e)) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+
+    /// `GET /api/logs?world=ID[&service=S][&n=N]`: the last lines, then new ones as they are
+    /// written (server-sent events).
+    async fn logs(self: Arc<Self>, req: &Request<Incoming>) -> Response<Body> {
+        let world = match self.world_of(req) {
+            Ok(w) => w,
+            Err(r) => return r,
+        };
+        let service = query(req, "service").filter(|s| !s.is_empty());
+        let n: usize = query(req, "n")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(200)
+            .min(5000);
+        let sources = match crate::view::log_sources(&self.store, &self.home.logs(), &world) {
+            Ok(s) => s,
+            Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        };
+        let sources: Vec<(String, std::path::PathBuf)> = match &service {
+            None => sources,
+            Some(s) => {
+                let picked: Vec<_> = sources
+                    .iter()
+                    .filter(|(n, _)| {
+                        n == s || (n != "hooks" && binky_controllers::replica::service_of(n) == s)
+                    })
+                    .cloned()
+                    .collect();
+                if picked.is_empty() {
+                    let names: Vec<&str> = sources.iter().map(|(n, _)| n.as_str()).collect();
+                    return refuse(
+                        StatusCode::BAD_REQUEST,
+                        format!(
+                            "world `{}` has no log `{s}`; logs: {}",
+                            world.name,
+                            names.join(", ")
+                        ),
+                    );
+                }
+                picked
+            }
+        };
+        let values = crate::scrub::values_for(&world.env, &[]);
+        logs::stream(sources, n, crate::scrub::Scrubber::new(&values))
+    }
+
+    /// `POST /api/ACTION` with a JSON body: write desired state as the command would.
+    async fn act(&self, action: &str, body: &[u8]) -> Response<Body> {
+        let args: Value = if body.is_empty() {
+            json!({})
+        } else {
+            match serde_json::from_slice(body) {
+                Ok(v) => v,
+                Err(e) => {
+                    return refuse(
+                        StatusCode::BAD_REQUEST,
+                        format!("the body is not JSON: {e}"),
+                    )
+                }
+            }
+        };
+        if action == "approve" {
+            let Some(key) = args.get("key").and_then(Value::as_str) else {
+                return refuse(StatusCode::BAD_REQUEST, "approve needs {\"key\": KEY}");
+            };
+            return match crate::requests::approve(&self.store, key) {
+                Ok(a) => {
+                    self.trigger.all();
+                    self.snapshots.poke();
+                    json_response(
+                        StatusCode::OK,
+                        &json!({"ok": true, "message": format!("approved {}: {}", a.what, a.command), "approval": a}),
+                    )
+                }
+                Err(f) => failure(f),
+            };
+        }
+        let Some(id) = args.get("world").and_then(Value::as_i64) else {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("{action} needs {{\"world\": ID}}"),
+            );
+        };
+        let world = match self.world(id) {
+            Ok(w) => w,
+            Err(r) => return r,
+        };
+        if world.deleted {
+            return refuse(
+                StatusCode::CONFLICT,
+                format!("world `{}` is being removed", world.name),
+            );
+        }
+        let done = |generation: i64, message: String| {
+            self.trigger.world(world.id);
+            self.snapshots.poke();
+            json_response(
+                StatusCode::OK,
+                &json!({"ok": true, "generation": generation, "message": message}),
+            )
+        };
+        match action {
+            "up" => match crate::requests::start(&self.store, &world) {
+                Ok(g) => done(g, format!("{}: up requested", world.name)),
+                Err(f) => failure(f),
+            },
+            "down" => match crate::requests::down(&self.store, &world) {
+                Ok(g) => done(g, format!("{}: down requested", world.name)),
+                Err(f) => failure(f),
+            },
+            "reload" => match crate::requests::reload(&self.store, &world) {
+                Ok(g) => done(g, format!("{}: reload requested", world.name)),
+                Err(f) => failure(f),
+            },
+            "apply" => {
+                let dry_run = args.get("dry_run").and_then(Value::as_bool).unwrap_or(true);
+                if let Err(f) = crate::requests::refuse_shared(&world, "apply") {
+                    return failure(f);
+                }
+                match crate::apply::apply(&self.store, &world, dry_run) {
+                    Ok(crate::apply::Outcome::Unchanged) => json_response(
+                        StatusCode::OK,
+                        &json!({"ok": true, "state": "unchanged", "message": format!("{} unchanged; nothing to do", world.config_path.display())}),
+                    ),
+                    Ok(crate::apply::Outcome::Changed { plan, generation }) => {
+                        if !dry_run {
+                            self.trigger.world(world.id);
+                            self.snapshots.poke();
+                        }
+                        json_response(
+                            StatusCode::OK,
+                            &json!({"ok": true, "state": if dry_run { "would change" } else { "changed" }, "plan": plan, "generation": generation}),
+                        )
+                    }
+                    Ok(crate::apply::Outcome::Invalid(msg)) => refuse(
+                        StatusCode::BAD_REQUEST,
+                        format!(
+                            "{msg}\nnothing changed: the world keeps running its last good config"
+                        ),
+                    ),
+                    Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                }
+            }
+            "remove" => {
+                let confirm = args.get("confirm").and_then(Value::as_str).unwrap_or("");
+                if confirm != world.name {
+                    return refuse(
+                        StatusCode::BAD_REQUEST,
+                        format!("type the world's name (`{}`) to remove it", world.name),
+                    );
+                }
+                let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
+                match crate::requests::remove(&self.store, &world, force).await {
+                    Ok(g) => done(g, format!("{}: remove requested", world.name)),
+                    Err(f) => failure(f),
+                }
+            }
+            other => refuse(
+                StatusCode::NOT_FOUND,
+                format!("no action `{other}`; actions: up, down, reload, apply, remove, approve"),
+            ),
+        }
+    }
+}
+
+/// An action's `Origin` must be the dashboard's own (the `Host` it was sent to).
+fn origin_ok(req: &Request<Incoming>, host: &str) -> Result<(), String> {
+    let Some(origin) = req.headers().get(ORIGIN).and_then(|o| o.to_str().ok()) else {
+        return Err(format!(
+            "refused: an action needs the Origin header of the dashboard (http://{host}); it is sent by the dashboard's page"
+        ));
+    };
+    let theirs = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    if theirs.is_some_and(|h| h.eq_ignore_ascii_case(host)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "refused: this action comes from the page of {origin}, not from the dashboard (http://{host})"
+        ))
+    }
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<Vec<u8>, String> {
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY);
+    match limited.collect().await {
+        Ok(c) => Ok(c.to_bytes().to_vec()),
+        Err(e) => Err(format!("cannot read the request's body: {e}")),
+    }
+}
+
+/// A server-sent events response over `body`.
+fn sse(body: http_body_util::channel::Channel<Bytes>) -> Response<Body> {
+    let mut resp = Response::new(crate::proxy::streamed(body));
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_binky_localhost_is_the_dashboard() {
+        assert!(is_host("binky.localhost"));
+        assert!(is_host("binky.localhost:8080"));
+        assert!(is_host("BINKY.localhost."));
+        assert!(!is_host("binky.localhost.evil.com"));
+        assert!(!is_host("web.binky.localhost"));
+        assert!(!is_host("evil.com"));
+        assert!(!is_host("binky.localhost:"));
+        assert!(!is_host("binky.localhost:80x"));
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("a%20b+c"), "a b c");
+        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(percent_decode("x%4"), "x%4");
+    }
+}
