@@ -533,7 +533,7 @@ impl Dashboard {
                         }
                         json_response(
                             StatusCode::OK,
-                            &json!({"ok": true, "state": if dry_run { "would change" } else { "changed" }, "plan": plan, "generation": generation}),
+                            &json!({"ok": true, "state": if dry_run { "would change" } else { "changed" }, "plan": plan.lines().join("\n"), "steps": plan, "generation": generation}),
                         )
                     }
                     Ok(crate::apply::Outcome::Invalid(msg)) => refuse(

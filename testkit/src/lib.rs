@@ -7,6 +7,7 @@
 //! - [`procs`]: is a pid alive, the processes of a sandbox (by environment or working
 //!   directory), process trees.
 //! - [`git`]: repositories with commits.
+//! - [`browser`]: a headless Chromium driven over the DevTools protocol.
 //! - [`net`], [`wait`], [`run`]: free ports, waiting for a condition, running a command
 //!   with a timeout and capturing its output.
 //! - [`stats`], [`table`], [`stop`], [`args`], [`sandbox`]: what the benchmarks report, how
@@ -15,6 +16,7 @@
 //! A dev-only crate: the `binky` binary never links it, and it links nothing of binky.
 
 pub mod args;
+pub mod browser;
 pub mod git;
 pub mod net;
 pub mod procs;

@@ -9,6 +9,7 @@ mod check;
 mod clickhouse_server;
 mod compat_012;
 mod daemon;
+mod dashboard;
 mod env_tokens;
 mod example;
 mod exec_and_remove;

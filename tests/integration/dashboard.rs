@@ -1,0 +1,388 @@
+//! The web dashboard, in a real headless Chromium against the real daemon: it lists the
+//! worlds, a service's new log line reaches the page within a second, its buttons change
+//! the world (through the same desired state as the commands), and an action without the
+//! home's secret, or from another origin, is refused. Screenshots are kept in
+//! `target/tmp/dashboard/` (`BINKY_DOCS_SCREENSHOT=path` writes the README's too).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use binky_testkit::browser::Browser;
+
+use crate::harness::*;
+
+/// A service that prints what the test writes into `say` in its world's worktree (then
+/// deletes it), with the time it printed it (ms since the epoch), and a secret of its
+/// environment with it.
+fn config() -> String {
+    let say = "say";
+    format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.api]
+cmd = "while true; do if [ -f {say} ]; then echo \"said $(cat {say}) at $(date +%s%3N) token $API_TOKEN\"; rm -f {say}; fi; sleep 0.02; done"
+env = {{ API_TOKEN = "${{env.API_TOKEN}}" }}
+
+[services.web]
+cmd = "{SERVE}"
+url = "web"
+"#
+    )
+}
+
+/// `binky up NAME` with the service's secret in the environment.
+fn up(env: &Env, name: &str) {
+    let out = env.binky_env(&["up", name], &[("API_TOKEN", "tok-5f3a9c1e-very-secret")]);
+    assert!(out.status.success(), "binky up {name}: {}", stderr(&out));
+}
+
+fn artifacts() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard")
+}
+
+/// The sign-in link `binky dashboard --no-open` prints.
+fn sign_in_link(env: &Env) -> String {
+    let out = env.ok(&["dashboard", "--no-open"]);
+    let link = out.lines().next().unwrap_or_default().trim().to_owned();
+    assert!(
+        link.starts_with(&format!(
+            "http://binky.localhost:{}/login?token=",
+            env.proxy_port()
+        )),
+        "binky dashboard printed {out}"
+    );
+    link
+}
+
+/// A signed-in browser on the dashboard, showing the worlds.
+fn signed_in(env: &Env, worlds: usize) -> Browser {
+    let mut b = Browser::start(1400, 1000);
+    b.navigate(&sign_in_link(env));
+    b.wait_for(
+        &format!("{worlds} worlds listed"),
+        Duration::from_secs(20),
+        &format!("document.querySelectorAll('tr.world').length === {worlds}"),
+    );
+    b
+}
+
+fn open_world(b: &mut Browser, name: &str) {
+    b.eval(&format!(
+        "document.querySelector('tr.world[data-world=\"{name}\"]').click()"
+    ));
+    b.wait_for(
+        &format!("{name}'s log live"),
+        Duration::from_secs(10),
+        "document.getElementById('log-state').textContent === 'live'",
+    );
+}
+
+fn world_state(b: &mut Browser, name: &str) -> String {
+    b.eval(&format!(
+        "(document.querySelector('tr.world[data-world=\"{name}\"]') || {{dataset: {{}}}}).dataset.state || ''"
+    ))
+    .as_str()
+    .unwrap_or_default()
+    .to_owned()
+}
+
+fn status_of(env: &Env, name: &str) -> String {
+    env.status()["worlds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == name)
+        .map(|w| w["state"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_dashboard_lists_the_worlds_and_shows_a_new_log_line_within_a_second() {
+    let env = Env::new("");
+    env.write_config(&config());
+    env.git(&["commit", "-qam", "dashboard"]);
+    up(&env, "one");
+    up(&env, "two");
+    let mut b = signed_in(&env, 2);
+    let listed = b.eval("[...document.querySelectorAll('tr.world')].map(r => r.dataset.world + ':' + r.dataset.state).join(' ')");
+    assert_eq!(listed, "one:ready two:ready");
+    open_world(&mut b, "one");
+    std::fs::create_dir_all(artifacts()).unwrap();
+
+    // The service prints the line once the file is there: it must be in the page within a
+    // second of being written (the deadline starts before the service printed it).
+    let marker = format!("hello-{}", std::process::id());
+    let written = Instant::now();
+    std::fs::write(env.worktree("one").join("say"), &marker).unwrap();
+    let line = b.wait_for(
+        "the new log line in the page",
+        Duration::from_secs(1).saturating_sub(written.elapsed()),
+        &format!(
+            "(() => {{ const d = [...document.querySelectorAll('#log .line')].find(l => l.textContent.includes('{marker}')); return d ? d.textContent + ' | ' + d.dataset.at : ''; }})()"
+        ),
+    );
+    let line = line.as_str().unwrap().to_owned();
+    // What the measurement was: the service's clock when it printed, the page's when it
+    // showed the line (the same machine's clock).
+    let printed: i64 = line
+        .split(" at ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no print time in {line}"));
+    let shown: i64 = line.rsplit(" | ").next().unwrap().trim().parse().unwrap();
+    println!(
+        "log line shown {} ms after the service printed it",
+        shown - printed
+    );
+    // Secrets are scrubbed in the page as in the files.
+    assert!(line.contains("token [secret]"), "{line}");
+    assert!(!line.contains("very-secret"), "{line}");
+    let html = b
+        .eval("document.body.innerHTML")
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!html.contains("tok-5f3a9c1e"), "a secret in the page");
+
+    // The filter hides what does not match; pause holds new lines back.
+    b.eval("document.getElementById('log-filter').value = 'nothing-matches'; document.getElementById('log-filter').dispatchEvent(new Event('input'))");
+    let visible =
+        b.eval("[...document.querySelectorAll('#log .line')].filter(l => !l.hidden).length");
+    assert_eq!(visible, 0);
+    b.eval("document.getElementById('log-filter').value = ''; document.getElementById('log-filter').dispatchEvent(new Event('input'))");
+    b.screenshot(&artifacts().join("lists-worlds.png"));
+    drop(b);
+    env.ok(&["remove", "one"]);
+    env.ok(&["remove", "two"]);
+    env.assert_nothing_left(&["one", "two"]);
+}
+
+#[test]
+fn the_dashboards_buttons_change_the_world() {
+    let env = Env::new("");
+    env.write_config(&config());
+    env.git(&["commit", "-qam", "dashboard"]);
+    up(&env, "one");
+    up(&env, "two");
+    let mut b = signed_in(&env, 2);
+    open_world(&mut b, "one");
+    if let Some(path) = std::env::var_os("BINKY_DOCS_SCREENSHOT") {
+        b.screenshot(&PathBuf::from(path));
+    }
+
+    // Down, then up again: the page and `binky status` agree.
+    b.eval("document.querySelector('#detail button[data-action=down]').click()");
+    b.wait_for(
+        "one stopped in the page",
+        Duration::from_secs(20),
+        "document.querySelector('tr.world[data-world=\"one\"]').dataset.state === 'stopped'",
+    );
+    assert_eq!(status_of(&env, "one"), "stopped");
+    assert_eq!(
+        world_state(&mut b, "two"),
+        "ready",
+        "the other world is untouched"
+    );
+    b.eval("document.querySelector('#detail button[data-action=up]').click()");
+    b.wait_for(
+        "one ready again",
+        Duration::from_secs(20),
+        "document.querySelector('tr.world[data-world=\"one\"]').dataset.state === 'ready'",
+    );
+
+    // Apply shows the plan first and changes nothing until asked.
+    let wt = env.worktree("one");
+    let toml = std::fs::read_to_string(wt.join("binky.toml")).unwrap();
+    std::fs::write(
+        wt.join("binky.toml"),
+        toml.replace("API_TOKEN}\" }", "API_TOKEN}\", MODE = \"two\" }"),
+    )
+    .unwrap();
+    b.eval("document.querySelector('#detail button[data-action=apply]').click()");
+    let plan = b.wait_for(
+        "the apply plan",
+        Duration::from_secs(10),
+        "!document.getElementById('d-plan').hidden && document.getElementById('d-plan-text').textContent",
+    );
+    assert!(plan.as_str().unwrap().contains("api"), "plan: {plan}");
+
+    // Remove: a wrong name is refused; a dirty worktree is refused without force.
+    std::fs::write(wt.join("scratch.txt"), "uncommitted").unwrap();
+    b.eval("document.querySelector('#detail button[data-action=remove]').click()");
+    b.eval("document.getElementById('d-remove-name').value = 'two'; document.getElementById('d-remove-go').click()");
+    let refused = b.wait_for(
+        "the wrong name refused",
+        Duration::from_secs(10),
+        "document.getElementById('d-message').classList.contains('error') && document.getElementById('d-message').textContent",
+    );
+    assert!(
+        refused.as_str().unwrap().contains("type the world's name"),
+        "{refused}"
+    );
+    b.eval("document.getElementById('d-remove-name').value = 'one'; document.getElementById('d-remove-go').click()");
+    let dirty = b.wait_for(
+        "the dirty worktree refused",
+        Duration::from_secs(10),
+        "document.getElementById('d-message').textContent.includes('uncommitted') && document.getElementById('d-message').textContent",
+    );
+    assert!(dirty.as_str().unwrap().contains("scratch.txt"), "{dirty}");
+    assert!(wt.join("scratch.txt").exists());
+    b.eval("document.getElementById('d-remove-force').checked = true; document.getElementById('d-remove-go').click()");
+    b.wait_for(
+        "one gone from the page",
+        Duration::from_secs(30),
+        "document.querySelectorAll('tr.world').length === 1 && !document.querySelector('tr.world[data-world=\"one\"]')",
+    );
+    assert!(!wt.exists(), "the worktree of one is removed");
+    b.screenshot(&artifacts().join("after-remove.png"));
+    drop(b);
+    env.ok(&["remove", "two"]);
+    env.assert_nothing_left(&["one", "two"]);
+}
+
+/// One raw HTTP/1.1 request to the proxy; the whole answer.
+fn raw(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn post(port: u16, host: &str, headers: &str, path: &str, body: &str) -> String {
+    raw(
+        port,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+#[test]
+fn dashboard_actions_without_the_secret_or_from_another_origin_are_refused() {
+    let env = Env::new("");
+    env.write_config(&config());
+    env.git(&["commit", "-qam", "dashboard"]);
+    up(&env, "one");
+    let port = env.proxy_port();
+    let host = format!("binky.localhost:{port}");
+    let origin = format!("Origin: http://{host}\r\n");
+    let id = {
+        let link = sign_in_link(&env);
+        // The link works once: the second time it is refused.
+        let path = link.split_once(&host).unwrap().1;
+        let get = |p: &str| {
+            raw(
+                port,
+                &format!("GET {p} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+            )
+        };
+        let first = get(path);
+        assert_eq!(status_code(&first), 200, "{first}");
+        let cookie = first
+            .lines()
+            .find_map(|l| l.strip_prefix("set-cookie: "))
+            .unwrap_or_else(|| panic!("no cookie: {first}"))
+            .to_owned();
+        assert!(
+            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+            "{cookie}"
+        );
+        let again = get(path);
+        assert_eq!(
+            status_code(&again),
+            403,
+            "a used link must be refused: {again}"
+        );
+        let secret = cookie.split(';').next().unwrap().to_owned();
+
+        // Reads need the secret too.
+        let stream = get("/api/events?world=1");
+        assert_eq!(status_code(&stream), 401, "{stream}");
+
+        let body = r#"{"world": 1}"#;
+        let cookie_h = format!("Cookie: {secret}\r\n");
+        // No secret.
+        let r = post(port, &host, &origin, "/api/down", body);
+        assert_eq!(status_code(&r), 401, "{r}");
+        assert!(
+            r.contains("binky dashboard"),
+            "the refusal names the fix: {r}"
+        );
+        // A wrong secret.
+        let r = post(
+            port,
+            &host,
+            &format!("{origin}Cookie: binky_dashboard=00ff\r\n"),
+            "/api/down",
+            body,
+        );
+        assert_eq!(status_code(&r), 401, "{r}");
+        // The secret, but another page's origin (CSRF), or none.
+        let r = post(
+            port,
+            &host,
+            &format!("{cookie_h}Origin: http://evil.localhost:{port}\r\n"),
+            "/api/down",
+            body,
+        );
+        assert_eq!(status_code(&r), 403, "{r}");
+        assert!(r.contains("evil.localhost"), "{r}");
+        let r = post(port, &host, &cookie_h, "/api/down", body);
+        assert_eq!(status_code(&r), 403, "{r}");
+        // Another Host (DNS rebinding) never reaches the dashboard.
+        let r = post(
+            port,
+            &format!("rebound.example:{port}"),
+            &format!("{cookie_h}{origin}"),
+            "/api/down",
+            body,
+        );
+        assert_ne!(status_code(&r), 200, "{r}");
+        assert!(!r.contains("down requested"), "{r}");
+        assert_eq!(status_of(&env, "one"), "ready", "nothing was changed");
+        // With both, it is done.
+        let r = post(
+            port,
+            &host,
+            &format!("{cookie_h}{origin}"),
+            "/api/down",
+            body,
+        );
+        assert_eq!(status_code(&r), 200, "{r}");
+        wait_until("one stopped", Duration::from_secs(20), || {
+            status_of(&env, "one") == "stopped"
+        });
+        let r = post(port, &host, &format!("{cookie_h}{origin}"), "/api/up", body);
+        assert_eq!(status_code(&r), 200, "{r}");
+        wait_until("one ready", Duration::from_secs(20), || {
+            status_of(&env, "one") == "ready"
+        });
+        1
+    };
+
+    // In a browser: a page of another origin (a world's own URL) that posts to the
+    // dashboard, after this browser signed in, changes nothing.
+    let mut b = signed_in(&env, 1);
+    b.navigate(&format!("http://web.one.acme.localhost:{port}/"));
+    let sent = b.eval(&format!(
+        "fetch('http://binky.localhost:{port}/api/down', {{method: 'POST', mode: 'no-cors', credentials: 'include', headers: {{'content-type': 'text/plain'}}, body: JSON.stringify({{world: {id}}})}}).then(() => 'sent', e => 'failed: ' + e)"
+    ));
+    assert_eq!(sent, "sent");
+    // The request was answered (fetch resolved): had it been done, the world would be
+    // stopping now.
+    let wanted = env.status()["worlds"][0]["desired"].clone();
+    assert_eq!(wanted, "running", "a foreign page stopped the world");
+    assert_eq!(status_of(&env, "one"), "ready");
+    drop(b);
+    env.ok(&["remove", "one"]);
+    env.assert_nothing_left(&["one"]);
+}
