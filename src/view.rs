@@ -365,7 +365,7 @@ pub fn metrics(
         slices += store.read(|c| store::slices(c, w.id))?.len() as u64;
     }
     let count = |k: &str| by_state.get(k).copied().unwrap_or(0);
-    let settings = Settings::read(&store)?;
+    let settings = Settings::read(store)?;
     let servers: Vec<Value> = store
         .read(store::servers)?
         .iter()

@@ -361,21 +361,24 @@ impl Dashboard {
         resp
     }
 
-    fn world_of(&self, req: &Request<Incoming>) -> Result<World, Response<Body>> {
+    fn world_of(&self, req: &Request<Incoming>) -> Result<World, Box<Response<Body>>> {
         let id: WorldId = query(req, "world")
             .and_then(|w| w.parse().ok())
-            .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "name a world: ?world=ID"))?;
+            .ok_or_else(|| Box::new(refuse(StatusCode::BAD_REQUEST, "name a world: ?world=ID")))?;
         self.world(id)
     }
 
-    fn world(&self, id: WorldId) -> Result<World, Response<Body>> {
+    fn world(&self, id: WorldId) -> Result<World, Box<Response<Body>>> {
         match self.store.read(|c| store::world(c, id)) {
             Ok(Some(w)) => Ok(w),
-            Ok(None) => Err(refuse(
+            Ok(None) => Err(Box::new(refuse(
                 StatusCode::NOT_FOUND,
                 format!("no world {id} (removed meanwhile?)"),
-            )),
-            Err(e) => Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+            ))),
+            Err(e) => Err(Box::new(refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                e.to_string(),
+            ))),
         }
     }
 
@@ -383,7 +386,7 @@ impl Dashboard {
     async fn events(self: Arc<Self>, req: &Request<Incoming>) -> Response<Body> {
         let world = match self.world_of(req) {
             Ok(w) => w,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let n: usize = query(req, "n")
             .and_then(|n| n.parse().ok())
@@ -409,7 +412,7 @@ impl Dashboard {
     async fn logs(self: Arc<Self>, req: &Request<Incoming>) -> Response<Body> {
         let world = match self.world_of(req) {
             Ok(w) => w,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let service = query(req, "service").filter(|s| !s.is_empty());
         let n: usize = query(req, "n")
@@ -487,7 +490,7 @@ impl Dashboard {
         };
         let world = match self.world(id) {
             Ok(w) => w,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         if world.deleted {
             return refuse(
