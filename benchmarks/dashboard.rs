@@ -151,7 +151,8 @@ fn run() -> Res<()> {
         repo: dir.path().join("repo"),
     };
     binky_testkit::git::init_repo(&b.repo);
-    let low = binky_testkit::net::free_port().max(20000).min(60000);
+    // Clear of the kernel's ephemeral ports (32768+); the port controller probes each.
+    let low = 20000 + (std::process::id() % 24) as u16 * 500;
     std::fs::write(b.repo.join("binky.toml"), config(low)).map_err(|e| e.to_string())?;
     binky_testkit::git::commit_all(&b.repo, "init");
     let (http, https) = (low + 450, low + 451);
