@@ -89,6 +89,13 @@ pub struct Dashboard {
     snapshots: snapshot::Snapshots,
 }
 
+/// A read's query: `world`, `service`, `n`.
+struct Ask {
+    world: Option<String>,
+    service: Option<String>,
+    n: Option<String>,
+}
+
 /// `true` when `host` (a `Host` header value) names the dashboard: `binky.localhost`, with
 /// a port or not, any case, a trailing dot allowed.
 pub fn is_host(host: &str) -> bool {
@@ -304,9 +311,31 @@ impl Dashboard {
                     (&Method::GET, "/api/session") => {
                         json_response(StatusCode::OK, &json!({"ok": true}))
                     }
-                    (&Method::GET, "/api/stream") => self.snapshots.stream(),
-                    (&Method::GET, "/api/events") => self.events(&req).await,
-                    (&Method::GET, "/api/logs") => self.logs(&req).await,
+                    (&Method::GET, "/api/stream" | "/api/events" | "/api/logs") => {
+                        // Store reads and the streams' tasks run on the daemon's runtime:
+                        // a proxy worker only passes the bytes on.
+                        let ask = Ask {
+                            world: query(&req, "world"),
+                            service: query(&req, "service"),
+                            n: query(&req, "n"),
+                        };
+                        let this = self.clone();
+                        let what = p.to_owned();
+                        match self
+                            .runtime
+                            .spawn(async move {
+                                match what.as_str() {
+                                    "/api/stream" => this.snapshots.stream(),
+                                    "/api/events" => this.events(ask).await,
+                                    _ => this.logs(ask).await,
+                                }
+                            })
+                            .await
+                        {
+                            Ok(r) => r,
+                            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                        }
+                    }
                     (&Method::POST, action) => {
                         let action = action.trim_start_matches("/api/").to_owned();
                         let body = match read_body(req).await {
@@ -361,8 +390,10 @@ impl Dashboard {
         resp
     }
 
-    fn world_of(&self, req: &Request<Incoming>) -> Result<World, Box<Response<Body>>> {
-        let id: WorldId = query(req, "world")
+    fn world_of(&self, ask: &Ask) -> Result<World, Box<Response<Body>>> {
+        let id: WorldId = ask
+            .world
+            .as_deref()
             .and_then(|w| w.parse().ok())
             .ok_or_else(|| Box::new(refuse(StatusCode::BAD_REQUEST, "name a world: ?world=ID")))?;
         self.world(id)
@@ -383,42 +414,30 @@ impl Dashboard {
     }
 
     /// `GET /api/events?world=ID[&n=N]`: the world's events, newest first.
-    async fn events(self: Arc<Self>, req: &Request<Incoming>) -> Response<Body> {
-        let world = match self.world_of(req) {
+    async fn events(self: Arc<Self>, ask: Ask) -> Response<Body> {
+        let world = match self.world_of(&ask) {
             Ok(w) => w,
             Err(r) => return *r,
         };
-        let n: usize = query(req, "n")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(200)
-            .min(2000);
-        let this = self.clone();
-        let read = self
-            .runtime
-            .spawn(async move {
-                this.store
-                    .read(|c| store::events(c, &world.project, &world.name, 0, n))
-            })
-            .await;
-        match read {
-            Ok(Ok(evs)) => json_response(StatusCode::OK, &json!({ "events": evs })),
-            Ok(Err(e)) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        let n: usize = ask.n.and_then(|n| n.parse().ok()).unwrap_or(200).min(2000);
+        match self
+            .store
+            .read(|c| store::events(c, &world.project, &world.name, 0, n))
+        {
+            Ok(evs) => json_response(StatusCode::OK, &json!({ "events": evs })),
             Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
 
     /// `GET /api/logs?world=ID[&service=S][&n=N]`: the last lines, then new ones as they are
     /// written (server-sent events).
-    async fn logs(self: Arc<Self>, req: &Request<Incoming>) -> Response<Body> {
-        let world = match self.world_of(req) {
+    async fn logs(self: Arc<Self>, ask: Ask) -> Response<Body> {
+        let world = match self.world_of(&ask) {
             Ok(w) => w,
             Err(r) => return *r,
         };
-        let service = query(req, "service").filter(|s| !s.is_empty());
-        let n: usize = query(req, "n")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(200)
-            .min(5000);
+        let service = ask.service.filter(|s| !s.is_empty());
+        let n: usize = ask.n.and_then(|n| n.parse().ok()).unwrap_or(200).min(5000);
         let sources = match crate::view::log_sources(&self.store, &self.home.logs(), &world) {
             Ok(s) => s,
             Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

@@ -140,8 +140,14 @@ function renderDetail() {
       el("td", { class: "why", text: (s.message || "").split("\n")[0] })));
   }
   t.replaceChildren(...rows);
-  $("d-conditions").replaceChildren(...v.conditions.map((c) =>
-    el("li", { class: c.status === "True" ? "" : (c.stalled ? "s-failed" : "s-starting"), text: (c.status === "True" ? "✓ " : "✗ ") + c.type + " (" + c.reason + "): " + c.message })));
+  // What does not hold first; what holds behind a toggle.
+  const cond = (c) => el("li", { class: c.status === "True" ? "" : (c.stalled ? "s-failed" : "s-starting"), text: (c.status === "True" ? "✓ " : "✗ ") + c.type + " (" + c.reason + "): " + c.message });
+  const bad = v.conditions.filter((c) => c.status !== "True");
+  const good = v.conditions.filter((c) => c.status === "True");
+  const open = $("d-conditions").querySelector("details") && $("d-conditions").querySelector("details").open;
+  const more = el("details", {}, el("summary", { class: "muted", text: good.length + " conditions hold" }), el("ul", {}, ...good.map(cond)));
+  more.open = !!open;
+  $("d-conditions").replaceChildren(...bad.map(cond), good.length ? el("li", { class: "plain" }, more) : null);
   // The log view's choices: the whole world, or one service.
   const sel = $("log-service");
   const names = ["", ...v.services.filter((s) => s.pid != null || s.restarts || s.last_exit || s.state !== "pending").map((s) => s.name), "hooks"];
