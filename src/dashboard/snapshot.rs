@@ -311,3 +311,45 @@ async fn run(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(worlds: &[(WorldId, &str)], globals: &str) -> Snapshot {
+        Snapshot {
+            worlds: worlds.iter().map(|(i, t)| (*i, Arc::from(*t))).collect(),
+            globals: Arc::from(globals),
+        }
+    }
+
+    #[test]
+    fn a_page_gets_everything_first_then_only_what_changed() {
+        let (mut sent, mut globals) = (BTreeMap::new(), None);
+        let first = diff(
+            &snap(&[(1, "{\"a\":1}"), (2, "{\"b\":1}")], "{}"),
+            &mut sent,
+            &mut globals,
+        )
+        .unwrap();
+        assert!(first.contains("\"full\":true"), "{first}");
+        assert!(
+            first.contains("\"1\":{\"a\":1}") && first.contains("\"2\":{\"b\":1}"),
+            "{first}"
+        );
+        assert!(first.contains("\"globals\":{}"), "{first}");
+        // Nothing changed: nothing is sent.
+        assert!(diff(
+            &snap(&[(1, "{\"a\":1}"), (2, "{\"b\":1}")], "{}"),
+            &mut sent,
+            &mut globals
+        )
+        .is_none());
+        // One world changed, one went: that world, and the gone id; no globals.
+        let next = diff(&snap(&[(1, "{\"a\":2}")], "{}"), &mut sent, &mut globals).unwrap();
+        assert!(next.contains("\"full\":false"), "{next}");
+        assert!(next.contains("\"worlds\":{\"1\":{\"a\":2}}"), "{next}");
+        assert!(next.contains("\"gone\":[2]"), "{next}");
+        assert!(next.contains("\"globals\":null"), "{next}");
+    }
+}

@@ -387,3 +387,32 @@ fn dashboard_actions_without_the_secret_or_from_another_origin_are_refused() {
     env.ok(&["remove", "one"]);
     env.assert_nothing_left(&["one"]);
 }
+
+#[test]
+fn binky_dashboard_says_so_when_the_proxy_serves_on_no_port() {
+    let env =
+        Env::new("[project]\nname = \"acme\"\n{range}\n\n[services.api]\ncmd = \"sleep 600\"\n");
+    env.ok(&["port", "--proxy", "0", "--https", "0"]);
+    env.ok(&["daemon", "start"]);
+    let out = env.binky(&["dashboard", "--no-open"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("serves on no port") && err.contains("binky port"),
+        "the failure names the fix: {err}"
+    );
+}
+
+#[test]
+fn a_project_domain_of_localhost_is_refused_as_it_would_shadow_the_dashboard() {
+    let env = Env::new(
+        "[project]\nname = \"acme\"\ndomain = \"localhost\"\n{range}\n\n[services.api]\ncmd = \"sleep 600\"\nurl = \"api\"\n",
+    );
+    let out = env.binky(&["check"]);
+    assert_ne!(out.status.code(), Some(0));
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains("project.domain") && text.contains("binky.localhost"),
+        "{text}"
+    );
+}
