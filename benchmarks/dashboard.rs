@@ -133,7 +133,10 @@ fn run() -> Res<()> {
             "--worlds" => worlds = flags.number_in("--worlds", 1..=200)?,
             "--runs" => runs = flags.number_in("--runs", 1..=100)?,
             "--cpu-secs" => cpu_window = flags.number_in("--cpu-secs", 1..=600)?,
-            "--binky" => binky = PathBuf::from(flags.value("--binky")?),
+            "--binky" => {
+                let p = PathBuf::from(flags.value("--binky")?);
+                binky = std::fs::canonicalize(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            }
             "--json" => json_out = Some(PathBuf::from(flags.value("--json")?)),
             other => return Err(flags.unknown(other)),
         }
