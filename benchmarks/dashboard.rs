@@ -166,7 +166,11 @@ fn run() -> Res<()> {
         "--https",
         &https.to_string(),
     ])?;
-    let result = measure(&b, worlds, runs, cpu_window as u64);
+    // A panic (the browser's) must not skip the teardown below.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        measure(&b, worlds, runs, cpu_window as u64)
+    }))
+    .unwrap_or_else(|_| Err("the measurement panicked (above)".to_owned()));
     // Everything goes, whatever happened.
     for w in b
         .cmd(&["status", "--json"])

@@ -123,6 +123,14 @@ impl Browser {
 
     /// Call a DevTools method and return its result (events in between are skipped).
     pub fn call(&mut self, method: &str, params: Value) -> Value {
+        match self.try_call(method, params) {
+            Ok(v) => v,
+            Err(err) => panic!("DevTools {method} failed: {err}"),
+        }
+    }
+
+    /// Call a DevTools method: its result, or the error it answered.
+    pub fn try_call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let msg = json!({"id": id, "method": method, "params": params}).to_string();
@@ -132,9 +140,9 @@ impl Browser {
             let v: Value = serde_json::from_slice(&text).expect("a DevTools message");
             if v["id"].as_u64() == Some(id) {
                 if let Some(err) = v.get("error") {
-                    panic!("DevTools {method} failed: {err}");
+                    return Err(err.clone());
                 }
-                return v["result"].clone();
+                return Ok(v["result"].clone());
             }
         }
     }
@@ -169,10 +177,13 @@ impl Browser {
     pub fn wait_for(&mut self, what: &str, limit: Duration, expr: &str) -> Value {
         let until = Instant::now() + limit;
         loop {
-            let r = self.call(
-                "Runtime.evaluate",
-                json!({"expression": expr, "returnByValue": true}),
-            );
+            // While a page navigates, its context may be gone for a moment: look again.
+            let r = self
+                .try_call(
+                    "Runtime.evaluate",
+                    json!({"expression": expr, "returnByValue": true}),
+                )
+                .unwrap_or(Value::Null);
             let v = r["result"]["value"].clone();
             let truthy = match &v {
                 Value::Null => false,
