@@ -416,3 +416,39 @@ fn a_project_domain_of_localhost_is_refused_as_it_would_shadow_the_dashboard() {
         "{text}"
     );
 }
+
+#[test]
+fn a_held_world_is_approved_from_the_dashboard_which_shows_the_exact_command() {
+    let env = Env::new(
+        "[project]\nname = \"acme\"\n{range}\n\n[services.api]\ncmd = \"sleep 600 # approve-me\"\n",
+    );
+    env.ok(&["settings", "approvals=true"]);
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let mut b = signed_in(&env, 1);
+    b.wait_for(
+        "w held for approval in the page",
+        Duration::from_secs(10),
+        "document.querySelector('tr.world[data-world=\"w\"]').dataset.state === 'approval'",
+    );
+    // The admission queue says why; the approval shows the command exactly as written.
+    let queue = b.eval("document.getElementById('admission').textContent");
+    assert!(queue.as_str().unwrap().contains("acme/w"), "{queue}");
+    let shown = b.wait_for(
+        "the pending approval",
+        Duration::from_secs(10),
+        "(document.querySelector('#approvals .panel pre') || {}).textContent",
+    );
+    assert_eq!(shown, "sleep 600 # approve-me");
+    b.eval("document.querySelector('#approvals .panel button').click()");
+    b.wait_for(
+        "w ready once approved",
+        Duration::from_secs(20),
+        "document.querySelector('tr.world[data-world=\"w\"]').dataset.state === 'ready'",
+    );
+    let list = env.ok(&["approve", "--list", "--json"]);
+    assert!(list.contains("\"approved\": true"), "{list}");
+    drop(b);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
