@@ -7,6 +7,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use binky_testkit::browser::Browser;
@@ -451,4 +452,32 @@ fn a_held_world_is_approved_from_the_dashboard_which_shows_the_exact_command() {
     drop(b);
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn the_dashboard_is_served_over_https_with_a_certificate_of_the_local_ca() {
+    let env =
+        Env::new("[project]\nname = \"acme\"\n{range}\n\n[services.api]\ncmd = \"sleep 600\"\n");
+    env.ok(&["daemon", "start"]);
+    let port = env.https_port();
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "--cacert",
+            &env.home.join("ca/ca.crt").display().to_string(),
+            "--resolve",
+            &format!("binky.localhost:{port}:127.0.0.1"),
+            "-w",
+            " %{http_code}",
+            &format!("https://binky.localhost:{port}/api/session"),
+        ])
+        .output()
+        .expect("curl (scripts/test installs it)");
+    let text = stdout(&out);
+    // Verified TLS (curl fails otherwise), and the API answers: not signed in.
+    assert!(out.status.success(), "curl: {}", stderr(&out));
+    assert!(
+        text.ends_with(" 401") && text.contains("binky dashboard"),
+        "{text}"
+    );
 }
