@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub use context::git as context_git;
 pub use failure::{exit, Failure};
 
 /// binky: an isolated local world for every git worktree.
@@ -78,6 +79,14 @@ pub enum Command {
         /// Create the branch from this commit-ish when it does not exist (default: HEAD).
         #[arg(long)]
         from: Option<String>,
+        /// Waiting.
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Wait until a world is ready (exit 0), or held or out of time (75), or failed (1).
+    Wait {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
         /// Waiting.
         #[command(flatten)]
         wait: WaitArgs,
@@ -419,6 +428,7 @@ pub fn run(cli: Cli) -> i32 {
                 wait,
             } => up::run(&name, group, from, &wait).await,
             Command::Down { name, wait } => down::run(name, &wait).await,
+            Command::Wait { name, wait } => wait::run(name, &wait).await,
             Command::Check { path, json } => check::run(path, json),
             Command::Doctor { json } => doctor::run(json).await,
             Command::Exec { name, service, cmd } => exec::run(&name, service, cmd),

@@ -181,3 +181,26 @@ pub fn report(world: &str, verb: &str, outcome: &Outcome, timeout: Duration) -> 
         }
     }
 }
+
+/// `binky wait NAME`: until the world is ready (exit 0), held for a person or still not
+/// ready when the timeout runs out (75), or failed (1). A world that is down is not waited
+/// for: it would never be ready.
+pub async fn run(name: Option<String>, args: &WaitArgs) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let world = ctx.world(name.as_deref())?;
+    if world.desired == store::DesiredState::Stopped {
+        return Err(Failure::failed(format!(
+            "world `{}` is down (stopped on purpose), so it will not become ready; `binky up {}` starts it",
+            world.name, world.name
+        )));
+    }
+    let since = ctx.store.read(store::last_event_id)?;
+    let outcome = wait(&ctx, &world, world.generation, Goal::Ready, args, since).await?;
+    if let Some(code) = report(&world.name, "come up", &outcome, args.timeout) {
+        return Ok(code);
+    }
+    if !args.quiet {
+        println!("{} is ready", world.name);
+    }
+    Ok(exit::OK)
+}
