@@ -25,9 +25,11 @@
 mod created;
 mod errors;
 mod install;
+mod params;
 mod runner;
 mod schema;
 mod tools;
+mod view;
 
 use std::path::PathBuf;
 
