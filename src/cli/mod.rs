@@ -87,6 +87,9 @@ pub enum Command {
     Wait {
         /// World name (default: the world whose worktree you are in).
         name: Option<String>,
+        /// Print the ready world's status as JSON (as `binky status NAME --json`).
+        #[arg(long)]
+        json: bool,
         /// Waiting.
         #[command(flatten)]
         wait: WaitArgs,
@@ -428,7 +431,7 @@ pub fn run(cli: Cli) -> i32 {
                 wait,
             } => up::run(&name, group, from, &wait).await,
             Command::Down { name, wait } => down::run(name, &wait).await,
-            Command::Wait { name, wait } => wait::run(name, &wait).await,
+            Command::Wait { name, json, wait } => wait::run(name, json, &wait).await,
             Command::Check { path, json } => check::run(path, json),
             Command::Doctor { json } => doctor::run(json).await,
             Command::Exec { name, service, cmd } => exec::run(&name, service, cmd),
