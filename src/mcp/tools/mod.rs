@@ -254,7 +254,14 @@ impl Server {
         words: Vec<String>,
     ) -> Result<Value, ToolError> {
         let run = self.binky(ctx, dir, words, Limits::JSON).await?;
-        let status = self.world_status(ctx, dir, world).await.ok();
+        // `binky wait --json` answers with the world's status: no second command.
+        let printed = serde_json::from_str::<Value>(&run.stdout)
+            .ok()
+            .filter(|v| run.ended == Ended::Exited(exit::OK) && v["name"] == world);
+        let status = match printed {
+            Some(v) => Some(v),
+            None => self.world_status(ctx, dir, world).await.ok(),
+        };
         match (run.ended, &status) {
             (Ended::Exited(exit::OK), Some(s)) => {
                 let mut v = about(s);

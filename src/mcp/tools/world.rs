@@ -135,6 +135,7 @@ impl Server {
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let words = args(&[
             "wait",
+            "--json",
             "-q",
             "--timeout",
             &format!("{secs}s"),

@@ -37,7 +37,10 @@ async fn a_cancelled_call_kills_what_it_started_within_a_second() {
         .parse()
         .unwrap();
     assert!(alive(pid));
-    let exec_cmd = binky_testkit::procs::with_cmdline(&["exec", "w", "--", "sh"]);
+    // This test's `binky exec` (its script names this test's pid file).
+    let pidfile_text = pidfile.display().to_string();
+    let exec_cmd = binky_testkit::procs::with_cmdline(&["exec", "w", "--", "sh", &pidfile_text]);
+    assert!(!exec_cmd.is_empty(), "no binky exec found");
     handle.cancel(Some("test".into())).await.unwrap();
     let cancelled = Instant::now();
     wait_until("the command is gone", Duration::from_secs(1), || {

@@ -298,22 +298,37 @@ async fn mcp_tools_bring_a_world_up_inspect_it_and_stop_it() {
     std::fs::remove_file(env.repo.join("bad.toml")).unwrap();
 
     // apply: the world's file unchanged; a dry run of an edit says what would change and
-    // changes nothing.
+    // changes nothing; an invalid edit is invalid_config. The daemon is stopped meanwhile,
+    // so that its file watcher does not apply the edits first (services keep running).
     let (err, a) = call(&client, "apply", json!({"world": "w"})).await;
     assert!(!err, "{a}");
     assert_eq!(a["worlds"][0]["state"], "unchanged", "{a}");
+    env.ok(&["daemon", "stop"]);
     let file = env.worktree("w").join("binky.toml");
     let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
-        &file,
-        text.replace("env = { API", "env = { EXTRA = \"1\", API"),
-    )
-    .unwrap();
+    let edited = text.replace("env = { API", "env = { EXTRA = \"1\", API");
+    std::fs::write(&file, &edited).unwrap();
     let (err, a) = call(&client, "apply", json!({"world": "w", "dry_run": true})).await;
     assert!(!err, "{a}");
     assert_eq!(a["dry_run"], true, "{a}");
     assert_eq!(a["worlds"][0]["state"], "would change", "{a}");
+    let (_, again) = call(&client, "apply", json!({"world": "w", "dry_run": true})).await;
+    assert_eq!(
+        again["worlds"][0]["state"], "would change",
+        "the dry run changed it: {again}"
+    );
+    std::fs::write(
+        &file,
+        text.replace("[services.web]", "[services.web]\nbogus = 1"),
+    )
+    .unwrap();
+    let (err, a) = call(&client, "apply", json!({"world": "w", "dry_run": true})).await;
+    assert!(err, "{a}");
+    assert_eq!(code(&a), "invalid_config", "{a}");
     std::fs::write(&file, text).unwrap();
+    let (err, a) = call(&client, "apply", json!({"world": "w"})).await;
+    assert!(!err, "{a}");
+    assert_eq!(a["worlds"][0]["state"], "unchanged", "{a}");
 
     // approvals: off on this machine.
     let (err, ap) = call(&client, "approvals", json!({})).await;
