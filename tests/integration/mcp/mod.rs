@@ -5,6 +5,7 @@
 
 mod args;
 mod guards;
+mod inspector;
 mod install;
 mod projects;
 mod tools;
