@@ -107,14 +107,17 @@ pub fn no_self_approval(text: &str) -> String {
     out
 }
 
-/// Every string of `v` through [`no_self_approval`], but the lines meant for the person.
+/// Every string of `v` through [`no_self_approval`], but the lines meant for the person
+/// and what a command or service printed (`stdout`, `stderr`, `body`, `output_tail`: given
+/// back as they were).
 pub fn for_an_agent(v: &mut Value) {
     match v {
         Value::String(s) if s.contains("binky approve") => *s = no_self_approval(s),
         Value::Array(a) => a.iter_mut().for_each(for_an_agent),
         Value::Object(o) => {
             for (k, x) in o.iter_mut() {
-                if k != "for_the_person" {
+                let verbatim = ["for_the_person", "stdout", "stderr", "body", "output_tail"];
+                if !verbatim.contains(&k.as_str()) {
                     for_an_agent(x);
                 }
             }
