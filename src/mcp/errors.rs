@@ -129,6 +129,13 @@ pub fn classify(code: i32, message: String, world: &str) -> ToolError {
             "use one of the services the message lists",
         );
     }
+    if message.contains("is not inside a git repository") {
+        return ToolError::new(
+            "invalid_argument",
+            message,
+            "pass `root` (the absolute path of the repository, or one of its worktrees) or `project` (a name from `list`): the server does not run inside a repository",
+        );
+    }
     if message.contains("is down (stopped on purpose)") {
         return ToolError::new(
             "stopped",

@@ -81,6 +81,14 @@ async fn every_tool_reaches_a_world_name_two_projects_use() {
         assert!(!err, "{l}");
         assert_eq!(l["worlds"].as_array().unwrap().len(), 1, "{l}");
     }
+    // A new world with neither: the server is not in a repository, so say what to pass.
+    let (err, v) = call(&outside, "up", json!({"world": "new"})).await;
+    assert!(err, "{v}");
+    assert_eq!(code(&v), "invalid_argument", "{v}");
+    assert!(
+        v["error"]["fix"].as_str().unwrap().contains("pass `root`"),
+        "{v}"
+    );
     let (err, nope) = call(&outside, "status", json!({"world": "w", "project": "nope"})).await;
     assert!(err, "{nope}");
     assert_eq!(code(&nope), "not_found", "{nope}");
