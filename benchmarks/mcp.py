@@ -180,13 +180,17 @@ def main():
                 lambda: mcp.call("status", {}),
                 lambda: cli(binky, repo, env, "status", "--json"),
             ),
+            "status (every world, detail)": (
+                lambda: mcp.call("status", {"compact": False}),
+                lambda: cli(binky, repo, env, "status", "--json"),
+            ),
             "status (one world)": (
                 lambda: mcp.call("status", {"world": one}),
                 lambda: cli(binky, repo, env, "status", "--json", "--", one),
             ),
             "wait (a ready world)": (
                 lambda: mcp.call("wait", {"world": one}),
-                lambda: cli(binky, repo, env, "wait", "-q", "--", one),
+                lambda: cli(binky, repo, env, "wait", "--json", "-q", "--", one),
             ),
         }
         # One warm-up of each, then the runs interleaved so that both see the same machine.
@@ -211,10 +215,10 @@ def main():
                 "cli_bytes": cb,
                 "mcp_minus_cli_median_ms": round(statistics.median(ms) - statistics.median(cs), 2),
             }
-        print(f"{'':24} {'MCP median':>11} {'p90':>8} {'CLI median':>11} {'p90':>8} {'MCP bytes':>10} {'CLI bytes':>10}")
+        print(f"{'':30} {'MCP median':>11} {'p90':>8} {'CLI median':>11} {'p90':>8} {'MCP bytes':>10} {'CLI bytes':>10}")
         for k, r in results.items():
             print(
-                f"{k:24} {r['mcp']['median_ms']:>9.1f}ms {r['mcp']['p90_ms']:>6.1f}ms "
+                f"{k:30} {r['mcp']['median_ms']:>9.1f}ms {r['mcp']['p90_ms']:>6.1f}ms "
                 f"{r['cli']['median_ms']:>9.1f}ms {r['cli']['p90_ms']:>6.1f}ms "
                 f"{r['mcp_bytes']:>10} {r['cli_bytes']:>10}"
             )

@@ -59,7 +59,8 @@ pub struct StatusParams {
     pub project: Option<String>,
     /// The repository to look in (absolute path).
     pub root: Option<String>,
-    /// Only the summary and, per world, its state, services' states and URLs.
+    /// Only the summary, state, services' states and URLs: of one world when true (default
+    /// false); of every world unless false (default true).
     pub compact: Option<bool>,
 }
 

@@ -101,7 +101,7 @@ impl Server {
     /// One world in detail, or every world, each with a summary.
     #[tool(
         title = "World status",
-        description = "One world in detail (state, services with state/ready/pid/ports/url, conditions, and a one-line `summary`), or every world ({summary, worlds, daemon}). `compact: true` keeps only the summary, states and URLs.",
+        description = "One world in detail (state, services with state/ready/pid/ports/url, conditions, and a one-line `summary`; `compact: true`: only the summary, states and URLs), or every world ({summary, worlds}: each compact with its summary; `compact: false`: each in detail).",
         output_schema = schema::status(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -118,14 +118,21 @@ impl Server {
         ctx: &RequestContext<RoleServer>,
         p: StatusParams,
     ) -> Result<Value, ToolError> {
-        let compact_only = p.compact.unwrap_or(false);
         let Some(world) = p.world.as_deref() else {
             let worlds = self
                 .all_worlds(ctx, p.project.as_deref(), p.root.as_deref())
                 .await?;
             let all = worlds_summary(&worlds);
-            if compact_only {
-                let c: Vec<Value> = worlds.iter().map(compact).collect();
+            // Every world in detail is some 3 KB each: compact unless asked.
+            if p.compact != Some(false) {
+                let c: Vec<Value> = worlds
+                    .iter()
+                    .map(|w| {
+                        let mut c = compact(w);
+                        c["summary"] = json!(summary(w));
+                        c
+                    })
+                    .collect();
                 return Ok(json!({ "summary": all, "worlds": c }));
             }
             let worlds: Vec<Value> = worlds
@@ -140,7 +147,7 @@ impl Server {
         errors::name("world", world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let v = self.world_status(ctx, dir.as_deref(), world).await?;
-        if compact_only {
+        if p.compact == Some(true) {
             let mut c = compact(&v);
             c["summary"] = json!(summary(&v));
             return Ok(c);

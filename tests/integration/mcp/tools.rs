@@ -156,8 +156,17 @@ async fn mcp_tools_bring_a_world_up_inspect_it_and_stop_it() {
     let (err, all) = call(&client, "status", json!({})).await;
     assert!(!err, "{all}");
     assert_eq!(all["summary"], "1 world: 1 ready", "{all}");
-    assert_eq!(all["worlds"][0]["name"], "w", "{all}");
-    assert!(all["worlds"][0]["summary"].is_string(), "{all}");
+    assert_eq!(all["worlds"][0]["world"], "w", "{all}");
+    assert_eq!(all["worlds"][0]["summary"], st["summary"], "{all}");
+    assert!(
+        all["worlds"][0].get("conditions").is_none(),
+        "compact by default: {all}"
+    );
+    let (err, detail) = call(&client, "status", json!({"compact": false})).await;
+    assert!(!err, "{detail}");
+    assert_eq!(detail["worlds"][0]["name"], "w", "{detail}");
+    assert!(detail["worlds"][0]["conditions"].is_array(), "{detail}");
+    assert_eq!(detail["worlds"][0]["summary"], st["summary"], "{detail}");
 
     // env: the same as the CLI's.
     let (err, e) = call(&client, "env", json!({"world": "w"})).await;
