@@ -216,4 +216,6 @@ pub struct ApprovalsParams {
     pub world: Option<String>,
     /// Only this project's.
     pub project: Option<String>,
+    /// Only the project of the repository at this absolute path.
+    pub root: Option<String>,
 }

@@ -303,8 +303,22 @@ impl Server {
     ) -> Result<Value, ToolError> {
         errors::opt_name("world", p.world.as_deref())?;
         errors::opt_name("project", p.project.as_deref())?;
+        if p.project.is_some() && p.root.is_some() {
+            self.place(p.project.as_deref(), p.root.as_deref())?;
+        }
+        // `root`: its project, as `list` finds it (no world there: no project, nothing waits).
+        let project = match p.root.as_deref() {
+            Some(root) => Some(
+                self.all_worlds(ctx, None, Some(root))
+                    .await?
+                    .first()
+                    .and_then(|w| w["project"].as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+            ),
+            None => p.project.clone(),
+        };
         let (on, waiting) = self
-            .waiting(ctx, p.project.as_deref(), p.world.as_deref())
+            .waiting(ctx, project.as_deref(), p.world.as_deref())
             .await?;
         let message = if !on {
             "approvals are off on this machine: nothing waits for a person".to_owned()

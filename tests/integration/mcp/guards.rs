@@ -104,6 +104,21 @@ async fn mcp_up_held_for_approval_tells_the_agent_to_ask_a_person() {
         "{ap}"
     );
 
+    // The same through the repository's path; another repository has nothing waiting.
+    let (err, by_root) = call(&client, "approvals", json!({"root": root})).await;
+    assert!(!err, "{by_root}");
+    assert_eq!(by_root["waiting"], ap["waiting"], "{by_root}");
+    let elsewhere = env.dir.path().join("elsewhere");
+    binky_testkit::git::init_repo(&elsewhere);
+    let (err, none) = call(
+        &client,
+        "approvals",
+        json!({"root": elsewhere.display().to_string()}),
+    )
+    .await;
+    assert!(!err, "{none}");
+    assert_eq!(none["waiting"], json!([]), "{none}");
+
     // verify and wait refuse the held world the same way.
     for tool in ["verify", "wait"] {
         let (err, v) = call(&client, tool, json!({"world": "w"})).await;
