@@ -77,10 +77,11 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// A binky command whose answer is JSON: no timeout of its own, 4 MiB per stream.
+    /// A binky command whose answer is JSON: no timeout of its own, 64 MiB per stream (so a
+    /// JSON answer is never cut: `binky status --json` is about 4 KB a world).
     pub const JSON: Limits = Limits {
         timeout: None,
-        max_bytes: 4 << 20,
+        max_bytes: 64 << 20,
     };
 }
 
