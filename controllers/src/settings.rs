@@ -92,6 +92,12 @@ pub const ALL: &[Setting] = &[
         what: "every new command a world would run waits for `binky approve`",
     },
     Setting {
+        key: "mcp_remove_any",
+        default: "false",
+        takes: Takes::Flag,
+        what: "`binky mcp`'s remove tool may remove worlds an agent did not create through it (never a worktree with uncommitted changes); off: only the worlds agents made",
+    },
+    Setting {
         key: "nice",
         default: "10",
         takes: Takes::Nice,

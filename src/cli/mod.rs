@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub use context::git as context_git;
 pub use failure::{exit, Failure};
 
 /// binky: an isolated local world for every git worktree.
@@ -79,6 +80,17 @@ pub enum Command {
         /// Create the branch from this commit-ish when it does not exist (default: HEAD).
         #[arg(long)]
         from: Option<String>,
+        /// Waiting.
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Wait until a world is ready (exit 0), or held or out of time (75), or failed (1).
+    Wait {
+        /// World name (default: the world whose worktree you are in).
+        name: Option<String>,
+        /// Print the ready world's status as JSON (as `binky status NAME --json`).
+        #[arg(long)]
+        json: bool,
         /// Waiting.
         #[command(flatten)]
         wait: WaitArgs,
@@ -430,6 +442,7 @@ pub fn run(cli: Cli) -> i32 {
                 wait,
             } => up::run(&name, group, from, &wait).await,
             Command::Down { name, wait } => down::run(name, &wait).await,
+            Command::Wait { name, json, wait } => wait::run(name, json, &wait).await,
             Command::Check { path, json } => check::run(path, json),
             Command::Doctor { json } => doctor::run(json).await,
             Command::Exec { name, service, cmd } => exec::run(&name, service, cmd),

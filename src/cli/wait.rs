@@ -115,7 +115,13 @@ pub async fn wait(
         // out the timeout.
         if goal == Goal::Ready {
             if let Some((Hold::AwaitingApproval, held)) = Hold::of(&conds) {
-                if held.generation >= generation {
+                // The condition may be older than an approval the daemon has not seen yet
+                // (`binky approve`, then `binky wait` at once): ask the store, not only it.
+                let still = matches!(
+                    binky_controllers::gate::held(&ctx.store, &current)?,
+                    Some((Hold::AwaitingApproval, _))
+                );
+                if held.generation >= generation && still {
                     return Ok(Outcome::Pending(held.message.clone()));
                 }
             }
@@ -180,4 +186,35 @@ pub fn report(world: &str, verb: &str, outcome: &Outcome, timeout: Duration) -> 
             Some(exit::PENDING)
         }
     }
+}
+
+/// `binky wait NAME`: until the world is ready (exit 0), held for a person or still not
+/// ready when the timeout runs out (75), or failed (1). A world that is down is not waited
+/// for: it would never be ready.
+/// With `json`, a ready world's status (as `binky status NAME --json`) is printed.
+pub async fn run(name: Option<String>, json: bool, args: &WaitArgs) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let world = ctx.world(name.as_deref())?;
+    if world.desired == store::DesiredState::Stopped {
+        return Err(Failure::failed(format!(
+            "world `{}` is down (stopped on purpose), so it will not become ready; `binky up {}` starts it",
+            world.name, world.name
+        )));
+    }
+    let since = ctx.store.read(store::last_event_id)?;
+    let outcome = wait(&ctx, &world, world.generation, Goal::Ready, args, since).await?;
+    if let Some(code) = report(&world.name, "come up", &outcome, args.timeout) {
+        return Ok(code);
+    }
+    if json {
+        let now = match outcome {
+            Outcome::Done(Some(w)) => *w,
+            _ => world,
+        };
+        let v = super::status::view(&ctx, &now)?;
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else if !args.quiet {
+        println!("{} is ready", world.name);
+    }
+    Ok(exit::OK)
 }

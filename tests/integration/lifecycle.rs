@@ -701,3 +701,34 @@ fn metrics_is_a_json_snapshot_of_worlds_services_ports_and_the_daemon() {
     env.ok(&["remove", "a"]);
     env.ok(&["remove", "b"]);
 }
+
+#[test]
+fn binky_wait_returns_when_the_world_is_ready_and_refuses_a_stopped_one() {
+    let env = Env::new(&two_services());
+    env.ok(&["up", "w", "--no-wait"]);
+    let out = env.binky(&["wait", "w", "--json", "--timeout", "60s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["name"], "w", "{v}");
+    assert_eq!(v["state"], "ready", "{v}");
+    assert!(v["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["state"] == "running"));
+    let plain = env.ok(&["wait", "w"]);
+    assert_eq!(plain.trim(), "w is ready");
+    env.ok(&["down", "w"]);
+    let started = std::time::Instant::now();
+    let out = env.binky(&["wait", "w", "--timeout", "60s"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is down"), "{}", stderr(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "it sat out the timeout"
+    );
+    let out = env.binky(&["wait", "nope"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}

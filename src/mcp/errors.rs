@@ -1,0 +1,296 @@
+//! The one error shape of every tool, `{ok: false, error: {code, message, fix}}`, and the
+//! checks every argument from a client passes before it reaches a command line.
+
+use rmcp::model::CallToolResult;
+use serde_json::{json, Value};
+
+use super::runner::{Ended, Run};
+use crate::cli::failure::exit;
+
+/// A tool's failure: what kind (`code`), what happened, and what to do about it.
+#[derive(Debug, Clone)]
+pub struct ToolError {
+    /// `invalid_argument`, `not_found`, `ambiguous`, `held`, `pending`, `stopped`, `dirty`,
+    /// `refused`, `command_failed`, `failed`, `cancelled`, `timeout`.
+    pub code: &'static str,
+    /// What happened.
+    pub message: String,
+    /// What to do about it.
+    pub fix: String,
+    /// More of the answer (a held world's status, a failed command's output…).
+    pub extra: Option<Value>,
+}
+
+impl ToolError {
+    /// An error with a code, a message and a fix.
+    pub fn new(code: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+            fix: fix.into(),
+            extra: None,
+        }
+    }
+
+    /// A bad argument.
+    pub fn invalid(message: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self::new("invalid_argument", message, fix)
+    }
+
+    /// With more fields merged into the answer beside `ok` and `error`.
+    pub fn with(mut self, extra: Value) -> Self {
+        self.extra = Some(extra);
+        self
+    }
+
+    /// The tool's answer: `{ok: false, error: {code, message, fix}, …}`, flagged an error.
+    pub fn result(self) -> CallToolResult {
+        CallToolResult::structured_error(self.value())
+    }
+
+    /// The answer as JSON.
+    pub fn value(&self) -> Value {
+        let mut v = json!({
+            "ok": false,
+            "error": { "code": self.code, "message": self.message, "fix": self.fix },
+        });
+        if let Some(Value::Object(extra)) = &self.extra {
+            for (k, x) in extra {
+                if k != "ok" && k != "error" {
+                    v[k] = x.clone();
+                }
+            }
+        }
+        v
+    }
+
+    /// A binky command that did not succeed, its exit code read as a kind.
+    pub fn of_run(run: &Run, world: Option<&str>) -> ToolError {
+        let message = run.output();
+        let w = world.unwrap_or("NAME");
+        match run.ended {
+            Ended::Cancelled => {
+                return ToolError::new(
+                    "cancelled",
+                    "the call was cancelled; what it started was stopped",
+                    "call it again if it is still wanted",
+                )
+            }
+            Ended::TimedOut => {
+                return ToolError::new(
+                    "timeout",
+                    format!(
+                        "the command ran out of time after {}s and was stopped",
+                        run.elapsed.as_secs()
+                    ),
+                    "give it a longer `timeout_seconds`, or make it faster",
+                )
+            }
+            Ended::Exited(_) => {}
+        }
+        let message = if message.trim().is_empty() {
+            format!("binky exited with code {}", run.code())
+        } else {
+            message
+        };
+        classify(run.code(), message, w)
+    }
+}
+
+/// A failed command's exit code and message, as an error kind with a fix.
+pub fn classify(code: i32, message: String, world: &str) -> ToolError {
+    if message.starts_with("no world `") {
+        return ToolError::new(
+            "not_found",
+            message,
+            "call `list` to see the worlds there are, or `up` to make this one",
+        );
+    }
+    if message.contains("exists in several projects") {
+        let projects = message
+            .split_once('(')
+            .and_then(|(_, r)| r.split_once(')'))
+            .map(|(p, _)| p.to_owned())
+            .unwrap_or_default();
+        let message = match message.split_once("; run the command inside") {
+            Some((head, _)) => head.to_owned(),
+            None => message,
+        };
+        return ToolError::new(
+            "ambiguous",
+            message,
+            format!("pass `project` (one of: {projects}) or `root` (the repository's path) to say which"),
+        );
+    }
+    if message.contains(" has no service `") {
+        return ToolError::new(
+            "not_found",
+            message,
+            "use one of the services the message lists",
+        );
+    }
+    if message.contains("is not inside a git repository") {
+        return ToolError::new(
+            "invalid_argument",
+            message,
+            "pass `root` (the absolute path of the repository, or one of its worktrees) or `project` (a name from `list`): the server does not run inside a repository",
+        );
+    }
+    if message.contains("is down (stopped on purpose)") {
+        return ToolError::new(
+            "stopped",
+            message,
+            format!("call `up` with world `{world}` to start it"),
+        );
+    }
+    if message.contains("has uncommitted changes") {
+        return ToolError::new(
+            "dirty",
+            message,
+            format!("commit (or stash) the changes in the world's worktree, then call `remove` again; never discard someone's work (`exec` with world `{world}` runs git there)"),
+        );
+    }
+    match code {
+        exit::USAGE => ToolError::new(
+            "invalid_argument",
+            message,
+            "correct what the message names, then call again",
+        ),
+        exit::PENDING => ToolError::new(
+            "pending",
+            message,
+            format!("the daemon carries on: call `wait` with world `{world}` (it waits until the world is ready), do not call this again in a loop"),
+        ),
+        _ => ToolError::new(
+            "failed",
+            message,
+            format!("read the message; `logs` and `events` with world `{world}` show what the services printed and what binky did"),
+        ),
+    }
+}
+
+/// Longest name accepted (a world, project, service or group).
+const MAX_NAME: usize = 100;
+/// Longest path or URL path accepted.
+const MAX_PATH: usize = 4096;
+
+/// A value as an error message shows it: at most 60 characters.
+pub fn shown(v: &str) -> String {
+    let n = v.chars().count();
+    if n <= 60 {
+        format!("`{v}`")
+    } else {
+        let head: String = v.chars().take(40).collect();
+        format!("`{head}…` ({n} characters)")
+    }
+}
+
+/// A name from a client (`what`: world, project, service, group): letters, digits and
+/// `. _ - / @`, not starting with `-` (never read as an option), no `..` part.
+pub fn name(what: &str, v: &str) -> Result<(), ToolError> {
+    let fix = format!(
+        "give `{what}` as binky names it: letters, digits and `. _ - /`, at most {MAX_NAME} characters, not starting with `-` (`list` shows the names there are)"
+    );
+    let why = if v.is_empty() {
+        Some("is empty")
+    } else if v.chars().count() > MAX_NAME {
+        Some("is too long")
+    } else if v.starts_with('-') {
+        Some("starts with `-`, as an option would")
+    } else if !v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '@'))
+    {
+        Some("has characters a name cannot have")
+    } else if v.starts_with('/')
+        || v.ends_with('/')
+        || v.split('/').any(|p| p.is_empty() || p == "." || p == "..")
+    {
+        Some("is not a relative name (an empty, `.` or `..` part)")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(ToolError::invalid(
+            format!("{what} {} {why}", shown(v)),
+            fix,
+        )),
+        None => Ok(()),
+    }
+}
+
+/// An optional name.
+pub fn opt_name(what: &str, v: Option<&str>) -> Result<(), ToolError> {
+    v.map_or(Ok(()), |v| name(what, v))
+}
+
+/// A request path for `curl`: starts with `/`, no spaces or control characters.
+pub fn url_path(v: &str) -> Result<(), ToolError> {
+    let why = if !v.starts_with('/') {
+        Some("does not start with `/`")
+    } else if v.len() > MAX_PATH {
+        Some("is too long")
+    } else if v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("has spaces or control characters (percent-encode them)")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(ToolError::invalid(
+            format!("path {} {why}", shown(v)),
+            format!("give the path and query of the request, e.g. `/health?x=1`, at most {MAX_PATH} characters"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// An HTTP method: a few capital letters.
+pub fn method(v: &str) -> Result<(), ToolError> {
+    if !v.is_empty() && v.len() <= 16 && v.chars().all(|c| c.is_ascii_uppercase()) {
+        return Ok(());
+    }
+    Err(ToolError::invalid(
+        format!("method {} is not an HTTP method", shown(v)),
+        "give one such as GET, POST, PUT, PATCH or DELETE",
+    ))
+}
+
+/// A file path relative to the repository, inside it (for `check`).
+pub fn relative_path(what: &str, v: &str) -> Result<(), ToolError> {
+    let p = std::path::Path::new(v);
+    let why = if v.is_empty() {
+        Some("is empty")
+    } else if v.len() > MAX_PATH {
+        Some("is too long")
+    } else if v.starts_with('-') {
+        Some("starts with `-`, as an option would")
+    } else if p.is_absolute() {
+        Some("is absolute")
+    } else if p
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+        || v.chars().any(char::is_control)
+    {
+        Some("leaves the repository (`..`) or has control characters")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(ToolError::invalid(
+            format!("{what} {} {why}", shown(v)),
+            format!("give `{what}` relative to the repository, inside it (e.g. `binky.toml` or `services/api`); `root` picks the repository"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// An argument's text (the body of a request, a command's word): at most `max` bytes.
+pub fn bounded(what: &str, v: &str, max: usize) -> Result<(), ToolError> {
+    if v.len() <= max {
+        return Ok(());
+    }
+    Err(ToolError::invalid(
+        format!("{what} is {} bytes, more than {max}", v.len()),
+        format!("give `{what}` in at most {max} bytes"),
+    ))
+}

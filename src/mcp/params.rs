@@ -1,0 +1,221 @@
+//! Every tool's arguments: what a client may pass, as its inputSchema says. Unknown
+//! arguments are refused (a misspelt one would otherwise be ignored).
+
+use rmcp::schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Parameters naming one world.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct WorldParams {
+    /// World name (also its git branch). `worktree`, binky 0.1.2's name for it, is accepted.
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project the world is in (its name, as `list` shows it), when a world name is used
+    /// by several projects; default: the project of the server's directory.
+    pub project: Option<String>,
+    /// The repository (or one of its worktrees) to run in, an absolute path: another way to
+    /// pick the project.
+    pub root: Option<String>,
+}
+
+/// `up`'s parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct UpParams {
+    /// World name (also its git branch): letters, digits, `. _ - /`. (`worktree` is accepted.)
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project to make it in (its name); default: the server's directory's.
+    pub project: Option<String>,
+    /// The repository to make it in (absolute path); default: the server's directory.
+    pub root: Option<String>,
+    /// Start only this group of services (and what they depend on).
+    pub group: Option<String>,
+}
+
+/// `list`'s parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Only this project's worlds.
+    pub project: Option<String>,
+    /// Only the worlds of the repository at this absolute path.
+    pub root: Option<String>,
+}
+
+/// `status`' parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct StatusParams {
+    /// One world in detail; none: every world (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: Option<String>,
+    /// The project (name) to look in.
+    pub project: Option<String>,
+    /// The repository to look in (absolute path).
+    pub root: Option<String>,
+    /// Only the summary, state, services' states and URLs: of one world when true (default
+    /// false); of every world unless false (default true).
+    pub compact: Option<bool>,
+}
+
+/// `logs`' parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct LogsParams {
+    /// World name (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project (name) the world is in.
+    pub project: Option<String>,
+    /// The repository to run in (absolute path).
+    pub root: Option<String>,
+    /// One service; none: every service.
+    pub service: Option<String>,
+    /// Lines in total (default 100, at most 5000): the newest, shared out evenly between the
+    /// services when there are several.
+    pub lines: Option<u32>,
+}
+
+/// `events`' parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct EventsParams {
+    /// World name (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project (name) the world is in.
+    pub project: Option<String>,
+    /// The repository to run in (absolute path).
+    pub root: Option<String>,
+    /// How many of the newest events (default 50, at most 1000).
+    pub lines: Option<u32>,
+}
+
+/// `curl`'s parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct CurlParams {
+    /// World name (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project (name) the world is in.
+    pub project: Option<String>,
+    /// The repository to run in (absolute path).
+    pub root: Option<String>,
+    /// Service name (one with a `url`).
+    pub service: String,
+    /// Path and query, starting with `/`, e.g. `/health`.
+    pub path: String,
+    /// HTTP method (default GET, or POST with a body).
+    pub method: Option<String>,
+    /// Request body (sent as application/json), at most 1 MiB.
+    pub body: Option<String>,
+}
+
+/// `wait`'s parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct WaitParams {
+    /// World name (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project (name) the world is in.
+    pub project: Option<String>,
+    /// The repository to run in (absolute path).
+    pub root: Option<String>,
+    /// Give up after this many seconds (default 55, at most 600).
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `exec`'s parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ExecParams {
+    /// World name (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project (name) the world is in.
+    pub project: Option<String>,
+    /// The repository to run in (absolute path).
+    pub root: Option<String>,
+    /// The program and its arguments, e.g. ["pytest", "-x"] (no shell: ["sh", "-c", "…"]
+    /// for one).
+    pub command: Vec<String>,
+    /// Exactly this service's environment (its PORT, env_file, env); default: the world's.
+    pub service: Option<String>,
+    /// Stop it after this many seconds (default 60, at most 600).
+    pub timeout_seconds: Option<u64>,
+    /// Bytes kept of each of stdout and stderr, the newest (default 16384, at most 1048576).
+    pub max_output_bytes: Option<usize>,
+}
+
+/// `verify`'s parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct VerifyParams {
+    /// World name (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project (name) the world is in.
+    pub project: Option<String>,
+    /// The repository to run in (absolute path).
+    pub root: Option<String>,
+    /// Stop the commands after this many seconds (default 300, at most 1800).
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `check`'s parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct CheckParams {
+    /// The binky.toml (or its directory) relative to the repository; default: the one at
+    /// the repository's top.
+    pub path: Option<String>,
+    /// The project (name) whose repository to check in.
+    pub project: Option<String>,
+    /// The repository (or worktree) to check in (absolute path); default: the server's.
+    pub root: Option<String>,
+}
+
+/// `apply`'s parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ApplyParams {
+    /// World name (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: String,
+    /// The project (name) the world is in.
+    pub project: Option<String>,
+    /// The repository to run in (absolute path).
+    pub root: Option<String>,
+    /// Only say what would change; change nothing.
+    pub dry_run: Option<bool>,
+}
+
+/// `approvals`' parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsParams {
+    /// Only what this world waits for (`worktree` is accepted).
+    #[serde(alias = "worktree")]
+    pub world: Option<String>,
+    /// Only this project's.
+    pub project: Option<String>,
+    /// Only the project of the repository at this absolute path.
+    pub root: Option<String>,
+}

@@ -1,0 +1,196 @@
+//! Running the binky binary for a tool call: its own process group, its output captured and
+//! bounded, ended (the whole group) when the call is cancelled or runs out of time.
+
+use std::future::Future;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// How one command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited by itself with this code (-1: a signal ended it).
+    Exited(i32),
+    /// The client cancelled the call: the group was killed.
+    Cancelled,
+    /// It ran out of time: the group was killed.
+    TimedOut,
+}
+
+/// One finished command.
+#[derive(Debug)]
+pub struct Run {
+    /// How it ended.
+    pub ended: Ended,
+    /// What it printed on stdout (the newest `max_bytes` when it printed more).
+    pub stdout: String,
+    /// What it printed on stderr (likewise).
+    pub stderr: String,
+    /// Whether either stream was cut to its newest `max_bytes`.
+    pub truncated: bool,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+impl Run {
+    /// Its exit code; -1 when it did not exit by itself.
+    pub fn code(&self) -> i32 {
+        match self.ended {
+            Ended::Exited(c) => c,
+            _ => -1,
+        }
+    }
+
+    /// What it printed, for a message: stderr (progress, errors) then stdout, each line's
+    /// `binky: ` prefix dropped.
+    pub fn output(&self) -> String {
+        let mut s = String::new();
+        for part in [&self.stderr, &self.stdout] {
+            let part = part.trim_end();
+            if part.trim().is_empty() {
+                continue;
+            }
+            if !s.is_empty() {
+                s.push('\n');
+            }
+            let lines: Vec<&str> = part
+                .lines()
+                .map(|l| l.strip_prefix("binky: ").unwrap_or(l))
+                .collect();
+            s.push_str(&lines.join("\n"));
+        }
+        s
+    }
+}
+
+/// Bounds on one command.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Killed after this long (none: only a cancellation ends it early).
+    pub timeout: Option<Duration>,
+    /// Bytes kept of each stream (the newest).
+    pub max_bytes: usize,
+}
+
+impl Limits {
+    /// A binky command whose answer is JSON: no timeout of its own, 64 MiB per stream (so a
+    /// JSON answer is never cut: `binky status --json` is about 4 KB a world).
+    pub const JSON: Limits = Limits {
+        timeout: None,
+        max_bytes: 64 << 20,
+    };
+}
+
+/// Kills the process group when dropped, unless disarmed: a tool call whose future is
+/// dropped (the server stopping) leaves nothing running.
+struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pg) = self.0.take() {
+            let _ = killpg(pg, Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Read `r` to its end, keeping the newest `cap` bytes; (bytes, whether some were dropped).
+async fn read_tail(mut r: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut cut = false;
+    loop {
+        match r.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if buf.len() > cap.saturating_mul(2).max(64 * 1024) {
+                    let over = buf.len() - cap;
+                    buf.drain(..over);
+                    cut = true;
+                }
+            }
+        }
+    }
+    if buf.len() > cap {
+        let over = buf.len() - cap;
+        buf.drain(..over);
+        cut = true;
+    }
+    (buf, cut)
+}
+
+/// Run `exe ARGS` in `dir` (default: here) in a process group of its own; `cancelled`
+/// resolving kills the group (and so does dropping this future).
+pub async fn run(
+    exe: &Path,
+    dir: Option<&Path>,
+    args: &[String],
+    limits: Limits,
+    cancelled: impl Future<Output = ()>,
+) -> Result<Run, String> {
+    let started = Instant::now();
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let mut guard = GroupGuard(child.id().map(|p| Pid::from_raw(p as i32)));
+    let out = child.stdout.take().expect("stdout is piped");
+    let err = child.stderr.take().expect("stderr is piped");
+    let out = tokio::spawn(read_tail(out, limits.max_bytes));
+    let err = tokio::spawn(read_tail(err, limits.max_bytes));
+    let timeout = async {
+        match limits.timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    let ended = tokio::select! {
+        status = child.wait() => {
+            Ended::Exited(status.map(|s| s.code().unwrap_or(-1)).unwrap_or(-1))
+        }
+        _ = cancelled => Ended::Cancelled,
+        _ = timeout => Ended::TimedOut,
+    };
+    // Whatever the command left behind in its group goes with it (an exec'd command's
+    // background job; the daemon is in a session of its own).
+    guard.kill();
+    let _ = child.wait().await;
+    // A process outside the group holding the pipes must not hold the answer.
+    let grace = Duration::from_secs(1);
+    let (stdout, cut_out) = tokio::time::timeout(grace, out)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let (stderr, cut_err) = tokio::time::timeout(grace, err)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    Ok(Run {
+        ended,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        truncated: cut_out || cut_err,
+        elapsed: started.elapsed(),
+    })
+}

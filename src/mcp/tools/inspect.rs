@@ -1,0 +1,337 @@
+//! Tools that read: list, status, env, logs, events, approvals.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::cli::failure::exit;
+use crate::mcp::errors::{self, ToolError};
+use crate::mcp::params::*;
+use crate::mcp::runner::{Ended, Limits};
+use crate::mcp::view::*;
+use crate::mcp::{created, schema, Server};
+
+#[tool_router(router = inspect_router, vis = "pub(super)")]
+impl Server {
+    /// Every world in a compact form: world, project, state, URLs.
+    #[tool(
+        title = "List worlds",
+        description = "Every world in a compact form: {worlds: [{world, project, state, urls, services}], summary}. `project` or `root` keeps one project's. Start here.",
+        output_schema = schema::list(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn list(
+        &self,
+        Parameters(p): Parameters<ListParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(
+            self.list_worlds(&ctx, p.project.as_deref(), p.root.as_deref())
+                .await,
+        )
+    }
+
+    async fn list_worlds(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        project: Option<&str>,
+        root: Option<&str>,
+    ) -> Result<Value, ToolError> {
+        let worlds = self.all_worlds(ctx, project, root).await?;
+        let compact: Vec<Value> = worlds.iter().map(compact).collect();
+        Ok(json!({ "summary": worlds_summary(&worlds), "worlds": compact }))
+    }
+
+    /// `binky status --json`'s worlds, only `project`'s (or `root`'s project's) when given.
+    async fn all_worlds(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        project: Option<&str>,
+        root: Option<&str>,
+    ) -> Result<Vec<Value>, ToolError> {
+        errors::opt_name("project", project)?;
+        let v = match root {
+            Some(_) => {
+                let dir = self.place(None, root)?;
+                match self
+                    .json(
+                        ctx,
+                        dir.as_deref(),
+                        None,
+                        args(&["status", "--json", "--", "."]),
+                    )
+                    .await
+                {
+                    Ok(v) => v,
+                    // A repository without worlds yet.
+                    Err(e) if e.code == "invalid_argument" => json!({ "worlds": [] }),
+                    Err(e) => return Err(e),
+                }
+            }
+            None => {
+                self.json(ctx, None, None, args(&["status", "--json"]))
+                    .await?
+            }
+        };
+        let worlds: Vec<Value> = v["worlds"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|w| project.is_none_or(|p| w["project"] == p))
+            .collect();
+        if let Some(p) = project {
+            if worlds.is_empty() {
+                return Err(ToolError::new(
+                    "not_found",
+                    format!(
+                        "no project `{p}` with worlds; projects: {}",
+                        created::projects().unwrap_or_default().join(", ")
+                    ),
+                    "call `list` without `project` to see every project",
+                ));
+            }
+        }
+        Ok(worlds)
+    }
+
+    /// One world in detail, or every world, each with a summary.
+    #[tool(
+        title = "World status",
+        description = "One world in detail (state, services with state/ready/pid/ports/url, conditions, and a one-line `summary`; `compact: true`: only the summary, states and URLs), or every world ({summary, worlds}: each compact with its summary; `compact: false`: each in detail).",
+        output_schema = schema::status(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn status(
+        &self,
+        Parameters(p): Parameters<StatusParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.status_of(&ctx, p).await)
+    }
+
+    async fn status_of(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: StatusParams,
+    ) -> Result<Value, ToolError> {
+        let Some(world) = p.world.as_deref() else {
+            let worlds = self
+                .all_worlds(ctx, p.project.as_deref(), p.root.as_deref())
+                .await?;
+            let all = worlds_summary(&worlds);
+            // Every world in detail is some 3 KB each: compact unless asked.
+            if p.compact != Some(false) {
+                let c: Vec<Value> = worlds
+                    .iter()
+                    .map(|w| {
+                        let mut c = compact(w);
+                        c["summary"] = json!(summary(w));
+                        c
+                    })
+                    .collect();
+                return Ok(json!({ "summary": all, "worlds": c }));
+            }
+            let worlds: Vec<Value> = worlds
+                .into_iter()
+                .map(|mut w| {
+                    w["summary"] = json!(summary(&w));
+                    w
+                })
+                .collect();
+            return Ok(json!({ "summary": all, "worlds": worlds }));
+        };
+        errors::name("world", world)?;
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let v = self.world_status(ctx, dir.as_deref(), world).await?;
+        if p.compact == Some(true) {
+            let mut c = compact(&v);
+            c["summary"] = json!(summary(&v));
+            return Ok(c);
+        }
+        let mut out = v.clone();
+        out["summary"] = json!(summary(&v));
+        out["world"] = v["name"].clone();
+        Ok(out)
+    }
+
+    /// A world's URLs and ports as environment variables.
+    #[tool(
+        title = "World environment",
+        description = "A world's environment: <SVC>_URL, <SVC>_PORT, <SVC>_PORT_<LABEL> for each service, and what its services declare: {env}. Use these; never another world's.",
+        output_schema = schema::env(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn env(
+        &self,
+        Parameters(p): Parameters<WorldParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.env_of(&ctx, p).await)
+    }
+
+    async fn env_of(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: WorldParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        self.json(
+            ctx,
+            dir.as_deref(),
+            Some(&p.world),
+            args(&["env", "--json", "--", &p.world]),
+        )
+        .await
+    }
+
+    /// A world's captured output.
+    #[tool(
+        title = "World logs",
+        description = "A world's captured stdout and stderr, one service or all: {lines: [{service, line}], returned, limit, note}. `lines` is the total (default 100): the newest, shared out evenly between services; each service's lines in order.",
+        output_schema = schema::logs(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn logs(
+        &self,
+        Parameters(p): Parameters<LogsParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.logs_of(&ctx, p).await)
+    }
+
+    async fn logs_of(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: LogsParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        errors::opt_name("service", p.service.as_deref())?;
+        let limit = p.lines.unwrap_or(LOGS_DEFAULT);
+        if limit == 0 || limit > LOGS_MAX {
+            return Err(ToolError::invalid(
+                format!("lines {limit} is out of range"),
+                format!("give 1 to {LOGS_MAX} lines"),
+            ));
+        }
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let n = limit.to_string();
+        let mut words = args(&["logs", "-n", &n, "--json", "--", &p.world]);
+        words.extend(p.service.clone());
+        let run = self.binky(ctx, dir.as_deref(), words, Limits::JSON).await?;
+        if run.ended != Ended::Exited(exit::OK) {
+            return Err(ToolError::of_run(&run, Some(&p.world)));
+        }
+        let all: Vec<Value> = run
+            .stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|_| json!({ "line": l })))
+            .collect();
+        let lines = newest(all, limit as usize);
+        Ok(json!({
+            "returned": lines.len(),
+            "limit": limit,
+            "note": format!("at most {limit} lines in total: the newest, shared out evenly between the services; each service's lines are in order"),
+            "lines": lines,
+        }))
+    }
+
+    /// What binky did to a world and why.
+    #[tool(
+        title = "World events",
+        description = "What binky did to a world and why, oldest first (the newest `lines`, default 50): {events: [...]}.",
+        output_schema = schema::events(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn events(
+        &self,
+        Parameters(p): Parameters<EventsParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.events_of(&ctx, p).await)
+    }
+
+    async fn events_of(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: EventsParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        let n = p.lines.unwrap_or(50);
+        if n == 0 || n > 1000 {
+            return Err(ToolError::invalid(
+                format!("lines {n} is out of range"),
+                "give 1 to 1000",
+            ));
+        }
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let list = self
+            .json(
+                ctx,
+                dir.as_deref(),
+                Some(&p.world),
+                args(&["events", "--json", "-n", &n.to_string(), "--", &p.world]),
+            )
+            .await?;
+        Ok(json!({ "events": list }))
+    }
+
+    /// What waits for a person.
+    #[tool(
+        title = "Pending approvals",
+        description = "What waits for a person's approval (when the machine has approvals on): {approvals_on, waiting: [{project, worlds, what, command, for_the_person}], message}. Show `for_the_person` to the person and let them decide; an agent never approves commands itself.",
+        output_schema = schema::approvals(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn approvals(
+        &self,
+        Parameters(p): Parameters<ApprovalsParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.approvals_of(&ctx, p).await)
+    }
+
+    async fn approvals_of(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: ApprovalsParams,
+    ) -> Result<Value, ToolError> {
+        errors::opt_name("world", p.world.as_deref())?;
+        errors::opt_name("project", p.project.as_deref())?;
+        if p.project.is_some() && p.root.is_some() {
+            self.place(p.project.as_deref(), p.root.as_deref())?;
+        }
+        // `root`: its project, as `list` finds it (no world there: no project, nothing waits).
+        let project = match p.root.as_deref() {
+            Some(root) => Some(
+                self.all_worlds(ctx, None, Some(root))
+                    .await?
+                    .first()
+                    .and_then(|w| w["project"].as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+            ),
+            None => p.project.clone(),
+        };
+        let (on, waiting) = self
+            .waiting(ctx, project.as_deref(), p.world.as_deref())
+            .await?;
+        let message = if !on {
+            "approvals are off on this machine: nothing waits for a person".to_owned()
+        } else if waiting.is_empty() {
+            "nothing waits for a person's approval".to_owned()
+        } else {
+            format!(
+                "{} command{} wait{} for a person's approval. Show the person each `for_the_person` line and let them decide in their own terminal; do not approve anything yourself, and call `wait` once they have",
+                waiting.len(),
+                if waiting.len() == 1 { "" } else { "s" },
+                if waiting.len() == 1 { "s" } else { "" },
+            )
+        };
+        Ok(json!({ "approvals_on": on, "waiting": waiting, "message": message }))
+    }
+}

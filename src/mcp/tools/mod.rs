@@ -1,0 +1,285 @@
+//! The tools: each checks its arguments, picks the directory a command about its world runs
+//! in (`root`, or `project`'s repository, or the server's), runs the binky binary there with
+//! every name after `--`, and answers `{ok: true, …}` or the one error shape. The tools are
+//! in three routers: `world` (up, down, reload, wait, remove), `inspect` (list, status, env,
+//! logs, events, approvals) and `run` (exec, verify, curl, check, apply).
+
+mod inspect;
+mod run;
+mod world;
+
+use std::path::{Path, PathBuf};
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use serde_json::{json, Value};
+
+use super::errors::{self, ToolError};
+use super::runner::{self, Ended, Limits, Run};
+use super::view::{about, for_an_agent, is_held, summary};
+use super::{created, Server};
+use crate::cli::failure::exit;
+
+/// How long `up`, `down`, `reload`, `apply` and `remove` wait before answering "pending"
+/// (the daemon carries on). Kept under the common 60 s tool-call limit of MCP clients.
+const WAIT: &str = "55s";
+
+/// The default and longest wait of the `wait` tool, in seconds.
+const WAIT_DEFAULT: u64 = 55;
+const WAIT_MAX: u64 = 600;
+
+/// `exec`'s default and longest run, in seconds, and what it keeps of each stream.
+const EXEC_DEFAULT: u64 = 60;
+const EXEC_MAX: u64 = 600;
+const EXEC_OUTPUT: usize = 16 * 1024;
+const EXEC_OUTPUT_MAX: usize = 1 << 20;
+
+/// `logs`' default and largest number of lines.
+const LOGS_DEFAULT: u32 = 100;
+const LOGS_MAX: u32 = 5000;
+
+/// A tool's answer from its outcome: `{ok: true, …}` or the error shape.
+/// Every string in it is for an agent: no advice to approve commands itself.
+fn done(r: Result<Value, ToolError>) -> CallToolResult {
+    match r {
+        Ok(mut v) => {
+            if let Value::Object(o) = &mut v {
+                o.insert("ok".into(), json!(true));
+            }
+            for_an_agent(&mut v);
+            CallToolResult::structured(v)
+        }
+        Err(e) => {
+            let mut v = e.value();
+            for_an_agent(&mut v);
+            CallToolResult::structured_error(v)
+        }
+    }
+}
+
+/// `--flag VALUE` pairs and words, as owned strings.
+fn args(words: &[&str]) -> Vec<String> {
+    words.iter().map(|s| (*s).to_owned()).collect()
+}
+
+impl Server {
+    /// The router of every tool.
+    pub(in crate::mcp) fn router() -> ToolRouter<Server> {
+        Self::world_router() + Self::inspect_router() + Self::run_router()
+    }
+
+    /// Run `binky ARGS` in `dir`, as JSON commands run (no timeout of their own), killed
+    /// with everything it started when the call is cancelled.
+    async fn binky(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        dir: Option<&Path>,
+        args: Vec<String>,
+        limits: Limits,
+    ) -> Result<Run, ToolError> {
+        runner::run(&self.exe, dir, &args, limits, ctx.ct.cancelled())
+            .await
+            .map_err(|e| {
+                ToolError::new("failed", e, "check that binky's binary is still installed")
+            })
+    }
+
+    /// A command that prints JSON: its JSON, or its failure.
+    async fn json(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        dir: Option<&Path>,
+        world: Option<&str>,
+        args: Vec<String>,
+    ) -> Result<Value, ToolError> {
+        let run = self.binky(ctx, dir, args.clone(), Limits::JSON).await?;
+        if run.ended != Ended::Exited(exit::OK) {
+            return Err(ToolError::of_run(&run, world));
+        }
+        serde_json::from_str(&run.stdout).map_err(|e| {
+            ToolError::new(
+                "failed",
+                format!(
+                    "binky {} printed no JSON ({e}): {}",
+                    args.join(" "),
+                    run.output()
+                ),
+                "report this as a bug in binky",
+            )
+        })
+    }
+
+    /// The directory to run a command in: `root` (an existing absolute directory), or the
+    /// repository of `project`, or none (the server's own).
+    fn place(
+        &self,
+        project: Option<&str>,
+        root: Option<&str>,
+    ) -> Result<Option<PathBuf>, ToolError> {
+        errors::opt_name("project", project)?;
+        match (project, root) {
+            (Some(_), Some(_)) => Err(ToolError::invalid(
+                "both `project` and `root` are given",
+                "pass one of them: `project` (a name from `list`) or `root` (a repository's path)",
+            )),
+            (None, Some(root)) => {
+                errors::bounded("root", root, 4096)?;
+                let dir = Path::new(root);
+                if !dir.is_absolute() || !dir.is_dir() {
+                    return Err(ToolError::invalid(
+                        format!("root {} is not an absolute path to a directory", errors::shown(root)),
+                        "pass the absolute path of the repository (or one of its worktrees) to run in",
+                    ));
+                }
+                Ok(Some(dir.to_path_buf()))
+            }
+            (Some(project), None) => match created::project_dir(project) {
+                Ok(Some(dir)) => Ok(Some(dir)),
+                Ok(None) => Err(ToolError::new(
+                    "not_found",
+                    format!(
+                        "no project `{project}` with worlds; projects: {}",
+                        created::projects().unwrap_or_default().join(", ")
+                    ),
+                    "call `list` for the projects there are; to make a project's first world, pass `root` (its repository's path) to `up`",
+                )),
+                Err(e) => Err(ToolError::new("failed", e, "check that BINKY_HOME is readable")),
+            },
+            (None, None) => Ok(self.dir.clone()),
+        }
+    }
+
+    /// `binky status --json -- WORLD`.
+    async fn world_status(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        dir: Option<&Path>,
+        world: &str,
+    ) -> Result<Value, ToolError> {
+        self.json(
+            ctx,
+            dir,
+            Some(world),
+            args(&["status", "--json", "--", world]),
+        )
+        .await
+    }
+
+    /// Which commands wait for a person's approval (none while `approvals` is off).
+    async fn waiting(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        project: Option<&str>,
+        world: Option<&str>,
+    ) -> Result<(bool, Vec<Value>), ToolError> {
+        let settings = self
+            .json(ctx, None, None, args(&["settings", "--json"]))
+            .await?;
+        let on = settings["approvals"] == "true";
+        if !on {
+            return Ok((false, Vec::new()));
+        }
+        let list = self
+            .json(ctx, None, None, args(&["approve", "--list", "--json"]))
+            .await?;
+        let items = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["approved"] != true)
+            .filter(|c| project.is_none_or(|p| c["project"] == p))
+            .filter(|c| {
+                world.is_none_or(|w| {
+                    c["worlds"]
+                        .as_array()
+                        .is_some_and(|ws| ws.iter().any(|x| x == w))
+                })
+            })
+            .map(|c| {
+                let key = c["key"].as_str().unwrap_or("");
+                json!({
+                    "project": c["project"],
+                    "worlds": c["worlds"],
+                    "what": c["what"],
+                    "command": c["command"],
+                    "key": key,
+                    "for_the_person": format!(
+                        "{} wants to run `{}` ({}); if that is fine, run `binky approve {key}` in a terminal",
+                        c["worlds"].as_array().map(|w| w.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+                        c["command"].as_str().unwrap_or(""),
+                        c["what"].as_str().unwrap_or(""),
+                    ),
+                })
+            })
+            .collect();
+        Ok((true, items))
+    }
+
+    /// The error for a world held until a person approves its new commands.
+    async fn held(&self, ctx: &RequestContext<RoleServer>, status: &Value) -> ToolError {
+        let world = status["name"].as_str().unwrap_or("?");
+        let project = status["project"].as_str();
+        let waiting = self
+            .waiting(ctx, project, Some(world))
+            .await
+            .map(|(_, w)| w)
+            .unwrap_or_default();
+        let what: Vec<String> = waiting
+            .iter()
+            .map(|c| format!("`{}`", c["command"].as_str().unwrap_or("")))
+            .collect();
+        ToolError::new(
+            "held",
+            format!(
+                "world `{world}` waits for a person: {} new command{} must be approved before {} run{}: {}",
+                what.len(),
+                if what.len() == 1 { "" } else { "s" },
+                if what.len() == 1 { "it" } else { "they" },
+                if what.len() == 1 { "s" } else { "" },
+                what.join(", ")
+            ),
+            "stop and ask the person to review these commands (the `approvals` tool says what each one is, in words they can act on); do not approve them yourself. Once they have, call `wait`",
+        )
+        .with(json!({ "world": world, "project": project, "state": status["state"], "summary": summary(status), "waiting": waiting }))
+    }
+
+    /// `up`, `down`, `reload`: run, then the world's status.
+    async fn act(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        dir: Option<&Path>,
+        world: &str,
+        words: Vec<String>,
+    ) -> Result<Value, ToolError> {
+        let run = self.binky(ctx, dir, words, Limits::JSON).await?;
+        // `binky wait --json` answers with the world's status: no second command.
+        let printed = serde_json::from_str::<Value>(&run.stdout)
+            .ok()
+            .filter(|v| run.ended == Ended::Exited(exit::OK) && v["name"] == world);
+        let status = match printed {
+            Some(v) => Some(v),
+            None => self.world_status(ctx, dir, world).await.ok(),
+        };
+        match (run.ended, &status) {
+            (Ended::Exited(exit::OK), Some(s)) => {
+                let mut v = about(s);
+                v["output"] = json!(run.output());
+                Ok(v)
+            }
+            (Ended::Exited(exit::PENDING), Some(s))
+                if is_held(s) || run.output().contains("waiting for approval") =>
+            {
+                Err(self.held(ctx, s).await)
+            }
+            _ => {
+                let mut e = ToolError::of_run(&run, Some(world));
+                if let Some(s) = &status {
+                    e = e.with(about(s));
+                }
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Tools that run something in or about a world: exec, verify, curl, check, apply.
+
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::cli::failure::exit;
+use crate::mcp::errors::{self, ToolError};
+use crate::mcp::params::*;
+use crate::mcp::runner::{Ended, Limits};
+use crate::mcp::view::*;
+use crate::mcp::{schema, Server};
+
+#[tool_router(router = run_router, vis = "pub(super)")]
+impl Server {
+    /// Run the world's `[agents] verify` commands.
+    #[tool(
+        title = "Verify a world",
+        description = "Run the project's [agents] verify commands in the world's worktree with its environment: {world, results: [{command, ok, exit, seconds, output_tail}]}; ok=false (error.code `command_failed`) when one fails. Refused while the world is held for a person's approval.",
+        output_schema = schema::verify(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn verify(
+        &self,
+        Parameters(p): Parameters<VerifyParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.verify_world(&ctx, p).await)
+    }
+
+    async fn verify_world(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: VerifyParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        let secs = p.timeout_seconds.unwrap_or(300);
+        if secs == 0 || secs > 1800 {
+            return Err(ToolError::invalid(
+                format!("timeout_seconds {secs} is out of range"),
+                "give 1 to 1800 seconds",
+            ));
+        }
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let status = self.world_status(ctx, dir.as_deref(), &p.world).await?;
+        let project = status["project"].as_str();
+        let unapproved = self.waiting(ctx, project, Some(&p.world)).await?.1;
+        if is_held(&status) || !unapproved.is_empty() {
+            return Err(self.held(ctx, &status).await);
+        }
+        let limits = Limits {
+            timeout: Some(Duration::from_secs(secs)),
+            max_bytes: Limits::JSON.max_bytes,
+        };
+        let run = self
+            .binky(
+                ctx,
+                dir.as_deref(),
+                args(&["verify", "--json", "--", &p.world]),
+                limits,
+            )
+            .await?;
+        let v = serde_json::from_str::<Value>(&run.stdout).ok();
+        match (run.ended, v) {
+            (Ended::Exited(exit::OK), Some(v)) => Ok(v),
+            (Ended::Exited(exit::FAILED), Some(v)) => {
+                let failed: Vec<String> = v["results"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r["ok"] != true)
+                    .filter_map(|r| r["command"].as_str().map(|c| format!("`{c}`")))
+                    .collect();
+                Err(ToolError::new(
+                    "command_failed",
+                    format!("verify failed: {}", failed.join(", ")),
+                    "read each result's output_tail, fix the code, then call `verify` again",
+                )
+                .with(v))
+            }
+            _ => Err(ToolError::of_run(&run, Some(&p.world))),
+        }
+    }
+
+    /// A request to a world's service through binky's proxy.
+    #[tool(
+        title = "HTTP request to a world",
+        description = "An HTTP request to a world's service through binky's proxy (Host filled in): {status, body, json}. `json` is the body parsed, when it is JSON.",
+        output_schema = schema::curl(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn curl(
+        &self,
+        Parameters(p): Parameters<CurlParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.curl_world(&ctx, p).await)
+    }
+
+    async fn curl_world(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: CurlParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        errors::name("service", &p.service)?;
+        errors::url_path(&p.path)?;
+        if let Some(m) = &p.method {
+            errors::method(m)?;
+        }
+        if let Some(b) = &p.body {
+            errors::bounded("body", b, 1 << 20)?;
+        }
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let mut words = args(&["curl"]);
+        if let Some(m) = &p.method {
+            words.extend(["-X".to_owned(), m.clone()]);
+        }
+        if let Some(b) = &p.body {
+            words.extend(["-d".to_owned(), b.clone()]);
+        }
+        words.extend([
+            "--".to_owned(),
+            p.world.clone(),
+            p.service.clone(),
+            p.path.clone(),
+        ]);
+        let run = self.binky(ctx, dir.as_deref(), words, Limits::JSON).await?;
+        if run.ended != Ended::Exited(exit::OK) {
+            return Err(ToolError::of_run(&run, Some(&p.world)));
+        }
+        // binky curl reports `HTTP/1.1 200 OK  (url)` on stderr.
+        let status = run
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("HTTP/"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse::<u16>().ok());
+        let parsed = serde_json::from_str::<Value>(&run.stdout).unwrap_or(Value::Null);
+        Ok(json!({ "status": status, "body": run.stdout, "json": parsed }))
+    }
+
+    /// A command in the world's worktree with its environment.
+    #[tool(
+        title = "Run a command in a world",
+        description = "Run a command (argv, no shell) in the world's worktree with the environment its services get (or one service's), bounded in time (timeout_seconds, default 60) and output (the newest max_output_bytes of each stream): {exit_code, stdout, stderr, truncated, seconds}. A non-zero exit is error.code `command_failed` with the same fields.",
+        output_schema = schema::exec(),
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn exec(
+        &self,
+        Parameters(p): Parameters<ExecParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.exec_in(&ctx, p).await)
+    }
+
+    async fn exec_in(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: ExecParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        errors::opt_name("service", p.service.as_deref())?;
+        if p.command.is_empty() || p.command[0].is_empty() {
+            return Err(ToolError::invalid(
+                "command is empty",
+                "give the program and its arguments, e.g. [\"pytest\", \"-x\"] (or [\"sh\", \"-c\", \"…\"] for a shell line)",
+            ));
+        }
+        let total: usize = p.command.iter().map(String::len).sum();
+        if total > 256 * 1024 || p.command.iter().any(|w| w.contains('\0')) {
+            return Err(ToolError::invalid(
+                "command is longer than 256 KiB or has a NUL byte",
+                "shorten it: put long input in a file of the worktree and name the file",
+            ));
+        }
+        let secs = p.timeout_seconds.unwrap_or(EXEC_DEFAULT);
+        if secs == 0 || secs > EXEC_MAX {
+            return Err(ToolError::invalid(
+                format!("timeout_seconds {secs} is out of range"),
+                format!("give 1 to {EXEC_MAX} seconds"),
+            ));
+        }
+        let max = p.max_output_bytes.unwrap_or(EXEC_OUTPUT);
+        if max == 0 || max > EXEC_OUTPUT_MAX {
+            return Err(ToolError::invalid(
+                format!("max_output_bytes {max} is out of range"),
+                format!("give 1 to {EXEC_OUTPUT_MAX}"),
+            ));
+        }
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        // The world first, so that binky's own refusal is never read as the command's exit.
+        self.json(
+            ctx,
+            dir.as_deref(),
+            Some(&p.world),
+            args(&["env", "--json", "--", &p.world]),
+        )
+        .await?;
+        let mut words = args(&["exec"]);
+        if let Some(s) = &p.service {
+            words.extend(["--service".to_owned(), s.clone()]);
+        }
+        words.push(p.world.clone());
+        words.push("--".to_owned());
+        words.extend(p.command.iter().cloned());
+        let limits = Limits {
+            timeout: Some(Duration::from_secs(secs)),
+            max_bytes: max,
+        };
+        let run = self.binky(ctx, dir.as_deref(), words, limits).await?;
+        let v = json!({
+            "exit_code": run.code(),
+            "stdout": run.stdout,
+            "stderr": run.stderr,
+            "truncated": run.truncated,
+            "seconds": run.elapsed.as_secs_f64(),
+        });
+        match run.ended {
+            Ended::Exited(0) => Ok(v),
+            Ended::Exited(code) => Err(ToolError::new(
+                "command_failed",
+                format!("`{}` exited with code {code}", p.command.join(" ")),
+                "read stdout and stderr; fix the cause and run it again",
+            )
+            .with(v)),
+            _ => Err(ToolError::of_run(&run, Some(&p.world)).with(v)),
+        }
+    }
+
+    /// Validate a binky.toml.
+    #[tool(
+        title = "Check binky.toml",
+        description = "Validate the repository's binky.toml (or `path`) and flag its footguns: {file, errors, warnings, findings: [{level, key, line, message}]}; error.code `invalid_config` when it has errors.",
+        output_schema = schema::check(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn check(
+        &self,
+        Parameters(p): Parameters<CheckParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.check_file(&ctx, p).await)
+    }
+
+    async fn check_file(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: CheckParams,
+    ) -> Result<Value, ToolError> {
+        if let Some(path) = &p.path {
+            errors::relative_path("path", path)?;
+        }
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let mut words = args(&["check", "--json"]);
+        if let Some(path) = &p.path {
+            words.extend(["--".to_owned(), path.clone()]);
+        }
+        let run = self.binky(ctx, dir.as_deref(), words, Limits::JSON).await?;
+        let v = serde_json::from_str::<Value>(&run.stdout).ok();
+        match (run.ended, v) {
+            (Ended::Exited(exit::OK), Some(v)) => Ok(v),
+            (Ended::Exited(exit::FAILED), Some(v)) => Err(ToolError::new(
+                "invalid_config",
+                format!(
+                    "{} has {} error(s)",
+                    v["file"].as_str().unwrap_or("binky.toml"),
+                    v["errors"]
+                ),
+                "fix each finding of level error at its line, then call `check` again",
+            )
+            .with(v)),
+            _ => Err(ToolError::of_run(&run, None)),
+        }
+    }
+
+    /// Re-read a world's binky.toml and apply it.
+    #[tool(
+        title = "Apply binky.toml",
+        description = "Re-read a world's binky.toml now and apply it (saving the file does the same by itself); `dry_run: true` only says what would change: {worlds: [{world, state, plan}], dry_run}. error.code `invalid_config` when the file is invalid (the world keeps its last good config).",
+        output_schema = schema::apply(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn apply(
+        &self,
+        Parameters(p): Parameters<ApplyParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.apply_world(&ctx, p).await)
+    }
+
+    async fn apply_world(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: ApplyParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        let dry = p.dry_run.unwrap_or(false);
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let mut words = args(&["apply", "--json", "-q", "--timeout", WAIT]);
+        if dry {
+            words.push("--dry-run".to_owned());
+        }
+        words.extend(["--".to_owned(), p.world.clone()]);
+        let run = self.binky(ctx, dir.as_deref(), words, Limits::JSON).await?;
+        let report = serde_json::from_str::<Value>(&run.stdout).ok();
+        let invalid = report
+            .as_ref()
+            .and_then(|r| r.as_array())
+            .and_then(|a| a.iter().find(|w| w["state"] == "invalid"))
+            .cloned();
+        match (run.ended, report, invalid) {
+            (_, Some(r), Some(bad)) => Err(ToolError::new(
+                "invalid_config",
+                bad["error"].as_str().unwrap_or("the file is invalid").to_owned(),
+                "fix binky.toml (`check` shows each finding with its line); the world keeps running its last good config",
+            )
+            .with(json!({ "worlds": r, "dry_run": dry }))),
+            (Ended::Exited(exit::OK), Some(r), None) => Ok(json!({ "worlds": r, "dry_run": dry })),
+            _ => Err(ToolError::of_run(&run, Some(&p.world))),
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! Tools that change a world: up, down, reload, wait (for it), remove.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::cli::failure::exit;
+use crate::mcp::errors::{self, ToolError};
+use crate::mcp::params::*;
+use crate::mcp::runner::{Ended, Limits};
+use crate::mcp::{created, schema, Server};
+
+#[tool_router(router = world_router, vis = "pub(super)")]
+impl Server {
+    /// Create (or start) a world and wait until it is ready.
+    #[tool(
+        title = "Bring a world up",
+        description = "Create (or reuse) a world: its git worktree (branch = world name), ports, database slices; start its services and wait until ready (up to 55 s). Answers {world, project, state, summary, urls}. error.code `pending`: not ready yet (call `wait`); `held`: a person must approve new commands first (ask them; never approve yourself).",
+        output_schema = schema::lifecycle(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn up(
+        &self,
+        Parameters(p): Parameters<UpParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.up_world(&ctx, p).await)
+    }
+
+    async fn up_world(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: UpParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        errors::opt_name("group", p.group.as_deref())?;
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let existed = match self.world_status(ctx, dir.as_deref(), &p.world).await {
+            Ok(_) => true,
+            Err(e) if e.code == "not_found" => false,
+            Err(e) => return Err(e),
+        };
+        let mut words = args(&["up", "-q", "--timeout", WAIT]);
+        if let Some(g) = &p.group {
+            words.extend(["--group".to_owned(), g.clone()]);
+        }
+        words.extend(["--".to_owned(), p.world.clone()]);
+        let result = self.act(ctx, dir.as_deref(), &p.world, words).await;
+        if !existed {
+            // Made through MCP, even when it is held or not ready yet: `remove` may take it.
+            if let Ok(s) = self.world_status(ctx, dir.as_deref(), &p.world).await {
+                if let Some(project) = s["project"].as_str() {
+                    let _ = created::record(project, &p.world);
+                }
+            }
+        }
+        let mut v = result?;
+        v["created"] = json!(!existed);
+        Ok(v)
+    }
+
+    /// Stop a world's processes.
+    #[tool(
+        title = "Stop a world",
+        description = "Stop a world's processes; its worktree, files, ports and data are kept (`up` starts it again on the same ports). Answers {world, state, summary}.",
+        output_schema = schema::lifecycle(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn down(
+        &self,
+        Parameters(p): Parameters<WorldParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.simple_act(&ctx, "down", &p).await)
+    }
+
+    /// Restart a world's processes in place.
+    #[tool(
+        title = "Restart a world",
+        description = "Stop and start a world's processes in place, on the same ports, and wait until ready. Answers {world, state, summary, urls}.",
+        output_schema = schema::lifecycle(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn reload(
+        &self,
+        Parameters(p): Parameters<WorldParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.simple_act(&ctx, "reload", &p).await)
+    }
+
+    async fn simple_act(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        verb: &str,
+        p: &WorldParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let words = args(&[verb, "-q", "--timeout", WAIT, "--", &p.world]);
+        self.act(ctx, dir.as_deref(), &p.world, words).await
+    }
+
+    /// Wait until a world is ready.
+    #[tool(
+        title = "Wait for a world",
+        description = "Wait (in the server, no polling needed) until a world is ready, up to `timeout_seconds` (default 55). Answers {world, state: ready, summary, urls}; error.code `pending` when time ran out, `held` when a person must approve commands, `failed` when a service cannot start, `stopped` when the world is down.",
+        output_schema = schema::lifecycle(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn wait(
+        &self,
+        Parameters(p): Parameters<WaitParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.wait_for(&ctx, p).await)
+    }
+
+    async fn wait_for(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: WaitParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        let secs = p.timeout_seconds.unwrap_or(WAIT_DEFAULT);
+        if secs == 0 || secs > WAIT_MAX {
+            return Err(ToolError::invalid(
+                format!("timeout_seconds {secs} is out of range"),
+                format!("give 1 to {WAIT_MAX} seconds"),
+            ));
+        }
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let words = args(&[
+            "wait",
+            "--json",
+            "-q",
+            "--timeout",
+            &format!("{secs}s"),
+            "--",
+            &p.world,
+        ]);
+        self.act(ctx, dir.as_deref(), &p.world, words).await
+    }
+
+    /// Remove a world an agent made.
+    #[tool(
+        title = "Remove a world",
+        description = "Remove a world: stop it, release its ports, delete its worktree and its database slices. Only a world made through this server's `up` (unless the person allowed more with a machine setting), and never one whose worktree has uncommitted changes (error.code `dirty`; commit them first). A refusal (error.code `refused`) means: ask the person.",
+        output_schema = schema::remove(),
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn remove(
+        &self,
+        Parameters(p): Parameters<WorldParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(self.remove_world(&ctx, p).await)
+    }
+
+    async fn remove_world(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        p: WorldParams,
+    ) -> Result<Value, ToolError> {
+        errors::name("world", &p.world)?;
+        let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        let status = self.world_status(ctx, dir.as_deref(), &p.world).await?;
+        let project = status["project"].as_str().unwrap_or_default().to_owned();
+        let mine = created::by_agent(&project, &p.world).unwrap_or(false);
+        if !mine && !created::remove_any_allowed().unwrap_or(false) {
+            return Err(ToolError::new(
+                "refused",
+                format!(
+                    "world `{}` of project `{project}` was not made by an agent through this MCP server, so removing it (its worktree and data) is the person's decision",
+                    p.world
+                ),
+                format!(
+                    "ask the person to run `binky remove {}` themselves (they may also allow agents to remove any world with `binky settings mcp_remove_any=true`); `down` stops it and keeps everything",
+                    p.world
+                ),
+            ));
+        }
+        let run = self
+            .binky(
+                ctx,
+                dir.as_deref(),
+                args(&["remove", "-q", "--timeout", WAIT, "--", &p.world]),
+                Limits::JSON,
+            )
+            .await?;
+        if run.ended != Ended::Exited(exit::OK) {
+            return Err(ToolError::of_run(&run, Some(&p.world)));
+        }
+        let _ = created::forget(&project, &p.world);
+        Ok(json!({ "world": p.world, "project": project, "output": run.output() }))
+    }
+}

@@ -1,0 +1,197 @@
+//! What keeps an agent safe: a cancelled call kills what it started; a world held for a
+//! person's approval is a `held` answer telling the agent to ask (never to approve), and
+//! `verify` refuses it; `remove` takes only worlds an agent made, never uncommitted work.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
+
+use super::{call, code, config, connect};
+use crate::harness::*;
+
+// Two threads: the test's waits block one while the client's transport runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_kills_what_it_started_within_a_second() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    let client = connect(&env).await;
+    let pidfile = env.dir.path().join("child.pid");
+    let script = format!("echo $$ > {}; exec sleep 300", pidfile.display());
+    let args = json!({"world": "w", "command": ["sh", "-c", script], "timeout_seconds": 600});
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone()),
+    ));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    wait_until("the command started", Duration::from_secs(20), || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.trim().parse::<u32>().is_ok())
+    });
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid));
+    // This test's `binky exec` (its script names this test's pid file).
+    let pidfile_text = pidfile.display().to_string();
+    let exec_cmd = binky_testkit::procs::with_cmdline(&["exec", "w", "--", "sh", &pidfile_text]);
+    assert!(!exec_cmd.is_empty(), "no binky exec found");
+    handle.cancel(Some("test".into())).await.unwrap();
+    let cancelled = Instant::now();
+    wait_until("the command is gone", Duration::from_secs(1), || {
+        !alive(pid)
+    });
+    assert!(cancelled.elapsed() <= Duration::from_secs(1));
+    for p in exec_cmd {
+        wait_until("binky exec is gone", Duration::from_secs(1), || !alive(p));
+    }
+    // The server still answers.
+    let (err, st) = call(&client, "status", json!({"world": "w"})).await;
+    assert!(!err, "{st}");
+    client.cancel().await.unwrap();
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[tokio::test]
+async fn mcp_up_held_for_approval_tells_the_agent_to_ask_a_person() {
+    let env = Env::new(&config());
+    env.ok(&["settings", "approvals=true"]);
+    let client = connect(&env).await;
+    let root = env.repo.display().to_string();
+    let (err, up) = call(&client, "up", json!({"world": "w", "root": root})).await;
+    assert!(err, "{up}");
+    assert_eq!(code(&up), "held", "{up}");
+    let text = up["error"].to_string();
+    assert!(
+        !text.contains("binky approve"),
+        "the agent is told to approve: {text}"
+    );
+    assert!(
+        text.contains("exec python3 server.py"),
+        "the commands are named: {text}"
+    );
+    let fix = up["error"]["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("ask the person") && fix.contains("do not approve"),
+        "{fix}"
+    );
+
+    // approvals: what waits, in words a person can act on.
+    let (err, ap) = call(&client, "approvals", json!({"world": "w"})).await;
+    assert!(!err, "{ap}");
+    assert_eq!(ap["approvals_on"], true, "{ap}");
+    let waiting = ap["waiting"].as_array().unwrap();
+    assert!(!waiting.is_empty(), "{ap}");
+    for c in waiting {
+        let line = c["for_the_person"].as_str().unwrap();
+        assert!(
+            line.contains("binky approve ") && line.contains("in a terminal"),
+            "{line}"
+        );
+        assert_eq!(c["worlds"], json!(["w"]), "{c}");
+    }
+    assert!(
+        ap["message"]
+            .as_str()
+            .unwrap()
+            .contains("do not approve anything yourself"),
+        "{ap}"
+    );
+
+    // The same through the repository's path; another repository has nothing waiting.
+    let (err, by_root) = call(&client, "approvals", json!({"root": root})).await;
+    assert!(!err, "{by_root}");
+    assert_eq!(by_root["waiting"], ap["waiting"], "{by_root}");
+    let elsewhere = env.dir.path().join("elsewhere");
+    binky_testkit::git::init_repo(&elsewhere);
+    let (err, none) = call(
+        &client,
+        "approvals",
+        json!({"root": elsewhere.display().to_string()}),
+    )
+    .await;
+    assert!(!err, "{none}");
+    assert_eq!(none["waiting"], json!([]), "{none}");
+
+    // verify and wait refuse the held world the same way.
+    for tool in ["verify", "wait"] {
+        let (err, v) = call(&client, tool, json!({"world": "w"})).await;
+        assert!(err, "{tool}: {v}");
+        assert_eq!(code(&v), "held", "{tool}: {v}");
+    }
+    // A person approves: the world comes up and wait says so.
+    env.ok(&["approve", "--all", "w", "--yes"]);
+    let (err, w) = call(
+        &client,
+        "wait",
+        json!({"world": "w", "timeout_seconds": 60}),
+    )
+    .await;
+    assert!(!err, "{w}");
+    assert_eq!(w["state"], "ready", "{w}");
+    let (err, ap) = call(&client, "approvals", json!({})).await;
+    assert!(!err && ap["waiting"] == json!([]), "{ap}");
+    client.cancel().await.unwrap();
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[tokio::test]
+async fn mcp_remove_takes_only_worlds_an_agent_made_and_never_uncommitted_work() {
+    let env = Env::new(&config());
+    env.ok(&["up", "mine"]);
+    let client = connect(&env).await;
+
+    // A person's world: refused, naming who decides and the setting.
+    let (err, v) = call(&client, "remove", json!({"world": "mine"})).await;
+    assert!(err, "{v}");
+    assert_eq!(code(&v), "refused", "{v}");
+    assert!(
+        v["error"]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("binky remove mine"),
+        "{v}"
+    );
+    assert!(env.worktree("mine").is_dir());
+
+    // The agent's world with uncommitted work: dirty, kept.
+    let (err, up) = call(&client, "up", json!({"world": "agent"})).await;
+    assert!(!err, "{up}");
+    assert_eq!(up["created"], true, "{up}");
+    std::fs::write(env.worktree("agent").join("work.txt"), "unsaved\n").unwrap();
+    let (err, v) = call(&client, "remove", json!({"world": "agent"})).await;
+    assert!(err, "{v}");
+    assert_eq!(code(&v), "dirty", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("work.txt"),
+        "{v}"
+    );
+    assert!(env.worktree("agent").join("work.txt").is_file());
+    // Committed: removed.
+    git_in(&env.worktree("agent"), &["add", "work.txt"]);
+    git_in(&env.worktree("agent"), &["commit", "-qm", "work"]);
+    let (err, v) = call(&client, "remove", json!({"world": "agent"})).await;
+    assert!(!err, "{v}");
+    assert!(!env.worktree("agent").exists());
+
+    // The same name made again by a person is theirs, not the agent's.
+    env.ok(&["up", "agent"]);
+    let (err, v) = call(&client, "remove", json!({"world": "agent"})).await;
+    assert!(err && code(&v) == "refused", "{v}");
+
+    // The person allows it: any clean world.
+    env.ok(&["settings", "mcp_remove_any=true"]);
+    for w in ["mine", "agent"] {
+        let (err, v) = call(&client, "remove", json!({"world": w})).await;
+        assert!(!err, "{w}: {v}");
+    }
+    client.cancel().await.unwrap();
+    env.assert_nothing_left(&["mine", "agent"]);
+}

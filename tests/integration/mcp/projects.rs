@@ -1,0 +1,134 @@
+//! A world name two projects use: reached in either with `project` or `root`, from a server
+//! started inside one repository or outside both; ambiguous without them, saying which.
+
+use serde_json::json;
+
+use super::{call, code, config, connect, connect_in};
+use crate::harness::*;
+
+#[tokio::test]
+async fn every_tool_reaches_a_world_name_two_projects_use() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    // A second project in the same home with a world of the same name.
+    let other = env.other_project("other");
+    let up = env.binky_in(&other, &["up", "w"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+
+    // A server started outside both repositories: without `project`, ambiguous.
+    let outside = connect_in(&env, env.dir.path()).await;
+    for tool in [
+        "status", "env", "events", "logs", "down", "wait", "verify", "apply",
+    ] {
+        let (err, v) = call(&outside, tool, json!({"world": "w"})).await;
+        assert!(err, "{tool}: {v}");
+        assert_eq!(code(&v), "ambiguous", "{tool}: {v}");
+        let fix = v["error"]["fix"].as_str().unwrap();
+        assert!(
+            fix.contains("`project` (one of: mcp, other)"),
+            "{tool}: {fix}"
+        );
+        assert!(
+            !v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("run the command inside"),
+            "{tool}: {v}"
+        );
+    }
+    // With `project`, every tool reaches the one asked for.
+    for (project, service) in [("mcp", "api"), ("other", "job")] {
+        let (err, st) = call(
+            &outside,
+            "status",
+            json!({"world": "w", "project": project}),
+        )
+        .await;
+        assert!(!err, "{st}");
+        assert_eq!(st["project"], project, "{st}");
+        let (err, e) = call(&outside, "env", json!({"world": "w", "project": project})).await;
+        assert!(!err, "{e}");
+        assert_eq!(e["env"]["BINKY_PROJECT"], project, "{e}");
+        let (err, ev) = call(
+            &outside,
+            "events",
+            json!({"world": "w", "project": project}),
+        )
+        .await;
+        assert!(!err, "{ev}");
+        assert!(
+            ev["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["project"] == project),
+            "{ev}"
+        );
+        let (err, l) = call(
+            &outside,
+            "logs",
+            json!({"world": "w", "project": project, "service": service}),
+        )
+        .await;
+        assert!(!err, "{l}");
+        let (err, w) = call(&outside, "wait", json!({"world": "w", "project": project})).await;
+        assert!(!err, "{w}");
+        assert_eq!(w["project"], project, "{w}");
+        let (err, x) = call(&outside, "exec", json!({"world": "w", "project": project, "command": ["sh", "-c", "echo $BINKY_PROJECT"]})).await;
+        assert!(!err, "{x}");
+        assert_eq!(x["stdout"], format!("{project}\n"), "{x}");
+        let (err, l) = call(&outside, "list", json!({"project": project})).await;
+        assert!(!err, "{l}");
+        assert_eq!(l["worlds"].as_array().unwrap().len(), 1, "{l}");
+    }
+    // A new world with neither: the server is not in a repository, so say what to pass.
+    let (err, v) = call(&outside, "up", json!({"world": "new"})).await;
+    assert!(err, "{v}");
+    assert_eq!(code(&v), "invalid_argument", "{v}");
+    assert!(
+        v["error"]["fix"].as_str().unwrap().contains("pass `root`"),
+        "{v}"
+    );
+    let (err, nope) = call(&outside, "status", json!({"world": "w", "project": "nope"})).await;
+    assert!(err, "{nope}");
+    assert_eq!(code(&nope), "not_found", "{nope}");
+    assert!(
+        nope["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("projects: mcp, other"),
+        "{nope}"
+    );
+    // down through `project` stops that one only.
+    let (err, down) = call(&outside, "down", json!({"world": "w", "project": "other"})).await;
+    assert!(!err, "{down}");
+    assert_eq!(down["project"], "other", "{down}");
+    let (_, mine) = call(&outside, "status", json!({"world": "w", "project": "mcp"})).await;
+    assert_eq!(
+        mine["state"], "ready",
+        "the other project's down stopped this one: {mine}"
+    );
+    outside.cancel().await.unwrap();
+
+    // Inside the repository: its project by default, the other through `root` (and
+    // binky 0.1.2's `worktree`).
+    let client = connect(&env).await;
+    let root = other.display().to_string();
+    let (err, st) = call(&client, "status", json!({"worktree": "w"})).await;
+    assert!(!err, "{st}");
+    assert_eq!(st["project"], "mcp", "without root: the server's directory");
+    let (err, st) = call(&client, "status", json!({"worktree": "w", "root": root})).await;
+    assert!(!err, "{st}");
+    assert_eq!(st["project"], "other", "{st}");
+    assert_eq!(st["state"], "stopped", "{st}");
+    let (err, up) = call(&client, "up", json!({"world": "w", "root": root})).await;
+    assert!(!err, "{up}");
+    assert_eq!(up["project"], "other", "{up}");
+    let (err, l) = call(&client, "list", json!({"root": root})).await;
+    assert!(!err, "{l}");
+    assert_eq!(l["worlds"][0]["project"], "other", "{l}");
+    client.cancel().await.unwrap();
+    env.binky_in(&other, &["remove", "w"]);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
