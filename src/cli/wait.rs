@@ -211,7 +211,7 @@ pub async fn run(name: Option<String>, json: bool, args: &WaitArgs) -> Result<i3
             Outcome::Done(Some(w)) => *w,
             _ => world,
         };
-        let v = super::status::view(&ctx, &now)?;
+        let v = crate::view::world(&ctx.store, &now)?;
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else if !args.quiet {
         println!("{} is ready", world.name);
