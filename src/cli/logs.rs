@@ -13,7 +13,8 @@ use super::context::{Ctx, Failure};
 use super::exit;
 use crate::supervisor::RealSupervisor;
 
-fn tail(path: &PathBuf, lines: usize) -> (Vec<String>, u64) {
+/// The last `lines` lines of the file at `path` (none when it cannot be read), and its length.
+pub(super) fn tail(path: &PathBuf, lines: usize) -> (Vec<String>, u64) {
     let Ok(mut f) = std::fs::File::open(path) else {
         return (Vec::new(), 0);
     };

@@ -25,6 +25,7 @@ mod remove;
 mod servers;
 mod settings;
 mod status;
+mod top;
 mod trust;
 mod up;
 mod wait;
@@ -225,6 +226,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Every world and its services in the terminal, live: a log pane for the selected
+    /// service, keys for up, down and reload (`?` lists them).
+    Top,
     /// A world's URLs and ports as environment variables.
     Env {
         /// World name (default: the world whose worktree you are in).
@@ -475,6 +479,7 @@ pub fn run(cli: Cli) -> i32 {
             Command::Reload { name, group, wait } => reload::run(name, group, &wait).await,
             Command::Remove { name, force, wait } => remove::run(&name, force, &wait).await,
             Command::Status { name, json } => status::run(name, json).await,
+            Command::Top => top::run().await,
             Command::Env {
                 name, shell, json, ..
             } => env::run(name, shell, json),

@@ -22,13 +22,13 @@ pub(super) struct ServiceView {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(super) shared: bool,
     pub(super) state: String,
-    ready: bool,
-    pid: Option<u32>,
-    ports: BTreeMap<String, u16>,
-    url: Option<String>,
+    pub(super) ready: bool,
+    pub(super) pid: Option<u32>,
+    pub(super) ports: BTreeMap<String, u16>,
+    pub(super) url: Option<String>,
     pub(super) restarts: u32,
-    last_exit: Option<String>,
-    message: String,
+    pub(super) last_exit: Option<String>,
+    pub(super) message: String,
     /// Its `limits` and what enforces them (only when it has some).
     #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<LimitsView>,
@@ -81,18 +81,18 @@ impl UsageView {
 /// One world as status shows it.
 #[derive(Serialize)]
 pub(super) struct WorldView {
-    project: String,
-    name: String,
+    pub(super) project: String,
+    pub(super) name: String,
     pub(super) state: String,
     desired: DesiredState,
     generation: i64,
     group: Option<String>,
-    worktree: Option<WorktreeRow>,
+    pub(super) worktree: Option<WorktreeRow>,
     pub(super) services: Vec<ServiceView>,
     /// What its services use together (while any runs, once sampled).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) usage: Option<UsageView>,
-    conditions: Vec<ConditionRow>,
+    pub(super) conditions: Vec<ConditionRow>,
 }
 
 pub(super) fn view(ctx: &Ctx, w: &World) -> Result<WorldView, Failure> {
@@ -288,7 +288,7 @@ fn limits_view(w: &World, name: &str, r: Option<&store::ResourceRow>) -> Option<
     })
 }
 
-fn ports_text(s: &ServiceView) -> String {
+pub(super) fn ports_text(s: &ServiceView) -> String {
     s.ports
         .iter()
         .map(|(l, p)| {
