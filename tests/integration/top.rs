@@ -359,3 +359,54 @@ fn top_without_a_terminal_says_what_to_use_instead() {
         "{err}"
     );
 }
+
+#[test]
+fn top_says_which_service_is_unhealthy_and_why_a_world_waits() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.api]
+cmd = "touch ok && {SERVE}"
+url = "api"
+health = {{ cmd = "test -f ok", interval = "200ms", retries = 2, on_unhealthy = "keep" }}
+"#
+    ));
+    env.ok(&["up", "first"]);
+    env.ok(&["settings", "max_parallel=1"]);
+    // Held at the gate (`--no-wait`: written, not waited for).
+    let held = env.binky(&["up", "second", "--no-wait"]);
+    assert!(held.status.success(), "{}", stderr(&held));
+    let tmux = Tmux::start(&env, &env.repo, 160, 30);
+    start_top(&tmux);
+    let screen = tmux.screen_shows("second queued and why", |s| {
+        world_is(s, "second", "queued")
+            && line_of(s, "second").is_some_and(|l| l.contains("max_parallel = 1"))
+    });
+    assert!(world_is(&screen, "first", "ready"), "{screen}");
+
+    // first's api fails its health check and is kept running: unhealthy, the world failed.
+    std::fs::remove_file(env.worktree("first").join("ok")).unwrap();
+    let screen = tmux.screen_shows("api unhealthy", |s| {
+        s.lines()
+            .any(|l| l.contains("api") && l.contains("unhealthy"))
+    });
+    let api = env.services("first")[0].clone();
+    assert_eq!(api["state"], "unhealthy", "{api}");
+    let unhealthy = screen
+        .lines()
+        .find(|l| l.contains("unhealthy") && l.contains("api"))
+        .unwrap();
+    assert!(unhealthy.contains("health check failed"), "{screen}");
+    tmux.screen_shows("first failed", |s| world_is(s, "first", "failed"));
+
+    // Healthy again: running, and the world ready.
+    std::fs::write(env.worktree("first").join("ok"), "").unwrap();
+    tmux.screen_shows("first ready again", |s| world_is(s, "first", "ready"));
+    tmux.keys(&["q"]);
+    wait_until("binky top gone", Duration::from_secs(5), || {
+        tmux.running().is_empty()
+    });
+}

@@ -190,35 +190,52 @@ fn world_line(w: &World, v: &WorldView, now_ms: i64) -> WorldLine {
         .iter()
         .filter(|c| c.status != CondStatus::True && (c.stalled || waiting))
         .max_by_key(|c| c.stalled);
-    let (info, attention) = match why {
-        Some(c) => (
+    // A service in trouble while the world's conditions hold (a health check that has just
+    // started failing, a crash being restarted): said on the world's line too.
+    let troubled = v
+        .services
+        .iter()
+        .find(|s| matches!(s.state.as_str(), "unhealthy" | "backoff" | "failed"));
+    let (info, attention) = match (why, troubled) {
+        (None, Some(s)) => (
             format!(
-                "{} ({}): {}",
-                c.type_,
-                c.reason,
-                c.message.lines().next().unwrap_or("")
+                "{} {}: {}",
+                s.name,
+                s.state,
+                s.message.lines().next().unwrap_or("")
             ),
             true,
         ),
-        None => {
-            let path = v
-                .worktree
-                .as_ref()
-                .map(|t| t.path.display().to_string())
-                .unwrap_or_default();
-            let branch = if w.branch != w.name {
-                format!("branch {} · ", w.branch)
-            } else {
-                String::new()
-            };
-            (
+        (why, _) => match why {
+            Some(c) => (
                 format!(
-                    "{branch}age {} · {path}",
-                    text::age(now_ms.saturating_sub(w.created_at))
+                    "{} ({}): {}",
+                    c.type_,
+                    c.reason,
+                    c.message.lines().next().unwrap_or("")
                 ),
-                false,
-            )
-        }
+                true,
+            ),
+            None => {
+                let path = v
+                    .worktree
+                    .as_ref()
+                    .map(|t| t.path.display().to_string())
+                    .unwrap_or_default();
+                let branch = if w.branch != w.name {
+                    format!("branch {} · ", w.branch)
+                } else {
+                    String::new()
+                };
+                (
+                    format!(
+                        "{branch}age {} · {path}",
+                        text::age(now_ms.saturating_sub(w.created_at))
+                    ),
+                    false,
+                )
+            }
+        },
     };
     let dir = w
         .config_path
