@@ -102,6 +102,41 @@ impl Tmux {
         }
     }
 
+    /// The selected line (drawn with `>` in front).
+    fn selected(&self) -> String {
+        self.screen()
+            .lines()
+            .find(|l| l.starts_with('>'))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Select the first line from the top that satisfies `f`, moving down with `j`.
+    fn select(&self, what: &str, f: impl Fn(&str) -> bool) {
+        self.keys(&["g"]);
+        let mut line = self.screen_shows("a selection", |s| s.lines().any(|l| l.starts_with('>')));
+        line = line
+            .lines()
+            .find(|l| l.starts_with('>'))
+            .unwrap()
+            .to_owned();
+        for _ in 0..60 {
+            if f(&line) {
+                return;
+            }
+            self.keys(&["j"]);
+            let before = line.clone();
+            self.screen_shows("the selection moved", |_| {
+                line_after(self, &before).is_some()
+            });
+            line = self.selected();
+            if line == before {
+                break; // the last line
+            }
+        }
+        panic!("no line for {what}; the screen:\n{}", self.screen());
+    }
+
     /// The processes the shell runs now (the command typed into it, and its children).
     fn running(&self) -> Vec<u32> {
         let shell: u32 = self.show("#{pane_pid}").parse().unwrap();
@@ -127,6 +162,12 @@ impl Drop for Tmux {
             }
         }
     }
+}
+
+/// The selected line, once it is no longer `before` (None while it still is, or at the end).
+fn line_after(tmux: &Tmux, before: &str) -> Option<String> {
+    let now = tmux.selected();
+    (now != before).then_some(now)
 }
 
 /// The line of the screen that names `name` as a word (a world's or a service's line).
@@ -405,6 +446,74 @@ health = {{ cmd = "test -f ok", interval = "200ms", retries = 2, on_unhealthy = 
     // Healthy again: running, and the world ready.
     std::fs::write(env.worktree("first").join("ok"), "").unwrap();
     tmux.screen_shows("first ready again", |s| world_is(s, "first", "ready"));
+    tmux.keys(&["q"]);
+    wait_until("binky top gone", Duration::from_secs(5), || {
+        tmux.running().is_empty()
+    });
+}
+
+#[test]
+fn top_shows_replicas_and_shared_services_with_their_own_logs() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "mailer"
+{{range}}
+
+[services.mail]
+cmd = "{SERVE}"
+url = true
+shared = true
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+replicas = 2
+depends_on = ["mail"]
+"#
+    ));
+    env.ok(&["up", "w1"]);
+    let services = env.services("w1");
+    let port = |name: &str| {
+        services
+            .iter()
+            .find(|s| s["name"] == name)
+            .and_then(|s| s["ports"][""].as_u64())
+            .unwrap_or_else(|| panic!("no port of {name} in {services:?}"))
+    };
+    let (mail, api1) = (port("mail"), port("api.1"));
+    let tmux = Tmux::start(&env, &env.repo, 160, 40);
+    start_top(&tmux);
+    let screen = tmux.screen_shows("w1 ready with its replicas", |s| {
+        world_is(s, "w1", "ready") && line_of(s, "api.1").is_some()
+    });
+    assert!(screen.contains("mail (shared)"), "{screen}");
+    let shared = line_of(&screen, "@shared").unwrap_or_default();
+    assert!(
+        shared.contains("ready") && !shared.contains("branch"),
+        "{screen}"
+    );
+
+    // The shared mail's log is its shared world's; a replica's is its own.
+    tmux.select("w1's shared mail", |l| l.contains("mail (shared)"));
+    tmux.keys(&["Enter"]);
+    tmux.screen_shows("mail's output", |s| {
+        s.contains("mail of mailer/w1") && s.contains(&format!("listening on {mail}"))
+    });
+    tmux.select("api.1", |l| l.contains("api.1"));
+    tmux.screen_shows("api.1's output", |s| {
+        s.contains("api.1 of mailer/w1") && s.contains(&format!("listening on {api1}"))
+    });
+
+    // The shared world is not brought down by hand: the CLI's refusal is shown.
+    tmux.select("the shared world", |l| {
+        l.split_whitespace().nth(1) == Some("@shared")
+    });
+    tmux.keys(&["d"]);
+    tmux.screen_shows("the refusal", |s| {
+        s.contains("binky down @shared:") && s.contains("runs the shared services")
+    });
+    assert_eq!(state_of(&env, "w1"), "ready");
     tmux.keys(&["q"]);
     wait_until("binky top gone", Duration::from_secs(5), || {
         tmux.running().is_empty()

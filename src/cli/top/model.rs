@@ -222,7 +222,7 @@ fn world_line(w: &World, v: &WorldView, now_ms: i64) -> WorldLine {
                     .as_ref()
                     .map(|t| t.path.display().to_string())
                     .unwrap_or_default();
-                let branch = if w.branch != w.name {
+                let branch = if !w.branch.is_empty() && w.branch != w.name {
                     format!("branch {} · ", w.branch)
                 } else {
                     String::new()
