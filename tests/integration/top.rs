@@ -113,28 +113,20 @@ impl Tmux {
 
     /// Select the first line from the top that satisfies `f`, moving down with `j`.
     fn select(&self, what: &str, f: impl Fn(&str) -> bool) {
+        // `g`: the first world, under the header, the column names and the project.
         self.keys(&["g"]);
-        let mut line = self.screen_shows("a selection", |s| s.lines().any(|l| l.starts_with('>')));
-        line = line
-            .lines()
-            .find(|l| l.starts_with('>'))
-            .unwrap()
-            .to_owned();
-        for _ in 0..60 {
-            if f(&line) {
-                return;
-            }
+        let screen = self.screen_shows("the first world selected", |s| {
+            s.lines().nth(3).is_some_and(|l| l.starts_with('>'))
+        });
+        let mut line = screen.lines().nth(3).unwrap_or_default().to_owned();
+        while !f(&line) {
             self.keys(&["j"]);
             let before = line.clone();
-            self.screen_shows("the selection moved", |_| {
+            self.screen_shows(&format!("the selection to move on to {what}"), |_| {
                 line_after(self, &before).is_some()
             });
             line = self.selected();
-            if line == before {
-                break; // the last line
-            }
         }
-        panic!("no line for {what}; the screen:\n{}", self.screen());
     }
 
     /// The processes the shell runs now (the command typed into it, and its children).

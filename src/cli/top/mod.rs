@@ -105,6 +105,8 @@ async fn run_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen_version = None::<i64>;
     let mut force = true;
+    // Drawn again only when something changed: an idle screen costs next to no CPU.
+    let mut dirty = true;
     loop {
         // The table: on a change of the store, at most once a second.
         let due = app.read_at.is_none_or(|t| t.elapsed() >= MIN_REFRESH);
@@ -117,35 +119,44 @@ async fn run_loop(
                 seen_version = Some(version);
                 refresh(ctx, app).await?;
                 force = false;
+                dirty = true;
             }
         }
-        app.follow(ctx)?;
-        terminal
-            .draw(|f| render::draw(f, app))
-            .map_err(|e| Failure::failed(format!("cannot draw on the terminal: {e}")))?;
+        dirty |= app.follow(ctx)?;
+        if dirty {
+            terminal
+                .draw(|f| render::draw(f, app))
+                .map_err(|e| Failure::failed(format!("cannot draw on the terminal: {e}")))?;
+            dirty = false;
+        }
         tokio::select! {
-            key = keys.recv() => match key {
-                Some(Ok(event::Event::Key(k))) => match app.on_key(k) {
-                    Command::Quit => return Ok(()),
-                    Command::Act(verb) => {
-                        if let Some(w) = app.selected_world() {
-                            let args = action::args(verb, w);
-                            action::start(exe.to_owned(), verb, w, done_tx.clone());
-                            app.started(format!("binky {}", args[..2].join(" ")));
+            key = keys.recv() => {
+                // A key, or a resize: drawn again either way.
+                dirty = true;
+                match key {
+                    Some(Ok(event::Event::Key(k))) => match app.on_key(k) {
+                        Command::Quit => return Ok(()),
+                        Command::Act(verb) => {
+                            if let Some(w) = app.selected_world() {
+                                let args = action::args(verb, w);
+                                action::start(exe.to_owned(), verb, w, done_tx.clone());
+                                app.started(format!("binky {}", args[..2].join(" ")));
+                            }
                         }
+                        Command::Redraw => {}
+                    },
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        return Err(Failure::failed(format!("cannot read the terminal: {e}")))
                     }
-                    Command::Redraw => {}
-                },
-                Some(Ok(_)) => {} // a resize: drawn again at once
-                Some(Err(e)) => {
-                    return Err(Failure::failed(format!("cannot read the terminal: {e}")))
+                    None => return Ok(()),
                 }
-                None => return Ok(()),
-            },
+            }
             done = done_rx.recv() => {
                 if let Some(done) = done {
                     app.finished(done);
                     force = true;
+                    dirty = true;
                 }
             }
             _ = tick.tick() => {}
