@@ -1,6 +1,7 @@
 //! Drawing one frame of `binky top`: a header, the table of worlds and services, the log
-//! pane, the last command's outcome and the keys. Plain colours and ASCII frames only, so it
-//! reads the same in any terminal over ssh (and without colours: every state is a word).
+//! pane, the last command's outcome and the keys. The sixteen standard colours and box-drawing
+//! frames only, so it reads the same in any UTF-8 terminal over ssh (and without colours:
+//! every state is a word).
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
