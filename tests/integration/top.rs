@@ -263,7 +263,7 @@ fn top_shows_the_worlds_follows_a_log_and_brings_a_world_down_and_up() {
     tmux.screen_shows("beta stopped", |s| world_is(s, "beta", "stopped"));
     assert_eq!(state_of(&env, "beta"), "stopped");
     assert_eq!(state_of(&env, "alpha"), "ready");
-    assert!(tmux.screen().contains("beta: down requested"));
+    assert!(tmux.screen().contains("binky down beta: down requested"));
 
     // `u` with a broken binky.toml: the CLI's refusal is shown, nothing changes.
     let config = env.worktree("beta").join("binky.toml");
@@ -290,7 +290,7 @@ fn top_shows_the_worlds_follows_a_log_and_brings_a_world_down_and_up() {
     let pid = env.pid_of("alpha", "api").unwrap();
     tmux.keys(&["g", "r"]);
     tmux.screen_shows("the reload requested", |s| {
-        s.contains("binky reload alpha: alpha: reload requested")
+        s.contains("binky reload alpha: reload requested")
     });
     wait_until("alpha's api restarted", Duration::from_secs(30), || {
         env.pid_of("alpha", "api").is_some_and(|p| p != pid) && state_of(&env, "alpha") == "ready"

@@ -62,6 +62,8 @@ pub(super) fn start(
     let args = args(verb, world);
     let dir = world.dir.clone();
     let command = format!("binky {}", args[..2].join(" "));
+    // `down requested`, not `beta: down requested` after `binky down beta:`.
+    let own = format!("{}: ", world.target.world);
     tokio::spawn(async move {
         let out = tokio::process::Command::new(&exe)
             .args(&args)
@@ -82,15 +84,18 @@ pub(super) fn start(
                         .lines()
                         .find(|l| !l.trim().is_empty() && !l.starts_with("binky: warning"))
                 };
-                (
-                    o.status.success(),
-                    said.unwrap_or("").trim_start_matches("binky: ").to_owned(),
-                )
+                (o.status.success(), strip(said.unwrap_or(""), &own))
             }
             Err(e) => (false, format!("cannot run {}: {e}", exe.display())),
         };
         let _ = done.send(Done { command, ok, said });
     });
+}
+
+/// What a command said, without `binky: ` and the world's name in front.
+fn strip(said: &str, own: &str) -> String {
+    let said = said.trim_start_matches("binky: ");
+    said.strip_prefix(own).unwrap_or(said).to_owned()
 }
 
 #[cfg(test)]
