@@ -358,27 +358,36 @@ fn top_scrolls_through_forty_worlds() {
 fn top_gives_the_terminal_back_when_terminated() {
     let env = Env::new(&talking());
     let tmux = Tmux::start(&env, &env.repo, 100, 30);
-    start_top(&tmux);
-    // No world yet: it says how to make one.
-    tmux.screen_shows("the empty table", |s| {
-        s.contains("0 worlds") && s.contains("no worlds yet")
-    });
-    let top = tmux.running();
-    assert_eq!(top.len(), 1, "{top:?}");
-    signal(top[0], 15);
-    tmux.screen_shows("the shell again", |s| !s.contains("no worlds yet"));
-    wait_until("binky top gone", Duration::from_secs(5), || {
-        tmux.running().is_empty()
-    });
-    assert_eq!(
-        tmux.show("#{alternate_on}"),
-        "0",
-        "left on the alternate screen"
-    );
-    assert_eq!(tmux.show("#{cursor_flag}"), "1", "the cursor left hidden");
-    // The shell reads lines again (raw mode is off): a typed command runs.
-    tmux.type_line("echo back-$((40+2))");
-    tmux.screen_shows("the shell's answer", |s| s.contains("back-42"));
+    // SIGTERM, SIGINT (from `kill`: Ctrl-C is a key in raw mode), SIGHUP.
+    for (round, sig) in [15, 2, 1].into_iter().enumerate() {
+        tmux.type_line("clear");
+        start_top(&tmux);
+        // No world yet: it says how to make one.
+        tmux.screen_shows("the empty table", |s| {
+            s.contains("0 worlds") && s.contains("no worlds yet")
+        });
+        let top = tmux.running();
+        assert_eq!(top.len(), 1, "{top:?}");
+        signal(top[0], sig);
+        tmux.screen_shows("the shell again", |s| !s.contains("no worlds yet"));
+        wait_until("binky top gone", Duration::from_secs(5), || {
+            tmux.running().is_empty()
+        });
+        assert_eq!(
+            tmux.show("#{alternate_on}"),
+            "0",
+            "signal {sig}: left on the alternate screen"
+        );
+        assert_eq!(
+            tmux.show("#{cursor_flag}"),
+            "1",
+            "signal {sig}: the cursor left hidden"
+        );
+        // The shell reads lines again (raw mode is off): a typed command runs.
+        tmux.type_line(&format!("echo back-$((40+{round}))"));
+        let answer = format!("back-{}", 40 + round);
+        tmux.screen_shows("the shell's answer", |s| s.contains(&answer));
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //!   times a second. The screen is redrawn by difference: over ssh, an idle screen sends
 //!   next to nothing.
 //! - The terminal is given back (raw mode off, main screen, cursor shown) when it quits, on
-//!   SIGTERM or SIGHUP, and on a panic.
+//!   SIGTERM, SIGINT or SIGHUP, and on a panic.
 //! - Service output is drawn without its escape sequences ([`text::clean`]): a log cannot
 //!   move the cursor or clear the screen.
 //!
@@ -71,9 +71,10 @@ pub async fn run() -> Result<i32, Failure> {
     drop(screen);
     // A command still running writes its desired state in a moment: let it, so that a key
     // pressed just before `q` is not lost (they run with --no-wait).
-    let started = Instant::now();
-    while app.running > 0 && started.elapsed() < Duration::from_secs(15) {
-        match tokio::time::timeout(Duration::from_secs(15), done_rx.recv()).await {
+    let until = Instant::now() + Duration::from_secs(15);
+    while app.running > 0 {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, done_rx.recv()).await {
             Ok(Some(done)) => {
                 if !done.ok {
                     eprintln!("binky: {}: {}", done.command, done.said);
@@ -99,6 +100,9 @@ async fn run_loop(
     let mut term = signal(SignalKind::terminate())
         .map_err(|e| Failure::failed(format!("cannot watch signals: {e}")))?;
     let mut hup = signal(SignalKind::hangup())
+        .map_err(|e| Failure::failed(format!("cannot watch signals: {e}")))?;
+    // Ctrl-C is a key in raw mode; this is a SIGINT sent by `kill`.
+    let mut int = signal(SignalKind::interrupt())
         .map_err(|e| Failure::failed(format!("cannot watch signals: {e}")))?;
     let mut terminal = screen.terminal()?;
     let mut tick = tokio::time::interval(TICK);
@@ -162,6 +166,7 @@ async fn run_loop(
             _ = tick.tick() => {}
             _ = term.recv() => return Ok(()),
             _ = hup.recv() => return Ok(()),
+            _ = int.recv() => return Ok(()),
         }
     }
 }
