@@ -16,7 +16,25 @@ bin="$PWD/target/release/binky"
 work="$(mktemp -d)"
 sock="binky-top-bench-$$"
 export BINKY_HOME="$work/home"
-trap 'tmux -L "$sock" kill-server 2>/dev/null || true; "$bin" daemon stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+cleanup() {
+    tmux -L "$sock" kill-server 2>/dev/null || true
+    rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$sock"
+    # The worlds go before the daemon: a stopped daemon leaves services running.
+    if [ -d "$work/repo" ]; then
+        (cd "$work/repo" && for w in $(seq -f 'w%02g' 1 "$worlds"); do
+            "$bin" remove "$w" --force --no-wait >/dev/null 2>&1 || true
+        done)
+        for _ in $(seq 600); do
+            "$bin" status --json 2>/dev/null | python3 -c '
+import json, sys
+sys.exit(0 if not json.load(sys.stdin)["worlds"] else 1)' && break
+            sleep 0.2
+        done
+    fi
+    "$bin" daemon stop >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
 mkdir "$work/repo" && cd "$work/repo"
 git init -q -b main
 # Every world: a sleeping job, and `chatty`, which prints 100 lines a second in w01 only.
@@ -33,7 +51,8 @@ cmd = "exec python3 -u -c 'import os, time\nfast = os.environ[\"BINKY_WORKTREE\"
 TOML
 git add -A && git -c user.name=b -c user.email=b@b commit -qm init
 "$bin" port --proxy 47290 --https 0 >/dev/null
-for i in $(seq -w 1 "$worlds"); do "$bin" up "w$i" -q --no-wait >/dev/null; done
+names="$(seq -f 'w%02g' 1 "$worlds")"
+for w in $names; do "$bin" up "$w" -q --no-wait >/dev/null; done
 echo "waiting for $worlds worlds to be ready" >&2
 for _ in $(seq 600); do
     if "$bin" status --json | python3 -c '
@@ -68,7 +87,11 @@ echo "| binky top, $worlds worlds, ${secs} s | CPU | written to the terminal |"
 echo "| --- | ---: | ---: |"
 measure "idle"
 tmux -L "$sock" send-keys g j Enter
-until tmux -L "$sock" capture-pane -p | grep -q "chatty of topbench/w01"; do sleep 0.2; done
+for i in $(seq 150); do
+    tmux -L "$sock" capture-pane -p | grep -q "chatty of topbench/w01" && break
+    [ "$i" = 150 ] && { echo "the log pane did not open; the screen:" >&2; tmux -L "$sock" capture-pane -p >&2; exit 1; }
+    sleep 0.2
+done
 measure "log pane on a service printing 100 lines/s"
 rss="$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")"
 echo "binky top's resident memory: $((rss / 1024)) MiB"

@@ -12,6 +12,8 @@ use crate::harness::*;
 struct Tmux {
     socket: String,
     server: u32,
+    /// Its socket file, which `kill-server` leaves behind.
+    socket_path: String,
 }
 
 impl Tmux {
@@ -40,8 +42,13 @@ impl Tmux {
             .output()
             .unwrap();
         assert!(out.status.success(), "tmux: {}", stderr(&out));
-        let mut tmux = Tmux { socket, server: 0 };
+        let mut tmux = Tmux {
+            socket,
+            server: 0,
+            socket_path: String::new(),
+        };
         tmux.server = tmux.show("#{pid}").parse().unwrap();
+        tmux.socket_path = tmux.show("#{socket_path}");
         tmux.screen_shows("the shell's prompt", |s| s.contains("shell$"));
         tmux
     }
@@ -147,6 +154,9 @@ impl Drop for Tmux {
             Duration::from_millis(50),
             || self.server == 0 || !alive(self.server),
         );
+        if !self.socket_path.is_empty() {
+            let _ = std::fs::remove_file(&self.socket_path);
+        }
         if !gone {
             signal(self.server, 9);
             if !std::thread::panicking() {
