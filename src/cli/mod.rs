@@ -26,6 +26,7 @@ mod remove;
 mod servers;
 mod settings;
 mod status;
+mod top;
 mod trust;
 mod up;
 mod wait;
@@ -128,8 +129,11 @@ pub enum Command {
         #[arg(long)]
         no_open: bool,
         /// Machine-readable output.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "tui")]
         json: bool,
+        /// The terminal view instead (`binky top`), as binky 0.1.2's `binky dashboard`.
+        #[arg(long, conflicts_with = "no_open")]
+        tui: bool,
     },
     /// A point-in-time JSON snapshot: daemon, worlds and services by state, ports, slices,
     /// admission, managed servers, golden templates (a superset of binky 0.1.2's).
@@ -248,6 +252,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Every world and its services in the terminal, live: a log pane for the selected
+    /// service, keys for up, down and reload (`?` lists them).
+    Top,
     /// A world's URLs and ports as environment variables.
     Env {
         /// World name (default: the world whose worktree you are in).
@@ -462,7 +469,8 @@ pub fn run(cli: Cli) -> i32 {
                 }
             }
             Command::Metrics => metrics::run().await,
-            Command::Dashboard { no_open, json } => dashboard::run(no_open, json).await,
+            Command::Dashboard { tui: true, .. } => top::run().await,
+            Command::Dashboard { no_open, json, .. } => dashboard::run(no_open, json).await,
             Command::Version { json } => {
                 let version = env!("CARGO_PKG_VERSION");
                 if json {
@@ -500,6 +508,7 @@ pub fn run(cli: Cli) -> i32 {
             Command::Reload { name, group, wait } => reload::run(name, group, &wait).await,
             Command::Remove { name, force, wait } => remove::run(&name, force, &wait).await,
             Command::Status { name, json } => status::run(name, json).await,
+            Command::Top => top::run().await,
             Command::Env {
                 name, shell, json, ..
             } => env::run(name, shell, json),

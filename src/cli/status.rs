@@ -10,7 +10,7 @@ use super::events::clock;
 use super::exit;
 use crate::view::{LimitsView, ServiceView, WorldView};
 
-fn ports_text(s: &ServiceView) -> String {
+pub(super) fn ports_text(s: &ServiceView) -> String {
     s.ports
         .iter()
         .map(|(l, p)| {

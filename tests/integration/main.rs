@@ -44,3 +44,4 @@ mod slices_rabbitmq;
 mod slices_redis;
 mod slices_s3;
 mod storm;
+mod top;
