@@ -487,3 +487,29 @@ pub fn log_tail(path: &std::path::Path, lines: usize) -> (Vec<String>, u64) {
     let start = all.len().saturating_sub(lines);
     (all.split_off(start), len)
 }
+
+/// The golden templates, each with the worlds and services cloned from it
+/// (`world/service`), as `binky golden ls` and the dashboard show them.
+pub fn goldens_with_users(
+    store: &Store,
+) -> Result<Vec<(store::GoldenRow, Vec<String>)>, StoreError> {
+    let goldens = store.read(store::goldens)?;
+    let refs = store.read(store::golden_refs)?;
+    let worlds = store.read(store::worlds)?;
+    Ok(goldens
+        .into_iter()
+        .map(|g| {
+            let users = refs
+                .iter()
+                .filter(|r| r.2 == g.key)
+                .filter_map(|r| {
+                    worlds
+                        .iter()
+                        .find(|w| w.id == r.0)
+                        .map(|w| format!("{}/{}", w.name, r.1))
+                })
+                .collect();
+            (g, users)
+        })
+        .collect())
+}

@@ -10,8 +10,6 @@ use super::exit;
 pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let goldens = ctx.store.read(store::goldens)?;
-    let refs = ctx.store.read(store::golden_refs)?;
-    let worlds = ctx.store.read(store::worlds)?;
     match action {
         "ls" => {
             if json {
@@ -24,17 +22,7 @@ pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, F
             if goldens.is_empty() {
                 println!("no golden templates (a service with `clone_from` makes one at its first `binky up`)");
             }
-            for g in &goldens {
-                let users: Vec<String> = refs
-                    .iter()
-                    .filter(|r| r.2 == g.key)
-                    .filter_map(|r| {
-                        worlds
-                            .iter()
-                            .find(|w| w.id == r.0)
-                            .map(|w| format!("{}/{}", w.name, r.1))
-                    })
-                    .collect();
+            for (g, users) in crate::view::goldens_with_users(&ctx.store)? {
                 println!(
                     "{}  {:<9} {:<9} {}  built {}{}  used by {}",
                     g.key,

@@ -77,24 +77,9 @@ fn world_json(store: &Store, w: &store::World) -> Result<String, StoreError> {
 
 fn globals_json(store: &Store, started: i64) -> Result<String, StoreError> {
     let approvals = crate::requests::approvals(store)?;
-    let goldens = store.read(store::goldens)?;
-    let refs = store.read(store::golden_refs)?;
-    let worlds = store.read(store::worlds)?;
-    let goldens: Vec<serde_json::Value> = goldens
+    let goldens: Vec<serde_json::Value> = crate::view::goldens_with_users(store)?
         .iter()
-        .map(|g| {
-            let users: Vec<String> = refs
-                .iter()
-                .filter(|r| r.2 == g.key)
-                .filter_map(|r| {
-                    worlds
-                        .iter()
-                        .find(|w| w.id == r.0)
-                        .map(|w| format!("{}/{}", w.name, r.1))
-                })
-                .collect();
-            json!({"template": g, "used_by": users})
-        })
+        .map(|(g, users)| json!({"template": g, "used_by": users}))
         .collect();
     let servers = store.read(store::servers)?;
     let proxy = store.read(store::proxy_status)?;

@@ -66,7 +66,7 @@ fn signed_in(env: &Env, worlds: usize) -> Browser {
     b.navigate(&sign_in_link(env));
     b.wait_for(
         &format!("{worlds} worlds listed"),
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         &format!("document.querySelectorAll('tr.world').length === {worlds}"),
     );
     b
@@ -78,7 +78,7 @@ fn open_world(b: &mut Browser, name: &str) {
     ));
     b.wait_for(
         &format!("{name}'s log live"),
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "document.getElementById('log-state').textContent === 'live'",
     );
 }
@@ -182,7 +182,7 @@ fn the_dashboards_buttons_change_the_world() {
     b.eval("document.querySelector('#detail button[data-action=down]').click()");
     b.wait_for(
         "one stopped in the page",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "document.querySelector('tr.world[data-world=\"one\"]').dataset.state === 'stopped'",
     );
     assert_eq!(status_of(&env, "one"), "stopped");
@@ -194,7 +194,7 @@ fn the_dashboards_buttons_change_the_world() {
     b.eval("document.querySelector('#detail button[data-action=up]').click()");
     b.wait_for(
         "one ready again",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "document.querySelector('tr.world[data-world=\"one\"]').dataset.state === 'ready'",
     );
 
@@ -209,7 +209,7 @@ fn the_dashboards_buttons_change_the_world() {
     b.eval("document.querySelector('#detail button[data-action=apply]').click()");
     let plan = b.wait_for(
         "the apply plan",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "!document.getElementById('d-plan').hidden && document.getElementById('d-plan-text').textContent",
     );
     assert!(plan.as_str().unwrap().contains("api"), "plan: {plan}");
@@ -220,7 +220,7 @@ fn the_dashboards_buttons_change_the_world() {
     b.eval("document.getElementById('d-remove-name').value = 'two'; document.getElementById('d-remove-go').click()");
     let refused = b.wait_for(
         "the wrong name refused",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "document.getElementById('d-message').classList.contains('error') && document.getElementById('d-message').textContent",
     );
     assert!(
@@ -230,7 +230,7 @@ fn the_dashboards_buttons_change_the_world() {
     b.eval("document.getElementById('d-remove-name').value = 'one'; document.getElementById('d-remove-go').click()");
     let dirty = b.wait_for(
         "the dirty worktree refused",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "document.getElementById('d-message').textContent.includes('uncommitted') && document.getElementById('d-message').textContent",
     );
     assert!(dirty.as_str().unwrap().contains("scratch.txt"), "{dirty}");
@@ -238,7 +238,7 @@ fn the_dashboards_buttons_change_the_world() {
     b.eval("document.getElementById('d-remove-force').checked = true; document.getElementById('d-remove-go').click()");
     b.wait_for(
         "one gone from the page",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         "document.querySelectorAll('tr.world').length === 1 && !document.querySelector('tr.world[data-world=\"one\"]')",
     );
     assert!(!wt.exists(), "the worktree of one is removed");
@@ -429,7 +429,7 @@ fn a_held_world_is_approved_from_the_dashboard_which_shows_the_exact_command() {
     let mut b = signed_in(&env, 1);
     b.wait_for(
         "w held for approval in the page",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "document.querySelector('tr.world[data-world=\"w\"]').dataset.state === 'approval'",
     );
     // The admission queue says why; the approval shows the command exactly as written.
@@ -437,14 +437,14 @@ fn a_held_world_is_approved_from_the_dashboard_which_shows_the_exact_command() {
     assert!(queue.as_str().unwrap().contains("acme/w"), "{queue}");
     let shown = b.wait_for(
         "the pending approval",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "(document.querySelector('#approvals .panel pre') || {}).textContent",
     );
     assert_eq!(shown, "sleep 600 # approve-me");
     b.eval("document.querySelector('#approvals .panel button').click()");
     b.wait_for(
         "w ready once approved",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "document.querySelector('tr.world[data-world=\"w\"]').dataset.state === 'ready'",
     );
     let list = env.ok(&["approve", "--list", "--json"]);
