@@ -200,6 +200,22 @@ impl Git for GitCli {
     }
 }
 
+/// Run git in `dir` and return its trimmed stdout, or its stderr as the error.
+pub fn text(dir: &std::path::Path, args: &[&str]) -> Result<String, String> {
+    bytes(dir, args).map(|out| String::from_utf8_lossy(&out).trim_end().to_owned())
+}
+
+/// Like [`text`], the output as it is (for file contents, which must not be read lossily).
+pub fn bytes(dir: &std::path::Path, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = binky_controllers::git::run_blocking(dir, args, None)
+        .map_err(|e| format!("cannot run git (is it installed?): {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(out.stderr)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

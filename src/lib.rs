@@ -16,6 +16,7 @@ pub mod config;
 pub mod credentials;
 pub mod daemon;
 pub mod dashboard;
+pub mod failure;
 pub mod git;
 pub mod init;
 pub mod logging;

@@ -6,7 +6,7 @@
 use binky_controllers::gate::{self, Command};
 use binky_controllers::store::{self, DesiredState, Store, World};
 
-use crate::cli::Failure;
+use crate::failure::Failure;
 
 /// A command that changes a user world's desired state refuses a project's shared world:
 /// its users decide whether it runs, and it goes with the last of them.

@@ -112,21 +112,7 @@ pub fn service<'w>(world: &'w World, name: &str) -> Result<&'w Service, Failure>
     })
 }
 
-/// Run git and return its trimmed stdout, or its stderr as the error.
-pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    git_bytes(dir, args).map(|out| String::from_utf8_lossy(&out).trim_end().to_owned())
-}
-
-/// Like [`git`], the output as it is (for file contents, which must not be read lossily).
-pub fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = binky_controllers::git::run_blocking(dir, args, None)
-        .map_err(|e| format!("cannot run git (is it installed?): {e}"))?;
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        Err(out.stderr)
-    }
-}
+pub use crate::git::{bytes as git_bytes, text as git};
 
 /// The git checkout a command runs in, and its `binky.toml`.
 #[derive(Clone, Debug)]

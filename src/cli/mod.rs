@@ -13,7 +13,7 @@ mod down;
 mod env;
 mod events;
 mod exec;
-pub mod failure;
+pub use crate::failure;
 mod gc;
 mod golden;
 mod hosts;
@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-pub use context::git as context_git;
 pub use failure::{exit, Failure};
 
 /// binky: an isolated local world for every git worktree.

@@ -40,7 +40,7 @@ use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, COOKIE, ORIGIN, SE
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::cli::Failure;
+use crate::failure::Failure;
 use crate::paths::Home;
 use crate::proxy::{full, Body};
 
@@ -173,7 +173,7 @@ fn refuse(status: StatusCode, why: impl Into<String>) -> Response<Body> {
 }
 
 fn failure(f: Failure) -> Response<Body> {
-    let status = if f.code == crate::cli::exit::USAGE {
+    let status = if f.code == crate::failure::exit::USAGE {
         StatusCode::BAD_REQUEST
     } else {
         StatusCode::CONFLICT

@@ -5,7 +5,7 @@ use rmcp::model::CallToolResult;
 use serde_json::{json, Value};
 
 use super::runner::{Ended, Run};
-use crate::cli::failure::exit;
+use crate::failure::exit;
 
 /// A tool's failure: what kind (`code`), what happened, and what to do about it.
 #[derive(Debug, Clone)]

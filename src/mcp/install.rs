@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::own_binary;
-use crate::cli::failure::{exit, Failure};
+use crate::failure::{exit, Failure};
 
 /// The MCP clients `binky mcp install` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -134,7 +134,7 @@ fn binky_home() -> Result<Option<String>, Failure> {
 fn repository_top() -> Result<PathBuf, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::failed(format!("cannot read the current directory: {e}")))?;
-    let top = crate::cli::context_git(&cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
+    let top = crate::git::text(&cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
         Failure::usage(format!(
             "{} is not inside a git repository ({}); run `binky mcp install` inside the repository whose agents use binky",
             cwd.display(),

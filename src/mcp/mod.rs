@@ -42,7 +42,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
-use crate::cli::failure::{exit, Failure};
+use crate::failure::{exit, Failure};
 use errors::ToolError;
 
 pub use install::McpClient;

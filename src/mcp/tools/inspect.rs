@@ -7,7 +7,7 @@ use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::cli::failure::exit;
+use crate::failure::exit;
 use crate::mcp::errors::{self, ToolError};
 use crate::mcp::params::*;
 use crate::mcp::runner::{Ended, Limits};

@@ -20,7 +20,7 @@ use super::errors::{self, ToolError};
 use super::runner::{self, Ended, Limits, Run};
 use super::view::{about, for_an_agent, is_held, summary};
 use super::{created, Server};
-use crate::cli::failure::exit;
+use crate::failure::exit;
 
 /// How long `up`, `down`, `reload`, `apply` and `remove` wait before answering "pending"
 /// (the daemon carries on). Kept under the common 60 s tool-call limit of MCP clients.

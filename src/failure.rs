@@ -1,6 +1,6 @@
 //! What a command returns: its exit code, and on failure a message that names the fix.
-//! Its own module so that what runs commands (`cli::run`, `binky mcp`) and the commands
-//! themselves share it without importing each other.
+//! Outside `cli` so that what the commands call (`requests`, the dashboard, `binky mcp`)
+//! shares it without importing the command-line layer.
 
 use binky_controllers::store::StoreError;
 
