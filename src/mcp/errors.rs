@@ -185,6 +185,33 @@ pub fn shown(v: &str) -> String {
     }
 }
 
+/// A number from a client: `given`, else `default`, refused unless it is 1 to `max`
+/// (`unit` ends the fix: `seconds`, `lines`, or nothing).
+pub fn within<T>(
+    key: &str,
+    given: Option<T>,
+    default: T,
+    max: T,
+    unit: &str,
+) -> Result<T, ToolError>
+where
+    T: Copy + PartialOrd + Default + std::fmt::Display,
+{
+    let v = given.unwrap_or(default);
+    if v == T::default() || v > max {
+        let unit = if unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {unit}")
+        };
+        return Err(ToolError::invalid(
+            format!("{key} {v} is out of range"),
+            format!("give 1 to {max}{unit}"),
+        ));
+    }
+    Ok(v)
+}
+
 /// A name from a client (`what`: world, project, service, group): letters, digits and
 /// `. _ - / @`, not starting with `-` (never read as an option), no `..` part.
 pub fn name(what: &str, v: &str) -> Result<(), ToolError> {

@@ -211,13 +211,7 @@ impl Server {
     ) -> Result<Value, ToolError> {
         errors::name("world", &p.world)?;
         errors::opt_name("service", p.service.as_deref())?;
-        let limit = p.lines.unwrap_or(LOGS_DEFAULT);
-        if limit == 0 || limit > LOGS_MAX {
-            return Err(ToolError::invalid(
-                format!("lines {limit} is out of range"),
-                format!("give 1 to {LOGS_MAX} lines"),
-            ));
-        }
+        let limit = errors::within("lines", p.lines, LOGS_DEFAULT, LOGS_MAX, "lines")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let n = limit.to_string();
         let mut words = args(&["logs", "-n", &n, "--json", "--", &p.world]);
@@ -262,13 +256,7 @@ impl Server {
         p: EventsParams,
     ) -> Result<Value, ToolError> {
         errors::name("world", &p.world)?;
-        let n = p.lines.unwrap_or(50);
-        if n == 0 || n > 1000 {
-            return Err(ToolError::invalid(
-                format!("lines {n} is out of range"),
-                "give 1 to 1000",
-            ));
-        }
+        let n = errors::within("lines", p.lines, 50, 1000, "")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let list = self
             .json(

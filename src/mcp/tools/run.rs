@@ -39,13 +39,7 @@ impl Server {
         p: VerifyParams,
     ) -> Result<Value, ToolError> {
         errors::name("world", &p.world)?;
-        let secs = p.timeout_seconds.unwrap_or(300);
-        if secs == 0 || secs > 1800 {
-            return Err(ToolError::invalid(
-                format!("timeout_seconds {secs} is out of range"),
-                "give 1 to 1800 seconds",
-            ));
-        }
+        let secs = errors::within("timeout_seconds", p.timeout_seconds, 300, 1800, "seconds")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let status = self.world_status(ctx, dir.as_deref(), &p.world).await?;
         let project = status["project"].as_str();
@@ -180,20 +174,20 @@ impl Server {
                 "shorten it: put long input in a file of the worktree and name the file",
             ));
         }
-        let secs = p.timeout_seconds.unwrap_or(EXEC_DEFAULT);
-        if secs == 0 || secs > EXEC_MAX {
-            return Err(ToolError::invalid(
-                format!("timeout_seconds {secs} is out of range"),
-                format!("give 1 to {EXEC_MAX} seconds"),
-            ));
-        }
-        let max = p.max_output_bytes.unwrap_or(EXEC_OUTPUT);
-        if max == 0 || max > EXEC_OUTPUT_MAX {
-            return Err(ToolError::invalid(
-                format!("max_output_bytes {max} is out of range"),
-                format!("give 1 to {EXEC_OUTPUT_MAX}"),
-            ));
-        }
+        let secs = errors::within(
+            "timeout_seconds",
+            p.timeout_seconds,
+            EXEC_DEFAULT,
+            EXEC_MAX,
+            "seconds",
+        )?;
+        let max = errors::within(
+            "max_output_bytes",
+            p.max_output_bytes,
+            EXEC_OUTPUT,
+            EXEC_OUTPUT_MAX,
+            "",
+        )?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // The world first, so that binky's own refusal is never read as the command's exit.
         self.json(

@@ -125,13 +125,13 @@ impl Server {
         p: WaitParams,
     ) -> Result<Value, ToolError> {
         errors::name("world", &p.world)?;
-        let secs = p.timeout_seconds.unwrap_or(WAIT_DEFAULT);
-        if secs == 0 || secs > WAIT_MAX {
-            return Err(ToolError::invalid(
-                format!("timeout_seconds {secs} is out of range"),
-                format!("give 1 to {WAIT_MAX} seconds"),
-            ));
-        }
+        let secs = errors::within(
+            "timeout_seconds",
+            p.timeout_seconds,
+            WAIT_DEFAULT,
+            WAIT_MAX,
+            "seconds",
+        )?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let words = args(&[
             "wait",
