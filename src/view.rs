@@ -321,15 +321,6 @@ pub fn metrics(
         .into_iter()
         .partition(|w| w.is_shared());
     let mut shared = Vec::new();
-    for w in &shared_worlds {
-        let v = world(store, w)?;
-        let services: BTreeMap<&str, &str> = v
-            .services
-            .iter()
-            .map(|s| (s.name.as_str(), s.state.as_str()))
-            .collect();
-        shared.push(json!({ "project": w.project, "state": v.state, "services": services }));
-    }
     let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
     let mut services: BTreeMap<String, u64> = BTreeMap::new();
     let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
@@ -339,7 +330,14 @@ pub fn metrics(
     let mut replicas = 0u64;
     for w in worlds.iter().chain(&shared_worlds) {
         let v = world(store, w)?;
-        if !w.is_shared() {
+        if w.is_shared() {
+            let states: BTreeMap<&str, &str> = v
+                .services
+                .iter()
+                .map(|s| (s.name.as_str(), s.state.as_str()))
+                .collect();
+            shared.push(json!({ "project": w.project, "state": v.state, "services": states }));
+        } else {
             *by_state.entry(v.state.clone()).or_default() += 1;
         }
         // A shared service is counted once, with its shared world.
