@@ -647,7 +647,6 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 .iter()
                 .filter(|w| {
                     w.id != world.id
-                        && !w.is_shared()
                         && places
                             .iter()
                             .any(|p| p.world == w.id && p.state == "admitted")

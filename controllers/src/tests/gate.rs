@@ -480,3 +480,42 @@ async fn a_moment_of_low_memory_cools_nothing() {
     ask(&off, &store, a).await;
     assert_eq!(place(&store, a), "admitted");
 }
+
+#[tokio::test]
+async fn a_projects_shared_world_takes_no_place_and_is_never_the_world_cooled() {
+    let (dir, store) = setup(&[
+        ("max_parallel", "1"),
+        ("cool_oldest", "true"),
+        ("focus_minutes", "0"),
+    ]);
+    let gate = AdmissionController::new(store.clone(), FakeMachine::default());
+    let mut mail = web("mailpit", &[]);
+    mail.shared = true;
+    let with_mail = || spec(vec![("mail", mail.clone()), ("api", web("serve", &[]))]);
+    let a = store
+        .put_world(&new_world(dir.path(), "a", with_mail()))
+        .unwrap()
+        .world
+        .id;
+    let shared = store
+        .read(|c| crate::store::world_by_name(c, "acme", crate::shared::WORLD))
+        .unwrap()
+        .expect("the project's shared world is written with a")
+        .id;
+    ask(&gate, &store, a).await;
+    ask(&gate, &store, shared).await;
+    // max_parallel = 1 holds a, and the shared world besides it.
+    assert_eq!(place(&store, a), "admitted");
+    assert_eq!(place(&store, shared), "admitted");
+    assert_eq!(held(&store, shared), None);
+    // A newcomer over the limit cools a, the world out of focus, never the shared world
+    // (used longest ago, as it is never used itself).
+    used_minutes_ago(&store, shared, 60);
+    used_minutes_ago(&store, a, 5);
+    let n = up(&dir, &store, "n");
+    ask(&gate, &store, n).await;
+    assert_eq!(place(&store, a), "cooled");
+    assert_eq!(place(&store, n), "admitted");
+    assert_eq!(place(&store, shared), "admitted");
+    assert_eq!(held(&store, shared), None);
+}
