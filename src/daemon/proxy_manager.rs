@@ -37,15 +37,20 @@ fn wanted_port(store: &Store, key: &str, default: u16) -> Option<u16> {
     }
 }
 
-/// Bind `wanted` (or a fallback) and serve it; the port served, and a note.
-fn serve_port(
+/// How many worker threads serve the proxy: one per core, at most four.
+fn worker_count() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 4)
+}
+
+/// Bind `wanted` (or a fallback) with sockets for `workers` workers; a note when it is not
+/// the asked-for port or none could be had.
+fn bind_port(
     wanted: Option<u16>,
     defaults: &[u16],
-    proxy: &Arc<Proxy>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    stop: &watch::Receiver<bool>,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> (Option<u16>, String) {
+    workers: usize,
+) -> (Option<listen::Bound>, String) {
     let Some(wanted) = wanted else {
         return (None, String::new());
     };
@@ -54,51 +59,59 @@ fn serve_port(
     } else {
         listen::fallbacks(wanted, defaults)
     };
-    match listen::bind(wanted, &fallbacks) {
+    match listen::bind(wanted, &fallbacks, workers) {
         Ok(bound) => {
-            // Like nginx's workers: a few threads, each with a single-threaded runtime of
-            // its own accepting on the same socket and keeping its own connections to
-            // backends, so a request never hops between threads.
-            let workers = std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .clamp(1, 4);
-            for l in bound.listeners {
-                for _ in 0..workers {
-                    let Ok(l) = l.try_clone() else { continue };
-                    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-                    let (proxy, tls, stop) = (proxy.worker(), tls.clone(), stop.clone());
-                    let spawned = std::thread::Builder::new()
-                        .name("binky-proxy".into())
-                        .spawn(move || {
-                            let rt = match tokio::runtime::Builder::new_current_thread()
-                                .enable_all()
-                                .build()
-                            {
-                                Ok(rt) => rt,
-                                Err(err) => {
-                                    tracing::error!(%err, "cannot start a proxy worker");
-                                    return;
-                                }
-                            };
-                            rt.block_on(async move {
-                                let _ = l.set_nonblocking(true);
-                                match TcpListener::from_std(l) {
-                                    Ok(l) => proxy::serve(l, proxy, tls, stop).await,
-                                    Err(err) => tracing::warn!(%err, "cannot use a proxy socket"),
-                                }
-                            });
-                            let _ = done_tx.send(());
-                        });
-                    if spawned.is_ok() {
-                        tasks.push(tokio::spawn(async move {
-                            let _ = done_rx.await;
-                        }));
-                    }
-                }
-            }
-            (Some(bound.port), bound.note)
+            let note = bound.note.clone();
+            (Some(bound), note)
         }
         Err(why) => (None, why),
+    }
+}
+
+/// One worker's sockets, each with its TLS acceptor for the HTTPS port.
+type Sockets = Vec<(std::net::TcpListener, Option<tokio_rustls::TlsAcceptor>)>;
+
+/// Start a worker thread: a single-threaded runtime of its own serving `sockets` (its own
+/// sockets on every port) with its own connections to backends, so a request never hops
+/// between threads (like nginx's workers). The task pushed to `tasks` ends with the thread.
+fn spawn_worker(
+    sockets: Sockets,
+    proxy: Arc<Proxy>,
+    stop: watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) {
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("binky-proxy".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(err) => {
+                    tracing::error!(%err, "cannot start a proxy worker");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let mut serving = tokio::task::JoinSet::new();
+                for (l, tls) in sockets {
+                    match TcpListener::from_std(l) {
+                        Ok(l) => {
+                            serving.spawn(proxy::serve(l, proxy.clone(), tls, stop.clone()));
+                        }
+                        Err(err) => tracing::warn!(%err, "cannot use a proxy socket"),
+                    }
+                }
+                while serving.join_next().await.is_some() {}
+            });
+            let _ = done_tx.send(());
+        });
+    if spawned.is_ok() {
+        tasks.push(tokio::spawn(async move {
+            let _ = done_rx.await;
+        }));
     }
 }
 
@@ -131,23 +144,33 @@ impl ProxyManager {
         self.wanted = wanted;
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::new();
-        let (http, http_note) =
-            serve_port(wanted.0, HTTP_FALLBACKS, &self.proxy, None, &rx, &mut tasks);
+        let workers = worker_count();
+        let (http, http_note) = bind_port(wanted.0, HTTP_FALLBACKS, workers);
         let (https, https_note) = match (&self.tls, wanted.1) {
-            (Some(tls), Some(_)) => serve_port(
-                wanted.1,
-                HTTPS_FALLBACKS,
-                &self.proxy,
-                Some(tls.clone()),
-                &rx,
-                &mut tasks,
-            ),
+            (Some(_), Some(_)) => bind_port(wanted.1, HTTPS_FALLBACKS, workers),
             (None, Some(_)) => (
                 None,
                 "HTTPS is off: the local CA could not be set up (see daemon.log)".to_owned(),
             ),
             _ => (None, String::new()),
         };
+        let (http_port, https_port) = (
+            http.as_ref().map(|b| b.port),
+            https.as_ref().map(|b| b.port),
+        );
+        let mut sockets: Vec<Sockets> = (0..workers).map(|_| Vec::new()).collect();
+        for (bound, tls) in [(http, None), (https, self.tls.clone())] {
+            for (mine, theirs) in sockets
+                .iter_mut()
+                .zip(bound.into_iter().flat_map(|b| b.workers))
+            {
+                mine.extend(theirs.into_iter().map(|l| (l, tls.clone())));
+            }
+        }
+        for mine in sockets.into_iter().filter(|s| !s.is_empty()) {
+            spawn_worker(mine, self.proxy.worker(), rx.clone(), &mut tasks);
+        }
+        let (http, https) = (http_port, https_port);
         for note in [&http_note, &https_note] {
             if !note.is_empty() {
                 tracing::warn!(%note, "proxy");

@@ -136,19 +136,29 @@ impl RouteSink for Routes {
 /// The proxy: routes, this worker's connections to backends, and the ports it serves on.
 pub struct Proxy {
     routes: Routes,
+    /// This worker's hold on the current routing table (see [`Proxy::routes_now`]).
+    snapshot: std::sync::Mutex<Option<Arc<Snapshot>>>,
     pool: pool::Pool,
     ports: Arc<[AtomicU16; 2]>,
     /// The dashboard, answering at `binky.localhost`.
     dashboard: Option<Arc<crate::dashboard::Dashboard>>,
 }
 
+/// A worker's own reference-counted handle on a routing table: taking it for a request
+/// counts references in memory only this worker writes, where cloning the shared table's
+/// `Arc` would bounce its counter between the cores of every worker on every request.
+struct Snapshot(Arc<Compiled>);
+
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
+/// How many hop-by-hop names there are.
+const HOPS: usize = 9;
+
 /// Headers that belong to one connection, never forwarded (RFC 9110 7.6.1), as names
 /// parsed once.
-static HOP_BY_HOP: [HeaderName; 9] = [
+static HOP_BY_HOP: [HeaderName; HOPS] = [
     CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -160,24 +170,41 @@ static HOP_BY_HOP: [HeaderName; 9] = [
     UPGRADE,
 ];
 
+/// `Connection` options that name no header: skipped without parsing a name.
+const CONNECTION_OPTIONS: [&str; 3] = ["keep-alive", "close", "upgrade"];
+
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Headers named by `Connection` are hop-by-hop too (rare: only parse when present).
-    if let Some(conn) = headers.get(CONNECTION) {
-        let named: Vec<HeaderName> = conn
-            .to_str()
-            .unwrap_or("")
-            .split(',')
-            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-            .filter(|n| !HOP_BY_HOP.contains(n))
-            .collect();
-        for n in named {
-            headers.remove(n);
+    // Headers named by `Connection` are hop-by-hop too (rare: a name is parsed only for an
+    // option that is not one of the usual ones).
+    let mut named: Vec<HeaderName> = Vec::new();
+    for conn in headers.get_all(CONNECTION) {
+        for option in conn.to_str().unwrap_or("").split(',').map(str::trim) {
+            if option.is_empty()
+                || CONNECTION_OPTIONS
+                    .iter()
+                    .any(|o| o.eq_ignore_ascii_case(option))
+            {
+                continue;
+            }
+            if let Ok(n) = HeaderName::from_bytes(option.as_bytes()) {
+                if !HOP_BY_HOP.contains(&n) {
+                    named.push(n);
+                }
+            }
         }
     }
-    for h in &HOP_BY_HOP {
-        if headers.contains_key(h) {
-            headers.remove(h);
+    // One pass over the names present (a handful) instead of a lookup per hop-by-hop name.
+    let mut present = [false; HOPS];
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            present[i] = true;
         }
+    }
+    for (h, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, p)| *p) {
+        headers.remove(h);
+    }
+    for n in named {
+        headers.remove(n);
     }
 }
 
@@ -216,6 +243,7 @@ impl Proxy {
     ) -> Arc<Proxy> {
         Arc::new(Proxy {
             routes,
+            snapshot: Default::default(),
             pool: pool::Pool::default(),
             ports: Arc::new([AtomicU16::new(0), AtomicU16::new(0)]),
             dashboard,
@@ -227,10 +255,26 @@ impl Proxy {
     pub fn worker(&self) -> Arc<Proxy> {
         Arc::new(Proxy {
             routes: self.routes.clone(),
+            snapshot: Default::default(),
             pool: pool::Pool::default(),
             ports: self.ports.clone(),
             dashboard: self.dashboard.clone(),
         })
+    }
+
+    /// The routing table as published now, through this worker's own handle (renewed when
+    /// the route controller publishes another table).
+    fn routes_now(&self) -> Arc<Snapshot> {
+        let current = self.routes.0.load();
+        let mut mine = self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+        match &*mine {
+            Some(s) if Arc::ptr_eq(&s.0, &current) => s.clone(),
+            _ => {
+                let s = Arc::new(Snapshot(Arc::clone(&current)));
+                *mine = Some(s.clone());
+                s
+            }
+        }
     }
 
     /// Record the ports served on (for the links on the proxy's pages).
@@ -239,10 +283,7 @@ impl Proxy {
         self.ports[1].store(https.unwrap_or(0), Ordering::Relaxed);
     }
 
-    fn page(&self, page: Page, accept: Option<&HeaderValue>) -> Response<Body> {
-        let html = accept
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| a.contains("text/html"));
+    fn page(&self, page: Page, html: bool) -> Response<Body> {
         let (http, https) = (
             self.ports[0].load(Ordering::Relaxed),
             self.ports[1].load(Ordering::Relaxed),
@@ -273,7 +314,12 @@ impl Proxy {
         peer: SocketAddr,
         scheme: &'static str,
     ) -> Response<Body> {
-        let accept = req.headers().get(hyper::header::ACCEPT).cloned();
+        // Whether a page of the proxy's own (an error) should be HTML.
+        let html = req
+            .headers()
+            .get(hyper::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"));
         // HTTP/1.1 sends `Host`; h2 sends `:authority` (the URI's).
         let host_value = match req.headers().get(HOST) {
             Some(h) => h.clone(),
@@ -291,19 +337,20 @@ impl Proxy {
         // `localhost`), and it is looked at before the routes.
         if let Some(dashboard) = &self.dashboard {
             if crate::dashboard::is_host(host) {
-                return dashboard.clone().handle(req, scheme).await;
+                // Boxed: its state machine is large, and every request would carry it.
+                return Box::pin(dashboard.clone().handle(req, scheme)).await;
             }
         }
-        let compiled = self.routes.load();
-        let Some(backend) = compiled.lookup(host).cloned() else {
+        let routes = self.routes_now();
+        let Some(backend) = routes.0.lookup(host) else {
             return self.page(
-                Page::unknown_host(binky_controllers::route::strip_port(host), &compiled.table),
-                accept.as_ref(),
+                Page::unknown_host(binky_controllers::route::strip_port(host), &routes.0.table),
+                html,
             );
         };
         let route = &backend.route;
         if route.state == RouteState::Stopped {
-            return self.page(Page::down(route), accept.as_ref());
+            return self.page(Page::down(route), html);
         }
         let upgrade = wants_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
@@ -372,7 +419,7 @@ impl Proxy {
                     }
                     other => other.to_string(),
                 };
-                return self.page(Page::unreachable(route, &why), accept.as_ref());
+                return self.page(Page::unreachable(route, &why), html);
             }
         };
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS {

@@ -101,7 +101,9 @@ impl Pool {
     pub async fn connection(&self, port: u16, upgrade: bool) -> Result<Conn, PoolError> {
         let sender = match (upgrade, self.checkout(port)) {
             (false, Some(s)) => s,
-            _ => Self::connect(port).await?,
+            // Boxed: connecting is rare next to reusing, and its state machine would
+            // otherwise make every request's larger.
+            _ => Box::pin(Self::connect(port)).await?,
         };
         Ok(Conn {
             port,
