@@ -6,7 +6,7 @@
 //! 2. `nginx`:  wrk -> nginx reverse proxy (keepalive upstream, HTTP/1.1) -> backend.
 //! 3. `binky`:  wrk -> binky's proxy (`Host: web.w.bench.localhost`) -> backend.
 //!
-//! The backend is one nginx instance returning a fixed 2-byte body (`return 200 "ok"`). binky
+//! The backend is one nginx instance serving a 1 KiB static file at `/`. binky
 //! starts it as the world's `web` service on the port it allocates, and the other two arms use
 //! that same instance and port.
 //!
@@ -43,7 +43,8 @@ const INSTALL_HINT: &str = "The proxy benchmark needs `nginx` and `wrk` (Debian'
 /// The world, service and project names: the proxy routes `web.w.bench.localhost`.
 const WORLD: &str = "w";
 const HOST: &str = "web.w.bench.localhost";
-const BODY: &str = "ok";
+/// The size of the static file the backend serves at `/`.
+const BODY_LEN: usize = 1024;
 
 /// Throughput targets from the issue.
 const TARGET_RPS_RATIO: f64 = 0.9;
@@ -292,15 +293,24 @@ fn http_get(port: u16) -> Res<String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// Wait until `port` answers `GET /` with 200 and the backend's body.
+/// The backend's static file: `BODY_LEN` bytes of text.
+fn body() -> String {
+    let line = "binky proxy benchmark: the backend's static file, 1 KiB.\n";
+    line.repeat(BODY_LEN / line.len() + 1)[..BODY_LEN].to_owned()
+}
+
+/// Wait until `port` answers `GET /` with 200 and the backend's file. Returns the response's
+/// head (the body is checked, not kept).
 fn wait_ok(port: u16, what: &str) -> Res<String> {
     let deadline = Instant::now() + Duration::from_secs(15);
+    let want = format!("\r\n\r\n{}", body());
     let mut last = String::new();
     while Instant::now() < deadline {
         check_stop()?;
         match http_get(port) {
-            Ok(r) if r.starts_with("HTTP/1.1 200") && r.ends_with(&format!("\r\n\r\n{BODY}")) => {
-                return Ok(r)
+            Ok(r) if r.starts_with("HTTP/1.1 200") && r.ends_with(&want) => {
+                let head = &r[..r.len() - want.len()];
+                return Ok(format!("{head}\r\n\r\n[the {BODY_LEN}-byte file]"));
             }
             Ok(r) => last = r.lines().next().unwrap_or("").to_owned(),
             Err(e) => last = e,
@@ -308,7 +318,8 @@ fn wait_ok(port: u16, what: &str) -> Res<String> {
         thread::sleep(Duration::from_millis(20));
     }
     Err(format!(
-        "{what} (127.0.0.1:{port}) did not answer 200 `{BODY}` within 15 s; last: {last}"
+        "{what} (127.0.0.1:{port}) did not answer 200 with the {BODY_LEN}-byte file within 15 s; \
+         last: {last}"
     ))
 }
 
@@ -340,18 +351,23 @@ fn nginx_http_common(prefix: &Path) -> String {
     )
 }
 
-/// The backend: one worker, a fixed 2-byte body. `@PORT@` is filled in by the service's
-/// command with the port binky allocated.
+/// The backend: one worker serving a static file of `BODY_LEN` bytes at `/` (`index.html` in
+/// `prefix/www`), its descriptor cached. `@PORT@` is filled in by the service's command with the
+/// port binky allocated.
 fn backend_conf_template(prefix: &Path) -> String {
     format!(
         "{main}http {{\n{common}\
+         \x20 open_file_cache max=64 inactive=600s;\n\
+         \x20 open_file_cache_valid 600s;\n\
          \x20 server {{\n\
          \x20   listen 127.0.0.1:@PORT@ backlog=4096;\n\
-         \x20   location / {{ default_type text/plain; return 200 \"{BODY}\"; }}\n\
+         \x20   root {www};\n\
+         \x20   location / {{ default_type text/html; index index.html; }}\n\
          \x20 }}\n\
          }}\n",
         main = nginx_main(prefix, "1"),
         common = nginx_http_common(prefix),
+        www = prefix.join("www").display(),
     )
 }
 
@@ -438,9 +454,12 @@ impl Sandbox {
             torn_down: false,
             _dir: dir,
         };
-        for d in [&sb.repo, &sb.binky_home, &sb.backend_dir, &sb.proxy_dir] {
+        let www = sb.backend_dir.join("www");
+        for d in [&sb.repo, &sb.binky_home, &www, &sb.proxy_dir] {
             fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
         }
+        let index = www.join("index.html");
+        fs::write(&index, body()).map_err(|e| format!("{}: {e}", index.display()))?;
         let template = sb.backend_dir.join("nginx.conf.in");
         fs::write(&template, backend_conf_template(&sb.backend_dir))
             .map_err(|e| format!("{}: {e}", template.display()))?;
