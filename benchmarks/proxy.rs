@@ -12,16 +12,20 @@
 //! - `h2`: h2 over TLS with `h2load -t2 -c10 -m5`, two arms: nginx (`listen ... ssl http2`, with
 //!   a certificate for the bench host made here with rcgen) and binky's HTTPS port; both proxy
 //!   to the same backend over HTTP/1.1.
+//! - `ws`: WebSocket echo, three arms (direct, nginx, binky with `Host: ws.w.bench.localhost`):
+//!   50 connections from a tokio runtime in this process, each doing the RFC 6455 handshake
+//!   and then round trips of a masked 128-byte binary message and its echo, one at a time.
 //!
-//! The backend is one nginx instance serving a 1 KiB static file at `/`. binky starts it as the
-//! world's `web` service on the port it allocates, and the other arms use that same instance
-//! and port.
+//! The HTTP backend is one nginx instance serving a 1 KiB static file at `/`; the WebSocket
+//! backend is this benchmark's own binary, re-executed with `--ws-echo-backend PORT` (one
+//! thread). binky starts both as the world's `web` and `ws` services on the ports it
+//! allocates, and the other arms use the same processes and ports.
 //!
 //! Every arm of every protocol is measured once per round, in rotating order. The report gives
 //! each figure's min, median and max over the rounds, and the binky / nginx ratios paired per
 //! round (both arms of a pair ran minutes apart at most, on the same machine state).
 //!
-//! Run: `cargo bench --bench proxy [-- --duration N --runs N --only http,h2 --json PATH]`.
+//! Run: `cargo bench --bench proxy [-- --duration N --runs N --only http,h2,ws --json PATH]`.
 
 use std::collections::HashMap;
 use std::fs;
@@ -38,7 +42,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 use binky_testkit::args::Flags;
-use binky_testkit::procs::{loadavg, machine_with, reap_sandbox, with_children};
+use binky_testkit::procs::{loadavg, machine_with, reap_sandbox, with_children, with_cmdline};
 use binky_testkit::run::{capture, run_cmd, Run};
 use binky_testkit::stats::{median, summary};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
@@ -54,6 +58,12 @@ const WORLD: &str = "w";
 const HOST: &str = "web.w.bench.localhost";
 /// The size of the static file the backend serves at `/`.
 const BODY_LEN: usize = 1024;
+/// The WebSocket service's host, the size of each message, RFC 6455's GUID, and the first
+/// argument that makes this binary the WebSocket echo backend.
+const WS_HOST: &str = "ws.w.bench.localhost";
+const WS_PAYLOAD: usize = 128;
+const WS_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+const WS_BACKEND_FLAG: &str = "--ws-echo-backend";
 
 /// Throughput targets from the issue.
 const TARGET_RPS_RATIO: f64 = 0.9;
@@ -95,6 +105,7 @@ struct Args {
     connections: usize,
     h2_connections: usize,
     h2_streams: usize,
+    ws_connections: usize,
     /// The protocols measured, in `SUITES` order.
     only: Vec<Suite>,
     layout: Layout,
@@ -110,17 +121,19 @@ impl Args {
 
 const USAGE: &str = "usage: cargo bench --bench proxy -- [--only LIST] [--duration N] \
 [--latency-duration N] [--warmup N] [--runs N] [--threads N] [--connections N] \
-[--h2-connections N] [--h2-streams N] [--layout shared|split] [--quiet-wait N] [--json PATH]\n\
-\x20 --only LIST           the protocols to measure, comma-separated: http, h2 (default: all)\n\
+[--h2-connections N] [--h2-streams N] [--ws-connections N] [--layout shared|split] \
+[--quiet-wait N] [--json PATH]\n\
+\x20 --only LIST           the protocols to measure, comma-separated: http, h2, ws (default: all)\n\
 \x20 --duration N          seconds of each throughput run, every protocol (default 10)\n\
 \x20 --latency-duration N  seconds of each single-connection HTTP/1.1 latency run (default 5, at\n\
 \x20                       most --duration)\n\
 \x20 --warmup N            seconds of unrecorded load before every measured run (default 2)\n\
 \x20 --runs N              rounds; each round measures every arm once, in rotating order (default 5)\n\
-\x20 --threads N           threads of wrk and h2load in the throughput runs (default 2)\n\
+\x20 --threads N           threads of wrk, h2load and the WebSocket client (default 2)\n\
 \x20 --connections N       wrk connections for the HTTP/1.1 throughput runs (default 50)\n\
 \x20 --h2-connections N    h2load connections (h2load -c, default 10)\n\
 \x20 --h2-streams N        concurrent streams per h2 connection (h2load -m, default 5)\n\
+\x20 --ws-connections N    WebSocket connections, one message in flight on each (default 50)\n\
 \x20 --layout L            shared: no CPU pinning (default); split: load generators on CPU 0,\n\
 \x20                       proxies and backends on CPU 1\n\
 \x20 --quiet-wait N        per measurement, up to N s (default 180; 0: off) of waiting until other\n\
@@ -138,6 +151,7 @@ fn parse_args() -> Res<Args> {
         connections: 50,
         h2_connections: 10,
         h2_streams: 5,
+        ws_connections: 50,
         only: SUITES.to_vec(),
         layout: Layout::Shared,
         quiet_wait: 180,
@@ -177,6 +191,7 @@ fn parse_args() -> Res<Args> {
             "--connections" => a.connections = f.positive("--connections", false)?,
             "--h2-connections" => a.h2_connections = f.positive("--h2-connections", false)?,
             "--h2-streams" => a.h2_streams = f.positive("--h2-streams", false)?,
+            "--ws-connections" => a.ws_connections = f.positive("--ws-connections", false)?,
             "--layout" => {
                 a.layout = match f.value("--layout")?.as_str() {
                     "shared" => Layout::Shared,
@@ -209,6 +224,7 @@ fn expected_secs(a: &Args) -> u64 {
         .map(|s| match s {
             Suite::Http => 3 * (one(a.duration) + one(a.latency_duration)),
             Suite::H2 => 2 * one(a.duration),
+            Suite::Ws => 3 * one(a.duration),
         })
         .sum();
     round * a.runs as u64
@@ -448,6 +464,8 @@ struct NginxPorts {
     tls: u16,
     /// The HTTP backend.
     backend: u16,
+    /// The WebSocket backend.
+    ws_backend: u16,
 }
 
 /// A `location /` that proxies to the keepalive upstream over HTTP/1.1 with the forwarded
@@ -465,12 +483,17 @@ fn nginx_proxy_location() -> &'static str {
 }
 
 /// The reference reverse proxy: keepalive upstream over HTTP/1.1, the same forwarded headers
-/// binky sets, one worker per core; HTTP/1.1 on `ports.http` and h2 over TLS on `ports.tls`
-/// (TLS 1.3 allowed: nginx 1.22 leaves it out by default; `prefix/cert.pem` is made by
-/// [`bench_cert`]).
+/// binky sets, one worker per core; HTTP/1.1 on `ports.http`, where `Host: WS_HOST` goes to the
+/// WebSocket backend (upgrades passed through), and h2 over TLS on `ports.tls` (TLS 1.3
+/// allowed: nginx 1.22 leaves it out by default; `prefix/cert.pem` is made by [`bench_cert`]).
 fn nginx_proxy_conf(prefix: &Path, ports: NginxPorts) -> String {
     let p = prefix.display();
-    let NginxPorts { http, tls, backend } = ports;
+    let NginxPorts {
+        http,
+        tls,
+        backend,
+        ws_backend,
+    } = ports;
     let location = nginx_proxy_location();
     format!(
         "{main}http {{\n{common}\
@@ -480,9 +503,26 @@ fn nginx_proxy_conf(prefix: &Path, ports: NginxPorts) -> String {
          \x20   keepalive_requests 1000000;\n\
          \x20   keepalive_timeout 60s;\n\
          \x20 }}\n\
+         \x20 upstream ws_backend {{\n\
+         \x20   server 127.0.0.1:{ws_backend};\n\
+         \x20 }}\n\
          \x20 server {{\n\
          \x20   listen 127.0.0.1:{http} backlog=4096 reuseport;\n\
          {location}\
+         \x20 }}\n\
+         \x20 server {{\n\
+         \x20   listen 127.0.0.1:{http};\n\
+         \x20   server_name {WS_HOST};\n\
+         \x20   location / {{\n\
+         \x20     proxy_pass http://ws_backend;\n\
+         \x20     proxy_http_version 1.1;\n\
+         \x20     proxy_set_header Upgrade $http_upgrade;\n\
+         \x20     proxy_set_header Connection \"upgrade\";\n\
+         \x20     proxy_set_header Host $host;\n\
+         \x20     proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n\
+         \x20     proxy_set_header X-Forwarded-Proto $scheme;\n\
+         \x20     proxy_set_header X-Forwarded-Host $host;\n\
+         \x20   }}\n\
          \x20 }}\n\
          \x20 server {{\n\
          \x20   listen 127.0.0.1:{tls} ssl http2 backlog=4096 reuseport;\n\
@@ -522,6 +562,8 @@ struct Started {
     daemon: u32,
     /// The `web` service's port (the HTTP backend).
     backend: u16,
+    /// The `ws` service's port (the WebSocket backend).
+    ws_backend: u16,
     /// binky's proxy: plain HTTP/1.1, and TLS.
     http: u16,
     https: u16,
@@ -545,7 +587,9 @@ struct Sandbox {
 }
 
 impl Sandbox {
-    fn new(bin: PathBuf, nginx: PathBuf) -> Res<Sandbox> {
+    /// `ws_exe`: this benchmark's binary, which the `ws` service runs as the WebSocket echo
+    /// backend.
+    fn new(bin: PathBuf, nginx: PathBuf, ws_exe: &Path) -> Res<Sandbox> {
         let dir = tempfile::Builder::new()
             .prefix("binky-bench-proxy-")
             .tempdir()
@@ -555,6 +599,12 @@ impl Sandbox {
             return Err(format!(
                 "temp dir {} has characters the configs cannot take; set TMPDIR",
                 root.display()
+            ));
+        }
+        if !plain_path(ws_exe) {
+            return Err(format!(
+                "{} has characters binky.toml's command cannot take",
+                ws_exe.display()
             ));
         }
         let sb = Sandbox {
@@ -593,9 +643,12 @@ impl Sandbox {
             p = sb.backend_dir.display(),
         );
         // `https = true`: binky's TLS listener issues certificates for this project's hosts.
+        // The WebSocket echo backend: this binary, in the foreground as well.
+        let ws_cmd = format!("exec {} {WS_BACKEND_FLAG} ${{self.port}}", ws_exe.display());
         let toml = format!(
             "[project]\nname = \"bench\"\nport_range = [23000, 23099]\nhttps = true\n\n\
-             [services.web]\ncmd = '{cmd}'\nurl = \"web\"\n"
+             [services.web]\ncmd = '{cmd}'\nurl = \"web\"\n\n\
+             [services.ws]\ncmd = '{ws_cmd}'\nurl = \"ws\"\n"
         );
         fs::write(sb.repo.join("binky.toml"), toml).map_err(|e| format!("binky.toml: {e}"))?;
         binky_testkit::git::bench_repo(&sb.repo, "binky.toml", &sb.home, &sb.root)?;
@@ -704,6 +757,7 @@ impl Sandbox {
                 .ok_or_else(|| format!("no {key} in `binky env`: {}", env.stdout))
         };
         let backend = port_of("WEB_PORT")?;
+        let ws_backend = port_of("WS_PORT")?;
         // An https project's URLs are its https ones.
         let url = v["env"]["WEB_URL"].as_str().unwrap_or_default();
         let want = if served_https == 443 {
@@ -719,6 +773,7 @@ impl Sandbox {
         Ok(Started {
             daemon,
             backend,
+            ws_backend,
             http: served_http,
             https: served_https,
         })
@@ -731,6 +786,22 @@ impl Sandbox {
             .and_then(|s| s.trim().parse::<u32>().ok())
             .ok_or_else(|| format!("no backend pid in {}", path.display()))?;
         Ok(with_children(pid))
+    }
+
+    /// The WebSocket echo backend's process.
+    fn ws_backend_pids(&self, port: u16) -> Res<Vec<u32>> {
+        let me = std::process::id();
+        let port = port.to_string();
+        let pids: Vec<u32> = with_cmdline(&[WS_BACKEND_FLAG, &port])
+            .into_iter()
+            .filter(|p| *p != me)
+            .collect();
+        if pids.is_empty() {
+            return Err(format!(
+                "no WebSocket echo backend process ({WS_BACKEND_FLAG} {port})"
+            ));
+        }
+        Ok(pids)
     }
 
     /// Start the reference nginx proxy in the foreground (its own process group), with a fresh
@@ -1096,15 +1167,18 @@ enum Suite {
     Http,
     /// h2 over TLS, h2load.
     H2,
+    /// WebSocket echo, this process's client.
+    Ws,
 }
 
-const SUITES: [Suite; 2] = [Suite::Http, Suite::H2];
+const SUITES: [Suite; 3] = [Suite::Http, Suite::H2, Suite::Ws];
 
 impl Suite {
     fn key(self) -> &'static str {
         match self {
             Suite::Http => "http",
             Suite::H2 => "h2",
+            Suite::Ws => "ws",
         }
     }
 
@@ -1112,12 +1186,21 @@ impl Suite {
         match self {
             Suite::Http => "HTTP/1.1 (wrk)",
             Suite::H2 => "h2 over TLS (h2load)",
+            Suite::Ws => "WebSocket echo",
+        }
+    }
+
+    /// What a request is: a WebSocket round trip is a message and its echo.
+    fn unit(self) -> &'static str {
+        match self {
+            Suite::Http | Suite::H2 => "req",
+            Suite::Ws => "msg",
         }
     }
 
     fn arms(self) -> &'static [Arm] {
         match self {
-            Suite::Http => &[Arm::Direct, Arm::Nginx, Arm::Binky],
+            Suite::Http | Suite::Ws => &[Arm::Direct, Arm::Nginx, Arm::Binky],
             // The backend speaks HTTP/1.1 without TLS: there is no direct h2 arm.
             Suite::H2 => &[Arm::Nginx, Arm::Binky],
         }
@@ -1126,7 +1209,7 @@ impl Suite {
     fn modes(self) -> &'static [Mode] {
         match self {
             Suite::Http => &[Mode::Load, Mode::Single],
-            Suite::H2 => &[Mode::Load],
+            Suite::H2 | Suite::Ws => &[Mode::Load],
         }
     }
 }
@@ -1176,14 +1259,17 @@ struct Bench<'a> {
     backend_port: u16,
     binky: Started,
     nginx: NginxPorts,
-    /// Processes whose CPU is counted for each proxy, and the backend's.
+    /// Processes whose CPU is counted for each proxy, and the backends'.
     nginx_pids: Vec<u32>,
     backend_pids: Vec<u32>,
+    ws_backend_pids: Vec<u32>,
     /// Every process of the benchmark (both proxies, the backends, this process): the CPU the
     /// machine spends beyond these (and the load generators) is other people's load.
     own_pids: Vec<u32>,
     /// The CPU the load generators are pinned to (layout split).
     client_cpu: Option<usize>,
+    /// The WebSocket client's runtime: `--threads` worker threads.
+    rt: Option<tokio::runtime::Runtime>,
 }
 
 impl Bench<'_> {
@@ -1196,6 +1282,17 @@ impl Bench<'_> {
             (Suite::H2, Arm::Nginx) => self.nginx.tls,
             (Suite::H2, Arm::Binky) => self.binky.https,
             (Suite::H2, Arm::Direct) => unreachable!("h2 has no direct arm"),
+            (Suite::Ws, Arm::Direct) => self.binky.ws_backend,
+            // Routed by `Host: WS_HOST`, on the same port as HTTP/1.1.
+            (Suite::Ws, Arm::Nginx) => self.nginx.http,
+            (Suite::Ws, Arm::Binky) => self.binky.http,
+        }
+    }
+
+    fn backend_pids(&self, suite: Suite) -> &[u32] {
+        match suite {
+            Suite::Http | Suite::H2 => &self.backend_pids,
+            Suite::Ws => &self.ws_backend_pids,
         }
     }
 
@@ -1217,7 +1314,7 @@ impl Bench<'_> {
         let snapshot = || {
             [
                 cpu_ns(&proxy_pids),
-                cpu_ns(&self.backend_pids),
+                cpu_ns(self.backend_pids(suite)),
                 children_cpu_ns(),
                 cpu_ns(&me),
                 cpu_ns(&self.own_pids),
@@ -1229,6 +1326,7 @@ impl Bench<'_> {
         let mut r = match suite {
             Suite::Http => self.wrk(arm, port, mode, secs)?,
             Suite::H2 => self.h2load(port, secs)?,
+            Suite::Ws => self.ws(port, secs)?,
         };
         let wall_ns = start.elapsed().as_nanos() as f64;
         let after = snapshot();
@@ -1239,7 +1337,8 @@ impl Bench<'_> {
             r.proxy_cpu_us_per_req = Some(proxy as f64 / 1000.0 / r.requests.max(1) as f64);
         }
         r.backend_cpu_pct = backend as f64 / wall_ns * 100.0;
-        // The load generator: wrk or h2load (waited-for children), and this process.
+        // The load generator: wrk or h2load (waited-for children), or this process (the
+        // WebSocket client; idle otherwise).
         r.client_cpu_pct = (children + this) as f64 / wall_ns * 100.0;
         // own_pids has this process already.
         r.other_cpu_pct = busy.saturating_sub(own + children) as f64 / wall_ns * 100.0;
@@ -1363,6 +1462,46 @@ impl Bench<'_> {
         }
     }
 
+    fn runtime(&self) -> Res<&tokio::runtime::Runtime> {
+        self.rt
+            .as_ref()
+            .ok_or_else(|| "no runtime for the WebSocket client".to_owned())
+    }
+
+    /// A WebSocket run: `--ws-connections` connections doing round trips for `secs`.
+    fn ws(&self, port: u16, secs: u64) -> Res<RunResult> {
+        let (mut all, window) = self.runtime()?.block_on(ws_load(
+            port,
+            self.args.ws_connections,
+            Duration::from_secs(secs),
+        ))?;
+        let mut r = RunResult {
+            rps: all.msgs as f64 / window.as_secs_f64().max(1e-9),
+            requests: all.msgs,
+            ..RunResult::default()
+        };
+        r.set_latencies_us(&mut all.rtt_us);
+        Ok(r)
+    }
+
+    /// One WebSocket connection through `port`, one round trip. Returns the 101's head.
+    fn ws_ready(&self, port: u16, what: &str) -> Res<String> {
+        let rt = self.runtime()?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            check_stop()?;
+            match rt.block_on(ws_conn(port, WS_HOST, 0, Instant::now())) {
+                Ok(c) => return Ok(c.head),
+                Err(e) if Instant::now() > deadline => {
+                    return Err(format!(
+                        "{what} (WebSocket, 127.0.0.1:{port}) is not ready: {e}"
+                    ))
+                }
+                Err(_) => thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
     /// CPU used by other processes over about one second, in % of one core.
     fn other_load(&self) -> f64 {
         let (o0, s0) = (cpu_ns(&self.own_pids), system_busy_ns());
@@ -1448,8 +1587,425 @@ impl Bench<'_> {
                 a.h2_connections,
                 a.h2_streams
             ),
+            (Suite::Ws, _) => format!("ws -t{} -c{}", a.threads, a.ws_connections),
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebSocket (RFC 6455): the echo backend this binary becomes with `--ws-echo-backend PORT`,
+// and the ping-pong client.
+
+/// `Sec-WebSocket-Accept` for a `Sec-WebSocket-Key`: base64(sha1(key + GUID)).
+fn ws_accept(key: &str) -> String {
+    use sha1::{Digest, Sha1};
+    let mut h = Sha1::new();
+    h.update(key.as_bytes());
+    h.update(WS_GUID.as_bytes());
+    base64(&h.finalize())
+}
+
+/// Standard base64 with padding.
+fn base64(data: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = |i: usize| chunk.get(i).copied().unwrap_or(0) as u32;
+        let n = (b(0) << 16) | (b(1) << 8) | b(2);
+        out.push(ABC[(n >> 18) as usize & 63] as char);
+        out.push(ABC[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 {
+            ABC[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            ABC[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    out
+}
+
+/// Where an HTTP head ends (the index of its `\r\n\r\n`).
+fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// A header's value in an HTTP head (names compared without case).
+fn header_value<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.split("\r\n").skip(1).find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// A complete frame at the start of a buffer.
+struct Frame {
+    /// FIN, RSV and opcode.
+    b0: u8,
+    /// Bytes before the payload.
+    head: usize,
+    len: usize,
+    mask: Option<[u8; 4]>,
+}
+
+/// The frame at the start of `b`, if all of it is there.
+fn parse_frame(b: &[u8]) -> Option<Frame> {
+    if b.len() < 2 {
+        return None;
+    }
+    let (len, mut head) = match b[1] & 0x7f {
+        126 => (u16::from_be_bytes([*b.get(2)?, *b.get(3)?]) as usize, 4),
+        127 => (
+            u64::from_be_bytes(b.get(2..10)?.try_into().ok()?) as usize,
+            10,
+        ),
+        n => (n as usize, 2),
+    };
+    let mask = if b[1] & 0x80 != 0 {
+        let m = b.get(head..head + 4)?;
+        head += 4;
+        Some([m[0], m[1], m[2], m[3]])
+    } else {
+        None
+    };
+    (b.len() >= head.checked_add(len)?).then_some(Frame {
+        b0: b[0],
+        head,
+        len,
+        mask,
+    })
+}
+
+/// A frame from the server: unmasked.
+fn push_frame(out: &mut Vec<u8>, b0: u8, payload: &[u8]) {
+    out.push(b0);
+    match payload.len() {
+        n if n < 126 => out.push(n as u8),
+        n if n <= 0xffff => {
+            out.push(126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(payload);
+}
+
+/// `--ws-echo-backend PORT`: a WebSocket echo server on 127.0.0.1:PORT, run by binky as the
+/// bench world's `ws` service. One thread (a current-thread tokio runtime), as the HTTP
+/// backend is one nginx worker. Runs until killed.
+fn ws_echo_backend(port: Option<String>) -> ! {
+    let res = port
+        .as_deref()
+        .and_then(|p| p.parse::<u16>().ok())
+        .ok_or_else(|| format!("usage: {WS_BACKEND_FLAG} PORT"))
+        .and_then(|port| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("runtime: {e}"))?
+                .block_on(ws_echo_listen(port))
+        });
+    if let Err(e) = res {
+        eprintln!("WebSocket echo backend: {e}");
+    }
+    std::process::exit(1)
+}
+
+async fn ws_echo_listen(port: u16) -> Res<()> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("bind 127.0.0.1:{port}: {e}"))?;
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(async move {
+                    let _ = ws_echo_conn(stream).await;
+                });
+            }
+            // Out of descriptors, say: let connections end.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// One connection: the handshake (a request without `Sec-WebSocket-Key`, such as a health
+/// probe, gets 426), then every frame echoed as it came (unmasked), a ping answered with a
+/// pong, a close with a close, after which the connection ends. Whatever frames one read
+/// brings are answered with one write.
+async fn ws_echo_conn(mut s: tokio::net::TcpStream) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let end = loop {
+        if let Some(i) = head_end(&buf) {
+            break i;
+        }
+        if buf.len() > 16 * 1024 || s.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let Some(key) = header_value(&head, "sec-websocket-key") else {
+        s.write_all(
+            b"HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\
+              Connection: close\r\n\r\n",
+        )
+        .await?;
+        return Ok(());
+    };
+    let resp = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {}\r\n\r\n",
+        ws_accept(key)
+    );
+    s.write_all(resp.as_bytes()).await?;
+    buf.drain(..end + 4);
+    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    loop {
+        let mut pos = 0;
+        let mut closing = false;
+        while let Some(f) = parse_frame(&buf[pos..]) {
+            let payload = &mut buf[pos + f.head..pos + f.head + f.len];
+            if let Some(m) = f.mask {
+                for (i, b) in payload.iter_mut().enumerate() {
+                    *b ^= m[i & 3];
+                }
+            }
+            match f.b0 & 0x0f {
+                0x8 => {
+                    push_frame(&mut out, 0x88, payload);
+                    closing = true;
+                }
+                0x9 => push_frame(&mut out, 0x8a, payload),
+                0xa => {}
+                _ => push_frame(&mut out, f.b0, payload),
+            }
+            pos += f.head + f.len;
+            if closing {
+                break;
+            }
+        }
+        if !out.is_empty() {
+            s.write_all(&out).await?;
+            out.clear();
+        }
+        if closing {
+            return Ok(());
+        }
+        buf.drain(..pos);
+        if buf.len() > 64 << 20 {
+            return Ok(());
+        }
+        buf.reserve(16 * 1024);
+        if s.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// xorshift64: the client's keys, payloads and masks.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Rng((seed.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ t) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+/// What one client connection did.
+#[derive(Default)]
+struct WsConn {
+    /// Round trips completed.
+    msgs: u64,
+    /// Each round trip's time, in microseconds.
+    rtt_us: Vec<u32>,
+    /// When the last round trip ended.
+    last: Option<Instant>,
+    /// The head of the `101` response.
+    head: String,
+}
+
+/// One client connection to 127.0.0.1:`port` with `Host: host`: the handshake (the accept key
+/// checked), then round trips until `deadline` (at least one): a masked binary frame of
+/// `WS_PAYLOAD` bytes out, its echo read back and compared byte for byte; then a close.
+async fn ws_conn(port: u16, host: &str, seed: u64, deadline: Instant) -> Res<WsConn> {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = format!("127.0.0.1:{port}");
+    let io = |what: &'static str| {
+        let addr = addr.clone();
+        move |e: std::io::Error| format!("WebSocket {addr}: {what}: {e}")
+    };
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(io("connect"))?;
+    let _ = s.set_nodelay(true);
+    let mut rng = Rng::new(seed);
+    let raw: Vec<u8> = [rng.next(), rng.next()]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let key = base64(&raw);
+    let req = format!(
+        "GET /echo HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nUser-Agent: binky-bench\r\n\r\n"
+    );
+    s.write_all(req.as_bytes())
+        .await
+        .map_err(io("sending the handshake"))?;
+    let mut buf = Vec::with_capacity(1024);
+    let end = loop {
+        if let Some(i) = head_end(&buf) {
+            break i;
+        }
+        let n = s
+            .read_buf(&mut buf)
+            .await
+            .map_err(io("reading the handshake's answer"))?;
+        if n == 0 || buf.len() > 16 * 1024 {
+            return Err(format!(
+                "WebSocket {addr}: no answer to the handshake; got: {}",
+                String::from_utf8_lossy(&buf)
+            ));
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    if !head.starts_with("HTTP/1.1 101") {
+        return Err(format!(
+            "WebSocket {addr}: the handshake got `{}`, not 101",
+            head.lines().next().unwrap_or("")
+        ));
+    }
+    let want = ws_accept(&key);
+    if header_value(&head, "sec-websocket-accept") != Some(want.as_str()) {
+        return Err(format!(
+            "WebSocket {addr}: Sec-WebSocket-Accept is not {want}:\n{head}"
+        ));
+    }
+    if buf.len() > end + 4 {
+        return Err(format!(
+            "WebSocket {addr}: data came before the first message"
+        ));
+    }
+
+    const N: usize = WS_PAYLOAD;
+    let mut frame = [0u8; 8 + N];
+    frame[..4].copy_from_slice(&[0x82, 0x80 | 126, (N >> 8) as u8, N as u8]);
+    let echo_head = [0x82, 126, (N >> 8) as u8, N as u8];
+    let mut payload = [0u8; N];
+    let mut echo = [0u8; 4 + N];
+    let mut c = WsConn {
+        rtt_us: Vec::with_capacity(1 << 14),
+        head,
+        ..WsConn::default()
+    };
+    loop {
+        let x = rng.next();
+        for (i, p) in payload.iter_mut().enumerate() {
+            *p = (x >> ((i & 7) * 8)) as u8 ^ i as u8;
+        }
+        let mask = (rng.next() as u32).to_le_bytes();
+        frame[4..8].copy_from_slice(&mask);
+        for (i, (f, p)) in frame[8..].iter_mut().zip(&payload).enumerate() {
+            *f = p ^ mask[i & 3];
+        }
+        let t0 = Instant::now();
+        s.write_all(&frame).await.map_err(io("sending a message"))?;
+        s.read_exact(&mut echo)
+            .await
+            .map_err(io("reading an echo"))?;
+        let now = Instant::now();
+        if echo[..4] != echo_head || echo[4..] != payload {
+            return Err(format!(
+                "WebSocket {addr}: the echo of message {} differs from it",
+                c.msgs + 1
+            ));
+        }
+        c.rtt_us
+            .push(now.duration_since(t0).as_micros().min(u32::MAX as u128) as u32);
+        c.msgs += 1;
+        c.last = Some(now);
+        if binky_testkit::stop::STOP.load(Ordering::Relaxed) {
+            return Err("interrupted".into());
+        }
+        if now >= deadline {
+            break;
+        }
+    }
+    // A masked close frame with no payload; the server answers with its close and ends.
+    let _ = s.write_all(&[0x88, 0x80, 0, 0, 0, 0]).await;
+    let mut sink = [0u8; 64];
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Ok(n) = s.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    Ok(c)
+}
+
+/// A WebSocket run: `conns` connections at once through 127.0.0.1:`port` for `dur`. Returns
+/// the connections' round trips and the time from the start to the last one.
+async fn ws_load(port: u16, conns: usize, dur: Duration) -> Res<(WsConn, Duration)> {
+    let start = Instant::now();
+    let deadline = start + dur;
+    let mut handles: Vec<_> = (0..conns)
+        .map(|i| tokio::spawn(async move { ws_conn(port, WS_HOST, i as u64, deadline).await }))
+        .collect();
+    let limit = tokio::time::Instant::from_std(deadline + Duration::from_secs(30));
+    let mut all = WsConn::default();
+    let mut failed = None;
+    for h in handles.iter_mut() {
+        let r = match tokio::time::timeout_at(limit, h).await {
+            Err(_) => Err(format!(
+                "WebSocket {port}: a connection was still busy 30 s after the run's end"
+            )),
+            Ok(Err(e)) => Err(format!("WebSocket client task: {e}")),
+            Ok(Ok(r)) => r,
+        };
+        match r {
+            Ok(c) => {
+                all.msgs += c.msgs;
+                all.rtt_us.extend_from_slice(&c.rtt_us);
+                all.last = all.last.max(c.last);
+                if all.head.is_empty() {
+                    all.head = c.head;
+                }
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(e) = failed {
+        for h in &handles {
+            h.abort();
+        }
+        return Err(e);
+    }
+    let window = all.last.map_or(dur, |l| l.duration_since(start));
+    Ok((all, window))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1615,6 +2171,12 @@ fn machine(tools: &Tools) -> Value {
 // ---------------------------------------------------------------------------------------------
 
 fn main() {
+    // Run by binky as the bench world's `ws` service: before anything else, and without the
+    // signal handlers (SIGTERM ends it).
+    let mut argv = std::env::args().skip(1);
+    if argv.next().as_deref() == Some(WS_BACKEND_FLAG) {
+        ws_echo_backend(argv.next());
+    }
     install_signal_handlers();
     let args = match parse_args() {
         Ok(a) => a,
@@ -1710,7 +2272,8 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
         expected_secs(args).div_ceil(60)
     );
 
-    let mut sb = Sandbox::new(tools.binky.clone(), tools.nginx.clone())?;
+    let exe = std::env::current_exe().map_err(|e| format!("this benchmark's binary: {e}"))?;
+    let mut sb = Sandbox::new(tools.binky.clone(), tools.nginx.clone(), &exe)?;
     let [binky_http, binky_https, nginx_http, nginx_tls] = free_ports::<4>()?;
     let started = sb.start_binky(binky_http, binky_https, server_cpu)?;
     let daemon = started.daemon;
@@ -1718,17 +2281,20 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
         http: nginx_http,
         tls: nginx_tls,
         backend: started.backend,
+        ws_backend: started.ws_backend,
     };
     let nginx_master = sb.start_nginx_proxy(nginx_ports, server_cpu)?;
     // Workers are forked once the master has read its config and bound.
     thread::sleep(Duration::from_millis(200));
     let nginx_pids = with_children(nginx_master);
     let mut backend_pids = sb.backend_pids()?;
+    let ws_backend_pids = sb.ws_backend_pids(started.ws_backend)?;
     if let Some(cpu) = server_cpu {
         // The daemon and its services inherited CPU 1 from `daemon start`; pin explicitly
         // anyway, threads and workers included.
         for pid in std::iter::once(daemon)
             .chain(backend_pids.iter().copied())
+            .chain(ws_backend_pids.iter().copied())
             .chain(nginx_pids.iter().copied())
         {
             pin_process(pid, cpu)?;
@@ -1738,23 +2304,43 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
     let affinity = json!({
         "binky_daemon": cpus_allowed(daemon),
         "backend": backend_pids.iter().map(|p| cpus_allowed(*p)).collect::<Vec<_>>(),
+        "ws_backend": ws_backend_pids.iter().map(|p| cpus_allowed(*p)).collect::<Vec<_>>(),
         "nginx_proxy": nginx_pids.iter().map(|p| cpus_allowed(*p)).collect::<Vec<_>>(),
         "load_generators": client_cpu.map_or("0-".to_owned() + &(nproc.saturating_sub(1)).to_string(), |c| c.to_string()),
     });
     let daemon_threads = threads_of(daemon).len();
     eprintln!(
         "binky daemon pid {daemon} ({daemon_threads} threads) proxy :{} https :{}; backend nginx \
-         :{} pids {backend_pids:?}; nginx proxy :{} https :{} pids {nginx_pids:?} ({} workers); \
-         layout {} (affinity {affinity})",
+         :{} pids {backend_pids:?}; WebSocket backend :{} pids {ws_backend_pids:?}; nginx proxy \
+         :{} https :{} pids {nginx_pids:?} ({} workers); layout {} (affinity {affinity})",
         started.http,
         started.https,
         started.backend,
+        started.ws_backend,
         nginx_ports.http,
         nginx_ports.tls,
         nginx_pids.len().saturating_sub(1),
         args.layout.name()
     );
 
+    let rt = if args.runs(Suite::Ws) {
+        // RFC 6455's own example of the accept key.
+        if ws_accept("dGhlIHNhbXBsZSBub25jZQ==") != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
+            return Err("Sec-WebSocket-Accept is computed wrong".into());
+        }
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(args.threads)
+            .thread_name("ws-client")
+            .enable_all();
+        if let Some(cpu) = client_cpu {
+            b.on_thread_start(move || {
+                let _ = pin_self(cpu);
+            });
+        }
+        Some(b.build().map_err(|e| format!("runtime: {e}"))?)
+    } else {
+        None
+    };
     let bench = Bench {
         args,
         wrk: tools.wrk.clone(),
@@ -1765,13 +2351,16 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
         nginx: nginx_ports,
         nginx_pids: nginx_pids.clone(),
         backend_pids: backend_pids.clone(),
+        ws_backend_pids: ws_backend_pids.clone(),
         own_pids: nginx_pids
             .iter()
             .chain(backend_pids.iter())
+            .chain(ws_backend_pids.iter())
             .copied()
             .chain([daemon, std::process::id()])
             .collect(),
         client_cpu,
+        rt,
     };
 
     // Every arm of every protocol must answer right before anything is measured.
@@ -1783,6 +2372,7 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
             let r = match suite {
                 Suite::Http => wait_ok(port, arm.label())?,
                 Suite::H2 => bench.h2_ready(port, arm.label())?,
+                Suite::Ws => bench.ws_ready(port, arm.label())?,
             };
             m.insert(arm.key().into(), r.into());
         }
@@ -1803,8 +2393,9 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
                 for k in 0..arms.len() {
                     let arm = arms[(k + round) % arms.len()];
                     let r = bench.measure(suite, arm, mode, secs)?;
+                    let u = suite.unit();
                     eprintln!(
-                        "round {}/{} {:<4} {:<20} {:<6} {:>8} req/s  p50 {:>8}  p99 {:>8}{}  \
+                        "round {}/{} {:<4} {:<20} {:<6} {:>8} {u}/s  p50 {:>8}  p99 {:>8}{}  \
                          (other processes {:.0} % of a core{})",
                         round + 1,
                         args.runs,
@@ -1815,7 +2406,7 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
                         fmt_ms(r.p50_ms),
                         fmt_ms(r.p99_ms),
                         r.proxy_cpu_us_per_req
-                            .map(|c| format!("  proxy {c:.1} µs CPU/req"))
+                            .map(|c| format!("  proxy {c:.1} µs CPU/{u}"))
                             .unwrap_or_default(),
                         r.other_cpu_pct,
                         if r.other_cpu_pct > DISTURBED_PCT {
@@ -1893,6 +2484,55 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
         println!("negotiated: {}", tls.join("; "));
         report.insert("h2".into(), per_arm(&results, Suite::H2, Mode::Load));
     }
+    let load_ws = bench.settings(Suite::Ws, Mode::Load);
+    if args.runs(Suite::Ws) {
+        println!(
+            "\n{}: {} connections for {} s, each a round trip at a time: a masked \
+             {WS_PAYLOAD}-byte binary message and its echo (checked), Host: {WS_HOST}; client: \
+             {} threads in this process",
+            Suite::Ws.title(),
+            args.ws_connections,
+            args.duration,
+            args.threads
+        );
+        let rows: Vec<(String, Mode, Unit, Fig)> = vec![
+            (
+                "messages/s (round trips)".into(),
+                Mode::Load,
+                Unit::Rate,
+                |r| Some(r.rps),
+            ),
+            ("round trip p50".into(), Mode::Load, Unit::Ms, |r| {
+                Some(r.p50_ms)
+            }),
+            ("round trip p99".into(), Mode::Load, Unit::Ms, |r| {
+                Some(r.p99_ms)
+            }),
+            ("proxy CPU / message".into(), Mode::Load, Unit::Us, |r| {
+                r.proxy_cpu_us_per_req
+            }),
+            (
+                "proxy CPU, % of a core".into(),
+                Mode::Load,
+                Unit::Pct,
+                |r| r.proxy_cpu_pct,
+            ),
+            (
+                "echo backend CPU, % of a core".into(),
+                Mode::Load,
+                Unit::Pct,
+                |r| Some(r.backend_cpu_pct),
+            ),
+            (
+                "client CPU, % of a core".into(),
+                Mode::Load,
+                Unit::Pct,
+                |r| Some(r.client_cpu_pct),
+            ),
+        ];
+        print!("{}", figures_table(&results, Suite::Ws, &rows));
+        report.insert("ws".into(), per_arm(&results, Suite::Ws, Mode::Load));
+    }
 
     // Paired: binky's figure over nginx's in the same round.
     let mut pairs: Vec<(&str, String, Vec<f64>)> = Vec::new();
@@ -1932,6 +2572,18 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
             pair(Suite::H2, Mode::Load, |r| r.proxy_cpu_us_per_req),
         ));
     }
+    if args.runs(Suite::Ws) {
+        pairs.push((
+            "ws_messages_per_s",
+            format!("WebSocket messages/s ({load_ws})"),
+            pair(Suite::Ws, Mode::Load, |r| Some(r.rps)),
+        ));
+        pairs.push((
+            "ws_cpu_per_message",
+            format!("WebSocket proxy CPU / message ({load_ws})"),
+            pair(Suite::Ws, Mode::Load, |r| r.proxy_cpu_us_per_req),
+        ));
+    }
     let mut ptbl = Table::new(&[
         "binky / nginx, paired by round",
         "median",
@@ -1955,8 +2607,9 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
     println!();
     print!("{}", ptbl.render());
     println!(
-        "proxy CPU / request: CPU time of the proxy's processes (binky: the daemon; nginx: master \
-         + workers) over the run / requests served; % of a core: the same over the run's time."
+        "proxy CPU / request (or message): CPU time of the proxy's processes (binky: the daemon; \
+         nginx: master + workers) over the run / requests (round trips) served; % of a core: the \
+         same over the run's time."
     );
     println!(
         "binky daemon threads: {daemon_threads} at start, {daemon_threads_end} at end; nginx \
@@ -2003,6 +2656,8 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
                 "latency_duration_s": args.latency_duration, "warmup_s": args.warmup,
                 "threads": t, "connections": c,
                 "h2_connections": args.h2_connections, "h2_streams": args.h2_streams,
+                "ws_connections": args.ws_connections, "ws_payload_bytes": WS_PAYLOAD,
+                "ws_client_threads": args.threads, "ws_host": WS_HOST,
                 "h2load": format!("{load_h2} -D{} --connect-to=127.0.0.1:PORT https://{HOST}/", args.duration),
                 "layout": args.layout.name(),
                 "quiet_wait_s": args.quiet_wait, "quiet_below_pct_of_one_core": QUIET_PCT,
