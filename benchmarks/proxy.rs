@@ -2193,7 +2193,7 @@ fn main() {
         std::process::exit(1);
     };
     if args.runs(Suite::H2) && h2load.is_none() {
-        eprintln!("{INSTALL_HINT}\n\n(or leave the h2 arm out: --only http)");
+        eprintln!("{INSTALL_HINT}\n\n(or leave the h2 arm out: --only http,ws)");
         std::process::exit(1);
     }
     if find_program("git", &[]).is_none() {
