@@ -1850,13 +1850,11 @@ async fn ws_conn(port: u16, host: &str, seed: u64, deadline: Instant) -> Res<WsC
     use std::sync::atomic::Ordering;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = format!("127.0.0.1:{port}");
-    let io = |what: &'static str| {
-        let addr = addr.clone();
-        move |e: std::io::Error| format!("WebSocket {addr}: {what}: {e}")
-    };
+    // Only called on an error: nothing is built per message.
+    let io = |what: &str, e: std::io::Error| format!("WebSocket {addr}: {what}: {e}");
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
-        .map_err(io("connect"))?;
+        .map_err(|e| io("connect", e))?;
     let _ = s.set_nodelay(true);
     let mut rng = Rng::new(seed);
     let raw: Vec<u8> = [rng.next(), rng.next()]
@@ -1870,7 +1868,7 @@ async fn ws_conn(port: u16, host: &str, seed: u64, deadline: Instant) -> Res<WsC
     );
     s.write_all(req.as_bytes())
         .await
-        .map_err(io("sending the handshake"))?;
+        .map_err(|e| io("sending the handshake", e))?;
     let mut buf = Vec::with_capacity(1024);
     let end = loop {
         if let Some(i) = head_end(&buf) {
@@ -1879,7 +1877,7 @@ async fn ws_conn(port: u16, host: &str, seed: u64, deadline: Instant) -> Res<WsC
         let n = s
             .read_buf(&mut buf)
             .await
-            .map_err(io("reading the handshake's answer"))?;
+            .map_err(|e| io("reading the handshake's answer", e))?;
         if n == 0 || buf.len() > 16 * 1024 {
             return Err(format!(
                 "WebSocket {addr}: no answer to the handshake; got: {}",
@@ -1928,10 +1926,12 @@ async fn ws_conn(port: u16, host: &str, seed: u64, deadline: Instant) -> Res<WsC
             *f = p ^ mask[i & 3];
         }
         let t0 = Instant::now();
-        s.write_all(&frame).await.map_err(io("sending a message"))?;
+        s.write_all(&frame)
+            .await
+            .map_err(|e| io("sending a message", e))?;
         s.read_exact(&mut echo)
             .await
-            .map_err(io("reading an echo"))?;
+            .map_err(|e| io("reading an echo", e))?;
         let now = Instant::now();
         if echo[..4] != echo_head || echo[4..] != payload {
             return Err(format!(
