@@ -1,0 +1,126 @@
+#!/bin/bash
+# Two builds of binky's proxy against each other, and against nginx, on the same machine in
+# one run: each gets its own sandbox (BINKY_HOME, a world whose `web` service is an nginx
+# backend serving a 1 KiB file), then `wrk -t2 -c50` runs against A, B and an nginx reverse
+# proxy in turn, round after round; each run prints requests/s and the proxy's CPU time per
+# request (all threads of the daemon, or nginx's master and workers, from
+# /proc/PID/task/*/schedstat).
+#
+# usage: benchmarks/proxy_ab.sh BINKY_A BINKY_B [ROUNDS=5] [SECONDS=6]
+# e.g.   git worktree add /tmp/old <commit> && (cd /tmp/old && cargo build --release) &&
+#        benchmarks/proxy_ab.sh /tmp/old/target/release/binky target/release/binky
+# Needs nginx and wrk (apt-get install nginx-light wrk); everything it starts is stopped at
+# the end, also on Ctrl-C.
+set -euo pipefail
+A=$(realpath "$1"); B=$(realpath "$2"); ROUNDS=${3:-5}; SECS=${4:-6}
+for tool in nginx wrk git curl; do
+  command -v $tool >/dev/null || [ -x /usr/sbin/$tool ] || { echo "needs $tool (apt-get install nginx-light wrk git curl)" >&2; exit 1; }
+done
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+ROOT=$(mktemp -d /tmp/binky-proxy-ab-XXXXXX)
+HOST=web.w.bench.localhost
+export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@binky.invalid
+export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@binky.invalid
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+nginx_common() { # prefix
+  cat <<EOF
+worker_processes $2; pid $1/nginx.pid; error_log stderr warn;
+events { worker_connections 4096; }
+http { access_log off; keepalive_timeout 75s; keepalive_requests 1000000;
+  client_body_temp_path $1/t1; proxy_temp_path $1/t2; fastcgi_temp_path $1/t3;
+  uwsgi_temp_path $1/t4; scgi_temp_path $1/t5;
+EOF
+}
+
+# A sandbox for one binky build: prints "daemon_pid proxy_port backend_port".
+sandbox() { # name binary
+  local dir=$ROOT/$1 bin=$2 port
+  mkdir -p "$dir/repo" "$dir/home/.binky" "$dir/backend"
+  head -c 768 /dev/urandom | base64 -w0 | head -c 1024 >"$dir/backend/index.html"
+  { nginx_common "$dir/backend" 1
+    echo "  server { listen 127.0.0.1:@PORT@ backlog=4096; location / { root $dir/backend; } } }"
+  } >"$dir/backend/nginx.conf.in"
+  cat >"$dir/repo/binky.toml" <<EOF
+[project]
+name = "bench"
+port_range = [23100, 23199]
+
+[services.web]
+cmd = 'sed "s/@PORT@/\${self.port}/" $dir/backend/nginx.conf.in > $dir/backend/nginx.conf && exec $NGINX -p $dir/backend -c $dir/backend/nginx.conf -e stderr -g "daemon off;"'
+url = "web"
+EOF
+  (cd "$dir/repo" && git init -q && git add binky.toml && git commit -qm bench)
+  port=$(free_port)
+  local env=(env HOME="$dir/home" BINKY_HOME="$dir/home/.binky")
+  (cd "$dir/repo" && "${env[@]}" "$bin" port --proxy "$port" --https 0 >/dev/null &&
+    "${env[@]}" "$bin" daemon start >/dev/null && "${env[@]}" "$bin" up w -q >/dev/null)
+  local backend pid
+  backend=$(cd "$dir/repo" && "${env[@]}" "$bin" env w --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["env"]["WEB_PORT"])')
+  pid=$("${env[@]}" "$bin" daemon status 2>&1 | sed -n 's/.*pid \([0-9]*\).*/\1/p' | head -1)
+  echo "$pid $port $backend"
+}
+
+teardown() {
+  set +e
+  [ -f "$ROOT/nginx/nginx.pid" ] && kill "$(cat "$ROOT/nginx/nginx.pid")" 2>/dev/null
+  for pair in "a:$A" "b:$B"; do
+    local name=${pair%%:*} bin=${pair#*:}
+    [ -d "$ROOT/$name/repo" ] || continue
+    (cd "$ROOT/$name/repo" && HOME=$ROOT/$name/home BINKY_HOME=$ROOT/$name/home/.binky \
+      "$bin" remove w --force >/dev/null 2>&1
+     HOME=$ROOT/$name/home BINKY_HOME=$ROOT/$name/home/.binky "$bin" daemon stop >/dev/null 2>&1)
+  done
+  sleep 0.5
+  rm -rf "$ROOT"
+}
+trap teardown EXIT INT TERM
+
+read -r PID_A PORT_A BACKEND_A < <(sandbox a "$A")
+read -r PID_B PORT_B BACKEND_B < <(sandbox b "$B")
+# The comparator: nginx as a reverse proxy to B's backend, as in benchmarks/proxy.rs.
+NPORT=$(free_port); mkdir -p "$ROOT/nginx"
+{ nginx_common "$ROOT/nginx" auto
+  cat <<EOF
+  upstream backend { server 127.0.0.1:$BACKEND_B; keepalive 64; keepalive_requests 1000000; }
+  server { listen 127.0.0.1:$NPORT backlog=4096 reuseport;
+    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_set_header Host \$host; proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme; proxy_set_header X-Forwarded-Host \$host; } } }
+EOF
+} >"$ROOT/nginx/nginx.conf"
+setsid "$NGINX" -p "$ROOT/nginx" -c "$ROOT/nginx/nginx.conf" -e stderr -g 'daemon off;' \
+  </dev/null >/dev/null 2>&1 &
+for port in "$PORT_A" "$PORT_B" "$NPORT"; do
+  for _ in $(seq 100); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $HOST" "http://127.0.0.1:$port/")" = 200 ] && break
+    sleep 0.1
+  done
+done
+NGINX_PIDS="$(cat "$ROOT/nginx/nginx.pid") $(pgrep -P "$(cat "$ROOT/nginx/nginx.pid")" | tr '\n' ' ')"
+
+cpu_ns() { local t=0 f; for p in "$@"; do for f in /proc/$p/task/*/schedstat; do
+  t=$((t + $(cut -d' ' -f1 "$f"))); done; done; echo $t; }
+run() { # port pids...
+  local port=$1; shift
+  local before after out requests rps
+  before=$(cpu_ns "$@")
+  out=$(wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$port/")
+  after=$(cpu_ns "$@")
+  requests=$(echo "$out" | awk '/requests in/{print $1}')
+  rps=$(echo "$out" | awk '/Requests\/sec/{printf "%.0f", $2}')
+  echo "$rps $(python3 -c "print(round(($after-$before)/1000/$requests,1))")"
+}
+echo "A: $A"; echo "B: $B"; echo "wrk -t2 -c50 -d${SECS}s, ${ROUNDS} rounds, 1 KiB file; req/s and proxy CPU µs/request"
+printf '%-6s %18s %18s %18s %8s\n' round A B nginx "B/A CPU"
+for r in $(seq "$ROUNDS"); do
+  wrk -t2 -c50 -d1s -H "Host: $HOST" "http://127.0.0.1:$PORT_A/" >/dev/null
+  read -r ra ca < <(run "$PORT_A" "$PID_A")
+  wrk -t2 -c50 -d1s -H "Host: $HOST" "http://127.0.0.1:$PORT_B/" >/dev/null
+  read -r rb cb < <(run "$PORT_B" "$PID_B")
+  read -r rn cn < <(run "$NPORT" $NGINX_PIDS)
+  printf '%-6s %9s %6s µs %9s %6s µs %9s %6s µs %8s\n' "$r" "$ra" "$ca" "$rb" "$cb" "$rn" "$cn" \
+    "$(python3 -c "print(round($cb/$ca,2))")"
+done
