@@ -113,21 +113,28 @@ impl Pool {
     }
 
     /// Send `req` on `conn`, which goes back to the pool after (unless it is upgraded).
-    pub async fn send_on(
+    ///
+    /// The request is handed to the connection before the returned future is first polled,
+    /// so that future holds only the answer's receiver: it is part of every request's state
+    /// machine (and of every h2 stream's task), which stays smaller for it.
+    pub fn send_on(
         &self,
         conn: Conn,
         req: Request<Incoming>,
-    ) -> Result<Response<Incoming>, PoolError> {
+    ) -> impl std::future::Future<Output = Result<Response<Incoming>, PoolError>> + '_ {
         let Conn {
             port,
             upgrade,
             mut sender,
         } = conn;
-        let resp = sender.send_request(req).await.map_err(PoolError::Http)?;
-        if !upgrade {
-            self.keep(port, sender);
+        let answer = sender.send_request(req);
+        async move {
+            let resp = answer.await.map_err(PoolError::Http)?;
+            if !upgrade {
+                self.keep(port, sender);
+            }
+            Ok(resp)
         }
-        Ok(resp)
     }
 }
 
