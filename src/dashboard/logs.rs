@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::proxy::Body;
+use crate::proxy::body::Body;
 use crate::scrub::Scrubber;
 
 /// How often the files are looked at for new output.

@@ -42,7 +42,7 @@ use serde_json::{json, Value};
 
 use crate::failure::Failure;
 use crate::paths::Home;
-use crate::proxy::{full, Body};
+use crate::proxy::body::{full, Body};
 
 /// The dashboard's host name.
 pub const HOST: &str = "binky.localhost";
@@ -618,7 +618,7 @@ async fn read_body(req: Request<Incoming>) -> Result<Vec<u8>, String> {
 
 /// A server-sent events response over `body`.
 fn sse(body: http_body_util::channel::Channel<Bytes>) -> Response<Body> {
-    let mut resp = Response::new(crate::proxy::streamed(body));
+    let mut resp = Response::new(crate::proxy::body::streamed(body));
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));

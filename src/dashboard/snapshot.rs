@@ -20,7 +20,7 @@ use serde_json::json;
 use tokio::sync::{watch, Notify};
 
 use crate::paths::Home;
-use crate::proxy::Body;
+use crate::proxy::body::Body;
 
 /// How often the store is looked at for a change while a page watches.
 pub const LOOK_EVERY: Duration = Duration::from_millis(100);

@@ -17,6 +17,7 @@
 //! - A malformed request, an oversized header block or a failed handshake ends that one
 //!   connection; nothing else is affected.
 
+pub mod body;
 pub mod listen;
 pub mod pages;
 pub mod pool;
@@ -31,7 +32,6 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use binky_controllers::route::{Route, RouteSink, RouteState, RouteTable};
 use bytes::Bytes;
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
 use hyper::http::uri::PathAndQuery;
@@ -40,14 +40,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use body::{full, streamed, Body, Own};
 use pages::Page;
-
-/// Response bodies: a backend's stream as it is, or one of the proxy's pages, or a stream the
-/// dashboard writes (server-sent events); no boxing on the hot path.
-pub type Body = http_body_util::Either<Incoming, Own>;
-
-/// The proxy's own bodies: a page, or a stream written by a task through a channel.
-pub type Own = http_body_util::Either<Full<Bytes>, http_body_util::channel::Channel<Bytes>>;
 
 /// Largest request head accepted (larger gets `431`).
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -218,16 +212,6 @@ fn wants_upgrade(headers: &HeaderMap) -> bool {
                 v.split(',')
                     .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
             })
-}
-
-/// A body of these bytes.
-pub fn full(text: impl Into<Bytes>) -> Body {
-    http_body_util::Either::Right(http_body_util::Either::Left(Full::new(text.into())))
-}
-
-/// A body streamed through a channel: what its sender sends, until it is dropped.
-pub fn streamed(channel: http_body_util::channel::Channel<Bytes>) -> Body {
-    http_body_util::Either::Right(http_body_util::Either::Right(channel))
 }
 
 impl Proxy {
