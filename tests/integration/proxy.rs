@@ -581,6 +581,46 @@ fn a_proxy_port_held_by_another_process_falls_back_and_says_so() {
 }
 
 #[test]
+fn a_proxy_port_another_server_holds_with_so_reuseport_is_not_shared() {
+    // nginx's `listen … reuseport` (or another daemon) binds with SO_REUSEPORT, which the
+    // proxy's own workers use too: the daemon must still see the port as taken.
+    let env = Env::new(&config(false));
+    let squatter =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    squatter.set_reuse_port(true).unwrap();
+    squatter
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], env.proxy_port())).into())
+        .unwrap();
+    squatter.listen(16).unwrap();
+    env.ok(&["up", "w"]);
+    let port = env.ok(&["port"]);
+    let fallback = env.proxy_port() + 1;
+    assert!(
+        port.contains(&format!("port {} is in use by", env.proxy_port())),
+        "{port}"
+    );
+    assert!(
+        port.contains(&format!("serving on {fallback} instead")),
+        "{port}"
+    );
+    assert_eq!(
+        status_of(&get(fallback, "web.w.acme.localhost", "/", "*/*")),
+        200
+    );
+    // Nothing of binky's answers on the held port: a connection there reaches only the
+    // squatter, which never answers.
+    squatter.set_nonblocking(true).unwrap();
+    let _client = std::net::TcpStream::connect(("127.0.0.1", env.proxy_port())).unwrap();
+    wait_until(
+        "the squatter has the connection",
+        Duration::from_secs(5),
+        || squatter.accept().is_ok(),
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
 fn hosts_lists_every_routed_name_and_manages_its_own_block() {
     let env = Env::new(&config(false));
     env.ok(&["up", "w"]);
