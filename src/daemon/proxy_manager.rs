@@ -154,7 +154,7 @@ impl ProxyManager {
             ),
             _ => (None, String::new()),
         };
-        let (http_port, https_port) = (
+        let served = (
             http.as_ref().map(|b| b.port),
             https.as_ref().map(|b| b.port),
         );
@@ -170,7 +170,7 @@ impl ProxyManager {
         for mine in sockets.into_iter().filter(|s| !s.is_empty()) {
             spawn_worker(mine, self.proxy.worker(), rx.clone(), &mut tasks);
         }
-        let (http, https) = (http_port, https_port);
+        let (http, https) = served;
         for note in [&http_note, &https_note] {
             if !note.is_empty() {
                 tracing::warn!(%note, "proxy");

@@ -83,18 +83,6 @@ impl Pool {
         Ok(sender)
     }
 
-    /// Send `req` (origin-form URI) to 127.0.0.1:`port`. An upgrade request gets a
-    /// connection of its own (it leaves the pool with the upgrade).
-    pub async fn send(
-        &self,
-        port: u16,
-        req: Request<Incoming>,
-        upgrade: bool,
-    ) -> Result<Response<Incoming>, PoolError> {
-        let conn = self.connection(port, upgrade).await?;
-        self.send_on(conn, req).await
-    }
-
     /// A connection to 127.0.0.1:`port`, pooled or new (an upgrade request's is always
     /// new). Nothing is sent yet: a backend that refuses costs the request nothing, so
     /// the caller may try another replica with it.
@@ -143,11 +131,4 @@ pub struct Conn {
     port: u16,
     upgrade: bool,
     sender: SendRequest<Incoming>,
-}
-
-impl Conn {
-    /// The backend port it is connected to.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
 }

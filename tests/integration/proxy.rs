@@ -533,11 +533,9 @@ url = true
     env.assert_nothing_left(&refs);
 }
 
-#[test]
-fn a_proxy_port_held_by_another_process_falls_back_and_says_so() {
-    let env = Env::new(&config(false));
-    let squatter = std::net::TcpListener::bind(("127.0.0.1", env.proxy_port())).unwrap();
-    env.ok(&["up", "w"]);
+/// The proxy's port is held by someone else: `binky port` says by whom and serves on the next
+/// port, which it returns.
+fn assert_falls_back(env: &Env) -> u16 {
     let port = env.ok(&["port"]);
     let fallback = env.proxy_port() + 1;
     assert!(
@@ -548,6 +546,15 @@ fn a_proxy_port_held_by_another_process_falls_back_and_says_so() {
         port.contains(&format!("serving on {fallback} instead")),
         "{port}"
     );
+    fallback
+}
+
+#[test]
+fn a_proxy_port_held_by_another_process_falls_back_and_says_so() {
+    let env = Env::new(&config(false));
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", env.proxy_port())).unwrap();
+    env.ok(&["up", "w"]);
+    let fallback = assert_falls_back(&env);
     assert!(env
         .ok(&["status"])
         .contains(&format!("serving on {fallback} instead")));
@@ -593,16 +600,7 @@ fn a_proxy_port_another_server_holds_with_so_reuseport_is_not_shared() {
         .unwrap();
     squatter.listen(16).unwrap();
     env.ok(&["up", "w"]);
-    let port = env.ok(&["port"]);
-    let fallback = env.proxy_port() + 1;
-    assert!(
-        port.contains(&format!("port {} is in use by", env.proxy_port())),
-        "{port}"
-    );
-    assert!(
-        port.contains(&format!("serving on {fallback} instead")),
-        "{port}"
-    );
+    let fallback = assert_falls_back(&env);
     assert_eq!(
         status_of(&get(fallback, "web.w.acme.localhost", "/", "*/*")),
         200
