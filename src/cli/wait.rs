@@ -117,11 +117,13 @@ pub async fn wait(
             if let Some((Hold::AwaitingApproval, held)) = Hold::of(&conds) {
                 // The condition may be older than an approval the daemon has not seen yet
                 // (`binky approve`, then `binky wait` at once): ask the store, not only it.
-                let still = matches!(
-                    binky_controllers::gate::held(&ctx.store, &current)?,
-                    Some((Hold::AwaitingApproval, _))
-                );
-                if held.generation >= generation && still {
+                // The generation is checked first: the store is asked only when it matters.
+                if held.generation >= generation
+                    && matches!(
+                        binky_controllers::gate::held(&ctx.store, &current)?,
+                        Some((Hold::AwaitingApproval, _))
+                    )
+                {
                     return Ok(Outcome::Pending(held.message.clone()));
                 }
             }

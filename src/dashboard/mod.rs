@@ -190,31 +190,10 @@ fn query<'a>(req: &'a Request<Incoming>, key: &str) -> Option<String> {
     })
 }
 
+/// A query value decoded: `+` is a space (form encoding), then `%xx` as everywhere else
+/// (`binky_controllers::url::percent_decode`).
 fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = (b[i] == b'%' && i + 2 < b.len())
-            .then(|| std::str::from_utf8(&b[i + 1..i + 3]).ok())
-            .flatten()
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (_, Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (b'+', None) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (c, None) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    binky_controllers::url::percent_decode(&s.replace('+', " "))
 }
 
 impl Dashboard {
@@ -224,7 +203,7 @@ impl Dashboard {
         let store = Store::open(&home.db())?;
         let secret = load_secret(home)?;
         let runtime = tokio::runtime::Handle::current();
-        let snapshots = snapshot::Snapshots::start(store.clone(), home.clone(), &runtime);
+        let snapshots = snapshot::Snapshots::start(store.clone(), &runtime);
         Ok(Arc::new(Dashboard {
             home: home.clone(),
             store,

@@ -19,7 +19,6 @@ use bytes::Bytes;
 use serde_json::json;
 use tokio::sync::{watch, Notify};
 
-use crate::paths::Home;
 use crate::proxy::body::Body;
 
 /// How often the store is looked at for a change while a page watches.
@@ -135,7 +134,7 @@ fn data_version(store: &Store) -> Option<i64> {
 
 impl Snapshots {
     /// Start the builder on `runtime`, reading `store`.
-    pub fn start(store: Store, _home: Home, runtime: &tokio::runtime::Handle) -> Snapshots {
+    pub fn start(store: Store, runtime: &tokio::runtime::Handle) -> Snapshots {
         let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
         let watching = Arc::new(AtomicUsize::new(0));
         let poked = Arc::new(AtomicBool::new(true));

@@ -49,9 +49,7 @@ fn write(home: &Home, rows: &[(i64, String, String)]) -> Result<(), String> {
         .map(|(id, p, n)| format!("{id}\t{p}\t{n}\n"))
         .collect();
     let path = file(home);
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, &path))
+    crate::mcp::install::write_atomically(&path, &text)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 

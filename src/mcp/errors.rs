@@ -229,10 +229,8 @@ pub fn name(what: &str, v: &str) -> Result<(), ToolError> {
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '@'))
     {
         Some("has characters a name cannot have")
-    } else if v.starts_with('/')
-        || v.ends_with('/')
-        || v.split('/').any(|p| p.is_empty() || p == "." || p == "..")
-    {
+    } else if v.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+        // A leading or trailing `/` makes an empty part too.
         Some("is not a relative name (an empty, `.` or `..` part)")
     } else {
         None

@@ -248,7 +248,9 @@ pub fn with_rules(existing: Option<&str>) -> String {
 }
 
 /// Write through a temp file and a rename, so a crash never leaves half a config.
-fn write_atomically(path: &Path, content: &str) -> std::io::Result<()> {
+/// Write `content` to `path` through a temporary file renamed over it (a reader never sees
+/// half a file).
+pub(crate) fn write_atomically(path: &Path, content: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
