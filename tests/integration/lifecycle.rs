@@ -703,6 +703,25 @@ fn metrics_is_a_json_snapshot_of_worlds_services_ports_and_the_daemon() {
 }
 
 #[test]
+fn binky_wait_on_a_world_that_never_gets_ready_gives_up_at_the_timeout_with_75() {
+    // Its check never passes: the world runs but is never ready.
+    let env = Env::new(
+        "[project]\nname = \"acme\"\n{range}\n\n[services.api]\ncmd = \"sleep 600\"\nhealth = { cmd = \"false\", interval = \"10s\", retries = 100 }\n",
+    );
+    env.ok(&["up", "w", "--no-wait"]);
+    let out = env.binky(&["wait", "w", "--timeout", "1s"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("w is still not up after 1s")
+            && stderr(&out).contains("binky status w"),
+        "{}",
+        stderr(&out)
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
 fn binky_wait_returns_when_the_world_is_ready_and_refuses_a_stopped_one() {
     let env = Env::new(&two_services());
     env.ok(&["up", "w", "--no-wait"]);
