@@ -86,6 +86,15 @@ fn log_tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(5)..].join("\n")
 }
 
+/// Whether the daemon lock names a live process other than `ours`: another command's daemon
+/// took the lock first and is still starting.
+fn other_daemon_starting(home: &Home, ours: u32) -> bool {
+    std::fs::read_to_string(home.lock())
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .is_some_and(|pid| pid != ours && std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
 /// Make sure a daemon runs for `home`, starting one (detached) if needed.
 pub async fn ensure(home: &Home) -> Result<Response, ClientError> {
     if let Ok(info) = ping(home).await {
@@ -127,9 +136,14 @@ pub async fn ensure(home: &Home) -> Result<Response, ClientError> {
             return Ok(info);
         }
         if let Ok(Some(status)) = child.try_wait() {
-            // Lost a race with another command that started one: use that one.
+            // Lost a race with another command that started one: use that one, once it
+            // answers (it may still be starting: the lock file names it while it lives).
             if let Ok(info) = ping(home).await {
                 return Ok(info);
+            }
+            if other_daemon_starting(home, child.id()) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
             }
             return Err(ClientError::Start(format!(
                 "it exited ({status}); last lines of {}:\n{}",
