@@ -9,6 +9,9 @@
 # usage: benchmarks/proxy_ab.sh BINKY_A BINKY_B [ROUNDS=5] [SECONDS=6]
 # e.g.   git worktree add /tmp/old <commit> && (cd /tmp/old && cargo build --release) &&
 #        benchmarks/proxy_ab.sh /tmp/old/target/release/binky target/release/binky
+# With PERF=FILE, one more wrk run against B and one against nginx are recorded by
+# `perf record -g` into FILE and FILE.nginx (then: perf report -i FILE --no-children --sort sym;
+# for binky's symbols, build B with CARGO_PROFILE_RELEASE_STRIP=false).
 # Needs nginx and wrk (apt-get install nginx-light wrk); everything it starts is stopped at
 # the end, also on Ctrl-C.
 set -euo pipefail
@@ -124,3 +127,14 @@ for r in $(seq "$ROUNDS"); do
   printf '%-6s %9s %6s µs %9s %6s µs %9s %6s µs %8s\n' "$r" "$ra" "$ca" "$rb" "$cb" "$rn" "$cn" \
     "$(python3 -c "print(round($cb/$ca,2))")"
 done
+if [ -n "${PERF:-}" ]; then
+  perf record -q -g -o "$PERF" -p "$PID_B" -- sleep "$SECS" 2>/dev/null &
+  PERF_PID=$!
+  wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$PORT_B/" >/dev/null
+  wait "$PERF_PID"
+  perf record -q -g -o "$PERF.nginx" -p "$(echo $NGINX_PIDS | tr " " ",")" -- sleep "$SECS" 2>/dev/null &
+  PERF_PID=$!
+  wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$NPORT/" >/dev/null
+  wait "$PERF_PID"
+  echo "perf data under load: $PERF (B), $PERF.nginx (nginx)"
+fi

@@ -5,9 +5,13 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 
-/// Response bodies: a backend's stream as it is, or one of the proxy's pages, or a stream the
+/// Response bodies: a backend's answer, or one of the proxy's pages, or a stream the
 /// dashboard writes (server-sent events); no boxing on the hot path.
-pub type Body = http_body_util::Either<Incoming, Own>;
+pub type Body = http_body_util::Either<FromBackend, Own>;
+
+/// A backend's answer: read in the client connection's task (`upstream.rs`), or through
+/// hyper's client (requests with a body, upgrades).
+pub type FromBackend = http_body_util::Either<super::upstream::Answer, Incoming>;
 
 /// The proxy's own bodies: a page, or a stream written by a task through a channel.
 pub type Own = http_body_util::Either<Full<Bytes>, http_body_util::channel::Channel<Bytes>>;

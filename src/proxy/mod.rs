@@ -22,6 +22,7 @@ pub mod listen;
 pub mod pages;
 pub mod pool;
 pub mod tls;
+pub mod upstream;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -32,6 +33,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use binky_controllers::route::{Route, RouteSink, RouteState, RouteTable};
 use bytes::Bytes;
+use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
 use hyper::http::uri::PathAndQuery;
@@ -133,6 +135,8 @@ pub struct Proxy {
     /// This worker's hold on the current routing table (see [`Proxy::routes_now`]).
     snapshot: std::sync::Mutex<Option<Arc<Snapshot>>>,
     pool: pool::Pool,
+    /// This worker's idle connections for requests without a body (`upstream.rs`).
+    idle: upstream::Idle,
     ports: Arc<[AtomicU16; 2]>,
     /// The dashboard, answering at `binky.localhost`.
     dashboard: Option<Arc<crate::dashboard::Dashboard>>,
@@ -229,6 +233,7 @@ impl Proxy {
             routes,
             snapshot: Default::default(),
             pool: pool::Pool::default(),
+            idle: upstream::Idle::default(),
             ports: Arc::new([AtomicU16::new(0), AtomicU16::new(0)]),
             dashboard,
         })
@@ -241,6 +246,7 @@ impl Proxy {
             routes: self.routes.clone(),
             snapshot: Default::default(),
             pool: pool::Pool::default(),
+            idle: upstream::Idle::default(),
             ports: self.ports.clone(),
             dashboard: self.dashboard.clone(),
         })
@@ -377,8 +383,19 @@ impl Proxy {
         headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(scheme));
         headers.insert(X_FORWARDED_HOST.clone(), host_value);
 
-        // A replica that refuses the connection (it just died) costs the request nothing:
-        // the next one is tried, until the route table drops it.
+        // The common request (no body, no upgrade) is answered in this task; a replica that
+        // refuses the connection (it just died) costs the request nothing: the next one is
+        // tried, until the route table drops it.
+        if upstream::takes(&req, upgrade) {
+            return match self.idle.exchange(backend.ports(), &req).await {
+                Ok(mut resp) => {
+                    strip_hop_by_hop(resp.headers_mut());
+                    *resp.version_mut() = Version::HTTP_11;
+                    resp.map(|b| Either::Left(Either::Left(b)))
+                }
+                Err(err) => self.unreachable(route, &err, html),
+            };
+        }
         let mut conn = Err(pool::PoolError::Connect(
             std::io::ErrorKind::NotFound.into(),
         ));
@@ -394,17 +411,7 @@ impl Proxy {
         };
         let mut resp = match sent {
             Ok(r) => r,
-            Err(err) => {
-                let why = match &err {
-                    pool::PoolError::Connect(e)
-                        if e.kind() == std::io::ErrorKind::ConnectionRefused =>
-                    {
-                        "connection refused (is the service listening?)".to_owned()
-                    }
-                    other => other.to_string(),
-                };
-                return self.page(Page::unreachable(route, &why), html);
-            }
+            Err(err) => return self.unreachable(route, &err, html),
         };
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
             if let Some(client_upgrade) = client_upgrade {
@@ -422,7 +429,18 @@ impl Proxy {
         strip_hop_by_hop(resp.headers_mut());
         // The client's connection speaks its own version (HTTP/1.1 or h2), not the backend's.
         *resp.version_mut() = Version::HTTP_11;
-        resp.map(http_body_util::Either::Left)
+        resp.map(|b| Either::Left(Either::Right(b)))
+    }
+
+    /// The page for a request that did not get its backend's answer.
+    fn unreachable(&self, route: &Route, err: &pool::PoolError, html: bool) -> Response<Body> {
+        let why = match err {
+            pool::PoolError::Connect(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                "connection refused (is the service listening?)".to_owned()
+            }
+            other => other.to_string(),
+        };
+        self.page(Page::unreachable(route, &why), html)
     }
 }
 

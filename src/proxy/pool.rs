@@ -20,12 +20,14 @@ pub enum PoolError {
     Connect(std::io::Error),
     /// The connection failed during the exchange.
     Http(hyper::Error),
+    /// The backend's answer could not be read (`upstream.rs`).
+    Answer(std::io::Error),
 }
 
 impl std::fmt::Display for PoolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PoolError::Connect(e) => write!(f, "{e}"),
+            PoolError::Connect(e) | PoolError::Answer(e) => write!(f, "{e}"),
             PoolError::Http(e) => {
                 write!(f, "{e}")?;
                 let mut src = std::error::Error::source(e);
@@ -66,14 +68,7 @@ impl Pool {
     }
 
     async fn connect(port: u16) -> Result<SendRequest<Incoming>, PoolError> {
-        let stream = tokio::time::timeout(
-            Duration::from_secs(3),
-            tokio::net::TcpStream::connect(("127.0.0.1", port)),
-        )
-        .await
-        .map_err(|_| PoolError::Connect(std::io::ErrorKind::TimedOut.into()))?
-        .map_err(PoolError::Connect)?;
-        let _ = stream.set_nodelay(true);
+        let stream = connect_tcp(port).await.map_err(PoolError::Connect)?;
         let (sender, conn) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(PoolError::Http)?;
@@ -124,6 +119,18 @@ impl Pool {
             Ok(resp)
         }
     }
+}
+
+/// A new connection to the backend at 127.0.0.1:`port` (given up after 3 s).
+pub async fn connect_tcp(port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let stream = tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect(("127.0.0.1", port)),
+    )
+    .await
+    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }
 
 /// A connection to one backend, taken from the pool or just made.

@@ -787,3 +787,133 @@ fn processes_and_exec_get_binkys_ca_as_node_extra_ca_certs_and_it_verifies_the_w
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// A backend written on a raw socket, to answer in each of HTTP/1.1's ways of ending a body,
+/// telling in `X-Conn` which of its connections carried the request.
+const FRAMING: &str = r#"
+import os, socket, threading
+port = int(os.environ["PORT"])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port)); s.listen(16)
+count = [0]
+def serve(c, n):
+    buf = b""
+    while True:
+        while b"\r\n\r\n" not in buf:
+            k = c.recv(4096)
+            if not k: c.close(); return
+            buf += k
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        line = head.split(b"\r\n")[0].split(b" ")
+        path = line[1].decode()
+        conn = ("X-Conn: %d\r\n" % n).encode()
+        if path == "/length":
+            c.sendall(b"HTTP/1.1 200 OK\r\n" + conn + b"Content-Length: 6\r\n\r\nlength")
+        elif path == "/chunked":
+            c.sendall(b"HTTP/1.1 200 OK\r\n" + conn + b"Transfer-Encoding: chunked\r\n\r\n3\r\nchu\r\n4;x=y\r\nnked\r\n0\r\nX-Trailer: t\r\n\r\n")
+        elif path == "/head":
+            c.sendall(b"HTTP/1.1 200 OK\r\n" + conn + b"Content-Length: 1000\r\n\r\n")
+        elif path == "/close":
+            c.sendall(b"HTTP/1.1 200 OK\r\n" + conn + b"\r\nuntil close")
+            c.close(); return
+while True:
+    c, _ = s.accept()
+    count[0] += 1
+    threading.Thread(target=serve, args=(c, count[0]), daemon=True).start()
+"#;
+
+/// Read one answer off a kept-alive HTTP/1.1 connection: its head, and its body by
+/// `Content-Length` or chunked (none for `HEAD`).
+fn read_answer(s: &mut TcpStream, head_only: bool) -> (String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let mut body = Vec::new();
+    if head_only {
+        return (head, body);
+    }
+    if let Some(n) = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+    {
+        body.resize(n.trim().parse().unwrap(), 0);
+        s.read_exact(&mut body).unwrap();
+    } else {
+        assert!(head.contains("transfer-encoding: chunked"), "{head}");
+        loop {
+            let mut line = Vec::new();
+            while !line.ends_with(b"\r\n") {
+                s.read_exact(&mut b).unwrap();
+                line.push(b[0]);
+            }
+            let size = usize::from_str_radix(String::from_utf8_lossy(&line).trim(), 16).unwrap();
+            let mut chunk = vec![0u8; size + 2];
+            s.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    }
+    (head, body)
+}
+
+#[test]
+fn every_way_a_backend_ends_an_answer_reaches_a_kept_alive_client_and_backend_connections_are_reused_only_when_clean(
+) {
+    let env = Env::new(
+        r#"
+[project]
+name = "acme"
+{range}
+
+[services.raw]
+cmd = "exec python3 framing.py"
+url = true
+"#,
+    );
+    std::fs::write(env.repo.join("framing.py"), FRAMING).unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "raw"]);
+    env.ok(&["up", "w"]);
+    let mut s = TcpStream::connect(("127.0.0.1", env.proxy_port())).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut ask = |method: &str, path: &str| {
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: raw.w.acme.localhost\r\n\r\n"
+        )
+        .unwrap();
+        let (head, body) = read_answer(&mut s, method == "HEAD");
+        assert!(head.starts_with("http/1.1 200"), "{method} {path}: {head}");
+        let conn: u32 = head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-conn: "))
+            .unwrap_or_else(|| panic!("{head}"))
+            .trim()
+            .parse()
+            .unwrap();
+        (head, String::from_utf8(body).unwrap(), conn)
+    };
+    let (_, body, first) = ask("GET", "/length");
+    assert_eq!(body, "length");
+    let (head, body, conn) = ask("GET", "/chunked");
+    assert_eq!((body.as_str(), conn), ("chunked", first), "{head}");
+    assert!(!head.contains("x-trailer"), "{head}");
+    let (head, body, conn) = ask("HEAD", "/head");
+    assert!(head.contains("content-length: 1000"), "{head}");
+    assert_eq!((body.as_str(), conn), ("", first));
+    let (_, body, conn) = ask("GET", "/close");
+    assert_eq!((body.as_str(), conn), ("until close", first));
+    // The backend closed that connection: the next request gets a new one, and the
+    // client's own connection is still the same.
+    let (_, body, conn) = ask("GET", "/length");
+    assert_eq!(body, "length");
+    assert_ne!(conn, first);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
