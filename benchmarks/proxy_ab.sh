@@ -137,4 +137,14 @@ if [ -n "${PERF:-}" ]; then
   wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$NPORT/" >/dev/null
   wait "$PERF_PID"
   echo "perf data under load: $PERF (B), $PERF.nginx (nginx)"
+  # System calls per request, by name, for B and nginx.
+  for pair in "B:$PID_B:$PORT_B" "nginx:$(echo $NGINX_PIDS | tr ' ' ','):$NPORT"; do
+    IFS=: read -r name pids port <<<"$pair"
+    perf stat -e 'syscalls:sys_enter_*' -p "$pids" -o "$PERF.$name.stat" -- sleep "$SECS" 2>/dev/null &
+    PERF_PID=$!
+    requests=$(wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$port/" | awk '/requests in/{print $1}')
+    wait "$PERF_PID"
+    awk -v n="$requests" -v who="$name" '$1 ~ /^[0-9,]+$/ { c=$1; gsub(",","",c); if (c/n >= 0.01) { sub("syscalls:sys_enter_","",$2); printf "%s %s %.2f\n", who, $2, c/n; t+=c } }
+      END { printf "%s all %.2f system calls per request\n", who, t/n }' "$PERF.$name.stat"
+  done
 fi

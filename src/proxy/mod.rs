@@ -18,6 +18,7 @@
 //!   connection; nothing else is affected.
 
 pub mod body;
+mod front;
 pub mod listen;
 pub mod pages;
 pub mod pool;
@@ -156,7 +157,7 @@ const HOPS: usize = 9;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 7.6.1), as names
 /// parsed once.
-static HOP_BY_HOP: [HeaderName; HOPS] = [
+pub(crate) static HOP_BY_HOP: [HeaderName; HOPS] = [
     CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -169,7 +170,7 @@ static HOP_BY_HOP: [HeaderName; HOPS] = [
 ];
 
 /// `Connection` options that name no header: skipped without parsing a name.
-const CONNECTION_OPTIONS: [&str; 3] = ["keep-alive", "close", "upgrade"];
+pub(crate) const CONNECTION_OPTIONS: [&str; 3] = ["keep-alive", "close", "upgrade"];
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Headers named by `Connection` are hop-by-hop too (rare: a name is parsed only for an
@@ -389,7 +390,7 @@ impl Proxy {
         if upstream::takes(&req, upgrade) {
             return match self.idle.exchange(backend.ports(), &req).await {
                 Ok(mut resp) => {
-                    strip_hop_by_hop(resp.headers_mut());
+                    // (Its hop-by-hop headers were left out as it was read.)
                     *resp.version_mut() = Version::HTTP_11;
                     resp.map(|b| Either::Left(Either::Left(b)))
                 }
@@ -469,50 +470,77 @@ pub async fn serve(
         let proxy = proxy.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let proxy = proxy.clone();
-                async move { Ok::<_, std::convert::Infallible>(proxy.handle(req, peer, scheme).await) }
-            });
-            // HTTP/1.1 on the plain port; over TLS, h2 or HTTP/1.1 as ALPN chose.
-            let mut h1 = hyper::server::conn::http1::Builder::new();
-            h1.timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .max_buf_size(MAX_HEAD)
-                .max_header_size(MAX_HEAD);
-            let result = match tls {
+            match tls {
+                // Over TLS, h2 or HTTP/1.1 as ALPN chose.
                 Some(acceptor) => {
                     match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
                         .await
                     {
                         Ok(Ok(tls_stream)) => {
                             if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-                                let mut h2 =
-                                    hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-                                h2.timer(TokioTimer::new())
-                                    .max_header_list_size(MAX_HEAD as u32);
-                                h2.serve_connection(TokioIo::new(tls_stream), service).await
+                                serve_h2(tls_stream, proxy, peer, scheme).await
                             } else {
-                                h1.serve_connection(TokioIo::new(tls_stream), service)
-                                    .with_upgrades()
-                                    .await
+                                front::serve(tls_stream, proxy, peer, scheme).await
                             }
                         }
-                        Ok(Err(err)) => {
-                            tracing::debug!(%peer, %err, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => return,
+                        Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
+                        Err(_) => {}
                     }
                 }
-                None => {
-                    h1.serve_connection(TokioIo::new(stream), service)
-                        .with_upgrades()
-                        .await
-                }
-            };
-            if let Err(err) = result {
-                tracing::debug!(%peer, %err, "proxy connection ended with an error");
+                None => front::serve(stream, proxy, peer, scheme).await,
             }
         });
+    }
+}
+
+/// The service hyper's server calls for each request.
+fn service(
+    proxy: Arc<Proxy>,
+    peer: SocketAddr,
+    scheme: &'static str,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<Body>,
+    Error = std::convert::Infallible,
+    Future = impl std::future::Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send,
+> + Clone {
+    hyper::service::service_fn(move |req| {
+        let proxy = proxy.clone();
+        async move { Ok::<_, std::convert::Infallible>(proxy.handle(req, peer, scheme).await) }
+    })
+}
+
+/// Serve an HTTP/1.1 connection with hyper's server (what `front.rs` does not take).
+pub(crate) async fn serve_h1<I>(io: I, proxy: Arc<Proxy>, peer: SocketAddr, scheme: &'static str)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut h1 = hyper::server::conn::http1::Builder::new();
+    h1.timer(TokioTimer::new())
+        .header_read_timeout(front::HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD)
+        .max_header_size(MAX_HEAD);
+    let served = h1
+        .serve_connection(TokioIo::new(io), service(proxy, peer, scheme))
+        .with_upgrades()
+        .await;
+    if let Err(err) = served {
+        tracing::debug!(%peer, %err, "proxy connection ended with an error");
+    }
+}
+
+/// Serve an h2 connection with hyper's server.
+async fn serve_h2<I>(io: I, proxy: Arc<Proxy>, peer: SocketAddr, scheme: &'static str)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    h2.timer(TokioTimer::new())
+        .max_header_list_size(MAX_HEAD as u32);
+    let served = h2
+        .serve_connection(TokioIo::new(io), service(proxy, peer, scheme))
+        .await;
+    if let Err(err) = served {
+        tracing::debug!(%peer, %err, "proxy connection ended with an error");
     }
 }

@@ -32,9 +32,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use hyper::body::{Frame, SizeHint};
-use hyper::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING,
-};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
 use hyper::{Method, Request, Response, StatusCode, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -43,7 +41,7 @@ use super::pool::{connect_tcp, PoolError};
 use super::MAX_HEAD;
 
 /// Most headers an answer may have.
-const MAX_HEADERS: usize = 128;
+const MAX_HEADERS: usize = 100;
 
 /// Room made in the read buffer before each read.
 const READ_SIZE: usize = 16 * 1024;
@@ -94,7 +92,20 @@ impl Idle {
         req: &Request<B>,
     ) -> Result<Response<Answer>, PoolError> {
         let head = request_head(req);
-        let head_only = req.method() == Method::HEAD;
+        let method = req.method();
+        self.exchange_head(ports, &head, method == Method::HEAD, method.is_idempotent())
+            .await
+    }
+
+    /// [`Idle::exchange`] for a request already written out: `head` (request line, headers,
+    /// empty line), `head_only` for `HEAD`, `idempotent` for a method that may be repeated.
+    pub async fn exchange_head(
+        &self,
+        ports: impl Iterator<Item = u16>,
+        head: &[u8],
+        head_only: bool,
+        idempotent: bool,
+    ) -> Result<Response<Answer>, PoolError> {
         let mut refused = io::Error::from(io::ErrorKind::NotFound);
         for port in ports {
             let (stream, pooled) = match self.checkout(port) {
@@ -109,14 +120,12 @@ impl Idle {
                     }
                 },
             };
-            return match self.send(port, stream, &head, head_only).await {
-                Err(Failed::Early { wrote, .. })
-                    if pooled && (!wrote || req.method().is_idempotent()) =>
-                {
+            return match self.send(port, stream, head, head_only).await {
+                Err(Failed::Early { wrote, .. }) if pooled && (!wrote || idempotent) => {
                     let stream = Box::pin(connect_tcp(port))
                         .await
                         .map_err(PoolError::Connect)?;
-                    self.send(port, stream, &head, head_only)
+                    self.send(port, stream, head, head_only)
                         .await
                         .map_err(Failed::into_error)
                 }
@@ -242,9 +251,13 @@ fn parse_head(
     head_only: bool,
 ) -> Result<Option<(hyper::http::response::Parts, Length, bool)>, Failed> {
     loop {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut headers);
-        let n = match parsed.parse(buf) {
+        let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut []);
+        let n = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut parsed,
+            buf,
+            &mut headers,
+        ) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => {
@@ -269,31 +282,42 @@ fn parse_head(
         } else {
             Version::HTTP_10
         };
-        // The values are sliced out of the head's bytes, not copied.
+        // The values are sliced out of the head's bytes, not copied. Hop-by-hop headers are
+        // left out here (what they say about the connection and the body's length is noted).
         let base = buf.as_ptr() as usize;
-        let spans: Vec<(HeaderName, usize, usize)> = parsed
-            .headers
-            .iter()
-            .map(|h| {
-                let name = HeaderName::from_bytes(h.name.as_bytes())
-                    .map_err(|_| invalid("a header name in its answer is not valid"))?;
-                let start = h.value.as_ptr() as usize - base;
-                Ok((name, start, start + h.value.len()))
-            })
-            .collect::<Result<_, io::Error>>()?;
+        let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
+        let mut kept = 0;
+        let mut hop = Hop::default();
+        for h in parsed.headers.iter() {
+            if hop.note(h.name.as_bytes(), h.value) {
+                continue;
+            }
+            // (A head is at most MAX_HEAD bytes: the offsets fit.)
+            let name = (h.name.as_ptr() as usize - base) as u32;
+            let value = (h.value.as_ptr() as usize - base) as u32;
+            spans[kept] = (
+                name,
+                name + h.name.len() as u32,
+                value,
+                value + h.value.len() as u32,
+            );
+            kept += 1;
+        }
         let head = buf.split_to(n).freeze();
-        let mut map = HeaderMap::with_capacity(spans.len());
-        for (name, start, end) in spans {
-            let value = HeaderValue::from_maybe_shared(head.slice(start..end))
+        let mut map = HeaderMap::with_capacity(kept);
+        for &(ns, ne, vs, ve) in &spans[..kept] {
+            let (ns, ne, vs, ve) = (ns as usize, ne as usize, vs as usize, ve as usize);
+            let name = HeaderName::from_bytes(&head[ns..ne])
+                .map_err(|_| invalid("a header name in its answer is not valid"))?;
+            let value = HeaderValue::from_maybe_shared(head.slice(vs..ve))
                 .map_err(|_| invalid("a header value in its answer is not valid"))?;
             map.append(name, value);
         }
-        let length = length_of(status, head_only, &mut map)?;
-        let closes = map
-            .get_all(CONNECTION)
-            .iter()
-            .any(|v| has_token(v.as_bytes(), b"close"));
-        let reuse = version == Version::HTTP_11 && !closes && !matches!(length, Length::Close);
+        for name in hop.named {
+            map.remove(name);
+        }
+        let length = length_of(status, head_only, hop.chunked, &mut map)?;
+        let reuse = version == Version::HTTP_11 && !hop.close && !matches!(length, Length::Close);
         let (mut parts, ()) = Response::new(()).into_parts();
         parts.status = status;
         parts.version = version;
@@ -302,28 +326,62 @@ fn parse_head(
     }
 }
 
-/// Whether a comma-separated header value holds `token` (case-insensitive).
-fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|b| *b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+/// What the hop-by-hop headers of a message say (RFC 9110 7.6.1): they are not forwarded.
+#[derive(Default)]
+pub(crate) struct Hop {
+    /// `Connection: close`.
+    pub close: bool,
+    /// `Transfer-Encoding` was sent: whether its last coding is `chunked`.
+    pub chunked: Option<bool>,
+    /// Other headers `Connection` names (rare).
+    pub named: Vec<HeaderName>,
 }
 
-/// How the body of an answer with `status` and `headers` ends (RFC 9112 6.3). A
-/// `Content-Length` beside a `Transfer-Encoding` is removed: it does not describe the body.
-fn length_of(status: StatusCode, head_only: bool, headers: &mut HeaderMap) -> io::Result<Length> {
+impl Hop {
+    /// Note the header `name: value`; whether it is hop-by-hop.
+    pub fn note(&mut self, name: &[u8], value: &[u8]) -> bool {
+        if name.eq_ignore_ascii_case(b"connection") {
+            for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    self.close = true;
+                } else if !token.is_empty()
+                    && !super::CONNECTION_OPTIONS
+                        .iter()
+                        .any(|o| o.as_bytes().eq_ignore_ascii_case(token))
+                {
+                    if let Ok(n) = HeaderName::from_bytes(token) {
+                        self.named.push(n);
+                    }
+                }
+            }
+            return true;
+        }
+        if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            let last = value.rsplit(|b| *b == b',').next().unwrap_or(b"");
+            self.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            return true;
+        }
+        super::HOP_BY_HOP[1..]
+            .iter()
+            .any(|h| h.as_str().as_bytes().eq_ignore_ascii_case(name))
+    }
+}
+
+/// How the body of an answer with `status` and `headers` ends (RFC 9112 6.3); `chunked` is
+/// what its `Transfer-Encoding` said, if it had one. A `Content-Length` beside a
+/// `Transfer-Encoding` is removed: it does not describe the body.
+fn length_of(
+    status: StatusCode,
+    head_only: bool,
+    chunked: Option<bool>,
+    headers: &mut HeaderMap,
+) -> io::Result<Length> {
     if head_only || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Ok(Length::Exact(0));
     }
-    if headers.contains_key(TRANSFER_ENCODING) {
+    if let Some(chunked) = chunked {
         headers.remove(CONTENT_LENGTH);
-        let last = headers
-            .get_all(TRANSFER_ENCODING)
-            .iter()
-            .next_back()
-            .and_then(|v| v.as_bytes().rsplit(|b| *b == b',').next())
-            .map(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        return Ok(if last == Some(true) {
+        return Ok(if chunked {
             Length::Chunked(Chunk::Size)
         } else {
             Length::Close

@@ -1,0 +1,742 @@
+//! The proxy's HTTP/1.1 front for the common request: a request without a body, for a
+//! running world's service, is read, forwarded and answered here, in the connection's own
+//! task, with no request or header map built for it (`upstream.rs` does the backend's side).
+//! That is nginx's shape, and what took binky's proxy to nginx's CPU per request
+//! (benchmarks/README.md, "Where binky's extra CPU goes").
+//!
+//! Everything else — a request with a body (`Content-Length` or `Transfer-Encoding`), an
+//! upgrade, `Expect`, HTTP/1.0, a `Connection` naming other headers, a head that does not
+//! parse or is too large, the dashboard, an unknown or stopped world — hands the connection
+//! to hyper's server for the rest of its life, starting with that request (its bytes are
+//! replayed): whatever hyper answers today (a `400`, a `431`, a page, the dashboard, a
+//! streamed upload), it still answers. A request taken here ends at its empty line, so where
+//! the next one starts is never in doubt.
+//!
+//! # Guarantees
+//! - The backend gets what hyper's client would send it: the request line in origin form,
+//!   HTTP/1.1, the headers with lower-case names, hop-by-hop ones left out,
+//!   `X-Forwarded-For` (appended to), `-Proto` and `-Host` set.
+//! - The client gets the backend's answer with its hop-by-hop headers left out, its body by
+//!   `Content-Length` as sent or chunked, a `Date` when the backend sent none, and
+//!   `Connection: close` when the client asked for it; each piece of the body is written as
+//!   it arrives (server-sent events, streamed pages).
+//! - A head must arrive within 30 s of the wait for it starting (as hyper's
+//!   `header_read_timeout`); an idle connection is closed after that.
+//! - A backend that fails before answering gets the proxy's `502` page and the connection is
+//!   kept; one that fails in the middle of its body closes the client's connection (the
+//!   client sees a body cut short, never a wrong one).
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http_body_util::BodyExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use super::upstream::Hop;
+use super::{Backend, Compiled, Proxy, MAX_HEAD};
+
+/// How long a request's head may take to arrive.
+pub(super) const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Most headers a request taken here may have (hyper's limit too).
+const MAX_HEADERS: usize = 100;
+
+/// Room made in the read buffer before each read.
+const READ_SIZE: usize = 8 * 1024;
+
+/// What to do with the request at the front of the buffer.
+enum Decision<'a> {
+    /// Forward it: `head` is the request for the backend.
+    Forward(Forward<'a>),
+    /// Its head has not all arrived.
+    Partial,
+    /// Not one for this front: hyper takes the connection.
+    Other,
+}
+
+struct Forward<'a> {
+    /// Bytes of the client's head.
+    consumed: usize,
+    head: Vec<u8>,
+    backend: &'a Backend,
+    head_only: bool,
+    idempotent: bool,
+    /// The client asked for the connection to be closed after the answer.
+    close: bool,
+    /// An error page should be HTML.
+    html: bool,
+}
+
+/// Serve one client connection (plain or TLS, HTTP/1.1) until it ends.
+pub async fn serve<T>(mut io: T, proxy: Arc<Proxy>, peer: SocketAddr, scheme: &'static str)
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut buf = BytesMut::with_capacity(READ_SIZE);
+    let mut out: Vec<u8> = Vec::with_capacity(1024);
+    // The wait for the current head started at `waiting`; the timer is moved only when it
+    // fires early (it is set once, not per request).
+    let mut waiting = Instant::now();
+    let timer = tokio::time::sleep_until((waiting + HEAD_TIMEOUT).into());
+    tokio::pin!(timer);
+    let mut routes;
+    loop {
+        let forward = loop {
+            if !buf.is_empty() {
+                // The routing table as it is now that the head is here (not when the wait for
+                // it began: a world may have come up in between).
+                routes = proxy.routes_now();
+                match decide(&proxy, &routes.0, &buf, peer, scheme) {
+                    Decision::Forward(f) => break f,
+                    Decision::Partial if buf.len() <= MAX_HEAD => {}
+                    _ => return handover(io, buf, proxy, peer, scheme).await,
+                }
+            }
+            buf.reserve(READ_SIZE);
+            tokio::select! {
+                biased;
+                read = io.read_buf(&mut buf) => match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                },
+                () = &mut timer => {
+                    let deadline = waiting + HEAD_TIMEOUT;
+                    if Instant::now() >= deadline {
+                        return;
+                    }
+                    timer.as_mut().reset(deadline.into());
+                }
+            }
+        };
+        buf.advance(forward.consumed);
+        let answer = proxy
+            .idle
+            .exchange_head(
+                forward.backend.ports(),
+                &forward.head,
+                forward.head_only,
+                forward.idempotent,
+            )
+            .await;
+        out.clear();
+        let written = match answer {
+            Ok(resp) => write_answer(&mut io, &mut out, resp, &forward).await,
+            Err(err) => {
+                let page = proxy.unreachable(&forward.backend.route, &err, forward.html);
+                write_answer(&mut io, &mut out, page, &forward).await
+            }
+        };
+        if written.is_err() || forward.close {
+            let _ = io.shutdown().await;
+            return;
+        }
+        waiting = Instant::now();
+    }
+}
+
+/// Hand the connection to hyper's server, the bytes read so far first.
+async fn handover<T>(
+    io: T,
+    buf: BytesMut,
+    proxy: Arc<Proxy>,
+    peer: SocketAddr,
+    scheme: &'static str,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = Prefixed {
+        prefix: buf.freeze(),
+        io,
+    };
+    super::serve_h1(io, proxy, peer, scheme).await
+}
+
+/// Whether the request at the front of `buf` is one for this front, and what to send.
+fn decide<'a>(
+    proxy: &Proxy,
+    routes: &'a Compiled,
+    buf: &[u8],
+    peer: SocketAddr,
+    scheme: &'static str,
+) -> Decision<'a> {
+    let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let consumed = match req.parse_with_uninit_headers(buf, &mut headers) {
+        // (hyper answers one too large with its 431.)
+        Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => n,
+        Ok(httparse::Status::Partial) => return Decision::Partial,
+        _ => return Decision::Other,
+    };
+    let (Some(method), Some(path), Some(1)) = (req.method, req.path, req.version) else {
+        return Decision::Other;
+    };
+    if !path.starts_with('/') || method == "CONNECT" {
+        return Decision::Other;
+    }
+    let mut host: Option<&[u8]> = None;
+    let mut forwarded_for: Option<&[u8]> = None;
+    let mut html = false;
+    let mut hop = Hop::default();
+    let mut head = Vec::with_capacity(buf.len().min(4096) + 128);
+    head.extend_from_slice(method.as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(path.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+        if is("content-length") || is("upgrade") || is("expect") {
+            return Decision::Other;
+        }
+        if hop.note(name, h.value) {
+            continue;
+        }
+        if is("host") {
+            if host.is_some() {
+                return Decision::Other;
+            }
+            host = Some(h.value);
+        } else if is("x-forwarded-for") {
+            forwarded_for = forwarded_for.or(Some(h.value));
+            continue;
+        } else if is("x-forwarded-proto") || is("x-forwarded-host") {
+            continue;
+        } else if is("accept") {
+            html = h.value.windows(9).any(|w| w == b"text/html");
+        }
+        head.extend(name.iter().map(u8::to_ascii_lowercase));
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(h.value);
+        head.extend_from_slice(b"\r\n");
+    }
+    if hop.chunked.is_some() || !hop.named.is_empty() {
+        return Decision::Other;
+    }
+    let Some(host) = host.and_then(|h| std::str::from_utf8(h).ok()) else {
+        return Decision::Other;
+    };
+    if proxy.dashboard.is_some() && crate::dashboard::is_host(host) {
+        return Decision::Other;
+    }
+    let Some(backend) = routes.lookup(host) else {
+        return Decision::Other;
+    };
+    if backend.route.state == binky_controllers::route::RouteState::Stopped {
+        return Decision::Other;
+    }
+    head.extend_from_slice(b"x-forwarded-for: ");
+    if let Some(prev) = forwarded_for {
+        head.extend_from_slice(prev);
+        head.extend_from_slice(b", ");
+    }
+    match peer.ip() {
+        std::net::IpAddr::V4(ip) if ip == std::net::Ipv4Addr::LOCALHOST => {
+            head.extend_from_slice(b"127.0.0.1")
+        }
+        ip => head.extend_from_slice(ip.to_string().as_bytes()),
+    }
+    head.extend_from_slice(b"\r\nx-forwarded-proto: ");
+    head.extend_from_slice(scheme.as_bytes());
+    head.extend_from_slice(b"\r\nx-forwarded-host: ");
+    head.extend_from_slice(host.as_bytes());
+    head.extend_from_slice(b"\r\n\r\n");
+    Decision::Forward(Forward {
+        consumed,
+        head,
+        backend,
+        head_only: method == "HEAD",
+        idempotent: matches!(
+            method,
+            "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+        ),
+        close: hop.close,
+        html,
+    })
+}
+
+/// Write `resp` to the client: its head, then its body as it comes, by `Content-Length`
+/// when it has one (or no body), else chunked.
+async fn write_answer<T, B>(
+    io: &mut T,
+    out: &mut Vec<u8>,
+    resp: hyper::Response<B>,
+    forward: &Forward<'_>,
+) -> std::io::Result<()>
+where
+    T: AsyncWrite + Unpin,
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+{
+    let (parts, mut body) = resp.into_parts();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("Unknown")
+            .as_bytes(),
+    );
+    out.extend_from_slice(b"\r\n");
+    let exact = body.size_hint().exact();
+    let bodiless = parts.status == hyper::StatusCode::NO_CONTENT
+        || parts.status == hyper::StatusCode::NOT_MODIFIED
+        || parts.status.is_informational();
+    for (name, value) in &parts.headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !parts.headers.contains_key(hyper::header::DATE) {
+        out.extend_from_slice(b"date: ");
+        date(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    let chunked = exact.is_none() && !bodiless;
+    if chunked {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    } else if !parts.headers.contains_key(hyper::header::CONTENT_LENGTH)
+        && !bodiless
+        && !forward.head_only
+    {
+        // A body of a known length without the header (the proxy's own pages).
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(exact.unwrap_or(0).to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if forward.close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    while !body.is_end_stream() {
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        let Ok(data) = frame
+            .map_err(|_| std::io::Error::other("the backend's answer broke off"))?
+            .into_data()
+        else {
+            continue;
+        };
+        if data.is_empty() {
+            continue;
+        }
+        if chunked {
+            out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        }
+        write_with(io, out, data).await?;
+        if chunked {
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if chunked {
+        out.extend_from_slice(b"0\r\n\r\n");
+    }
+    if !out.is_empty() {
+        io.write_all(out).await?;
+        out.clear();
+    }
+    io.flush().await
+}
+
+/// Write what `out` holds and then `data`, in one system call when they are small; `out` is
+/// left empty.
+async fn write_with<T: AsyncWrite + Unpin>(
+    io: &mut T,
+    out: &mut Vec<u8>,
+    mut data: Bytes,
+) -> std::io::Result<()> {
+    if out.len() + data.len() <= 16 * 1024 {
+        out.extend_from_slice(&data);
+        io.write_all(out).await?;
+    } else {
+        let mut sent = 0;
+        while sent < out.len() || data.has_remaining() {
+            let bufs = [
+                std::io::IoSlice::new(&out[sent.min(out.len())..]),
+                std::io::IoSlice::new(&data),
+            ];
+            let n = io.write_vectored(&bufs).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            let from_out = n.min(out.len() - sent.min(out.len()));
+            sent += from_out;
+            data.advance(n - from_out);
+        }
+    }
+    out.clear();
+    io.flush().await
+}
+
+/// Today's `Date` value (RFC 9110 5.6.7), formatted once a second per thread.
+fn date(out: &mut Vec<u8>) {
+    thread_local! {
+        static CACHE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
+    }
+    let now = SystemTime::now();
+    let secs = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs || c.1.is_empty() {
+            *c = (secs, httpdate::fmt_http_date(now));
+        }
+        out.extend_from_slice(c.1.as_bytes());
+    });
+}
+
+/// A connection whose first bytes were already read: they are read again first.
+struct Prefixed<T> {
+    prefix: Bytes,
+    io: T,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.prefix.is_empty() {
+            return Pin::new(&mut self.io).poll_read(cx, buf);
+        }
+        let n = self.prefix.len().min(buf.remaining());
+        buf.put_slice(&self.prefix[..n]);
+        self.prefix.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use binky_controllers::route::{Route, RouteSink, RouteState, RouteTable};
+    use std::sync::Mutex;
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// A backend that answers each request with the next of `answers`, closing the connection
+    /// after the last one, and sends every request head it got down the returned channel.
+    async fn backend(
+        answers: Vec<&'static [u8]>,
+    ) -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let answers = Arc::new(Mutex::new(answers.into_iter()));
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let (tx, answers) = (tx.clone(), answers.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            let mut chunk = [0u8; 4096];
+                            match s.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        let head: Vec<u8> = buf.drain(..end).collect();
+                        let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+                        let Some(answer) = answers.lock().unwrap().next() else {
+                            return;
+                        };
+                        if s.write_all(answer).await.is_err() {
+                            return;
+                        }
+                        if answers.lock().unwrap().len() == 0 {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, rx)
+    }
+
+    fn route(host: &str, port: u16, state: RouteState) -> Route {
+        Route {
+            host: host.into(),
+            project: "p".into(),
+            world: "w".into(),
+            service: "web".into(),
+            port,
+            backends: vec![],
+            https: false,
+            state,
+            note: String::new(),
+        }
+    }
+
+    fn publish(routes: &super::super::Routes, list: Vec<Route>) {
+        let mut table = RouteTable::default();
+        for r in list {
+            table.routes.insert(r.host.clone(), r);
+        }
+        routes.publish(Arc::new(table));
+    }
+
+    /// A proxy routing `web.w.p.localhost` to `port`, serving one connection through the
+    /// front; the client's end of it.
+    async fn front(port: u16) -> (TcpStream, super::super::Routes) {
+        let routes = super::super::Routes::default();
+        publish(
+            &routes,
+            vec![route("web.w.p.localhost", port, RouteState::Ready)],
+        );
+        let proxy = Proxy::new(routes.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, peer) = listener.accept().await.unwrap();
+            serve(s, proxy, peer, "http").await;
+        });
+        (TcpStream::connect(addr).await.unwrap(), routes)
+    }
+
+    /// Read one answer: its head (lower case) and body, by Content-Length or chunked.
+    async fn answer(s: &mut TcpStream, head_only: bool) -> (String, String) {
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut b).await.unwrap();
+            head.push(b[0]);
+        }
+        let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+        let mut body = Vec::new();
+        if head_only {
+            return (head, String::new());
+        }
+        if let Some(n) = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+        {
+            body.resize(n.trim().parse().unwrap(), 0);
+            s.read_exact(&mut body).await.unwrap();
+        } else {
+            loop {
+                let mut line = Vec::new();
+                while !line.ends_with(b"\r\n") {
+                    s.read_exact(&mut b).await.unwrap();
+                    line.push(b[0]);
+                }
+                let n =
+                    usize::from_str_radix(std::str::from_utf8(&line).unwrap().trim(), 16).unwrap();
+                let mut chunk = vec![0u8; n + 2];
+                s.read_exact(&mut chunk).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        }
+        (head, String::from_utf8(body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_backend_gets_origin_form_lower_case_names_no_hop_by_hop_and_forwarded_headers() {
+        let (port, mut heads) =
+            backend(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]).await;
+        let (mut c, _) = front(port).await;
+        c.write_all(b"GET /a?b=c HTTP/1.1\r\nHost: Web.W.P.localhost:8080\r\nConnection: keep-alive\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Authorization: x\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: gopher\r\nX-Forwarded-Host: evil\r\nAccept: */*\r\nX-Custom: Keep Case\r\n\r\n").await.unwrap();
+        let (head, body) = answer(&mut c, false).await;
+        assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
+        assert_eq!(body, "ok");
+        assert_eq!(
+            heads.recv().await.unwrap(),
+            "GET /a?b=c HTTP/1.1\r\nhost: Web.W.P.localhost:8080\r\naccept: */*\r\nx-custom: Keep Case\r\nx-forwarded-for: 10.0.0.1, 127.0.0.1\r\nx-forwarded-proto: http\r\nx-forwarded-host: Web.W.P.localhost:8080\r\n\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn pipelined_and_byte_by_byte_requests_are_answered_in_order_on_one_connection() {
+        let (port, _heads) = backend(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nDate: Mon, 01 Jan 2024 00:00:00 GMT\r\n\r\ntwo",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n5\r\nthree\r\n0\r\n\r\n",
+        ])
+        .await;
+        let (mut c, _) = front(port).await;
+        let get = "GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n";
+        c.write_all(format!("{get}{get}").as_bytes()).await.unwrap();
+        let (head, body) = answer(&mut c, false).await;
+        assert_eq!(body, "one");
+        assert!(head.contains("\r\ndate: "), "a Date is added: {head}");
+        let (head, body) = answer(&mut c, false).await;
+        assert_eq!(body, "two");
+        assert!(
+            head.contains("date: mon, 01 jan 2024"),
+            "the backend's Date is kept: {head}"
+        );
+        for b in get.bytes() {
+            c.write_all(&[b]).await.unwrap();
+        }
+        let (head, body) = answer(&mut c, false).await;
+        assert_eq!(body, "three");
+        assert!(head.contains("transfer-encoding: chunked"), "{head}");
+        assert!(!head.contains("keep-alive"), "{head}");
+    }
+
+    #[tokio::test]
+    async fn connection_close_is_answered_and_honoured() {
+        let (port, _heads) = backend(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]).await;
+        let (mut c, _) = front(port).await;
+        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let (head, body) = answer(&mut c, false).await;
+        assert!(head.contains("connection: close"), "{head}");
+        assert_eq!(body, "ok");
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+    }
+
+    #[tokio::test]
+    async fn head_keeps_its_content_length_without_a_body_and_the_connection_goes_on() {
+        let (port, _heads) = backend(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        ])
+        .await;
+        let (mut c, _) = front(port).await;
+        c.write_all(b"HEAD / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let (head, _) = answer(&mut c, true).await;
+        assert!(head.contains("content-length: 1000"), "{head}");
+        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(answer(&mut c, false).await.1, "ok");
+    }
+
+    #[tokio::test]
+    async fn a_request_with_a_body_hands_the_connection_to_hyper_which_answers_it_and_the_rest() {
+        let (port, mut heads) = backend(vec![
+            b"HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\nmade",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nafter",
+        ])
+        .await;
+        let (mut c, _) = front(port).await;
+        c.write_all(b"POST /x HTTP/1.1\r\nHost: web.w.p.localhost\r\nContent-Length: 5\r\n\r\nhelloGET /y HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n").await.unwrap();
+        let (head, body) = answer(&mut c, false).await;
+        assert!(head.starts_with("http/1.1 201"), "{head}");
+        assert_eq!(body, "made");
+        assert!(heads
+            .recv()
+            .await
+            .unwrap()
+            .starts_with("POST /x HTTP/1.1\r\n"));
+        assert_eq!(answer(&mut c, false).await.1, "after");
+        assert!(heads
+            .recv()
+            .await
+            .unwrap()
+            .starts_with("GET /y HTTP/1.1\r\n"));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_head_and_an_unknown_host_get_hypers_answers() {
+        let (port, _heads) = backend(vec![]).await;
+        let (mut c, _) = front(port).await;
+        c.write_all(b"GET / HTTP/1.1\r\nHost: nowhere.localhost\r\nAccept: text/plain\r\n\r\n")
+            .await
+            .unwrap();
+        let (head, body) = answer(&mut c, false).await;
+        assert!(head.starts_with("http/1.1 404"), "{head}");
+        assert!(body.contains("nowhere.localhost"), "{body}");
+        let (mut c, _) = front(port).await;
+        c.write_all(b"GET / HTTP/1.1\r\nBad Header\r\n\r\n")
+            .await
+            .unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).await.unwrap();
+        assert!(
+            all.starts_with(b"HTTP/1.1 400"),
+            "{:?}",
+            String::from_utf8_lossy(&all)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_is_down_gets_a_502_page_and_the_connection_is_kept() {
+        let (port, _heads) = backend(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]).await;
+        // A port nothing listens on.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let down = closed.local_addr().unwrap().port();
+        drop(closed);
+        let (mut c, routes) = front(down).await;
+        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\nAccept: text/html\r\n\r\n")
+            .await
+            .unwrap();
+        let (head, body) = answer(&mut c, false).await;
+        assert!(head.starts_with("http/1.1 502"), "{head}");
+        assert!(head.contains("content-type: text/html"), "{head}");
+        assert!(body.contains("connection refused"), "{body}");
+        // The route changes while the connection is idle: the next request goes by the new table.
+        publish(
+            &routes,
+            vec![route("web.w.p.localhost", port, RouteState::Ready)],
+        );
+        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(answer(&mut c, false).await.1, "ok");
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_breaks_off_its_body_closes_the_clients_connection() {
+        let (port, _heads) = backend(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this",
+        ])
+        .await;
+        let (mut c, _) = front(port).await;
+        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).await.unwrap();
+        let all = String::from_utf8(all).unwrap();
+        assert!(all.contains("content-length: 100\r\n"), "{all}");
+        assert!(all.ends_with("\r\n\r\nonly this"), "{all}");
+    }
+}
