@@ -54,15 +54,19 @@ pub fn takes<B: hyper::body::Body>(req: &Request<B>, upgrade: bool) -> bool {
     !upgrade && req.body().is_end_stream() && req.method() != Method::CONNECT
 }
 
-/// Idle connections to backends by port: this worker's own.
+/// Idle connections to backends by port, each with its read buffer: this worker's own.
+///
+/// The buffer goes with the connection so that its allocation is used again: once the last
+/// answer's pieces were written and dropped, making room in it takes no `malloc` (a 16 KiB
+/// allocation a request cost about 1 µs in glibc, which sorts its free lists at each one).
 #[derive(Clone, Default)]
-pub struct Idle(Arc<Mutex<HashMap<u16, Vec<TcpStream>>>>);
+pub struct Idle(Arc<Mutex<HashMap<u16, Vec<(TcpStream, BytesMut)>>>>);
 
 impl Idle {
     /// An idle connection to `port` with nothing waiting to be read on it.
-    fn checkout(&self, port: u16) -> Option<TcpStream> {
+    fn checkout(&self, port: u16) -> Option<(TcpStream, BytesMut)> {
         loop {
-            let stream = {
+            let (stream, buf) = {
                 let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
                 idle.get_mut(&port)?.pop()?
             };
@@ -71,16 +75,16 @@ impl Idle {
             // tokio has seen no readiness since the last read.)
             if matches!(stream.try_read(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
             {
-                return Some(stream);
+                return Some((stream, buf));
             }
         }
     }
 
-    fn keep(&self, port: u16, stream: TcpStream) {
+    fn keep(&self, port: u16, stream: TcpStream, buf: BytesMut) {
         let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let list = idle.entry(port).or_default();
         if list.len() < MAX_IDLE {
-            list.push(stream);
+            list.push((stream, buf));
         }
     }
 
@@ -109,11 +113,11 @@ impl Idle {
         let mut refused = io::Error::from(io::ErrorKind::NotFound);
         for port in ports {
             let (stream, pooled) = match self.checkout(port) {
-                Some(s) => (s, true),
+                Some(c) => (c, true),
                 // Boxed: connecting is rare next to reusing, and its state machine would
                 // otherwise make every request's larger.
                 None => match Box::pin(connect_tcp(port)).await {
-                    Ok(s) => (s, false),
+                    Ok(s) => ((s, BytesMut::new()), false),
                     Err(e) => {
                         refused = e;
                         continue;
@@ -125,7 +129,7 @@ impl Idle {
                     let stream = Box::pin(connect_tcp(port))
                         .await
                         .map_err(PoolError::Connect)?;
-                    self.send(port, stream, head, head_only)
+                    self.send(port, (stream, BytesMut::new()), head, head_only)
                         .await
                         .map_err(Failed::into_error)
                 }
@@ -138,7 +142,7 @@ impl Idle {
     async fn send(
         &self,
         port: u16,
-        mut stream: TcpStream,
+        (mut stream, mut buf): (TcpStream, BytesMut),
         head: &[u8],
         head_only: bool,
     ) -> Result<Response<Answer>, Failed> {
@@ -148,7 +152,7 @@ impl Idle {
                 error,
             });
         }
-        let mut buf = BytesMut::with_capacity(READ_SIZE);
+        buf.clear();
         let mut read_any = false;
         loop {
             if !buf.is_empty() {
@@ -547,7 +551,8 @@ impl Answer {
         self.length = Length::Done;
         if let Some(stream) = self.conn.take() {
             if self.reuse && self.buf.is_empty() {
-                self.idle.keep(self.port, stream);
+                self.idle
+                    .keep(self.port, stream, std::mem::take(&mut self.buf));
             }
         }
     }
@@ -963,7 +968,7 @@ mod tests {
         loop {
             let eof = {
                 let all = idle.0.lock().unwrap();
-                matches!(all[&port][0].try_read(&mut [0u8; 1]), Ok(0))
+                matches!(all[&port][0].0.try_read(&mut [0u8; 1]), Ok(0))
             };
             if eof {
                 break;
