@@ -6,7 +6,8 @@
 # request (all threads of the daemon, or nginx's master and workers, from
 # /proc/PID/task/*/schedstat).
 #
-# usage: benchmarks/proxy_ab.sh BINKY_A BINKY_B [ROUNDS=5] [SECONDS=6]
+# usage: [CONNS=50] benchmarks/proxy_ab.sh BINKY_A BINKY_B [ROUNDS=5] [SECONDS=6]
+# (CONNS=1: one connection, one wrk thread, for latency)
 # e.g.   git worktree add /tmp/old <commit> && (cd /tmp/old && cargo build --release) &&
 #        benchmarks/proxy_ab.sh /tmp/old/target/release/binky target/release/binky
 # With PERF=FILE, one more wrk run against B and one against nginx are recorded by
@@ -15,7 +16,7 @@
 # Needs nginx and wrk (apt-get install nginx-light wrk); everything it starts is stopped at
 # the end, also on Ctrl-C.
 set -euo pipefail
-A=$(realpath "$1"); B=$(realpath "$2"); ROUNDS=${3:-5}; SECS=${4:-6}
+A=$(realpath "$1"); B=$(realpath "$2"); ROUNDS=${3:-5}; SECS=${4:-6}; CONNS=${CONNS:-50}; THREADS=$(( CONNS > 1 ? 2 : 1 ))
 for tool in nginx wrk git curl; do
   command -v $tool >/dev/null || [ -x /usr/sbin/$tool ] || { echo "needs $tool (apt-get install nginx-light wrk git curl)" >&2; exit 1; }
 done
@@ -110,31 +111,32 @@ run() { # port pids...
   local port=$1; shift
   local before after out requests rps
   before=$(cpu_ns "$@")
-  out=$(wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$port/")
+  out=$(wrk -t$THREADS -c$CONNS -d"${SECS}"s --latency -H "Host: $HOST" "http://127.0.0.1:$port/")
   after=$(cpu_ns "$@")
   requests=$(echo "$out" | awk '/requests in/{print $1}')
   rps=$(echo "$out" | awk '/Requests\/sec/{printf "%.0f", $2}')
-  echo "$rps $(python3 -c "print(round(($after-$before)/1000/$requests,1))")"
+  p50=$(echo "$out" | awk '$1=="50%"{print $2}')
+  echo "$rps $(python3 -c "print(round(($after-$before)/1000/$requests,1))") $p50"
 }
-echo "A: $A"; echo "B: $B"; echo "wrk -t2 -c50 -d${SECS}s, ${ROUNDS} rounds, 1 KiB file; req/s and proxy CPU µs/request"
-printf '%-6s %18s %18s %18s %8s\n' round A B nginx "B/A CPU"
+echo "A: $A"; echo "B: $B"; echo "wrk -t$THREADS -c$CONNS -d${SECS}s, ${ROUNDS} rounds, 1 KiB file; req/s, proxy CPU µs/request, p50"
+printf '%-6s %26s %26s %26s %8s\n' round A B nginx "B/A CPU"
 for r in $(seq "$ROUNDS"); do
-  wrk -t2 -c50 -d1s -H "Host: $HOST" "http://127.0.0.1:$PORT_A/" >/dev/null
-  read -r ra ca < <(run "$PORT_A" "$PID_A")
-  wrk -t2 -c50 -d1s -H "Host: $HOST" "http://127.0.0.1:$PORT_B/" >/dev/null
-  read -r rb cb < <(run "$PORT_B" "$PID_B")
-  read -r rn cn < <(run "$NPORT" $NGINX_PIDS)
-  printf '%-6s %9s %6s µs %9s %6s µs %9s %6s µs %8s\n' "$r" "$ra" "$ca" "$rb" "$cb" "$rn" "$cn" \
+  wrk -t$THREADS -c$CONNS -d1s -H "Host: $HOST" "http://127.0.0.1:$PORT_A/" >/dev/null
+  read -r ra ca la < <(run "$PORT_A" "$PID_A")
+  wrk -t$THREADS -c$CONNS -d1s -H "Host: $HOST" "http://127.0.0.1:$PORT_B/" >/dev/null
+  read -r rb cb lb < <(run "$PORT_B" "$PID_B")
+  read -r rn cn ln < <(run "$NPORT" $NGINX_PIDS)
+  printf '%-6s %9s %6s µs %7s %9s %6s µs %7s %9s %6s µs %7s %8s\n' "$r" "$ra" "$ca" "$la" "$rb" "$cb" "$lb" "$rn" "$cn" "$ln" \
     "$(python3 -c "print(round($cb/$ca,2))")"
 done
 if [ -n "${PERF:-}" ]; then
   perf record -q -g -o "$PERF" -p "$PID_B" -- sleep "$SECS" 2>/dev/null &
   PERF_PID=$!
-  wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$PORT_B/" >/dev/null
+  wrk -t$THREADS -c$CONNS -d"${SECS}"s --latency -H "Host: $HOST" "http://127.0.0.1:$PORT_B/" >/dev/null
   wait "$PERF_PID"
   perf record -q -g -o "$PERF.nginx" -p "$(echo $NGINX_PIDS | tr " " ",")" -- sleep "$SECS" 2>/dev/null &
   PERF_PID=$!
-  wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$NPORT/" >/dev/null
+  wrk -t$THREADS -c$CONNS -d"${SECS}"s --latency -H "Host: $HOST" "http://127.0.0.1:$NPORT/" >/dev/null
   wait "$PERF_PID"
   echo "perf data under load: $PERF (B), $PERF.nginx (nginx)"
   # System calls per request, by name, for B and nginx.
@@ -142,7 +144,7 @@ if [ -n "${PERF:-}" ]; then
     IFS=: read -r name pids port <<<"$pair"
     perf stat -e 'syscalls:sys_enter_*' -p "$pids" -o "$PERF.$name.stat" -- sleep "$SECS" 2>/dev/null &
     PERF_PID=$!
-    requests=$(wrk -t2 -c50 -d"${SECS}"s -H "Host: $HOST" "http://127.0.0.1:$port/" | awk '/requests in/{print $1}')
+    requests=$(wrk -t$THREADS -c$CONNS -d"${SECS}"s --latency -H "Host: $HOST" "http://127.0.0.1:$port/" | awk '/requests in/{print $1}')
     wait "$PERF_PID"
     awk -v n="$requests" -v who="$name" '$1 ~ /^[0-9,]+$/ { c=$1; gsub(",","",c); if (c/n >= 0.01) { sub("syscalls:sys_enter_","",$2); printf "%s %s %.2f\n", who, $2, c/n; t+=c } }
       END { printf "%s all %.2f system calls per request\n", who, t/n }' "$PERF.$name.stat"
