@@ -247,7 +247,6 @@ pub fn with_rules(existing: Option<&str>) -> String {
     format!("{text}{sep}{block}")
 }
 
-/// Write through a temp file and a rename, so a crash never leaves half a config.
 /// Write `content` to `path` through a temporary file renamed over it (a reader never sees
 /// half a file).
 pub(crate) fn write_atomically(path: &Path, content: &str) -> std::io::Result<()> {

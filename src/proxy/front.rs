@@ -36,8 +36,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use super::upstream::Hop;
-use super::{Backend, Compiled, Proxy, MAX_HEAD};
+use super::{Backend, Compiled, Hop, Proxy, MAX_HEAD};
 
 /// How long a request's head may take to arrive.
 pub(super) const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -50,7 +49,7 @@ const READ_SIZE: usize = 8 * 1024;
 
 /// What to do with the request at the front of the buffer.
 enum Decision<'a> {
-    /// Forward it: `head` is the request for the backend.
+    /// Forward it (the request for the backend is in the `head` buffer).
     Forward(Forward<'a>),
     /// Its head has not all arrived.
     Partial,
@@ -61,10 +60,8 @@ enum Decision<'a> {
 struct Forward<'a> {
     /// Bytes of the client's head.
     consumed: usize,
-    head: Vec<u8>,
     backend: &'a Backend,
-    head_only: bool,
-    idempotent: bool,
+    method: hyper::Method,
     /// The client asked for the connection to be closed after the answer.
     close: bool,
     /// An error page should be HTML.
@@ -72,16 +69,31 @@ struct Forward<'a> {
 }
 
 /// Serve one client connection (plain or TLS, HTTP/1.1) until it ends.
-pub async fn serve<T>(mut io: T, proxy: Arc<Proxy>, peer: SocketAddr, scheme: &'static str)
+pub async fn serve<T>(io: T, proxy: Arc<Proxy>, peer: SocketAddr, scheme: &'static str)
 where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    serve_timed(io, proxy, peer, scheme, HEAD_TIMEOUT).await
+}
+
+/// [`serve`], a head having to arrive within `head_timeout`.
+async fn serve_timed<T>(
+    mut io: T,
+    proxy: Arc<Proxy>,
+    peer: SocketAddr,
+    scheme: &'static str,
+    head_timeout: Duration,
+) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut buf = BytesMut::with_capacity(READ_SIZE);
     let mut out: Vec<u8> = Vec::with_capacity(1024);
+    // The backend's request, written anew for each request into the same buffer.
+    let mut head: Vec<u8> = Vec::with_capacity(1024);
     // The wait for the current head started at `waiting`; the timer is moved only when it
     // fires early (it is set once, not per request).
     let mut waiting = Instant::now();
-    let timer = tokio::time::sleep_until((waiting + HEAD_TIMEOUT).into());
+    let timer = tokio::time::sleep_until((waiting + head_timeout).into());
     tokio::pin!(timer);
     let mut routes;
     loop {
@@ -90,10 +102,10 @@ where
                 // The routing table as it is now that the head is here (not when the wait for
                 // it began: a world may have come up in between).
                 routes = proxy.routes_now();
-                match decide(&proxy, &routes.0, &buf, peer, scheme) {
+                match decide(&proxy, &routes.0, &buf, peer, scheme, &mut head) {
                     Decision::Forward(f) => break f,
-                    Decision::Partial if buf.len() <= MAX_HEAD => {}
-                    _ => return handover(io, buf, proxy, peer, scheme).await,
+                    Decision::Partial => {}
+                    Decision::Other => return handover(io, buf, proxy, peer, scheme).await,
                 }
             }
             buf.reserve(READ_SIZE);
@@ -104,7 +116,7 @@ where
                     Ok(_) => {}
                 },
                 () = &mut timer => {
-                    let deadline = waiting + HEAD_TIMEOUT;
+                    let deadline = waiting + head_timeout;
                     if Instant::now() >= deadline {
                         return;
                     }
@@ -115,12 +127,7 @@ where
         buf.advance(forward.consumed);
         let answer = proxy
             .idle
-            .exchange_head(
-                forward.backend.ports(),
-                &forward.head,
-                forward.head_only,
-                forward.idempotent,
-            )
+            .exchange_head(forward.backend.ports(), &head, &forward.method)
             .await;
         out.clear();
         let written = match answer {
@@ -155,34 +162,39 @@ async fn handover<T>(
     super::serve_h1(io, proxy, peer, scheme).await
 }
 
-/// Whether the request at the front of `buf` is one for this front, and what to send.
+/// Whether the request at the front of `buf` is one for this front; if it is, `head` holds
+/// what to send the backend.
 fn decide<'a>(
     proxy: &Proxy,
     routes: &'a Compiled,
     buf: &[u8],
     peer: SocketAddr,
     scheme: &'static str,
+    head: &mut Vec<u8>,
 ) -> Decision<'a> {
     let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
     let consumed = match req.parse_with_uninit_headers(buf, &mut headers) {
-        // (hyper answers one too large with its 431.)
+        // A head over the limit, whole or not yet, is hyper's to answer (its 431).
         Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => n,
-        Ok(httparse::Status::Partial) => return Decision::Partial,
+        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => return Decision::Partial,
         _ => return Decision::Other,
     };
     let (Some(method), Some(path), Some(1)) = (req.method, req.path, req.version) else {
         return Decision::Other;
     };
-    if !path.starts_with('/') || method == "CONNECT" {
+    let Ok(method) = hyper::Method::from_bytes(method.as_bytes()) else {
+        return Decision::Other;
+    };
+    if !path.starts_with('/') || method == hyper::Method::CONNECT {
         return Decision::Other;
     }
     let mut host: Option<&[u8]> = None;
     let mut forwarded_for: Option<&[u8]> = None;
     let mut html = false;
     let mut hop = Hop::default();
-    let mut head = Vec::with_capacity(buf.len().min(4096) + 128);
-    head.extend_from_slice(method.as_bytes());
+    head.clear();
+    head.extend_from_slice(method.as_str().as_bytes());
     head.push(b' ');
     head.extend_from_slice(path.as_bytes());
     head.extend_from_slice(b" HTTP/1.1\r\n");
@@ -233,12 +245,7 @@ fn decide<'a>(
         head.extend_from_slice(prev);
         head.extend_from_slice(b", ");
     }
-    match peer.ip() {
-        std::net::IpAddr::V4(ip) if ip == std::net::Ipv4Addr::LOCALHOST => {
-            head.extend_from_slice(b"127.0.0.1")
-        }
-        ip => head.extend_from_slice(ip.to_string().as_bytes()),
-    }
+    head.extend_from_slice(super::client_address(peer.ip()).as_bytes());
     head.extend_from_slice(b"\r\nx-forwarded-proto: ");
     head.extend_from_slice(scheme.as_bytes());
     head.extend_from_slice(b"\r\nx-forwarded-host: ");
@@ -246,13 +253,8 @@ fn decide<'a>(
     head.extend_from_slice(b"\r\n\r\n");
     Decision::Forward(Forward {
         consumed,
-        head,
         backend,
-        head_only: method == "HEAD",
-        idempotent: matches!(
-            method,
-            "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-        ),
+        method,
         close: hop.close,
         html,
     })
@@ -302,7 +304,7 @@ where
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     } else if !parts.headers.contains_key(hyper::header::CONTENT_LENGTH)
         && !bodiless
-        && !forward.head_only
+        && forward.method != hyper::Method::HEAD
     {
         // A body of a known length without the header (the proxy's own pages).
         out.extend_from_slice(b"content-length: ");
@@ -327,7 +329,8 @@ where
             continue;
         }
         if chunked {
-            out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            use std::io::Write as _;
+            let _ = write!(out, "{:x}\r\n", data.len());
         }
         write_with(io, out, data).await?;
         if chunked {
@@ -448,48 +451,28 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
 mod tests {
     use super::*;
     use binky_controllers::route::{Route, RouteSink, RouteState, RouteTable};
-    use std::sync::Mutex;
     use tokio::net::{TcpListener, TcpStream};
 
     /// A backend that answers each request with the next of `answers`, closing the connection
-    /// after the last one, and sends every request head it got down the returned channel.
+    /// after the last one; its port, and the request heads it got.
     async fn backend(
         answers: Vec<&'static [u8]>,
     ) -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let answers = Arc::new(Mutex::new(answers.into_iter()));
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                let (tx, answers) = (tx.clone(), answers.clone());
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    loop {
-                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                            let mut chunk = [0u8; 4096];
-                            match s.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                        let head: Vec<u8> = buf.drain(..end).collect();
-                        let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
-                        let Some(answer) = answers.lock().unwrap().next() else {
-                            return;
-                        };
-                        if s.write_all(answer).await.is_err() {
-                            return;
-                        }
-                        if answers.lock().unwrap().len() == 0 {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        (port, rx)
+        use crate::proxy::scripted::Then;
+        let n = answers.len();
+        let script = answers
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| {
+                if i + 1 == n {
+                    Then::AnswerClose(a)
+                } else {
+                    Then::Answer(a)
+                }
+            })
+            .collect();
+        let b = crate::proxy::scripted::backend(script).await;
+        (b.port, b.heads)
     }
 
     fn route(host: &str, port: u16, state: RouteState) -> Route {
@@ -517,6 +500,10 @@ mod tests {
     /// A proxy routing `web.w.p.localhost` to `port`, serving one connection through the
     /// front; the client's end of it.
     async fn front(port: u16) -> (TcpStream, super::super::Routes) {
+        front_timed(port, HEAD_TIMEOUT).await
+    }
+
+    async fn front_timed(port: u16, head_timeout: Duration) -> (TcpStream, super::super::Routes) {
         let routes = super::super::Routes::default();
         publish(
             &routes,
@@ -527,7 +514,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let (s, peer) = listener.accept().await.unwrap();
-            serve(s, proxy, peer, "http").await;
+            serve_timed(s, proxy, peer, "http", head_timeout).await;
         });
         (TcpStream::connect(addr).await.unwrap(), routes)
     }
@@ -738,5 +725,44 @@ mod tests {
         let all = String::from_utf8(all).unwrap();
         assert!(all.contains("content-length: 100\r\n"), "{all}");
         assert!(all.ends_with("\r\n\r\nonly this"), "{all}");
+    }
+
+    #[tokio::test]
+    async fn a_connection_without_a_whole_head_in_time_is_closed() {
+        let (port, _heads) = backend(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]).await;
+        // Idle from the start, and a head that stops half way: both closed by the front.
+        for sent in [&b""[..], b"GET / HTTP/1.1\r\nHost: web.w"] {
+            let (mut c, _) = front_timed(port, Duration::from_millis(200)).await;
+            c.write_all(sent).await.unwrap();
+            let mut rest = Vec::new();
+            let closed = tokio::time::timeout(Duration::from_secs(30), c.read_to_end(&mut rest))
+                .await
+                .expect("the connection is closed");
+            assert_eq!(closed.unwrap(), 0, "{:?}", String::from_utf8_lossy(&rest));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_http10_request_is_answered_by_hyper_after_the_handover() {
+        let (port, mut heads) =
+            backend(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]).await;
+        let (mut c, _) = front(port).await;
+        c.write_all(b"GET /old HTTP/1.0\r\nHost: web.w.p.localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).await.unwrap();
+        let all = String::from_utf8(all).unwrap();
+        assert!(
+            all.starts_with("HTTP/1.0 200") || all.starts_with("HTTP/1.1 200"),
+            "{all}"
+        );
+        assert!(all.ends_with("\r\n\r\nok"), "{all}");
+        // hyper's client sent it on as HTTP/1.1.
+        assert!(heads
+            .recv()
+            .await
+            .unwrap()
+            .starts_with("GET /old HTTP/1.1\r\n"));
     }
 }

@@ -22,6 +22,8 @@ mod front;
 pub mod listen;
 pub mod pages;
 pub mod pool;
+#[cfg(test)]
+mod scripted;
 pub mod tls;
 pub mod upstream;
 
@@ -157,7 +159,7 @@ const HOPS: usize = 9;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 7.6.1), as names
 /// parsed once.
-pub(crate) static HOP_BY_HOP: [HeaderName; HOPS] = [
+static HOP_BY_HOP: [HeaderName; HOPS] = [
     CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -170,27 +172,55 @@ pub(crate) static HOP_BY_HOP: [HeaderName; HOPS] = [
 ];
 
 /// `Connection` options that name no header: skipped without parsing a name.
-pub(crate) const CONNECTION_OPTIONS: [&str; 3] = ["keep-alive", "close", "upgrade"];
+const CONNECTION_OPTIONS: [&str; 3] = ["keep-alive", "close", "upgrade"];
+
+/// What the hop-by-hop headers of a message say (RFC 9110 7.6.1): they are not forwarded.
+#[derive(Default)]
+pub(crate) struct Hop {
+    /// `Connection: close`.
+    pub close: bool,
+    /// `Transfer-Encoding` was sent: whether its last coding is `chunked`.
+    pub chunked: Option<bool>,
+    /// Other headers `Connection` names (rare).
+    pub named: Vec<HeaderName>,
+}
+
+impl Hop {
+    /// Note the header `name: value`; whether it is hop-by-hop.
+    pub fn note(&mut self, name: &[u8], value: &[u8]) -> bool {
+        if name.eq_ignore_ascii_case(b"connection") {
+            for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    self.close = true;
+                } else if !token.is_empty()
+                    && !CONNECTION_OPTIONS
+                        .iter()
+                        .any(|o| o.as_bytes().eq_ignore_ascii_case(token))
+                {
+                    if let Ok(n) = HeaderName::from_bytes(token) {
+                        self.named.push(n);
+                    }
+                }
+            }
+            return true;
+        }
+        if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            let last = value.rsplit(|b| *b == b',').next().unwrap_or(b"");
+            self.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            return true;
+        }
+        HOP_BY_HOP[1..]
+            .iter()
+            .any(|h| h.as_str().as_bytes().eq_ignore_ascii_case(name))
+    }
+}
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Headers named by `Connection` are hop-by-hop too (rare: a name is parsed only for an
     // option that is not one of the usual ones).
-    let mut named: Vec<HeaderName> = Vec::new();
+    let mut hop = Hop::default();
     for conn in headers.get_all(CONNECTION) {
-        for option in conn.to_str().unwrap_or("").split(',').map(str::trim) {
-            if option.is_empty()
-                || CONNECTION_OPTIONS
-                    .iter()
-                    .any(|o| o.eq_ignore_ascii_case(option))
-            {
-                continue;
-            }
-            if let Ok(n) = HeaderName::from_bytes(option.as_bytes()) {
-                if !HOP_BY_HOP.contains(&n) {
-                    named.push(n);
-                }
-            }
-        }
+        hop.note(b"connection", conn.as_bytes());
     }
     // One pass over the names present (a handful) instead of a lookup per hop-by-hop name.
     let mut present = [false; HOPS];
@@ -202,8 +232,16 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for (h, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, p)| *p) {
         headers.remove(h);
     }
-    for n in named {
+    for n in hop.named {
         headers.remove(n);
+    }
+}
+
+/// How `X-Forwarded-For` names the client at `ip` (the usual loopback one without formatting).
+fn client_address(ip: std::net::IpAddr) -> std::borrow::Cow<'static, str> {
+    match ip {
+        std::net::IpAddr::V4(v4) if v4 == std::net::Ipv4Addr::LOCALHOST => "127.0.0.1".into(),
+        ip => ip.to_string().into(),
     }
 }
 
@@ -368,14 +406,12 @@ impl Proxy {
         if !headers.contains_key(HOST) {
             headers.insert(HOST, host_value.clone());
         }
-        let peer_ip = peer.ip();
+        let client = client_address(peer.ip());
         let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-            Some(prev) => HeaderValue::from_str(&format!("{prev}, {peer_ip}")).ok(),
-            None => match peer_ip {
-                std::net::IpAddr::V4(ip) if ip == std::net::Ipv4Addr::LOCALHOST => {
-                    Some(HeaderValue::from_static("127.0.0.1"))
-                }
-                ip => HeaderValue::from_str(&ip.to_string()).ok(),
+            Some(prev) => HeaderValue::from_str(&format!("{prev}, {client}")).ok(),
+            None => match client {
+                std::borrow::Cow::Borrowed(c) => Some(HeaderValue::from_static(c)),
+                std::borrow::Cow::Owned(c) => HeaderValue::from_str(&c).ok(),
             },
         };
         if let Some(v) = xff {
@@ -446,7 +482,7 @@ impl Proxy {
 }
 
 /// Serve one listener until `stop` turns true. With `tls`, connections are TLS first
-/// (h2 or HTTP/1.1 by ALPN); without, HTTP/1.1 or h2c.
+/// (h2 or HTTP/1.1 by ALPN); without, HTTP/1.1.
 pub async fn serve(
     listener: TcpListener,
     proxy: Arc<Proxy>,

@@ -38,7 +38,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::pool::{connect_tcp, PoolError};
-use super::MAX_HEAD;
+use super::{Hop, MAX_HEAD};
 
 /// Most headers an answer may have.
 const MAX_HEADERS: usize = 100;
@@ -98,21 +98,19 @@ impl Idle {
         ports: impl Iterator<Item = u16>,
         req: &Request<B>,
     ) -> Result<Response<Answer>, PoolError> {
-        let head = request_head(req);
-        let method = req.method();
-        self.exchange_head(ports, &head, method == Method::HEAD, method.is_idempotent())
+        self.exchange_head(ports, &request_head(req), req.method())
             .await
     }
 
     /// [`Idle::exchange`] for a request already written out: `head` (request line, headers,
-    /// empty line), `head_only` for `HEAD`, `idempotent` for a method that may be repeated.
+    /// empty line) of a `method` request.
     pub async fn exchange_head(
         &self,
         ports: impl Iterator<Item = u16>,
         head: &[u8],
-        head_only: bool,
-        idempotent: bool,
+        method: &Method,
     ) -> Result<Response<Answer>, PoolError> {
+        let head_only = method == Method::HEAD;
         let mut refused = io::Error::from(io::ErrorKind::NotFound);
         for port in ports {
             let (stream, pooled) = match self.checkout(port) {
@@ -128,7 +126,9 @@ impl Idle {
                 },
             };
             return match self.send(port, stream, head, head_only).await {
-                Err(Failed::Early { wrote, .. }) if pooled && (!wrote || idempotent) => {
+                Err(Failed::Early { wrote, .. })
+                    if pooled && (!wrote || method.is_idempotent()) =>
+                {
                     let stream = Box::pin(connect_tcp(port))
                         .await
                         .map_err(PoolError::Connect)?;
@@ -172,9 +172,6 @@ impl Idle {
                         answer.finish();
                     }
                     return Ok(Response::from_parts(parts, answer));
-                }
-                if buf.len() > MAX_HEAD {
-                    return Err(Failed::Late(invalid("its answer's head is too large")));
                 }
             }
             buf.reserve(READ_SIZE);
@@ -265,6 +262,13 @@ fn parse_head(
             buf,
             &mut headers,
         ) {
+            // The limit holds however the head arrived: whole in one read, or in pieces.
+            Ok(httparse::Status::Complete(n)) if n > MAX_HEAD => {
+                return Err(invalid("its answer's head is too large").into())
+            }
+            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+                return Err(invalid("its answer's head is too large").into())
+            }
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => {
@@ -330,47 +334,6 @@ fn parse_head(
         parts.version = version;
         parts.headers = map;
         return Ok(Some((parts, length, reuse)));
-    }
-}
-
-/// What the hop-by-hop headers of a message say (RFC 9110 7.6.1): they are not forwarded.
-#[derive(Default)]
-pub(crate) struct Hop {
-    /// `Connection: close`.
-    pub close: bool,
-    /// `Transfer-Encoding` was sent: whether its last coding is `chunked`.
-    pub chunked: Option<bool>,
-    /// Other headers `Connection` names (rare).
-    pub named: Vec<HeaderName>,
-}
-
-impl Hop {
-    /// Note the header `name: value`; whether it is hop-by-hop.
-    pub fn note(&mut self, name: &[u8], value: &[u8]) -> bool {
-        if name.eq_ignore_ascii_case(b"connection") {
-            for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
-                if token.eq_ignore_ascii_case(b"close") {
-                    self.close = true;
-                } else if !token.is_empty()
-                    && !super::CONNECTION_OPTIONS
-                        .iter()
-                        .any(|o| o.as_bytes().eq_ignore_ascii_case(token))
-                {
-                    if let Ok(n) = HeaderName::from_bytes(token) {
-                        self.named.push(n);
-                    }
-                }
-            }
-            return true;
-        }
-        if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            let last = value.rsplit(|b| *b == b',').next().unwrap_or(b"");
-            self.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-            return true;
-        }
-        super::HOP_BY_HOP[1..]
-            .iter()
-            .any(|h| h.as_str().as_bytes().eq_ignore_ascii_case(name))
     }
 }
 
@@ -663,68 +626,12 @@ impl hyper::body::Body for Answer {
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::net::TcpListener;
 
-    /// What the test backend does with the next request.
-    #[derive(Clone, Copy)]
-    enum Then {
-        /// Answer these bytes, keep the connection.
-        Answer(&'static [u8]),
-        /// Answer these bytes and close the connection.
-        AnswerClose(&'static [u8]),
-        /// Close the connection without answering.
-        Close,
-    }
-    use Then::{Answer as A, AnswerClose, Close};
+    use crate::proxy::scripted::Then::{self, Answer as A, AnswerClose, Close};
 
-    /// A backend on loopback that answers each request on each connection as the next of
-    /// `script` says, counting the connections it accepted.
-    async fn backend(script: Vec<Then>) -> (u16, Arc<AtomicUsize>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let answers = Arc::new(Mutex::new(script.into_iter()));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut s, _)) = listener.accept().await else {
-                    return;
-                };
-                count.fetch_add(1, Ordering::SeqCst);
-                let answers = answers.clone();
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    loop {
-                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                            let mut chunk = [0u8; 1024];
-                            match s.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                        buf.drain(..end);
-                        let next = answers.lock().unwrap().next().unwrap_or(Close);
-                        let (answer, close) = match next {
-                            A(a) => (a, false),
-                            AnswerClose(a) => (a, true),
-                            Close => return,
-                        };
-                        // Byte by byte, so every state of the reader meets a partial buffer.
-                        for b in answer {
-                            if s.write_all(&[*b]).await.is_err() {
-                                return;
-                            }
-                        }
-                        if close {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        (port, accepted)
+    async fn backend(script: Vec<Then>) -> (u16, crate::proxy::scripted::Backend) {
+        let b = crate::proxy::scripted::backend(script).await;
+        (b.port, b)
     }
 
     fn get(method: Method) -> Request<http_body_util::Empty<Bytes>> {
@@ -784,11 +691,7 @@ mod tests {
             (resp.status(), &body[..]),
             (StatusCode::NOT_FOUND, &b"no"[..])
         );
-        assert_eq!(
-            accepted.load(Ordering::SeqCst),
-            1,
-            "the connection was reused"
-        );
+        assert_eq!(accepted.connections(), 1, "the connection was reused");
     }
 
     #[tokio::test]
@@ -806,7 +709,7 @@ mod tests {
             "a Content-Length beside Transfer-Encoding is dropped"
         );
         assert_eq!(fetch(&idle, port, Method::GET).await.unwrap().1, "ok");
-        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(accepted.connections(), 1);
     }
 
     #[tokio::test]
@@ -828,7 +731,7 @@ mod tests {
             "not gzip at all"
         );
         assert_eq!(fetch(&idle, port, Method::GET).await.unwrap().1, "ok");
-        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        assert_eq!(accepted.connections(), 3);
     }
 
     #[tokio::test]
@@ -850,7 +753,26 @@ mod tests {
         assert_eq!((resp.status(), body.len()), (StatusCode::NOT_MODIFIED, 0));
         assert!(resp.headers().get("link").is_none());
         assert_eq!(fetch(&idle, port, Method::GET).await.unwrap().1, "ok");
-        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(accepted.connections(), 1);
+    }
+
+    /// An answer with more headers than are read.
+    fn too_many_headers() -> &'static [u8] {
+        let mut a = String::from("HTTP/1.1 200 OK\r\n");
+        for i in 0..=MAX_HEADERS {
+            a.push_str(&format!("X-{i}: v\r\n"));
+        }
+        a.push_str("\r\n");
+        a.leak().as_bytes()
+    }
+
+    /// An answer whose head is longer than MAX_HEAD.
+    fn too_large() -> &'static [u8] {
+        let a = format!(
+            "HTTP/1.1 200 OK\r\nX-Big: {}\r\n\r\n",
+            "x".repeat(MAX_HEAD + 1)
+        );
+        a.leak().as_bytes()
     }
 
     #[tokio::test]
@@ -881,6 +803,8 @@ mod tests {
                 "switched protocols",
             ),
             (b"HTTP/1.1 2000 OK\r\n\r\n", "malformed"),
+            (too_many_headers(), "malformed (too many headers)"),
+            (too_large(), "too large"),
             (b"SSH-2.0-OpenSSH\r\n\r\n", "malformed"),
         ] {
             let (port, _) = backend(vec![A(answer)]).await;
@@ -908,7 +832,7 @@ mod tests {
         let err = fetch(&idle, port, Method::GET).await.unwrap_err();
         assert!(err.contains("in the middle of its answer's head"), "{err}");
         assert_eq!(fetch(&idle, port, Method::GET).await.unwrap().1, "ok");
-        assert_eq!(accepted.load(Ordering::SeqCst), 4);
+        assert_eq!(accepted.connections(), 4);
     }
 
     #[tokio::test]
@@ -918,7 +842,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.contains("without answering"), "{err}");
-        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(accepted.connections(), 1);
     }
 
     #[tokio::test]
@@ -931,7 +855,7 @@ mod tests {
         let idle = Idle::default();
         assert_eq!(fetch(&idle, port, Method::GET).await.unwrap().1, "ok");
         assert_eq!(fetch(&idle, port, Method::GET).await.unwrap().1, "fresh");
-        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        assert_eq!(accepted.connections(), 2);
     }
 
     #[tokio::test]
@@ -948,11 +872,11 @@ mod tests {
             let second = fetch(&idle, port, method.clone()).await;
             if retried {
                 assert_eq!(second.unwrap().1, "retry");
-                assert_eq!(accepted.load(Ordering::SeqCst), 2);
+                assert_eq!(accepted.connections(), 2);
             } else {
                 let err = second.unwrap_err();
                 assert!(err.contains("without answering"), "{err}");
-                assert_eq!(accepted.load(Ordering::SeqCst), 1);
+                assert_eq!(accepted.connections(), 1);
             }
         }
     }
@@ -980,7 +904,7 @@ mod tests {
         }
         // A POST is not retried: it works only because the closed connection was not used.
         assert_eq!(fetch(&idle, port, Method::POST).await.unwrap().1, "new");
-        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        assert_eq!(accepted.connections(), 2);
     }
 
     #[tokio::test]
@@ -995,7 +919,7 @@ mod tests {
         for want in ["1", "2", "3"] {
             assert_eq!(fetch(&idle, port, Method::GET).await.unwrap().1, want);
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        assert_eq!(accepted.connections(), 3);
     }
 
     #[test]

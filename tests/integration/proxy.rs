@@ -458,13 +458,7 @@ url = true
         "GET /socket HTTP/1.1\r\nHost: ws.w.acme.localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
     )
     .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut b).unwrap();
-        head.push(b[0]);
-    }
-    let head = String::from_utf8_lossy(&head).to_string();
+    let head = read_head(&mut s);
     assert!(head.starts_with("HTTP/1.1 101"), "{head}");
     assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
     for msg in ["hello", "second message"] {
@@ -822,16 +816,22 @@ while True:
     threading.Thread(target=serve, args=(c, count[0]), daemon=True).start()
 "#;
 
-/// Read one answer off a kept-alive HTTP/1.1 connection: its head, and its body by
-/// `Content-Length` or chunked (none for `HEAD`).
-fn read_answer(s: &mut TcpStream, head_only: bool) -> (String, Vec<u8>) {
+/// Read an answer's head (up to its empty line) and nothing after it.
+fn read_head(s: &mut TcpStream) -> String {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         s.read_exact(&mut b).unwrap();
         head.push(b[0]);
     }
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// Read one answer off a kept-alive HTTP/1.1 connection: its head, and its body by
+/// `Content-Length` or chunked (none for `HEAD`).
+fn read_answer(s: &mut TcpStream, head_only: bool) -> (String, Vec<u8>) {
+    let head = read_head(s).to_ascii_lowercase();
+    let mut b = [0u8; 1];
     let mut body = Vec::new();
     if head_only {
         return (head, body);
