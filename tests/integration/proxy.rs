@@ -393,6 +393,27 @@ fn bodies_stream_both_ways() {
     env.assert_nothing_left(&["w"]);
 }
 
+/// World `w` of project `acme` up, its one service `service` (with a URL) running `source`
+/// with python3.
+fn python_world(service: &str, source: &str) -> Env {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.{service}]
+cmd = "exec python3 {service}.py"
+url = true
+"#
+    ));
+    std::fs::write(env.repo.join(format!("{service}.py")), source).unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", service]);
+    env.ok(&["up", "w"]);
+    env
+}
+
 const WS_ECHO: &str = r#"
 import base64, hashlib, os, socket, sys, threading
 port = int(os.environ["PORT"])
@@ -435,21 +456,7 @@ while True:
 
 #[test]
 fn a_websocket_echo_works_through_the_proxy() {
-    let env = Env::new(
-        r#"
-[project]
-name = "acme"
-{range}
-
-[services.ws]
-cmd = "exec python3 ws.py"
-url = true
-"#,
-    );
-    std::fs::write(env.repo.join("ws.py"), WS_ECHO).unwrap();
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-qm", "ws"]);
-    env.ok(&["up", "w"]);
+    let env = python_world("ws", WS_ECHO);
     let mut s = TcpStream::connect(("127.0.0.1", env.proxy_port())).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let key = "dGhlIHNhbXBsZSBub25jZQ==";
@@ -865,21 +872,7 @@ fn read_answer(s: &mut TcpStream, head_only: bool) -> (String, Vec<u8>) {
 #[test]
 fn every_way_a_backend_ends_an_answer_reaches_a_kept_alive_client_and_backend_connections_are_reused_only_when_clean(
 ) {
-    let env = Env::new(
-        r#"
-[project]
-name = "acme"
-{range}
-
-[services.raw]
-cmd = "exec python3 framing.py"
-url = true
-"#,
-    );
-    std::fs::write(env.repo.join("framing.py"), FRAMING).unwrap();
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-qm", "raw"]);
-    env.ok(&["up", "w"]);
+    let env = python_world("raw", FRAMING);
     let mut s = TcpStream::connect(("127.0.0.1", env.proxy_port())).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut ask = |method: &str, path: &str| {
