@@ -6,8 +6,10 @@
 # request (all threads of the daemon, or nginx's master and workers, from
 # /proc/PID/task/*/schedstat).
 #
-# usage: [CONNS=50] benchmarks/proxy_ab.sh BINKY_A BINKY_B [ROUNDS=5] [SECONDS=6]
-# (CONNS=1: one connection, one wrk thread, for latency)
+# usage: [CONNS=50] [PROTO=http|h2] benchmarks/proxy_ab.sh BINKY_A BINKY_B [ROUNDS=5] [SECONDS=6]
+# (CONNS=1: one connection, one wrk thread, for latency; PROTO=h2: h2 over TLS with
+# `h2load -t2 -c10 -m5` as in benchmarks/proxy.rs, against binky's HTTPS port and an nginx
+# `listen ... ssl http2` with a throwaway certificate; its latency column is h2load's mean)
 # e.g.   git worktree add /tmp/old <commit> && (cd /tmp/old && cargo build --release) &&
 #        benchmarks/proxy_ab.sh /tmp/old/target/release/binky target/release/binky
 # With PERF=FILE, one more wrk run against B and one against nginx are recorded by
@@ -17,11 +19,13 @@
 # the end, also on Ctrl-C.
 set -euo pipefail
 A=$(realpath "$1"); B=$(realpath "$2"); ROUNDS=${3:-5}; SECS=${4:-6}; CONNS=${CONNS:-50}; THREADS=$(( CONNS > 1 ? 2 : 1 ))
-for tool in nginx wrk git curl; do
+PROTO=${PROTO:-http}
+TOOLS="nginx wrk git curl"; [ "$PROTO" = h2 ] && TOOLS="$TOOLS h2load openssl"
+for tool in $TOOLS; do
   command -v $tool >/dev/null || [ -x /usr/sbin/$tool ] || { echo "needs $tool (apt-get install nginx-light wrk git curl)" >&2; exit 1; }
 done
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-ROOT=$(mktemp -d /tmp/binky-proxy-ab-XXXXXX)
+ROOT=$(mktemp -d /tmp/binky-proxy-ab-XXXXXX); chmod 755 "$ROOT" # nginx workers run as nobody
 HOST=web.w.bench.localhost
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@binky.invalid
 export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@binky.invalid
@@ -38,7 +42,7 @@ http { access_log off; keepalive_timeout 75s; keepalive_requests 1000000;
 EOF
 }
 
-# A sandbox for one binky build: prints "daemon_pid proxy_port backend_port".
+# A sandbox for one binky build: prints "daemon_pid proxy_port backend_port https_port".
 sandbox() { # name binary
   local dir=$ROOT/$1 bin=$2 port
   mkdir -p "$dir/repo" "$dir/home/.binky" "$dir/backend"
@@ -50,6 +54,7 @@ sandbox() { # name binary
 [project]
 name = "bench"
 port_range = [23100, 23199]
+https = $([ "$PROTO" = h2 ] && echo true || echo false)
 
 [services.web]
 cmd = 'sed "s/@PORT@/\${self.port}/" $dir/backend/nginx.conf.in > $dir/backend/nginx.conf && exec $NGINX -p $dir/backend -c $dir/backend/nginx.conf -e stderr -g "daemon off;"'
@@ -57,14 +62,15 @@ url = "web"
 EOF
   (cd "$dir/repo" && git init -q && git add binky.toml && git commit -qm bench)
   port=$(free_port)
+  local https=0; [ "$PROTO" = h2 ] && https=$(free_port)
   local env=(env HOME="$dir/home" BINKY_HOME="$dir/home/.binky")
-  (cd "$dir/repo" && "${env[@]}" "$bin" port --proxy "$port" --https 0 >/dev/null &&
+  (cd "$dir/repo" && "${env[@]}" "$bin" port --proxy "$port" --https "$https" >/dev/null &&
     "${env[@]}" "$bin" daemon start >/dev/null && "${env[@]}" "$bin" up w -q >/dev/null)
   local backend pid
   backend=$(cd "$dir/repo" && "${env[@]}" "$bin" env w --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["env"]["WEB_PORT"])')
   pid=$("${env[@]}" "$bin" daemon status 2>&1 | sed -n 's/.*pid \([0-9]*\).*/\1/p' | head -1)
-  echo "$pid $port $backend"
+  echo "$pid $port $backend $https"
 }
 
 teardown() {
@@ -82,17 +88,22 @@ teardown() {
 }
 trap teardown EXIT INT TERM
 
-read -r PID_A PORT_A BACKEND_A < <(sandbox a "$A")
-read -r PID_B PORT_B BACKEND_B < <(sandbox b "$B")
+read -r PID_A PORT_A BACKEND_A HTTPS_A < <(sandbox a "$A")
+read -r PID_B PORT_B BACKEND_B HTTPS_B < <(sandbox b "$B")
 # The comparator: nginx as a reverse proxy to B's backend, as in benchmarks/proxy.rs.
-NPORT=$(free_port); mkdir -p "$ROOT/nginx"
+NPORT=$(free_port); NTLS=$(free_port); mkdir -p "$ROOT/nginx"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$HOST" \
+  -keyout "$ROOT/nginx/key.pem" -out "$ROOT/nginx/cert.pem" 2>/dev/null
+LOCATION='location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_set_header Host $host; proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $host; }'
 { nginx_common "$ROOT/nginx" auto
   cat <<EOF
   upstream backend { server 127.0.0.1:$BACKEND_B; keepalive 64; keepalive_requests 1000000; }
-  server { listen 127.0.0.1:$NPORT backlog=4096 reuseport;
-    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";
-      proxy_set_header Host \$host; proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto \$scheme; proxy_set_header X-Forwarded-Host \$host; } } }
+  server { listen 127.0.0.1:$NPORT backlog=4096 reuseport; $LOCATION }
+  server { listen 127.0.0.1:$NTLS ssl http2 backlog=4096 reuseport;
+    ssl_certificate $ROOT/nginx/cert.pem; ssl_certificate_key $ROOT/nginx/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3; $LOCATION } }
 EOF
 } >"$ROOT/nginx/nginx.conf"
 setsid "$NGINX" -p "$ROOT/nginx" -c "$ROOT/nginx/nginx.conf" -e stderr -g 'daemon off;' \
@@ -107,44 +118,62 @@ NGINX_PIDS="$(cat "$ROOT/nginx/nginx.pid") $(pgrep -P "$(cat "$ROOT/nginx/nginx.
 
 cpu_ns() { local t=0 f; for p in "$@"; do for f in /proc/$p/task/*/schedstat; do
   t=$((t + $(cut -d' ' -f1 "$f"))); done; done; echo $t; }
+# One load run against a port for SECS seconds (h2: the port is the TLS one).
+load() { # port seconds
+  if [ "$PROTO" = h2 ]; then
+    h2load -t2 -c10 -m5 -D"$2" --connect-to="127.0.0.1:$1" "https://$HOST/"
+  else
+    wrk -t$THREADS -c$CONNS -d"$2"s --latency -H "Host: $HOST" "http://127.0.0.1:$1/"
+  fi
+}
 run() { # port pids...
   local port=$1; shift
   local before after out requests rps
   before=$(cpu_ns "$@")
-  out=$(wrk -t$THREADS -c$CONNS -d"${SECS}"s --latency -H "Host: $HOST" "http://127.0.0.1:$port/")
+  out=$(load "$port" "$SECS")
   after=$(cpu_ns "$@")
-  requests=$(echo "$out" | awk '/requests in/{print $1}')
-  rps=$(echo "$out" | awk '/Requests\/sec/{printf "%.0f", $2}')
-  p50=$(echo "$out" | awk '$1=="50%"{print $2}')
+  if [ "$PROTO" = h2 ]; then
+    echo "$out" | grep -q ' 0 failed, 0 errored' || { echo "h2load saw failures: $out" >&2; exit 1; }
+    requests=$(echo "$out" | awk '/^requests:/{print $4}')
+    rps=$(echo "$out" | awk '/^finished in/{printf "%.0f", $4}')
+    p50=$(echo "$out" | awk '/^time for request:/{print $6}')
+  else
+    requests=$(echo "$out" | awk '/requests in/{print $1}')
+    rps=$(echo "$out" | awk '/Requests\/sec/{printf "%.0f", $2}')
+    p50=$(echo "$out" | awk '$1=="50%"{print $2}')
+  fi
   echo "$rps $(python3 -c "print(round(($after-$before)/1000/$requests,1))") $p50"
 }
-echo "A: $A"; echo "B: $B"; echo "wrk -t$THREADS -c$CONNS -d${SECS}s, ${ROUNDS} rounds, 1 KiB file; req/s, proxy CPU µs/request, p50"
+# The ports the load goes to: the plain ones, or for h2 the TLS ones.
+if [ "$PROTO" = h2 ]; then LA=$HTTPS_A LB=$HTTPS_B LN=$NTLS; WHAT="h2load -t2 -c10 -m5 -D$SECS"; LAT=mean
+else LA=$PORT_A LB=$PORT_B LN=$NPORT; WHAT="wrk -t$THREADS -c$CONNS -d${SECS}s"; LAT=p50; fi
+echo "A: $A"; echo "B: $B"; echo "$WHAT, ${ROUNDS} rounds, 1 KiB file; req/s, proxy CPU µs/request, $LAT"
 printf '%-6s %26s %26s %26s %8s\n' round A B nginx "B/A CPU"
 for r in $(seq "$ROUNDS"); do
-  wrk -t$THREADS -c$CONNS -d1s -H "Host: $HOST" "http://127.0.0.1:$PORT_A/" >/dev/null
-  read -r ra ca la < <(run "$PORT_A" "$PID_A")
-  wrk -t$THREADS -c$CONNS -d1s -H "Host: $HOST" "http://127.0.0.1:$PORT_B/" >/dev/null
-  read -r rb cb lb < <(run "$PORT_B" "$PID_B")
-  read -r rn cn ln < <(run "$NPORT" $NGINX_PIDS)
+  load "$LA" 1 >/dev/null
+  read -r ra ca la < <(run "$LA" "$PID_A")
+  load "$LB" 1 >/dev/null
+  read -r rb cb lb < <(run "$LB" "$PID_B")
+  read -r rn cn ln < <(run "$LN" $NGINX_PIDS)
   printf '%-6s %9s %6s µs %7s %9s %6s µs %7s %9s %6s µs %7s %8s\n' "$r" "$ra" "$ca" "$la" "$rb" "$cb" "$lb" "$rn" "$cn" "$ln" \
     "$(python3 -c "print(round($cb/$ca,2))")"
 done
 if [ -n "${PERF:-}" ]; then
   perf record -q -g -o "$PERF" -p "$PID_B" -- sleep "$SECS" 2>/dev/null &
   PERF_PID=$!
-  wrk -t$THREADS -c$CONNS -d"${SECS}"s --latency -H "Host: $HOST" "http://127.0.0.1:$PORT_B/" >/dev/null
+  load "$LB" "$SECS" >/dev/null
   wait "$PERF_PID"
   perf record -q -g -o "$PERF.nginx" -p "$(echo $NGINX_PIDS | tr " " ",")" -- sleep "$SECS" 2>/dev/null &
   PERF_PID=$!
-  wrk -t$THREADS -c$CONNS -d"${SECS}"s --latency -H "Host: $HOST" "http://127.0.0.1:$NPORT/" >/dev/null
+  load "$LN" "$SECS" >/dev/null
   wait "$PERF_PID"
   echo "perf data under load: $PERF (B), $PERF.nginx (nginx)"
   # System calls per request, by name, for B and nginx.
-  for pair in "B:$PID_B:$PORT_B" "nginx:$(echo $NGINX_PIDS | tr ' ' ','):$NPORT"; do
+  for pair in "B:$PID_B:$LB" "nginx:$(echo $NGINX_PIDS | tr ' ' ','):$LN"; do
     IFS=: read -r name pids port <<<"$pair"
     perf stat -e 'syscalls:sys_enter_*' -p "$pids" -o "$PERF.$name.stat" -- sleep "$SECS" 2>/dev/null &
     PERF_PID=$!
-    requests=$(wrk -t$THREADS -c$CONNS -d"${SECS}"s --latency -H "Host: $HOST" "http://127.0.0.1:$port/" | awk '/requests in/{print $1}')
+    requests=$(load "$port" "$SECS" | awk '/requests in/{print $1} /^requests:/{print $4}')
     wait "$PERF_PID"
     awk -v n="$requests" -v who="$name" '$1 ~ /^[0-9,]+$/ { c=$1; gsub(",","",c); if (c/n >= 0.01) { sub("syscalls:sys_enter_","",$2); printf "%s %s %.2f\n", who, $2, c/n; t+=c } }
       END { printf "%s all %.2f system calls per request\n", who, t/n }' "$PERF.$name.stat"

@@ -19,6 +19,7 @@
 
 pub mod body;
 mod front;
+mod gather;
 pub mod listen;
 pub mod pages;
 pub mod pool;
@@ -573,9 +574,12 @@ where
     let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     h2.timer(TokioTimer::new())
         .max_header_list_size(MAX_HEAD as u32);
-    let served = h2
-        .serve_connection(TokioIo::new(io), service(proxy, peer, scheme))
-        .await;
+    // What one poll of the connection writes (the answers of every stream ready by then)
+    // leaves as one write: hyper flushes after each DATA frame.
+    let served = gather::gathered(io, |io| {
+        h2.serve_connection(TokioIo::new(io), service(proxy, peer, scheme))
+    })
+    .await;
     if let Err(err) = served {
         tracing::debug!(%peer, %err, "proxy connection ended with an error");
     }

@@ -347,6 +347,154 @@ fn https_with_the_local_ca_as_the_only_root_and_h2_by_alpn() {
     env.assert_nothing_left(&["w"]);
 }
 
+/// A threaded HTTP/1.1 backend: `/n/I` answers I's own body (sizes from a few bytes to
+/// 90 KiB), `/stream?PATH` sends `first`, then `last` only once the file PATH exists, and a POST
+/// is answered with the length and SHA-256 of its body.
+const H2_BACKEND: &str = r#"
+import hashlib, http.server, os, socketserver, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, body):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        if self.path.startswith("/n/"):
+            i = int(self.path[3:])
+            self.send((b"%d;" % i) * (i * i * 15 + 1))
+        elif self.path.startswith("/stream?"):
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"5\r\nfirst\r\n"); self.wfile.flush()
+            while not os.path.exists(self.path[8:]):
+                time.sleep(0.01)
+            self.wfile.write(b"4\r\nlast\r\n0\r\n\r\n")
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.send(b"%d %s" % (len(body), hashlib.sha256(body).hexdigest().encode()))
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    # (Python's default backlog of 5 drops connections past it: 12 s retransmissions.)
+    request_queue_size = 128
+S(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+"#;
+
+/// Many streams at once on one h2 connection each get their own whole answer (small ones
+/// written out together, large ones past the gathering buffer), a streamed answer's first
+/// piece arrives while the backend still holds the rest, and an upload arrives intact.
+/// `fut`, or a panic naming `what` after 60 s.
+async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: nothing in 60 s"))
+}
+
+#[test]
+fn h2_streams_share_a_connection_and_each_gets_its_own_answer() {
+    use http_body_util::BodyExt;
+    let env = python_world_over("h2", H2_BACKEND, true);
+    let ca = std::fs::read_to_string(env.home.join("ca/ca.crt")).unwrap();
+    let host = "h2.w.acme.localhost";
+    let port = env.https_port();
+    let go = env.repo.join("go");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let der = binky::proxy::tls::pem_to_der(&ca).unwrap();
+        let cfg = binky::proxy::tls::client_config(der, &[b"h2"]).unwrap();
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned()).unwrap();
+        let tls = tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let (send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tls),
+        )
+        .await
+        .unwrap();
+        tokio::spawn(conn);
+        let request = |method: &str, path: &str, body: bytes::Bytes| {
+            hyper::Request::builder()
+                .method(method)
+                .uri(format!("https://{host}{path}"))
+                .body(http_body_util::Full::new(body))
+                .unwrap()
+        };
+        // 48 GETs in flight at once.
+        let mut asked = tokio::task::JoinSet::new();
+        for i in 0..48u32 {
+            let mut send = send.clone();
+            let req = request("GET", &format!("/n/{i}"), bytes::Bytes::new());
+            asked.spawn(async move {
+                let resp = send.send_request(req).await.unwrap();
+                assert_eq!(resp.status(), 200);
+                assert_eq!(resp.version(), hyper::Version::HTTP_2);
+                (i, resp.into_body().collect().await.unwrap().to_bytes())
+            });
+        }
+        while let Some(done) = within("the 48 answers", asked.join_next()).await {
+            let (i, body) = done.unwrap();
+            let want = format!("{i};").repeat((i * i * 15 + 1) as usize);
+            assert!(body == want.as_bytes(), "stream {i}: {} bytes", body.len());
+        }
+        // Streaming: `first` arrives while the backend waits for the file `go`.
+        let mut resp = within(
+            "the streamed answer's head",
+            send.clone().send_request(request(
+                "GET",
+                &format!("/stream?{}", go.display()),
+                bytes::Bytes::new(),
+            )),
+        )
+        .await
+        .unwrap();
+        let first = within("the streamed answer's first piece", resp.body_mut().frame())
+            .await
+            .unwrap()
+            .unwrap()
+            .into_data()
+            .unwrap();
+        assert_eq!(&first[..], b"first");
+        std::fs::write(&go, "").unwrap();
+        let rest = within("the streamed answer's end", resp.into_body().collect())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(&rest[..], b"last");
+        // An upload: 3 MiB, intact.
+        let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+        use sha2::Digest;
+        let sum: String = sha2::Sha256::digest(&data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let resp = within(
+            "the upload's answer",
+            send.clone()
+                .send_request(request("POST", "/echo", data.into())),
+        )
+        .await
+        .unwrap();
+        let got = within("the upload's answer body", resp.into_body().collect())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(String::from_utf8_lossy(&got), format!("{} {sum}", 3 << 20));
+    });
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
 #[test]
 fn bodies_stream_both_ways() {
     let env = Env::new(&config(false));
@@ -396,11 +544,17 @@ fn bodies_stream_both_ways() {
 /// World `w` of project `acme` up, its one service `service` (with a URL) running `source`
 /// with python3.
 fn python_world(service: &str, source: &str) -> Env {
+    python_world_over(service, source, false)
+}
+
+/// [`python_world`], with `https = true` when `https`.
+fn python_world_over(service: &str, source: &str, https: bool) -> Env {
     let env = Env::new(&format!(
         r#"
 [project]
 name = "acme"
 {{range}}
+https = {https}
 
 [services.{service}]
 cmd = "exec python3 {service}.py"
