@@ -520,6 +520,13 @@ mod tests {
     }
 
     /// Read one answer: its head (lower case) and body, by Content-Length or chunked.
+    /// Everything the front sends until it closes the connection.
+    async fn until_closed(s: &mut TcpStream) -> String {
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).await.unwrap();
+        String::from_utf8_lossy(&all).into_owned()
+    }
+
     async fn answer(s: &mut TcpStream, head_only: bool) -> (String, String) {
         let mut head = Vec::new();
         let mut b = [0u8; 1];
@@ -612,9 +619,7 @@ mod tests {
         let (head, body) = answer(&mut c, false).await;
         assert!(head.contains("connection: close"), "{head}");
         assert_eq!(body, "ok");
-        let mut rest = Vec::new();
-        c.read_to_end(&mut rest).await.unwrap();
-        assert!(rest.is_empty());
+        assert_eq!(until_closed(&mut c).await, "");
     }
 
     #[tokio::test]
@@ -675,13 +680,8 @@ mod tests {
         c.write_all(b"GET / HTTP/1.1\r\nBad Header\r\n\r\n")
             .await
             .unwrap();
-        let mut all = Vec::new();
-        c.read_to_end(&mut all).await.unwrap();
-        assert!(
-            all.starts_with(b"HTTP/1.1 400"),
-            "{:?}",
-            String::from_utf8_lossy(&all)
-        );
+        let all = until_closed(&mut c).await;
+        assert!(all.starts_with("HTTP/1.1 400"), "{all}");
     }
 
     #[tokio::test]
@@ -720,9 +720,7 @@ mod tests {
         c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
             .await
             .unwrap();
-        let mut all = Vec::new();
-        c.read_to_end(&mut all).await.unwrap();
-        let all = String::from_utf8(all).unwrap();
+        let all = until_closed(&mut c).await;
         assert!(all.contains("content-length: 100\r\n"), "{all}");
         assert!(all.ends_with("\r\n\r\nonly this"), "{all}");
     }
@@ -750,9 +748,7 @@ mod tests {
         c.write_all(b"GET /old HTTP/1.0\r\nHost: web.w.p.localhost\r\n\r\n")
             .await
             .unwrap();
-        let mut all = Vec::new();
-        c.read_to_end(&mut all).await.unwrap();
-        let all = String::from_utf8(all).unwrap();
+        let all = until_closed(&mut c).await;
         assert!(
             all.starts_with("HTTP/1.0 200") || all.starts_with("HTTP/1.1 200"),
             "{all}"

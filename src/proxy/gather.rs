@@ -40,12 +40,17 @@ struct Shared<T> {
     failed: Option<io::Error>,
 }
 
+impl<T> Shared<T> {
+    /// The failed write's error, once.
+    fn failure(&mut self) -> io::Result<()> {
+        self.failed.take().map_or(Ok(()), Err)
+    }
+}
+
 impl<T: AsyncWrite + Unpin> Shared<T> {
     /// Write what is buffered, then flush the stream.
     fn drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if let Some(e) = self.failed.take() {
-            return Poll::Ready(Err(e));
-        }
+        self.failure()?;
         while self.sent < self.out.len() {
             match ready!(Pin::new(&mut self.io).poll_write(cx, &self.out[self.sent..])) {
                 Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
@@ -72,9 +77,7 @@ impl<T: AsyncWrite + Unpin> Shared<T> {
     /// A write of `len` bytes: `Ready(true)` to buffer it, `Ready(false)` to write it to the
     /// stream directly (the buffer is out), `Pending` while the buffer is full.
     fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<bool>> {
-        if let Some(e) = self.failed.take() {
-            return Poll::Ready(Err(e));
-        }
+        self.failure()?;
         if len >= DIRECT {
             ready!(self.drain(cx))?;
             return Poll::Ready(Ok(false));
@@ -165,9 +168,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gathered<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let mut s = lock(&self.0);
-        if let Some(e) = s.failed.take() {
-            return Poll::Ready(Err(e));
-        }
+        s.failure()?;
         Pin::new(&mut s.io).poll_read(cx, buf)
     }
 }
@@ -178,14 +179,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Gathered<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let mut s = lock(&self.0);
-        if ready!(s.poll_room(cx, buf.len()))? {
-            s.out.extend_from_slice(buf);
-            return Poll::Ready(Ok(buf.len()));
-        }
-        let n = ready!(Pin::new(&mut s.io).poll_write(cx, buf))?;
-        s.unflushed = true;
-        Poll::Ready(Ok(n))
+        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
@@ -213,10 +207,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Gathered<T> {
     /// Ready at once: what is buffered is written and flushed when the poll that wrote it ends
     /// ([`WritesAfter`]).
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match lock(&self.0).failed.take() {
-            Some(e) => Poll::Ready(Err(e)),
-            None => Poll::Ready(Ok(())),
-        }
+        Poll::Ready(lock(&self.0).failure())
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -263,14 +263,9 @@ fn parse_head(
             &mut headers,
         ) {
             // The limit holds however the head arrived: whole in one read, or in pieces.
-            Ok(httparse::Status::Complete(n)) if n > MAX_HEAD => {
-                return Err(invalid("its answer's head is too large").into())
-            }
-            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-                return Err(invalid("its answer's head is too large").into())
-            }
-            Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) => return Ok(None),
+            Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD => n,
+            Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => return Ok(None),
+            Ok(_) => return Err(invalid("its answer's head is too large").into()),
             Err(e) => {
                 return Err(Failed::Late(io::Error::new(
                     io::ErrorKind::InvalidData,

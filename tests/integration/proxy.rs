@@ -252,6 +252,26 @@ fn bad_clients_are_turned_away_without_hurting_others() {
     env.assert_nothing_left(&["w"]);
 }
 
+/// A TLS connection to the proxy's `port` for `host`, trusting only `ca_pem`, offering `alpn`.
+async fn tls_connect(
+    port: u16,
+    host: &str,
+    ca_pem: &str,
+    alpn: &[u8],
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+    let der = binky::proxy::tls::pem_to_der(ca_pem).unwrap();
+    let cfg = binky::proxy::tls::client_config(der, &[alpn]).map_err(|e| e.to_string())?;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name =
+        rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
+    tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// GET / over TLS (trusting only `ca_pem`), with the given ALPN; (version, body).
 async fn tls_get(
     port: u16,
@@ -260,17 +280,7 @@ async fn tls_get(
     alpn: &[u8],
 ) -> Result<(String, String), String> {
     use http_body_util::BodyExt;
-    let der = binky::proxy::tls::pem_to_der(ca_pem).unwrap();
-    let cfg = binky::proxy::tls::client_config(der, &[alpn]).map_err(|e| e.to_string())?;
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| e.to_string())?;
-    let name =
-        rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(cfg)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| e.to_string())?;
+    let tls = tls_connect(port, host, ca_pem, alpn).await?;
     let negotiated = tls.get_ref().1.alpn_protocol().map(|p| p.to_vec());
     let io = hyper_util::rt::TokioIo::new(tls);
     let req = hyper::Request::builder()
@@ -405,24 +415,19 @@ fn h2_streams_share_a_connection_and_each_gets_its_own_answer() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let der = binky::proxy::tls::pem_to_der(&ca).unwrap();
-        let cfg = binky::proxy::tls::client_config(der, &[b"h2"]).unwrap();
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        // An h2 connection: what sends requests on it, and its task.
+        let connect = || async {
+            let tls = tls_connect(port, host, &ca, b"h2").await.unwrap();
+            assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+            let (send, conn) = hyper::client::conn::http2::handshake(
+                hyper_util::rt::TokioExecutor::new(),
+                hyper_util::rt::TokioIo::new(tls),
+            )
             .await
             .unwrap();
-        let name = rustls::pki_types::ServerName::try_from(host.to_owned()).unwrap();
-        let tls = tokio_rustls::TlsConnector::from(cfg)
-            .connect(name, tcp)
-            .await
-            .unwrap();
-        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-        let (send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(tls),
-        )
-        .await
-        .unwrap();
-        tokio::spawn(conn);
+            (send, tokio::spawn(conn))
+        };
+        let (send, _conn) = connect().await;
         let request = |method: &str, path: &str, body: bytes::Bytes| {
             hyper::Request::builder()
                 .method(method)
@@ -490,6 +495,33 @@ fn h2_streams_share_a_connection_and_each_gets_its_own_answer() {
             .unwrap()
             .to_bytes();
         assert_eq!(String::from_utf8_lossy(&got), format!("{} {sum}", 3 << 20));
+        // A client that goes away while its answer is still coming costs no one else anything.
+        let (mut gone, conn) = connect().await;
+        let never = go.with_file_name("never");
+        let resp = within(
+            "the abandoned answer's head",
+            gone.send_request(request(
+                "GET",
+                &format!("/stream?{}", never.display()),
+                bytes::Bytes::new(),
+            )),
+        )
+        .await
+        .unwrap();
+        conn.abort();
+        drop((resp, gone));
+        let (mut next, _conn) = connect().await;
+        let resp = within(
+            "an answer after a client went away",
+            next.send_request(request("GET", "/n/3", bytes::Bytes::new())),
+        )
+        .await
+        .unwrap();
+        let body = within("its body", resp.into_body().collect())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(&body[..], "3;".repeat(136).as_bytes());
     });
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
