@@ -394,7 +394,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             let rebuild = claimed
                 || (g.state == GoldenState::Building
                     && (g.builder != self.builder || g.owner_world == Some(world.id)))
-                || (g.state == GoldenState::Failed && world.last_used_at > g.updated_at);
+                || g.retried_for(world.last_used_at);
             if rebuild {
                 if !claimed {
                     // A build by a daemon that died, or a failed one the next `up` retries;

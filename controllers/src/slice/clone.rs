@@ -60,6 +60,14 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         };
         match g.state {
             GoldenState::Ready => {}
+            // The golden controller builds it again for this `up`; between recording this
+            // world's reference and claiming the build it still reads `failed`.
+            GoldenState::Failed if g.retried_for(world.last_used_at) => {
+                return Ok(CloneOutcome::Wait(format!(
+                    "golden template {} failed before; it is being built again",
+                    g.name
+                )))
+            }
             GoldenState::Failed => {
                 return Ok(CloneOutcome::Failed(format!(
                     "golden template {} failed: {}",

@@ -207,3 +207,49 @@ async fn a_template_whose_server_is_out_of_reach_is_retried_without_an_event_eac
         events(&h.store, "a")
     );
 }
+
+#[tokio::test]
+async fn a_failed_template_the_next_up_retries_does_not_fail_that_up_before_the_retry() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    h.sup.inner.lock().unwrap().run_code = 3;
+    let a = h.up("a", cloning());
+    h.converge(a).await;
+    assert_eq!(goldens(&h)[0].state, GoldenState::Failed);
+    assert!(h.slices_ready(a).stalled, "{:?}", h.slices_ready(a));
+    assert_eq!(h.runs(), vec!["migrate up"]);
+    // The failure is older than the next world's `up` (a CLI command later).
+    h.store
+        .write(crate::store::owner::Golden, |tx| {
+            tx.execute("UPDATE goldens SET updated_at = updated_at - 1000", [])?;
+            Ok(())
+        })
+        .unwrap();
+    let b = h.up("b", cloning());
+    // The golden controller looks at b's generation before its worktree is there, then, on
+    // its next pass, records b's reference a moment before it claims the retry: the slice
+    // controller runs in between.
+    reconcile(&h.golden, &h.store, b).await;
+    h.prepare(b).await;
+    let key = goldens(&h)[0].key.clone();
+    h.store
+        .write(crate::store::owner::Golden, |tx| {
+            tx.execute(
+                "INSERT INTO golden_refs (world_id, service, key) VALUES (?1, 'db', ?2)",
+                rusqlite::params![b, key],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    reconcile(&h.slice, &h.store, b).await;
+    let c = h.slices_ready(b);
+    assert!(
+        !c.stalled && c.message.contains("being built again"),
+        "the old failure failed b's up before its retry: {c:?}"
+    );
+    // The retry runs the failing command again and then reports its failure.
+    h.converge(b).await;
+    assert_eq!(h.runs(), vec!["migrate up", "migrate up"]);
+    let c = h.slices_ready(b);
+    assert!(c.stalled && c.message.contains("failed"), "{c:?}");
+}

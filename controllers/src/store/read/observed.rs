@@ -346,6 +346,16 @@ pub struct GoldenRow {
     pub updated_at: i64,
 }
 
+impl GoldenRow {
+    /// A failed build that a world used after it failed builds again (a seed may have
+    /// failed on something outside the repository): the golden controller retries it for
+    /// that world, and the slice controller waits for the retry rather than report the old
+    /// failure. `last_used_at` is the world's last `binky up` (ms).
+    pub fn retried_for(&self, last_used_at: i64) -> bool {
+        self.state == GoldenState::Failed && last_used_at > self.updated_at
+    }
+}
+
 const GOLDEN_COLUMNS: &str = "key, adapter, clone_from, name, secret, admin_url, state, builder,
     owner_world, output, build_ms, created_at, updated_at";
 
