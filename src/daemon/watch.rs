@@ -12,7 +12,8 @@
 //!   `FilesWatched` condition that says so and how to raise it, and its files are polled
 //!   instead (every [`POLL`]).
 //! - The watch set follows the store: worlds added, changed or removed are picked up within
-//!   [`RESYNC`]; a world seen for the first time is compared with its file at once, so an
+//!   [`RESYNC`]; a world seen for the first time is compared with its file at once (a new
+//!   world's once the worktree controller has its checkout done, never half-written), so an
 //!   edit made while no daemon ran is applied too.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -359,14 +360,25 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
         }
         // Only once the worktree is there (a new world's file appears with it). A world
         // whose file went away is nudged once, so a deleted worktree is reported now.
+        let worktree = store.read(|c| store::worktree(c, id)).ok().flatten();
+        // A new world's file exists from the moment `git worktree add` creates it, empty
+        // until git writes it: it is read once the worktree controller says the checkout
+        // is done (read half-written, it failed that world's `binky up` as invalid).
+        if fresh
+            && world.config_path.is_file()
+            && !worktree
+                .as_ref()
+                .is_some_and(|r| r.state == store::WorktreeState::Ready)
+        {
+            w.pending.insert(id);
+            continue;
+        }
         if !world.config_path.is_file() {
             w.pending.insert(id);
             // A worktree that was ready and is gone: nudge once, so the worktree controller
             // reports it now (a world whose worktree is still being made is left alone).
-            let gone = store
-                .read(|c| store::worktree(c, id))
-                .ok()
-                .flatten()
+            let gone = worktree
+                .as_ref()
                 .is_some_and(|r| r.state == store::WorktreeState::Ready && !r.path.is_dir());
             if gone && w.missing.insert(id, world.generation).is_none() {
                 trigger.world(id);
@@ -518,5 +530,57 @@ mod tests {
             .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
             .collect();
         assert_eq!(rel, vec!["src", "src/a"]);
+    }
+
+    #[tokio::test]
+    async fn a_new_worlds_file_is_read_only_once_its_checkout_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let wt = dir.path().join("wt");
+        std::fs::create_dir_all(&wt).unwrap();
+        let config = wt.join("binky.toml");
+        let text = "[project]\nname = \"acme\"\n\n[services.web]\ncmd = \"sleep 100\"\n";
+        let spec = crate::config::parse(text, &config).unwrap().spec;
+        let put = store
+            .put_world(&store::NewWorld {
+                project: "acme".into(),
+                repo_root: dir.path().join("repo"),
+                name: "w".into(),
+                branch: "w".into(),
+                from_ref: None,
+                worktree_path: wt.clone(),
+                config_rel: String::new(),
+                config_path: config.clone(),
+                spec,
+                env: BTreeMap::new(),
+                group: None,
+            })
+            .unwrap();
+        let id = put.world.id;
+        let config_cond = || {
+            store
+                .read(|c| store::conditions(c, id))
+                .unwrap()
+                .into_iter()
+                .find(|c| c.type_ == apply::CONDITION)
+        };
+        // `git worktree add` has created the file and not written it yet.
+        std::fs::write(&config, "").unwrap();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut w = Watchers::new(tx);
+        let trigger = Trigger::default();
+        sync(&mut w, &store, &trigger);
+        assert!(
+            config_cond().is_none(),
+            "the half-written file was read: {:?}",
+            config_cond()
+        );
+        assert!(w.pending.contains(&id) && !w.worlds.contains_key(&id));
+        // Written, but the worktree controller has not said the checkout is done (its
+        // bootstrap may still be writing): still not read. (Read once it has: every
+        // `binky up` test whose edit is applied by the watcher.)
+        std::fs::write(&config, text).unwrap();
+        sync(&mut w, &store, &trigger);
+        assert!(config_cond().is_none() && w.pending.contains(&id));
     }
 }
