@@ -131,10 +131,13 @@ async fn serve_timed<T>(
             .await;
         out.clear();
         let written = match answer {
-            Ok(resp) => write_answer(&mut io, &mut out, resp, &forward).await,
+            Ok((head, body)) => {
+                write_answer(&mut io, &mut out, Head::Raw(&head), body, &forward).await
+            }
             Err(err) => {
                 let page = proxy.unreachable(&forward.backend.route, &err, forward.html);
-                write_answer(&mut io, &mut out, page, &forward).await
+                let (parts, body) = page.into_parts();
+                write_answer(&mut io, &mut out, Head::Parts(&parts), body, &forward).await
             }
         };
         if written.is_err() || forward.close {
@@ -265,36 +268,26 @@ fn decide<'a>(
 async fn write_answer<T, B>(
     io: &mut T,
     out: &mut Vec<u8>,
-    resp: hyper::Response<B>,
+    head: Head<'_>,
+    mut body: B,
     forward: &Forward<'_>,
 ) -> std::io::Result<()>
 where
     T: AsyncWrite + Unpin,
     B: hyper::body::Body<Data = Bytes> + Unpin,
 {
-    let (parts, mut body) = resp.into_parts();
+    let status = head.status();
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
-    out.extend_from_slice(
-        parts
-            .status
-            .canonical_reason()
-            .unwrap_or("Unknown")
-            .as_bytes(),
-    );
+    out.extend_from_slice(status.canonical_reason().unwrap_or("Unknown").as_bytes());
     out.extend_from_slice(b"\r\n");
     let exact = body.size_hint().exact();
-    let bodiless = parts.status == hyper::StatusCode::NO_CONTENT
-        || parts.status == hyper::StatusCode::NOT_MODIFIED
-        || parts.status.is_informational();
-    for (name, value) in &parts.headers {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if !parts.headers.contains_key(hyper::header::DATE) {
+    let bodiless = status == hyper::StatusCode::NO_CONTENT
+        || status == hyper::StatusCode::NOT_MODIFIED
+        || status.is_informational();
+    let (has_date, has_length) = head.write_headers(out);
+    if !has_date {
         out.extend_from_slice(b"date: ");
         date(out);
         out.extend_from_slice(b"\r\n");
@@ -302,10 +295,7 @@ where
     let chunked = exact.is_none() && !bodiless;
     if chunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-    } else if !parts.headers.contains_key(hyper::header::CONTENT_LENGTH)
-        && !bodiless
-        && forward.method != hyper::Method::HEAD
-    {
+    } else if !has_length && !bodiless && forward.method != hyper::Method::HEAD {
         // A body of a known length without the header (the proxy's own pages).
         out.extend_from_slice(b"content-length: ");
         out.extend_from_slice(exact.unwrap_or(0).to_string().as_bytes());
@@ -345,6 +335,54 @@ where
         out.clear();
     }
     io.flush().await
+}
+
+/// An answer's head: a backend's as it sent it, or one the proxy made (its pages).
+enum Head<'a> {
+    Raw(&'a super::upstream::RawHead),
+    Parts(&'a hyper::http::response::Parts),
+}
+
+impl Head<'_> {
+    fn status(&self) -> hyper::StatusCode {
+        match self {
+            Head::Raw(h) => h.status(),
+            Head::Parts(p) => p.status,
+        }
+    }
+
+    /// Write the header lines (names in lower case, as hyper writes them); whether a `Date`
+    /// and a `Content-Length` were among them.
+    fn write_headers(&self, out: &mut Vec<u8>) -> (bool, bool) {
+        let line = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+            let at = out.len();
+            out.extend_from_slice(name);
+            out[at..].make_ascii_lowercase();
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        };
+        match self {
+            Head::Raw(h) => {
+                let (mut date, mut length) = (false, false);
+                for (name, value) in h.headers() {
+                    date |= name.eq_ignore_ascii_case(b"date");
+                    length |= name.eq_ignore_ascii_case(b"content-length");
+                    line(out, name, value);
+                }
+                (date, length)
+            }
+            Head::Parts(p) => {
+                for (name, value) in &p.headers {
+                    line(out, name.as_str().as_bytes(), value.as_bytes());
+                }
+                (
+                    p.headers.contains_key(hyper::header::DATE),
+                    p.headers.contains_key(hyper::header::CONTENT_LENGTH),
+                )
+            }
+        }
+    }
 }
 
 /// Write what `out` holds and then `data`, in one system call when they are small; `out` is
@@ -578,6 +616,44 @@ mod tests {
             heads.recv().await.unwrap(),
             "GET /a?b=c HTTP/1.1\r\nhost: Web.W.P.localhost:8080\r\naccept: */*\r\nx-custom: Keep Case\r\nx-forwarded-for: 10.0.0.1, 127.0.0.1\r\nx-forwarded-proto: http\r\nx-forwarded-host: Web.W.P.localhost:8080\r\n\r\n"
         );
+    }
+
+    #[tokio::test]
+    async fn the_client_gets_the_backends_headers_in_order_in_lower_case_without_hop_by_hop_ones() {
+        let (port, _heads) = backend(vec![
+            b"HTTP/1.1 201 Created\r\nX-Secret: s\r\nSet-Cookie: a=1\r\nContent-Type: text/plain\r\nConnection: X-Secret, keep-alive\r\nKeep-Alive: timeout=5\r\nSet-Cookie: b=2\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\nUpgrade: h2c\r\nProxy-Authenticate: Basic\r\nETag: \"V1\"\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+        ])
+        .await;
+        let (mut c, _) = front(port).await;
+        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            c.read_exact(&mut b).await.unwrap();
+            head.push(b[0]);
+        }
+        let head = String::from_utf8(head).unwrap();
+        let lines: Vec<&str> = head.split("\r\n").collect();
+        assert!(
+            lines.iter().filter(|l| l.starts_with("date: ")).count() == 1,
+            "a Date is added: {head}"
+        );
+        // The headers the connection named, hop-by-hop ones and a Content-Length beside a
+        // Transfer-Encoding are gone; the rest keep their order (the two cookies too), names
+        // in lower case and values as sent; the body is chunked as it came.
+        let kept: Vec<&str> = lines
+            .into_iter()
+            .filter(|l| !l.starts_with("date: "))
+            .collect();
+        assert_eq!(
+            kept.join("\r\n"),
+            "HTTP/1.1 201 Created\r\nset-cookie: a=1\r\ncontent-type: text/plain\r\nset-cookie: b=2\r\netag: \"V1\"\r\ntransfer-encoding: chunked\r\n\r\n"
+        );
+        let mut rest = vec![0u8; b"2\r\nok\r\n0\r\n\r\n".len()];
+        c.read_exact(&mut rest).await.unwrap();
+        assert_eq!(rest, b"2\r\nok\r\n0\r\n\r\n");
     }
 
     #[tokio::test]

@@ -32,7 +32,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use hyper::body::{Frame, SizeHint};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -98,18 +98,22 @@ impl Idle {
         ports: impl Iterator<Item = u16>,
         req: &Request<B>,
     ) -> Result<Response<Answer>, PoolError> {
-        self.exchange_head(ports, &request_head(req), req.method())
-            .await
+        let (head, answer) = self
+            .exchange_head(ports, &request_head(req), req.method())
+            .await?;
+        let parts = head.into_parts().map_err(PoolError::Answer)?;
+        Ok(Response::from_parts(parts, answer))
     }
 
     /// [`Idle::exchange`] for a request already written out: `head` (request line, headers,
-    /// empty line) of a `method` request.
+    /// empty line) of a `method` request. The answer's head comes as the backend sent it
+    /// (the front writes it out from its bytes; no header map is made).
     pub async fn exchange_head(
         &self,
         ports: impl Iterator<Item = u16>,
         head: &[u8],
         method: &Method,
-    ) -> Result<Response<Answer>, PoolError> {
+    ) -> Result<(RawHead, Answer), PoolError> {
         let head_only = method == Method::HEAD;
         let mut refused = io::Error::from(io::ErrorKind::NotFound);
         for port in ports {
@@ -148,7 +152,7 @@ impl Idle {
         (mut stream, mut buf): (TcpStream, BytesMut),
         head: &[u8],
         head_only: bool,
-    ) -> Result<Response<Answer>, Failed> {
+    ) -> Result<(RawHead, Answer), Failed> {
         if let Err(error) = stream.write_all(head).await {
             return Err(Failed::Early {
                 wrote: false,
@@ -159,7 +163,7 @@ impl Idle {
         let mut read_any = false;
         loop {
             if !buf.is_empty() {
-                if let Some((parts, length, reuse)) = parse_head(&mut buf, head_only)? {
+                if let Some((head, length, reuse)) = parse_head(&mut buf, head_only)? {
                     let mut answer = Answer {
                         conn: Some(stream),
                         port,
@@ -171,7 +175,7 @@ impl Idle {
                     if answer.length.is_done() {
                         answer.finish();
                     }
-                    return Ok(Response::from_parts(parts, answer));
+                    return Ok((head, answer));
                 }
             }
             buf.reserve(READ_SIZE);
@@ -253,7 +257,7 @@ fn request_head<B>(req: &Request<B>) -> Vec<u8> {
 fn parse_head(
     buf: &mut BytesMut,
     head_only: bool,
-) -> Result<Option<(hyper::http::response::Parts, Length, bool)>, Failed> {
+) -> Result<Option<(RawHead, Length, bool)>, Failed> {
     loop {
         let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
         let mut parsed = httparse::Response::new(&mut []);
@@ -288,11 +292,11 @@ fn parse_head(
         } else {
             Version::HTTP_10
         };
-        // The values are sliced out of the head's bytes, not copied. Hop-by-hop headers are
-        // left out here (what they say about the connection and the body's length is noted).
+        // The headers are kept as ranges of the head's bytes, not copied. Hop-by-hop headers
+        // are left out here (what they say about the connection and the body's length is
+        // noted).
         let base = buf.as_ptr() as usize;
-        let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
-        let mut kept = 0;
+        let mut kept = Vec::with_capacity(parsed.headers.len());
         let mut hop = Hop::default();
         for h in parsed.headers.iter() {
             if hop.note(h.name.as_bytes(), h.value) {
@@ -301,51 +305,103 @@ fn parse_head(
             // (A head is at most MAX_HEAD bytes: the offsets fit.)
             let name = (h.name.as_ptr() as usize - base) as u32;
             let value = (h.value.as_ptr() as usize - base) as u32;
-            spans[kept] = (
+            kept.push([
                 name,
                 name + h.name.len() as u32,
                 value,
                 value + h.value.len() as u32,
-            );
-            kept += 1;
+            ]);
         }
-        let head = buf.split_to(n).freeze();
-        let mut map = HeaderMap::with_capacity(kept);
-        for &(ns, ne, vs, ve) in &spans[..kept] {
-            let (ns, ne, vs, ve) = (ns as usize, ne as usize, vs as usize, ve as usize);
-            let name = HeaderName::from_bytes(&head[ns..ne])
-                .map_err(|_| invalid("a header name in its answer is not valid"))?;
-            let value = HeaderValue::from_maybe_shared(head.slice(vs..ve))
-                .map_err(|_| invalid("a header value in its answer is not valid"))?;
-            map.append(name, value);
+        let mut head = RawHead {
+            status,
+            version,
+            head: buf.split_to(n).freeze(),
+            kept,
+        };
+        if !hop.named.is_empty() {
+            head.remove(|name| {
+                hop.named
+                    .iter()
+                    .any(|h| h.as_str().as_bytes().eq_ignore_ascii_case(name))
+            });
         }
-        for name in hop.named {
-            map.remove(name);
-        }
-        let length = length_of(status, head_only, hop.chunked, &mut map)?;
+        let length = length_of(status, head_only, hop.chunked, &mut head)?;
         let reuse = version == Version::HTTP_11 && !hop.close && !matches!(length, Length::Close);
-        let (mut parts, ()) = Response::new(()).into_parts();
-        parts.status = status;
-        parts.version = version;
-        parts.headers = map;
-        return Ok(Some((parts, length, reuse)));
+        return Ok(Some((head, length, reuse)));
     }
 }
 
-/// How the body of an answer with `status` and `headers` ends (RFC 9112 6.3); `chunked` is
+/// An answer's head as its backend sent it, hop-by-hop headers left out: the status and the
+/// headers as ranges of the head's bytes. The front writes it to the client from these bytes;
+/// hyper's paths take it as a header map ([`RawHead::into_parts`]).
+#[derive(Debug)]
+pub struct RawHead {
+    status: StatusCode,
+    version: Version,
+    head: Bytes,
+    /// Name and value of each header kept, in the order sent, as `[name start, name end,
+    /// value start, value end]` in `head`.
+    kept: Vec<[u32; 4]>,
+}
+
+impl RawHead {
+    /// The answer's status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The headers kept, as `(name, value)` in the order the backend sent them (names as
+    /// sent: case is not changed here).
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.kept.iter().map(|&[ns, ne, vs, ve]| {
+            (
+                &self.head[ns as usize..ne as usize],
+                &self.head[vs as usize..ve as usize],
+            )
+        })
+    }
+
+    /// Leave out the headers whose name `drop` says.
+    fn remove(&mut self, drop: impl Fn(&[u8]) -> bool) {
+        let head = &self.head;
+        self.kept
+            .retain(|&[ns, ne, _, _]| !drop(&head[ns as usize..ne as usize]));
+    }
+
+    /// The head as hyper's response parts (the values are slices of the head's bytes).
+    fn into_parts(self) -> io::Result<hyper::http::response::Parts> {
+        let mut map = HeaderMap::with_capacity(self.kept.len());
+        for &[ns, ne, vs, ve] in &self.kept {
+            let (ns, ne, vs, ve) = (ns as usize, ne as usize, vs as usize, ve as usize);
+            let name = HeaderName::from_bytes(&self.head[ns..ne])
+                .map_err(|_| invalid("a header name in its answer is not valid"))?;
+            let value = HeaderValue::from_maybe_shared(self.head.slice(vs..ve))
+                .map_err(|_| invalid("a header value in its answer is not valid"))?;
+            map.append(name, value);
+        }
+        let (mut parts, ()) = Response::new(()).into_parts();
+        parts.status = self.status;
+        parts.version = self.version;
+        parts.headers = map;
+        Ok(parts)
+    }
+}
+
+/// How the body of an answer with `status` and `head` ends (RFC 9112 6.3); `chunked` is
 /// what its `Transfer-Encoding` said, if it had one. A `Content-Length` beside a
 /// `Transfer-Encoding` is removed: it does not describe the body.
 fn length_of(
     status: StatusCode,
     head_only: bool,
     chunked: Option<bool>,
-    headers: &mut HeaderMap,
+    head: &mut RawHead,
 ) -> io::Result<Length> {
+    let content_length = |name: &[u8]| name.eq_ignore_ascii_case(b"content-length");
     if head_only || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Ok(Length::Exact(0));
     }
     if let Some(chunked) = chunked {
-        headers.remove(CONTENT_LENGTH);
+        head.remove(content_length);
         return Ok(if chunked {
             Length::Chunked(Chunk::Size)
         } else {
@@ -353,8 +409,8 @@ fn length_of(
         });
     }
     let mut length: Option<u64> = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|b| *b == b',') {
+    for (_, value) in head.headers().filter(|(name, _)| content_length(name)) {
+        for part in value.split(|b| *b == b',') {
             let part = part.trim_ascii();
             let n = (!part.is_empty() && part.len() <= 19 && part.iter().all(u8::is_ascii_digit))
                 .then(|| std::str::from_utf8(part).ok()?.parse::<u64>().ok())
@@ -621,6 +677,7 @@ impl hyper::body::Body for Answer {
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
+    use hyper::header::CONTENT_LENGTH;
 
     use crate::proxy::scripted::Then::{self, Answer as A, AnswerClose, Close};
 
