@@ -565,14 +565,20 @@ mod tests {
         String::from_utf8_lossy(&all).into_owned()
     }
 
-    async fn answer(s: &mut TcpStream, head_only: bool) -> (String, String) {
+    /// An answer's head as it came, up to and with its empty line.
+    async fn raw_head(s: &mut TcpStream) -> String {
         let mut head = Vec::new();
         let mut b = [0u8; 1];
         while !head.ends_with(b"\r\n\r\n") {
             s.read_exact(&mut b).await.unwrap();
             head.push(b[0]);
         }
-        let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+        String::from_utf8(head).unwrap()
+    }
+
+    async fn answer(s: &mut TcpStream, head_only: bool) -> (String, String) {
+        let head = raw_head(s).await.to_ascii_lowercase();
+        let mut b = [0u8; 1];
         let mut body = Vec::new();
         if head_only {
             return (head, String::new());
@@ -628,13 +634,7 @@ mod tests {
         c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
             .await
             .unwrap();
-        let mut head = Vec::new();
-        let mut b = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            c.read_exact(&mut b).await.unwrap();
-            head.push(b[0]);
-        }
-        let head = String::from_utf8(head).unwrap();
+        let head = raw_head(&mut c).await;
         let lines: Vec<&str> = head.split("\r\n").collect();
         assert!(
             lines.iter().filter(|l| l.starts_with("date: ")).count() == 1,

@@ -218,13 +218,16 @@ async fn a_failed_template_the_next_up_retries_does_not_fail_that_up_before_the_
     assert_eq!(goldens(&h)[0].state, GoldenState::Failed);
     assert!(h.slices_ready(a).stalled, "{:?}", h.slices_ready(a));
     assert_eq!(h.runs(), vec!["migrate up"]);
+    let golden_sql = |sql: &str, params: &[&dyn rusqlite::ToSql]| {
+        h.store
+            .write(crate::store::owner::Golden, |tx| {
+                tx.execute(sql, params)?;
+                Ok(())
+            })
+            .unwrap()
+    };
     // The failure is older than the next world's `up` (a CLI command later).
-    h.store
-        .write(crate::store::owner::Golden, |tx| {
-            tx.execute("UPDATE goldens SET updated_at = updated_at - 1000", [])?;
-            Ok(())
-        })
-        .unwrap();
+    golden_sql("UPDATE goldens SET updated_at = updated_at - 1000", &[]);
     let b = h.up("b", cloning());
     // The golden controller looks at b's generation before its worktree is there, then, on
     // its next pass, records b's reference a moment before it claims the retry: the slice
@@ -232,15 +235,10 @@ async fn a_failed_template_the_next_up_retries_does_not_fail_that_up_before_the_
     reconcile(&h.golden, &h.store, b).await;
     h.prepare(b).await;
     let key = goldens(&h)[0].key.clone();
-    h.store
-        .write(crate::store::owner::Golden, |tx| {
-            tx.execute(
-                "INSERT INTO golden_refs (world_id, service, key) VALUES (?1, 'db', ?2)",
-                rusqlite::params![b, key],
-            )?;
-            Ok(())
-        })
-        .unwrap();
+    golden_sql(
+        "INSERT INTO golden_refs (world_id, service, key) VALUES (?1, 'db', ?2)",
+        &[&b, &key],
+    );
     reconcile(&h.slice, &h.store, b).await;
     let c = h.slices_ready(b);
     assert!(
