@@ -622,7 +622,8 @@ def serve(c):
     if not key:
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); c.close(); return
     accept = base64.b64encode(hashlib.sha1(key[0] + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
-    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+    # A greeting in the same write as the 101, as a hot-reload server says it is connected.
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n\x81\x05ready")
     try:
         while True:
             b0, b1 = recv_exact(c, 2)
@@ -640,32 +641,64 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
 
-#[test]
-fn a_websocket_echo_works_through_the_proxy() {
-    let env = python_world("ws", WS_ECHO);
-    let mut s = TcpStream::connect(("127.0.0.1", env.proxy_port())).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+/// A WebSocket session with [`WS_ECHO`] at `host` over `s`: the upgrade, the greeting sent
+/// with the 101, two echoes and a close.
+fn websocket_session(s: &mut (impl Read + Write), host: &str) {
     let key = "dGhlIHNhbXBsZSBub25jZQ==";
     write!(
         s,
-        "GET /socket HTTP/1.1\r\nHost: ws.w.acme.localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        "GET /socket HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
     )
     .unwrap();
-    let head = read_head(&mut s);
+    s.flush().unwrap();
+    let head = read_head(s);
     assert!(head.starts_with("HTTP/1.1 101"), "{head}");
     assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
+    let frame_in = |s: &mut dyn Read| {
+        let mut hdr = [0u8; 2];
+        s.read_exact(&mut hdr).unwrap();
+        let mut payload = vec![0u8; (hdr[1] & 127) as usize];
+        s.read_exact(&mut payload).unwrap();
+        (hdr[0], String::from_utf8_lossy(&payload).into_owned())
+    };
+    // What the backend sent with its 101 arrives, before anything is asked.
+    assert_eq!(frame_in(s), (0x81, "ready".to_owned()));
     for msg in ["hello", "second message"] {
         let mask = [1u8, 2, 3, 4];
         let mut frame = vec![0x81, 0x80 | msg.len() as u8];
         frame.extend_from_slice(&mask);
         frame.extend(msg.bytes().enumerate().map(|(i, c)| c ^ mask[i % 4]));
         s.write_all(&frame).unwrap();
-        let mut hdr = [0u8; 2];
-        s.read_exact(&mut hdr).unwrap();
-        let mut payload = vec![0u8; (hdr[1] & 127) as usize];
-        s.read_exact(&mut payload).unwrap();
-        assert_eq!(String::from_utf8_lossy(&payload), format!("echo w: {msg}"));
+        s.flush().unwrap();
+        assert_eq!(frame_in(s), (0x81, format!("echo w: {msg}")));
     }
+    s.write_all(&[0x88, 0x80, 0, 0, 0, 0]).unwrap();
+    s.flush().unwrap();
+    assert_eq!(frame_in(s).0, 0x88, "the close is answered");
+}
+
+#[test]
+fn a_websocket_echo_works_through_the_proxy() {
+    let env = python_world("ws", WS_ECHO);
+    let mut s = TcpStream::connect(("127.0.0.1", env.proxy_port())).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    websocket_session(&mut s, "ws.w.acme.localhost");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn a_websocket_echo_works_over_https_through_the_proxy() {
+    let env = python_world_over("ws", WS_ECHO, true);
+    let ca = std::fs::read_to_string(env.home.join("ca/ca.crt")).unwrap();
+    let host = "ws.w.acme.localhost";
+    let der = binky::proxy::tls::pem_to_der(&ca).unwrap();
+    let cfg = binky::proxy::tls::client_config(der, &[b"http/1.1"]).unwrap();
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).unwrap();
+    let tcp = TcpStream::connect(("127.0.0.1", env.https_port())).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut tls = rustls::StreamOwned::new(rustls::ClientConnection::new(cfg, name).unwrap(), tcp);
+    websocket_session(&mut tls, host);
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
@@ -1010,7 +1043,7 @@ while True:
 "#;
 
 /// Read an answer's head (up to its empty line) and nothing after it.
-fn read_head(s: &mut TcpStream) -> String {
+fn read_head(s: &mut impl Read) -> String {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
