@@ -360,12 +360,13 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
         }
         // Only once the worktree is there (a new world's file appears with it). A world
         // whose file went away is nudged once, so a deleted worktree is reported now.
+        let present = world.config_path.is_file();
         let worktree = store.read(|c| store::worktree(c, id)).ok().flatten();
         // A new world's file exists from the moment `git worktree add` creates it, empty
         // until git writes it: it is read once the worktree controller says the checkout
         // is done (read half-written, it failed that world's `binky up` as invalid).
         if fresh
-            && world.config_path.is_file()
+            && present
             && !worktree
                 .as_ref()
                 .is_some_and(|r| r.state == store::WorktreeState::Ready)
@@ -373,7 +374,7 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
             w.pending.insert(id);
             continue;
         }
-        if !world.config_path.is_file() {
+        if !present {
             w.pending.insert(id);
             // A worktree that was ready and is gone: nudge once, so the worktree controller
             // reports it now (a world whose worktree is still being made is left alone).

@@ -402,6 +402,15 @@ async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
         .unwrap_or_else(|_| panic!("{what}: nothing in 60 s"))
 }
 
+/// The whole body of `resp`, within 60 s.
+async fn body_of(what: &str, resp: hyper::Response<hyper::body::Incoming>) -> bytes::Bytes {
+    use http_body_util::BodyExt;
+    within(what, resp.into_body().collect())
+        .await
+        .unwrap()
+        .to_bytes()
+}
+
 #[test]
 fn h2_streams_share_a_connection_and_each_gets_its_own_answer() {
     use http_body_util::BodyExt;
@@ -471,10 +480,7 @@ fn h2_streams_share_a_connection_and_each_gets_its_own_answer() {
             .unwrap();
         assert_eq!(&first[..], b"first");
         std::fs::write(&go, "").unwrap();
-        let rest = within("the streamed answer's end", resp.into_body().collect())
-            .await
-            .unwrap()
-            .to_bytes();
+        let rest = body_of("the streamed answer's end", resp).await;
         assert_eq!(&rest[..], b"last");
         // An upload: 3 MiB, intact.
         let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
@@ -490,10 +496,7 @@ fn h2_streams_share_a_connection_and_each_gets_its_own_answer() {
         )
         .await
         .unwrap();
-        let got = within("the upload's answer body", resp.into_body().collect())
-            .await
-            .unwrap()
-            .to_bytes();
+        let got = body_of("the upload's answer body", resp).await;
         assert_eq!(String::from_utf8_lossy(&got), format!("{} {sum}", 3 << 20));
         // A client that goes away while its answer is still coming costs no one else anything.
         let (mut gone, conn) = connect().await;
@@ -517,10 +520,7 @@ fn h2_streams_share_a_connection_and_each_gets_its_own_answer() {
         )
         .await
         .unwrap();
-        let body = within("its body", resp.into_body().collect())
-            .await
-            .unwrap()
-            .to_bytes();
+        let body = body_of("its body", resp).await;
         assert_eq!(&body[..], "3;".repeat(136).as_bytes());
     });
     env.ok(&["remove", "w"]);
