@@ -341,6 +341,177 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
             }
         }
     }
+    out.extend(token_findings(text, loaded));
+    out
+}
+
+/// What `${SVC.ATTR}` may name for `target`: `None` when anything may (an external
+/// adapter: its `resolve` answer says), else the attributes, sorted.
+fn attributes_of(
+    spec: &binky_controllers::spec::Spec,
+    target: &str,
+) -> Option<Option<Vec<String>>> {
+    let svc = spec.services.get(target)?;
+    Some(match &svc.kind {
+        ServiceKind::Process(p) => {
+            let labels = p.port_labels();
+            let mut out: Vec<String> = Vec::new();
+            if !labels.is_empty() {
+                out.extend(["port", "proxy_url", "url"].map(String::from));
+            }
+            out.extend(labels.into_iter().filter(|l| !l.is_empty()));
+            out.sort();
+            out.dedup();
+            Some(out)
+        }
+        ServiceKind::Resource(r) => crate::adapters::tokens::documented(&r.adapter).map(|names| {
+            let mut out: Vec<String> = names.into_iter().map(String::from).collect();
+            out.extend(["proxy_url", "url"].map(String::from));
+            out.sort();
+            out
+        }),
+    })
+}
+
+/// What is wrong with the binky token `expr` (inside `${…}`) written in `field` of
+/// `service` (`None`: a hook), if anything: (message, fix).
+fn token_problem(
+    spec: &binky_controllers::spec::Spec,
+    service: Option<&str>,
+    field: &str,
+    expr: &str,
+) -> Option<(String, String)> {
+    let token = format!("${{{expr}}}");
+    let Some((obj, attr)) = expr.split_once('.') else {
+        return None; // `${worktree}`
+    };
+    if obj == "worktree" {
+        return (attr != "path").then(|| {
+            (
+                format!("uses {token}, which is not a token"),
+                "the world's tokens are ${worktree} (its name) and ${worktree.path} (its worktree)"
+                    .to_owned(),
+            )
+        });
+    }
+    let server_setting = binky_controllers::spec::Resource::is_server_setting(field);
+    if server_setting {
+        return Some((
+            format!("uses {token}, but {field} is a setting of the shared server, made before any slice: it sees only ${{env.NAME}} and ${{worktree}}"),
+            "put the value in the environment of `binky up` and write ${env.NAME}".to_owned(),
+        ));
+    }
+    let target = match (obj, service) {
+        ("self", Some(s)) => s,
+        ("self", None) => {
+            return Some((
+                format!("uses {token}, but a hook belongs to no service"),
+                "name the service: ${web.port}".to_owned(),
+            ))
+        }
+        (o, _) => o,
+    };
+    let Some(attributes) = attributes_of(spec, target) else {
+        let near = spec
+            .services
+            .keys()
+            .find(|n| crate::config::edit_distance(n, target) <= 2);
+        return Some((
+            format!("uses {token}, but there is no service `{target}`: it would reach the program as its own text"),
+            match near {
+                Some(n) => format!("did you mean ${{{n}.{attr}}}?"),
+                None => format!(
+                    "name one of the services ({})",
+                    spec.services.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            },
+        ));
+    };
+    let attributes = attributes?;
+    if attributes.iter().any(|a| a == attr) {
+        return None;
+    }
+    let what = match spec.services[target].resource() {
+        Some(r) => format!("the {} adapter gives", r.adapter),
+        None => format!("`{target}` has"),
+    };
+    if attributes.is_empty() {
+        return Some((
+            format!("uses {token}, but `{target}` has no port: it would reach the program as its own text"),
+            format!("give `{target}` a port: url = true (served through the proxy) or ports = [\"{}\"]", if attr == "port" || attr == "url" || attr == "proxy_url" { "http" } else { attr }),
+        ));
+    }
+    let list: Vec<String> = attributes
+        .iter()
+        .map(|a| format!("${{{obj}.{a}}}"))
+        .collect();
+    Some((
+        format!(
+            "uses {token}, which resolves to nothing: {what} {}",
+            list.join(", ")
+        ),
+        format!(
+            "use one of them{}",
+            if spec.services[target].process().is_some() {
+                format!(", or name the port: ports = [\"{attr}\"]")
+            } else {
+                String::new()
+            }
+        ),
+    ))
+}
+
+/// Errors for binky tokens that can never resolve (`${db.nope}`, `${api.port}` of a service
+/// without a port, `${nope.url}`): such a token would reach the program as its own text.
+pub fn token_findings(text: &str, loaded: &Loaded) -> Vec<Finding> {
+    use binky_controllers::tokens::{is_binky_token, token_exprs};
+    let spec = &loaded.spec;
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let hooks = [
+        ("post_up", spec.hooks.post_up.as_deref()),
+        ("pre_down", spec.hooks.pre_down.as_deref()),
+    ];
+    let hook_fields = hooks
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (None, k.to_owned(), v)));
+    let service_fields = spec.services.iter().flat_map(|(name, svc)| {
+        svc.token_fields()
+            .into_iter()
+            .map(move |(field, v)| (Some(name.as_str()), field, v))
+    });
+    for (service, field, value) in service_fields.chain(hook_fields) {
+        for expr in token_exprs(value).filter(|e| is_binky_token(e)) {
+            let Some((message, fix)) = token_problem(spec, service, &field, expr) else {
+                continue;
+            };
+            let key = match service {
+                Some(s) => format!("services.{s}.{field}"),
+                None => format!("hooks.{field}"),
+            };
+            if !seen.insert((key.clone(), expr.to_owned())) {
+                continue;
+            }
+            let last = field.rsplit('.').next().unwrap_or("");
+            let line = match service {
+                Some(s) => key_line(text, s, last)
+                    .or_else(|| key_line(text, s, field.split('.').next().unwrap_or("")))
+                    .or_else(|| line_of(text, s, "")),
+                None => text
+                    .lines()
+                    .position(|l| l.trim_start().starts_with(&field))
+                    .map(|i| i + 1),
+            };
+            out.push(Finding {
+                level: Level::Error,
+                code: "unresolved-token",
+                key,
+                line,
+                message,
+                fix,
+            });
+        }
+    }
     out
 }
 
@@ -570,6 +741,88 @@ mod tests {
     }
 
     const HEAD: &str = "[project]\nname = \"p\"\n";
+
+    /// (key, line, message) of each `unresolved-token` finding.
+    fn unresolved(text: &str) -> Vec<(String, Option<usize>, String, String)> {
+        check(text, Path::new("binky.toml"))
+            .into_iter()
+            .filter(|f| f.code == "unresolved-token")
+            .inspect(|f| assert_eq!(f.level, Level::Error))
+            .map(|f| (f.key, f.line, f.message, f.fix))
+            .collect()
+    }
+
+    #[test]
+    fn every_documented_token_of_every_adapter_passes_and_any_other_is_an_error() {
+        let registry = crate::adapters::Registry::default();
+        for adapter in registry.builtin_names() {
+            let names = crate::adapters::tokens::documented(adapter).unwrap();
+            let mut env: Vec<String> = names
+                .iter()
+                .chain(&["url", "proxy_url"])
+                .map(|t| format!("T_{} = \"${{db.{t}}}\"", t.to_uppercase()))
+                .collect();
+            let migrate = format!("migrate = \"run ${{self.port}} ${{self.{}}}\"", names[0]);
+            let text = format!(
+                "{HEAD}\n[services.db]\nadapter = \"{adapter}\"\n{migrate}\n\n[services.web]\ncmd = \"serve ${{self.port}}\"\nurl = true\nenv = {{ {} }}\n",
+                env.join(", ")
+            );
+            assert!(
+                unresolved(&text).is_empty(),
+                "{adapter}: {:?}",
+                unresolved(&text)
+            );
+            env.push("BAD = \"${db.tablespace}\"".into());
+            let text = format!(
+                "{HEAD}\n[services.db]\nadapter = \"{adapter}\"\n\n[services.web]\ncmd = \"serve ${{self.port}}\"\nurl = true\nenv = {{ {} }}\n",
+                env.join(", ")
+            );
+            let f = unresolved(&text);
+            assert_eq!(f.len(), 1, "{adapter}: {f:?}");
+            assert_eq!(f[0].0, "services.web.env.BAD");
+            for t in &names {
+                assert!(f[0].2.contains(&format!("${{db.{t}}}")), "{adapter}: {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_token_that_can_never_resolve_is_an_error_naming_it_and_the_fix() {
+        let text = format!(
+            "{HEAD}\n[hooks]\npost_up = \"curl ${{self.port}}\"\n\n[services.db]\nadapter = \"postgres\"\nadmin_url = \"postgres://${{cache.host}}/x\"\n\n[services.cache]\nadapter = \"mycache\"\n\n[services.api]\ncmd = \"serve --port ${{self.port}} --grpc ${{self.grpc}}\"\nports = [\"http\", \"grpc\"]\nenv = {{ DB = \"${{db.host}}:${{db.port}}\", C = \"${{cache.anything}}\", HOME_DIR = \"${{HOME}}\", D = \"${{PORT:-8000}}\" }}\n\n[services.worker]\ncmd = \"work ${{api.metrics}} ${{apii.url}} ${{worktree.root}}\"\nsetup = \"echo ${{job.port}}\"\nenv = {{ W = \"${{worker2.url}}\" }}\n\n[services.job]\ncmd = \"run\"\n"
+        );
+        let f = unresolved(&text);
+        let keys: Vec<&str> = f.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(
+            keys,
+            vec![
+                "services.db.admin_url",
+                "services.worker.cmd",
+                "services.worker.cmd",
+                "services.worker.cmd",
+                "services.worker.setup",
+                "services.worker.env.W",
+                "hooks.post_up",
+            ],
+            "{f:#?}"
+        );
+        assert!(f[0].2.contains("sees only ${env.NAME}"), "{f:?}");
+        assert_eq!(f[0].1, Some(9));
+        assert!(
+            f[1].2.contains("${api.metrics}") && f[1].2.contains("${api.grpc}"),
+            "{f:?}"
+        );
+        assert!(f[1].3.contains("ports = [\"metrics\"]"), "{f:?}");
+        assert!(
+            f[2].2.contains("no service `apii`") && f[2].3.contains("${api.url}"),
+            "{f:?}"
+        );
+        assert!(f[3].3.contains("${worktree.path}"), "{f:?}");
+        assert!(f[4].2.contains("`job` has no port"), "{f:?}");
+        assert_eq!(f[4].1, Some(21));
+        assert!(f[5].3.contains("${worker.url}"), "{f:?}");
+        assert_eq!(f[6].1, Some(5));
+    }
 
     #[test]
     fn self_port_without_a_port_is_a_warning_on_the_key_that_says_it() {

@@ -194,6 +194,7 @@ impl SliceEffects for RealSlices {
         let slice = slice_of(spec);
         adapter.provision(&slice, &cfg).await.map_err(fault)?;
         let addr = adapter.resolve(&slice, &cfg).await.map_err(fault)?;
+        let addr = crate::adapters::tokens::complete(&spec.adapter, addr);
         Ok(SliceAddress {
             url: addr.url,
             tokens: addr.tokens,
@@ -227,6 +228,7 @@ impl SliceEffects for RealSlices {
         let dst = slice_of(to);
         adapter.clone_slice(&src, &dst, &cfg).await.map_err(fault)?;
         let addr = adapter.resolve(&dst, &cfg).await.map_err(fault)?;
+        let addr = crate::adapters::tokens::complete(&to.adapter, addr);
         Ok(SliceAddress {
             url: addr.url,
             tokens: addr.tokens,

@@ -134,34 +134,128 @@ impl Tokens {
         match attr {
             "url" => self.urls.get(target).cloned(),
             "proxy_url" => self.shown_url(target).cloned(),
-            "port" => self.primary_port(target).map(|p| p.to_string()),
+            // A process service's primary port; an adapter service's server port (its
+            // slice's `port` token).
+            "port" => self
+                .primary_port(target)
+                .map(|p| p.to_string())
+                .or_else(|| self.extra_of(target, "port")),
             label => self
                 .ports
                 .get(&(target.to_owned(), label.to_owned()))
                 .map(|p| p.to_string())
-                .or_else(|| {
-                    self.extra
-                        .get(&(target.to_owned(), label.to_owned()))
-                        .cloned()
-                }),
+                .or_else(|| self.extra_of(target, label)),
         }
+    }
+
+    /// The attributes of `service` that resolve here (`url`, `port`, `host`, …), sorted.
+    pub fn offered(&self, service: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        if self.urls.contains_key(service) {
+            out.push("url".into());
+        }
+        if self.shown_url(service).is_some() {
+            out.push("proxy_url".into());
+        }
+        if self.primary_port(service).is_some() {
+            out.push("port".into());
+        }
+        let own = |(s, name): &(String, String)| (s == service).then(|| name.clone());
+        out.extend(self.ports.keys().filter_map(own).filter(|l| !l.is_empty()));
+        out.extend(self.extra.keys().filter_map(own));
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Why `token` (as written, `${db.nope}`) resolves to nothing as seen from `service`,
+    /// and what does: for a service's message.
+    pub fn explain(&self, token: &str, service: &str) -> String {
+        let expr = token.trim_start_matches("${").trim_end_matches('}');
+        let Some((obj, attr)) = expr.split_once('.') else {
+            return format!("`{token}` is not a token binky knows");
+        };
+        if obj == "worktree" {
+            return "the world's tokens are ${worktree} (its name) and ${worktree.path}".into();
+        }
+        let target = if obj == "self" { service } else { obj };
+        let offered = self.offered(target);
+        if offered.is_empty() {
+            return format!("no service `{target}` gives tokens in this world (not in binky.toml, not in the world's group, or it has no port); fix the name, or start it with the world");
+        }
+        let list: Vec<String> = offered.iter().map(|a| format!("${{{obj}.{a}}}")).collect();
+        format!("`{target}` has no `{attr}`; it gives {}", list.join(", "))
+    }
+
+    fn extra_of(&self, service: &str, name: &str) -> Option<String> {
+        self.extra
+            .get(&(service.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// The binky tokens in `text` that resolve to nothing here (`${db.port}` of a slice not
+    /// made, `${api.nolabel}`), as written, in order, once each. `${env.…}` is
+    /// [`Tokens::unset_env`]'s; `${secret:…}` is resolved later; a name without a dot
+    /// (`${HOME}`, `${PORT:-8000}`) is the shell's and passes through.
+    pub fn unresolved(&self, text: &str, service: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for expr in token_exprs(text) {
+            if !is_binky_token(expr) || self.lookup(expr, service).is_some() {
+                continue;
+            }
+            let written = format!("${{{expr}}}");
+            if !out.contains(&written) {
+                out.push(written);
+            }
+        }
+        out
     }
 
     /// Names of the services a text refers to with `${SVC.…}` (not `self`, `env`).
     pub fn referenced_services(text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut rest = text;
-        while let Some(start) = rest.find("${") {
-            let after = &rest[start + 2..];
-            let Some(end) = after.find('}') else { break };
-            if let Some((obj, _)) = after[..end].split_once('.') {
-                if obj != "self" && obj != "env" && !out.iter().any(|o| o == obj) {
+        let mut out: Vec<String> = Vec::new();
+        for expr in token_exprs(text).filter(|e| is_binky_token(e)) {
+            if let Some((obj, _)) = expr.split_once('.') {
+                if obj != "self" && obj != "worktree" && !out.iter().any(|o| o == obj) {
                     out.push(obj.to_owned());
                 }
             }
-            rest = &after[end + 1..];
         }
         out
+    }
+}
+
+/// The text inside each `${…}` of `text`, in order (an unclosed `${` ends the list).
+pub fn token_exprs(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let start = rest.find("${")?;
+        let after = &rest[start + 2..];
+        let end = after.find('}')?;
+        rest = &after[end + 1..];
+        Some(&after[..end])
+    })
+}
+
+/// Is `expr` (the text inside `${…}`) one of binky's tokens rather than the shell's?
+/// `worktree`, and every `OBJ.ATTR` but `env.…` (resolved on its own terms) and
+/// `secret:…`; `${HOME}`, `${PORT:-8000}` are left to the shell.
+pub fn is_binky_token(expr: &str) -> bool {
+    if expr == "worktree" {
+        return true;
+    }
+    if expr.starts_with("secret:") || expr.starts_with("env.") {
+        return false;
+    }
+    // `${VAR:-a.b}`: a shell default that holds a dot is the shell's.
+    match expr.split_once('.') {
+        Some((obj, _)) => {
+            !obj.is_empty()
+                && obj
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        }
+        None => false,
     }
 }
 
@@ -292,9 +386,43 @@ mod tests {
     }
 
     #[test]
+    fn an_adapter_services_port_and_other_fields_resolve_and_what_cannot_is_listed() {
+        let mut t = tokens();
+        for (k, v) in [("host", "127.0.0.1"), ("port", "5433"), ("name", "bk_x")] {
+            t.extra.insert(("db".into(), k.into()), v.into());
+        }
+        assert_eq!(
+            t.resolve("${db.host}:${db.port}/${db.name}", "web"),
+            "127.0.0.1:5433/bk_x"
+        );
+        // A process service's own port still wins over anything else.
+        t.extra.insert(("web".into(), "port".into()), "1".into());
+        assert_eq!(t.resolve("${web.port}", "api"), "4001");
+        assert!(t
+            .unresolved("${db.port} ${web.url} ${worktree}", "api")
+            .is_empty());
+        assert_eq!(
+            t.unresolved(
+                "${db.nope} ${cache.url} $HOME ${HOME} ${PORT:-8000} ${X:-a.b} ${env.UNSET} ${secret:a.b} ${db.nope} ${worktree.x} ${self.port}",
+                "worker"
+            ),
+            vec!["${db.nope}", "${cache.url}", "${worktree.x}", "${self.port}"]
+        );
+        let why = t.explain("${db.nope}", "web");
+        assert!(
+            why.contains("${db.port}") && why.contains("${db.url}"),
+            "{why}"
+        );
+        let why = t.explain("${cache.url}", "web");
+        assert!(why.contains("no service `cache`"), "{why}");
+    }
+
+    #[test]
     fn references_are_listed_once_without_self_and_env() {
         assert_eq!(
-            Tokens::referenced_services("${api.port} ${self.port} ${env.X} ${db.url} ${api.url}"),
+            Tokens::referenced_services(
+                "${api.port} ${self.port} ${env.X} ${db.url} ${api.url} ${secret:a.b} ${worktree.path} ${X:-c.d}"
+            ),
             vec!["api", "db"]
         );
     }

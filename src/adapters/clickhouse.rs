@@ -594,6 +594,13 @@ mod tests {
         assert_eq!(addr.tokens["database"], "bk_acme_login_fix_events");
         assert_eq!(addr.tokens["user"], "bk_acme_login_fix_events");
         assert_eq!(addr.tokens["password"], "0123abcd");
+        let done = crate::adapters::tokens::complete("clickhouse", addr);
+        let keys: Vec<&str> = done.tokens.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            crate::adapters::tokens::documented("clickhouse").unwrap()
+        );
+        assert_eq!(done.tokens["port"], port);
     }
 
     #[tokio::test]
@@ -627,6 +634,14 @@ mod tests {
             addr.url
         );
         assert!(!addr.tokens.contains_key("user"));
+        // Completed, the slice gives every documented token: the admin's credentials here.
+        let done = crate::adapters::tokens::complete("clickhouse", addr);
+        let keys: Vec<&str> = done.tokens.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            crate::adapters::tokens::documented("clickhouse").unwrap()
+        );
+        assert_eq!(done.tokens["user"], "admin");
         ClickHouse.teardown(&slice(), &c).await.expect("teardown");
         assert_eq!(
             fake.lines().last().map(String::as_str),

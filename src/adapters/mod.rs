@@ -29,6 +29,7 @@ pub mod redis;
 pub mod s3;
 #[cfg(test)]
 mod testing;
+pub mod tokens;
 
 use std::collections::BTreeMap;
 use std::future::Future;

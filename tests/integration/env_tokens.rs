@@ -144,3 +144,122 @@ fn a_variable_an_env_file_leaves_unset_stops_the_service_with_its_name() {
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// Settings written by parts (Django's `HOST`/`PORT`/`USER`/`PASSWORD`/`NAME`, a cache's
+/// port and database): every part of every slice reaches the process as a value, and the
+/// golden build's `migrate` sees its own template's parts (it connects with them).
+#[test]
+fn adapter_tokens_reach_services_and_golden_builds_as_values_by_parts() {
+    let bin =
+        crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let psql = bin.join("psql");
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "parts"
+{{range}}
+
+[services.db]
+adapter = "postgres"
+clone_from = "golden"
+migrate = "'{psql}' -v ON_ERROR_STOP=1 -qAt \"postgres://${{self.user}}:${{self.password}}@${{self.host}}:${{self.port}}/${{db.name}}\" -c 'create table made_by_parts (x int)'"
+
+[services.cache]
+adapter = "redis"
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+depends_on = ["db", "cache"]
+env = {{ DB_HOST = "${{db.host}}", DB_PORT = "${{db.port}}", DB_USER = "${{db.user}}", DB_PASSWORD = "${{db.password}}", DB_NAME = "${{db.name}}", DB_DATABASE = "${{db.database}}", DATABASE_URL = "${{db.url}}", CACHE_HOST = "${{cache.host}}", CACHE_PORT = "${{cache.port}}", CACHE_DB = "${{cache.db}}", CACHE_USER = "${{cache.user}}", CACHE_URL = "${{cache.url}}" }}
+"#,
+        psql = psql.display()
+    ));
+    env.ok(&["up", "w"]);
+    let served = served_env(env.port_of("w", "api"));
+    let get = |k: &str| {
+        served[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("{k}: {served}"))
+    };
+    for (k, v) in served.as_object().unwrap() {
+        let v = v.as_str().unwrap_or("");
+        assert!(!v.contains("${"), "{k} reached the process as text: {v}");
+    }
+    // The parts are the URL's, taken apart.
+    let url = get("DATABASE_URL");
+    let expect = format!(
+        "postgres://{}:{}@{}:{}/{}",
+        get("DB_USER"),
+        get("DB_PASSWORD"),
+        get("DB_HOST"),
+        get("DB_PORT"),
+        get("DB_NAME")
+    );
+    assert_eq!(url, expect);
+    assert_eq!(get("DB_NAME"), get("DB_DATABASE"));
+    assert_eq!(
+        get("CACHE_URL"),
+        format!(
+            "redis://default:{}@{}:{}/{}",
+            binky_controllers::url::password_decoded(get("CACHE_URL")).unwrap(),
+            get("CACHE_HOST"),
+            get("CACHE_PORT"),
+            get("CACHE_DB")
+        )
+    );
+    assert_eq!(get("CACHE_USER"), "default");
+    // The golden template's migrate connected by parts; the world's copy has its table.
+    let rows = crate::pg_server::psql(&bin, url, "select count(*) from made_by_parts").unwrap();
+    assert_eq!(rows, vec![vec!["0".to_owned()]]);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// A token naming an adapter service the world's group does not make can never resolve:
+/// the service is held saying so and what does resolve, and never gets the text.
+#[test]
+fn a_token_of_a_slice_the_group_does_not_make_holds_the_service_naming_it() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "grouptok"
+{{range}}
+
+[services.cache]
+adapter = "redis"
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+env = {{ CACHE_PORT = "${{cache.port}}" }}
+
+[groups]
+web = ["api"]
+"#
+    ));
+    let out = env.binky(&["up", "w", "--group", "web"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("env.CACHE_PORT uses ${cache.port}, which resolves to nothing")
+            && err.contains("no service `cache` gives tokens"),
+        "{err}"
+    );
+    assert!(env.pid_of("w", "api").is_none(), "started with the text");
+    let events = env.ok(&["events", "w"]);
+    assert!(events.contains("token_unresolved"), "{events}");
+    // With the slice made, the same service runs with the value.
+    env.ok(&["up", "w"]);
+    let served = served_env(env.port_of("w", "api"));
+    assert!(
+        served["CACHE_PORT"]
+            .as_str()
+            .unwrap()
+            .parse::<u16>()
+            .is_ok(),
+        "{served}"
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -137,7 +137,9 @@ fn two_worlds_each_get_a_redis_server_of_their_own_and_use_it_the_ordinary_way()
     for (url, pid) in [(&url_a, pid_a), (&url_b, pid_b)] {
         // A plain URL any client takes: the default user, database 0, on loopback.
         assert!(
-            url.starts_with("redis://:") && url.contains("@127.0.0.1:") && url.ends_with("/0"),
+            url.starts_with("redis://default:")
+                && url.contains("@127.0.0.1:")
+                && url.ends_with("/0"),
             "{url}"
         );
         let secret = binky_controllers::url::password_decoded(url).unwrap();
@@ -157,7 +159,7 @@ fn two_worlds_each_get_a_redis_server_of_their_own_and_use_it_the_ordinary_way()
     // published in one is heard in that one only, and FLUSHDB empties only its own.
     let secret_a = binky_controllers::url::password_decoded(&url_a).unwrap();
     let port_b = own_server(&env, "b").unwrap()["port"].as_u64().unwrap();
-    let a_at_b = format!("redis://:{secret_a}@127.0.0.1:{port_b}/0");
+    let a_at_b = format!("redis://default:{secret_a}@127.0.0.1:{port_b}/0");
     let refused = redis::Client::open(a_at_b.as_str())
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
         .and_then(|mut c| run(&mut c, &["GET", "owner"]));

@@ -22,6 +22,9 @@ pub(super) struct Resolved {
     pub(super) missing_env_files: Vec<PathBuf>,
     /// `${env.…}` references in its cmd, setup, env or health that resolve to nothing.
     pub(super) unset_env: Vec<crate::tokens::UnsetEnv>,
+    /// binky's other tokens there that resolve to nothing (yet: a slice not made), with
+    /// the field each is in first (`env.DB_PORT`).
+    pub(super) unresolved: Vec<(String, String)>,
 }
 
 pub(super) fn hash_of<T: serde::Serialize>(value: &T) -> String {
@@ -95,10 +98,16 @@ impl<S: Supervisor> ProcessController<S> {
             .copied()
             .unwrap_or(0);
         let mut unset_env: Vec<crate::tokens::UnsetEnv> = Vec::new();
-        for (_, text) in process.token_fields() {
+        let mut unresolved: Vec<(String, String)> = Vec::new();
+        for (field, text) in process.token_fields() {
             for u in t.unset_env(text) {
                 if !unset_env.iter().any(|x| x.name == u.name) {
                     unset_env.push(u);
+                }
+            }
+            for token in t.unresolved(text, name) {
+                if !unresolved.iter().any(|(_, x)| *x == token) {
+                    unresolved.push((field.clone(), token));
                 }
             }
         }
@@ -113,6 +122,7 @@ impl<S: Supervisor> ProcessController<S> {
             hash,
             missing_env_files: missing,
             unset_env,
+            unresolved,
         })
     }
 

@@ -429,6 +429,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             .filter(|n| selected.contains(n) && world.runs(n))
             .filter_map(|n| world.spec.services[&n].resource().cloned().map(|r| (n, r)))
             .collect();
+        let wanted = referenced_first(wanted);
         if wanted.is_empty() {
             // A shared adapter service's slice is the project's shared world's: this world
             // waits for it, and makes nothing (also below, once its own are made).
@@ -803,4 +804,35 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
         }
         Ok(Cleanup::Done)
     }
+}
+
+/// `wanted` with each adapter service after the ones its `migrate`, `seed` or `env` name
+/// (`REDIS_URL = "${cache.url}"` for Django's settings): their slices exist by the time
+/// its commands run. Otherwise in the order given; a cycle keeps it.
+fn referenced_first(mut wanted: Vec<(String, Resource)>) -> Vec<(String, Resource)> {
+    let refs: BTreeMap<String, Vec<String>> = wanted
+        .iter()
+        .map(|(name, res)| {
+            let named = res
+                .token_fields()
+                .into_iter()
+                .flat_map(|(_, text)| crate::tokens::Tokens::referenced_services(text))
+                .filter(|r| r != name && wanted.iter().any(|(w, _)| w == r))
+                .collect();
+            (name.clone(), named)
+        })
+        .collect();
+    let mut out: Vec<(String, Resource)> = Vec::with_capacity(wanted.len());
+    while !wanted.is_empty() {
+        let next = wanted
+            .iter()
+            .position(|(name, _)| {
+                refs[name]
+                    .iter()
+                    .all(|r| out.iter().any(|(done, _)| done == r))
+            })
+            .unwrap_or(0);
+        out.push(wanted.remove(next));
+    }
+    out
 }

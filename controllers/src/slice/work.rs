@@ -93,6 +93,91 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         }
     }
 
+    /// The tokens `migrate` or `seed` of `service` resolve against: the world's, with the
+    /// slice being built (a golden template's is no world's row yet). A token naming
+    /// another adapter service whose slice is not made yet (`REDIS_URL = "${cache.url}"`
+    /// for Django's settings) is waited for, as long as a command may run; one that can
+    /// never resolve is the error.
+    async fn command_tokens(
+        &self,
+        world: &World,
+        service: &str,
+        res: &Resource,
+        which: &str,
+        cmd: &str,
+        address: &SliceAddress,
+    ) -> Result<crate::tokens::Tokens, String> {
+        let deadline = std::time::Instant::now() + self.command_timeout;
+        loop {
+            let read = |e: crate::store::StoreError| e.to_string();
+            let ports = self
+                .store
+                .read(|c| store::ports_seen_by(c, world))
+                .map_err(read)?;
+            let proxy = self.store.read(store::proxy_view).map_err(read)?;
+            let slices = self
+                .store
+                .read(|c| store::slices_seen_by(c, world))
+                .map_err(read)?;
+            let mut tokens = env::tokens(world, &ports, &proxy, &slices);
+            tokens.urls.insert(service.to_owned(), address.url.clone());
+            for (k, v) in &address.tokens {
+                tokens
+                    .extra
+                    .insert((service.to_owned(), k.clone()), v.clone());
+            }
+            let fields = std::iter::once((which.to_owned(), cmd)).chain(
+                res.env
+                    .iter()
+                    .map(|(k, v)| (format!("env.{k}"), v.as_str())),
+            );
+            let mut unmade = None;
+            for (field, text) in fields {
+                for token in tokens.unresolved(text, service) {
+                    let target = token
+                        .trim_start_matches("${")
+                        .split('.')
+                        .next()
+                        .unwrap_or("")
+                        .to_owned();
+                    let other_slice = target != service
+                        && target != "self"
+                        && world
+                            .spec
+                            .services
+                            .get(&target)
+                            .is_some_and(|s| s.resource().is_some())
+                        && !slices
+                            .iter()
+                            .any(|s| s.service == target && s.address.is_some())
+                        && world
+                            .spec
+                            .selected(world.group.as_deref())
+                            .contains(&target);
+                    if !other_slice {
+                        return Err(format!(
+                            "{field} of `{service}` uses {token}, which resolves to nothing: {}; fix binky.toml and run `binky up {}` again",
+                            tokens.explain(&token, service),
+                            world.name
+                        ));
+                    }
+                    unmade.get_or_insert((field.clone(), token, target));
+                }
+            }
+            let Some((field, token, target)) = unmade else {
+                return Ok(tokens);
+            };
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "{field} of `{service}` uses {token}, but the slice of `{target}` was not made in {}s; see `binky status {}`",
+                    self.command_timeout.as_secs(),
+                    world.name
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     /// Run `migrate` or `seed` against the slice; the error is the message to show.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run_command(
@@ -105,20 +190,9 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         cmd: &str,
         address: &SliceAddress,
     ) -> Result<(), String> {
-        let ports = self
-            .store
-            .read(|c| store::ports_seen_by(c, world))
-            .map_err(|e| e.to_string())?;
-        let proxy = self
-            .store
-            .read(store::proxy_view)
-            .map_err(|e| e.to_string())?;
-        let slices = self
-            .store
-            .read(|c| store::slices_seen_by(c, world))
-            .map_err(|e| e.to_string())?;
-        let mut tokens = env::tokens(world, &ports, &proxy, &slices);
-        tokens.urls.insert(service.to_owned(), address.url.clone());
+        let tokens = self
+            .command_tokens(world, service, res, which, cmd, address)
+            .await?;
         let (workdir, e) =
             env::adapter_command_env(world, layout, service, res, &tokens, &address.url);
         let log = crate::process::ProcessController::<S>::log_path(&self.logs_dir, world, service);

@@ -114,6 +114,18 @@ async fn provision_and_teardown_on_secured_elasticsearch_scripted_server() {
         .await
         .expect("provision");
     let addr = Elasticsearch.resolve(&slice(), &c).await.expect("resolve");
+    // Completed, the slice gives every documented token, the server's host and port.
+    let done = crate::adapters::tokens::complete("elasticsearch", addr.clone());
+    let keys: Vec<&str> = done.tokens.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        crate::adapters::tokens::documented("elasticsearch").unwrap()
+    );
+    assert_eq!(done.tokens["host"], "127.0.0.1");
+    assert_eq!(
+        Some(done.tokens["port"].as_str()),
+        fake.url.rsplit(':').next()
+    );
     assert_eq!(
         Elasticsearch.exists(&slice(), &c).await.expect("exists"),
         Some(true)

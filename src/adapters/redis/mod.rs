@@ -6,7 +6,7 @@
 //!
 //! | isolation | default when | a world's slice | `${cache.url}` |
 //! | --- | --- | --- | --- |
-//! | `server` | no `admin_url` and no `$BINKY_REDIS_URL` | a `redis-server` of its own, run by binky ([`crate::servers`]) | `redis://:<secret>@127.0.0.1:<port>/0` |
+//! | `server` | no `admin_url` and no `$BINKY_REDIS_URL` | a `redis-server` of its own, run by binky ([`crate::servers`]) | `redis://default:<secret>@127.0.0.1:<port>/0` |
 //! | `database` | an `admin_url` (or `$BINKY_REDIS_URL`) | a logical database of that server and an ACL user pinned to it ([`database`]) | `redis://<slice>:<secret>@host:port/<N>` |
 //! | `prefix` | never | a key prefix and an ACL user allowed only that prefix ([`prefix`]) | `redis://<slice>:<secret>@host:port/<db>` |
 //!
@@ -434,7 +434,7 @@ impl Adapter for Redis {
             let (url, tokens) = match isolation {
                 Isolation::Server => (
                     // The `default` user: the classic form every client takes.
-                    format!("redis://:{secret}@{}/0", server.authority),
+                    format!("redis://default:{secret}@{}/0", server.authority),
                     Self::tokens(&server.host, server.port, 0, "default", &slice.secret),
                 ),
                 Isolation::Database => {
@@ -589,7 +589,7 @@ mod tests {
             ..cfg("redis://default:0123abcd@127.0.0.1:40001")
         };
         let a = resolve(&own).expect("resolves");
-        assert_eq!(a.url, "redis://:0123abcd@127.0.0.1:40001/0");
+        assert_eq!(a.url, "redis://default:0123abcd@127.0.0.1:40001/0");
         assert_eq!(a.tokens["database"], "0");
         assert_eq!(a.tokens["port"], "40001");
         assert_eq!(a.tokens["password"], "0123abcd");

@@ -186,10 +186,16 @@ impl<S: Supervisor> ProcessController<S> {
             return Ok(step);
         }
         let slices = self.store.read(|c| store::slices_seen_by(c, s.world))?;
+        if let Flow::Done(step) = self.tokens_unresolved(s, row, rows, false)? {
+            return Ok(step);
+        }
         if let Flow::Done(step) = self.start_setup(s, row, rows, &slices).await? {
             return Ok(step);
         }
         if let Flow::Done(step) = self.wait_for_dependencies(s, row, rows, &slices)? {
+            return Ok(step);
+        }
+        if let Flow::Done(step) = self.tokens_unresolved(s, row, rows, true)? {
             return Ok(step);
         }
         self.start(s, row).await
@@ -459,6 +465,76 @@ impl<S: Supervisor> ProcessController<S> {
             "EnvUnset",
             format!("{}: {}", s.name, row.message),
         )))
+    }
+
+    /// A token of binky's that resolves to nothing never reaches a process as its own text
+    /// (`DB_PORT=${db.port}`). One naming an adapter service whose slice is not made yet
+    /// waits for it (`starting`: only before the start itself, so `setup` still runs beside
+    /// the database work); any other holds the service with a message naming it.
+    fn tokens_unresolved(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        rows: &BTreeMap<String, ProcessRow>,
+        starting: bool,
+    ) -> Result<Flow, StoreError> {
+        let unmade = |token: &str| {
+            let expr = token.trim_start_matches("${").trim_end_matches('}');
+            let target = match expr.split_once('.') {
+                Some(("self", _)) => s.name,
+                Some((obj, _)) => obj,
+                None => return false,
+            };
+            // Judged on the tokens the service was resolved with (one snapshot): a slice
+            // made since is seen at the next pass. A slice the world's group does not make
+            // is never coming.
+            s.world
+                .spec
+                .services
+                .get(target)
+                .is_some_and(|t| t.resource().is_some())
+                && !s.tokens.urls.contains_key(target)
+                && s.world
+                    .spec
+                    .selected(s.world.group.as_deref())
+                    .contains(target)
+        };
+        let (waiting, broken): (Vec<_>, Vec<_>) = s
+            .resolved
+            .unresolved
+            .iter()
+            .partition(|(_, token)| unmade(token));
+        if let Some((field, token)) = broken.first() {
+            row.state = ProcState::Pending;
+            row.message = format!(
+                "{field} uses {token}, which resolves to nothing in world `{}`: {}",
+                s.world.name,
+                s.tokens.explain(token, s.name)
+            );
+            if rows.get(s.name).is_none_or(|r| r.message != row.message) {
+                self.event(
+                    s.world.id,
+                    "token_unresolved",
+                    &format!("{}: {}", s.name, row.message),
+                );
+                self.save(s.world.id, row)?;
+            }
+            return Ok(Flow::Done(Step::problem(
+                "TokenUnresolved",
+                format!("{}: {}", s.name, row.message),
+            )));
+        }
+        match waiting.first() {
+            Some((field, token)) if starting => {
+                let msg = format!("waiting for the slice {token} names (in {field})");
+                // Looked at again soon: the slice may have been made after this pass read
+                // the tokens.
+                let mut step = self.pending(s, row, msg)?;
+                step.wake = Some(Duration::from_millis(250));
+                Ok(Flow::Done(step))
+            }
+            _ => Ok(Flow::Next),
+        }
     }
 
     /// Not running: it starts once its dependencies are ready. A process dependency is
