@@ -4,9 +4,21 @@ use binky_controllers::admission::{check_spec, Verdict};
 
 use super::*;
 
+/// A project `shop` with `compose` as its docker-compose.yml.
+fn repo_with(compose: &str, dotenv: Option<&str>) -> Repo {
+    Repo {
+        dir_name: "shop".into(),
+        compose: Some(ComposeSource {
+            name: "docker-compose.yml".into(),
+            text: compose.into(),
+        }),
+        dotenv: dotenv.map(str::to_owned),
+        ..Repo::default()
+    }
+}
+
 fn generate_with(compose: &str, dotenv: Option<&str>) -> Generated {
-    generate(compose, "docker-compose.yml", dotenv, "shop")
-        .unwrap_or_else(|e| panic!("{e}\n{compose}"))
+    generate(&repo_with(compose, dotenv)).unwrap_or_else(|e| panic!("{e}\n{compose}"))
 }
 
 /// binky's own parser and admission accept it; the TOML as a table.
@@ -96,7 +108,7 @@ fn database_and_broker_images_become_adapter_services() {
 }
 
 #[test]
-fn adapter_services_read_their_admin_url_from_the_environment() {
+fn adapter_services_binky_can_run_itself_get_no_admin_url() {
     let g = generate_with(
         r#"
 services:
@@ -111,23 +123,19 @@ services:
     let t = valid(&g);
     crate::apply::validate(&g.toml, Path::new("binky.toml"), None)
         .unwrap_or_else(|e| panic!("{e}\n{}", g.toml));
+    // binky runs PostgreSQL and Redis itself: no admin_url, nothing to set; the comment
+    // says how to point at a server of one's own (compose's published port as example).
     assert_eq!(string(&t, &["services", "db", "adapter"]), "postgres");
-    assert_eq!(
-        string(&t, &["services", "db", "admin_url"]),
-        "${env.DB_ADMIN_URL}"
-    );
+    assert!(!svc(&t, "db").contains_key("admin_url"), "{}", g.toml);
     assert_eq!(string(&t, &["services", "cache", "adapter"]), "valkey");
-    assert_eq!(
-        string(&t, &["services", "cache", "admin_url"]),
-        "${env.CACHE_ADMIN_URL}"
-    );
-    assert!(g.toml.contains("binky can also run PostgreSQL itself"));
-    assert!(g.toml.contains("binky can also run Redis itself"));
+    assert!(!svc(&t, "cache").contains_key("admin_url"), "{}", g.toml);
+    assert!(g.toml.contains("# binky runs PostgreSQL for it, from the installed binaries. To use a server you\n# already run instead: admin_url = \"${env.DB_ADMIN_URL}\" (e.g. postgres://postgres:…@127.0.0.1:5433/postgres)."), "{}", g.toml);
+    assert!(g.toml.contains("# binky runs Redis for it"));
+    assert!(g.to_set.is_empty(), "{:?}", g.to_set);
+    assert!(!g.toml.contains("Set before"), "{}", g.toml);
     // The container's settings are not the slice's.
     absent(&g, "hunter2-db-Pw");
     assert!(!svc(&t, "db").contains_key("env"));
-    let (_, why) = g.to_set.iter().find(|(n, _)| n == "DB_ADMIN_URL").unwrap();
-    assert!(why.contains("127.0.0.1:5433"), "{why}");
     assert_eq!(g.adapters, ["postgres", "valkey"]);
 }
 
@@ -145,11 +153,8 @@ fn adapters_without_a_managed_server_say_they_need_an_admin_url() {
     );
     // Both are built in: no external adapter is asked for.
     assert!(!g.toml.contains("binky-adapter-"), "{}", g.toml);
-    assert!(
-        g.toml.contains("# binky can also run MariaDB itself"),
-        "{}",
-        g.toml
-    );
+    assert!(!svc(&t, "mysql").contains_key("admin_url"), "{}", g.toml);
+    assert!(g.toml.contains("# binky runs MariaDB for it"), "{}", g.toml);
     assert!(g.toml.contains(
         "# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out."
     ));
@@ -475,11 +480,12 @@ services:
     let env = |s: &str, k: &str| string(&t, &["services", s, "env", k]).to_owned();
     assert_eq!(env("api", "DATABASE_URL"), "${db.url}");
     assert_eq!(env("api", "REDIS_URL"), "${cache.url}");
-    assert_eq!(env("api", "REDIS_HOST"), "cache");
-    assert!(g
+    // An address in parts names the slice's parts, for Redis as for PostgreSQL.
+    assert_eq!(env("api", "REDIS_HOST"), "${cache.host}");
+    assert!(!g
         .to_decide
         .iter()
-        .any(|l| l.starts_with("api: env REDIS_HOST") && l.contains("${cache.url}")));
+        .any(|l| l.starts_with("api: env REDIS_HOST")));
     assert_eq!(
         string(&t, &["services", "api", "cmd"]),
         "./serve --db ${db.url}"
@@ -840,13 +846,9 @@ fn project_name_is_the_directory_name_sanitised() {
     assert_eq!(project_name("--ünïcode--"), "n-code");
     assert_eq!(project_name("..."), "app");
     assert_eq!(project_name(&"x".repeat(80)).len(), 63);
-    let g = generate(
-        "services:\n  a: { build: ., command: a }\n",
-        "compose.yaml",
-        None,
-        "Big App!",
-    )
-    .unwrap();
+    let mut repo = repo_with("services:\n  a: { build: ., command: a }\n", None);
+    repo.dir_name = "Big App!".into();
+    let g = generate(&repo).unwrap();
     assert_eq!(string(&valid(&g), &["project", "name"]), "big-app");
 }
 
@@ -860,9 +862,7 @@ fn a_file_that_is_not_compose_is_refused_with_its_name() {
         ("services: {}\n", "has no service"),
         ("services: [a, b]\n", "is not a mapping"),
     ] {
-        let e = generate(text, "docker-compose.yml", None, "shop")
-            .unwrap_err()
-            .to_string();
+        let e = generate(&repo_with(text, None)).unwrap_err().to_string();
         assert!(e.starts_with("docker-compose.yml "), "{e}");
         assert!(e.contains(says), "{e}");
         assert!(e.contains("fix:"), "{e}");
