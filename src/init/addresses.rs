@@ -232,6 +232,15 @@ pub(super) fn read_by_browser(key: &str) -> bool {
         "GATSBY_",
         "VUE_APP_",
     ];
-    const BROWSER: &[&str] = &["ORIGIN", "CORS", "REDIRECT", "CALLBACK", "CSRF_TRUSTED"];
+    const BROWSER: &[&str] = &[
+        "ORIGIN",
+        "CORS",
+        "REDIRECT",
+        "CALLBACK",
+        "CSRF_TRUSTED",
+        "FRONTEND",
+        "PUBLIC_URL",
+        "SITE_URL",
+    ];
     PUBLIC.iter().any(|p| k.starts_with(p)) || BROWSER.iter().any(|w| k.contains(w))
 }

@@ -4,12 +4,46 @@
 //! compose has no service for, and the migrations an adapter service runs (`alembic.ini`,
 //! `manage.py`).
 
+use super::addresses::read_by_browser;
 use super::*;
 
 impl Init {
     /// Does service `i` run as a process (or would, once uncommented)?
     pub(super) fn runs(&self, i: usize) -> bool {
         matches!(self.svcs[i].kind, Kind::Process | Kind::Commented(_))
+    }
+
+    /// Services that run once before the others: another waits for them with `condition:
+    /// service_completed_successfully`, or they run a migration tool or a prestart script.
+    pub(super) fn find_one_shots(&mut self) {
+        let mut awaited: BTreeSet<String> = BTreeSet::new();
+        for s in &self.svcs {
+            if let Some(Value::Mapping(m)) = s.def.get("depends_on") {
+                for (k, v) in m {
+                    let done = v.get("condition").and_then(scalar).as_deref()
+                        == Some("service_completed_successfully");
+                    if let (true, Some(k)) = (done, scalar(k)) {
+                        awaited.insert(k);
+                    }
+                }
+            }
+        }
+        for s in &mut self.svcs {
+            if s.kind != Kind::Process {
+                continue;
+            }
+            let cmd = match command_of(&s.def) {
+                Some(Command::Shell(c)) => c,
+                Some(Command::Words(ws)) => ws.join(" "),
+                None => String::new(),
+            };
+            let migrates = ["alembic upgrade", "manage.py migrate", "prestart"]
+                .iter()
+                .any(|w| cmd.contains(w));
+            if awaited.contains(&s.raw) || migrates {
+                s.kind = Kind::Commented(Why::OneShot);
+            }
+        }
     }
 
     /// Each process service's `workdir`.
@@ -60,6 +94,29 @@ impl Init {
                                 Value::Sequence(vec![Value::from(port.to_string())]),
                             );
                         }
+                        // Build arguments the bundle reads (`VITE_API_URL`) are the dev
+                        // server's environment.
+                        let args = def
+                            .get("build")
+                            .and_then(|b| b.get("args"))
+                            .cloned()
+                            .map(as_named_mapping);
+                        if let Some(Value::Mapping(args)) = args {
+                            let mut env =
+                                match def.get("environment").cloned().map(as_named_mapping) {
+                                    Some(Value::Mapping(m)) => m,
+                                    _ => Mapping::new(),
+                                };
+                            for (k, v) in args {
+                                let browser = scalar(&k).is_some_and(|k| read_by_browser(&k));
+                                if browser && !env.contains_key(&k) {
+                                    env.insert(k, v);
+                                }
+                            }
+                            self.svcs[i]
+                                .def
+                                .insert(Value::from("environment"), Value::Mapping(env));
+                        }
                         let pkg = Repo::path_in(workdir.as_deref(), "package.json");
                         Some((
                             ds.cmd,
@@ -73,7 +130,7 @@ impl Init {
             if let Some((cmd, from)) = found {
                 self.svcs[i]
                     .def
-                    .insert(Value::from("command"), Value::from(cmd));
+                    .insert(Value::from("command"), Value::from(literal(&cmd)));
                 self.svcs[i].cmd_from = Some(from);
             }
         }
@@ -163,7 +220,7 @@ impl Init {
                 .to_owned();
             let port = if ds.framework == "vite" { 5173 } else { 3000 };
             let mut def = Mapping::new();
-            def.insert(Value::from("command"), Value::from(ds.cmd.clone()));
+            def.insert(Value::from("command"), Value::from(literal(&ds.cmd)));
             def.insert(
                 Value::from("expose"),
                 Value::Sequence(vec![Value::from(port.to_string())]),
@@ -371,4 +428,10 @@ impl Init {
             }
         }
     }
+}
+
+/// A command that is not compose's, as compose would write it: `$` doubled, so that
+/// compose's interpolation leaves `${self.port}` and the shell's `$VAR` as they are.
+pub(super) fn literal(cmd: &str) -> String {
+    cmd.replace('$', "$$")
 }

@@ -126,7 +126,10 @@ pub(super) fn generate(repo: &Repo, project: &str) -> Result<Generated, InitErro
         .collect();
     let base = |cmd: &str, port: Option<u16>| {
         let mut def = Mapping::new();
-        def.insert(Value::from("command"), Value::from(cmd));
+        def.insert(
+            Value::from("command"),
+            Value::from(super::apps::literal(cmd)),
+        );
         if let Some(p) = port {
             def.insert(
                 Value::from("expose"),

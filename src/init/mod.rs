@@ -118,6 +118,7 @@ pub fn generate(repo: &Repo) -> Result<Generated, InitError> {
     };
     let mut init = Init::new(repo, compose_file, &project);
     init.read_services(services);
+    init.find_one_shots();
     init.plan_workdirs();
     init.derive_commands();
     init.add_dev_servers();
@@ -311,6 +312,9 @@ enum Why {
     TestOnly(&'static str),
     /// It runs a tool that is not installed on this machine.
     NotInstalled(&'static MailCatcher),
+    /// It runs once before the others (migrations, a prestart script): the database's
+    /// `migrate` does that in binky.
+    OneShot,
 }
 
 struct Svc {

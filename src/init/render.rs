@@ -50,6 +50,10 @@ impl Init {
                 format!("# {name} runs {what}: not part of a running world, so it is left out. To run\n# the tests against a world: `binky exec NAME -- <the command below>`."),
                 format!("{name}: commented out ({what}; run it with binky exec)"),
             ),
+            Why::OneShot => (
+                format!("# {name} runs once before the others start (migrations, initial data): in binky a\n# database's `migrate` (and `seed`) does that, once per golden template or world."),
+                format!("{name}: commented out (runs once before the others: the database's migrate does that)"),
+            ),
             Why::NotInstalled(mc) => {
                 let install = mc.install;
                 self.note(&format!("{} ({}) is not installed, so [services.{name}] is commented out: install it with {install}, then uncomment it (and the SMTP settings that name it)", mc.tool, mc.program));

@@ -343,7 +343,11 @@ impl Dockerfile {
                 } else {
                     path.strip_prefix(&format!("{dir}/"))
                         .map(|rest| format!("{src}/{rest}"))
-                        .or_else(|| (path == dir || dir.is_empty()).then(|| src.clone()))
+                        .or_else(|| {
+                            // The directory itself: only when a directory was copied in.
+                            let whole = matches!(src.as_str(), "." | "./") || src.ends_with('/');
+                            (whole && path == dir).then(|| src.clone())
+                        })
                 }
             } else if path == dst {
                 Some(src.clone())

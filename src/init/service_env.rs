@@ -140,6 +140,38 @@ impl Init {
                 });
             }
         }
+        // Settings in parts (`POSTGRES_HOST`, …) in front of code that reads DATABASE_URL
+        // (an image's entrypoint builds it from them): binky sets it, as the slice's URL.
+        let has_url =
+            lines.iter().any(|l| l.key == "DATABASE_URL") || seen.contains("DATABASE_URL");
+        let db = families
+            .iter()
+            .chain(&file_families)
+            .map(|(_, j)| *j)
+            .find(|&j| {
+                matches!(
+                    self.svcs[j].kind,
+                    Kind::Adapter("postgres" | "mysql" | "mariadb" | "percona")
+                )
+            });
+        if let (false, Some(j)) = (has_url, db) {
+            let prefix = self.svcs[i]
+                .workdir
+                .as_deref()
+                .map(|w| format!("{w}/"))
+                .unwrap_or_default();
+            let reader = self.repo.files.iter().find(|(p, t)| {
+                p.starts_with(&prefix) && p.ends_with(".py") && t.contains("DATABASE_URL")
+            });
+            if let Some((path, _)) = reader {
+                let target = self.svcs[j].name.clone();
+                lines.push(EnvLine {
+                    comment: Some(format!("DATABASE_URL: {path} reads it; compose gives the database in parts (its image builds the URL from them)")),
+                    key: "DATABASE_URL".into(),
+                    value: Some(format!("${{{target}.url}}")),
+                });
+            }
+        }
         lines
     }
 
