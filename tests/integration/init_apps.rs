@@ -112,6 +112,14 @@ fn get_200(env: &Env, svc: &str, world: &str, path: &str) -> String {
     last
 }
 
+/// The JSON body of an answer, chunked or not (one chunk).
+fn json_of(answer: &str) -> serde_json::Value {
+    let (Some(a), Some(b)) = (answer.find('{'), answer.rfind('}')) else {
+        panic!("no JSON in: {answer}");
+    };
+    serde_json::from_str(&answer[a..=b]).unwrap_or_else(|e| panic!("{e}: {answer}"))
+}
+
 /// Stands in for `npm install`'s `node_modules/.bin/vite`: a real node server taking Vite's
 /// flags (`--port`, `--strictPort`, `--host`) and answering with what the page would be
 /// built with (`VITE_API_URL`).
@@ -171,7 +179,7 @@ fn a_fullstack_monorepo_runs_as_init_wrote_it_and_answers_through_the_proxy() {
 
     up(&env, "w");
     let answer = get_200(&env, "backend", "w", "/api/v1/items");
-    let body = body_json(&answer).unwrap_or_else(|| panic!("{answer}"));
+    let body = json_of(&answer);
     // The row the migration inserted: the world's database is the migrated template's copy.
     assert_eq!(body["items"], serde_json::json!(["first"]), "{answer}");
     assert_eq!(body["api_key"], "devkey");
@@ -182,10 +190,7 @@ fn a_fullstack_monorepo_runs_as_init_wrote_it_and_answers_through_the_proxy() {
         "{body}"
     );
     let page = get_200(&env, "frontend", "w", "/");
-    // node answers chunked: the JSON is the one chunk.
-    let json = &page[page.find('{').unwrap_or(0)..=page.rfind('}').unwrap_or(0)];
-    let page: serde_json::Value =
-        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {page}"));
+    let page = json_of(&page);
     assert!(
         page["VITE_API_URL"]
             .as_str()
@@ -196,6 +201,93 @@ fn a_fullstack_monorepo_runs_as_init_wrote_it_and_answers_through_the_proxy() {
     let keys: Vec<serde_json::Value> =
         serde_json::from_str(&env.ok(&["golden", "ls", "--json"])).unwrap();
     assert_eq!(keys.len(), 1, "{keys:?}");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn a_django_celery_flower_mail_project_runs_as_init_wrote_it_and_answers_through_the_proxy() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let (env, text, said) = init_project("django-stack", &[]);
+    // The commands behind /start, /start-celeryworker, … (the scripts the Dockerfile
+    // copies in), Flower's port with a url, the database's migrate in a golden template,
+    // the mail catcher that is not installed commented out with how to install it.
+    assert!(
+        text.contains("cmd = \"python manage.py runserver 0.0.0.0:${self.port}\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"celery -A config.celery_app worker -l INFO\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"celery -A config.celery_app beat -l INFO\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"celery -A config.celery_app flower --address=0.0.0.0 --port=${self.port}\"\nurl = true"),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \"python manage.py migrate --noinput\"\nclone_from = \"golden\""),
+        "{text}"
+    );
+    assert!(text.contains("# [services.mailpit]"), "{text}");
+    assert!(said.contains("brew install mailpit"), "{said}");
+    assert!(!text.lines().any(|l| l.starts_with("admin_url")), "{text}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "django", "w", "/");
+    let body = json_of(&answer);
+    assert_eq!(
+        body["notes"],
+        serde_json::json!(["hello from the golden template"]),
+        "{answer}"
+    );
+    // Flower's UI through the proxy, connected to the world's own Redis.
+    let flower = get_200(&env, "flower", "w", "/");
+    assert!(flower.contains("Flower"), "{flower}");
+    let services = env.services("w");
+    for svc in ["celeryworker", "celerybeat"] {
+        let s = services.iter().find(|s| s["name"] == svc).unwrap();
+        assert!(s["pid"].as_u64().is_some(), "{svc} not running: {s}");
+    }
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn a_procfile_and_manage_py_without_compose_run_as_init_wrote_them() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let (env, text, said) = init_project("procfile-django", &[]);
+    assert!(said.contains("from Procfile, manage.py"), "{said}");
+    assert!(
+        text.contains("[services.db]\n# the dependencies name psycopg2-binary"),
+        "{text}"
+    );
+    assert!(text.contains("[services.redis]"), "{text}");
+    assert!(
+        text.contains("cmd = \"python manage.py runserver 127.0.0.1:${self.port}\"\nurl = true"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"celery -A config.celery_app worker -l INFO\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \"python manage.py migrate --noinput\""),
+        "{text}"
+    );
+    assert!(text.contains("DATABASE_URL = \"${db.url}\""), "{text}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "web", "w", "/");
+    let body = json_of(&answer);
+    assert_eq!(
+        body["notes"],
+        serde_json::json!(["hello from the golden template"]),
+        "{answer}"
+    );
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
