@@ -931,3 +931,144 @@ services:
         ]
     );
 }
+
+#[test]
+fn a_dockerfile_says_where_image_paths_come_from() {
+    let df = Dockerfile::parse(
+        "FROM node:20 AS build\nWORKDIR /app\nCOPY . .\nFROM python:3.12\nWORKDIR /srv/\nCOPY ./requirements.txt ./alembic.ini /srv/\nCOPY ./compose/start /start\nCOPY ./src /srv/code\nCMD [\"python\", \"-m\", \"app\"]\n",
+        None,
+    );
+    assert_eq!(df.workdir.as_deref(), Some("/srv/"));
+    assert_eq!(df.cmd.as_deref(), Some("python -m app"));
+    assert_eq!(
+        df.host_path("api", "/start").as_deref(),
+        Some("api/compose/start")
+    );
+    assert_eq!(
+        df.host_path("api", "/srv/code/x.py").as_deref(),
+        Some("api/src/x.py")
+    );
+    assert_eq!(
+        df.host_path("api", "/srv/alembic.ini").as_deref(),
+        Some("api/alembic.ini")
+    );
+    // A file copied into /srv/ is not /srv itself.
+    assert_eq!(df.host_path("api", "/srv"), None);
+    let first = Dockerfile::parse("FROM a AS build\nWORKDIR /app\nFROM b\n", Some("build"));
+    assert_eq!(first.workdir.as_deref(), Some("/app"));
+    assert_eq!(
+        script_command("#!/bin/bash\nset -o errexit\npython manage.py migrate\nexec python manage.py runserver 0.0.0.0:8000\n"),
+        Some("python manage.py runserver 0.0.0.0:8000".to_owned())
+    );
+}
+
+#[test]
+fn a_credentials_placeholder_default_is_kept_and_check_accepts_it() {
+    let g = generate_with(
+        "services:\n  api:\n    build: .\n    command: run\n    environment:\n      API_KEY: ${API_KEY:-devkey}\n      SECRET_KEY: ${SECRET_KEY:-Xk9-Real-Looking-2024}\n      TOKEN: ${TOKEN:-}\n",
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "api", "env", "API_KEY"]),
+        "${env.API_KEY:-devkey}"
+    );
+    assert_eq!(
+        string(&t, &["services", "api", "env", "SECRET_KEY"]),
+        "${env.SECRET_KEY}"
+    );
+    assert_eq!(
+        string(&t, &["services", "api", "env", "TOKEN"]),
+        "${env.TOKEN:-}"
+    );
+    absent(&g, "Xk9-Real-Looking-2024");
+    // Only SECRET_KEY must be set: the others have defaults.
+    assert!(
+        g.toml.contains("# Set before `binky up`: SECRET_KEY\n"),
+        "{}",
+        g.toml
+    );
+    // `binky check` finds no inline credential in what init keeps.
+    let loaded = crate::config::parse(&g.toml, Path::new("binky.toml")).unwrap();
+    let findings = crate::check::check_loaded(&g.toml, &loaded);
+    assert!(
+        !findings.iter().any(|f| f.code == "inline-credential"),
+        "{findings:?}"
+    );
+}
+
+#[test]
+fn test_runners_and_missing_mail_catchers_are_commented_out_and_smtp_follows_the_catcher() {
+    let compose = "services:\n  api:\n    build: .\n    command: serve --port 8000\n    ports: ['8000:8000']\n    environment:\n      SMTP_HOST: mail\n      SMTP_PORT: '1025'\n  mail:\n    image: axllent/mailpit\n    ports: ['8025:8025']\n  e2e:\n    image: mcr.microsoft.com/playwright:v1.49.0\n    command: npx playwright test\n    depends_on: [api]\n";
+    let g = generate_with(compose, None);
+    let t = valid(&g);
+    assert!(t["services"].get("e2e").is_none() && t["services"].get("mail").is_none());
+    assert!(
+        g.toml
+            .contains("# [services.e2e]\n# cmd = \"npx playwright test\""),
+        "{}",
+        g.toml
+    );
+    assert!(g.toml.contains("brew install mailpit"), "{}", g.toml);
+    assert_eq!(
+        string(&t, &["services", "api", "env", "SMTP_HOST"]),
+        "localhost"
+    );
+    assert_eq!(string(&t, &["services", "api", "env", "SMTP_PORT"]), "1025");
+    assert!(
+        g.toml
+            .contains("once mail is uncommented: SMTP_PORT = \"${mail.smtp}\""),
+        "{}",
+        g.toml
+    );
+    // Installed: the catcher runs, with its UI's url, and SMTP_PORT is its port.
+    let mut repo = repo_with(compose, None);
+    repo.installed.insert("mailpit".into());
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "mail", "cmd"]),
+        "mailpit --smtp 127.0.0.1:${self.smtp} --listen 127.0.0.1:${self.port}"
+    );
+    assert_eq!(string(&t, &["services", "mail", "url", "http"]), "mail");
+    assert_eq!(
+        string(&t, &["services", "api", "env", "SMTP_PORT"]),
+        "${mail.smtp}"
+    );
+}
+
+#[test]
+fn a_vite_package_gets_its_dev_server_and_no_files_at_all_is_an_error_naming_what_was_looked_for() {
+    let mut repo = repo_with(
+        "services:\n  api: { build: ./api, command: 'serve --port 8000', ports: ['8000:8000'] }\n",
+        None,
+    );
+    repo.files.insert(
+        "web/package.json".into(),
+        r#"{"scripts": {"dev": "vite"}}"#.into(),
+    );
+    repo.files
+        .insert("web/vite.config.ts".into(), "export default {}".into());
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "npm run dev -- --port ${self.port} --strictPort --host 127.0.0.1"
+    );
+    assert_eq!(string(&t, &["services", "web", "workdir"]), "web");
+    assert!(
+        g.toml
+            .contains("# NOTE: Vite (web/vite.config.ts) refuses unknown hosts"),
+        "{}",
+        g.toml
+    );
+    let bare = Repo {
+        dir_name: "empty".into(),
+        ..Repo::default()
+    };
+    let e = generate(&bare).unwrap_err().to_string();
+    assert!(
+        e.contains("a Procfile") && e.contains("manage.py") && e.contains("fix:"),
+        "{e}"
+    );
+}
