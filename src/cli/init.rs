@@ -286,9 +286,9 @@ fn read_repo(dir: &Path, paths: &[PathBuf]) -> Result<init::Repo, Failure> {
     // The Dockerfiles compose names, then the scripts those name.
     for _ in 0..2 {
         for rel in init::referenced_files(&repo) {
-            if !repo.files.contains_key(&rel) {
-                if let Some(text) = read_small(&dir.join(&rel)) {
-                    repo.files.insert(rel, text);
+            if let std::collections::btree_map::Entry::Vacant(e) = repo.files.entry(rel) {
+                if let Some(text) = read_small(&dir.join(e.key())) {
+                    e.insert(text);
                 }
             }
         }

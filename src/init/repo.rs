@@ -263,7 +263,9 @@ impl Dockerfile {
         if !cur.is_empty() {
             instructions.push(cur);
         }
-        let mut stages: Vec<(Option<String>, Vec<(String, String)>)> = Vec::new();
+        // `(stage name, its instructions as (word, rest))`.
+        type Stage = (Option<String>, Vec<(String, String)>);
+        let mut stages: Vec<Stage> = Vec::new();
         for ins in instructions {
             let (word, rest) = ins.split_once(char::is_whitespace).unwrap_or((&ins, ""));
             let word = word.to_ascii_uppercase();
