@@ -1,11 +1,13 @@
 //! `binky init [DIR] [--force]`: write a starting `binky.toml` in DIR from the compose file
-//! (and `.env`) found there. The mapping itself is [`crate::init`]; this reads, checks and
+//! (and `.env`) found there, or without one from what the project's files say runs (a
+//! `Procfile`, `package.json`, `manage.py`, `alembic.ini`). The mapping itself is
+//! [`crate::init`], which reads only the [`init::Repo`] this fills; this reads, checks and
 //! writes.
 //!
 //! # Guarantees
 //! - Nothing is written on error: not when a `binky.toml` exists (without `--force`), not
-//!   when there is no compose file or it cannot be read, not when the result would not
-//!   parse.
+//!   when there is neither a compose file nor anything else that says what runs, not when
+//!   a file cannot be read, not when the result would not parse.
 //! - The file appears whole: written beside and renamed into place.
 
 use std::io::Write;
@@ -24,6 +26,7 @@ const DEV_VARIANTS: [&str; 4] = ["local", "dev", "development", "develop"];
 
 /// The compose files a project uses, as `docker compose` would read them, and a note on
 /// how they were chosen.
+/// No compose file at all is `Ok` with no files: init then reads what else says what runs.
 fn compose_files(dir: &Path, given: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<String>), Failure> {
     if !given.is_empty() {
         let files: Vec<PathBuf> = given
@@ -141,12 +144,7 @@ fn compose_files(dir: &Path, given: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<
             }
         }
     }
-    Err(Failure::usage(format!(
-        "no compose file in {}: looked for COMPOSE_FILE, {}, and docker-compose.<{}>.yml\n  fix: name it: `binky init -f docker-compose.prod.yml` (repeat -f to merge several), run `binky init DIR` on the directory that has the project's compose file, or write binky.toml by hand (docs/config.md)",
-        dir.display(),
-        COMPOSE_FILES.join(", "),
-        DEV_VARIANTS.join("|")
-    )))
+    Ok((Vec::new(), None))
 }
 
 /// `binky init`.
@@ -169,67 +167,18 @@ pub fn run(dir: Option<PathBuf>, force: bool, given: Vec<PathBuf>) -> Result<i32
     if let Some(note) = note {
         eprintln!("binky: {note}");
     }
-    let mut texts = Vec::new();
-    for p in &paths {
-        let text = std::fs::read_to_string(p).map_err(|e| {
-            Failure::failed(format!(
-                "cannot read {}: {e}; make it readable, then run `binky init` again",
-                p.display()
-            ))
-        })?;
-        texts.push((p.display().to_string(), text));
-    }
-    let compose_path = &paths[0];
-    let compose = if texts.len() == 1 {
-        texts[0].1.clone()
-    } else {
-        init::merge_compose(&texts).map_err(|e| Failure::usage(e.to_string()))?
-    };
-    let compose_name = texts
-        .iter()
-        .map(|(n, _)| {
-            Path::new(n)
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
-        .collect::<Vec<_>>()
-        .join(" + ");
-    let dotenv_path = dir.join(".env");
-    let dotenv = match std::fs::read_to_string(&dotenv_path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(Failure::failed(format!(
-                "cannot read {}: {e}; make it readable (binky init reads it to understand ${{VAR}} in the compose file, never to copy values)",
-                dotenv_path.display()
-            )))
-        }
-    };
-    let dir_name = std::fs::canonicalize(&dir)
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_default();
-    // The env_files services name: their addresses of compose services become binky's.
-    let env_files = env_file_texts(&dir, &compose);
-    let generated = init::generate_with_files(
-        &compose,
-        &compose_name,
-        dotenv.as_deref(),
-        &dir_name,
-        &env_files,
-    )
-    .map_err(|e| Failure::usage(e.to_string()))?;
-    let mut generated = generated;
-    let hints = host_header_hints(&dir, &generated.toml);
-    if !hints.is_empty() {
-        let notes: String = hints.iter().map(|h| format!("# NOTE: {h}\n")).collect();
-        generated.toml =
-            generated
-                .toml
-                .replacen("\n[project]\n", &format!("\n{notes}\n[project]\n"), 1);
-        generated.to_decide.extend(hints);
-    }
+    let repo = read_repo(&dir, &paths)?;
+    let compose_path = paths.first().cloned().unwrap_or_else(|| dir.clone());
+    let generated = init::generate(&repo).map_err(|e| match e {
+        init::InitError::NothingToRead { compose, .. } => Failure::usage(
+            init::InitError::NothingToRead {
+                dir: dir.display().to_string(),
+                compose,
+            }
+            .to_string(),
+        ),
+        e => Failure::usage(e.to_string()),
+    })?;
 
     // What binky would say at `binky up`: a file binky init writes must never be refused
     // for its form. (Adapters found on PATH or not are a matter of installing them.)
@@ -251,56 +200,8 @@ pub fn run(dir: Option<PathBuf>, force: bool, given: Vec<PathBuf>) -> Result<i32
             target.display()
         ))
     })?;
-    print_summary(&target, &compose_name, &generated);
+    print_summary(&target, &generated.source, &generated);
     Ok(exit::OK)
-}
-
-/// Frameworks in `dir` that refuse a request whose `Host` is not one they know: the
-/// proxy sends `<service>.<world>.<project>.localhost`. What to change, for each found.
-fn host_header_hints(dir: &Path, toml: &str) -> Vec<String> {
-    let mut found: Vec<String> = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), 0)];
-    while let Some((d, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let path = e.path();
-            if path.is_dir() {
-                if depth < 3
-                    && !matches!(
-                        name.as_str(),
-                        ".git" | "node_modules" | ".venv" | "venv" | "vendor" | "target"
-                    )
-                {
-                    stack.push((path, depth + 1));
-                }
-                continue;
-            }
-            let rel = path
-                .strip_prefix(dir)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
-            let hint = if name == "manage.py" && !toml.contains("ALLOWED_HOSTS") {
-                Some(format!("Django ({rel}) refuses unknown hosts: add \".localhost\" to ALLOWED_HOSTS in the settings it runs with (or read them from an env variable and set it in [services.*.env])"))
-            } else if rel.ends_with("config/application.rb") {
-                Some(format!("Rails ({rel}) refuses unknown hosts in development: add `config.hosts << \".localhost\"` to config/environments/development.rb"))
-            } else if name.starts_with("vite.config.") {
-                Some(format!("Vite ({rel}) refuses unknown hosts: set `server: {{ allowedHosts: [\".localhost\"] }}` in {rel}"))
-            } else {
-                None
-            };
-            if let Some(h) = hint {
-                if !found.contains(&h) {
-                    found.push(h);
-                }
-            }
-        }
-    }
-    found.sort();
-    found
 }
 
 /// The texts of the `env_file`s (other than `.env`) the compose text's services name,
@@ -317,6 +218,139 @@ fn env_file_texts(dir: &Path, compose: &str) -> std::collections::BTreeMap<Strin
         }
     }
     out
+}
+
+/// What init reads: the compose files (merged), `.env`, the env_files services name, the
+/// files [`init::wanted_file`] accepts (no deeper than [`init::MAX_DEPTH`], not in
+/// [`init::SKIP_DIRS`]) and those they name, and which [`init::TOOLS`] are on `PATH`.
+fn read_repo(dir: &Path, paths: &[PathBuf]) -> Result<init::Repo, Failure> {
+    let mut texts = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p).map_err(|e| {
+            Failure::failed(format!(
+                "cannot read {}: {e}; make it readable, then run `binky init` again",
+                p.display()
+            ))
+        })?;
+        texts.push((p.display().to_string(), text));
+    }
+    let compose = match texts.len() {
+        0 => None,
+        1 => Some(texts[0].1.clone()),
+        _ => Some(init::merge_compose(&texts).map_err(|e| Failure::usage(e.to_string()))?),
+    };
+    let compose = compose.map(|text| init::ComposeSource {
+        name: texts
+            .iter()
+            .map(|(n, _)| {
+                Path::new(n)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join(" + "),
+        text,
+    });
+    let dotenv_path = dir.join(".env");
+    let dotenv = match std::fs::read_to_string(&dotenv_path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(Failure::failed(format!(
+                "cannot read {}: {e}; make it readable (binky init reads it to understand ${{VAR}} in the compose file, never to copy values)",
+                dotenv_path.display()
+            )))
+        }
+    };
+    let dir_name = std::fs::canonicalize(dir)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let env_files = compose
+        .as_ref()
+        .map(|c| env_file_texts(dir, &c.text))
+        .unwrap_or_default();
+    let mut repo = init::Repo {
+        dir_name,
+        compose,
+        dotenv,
+        env_files,
+        files: project_files(dir),
+        installed: init::TOOLS
+            .iter()
+            .filter(|t| on_path(t))
+            .map(|t| t.to_string())
+            .collect(),
+    };
+    // The Dockerfiles compose names, then the scripts those name.
+    for _ in 0..2 {
+        for rel in init::referenced_files(&repo) {
+            if let std::collections::btree_map::Entry::Vacant(e) = repo.files.entry(rel) {
+                if let Some(text) = read_small(&dir.join(e.key())) {
+                    e.insert(text);
+                }
+            }
+        }
+    }
+    Ok(repo)
+}
+
+/// The files of `dir` init reads, by relative path.
+fn project_files(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() {
+                if depth < init::MAX_DEPTH && !init::SKIP_DIRS.contains(&name.as_str()) {
+                    stack.push((path, depth + 1));
+                }
+                continue;
+            }
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if init::wanted_file(&rel) {
+                if let Some(text) = read_small(&path) {
+                    out.insert(rel, text);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A file's text: at most 256 KiB of it is read (a larger file, such as a lock file, is
+/// there but empty); `None` when it cannot be read as text.
+fn read_small(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    if meta.len() > 256 * 1024 {
+        return Some(String::new());
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+/// Is `program` an executable on `PATH`?
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
 }
 
 /// Write `text` to `path` whole: beside it first, then renamed. Without `force`, a file

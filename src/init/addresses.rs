@@ -15,8 +15,17 @@ impl Init {
         let mut out = String::new();
         let mut last = 0;
         for hit in scan_urls(text) {
-            let Some(&j) = self.alias.get(&hit.host) else {
-                continue;
+            // `http://localhost:5173` is the service that publishes host port 5173.
+            let (j, hit) = match self.alias.get(&hit.host) {
+                Some(&j) => (j, hit),
+                None => match self.published_at(&hit) {
+                    Some((j, container)) => {
+                        let mut hit = hit;
+                        hit.port = Some(container);
+                        (j, hit)
+                    }
+                    None => continue,
+                },
             };
             let target = self.svcs[j].name.clone();
             let replacement = match self.svcs[j].kind {
@@ -27,7 +36,17 @@ impl Init {
                     Some(format!("${{{target}.url}}"))
                 }
                 Kind::Process if hit.password.is_none() => Some(self.process_address(j, &hit, key)),
-                Kind::Process => None,
+                Kind::Commented(_) if hit.password.is_none() && self.as_if_running => {
+                    Some(self.process_address(j, &hit, key))
+                }
+                Kind::Commented(_) if hit.password.is_none() => {
+                    if !self.commented_refs.contains(&target) {
+                        self.commented_refs.push(target.clone());
+                    }
+                    let port = hit.port.map(|p| format!(":{p}")).unwrap_or_default();
+                    Some(format!("{}://localhost{port}{}", hit.scheme, hit.rest))
+                }
+                Kind::Process | Kind::Commented(_) => None,
                 Kind::Unmapped | Kind::Replaced(_) => {
                     self.todo(format!(
                         "{who} points at {}, which is not in binky.toml",
@@ -72,6 +91,24 @@ impl Init {
                     format!("localhost:{tok}")
                 }
                 (Kind::Process, None) => "localhost".to_owned(),
+                (Kind::Commented(_), _) if self.as_if_running => match port {
+                    Some(p) => {
+                        let tok = self.layouts[j]
+                            .token(&target, p)
+                            .unwrap_or_else(|| format!("${{{target}.port}}"));
+                        format!("localhost:{tok}")
+                    }
+                    None => "localhost".to_owned(),
+                },
+                (Kind::Commented(_), _) => {
+                    if !self.commented_refs.contains(&target) {
+                        self.commented_refs.push(target.clone());
+                    }
+                    match port {
+                        Some(p) => format!("localhost:{p}"),
+                        None => "localhost".to_owned(),
+                    }
+                }
                 (Kind::Adapter("postgres"), Some(_)) => {
                     format!("${{{target}.host}}:${{{target}.port}}")
                 }
@@ -91,6 +128,15 @@ impl Init {
             mapped.push(item);
         }
         mapped.join(",")
+    }
+
+    /// The service publishing the host port of a `localhost` URL, and its container port.
+    fn published_at(&self, hit: &UrlHit) -> Option<(usize, u16)> {
+        if !matches!(hit.host.as_str(), "localhost" | "127.0.0.1" | "0.0.0.0") {
+            return None;
+        }
+        let port = hit.port.or_else(|| default_port(&hit.scheme))?;
+        self.published.get(&port).copied()
     }
 
     /// `http://api:8000/v1` → `${api.url}/v1` (the direct address, for a server's own
@@ -186,6 +232,15 @@ pub(super) fn read_by_browser(key: &str) -> bool {
         "GATSBY_",
         "VUE_APP_",
     ];
-    const BROWSER: &[&str] = &["ORIGIN", "CORS", "REDIRECT", "CALLBACK", "CSRF_TRUSTED"];
+    const BROWSER: &[&str] = &[
+        "ORIGIN",
+        "CORS",
+        "REDIRECT",
+        "CALLBACK",
+        "CSRF_TRUSTED",
+        "FRONTEND",
+        "PUBLIC_URL",
+        "SITE_URL",
+    ];
     PUBLIC.iter().any(|p| k.starts_with(p)) || BROWSER.iter().any(|w| k.contains(w))
 }

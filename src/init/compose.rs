@@ -212,22 +212,37 @@ pub(super) fn env_reference(v: &str) -> Option<&str> {
         .then_some(name)
 }
 
-/// `DB_PORT` of the `DB` family of a PostgreSQL slice `db` → `${db.port}`.
-pub(super) fn family_member(key: &str, families: &[(String, String)]) -> Option<String> {
+/// The prefix of a key naming a host (`DB_HOST`, `POSTGRES_SERVER`, `EMAIL_HOSTNAME` →
+/// `DB`, `POSTGRES`, `EMAIL`).
+pub(super) fn host_key_prefix(key: &str) -> Option<String> {
+    let upper = key.to_ascii_uppercase();
+    let prefix = ["HOSTNAME", "HOST", "SERVER"]
+        .iter()
+        .find_map(|s| upper.strip_suffix(s))?;
+    let prefix = prefix.trim_end_matches('_');
+    (!prefix.is_empty()).then(|| prefix.to_owned())
+}
+
+/// The field a key of a host's family names (`DB_PORT` of family `DB` → `port`), and the
+/// family's index in `families` (`(prefix, service index)`).
+pub(super) fn family_field(
+    key: &str,
+    families: &[(String, usize)],
+) -> Option<(&'static str, usize)> {
     let upper = key.to_ascii_uppercase();
     for (prefix, target) in families {
         let Some(suffix) = upper.strip_prefix(prefix.as_str()) else {
             continue;
         };
         let field = match suffix.trim_start_matches('_') {
-            "HOST" => "host",
+            "HOST" | "HOSTNAME" | "SERVER" => "host",
             "PORT" => "port",
             "USER" | "USERNAME" => "user",
             "PASSWORD" | "PASS" | "PWD" => "password",
             "NAME" | "DB" | "DATABASE" | "DBNAME" => "database",
             _ => continue,
         };
-        return Some(format!("${{{target}.{field}}}"));
+        return Some((field, *target));
     }
     None
 }

@@ -69,23 +69,40 @@ impl Init {
     }
 
     pub(super) fn finish(mut self, body: &str) -> Generated {
+        self.host_hints(body);
+        self.notes.sort();
         let mut head = String::new();
-        let file = self
-            .file
-            .rsplit('/')
-            .next()
-            .unwrap_or(&self.file)
-            .to_owned();
-        head.push_str(&format!(
-            "# binky.toml, written by `binky init` from {}{}.\n",
-            file,
+        let file = if self.file.contains(", ") {
+            self.file.clone()
+        } else {
+            self.file
+                .rsplit('/')
+                .next()
+                .unwrap_or(&self.file)
+                .to_owned()
+        };
+        let source = format!(
+            "{file}{}",
             if self.dotenv.is_empty() {
                 ""
             } else {
                 " and .env"
             }
+        );
+        head.push_str(&format!(
+            "# binky.toml, written by `binky init` from {source}.\n"
         ));
-        head.push_str("# A starting point, not a conversion: read it, settle the TODOs, then `binky up NAME`.\n");
+        let todo_cmds: Vec<String> = self
+            .svcs
+            .iter()
+            .filter(|s| body.contains(&format!("{TODO_CMD} {} on the host", s.name)))
+            .map(|s| s.name.clone())
+            .collect();
+        if todo_cmds.is_empty() {
+            head.push_str("# A starting point, not a conversion: `binky up NAME` runs it as it is; read the\n# TODOs and NOTEs below for what it could not carry.\n");
+        } else {
+            head.push_str(&format!("# A starting point, not a conversion. Before `binky up NAME`: write the command of {}\n# (its `cmd` is a TODO that `binky check` and `binky up` refuse); read the TODOs below.\n", todo_cmds.join(", ")));
+        }
         head.push_str("# No credential was copied: they are ${env.NAME} references, read from the environment\n# of `binky up` (or an env_file).\n");
         if !self.to_decide.is_empty() {
             head.push_str("#\n# To decide:\n");
@@ -93,12 +110,28 @@ impl Init {
                 head.push_str(&format!("# TODO: {t}\n"));
             }
         }
+        let notes: String = self
+            .notes
+            .iter()
+            .map(|n| format!("# NOTE: {n}\n"))
+            .collect();
+        let notes = if notes.is_empty() {
+            notes
+        } else {
+            format!("\n{notes}")
+        };
         let mut text = head.clone();
-        let project_part = format!("\n[project]\nname = {}\n\n{}", q(&self.project), body);
+        let project_part = format!(
+            "{notes}\n[project]\nname = {}\n\n{}",
+            q(&self.project),
+            body
+        );
         text.push_str(&project_part);
 
         // Every `${env.NAME}` the file reads (comments read nothing).
         let mut names: Vec<String> = Vec::new();
+        // Read without a default somewhere: `binky up` needs it set.
+        let mut required: BTreeSet<String> = BTreeSet::new();
         for line in body.lines().filter(|l| !l.trim_start().starts_with('#')) {
             let mut rest = line;
             while let Some(i) = rest.find("${env.") {
@@ -109,7 +142,10 @@ impl Init {
                     .count();
                 let name = after[..n].to_owned();
                 if !name.is_empty() && !names.contains(&name) {
-                    names.push(name);
+                    names.push(name.clone());
+                }
+                if !matches!(after.as_bytes().get(n), Some(b':' | b'-')) {
+                    required.insert(name);
                 }
                 rest = &after[n..];
             }
@@ -125,8 +161,12 @@ impl Init {
                 (n, why)
             })
             .collect();
-        if !to_set.is_empty() {
-            let list: Vec<&str> = to_set.iter().map(|(n, _)| n.as_str()).collect();
+        let list: Vec<&str> = to_set
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| required.contains(*n))
+            .collect();
+        if !list.is_empty() {
             let set_line = format!("#\n# Set before `binky up`: {}\n", list.join(", "));
             let at = head.len();
             text.insert_str(at, &set_line);
@@ -151,10 +191,12 @@ impl Init {
                 }
             }
         }
+        let to_decide = self.to_decide.iter().chain(&self.notes);
         Generated {
+            source,
             toml: scrub(&text),
             mapped: self.mapped.iter().map(|m| scrub(m)).collect(),
-            to_decide: self.to_decide.iter().map(|m| scrub(m)).collect(),
+            to_decide: to_decide.map(|m| scrub(m)).collect(),
             to_set: to_set.into_iter().map(|(n, w)| (n, scrub(&w))).collect(),
             adapters,
         }

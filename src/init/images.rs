@@ -100,11 +100,13 @@ pub(super) fn admin_example(adapter: &str, host_port: Option<u16>) -> String {
     url.replace("{}", &host_port.unwrap_or(port).to_string())
 }
 
-/// Ports that are HTTP more often than not in a development stack.
+/// Ports that are HTTP more often than not in a development stack (web UIs among them:
+/// Flower's 5555, a mail catcher's 8025 or 1080, pgAdmin's 5050).
 pub(super) fn http_looking(port: u16) -> bool {
     matches!(
         port,
         80 | 81
+            | 1080
             | 1313
             | 3000..=3010
             | 4000
@@ -113,8 +115,10 @@ pub(super) fn http_looking(port: u16) -> bool {
             | 4321
             | 5000
             | 5001
+            | 5050
             | 5173
             | 5174
+            | 5555
             | 6006
             | 7000
             | 8000..=8099
@@ -129,6 +133,7 @@ pub(super) fn port_label(port: u16) -> String {
         50051 => "grpc".into(),
         9229 => "inspect".into(),
         5005 | 5678 => "debug".into(),
+        25 | 587 | 1025 | 2525 => "smtp".into(),
         24678 => "hmr".into(),
         35729 => "livereload".into(),
         _ => format!("p{port}"),
@@ -163,35 +168,116 @@ pub(super) const REPLACED_IMAGES: &[(&str, &str)] = &[
     ("envoy", "Envoy, a reverse proxy"),
 ];
 
-/// Mail catchers: one on the host serves every world (`shared = true`). Image fragment,
-/// the tool, and its command with the image's usual ports (SMTP, then web UI).
-const MAIL_CATCHERS: &[(&str, &str, &str)] = &[
-    ("mailpit", "Mailpit", "mailpit --smtp 0.0.0.0:1025 --listen 0.0.0.0:8025"),
-    (
-        "mailhog",
-        "MailHog",
-        "MailHog -smtp-bind-addr 0.0.0.0:1025 -ui-bind-addr 0.0.0.0:8025 -api-bind-addr 0.0.0.0:8025",
-    ),
-    ("maildev", "MailDev", "maildev --smtp 1025 --web 1080 --ip 0.0.0.0"),
-    (
-        "mailcatcher",
-        "MailCatcher",
-        "mailcatcher --foreground --ip 0.0.0.0 --smtp-port 1025 --http-port 1080",
-    ),
+/// A mail catcher: one on the host per world (`shared = true` makes it one for all).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct MailCatcher {
+    /// A fragment of its image's name.
+    needle: &'static str,
+    /// Its name.
+    pub(super) tool: &'static str,
+    /// The program it runs (looked up on `PATH`: [`super::TOOLS`]).
+    pub(super) program: &'static str,
+    /// Its command with the image's usual ports (SMTP, then web UI).
+    pub(super) cmd: &'static str,
+    /// How to install it on the host.
+    pub(super) install: &'static str,
+}
+
+/// The mail catchers binky init knows.
+const MAIL_CATCHERS: &[MailCatcher] = &[
+    MailCatcher {
+        needle: "mailpit",
+        tool: "Mailpit",
+        program: "mailpit",
+        cmd: "mailpit --smtp 127.0.0.1:1025 --listen 127.0.0.1:8025",
+        install: "`brew install mailpit`, or its release binary (https://mailpit.axllent.org/docs/install/)",
+    },
+    MailCatcher {
+        needle: "mailhog",
+        tool: "MailHog",
+        program: "MailHog",
+        cmd: "MailHog -smtp-bind-addr 127.0.0.1:1025 -ui-bind-addr 127.0.0.1:8025 -api-bind-addr 127.0.0.1:8025",
+        install: "`go install github.com/mailhog/MailHog@latest` (Go), or `brew install mailhog`",
+    },
+    MailCatcher {
+        needle: "maildev",
+        tool: "MailDev",
+        program: "maildev",
+        cmd: "maildev --smtp 1025 --web 1080 --ip 127.0.0.1",
+        install: "`npm install -g maildev`",
+    },
+    MailCatcher {
+        needle: "mailcatcher",
+        tool: "MailCatcher",
+        program: "mailcatcher",
+        cmd: "mailcatcher --foreground --ip 127.0.0.1 --smtp-port 1025 --http-port 1080",
+        install: "`gem install mailcatcher`",
+    },
 ];
 
-/// The tool and its host command, if `image` is a mail catcher.
-pub(super) fn mail_catcher(image: &str) -> Option<(&'static str, &'static str)> {
+/// The mail catcher `image` runs, if it is one.
+pub(super) fn mail_catcher(image: &str) -> Option<&'static MailCatcher> {
     let path = image
         .split(['@', ':'])
         .next()
         .unwrap_or(image)
         .to_ascii_lowercase();
     let last = path.rsplit('/').next().unwrap_or(&path).to_owned();
-    MAIL_CATCHERS
-        .iter()
-        .find(|(needle, _, _)| last.contains(needle))
-        .map(|(_, tool, cmd)| (*tool, *cmd))
+    MAIL_CATCHERS.iter().find(|m| last.contains(m.needle))
+}
+
+/// What a service that only runs tests is (Playwright, Cypress, a test runner), by its
+/// name, image or command: such a service is not part of a running world.
+pub(super) fn test_only(
+    name: &str,
+    image: Option<&str>,
+    command: Option<&str>,
+) -> Option<&'static str> {
+    let image = image.unwrap_or("").to_ascii_lowercase();
+    for (needle, what) in [
+        ("playwright", "Playwright's test runner"),
+        ("cypress", "Cypress's test runner"),
+        ("selenium", "a Selenium browser for tests"),
+    ] {
+        if image.contains(needle) {
+            return Some(what);
+        }
+    }
+    let words: Vec<String> = name
+        .to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .map(str::to_owned)
+        .collect();
+    for (word, what) in [
+        ("playwright", "Playwright's test runner"),
+        ("cypress", "Cypress's test runner"),
+        ("e2e", "end-to-end tests"),
+        ("test", "a test runner"),
+        ("tests", "a test runner"),
+        ("pytest", "a test runner"),
+    ] {
+        if words.iter().any(|w| w == word) {
+            return Some(what);
+        }
+    }
+    let cmd = command.unwrap_or("");
+    let runs_tests = [
+        "playwright test",
+        "cypress run",
+        "pytest",
+        "npm test",
+        "npm run test",
+        "vitest run",
+        "jest",
+    ]
+    .iter()
+    .any(|t| {
+        cmd.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains(t)
+    });
+    runs_tests.then_some("a test runner")
 }
 
 /// What binky replaces an image with, if it is infrastructure binky replaces.

@@ -55,6 +55,14 @@ pub enum InitError {
         /// What is missing.
         why: String,
     },
+    /// No compose file, and nothing else that says what runs.
+    #[error("no compose file in {dir}, and nothing else that says what runs: looked for COMPOSE_FILE, {compose}, docker-compose.<local|dev|development|develop>.yml, a Procfile, a package.json with a `dev` script (Vite, Next.js), manage.py, alembic.ini\n  fix: name the compose file: `binky init -f docker-compose.prod.yml` (repeat -f to merge several), run `binky init DIR` on the directory that has the project's files, or write binky.toml by hand (docs/config.md)")]
+    NothingToRead {
+        /// The directory, as given.
+        dir: String,
+        /// The compose file names looked for.
+        compose: String,
+    },
 }
 
 /// What [`generate`] made, and what people should know about it.
@@ -62,6 +70,8 @@ pub enum InitError {
 pub struct Generated {
     /// The `binky.toml` text.
     pub toml: String,
+    /// What it was written from (`docker-compose.yml and .env`, `Procfile, manage.py`).
+    pub source: String,
     /// One line per compose service: what it became.
     pub mapped: Vec<String>,
     /// What has no binky equivalent yet (also the `# TODO:` lines at the top of the file).
@@ -73,26 +83,15 @@ pub struct Generated {
     pub adapters: Vec<String>,
 }
 
-/// Build a `binky.toml` from `compose` (the text of `compose_file`) and the text of the
-/// project's `.env`, for the project in the directory named `dir_name`.
-pub fn generate(
-    compose: &str,
-    compose_file: &str,
-    dotenv: Option<&str>,
-    dir_name: &str,
-) -> Result<Generated, InitError> {
-    generate_with_files(compose, compose_file, dotenv, dir_name, &BTreeMap::new())
-}
-
-/// [`generate`], with the texts of the `env_file`s the services name (path as written in
-/// the compose file → text): their addresses of compose services become binky's.
-pub fn generate_with_files(
-    compose: &str,
-    compose_file: &str,
-    dotenv: Option<&str>,
-    dir_name: &str,
-    env_files: &BTreeMap<String, String>,
-) -> Result<Generated, InitError> {
+/// Build a `binky.toml` for the project `repo` describes: from its compose file when it
+/// has one, else from what its files say runs (a `Procfile`, `package.json` scripts,
+/// `manage.py`, `alembic.ini`: see [`InitError::NothingToRead`] for when there is nothing).
+pub fn generate(repo: &Repo) -> Result<Generated, InitError> {
+    let project = project_name(&repo.dir_name);
+    let Some(compose) = &repo.compose else {
+        return bare::generate(repo, &project);
+    };
+    let compose_file = compose.name.as_str();
     let yaml_error = |e: serde_yaml_ng::Error| InitError::Yaml {
         file: compose_file.to_owned(),
         detail: e.to_string(),
@@ -101,7 +100,7 @@ pub fn generate_with_files(
         file: compose_file.to_owned(),
         why: why.to_owned(),
     };
-    let mut doc: Value = serde_yaml_ng::from_str(compose).map_err(yaml_error)?;
+    let mut doc: Value = serde_yaml_ng::from_str(&compose.text).map_err(yaml_error)?;
     // `<<: *defaults` merge keys are common in compose files (`x-common: &common`).
     doc.apply_merge().map_err(yaml_error)?;
     let root = match &doc {
@@ -117,11 +116,15 @@ pub fn generate_with_files(
         Some(_) => return Err(not_compose("its `services:` is not a mapping")),
         None => return Err(not_compose("it has no `services:`")),
     };
-    let mut init = Init::new(compose_file, dotenv, &project_name(dir_name));
-    init.env_files = env_files.clone();
+    let mut init = Init::new(repo, compose_file, &project);
     init.read_services(services);
+    init.find_one_shots();
+    init.plan_workdirs();
+    init.derive_commands();
+    init.add_dev_servers();
     init.learn_secrets();
     init.plan_ports();
+    init.plan_migrations();
     let body = init.render_services();
     init.top_level(root);
     Ok(init.finish(&body))
@@ -159,7 +162,7 @@ pub fn merge_compose(files: &[(String, String)]) -> Result<String, InitError> {
 
 /// The `env_file` paths the services of a compose text name (as written; merge keys
 /// applied, so a service that inherits its `env_file` through `<<: *base` counts), each
-/// once: the files `binky init` reads for [`generate_with_files`].
+/// once: the files `binky init` reads into [`Repo::env_files`].
 pub fn env_file_paths(compose: &str) -> Vec<String> {
     let Ok(mut doc) = serde_yaml_ng::from_str::<Value>(compose) else {
         return Vec::new();
@@ -263,12 +266,15 @@ pub fn project_name(dir_name: &str) -> String {
 }
 
 mod addresses;
+mod apps;
+mod bare;
 mod compose;
 mod finish;
 mod images;
 mod ports;
 mod reading;
 mod render;
+mod repo;
 mod secrets;
 mod service_env;
 mod toml_out;
@@ -276,6 +282,8 @@ mod toml_out;
 use compose::*;
 use images::*;
 pub use images::{adapter_for_image, TODO_CMD};
+use repo::*;
+pub use repo::{referenced_files, wanted_file, ComposeSource, Repo, MAX_DEPTH, SKIP_DIRS, TOOLS};
 use secrets::*;
 use toml_out::*;
 
@@ -293,6 +301,20 @@ enum Kind {
     /// Infrastructure binky replaces (a reverse proxy: binky's proxy serves every world):
     /// left out, with what replaces it.
     Replaced(&'static str),
+    /// Written commented out, so that `binky up` runs the rest with no edit.
+    Commented(Why),
+}
+
+/// Why a service is written commented out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    /// It runs tests (Playwright, Cypress, a test runner): not part of a running world.
+    TestOnly(&'static str),
+    /// It runs a tool that is not installed on this machine.
+    NotInstalled(&'static MailCatcher),
+    /// It runs once before the others (migrations, a prestart script): the database's
+    /// `migrate` does that in binky.
+    OneShot,
 }
 
 struct Svc {
@@ -303,6 +325,11 @@ struct Svc {
     def: Mapping,
     kind: Kind,
     image: Option<String>,
+    /// Where its code is, relative to binky.toml (`None`: here).
+    workdir: Option<String>,
+    /// Where its command came from when compose gives none it can use (a Dockerfile's
+    /// `CMD`, a start script, a `package.json` script).
+    cmd_from: Option<String>,
 }
 
 /// A process service's ports: the first is the primary.
@@ -345,6 +372,8 @@ struct EnvLine {
 }
 
 struct Init {
+    /// What the project's directory holds.
+    repo: Repo,
     file: String,
     /// `[project] name`.
     project: String,
@@ -362,17 +391,41 @@ struct Init {
     mapped: Vec<String>,
     /// Some service sets `networks` or `network_mode`.
     uses_networks: bool,
-    /// The texts of the `env_file`s services name (path as written → text), other than
-    /// `.env`, to point their addresses of compose services at binky's.
-    env_files: BTreeMap<String, String>,
+    /// Addresses of commented-out services met while writing one value: the tokens they
+    /// become once the service is uncommented (see [`Init::map_addresses`]).
+    commented_refs: Vec<String>,
+    /// Host ports compose publishes → (service, container port).
+    published: HashMap<u16, (usize, u16)>,
+    /// Write addresses of commented-out services as their tokens (the value once they run).
+    as_if_running: bool,
+    /// What each adapter service's `migrate` is, when a process's code says.
+    migrations: BTreeMap<usize, Migration>,
+    /// Notes on frameworks found (a `# NOTE:` each in the file, and one line to decide).
+    notes: Vec<String>,
+}
+
+/// An adapter service's migrations, run by the migration tool of a process's code.
+struct Migration {
+    /// The command (`alembic upgrade head`).
+    cmd: String,
+    /// Where it runs.
+    workdir: Option<String>,
+    /// The process whose code and settings it uses.
+    owner: usize,
+    /// Set: the settings read the database from parts (`DB_HOST`, …) that `migrate` does
+    /// not get: the command is written commented out, with this reason.
+    blocked: Option<String>,
 }
 
 impl Init {
-    fn new(file: &str, dotenv: Option<&str>, project: &str) -> Init {
-        let dotenv = dotenv
+    fn new(repo: &Repo, file: &str, project: &str) -> Init {
+        let dotenv = repo
+            .dotenv
+            .as_deref()
             .map(binky_controllers::env::parse_dotenv)
             .unwrap_or_default();
         Init {
+            repo: repo.clone(),
             file: file.to_owned(),
             project: project.to_owned(),
             vars: dotenv.iter().cloned().collect(),
@@ -385,7 +438,11 @@ impl Init {
             to_decide: Vec::new(),
             mapped: Vec::new(),
             uses_networks: false,
-            env_files: BTreeMap::new(),
+            commented_refs: Vec::new(),
+            as_if_running: false,
+            published: HashMap::new(),
+            migrations: BTreeMap::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -53,6 +53,39 @@ impl Init {
         out
     }
 
+    /// Remember the host ports service `i` publishes (`"5173:5173"`, `"8000:80"`).
+    fn publish(&mut self, i: usize) {
+        let Some(Value::Sequence(items)) = self.svcs[i].def.get("ports").cloned() else {
+            return;
+        };
+        for spec in items {
+            let pair = match &spec {
+                Value::Mapping(m) => m
+                    .get("published")
+                    .and_then(scalar)
+                    .zip(m.get("target").and_then(scalar)),
+                v => {
+                    let s = self.interpolate(&scalar(v).unwrap_or_default());
+                    let s = s.split('/').next().unwrap_or("").to_owned();
+                    let parts: Vec<&str> = s.split(':').collect();
+                    (parts.len() >= 2).then(|| {
+                        (
+                            parts[parts.len() - 2].to_owned(),
+                            parts[parts.len() - 1].to_owned(),
+                        )
+                    })
+                }
+            };
+            if let Some((host, container)) = pair {
+                if let (Ok(h), Ok(c)) =
+                    (host.trim().parse::<u16>(), container.trim().parse::<u16>())
+                {
+                    self.published.entry(h).or_insert((i, c));
+                }
+            }
+        }
+    }
+
     pub(super) fn healthcheck(&mut self, i: usize) -> Probe {
         let Some(Value::Mapping(h)) = self.svcs[i].def.get("healthcheck").cloned() else {
             return Probe::None;
@@ -140,15 +173,16 @@ impl Init {
             }
         }
         for (i, list) in ports.iter_mut().enumerate() {
-            if self.svcs[i].kind != Kind::Process {
+            if !self.runs(i) {
                 continue;
             }
             for p in self.container_ports(i) {
                 add(list, p, http_looking(p));
             }
+            self.publish(i);
         }
         for i in 0..n {
-            if self.svcs[i].kind != Kind::Process {
+            if !self.runs(i) {
                 continue;
             }
             if let Probe::Http { port, .. } = self.healthcheck(i) {
@@ -159,7 +193,7 @@ impl Init {
                     let Some(&j) = self.alias.get(&hit.host) else {
                         continue;
                     };
-                    if self.svcs[j].kind != Kind::Process {
+                    if !self.runs(j) {
                         continue;
                     }
                     let http = matches!(hit.scheme.as_str(), "http" | "https" | "ws" | "wss");
@@ -172,7 +206,7 @@ impl Init {
                         let Some(&j) = self.alias.get(&host) else {
                             continue;
                         };
-                        if let (Kind::Process, Some(p)) = (self.svcs[j].kind, port) {
+                        if let (true, Some(p)) = (self.runs(j), port) {
                             add(&mut ports[j], p, http_looking(p));
                         }
                     }

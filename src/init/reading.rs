@@ -18,9 +18,10 @@ impl Init {
                 .map(|i| self.interpolate(&i));
             // A mail catcher runs on the host, one for every world: its usual command.
             let mut def = def;
-            if let Some((tool, cmd)) = image.as_deref().and_then(mail_catcher) {
+            let catcher = image.as_deref().and_then(mail_catcher);
+            if let Some(mc) = catcher {
                 if command_of(&def).is_none() {
-                    def.insert(Value::from("command"), Value::from(cmd));
+                    def.insert(Value::from("command"), Value::from(mc.cmd));
                     // Its SMTP and web ports get a port of each world's too.
                     let mut expose = match def.get("expose") {
                         Some(Value::Sequence(s)) => s.clone(),
@@ -28,24 +29,38 @@ impl Init {
                     };
                     for port in [1025u16, 8025, 1080] {
                         let p = Value::from(port.to_string());
-                        if cmd.contains(&port.to_string()) && !expose.contains(&p) {
+                        if mc.cmd.contains(&port.to_string()) && !expose.contains(&p) {
                             expose.push(p);
                         }
                     }
                     def.insert(Value::from("expose"), Value::Sequence(expose));
                 }
-                def.insert(Value::from("x-binky-shared"), Value::from(tool));
+                def.insert(Value::from("x-binky-shared"), Value::from(mc.tool));
             }
             let runs_code =
                 def.get("build").is_some_and(|b| !b.is_null()) || command_of(&def).is_some();
+            let command_text = match command_of(&def) {
+                Some(Command::Shell(s)) => Some(s),
+                Some(Command::Words(ws)) => Some(ws.join(" ")),
+                None => None,
+            };
+            let tests = test_only(&raw, image.as_deref(), command_text.as_deref());
             let kind = match (
                 image.as_deref().and_then(replaced_image),
                 image.as_deref().and_then(adapter_for_image),
             ) {
                 (Some(what), _) => Kind::Replaced(what),
+                (None, _) if tests.is_some() && (runs_code || image.is_some()) => {
+                    Kind::Commented(Why::TestOnly(tests.unwrap_or_default()))
+                }
                 (None, Some(a)) => Kind::Adapter(a),
-                (None, None) if runs_code => Kind::Process,
-                (None, None) => Kind::Unmapped,
+                (None, None) => match catcher {
+                    Some(mc) if !self.repo.installed.contains(mc.program) => {
+                        Kind::Commented(Why::NotInstalled(mc))
+                    }
+                    _ if runs_code => Kind::Process,
+                    _ => Kind::Unmapped,
+                },
             };
             let i = self.svcs.len();
             let mut aliases = vec![raw.clone()];
@@ -68,6 +83,8 @@ impl Init {
                 def,
                 kind,
                 image,
+                workdir: None,
+                cmd_from: None,
             });
         }
         // `links: ["db:database"]` names another alias of `db`.
@@ -187,13 +204,23 @@ impl Init {
             .or_else(|| op.strip_prefix('-').map(|d| ("-", d)));
         if let Some((sep, d)) = default_op {
             let secretish = secret_name(name) || set.as_deref().is_some_and(looks_secret);
-            // Only an empty default is kept: a default under a credential's name is one.
+            // A credential keeps compose's default when it is empty (optional) or a
+            // development placeholder (`devkey`, `changethis`): compose already commits it,
+            // and `binky check` accepts `${env.NAME:-placeholder}`. A default that looks
+            // like a real credential is not copied.
             if secretish {
                 let d = self.interpolate(d);
                 if d.is_empty() {
                     self.reason(
                         name,
                         "optional (compose gives a default): set it in the environment of `binky up` to use it",
+                    );
+                    return format!("${{env.{name}{sep}{d}}}");
+                }
+                if placeholder(&d) && !self.secrets.iter().any(|(s, _)| *s == d) {
+                    self.reason(
+                        name,
+                        format!("a credential with compose's development default `{d}`: set it in the environment of `binky up` for anything but development"),
                     );
                     return format!("${{env.{name}{sep}{d}}}");
                 }

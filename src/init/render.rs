@@ -21,6 +21,7 @@ impl Init {
                 Kind::Process => self.render_process(i, &mut out),
                 Kind::Unmapped => self.unmapped(i),
                 Kind::Replaced(what) => self.replaced(i, what, &mut out),
+                Kind::Commented(why) => self.commented(i, why, &mut out),
                 Kind::Adapter(_) => {}
             }
         }
@@ -28,7 +29,53 @@ impl Init {
     }
 
     pub(super) fn in_output(&self, j: usize) -> bool {
-        !matches!(self.svcs[j].kind, Kind::Unmapped | Kind::Replaced(_))
+        !matches!(
+            self.svcs[j].kind,
+            Kind::Unmapped | Kind::Replaced(_) | Kind::Commented(_)
+        )
+    }
+
+    /// A service written commented out: what it would be, under why it is not.
+    pub(super) fn commented(&mut self, i: usize, why: Why, out: &mut String) {
+        let name = self.svcs[i].name.clone();
+        let todos = self.to_decide.len();
+        let mapped = self.mapped.len();
+        let mut block = String::new();
+        self.render_process(i, &mut block);
+        // What it leaves to decide is moot while it is commented out.
+        self.to_decide.truncate(todos);
+        self.mapped.truncate(mapped);
+        let (head, line) = match why {
+            Why::TestOnly(what) => (
+                format!("# {name} runs {what}: not part of a running world, so it is left out. To run\n# the tests against a world: `binky exec NAME -- <the command below>`."),
+                format!("{name}: commented out ({what}; run it with binky exec)"),
+            ),
+            Why::OneShot => (
+                format!("# {name} runs once before the others start (migrations, initial data): in binky a\n# database's `migrate` (and `seed`) does that, once per golden template or world."),
+                format!("{name}: commented out (runs once before the others: the database's migrate does that)"),
+            ),
+            Why::NotInstalled(mc) => {
+                let install = mc.install;
+                self.note(&format!("{} ({}) is not installed, so [services.{name}] is commented out: install it with {install}, then uncomment it (and the SMTP settings that name it)", mc.tool, mc.program));
+                (
+                    format!("# {name}: {} catches this world's mail, but `{}` is not installed here. Install\n# it with {install},\n# then uncomment this service and the settings below that name it.", mc.tool, mc.program),
+                    format!("{name}: commented out ({} is not installed: {install})", mc.program),
+                )
+            }
+        };
+        out.push_str(&head);
+        out.push('\n');
+        for l in block.trim_end().lines() {
+            if l.is_empty() {
+                out.push_str("#\n");
+            } else if l.starts_with('#') {
+                out.push_str(&format!("#{l}\n"));
+            } else {
+                out.push_str(&format!("# {l}\n"));
+            }
+        }
+        out.push('\n');
+        self.mapped.push(line);
     }
 
     /// Infrastructure binky replaces: a comment in the file, no service.
@@ -85,12 +132,12 @@ impl Init {
         });
         let example = admin_example(adapter, host_port);
         let runs_itself = managed_server(adapter);
-        let why = if let Some(server) = runs_itself {
-            format!("the admin address of {name}'s server, e.g. {example} (or delete admin_url and binky runs {server} itself)")
-        } else {
-            format!("the admin address of {name}'s server, e.g. {example}")
-        };
-        self.reason(&var, why);
+        if runs_itself.is_none() {
+            self.reason(
+                &var,
+                format!("the admin address of {name}'s server, e.g. {example}"),
+            );
+        }
 
         let mut container_bits: Vec<&str> = Vec::new();
         if !env_entries(&def).is_empty() {
@@ -106,29 +153,36 @@ impl Init {
             container_bits.push("healthcheck");
         }
         out.push_str(&format!("[services.{name}]\n"));
-        out.push_str(&format!(
-            "# compose: image {}",
-            one_line(&self.redact(&name, &image))
-        ));
-        if !container_bits.is_empty() {
+        if let Some(from) = self.svcs[i].cmd_from.clone().filter(|_| image.is_empty()) {
+            out.push_str(&format!("# {from}\n"));
+        } else {
             out.push_str(&format!(
-                "; not needed with a slice: its {}",
-                container_bits.join(", ")
+                "# compose: image {}",
+                one_line(&self.redact(&name, &image))
             ));
+            if !container_bits.is_empty() {
+                out.push_str(&format!(
+                    "; not needed with a slice: its {}",
+                    container_bits.join(", ")
+                ));
+            }
+            out.push('\n');
         }
-        out.push('\n');
         if let Some(server) = runs_itself {
-            out.push_str(&format!("# binky can also run {server} itself: leave admin_url out and it starts one from the\n# installed binaries.\n"));
+            out.push_str(&format!("# binky runs {server} for it, from the installed binaries. To use a server you\n# already run instead: admin_url = \"${{env.{var}}}\" (e.g. {example}).\n"));
         } else {
             out.push_str(&format!("# {var}: the shared server's admin address, e.g. {example}.\n# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out.\n"));
         }
         out.push_str(&format!("adapter = {}\n", q(adapter)));
-        out.push_str(&format!("admin_url = {}\n", q(&format!("${{env.{var}}}"))));
+        if runs_itself.is_none() {
+            out.push_str(&format!("admin_url = {}\n", q(&format!("${{env.{var}}}"))));
+        }
         let (deps, _) = self.depends_on(i);
         if !deps.is_empty() {
             out.push_str(&format!("depends_on = {}\n", toml_list(&deps)));
         }
-        if adapter == "postgres" {
+        let migrated = self.render_migration(i, out);
+        if adapter == "postgres" && !migrated {
             out.push_str("# migrate = \"psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -f schema.sql\"\n# seed = \"…\"\n# clone_from = \"golden\"   # migrate and seed once; every world is a server-side copy\n");
         }
         out.push('\n');
@@ -156,7 +210,7 @@ impl Init {
         }
         self.other_keys(i, ADAPTER_KEYS);
         let admin = if let Some(server) = runs_itself {
-            format!("admin_url = ${{env.{var}}}, or none and binky runs {server}")
+            format!("binky runs {server}")
         } else {
             format!("admin_url = ${{env.{var}}}")
         };
@@ -165,9 +219,12 @@ impl Init {
         } else {
             String::new()
         };
+        let source = match &self.svcs[i].cmd_from {
+            Some(from) if image.is_empty() => from.clone(),
+            _ => format!("image {}", one_line(&image)),
+        };
         self.mapped.push(format!(
-            "{name}{renamed}: image {} → adapter {adapter} ({admin})",
-            one_line(&image)
+            "{name}{renamed}: {source} → adapter {adapter} ({admin})"
         ));
     }
 
@@ -214,6 +271,20 @@ impl Init {
             }
         }
         if chosen.is_none() {
+            // The Dockerfile's WORKDIR, where a COPY maps it into the project.
+            if let Some(build) = Build::of(&def) {
+                let df = build.dockerfile(&self.repo);
+                if let Some(host) = df
+                    .as_ref()
+                    .and_then(|df| df.host_path(&build.context, df.workdir.as_deref()?))
+                {
+                    if !host.is_empty() && host != build.context {
+                        chosen = Some((host.clone(), normalise(&host)));
+                    }
+                }
+            }
+        }
+        if chosen.is_none() {
             let context = match def.get("build") {
                 Some(Value::Mapping(m)) => Some(
                     m.get("context")
@@ -254,7 +325,7 @@ impl Init {
         if raw != name {
             notes.push(format!("renamed from {raw}"));
         }
-        let workdir = self.workdir(i);
+        let workdir = self.svcs[i].workdir.clone();
 
         // cmd
         let cmd = match command_of(&def) {
@@ -282,17 +353,21 @@ impl Init {
         let shared_tool = def.get("x-binky-shared").and_then(scalar);
         if let Some(tool) = &shared_tool {
             out.push_str(&format!(
-                "# {tool} catches this world's mail, on the host: install it there (binky runs\n# processes, not images).\n"
+                "# {tool} catches this world's mail, on the host (binky runs processes, not images).\n"
             ));
         }
         out.push_str(&format!("[services.{name}]\n"));
         let image_only = cmd.as_deref().and_then(image_only_command);
         match (&cmd, image_only) {
             (Some(c), None) => {
+                if let Some(from) = &self.svcs[i].cmd_from {
+                    out.push_str(&format!("# cmd: from {from}\n"));
+                }
                 out.push_str(&format!("cmd = {}\n", q(c)));
-                match &shared_tool {
-                    Some(tool) => notes.push(format!("{tool} on the host, one per world")),
-                    None => notes.push("cmd from command".into()),
+                match (&shared_tool, &self.svcs[i].cmd_from) {
+                    (Some(tool), _) => notes.push(format!("{tool} on the host, one per world")),
+                    (None, Some(from)) => notes.push(format!("cmd from {from}")),
+                    (None, None) => notes.push("cmd from command".into()),
                 }
             }
             (cmd, why) => {
@@ -415,7 +490,7 @@ impl Init {
                 // need nothing more.
                 .filter(|(orig, _)| {
                     normalise(orig) != Dir::Below(".env".into())
-                        && !self.env_files.contains_key(*orig)
+                        && !self.repo.env_files.contains_key(*orig)
                 })
                 .map(|(_, f)| f)
                 .collect();

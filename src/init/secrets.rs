@@ -99,6 +99,19 @@ pub(super) fn worth_hunting(v: &str) -> bool {
     v.chars().count() >= 6 && !v.contains("${") && !structural && !COMMON.contains(&lower.as_str())
 }
 
+/// A development placeholder a compose file gives as a credential's default (`devkey`,
+/// `changethis`, `dev-secret`, `postgres`): lower-case letters with `-`, `_` or `.`, at
+/// most 32 characters, no digit: a word, not a generated value. Copied as
+/// `${env.NAME:-devkey}`; anything else (mixed case, digits, a token's shape) is not.
+pub(super) fn placeholder(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 32
+        && v.chars().any(|c| c.is_ascii_lowercase())
+        && v.chars()
+            .all(|c| c.is_ascii_lowercase() || matches!(c, '-' | '_' | '.'))
+        && !looks_secret(v)
+}
+
 /// Text without its `${…}` references: what is written literally.
 pub(super) fn literal_part(v: &str) -> String {
     let mut out = String::new();

@@ -6,26 +6,16 @@ impl Init {
     pub(super) fn env_lines(&mut self, i: usize) -> Vec<EnvLine> {
         let def = self.svcs[i].def.clone();
         let entries = env_entries(&def);
-        // PostgreSQL's address in parts: `DB_HOST: db` makes DB_PORT, DB_USER, DB_PASSWORD
-        // and DB_NAME the slice's too.
-        let mut families: Vec<(String, String)> = Vec::new();
+        // An address in parts: `DB_HOST: db` makes DB_PORT, DB_USER, DB_PASSWORD and
+        // DB_NAME the slice's too; `EMAIL_HOST: mailpit` makes EMAIL_PORT its port.
+        let mut families: Vec<(String, usize)> = Vec::new();
         for (k, v) in &entries {
-            let Some(v) = v else { continue };
-            let upper = k.to_ascii_uppercase();
-            let Some(prefix) = upper.strip_suffix("HOST") else {
+            let (Some(v), Some(prefix)) = (v, host_key_prefix(k)) else {
                 continue;
             };
-            if prefix.trim_end_matches('_').is_empty() {
-                continue;
-            }
             let v = self.interpolate(v);
             if let Some(&j) = self.alias.get(&v.trim().to_ascii_lowercase()) {
-                if self.svcs[j].kind == Kind::Adapter("postgres") {
-                    families.push((
-                        prefix.trim_end_matches('_').to_owned(),
-                        self.svcs[j].name.clone(),
-                    ));
-                }
+                families.push((prefix, j));
             }
         }
         let mut lines = Vec::new();
@@ -39,16 +29,13 @@ impl Init {
                 });
                 continue;
             };
-            if let Some(v) = family_member(&k, &families) {
-                lines.push(EnvLine {
-                    key: k,
-                    value: Some(v),
-                    comment: None,
-                });
+            let iv = self.interpolate(&raw);
+            if let Some(line) = self.family_line(&k, &iv, &families, None) {
+                lines.push(line);
                 continue;
             }
-            let v = self.interpolate(&raw);
-            let v = self.map_addresses(i, Some(&k), &v);
+            let v = self.mapped_value(i, &k, &iv);
+            let once = self.once_uncommented(i, &k, &iv);
             let secret = (secret_name(&k) && !literal_part(&v).trim().is_empty())
                 || looks_secret(&v)
                 || self.secrets.iter().any(|(s, _)| v.contains(s.as_str()));
@@ -85,6 +72,11 @@ impl Init {
                 lines.push(line);
                 continue;
             }
+            let comment = match (comment, once.is_empty()) {
+                (c, true) => c,
+                (Some(c), false) => Some(format!("{c}{once}")),
+                (None, false) => Some(format!("{k}: points at a commented-out service{once}")),
+            };
             lines.push(EnvLine {
                 key: k,
                 value: Some(v),
@@ -104,22 +96,18 @@ impl Init {
             if normalise(&f) == Dir::Below(".env".into()) {
                 continue;
             }
-            if let Some(text) = self.env_files.get(&f) {
+            if let Some(text) = self.repo.env_files.get(&f) {
                 for (k, v) in binky_controllers::env::parse_dotenv(text) {
                     from_files.push((f.clone(), k, v));
                 }
             }
         }
-        // PostgreSQL's address in parts in a file (`POSTGRES_HOST=postgres`).
-        let mut file_families: Vec<(String, String)> = Vec::new();
+        // An address in parts in a file (`POSTGRES_HOST=postgres`).
+        let mut file_families: Vec<(String, usize)> = Vec::new();
         for (_, k, v) in &from_files {
-            let upper = k.to_ascii_uppercase();
-            if let Some(prefix) = upper.strip_suffix("HOST") {
-                let prefix = prefix.trim_end_matches('_');
+            if let Some(prefix) = host_key_prefix(k) {
                 if let Some(&j) = self.alias.get(&v.trim().to_ascii_lowercase()) {
-                    if !prefix.is_empty() && self.svcs[j].kind == Kind::Adapter("postgres") {
-                        file_families.push((prefix.to_owned(), self.svcs[j].name.clone()));
-                    }
+                    file_families.push((prefix, j));
                 }
             }
         }
@@ -128,36 +116,137 @@ impl Init {
             if keys.contains(&k) || !seen.insert(k.clone()) {
                 continue;
             }
-            if let Some(v) = family_member(&k, &file_families) {
-                lines.push(EnvLine {
-                    comment: Some(format!(
-                        "{k}: {file} points at a compose service; this overrides it"
-                    )),
-                    key: k,
-                    value: Some(v),
-                });
+            let why = format!("{k}: {file} points at a compose service; this overrides it");
+            if let Some(line) = self.family_line(&k, &val, &file_families, Some(why)) {
+                lines.push(line);
                 continue;
             }
             if let Some(line) = allowed_hosts(&k, &val, &file) {
                 lines.push(line);
                 continue;
             }
-            let v = self.map_addresses(i, Some(&k), &val);
+            let v = self.mapped_value(i, &k, &val);
             if v != val
                 && !looks_secret(&v)
                 && !self.secrets.iter().any(|(s, _)| v.contains(s.as_str()))
             {
+                let once = self.once_uncommented(i, &k, &val);
                 lines.push(EnvLine {
                     comment: Some(format!(
-                        "{k}: {file} points at a compose service; this overrides it"
+                        "{k}: {file} points at a compose service; this overrides it{once}"
                     )),
                     key: k,
                     value: Some(v),
                 });
             }
         }
+        // Settings in parts (`POSTGRES_HOST`, …) in front of code that reads DATABASE_URL
+        // (an image's entrypoint builds it from them): binky sets it, as the slice's URL.
+        let has_url =
+            lines.iter().any(|l| l.key == "DATABASE_URL") || seen.contains("DATABASE_URL");
+        let db = families
+            .iter()
+            .chain(&file_families)
+            .map(|(_, j)| *j)
+            .find(|&j| {
+                matches!(
+                    self.svcs[j].kind,
+                    Kind::Adapter("postgres" | "mysql" | "mariadb" | "percona")
+                )
+            });
+        if let (false, Some(j)) = (has_url, db) {
+            let prefix = self.svcs[i]
+                .workdir
+                .as_deref()
+                .map(|w| format!("{w}/"))
+                .unwrap_or_default();
+            let reader = self.repo.files.iter().find(|(p, t)| {
+                p.starts_with(&prefix) && p.ends_with(".py") && t.contains("DATABASE_URL")
+            });
+            if let Some((path, _)) = reader {
+                let target = self.svcs[j].name.clone();
+                lines.push(EnvLine {
+                    comment: Some(format!("DATABASE_URL: {path} reads it; compose gives the database in parts (its image builds the URL from them)")),
+                    key: "DATABASE_URL".into(),
+                    value: Some(format!("${{{target}.url}}")),
+                });
+            }
+        }
         lines
     }
+
+    /// `value` of env `key` of service `i` with its addresses of compose services as
+    /// binky's; an address of a commented-out service is `localhost` with the same port,
+    /// and [`Init::commented_refs`] names the service.
+    fn mapped_value(&mut self, i: usize, key: &str, value: &str) -> String {
+        self.commented_refs.clear();
+        self.map_addresses(i, Some(key), value)
+    }
+
+    /// After [`Init::mapped_value`]: `; once X is uncommented: KEY = "<tokens>"` when the
+    /// value named a commented-out service, else nothing.
+    fn once_uncommented(&mut self, i: usize, key: &str, value: &str) -> String {
+        if self.commented_refs.is_empty() {
+            return String::new();
+        }
+        let names = self.commented_refs.join(", ");
+        self.as_if_running = true;
+        let v = self.map_addresses(i, Some(key), value);
+        self.as_if_running = false;
+        self.commented_refs.clear();
+        format!("; once {names} is uncommented: {key} = {}", q(&v))
+    }
+
+    /// A member of an address in parts (`DB_PORT` of `DB_HOST: db`) as the target's
+    /// token: an adapter's `${db.port}`, `${db.user}`, …; a process's port
+    /// (`${mailpit.smtp}`) and `localhost`. `None`: not a member, or nothing to change.
+    fn family_line(
+        &mut self,
+        key: &str,
+        value: &str,
+        families: &[(String, usize)],
+        why: Option<String>,
+    ) -> Option<EnvLine> {
+        let (field, j) = family_field(key, families)?;
+        let target = self.svcs[j].name.clone();
+        let commented = matches!(self.svcs[j].kind, Kind::Commented(_));
+        let token = match (self.svcs[j].kind, field) {
+            (Kind::Adapter(a), _) if adapter_has_parts(a) => format!("${{{target}.{field}}}"),
+            (Kind::Process | Kind::Commented(_), "host") => "localhost".to_owned(),
+            (Kind::Process | Kind::Commented(_), "port") => {
+                let p: u16 = value.trim().parse().ok()?;
+                self.layouts[j]
+                    .token(&target, p)
+                    .unwrap_or_else(|| format!("${{{target}.port}}"))
+            }
+            _ => return None,
+        };
+        let (value, comment) = if commented && field == "port" {
+            let once = format!("once {target} is uncommented: {key} = {}", q(&token));
+            (
+                value.trim().to_owned(),
+                Some(match why {
+                    Some(w) => format!("{w}; {once}"),
+                    None => once,
+                }),
+            )
+        } else {
+            (token, why)
+        };
+        Some(EnvLine {
+            key: key.to_owned(),
+            value: Some(value),
+            comment,
+        })
+    }
+}
+
+/// Adapters whose slices have `host`, `port`, `user`, `password` and `database` tokens.
+fn adapter_has_parts(adapter: &str) -> bool {
+    matches!(
+        adapter,
+        "postgres" | "mysql" | "mariadb" | "percona" | "redis" | "valkey"
+    )
 }
 
 /// A framework's list of the hosts it answers (Django's `ALLOWED_HOSTS`, as

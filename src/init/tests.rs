@@ -4,9 +4,21 @@ use binky_controllers::admission::{check_spec, Verdict};
 
 use super::*;
 
+/// A project `shop` with `compose` as its docker-compose.yml.
+fn repo_with(compose: &str, dotenv: Option<&str>) -> Repo {
+    Repo {
+        dir_name: "shop".into(),
+        compose: Some(ComposeSource {
+            name: "docker-compose.yml".into(),
+            text: compose.into(),
+        }),
+        dotenv: dotenv.map(str::to_owned),
+        ..Repo::default()
+    }
+}
+
 fn generate_with(compose: &str, dotenv: Option<&str>) -> Generated {
-    generate(compose, "docker-compose.yml", dotenv, "shop")
-        .unwrap_or_else(|e| panic!("{e}\n{compose}"))
+    generate(&repo_with(compose, dotenv)).unwrap_or_else(|e| panic!("{e}\n{compose}"))
 }
 
 /// binky's own parser and admission accept it; the TOML as a table.
@@ -96,7 +108,7 @@ fn database_and_broker_images_become_adapter_services() {
 }
 
 #[test]
-fn adapter_services_read_their_admin_url_from_the_environment() {
+fn adapter_services_binky_can_run_itself_get_no_admin_url() {
     let g = generate_with(
         r#"
 services:
@@ -111,23 +123,19 @@ services:
     let t = valid(&g);
     crate::apply::validate(&g.toml, Path::new("binky.toml"), None)
         .unwrap_or_else(|e| panic!("{e}\n{}", g.toml));
+    // binky runs PostgreSQL and Redis itself: no admin_url, nothing to set; the comment
+    // says how to point at a server of one's own (compose's published port as example).
     assert_eq!(string(&t, &["services", "db", "adapter"]), "postgres");
-    assert_eq!(
-        string(&t, &["services", "db", "admin_url"]),
-        "${env.DB_ADMIN_URL}"
-    );
+    assert!(!svc(&t, "db").contains_key("admin_url"), "{}", g.toml);
     assert_eq!(string(&t, &["services", "cache", "adapter"]), "valkey");
-    assert_eq!(
-        string(&t, &["services", "cache", "admin_url"]),
-        "${env.CACHE_ADMIN_URL}"
-    );
-    assert!(g.toml.contains("binky can also run PostgreSQL itself"));
-    assert!(g.toml.contains("binky can also run Redis itself"));
+    assert!(!svc(&t, "cache").contains_key("admin_url"), "{}", g.toml);
+    assert!(g.toml.contains("# binky runs PostgreSQL for it, from the installed binaries. To use a server you\n# already run instead: admin_url = \"${env.DB_ADMIN_URL}\" (e.g. postgres://postgres:…@127.0.0.1:5433/postgres)."), "{}", g.toml);
+    assert!(g.toml.contains("# binky runs Redis for it"));
+    assert!(g.to_set.is_empty(), "{:?}", g.to_set);
+    assert!(!g.toml.contains("Set before"), "{}", g.toml);
     // The container's settings are not the slice's.
     absent(&g, "hunter2-db-Pw");
     assert!(!svc(&t, "db").contains_key("env"));
-    let (_, why) = g.to_set.iter().find(|(n, _)| n == "DB_ADMIN_URL").unwrap();
-    assert!(why.contains("127.0.0.1:5433"), "{why}");
     assert_eq!(g.adapters, ["postgres", "valkey"]);
 }
 
@@ -145,11 +153,8 @@ fn adapters_without_a_managed_server_say_they_need_an_admin_url() {
     );
     // Both are built in: no external adapter is asked for.
     assert!(!g.toml.contains("binky-adapter-"), "{}", g.toml);
-    assert!(
-        g.toml.contains("# binky can also run MariaDB itself"),
-        "{}",
-        g.toml
-    );
+    assert!(!svc(&t, "mysql").contains_key("admin_url"), "{}", g.toml);
+    assert!(g.toml.contains("# binky runs MariaDB for it"), "{}", g.toml);
     assert!(g.toml.contains(
         "# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out."
     ));
@@ -475,11 +480,12 @@ services:
     let env = |s: &str, k: &str| string(&t, &["services", s, "env", k]).to_owned();
     assert_eq!(env("api", "DATABASE_URL"), "${db.url}");
     assert_eq!(env("api", "REDIS_URL"), "${cache.url}");
-    assert_eq!(env("api", "REDIS_HOST"), "cache");
-    assert!(g
+    // An address in parts names the slice's parts, for Redis as for PostgreSQL.
+    assert_eq!(env("api", "REDIS_HOST"), "${cache.host}");
+    assert!(!g
         .to_decide
         .iter()
-        .any(|l| l.starts_with("api: env REDIS_HOST") && l.contains("${cache.url}")));
+        .any(|l| l.starts_with("api: env REDIS_HOST")));
     assert_eq!(
         string(&t, &["services", "api", "cmd"]),
         "./serve --db ${db.url}"
@@ -840,13 +846,9 @@ fn project_name_is_the_directory_name_sanitised() {
     assert_eq!(project_name("--ünïcode--"), "n-code");
     assert_eq!(project_name("..."), "app");
     assert_eq!(project_name(&"x".repeat(80)).len(), 63);
-    let g = generate(
-        "services:\n  a: { build: ., command: a }\n",
-        "compose.yaml",
-        None,
-        "Big App!",
-    )
-    .unwrap();
+    let mut repo = repo_with("services:\n  a: { build: ., command: a }\n", None);
+    repo.dir_name = "Big App!".into();
+    let g = generate(&repo).unwrap();
     assert_eq!(string(&valid(&g), &["project", "name"]), "big-app");
 }
 
@@ -860,9 +862,7 @@ fn a_file_that_is_not_compose_is_refused_with_its_name() {
         ("services: {}\n", "has no service"),
         ("services: [a, b]\n", "is not a mapping"),
     ] {
-        let e = generate(text, "docker-compose.yml", None, "shop")
-            .unwrap_err()
-            .to_string();
+        let e = generate(&repo_with(text, None)).unwrap_err().to_string();
         assert!(e.starts_with("docker-compose.yml "), "{e}");
         assert!(e.contains(says), "{e}");
         assert!(e.contains("fix:"), "{e}");
@@ -929,5 +929,146 @@ services:
             "./.envs/.local/.postgres",
             ".env.web"
         ]
+    );
+}
+
+#[test]
+fn a_dockerfile_says_where_image_paths_come_from() {
+    let df = Dockerfile::parse(
+        "FROM node:20 AS build\nWORKDIR /app\nCOPY . .\nFROM python:3.12\nWORKDIR /srv/\nCOPY ./requirements.txt ./alembic.ini /srv/\nCOPY ./compose/start /start\nCOPY ./src /srv/code\nCMD [\"python\", \"-m\", \"app\"]\n",
+        None,
+    );
+    assert_eq!(df.workdir.as_deref(), Some("/srv/"));
+    assert_eq!(df.cmd.as_deref(), Some("python -m app"));
+    assert_eq!(
+        df.host_path("api", "/start").as_deref(),
+        Some("api/compose/start")
+    );
+    assert_eq!(
+        df.host_path("api", "/srv/code/x.py").as_deref(),
+        Some("api/src/x.py")
+    );
+    assert_eq!(
+        df.host_path("api", "/srv/alembic.ini").as_deref(),
+        Some("api/alembic.ini")
+    );
+    // A file copied into /srv/ is not /srv itself.
+    assert_eq!(df.host_path("api", "/srv"), None);
+    let first = Dockerfile::parse("FROM a AS build\nWORKDIR /app\nFROM b\n", Some("build"));
+    assert_eq!(first.workdir.as_deref(), Some("/app"));
+    assert_eq!(
+        script_command("#!/bin/bash\nset -o errexit\npython manage.py migrate\nexec python manage.py runserver 0.0.0.0:8000\n"),
+        Some("python manage.py runserver 0.0.0.0:8000".to_owned())
+    );
+}
+
+#[test]
+fn a_credentials_placeholder_default_is_kept_and_check_accepts_it() {
+    let g = generate_with(
+        "services:\n  api:\n    build: .\n    command: run\n    environment:\n      API_KEY: ${API_KEY:-devkey}\n      SECRET_KEY: ${SECRET_KEY:-Xk9-Real-Looking-2024}\n      TOKEN: ${TOKEN:-}\n",
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "api", "env", "API_KEY"]),
+        "${env.API_KEY:-devkey}"
+    );
+    assert_eq!(
+        string(&t, &["services", "api", "env", "SECRET_KEY"]),
+        "${env.SECRET_KEY}"
+    );
+    assert_eq!(
+        string(&t, &["services", "api", "env", "TOKEN"]),
+        "${env.TOKEN:-}"
+    );
+    absent(&g, "Xk9-Real-Looking-2024");
+    // Only SECRET_KEY must be set: the others have defaults.
+    assert!(
+        g.toml.contains("# Set before `binky up`: SECRET_KEY\n"),
+        "{}",
+        g.toml
+    );
+    // `binky check` finds no inline credential in what init keeps.
+    let loaded = crate::config::parse(&g.toml, Path::new("binky.toml")).unwrap();
+    let findings = crate::check::check_loaded(&g.toml, &loaded);
+    assert!(
+        !findings.iter().any(|f| f.code == "inline-credential"),
+        "{findings:?}"
+    );
+}
+
+#[test]
+fn test_runners_and_missing_mail_catchers_are_commented_out_and_smtp_follows_the_catcher() {
+    let compose = "services:\n  api:\n    build: .\n    command: serve --port 8000\n    ports: ['8000:8000']\n    environment:\n      SMTP_HOST: mail\n      SMTP_PORT: '1025'\n  mail:\n    image: axllent/mailpit\n    ports: ['8025:8025']\n  e2e:\n    image: mcr.microsoft.com/playwright:v1.49.0\n    command: npx playwright test\n    depends_on: [api]\n";
+    let g = generate_with(compose, None);
+    let t = valid(&g);
+    assert!(t["services"].get("e2e").is_none() && t["services"].get("mail").is_none());
+    assert!(
+        g.toml
+            .contains("# [services.e2e]\n# cmd = \"npx playwright test\""),
+        "{}",
+        g.toml
+    );
+    assert!(g.toml.contains("brew install mailpit"), "{}", g.toml);
+    assert_eq!(
+        string(&t, &["services", "api", "env", "SMTP_HOST"]),
+        "localhost"
+    );
+    assert_eq!(string(&t, &["services", "api", "env", "SMTP_PORT"]), "1025");
+    assert!(
+        g.toml
+            .contains("once mail is uncommented: SMTP_PORT = \"${mail.smtp}\""),
+        "{}",
+        g.toml
+    );
+    // Installed: the catcher runs, with its UI's url, and SMTP_PORT is its port.
+    let mut repo = repo_with(compose, None);
+    repo.installed.insert("mailpit".into());
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "mail", "cmd"]),
+        "mailpit --smtp 127.0.0.1:${self.smtp} --listen 127.0.0.1:${self.port}"
+    );
+    assert_eq!(string(&t, &["services", "mail", "url", "http"]), "mail");
+    assert_eq!(
+        string(&t, &["services", "api", "env", "SMTP_PORT"]),
+        "${mail.smtp}"
+    );
+}
+
+#[test]
+fn a_vite_package_gets_its_dev_server_and_no_files_at_all_is_an_error_naming_what_was_looked_for() {
+    let mut repo = repo_with(
+        "services:\n  api: { build: ./api, command: 'serve --port 8000', ports: ['8000:8000'] }\n",
+        None,
+    );
+    repo.files.insert(
+        "web/package.json".into(),
+        r#"{"scripts": {"dev": "vite"}}"#.into(),
+    );
+    repo.files
+        .insert("web/vite.config.ts".into(), "export default {}".into());
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "npm run dev -- --port ${self.port} --strictPort --host 127.0.0.1"
+    );
+    assert_eq!(string(&t, &["services", "web", "workdir"]), "web");
+    assert!(
+        g.toml
+            .contains("# NOTE: Vite (web/vite.config.ts) refuses unknown hosts"),
+        "{}",
+        g.toml
+    );
+    let bare = Repo {
+        dir_name: "empty".into(),
+        ..Repo::default()
+    };
+    let e = generate(&bare).unwrap_err().to_string();
+    assert!(
+        e.contains("a Procfile") && e.contains("manage.py") && e.contains("fix:"),
+        "{e}"
     );
 }

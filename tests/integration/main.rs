@@ -21,6 +21,7 @@ mod golden_frameworks;
 mod harness;
 mod health;
 mod init;
+mod init_apps;
 mod kafka_server;
 mod lifecycle;
 mod limits;

@@ -1,0 +1,293 @@
+//! `binky init` on the shapes of real projects, then `binky up` of the file exactly as init
+//! wrote it, then a request through binky's proxy: the real binary, real git, PostgreSQL
+//! and Redis run by binky itself (no `admin_url`), real Alembic, Django and Celery from the
+//! venv `scripts/test` makes. The only change to the written file is the test's own port
+//! range (every test keeps to its block of ports).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::harness::*;
+
+/// The venv `scripts/test` makes (alembic, Django, Celery, Flower, psycopg2).
+fn tools() -> PathBuf {
+    test_cache(
+        "BINKY_TEST_FRAMEWORKS",
+        "frameworks",
+        &["bin/alembic", "bin/django-admin", "bin/celery"],
+    )
+    .join("bin")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A repository holding the fixture, `binky init` run in it (by the real binary), the
+/// written file committed with the test's port range added. The file's text and what
+/// init printed.
+fn init_project(fixture: &str, extra: &[(&str, &str)]) -> (Env, String, String) {
+    let env = Env::new("[project]\nname = \"placeholder\"\n");
+    std::fs::remove_file(env.repo.join("binky.toml")).unwrap();
+    std::fs::remove_file(env.repo.join("server.py")).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/compose")
+        .join(fixture);
+    copy_dir(&src, &env.repo);
+    for (path, text) in extra {
+        let p = env.repo.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        if path.contains(".bin/") {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    let out = std::process::Command::new(binky_bin())
+        .arg("init")
+        .current_dir(&env.repo)
+        .env("BINKY_HOME", &env.home)
+        .env("PATH", path_with_tools())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    let text = std::fs::read_to_string(env.repo.join("binky.toml")).unwrap();
+    // The test's own ports: the one line added to the file.
+    let ranged = text.replacen(
+        "\n[project]\nname = \"repo\"\n",
+        &format!("\n[project]\nname = \"repo\"\n{}\n", env.range()),
+        1,
+    );
+    assert_ne!(ranged, text, "{text}");
+    std::fs::write(env.repo.join("binky.toml"), &ranged).unwrap();
+    let check = env.binky(&["check"]);
+    assert!(check.status.success(), "{}\n{text}", stdout(&check));
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "binky init"]);
+    (env, text, said)
+}
+
+fn path_with_tools() -> String {
+    format!(
+        "{}:{}",
+        tools().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn up(env: &Env, world: &str) {
+    let out = env.binky_env(&["up", world], &[("PATH", &path_with_tools())]);
+    assert!(
+        out.status.success(),
+        "up {world}: {}{}\n{}",
+        stdout(&out),
+        stderr(&out),
+        stdout(&env.binky(&["logs", world, "-n", "40"]))
+    );
+}
+
+/// GET `path` of service `svc` of world `world` through the proxy, until it answers 200
+/// (a dev server may still be starting); the answer.
+fn get_200(env: &Env, svc: &str, world: &str, path: &str) -> String {
+    let host = format!("{svc}.{world}.repo.localhost");
+    let mut last = String::new();
+    wait_until(
+        &format!("200 from {host}{path}"),
+        Duration::from_secs(30),
+        || {
+            last = through_proxy(env.proxy_port(), &host, path).unwrap_or_default();
+            status_code(&last) == 200
+        },
+    );
+    last
+}
+
+/// The JSON body of an answer, chunked or not (one chunk).
+fn json_of(answer: &str) -> serde_json::Value {
+    let (Some(a), Some(b)) = (answer.find('{'), answer.rfind('}')) else {
+        panic!("no JSON in: {answer}");
+    };
+    serde_json::from_str(&answer[a..=b]).unwrap_or_else(|e| panic!("{e}: {answer}"))
+}
+
+/// Stands in for `npm install`'s `node_modules/.bin/vite`: a real node server taking Vite's
+/// flags (`--port`, `--strictPort`, `--host`) and answering with what the page would be
+/// built with (`VITE_API_URL`).
+const VITE_STAND_IN: &str = r#"#!/usr/bin/env node
+const http = require("http");
+const a = process.argv;
+const port = Number(a[a.indexOf("--port") + 1]);
+const host = a[a.indexOf("--host") + 1];
+if (!a.includes("--strictPort")) { console.error("expected --strictPort"); process.exit(2); }
+http.createServer((req, res) => {
+  res.writeHead(200, { "Content-Type": "application/json" });
+  res.end(JSON.stringify({ vite: true, VITE_API_URL: process.env.VITE_API_URL || null }));
+}).listen(port, host, () => console.log(`vite dev server on ${host}:${port}`));
+"#;
+
+#[test]
+fn a_fullstack_monorepo_runs_as_init_wrote_it_and_answers_through_the_proxy() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let (env, text, said) = init_project(
+        "fullstack",
+        &[("frontend/node_modules/.bin/vite", VITE_STAND_IN)],
+    );
+    // What was written, as the issue asks: binky runs PostgreSQL, Alembic migrates a
+    // golden template, the frontend's dev server with Vite's flags, browser-facing URLs
+    // through the proxy, defaults kept, test runner and prestart commented out.
+    assert!(!text.lines().any(|l| l.starts_with("admin_url")), "{text}");
+    assert!(
+        text.contains("migrate = \"alembic upgrade head\"\nclone_from = \"golden\""),
+        "{text}"
+    );
+    assert!(text.contains("[services.db]"), "{text}");
+    assert!(text.contains("cmd = \"npm run dev -- --port ${self.port} --strictPort --host 127.0.0.1\"\nworkdir = \"frontend\"\nurl = true"), "{text}");
+    assert!(
+        text.contains("VITE_API_URL = \"${backend.proxy_url}\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("FRONTEND_HOST = \"${frontend.proxy_url}\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("API_KEY = \"${env.API_KEY:-devkey}\""),
+        "{text}"
+    );
+    assert!(text.contains("# [services.playwright]"), "{text}");
+    assert!(text.contains("# [services.prestart]"), "{text}");
+    assert!(
+        text.contains("# once mailcatcher is uncommented: SMTP_PORT = \"${mailcatcher.smtp}\""),
+        "{text}"
+    );
+    assert!(said.contains("gem install mailcatcher"), "{said}");
+    assert!(
+        said.contains("Vite (frontend/vite.config.ts) refuses unknown hosts"),
+        "{said}"
+    );
+    assert!(!text.contains("TODO: the command"), "{text}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "backend", "w", "/api/v1/items");
+    let body = json_of(&answer);
+    // The row the migration inserted: the world's database is the migrated template's copy.
+    assert_eq!(body["items"], serde_json::json!(["first"]), "{answer}");
+    assert_eq!(body["api_key"], "devkey");
+    let front = "http://frontend.w.repo.localhost";
+    assert!(body["cors"].as_str().unwrap().contains(front), "{body}");
+    assert!(
+        body["frontend"].as_str().unwrap().starts_with(front),
+        "{body}"
+    );
+    let page = get_200(&env, "frontend", "w", "/");
+    let page = json_of(&page);
+    assert!(
+        page["VITE_API_URL"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://backend.w.repo.localhost"),
+        "{page}"
+    );
+    let keys: Vec<serde_json::Value> =
+        serde_json::from_str(&env.ok(&["golden", "ls", "--json"])).unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn a_django_celery_flower_mail_project_runs_as_init_wrote_it_and_answers_through_the_proxy() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let (env, text, said) = init_project("django-stack", &[]);
+    // The commands behind /start, /start-celeryworker, … (the scripts the Dockerfile
+    // copies in), Flower's port with a url, the database's migrate in a golden template,
+    // the mail catcher that is not installed commented out with how to install it.
+    assert!(
+        text.contains("cmd = \"python manage.py runserver 0.0.0.0:${self.port}\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"celery -A config.celery_app worker -l INFO\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"celery -A config.celery_app beat -l INFO\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"celery -A config.celery_app flower --address=0.0.0.0 --port=${self.port}\"\nurl = true"),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \"python manage.py migrate --noinput\"\nclone_from = \"golden\""),
+        "{text}"
+    );
+    assert!(text.contains("# [services.mailpit]"), "{text}");
+    assert!(said.contains("brew install mailpit"), "{said}");
+    assert!(!text.lines().any(|l| l.starts_with("admin_url")), "{text}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "django", "w", "/");
+    let body = json_of(&answer);
+    assert_eq!(
+        body["notes"],
+        serde_json::json!(["hello from the golden template"]),
+        "{answer}"
+    );
+    // Flower's UI through the proxy, connected to the world's own Redis.
+    let flower = get_200(&env, "flower", "w", "/");
+    assert!(flower.contains("Flower"), "{flower}");
+    let services = env.services("w");
+    for svc in ["celeryworker", "celerybeat"] {
+        let s = services.iter().find(|s| s["name"] == svc).unwrap();
+        assert!(s["pid"].as_u64().is_some(), "{svc} not running: {s}");
+    }
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn a_procfile_and_manage_py_without_compose_run_as_init_wrote_them() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let (env, text, said) = init_project("procfile-django", &[]);
+    assert!(said.contains("from Procfile, manage.py"), "{said}");
+    assert!(
+        text.contains("[services.db]\n# the dependencies name psycopg2-binary"),
+        "{text}"
+    );
+    assert!(text.contains("[services.redis]"), "{text}");
+    assert!(
+        text.contains("cmd = \"python manage.py runserver 127.0.0.1:${self.port}\"\nurl = true"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"celery -A config.celery_app worker -l INFO\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \"python manage.py migrate --noinput\""),
+        "{text}"
+    );
+    assert!(text.contains("DATABASE_URL = \"${db.url}\""), "{text}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "web", "w", "/");
+    let body = json_of(&answer);
+    assert_eq!(
+        body["notes"],
+        serde_json::json!(["hello from the golden template"]),
+        "{answer}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
