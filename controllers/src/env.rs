@@ -1,15 +1,253 @@
 //! A world's environment: the tokens its config resolves against, the variables each
-//! process gets, and what `binky env` hands out.
+//! command gets, and what `binky env` hands out.
 //!
-//! One module builds all three so a process, a hook and `binky env` never disagree.
+//! # Guarantees
+//! - Every command binky runs in a world — a service, its `setup` and health command, an
+//!   adapter's `migrate` and `seed`, a hook, `binky exec` (with or without `-s`), `binky
+//!   verify` and the MCP tools that run them — gets its directory and variables from
+//!   [`command_env`], over one [`Snapshot`] of the store read in one transaction.
+//! - A service's `env_file`s are read for it; a command of the whole world reads every
+//!   service's, so a settings module that needs them loads under `binky exec` too.
+//! - What a service declares in its `env` wins over what binky hands out by name
+//!   (`API_URL = "${api.url}"` over the exported `API_URL`, the proxy URL), so a world's
+//!   commands see what its services see.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::route;
 use crate::spec::Service;
-use crate::store::{PortRow, ProxyView, SliceRow, World};
+use crate::store::{self, PortRow, ProxyView, SliceRow, Store, StoreError, World};
 use crate::tokens::Tokens;
+
+/// What a world's environment is built from, read in one store transaction so that its
+/// ports, slices and proxy agree with each other.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// Everything a token resolves to.
+    pub tokens: Tokens,
+    /// Where the proxy listens (for the exported URLs).
+    pub proxy: ProxyView,
+}
+
+impl Snapshot {
+    /// Read `world`'s ports, slices and the proxy's ports at once.
+    pub fn read(store: &Store, world: &World) -> Result<Snapshot, StoreError> {
+        store.read(|c| {
+            let tx = c.unchecked_transaction()?;
+            let ports = store::ports_seen_by(&tx, world)?;
+            let proxy = store::proxy_view(&tx)?;
+            let slices = store::slices_seen_by(&tx, world)?;
+            tx.finish()?;
+            Ok(Snapshot::of(world, &ports, proxy, &slices))
+        })
+    }
+
+    /// A snapshot of what the caller read.
+    pub fn of(world: &World, ports: &[PortRow], proxy: ProxyView, slices: &[SliceRow]) -> Snapshot {
+        Snapshot {
+            tokens: tokens(world, ports, &proxy, slices),
+            proxy,
+        }
+    }
+
+    /// With `service`'s slice at `url` giving `tokens` (a golden template's, which is no
+    /// world's row).
+    pub fn with_slice(
+        mut self,
+        service: &str,
+        url: &str,
+        tokens: &BTreeMap<String, String>,
+    ) -> Snapshot {
+        self.tokens.urls.insert(service.to_owned(), url.to_owned());
+        for (k, v) in tokens {
+            self.tokens
+                .extra
+                .insert((service.to_owned(), k.clone()), v.clone());
+        }
+        self
+    }
+}
+
+/// Who runs a command in a world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner<'a> {
+    /// A process service's instance (`api`, `api.1`): its `cmd`, `setup`, health command,
+    /// and `binky exec -s api`.
+    Service(&'a str),
+    /// An adapter service's `migrate` and `seed`, and `binky exec -s db`: `DATABASE_URL`
+    /// is its slice's address.
+    Slice(&'a str),
+    /// The world as a whole: `binky exec` without `-s`, `binky verify`, hooks.
+    World,
+}
+
+/// Where a world's command runs and with what.
+#[derive(Clone, Debug)]
+pub struct CommandEnv {
+    /// Its working directory.
+    pub dir: PathBuf,
+    /// Its variables (the world's environment included).
+    pub vars: BTreeMap<String, String>,
+    /// The tokens its own text resolves against (its `env_file`s' variables included).
+    pub tokens: Tokens,
+    /// `env_file`s that were not there.
+    pub missing_env_files: Vec<PathBuf>,
+}
+
+/// Why no environment could be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    /// The service is not in the world's spec (or is not of the kind asked).
+    #[error("world `{world}` has no {kind} `{service}`")]
+    NoService {
+        /// The world.
+        world: String,
+        /// The name asked for.
+        service: String,
+        /// "process service" or "adapter service".
+        kind: &'static str,
+    },
+    /// An adapter service's slice has no address yet.
+    #[error("the slice of `{service}` in world `{world}` is not made yet{why}; run `binky up {world}` first")]
+    SliceNotMade {
+        /// The world.
+        world: String,
+        /// The adapter service.
+        service: String,
+        /// ` (the slice's message)`, or empty.
+        why: String,
+    },
+}
+
+/// The directory and variables of a command `runner` runs in `world` (checked out at
+/// `layout`), from `snap`; `ca` is binky's CA, given to Node clients as
+/// `NODE_EXTRA_CA_CERTS` when it exists.
+pub fn command_env(
+    world: &World,
+    layout: &Layout,
+    snap: &Snapshot,
+    runner: Runner<'_>,
+    ca: Option<&Path>,
+) -> Result<CommandEnv, EnvError> {
+    let mut tokens = snap.tokens.clone();
+    // `${worktree.path}` is where the worktree is (an adopted one may be elsewhere).
+    let wt = layout.worktree.to_string_lossy().into_owned();
+    tokens.worktree_path = Some(wt.clone());
+    let no_service = |service: &str, kind| EnvError::NoService {
+        world: world.name.clone(),
+        service: service.to_owned(),
+        kind,
+    };
+    let (dir, mut vars, missing, process) = match runner {
+        Runner::Service(instance) => {
+            let svc = world
+                .spec
+                .services
+                .get(crate::replica::service_of(instance))
+                .filter(|s| s.process().is_some())
+                .ok_or_else(|| no_service(instance, "process service"))?;
+            let process = svc.process();
+            let dir = layout.workdir(world, svc);
+            let files = process.map(|p| p.env_file.as_slice()).unwrap_or_default();
+            let (file_vars, missing) = read_env_files(&dir, files);
+            for (k, v) in &file_vars {
+                tokens.env.insert(k.clone(), v.clone());
+            }
+            let vars = service_env(world, instance, svc, &tokens, &file_vars);
+            (dir, vars, missing, process)
+        }
+        Runner::Slice(service) => {
+            let res = world
+                .spec
+                .services
+                .get(service)
+                .and_then(Service::resource)
+                .ok_or_else(|| no_service(service, "adapter service"))?;
+            let url = tokens
+                .urls
+                .get(service)
+                .cloned()
+                .ok_or_else(|| EnvError::SliceNotMade {
+                    world: world.name.clone(),
+                    service: service.to_owned(),
+                    why: String::new(),
+                })?;
+            let (dir, missing) =
+                adapter_command_env(world, layout, service, res, &mut tokens, &url);
+            (dir, missing.0, missing.1, None)
+        }
+        Runner::World => {
+            let (dir, vars, missing) = world_vars(world, layout, snap, &mut tokens);
+            (dir, vars, missing, None)
+        }
+    };
+    vars.insert("BINKY_WORKTREE_PATH".into(), wt);
+    vars.insert("PWD".into(), dir.to_string_lossy().into_owned());
+    if let Some(ca) = ca.filter(|c| c.is_file()) {
+        let callers = world.env.get("NODE_EXTRA_CA_CERTS").map(String::as_str);
+        give_node_ca(&mut vars, ca, process, callers);
+    }
+    Ok(CommandEnv {
+        dir,
+        vars,
+        tokens,
+        missing_env_files: missing,
+    })
+}
+
+/// A command of the whole world: the world's environment, every service's URL and ports
+/// (as `binky env` hands them out), every process service's `env_file`s, `BINKY_WORKTREE`
+/// and `BINKY_PROJECT`, then what the services declare in `env` (a service's own
+/// `${self.…}` means nothing here and is left out). Where services disagree, the first in
+/// start order wins (a backend before the frontend that calls it).
+fn world_vars(
+    world: &World,
+    layout: &Layout,
+    snap: &Snapshot,
+    tokens: &mut Tokens,
+) -> (PathBuf, BTreeMap<String, String>, Vec<PathBuf>) {
+    let dir = layout.config_dir(world);
+    let mut vars = world.env.clone();
+    vars.extend(exported(world, tokens, &snap.proxy));
+    let order = world
+        .spec
+        .start_order()
+        .unwrap_or_else(|_| world.spec.services.keys().cloned().collect());
+    let processes: Vec<(&String, &Service, &crate::spec::Process)> = order
+        .iter()
+        .filter_map(|n| world.spec.services.get_key_value(n))
+        .filter_map(|(n, s)| s.process().map(|p| (n, s, p)))
+        .collect();
+    let mut missing = Vec::new();
+    let mut from_files: BTreeMap<String, String> = BTreeMap::new();
+    for (_, svc, p) in &processes {
+        let (file_vars, gone) = read_env_files(&layout.workdir(world, svc), &p.env_file);
+        missing.extend(gone);
+        for (k, v) in file_vars {
+            from_files.entry(k).or_insert(v);
+        }
+    }
+    for (k, v) in &from_files {
+        tokens.env.insert(k.clone(), v.clone());
+        vars.insert(k.clone(), v.clone());
+    }
+    vars.insert("BINKY_WORKTREE".into(), world.name.clone());
+    vars.insert("BINKY_PROJECT".into(), world.project.clone());
+    let mut declared: BTreeMap<String, String> = BTreeMap::new();
+    for (name, _, p) in &processes {
+        for (k, v) in &p.env {
+            if v.contains("${self.") {
+                continue;
+            }
+            declared
+                .entry(k.clone())
+                .or_insert_with(|| tokens.resolve(v, name));
+        }
+    }
+    vars.extend(declared);
+    (dir, vars, missing)
+}
 
 /// `web-ui` → `WEB_UI`: an environment-variable-safe, upper-case form of a name.
 ///
@@ -238,7 +476,7 @@ pub fn read_env_files(dir: &Path, files: &[String]) -> (Vec<(String, String)>, V
 /// [`crate::replica`]) runs with, lowest precedence first: the environment `binky up` was
 /// run with, the `env_file`s, `BINKY_WORKTREE`, `BINKY_REPLICA` (of a replicated service),
 /// `PORT`, `PORT_<LABEL>`, then the service's own `env` (tokens resolved).
-pub fn service_env(
+fn service_env(
     world: &World,
     service: &str,
     spec_service: &Service,
@@ -286,40 +524,36 @@ pub fn service_env(
 
 /// The directory and environment an adapter service's `migrate` and `seed` run with (and
 /// `binky exec W -s <adapter service>`): the world's environment, the service's
-/// `env_file`s, `BINKY_WORKTREE`, `BINKY_WORKTREE_PATH`, `BINKY_PROJECT`, `DATABASE_URL` =
-/// the slice's address (`url`), then the service's own `env` (tokens resolved).
-pub fn adapter_command_env(
+/// `env_file`s, `BINKY_WORKTREE`, `BINKY_PROJECT`, `DATABASE_URL` = the slice's address
+/// (`url`), then the service's own `env` (tokens resolved). `tokens` gains the files'
+/// variables.
+fn adapter_command_env(
     world: &World,
     layout: &Layout,
     service: &str,
     res: &crate::spec::Resource,
-    tokens: &Tokens,
+    tokens: &mut Tokens,
     url: &str,
-) -> (PathBuf, BTreeMap<String, String>) {
-    let mut tokens = tokens.clone();
+) -> (PathBuf, (BTreeMap<String, String>, Vec<PathBuf>)) {
     let dir = layout.config_dir(world);
     let workdir = if res.workdir.is_empty() || res.workdir == "." {
         dir
     } else {
         dir.join(&res.workdir)
     };
-    let (vars, _) = read_env_files(&workdir, &res.env_file);
+    let (vars, missing) = read_env_files(&workdir, &res.env_file);
     let mut e = world.env.clone();
     for (k, v) in &vars {
         e.insert(k.clone(), v.clone());
         tokens.env.insert(k.clone(), v.clone());
     }
     e.insert("BINKY_WORKTREE".into(), world.name.clone());
-    e.insert(
-        "BINKY_WORKTREE_PATH".into(),
-        layout.worktree.to_string_lossy().into_owned(),
-    );
     e.insert("BINKY_PROJECT".into(), world.project.clone());
     e.insert("DATABASE_URL".into(), url.to_owned());
     for (k, v) in &res.env {
         e.insert(k.clone(), tokens.resolve(v, service));
     }
-    (workdir, e)
+    (workdir, (e, missing))
 }
 
 /// Give a process (`process`: the service it runs for, if any) binky's CA as

@@ -1,6 +1,5 @@
 //! `binky env NAME`: a world's URLs and ports as environment variables.
 
-use binky_controllers::store;
 use serde::Serialize;
 
 use super::context::{Ctx, Failure};
@@ -14,11 +13,8 @@ fn shell_quote(v: &str) -> String {
 pub fn run(name: Option<String>, shell: bool, json: bool) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
-    let ports = ctx.store.read(|c| store::ports_seen_by(c, &world))?;
-    let proxy = ctx.store.read(store::proxy_view)?;
-    let slices = ctx.store.read(|c| store::slices_seen_by(c, &world))?;
-    let tokens = binky_controllers::env::tokens(&world, &ports, &proxy, &slices);
-    let vars = binky_controllers::env::exported(&world, &tokens, &proxy);
+    let snap = binky_controllers::env::Snapshot::read(&ctx.store, &world)?;
+    let vars = binky_controllers::env::exported(&world, &snap.tokens, &snap.proxy);
     if json {
         #[derive(Serialize)]
         struct Out<'a> {

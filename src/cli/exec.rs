@@ -7,16 +7,16 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use binky_controllers::env::{self, Layout};
+use binky_controllers::env::{self, Layout, Runner};
 use binky_controllers::store::{self, World};
 
 use super::context::{self, Ctx, Failure};
 use super::exit;
 
-/// The directory and environment a command of `world` runs with: the env of `service`
-/// exactly as the process controller builds it (its `env_file`s, `PORT`, its `env`), or,
-/// without a service, the world's environment with every service's URL and ports
-/// (`binky env`) and the variables every service declares, tokens resolved.
+/// The directory and environment a command of `world` runs with: exactly what the daemon
+/// gives `service` (a process service: its `cmd`; an adapter service: its `migrate`), or,
+/// without a service, what every command of the whole world gets (hooks, `verify`): one
+/// function builds them all ([`env::command_env`]).
 pub fn world_env(
     ctx: &Ctx,
     world: &World,
@@ -33,57 +33,35 @@ pub fn world_env(
             ))
         })?;
     let layout = Layout { worktree: wt.path };
-    let ports = ctx.store.read(|c| store::ports_seen_by(c, world))?;
-    let proxy = ctx.store.read(store::proxy_view)?;
-    let slices = ctx.store.read(|c| store::slices_seen_by(c, world))?;
-    let tokens = env::tokens(world, &ports, &proxy, &slices);
-    if let Some(name) = service {
-        let svc = context::service(world, name)?;
-        // An adapter service: what its `migrate` and `seed` run with (its slice's address as
-        // DATABASE_URL, in its workdir), to run a migration by hand.
-        if let Some(res) = svc.resource() {
-            let slice = slices.iter().find(|s| s.service == name);
-            let Some(url) = slice.and_then(|s| s.address.clone()) else {
-                return Err(Failure::failed(format!(
-                    "the slice of `{name}` in world `{}` is not made yet{}; run `binky up {}` first",
-                    world.name,
-                    slice
-                        .filter(|s| !s.message.is_empty())
-                        .map(|s| format!(" ({})", s.message))
-                        .unwrap_or_default(),
-                    world.name
-                )));
-            };
-            return Ok(env::adapter_command_env(
-                world, &layout, name, res, &tokens, &url,
-            ));
-        }
-        let dir = layout.workdir(world, svc);
-        let files = svc
-            .process()
-            .map(|p| p.env_file.clone())
-            .unwrap_or_default();
-        let (vars, _) = env::read_env_files(&dir, &files);
-        let vars = env::service_env(world, name, svc, &tokens, &vars);
-        return Ok((dir, vars));
-    }
-    let dir = layout.config_dir(world);
-    let mut vars = world.env.clone();
-    vars.extend(env::exported(world, &tokens, &proxy));
-    // What services declare (DATABASE_URL = "${db.url}", …), resolved; a service's own
-    // `${self.…}` means nothing here and is left out.
-    for (name, svc) in &world.spec.services {
-        if let Some(p) = svc.process() {
-            for (k, v) in &p.env {
-                if v.contains("${self.") {
-                    continue;
+    let snap = env::Snapshot::read(&ctx.store, world)?;
+    let runner = match service {
+        None => Runner::World,
+        Some(name) => match context::service(world, name)?.resource() {
+            Some(_) => Runner::Slice(name),
+            None => Runner::Service(name),
+        },
+    };
+    let ca = ctx.home.ca().join("ca.crt");
+    match env::command_env(world, &layout, &snap, runner, Some(&ca)) {
+        Ok(ce) => Ok((ce.dir, ce.vars)),
+        Err(env::EnvError::SliceNotMade { service, .. }) => {
+            let slices = ctx.store.read(|c| store::slices_seen_by(c, world))?;
+            let why = slices
+                .iter()
+                .find(|s| s.service == service && !s.message.is_empty())
+                .map(|s| format!(" ({})", s.message))
+                .unwrap_or_default();
+            Err(Failure::failed(
+                env::EnvError::SliceNotMade {
+                    world: world.name.clone(),
+                    service,
+                    why,
                 }
-                vars.entry(k.clone())
-                    .or_insert_with(|| tokens.resolve(v, name));
-            }
+                .to_string(),
+            ))
         }
+        Err(e) => Err(Failure::failed(e.to_string())),
     }
-    Ok((dir, vars))
 }
 
 /// `binky exec`.
@@ -96,16 +74,6 @@ pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32,
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(name))?;
     let (dir, mut vars) = world_env(&ctx, &world, service.as_deref())?;
-    // As the daemon gives its processes: Node clients trust the worlds' https URLs.
-    let ca = ctx.home.ca().join("ca.crt");
-    if ca.is_file() {
-        let process = service
-            .as_deref()
-            .and_then(|s| world.spec.services.get(s))
-            .and_then(|s| s.process());
-        let callers = std::env::var("NODE_EXTRA_CA_CERTS").ok();
-        env::give_node_ca(&mut vars, &ca, process, callers.as_deref());
-    }
     // `${secret:REF}` as a service gets it (secret_command, else BINKY_SECRET_<REF> here).
     crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
         .resolve(world.id, service.as_deref().unwrap_or("exec"), &mut vars)
@@ -157,7 +125,11 @@ pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
             ),
         });
     }
-    let (dir, vars) = world_env(&ctx, &world, None)?;
+    let (dir, mut vars) = world_env(&ctx, &world, None)?;
+    // `${secret:REF}` as `exec` and the services get it.
+    crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
+        .resolve(world.id, "verify", &mut vars)
+        .map_err(Failure::failed)?;
     let mut results = Vec::new();
     let mut failed = 0;
     for cmd in &cmds {

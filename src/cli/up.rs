@@ -340,10 +340,8 @@ pub async fn run(
     let Outcome::Done(Some(world)) = outcome else {
         return Ok(exit::FAILED);
     };
-    let ports = ctx.store.read(|c| store::ports_seen_by(c, &world))?;
-    let proxy = ctx.store.read(store::proxy_view)?;
-    let slices = ctx.store.read(|c| store::slices_seen_by(c, &world))?;
-    let tokens = binky_controllers::env::tokens(&world, &ports, &proxy, &slices);
+    let snap = binky_controllers::env::Snapshot::read(&ctx.store, &world)?;
+    let tokens = &snap.tokens;
     let wt = ctx.store.read(|c| store::worktree(c, world.id))?;
     println!("{name} is up in {:.2}s", started.elapsed().as_secs_f64());
     if let Some(wt) = wt {

@@ -227,6 +227,7 @@ pub async fn run(
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;
     pconf.ca_cert = https_on.then(|| home.ca().join("ca.crt"));
+    let ca_cert = pconf.ca_cert.clone();
     runtime.add(Arc::new(
         binky_controllers::gate::AdmissionController::new(
             store.clone(),
@@ -249,12 +250,15 @@ pub async fn run(
     runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
     let servers = Arc::new(Servers::new(home.clone(), store.clone()));
     // One value does the slice work for both the slice and the golden controller.
-    let slice_work = Arc::new(SliceWork::new(
-        store.clone(),
-        RealSlices::new(Registry::default(), servers.clone()),
-        supervisor.clone(),
-        home.logs(),
-    ));
+    let slice_work = Arc::new(
+        SliceWork::new(
+            store.clone(),
+            RealSlices::new(Registry::default(), servers.clone()),
+            supervisor.clone(),
+            home.logs(),
+        )
+        .with_ca(ca_cert),
+    );
     runtime.add(Arc::new(SliceController::new(
         store.clone(),
         slice_work.clone(),

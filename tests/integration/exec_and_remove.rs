@@ -46,6 +46,114 @@ fn exec_keeps_the_callers_variables_with_the_services_env_on_top() {
     env.assert_nothing_left(&["w"]);
 }
 
+/// `exec -s web` gets exactly what web runs with; `exec` without `-s` and `verify` get the
+/// world's commands' one environment: every service's `env_file`, what services declare
+/// winning over what binky hands out by name (`API_URL` as web has it, not the proxy URL),
+/// `BINKY_WORKTREE_PATH`, and `PWD` where they run — not the caller's.
+#[test]
+fn exec_and_verify_see_what_the_services_see() {
+    let env = Env::new(
+        r#"
+[project]
+name = "oneenv"
+{range}
+
+[agents]
+verify = ["env > verify-env.txt"]
+
+[services.api]
+cmd = "exec python3 server.py ${self.port}"
+url = true
+
+[services.web]
+cmd = "env -0 > web.env0; exec python3 ../server.py ${self.port}"
+url = true
+workdir = "web"
+env_file = [".env.web"]
+env = { API_URL = "${api.url}", FROM_FILE_TOO = "${env.SETTINGS_KEY}-x" }
+"#,
+    );
+    std::fs::create_dir_all(env.repo.join("web")).unwrap();
+    std::fs::write(
+        env.repo.join("web/.env.web"),
+        "SETTINGS_KEY=from-env-file
+",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "web settings"]);
+    env.ok(&["up", "w"]);
+    let served = served_env(env.port_of("w", "web"));
+    let wt = std::fs::canonicalize(env.worktree("w")).unwrap();
+    let api_port = env.port_of("w", "api");
+    assert_eq!(served["API_URL"], format!("http://localhost:{api_port}"));
+    assert_eq!(served["SETTINGS_KEY"], "from-env-file");
+    assert_eq!(served["FROM_FILE_TOO"], "from-env-file-x");
+
+    let parse = |text: &str| -> std::collections::BTreeMap<String, String> {
+        text.split('\0')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    };
+    // What web's shell had (python3 behind a version manager's shim changes its own).
+    let web_env = parse(&std::fs::read_to_string(wt.join("web/web.env0")).unwrap());
+    std::fs::remove_file(wt.join("web/web.env0")).unwrap();
+    let exec_env = |args: &[&str]| -> std::collections::BTreeMap<String, String> {
+        let mut all = vec!["exec", "w"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "env", "-0"]);
+        // Run from elsewhere, with a PWD of the caller's.
+        let out = std::process::Command::new(binky_bin())
+            .args(&all)
+            .current_dir(&env.repo)
+            .env("BINKY_HOME", &env.home)
+            .env("PWD", "/somewhere/else")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        parse(&String::from_utf8_lossy(&out.stdout))
+    };
+    // With -s: every variable web has (but what its spawn adds: the shell's own and the
+    // spawn's token), with the same value.
+    let as_web = exec_env(&["-s", "web"]);
+    assert!(web_env.contains_key("SETTINGS_KEY"), "{web_env:?}");
+    for (k, v) in &web_env {
+        if matches!(k.as_str(), "_" | "SHLVL" | "OLDPWD") || k.starts_with("BINKY_SPAWN") {
+            continue;
+        }
+        assert_eq!(as_web.get(k), Some(v), "exec -s web has another {k}");
+    }
+    // Without -s: the world's.
+    let world = exec_env(&[]);
+    assert_eq!(world["API_URL"], format!("http://localhost:{api_port}"));
+    assert_eq!(world["SETTINGS_KEY"], "from-env-file");
+    assert_eq!(world["FROM_FILE_TOO"], "from-env-file-x");
+    assert_eq!(world["BINKY_WORKTREE_PATH"], wt.display().to_string());
+    assert_eq!(world["PWD"], wt.display().to_string());
+    assert!(
+        world["WEB_URL"].contains("web.w.oneenv.localhost"),
+        "{world:?}"
+    );
+    // verify: the same environment.
+    env.ok(&["verify", "w"]);
+    let text = std::fs::read_to_string(wt.join("verify-env.txt")).unwrap();
+    for want in [
+        format!("API_URL=http://localhost:{api_port}"),
+        "SETTINGS_KEY=from-env-file".to_owned(),
+        format!("PWD={}", wt.display()),
+        format!("BINKY_WORKTREE_PATH={}", wt.display()),
+    ] {
+        assert!(
+            text.lines().any(|l| l == want),
+            "verify lacks {want}:\n{text}"
+        );
+    }
+    std::fs::remove_file(wt.join("verify-env.txt")).unwrap();
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
 #[test]
 fn remove_deletes_the_worlds_logs_and_a_branch_whose_commits_are_all_on_main() {
     let env = Env::new(CONFIG);

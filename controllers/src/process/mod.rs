@@ -38,6 +38,7 @@ use std::time::Duration;
 use rusqlite::params;
 
 use crate::env::{self, Layout};
+use crate::env::{Runner, Snapshot};
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::WorktreeState;
@@ -45,7 +46,6 @@ use crate::store::{
     self, now_ms, owner, CondStatus, DesiredState, ProcState, ProcessRow, Store, StoreError, World,
     WorldId,
 };
-use crate::tokens::Tokens;
 use machine::secs;
 
 pub use crate::limits::{Mechanism, ResourceLimits};
@@ -279,23 +279,21 @@ impl<S: Supervisor> ProcessController<S> {
         layout: &Layout,
         which: &str,
         cmd: &str,
-        tokens: &Tokens,
+        snap: &Snapshot,
     ) {
-        let mut env = world.env.clone();
-        let proxy = self
-            .store
-            .read(store::proxy_view)
-            .unwrap_or(store::ProxyView {
-                http_port: None,
-                https_port: None,
-            });
-        env.extend(env::exported(world, tokens, &proxy));
+        let ca = self.config.ca_cert.as_deref();
+        let Ok(mut ce) = env::command_env(world, layout, snap, Runner::World, ca) else {
+            return;
+        };
+        // Hooks run at the worktree's top, as they always have.
+        ce.vars
+            .insert("PWD".into(), layout.worktree.to_string_lossy().into_owned());
         let spec = SpawnSpec {
             world: world.id,
             service: format!("hook:{which}"),
-            cmd: tokens.resolve(cmd, ""),
+            cmd: ce.tokens.resolve(cmd, ""),
             workdir: layout.worktree.clone(),
-            env,
+            env: ce.vars,
             log: Self::log_path(&self.config.logs_dir, world, "hooks"),
             token: self.sup.token(world.id),
             task: true,
@@ -358,12 +356,8 @@ impl<S: Supervisor> ProcessController<S> {
         }
         if let (Some(cmd), Some(layout)) = (world.spec.hooks.pre_down.clone(), self.layout(world)?)
         {
-            let ports = self.store.read(|c| store::ports_seen_by(c, world))?;
-            let proxy = self.store.read(store::proxy_view)?;
-            let slices = self.store.read(|c| store::slices_seen_by(c, world))?;
-            let tokens = env::tokens(world, &ports, &proxy, &slices);
-            self.run_hook(world, &layout, "pre_down", &cmd, &tokens)
-                .await;
+            let snap = env::Snapshot::read(&self.store, world)?;
+            self.run_hook(world, &layout, "pre_down", &cmd, &snap).await;
         }
         Ok(())
     }
@@ -620,10 +614,7 @@ impl<S: Supervisor> ProcessController<S> {
             })?;
         }
 
-        let ports = self.store.read(|c| store::ports_seen_by(c, world))?;
-        let proxy = self.store.read(store::proxy_view)?;
-        let slices = self.store.read(|c| store::slices_seen_by(c, world))?;
-        let tokens = env::tokens(world, &ports, &proxy, &slices);
+        let snap = env::Snapshot::read(&self.store, world)?;
         // The shared services this world depends on: their rows are the shared world's.
         self.add_shared_rows(world, &mut rows)?;
         // Per-service restart nonces: one read per reconcile, not one per service (an
@@ -645,9 +636,7 @@ impl<S: Supervisor> ProcessController<S> {
             let mut all_ready = true;
             for instance in world.spec.instances(name) {
                 let step = self
-                    .step(
-                        world, &layout, &instance, svc, &tokens, &restarts, &mut rows,
-                    )
+                    .step(world, &layout, &instance, svc, &snap, &restarts, &mut rows)
                     .await?;
                 all_ready &= step.ready;
                 if let Some(w) = step.wake {
@@ -697,7 +686,7 @@ impl<S: Supervisor> ProcessController<S> {
                         )?;
                         Ok(())
                     })?;
-                    self.run_hook(world, &layout, "post_up", cmd, &tokens).await;
+                    self.run_hook(world, &layout, "post_up", cmd, &snap).await;
                 }
             }
             Condition::ok(CONDITION, "Ready", format!("{ready} service(s) ready"))

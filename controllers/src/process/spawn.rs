@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::effects::{ProbeTarget, Supervisor};
 use super::ProcessController;
-use crate::env::{self, Layout};
+use crate::env::{self, Layout, Runner, Snapshot};
 use crate::spec::{Probe, Service};
 use crate::store::World;
 use crate::tokens::Tokens;
@@ -25,6 +25,8 @@ pub(super) struct Resolved {
     /// binky's other tokens there that resolve to nothing (yet: a slice not made), with
     /// the field each is in first (`env.DB_PORT`).
     pub(super) unresolved: Vec<(String, String)>,
+    /// The tokens its text resolves against (its `env_file`s' variables included).
+    pub(super) tokens: Tokens,
 }
 
 pub(super) fn hash_of<T: serde::Serialize>(value: &T) -> String {
@@ -63,26 +65,13 @@ impl<S: Supervisor> ProcessController<S> {
         layout: &Layout,
         name: &str,
         svc: &Service,
-        tokens: &Tokens,
+        snap: &Snapshot,
         restarts: &BTreeMap<String, i64>,
     ) -> Option<Resolved> {
         let process = svc.process()?;
-        // `${worktree.path}` is where the worktree is (an adopted one may be elsewhere).
-        let mut tokens = tokens.clone();
-        tokens.worktree_path = Some(layout.worktree.to_string_lossy().into_owned());
-        let tokens = &tokens;
-        let workdir = layout.workdir(world, svc);
-        let (vars, missing) = env::read_env_files(&workdir, &process.env_file);
-        let mut t = tokens.clone();
-        for (k, v) in &vars {
-            t.env.insert(k.clone(), v.clone());
-        }
-        let mut env = env::service_env(world, name, svc, tokens, &vars);
-        // binky's CA for Node clients, unless the service's own `env` names a file.
-        if let Some(ca) = &self.config.ca_cert {
-            let callers = world.env.get("NODE_EXTRA_CA_CERTS").map(String::as_str);
-            env::give_node_ca(&mut env, ca, Some(process), callers);
-        }
+        let ca = self.config.ca_cert.as_deref();
+        let ce = env::command_env(world, layout, snap, Runner::Service(name), ca).ok()?;
+        let t = &ce.tokens;
         let cmd = t.resolve(&process.cmd, name);
         // A changed health check, or a restart asked for this service alone (a watched file
         // changed), restarts it too; neither is part of the hash until it exists, so hashes
@@ -111,18 +100,24 @@ impl<S: Supervisor> ProcessController<S> {
                 }
             }
         }
+        // `PWD` follows the workdir, which the hash has: left out, so that a daemon that
+        // started setting it restarts nothing.
+        let hashed: BTreeMap<&String, &String> =
+            ce.vars.iter().filter(|(k, _)| *k != "PWD").collect();
+        let workdir = &ce.dir;
         let hash = match (health, nonce) {
-            (None, 0) => hash_of(&(&cmd, &workdir, &env)),
-            (health, nonce) => hash_of(&(&cmd, &workdir, &env, health, nonce)),
+            (None, 0) => hash_of(&(&cmd, workdir, &hashed)),
+            (health, nonce) => hash_of(&(&cmd, workdir, &hashed, health, nonce)),
         };
         Some(Resolved {
             cmd,
-            workdir,
-            env,
+            workdir: ce.dir,
+            env: ce.vars,
             hash,
-            missing_env_files: missing,
+            missing_env_files: ce.missing_env_files,
             unset_env,
             unresolved,
+            tokens: ce.tokens,
         })
     }
 

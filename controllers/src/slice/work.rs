@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::effects::{SliceAddress, SliceEffects, SliceSpec};
-use crate::env::{self, Layout};
+use crate::env::{self, Layout, Runner, Snapshot};
 use crate::process::{SpawnSpec, Supervisor};
 use crate::spec::Resource;
-use crate::store::{self, Store, World};
+use crate::store::{Store, World};
 
 /// Why `res`'s server settings cannot be resolved for `world`: an `${env.NAME}` in its
 /// `admin_url` or options that the environment of `binky up` did not have.
@@ -37,6 +37,8 @@ pub struct SliceWork<E, S> {
     sup: Arc<S>,
     logs_dir: PathBuf,
     command_timeout: Duration,
+    /// binky's CA, for Node clients' `NODE_EXTRA_CA_CERTS` (as services get it).
+    ca: Option<PathBuf>,
 }
 
 impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
@@ -49,7 +51,14 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
             sup,
             logs_dir,
             command_timeout: Duration::from_secs(30 * 60),
+            ca: None,
         }
+    }
+
+    /// Give `migrate` and `seed` binky's CA as services get it.
+    pub fn with_ca(mut self, ca: Option<PathBuf>) -> Self {
+        self.ca = ca;
+        self
     }
 
     /// The adapter effects.
@@ -93,12 +102,12 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         }
     }
 
-    /// The tokens `migrate` or `seed` of `service` resolve against: the world's, with the
+    /// What `migrate` or `seed` of `service` resolve against: the world's, with the
     /// slice being built (a golden template's is no world's row yet). A token naming
     /// another adapter service whose slice is not made yet (`REDIS_URL = "${cache.url}"`
     /// for Django's settings) is waited for, as long as a command may run; one that can
     /// never resolve is the error.
-    async fn command_tokens(
+    async fn command_snapshot(
         &self,
         world: &World,
         service: &str,
@@ -106,26 +115,13 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         which: &str,
         cmd: &str,
         address: &SliceAddress,
-    ) -> Result<crate::tokens::Tokens, String> {
+    ) -> Result<Snapshot, String> {
         let deadline = std::time::Instant::now() + self.command_timeout;
         loop {
-            let read = |e: crate::store::StoreError| e.to_string();
-            let ports = self
-                .store
-                .read(|c| store::ports_seen_by(c, world))
-                .map_err(read)?;
-            let proxy = self.store.read(store::proxy_view).map_err(read)?;
-            let slices = self
-                .store
-                .read(|c| store::slices_seen_by(c, world))
-                .map_err(read)?;
-            let mut tokens = env::tokens(world, &ports, &proxy, &slices);
-            tokens.urls.insert(service.to_owned(), address.url.clone());
-            for (k, v) in &address.tokens {
-                tokens
-                    .extra
-                    .insert((service.to_owned(), k.clone()), v.clone());
-            }
+            let snap = Snapshot::read(&self.store, world)
+                .map_err(|e| e.to_string())?
+                .with_slice(service, &address.url, &address.tokens);
+            let tokens = &snap.tokens;
             let fields = std::iter::once((which.to_owned(), cmd)).chain(
                 res.env
                     .iter()
@@ -147,9 +143,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
                             .services
                             .get(&target)
                             .is_some_and(|s| s.resource().is_some())
-                        && !slices
-                            .iter()
-                            .any(|s| s.service == target && s.address.is_some())
+                        && !tokens.urls.contains_key(&target)
                         && world
                             .spec
                             .selected(world.group.as_deref())
@@ -165,7 +159,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
                 }
             }
             let Some((field, token, target)) = unmade else {
-                return Ok(tokens);
+                return Ok(snap);
             };
             if std::time::Instant::now() >= deadline {
                 return Err(format!(
@@ -190,18 +184,19 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         cmd: &str,
         address: &SliceAddress,
     ) -> Result<(), String> {
-        let tokens = self
-            .command_tokens(world, service, res, which, cmd, address)
+        let snap = self
+            .command_snapshot(world, service, res, which, cmd, address)
             .await?;
-        let (workdir, e) =
-            env::adapter_command_env(world, layout, service, res, &tokens, &address.url);
+        let runner = Runner::Slice(service);
+        let ce = env::command_env(world, layout, &snap, runner, self.ca.as_deref())
+            .map_err(|e| e.to_string())?;
         let log = crate::process::ProcessController::<S>::log_path(&self.logs_dir, world, service);
         let spec = SpawnSpec {
             world: world.id,
             service: service.to_owned(),
-            cmd: tokens.resolve(cmd, service),
-            workdir,
-            env: e,
+            cmd: ce.tokens.resolve(cmd, service),
+            workdir: ce.dir,
+            env: ce.vars,
             log: log.clone(),
             token: self.sup.token(world.id),
             task: true,

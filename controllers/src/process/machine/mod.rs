@@ -19,6 +19,7 @@ use super::effects::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, SpawnSpe
 use super::spawn::{hash_of, log_tail, Resolved};
 use super::{ProcessController, CONDITION};
 use crate::env::Layout;
+use crate::env::Snapshot;
 use crate::runtime::Condition;
 use crate::spec::{OnUnhealthy, Process, Restart, Service};
 use crate::store::{self, now_ms, owner, ProcState, ProcessRow, SliceState, StoreError, World};
@@ -134,11 +135,12 @@ impl<S: Supervisor> ProcessController<S> {
         layout: &Layout,
         name: &str,
         svc: &Service,
-        tokens: &Tokens,
+        snap: &Snapshot,
         restarts: &BTreeMap<String, i64>,
         rows: &mut BTreeMap<String, ProcessRow>,
     ) -> Result<Step, StoreError> {
-        let Some(resolved) = self.resolve(world, layout, name, svc, tokens, restarts) else {
+        let tokens = &snap.tokens;
+        let Some(resolved) = self.resolve(world, layout, name, svc, snap, restarts) else {
             return Ok(Step::default());
         };
         let Some(process) = svc.process() else {

@@ -78,7 +78,7 @@ impl<S: Supervisor> ProcessController<S> {
         };
         let name = s.name;
         if s.replica > 0 {
-            let first = s.tokens.resolve(setup, s.service);
+            let first = s.resolved.tokens.resolve(setup, s.service);
             let hash = hash_of(&(&first, &s.resolved.workdir));
             if rows
                 .get(s.service)
@@ -89,7 +89,7 @@ impl<S: Supervisor> ProcessController<S> {
             let msg = format!("waiting for the setup of {}", s.service);
             return Ok(Flow::Done(self.pending(s, row, msg)?));
         }
-        let setup_cmd = s.tokens.resolve(setup, name);
+        let setup_cmd = s.resolved.tokens.resolve(setup, name);
         let setup_hash = hash_of(&(&setup_cmd, &s.resolved.workdir));
         if row.setup_hash.as_deref() == Some(&setup_hash) {
             return Ok(Flow::Next);
@@ -154,7 +154,7 @@ impl<S: Supervisor> ProcessController<S> {
             .process
             .setup
             .as_deref()
-            .map(|c| s.tokens.resolve(c, s.name))
+            .map(|c| s.resolved.tokens.resolve(c, s.name))
             .unwrap_or_default();
         row.state = ProcState::Failed;
         forget_process(row);
