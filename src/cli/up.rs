@@ -20,8 +20,44 @@ struct Source {
     note: Option<String>,
 }
 
+/// What the store holds of world `name` of this repository, when it exists.
+struct Known {
+    /// Its worktree, once made (a worktree being made is not one yet).
+    worktree: Option<PathBuf>,
+    /// The `binky.toml` it runs.
+    config_path: PathBuf,
+    /// That file's directory relative to the worktree root.
+    config_rel: String,
+}
+
+fn known(ctx: &Ctx, co: &Checkout, name: &str) -> Result<Option<Known>, Failure> {
+    Ok(ctx.store.read(|c| {
+        let all = store::worlds(c)?;
+        let Some(w) = all
+            .into_iter()
+            .find(|w| w.name == name && w.repo_root == co.repo_root)
+        else {
+            return Ok(None);
+        };
+        // A worktree being made (its row is written before git runs) is not one yet.
+        let worktree = store::worktree(c, w.id)?
+            .filter(|r| r.state != store::WorktreeState::Creating)
+            .map(|r| r.path);
+        Ok(Some(Known {
+            worktree,
+            config_path: w.config_path,
+            config_rel: w.config_rel,
+        }))
+    })?)
+}
+
 /// The config the world's worktree has (or will have when binky creates it).
-fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<Source, Failure> {
+fn source(
+    co: &Checkout,
+    known: Option<&Known>,
+    name: &str,
+    from: Option<&str>,
+) -> Result<Source, Failure> {
     let rel = &co.config_rel;
     let in_tree = |root: &PathBuf| {
         let dir = if rel.is_empty() {
@@ -31,21 +67,15 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
         };
         dir.join(config::FILE_NAME)
     };
+    let file_rel = if rel.is_empty() {
+        config::FILE_NAME.to_owned()
+    } else {
+        format!("{rel}/{}", config::FILE_NAME)
+    };
     // 1. The world's worktree exists: its own file, uncommitted edits included.
-    let known = ctx.store.read(|c| {
-        let all = store::worlds(c)?;
-        let w = all
-            .into_iter()
-            .find(|w| w.name == name && w.repo_root == co.repo_root);
-        Ok(match w {
-            // A worktree being made (its row is written before git runs) is not one yet.
-            Some(w) => store::worktree(c, w.id)?
-                .filter(|r| r.state != store::WorktreeState::Creating)
-                .map(|r| r.path),
-            None => None,
-        })
-    })?;
-    let mut existing = known.filter(|p| p.is_dir());
+    let mut existing = known
+        .and_then(|k| k.worktree.clone())
+        .filter(|p| p.is_dir());
     let recorded = existing.is_some();
     if existing.is_none() {
         if let Ok(list) = git(&co.repo_root, &["worktree", "list", "--porcelain"]) {
@@ -70,6 +100,27 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
             // was making when it died). The branch's committed file says what it will hold.
             Err(config::ReadError::Io(e))
                 if !recorded && e.kind() == std::io::ErrorKind::NotFound => {}
+            // Made while binky.toml was not committed (the first `up` said so): the world
+            // runs the file it was given outside its worktree, and goes on running it.
+            Err(config::ReadError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && known.is_some_and(|k| {
+                        !k.config_path.starts_with(&root) && k.config_path.is_file()
+                    }) =>
+            {
+                let runs = known.map(|k| k.config_path.clone()).unwrap_or_default();
+                let text = config::read_text(&runs)
+                    .map_err(|e| Failure::usage(format!("{}: {e}", runs.display())))?;
+                return Ok(Source {
+                    text,
+                    note: Some(format!(
+                        "the worktree of `{name}` has no {file_rel} (it was not committed when the worktree was made), so `{name}` runs {} as before (commit {file_rel} and merge it into branch `{name}` so the worktree carries its own)",
+                        runs.display()
+                    )),
+                    path: runs,
+                    in_new_worktree: None,
+                });
+            }
             Err(config::ReadError::Io(e)) => {
                 return Err(Failure::usage(format!(
                     "{}: cannot read it ({e}); the world's worktree at {} has no binky.toml in {}",
@@ -96,11 +147,6 @@ fn source(ctx: &Ctx, co: &Checkout, name: &str, from: Option<&str>) -> Result<So
         format!("refs/heads/{name}")
     } else {
         from.unwrap_or("HEAD").to_owned()
-    };
-    let file_rel = if rel.is_empty() {
-        config::FILE_NAME.to_owned()
-    } else {
-        format!("{rel}/{}", config::FILE_NAME)
     };
     match git_bytes(&co.toplevel, &["show", &format!("{rev}:{file_rel}")]) {
         Ok(bytes) => {
@@ -187,15 +233,21 @@ pub async fn run(
         return Err(Failure::usage(reason));
     }
     let cwd = std::env::current_dir().map_err(|e| Failure::failed(e.to_string()))?;
-    let co = Checkout::discover(&cwd)?;
-    if co.config_path.is_none() {
-        return Err(Failure::usage(format!(
-            "no binky.toml in {} or any directory above it up to {}; write one (see README: Quickstart)",
-            cwd.display(),
-            co.toplevel.display()
-        )));
-    }
+    let mut co = Checkout::discover(&cwd)?;
     let ctx = Ctx::open()?;
+    let known = known(&ctx, &co, name)?;
+    match (&co.config_path, &known) {
+        (Some(_), _) => {}
+        // Inside a world's worktree that has no binky.toml: the world's own file decides.
+        (None, Some(k)) => co.config_rel = k.config_rel.clone(),
+        (None, None) => {
+            return Err(Failure::usage(format!(
+                "no binky.toml in {} or any directory above it up to {}; write one (see README: Quickstart)",
+                cwd.display(),
+                co.toplevel.display()
+            )))
+        }
+    }
     let from_commit = match &from {
         Some(r) => Some(
             git(
@@ -208,7 +260,7 @@ pub async fn run(
         ),
         None => co.head.clone(),
     };
-    let src = source(&ctx, &co, name, from_commit.as_deref())?;
+    let src = source(&co, known.as_ref(), name, from_commit.as_deref())?;
     // The same checks as `binky apply` and the config watcher; an adapter binky cannot find
     // is refused now, not discovered by the daemon later.
     let loaded = crate::apply::validate(&src.text, &src.path, group.as_deref())

@@ -407,3 +407,41 @@ fn remove_with_the_home_on_another_filesystem_removes_the_worktree_the_slow_way(
     assert!(std::fs::read_dir(&trash).map_or(true, |mut d| d.next().is_none()));
     run(&["daemon", "stop"]);
 }
+
+/// A world made while `binky.toml` is not committed runs the main checkout's file (its new
+/// worktree has none). A second `up` runs that same file again, from the main checkout or
+/// from inside the world's worktree, and says which file it runs: no worse than the first.
+#[test]
+fn a_second_up_of_a_world_whose_binky_toml_is_not_committed_runs_the_same_file() {
+    let env = Env::new(CONFIG);
+    env.git(&["rm", "-q", "--cached", "binky.toml"]);
+    env.git(&["commit", "-qm", "binky.toml is not committed"]);
+    let out = env.binky(&["up", "w"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not committed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!env.worktree("w").join("binky.toml").exists());
+    let api = env.pid_of("w", "api").unwrap();
+    let file = env.repo.join("binky.toml").display().to_string();
+    for dir in [env.repo.clone(), env.worktree("w")] {
+        let out = env.binky_in(&dir, &["up", "w"]);
+        assert!(
+            out.status.success(),
+            "a second up in {} exits {:?}: {}",
+            dir.display(),
+            out.status.code(),
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains(&file), "{}", stderr(&out));
+        assert_eq!(
+            env.pid_of("w", "api"),
+            Some(api),
+            "the same config restarted api"
+        );
+    }
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
