@@ -445,3 +445,66 @@ fn a_second_up_of_a_world_whose_binky_toml_is_not_committed_runs_the_same_file()
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// `binky events NAME` after `remove` shows what happened, the removal included. A new world
+/// of the same name (which may get the removed one's store id) shows only its own events,
+/// and says that an earlier world of its name was removed.
+#[test]
+fn events_of_a_removed_world_stay_readable_and_a_new_world_of_its_name_shows_only_its_own() {
+    let env = Env::new(CONFIG);
+    env.ok(&["up", "w"]);
+    env.ok(&["remove", "w"]);
+    let out = env.binky(&["events", "w"]);
+    assert!(
+        out.status.success(),
+        "events of a removed world: {:?} {}",
+        out.status.code(),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    for what in ["world created", "started api", "world removed"] {
+        assert!(text.contains(what), "no `{what}` in {text}");
+    }
+    assert!(
+        stderr(&out).contains("world `w` was removed"),
+        "{}",
+        stderr(&out)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["events", "w", "--json"])).unwrap();
+    assert!(
+        json.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "removed"),
+        "{json}"
+    );
+    // The name again: a new world, with its own history only.
+    env.ok(&["up", "w"]);
+    let out = env.binky(&["events", "w"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.matches("world created").count(), 1, "{text}");
+    assert!(!text.contains("world removed"), "{text}");
+    assert!(
+        stderr(&out).contains("1 earlier world named `w` was removed"),
+        "{}",
+        stderr(&out)
+    );
+    let status = env.ok(&["status", "w"]);
+    assert!(!status.contains("world removed"), "{status}");
+    // Removed again: the second world's history, not the first's.
+    env.ok(&["remove", "w"]);
+    let text = env.ok(&["events", "w"]);
+    assert_eq!(text.matches("world created").count(), 1, "{text}");
+    assert_eq!(text.matches("world removed").count(), 1, "{text}");
+    // A name that never was a world is still refused.
+    let out = env.binky(&["events", "never"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no world `never`"),
+        "{}",
+        stderr(&out)
+    );
+    env.assert_nothing_left(&["w"]);
+}

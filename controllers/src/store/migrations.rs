@@ -278,6 +278,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE routes ADD COLUMN backends TEXT NOT NULL DEFAULT '';
     "#,
+    // 11: where each world begins in the event log (its `created` event), so the events of
+    // a world and of an earlier, removed world of the same name are told apart.
+    r#"
+    CREATE INDEX events_created ON events (project, world, id) WHERE kind = 'created';
+    "#,
 ];
 
 /// The newest schema version this build knows.

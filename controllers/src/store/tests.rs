@@ -179,6 +179,45 @@ fn events_keep_their_order_and_outlive_the_world() {
 }
 
 #[test]
+fn a_world_made_again_under_a_removed_ones_name_and_row_id_has_only_its_own_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let first = store
+        .put_world(&new_world("acme", "/r", "w1"))
+        .unwrap()
+        .world;
+    store.event(first.id, "x", "of the first").unwrap();
+    store
+        .write_fixture(|tx| {
+            tx.execute("DELETE FROM worlds WHERE id = ?1", [first.id])?;
+            Ok(())
+        })
+        .unwrap();
+    let second = store
+        .put_world(&new_world("acme", "/r", "w1"))
+        .unwrap()
+        .world;
+    // SQLite gives the row id again: it cannot tell the two worlds apart.
+    assert_eq!(second.id, first.id);
+    store.event(second.id, "x", "of the second").unwrap();
+    let msgs = |limit| {
+        store
+            .read(|c| events(c, "acme", "w1", 0, limit))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.message)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(msgs(100), vec!["world created", "of the second"]);
+    assert_eq!(msgs(1), vec!["of the second"]);
+    assert_eq!(store.read(|c| world_lives(c, "acme", "w1")).unwrap(), 2);
+    assert_eq!(
+        store.read(|c| projects_with_world_events(c, "w1")).unwrap(),
+        vec!["acme"]
+    );
+}
+
+#[test]
 fn golden_lookups_pick_the_one_row_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("state.db")).unwrap();

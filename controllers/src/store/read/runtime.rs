@@ -123,7 +123,16 @@ pub struct EventRow {
     pub message: String,
 }
 
-/// Events of a world after `after_id`, oldest first, at most `limit` (the newest ones).
+/// Where the newest world named `world` of `project` begins in the event log: the id of its
+/// `created` event (written in the transaction that makes the world, and an event id is never
+/// used twice, while a world's row id may be given again to a world made after it went).
+/// Its events are those from there on; 0 when there is none.
+const NEWEST_WORLD_BEGINS: &str = "COALESCE((SELECT MAX(id) FROM events
+    WHERE project = ?1 AND world = ?2 AND kind = 'created'), 0)";
+
+/// Events of the newest world named `world` of `project` (the live one, or the last one
+/// removed) after `after_id`, oldest first, at most `limit` (the newest ones). The events of
+/// earlier worlds of the name ([`world_lives`]) stay in the log and are not mixed in.
 pub fn events(
     conn: &Connection,
     project: &str,
@@ -131,12 +140,13 @@ pub fn events(
     after_id: i64,
     limit: usize,
 ) -> Result<Vec<EventRow>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare(&format!(
         "SELECT id, at, project, world, kind, message FROM (
             SELECT * FROM events WHERE project = ?1 AND world = ?2 AND id > ?3
+                AND id >= {NEWEST_WORLD_BEGINS}
             ORDER BY id DESC LIMIT ?4
-         ) ORDER BY id",
-    )?;
+         ) ORDER BY id"
+    ))?;
     let rows = stmt
         .query_map(params![project, world, after_id, limit as i64], |r| {
             Ok(EventRow {
@@ -148,6 +158,31 @@ pub fn events(
                 message: r.get(5)?,
             })
         })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// How many worlds named `world` the event log of `project` holds: the live one and those
+/// removed, each from its `created` event.
+pub fn world_lives(conn: &Connection, project: &str, world: &str) -> Result<i64, StoreError> {
+    Ok(conn.query_row(
+        "SELECT COUNT(*) FROM events WHERE project = ?1 AND world = ?2 AND kind = 'created'",
+        params![project, world],
+        |r| r.get(0),
+    )?)
+}
+
+/// The projects whose event log holds a world named `world` (live or removed), by name.
+pub fn projects_with_world_events(
+    conn: &Connection,
+    world: &str,
+) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT DISTINCT project FROM events WHERE world = ?1 AND kind = 'created'
+         ORDER BY project",
+    )?;
+    let rows = stmt
+        .query_map([world], |r| r.get(0))?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
