@@ -15,6 +15,8 @@ pub async fn run(
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
     let since = ctx.store.read(store::last_event_id)?;
+    // `--group G` is judged on G's process services and those they depend on alone.
+    let mut judged: Vec<String> = Vec::new();
     let generation = match &group {
         None => crate::requests::reload(&ctx.store, &world)?,
         // `--group G`: only the group's own process services (as binky 0.1.2).
@@ -52,6 +54,14 @@ pub async fn run(
                     world.name
                 )));
             }
+            // (Those the world runs: a world brought up with another group has not the rest.)
+            let runs = world.spec.selected(world.group.as_deref());
+            judged = world
+                .spec
+                .selected(Some(g))
+                .into_iter()
+                .filter(|s| runs.contains(s) && world.spec.services[s].process().is_some())
+                .collect();
             ctx.store
                 .restart_services(world.id, &services, &format!("binky reload --group {g}"))?
         }
@@ -61,7 +71,11 @@ pub async fn run(
         println!("{}: reload requested", world.name);
         return Ok(exit::OK);
     }
-    let outcome = wait::wait(&ctx, &world, generation, Goal::Ready, args, since).await?;
+    let goal = match group {
+        None => Goal::Ready,
+        Some(_) => Goal::Services(&judged),
+    };
+    let outcome = wait::wait(&ctx, &world, generation, goal, args, since).await?;
     if let Some(code) = wait::report(&world.name, "come up", &outcome, args.timeout) {
         return Ok(code);
     }

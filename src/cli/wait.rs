@@ -12,9 +12,13 @@ use super::{exit, WaitArgs};
 
 /// What a command waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Goal {
+pub enum Goal<'a> {
     /// Every selected service ready.
     Ready,
+    /// These services ready (their instances, and the shared ones the world uses), judged
+    /// on their own: another service that fails does not fail the wait (`binky reload
+    /// --group`).
+    Services(&'a [String]),
     /// Every process stopped.
     Stopped,
     /// The world gone.
@@ -46,7 +50,7 @@ pub async fn wait(
     ctx: &Ctx,
     world: &World,
     generation: i64,
-    goal: Goal,
+    goal: Goal<'_>,
     args: &WaitArgs,
     since_event: i64,
 ) -> Result<Outcome, Failure> {
@@ -108,12 +112,16 @@ pub async fn wait(
         };
         let gens = ctx.store.read(|c| store::observed_generations(c, id))?;
         let conds = ctx.store.read(|c| store::conditions(c, id))?;
-        if let Some(stalled) = phase::stalled(&conds, generation) {
+        let stalled = match goal {
+            Goal::Services(_) => phase::stalled_but_services(&conds, generation),
+            _ => phase::stalled(&conds, generation),
+        };
+        if let Some(stalled) = stalled {
             return Ok(Outcome::Failed(stalled.message.clone()));
         }
         // A world held for approval waits for a person: say so now (exit 75), do not sit
         // out the timeout.
-        if goal == Goal::Ready {
+        if matches!(goal, Goal::Ready | Goal::Services(_)) {
             if let Some((Hold::AwaitingApproval, held)) = Hold::of(&conds) {
                 // The condition may be older than an approval the daemon has not seen yet
                 // (`binky approve`, then `binky wait` at once): ask the store, not only it.
@@ -130,6 +138,13 @@ pub async fn wait(
         }
         let reached = match goal {
             Goal::Ready => phase::converged(&gens, &conds, generation),
+            Goal::Services(names) => {
+                match services_of(ctx, &current, names, &gens, &conds, generation)? {
+                    phase::Services::Ready => true,
+                    phase::Services::Failed(why) => return Ok(Outcome::Failed(why)),
+                    phase::Services::Starting => false,
+                }
+            }
             // The slice controller has seen the world down too: a slice's own server (a
             // world's redis-server) is stopped, its snapshot written.
             Goal::Stopped => {
@@ -165,6 +180,42 @@ pub async fn wait(
         };
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
+}
+
+/// Where the services `names` of `world` stand at `generation`, on their own: each
+/// instance's process row (a shared service's in the project's shared world).
+fn services_of(
+    ctx: &Ctx,
+    world: &World,
+    names: &[String],
+    gens: &std::collections::BTreeMap<String, i64>,
+    conds: &[ConditionRow],
+    generation: i64,
+) -> Result<phase::Services, Failure> {
+    let own = ctx.store.read(|c| store::processes(c, world.id))?;
+    let shared = if names.iter().any(|n| !world.runs(n)) {
+        match ctx
+            .store
+            .read(|c| store::shared_world(c, world.project_id))?
+        {
+            Some(s) => ctx.store.read(|c| store::processes(c, s.id))?,
+            None => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    let mut instances = Vec::new();
+    for name in names {
+        let (rows, theirs) = if world.runs(name) {
+            (&own, false)
+        } else {
+            (&shared, true)
+        };
+        for instance in world.spec.instances(name) {
+            instances.push((rows.iter().find(|r| r.service == instance), theirs));
+        }
+    }
+    Ok(phase::services(gens, conds, generation, &instances))
 }
 
 /// Turn an outcome into an exit code, printing failures.

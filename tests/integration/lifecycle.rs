@@ -665,6 +665,66 @@ fn reload_with_a_group_restarts_only_that_groups_services() {
     env.ok(&["servers", "stop"]);
 }
 
+/// `reload --group G` is judged on G's services and what they depend on: a service outside
+/// G that keeps failing does not fail it; one that a service of G depends on does.
+#[test]
+fn reload_with_a_group_is_judged_on_that_groups_services_only() {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.api]
+cmd = "{SERVE}"
+
+[services.broken]
+cmd = "echo broken-output; exit 3"
+
+[services.needs]
+cmd = "exec sleep 600"
+depends_on = ["broken"]
+
+[groups]
+back = ["api"]
+bad = ["needs"]
+"#
+    ));
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    wait_until("api runs", Duration::from_secs(15), || {
+        env.services("w")
+            .iter()
+            .any(|s| s["name"] == "api" && s["state"] == "running")
+    });
+    let api = env.pid_of("w", "api").unwrap();
+    let out = env.binky(&["reload", "w", "--group", "back"]);
+    assert!(
+        out.status.success(),
+        "reload --group back exits {:?}: {}",
+        out.status.code(),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("w reloaded"), "{}", stdout(&out));
+    let api2 = env.pid_of("w", "api").unwrap();
+    assert_ne!(api2, api, "api was not restarted");
+    // `needs` depends on `broken`: its group fails, naming what keeps failing.
+    let out = env.binky(&["reload", "w", "--group", "bad"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("broken keeps exiting"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        env.pid_of("w", "api"),
+        Some(api2),
+        "api is not in group bad"
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
 #[test]
 fn metrics_is_a_json_snapshot_of_worlds_services_ports_and_the_daemon() {
     let env = Env::new(&two_services());

@@ -169,9 +169,9 @@ impl<S: Supervisor> ProcessController<S> {
                 "INSERT INTO processes (world_id, service, state, pid, start_time, spawn_token,
                     healthy, restarts, failures, last_exit, last_exit_at, started_at, ready_at,
                     next_start_at, spec_hash, setup_hash, up_generation, failed_generation,
-                    message, updated_at)
+                    message, updated_at, problem, stepped_generation)
                  SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                    ?17, ?18, ?19, ?20
+                    ?17, ?18, ?19, ?20, ?21, ?22
                  WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
                  ON CONFLICT (world_id, service) DO UPDATE SET state = excluded.state,
                     pid = excluded.pid, start_time = excluded.start_time,
@@ -182,7 +182,8 @@ impl<S: Supervisor> ProcessController<S> {
                     next_start_at = excluded.next_start_at, spec_hash = excluded.spec_hash,
                     setup_hash = excluded.setup_hash, up_generation = excluded.up_generation,
                     failed_generation = excluded.failed_generation, message = excluded.message,
-                    updated_at = excluded.updated_at",
+                    updated_at = excluded.updated_at, problem = excluded.problem,
+                    stepped_generation = excluded.stepped_generation",
                 params![
                     world,
                     row.service,
@@ -203,7 +204,9 @@ impl<S: Supervisor> ProcessController<S> {
                     row.up_generation,
                     row.failed_generation,
                     row.message,
-                    now_ms()
+                    now_ms(),
+                    row.problem,
+                    row.stepped_generation,
                 ],
             )?;
             Ok(())

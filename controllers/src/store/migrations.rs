@@ -283,6 +283,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX events_created ON events (project, world, id) WHERE kind = 'created';
     "#,
+    // 12: what a person must act on for each service (the world's `ServicesReady` names only
+    // the first) and the generation its last step was at, so that a reload of a group is
+    // judged on the group's services alone.
+    r#"
+    ALTER TABLE processes ADD COLUMN problem TEXT;
+    ALTER TABLE processes ADD COLUMN stepped_generation INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The newest schema version this build knows.

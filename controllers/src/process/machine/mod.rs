@@ -114,6 +114,8 @@ fn new_row(service: &str) -> ProcessRow {
         up_generation: 0,
         failed_generation: None,
         message: String::new(),
+        problem: None,
+        stepped_generation: 0,
     }
 }
 
@@ -160,6 +162,16 @@ impl<S: Supervisor> ProcessController<S> {
         };
         let mut row = rows.get(name).cloned().unwrap_or_else(|| new_row(name));
         let step = self.advance(&s, &mut row, rows).await?;
+        // The world's condition names the first service with a problem; each row keeps its
+        // own, and the generation its step was at, for a reader that judges some services
+        // alone (`binky reload --group`). Written once the step is over: the row says
+        // `up_generation` before a restart the generation asked for is made.
+        let problem = step.problem.as_ref().map(|c| c.message.clone());
+        if row.problem != problem || row.stepped_generation != world.generation {
+            row.problem = problem;
+            row.stepped_generation = world.generation;
+            self.save(world.id, &row)?;
+        }
         rows.insert(name.to_owned(), row);
         Ok(step)
     }

@@ -124,6 +124,13 @@ pub struct ProcessRow {
     pub failed_generation: Option<i64>,
     /// What it is waiting for, or why it failed.
     pub message: String,
+    /// What a person must act on for it, as its world's `ServicesReady` condition would say
+    /// it (that condition names only the first service with one), as of `stepped_generation`.
+    pub problem: Option<String>,
+    /// The world generation at which the process controller last finished a step of it: its
+    /// state and `problem` are as of that generation or later (a restart that generation asked
+    /// for has been made). With `problem`, what lets a reader judge some services alone.
+    pub stepped_generation: i64,
 }
 
 impl ProcessRow {
@@ -171,7 +178,8 @@ pub fn processes(conn: &Connection, world: WorldId) -> Result<Vec<ProcessRow>, S
     let mut stmt = conn.prepare(
         "SELECT service, state, pid, start_time, spawn_token, healthy, restarts, failures,
                 last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
-                setup_hash, message, up_generation, failed_generation
+                setup_hash, message, up_generation, failed_generation, problem,
+                stepped_generation
          FROM processes WHERE world_id = ?1 ORDER BY service",
     )?;
     let rows = stmt
@@ -185,11 +193,12 @@ pub fn all_processes(conn: &Connection) -> Result<Vec<(WorldId, ProcessRow)>, St
     let mut stmt = conn.prepare(
         "SELECT service, state, pid, start_time, spawn_token, healthy, restarts, failures,
                 last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
-                setup_hash, message, up_generation, failed_generation, world_id
+                setup_hash, message, up_generation, failed_generation, problem,
+                stepped_generation, world_id
          FROM processes ORDER BY world_id, service",
     )?;
     let rows = stmt
-        .query_map([], |r| Ok((r.get(18)?, process_from_row(r)?)))?
+        .query_map([], |r| Ok((r.get(20)?, process_from_row(r)?)))?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
@@ -214,6 +223,8 @@ fn process_from_row(r: &Row<'_>) -> rusqlite::Result<ProcessRow> {
         message: r.get(15)?,
         up_generation: r.get(16)?,
         failed_generation: r.get(17)?,
+        problem: r.get(18)?,
+        stepped_generation: r.get(19)?,
     })
 }
 
