@@ -180,7 +180,8 @@ impl RealSupervisor {
         self
     }
 
-    fn open_log(path: &Path, cmd: &str) -> std::io::Result<std::fs::File> {
+    /// The service's log, rotated when it has grown too large, opened for appending.
+    fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -197,14 +198,45 @@ impl RealSupervisor {
             use std::os::unix::fs::OpenOptionsExt;
             opts.mode(0o600);
         }
-        let mut file = opts.open(path)?;
-        let _ = writeln!(
-            file,
-            "--- binky {} · {} ---",
+        opts.open(path)
+    }
+
+    /// Start a run in `log` with `--- binky <time> · <cmd> ---`, the command scrubbed as the
+    /// service's output is: the values binky hands it that are secret (from `env`, and the
+    /// resolved `${secret:…}`s) and the shapes of known credentials. The command may carry
+    /// them (`--token ${env.API_TOKEN}`, a slice's URL with its password).
+    fn header(
+        log: &mut std::fs::File,
+        cmd: &str,
+        env: &BTreeMap<String, String>,
+        secrets: &[String],
+    ) {
+        let line = format!(
+            "--- binky {} · {} ---\n",
             humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
             cmd
         );
-        Ok(file)
+        let scrubber = crate::scrub::Scrubber::new(&crate::scrub::values_for(env, secrets));
+        let _ = log.write_all(&scrubber.line(line.as_bytes()));
+    }
+
+    /// The environment the process gets and the secret values in it (`${secret:…}`
+    /// resolved); the run's header goes into `log` whether they resolve or not.
+    async fn prepare(
+        &self,
+        spec: &SpawnSpec,
+        log: &mut std::fs::File,
+    ) -> Result<(BTreeMap<String, String>, Vec<String>), SpawnError> {
+        match self.resolve_secrets(spec).await {
+            Ok((env, secrets)) => {
+                Self::header(log, &spec.cmd, &env, &secrets);
+                Ok((env, secrets))
+            }
+            Err(e) => {
+                Self::header(log, &spec.cmd, &spec.env, &[]);
+                Err(Self::io_error(spec, e))
+            }
+        }
     }
 
     /// The service's environment with `${secret:…}` resolved (at the last moment: the value
@@ -446,8 +478,9 @@ pub async fn stop_group_with(pgid: u32, first: Signal, grace: Duration) {
 
 impl Supervisor for RealSupervisor {
     async fn spawn(&self, spec: &SpawnSpec) -> Result<ProcId, SpawnError> {
-        let log = Self::open_log(&spec.log, &spec.cmd).map_err(|e| Self::io_error(spec, e))?;
+        let mut log = Self::open_log(&spec.log).map_err(|e| Self::io_error(spec, e))?;
         if !spec.workdir.is_dir() {
+            Self::header(&mut log, &spec.cmd, &spec.env, &[]);
             return Err(Self::io_error(
                 spec,
                 std::io::Error::new(
@@ -456,10 +489,7 @@ impl Supervisor for RealSupervisor {
                 ),
             ));
         }
-        let (env, secrets) = self
-            .resolve_secrets(spec)
-            .await
-            .map_err(|e| Self::io_error(spec, e))?;
+        let (env, secrets) = self.prepare(spec, &mut log).await?;
         let placed = self.place(spec).await;
         let (mut cmd, shim) = match self.command(spec, log, env, secrets, &placed) {
             Ok(c) => c,
@@ -592,11 +622,8 @@ impl Supervisor for RealSupervisor {
     }
 
     async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {
-        let log = Self::open_log(&spec.log, &spec.cmd).map_err(|e| Self::io_error(spec, e))?;
-        let (env, secrets) = self
-            .resolve_secrets(spec)
-            .await
-            .map_err(|e| Self::io_error(spec, e))?;
+        let mut log = Self::open_log(&spec.log).map_err(|e| Self::io_error(spec, e))?;
+        let (env, secrets) = self.prepare(spec, &mut log).await?;
         let placed = self.place(spec).await;
         let (mut cmd, mut shim) = match self.command(spec, log, env, secrets, &placed) {
             Ok(c) => c,

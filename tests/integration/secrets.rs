@@ -299,3 +299,48 @@ env = { TOKEN = "${secret:canary}", DATABASE_URL = "${db.url}" }
     pg.assert_no_slices();
     env.assert_nothing_left(&["w"]);
 }
+
+/// The `--- binky <time> · <cmd> ---` line that starts each run in a service's log shows its
+/// command scrubbed as its output is: a value a `${secret:…}` resolved to, a variable named
+/// like a secret and a password inside a URL never reach the file through it.
+#[test]
+fn the_log_header_shows_the_command_with_its_secrets_scrubbed() {
+    let env = Env::new(
+        r#"
+[project]
+name = "hdr"
+{range}
+
+[services.api]
+cmd = "exec python3 server.py ${self.port} ${env.OPAQUE} ${env.API_KEY} ${env.UPSTREAM}"
+env = { TOKEN = "${secret:canary}" }
+"#,
+    );
+    let (key, password) = ("key-canary-4d2f8a", "pw-canary-9e1b7c");
+    let upstream = format!("http://user:{password}@127.0.0.1:9/");
+    let out = env.binky_env(
+        &["up", "w"],
+        &[
+            ("BINKY_SECRET_CANARY", VALUE),
+            // Named like nothing secret: only the resolved `${secret:canary}` knows it.
+            ("OPAQUE", VALUE),
+            ("API_KEY", key),
+            ("UPSTREAM", upstream.as_str()),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = std::fs::read_to_string(env.home.join("logs/hdr/w/api.log")).unwrap();
+    let header = log
+        .lines()
+        .find(|l| l.starts_with("--- binky "))
+        .unwrap_or_else(|| panic!("no header line in {log}"));
+    assert!(
+        header.contains("exec python3 server.py") && header.contains("[secret]"),
+        "{header}"
+    );
+    for secret in [VALUE, key, password] {
+        assert!(!log.contains(secret), "the log shows {secret}: {header}");
+    }
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
