@@ -104,6 +104,16 @@ pub struct Approval {
     pub approved: bool,
 }
 
+/// Whether the machine has approvals on (`binky settings approvals=true`): only then does a
+/// command wait for a person, and only then do `binky approve --list` and the dashboard show
+/// what waits.
+pub fn approvals_on(store: &Store) -> Result<bool, store::StoreError> {
+    Ok(binky_controllers::settings::Settings::read(store)?.flag("approvals"))
+}
+
+/// What `binky approve --list` and the dashboard say while approvals are off.
+pub const APPROVALS_OFF: &str = "approvals are off on this machine: no command waits for a person's approval (`binky settings approvals=true` holds every new command until a person approves it)";
+
 /// Every command of every world, each once, and whether it is approved.
 pub fn approvals(store: &Store) -> Result<Vec<Approval>, store::StoreError> {
     let worlds = store.read(store::worlds)?;

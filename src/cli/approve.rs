@@ -40,6 +40,15 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     if a.list || (a.key.is_none() && a.all.is_none()) {
+        // Off, nothing waits for a person: none is shown as pending.
+        if !crate::requests::approvals_on(&ctx.store)? {
+            if a.json {
+                println!("[]");
+            } else {
+                println!("{}", crate::requests::APPROVALS_OFF);
+            }
+            return Ok(exit::OK);
+        }
         if a.json {
             println!(
                 "{}",

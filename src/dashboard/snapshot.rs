@@ -75,7 +75,13 @@ fn world_json(store: &Store, w: &store::World) -> Result<String, StoreError> {
 }
 
 fn globals_json(store: &Store, started: i64) -> Result<String, StoreError> {
-    let approvals = crate::requests::approvals(store)?;
+    // Off, nothing waits for a person: the page says so and offers nothing to approve.
+    let approvals_on = crate::requests::approvals_on(store)?;
+    let approvals = if approvals_on {
+        crate::requests::approvals(store)?
+    } else {
+        Vec::new()
+    };
     let goldens: Vec<serde_json::Value> = crate::view::goldens_with_users(store)?
         .iter()
         .map(|(g, users)| json!({"template": g, "used_by": users}))
@@ -93,6 +99,7 @@ fn globals_json(store: &Store, started: i64) -> Result<String, StoreError> {
         },
         "proxy": proxy.map(|p| json!({"http_port": p.http_port, "https_port": p.https_port})),
         "settings": settings,
+        "approvals_on": approvals_on,
         "approvals": approvals,
         "goldens": goldens,
         "servers": servers,

@@ -502,3 +502,47 @@ fn the_dashboard_is_served_over_https_with_a_certificate_of_the_local_ca() {
         "{text}"
     );
 }
+
+/// With approvals off (the default) nothing waits for a person: the dashboard says approvals
+/// are off and offers no Approve button, and `binky approve --list` lists nothing pending.
+/// Turned on, the command nobody approved is pending, with its button.
+#[test]
+fn with_approvals_off_no_command_is_pending_and_no_approve_button_is_offered() {
+    let env = Env::new(
+        "[project]\nname = \"acme\"\n{range}\n\n[services.api]\ncmd = \"sleep 600 # never-approved\"\n",
+    );
+    env.ok(&["up", "w"]);
+    let list = env.ok(&["approve", "--list"]);
+    assert!(
+        !list.contains("pending") && list.contains("approvals are off"),
+        "{list}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["approve", "--list", "--json"])).unwrap();
+    assert_eq!(json, serde_json::json!([]));
+    let mut b = signed_in(&env, 1);
+    let shown = b.wait_for(
+        "the approvals section",
+        Duration::from_secs(60),
+        "(document.getElementById('approvals') || {}).textContent",
+    );
+    assert!(
+        shown.as_str().unwrap().contains("Approvals are off"),
+        "{shown}"
+    );
+    let offered =
+        b.eval("document.querySelectorAll('#approvals button, #approvals .panel').length");
+    assert_eq!(offered, 0, "{shown}");
+    env.ok(&["settings", "approvals=true"]);
+    let shown = b.wait_for(
+        "the pending approval with its button",
+        Duration::from_secs(60),
+        "document.querySelectorAll('#approvals .panel button').length === 1 && document.querySelector('#approvals .panel pre').textContent",
+    );
+    assert_eq!(shown, "sleep 600 # never-approved");
+    let list = env.ok(&["approve", "--list"]);
+    assert!(list.contains("pending"), "{list}");
+    drop(b);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -188,9 +188,10 @@ function renderAdmission() {
     el("div", { class: "muted", text: "max_parallel " + (s.max_parallel || "default") + (s.ram_reserve_percent ? " · RAM reserve " + s.ram_reserve_percent + "%" : "") }),
     held.length ? el("table", {}, ...held.map((w) => el("tr", {}, el("td", { text: w.project + "/" + w.name }), el("td", {}, stateSpan(w.view.state)), el("td", { class: "why", text: why(w) }))))
       : el("p", { class: "muted", text: "No world waits." })));
-  const pending = globals.approvals.filter((a) => !a.approved);
+  const pending = globals.approvals_on ? globals.approvals.filter((a) => !a.approved) : [];
   const ap = el("section", { id: "approvals" }, el("h3", { text: "Pending approvals" }));
-  if (!pending.length) ap.append(el("p", { class: "muted", text: "None." }));
+  if (!globals.approvals_on) ap.append(el("p", { class: "muted", text: "Approvals are off: no command waits for a person (binky settings approvals=true turns them on)." }));
+  else if (!pending.length) ap.append(el("p", { class: "muted", text: "None." }));
   for (const a of pending) {
     const box2 = el("div", { class: "panel", "data-key": a.key },
       el("div", {}, el("strong", { text: a.project + ": " + a.what }), el("span", { class: "muted", text: "  key " + a.key + " · worlds " + a.worlds.join(", ") })),
