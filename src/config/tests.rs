@@ -407,10 +407,12 @@ cmd = "work"
     assert_eq!(db.env["DJANGO_SETTINGS_MODULE"], "config.settings.local");
     // A bad value names where it is.
     let e = sole_error(
-        &with_project("[defaults]
+        &with_project(
+            "[defaults]
 env = { A = 1 }
 [services.w]
-cmd = \"x\"\n"),
+cmd = \"x\"\n",
+        ),
         "defaults.env.A",
     );
     assert!(e.message.contains("string"), "{}", e.message);
