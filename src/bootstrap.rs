@@ -82,6 +82,74 @@ pub fn wanted(from: &Path, copy: &[String]) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// A path `[project] copy` names that binky will not copy, why, and the fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The path as written in `copy`.
+    pub path: String,
+    /// Why it is not copied.
+    pub why: String,
+    /// What to do.
+    pub fix: String,
+}
+
+/// The paths `copy` names outright that exist in `from` (the repository's top; `prefix` is
+/// where `binky.toml` is below it, which `copy` is relative to) and that binky will not copy
+/// into a new worktree: tracked ones (git checks them out already) and ones git does not
+/// ignore (an untracked path git does not ignore is someone's work in progress). Said by
+/// `binky check` and `binky up`, never skipped without a word.
+pub fn refused(from: &Path, prefix: &Path, copy: &[String]) -> Vec<Refused> {
+    let literal = |c: &str| !c.contains(['*', '?', '[', '!']);
+    let present: Vec<(String, bool)> = copy
+        .iter()
+        .map(|c| c.trim_end_matches('/'))
+        .filter(|c| literal(c) && !c.is_empty())
+        .map(|c| prefix.join(c).to_string_lossy().into_owned())
+        .filter_map(|c| {
+            let meta = std::fs::symlink_metadata(from.join(&c)).ok()?;
+            Some((c, meta.is_dir()))
+        })
+        .collect();
+    if present.is_empty() {
+        return Vec::new();
+    }
+    let shown = |(c, dir): &(String, bool)| if *dir { format!("{c}/") } else { c.clone() };
+    let names: Vec<String> = present.iter().map(shown).collect();
+    let Ok(ignored) = git_lines(
+        from,
+        &["check-ignore", "--no-index", "-z", "--stdin"],
+        Some(names.join("\0")),
+    ) else {
+        return Vec::new();
+    };
+    let mut args = vec!["ls-files", "-z", "--"];
+    args.extend(present.iter().map(|(c, _)| c.as_str()));
+    let tracked = git_lines(from, &args, None).unwrap_or_default();
+    let mut out = Vec::new();
+    for ((c, dir), name) in present.iter().zip(&names) {
+        if tracked
+            .iter()
+            .any(|t| t == c || t.starts_with(&format!("{c}/")))
+        {
+            out.push(Refused {
+                path: c.clone(),
+                why: format!("`{name}` is tracked by git: every worktree has it from its commit, and binky copies only ignored paths"),
+                fix: format!("remove \"{c}\" from [project] copy"),
+            });
+        } else if !ignored.contains(name) {
+            out.push(Refused {
+                path: c.clone(),
+                why: format!("`{name}` is not ignored by git: binky copies only ignored paths (an untracked path git does not ignore is someone's work in progress), so a new world would not have it"),
+                fix: format!(
+                    "add `/{c}{}` to .gitignore (and commit it), then `binky up` again",
+                    if *dir { "/" } else { "" }
+                ),
+            });
+        }
+    }
+    out
+}
+
 fn git_lines(dir: &Path, args: &[&str], input: Option<String>) -> Result<Vec<String>, String> {
     let out = binky_controllers::git::run_blocking(dir, args, input.map(String::into_bytes))
         .map_err(|e| format!("cannot run git: {e}"))?;

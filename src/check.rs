@@ -515,6 +515,30 @@ pub fn token_findings(text: &str, loaded: &Loaded) -> Vec<Finding> {
     out
 }
 
+/// Warnings for the `[project] copy` paths binky will not copy from the repository whose
+/// top is `top`, its `binky.toml` in `prefix` below it (tracked, or not ignored by git): a
+/// new world would lack them.
+pub fn copy_findings(text: &str, loaded: &Loaded, top: &Path, prefix: &Path) -> Vec<Finding> {
+    let line = text
+        .lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.starts_with("copy") && l[4..].trim_start().starts_with('=')
+        })
+        .map(|i| i + 1);
+    crate::bootstrap::refused(top, prefix, &loaded.spec.project.copy)
+        .into_iter()
+        .map(|r| Finding {
+            level: Level::Warning,
+            code: "copy-refused",
+            key: "project.copy".into(),
+            line,
+            message: r.why,
+            fix: r.fix,
+        })
+        .collect()
+}
+
 /// Warnings for the `${env.…}` references that `env` (the environment `binky check` runs
 /// in) leaves without a value: `binky up` from there refuses them.
 pub fn env_findings(

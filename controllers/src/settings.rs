@@ -104,6 +104,12 @@ pub const ALL: &[Setting] = &[
         what: "the niceness every process of a world runs at (0 to 19; 0: binky's own), so the machine stays usable with many worlds (binky 0.1.2 ran them at 10)",
     },
     Setting {
+        key: "restart_hold_cpu_percent",
+        default: "60",
+        takes: Takes::Count,
+        what: "while tasks wait for a CPU this percent of the time or more (10 s average; without the kernel's pressure figures, a load of 2 per CPU), a service failing its health checks is shown unhealthy and not restarted, so restarts do not add to the load (0: off)",
+    },
+    Setting {
         key: "secret_command",
         default: "",
         takes: Takes::Template("{ref}"),

@@ -338,6 +338,9 @@ pub struct Health {
 
 /// How often a running service's health is checked unless `interval` says (binky 0.1.2's).
 pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long a probe of a service without `health` (its port) may take to connect.
+pub const PROBE_ANSWER: Duration = Duration::from_secs(2);
 /// Failed checks in a row that make a running service unhealthy unless `retries` says.
 pub const DEFAULT_HEALTH_RETRIES: u32 = 3;
 

@@ -250,6 +250,8 @@ pub struct SupState {
     pub stopped: Vec<String>,
     /// Services whose probe fails.
     pub unready: BTreeSet<String>,
+    /// What [`Supervisor::saturated`] says.
+    pub saturated: Option<String>,
     /// Processes carrying this home's token (for the orphan sweep).
     pub marked: Vec<Marked>,
     pub killed_groups: Vec<u32>,
@@ -392,7 +394,16 @@ impl Supervisor for FakeSupervisor {
         }
     }
 
-    async fn probe(&self, target: &ProbeTarget, _owner: ProcId) -> Result<(), ProbeFailure> {
+    fn saturated(&self, _cpu_percent: f64) -> Option<String> {
+        self.inner.lock().unwrap().saturated.clone()
+    }
+
+    async fn probe(
+        &self,
+        target: &ProbeTarget,
+        _owner: ProcId,
+        _timeout: Duration,
+    ) -> Result<(), ProbeFailure> {
         let ProbeTarget::Tcp(_, port) = target else {
             return Ok(());
         };

@@ -35,6 +35,13 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
         findings.extend(check::env_findings(&text, &loaded, &here));
         let dir = file.parent().unwrap_or(std::path::Path::new("."));
         findings.extend(check::golden_findings(&text, &loaded, dir));
+        if let Ok(prefix) = crate::git::text(dir, &["rev-parse", "--show-prefix"]) {
+            let prefix = std::path::Path::new(&prefix);
+            let top = prefix
+                .components()
+                .fold(dir.to_path_buf(), |d, _| d.join(".."));
+            findings.extend(check::copy_findings(&text, &loaded, &top, prefix));
+        }
         findings.extend(check::limits_findings(&text, &loaded, || {
             crate::supervisor::resources::look("check")
         }));

@@ -327,6 +327,17 @@ pub async fn run(
             );
         }
     }
+    // A `copy` path binky will not take is said, with the fix, before the world is made.
+    let prefix = config_file
+        .parent()
+        .and_then(|d| d.strip_prefix(&co.toplevel).ok())
+        .unwrap_or(std::path::Path::new(""));
+    for r in crate::bootstrap::refused(&co.repo_root, prefix, &loaded.spec.project.copy) {
+        eprintln!(
+            "binky: warning: project.copy: {} not copied: {}\n    fix: {}",
+            r.path, r.why, r.fix
+        );
+    }
     let project = loaded.spec.project.name.clone();
     let worktree_path = crate::paths::worktree_path(&co.repo_root, &project, name);
     let config_path = match &src.in_new_worktree {

@@ -1,4 +1,4 @@
-//! `[defaults]`: `workdir`, `restart` and `limits`, and the readers of `restart` and
+//! `[defaults]`: `workdir`, `restart`, `limits` and `env`, and the readers of `restart` and
 //! `limits` a process service shares with it.
 
 use binky_controllers::limits::{parse_cpu, parse_memory, LimitError};
@@ -8,7 +8,7 @@ use toml::de::DeValue;
 use super::cx::join;
 use super::{Cx, Table};
 
-const DEFAULTS_KEYS: &[&str] = &["workdir", "restart", "limits"];
+const DEFAULTS_KEYS: &[&str] = &["workdir", "restart", "limits", "env"];
 const LIMITS_KEYS: &[&str] = &["cpu", "memory"];
 
 /// What a process service gets for the keys it leaves out.
@@ -19,6 +19,9 @@ pub(super) struct Defaults {
     pub(super) restart: Restart,
     /// `limits` (none).
     pub(super) limits: Option<Limits>,
+    /// `env`: variables every service starts from (a process service's own `env`, an
+    /// adapter service's `env` for `migrate` and `seed`), its own keys winning.
+    pub(super) env: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for Defaults {
@@ -27,6 +30,7 @@ impl Default for Defaults {
             workdir: ".".into(),
             restart: Restart::default(),
             limits: None,
+            env: Default::default(),
         }
     }
 }
@@ -47,6 +51,7 @@ impl Cx<'_> {
                 .unwrap_or_else(|| ".".into()),
             restart: self.restart(t, "defaults").unwrap_or_default(),
             limits: self.limits(t, "defaults"),
+            env: self.string_map(t, "defaults", "env").unwrap_or_default(),
         }
     }
 

@@ -281,7 +281,10 @@ impl Cx<'_> {
             },
             None => 1,
         };
-        let env = self.string_map(t, path, "env").unwrap_or_default();
+        let own = self.string_map(t, path, "env").unwrap_or_default();
+        // `[defaults] env` first, the service's own keys over it.
+        let mut env = defaults.env.clone();
+        env.extend(own);
         for k in env.keys() {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
                 let sp = Self::span_of(t, "env", 0..0);

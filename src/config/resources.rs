@@ -84,7 +84,10 @@ impl Cx<'_> {
         let workdir = self
             .string(t, path, "workdir")
             .unwrap_or_else(|| defaults.workdir.clone());
-        let env = self.string_map(t, path, "env").unwrap_or_default();
+        let own = self.string_map(t, path, "env").unwrap_or_default();
+        // `[defaults] env` first, the service's own keys over it.
+        let mut env = defaults.env.clone();
+        env.extend(own);
         let env_file = self.strings(t, path, "env_file", true).unwrap_or_default();
         Some(Resource {
             adapter: adapter?,

@@ -377,6 +377,48 @@ fn defaults_workdir_restart_and_limits_are_inherited() {
 }
 
 #[test]
+fn defaults_env_is_every_services_env_under_its_own_keys() {
+    let text = with_project(
+        r#"[defaults]
+env = { DJANGO_SETTINGS_MODULE = "config.settings.local", DATABASE_URL = "${db.url}", MODE = "shared" }
+
+[services.db]
+adapter = "postgres"
+migrate = "python manage.py migrate"
+
+[services.web]
+cmd = "run ${self.port}"
+url = true
+env = { MODE = "web" }
+
+[services.worker]
+cmd = "work"
+"#,
+    );
+    let spec = ok(&text).spec;
+    for name in ["web", "worker"] {
+        let env = &process(&spec, name).env;
+        assert_eq!(env["DJANGO_SETTINGS_MODULE"], "config.settings.local");
+        assert_eq!(env["DATABASE_URL"], "${db.url}");
+    }
+    assert_eq!(process(&spec, "web").env["MODE"], "web");
+    assert_eq!(process(&spec, "worker").env["MODE"], "shared");
+    let db = spec.services["db"].resource().unwrap();
+    assert_eq!(db.env["DJANGO_SETTINGS_MODULE"], "config.settings.local");
+    // A bad value names where it is.
+    let e = sole_error(
+        &with_project(
+            "[defaults]
+env = { A = 1 }
+[services.w]
+cmd = \"x\"\n",
+        ),
+        "defaults.env.A",
+    );
+    assert!(e.message.contains("string"), "{}", e.message);
+}
+
+#[test]
 fn a_service_setting_workdir_restart_and_limits_overrides_the_defaults() {
     let spec = ok(FULL).spec;
     let web = process(&spec, "web");

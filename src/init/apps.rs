@@ -339,7 +339,14 @@ impl Init {
             .take(2)
             .collect::<Vec<_>>()
             .join(" ");
-        if let Some(why) = &m.blocked {
+        // Settings by parts reach `migrate` when the owner's env gives them as this
+        // service's tokens: a golden build resolves `${db.host}` to its template's.
+        let lines = self.env_lines(m.owner);
+        let parts_given = lines
+            .iter()
+            .filter_map(|l| l.value.as_deref())
+            .any(|v| v.contains(&format!("${{{name}.host}}")));
+        if let Some(why) = m.blocked.as_ref().filter(|_| !parts_given) {
             out.push_str(&format!(
                 "# {owner}'s code migrates with {tool}, but {why}:\n"
             ));
@@ -378,27 +385,17 @@ impl Init {
         if !files.is_empty() {
             out.push_str(&format!("env_file = {}\n", toml_list(&files)));
         }
-        let own = format!("${{{name}.url}}");
-        let mut kept = Vec::new();
-        let mut left = Vec::new();
-        for l in self.env_lines(m.owner) {
-            let Some(v) = l.value else { continue };
-            let others = v.replace(&own, "").replace("${env.", "").contains("${");
-            if others {
-                left.push(l.key);
-            } else {
-                kept.push((l.key, v));
-            }
-        }
-        if !kept.is_empty() || !left.is_empty() {
+        // All of them: in a golden build, this service's tokens are its template's, and
+        // `migrate` waits for the other slices its env names.
+        // (Not what names the owner itself: `${self.port}` would be this service's here.)
+        let kept: Vec<(String, String)> = lines
+            .into_iter()
+            .filter_map(|l| Some((l.key, l.value?)))
+            .filter(|(_, v)| !v.contains("${self."))
+            .collect();
+        if !kept.is_empty() {
             out.push_str(&format!("\n[services.{name}.env]\n"));
             out.push_str("# migrate gets DATABASE_URL (this database) and the settings of the code it runs:\n");
-            if !left.is_empty() {
-                out.push_str(&format!(
-                    "# {} left out: they name other services, whose slices may not exist yet.\n",
-                    one_line(&left.join(", "))
-                ));
-            }
             for (k, v) in kept {
                 out.push_str(&format!("{} = {}\n", toml_key(&k), q(&v)));
             }

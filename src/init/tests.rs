@@ -1072,3 +1072,68 @@ fn a_vite_package_gets_its_dev_server_and_no_files_at_all_is_an_error_naming_wha
         "{e}"
     );
 }
+
+/// A Django project whose settings read the database from parts (`DB_HOST`, …) and never
+/// `DATABASE_URL`: its `migrate` is written live, with the parts as the database service's
+/// tokens, which a golden build resolves to its template's.
+#[test]
+fn settings_by_parts_migrate_with_the_database_services_own_tokens() {
+    let compose = r#"
+services:
+  web:
+    build: .
+    command: python manage.py runserver 0.0.0.0:8000
+    ports: ["8000:8000"]
+    depends_on: [db, redis]
+    environment:
+      DB_HOST: db
+      DB_PORT: "5432"
+      DB_USER: app
+      DB_PASSWORD: app-secret
+      DB_NAME: app
+      REDIS_URL: redis://redis:6379/0
+  db:
+    image: postgres:16
+    environment:
+      POSTGRES_USER: app
+      POSTGRES_PASSWORD: app-secret
+      POSTGRES_DB: app
+  redis:
+    image: redis:7
+"#;
+    let mut repo = repo_with(compose, None);
+    repo.files.insert(
+        "manage.py".into(),
+        "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'app.settings')\n".into(),
+    );
+    repo.files.insert(
+        "app/settings.py".into(),
+        "import os\nDATABASES = {'default': {'HOST': os.environ['DB_HOST'], 'PORT': os.environ['DB_PORT']}}\n".into(),
+    );
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    let db = svc(&t, "db");
+    assert_eq!(
+        db["migrate"].as_str(),
+        Some("python manage.py migrate --noinput"),
+        "{}",
+        g.toml
+    );
+    assert_eq!(db["clone_from"].as_str(), Some("golden"));
+    let env = db["env"].as_table().unwrap();
+    assert_eq!(env["DB_HOST"].as_str(), Some("${db.host}"), "{}", g.toml);
+    assert_eq!(env["DB_PORT"].as_str(), Some("${db.port}"), "{}", g.toml);
+    assert_eq!(
+        env["REDIS_URL"].as_str(),
+        Some("${redis.url}"),
+        "{}",
+        g.toml
+    );
+    assert!(!g.toml.contains("# migrate ="), "{}", g.toml);
+    // And `binky check` finds every token resolvable.
+    let findings = crate::check::check(&g.toml, Path::new("binky.toml"));
+    assert!(
+        !findings.iter().any(|f| f.code == "unresolved-token"),
+        "{findings:?}"
+    );
+}

@@ -95,10 +95,11 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
     })
 }
 
-/// `postgres://postgres:<password>@127.0.0.1:<port>/postgres`.
+/// `postgresql://postgres:<password>@127.0.0.1:<port>/postgres`: the scheme every client
+/// takes (SQLAlchemy refuses `postgres://`), which the slices' URLs keep.
 fn admin_url(ctx: &StartCtx) -> String {
     format!(
-        "postgres://postgres:{}@127.0.0.1:{}/postgres",
+        "postgresql://postgres:{}@127.0.0.1:{}/postgres",
         binky_controllers::url::percent_encode(&ctx.password),
         ctx.port
     )
@@ -332,7 +333,7 @@ mod tests {
         };
         assert_eq!(
             admin_url(&ctx),
-            "postgres://postgres:ab%2Fc%40d@127.0.0.1:5999/postgres"
+            "postgresql://postgres:ab%2Fc%40d@127.0.0.1:5999/postgres"
         );
     }
 }

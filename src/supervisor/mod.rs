@@ -617,8 +617,17 @@ impl Supervisor for RealSupervisor {
         stop_group(id.pid, grace).await;
     }
 
-    async fn probe(&self, target: &ProbeTarget, owner: ProcId) -> Result<(), ProbeFailure> {
-        probe::probe(target, owner).await
+    async fn probe(
+        &self,
+        target: &ProbeTarget,
+        owner: ProcId,
+        timeout: Duration,
+    ) -> Result<(), ProbeFailure> {
+        probe::probe(target, owner, timeout).await
+    }
+
+    fn saturated(&self, cpu_percent: f64) -> Option<String> {
+        procfs::saturation(cpu_percent)
     }
 
     async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {

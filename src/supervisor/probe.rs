@@ -6,9 +6,6 @@ use binky_controllers::process::{ProbeFailure, ProbeTarget, ProcId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// How long one probe may take.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// Why one probe failed: what the service's `binky status` and `binky up` say.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -28,8 +25,8 @@ pub enum ProbeError {
     #[error("bad port in `{0}`")]
     BadPort(String),
     /// Connected, and no status line came back in time.
-    #[error("no answer within 2 s")]
-    NoAnswer,
+    #[error("no answer within {0:?} (its health timeout)")]
+    NoAnswer(Duration),
     /// Reading or writing the connection failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -51,8 +48,8 @@ pub enum ProbeError {
         status: std::process::ExitStatus,
     },
     /// The check command ran over its time.
-    #[error("`{0}` took longer than 10 s")]
-    CmdTimedOut(String),
+    #[error("`{0}` took longer than {1:?} (its health timeout)")]
+    CmdTimedOut(String, Duration),
     /// The port answers, held by another program.
     #[error(
         "port {port} answers, but it is held by `{comm}` (pid {pid}), not by this service: \
@@ -89,7 +86,7 @@ impl From<ProbeError> for ProbeFailure {
     }
 }
 
-async fn connect(host: &str, port: u16) -> Result<TcpStream, ProbeError> {
+async fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, ProbeError> {
     let hosts: Vec<String> = if host == "localhost" {
         vec!["127.0.0.1".into(), "::1".into()]
     } else {
@@ -100,7 +97,7 @@ async fn connect(host: &str, port: u16) -> Result<TcpStream, ProbeError> {
     };
     let mut last = ProbeError::NoAddress;
     for h in hosts {
-        match tokio::time::timeout(PROBE_TIMEOUT, TcpStream::connect((h.as_str(), port))).await {
+        match tokio::time::timeout(timeout, TcpStream::connect((h.as_str(), port))).await {
             Ok(Ok(s)) => return Ok(s),
             Ok(Err(e)) => last = ProbeError::Connect(e),
             Err(_) => last = ProbeError::ConnectTimedOut,
@@ -129,9 +126,9 @@ pub fn split_http_url(url: &str) -> Result<(String, u16, String), ProbeError> {
     Ok((host, port, path.to_owned()))
 }
 
-async fn http(url: &str) -> Result<(), ProbeError> {
+async fn http(url: &str, timeout: Duration) -> Result<(), ProbeError> {
     let (host, port, path) = split_http_url(url)?;
-    let mut stream = connect(&host, port).await?;
+    let mut stream = connect(&host, port, timeout).await?;
     let req = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: binky-health\r\nConnection: close\r\n\r\n"
     );
@@ -149,9 +146,9 @@ async fn http(url: &str) -> Result<(), ProbeError> {
         }
         Ok::<_, std::io::Error>(String::from_utf8_lossy(&buf[..n]).into_owned())
     };
-    let head = tokio::time::timeout(PROBE_TIMEOUT, io)
+    let head = tokio::time::timeout(timeout, io)
         .await
-        .map_err(|_| ProbeError::NoAnswer)??;
+        .map_err(|_| ProbeError::NoAnswer(timeout))??;
     let status: u16 = head
         .split_whitespace()
         .nth(1)
@@ -196,29 +193,35 @@ fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
     })
 }
 
-/// Run one probe of the service running as `owner`.
-pub async fn probe(target: &ProbeTarget, owner: ProcId) -> Result<(), ProbeFailure> {
+/// Run one probe of the service running as `owner`, answered within `timeout` (a health
+/// check's `timeout`; a port's default).
+pub async fn probe(
+    target: &ProbeTarget,
+    owner: ProcId,
+    timeout: Duration,
+) -> Result<(), ProbeFailure> {
     match target {
         ProbeTarget::Tcp(host, port) => {
             if *port == 0 {
                 return Err(ProbeError::NoPort.into());
             }
-            connect(host, *port).await.map(drop)?;
+            connect(host, *port, timeout).await.map(drop)?;
             if is_local(host) {
                 held_by(*port, owner)?;
             }
             Ok(())
         }
-        ProbeTarget::Http(url) => Ok(http(url).await?),
-        ProbeTarget::Cmd { cmd, workdir, env } => Ok(command(cmd, workdir, env).await?),
+        ProbeTarget::Http(url) => Ok(http(url, timeout).await?),
+        ProbeTarget::Cmd { cmd, workdir, env } => Ok(command(cmd, workdir, env, timeout).await?),
     }
 }
 
-/// A cmd probe: `cmd` exits 0 within 10 s.
+/// A cmd probe: `cmd` exits 0 within `timeout`.
 async fn command(
     cmd: &str,
     workdir: &std::path::Path,
     env: &std::collections::BTreeMap<String, String>,
+    timeout: Duration,
 ) -> Result<(), ProbeError> {
     let mut c = tokio::process::Command::new("/bin/sh");
     c.arg("-c")
@@ -232,7 +235,7 @@ async fn command(
         .process_group(0)
         .kill_on_drop(true);
     let mut child = c.spawn().map_err(ProbeError::Spawn)?;
-    match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+    match tokio::time::timeout(timeout, child.wait()).await {
         Ok(Ok(s)) if s.success() => Ok(()),
         Ok(Ok(status)) => Err(ProbeError::CmdFailed {
             cmd: cmd.to_owned(),
@@ -246,7 +249,7 @@ async fn command(
                     nix::sys::signal::Signal::SIGKILL,
                 );
             }
-            Err(ProbeError::CmdTimedOut(cmd.to_owned()))
+            Err(ProbeError::CmdTimedOut(cmd.to_owned(), timeout))
         }
     }
 }

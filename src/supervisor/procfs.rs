@@ -161,6 +161,39 @@ pub fn listeners_of(port: u16) -> Vec<u32> {
     out
 }
 
+/// Load per CPU (one minute) at or above which the machine counts as saturated where the
+/// kernel gives no pressure figures.
+pub const SATURATED_LOAD_PER_CPU: f64 = 2.0;
+
+/// Why the machine is saturated, if it is: tasks waited for a CPU `cpu_percent` of the last
+/// 10 s or more (the kernel's PSI, `/proc/pressure/cpu`), else, without PSI, a one-minute
+/// load of [`SATURATED_LOAD_PER_CPU`] per CPU.
+pub fn saturation(cpu_percent: f64) -> Option<String> {
+    match std::fs::read_to_string("/proc/pressure/cpu") {
+        Ok(text) => cpu_pressure_saturated(&text, cpu_percent),
+        Err(_) => {
+            let load = std::fs::read_to_string("/proc/loadavg").ok()?;
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            load_saturated(&load, cpus)
+        }
+    }
+}
+
+fn cpu_pressure_saturated(text: &str, at: f64) -> Option<String> {
+    let some = text.lines().find(|l| l.starts_with("some "))?;
+    let avg10: f64 = some
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("avg10="))?
+        .parse()
+        .ok()?;
+    (avg10 >= at).then(|| format!("tasks waited for a CPU {avg10:.0}% of the last 10 s"))
+}
+
+fn load_saturated(loadavg: &str, cpus: usize) -> Option<String> {
+    let one: f64 = loadavg.split_whitespace().next()?.parse().ok()?;
+    (one >= SATURATED_LOAD_PER_CPU * cpus as f64).then(|| format!("load {one:.1} on {cpus} CPU(s)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +235,20 @@ mod tests {
         assert!(alive(me, s.start_time));
         assert!(!alive(me, s.start_time + 1));
         assert!(rss_bytes(me).unwrap() > 0);
+    }
+
+    #[test]
+    fn a_machine_is_saturated_by_cpu_pressure_or_else_by_load() {
+        let psi = |avg10: &str| {
+            format!("some avg10={avg10} avg60=30.88 avg300=26.67 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+        };
+        assert_eq!(cpu_pressure_saturated(&psi("28.45"), 60.0), None);
+        let why = cpu_pressure_saturated(&psi("73.10"), 60.0).unwrap();
+        assert!(why.contains("73%"), "{why}");
+        assert!(cpu_pressure_saturated(&psi("28.45"), 20.0).is_some());
+        assert_eq!(cpu_pressure_saturated("garbage", 60.0), None);
+        assert_eq!(load_saturated("2.22 2.17 2.93 3/130 9497", 2), None);
+        let why = load_saturated("7.50 2.17 2.93 3/130 9497", 2).unwrap();
+        assert!(why.contains("load 7.5 on 2 CPU(s)"), "{why}");
     }
 }

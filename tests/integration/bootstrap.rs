@@ -228,3 +228,75 @@ fn copy_paths_are_relative_to_the_directory_of_binky_toml() {
     assert!(out.status.success(), "{}", stderr(&out));
     env.assert_nothing_left(&["w"]);
 }
+
+/// A `copy` path binky will not take — one git does not ignore (`.gitignore` names `/venv/`,
+/// the project uses `.venv`), one git tracks — is a warning of `binky check` and a line of
+/// `binky up` naming why and the fix; never skipped without a word.
+#[test]
+fn a_copy_path_binky_will_not_take_is_said_by_check_and_up_with_the_fix() {
+    let env = Env::new(
+        r#"
+[project]
+name = "refused"
+{range}
+copy = [".venv", "tools.txt", "node_modules"]
+
+[services.api]
+cmd = "exec python3 server.py ${self.port}"
+url = true
+"#,
+    );
+    let repo = env.repo.clone();
+    write(&repo.join(".gitignore"), "/venv/\nnode_modules/\n");
+    write(&repo.join("tools.txt"), "tracked\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignores"]);
+    write(&repo.join(".venv/bin/python"), "#!/bin/sh\n");
+    write(&repo.join("node_modules/pkg/index.js"), "1;\n");
+    let out = env.binky(&["check"]);
+    assert!(out.status.success(), "warnings only: {}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("`.venv/` is not ignored by git")
+            && text.contains("add `/.venv/` to .gitignore"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`tools.txt` is tracked by git")
+            && text.contains("remove \"tools.txt\" from [project] copy"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("node_modules"),
+        "an ignored path is fine: {text}"
+    );
+    let out = env.binky(&["up", "w"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("project.copy: .venv not copied")
+            && err.contains("fix: add `/.venv/` to .gitignore"),
+        "{err}"
+    );
+    assert!(!env.worktree("w").join(".venv").exists());
+    assert!(env
+        .worktree("w")
+        .join("node_modules/pkg/index.js")
+        .is_file());
+    // Ignored, it is copied into the next world, and nothing is said.
+    write(&repo.join(".gitignore"), "/venv/\n.venv/\nnode_modules/\n");
+    env.git(&["commit", "-qam", "ignore .venv"]);
+    let out = env.binky(&["check"]);
+    assert!(!stdout(&out).contains(".venv"), "{}", stdout(&out));
+    let out = env.binky(&["up", "v"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains(".venv not copied"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(env.worktree("v").join(".venv/bin/python").is_file());
+    env.ok(&["remove", "w", "--force"]);
+    env.ok(&["remove", "v", "--force"]);
+    env.assert_nothing_left(&["w", "v"]);
+}

@@ -189,7 +189,7 @@ env = {{ DB_HOST = "${{db.host}}", DB_PORT = "${{db.port}}", DB_USER = "${{db.us
     // The parts are the URL's, taken apart.
     let url = get("DATABASE_URL");
     let expect = format!(
-        "postgres://{}:{}@{}:{}/{}",
+        "postgresql://{}:{}@{}:{}/{}",
         get("DB_USER"),
         get("DB_PASSWORD"),
         get("DB_HOST"),

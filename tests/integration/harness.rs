@@ -175,6 +175,9 @@ impl Env {
         // Every test's daemon serves its proxy on its own ports.
         let (p, s) = (env.proxy_port().to_string(), env.https_port().to_string());
         env.ok(&["port", "--proxy", &p, "--https", &s]);
+        // Tests run many at once on a busy machine: a service failing its checks is
+        // restarted whatever the CPU pressure (the hold is tested with a fake supervisor).
+        env.ok(&["settings", "restart_hold_cpu_percent=0"]);
         env
     }
 

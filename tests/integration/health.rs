@@ -141,3 +141,57 @@ restart = "always"
     );
     env.ok(&["remove", "w"]);
 }
+
+/// A health endpoint slower than a fixed probe time, but within the service's health
+/// `timeout`, is healthy: each check may take that long to answer (a dev server under load
+/// answered in 3 s and was restarted three times over, each restart adding to the load).
+#[test]
+fn a_check_answered_within_the_health_timeout_is_healthy_however_slow() {
+    let env = Env::new(
+        r#"
+[project]
+name = "slowcheck"
+{range}
+
+[services.api]
+cmd = "exec python3 slow.py ${self.port}"
+url = true
+health = { http = "/health", timeout = "20s", interval = "500ms", retries = 1 }
+"#,
+    );
+    // Answers each request after 3 s, and counts the health checks it answered.
+    std::fs::write(
+        env.repo.join("slow.py"),
+        r#"
+import http.server, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        time.sleep(3)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+        with open("answered", "a") as f:
+            f.write("x")
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#,
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "slow server"]);
+    env.ok(&["up", "w"]);
+    let pid = env.pid_of("w", "api").unwrap();
+    let answered = env.worktree("w").join("answered");
+    // Checked again and again while running (each answered in 3 s)...
+    wait_until("three checks answered", Duration::from_secs(60), || {
+        std::fs::read_to_string(&answered).is_ok_and(|t| t.len() >= 3)
+    });
+    // ...and never judged unhealthy nor restarted.
+    assert_eq!(env.pid_of("w", "api"), Some(pid));
+    let kinds = event_kinds(&env);
+    assert!(!kinds.contains(&"unhealthy".to_owned()), "{kinds:?}");
+    assert_eq!(api(&env)["state"], "running");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}

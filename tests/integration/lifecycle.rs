@@ -411,7 +411,7 @@ ports = ["http", "admin-ui"]
 cmd = "SERVE"
 url = true
 env_file = [".env.shared", "missing.env"]
-env = { MIX = "${api.port}/${api.admin-ui}/${worktree}/${env.FROM_FILE}/${env.FROM_SHELL}", KEEP = "${nope.port} ${env.UNSET_X:-fallback}" }
+env = { MIX = "${api.port}/${api.admin-ui}/${worktree}/${env.FROM_FILE}/${env.FROM_SHELL}", KEEP = "${HOME_DIR_OF_SHELL} ${env.UNSET_X:-fallback}" }
 "#
         .replace("SERVE", SERVE),
     );
@@ -449,8 +449,8 @@ env = { MIX = "${api.port}/${api.admin-ui}/${worktree}/${env.FROM_FILE}/${env.FR
         format!("{api_http}/{api_admin}/w/file-value/shell-value")
     );
     assert_eq!(
-        web["KEEP"], "${nope.port} fallback",
-        "unknown tokens stay as written; an unset variable takes its default"
+        web["KEEP"], "${HOME_DIR_OF_SHELL} fallback",
+        "a shell's ${{NAME}} (no dot) passes through; an unset variable takes its default"
     );
     assert_eq!(web["QUOTED"], "a b");
     assert_eq!(

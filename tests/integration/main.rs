@@ -7,6 +7,7 @@ mod bootstrap;
 mod celery_redis;
 mod check;
 mod clickhouse_server;
+mod client_urls;
 mod compat_012;
 mod daemon;
 mod dashboard;

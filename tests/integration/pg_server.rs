@@ -574,7 +574,7 @@ fn the_managed_server_starts_and_keeps_its_data_across_a_stop_and_a_restart() {
     assert_eq!(
         started.admin_url,
         format!(
-            "postgres://postgres:{}@127.0.0.1:{}/postgres",
+            "postgresql://postgres:{}@127.0.0.1:{}/postgres",
             m.ctx.password, m.ctx.port
         )
     );

@@ -177,13 +177,22 @@ pub trait Supervisor: Send + Sync + 'static {
     /// SIGTERM to the group, SIGKILL after `grace`; returns once the group is gone.
     fn stop(&self, id: ProcId, grace: Duration) -> impl Future<Output = ()> + Send;
     /// One readiness probe of the service running as `owner` (the leader of its process
-    /// group). A TCP probe of a local port passes only when that port is held by the
-    /// service's own processes: after a kill, another program may have taken the port.
+    /// group), answered within `timeout`. A TCP probe of a local port passes only when that
+    /// port is held by the service's own processes: after a kill, another program may have
+    /// taken the port.
     fn probe(
         &self,
         target: &ProbeTarget,
         owner: ProcId,
+        timeout: Duration,
     ) -> impl Future<Output = Result<(), ProbeFailure>> + Send;
+    /// Why the machine is too busy for a restart to help, if it is: tasks wait for a CPU
+    /// `cpu_percent` of the time or more. A service failing its checks then is not
+    /// restarted into a storm.
+    fn saturated(&self, cpu_percent: f64) -> Option<String> {
+        let _ = cpu_percent;
+        None
+    }
     /// Run a command to its end (setup, hooks), output appended to the log.
     fn run(
         &self,

@@ -133,6 +133,9 @@ pub struct ProcessController<S> {
     /// When each running service's health was last checked, and how many checks in a row
     /// failed (kept in memory: a new daemon starts counting again).
     checks: std::sync::Mutex<HashMap<(WorldId, String), machine::Check>>,
+    /// When each service was last restarted for failing its health checks (the restart
+    /// budget: `HEALTH_RESTARTS` in `HEALTH_RESTART_WINDOW`, in `machine/health.rs`).
+    health_restarts: std::sync::Mutex<HashMap<(WorldId, String), Vec<std::time::Instant>>>,
     /// Nudges a project's shared world and the worlds that use it (see `shared.rs`).
     trigger: Option<crate::runtime::Trigger>,
     /// What each world last told its shared world: the services it wants running, at
@@ -150,6 +153,7 @@ impl<S: Supervisor> ProcessController<S> {
             sup,
             config,
             checks: std::sync::Mutex::default(),
+            health_restarts: std::sync::Mutex::default(),
             trigger: None,
             told: std::sync::Mutex::default(),
             digests: std::sync::Mutex::default(),

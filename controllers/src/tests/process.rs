@@ -492,6 +492,79 @@ async fn a_running_service_failing_its_health_check_retries_times_is_unhealthy_a
     assert_eq!(h.ready(id).status, CondStatus::False);
 }
 
+/// A service failing its checks on a saturated machine is not restarted into a storm: it
+/// is shown unhealthy saying why, and restarted once the machine has room; and restarts for
+/// failed checks stop at the budget, leaving it running until a check passes.
+#[tokio::test]
+async fn failing_checks_on_a_saturated_machine_or_past_the_budget_leave_the_service_running() {
+    let h = h();
+    let id = h.up(spec(vec![("api", checked(1, OnUnhealthy::Restart))]));
+    h.converge(id).await;
+    assert_eq!(h.row(id, "api").state, ProcState::Running);
+    let first = h.sup.live("api");
+    {
+        let mut s = h.sup.inner.lock().unwrap();
+        s.saturated = Some("tasks waited for a CPU 91% of the last 10 s".into());
+        s.unready.insert("api".into());
+    }
+    // Checked (it fails) and held, twice: one event, no stop.
+    reconcile(&h.proc_, &h.store, id).await;
+    reconcile(&h.proc_, &h.store, id).await;
+    let row = h.row(id, "api");
+    assert_eq!(row.state, ProcState::Unhealthy, "{}", row.message);
+    assert!(
+        row.message
+            .contains("not restarted: the machine is saturated (tasks waited for a CPU 91%"),
+        "{}",
+        row.message
+    );
+    assert!(h.sup.inner.lock().unwrap().stopped.is_empty());
+    assert_eq!(h.sup.live("api"), first);
+    let held = kinds(&h).iter().filter(|k| *k == "restart_held").count();
+    assert_eq!(held, 1, "{:?}", kinds(&h));
+    // Room again: the next failed check restarts it; three times in the window, then no more.
+    h.sup.inner.lock().unwrap().saturated = None;
+    for n in 1..=3 {
+        reconcile(&h.proc_, &h.store, id).await;
+        let row = h.row(id, "api");
+        assert_eq!(
+            row.state,
+            ProcState::Backoff,
+            "restart {n}: {}",
+            row.message
+        );
+        h.pretend_restart_is_due();
+        h.sup.inner.lock().unwrap().unready.remove("api");
+        reconcile(&h.proc_, &h.store, id).await; // started
+        reconcile(&h.proc_, &h.store, id).await; // probed
+        assert!(matches!(h.row(id, "api").state, ProcState::Running));
+        // It has stayed up long enough to be believed again (its checks run again).
+        h.store
+            .write_fixture(|tx| {
+                tx.execute("UPDATE processes SET started_at = 0", [])?;
+                Ok(())
+            })
+            .unwrap();
+        reconcile(&h.proc_, &h.store, id).await;
+        assert!(h.row(id, "api").is_ready(), "{}", h.row(id, "api").message);
+        h.sup.inner.lock().unwrap().unready.insert("api".into());
+    }
+    assert_eq!(h.sup.inner.lock().unwrap().stopped.len(), 3);
+    reconcile(&h.proc_, &h.store, id).await;
+    let row = h.row(id, "api");
+    assert_eq!(row.state, ProcState::Unhealthy, "{}", row.message);
+    assert!(row.message.contains("its budget"), "{}", row.message);
+    assert_eq!(
+        h.sup.inner.lock().unwrap().stopped.len(),
+        3,
+        "a fourth restart"
+    );
+    // A check that passes makes it healthy again.
+    h.sup.inner.lock().unwrap().unready.clear();
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.row(id, "api").state, ProcState::Running);
+}
+
 #[tokio::test]
 async fn kept_unhealthy_a_service_runs_on_shown_unhealthy_until_its_check_passes_again() {
     let h = h();

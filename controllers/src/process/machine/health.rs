@@ -1,8 +1,24 @@
-//! A running service's health, checked again every `interval`: `retries` failures in a
-//! row make it unhealthy, and then it is restarted (`on_unhealthy = "restart"`) or left
-//! running and reported (`"keep"`).
+//! A running service's health, checked again every `interval` (each check may take the
+//! health `timeout` to answer): `retries` failures in a row make it unhealthy, and then it
+//! is restarted (`on_unhealthy = "restart"`) or left running and reported (`"keep"`).
+//!
+//! # Not a restart storm
+//! A service that fails its checks because the machine is saturated (a restart of a dev
+//! server under load took 93–130 s, adding to the load) is not restarted while it is: it
+//! is shown unhealthy, saying why, and checked again. And restarts for failed checks have
+//! a budget: [`HEALTH_RESTARTS`] in [`HEALTH_RESTART_WINDOW`]; past it, the service is
+//! left running, shown unhealthy, until a check passes (a crash still restarts it, with
+//! its backoff).
+
+/// Restarts for failed health checks a service gets in [`HEALTH_RESTART_WINDOW`].
+pub const HEALTH_RESTARTS: usize = 3;
+
+/// The window of the health restart budget.
+pub const HEALTH_RESTART_WINDOW: Duration = Duration::from_secs(10 * 60);
 
 use super::*;
+use crate::spec::DEFAULT_HEALTH_INTERVAL;
+use crate::store::WorldId;
 
 /// A running service's last health check.
 #[derive(Clone, Copy, Debug)]
@@ -55,7 +71,7 @@ impl<S: Supervisor> ProcessController<S> {
         }
         let target = self.probe_target(s.name, s.svc, s.tokens, &s.resolved);
         let result = match &target {
-            Some(t) => self.sup.probe(t, id).await,
+            Some(t) => self.sup.probe(t, id, health.timeout()).await,
             None => Ok(()),
         };
         let failures = match &result {
@@ -78,6 +94,7 @@ impl<S: Supervisor> ProcessController<S> {
                 Ok(Flow::Done(healthy_step(row, interval)))
             }
             Err(failure) => {
+                let held_before = row.message.contains("not restarted:");
                 let why = match failure {
                     ProbeFailure::NotReady(why) | ProbeFailure::Foreign(why) => why,
                 };
@@ -102,6 +119,26 @@ impl<S: Supervisor> ProcessController<S> {
                     self.save(s.world.id, row)?;
                     return Ok(Flow::Done(self.unhealthy_step(s, row, interval)));
                 }
+                if let Some(held) = self.restart_held(s, &key) {
+                    row.message =
+                        format!("unhealthy: health checks failing ({why}); not restarted: {held}");
+                    // Said once each time it starts being held, not at every check.
+                    if !held_before {
+                        self.event(
+                            s.world.id,
+                            "restart_held",
+                            &format!("{}: {}", s.name, row.message),
+                        );
+                    }
+                    self.save(s.world.id, row)?;
+                    return Ok(Flow::Done(self.unhealthy_step(s, row, interval)));
+                }
+                self.health_restarts
+                    .lock()
+                    .expect("health restarts lock")
+                    .entry(key.clone())
+                    .or_default()
+                    .push(std::time::Instant::now());
                 // Stopped and started again, as after a crash (its backoff included).
                 self.sup.stop(id, self.config.stop_grace).await;
                 self.release_cgroup(s.world.id, s.name);
@@ -126,6 +163,34 @@ impl<S: Supervisor> ProcessController<S> {
                 Ok(Flow::Next)
             }
         }
+    }
+
+    /// Why a service failing its checks is not restarted now, if it is not: the machine is
+    /// saturated, or its restart budget is spent.
+    fn restart_held(&self, s: &Svc<'_>, key: &(WorldId, String)) -> Option<String> {
+        let hold_at = crate::settings::Settings::read(&self.store)
+            .map(|s| s.number::<u32>("restart_hold_cpu_percent"))
+            .unwrap_or(0);
+        if let Some(why) = (hold_at > 0)
+            .then(|| self.sup.saturated(f64::from(hold_at)))
+            .flatten()
+        {
+            return Some(format!(
+                "the machine is saturated ({why}): a restart would add to the load; checked again every {}",
+                secs(s.process.health.as_ref().map_or(DEFAULT_HEALTH_INTERVAL, |h| h.interval()))
+            ));
+        }
+        let mut budget = self.health_restarts.lock().expect("health restarts lock");
+        let recent = budget.entry(key.clone()).or_default();
+        recent.retain(|t| t.elapsed() < HEALTH_RESTART_WINDOW);
+        (recent.len() >= HEALTH_RESTARTS).then(|| {
+            format!(
+                "restarted {} times for failed checks in {} (its budget); left running until a check passes or `binky reload {}`",
+                recent.len(),
+                secs(HEALTH_RESTART_WINDOW),
+                s.world.name
+            )
+        })
     }
 
     /// An unhealthy service that is kept running: a person has to look.

@@ -318,8 +318,19 @@ impl<S: Supervisor> ProcessController<S> {
                 ..Step::default()
             });
         }
+        // A service with a health check may take its health timeout to answer (a dev
+        // server's first request imports the app; a loaded machine is slow): one probe
+        // waits as long as the time left, never less than the short default.
+        let answer_within = match &s.process.health {
+            Some(h) => h
+                .timeout()
+                .saturating_sub(ms_since(row.started_at))
+                .max(crate::spec::PROBE_ANSWER)
+                .min(h.timeout().max(crate::spec::PROBE_ANSWER)),
+            None => crate::spec::PROBE_ANSWER,
+        };
         let result = match &target {
-            Some(t) => self.sup.probe(t, id).await,
+            Some(t) => self.sup.probe(t, id, answer_within).await,
             None => Ok(()),
         };
         let mut step = Step::default();
