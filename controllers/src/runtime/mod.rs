@@ -19,6 +19,9 @@
 //! - A reconcile that panics is an error like any other: its controller's condition says
 //!   `ReconcilePanicked` with the panic's message, the key is retried with backoff, and the
 //!   other worlds go on.
+//! - A controller's housekeeping (work of no world's) runs at startup, at each resync, on a
+//!   nudge of every world, after each finished cleanup and when it asked to; one at a time,
+//!   a panic in it logged and the next run scheduled as usual.
 
 mod backoff;
 mod scheduler;
@@ -153,6 +156,14 @@ pub trait Controller: Send + Sync + 'static {
     fn startup(&self) -> impl Future<Output = ()> + Send {
         async {}
     }
+
+    /// Work of this controller that belongs to no world (a golden template no world uses
+    /// any more): run after [`Controller::startup`], at every resync, when every world is
+    /// nudged and after each finished `cleanup`, never twice at once. The answer is when it
+    /// wants to run again at the latest (`None`: the next of those is soon enough).
+    fn housekeep(&self) -> impl Future<Output = Option<Duration>> + Send {
+        async { None }
+    }
 }
 
 #[derive(Debug)]
@@ -209,9 +220,12 @@ impl Trigger {
 }
 
 /// What one reconcile concluded, as the scheduler needs it.
+#[derive(Default)]
 pub(crate) struct Outcome {
     pub(crate) next: Option<Duration>,
     pub(crate) forget: bool,
+    /// A `cleanup` finished: the controller's housekeeping looks at what the world left.
+    pub(crate) cleaned: bool,
 }
 
 /// Runs one reconcile of `world` by `controller`, writing what it concluded.
@@ -228,6 +242,7 @@ pub(crate) async fn reconcile_one<C: Controller>(
             return Outcome {
                 next: None,
                 forget: true,
+                cleaned: false,
             }
         }
         Err(err) => {
@@ -235,6 +250,7 @@ pub(crate) async fn reconcile_one<C: Controller>(
             return Outcome {
                 next: Some(backoff.next_delay()),
                 forget: false,
+                cleaned: false,
             };
         }
     };
@@ -248,6 +264,7 @@ pub(crate) async fn reconcile_one<C: Controller>(
             return Outcome {
                 next: Some(std::time::Duration::ZERO),
                 forget: false,
+                cleaned: false,
             }
         }
         Ok(true) => {}
@@ -271,6 +288,7 @@ pub(crate) async fn reconcile_one<C: Controller>(
                     Action::AwaitChange => None,
                 },
                 forget: false,
+                cleaned: false,
             }
         }
         Err(err) => {
@@ -279,6 +297,7 @@ pub(crate) async fn reconcile_one<C: Controller>(
             Outcome {
                 next: Some(delay),
                 forget: false,
+                cleaned: false,
             }
         }
     }
@@ -298,6 +317,7 @@ async fn cleanup_one<C: Controller>(
             return Outcome {
                 next: Some(backoff.next_delay()),
                 forget: false,
+                cleaned: false,
             };
         }
     };
@@ -316,12 +336,14 @@ async fn cleanup_one<C: Controller>(
                 return Outcome {
                     next: Some(backoff.next_delay()),
                     forget: false,
+                    cleaned: false,
                 };
             }
         }
         return Outcome {
             next: None,
             forget: false,
+            cleaned: false,
         };
     }
     // A project's shared world goes after the worlds that use it, as a dependency after its
@@ -333,6 +355,7 @@ async fn cleanup_one<C: Controller>(
                 return Outcome {
                     next: Some(Duration::from_millis(500)),
                     forget: false,
+                    cleaned: false,
                 }
             }
             Ok(_) => {}
@@ -341,6 +364,7 @@ async fn cleanup_one<C: Controller>(
                 return Outcome {
                     next: Some(backoff.next_delay()),
                     forget: false,
+                    cleaned: false,
                 };
             }
         }
@@ -355,6 +379,7 @@ async fn cleanup_one<C: Controller>(
         return Outcome {
             next: None,
             forget: false,
+            cleaned: false,
         };
     }
     match controller.cleanup(world).await {
@@ -371,6 +396,7 @@ async fn cleanup_one<C: Controller>(
                     return Outcome {
                         next: Some(backoff.next_delay()),
                         forget: false,
+                        cleaned: false,
                     };
                 }
             }
@@ -378,6 +404,7 @@ async fn cleanup_one<C: Controller>(
             Outcome {
                 next: None,
                 forget: false,
+                cleaned: true,
             }
         }
         Ok(Cleanup::Pending(action)) => {
@@ -388,6 +415,7 @@ async fn cleanup_one<C: Controller>(
                     Action::AwaitChange => None,
                 },
                 forget: false,
+                cleaned: false,
             }
         }
         Err(err) => {
@@ -396,6 +424,7 @@ async fn cleanup_one<C: Controller>(
             Outcome {
                 next: Some(delay),
                 forget: false,
+                cleaned: false,
             }
         }
     }

@@ -87,6 +87,10 @@ async fn run_controller<C: Controller>(
     mut stop: watch::Receiver<bool>,
 ) {
     controller.startup().await;
+    // Housekeeping: when it is due next, whether it runs, and where it reports back.
+    let mut house_due: Option<Instant> = Some(Instant::now());
+    let mut housekeeping = false;
+    let (house_tx, mut house_rx) = mpsc::unbounded_channel::<Option<Duration>>();
     let mut due: HashMap<WorldId, Instant> = HashMap::new();
     let mut running: HashSet<WorldId> = HashSet::new();
     let mut backoffs: HashMap<WorldId, KeyBackoff> = HashMap::new();
@@ -130,22 +134,49 @@ async fn run_controller<C: Controller>(
                         Outcome {
                             next: Some(delay),
                             forget: false,
+                            cleaned: false,
                         }
                     }
                 };
                 let _ = done_tx.send((id, backoff, outcome));
             });
         }
+        if !housekeeping && house_due.is_some_and(|at| at <= now) {
+            house_due = None;
+            housekeeping = true;
+            let (controller, house_tx) = (controller.clone(), house_tx.clone());
+            tokio::spawn(async move {
+                let run = async move { controller.housekeep().await };
+                let next = match CatchUnwind(Box::pin(run)).await {
+                    Ok(next) => next,
+                    Err(panic) => {
+                        tracing::error!(panic = %panic_message(&*panic), "housekeeping panicked");
+                        None
+                    }
+                };
+                let _ = house_tx.send(next);
+            });
+        }
         let next_due = due
             .iter()
             .filter(|(id, _)| !running.contains(*id))
             .map(|(_, at)| *at)
+            .chain(house_due.filter(|_| !housekeeping))
             .min();
         tokio::select! {
             biased;
             _ = stop.changed() => break,
+            Some(next) = house_rx.recv() => {
+                housekeeping = false;
+                if let Some(after) = next {
+                    soonest(&mut house_due, Instant::now() + after);
+                }
+            }
             Some((id, backoff, outcome)) = done_rx.recv() => {
                 running.remove(&id);
+                if outcome.cleaned {
+                    soonest(&mut house_due, Instant::now());
+                }
                 if outcome.forget {
                     due.remove(&id);
                 } else {
@@ -160,9 +191,15 @@ async fn run_controller<C: Controller>(
                     schedule(&mut due, id, Instant::now())
                 }
                 Msg::World(..) => {}
-                Msg::All => schedule_all(&mut due, &store, Instant::now()),
+                Msg::All => {
+                    schedule_all(&mut due, &store, Instant::now());
+                    soonest(&mut house_due, Instant::now());
+                }
             },
-            _ = resync.tick() => schedule_all(&mut due, &store, Instant::now()),
+            _ = resync.tick() => {
+                schedule_all(&mut due, &store, Instant::now());
+                soonest(&mut house_due, Instant::now());
+            }
             _ = sleep_until(next_due) => {}
         }
     }
@@ -174,6 +211,13 @@ async fn run_controller<C: Controller>(
             Some((id, _, _)) = done_rx.recv() => { running.remove(&id); }
             _ = tokio::time::sleep_until(deadline) => break,
         }
+    }
+}
+
+/// Make `due` no later than `at`.
+fn soonest(due: &mut Option<Instant>, at: Instant) {
+    if due.is_none_or(|d| at < d) {
+        *due = Some(at);
     }
 }
 

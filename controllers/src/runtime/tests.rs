@@ -35,6 +35,12 @@ struct Fake {
     kind: Option<Kind>,
     /// When each `cleanup` ran.
     cleaned_at: StdMutex<Vec<std::time::Instant>>,
+    /// Housekeeping runs (and how many ran at once at most).
+    housekeeps: AtomicUsize,
+    housekeeping: AtomicUsize,
+    max_housekeeping: AtomicUsize,
+    /// What housekeeping answers: run again after this long.
+    house_again: StdMutex<Option<Duration>>,
 }
 
 impl Controller for Fake {
@@ -86,6 +92,15 @@ impl Controller for Fake {
             return Ok(Cleanup::Pending(Action::Requeue(Duration::from_millis(10))));
         }
         Ok(Cleanup::Done)
+    }
+
+    async fn housekeep(&self) -> Option<Duration> {
+        let n = self.housekeeping.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_housekeeping.fetch_max(n, Ordering::SeqCst);
+        tokio::time::sleep(self.work).await;
+        self.housekeeping.fetch_sub(1, Ordering::SeqCst);
+        self.housekeeps.fetch_add(1, Ordering::SeqCst);
+        *self.house_again.lock().unwrap()
     }
 }
 
@@ -395,6 +410,44 @@ async fn a_world_removed_before_any_controller_took_it_up_is_deleted() {
         .read(|c| store::events(c, "p", "w", 0, 100))
         .unwrap();
     assert_eq!(evs.last().unwrap().kind, "removed");
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn housekeeping_runs_at_startup_on_a_nudge_of_every_world_after_a_cleanup_and_when_asked() {
+    let fake = Arc::new(Fake {
+        work: Duration::from_millis(20),
+        ..Fake::default()
+    });
+    let h = start(fake.clone(), Duration::from_secs(3600));
+    let runs = || fake.housekeeps.load(Ordering::SeqCst);
+    wait_for(|| runs() == 1).await;
+    // A nudge of every world (with no world at all: `binky golden rm` with none left).
+    h.trigger.all();
+    wait_for(|| runs() == 2).await;
+    // Nudges while it runs are merged into one more run, never two at once.
+    for _ in 0..50 {
+        h.trigger.all();
+    }
+    wait_for(|| runs() >= 3).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(runs() <= 4, "50 nudges gave {} runs", runs() - 2);
+    assert_eq!(fake.max_housekeeping.load(Ordering::SeqCst), 1);
+    // A world's cleanup finishing.
+    let before = runs();
+    let w = h.store.put_world(&new_world("p", "/r", "w")).unwrap().world;
+    h.trigger.world(w.id);
+    wait_for(|| fake.applies.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(runs(), before, "an apply ran housekeeping");
+    h.store.mark_deleted(w.id, false).unwrap();
+    h.trigger.world(w.id);
+    wait_for(|| h.store.read(|c| store::world(c, w.id)).unwrap().is_none()).await;
+    wait_for(|| runs() == before + 1).await;
+    // Asked to run again: it does, with no nudge and no resync.
+    *fake.house_again.lock().unwrap() = Some(Duration::from_millis(30));
+    h.trigger.all();
+    wait_for(|| runs() >= before + 5).await;
     let _ = h.stop.send(());
     h.task.await.unwrap();
 }
