@@ -32,6 +32,8 @@ pub enum Takes {
     Port(&'static str),
     /// A niceness from 0 to 19.
     Nice,
+    /// A length of time: a whole number and a unit, `s`, `m`, `h` or `d` (`0`: none).
+    Duration,
 }
 
 /// One machine setting.
@@ -108,6 +110,12 @@ pub const ALL: &[Setting] = &[
         default: "60",
         takes: Takes::Count,
         what: "while tasks wait for a CPU this percent of the time or more (10 s average; without the kernel's pressure figures, a load of 2 per CPU), a service failing its health checks is shown unhealthy and not restarted, so restarts do not add to the load (0: off)",
+    },
+    Setting {
+        key: "golden_keep",
+        default: "7d",
+        takes: Takes::Duration,
+        what: "how long a golden template no world uses any more is kept (e.g. 12h, 7d), so the next world is cloned from it instead of building it again; it goes sooner by `binky golden rm` or when the disk of binky's database servers has less than disk_reserve_gib free (0: when its last world goes)",
     },
     Setting {
         key: "secret_command",
@@ -224,6 +232,13 @@ pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
             Ok(n) if n <= 19 => Ok(n.to_string()),
             _ => Err(bad("a niceness from 0 to 19")),
         },
+        Takes::Duration => match duration(v) {
+            Some(_) if v == "0" => Ok("0".into()),
+            Some(_) => Ok(v.to_owned()),
+            None => Err(bad(
+                "a length of time: a whole number and s, m, h or d (7d, 12h, 90s; 0: none)",
+            )),
+        },
         Takes::Template(p) if v.is_empty() || v.contains(p) => Ok(v.to_owned()),
         Takes::Template(placeholder) => Err(SettingError::Placeholder {
             key: setting.key,
@@ -236,6 +251,25 @@ pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
             value: v.to_owned(),
         }),
     }
+}
+
+/// A length of time as settings write it: `0`, or a whole number and a unit (`90s`, `30m`,
+/// `12h`, `7d`).
+pub fn duration(v: &str) -> Option<std::time::Duration> {
+    let v = v.trim();
+    if v == "0" {
+        return Some(std::time::Duration::ZERO);
+    }
+    let unit = v.chars().last()?;
+    let n: u64 = v[..v.len() - unit.len_utf8()].parse().ok()?;
+    let secs = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(secs).map(std::time::Duration::from_secs)
 }
 
 /// The niceness a world's processes run at (the `nice` setting; its default when the store
@@ -280,6 +314,13 @@ impl Settings {
     pub fn flag(&self, key: &str) -> bool {
         on(self.get(key))
     }
+
+    /// A length of time; one that does not parse has its default.
+    pub fn duration(&self, key: &str) -> std::time::Duration {
+        duration(self.get(key))
+            .or_else(|| duration(default_of(key)))
+            .unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
@@ -304,6 +345,22 @@ mod tests {
             "nice takes a niceness from 0 to 19, not `-5`"
         );
         assert!(validate("approvals", "maybe").is_err());
+        assert_eq!(validate("golden_keep", " 12h").unwrap(), "12h");
+        assert_eq!(validate("golden_keep", "0").unwrap(), "0");
+        assert_eq!(duration("90s"), Some(std::time::Duration::from_secs(90)));
+        assert_eq!(
+            duration("7d"),
+            Some(std::time::Duration::from_secs(7 * 86_400))
+        );
+        for bad in ["7", "d", "-1h", "1.5h", "1w", "h1"] {
+            assert!(
+                validate("golden_keep", bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("golden_keep takes a length of time"),
+                "{bad}"
+            );
+        }
         assert!(validate("secret_command", "op read x")
             .unwrap_err()
             .to_string()

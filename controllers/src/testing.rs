@@ -258,6 +258,8 @@ pub struct SupState {
     /// `run` calls (setup, hooks) and the exit code they get.
     pub runs: Vec<SpawnSpec>,
     pub run_code: i32,
+    /// Command text → how many of its next runs exit 3 (then it runs as `run_code` says).
+    pub fail_next: BTreeMap<String, u32>,
     /// Tasks (setup) keep running until a test ends them.
     pub hold_tasks: bool,
     /// What enforces limits (placements say it), and why not when nothing does.
@@ -416,8 +418,15 @@ impl Supervisor for FakeSupervisor {
     async fn run(&self, spec: &SpawnSpec, _timeout: Duration) -> Result<Exit, SpawnError> {
         let mut s = self.inner.lock().unwrap();
         s.runs.push(spec.clone());
+        let code = match s.fail_next.get_mut(&spec.cmd).filter(|n| **n > 0) {
+            Some(n) => {
+                *n -= 1;
+                3
+            }
+            None => s.run_code,
+        };
         Ok(Exit {
-            code: Some(s.run_code),
+            code: Some(code),
             signal: None,
         })
     }
@@ -497,6 +506,43 @@ impl crate::gate::Machine for FakeMachine {
     }
 }
 
+/// A disk whose free space a test sets, read by what measures it (each path asked for is
+/// recorded); after `reading_fills`, it is `after` from then on (a drop freed enough).
+#[derive(Default)]
+pub struct FakeDisk {
+    pub inner: Mutex<DiskState>,
+}
+
+#[derive(Default)]
+pub struct DiskState {
+    /// GiB free now.
+    pub free: f64,
+    /// This many more readings, then `free` becomes `after`.
+    pub readings_left: Option<u32>,
+    pub after: f64,
+    /// Every path measured.
+    pub asked: Vec<std::path::PathBuf>,
+}
+
+impl crate::gate::Machine for FakeDisk {
+    fn mem_available_percent(&self) -> Option<f64> {
+        Some(80.0)
+    }
+    fn disk_free_gib(&self, path: &std::path::Path) -> Option<f64> {
+        let mut d = self.inner.lock().unwrap();
+        d.asked.push(path.to_path_buf());
+        let free = d.free;
+        if let Some(n) = d.readings_left.as_mut() {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                d.free = d.after;
+                d.readings_left = None;
+            }
+        }
+        Some(free)
+    }
+}
+
 /// Slices on a fake shared server: records every call, fails where a test says so.
 /// Clones share one state, so a test keeps a handle on what its controllers do.
 #[derive(Clone, Default)]
@@ -521,6 +567,9 @@ pub struct SliceState {
     pub clone_transient: u32,
     /// Every clone fails for good with this.
     pub clone_permanent: Option<String>,
+    /// Only clones into slices whose names start with this fail (`bk_acme_`: a world's,
+    /// not a template's own stage copied into it); none: every clone may.
+    pub clone_fails_into: Option<String>,
     /// Slice name → transient teardown failures left.
     pub teardown_transient: BTreeMap<String, u32>,
     /// Every teardown fails for good with this.
@@ -622,10 +671,14 @@ impl SliceEffects for FakeSlices {
         to: &SliceSpec,
     ) -> Result<SliceAddress, SliceFault> {
         let mut s = self.record(format!("clone {} -> {}", from.slice, to.slice));
-        if let Some(why) = &s.clone_permanent {
+        let may_fail = s
+            .clone_fails_into
+            .as_ref()
+            .is_none_or(|p| to.slice.starts_with(p.as_str()));
+        if let Some(why) = s.clone_permanent.as_ref().filter(|_| may_fail) {
             return Err(SliceFault::Permanent(why.clone().into()));
         }
-        if s.clone_transient > 0 {
+        if s.clone_transient > 0 && may_fail {
             s.clone_transient -= 1;
             return Err(SliceFault::Transient("template is busy".into()));
         }

@@ -189,7 +189,7 @@ fn known_names(ctx: &Ctx) -> Result<BTreeSet<String>, Failure> {
         }
     }
     for g in ctx.store.read(store::goldens)? {
-        known.insert(g.name);
+        known.extend(g.slices());
     }
     Ok(known)
 }

@@ -12,17 +12,38 @@ pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, F
     let goldens = ctx.store.read(store::goldens)?;
     match action {
         "ls" => {
+            let settings = binky_controllers::settings::Settings::read(&ctx.store)?;
+            let keep = settings.duration("golden_keep");
+            let listed = crate::view::goldens_with_users(&ctx.store)?;
+            // When an unused template goes by age (a template in use: never, for now).
+            let kept_until = |g: &store::GoldenRow, users: &[String]| {
+                (users.is_empty()
+                    && matches!(
+                        g.state,
+                        store::GoldenState::Ready | store::GoldenState::Failed
+                    ))
+                .then(|| g.used_at + keep.as_millis() as i64)
+            };
             if json {
+                let rows: Vec<serde_json::Value> = listed
+                    .iter()
+                    .map(|(g, users)| {
+                        let mut v = serde_json::to_value(g).unwrap_or_default();
+                        v["used_by"] = serde_json::json!(users);
+                        v["kept_until"] = serde_json::json!(kept_until(g, users));
+                        v
+                    })
+                    .collect();
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&goldens).unwrap_or_default()
+                    serde_json::to_string_pretty(&rows).unwrap_or_default()
                 );
                 return Ok(exit::OK);
             }
             if goldens.is_empty() {
                 println!("no golden templates (a service with `clone_from` makes one at its first `binky up`)");
             }
-            for (g, users) in crate::view::goldens_with_users(&ctx.store)? {
+            for (g, users) in &listed {
                 println!(
                     "{}  {:<9} {:<9} {}  built {}{}  used by {}",
                     g.key,
@@ -39,7 +60,21 @@ pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, F
                         users.join(", ")
                     }
                 );
+                if !g.how.is_empty() {
+                    println!("    {}", g.how);
+                }
+                if let Some(until) = kept_until(g, users) {
+                    println!(
+                        "    kept until {} (golden_keep = {}; `binky golden rm {}` drops it now)",
+                        clock(until),
+                        settings.get("golden_keep"),
+                        &g.key[..g.key.len().min(12)]
+                    );
+                }
                 if g.state == store::GoldenState::Failed {
+                    if g.migrated {
+                        println!("    its migrated stage is kept: the next `binky up` runs the seed alone");
+                    }
                     for line in g.output.lines() {
                         println!("    {line}");
                     }

@@ -268,11 +268,10 @@ pub async fn run(
         std::process::id(),
         crate::supervisor::procfs::stat(std::process::id()).map_or(0, |s| s.start_time)
     );
-    runtime.add(Arc::new(GoldenController::new(
-        store.clone(),
-        slice_work,
-        builder,
-    )));
+    runtime.add(Arc::new(
+        GoldenController::new(store.clone(), slice_work, builder)
+            .with_machine(Arc::new(crate::machine::RealMachine)),
+    ));
 
     let stop = Arc::new(Notify::new());
     let rt_stop = stop.clone();

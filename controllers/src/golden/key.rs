@@ -1,7 +1,8 @@
 //! The key of a golden template: what it hashes (the adapter, the server, `clone_from`, the
-//! commands and the files they depend on), so that a changed migration rebuilds it.
+//! commands and the files they depend on), so that a changed migration rebuilds it; and what
+//! a new template may grow from (its lineage and migration inputs, [`golden_inputs`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -125,6 +126,15 @@ fn alembic_scripts(workdir: &Path, ini: &str) -> String {
     join("alembic")
 }
 
+/// Directories of seed data that only a seed command reads: Knex's `seeds/`, Sequelize's
+/// `seeders/` (Django's `fixtures/` is not one: a data migration may load them).
+const SEED_DIRS: &[&str] = &["seeds", "seeders"];
+
+/// Files of seed data only a seed command reads: Rails' and Ecto's.
+fn is_seed_file(name: &str) -> bool {
+    matches!(name, "seeds.rb" | "seeds.exs")
+}
+
 /// What a template's key covers besides the text of `migrate` and `seed`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyCoverage {
@@ -134,6 +144,30 @@ pub struct KeyCoverage {
     /// what was found, said plainly. Empty: the key covers only the commands' text and
     /// the files they name.
     pub found: Vec<String>,
+    /// Of `files`, those only `seed` reads: named by `seed` and not by `migrate`, or seed
+    /// data of the frameworks (`seeds/`, `seeders/`, `seeds.rb`, `seeds.exs`). The others
+    /// are `migrate`'s inputs, which say whether a template may grow from an earlier one.
+    pub seed_only: Vec<String>,
+}
+
+/// Files (or `dir/**`) that the words of `cmd` name under `workdir`.
+fn named_by(workdir: &Path, cmd: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in cmd
+        .split(|c: char| c.is_whitespace() || matches!(c, '=' | '"' | '\'' | '<' | '>' | ';' | '|'))
+    {
+        let w = word.trim_start_matches("./").trim_end_matches('/');
+        if w.is_empty() || w.starts_with('-') || w.starts_with('$') {
+            continue;
+        }
+        let p = workdir.join(w);
+        if p.is_file() {
+            out.push(w.to_owned());
+        } else if p.is_dir() {
+            out.push(format!("{w}/**"));
+        }
+    }
+    out
 }
 
 /// The files a template's key covers: the migration and seed files of the common
@@ -147,25 +181,18 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
     if !patterns.is_empty() {
         found.push(format!("clone_key_files ({})", patterns.join(", ")));
     }
-    for cmd in [res.migrate.as_deref(), res.seed.as_deref()]
-        .into_iter()
-        .flatten()
-    {
-        for word in cmd.split(|c: char| {
-            c.is_whitespace() || matches!(c, '=' | '"' | '\'' | '<' | '>' | ';' | '|')
-        }) {
-            let w = word.trim_start_matches("./").trim_end_matches('/');
-            if w.is_empty() || w.starts_with('-') || w.starts_with('$') {
-                continue;
-            }
-            let p = workdir.join(w);
-            if p.is_file() {
-                patterns.push(w.to_owned());
-            } else if p.is_dir() {
-                patterns.push(format!("{w}/**"));
-            }
-        }
-    }
+    let by_migrate = res
+        .migrate
+        .as_deref()
+        .map(|m| named_by(workdir, m))
+        .unwrap_or_default();
+    let by_seed = res
+        .seed
+        .as_deref()
+        .map(|m| named_by(workdir, m))
+        .unwrap_or_default();
+    patterns.extend(by_migrate.iter().cloned());
+    patterns.extend(by_seed.iter().cloned());
     // Alembic keeps its scripts where `script_location` says (often not `migrations/`).
     let mut dirs: Vec<String> = Vec::new();
     for ini in all
@@ -213,12 +240,28 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
     if !schema.is_empty() {
         found.push(format!("schema and seed files {}", some(schema)));
     }
-    let files = all
+    let files: Vec<String> = all
         .iter()
         .filter(|f| framework.contains(f) || patterns.iter().any(|p| glob_match(p, f)))
         .cloned()
         .collect();
-    KeyCoverage { files, found }
+    let seed_only = files
+        .iter()
+        .filter(|f| {
+            let migrate_reads = by_migrate.iter().any(|p| glob_match(p, f));
+            let seed_named = by_seed.iter().any(|p| glob_match(p, f));
+            let mut parts: Vec<&str> = f.split('/').collect();
+            let name = parts.pop().unwrap_or("");
+            let seed_data = is_seed_file(name) || parts.iter().any(|p| SEED_DIRS.contains(p));
+            !migrate_reads && (seed_named || seed_data)
+        })
+        .cloned()
+        .collect();
+    KeyCoverage {
+        files,
+        found,
+        seed_only,
+    }
 }
 
 /// The files a template's key covers (see [`key_coverage`]).
@@ -226,8 +269,33 @@ pub fn key_files(workdir: &Path, res: &Resource) -> Vec<String> {
     key_coverage(workdir, res).files
 }
 
-/// The template key of a service.
-pub fn golden_key(res: &Resource, server: &str, workdir: &Path) -> String {
+/// What a service's golden template is built from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoldenInputs {
+    /// The template's key ([`golden_key`]).
+    pub key: String,
+    /// The service the template belongs to: a hash of the project, the service, the
+    /// adapter, the server, `clone_from`, `migrate` and the workdir. Templates of one
+    /// lineage differ only in their files (and `seed`): a later one may grow from an
+    /// earlier one.
+    pub lineage: String,
+    /// `migrate`'s inputs: every key file but those only `seed` reads, path → hash.
+    pub migrations: BTreeMap<String, String>,
+}
+
+fn short_hex(digest: &[u8], n: usize) -> String {
+    digest.iter().take(n).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The key, lineage and migration inputs of `project`'s `service`.
+pub fn golden_inputs(
+    project: &str,
+    service: &str,
+    res: &Resource,
+    server: &str,
+    workdir: &Path,
+) -> GoldenInputs {
+    let cov = key_coverage(workdir, res);
     let mut h = Sha256::new();
     for part in [
         res.adapter.as_str(),
@@ -239,17 +307,49 @@ pub fn golden_key(res: &Resource, server: &str, workdir: &Path) -> String {
         h.update(part.as_bytes());
         h.update([0]);
     }
-    for f in key_files(workdir, res) {
+    let mut migrations = BTreeMap::new();
+    for f in &cov.files {
+        let bytes = std::fs::read(workdir.join(f)).unwrap_or_default();
         h.update(f.as_bytes());
         h.update([0]);
-        h.update(std::fs::read(workdir.join(&f)).unwrap_or_default());
+        h.update(&bytes);
         h.update([0]);
+        if !cov.seed_only.contains(f) {
+            migrations.insert(f.clone(), short_hex(&Sha256::digest(&bytes), 16));
+        }
     }
-    h.finalize()
-        .iter()
-        .take(10)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let key = short_hex(&h.finalize(), 10);
+    let mut l = Sha256::new();
+    for part in [
+        project,
+        service,
+        res.adapter.as_str(),
+        server,
+        res.clone_from.as_deref().unwrap_or(""),
+        res.migrate.as_deref().unwrap_or(""),
+        res.workdir.as_str(),
+    ] {
+        l.update(part.as_bytes());
+        l.update([0]);
+    }
+    GoldenInputs {
+        key,
+        lineage: short_hex(&l.finalize(), 10),
+        migrations,
+    }
+}
+
+/// The template key of a service.
+pub fn golden_key(res: &Resource, server: &str, workdir: &Path) -> String {
+    golden_inputs("", "", res, server, workdir).key
+}
+
+/// Whether a template built from `base`'s migration inputs may grow into one of `inputs`'s:
+/// every input of the base is there unchanged (only new files were added, or only seed
+/// data changed). A migration tool applies new migrations on top; it never runs an edited
+/// one again, so an edited or removed input means building from an empty database.
+pub fn grows_from(base: &BTreeMap<String, String>, inputs: &BTreeMap<String, String>) -> bool {
+    base.iter().all(|(f, h)| inputs.get(f) == Some(h))
 }
 
 /// The template's slice name: `bk_golden_<clone_from>_<key>`.
@@ -384,5 +484,58 @@ mod tests {
         std::fs::write(dir.path().join("package.json"), "{}").unwrap();
         let cov = key_coverage(dir.path(), &resource("npm run db:migrate"));
         assert!(cov.found.is_empty() && cov.files.is_empty(), "{cov:?}");
+    }
+
+    #[test]
+    fn a_template_grows_only_when_the_migrations_before_are_unchanged_and_seed_data_does_not_count()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |f: &str, text: &str| {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("migrations/001.sql", "one");
+        write("seed.sh", "seed");
+        write("db/seeds.rb", "rails seeds");
+        let mut res = resource("sh migrate.sh");
+        res.seed = Some("sh seed.sh".into());
+        let cov = key_coverage(dir.path(), &res);
+        assert_eq!(cov.seed_only, vec!["db/seeds.rb", "seed.sh"]);
+        let first = golden_inputs("p", "db", &res, "s", dir.path());
+        assert_eq!(
+            first.migrations.keys().collect::<Vec<_>>(),
+            ["migrations/001.sql"]
+        );
+        // The key is the one every binky computed before (no project or service in it).
+        assert_eq!(first.key, golden_key(&res, "s", dir.path()));
+        // A new migration: a new key, the same lineage, and it grows from the first.
+        write("migrations/002.sql", "two");
+        let second = golden_inputs("p", "db", &res, "s", dir.path());
+        assert_ne!(first.key, second.key);
+        assert_eq!(first.lineage, second.lineage);
+        assert!(grows_from(&first.migrations, &second.migrations));
+        assert!(!grows_from(&second.migrations, &first.migrations));
+        // Changed seed data: a new key, the migration inputs unchanged.
+        write("seed.sh", "seed, fixed");
+        let third = golden_inputs("p", "db", &res, "s", dir.path());
+        assert_ne!(second.key, third.key);
+        assert_eq!(second.migrations, third.migrations);
+        // An edited migration: no growing from a template that ran it before.
+        write("migrations/001.sql", "one, edited");
+        let fourth = golden_inputs("p", "db", &res, "s", dir.path());
+        assert!(!grows_from(&third.migrations, &fourth.migrations));
+        // Another service, project or migrate command is another lineage.
+        for other in [
+            golden_inputs("q", "db", &res, "s", dir.path()),
+            golden_inputs("p", "db2", &res, "s", dir.path()),
+            golden_inputs("p", "db", &res, "elsewhere", dir.path()),
+            golden_inputs("p", "db", &resource("sh other.sh"), "s", dir.path()),
+        ] {
+            assert_ne!(other.lineage, first.lineage);
+        }
+        // A file both commands name is migrate's input.
+        res.migrate = Some("sh migrate.sh seed.sh".into());
+        assert!(key_coverage(dir.path(), &res).seed_only == vec!["db/seeds.rb"]);
     }
 }

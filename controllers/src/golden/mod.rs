@@ -7,26 +7,41 @@
 //!   frameworks found in the workdir (Alembic's `script_location`, `migrations/`,
 //!   `db/migrate/`, `prisma/migrations/`, `seeds/`, `*.sql`, … see [`key_coverage`]), the
 //!   files the commands name and `clone_key_files`: a changed migration, committed or not,
-//!   rebuilds the template by itself.
+//!   builds a new template by itself.
+//! - A template is built in stages and grows (`build.rs` has the rule): its migrated,
+//!   unseeded stage is kept, so a failed `seed` is retried alone and `seed` never runs on a
+//!   seeded database; a new template starts from a copy of the migrated stage of the newest
+//!   earlier template of its service whose migrations are all still there unchanged, and
+//!   `migrate` applies only what is new, falling back to an empty database when that fails.
+//!   `binky golden ls` says which way each was built.
 //! - Two worlds that need the same template while it builds wait for one build, never two
 //!   (the row is claimed in one transaction against its primary key).
 //! - A template is `ready` only after its build finished and it was sealed (closed to
 //!   connections); no world is ever cloned from a half-built or failed one.
-//! - A build left by a daemon that died is dropped and started again by the next daemon.
-//! - A template no world needs any more is dropped.
+//! - A build left by a daemon that died is started again by the next daemon, keeping a
+//!   migrated stage it finished.
+//! - A template outlives its last world for `golden_keep` (`keep.rs` has the rule), and goes
+//!   sooner by `binky golden rm` or when the disk of its managed server is short; one a
+//!   world uses or a build copies is never dropped under it.
 //! - A failed build keeps the command's output tail; a changed command (a new key) or the
 //!   next `binky up` builds again.
 
+mod build;
+mod keep;
 mod key;
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rusqlite::params;
 
-pub use self::key::{golden_key, golden_name, key_coverage, key_files, KeyCoverage};
+pub use self::key::{
+    golden_inputs, golden_key, golden_name, grows_from, key_coverage, key_files, GoldenInputs,
+    KeyCoverage,
+};
 use crate::env::Layout;
+use crate::gate::Machine;
 use crate::process::Supervisor;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
@@ -77,6 +92,11 @@ pub struct GoldenController<E, S> {
     slices: Arc<SliceWork<E, S>>,
     /// This daemon (`pid:start_time`): a `building` row of another builder is stale.
     builder: String,
+    /// What measures the disk of managed servers (unused templates go when it is short);
+    /// none: the disk is never looked at.
+    machine: Option<Arc<dyn Machine>>,
+    /// One sweep at a time (a world's reconcile and the housekeeping both sweep).
+    sweeping: tokio::sync::Mutex<()>,
 }
 
 impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
@@ -87,7 +107,16 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             store,
             slices,
             builder,
+            machine: None,
+            sweeping: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Measure the disk with `machine`: unused templates on a managed server whose disk has
+    /// less than `disk_reserve_gib` free go before their `golden_keep`.
+    pub fn with_machine(mut self, machine: Arc<dyn Machine>) -> Self {
+        self.machine = Some(machine);
+        self
     }
 
     fn event(&self, world: &World, kind: &str, msg: &str) {
@@ -131,7 +160,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         g: &GoldenRow,
         service: &str,
         fault: SliceFault,
-    ) -> Result<Option<Condition>, GoldenError> {
+    ) -> Result<Condition, GoldenError> {
         match fault {
             SliceFault::Transient(detail) => Err(GoldenError::Waiting {
                 service: service.to_owned(),
@@ -139,124 +168,43 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             }),
             SliceFault::Permanent(detail) => {
                 self.set_state(&g.key, GoldenState::Failed, &detail.to_string(), None)?;
-                Ok(Some(Condition::failed(
+                Ok(Condition::failed(
                     CONDITION,
                     "GoldenFailed",
                     format!("{service}: golden template: {detail}"),
-                )))
+                ))
             }
         }
     }
 
-    /// Build the template of `key` in `world`'s worktree.
-    #[allow(clippy::too_many_arguments)]
-    async fn build(
-        &self,
-        world: &World,
-        layout: &Layout,
-        service: &str,
-        res: &Resource,
-        g: &GoldenRow,
-    ) -> Result<Option<Condition>, GoldenError> {
-        let started = std::time::Instant::now();
-        let spec = self.template_spec(world, service, res, g);
-        // A half-built template (an earlier attempt) is dropped first: never reused.
-        let _ = self.slices.effects().teardown(&spec).await;
-        let address = match self.slices.effects().provision(&spec).await {
-            Ok(a) => a,
-            Err(fault) => return self.build_fault(g, service, fault),
-        };
+    /// Forget `world`'s references of `services` (all of them: `None`); the templates they
+    /// named were last used now.
+    fn forget_refs(&self, world: &World, services: Option<&[String]>) -> Result<(), StoreError> {
         self.store.write(owner::Golden, |tx| {
-            tx.execute(
-                "UPDATE goldens SET admin_url = ?2 WHERE key = ?1",
-                params![g.key, address.admin_url],
-            )?;
-            Ok(())
-        })?;
-        for (which, cmd) in [
-            ("migrate", res.migrate.as_deref()),
-            ("seed", res.seed.as_deref()),
-        ] {
-            let Some(cmd) = cmd else { continue };
-            if let Err(msg) = self
-                .slices
-                .run_command(world, layout, service, res, which, cmd, &address)
-                .await
-            {
-                self.set_state(&g.key, GoldenState::Failed, &msg, None)?;
-                self.event(
-                    world,
-                    "golden_failed",
-                    &format!("{service}: golden template {}: {msg}", g.name),
-                );
-                return Ok(Some(Condition::failed(
-                    CONDITION,
-                    "GoldenFailed",
-                    format!("{service}: golden template {}: {msg}", g.name),
-                )));
+            let now = now_ms();
+            let refs = store::golden_refs_of(tx, world.id)?;
+            for (service, key) in refs {
+                if services.is_some_and(|s| !s.contains(&service)) {
+                    continue;
+                }
+                tx.execute(
+                    "DELETE FROM golden_refs WHERE world_id = ?1 AND service = ?2",
+                    params![world.id, service],
+                )?;
+                tx.execute(
+                    "UPDATE goldens SET used_at = ?2 WHERE key = ?1",
+                    params![key, now],
+                )?;
             }
-        }
-        if let Err(fault) = self.slices.effects().seal(&spec).await {
-            return self.build_fault(g, service, fault);
-        }
-        let ms = started.elapsed().as_millis() as i64;
-        self.set_state(&g.key, GoldenState::Ready, "", Some(ms))?;
-        self.event(
-            world,
-            "golden",
-            &format!(
-                "{service}: built golden template {} in {:.1}s",
-                g.name,
-                ms as f64 / 1000.0
-            ),
-        );
-        Ok(None)
+            Ok(())
+        })
     }
 
-    /// Drop templates no world needs (and those asked to go), unless they are building.
-    async fn drop_unneeded(&self) -> Result<(), StoreError> {
-        let refs: BTreeSet<String> = self
-            .store
-            .read(store::golden_refs)?
-            .into_iter()
-            .map(|r| r.2)
-            .collect();
-        let drops: BTreeSet<String> = self.store.read(|c| {
-            let mut stmt = c.prepare("SELECT key FROM golden_drops")?;
-            let keys = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<BTreeSet<String>, _>>()?;
-            Ok(keys)
-        })?;
-        for g in self.store.read(store::goldens)? {
-            let stale = !refs.contains(&g.key);
-            if !(stale || drops.contains(&g.key))
-                || (g.state == GoldenState::Building && g.builder == self.builder)
-            {
-                continue;
-            }
-            let spec = SliceSpec {
-                adapter: g.adapter.clone(),
-                slice: g.name.clone(),
-                secret: g.secret.clone(),
-                admin_url: g.admin_url.clone(),
-                options: Default::default(),
-                buckets: Vec::new(),
-                search_path: None,
-            };
-            match self.slices.effects().teardown(&spec).await {
-                Ok(()) => {
-                    self.store.write(owner::Golden, |tx| {
-                        tx.execute("DELETE FROM goldens WHERE key = ?1", [&g.key])?;
-                        tx.execute("DELETE FROM golden_drops WHERE key = ?1", [&g.key])?;
-                        Ok(())
-                    })?;
-                    tracing::info!(key = %g.key, name = %g.name, "dropped golden template");
-                }
-                Err(err) => tracing::warn!(key = %g.key, %err, "cannot drop golden template yet"),
-            }
+    /// Sweep, saying (not failing) what went wrong: a world's reconcile does not fail for it.
+    async fn sweep_now(&self) {
+        if let Err(err) = self.sweep().await {
+            tracing::warn!(%err, "cannot look at the golden templates to drop");
         }
-        Ok(())
     }
 }
 
@@ -288,11 +236,8 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             .collect();
         let mut keep: Vec<String> = Vec::new();
         if wanted.is_empty() {
-            self.store.write(owner::Golden, |tx| {
-                tx.execute("DELETE FROM golden_refs WHERE world_id = ?1", [world.id])?;
-                Ok(())
-            })?;
-            self.drop_unneeded().await?;
+            self.forget_refs(world, None)?;
+            self.sweep_now().await;
             return Ok(Applied::await_change(vec![Condition::ok(
                 CONDITION,
                 "NoTemplates",
@@ -360,13 +305,23 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 .as_deref()
                 .map(crate::url::redact_server)
                 .unwrap_or_else(|| format!("managed:{}", res.adapter));
-            let key = golden_key(res, &server, &workdir);
+            let inputs = golden_inputs(&world.project, service, res, &server, &workdir);
+            let key = inputs.key.clone();
             keep.push(service.clone());
             self.store.write(owner::Golden, |tx| {
+                // A reference it had to another template: that one was last used now.
+                tx.execute(
+                    "UPDATE goldens SET used_at = ?3 WHERE key = (SELECT key FROM golden_refs WHERE world_id = ?1 AND service = ?2)",
+                    params![world.id, service, now_ms()],
+                )?;
                 tx.execute(
                     "INSERT INTO golden_refs (world_id, service, key) SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
                      ON CONFLICT (world_id, service) DO UPDATE SET key = excluded.key",
                     params![world.id, service, key],
+                )?;
+                tx.execute(
+                    "UPDATE goldens SET used_at = ?2 WHERE key = ?1",
+                    params![key, now_ms()],
                 )?;
                 Ok(())
             })?;
@@ -380,11 +335,12 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             }
             // Claim the build, or find who has it.
             let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &key);
+            let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
             let claimed = self.store.write(owner::Golden, |tx| {
                 let n = tx.execute(
-                    "INSERT OR IGNORE INTO goldens (key, adapter, clone_from, name, secret, state, builder, owner_world, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'building', ?6, ?7, ?8, ?8)",
-                    params![key, res.adapter, res.clone_from, name, random_secret(), self.builder, world.id, now_ms()],
+                    "INSERT OR IGNORE INTO goldens (key, adapter, clone_from, name, secret, state, builder, owner_world, created_at, updated_at, lineage, inputs, used_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'building', ?6, ?7, ?8, ?8, ?9, ?10, ?8)",
+                    params![key, res.adapter, res.clone_from, name, random_secret(), self.builder, world.id, now_ms(), inputs.lineage, input_files],
                 )?;
                 Ok(n == 1)
             })?;
@@ -405,8 +361,8 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                         && g.owner_world == Some(world.id);
                     self.store.write(owner::Golden, |tx| {
                         tx.execute(
-                            "UPDATE goldens SET state = 'building', builder = ?2, owner_world = ?3, output = '', updated_at = ?4 WHERE key = ?1",
-                            params![key, self.builder, world.id, now_ms()],
+                            "UPDATE goldens SET state = 'building', builder = ?2, owner_world = ?3, output = '', updated_at = ?4, lineage = ?5, inputs = ?6 WHERE key = ?1",
+                            params![key, self.builder, world.id, now_ms(), inputs.lineage, input_files],
                         )?;
                         Ok(())
                     })?;
@@ -421,7 +377,10 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                     self.event(world, "golden", &format!("{service}: building golden template {name} (migrate and seed once; other worlds are cloned from it)"));
                 }
                 let g = self.golden(&key)?.unwrap_or(g);
-                if let Some(cond) = self.build(world, &layout, service, res, &g).await? {
+                if let Some(cond) = self
+                    .build(world, &layout, service, res, &g, &inputs)
+                    .await?
+                {
                     return Ok(Applied::await_change(vec![cond]));
                 }
                 continue;
@@ -441,23 +400,24 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                         g.name
                     ))
                 }
+                GoldenState::Dropping => {
+                    waiting = Some(format!(
+                        "{service}: golden template {} is being dropped; it is built again once it is gone",
+                        g.name
+                    ))
+                }
             }
         }
         // This world's services that no longer clone: their references go. (A reference
         // this pass made is in `keep`, so the ones read before the loop are all there is.)
-        for svc in refs_now.into_keys().filter(|s| !keep.contains(s)) {
-            self.store.write(owner::Golden, |tx| {
-                tx.execute(
-                    "DELETE FROM golden_refs WHERE world_id = ?1 AND service = ?2",
-                    params![world.id, svc],
-                )?;
-                Ok(())
-            })?;
+        let gone: Vec<String> = refs_now.into_keys().filter(|s| !keep.contains(s)).collect();
+        if !gone.is_empty() {
+            self.forget_refs(world, Some(&gone))?;
         }
-        self.drop_unneeded().await?;
+        self.sweep_now().await;
         if let Some(w) = waiting {
             return Ok(Applied {
-                action: Action::Requeue(std::time::Duration::from_millis(300)),
+                action: Action::Requeue(Duration::from_millis(300)),
                 conditions: vec![Condition::waiting(CONDITION, "Building", w)],
             });
         }
@@ -472,11 +432,18 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, GoldenError> {
-        self.store.write(owner::Golden, |tx| {
-            tx.execute("DELETE FROM golden_refs WHERE world_id = ?1", [world.id])?;
-            Ok(())
-        })?;
-        self.drop_unneeded().await?;
+        self.forget_refs(world, None)?;
+        self.sweep_now().await;
         Ok(Cleanup::Done)
+    }
+
+    async fn housekeep(&self) -> Option<Duration> {
+        match self.sweep().await {
+            Ok(next) => next,
+            Err(err) => {
+                tracing::warn!(%err, "cannot look at the golden templates to drop");
+                None
+            }
+        }
     }
 }

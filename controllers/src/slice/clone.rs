@@ -80,6 +80,12 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                     g.name
                 )))
             }
+            GoldenState::Dropping => {
+                return Ok(CloneOutcome::Wait(format!(
+                    "golden template {} is being dropped; it is built again once it is gone",
+                    g.name
+                )))
+            }
         }
         let template = SliceSpec {
             slice: g.name.clone(),

@@ -290,6 +290,21 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE processes ADD COLUMN problem TEXT;
     ALTER TABLE processes ADD COLUMN stepped_generation INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 13: golden templates built in stages and grown from the one before (`golden`): the
+    // service they belong to (`lineage`), the migration inputs they were built from (path →
+    // hash, JSON), whether their migrated (unseeded) stage is complete, the template they
+    // grew from and how they were built, and when a world last used them (kept after the
+    // last world for `golden_keep`).
+    r#"
+    ALTER TABLE goldens ADD COLUMN lineage TEXT NOT NULL DEFAULT '';
+    ALTER TABLE goldens ADD COLUMN inputs TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE goldens ADD COLUMN migrated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE goldens ADD COLUMN staged INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE goldens ADD COLUMN base TEXT;
+    ALTER TABLE goldens ADD COLUMN how TEXT NOT NULL DEFAULT '';
+    ALTER TABLE goldens ADD COLUMN used_at INTEGER NOT NULL DEFAULT 0;
+    UPDATE goldens SET used_at = updated_at;
+    "#,
 ];
 
 /// The newest schema version this build knows.

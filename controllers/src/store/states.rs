@@ -149,6 +149,9 @@ state_enum! {
         Ready = "ready",
         /// Its build failed; the next `binky up` builds again.
         Failed = "failed",
+        /// Being dropped (asked, unused for `golden_keep`, or the disk is short); a world
+        /// that needs it waits and builds it again.
+        Dropping = "dropping",
     }
 }
 

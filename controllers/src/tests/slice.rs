@@ -31,6 +31,11 @@ pub(super) struct H {
 }
 
 pub(super) fn h() -> H {
+    h_measuring(None)
+}
+
+/// The harness, its golden controller measuring the disk with `machine`.
+pub(super) fn h_measuring(machine: Option<Arc<dyn crate::gate::Machine>>) -> H {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("repo")).unwrap();
     let store = Store::open(&dir.path().join("s.db")).unwrap();
@@ -49,7 +54,12 @@ pub(super) fn h() -> H {
         gate: crate::gate::AdmissionController::new(store.clone(), FakeMachine::default()),
         wt: WorktreeController::new(store.clone(), FakeGit::default()),
         port: PortController::new(store.clone(), FakePorts::default()),
-        golden: GoldenController::new(store.clone(), work.clone(), "1:1".into()),
+        golden: match machine {
+            Some(m) => {
+                GoldenController::new(store.clone(), work.clone(), "1:1".into()).with_machine(m)
+            }
+            None => GoldenController::new(store.clone(), work.clone(), "1:1".into()),
+        },
         slice: SliceController::new(store.clone(), work),
         proc_: ProcessController::new(store.clone(), sup.clone(), cfg),
         fake,

@@ -355,6 +355,27 @@ pub struct GoldenRow {
     /// When its state last changed (ms).
     #[serde(skip)]
     pub updated_at: i64,
+    /// The service it belongs to (a hash of project, service, adapter, server, `clone_from`,
+    /// `migrate` and workdir): a template grows from an earlier one of its lineage.
+    #[serde(skip)]
+    pub lineage: String,
+    /// The migration inputs it was built from: path → hash of the contents.
+    #[serde(skip)]
+    pub inputs: BTreeMap<String, String>,
+    /// Its migrated, unseeded stage is complete and sealed: a later template may grow from
+    /// it, and a retry after a failed `seed` runs only the seed.
+    pub migrated: bool,
+    /// Its migrated stage is a database of its own ([`GoldenRow::stage_name`]), because the
+    /// template is seeded; otherwise the template is its own migrated stage.
+    #[serde(skip)]
+    pub staged: bool,
+    /// The key of the template it grew from (`None`: an empty database).
+    pub base: Option<String>,
+    /// How it was built, in words (`binky golden ls`).
+    pub how: String,
+    /// When a world last used it (ms): it is kept for `golden_keep` after that once no world
+    /// uses it.
+    pub used_at: i64,
 }
 
 impl GoldenRow {
@@ -365,10 +386,35 @@ impl GoldenRow {
     pub fn retried_for(&self, last_used_at: i64) -> bool {
         self.state == GoldenState::Failed && last_used_at > self.updated_at
     }
+
+    /// The name of its migrated, unseeded stage: a database of its own when the template is
+    /// seeded, else the template itself.
+    pub fn stage_name(&self) -> String {
+        if self.staged {
+            stage_name(&self.name)
+        } else {
+            self.name.clone()
+        }
+    }
+
+    /// Every database (slice) of it on its server: the template, and its stage if separate.
+    pub fn slices(&self) -> Vec<String> {
+        let mut out = vec![self.name.clone()];
+        if self.staged {
+            out.push(stage_name(&self.name));
+        }
+        out
+    }
+}
+
+/// The migrated, unseeded stage of the seeded template `name`.
+pub fn stage_name(name: &str) -> String {
+    format!("{name}_migrated")
 }
 
 const GOLDEN_COLUMNS: &str = "key, adapter, clone_from, name, secret, admin_url, state, builder,
-    owner_world, output, build_ms, created_at, updated_at";
+    owner_world, output, build_ms, created_at, updated_at, lineage, inputs, migrated, staged,
+    base, how, used_at";
 
 fn golden_from_row(r: &Row<'_>) -> rusqlite::Result<GoldenRow> {
     Ok(GoldenRow {
@@ -385,6 +431,13 @@ fn golden_from_row(r: &Row<'_>) -> rusqlite::Result<GoldenRow> {
         build_ms: r.get(10)?,
         created_at: r.get(11)?,
         updated_at: r.get(12)?,
+        lineage: r.get(13)?,
+        inputs: serde_json::from_str(&r.get::<_, String>(14)?).unwrap_or_default(),
+        migrated: r.get(15)?,
+        staged: r.get(16)?,
+        base: r.get(17)?,
+        how: r.get(18)?,
+        used_at: r.get(19)?,
     })
 }
 

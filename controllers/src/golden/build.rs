@@ -1,0 +1,389 @@
+//! Building a template in stages: its migrated (unseeded) stage, grown from the newest
+//! earlier template of its service when that can be done, else from an empty database; then,
+//! when it has a `seed`, the seed on a copy of that stage.
+//!
+//! # The rule
+//! - A template of a service with a `seed` is two databases: its migrated stage
+//!   (`<name>_migrated`, sealed, never seeded) and the template itself, a copy of the stage
+//!   that `seed` ran on. Without a `seed` the template is its own migrated stage.
+//! - `seed` never runs on a database that was seeded, so it need not be re-runnable: a
+//!   failed `seed` keeps the stage, and the retry copies the stage again and runs the seed
+//!   alone; a later template grows from the stage, not from the seeded template.
+//! - A new template grows from an earlier one of the same lineage (project, service,
+//!   adapter, server, `clone_from`, `migrate`, workdir: [`super::GoldenInputs`]) whose
+//!   migrated stage is complete and whose migration inputs are all still there unchanged
+//!   ([`super::grows_from`]); of those, the one with the most inputs, then the newest. Its
+//!   stage is copied and `migrate` runs on the copy (the migration tools apply only what is
+//!   new); when no migration input changed at all, the copy is the stage as it is.
+//! - Growing falls back to an empty database when the copy or `migrate` on it fails (a tool
+//!   that applies every file again), said in an event and in `binky golden ls`.
+
+use super::{GoldenController, GoldenError, GoldenInputs, CONDITION};
+use crate::env::Layout;
+use crate::process::Supervisor;
+use crate::runtime::Condition;
+use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+use crate::spec::Resource;
+use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, World};
+use rusqlite::params;
+
+/// The first 12 characters of a key, as `binky golden ls` shows them.
+pub(super) fn short(key: &str) -> &str {
+    &key[..key.len().min(12)]
+}
+
+/// The first line of a command's failure (its output tail follows on the next lines).
+fn first_line(msg: &str) -> &str {
+    msg.lines().next().unwrap_or(msg)
+}
+
+/// What making the migrated stage came to.
+enum Stage {
+    /// Made: how, in words.
+    Made(String),
+    /// `migrate` failed (or the server refused for good): the template fails.
+    Failed(Condition),
+}
+
+impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
+    fn set_migrated(
+        &self,
+        key: &str,
+        migrated: bool,
+        how: &str,
+        admin_url: Option<&str>,
+    ) -> Result<(), GoldenError> {
+        self.store.write(owner::Golden, |tx| {
+            tx.execute(
+                "UPDATE goldens SET migrated = ?2, how = ?3, admin_url = COALESCE(?4, admin_url), updated_at = ?5 WHERE key = ?1",
+                params![key, migrated, how, admin_url, now_ms()],
+            )?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// The template `g` grows from, recorded on its row (so it is not dropped while it is
+    /// copied), or none.
+    fn claim_base(
+        &self,
+        g: &GoldenRow,
+        inputs: &GoldenInputs,
+    ) -> Result<Option<GoldenRow>, GoldenError> {
+        Ok(self.store.write(owner::Golden, |tx| {
+            let pick = store::goldens(tx)?
+                .into_iter()
+                .filter(|b| {
+                    b.key != g.key
+                        && !b.lineage.is_empty()
+                        && b.lineage == inputs.lineage
+                        && b.migrated
+                        && matches!(b.state, GoldenState::Ready | GoldenState::Failed)
+                        && super::grows_from(&b.inputs, &inputs.migrations)
+                })
+                .max_by_key(|b| (b.inputs.len(), b.created_at));
+            tx.execute(
+                "UPDATE goldens SET base = ?2 WHERE key = ?1",
+                params![g.key, pick.as_ref().map(|b| b.key.clone())],
+            )?;
+            Ok(pick)
+        })?)
+    }
+
+    /// Run `which` of `service` against `address`; the message is the command's failure.
+    #[allow(clippy::too_many_arguments)]
+    async fn run(
+        &self,
+        world: &World,
+        layout: &Layout,
+        service: &str,
+        res: &Resource,
+        which: &str,
+        address: &SliceAddress,
+    ) -> Result<(), String> {
+        let cmd = if which == "migrate" {
+            res.migrate.as_deref()
+        } else {
+            res.seed.as_deref()
+        };
+        let Some(cmd) = cmd else { return Ok(()) };
+        self.slices
+            .run_command(world, layout, service, res, which, cmd, address)
+            .await
+    }
+
+    /// A failed command fails the template, with its output.
+    fn command_failed(
+        &self,
+        world: &World,
+        service: &str,
+        g: &GoldenRow,
+        msg: &str,
+    ) -> Result<Condition, GoldenError> {
+        self.set_state(&g.key, GoldenState::Failed, msg, None)?;
+        let text = format!("{service}: golden template {}: {msg}", g.name);
+        self.event(world, "golden_failed", &text);
+        Ok(Condition::failed(CONDITION, "GoldenFailed", text))
+    }
+
+    /// Make `stage` the migrated stage of `g`: grown from an earlier template's when one
+    /// fits, else from an empty database.
+    #[allow(clippy::too_many_arguments)]
+    async fn migrated_stage(
+        &self,
+        world: &World,
+        layout: &Layout,
+        service: &str,
+        res: &Resource,
+        g: &GoldenRow,
+        inputs: &GoldenInputs,
+        stage: &SliceSpec,
+    ) -> Result<Stage, GoldenError> {
+        let effects = self.slices.effects();
+        let mut note = String::new();
+        let base = if res.migrate.is_some() {
+            self.claim_base(g, inputs)?
+        } else {
+            None
+        };
+        if let Some(base) = base {
+            let from = SliceSpec {
+                slice: base.stage_name(),
+                secret: base.secret.clone(),
+                admin_url: base.admin_url.clone().or_else(|| stage.admin_url.clone()),
+                ..stage.clone()
+            };
+            let unchanged = base.inputs == inputs.migrations;
+            self.event(
+                world,
+                "golden",
+                &format!(
+                    "{service}: building golden template {} on a copy of the migrated stage of {} ({}){}",
+                    g.name,
+                    base.name,
+                    short(&base.key),
+                    if unchanged {
+                        "; no migration changed, so migrate does not run"
+                    } else {
+                        "; migrate applies only what is new"
+                    }
+                ),
+            );
+            match effects.clone_into(&from, stage).await {
+                Ok(address) => {
+                    self.set_migrated(&g.key, false, "", address.admin_url.as_deref())?;
+                    if unchanged {
+                        return Ok(Stage::Made(format!(
+                            "copied from the migrated stage of {} (no migration changed; migrate did not run)",
+                            short(&base.key)
+                        )));
+                    }
+                    match self
+                        .run(world, layout, service, res, "migrate", &address)
+                        .await
+                    {
+                        Ok(()) => {
+                            return Ok(Stage::Made(format!(
+                                "grown from {}: migrate ran on a copy of its migrated stage",
+                                short(&base.key)
+                            )))
+                        }
+                        Err(msg) => {
+                            note = format!(
+                                "migrate on a copy of {} failed: {}",
+                                short(&base.key),
+                                first_line(&msg)
+                            );
+                            let _ = effects.teardown(stage).await;
+                        }
+                    }
+                }
+                Err(SliceFault::Transient(detail)) => {
+                    return Err(GoldenError::Waiting {
+                        service: service.to_owned(),
+                        detail,
+                    })
+                }
+                Err(SliceFault::Permanent(detail)) => {
+                    note = format!(
+                        "copying the migrated stage of {} failed: {detail}",
+                        short(&base.key)
+                    );
+                    let _ = effects.teardown(stage).await;
+                }
+            }
+            self.store.write(owner::Golden, |tx| {
+                tx.execute("UPDATE goldens SET base = NULL WHERE key = ?1", [&g.key])?;
+                Ok(())
+            })?;
+            self.event(
+                world,
+                "golden_fallback",
+                &format!(
+                    "{service}: golden template {}: {note}; building it from an empty database instead",
+                    g.name
+                ),
+            );
+        }
+        let address = match effects.provision(stage).await {
+            Ok(a) => a,
+            Err(fault) => return Ok(Stage::Failed(self.build_fault(g, service, fault)?)),
+        };
+        self.set_migrated(&g.key, false, "", address.admin_url.as_deref())?;
+        if let Err(msg) = self
+            .run(world, layout, service, res, "migrate", &address)
+            .await
+        {
+            return Ok(Stage::Failed(self.command_failed(world, service, g, &msg)?));
+        }
+        Ok(Stage::Made(if note.is_empty() {
+            "built from an empty database".to_owned()
+        } else {
+            format!("built from an empty database: {note}")
+        }))
+    }
+
+    /// Build the template of `g` in `world`'s worktree: its migrated stage (kept from an
+    /// attempt before, grown from an earlier template, or from an empty database), then the
+    /// seed on a copy of it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn build(
+        &self,
+        world: &World,
+        layout: &Layout,
+        service: &str,
+        res: &Resource,
+        g: &GoldenRow,
+        inputs: &GoldenInputs,
+    ) -> Result<Option<Condition>, GoldenError> {
+        let started = std::time::Instant::now();
+        let effects = self.slices.effects();
+        let template = self.template_spec(world, service, res, g);
+        let staged = res.seed.is_some();
+        let stage = if staged {
+            SliceSpec {
+                slice: store::stage_name(&g.name),
+                ..template.clone()
+            }
+        } else {
+            template.clone()
+        };
+        // A stage an attempt before finished (its seed failed, or its daemon died during the
+        // seed) is kept: only the seed runs again.
+        let kept = staged
+            && g.staged
+            && g.migrated
+            && !matches!(effects.exists(&stage).await, Ok(Some(false)));
+        let how = if kept {
+            self.event(
+                world,
+                "golden",
+                &format!(
+                    "{service}: golden template {}: its migrated stage is kept from the attempt before; running seed only",
+                    g.name
+                ),
+            );
+            if g.how.is_empty() {
+                "seed run again on its kept migrated stage".to_owned()
+            } else {
+                format!("{}; seed run again on its kept migrated stage", g.how)
+            }
+        } else {
+            self.set_migrated(&g.key, false, "", None)?;
+            // A half-built template (an earlier attempt) is dropped first: never reused.
+            let _ = effects.teardown(&template).await;
+            if staged {
+                let _ = effects.teardown(&stage).await;
+            }
+            self.store.write(owner::Golden, |tx| {
+                tx.execute(
+                    "UPDATE goldens SET staged = ?2 WHERE key = ?1",
+                    params![g.key, staged],
+                )?;
+                Ok(())
+            })?;
+            let how = match self
+                .migrated_stage(world, layout, service, res, g, inputs, &stage)
+                .await?
+            {
+                Stage::Made(how) => how,
+                Stage::Failed(cond) => return Ok(Some(cond)),
+            };
+            if staged {
+                if let Err(fault) = effects.seal(&stage).await {
+                    return Ok(Some(self.build_fault(g, service, fault)?));
+                }
+                self.set_migrated(&g.key, true, &how, None)?;
+            }
+            how
+        };
+        if staged {
+            // A half-seeded copy of an attempt before goes; the seed runs on a fresh copy.
+            let _ = effects.teardown(&template).await;
+            let address = match effects.clone_into(&stage, &template).await {
+                Ok(a) => a,
+                Err(SliceFault::Transient(detail)) => {
+                    return Err(GoldenError::Waiting {
+                        service: service.to_owned(),
+                        detail,
+                    })
+                }
+                Err(SliceFault::Permanent(detail)) => {
+                    // The adapter cannot copy this stage: the template is migrated itself.
+                    self.event(
+                        world,
+                        "golden_fallback",
+                        &format!(
+                            "{service}: golden template {}: copying its migrated stage failed ({detail}); running migrate on it too",
+                            g.name
+                        ),
+                    );
+                    let _ = effects.teardown(&template).await;
+                    let address = match effects.provision(&template).await {
+                        Ok(a) => a,
+                        Err(fault) => return Ok(Some(self.build_fault(g, service, fault)?)),
+                    };
+                    if let Err(msg) = self
+                        .run(world, layout, service, res, "migrate", &address)
+                        .await
+                    {
+                        return Ok(Some(self.command_failed(world, service, g, &msg)?));
+                    }
+                    address
+                }
+            };
+            if let Err(msg) = self
+                .run(world, layout, service, res, "seed", &address)
+                .await
+            {
+                // Its migrated stage stays (the retry runs the seed alone); the half-seeded
+                // copy is of no use.
+                let _ = effects.teardown(&template).await;
+                return Ok(Some(self.command_failed(world, service, g, &msg)?));
+            }
+        }
+        if let Err(fault) = effects.seal(&template).await {
+            return Ok(Some(self.build_fault(g, service, fault)?));
+        }
+        let ms = started.elapsed().as_millis() as i64;
+        self.set_migrated(&g.key, true, &how, None)?;
+        self.set_state(&g.key, GoldenState::Ready, "", Some(ms))?;
+        self.store.write(owner::Golden, |tx| {
+            tx.execute(
+                "UPDATE goldens SET used_at = ?2 WHERE key = ?1",
+                params![g.key, now_ms()],
+            )?;
+            Ok(())
+        })?;
+        self.event(
+            world,
+            "golden",
+            &format!(
+                "{service}: built golden template {} in {:.1}s ({how})",
+                g.name,
+                ms as f64 / 1000.0
+            ),
+        );
+        Ok(None)
+    }
+}

@@ -1,0 +1,249 @@
+//! How long a template is kept, and dropping it.
+//!
+//! # The rule
+//! - A template a world uses (a `golden_refs` row) is never dropped for its age or the
+//!   disk; nor is one a build is copying from (the `base` of a building template), nor one
+//!   this daemon is building.
+//! - A template no world uses any more is kept for `golden_keep` (a machine setting, 7 days
+//!   by default; `0`: it goes with its last world) after a world last used it, so the next
+//!   world is cloned from it instead of building it again.
+//! - Under disk pressure (less than `disk_reserve_gib` free on the disk holding a managed
+//!   server's data) the unused templates on that server go sooner, the least recently used
+//!   first, one at a time until the disk has its reserve again. A server given by
+//!   `admin_url` has a disk binky cannot see: its templates go by age or `golden rm` only.
+//! - `binky golden rm` drops a template even while worlds use it (they keep their copies),
+//!   once no world is waiting to be cloned from it.
+//! - A template a dead daemon left half-built, or whose build failed and kept no migrated
+//!   stage, goes once no world uses it.
+//! - Dropping is claimed in one transaction (`dropping`), so a world never gets a reference
+//!   to a template being dropped (it waits, then builds it again), and a drop a daemon did
+//!   not finish is finished by the next sweep.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rusqlite::params;
+
+use super::GoldenController;
+use crate::process::Supervisor;
+use crate::settings::Settings;
+use crate::slice::{SliceEffects, SliceSpec};
+use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, StoreError};
+
+/// Why a template goes, which decides what must still hold when its drop is claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    /// No world uses it (age, disk, a failed or dead build).
+    Unused,
+    /// `binky golden rm`: no world waits to be cloned from it.
+    Asked,
+    /// A drop claimed before and not finished.
+    Resume,
+}
+
+/// `3 h`, `2 d`: an age in words.
+pub(super) fn age_words(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        7200..=172_799 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86_400),
+    }
+}
+
+impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
+    /// The data directory of the managed server `g` lives on, if it lives on one.
+    fn data_dir(&self, servers: &[store::ServerRow], g: &GoldenRow) -> Option<PathBuf> {
+        let url = g.admin_url.as_deref()?;
+        servers
+            .iter()
+            .find(|s| s.admin_url == url)
+            .map(|s| PathBuf::from(&s.data_dir))
+    }
+
+    /// Drop what should go now (see the module's rule); when the next kept template would
+    /// go by age.
+    pub(crate) async fn sweep(&self) -> Result<Option<Duration>, StoreError> {
+        let _one = self.sweeping.lock().await;
+        let settings = Settings::read(&self.store)?;
+        let keep = settings.duration("golden_keep");
+        let keep_ms = keep.as_millis() as i64;
+        let reserve: f64 = settings.number("disk_reserve_gib");
+        let (goldens, used, waited, asked, servers) = self.store.read(|c| {
+            let used: BTreeSet<String> = store::golden_refs(c)?.into_iter().map(|r| r.2).collect();
+            // References of worlds whose slice is not made yet: they may clone any moment.
+            let mut stmt = c.prepare(
+                "SELECT DISTINCT r.key FROM golden_refs r LEFT JOIN slices s
+                 ON s.world_id = r.world_id AND s.service = r.service
+                 WHERE s.state IS NULL OR s.state NOT IN ('ready', 'stopped')",
+            )?;
+            let waited = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<BTreeSet<String>, _>>()?;
+            let mut stmt = c.prepare("SELECT key FROM golden_drops")?;
+            let asked = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<BTreeSet<String>, _>>()?;
+            Ok((store::goldens(c)?, used, waited, asked, store::servers(c)?))
+        })?;
+        let copied: BTreeSet<&str> = goldens
+            .iter()
+            .filter(|g| g.state == GoldenState::Building)
+            .filter_map(|g| g.base.as_deref())
+            .collect();
+        let now = now_ms();
+        let mut next: Option<Duration> = None;
+        let mut doomed: Vec<(&GoldenRow, Claim, String)> = Vec::new();
+        let mut kept: Vec<&GoldenRow> = Vec::new();
+        for g in &goldens {
+            if (g.state == GoldenState::Building && g.builder == self.builder)
+                || copied.contains(g.key.as_str())
+            {
+                continue;
+            }
+            if g.state == GoldenState::Dropping {
+                doomed.push((g, Claim::Resume, "its drop was not finished".into()));
+                continue;
+            }
+            if asked.contains(&g.key) {
+                if !waited.contains(&g.key) {
+                    doomed.push((g, Claim::Asked, "`binky golden rm` asked for it".into()));
+                }
+                continue;
+            }
+            if used.contains(&g.key) {
+                continue;
+            }
+            if g.state == GoldenState::Building {
+                doomed.push((
+                    g,
+                    Claim::Unused,
+                    "a daemon that is gone left it half-built".into(),
+                ));
+                continue;
+            }
+            if g.state == GoldenState::Failed && !g.migrated {
+                doomed.push((g, Claim::Unused, "its build failed and kept nothing".into()));
+                continue;
+            }
+            let age = now - g.used_at;
+            if age >= keep_ms {
+                doomed.push((
+                    g,
+                    Claim::Unused,
+                    if keep_ms == 0 {
+                        "no world uses it (golden_keep = 0)".into()
+                    } else {
+                        format!(
+                            "no world has used it for {} (golden_keep = {})",
+                            age_words(age),
+                            settings.get("golden_keep")
+                        )
+                    },
+                ));
+                continue;
+            }
+            let left = Duration::from_millis((keep_ms - age) as u64);
+            next = Some(next.map_or(left, |n| n.min(left)));
+            kept.push(g);
+        }
+        for (g, claim, why) in doomed {
+            self.drop_template(g, claim, &why).await?;
+        }
+        // The disk: the least recently used first, measured again after each drop.
+        if let (Some(machine), true) = (self.machine.as_ref(), reserve > 0.0) {
+            kept.sort_by_key(|g| g.used_at);
+            for g in kept {
+                let Some(dir) = self.data_dir(&servers, g) else {
+                    continue;
+                };
+                let Some(free) = machine.disk_free_gib(&dir) else {
+                    continue;
+                };
+                if free < reserve {
+                    let why = format!(
+                        "{free:.1} GiB free on the disk of its server's data ({}), disk_reserve_gib = {reserve}; no world uses it",
+                        dir.display()
+                    );
+                    self.drop_template(g, Claim::Unused, &why).await?;
+                }
+            }
+        }
+        // Requests for templates that are gone.
+        self.store.write(owner::Golden, |tx| {
+            tx.execute(
+                "DELETE FROM golden_drops WHERE key NOT IN (SELECT key FROM goldens)",
+                [],
+            )?;
+            Ok(())
+        })?;
+        Ok(next)
+    }
+
+    /// Claim `g`'s drop (if what `claim` needs still holds), drop its databases and forget
+    /// it. A drop that fails stays claimed and is finished by a later sweep.
+    async fn drop_template(
+        &self,
+        g: &GoldenRow,
+        claim: Claim,
+        why: &str,
+    ) -> Result<(), StoreError> {
+        let claimed = self.store.write(owner::Golden, |tx| {
+            // Nothing copies from it now, and (unless asked) no world uses it; asked, no
+            // world waits to be cloned from it.
+            let n = tx.execute(
+                "UPDATE goldens SET state = 'dropping', updated_at = ?4
+                 WHERE key = ?1 AND state = ?2
+                   AND NOT EXISTS (SELECT 1 FROM goldens b WHERE b.state = 'building' AND b.base = ?1)
+                   AND CASE ?3
+                     WHEN 'unused' THEN NOT EXISTS (SELECT 1 FROM golden_refs WHERE key = ?1)
+                     WHEN 'asked' THEN NOT EXISTS (
+                       SELECT 1 FROM golden_refs r LEFT JOIN slices s
+                       ON s.world_id = r.world_id AND s.service = r.service
+                       WHERE r.key = ?1 AND (s.state IS NULL OR s.state NOT IN ('ready', 'stopped')))
+                     ELSE 1 END",
+                params![
+                    g.key,
+                    g.state,
+                    match claim {
+                        Claim::Unused => "unused",
+                        Claim::Asked => "asked",
+                        Claim::Resume => "resume",
+                    },
+                    now_ms()
+                ],
+            )?;
+            Ok(n == 1)
+        })?;
+        if !claimed {
+            return Ok(());
+        }
+        for slice in g.slices() {
+            let spec = SliceSpec {
+                adapter: g.adapter.clone(),
+                slice,
+                secret: g.secret.clone(),
+                admin_url: g.admin_url.clone(),
+                options: Default::default(),
+                buckets: Vec::new(),
+                search_path: None,
+            };
+            if let Err(err) = self.slices.effects().teardown(&spec).await {
+                tracing::warn!(key = %g.key, name = %spec.slice, %err, "cannot drop golden template yet");
+                return Ok(());
+            }
+        }
+        self.store.write(owner::Golden, |tx| {
+            tx.execute(
+                "DELETE FROM goldens WHERE key = ?1 AND state = 'dropping'",
+                [&g.key],
+            )?;
+            tx.execute("DELETE FROM golden_drops WHERE key = ?1", [&g.key])?;
+            Ok(())
+        })?;
+        tracing::info!(key = %g.key, name = %g.name, why, "dropped golden template");
+        Ok(())
+    }
+}
