@@ -86,6 +86,15 @@ impl Golden {
         self.pg
             .slice_databases()
             .into_iter()
+            .filter(|d| d.starts_with("bk_golden_") && !d.ends_with("_migrated"))
+            .collect()
+    }
+
+    /// Every template database, migrated stages too.
+    fn template_dbs(&self) -> Vec<String> {
+        self.pg
+            .slice_databases()
+            .into_iter()
             .filter(|d| d.starts_with("bk_golden_"))
             .collect()
     }
@@ -187,16 +196,17 @@ fn two_worlds_wait_for_one_build_and_each_gets_a_copy_it_owns_reads_writes_and_m
         ls.contains("ready") && ls.contains("a/db") && ls.contains("c/db"),
         "{ls}"
     );
-    // The template outlives any one world and goes with the last.
-    for w in ["a", "b"] {
+    // The template outlives every world (golden_keep), until `golden rm`.
+    for w in ["a", "b", "c"] {
         g.env.ok(&["remove", w]);
     }
     assert_eq!(g.templates().len(), 1);
-    g.env.ok(&["remove", "c"]);
+    let key = g.goldens()[0]["key"].as_str().unwrap().to_owned();
+    g.env.ok(&["golden", "rm", &key]);
     wait_until(
         "the template no world needs is dropped",
         Duration::from_secs(20),
-        || g.templates().is_empty(),
+        || g.template_dbs().is_empty(),
     );
     g.pg.assert_no_slices();
     assert!(g.goldens().is_empty());
@@ -204,8 +214,10 @@ fn two_worlds_wait_for_one_build_and_each_gets_a_copy_it_owns_reads_writes_and_m
 }
 
 #[test]
-fn a_changed_migration_file_builds_a_new_template_and_the_old_one_goes_with_its_last_world() {
+fn a_changed_migration_file_builds_a_new_template_and_with_golden_keep_0_the_old_one_goes_with_its_last_world(
+) {
     let g = Golden::new("");
+    g.env.ok(&["settings", "golden_keep=0"]);
     g.up_ok("a");
     assert_eq!(g.seeds(), 1);
     // A migration changes on main; a world made from it gets a new template.
@@ -235,7 +247,7 @@ fn a_changed_migration_file_builds_a_new_template_and_the_old_one_goes_with_its_
     // a goes: its template goes too, b's stays.
     g.env.ok(&["remove", "a"]);
     wait_until("a's template is dropped", Duration::from_secs(20), || {
-        g.templates().len() == 1
+        g.template_dbs().len() == 2 && g.goldens().len() == 1
     });
     assert_eq!(g.goldens().len(), 1);
     // `golden rm` drops a template on request; the next world builds it again.
@@ -245,7 +257,7 @@ fn a_changed_migration_file_builds_a_new_template_and_the_old_one_goes_with_its_
     wait_until(
         "golden rm drops the template",
         Duration::from_secs(20),
-        || g.templates().is_empty(),
+        || g.template_dbs().is_empty(),
     );
     let out = g.env.binky(&["golden", "rm", "nosuchkey"]);
     assert!(!out.status.success());
@@ -265,7 +277,7 @@ fn a_changed_migration_file_builds_a_new_template_and_the_old_one_goes_with_its_
         g.env.ok(&["remove", w]);
     }
     wait_until("templates dropped", Duration::from_secs(20), || {
-        g.templates().is_empty()
+        g.template_dbs().is_empty()
     });
     g.pg.assert_no_slices();
     g.env.assert_nothing_left(&["a", "b", "c"]);
@@ -311,10 +323,11 @@ fn a_failing_seed_fails_the_template_with_its_output_clones_nothing_and_a_fix_re
         vec![vec!["100".to_owned()]]
     );
     // The fix is not committed: remove says so and loses nothing until forced.
+    g.env.ok(&["settings", "golden_keep=0"]);
     g.env.ok(&["remove", "a", "--force"]);
     g.env.ok(&["remove", "b"]);
     wait_until("templates dropped", Duration::from_secs(20), || {
-        g.templates().is_empty()
+        g.template_dbs().is_empty()
     });
     g.pg.assert_no_slices();
     g.env.assert_nothing_left(&["a", "b"]);
@@ -360,11 +373,12 @@ fn a_session_left_open_on_the_template_does_not_stop_a_clone() {
     );
     let _ = session.kill();
     let _ = session.wait();
+    g.env.ok(&["settings", "golden_keep=0"]);
     for w in ["a", "b"] {
         g.env.ok(&["remove", w]);
     }
     wait_until("templates dropped", Duration::from_secs(20), || {
-        g.templates().is_empty()
+        g.template_dbs().is_empty()
     });
     g.pg.assert_no_slices();
     g.env.assert_nothing_left(&["a", "b"]);
@@ -426,9 +440,10 @@ fn a_daemon_killed_mid_build_leaves_a_half_built_template_that_the_next_daemon_r
         "the world was cloned from the half-built template"
     );
     assert!(g.events("a").contains("building golden template"));
+    g.env.ok(&["settings", "golden_keep=0"]);
     g.env.ok(&["remove", "a"]);
     wait_until("templates dropped", Duration::from_secs(20), || {
-        g.templates().is_empty()
+        g.template_dbs().is_empty()
     });
     g.pg.assert_no_slices();
     g.env.assert_nothing_left(&["a"]);

@@ -109,6 +109,15 @@ impl Project {
             2,
             "one template per set of migrations: {keys:?}"
         );
+        // The second grew from the first: the tool applied only the new migration on a
+        // copy of the first one's.
+        let first = keys.iter().find(|k| k["base"].is_null()).expect("w1's");
+        let second = keys.iter().find(|k| k["key"] != first["key"]).unwrap();
+        assert_eq!(second["base"], first["key"], "{keys:?}");
+        assert!(
+            second["how"].as_str().unwrap().starts_with("grown from "),
+            "{keys:?}"
+        );
         // The first world is left as it was.
         assert!(!self.has_table("w1", new));
         self.env.ok(&["remove", "w1", "--force"]);

@@ -19,6 +19,7 @@ mod faults;
 mod gate;
 mod golden;
 mod golden_frameworks;
+mod golden_stages;
 mod harness;
 mod health;
 mod init;

@@ -893,12 +893,16 @@ fn mysql_worlds_are_cloned_from_one_golden_template_seeded_once() {
         .lines()
         .count();
     assert_eq!(seeds, 1, "the seed ran more than once");
+    // The template, and its migrated stage it was seeded from.
     let templates: Vec<String> = db
         .slice_databases()
         .into_iter()
-        .filter(|d| d.starts_with("bk_golden_"))
+        .filter(|d| d.starts_with("bk_golden_") && !d.ends_with("_migrated"))
         .collect();
     assert_eq!(templates.len(), 1, "{:?}", db.slice_databases());
+    assert!(db
+        .slice_databases()
+        .contains(&format!("{}_migrated", templates[0])));
     for w in ["a", "b"] {
         let events = env.ok(&["events", w, "-n", "200"]);
         assert!(
@@ -945,26 +949,30 @@ fn mysql_worlds_are_cloned_from_one_golden_template_seeded_once() {
         ),
         "b reading a",
     );
-    // The template's own user is sealed: locked, with no rights left.
+    // The template's own user and its stage's are sealed: locked, with no rights left.
     let users = db.slice_users();
-    assert_eq!(users.len(), 3, "{users:?}");
-    let tpl_user = users
+    assert_eq!(users.len(), 4, "{users:?}");
+    let tpl_users: Vec<String> = users
         .iter()
-        .find(|u| u.starts_with("bk_golden_"))
-        .unwrap_or_else(|| panic!("no template user in {users:?}"))
-        .trim_end_matches("@%")
-        .to_owned();
-    let shown = db.admin(&format!("SHOW CREATE USER '{tpl_user}'@'%'"));
-    assert!(shown[0][0].contains("ACCOUNT LOCK"), "{shown:?}");
-    assert!(
-        !db.slice_grants().iter().any(|g| g.starts_with(&tpl_user)),
-        "{:?}",
-        db.slice_grants()
-    );
+        .filter(|u| u.starts_with("bk_golden_"))
+        .map(|u| u.trim_end_matches("@%").to_owned())
+        .collect();
+    assert_eq!(tpl_users.len(), 2, "{users:?}");
+    for tpl_user in tpl_users {
+        let shown = db.admin(&format!("SHOW CREATE USER '{tpl_user}'@'%'"));
+        assert!(shown[0][0].contains("ACCOUNT LOCK"), "{shown:?}");
+        assert!(
+            !db.slice_grants().iter().any(|g| g.starts_with(&tpl_user)),
+            "{:?}",
+            db.slice_grants()
+        );
+    }
     assert_eq!(
         served_env(env.port_of("a", "api"))["DATABASE_URL"],
         a.as_str()
     );
+    // Kept after its last world unless golden_keep says otherwise.
+    env.ok(&["settings", "golden_keep=0"]);
     for w in ["a", "b"] {
         env.ok(&["remove", w]);
     }
