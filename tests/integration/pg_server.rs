@@ -46,6 +46,14 @@ fn require_pg() -> PathBuf {
 }
 
 impl PgServer {
+    /// A private server made with `opts` (durability, where its files go, …).
+    pub fn start_with(opts: binky_testkit::servers::postgres::Options) -> PgServer {
+        PgServer(
+            binky_testkit::servers::postgres::PgServer::start_with(opts)
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
     /// Start a private server and wait until it takes authenticated connections; panics
     /// (failing the test, never skipping) when PostgreSQL is missing.
     pub fn start() -> PgServer {
@@ -216,6 +224,128 @@ fn a_provisioned_slice_url_can_create_write_and_read_a_table() {
 
     rt.block_on(adapter.teardown(&s, &cfg)).unwrap();
     pg.assert_no_slices();
+}
+
+/// WAL written while `f` runs, in bytes.
+fn wal_during(pg: &PgServer, f: impl FnOnce()) -> f64 {
+    let lsn = pg.admin("SELECT pg_current_wal_lsn()")[0][0].clone();
+    f();
+    pg.admin(&format!(
+        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '{lsn}')"
+    ))[0][0]
+        .parse()
+        .unwrap()
+}
+
+/// A template `name` of `rows` rows of 1 kB on `pg`, sealed.
+fn sealed_template(pg: &PgServer, rt: &tokio::runtime::Runtime, name: &str, rows: i64) -> Slice {
+    let adapter = Registry::default().get("postgres").unwrap();
+    let s = slice(name);
+    rt.block_on(adapter.provision(&s, &pg.cfg())).unwrap();
+    let url = rt.block_on(adapter.resolve(&s, &pg.cfg())).unwrap().url;
+    pg.query(
+        &url,
+        &format!(
+            "CREATE TABLE notes (id int PRIMARY KEY, body text); \
+             INSERT INTO notes SELECT g, repeat('x', 1000) FROM generate_series(1, {rows}) g"
+        ),
+    );
+    rt.block_on(adapter.seal_template(&s, &pg.cfg())).unwrap();
+    s
+}
+
+/// Copy `from` into a new slice `to` with `cfg`: the WAL it wrote (bytes) and the copy's
+/// rows.
+fn copied(
+    pg: &PgServer,
+    rt: &tokio::runtime::Runtime,
+    from: &Slice,
+    to: &str,
+    cfg: &AdapterConfig,
+) -> (f64, i64) {
+    let adapter = Registry::default().get("postgres").unwrap();
+    let to = slice(to);
+    let wal = wal_during(pg, || {
+        rt.block_on(adapter.clone_slice(from, &to, cfg)).unwrap()
+    });
+    let url = rt.block_on(adapter.resolve(&to, cfg)).unwrap().url;
+    let n = pg.query(&url, "SELECT count(*) FROM notes")[0][0]
+        .parse()
+        .unwrap();
+    (wal, n)
+}
+
+#[test]
+fn a_golden_template_is_copied_by_wal_log_when_small_by_file_copy_when_large_or_unsynced_or_as_asked(
+) {
+    use binky::adapters::postgres::FILE_COPY_FROM;
+    let rt = runtime();
+    let size = |pg: &PgServer, name: &str| -> f64 {
+        pg.admin(&format!("SELECT pg_database_size('{name}')"))[0][0]
+            .parse()
+            .unwrap()
+    };
+    // WAL_LOG writes every block of the copy to the WAL; FILE_COPY almost nothing.
+    // A server that does not sync its writes (the tests' own, fsync = off): FILE_COPY.
+    let unsynced = PgServer::start();
+    let small = sealed_template(&unsynced, &rt, "bk_golden_small", 100);
+    let (wal, n) = copied(&unsynced, &rt, &small, "bk_w_small", &unsynced.cfg());
+    assert_eq!(n, 100);
+    assert!(
+        wal < 0.5 * size(&unsynced, "bk_golden_small"),
+        "a template on a server without fsync was copied by WAL_LOG ({wal} bytes of WAL)"
+    );
+    drop(unsynced);
+    // A server that syncs (as binky's own does): WAL_LOG below the crossover, FILE_COPY
+    // from it.
+    let pg = PgServer::start_with(binky_testkit::servers::postgres::Options {
+        fsync: true,
+        parent: Some("/dev/shm".into()),
+        ..Default::default()
+    });
+    let small = sealed_template(&pg, &rt, "bk_golden_small", 100);
+    let rows = FILE_COPY_FROM / 1000 + 8000;
+    let large = sealed_template(&pg, &rt, "bk_golden_large", rows);
+    assert!(size(&pg, "bk_golden_small") < FILE_COPY_FROM as f64);
+    assert!(size(&pg, "bk_golden_large") >= FILE_COPY_FROM as f64);
+    let (wal, n) = copied(&pg, &rt, &small, "bk_w_small", &pg.cfg());
+    assert_eq!(n, 100);
+    assert!(
+        wal > 0.5 * size(&pg, "bk_golden_small"),
+        "a small template was copied by FILE_COPY ({wal} bytes of WAL)"
+    );
+    let (wal, n) = copied(&pg, &rt, &large, "bk_w_large", &pg.cfg());
+    assert_eq!(n, rows);
+    assert!(
+        wal < 0.05 * size(&pg, "bk_golden_large"),
+        "a large template was copied by WAL_LOG ({wal} bytes of WAL)"
+    );
+    // The service may pin a strategy, and a word that is none is refused, naming them.
+    let mut cfg = pg.cfg();
+    cfg.options
+        .insert("clone_strategy".into(), "WAL_LOG".into());
+    let (wal, _) = copied(&pg, &rt, &large, "bk_w_large_wal", &cfg);
+    assert!(
+        wal > 0.5 * size(&pg, "bk_golden_large"),
+        "clone_strategy = wal_log was not used"
+    );
+    cfg.options
+        .insert("clone_strategy".into(), "file_copy".into());
+    let (wal, _) = copied(&pg, &rt, &small, "bk_w_small_file", &cfg);
+    assert!(
+        wal < 0.5 * size(&pg, "bk_golden_small"),
+        "clone_strategy = file_copy was not used"
+    );
+    cfg.options.insert("clone_strategy".into(), "fast".into());
+    let adapter = Registry::default().get("postgres").unwrap();
+    let err = rt
+        .block_on(adapter.clone_slice(&small, &slice("bk_w_bad"), &cfg))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("clone_strategy = \"fast\"") && err.contains("\"wal_log\""),
+        "{err}"
+    );
 }
 
 #[test]

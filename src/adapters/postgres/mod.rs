@@ -80,6 +80,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on one verb once connected (also the server-side `statement_timeout`).
 const VERB_TIMEOUT: Duration = Duration::from_secs(60);
+/// The size of a golden template (`pg_database_size`) from which it is copied with
+/// `STRATEGY FILE_COPY` rather than `WAL_LOG` (PostgreSQL 15+, `clone_strategy = "auto"`):
+/// measured on this project's machine, benchmarks/README.md "Golden templates".
+pub const FILE_COPY_FROM: i64 = 64 * 1024 * 1024;
 /// PostgreSQL's identifier limit (`NAMEDATALEN - 1`): a longer name would be truncated by
 /// the server, and the truncated slice could no longer be found by its name.
 const MAX_NAME: usize = 63;

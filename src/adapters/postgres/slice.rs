@@ -148,6 +148,76 @@ pub(super) async fn seal(admin: &Admin, name: &str) -> Result<(), AdapterError> 
     admin.terminate(name).await
 }
 
+/// How `CREATE DATABASE … TEMPLATE` copies (PostgreSQL 15+).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Strategy {
+    /// Every block through shared buffers and into the WAL: no checkpoint, one WAL flush;
+    /// its cost grows with the template's size.
+    WalLog,
+    /// Two checkpoints, then the files copied and each one synced: a fixed cost that grows
+    /// with the number of files (relations), then cheaper per byte.
+    FileCopy,
+}
+
+impl Strategy {
+    fn sql(self) -> &'static str {
+        match self {
+            Strategy::WalLog => " STRATEGY = WAL_LOG",
+            Strategy::FileCopy => " STRATEGY = FILE_COPY",
+        }
+    }
+
+    /// The strategy for a template of `bytes` (`pg_database_size`) on a server that syncs
+    /// its writes (`fsync`) or not: `WAL_LOG` below [`FILE_COPY_FROM`] on a server that
+    /// syncs (a checkpoint and a sync of every file cost more than writing a small database
+    /// to the WAL), else `FILE_COPY` (measured in benchmarks/README.md, "Golden templates":
+    /// without fsync it was the faster at every size).
+    pub(super) fn for_template(bytes: i64, fsync: bool) -> Strategy {
+        if fsync && bytes < FILE_COPY_FROM {
+            Strategy::WalLog
+        } else {
+            Strategy::FileCopy
+        }
+    }
+}
+
+/// The service's `clone_strategy` option (`auto`, the default; `wal_log`; `file_copy`), or
+/// by the template's size and the server's `fsync` ([`Strategy::for_template`]).
+async fn choose_strategy(
+    admin: &Admin,
+    cfg: &AdapterConfig,
+    template: &str,
+) -> Result<Strategy, AdapterError> {
+    let asked = cfg
+        .options
+        .get("clone_strategy")
+        .map(|s| s.trim().to_ascii_lowercase());
+    match asked.as_deref() {
+        Some("wal_log") => return Ok(Strategy::WalLog),
+        Some("file_copy") => return Ok(Strategy::FileCopy),
+        None | Some("auto") | Some("") => {}
+        Some(other) => {
+            return Err(AdapterError::Config(format!(
+                "options.clone_strategy = \"{other}\" is not a strategy: use \"auto\" (the default: by the template's size), \"wal_log\" or \"file_copy\""
+            )))
+        }
+    }
+    let doing = "measuring the template";
+    let row = admin
+        .client
+        .query_one(
+            "SELECT pg_database_size($1::text), current_setting('fsync')::bool",
+            &[&template],
+        )
+        .await
+        .map_err(|e| admin.sql_error(doing, &e))?;
+    let bytes: i64 = row.try_get(0).map_err(|e| admin.sql_error(doing, &e))?;
+    let fsync: bool = row.try_get(1).map_err(|e| admin.sql_error(doing, &e))?;
+    let chosen = Strategy::for_template(bytes, fsync);
+    tracing::debug!(template, bytes, fsync, ?chosen, "clone strategy");
+    Ok(chosen)
+}
+
 /// `CREATE DATABASE to TEMPLATE from`, then hand every object of the copy to `to`'s role.
 pub(super) async fn clone(
     admin: &Admin,
@@ -169,17 +239,8 @@ pub(super) async fn clone(
                 .await?;
         }
     }
-    // FILE_COPY copies the files after a checkpoint; WAL_LOG (15's default) writes every
-    // block to the WAL, slower for a seeded database (see benchmarks/README.md).
     let strategy = if admin.version >= 150_000 {
-        match cfg
-            .options
-            .get("clone_strategy")
-            .map(|s| s.to_ascii_lowercase())
-        {
-            Some(s) if s == "wal_log" => " STRATEGY = WAL_LOG",
-            _ => " STRATEGY = FILE_COPY",
-        }
+        choose_strategy(admin, cfg, &from.name).await?.sql()
     } else {
         ""
     };

@@ -67,3 +67,17 @@ fn names_longer_than_postgres_allows_are_refused() {
     assert!(check_name("").is_err());
     assert!(check_slice(&slice("bk_x", "")).is_err());
 }
+
+#[test]
+fn a_template_is_copied_by_wal_log_below_the_crossover_on_a_server_that_syncs_else_by_file_copy() {
+    assert_eq!(Strategy::for_template(8 << 20, true), Strategy::WalLog);
+    assert_eq!(
+        Strategy::for_template(FILE_COPY_FROM - 1, true),
+        Strategy::WalLog
+    );
+    assert_eq!(
+        Strategy::for_template(FILE_COPY_FROM, true),
+        Strategy::FileCopy
+    );
+    assert_eq!(Strategy::for_template(8 << 20, false), Strategy::FileCopy);
+}
