@@ -197,6 +197,43 @@ pub struct Process {
     pub env_file: Vec<String>,
     /// Number of instances, each with its own ports (see [`crate::replica`]).
     pub replicas: u32,
+    /// How it is stopped (`stop_signal`, `stop_grace_period`, `stop_after_dependents`).
+    #[serde(default, skip_serializing_if = "Stopping::is_default")]
+    pub stop: Stopping,
+}
+
+/// How a process service is stopped (`binky down`, `remove`, `reload`, a restart): its
+/// `stop_signal` goes to its process group, and SIGKILL follows once its
+/// `stop_grace_period` has passed with anything of the group left.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopping {
+    /// The signal that asks it to stop, by its name with `SIG` (`SIGQUIT`); none: SIGTERM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// How long it may take to stop before SIGKILL, in milliseconds; none: the daemon's
+    /// grace (5 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
+    /// `binky down`, `remove` and `reload` stop it only once every service that depends on
+    /// it (directly or through others) has stopped; without it, every service of the world
+    /// is signalled at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_dependents: bool,
+}
+
+/// The signal a service is stopped with unless its `stop_signal` says.
+pub const DEFAULT_STOP_SIGNAL: &str = "SIGTERM";
+
+impl Stopping {
+    /// Nothing set: SIGTERM, the daemon's grace, every service at once.
+    pub fn is_default(&self) -> bool {
+        *self == Stopping::default()
+    }
+
+    /// The signal's name (`SIGTERM` unless `stop_signal` says).
+    pub fn signal(&self) -> &str {
+        self.signal.as_deref().unwrap_or(DEFAULT_STOP_SIGNAL)
+    }
 }
 
 impl Process {
@@ -652,6 +689,7 @@ mod tests {
                 env: BTreeMap::new(),
                 env_file: vec![],
                 replicas: 1,
+                stop: Stopping::default(),
             }),
         }
     }

@@ -39,6 +39,7 @@ pub fn web(cmd: &str, deps: &[&str]) -> Service {
             env: BTreeMap::new(),
             env_file: vec![],
             replicas: 1,
+            stop: Default::default(),
         }),
     }
 }
@@ -248,6 +249,11 @@ pub struct SupState {
     pub procs: HashMap<ProcId, FakeProc>,
     pub spawned: Vec<(String, ProcId)>,
     pub stopped: Vec<String>,
+    /// Each stop as it happened: `signal NAME` when it is asked (with how, in `stop_hows`),
+    /// `gone NAME` when it has stopped; other stops run meanwhile.
+    pub stop_log: Vec<String>,
+    /// How each stop was asked for, by service.
+    pub stop_hows: Vec<(String, crate::process::StopHow)>,
     /// Services whose probe fails.
     pub unready: BTreeSet<String>,
     /// What [`Supervisor::saturated`] says.
@@ -378,9 +384,21 @@ impl Supervisor for FakeSupervisor {
         }
     }
 
-    async fn stop(&self, id: ProcId, _grace: Duration) {
+    async fn stop(&self, id: ProcId, how: crate::process::StopHow) -> crate::process::Stopped {
+        let name = {
+            let mut s = self.inner.lock().unwrap();
+            let name = s.procs.get(&id).map(|p| p.spec.service.clone());
+            if let Some(n) = &name {
+                s.stop_log.push(format!("signal {n}"));
+                s.stop_hows.push((n.clone(), how));
+            }
+            name
+        };
+        // The process takes a moment to go: other stops started meanwhile run beside it.
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
         let mut s = self.inner.lock().unwrap();
-        let name = s.procs.get(&id).map(|p| p.spec.service.clone());
         if let Some(p) = s.procs.get_mut(&id) {
             if p.exit.is_none() {
                 p.exit = Some(Exit {
@@ -390,8 +408,10 @@ impl Supervisor for FakeSupervisor {
             }
         }
         if let Some(n) = name {
+            s.stop_log.push(format!("gone {n}"));
             s.stopped.push(n);
         }
+        crate::process::Stopped::Exited(Duration::ZERO)
     }
 
     fn saturated(&self, _cpu_percent: f64) -> Option<String> {

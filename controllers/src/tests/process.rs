@@ -221,7 +221,7 @@ async fn a_changed_command_restarts_only_that_service() {
 }
 
 #[tokio::test]
-async fn down_stops_dependents_before_their_dependencies_and_up_restarts_them() {
+async fn down_signals_every_service_at_once_and_up_restarts_them() {
     let h = h();
     let id = h.up(chain());
     h.converge(id).await;
@@ -229,9 +229,12 @@ async fn down_stops_dependents_before_their_dependencies_and_up_restarts_them() 
         .set_desired_state(id, DesiredState::Stopped)
         .unwrap();
     h.converge(id).await;
-    assert_eq!(
-        h.sup.inner.lock().unwrap().stopped,
-        vec!["web", "api", "db"]
+    // Every service is asked to stop before any is gone: none waits for another.
+    let log = h.sup.inner.lock().unwrap().stop_log.clone();
+    assert_eq!(log.len(), 6, "{log:?}");
+    assert!(
+        log[..3].iter().all(|l| l.starts_with("signal ")),
+        "stopped one after another: {log:?}"
     );
     assert_eq!(h.ready(id).reason, "Stopped");
     for s in ["db", "api", "web"] {
@@ -244,6 +247,99 @@ async fn down_stops_dependents_before_their_dependencies_and_up_restarts_them() 
     h.converge(id).await;
     assert_eq!(h.sup.spawn_order().len(), 6);
     assert_eq!(h.ready(id).status, CondStatus::True);
+}
+
+/// `chain()` with `stop_after_dependents` on `service`.
+fn chain_stopping_after_dependents(service: &str) -> Spec {
+    let mut s = chain();
+    if let ServiceKind::Process(p) = &mut s.services.get_mut(service).unwrap().kind {
+        p.stop.after_dependents = true;
+    }
+    s
+}
+
+#[tokio::test]
+async fn a_service_stopping_after_its_dependents_is_signalled_once_they_are_all_gone() {
+    for how in ["down", "remove", "reload"] {
+        let h = h();
+        // db waits for api and, through it, web; api and web stop at once.
+        let id = h.up(chain_stopping_after_dependents("db"));
+        h.converge(id).await;
+        match how {
+            "down" => {
+                h.store
+                    .set_desired_state(id, DesiredState::Stopped)
+                    .unwrap();
+            }
+            "remove" => {
+                h.store.mark_deleted(id, false).unwrap();
+            }
+            _ => {
+                h.store.reload_world(id).unwrap();
+            }
+        }
+        h.converge(id).await;
+        let log = h.sup.inner.lock().unwrap().stop_log.clone();
+        let at = |l: &str| {
+            log.iter()
+                .position(|x| x == l)
+                .unwrap_or_else(|| panic!("{how}: no `{l}` in {log:?}"))
+        };
+        assert!(at("signal db") > at("gone api"), "{how}: {log:?}");
+        assert!(at("signal db") > at("gone web"), "{how}: {log:?}");
+        assert!(
+            at("signal api") < at("gone web"),
+            "{how}: api waited for web: {log:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn each_service_is_stopped_with_its_own_signal_and_grace_period() {
+    let h = h_with(|c| c.stop_grace = Duration::from_secs(7));
+    let mut worker = web("celery worker", &[]);
+    if let ServiceKind::Process(p) = &mut worker.kind {
+        p.stop.signal = Some("SIGQUIT".into());
+        p.stop.grace_ms = Some(1_500);
+    }
+    let mut s = spec(vec![("worker", worker), ("api", web("api", &[]))]);
+    let id = h.up(s.clone());
+    h.converge(id).await;
+    let hows = |h: &H| h.sup.inner.lock().unwrap().stop_hows.clone();
+    let quit = crate::process::StopHow {
+        signal: "SIGQUIT".into(),
+        grace: Duration::from_millis(1_500),
+    };
+    let term = crate::process::StopHow::term(Duration::from_secs(7));
+    // A restart for a changed command.
+    if let ServiceKind::Process(p) = &mut s.services.get_mut("worker").unwrap().kind {
+        p.cmd = "celery worker -l info".into();
+    }
+    h.up(s);
+    h.converge(id).await;
+    assert_eq!(hows(&h), vec![("worker".to_owned(), quit.clone())]);
+    // `binky down`: each its own.
+    h.store
+        .set_desired_state(id, DesiredState::Stopped)
+        .unwrap();
+    h.converge(id).await;
+    let mut down = hows(&h)[1..].to_vec();
+    down.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        down,
+        vec![
+            ("api".to_owned(), term),
+            ("worker".to_owned(), quit.clone())
+        ]
+    );
+    // The event says how it went.
+    let stopped = messages(&h, "stopped");
+    assert!(
+        stopped
+            .iter()
+            .any(|m| m == "stopped worker (binky down): it exited 0.0s after SIGQUIT"),
+        "{stopped:?}"
+    );
 }
 
 #[tokio::test]

@@ -140,7 +140,7 @@ impl<S: Supervisor> ProcessController<S> {
                     .or_default()
                     .push(std::time::Instant::now());
                 // Stopped and started again, as after a crash (its backoff included).
-                self.sup.stop(id, self.config.stop_grace).await;
+                self.sup.stop(id, self.stop_how(Some(s.process))).await;
                 self.release_cgroup(s.world.id, s.name);
                 self.checks.lock().expect("checks lock").remove(&key);
                 forget_process(row);

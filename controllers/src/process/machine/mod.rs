@@ -255,7 +255,7 @@ impl<S: Supervisor> ProcessController<S> {
                     "restart",
                     &format!("{}: its command, environment or health check changed, or a file it watches did; restarting", s.name),
                 );
-                self.sup.stop(id, self.config.stop_grace).await;
+                self.sup.stop(id, self.stop_how(Some(s.process))).await;
                 self.release_cgroup(s.world.id, s.name);
                 row.state = ProcState::Pending;
                 row.pid = None;
