@@ -16,6 +16,10 @@ pub const DEFAULT_PORT_RANGE: (u16, u16) = (4000, 4999);
 /// How long a service may take to pass its health check, unless `health.timeout` says.
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a service without `health` may take to listen on its port when its world
+/// records no command's `--timeout` (the commands' default wait).
+pub const DEFAULT_PORT_WAIT: Duration = Duration::from_secs(120);
+
 /// A whole `binky.toml`, validated.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {

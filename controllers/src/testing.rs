@@ -109,6 +109,7 @@ pub fn new_world(dir: &Path, name: &str, spec: Spec) -> NewWorld {
         spec,
         env: BTreeMap::new(),
         group: None,
+        wait: None,
     }
 }
 
@@ -256,6 +257,8 @@ pub struct SupState {
     pub stop_hows: Vec<(String, crate::process::StopHow)>,
     /// Services whose probe fails.
     pub unready: BTreeSet<String>,
+    /// Services that listen on these ports instead of their own (their probe says so).
+    pub elsewhere: HashMap<String, Vec<u16>>,
     /// What [`Supervisor::saturated`] says.
     pub saturated: Option<String>,
     /// Processes carrying this home's token (for the orphan sweep).
@@ -421,12 +424,22 @@ impl Supervisor for FakeSupervisor {
     async fn probe(
         &self,
         target: &ProbeTarget,
-        _owner: ProcId,
+        owner: ProcId,
         _timeout: Duration,
     ) -> Result<(), ProbeFailure> {
         let ProbeTarget::Tcp(_, port) = target else {
             return Ok(());
         };
+        {
+            let s = self.inner.lock().unwrap();
+            let service = s.procs.get(&owner).map(|p| p.spec.service.clone());
+            if let Some(listening) = service.and_then(|n| s.elsewhere.get(&n)) {
+                return Err(ProbeFailure::OtherPort {
+                    port: *port,
+                    listening: listening.clone(),
+                });
+            }
+        }
         match self.service_on_port(*port) {
             Some(svc) if !self.inner.lock().unwrap().unready.contains(&svc) => Ok(()),
             _ => Err(ProbeFailure::NotReady("connection refused".into())),

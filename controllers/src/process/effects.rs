@@ -160,6 +160,31 @@ pub enum ProbeFailure {
     NotReady(String),
     /// The port answers, but a program outside the service holds it (the message names it).
     Foreign(String),
+    /// Nothing answers on `port`, and the service's own processes listen on `listening`
+    /// instead: it listens, but not where binky looks.
+    OtherPort {
+        /// The port probed (the service's).
+        port: u16,
+        /// The TCP ports its processes listen on.
+        listening: Vec<u16>,
+    },
+}
+
+impl ProbeFailure {
+    /// What went wrong, to put in a sentence.
+    pub fn text(&self) -> String {
+        match self {
+            ProbeFailure::NotReady(why) | ProbeFailure::Foreign(why) => why.clone(),
+            ProbeFailure::OtherPort { port, listening } => {
+                let ports: Vec<String> = listening.iter().map(u16::to_string).collect();
+                format!(
+                    "listening on port{} {}, not on its port {port}",
+                    if ports.len() == 1 { "" } else { "s" },
+                    ports.join(", ")
+                )
+            }
+        }
+    }
 }
 
 /// A process carrying one of this binky home's spawn tokens.

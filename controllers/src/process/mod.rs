@@ -25,6 +25,8 @@
 //!   its `stop_grace_period` (the daemon's grace, 5 s) has passed with anything of the group
 //!   left. `down`, `remove` and `reload` signal every service at once, except that a service
 //!   with `stop_after_dependents` waits until the services depending on it are gone.
+//! - A service without `health` may take as long to listen on its port as the command that
+//!   started it waits (`binky up --timeout`, recorded with the world).
 
 mod effects;
 mod machine;
@@ -68,6 +70,9 @@ pub struct ProcessConfig {
     pub logs_dir: PathBuf,
     /// How long a stopped service gets before SIGKILL unless its `stop_grace_period` says.
     pub stop_grace: Duration,
+    /// How long a service without `health` may take to listen on its port when its world
+    /// records no command's `--timeout`.
+    pub port_wait: Duration,
     /// Limit for one `setup` run.
     pub setup_timeout: Duration,
     /// Limit for one hook run.
@@ -92,6 +97,7 @@ impl ProcessConfig {
         ProcessConfig {
             logs_dir,
             stop_grace: Duration::from_secs(5),
+            port_wait: crate::spec::DEFAULT_PORT_WAIT,
             setup_timeout: Duration::from_secs(15 * 60),
             hook_timeout: Duration::from_secs(5 * 60),
             crash_loop_after: 3,
@@ -237,6 +243,14 @@ impl<S: Supervisor> ProcessController<S> {
                 .and_then(|s| s.grace_ms)
                 .map_or(self.config.stop_grace, Duration::from_millis),
         }
+    }
+
+    /// How long a service of `world` without `health` may take to listen on its port: as
+    /// long as the command that last started the world waits (`--timeout`).
+    pub(crate) fn port_wait(&self, world: &World) -> Duration {
+        world
+            .wait_ms
+            .map_or(self.config.port_wait, Duration::from_millis)
     }
 
     /// Stop `services` (instance names with rows): every one at once, except that a service

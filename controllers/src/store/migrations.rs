@@ -290,6 +290,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE processes ADD COLUMN problem TEXT;
     ALTER TABLE processes ADD COLUMN stepped_generation INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 13: how long the command that last started a world waits (`--timeout`, ms): a service
+    // without `health` may take that long to listen on its port.
+    r#"
+    ALTER TABLE worlds ADD COLUMN wait_ms INTEGER;
+    "#,
 ];
 
 /// The newest schema version this build knows.

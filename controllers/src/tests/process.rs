@@ -275,7 +275,7 @@ async fn a_service_stopping_after_its_dependents_is_signalled_once_they_are_all_
                 h.store.mark_deleted(id, false).unwrap();
             }
             _ => {
-                h.store.reload_world(id).unwrap();
+                h.store.reload_world(id, None).unwrap();
             }
         }
         h.converge(id).await;
@@ -347,7 +347,7 @@ async fn reload_restarts_everything_once() {
     let h = h();
     let id = h.up(chain());
     h.converge(id).await;
-    h.store.reload_world(id).unwrap();
+    h.store.reload_world(id, None).unwrap();
     h.converge(id).await;
     assert_eq!(
         h.sup.spawn_order(),
@@ -911,4 +911,123 @@ async fn the_sampler_records_what_running_services_use_and_forgets_stopped_ones(
     h.proc_.sample_usage().await.unwrap();
     let stopped = resources_of(&h, id, "api");
     assert_eq!((stopped.memory_bytes, stopped.cpu_percent), (None, None));
+}
+
+/// `web()` whose process a test can find by name, on a world whose command waits `wait`.
+fn up_waiting(h: &H, services: Vec<(&str, Service)>, wait: Option<Duration>) -> i64 {
+    let mut new = new_world(h.dir.path(), "w", spec(services));
+    new.wait = wait;
+    h.store.put_world(&new).unwrap().world.id
+}
+
+impl H {
+    /// Pretend `service` started `ago`.
+    fn started_ago(&self, service: &str, ago: Duration) {
+        self.store
+            .write_fixture(|tx| {
+                tx.execute(
+                    "UPDATE processes SET started_at = ?1 WHERE service = ?2",
+                    rusqlite::params![store::now_ms() - ago.as_millis() as i64, service],
+                )?;
+                Ok(())
+            })
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_service_without_health_may_take_as_long_to_listen_as_the_command_waits() {
+    // The daemon's fallback is short; the command's `--timeout` (60 s) decides.
+    let h = h_with(|c| c.port_wait = Duration::from_secs(10));
+    h.sup.inner.lock().unwrap().unready.insert("flower".into());
+    let id = up_waiting(
+        &h,
+        vec![("flower", web("celery flower", &[]))],
+        Some(Duration::from_secs(60)),
+    );
+    h.converge(id).await;
+    h.started_ago("flower", Duration::from_secs(36));
+    reconcile(&h.proc_, &h.store, id).await;
+    let c = h.ready(id);
+    assert_eq!(
+        (c.status, c.stalled),
+        (CondStatus::False, false),
+        "failed within the command's wait: {c:?}"
+    );
+    assert!(
+        c.message
+            .starts_with("flower: not listening yet on its port"),
+        "{}",
+        c.message
+    );
+    assert!(
+        h.row(id, "flower")
+            .message
+            .starts_with("not ready after 36s: not listening yet on its port"),
+        "{}",
+        h.row(id, "flower").message
+    );
+    // It listens at last: ready.
+    h.sup.inner.lock().unwrap().unready.clear();
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.ready(id).status, CondStatus::True);
+}
+
+#[tokio::test]
+async fn past_the_commands_wait_a_silent_port_fails_the_world_saying_so() {
+    let h = h_with(|c| c.port_wait = Duration::from_secs(10));
+    h.sup.inner.lock().unwrap().unready.insert("flower".into());
+    let id = up_waiting(
+        &h,
+        vec![("flower", web("celery flower", &[]))],
+        Some(Duration::from_secs(60)),
+    );
+    h.converge(id).await;
+    h.started_ago("flower", Duration::from_secs(61));
+    reconcile(&h.proc_, &h.store, id).await;
+    let c = h.ready(id);
+    assert_eq!(c.reason, "HealthTimeout");
+    assert!(
+        c.message.starts_with("flower did not listen on its port within 60.0s (the --timeout of the `binky up` or `binky reload` that started it): not listening yet on its port"),
+        "{}",
+        c.message
+    );
+    // A world whose record names no wait: the daemon's.
+    let h = h_with(|c| c.port_wait = Duration::from_secs(10));
+    h.sup.inner.lock().unwrap().unready.insert("flower".into());
+    let id = up_waiting(&h, vec![("flower", web("celery flower", &[]))], None);
+    h.converge(id).await;
+    h.started_ago("flower", Duration::from_secs(11));
+    reconcile(&h.proc_, &h.store, id).await;
+    assert!(
+        h.ready(id).message.contains("within 10.0s"),
+        "{}",
+        h.ready(id).message
+    );
+}
+
+#[tokio::test]
+async fn a_service_listening_on_another_port_is_told_apart_from_one_not_listening_yet() {
+    let h = h();
+    h.sup
+        .inner
+        .lock()
+        .unwrap()
+        .elsewhere
+        .insert("flower".into(), vec![5555]);
+    let id = up_waiting(&h, vec![("flower", web("celery flower", &[]))], None);
+    h.converge(id).await;
+    let port = h.store.read(|c| store::ports(c, id)).unwrap()[0].port;
+    let c = h.ready(id);
+    assert_eq!(
+        c.message,
+        format!("flower: listening on port 5555, not on its port {port}: make its cmd listen on ${{self.port}} (binky also sets $PORT)")
+    );
+    assert!(
+        h.row(id, "flower")
+            .message
+            .contains(&format!("listening on port 5555, not on its port {port}")),
+        "{}",
+        h.row(id, "flower").message
+    );
 }

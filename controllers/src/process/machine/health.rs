@@ -95,9 +95,7 @@ impl<S: Supervisor> ProcessController<S> {
             }
             Err(failure) => {
                 let held_before = row.message.contains("not restarted:");
-                let why = match failure {
-                    ProbeFailure::NotReady(why) | ProbeFailure::Foreign(why) => why,
-                };
+                let why = failure.text();
                 if failures < health.retries() {
                     return Ok(Flow::Done(healthy_step(row, interval)));
                 }

@@ -377,29 +377,43 @@ impl<S: Supervisor> ProcessController<S> {
             }
             Err(failure) => {
                 let health = s.process.health.as_ref();
-                let timeout = health
-                    .map(|h| h.timeout())
-                    .unwrap_or(crate::spec::DEFAULT_HEALTH_TIMEOUT);
+                // A service without `health` waits for its port as long as the command that
+                // started it waits (`binky up --timeout`, recorded with the world).
+                let timeout = match health {
+                    Some(h) => h.timeout(),
+                    None => self.port_wait(s.world),
+                };
                 let waited = ms_since(row.started_at);
                 let what = match (&target, failure) {
                     // Someone answers, but not this service: the probe's own words say who.
                     (_, ProbeFailure::Foreign(who)) => who,
-                    (Some(ProbeTarget::Tcp(h, p)), ProbeFailure::NotReady(why))
+                    // It listens, but elsewhere: the port binky gave it is not the one it took.
+                    (_, f @ ProbeFailure::OtherPort { .. }) => format!(
+                        "{}: make its cmd listen on ${{self.port}} (binky also sets $PORT)",
+                        f.text()
+                    ),
+                    (Some(ProbeTarget::Tcp(_, p)), ProbeFailure::NotReady(why))
                         if health.is_none() =>
                     {
-                        format!("no connection on {h}:{p} yet ({why}); does its cmd listen on ${{self.port}} / $PORT?")
+                        format!("not listening yet on its port {p} ({why}); its cmd should listen on ${{self.port}} / $PORT")
                     }
                     (_, ProbeFailure::NotReady(why)) => format!("health check failing: {why}"),
                 };
                 // Whole seconds: the row is rewritten once a second, not on every probe.
                 row.message = format!("not ready after {}s: {what}", waited.as_secs());
                 if waited > timeout {
+                    let within = match health {
+                        Some(_) => format!("is not ready within its health timeout of {}", secs(timeout)),
+                        None => format!(
+                            "did not listen on its port within {} (the --timeout of the `binky up` or `binky reload` that started it)",
+                            secs(timeout)
+                        ),
+                    };
                     step.problem = Some(Condition::failed(
                         CONDITION,
                         "HealthTimeout",
                         format!(
-                            "{name} is not ready within its health timeout of {}: {what}. Last output:\n{}",
-                            secs(timeout),
+                            "{name} {within}: {what}. Last output:\n{}",
                             log_tail(&s.log, 5)
                         ),
                     ));
@@ -411,7 +425,8 @@ impl<S: Supervisor> ProcessController<S> {
                         (waited / 10).clamp(self.config.probe_interval, Duration::from_millis(500)),
                     );
                 }
-                step.waiting = Some(format!("{name}: starting"));
+                // Why it is not ready yet (`binky up` prints it when its wait runs out).
+                step.waiting = Some(format!("{name}: {what}"));
             }
         }
         if step.ready || rows.get(name).is_none_or(|r| r.message != row.message) {
