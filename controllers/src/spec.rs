@@ -58,6 +58,34 @@ pub struct Project {
     /// repository's top) lists. binky only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copy: Vec<String>,
+    /// The `copy` paths that say how they are brought (`{ path = "…", mode = "copy" }`);
+    /// the others are linked. binky only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub copy_modes: BTreeMap<String, CopyMode>,
+}
+
+/// How a bootstrapped path's files reach a new worktree. Either way a file is cloned
+/// copy-on-write where the filesystem can (btrfs, XFS, bcachefs, APFS): no data is shared
+/// that a write could change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyMode {
+    /// Else hard-linked (the default, as pnpm and uv do): no data copied, and a file
+    /// edited in place shows in every worktree that links it.
+    #[default]
+    Link,
+    /// Else copied byte by byte: each worktree's files are its own.
+    Copy,
+}
+
+impl CopyMode {
+    /// `link` or `copy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyMode::Link => "link",
+            CopyMode::Copy => "copy",
+        }
+    }
 }
 
 impl Project {
@@ -706,6 +734,7 @@ mod tests {
                 port_range: None,
                 https: false,
                 copy: Vec::new(),
+                copy_modes: Default::default(),
             },
             services: services
                 .iter()

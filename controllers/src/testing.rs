@@ -83,6 +83,7 @@ pub fn spec(services: Vec<(&str, Service)>) -> Spec {
             port_range: Some((5000, 5009)),
             https: false,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         },
         services: services
             .into_iter()
@@ -125,11 +126,15 @@ pub struct GitState {
     pub branches: BTreeMap<String, u64>,
     pub dirty: BTreeSet<PathBuf>,
     pub calls: Vec<String>,
-    /// The worktrees `bootstrap` was asked to fill (not git: not in `calls`).
+    /// The worktrees a bootstrap was planned for (not git: not in `calls`).
     pub bootstraps: Vec<PathBuf>,
-    /// `(name, gate)`: `bootstrap` of a worktree named `name` waits for the gate's
-    /// notification (to look at what happens meanwhile).
-    pub bootstrap_gate: Option<(String, Arc<tokio::sync::Notify>)>,
+    /// What a plan gives every new worktree (paths relative to it, with their modes).
+    pub plan: Vec<(String, crate::spec::CopyMode)>,
+    /// `(worktree name, path, gate)`: bringing that path into that worktree waits for the
+    /// gate's notification (to look at what happens meanwhile).
+    pub bring_gate: Option<(String, String, Arc<tokio::sync::Notify>)>,
+    /// `(worktree, path)` brought, in order.
+    pub brought: Vec<(PathBuf, String)>,
 }
 
 impl Git for FakeGit {
@@ -159,24 +164,59 @@ impl Git for FakeGit {
         });
         Ok(())
     }
-    async fn bootstrap(
+    async fn plan_bootstrap(
         &self,
-        _repo: &Path,
+        repo: &Path,
         worktree: &Path,
         _copy: &[String],
+        _modes: &BTreeMap<String, crate::spec::CopyMode>,
         _fallbacks: &[PathBuf],
-    ) -> Result<Vec<crate::worktree::Copied>, String> {
+    ) -> Result<Vec<crate::worktree::Planned>, String> {
+        let mut g = self.inner.lock().unwrap();
+        g.bootstraps.push(worktree.to_owned());
+        Ok(g.plan
+            .iter()
+            .filter(|(p, _)| !worktree.join(p).exists())
+            .map(|(p, mode)| crate::worktree::Planned {
+                path: p.clone(),
+                from: repo.to_owned(),
+                mode: *mode,
+            })
+            .collect())
+    }
+    async fn bring(
+        &self,
+        planned: &crate::worktree::Planned,
+        worktree: &Path,
+    ) -> Result<crate::worktree::Copied, String> {
         let gate = {
-            let mut g = self.inner.lock().unwrap();
-            g.bootstraps.push(worktree.to_owned());
-            g.bootstrap_gate
-                .clone()
-                .filter(|(name, _)| worktree.file_name().is_some_and(|n| n == name.as_str()))
+            let g = self.inner.lock().unwrap();
+            g.bring_gate.clone().filter(|(name, path, _)| {
+                worktree.file_name().is_some_and(|n| n == name.as_str()) && *path == planned.path
+            })
         };
-        if let Some((_, gate)) = gate {
+        if let Some((_, _, gate)) = gate {
             gate.notified().await;
         }
-        Ok(Vec::new())
+        std::fs::create_dir_all(worktree.join(&planned.path)).map_err(|e| e.to_string())?;
+        self.inner
+            .lock()
+            .unwrap()
+            .brought
+            .push((worktree.to_owned(), planned.path.clone()));
+        Ok(crate::worktree::Copied {
+            path: planned.path.clone(),
+            from: planned.from.clone(),
+            files: 1,
+            bytes: 1,
+            how: match planned.mode {
+                crate::spec::CopyMode::Link => crate::worktree::CopyHow::Linked,
+                crate::spec::CopyMode::Copy => crate::worktree::CopyHow::Copied,
+            },
+            copied: 0,
+            note: None,
+            took: Duration::ZERO,
+        })
     }
     async fn changes(&self, wt: &Path) -> Result<Vec<String>, GitError> {
         Ok(if self.inner.lock().unwrap().dirty.contains(wt) {

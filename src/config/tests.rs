@@ -212,6 +212,7 @@ fn project_keys_land_in_the_project() {
             port_range: Some((5000, 5999)),
             https: true,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         }
     );
     assert_eq!(spec.project.domain(), "acme.test");
@@ -520,6 +521,7 @@ fn omitted_keys_get_their_documented_defaults() {
             port_range: None,
             https: false,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         }
     );
     assert_eq!(spec.project.domain(), "acme.localhost");

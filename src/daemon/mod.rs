@@ -242,10 +242,10 @@ pub async fn run(
     ));
     // What a daemon killed while deleting removed worktrees left goes now.
     crate::trash::empty_trash(&home.trash());
-    runtime.add(Arc::new(WorktreeController::new(
-        store.clone(),
-        GitCli::with_trash(home.trash()),
-    )));
+    runtime.add(Arc::new(
+        WorktreeController::new(store.clone(), GitCli::with_trash(home.trash()))
+            .with_trigger(trigger.clone()),
+    ));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
     let processes = Arc::new(
         ProcessController::new(store.clone(), process_supervisor, pconf)

@@ -12,6 +12,7 @@ pub(crate) fn spec(name: &str) -> Spec {
             port_range: None,
             https: false,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         },
         services: BTreeMap::new(),
         groups: BTreeMap::new(),

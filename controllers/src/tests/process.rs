@@ -1031,3 +1031,54 @@ async fn a_service_listening_on_another_port_is_told_apart_from_one_not_listenin
         h.row(id, "flower").message
     );
 }
+
+/// A service waits only for the paths its working directory needs while the worktree is
+/// still getting them: a held `web/node_modules` holds web, never the backend in another
+/// directory.
+#[tokio::test]
+async fn a_service_waits_only_for_the_paths_its_workdir_needs() {
+    let h = h();
+    let mut api = web("api", &[]);
+    let mut front = web("web", &[]);
+    for (svc, dir) in [(&mut api, "backend"), (&mut front, "web")] {
+        if let ServiceKind::Process(p) = &mut svc.kind {
+            p.workdir = dir.into();
+        }
+    }
+    let id = h.up(spec(vec![("api", api), ("web", front)]));
+    reconcile(&h.gate, &h.store, id).await;
+    reconcile(&h.wt, &h.store, id).await;
+    reconcile(&h.port, &h.store, id).await;
+    let set = |path: &str, state: &str| {
+        h.store
+            .write_fixture(|tx| {
+                tx.execute(
+                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
+                     VALUES (?1, ?2, '/repo', 'link', ?3, 0)
+                     ON CONFLICT (world_id, path) DO UPDATE SET state = excluded.state",
+                    rusqlite::params![id, path, state],
+                )?;
+                Ok(())
+            })
+            .unwrap()
+    };
+    set("web/node_modules", "pending");
+    set("backend/.venv", "done");
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.sup.spawn_order(), vec!["api"]);
+    let row = h.row(id, "web");
+    assert!(
+        row.message
+            .contains("waiting for web/node_modules to be brought"),
+        "{}",
+        row.message
+    );
+    // A path at the top is everyone's.
+    set("package.json.lock", "pending");
+    set("web/node_modules", "done");
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.sup.spawn_order(), vec!["api"]);
+    set("package.json.lock", "done");
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.sup.spawn_order(), vec!["api", "web"]);
+}

@@ -77,6 +77,8 @@ struct Svc<'a> {
     tokens: &'a Tokens,
     resolved: Resolved,
     log: PathBuf,
+    /// Its working directory relative to the worktree's top (for the paths it waits for).
+    workdir_rel: String,
 }
 
 /// The restart delay after `failures` failures in a row: 0.5 s doubling to 30 s.
@@ -157,6 +159,11 @@ impl<S: Supervisor> ProcessController<S> {
             svc,
             process,
             tokens,
+            workdir_rel: resolved
+                .workdir
+                .strip_prefix(&layout.worktree)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             resolved,
             log: Self::log_path(&self.config.logs_dir, world, name),
         };
@@ -201,6 +208,9 @@ impl<S: Supervisor> ProcessController<S> {
         }
         let slices = self.store.read(|c| store::slices_seen_by(c, s.world))?;
         if let Flow::Done(step) = self.tokens_unresolved(s, row, rows, false)? {
+            return Ok(step);
+        }
+        if let Flow::Done(step) = self.wait_for_bootstrap(s, row)? {
             return Ok(step);
         }
         if let Flow::Done(step) = self.start_setup(s, row, rows, &slices).await? {
@@ -575,6 +585,30 @@ impl<S: Supervisor> ProcessController<S> {
             }
             _ => Ok(Flow::Next),
         }
+    }
+
+    /// Its `setup` and `cmd` wait for the paths the worktree is still getting that its
+    /// working directory needs (`web/node_modules` for a service in `web`), and only those.
+    fn wait_for_bootstrap(&self, s: &Svc<'_>, row: &mut ProcessRow) -> Result<Flow, StoreError> {
+        // The shared world runs in the main checkout: it has its paths.
+        if s.world.is_shared() {
+            return Ok(Flow::Next);
+        }
+        let waits = self
+            .store
+            .read(|c| store::bootstrap_waits(c, s.world.id, &s.workdir_rel))?;
+        if waits.is_empty() {
+            return Ok(Flow::Next);
+        }
+        let msg = format!(
+            "waiting for {} to be brought into the worktree",
+            waits.join(", ")
+        );
+        // The worktree controller nudges the world as each path is done; looked at again
+        // anyway, in case a nudge is lost.
+        let mut step = self.pending(s, row, msg)?;
+        step.wake = Some(Duration::from_secs(1));
+        Ok(Flow::Done(step))
     }
 
     /// Not running: it starts once its dependencies are ready. A process dependency is

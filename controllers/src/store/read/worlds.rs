@@ -128,6 +128,7 @@ fn placeholder_spec() -> Spec {
             port_range: None,
             https: false,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         },
         services: BTreeMap::new(),
         groups: BTreeMap::new(),
