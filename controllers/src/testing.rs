@@ -764,3 +764,15 @@ impl crate::route::RouteSink for FakeRoutes {
         self.published.lock().unwrap().push(table);
     }
 }
+
+/// Wait (up to a minute) until `done` holds, looking every 10 ms; panics naming `what`.
+pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

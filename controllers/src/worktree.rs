@@ -297,13 +297,80 @@ impl ReconcileError for WorktreeError {
 /// The worktree controller.
 pub struct WorktreeController<G> {
     store: Store,
-    git: G,
+    git: Arc<G>,
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// The generation each world's bootstrap was last planned at (planned again at a new
     /// one: a group may have widened; after a daemon restart, once).
     planned: Mutex<HashMap<store::WorldId, i64>>,
     /// Nudges a world's controllers when a path it waits for is brought.
     trigger: Option<crate::runtime::Trigger>,
+    /// The paths being brought now, by world (each in a task of its own).
+    bringing: Arc<Mutex<std::collections::HashSet<(store::WorldId, String)>>>,
+}
+
+/// Bring one path, record how it went, and nudge the world's controllers (a command may
+/// have been waiting for it).
+async fn bring_one<G: Git>(
+    store: &Store,
+    git: &G,
+    trigger: Option<&crate::runtime::Trigger>,
+    world: store::WorldId,
+    worktree: &Path,
+    b: &store::BootstrapRow,
+) -> Result<(), StoreError> {
+    let planned = Planned {
+        path: b.path.clone(),
+        from: b.src.clone(),
+        mode: b.mode,
+    };
+    let outcome = git.bring(&planned, worktree).await;
+    let (state, how, files, bytes, took, message, event) = match &outcome {
+        Ok(c) => (
+            BootstrapState::Done,
+            Some(c.how.as_str()),
+            c.files,
+            c.bytes,
+            c.took.as_millis() as i64,
+            c.note.clone().unwrap_or_default(),
+            c.describe(),
+        ),
+        Err(err) => (
+            BootstrapState::Failed,
+            None,
+            0,
+            0,
+            0,
+            err.clone(),
+            format!(
+                "could not bring {} ({err}); its setup has to make it",
+                b.path
+            ),
+        ),
+    };
+    store.write(owner::Worktree, |tx| {
+        tx.execute(
+            "UPDATE bootstrap_paths SET state = ?3, how = ?4, files = ?5, bytes = ?6,
+                took_ms = ?7, message = ?8, updated_at = ?9
+             WHERE world_id = ?1 AND path = ?2",
+            params![
+                world,
+                b.path,
+                state,
+                how,
+                files as i64,
+                bytes as i64,
+                took,
+                message,
+                now_ms()
+            ],
+        )?;
+        Ok(())
+    })?;
+    store.event(world, "worktree", &event)?;
+    if let Some(t) = trigger {
+        t.world(world);
+    }
+    Ok(())
 }
 
 /// `[project] copy` relative to the repository's top (it is written relative to the
@@ -358,10 +425,11 @@ impl<G: Git> WorktreeController<G> {
     pub fn new(store: Store, git: G) -> Self {
         WorktreeController {
             store,
-            git,
+            git: Arc::new(git),
             repo_locks: Mutex::new(HashMap::new()),
             planned: Mutex::new(HashMap::new()),
             trigger: None,
+            bringing: Arc::default(),
         }
     }
 
@@ -426,8 +494,8 @@ impl<G: Git> WorktreeController<G> {
     }
 
     /// The paths a world's worktree gets (`.worktreeinclude`'s and `[project] copy`'s), from
-    /// the main checkout (or another world), each on its own and all at once, while the
-    /// world's other work goes on: a command waits only for the paths it needs (see
+    /// the main checkout (or another world), each in a task of its own, all at once, while
+    /// the world's other work goes on: a command waits only for the paths it needs (see
     /// [`store::BootstrapRow::needed_by`]). A world of a `--group` gets only what its
     /// services need; a later `up` of more brings the rest. `row` is saved (ready) in the
     /// same transaction as the plan when `save_row`, so nothing starts before it knows what
@@ -495,74 +563,48 @@ impl<G: Git> WorktreeController<G> {
             .into_iter()
             .filter(|b| b.state == BootstrapState::Pending)
             .collect();
-        let bring = pending.iter().map(|b| self.bring_one(world, &row.path, b));
-        for result in futures_util::future::join_all(bring).await {
-            result?;
+        // Each in a task of its own, outside this reconcile: `up` waits for no path that
+        // nothing it runs needs, and a command that needs one waits for it alone.
+        for b in pending {
+            let key = (world.id, b.path.clone());
+            if !self
+                .bringing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone())
+            {
+                continue;
+            }
+            let (store, git, trigger) =
+                (self.store.clone(), self.git.clone(), self.trigger.clone());
+            let (bringing, worktree) = (self.bringing.clone(), row.path.clone());
+            tokio::spawn(async move {
+                if let Err(err) =
+                    bring_one(&store, &*git, trigger.as_ref(), key.0, &worktree, &b).await
+                {
+                    tracing::warn!(%err, path = %b.path, "cannot record a brought path");
+                }
+                bringing
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+            });
         }
         Ok(())
     }
 
-    /// Bring one path, record how it went, and nudge the world's controllers (a command may
-    /// have been waiting for it).
-    async fn bring_one(
-        &self,
-        world: &World,
-        worktree: &Path,
-        b: &store::BootstrapRow,
-    ) -> Result<(), WorktreeError> {
-        let planned = Planned {
-            path: b.path.clone(),
-            from: b.src.clone(),
-            mode: b.mode,
+    /// Wait until none of `world`'s paths is being brought (before its worktree goes).
+    async fn none_bringing(&self, world: store::WorldId) {
+        let busy = || {
+            self.bringing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|(w, _)| *w == world)
         };
-        let outcome = self.git.bring(&planned, worktree).await;
-        let (state, how, files, bytes, took, message, event) = match &outcome {
-            Ok(c) => (
-                BootstrapState::Done,
-                Some(c.how.as_str()),
-                c.files,
-                c.bytes,
-                c.took.as_millis() as i64,
-                c.note.clone().unwrap_or_default(),
-                c.describe(),
-            ),
-            Err(err) => (
-                BootstrapState::Failed,
-                None,
-                0,
-                0,
-                0,
-                err.clone(),
-                format!(
-                    "could not bring {} ({err}); its setup has to make it",
-                    b.path
-                ),
-            ),
-        };
-        self.store.write(owner::Worktree, |tx| {
-            tx.execute(
-                "UPDATE bootstrap_paths SET state = ?3, how = ?4, files = ?5, bytes = ?6,
-                    took_ms = ?7, message = ?8, updated_at = ?9
-                 WHERE world_id = ?1 AND path = ?2",
-                params![
-                    world.id,
-                    b.path,
-                    state,
-                    how,
-                    files as i64,
-                    bytes as i64,
-                    took,
-                    message,
-                    now_ms()
-                ],
-            )?;
-            Ok(())
-        })?;
-        self.store.event(world.id, "worktree", &event)?;
-        if let Some(t) = &self.trigger {
-            t.world(world.id);
+        while busy() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        Ok(())
     }
 
     async fn create(&self, world: &World) -> Result<WorktreeRow, WorktreeError> {
@@ -844,6 +886,32 @@ impl<G: Git> Controller for WorktreeController<G> {
                 row
             }
         };
+        // Ready for the world's commands already (each waits for the paths it needs); the
+        // world as a whole — what `binky up` waits for — once every path is brought, so a
+        // shell in the worktree finds them.
+        let pending: Vec<String> = self
+            .store
+            .read(|c| store::bootstrap_paths(c, world.id))?
+            .into_iter()
+            .filter(|b| b.state == BootstrapState::Pending)
+            .map(|b| b.path)
+            .collect();
+        if !pending.is_empty() {
+            return Ok(Applied {
+                // Each path's task nudges the world when it is done; looked at again anyway.
+                action: crate::runtime::Action::Requeue(std::time::Duration::from_secs(1)),
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    "Bringing",
+                    format!(
+                        "{} (branch {}): bringing {} into it",
+                        row.path.display(),
+                        row.branch,
+                        pending.join(", ")
+                    ),
+                )],
+            });
+        }
         Ok(Applied::await_change(vec![Condition::ok(
             CONDITION,
             if row.adopted { "Adopted" } else { "Ready" },
@@ -852,6 +920,8 @@ impl<G: Git> Controller for WorktreeController<G> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, WorktreeError> {
+        // A path being brought finishes before its worktree goes.
+        self.none_bringing(world.id).await;
         let Some(row) = self.store.read(|c| store::worktree(c, world.id))? else {
             return Ok(Cleanup::Done);
         };

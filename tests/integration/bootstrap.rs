@@ -517,6 +517,14 @@ fn across_filesystems_a_linked_path_is_copied_and_says_so_and_mode_copy_always_c
         status.contains("node_modules") && status.contains("copied"),
         "{status}"
     );
+    // doctor sums up how the worlds' paths came, and names the fix for the copied ones.
+    let doctor = stdout(&env.binky(&["doctor"]));
+    assert!(
+        doctor.contains("worktree paths")
+            && doctor.contains("far:node_modules")
+            && doctor.contains("put worktrees on the repository's filesystem"),
+        "{doctor}"
+    );
     env.ok(&["remove", "same"]);
     env.ok(&["remove", "far"]);
     env.assert_nothing_left(&["same", "far"]);

@@ -320,22 +320,24 @@ async fn a_held_copy_holds_up_no_other_checkout_and_only_the_commands_that_need_
             .read(|c| store::bootstrap_waits(c, id, workdir))
             .unwrap()
     };
-    let first = reconcile(&ctrl, &store, a.id);
-    tokio::pin!(first);
-    // a is held in one copy; b's checkout and copies are made meanwhile (the repository's
-    // lock is not held during a copy). Polled first, a reaches its copy before b starts.
-    tokio::select! {
-        biased;
-        _ = &mut first => panic!("a finished although its copy was held"),
-        done = tokio::time::timeout(
-            std::time::Duration::from_secs(60),
-            reconcile(&ctrl, &store, b.id),
-        ) => done.expect("b's checkout waited for a's copy"),
-    }
-    assert_eq!(state(b.id), Some(WorktreeState::Ready));
-    assert!(waits(b.id, "web").is_empty());
-    // a is checked out: what does not need the held path goes on.
+    // a's reconcile returns once a is checked out: its paths come in tasks of their own.
+    reconcile(&ctrl, &store, a.id).await;
     assert_eq!(state(a.id), Some(WorktreeState::Ready));
+    // b's checkout and paths are made meanwhile.
+    reconcile(&ctrl, &store, b.id).await;
+    assert_eq!(state(b.id), Some(WorktreeState::Ready));
+    let settled = |id| {
+        store
+            .read(|c| store::bootstrap_paths(c, id))
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.state == store::BootstrapState::Pending)
+            .count()
+    };
+    crate::testing::wait_for("b's paths brought", || settled(b.id) == 0).await;
+    assert!(waits(b.id, "web").is_empty());
+    // a: what does not need the held path goes on.
+    crate::testing::wait_for("a's other paths brought", || settled(a.id) == 1).await;
     assert_eq!(waits(a.id, "web"), vec!["web/node_modules".to_owned()]);
     assert_eq!(waits(a.id, "web/src"), vec!["web/node_modules".to_owned()]);
     assert!(waits(a.id, "backend").is_empty());
@@ -353,8 +355,10 @@ async fn a_held_copy_holds_up_no_other_checkout_and_only_the_commands_that_need_
             ("web/node_modules", store::BootstrapState::Pending, None),
         ]
     );
+    // A reconcile meanwhile starts no second copy of the path in flight.
+    reconcile(&ctrl, &store, a.id).await;
     gate.notify_one();
-    first.await;
+    crate::testing::wait_for("a's held path brought", || settled(a.id) == 0).await;
     assert!(waits(a.id, "web").is_empty());
     let brought = ctrl_git(&ctrl).inner.lock().unwrap().brought.len();
     assert_eq!(brought, 6);
