@@ -206,6 +206,14 @@ run_binky() {
         log "binky $w ready in ${t_ready}s (up ${t_up}s)"
         case "$i" in 1 | 2 | "$WORLDS") sed 's/^/    | /' "$out/up-$w.txt" >&2 ;; esac
     done
+    # A world of only the data services (`--group data`): its database cloned from the
+    # golden template, its Redis; nothing brought into the worktree that it does not use.
+    local t0=$EPOCHREALTIME
+    bk up data1 --group data --timeout 600s >"$out/up-data1.txt" 2>&1 || { cat "$out/up-data1.txt" >&2; return 1; }
+    record binky data_group_up_s "$(elapsed "$t0")" "wall of binky up data1 --group data (db + cache)"
+    log "binky data-only world ready in $(elapsed "$t0")s"
+    sed 's/^/    | /' "$out/up-data1.txt" >&2
+    bk remove data1 -q >/dev/null 2>&1 || true
     bk events w2 2>&1 | sed 's/^/    events w2 | /' >&2 || true
     bk golden ls 2>&1 | sed 's/^/    golden | /' >&2 || true
     # Disk and RAM per world (w2: a copied world; w1 installed from the registries).
@@ -230,7 +238,7 @@ run_binky() {
     local redis_url redis_port redis_secret
     redis_url=$(sh -c ". $out/api.env; echo \$REDIS_URL")
     redis_port=${redis_url##*:}; redis_port=${redis_port%%/*}
-    redis_secret=${redis_url#redis://:}; redis_secret=${redis_secret%%@*}
+    redis_secret=${redis_url#redis://}; redis_secret=${redis_secret#*:}; redis_secret=${redis_secret%%@*}
     bk down "$w" -q >/dev/null
     local direct=() ups=()
     for r in $(seq 1 "$ROUNDS"); do

@@ -1,20 +1,40 @@
-//! A new world's worktree gets, before any `setup`, what a fresh `git worktree add` lacks:
-//! the ignored files `.worktreeinclude` lists (`.env`, local certificates; gitignore
-//! syntax, the file other worktree tools read) and the dependency directories
-//! `[project] copy` names (`node_modules`, `.venv`, build caches), from the main checkout,
-//! or, for a `copy` path the main checkout lacks, from the newest other world that has it.
+//! A new world's worktree gets, before any command that needs them runs, what a fresh `git
+//! worktree add` lacks: the ignored files `.worktreeinclude` lists (`.env`, local
+//! certificates; gitignore syntax, the file other worktree tools read) and the dependency
+//! directories `[project] copy` names (`node_modules`, `.venv`, build caches), from the main
+//! checkout, or, for a `copy` path the main checkout lacks, from the newest other world that
+//! has it.
 //!
-//! Files are cloned copy-on-write (`FICLONE`: btrfs, XFS, bcachefs) where the filesystem
-//! can, else copied by several threads at once (`copy_file_range` in the kernel). Never
-//! hard links: a package patched in one world must not change in another. Modes,
-//! symlinks and modification times are kept (incremental builds compare them).
+//! # How files come over
+//! Link, clone, copy — in that order of preference, per path:
+//! - every file is cloned copy-on-write (`FICLONE`: btrfs, XFS, bcachefs) where the
+//!   filesystem can: no data copied, none shared;
+//! - else, for a `copy` path (mode `link`, the default), hard-linked, as pnpm links packages
+//!   from its store and uv from its cache: no data copied, and a file edited in place is
+//!   edited for every worktree that links it (replacing a file — what package managers,
+//!   compilers and editors do — gives the world its own);
+//! - else (another filesystem, `mode = "copy"`, `.worktreeinclude`'s files) copied by
+//!   several threads (`copy_file_range` in the kernel).
+//!
+//! Directories are made (never linked), with their modes and times; symlinks are made
+//! again; a file's mode and time are kept (incremental builds compare them). Files under a
+//! hidden name inside a linked directory (`node_modules/.package-lock.json`,
+//! `.modules.yaml`, `.cache/…`) are never linked: npm, pnpm, yarn and build tools rewrite
+//! their bookkeeping and caches there in place.
+//!
+//! # Guarantees
+//! - The files binky rewrites in a copied virtualenv (its `bin/` scripts, `.pth`,
+//!   `direct_url.json`, egg-links, `pyvenv.cfg`) are written as new files and renamed into
+//!   place, never through a link: the main checkout's venv is never changed.
+//! - A path appears in the worktree only whole (made under a temporary name, renamed).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use binky_controllers::worktree::{Copied, CopyHow};
+use binky_controllers::spec::CopyMode;
+use binky_controllers::worktree::{Copied, CopyHow, Planned};
 
 /// The paths to copy into `worktree`, relative to the repository's top: the ignored,
 /// untracked paths of `from` that `.worktreeinclude` (in `from`) or `copy` match, whole
@@ -69,17 +89,30 @@ pub fn wanted(from: &Path, copy: &[String]) -> Result<Vec<String>, String> {
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    // Only what git ignores: an untracked file that is not ignored is the user's work.
+    // Only what git ignores: an untracked file that is not ignored is the user's work — but
+    // for a file `copy` names outright (a lockfile the repository does not commit).
     let ignored = git_lines(
         from,
         &["check-ignore", "--no-index", "-z", "--stdin"],
         Some(candidates.join("\0")),
     )?;
+    let named_file = |m: &str| {
+        !m.ends_with('/')
+            && copy
+                .iter()
+                .any(|c| literal(c) && c.trim_end_matches('/') == m)
+            && !tracked(from, m)
+    };
     Ok(candidates
         .into_iter()
-        .filter(|m| ignored.contains(m))
+        .filter(|m| ignored.contains(m) || named_file(m))
         .map(|m| m.trim_end_matches('/').to_owned())
         .collect())
+}
+
+/// Does git track `rel` (or anything under it) in `dir`?
+fn tracked(dir: &Path, rel: &str) -> bool {
+    git_lines(dir, &["ls-files", "-z", "--", rel], None).is_ok_and(|l| !l.is_empty())
 }
 
 /// A path `[project] copy` names that binky will not copy, why, and the fix.
@@ -95,9 +128,10 @@ pub struct Refused {
 
 /// The paths `copy` names outright that exist in `from` (the repository's top; `prefix` is
 /// where `binky.toml` is below it, which `copy` is relative to) and that binky will not copy
-/// into a new worktree: tracked ones (git checks them out already) and ones git does not
-/// ignore (an untracked path git does not ignore is someone's work in progress). Said by
-/// `binky check` and `binky up`, never skipped without a word.
+/// into a new worktree: tracked ones (git checks them out already) and directories git does
+/// not ignore (an untracked directory git does not ignore is someone's work in progress; a
+/// file named outright is copied). Said by `binky check` and `binky up`, never skipped
+/// without a word.
 pub fn refused(from: &Path, prefix: &Path, copy: &[String]) -> Vec<Refused> {
     let literal = |c: &str| !c.contains(['*', '?', '[', '!']);
     let present: Vec<(String, bool)> = copy
@@ -136,7 +170,7 @@ pub fn refused(from: &Path, prefix: &Path, copy: &[String]) -> Vec<Refused> {
                 why: format!("`{name}` is tracked by git: every worktree has it from its commit, and binky copies only ignored paths"),
                 fix: format!("remove \"{c}\" from [project] copy"),
             });
-        } else if !ignored.contains(name) {
+        } else if !ignored.contains(name) && *dir {
             out.push(Refused {
                 path: c.clone(),
                 why: format!("`{name}` is not ignored by git: binky copies only ignored paths (an untracked path git does not ignore is someone's work in progress), so a new world would not have it"),
@@ -165,8 +199,8 @@ fn git_lines(dir: &Path, args: &[&str], input: Option<String>) -> Result<Vec<Str
         .collect())
 }
 
-/// Copy `rel` from `from` into `to` (`to/rel` must not exist). What was copied and how.
-pub fn copy_path(from: &Path, to: &Path, rel: &str) -> std::io::Result<Copied> {
+/// Bring `rel` from `from` into `to` (`to/rel` must not exist), by `mode`: what came and how.
+pub fn copy_path(from: &Path, to: &Path, rel: &str, mode: CopyMode) -> std::io::Result<Copied> {
     let started = Instant::now();
     let (src, done) = (from.join(rel), to.join(rel));
     if let Some(parent) = done.parent() {
@@ -184,39 +218,58 @@ pub fn copy_path(from: &Path, to: &Path, rel: &str) -> std::io::Result<Copied> {
         crate::trash::delete_tree(&dst);
         let _ = std::fs::remove_file(&dst);
     }
-    let copied = copy_into(&src, &dst, from, to).inspect_err(|_| {
+    let counts = copy_into(&src, &dst, from, to, mode).inspect_err(|_| {
         // Nothing half made stays in the user's worktree.
         crate::trash::delete_tree(&dst);
         let _ = std::fs::remove_file(&dst);
     })?;
     std::fs::rename(&dst, &done)?;
-    let (n, bytes, cloned) = copied;
     Ok(Copied {
         path: rel.to_owned(),
         from: from.to_owned(),
-        files: n,
-        bytes,
-        how: if n > 0 && cloned == n {
-            CopyHow::Cloned
-        } else if cloned > 0 {
-            CopyHow::Mixed
-        } else {
-            CopyHow::Copied
-        },
+        files: counts.files,
+        bytes: counts.bytes,
+        how: CopyHow::of(counts.files, counts.cloned, counts.linked),
+        copied: counts.files - counts.cloned - counts.linked,
+        note: (mode == CopyMode::Link && counts.cross_device).then(|| {
+            "copied: the worktree is on another filesystem, where files cannot be linked".to_owned()
+        }),
         took: started.elapsed(),
     })
 }
 
-/// Copy `src` to `dst` (the temporary name); a virtualenv is made the new worktree's
-/// before it takes its place. Files, bytes, files cloned.
-fn copy_into(src: &Path, dst: &Path, from: &Path, to: &Path) -> std::io::Result<(u64, u64, u64)> {
+/// What [`copy_into`] did.
+#[derive(Default)]
+struct Counts {
+    files: u64,
+    bytes: u64,
+    cloned: u64,
+    linked: u64,
+    /// Linking was refused as across filesystems.
+    cross_device: bool,
+}
+
+/// Bring `src` to `dst` (the temporary name) by `mode`; a virtualenv is made the new
+/// worktree's before it takes its place.
+fn copy_into(
+    src: &Path,
+    dst: &Path,
+    from: &Path,
+    to: &Path,
+    mode: CopyMode,
+) -> std::io::Result<Counts> {
     // Directories first (serially: cheap), then the files by several threads.
-    let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut files: Vec<FileJob> = Vec::new();
     let mut dirs: Vec<(PathBuf, PathBuf)> = Vec::new();
-    collect(src, dst, &mut files, &mut dirs)?;
+    collect(src, dst, false, &mut files, &mut dirs)?;
     let bytes = AtomicU64::new(0);
     let cloned = AtomicU64::new(0);
-    let can_clone = AtomicBool::new(true);
+    let linked = AtomicU64::new(0);
+    let ways = Ways {
+        clone: AtomicBool::new(true),
+        link: AtomicBool::new(mode == CopyMode::Link),
+        cross_device: AtomicBool::new(false),
+    };
     let next = AtomicUsize::new(0);
     let failed: std::sync::Mutex<Option<std::io::Error>> = std::sync::Mutex::new(None);
     let threads = std::thread::available_parallelism()
@@ -228,15 +281,17 @@ fn copy_into(src: &Path, dst: &Path, from: &Path, to: &Path) -> std::io::Result<
         for _ in 0..threads {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((src, dst)) = files.get(i) else {
+                let Some((src, dst, own)) = files.get(i) else {
                     return;
                 };
-                match copy_file(src, dst, &can_clone) {
-                    Ok((n, was_cloned)) => {
+                match bring_file(src, dst, &ways, *own) {
+                    Ok((n, way)) => {
                         bytes.fetch_add(n, Ordering::Relaxed);
-                        if was_cloned {
-                            cloned.fetch_add(1, Ordering::Relaxed);
-                        }
+                        match way {
+                            Way::Cloned => cloned.fetch_add(1, Ordering::Relaxed),
+                            Way::Linked => linked.fetch_add(1, Ordering::Relaxed),
+                            Way::Copied => 0,
+                        };
                     }
                     Err(e) => {
                         let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
@@ -268,7 +323,13 @@ fn copy_into(src: &Path, dst: &Path, from: &Path, to: &Path) -> std::io::Result<
     if dst.join("pyvenv.cfg").is_file() {
         relocate_venv(dst, from, to);
     }
-    Ok((files.len() as u64, bytes.into_inner(), cloned.into_inner()))
+    Ok(Counts {
+        files: files.len() as u64,
+        bytes: bytes.into_inner(),
+        cloned: cloned.into_inner(),
+        linked: linked.into_inner(),
+        cross_device: ways.cross_device.into_inner(),
+    })
 }
 
 /// In the virtualenv copied to `venv`, the paths of the checkout it came from (`from`)
@@ -276,7 +337,7 @@ fn copy_into(src: &Path, dst: &Path, from: &Path, to: &Path) -> std::io::Result<
 /// `.egg-link` and `direct_url.json` files (editable installs) in `lib/…/site-packages`.
 fn relocate_venv(venv: &Path, from: &Path, to: &Path) {
     let (old, new) = (format!("{}/", from.display()), format!("{}/", to.display()));
-    let mut files: Vec<PathBuf> = Vec::new();
+    let mut files: Vec<PathBuf> = vec![venv.join("pyvenv.cfg")];
     if let Ok(entries) = std::fs::read_dir(venv.join("bin")) {
         files.extend(entries.flatten().map(|e| e.path()));
     }
@@ -329,16 +390,37 @@ fn relocate_venv(venv: &Path, from: &Path, to: &Path) {
                 &format!("{}{end}", to.display()),
             );
         }
-        let _ = std::fs::write(&f, text);
+        // A new file renamed into place: the old one may be a hard link to the checkout's.
+        let _ = replace_file(&f, text.as_bytes(), &meta);
     }
 }
 
+/// Write `bytes` to a new file beside `path` (with `meta`'s mode) and rename it over `path`:
+/// whatever else `path`'s old inode is linked from keeps its content.
+fn replace_file(path: &Path, bytes: &[u8], meta: &std::fs::Metadata) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.binky-new"));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::set_permissions(&tmp, meta.permissions())?;
+    std::fs::rename(&tmp, path)
+}
+
+/// One file to bring: from, to, and whether it must be the world's own (never linked).
+type FileJob = (PathBuf, PathBuf, bool);
+
 /// Walk `src`: directories made at `dst` now (writable while they fill), symlinks made
-/// now, files listed.
+/// now, files listed. A file under a hidden name below the top (`.package-lock.json`,
+/// `.modules.yaml`, `.yarn-integrity`, `.cache/…`, `.vite/…`) is marked the world's own:
+/// package managers and build tools rewrite their bookkeeping and caches in place, which
+/// through a link would change the main checkout's.
 fn collect(
     src: &Path,
     dst: &Path,
-    files: &mut Vec<(PathBuf, PathBuf)>,
+    hidden: bool,
+    files: &mut Vec<FileJob>,
     dirs: &mut Vec<(PathBuf, PathBuf)>,
 ) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(src)?;
@@ -351,21 +433,36 @@ fn collect(
         dirs.push((src.to_owned(), dst.to_owned()));
         for e in std::fs::read_dir(src)? {
             let e = e?;
-            collect(&e.path(), &dst.join(e.file_name()), files, dirs)?;
+            let hidden = hidden || e.file_name().as_encoded_bytes().starts_with(b".");
+            collect(&e.path(), &dst.join(e.file_name()), hidden, files, dirs)?;
         }
     } else if ft.is_file() {
-        files.push((src.to_owned(), dst.to_owned()));
+        files.push((src.to_owned(), dst.to_owned(), hidden));
     }
     // Sockets, fifos, devices: not the kind of thing a dependency directory needs.
     Ok(())
 }
 
-/// Copy one file: a copy-on-write clone while the filesystem takes them, else a copy.
-/// Its size, and whether it was cloned.
-fn copy_file(src: &Path, dst: &Path, can_clone: &AtomicBool) -> std::io::Result<(u64, bool)> {
+/// How one file came over.
+enum Way {
+    Cloned,
+    Linked,
+    Copied,
+}
+
+/// What still works for the files of one path: each is given up for the rest once it fails.
+struct Ways {
+    clone: AtomicBool,
+    link: AtomicBool,
+    /// Linking failed as across filesystems.
+    cross_device: AtomicBool,
+}
+
+/// Bring one file: a copy-on-write clone while the filesystem takes them, else a hard link
+/// while the mode allows and the filesystem takes them, else a copy. Its size, and how.
+fn bring_file(src: &Path, dst: &Path, ways: &Ways, own: bool) -> std::io::Result<(u64, Way)> {
     let meta = std::fs::metadata(src)?;
-    let mut cloned = false;
-    if can_clone.load(Ordering::Relaxed) {
+    if ways.clone.load(Ordering::Relaxed) {
         use std::os::fd::AsRawFd;
         let input = std::fs::File::open(src)?;
         let output = std::fs::OpenOptions::new()
@@ -377,46 +474,88 @@ fn copy_file(src: &Path, dst: &Path, can_clone: &AtomicBool) -> std::io::Result<
         // SAFETY: both descriptors are open for the call; FICLONE reads only the int.
         let r = unsafe { nix::libc::ioctl(output.as_raw_fd(), FICLONE as _, input.as_raw_fd()) };
         if r == 0 {
-            cloned = true;
             output.set_permissions(meta.permissions())?;
-        } else {
-            // This filesystem cannot (EOPNOTSUPP, EXDEV, EINVAL): copy from now on.
-            can_clone.store(false, Ordering::Relaxed);
-            drop(output);
-            std::fs::remove_file(dst)?;
+            if let Ok(m) = meta.modified() {
+                let _ = output.set_modified(m);
+            }
+            return Ok((meta.len(), Way::Cloned));
+        }
+        // This filesystem cannot (EOPNOTSUPP, EXDEV, EINVAL): not again for this path.
+        ways.clone.store(false, Ordering::Relaxed);
+        drop(output);
+        std::fs::remove_file(dst)?;
+    }
+    if !own && ways.link.load(Ordering::Relaxed) {
+        match std::fs::hard_link(src, dst) {
+            // The same inode: its mode and time are the source's already.
+            Ok(()) => return Ok((meta.len(), Way::Linked)),
+            Err(e) => {
+                if e.raw_os_error() == Some(nix::libc::EXDEV) {
+                    ways.cross_device.store(true, Ordering::Relaxed);
+                    ways.link.store(false, Ordering::Relaxed);
+                } else if e.raw_os_error() != Some(nix::libc::EMLINK) {
+                    // Refused here (a filesystem without links, no permission): copy the
+                    // rest; one file with too many links is copied alone.
+                    ways.link.store(false, Ordering::Relaxed);
+                }
+            }
         }
     }
-    if !cloned {
-        std::fs::copy(src, dst)?;
-    }
+    std::fs::copy(src, dst)?;
     if let (Ok(m), Ok(f)) = (
         meta.modified(),
         std::fs::OpenOptions::new().write(true).open(dst),
     ) {
         let _ = f.set_modified(m);
     }
-    Ok((meta.len(), cloned))
+    Ok((meta.len(), Way::Copied))
 }
 
-/// Everything for a new worktree at `worktree` of the repository whose main checkout is
-/// `repo`: what the main checkout has, then a `copy` path it lacks from the first of
-/// `fallbacks` (other worlds' worktrees, newest first) that has it. Paths already in the
-/// worktree are left as they are.
-pub fn bootstrap(
+/// What a new worktree at `worktree` of the repository whose main checkout is `repo` is to
+/// get: what the main checkout has (`.worktreeinclude`'s and `copy`'s), then a literal
+/// `copy` path it lacks from the first of `fallbacks` (other worlds' worktrees, newest
+/// first) that has it; each with its mode (`modes` for `copy`'s, by path; `.worktreeinclude`
+/// files are copied: a world edits its own `.env`). Paths already in the worktree are left
+/// out.
+pub fn plan(
     repo: &Path,
     worktree: &Path,
     copy: &[String],
+    modes: &std::collections::BTreeMap<String, CopyMode>,
     fallbacks: &[PathBuf],
-) -> Result<Vec<Copied>, String> {
+) -> Result<Vec<Planned>, String> {
+    let literal = |c: &str| !c.contains(['*', '?', '[', '!']);
+    let mode_of = |rel: &str| -> CopyMode {
+        copy.iter()
+            .map(|c| c.trim_end_matches('/'))
+            .find(|c| {
+                if literal(c) {
+                    *c == rel
+                } else {
+                    binky_controllers::glob::glob_match(c, rel)
+                }
+            })
+            .map(|c| {
+                modes
+                    .iter()
+                    .find(|(k, _)| k.trim_end_matches('/') == c)
+                    .map_or(CopyMode::Link, |(_, m)| *m)
+            })
+            // Not `copy`'s: `.worktreeinclude`'s.
+            .unwrap_or(CopyMode::Copy)
+    };
     let mut out = Vec::new();
     let from_main = wanted(repo, copy)?;
     for rel in &from_main {
         if std::fs::symlink_metadata(worktree.join(rel)).is_ok() {
             continue;
         }
-        out.push(copy_path(repo, worktree, rel).map_err(|e| format!("copying {rel}: {e}"))?);
+        out.push(Planned {
+            path: rel.clone(),
+            from: repo.to_owned(),
+            mode: mode_of(rel),
+        });
     }
-    let literal = |c: &str| !c.contains(['*', '?', '[', '!']);
     for c in copy.iter().map(|c| c.trim_end_matches('/')) {
         if !literal(c)
             || from_main.iter().any(|m| m == c)
@@ -428,7 +567,11 @@ pub fn bootstrap(
             .iter()
             .find(|fb| fb.as_path() != worktree && fb.join(c).exists())
         {
-            out.push(copy_path(fb, worktree, c).map_err(|e| format!("copying {c}: {e}"))?);
+            out.push(Planned {
+                path: c.to_owned(),
+                from: fb.clone(),
+                mode: mode_of(c),
+            });
         }
     }
     Ok(out)

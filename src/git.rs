@@ -116,17 +116,47 @@ impl Git for GitCli {
         Ok(())
     }
 
-    async fn bootstrap(
+    async fn plan_bootstrap(
         &self,
         repo: &Path,
         worktree: &Path,
         copy: &[String],
+        modes: &std::collections::BTreeMap<String, binky_controllers::spec::CopyMode>,
         fallbacks: &[PathBuf],
-    ) -> Result<Vec<binky_controllers::worktree::Copied>, String> {
+    ) -> Result<Vec<binky_controllers::worktree::Planned>, String> {
         let (repo, worktree) = (repo.to_owned(), worktree.to_owned());
-        let (copy, fallbacks) = (copy.to_vec(), fallbacks.to_vec());
+        let (copy, modes, fallbacks) = (copy.to_vec(), modes.clone(), fallbacks.to_vec());
         tokio::task::spawn_blocking(move || {
-            crate::bootstrap::bootstrap(&repo, &worktree, &copy, &fallbacks)
+            crate::bootstrap::plan(&repo, &worktree, &copy, &modes, &fallbacks)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    async fn bring(
+        &self,
+        planned: &binky_controllers::worktree::Planned,
+        worktree: &Path,
+    ) -> Result<binky_controllers::worktree::Copied, String> {
+        let (p, worktree) = (planned.clone(), worktree.to_owned());
+        tokio::task::spawn_blocking(move || {
+            // Renamed into place by a daemon that died before it said so: it is whole.
+            if std::fs::symlink_metadata(worktree.join(&p.path)).is_ok() {
+                return Ok(binky_controllers::worktree::Copied {
+                    path: p.path.clone(),
+                    from: p.from.clone(),
+                    files: 0,
+                    bytes: 0,
+                    how: binky_controllers::worktree::CopyHow::Copied,
+                    copied: 0,
+                    note: Some(
+                        "found whole in the worktree: brought before the daemon restarted".into(),
+                    ),
+                    took: std::time::Duration::ZERO,
+                });
+            }
+            crate::bootstrap::copy_path(&p.from, &worktree, &p.path, p.mode)
+                .map_err(|e| format!("bringing {}: {e}", p.path))
         })
         .await
         .map_err(|e| e.to_string())?

@@ -34,8 +34,14 @@ pub fn start(store: &Store, world: &World) -> Result<i64, Failure> {
 }
 
 /// `binky reload` without `--group`: every process restarts in place. Its new generation.
-pub fn reload(store: &Store, world: &World) -> Result<i64, Failure> {
-    Ok(store.reload_world(world.id)?)
+/// `wait`: how long the caller waits (`--timeout`), as long as a service without `health`
+/// may take to listen on its port (none: the one recorded stays).
+pub fn reload(
+    store: &Store,
+    world: &World,
+    wait: Option<std::time::Duration>,
+) -> Result<i64, Failure> {
+    Ok(store.reload_world(world.id, wait)?)
 }
 
 /// The uncommitted changes that keep `binky remove` (without `--force`) from removing the

@@ -105,6 +105,8 @@ pub struct WorldView {
     pub group: Option<String>,
     /// Its worktree as observed.
     pub worktree: Option<WorktreeRow>,
+    /// The paths its worktree got (or is getting) from the main checkout: how each came.
+    pub bootstrap: Vec<store::BootstrapRow>,
     /// Its services (one line per replica).
     pub services: Vec<ServiceView>,
     /// What its services use together (while any runs, once sampled).
@@ -248,6 +250,7 @@ pub fn world(store: &Store, w: &World) -> Result<WorldView, StoreError> {
         generation: w.generation,
         group: w.group.clone(),
         worktree: wt,
+        bootstrap: store.read(|c| store::bootstrap_paths(c, w.id))?,
         services,
         usage,
         conditions: conds,

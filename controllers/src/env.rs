@@ -292,6 +292,19 @@ impl Layout {
     }
 }
 
+/// A service's `workdir` (relative to `binky.toml`'s directory) relative to the worktree's
+/// top, `""` for the top: what [`crate::store::BootstrapRow::needed_by`] takes.
+pub fn workdir_rel(world: &World, workdir: &str) -> String {
+    let dir = world.config_rel.trim_matches('/');
+    let w = workdir.trim_matches('/');
+    let w = if w == "." { "" } else { w };
+    match (dir.is_empty(), w.is_empty()) {
+        (true, _) => w.to_owned(),
+        (false, true) => dir.to_owned(),
+        (false, false) => format!("{dir}/{w}"),
+    }
+}
+
 /// `http://host`, `https://host:8443`: the default port of the scheme is left out.
 fn with_port(scheme: &str, host: &str, port: u16) -> String {
     match (scheme, port) {

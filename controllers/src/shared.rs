@@ -109,6 +109,7 @@ pub fn merge(current: Option<&Spec>, writer: Option<&Spec>, others: &BTreeSet<St
                 port_range: None,
                 https: false,
                 copy: Vec::new(),
+                copy_modes: Default::default(),
             }),
         services,
         order,

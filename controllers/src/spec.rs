@@ -16,6 +16,10 @@ pub const DEFAULT_PORT_RANGE: (u16, u16) = (4000, 4999);
 /// How long a service may take to pass its health check, unless `health.timeout` says.
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a service without `health` may take to listen on its port when its world
+/// records no command's `--timeout` (the commands' default wait).
+pub const DEFAULT_PORT_WAIT: Duration = Duration::from_secs(120);
+
 /// A whole `binky.toml`, validated.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {
@@ -54,6 +58,34 @@ pub struct Project {
     /// repository's top) lists. binky only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copy: Vec<String>,
+    /// The `copy` paths that say how they are brought (`{ path = "…", mode = "copy" }`);
+    /// the others are linked. binky only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub copy_modes: BTreeMap<String, CopyMode>,
+}
+
+/// How a bootstrapped path's files reach a new worktree. Either way a file is cloned
+/// copy-on-write where the filesystem can (btrfs, XFS, bcachefs, APFS): no data is shared
+/// that a write could change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyMode {
+    /// Else hard-linked (the default, as pnpm and uv do): no data copied, and a file
+    /// edited in place shows in every worktree that links it.
+    #[default]
+    Link,
+    /// Else copied byte by byte: each worktree's files are its own.
+    Copy,
+}
+
+impl CopyMode {
+    /// `link` or `copy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyMode::Link => "link",
+            CopyMode::Copy => "copy",
+        }
+    }
 }
 
 impl Project {
@@ -197,6 +229,43 @@ pub struct Process {
     pub env_file: Vec<String>,
     /// Number of instances, each with its own ports (see [`crate::replica`]).
     pub replicas: u32,
+    /// How it is stopped (`stop_signal`, `stop_grace_period`, `stop_after_dependents`).
+    #[serde(default, skip_serializing_if = "Stopping::is_default")]
+    pub stop: Stopping,
+}
+
+/// How a process service is stopped (`binky down`, `remove`, `reload`, a restart): its
+/// `stop_signal` goes to its process group, and SIGKILL follows once its
+/// `stop_grace_period` has passed with anything of the group left.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopping {
+    /// The signal that asks it to stop, by its name with `SIG` (`SIGQUIT`); none: SIGTERM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// How long it may take to stop before SIGKILL, in milliseconds; none: the daemon's
+    /// grace (5 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
+    /// `binky down`, `remove` and `reload` stop it only once every service that depends on
+    /// it (directly or through others) has stopped; without it, every service of the world
+    /// is signalled at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_dependents: bool,
+}
+
+/// The signal a service is stopped with unless its `stop_signal` says.
+pub const DEFAULT_STOP_SIGNAL: &str = "SIGTERM";
+
+impl Stopping {
+    /// Nothing set: SIGTERM, the daemon's grace, every service at once.
+    pub fn is_default(&self) -> bool {
+        *self == Stopping::default()
+    }
+
+    /// The signal's name (`SIGTERM` unless `stop_signal` says).
+    pub fn signal(&self) -> &str {
+        self.signal.as_deref().unwrap_or(DEFAULT_STOP_SIGNAL)
+    }
 }
 
 impl Process {
@@ -652,6 +721,7 @@ mod tests {
                 env: BTreeMap::new(),
                 env_file: vec![],
                 replicas: 1,
+                stop: Stopping::default(),
             }),
         }
     }
@@ -664,6 +734,7 @@ mod tests {
                 port_range: None,
                 https: false,
                 copy: Vec::new(),
+                copy_modes: Default::default(),
             },
             services: services
                 .iter()

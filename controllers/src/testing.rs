@@ -39,6 +39,7 @@ pub fn web(cmd: &str, deps: &[&str]) -> Service {
             env: BTreeMap::new(),
             env_file: vec![],
             replicas: 1,
+            stop: Default::default(),
         }),
     }
 }
@@ -82,6 +83,7 @@ pub fn spec(services: Vec<(&str, Service)>) -> Spec {
             port_range: Some((5000, 5009)),
             https: false,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         },
         services: services
             .into_iter()
@@ -108,6 +110,7 @@ pub fn new_world(dir: &Path, name: &str, spec: Spec) -> NewWorld {
         spec,
         env: BTreeMap::new(),
         group: None,
+        wait: None,
     }
 }
 
@@ -123,11 +126,15 @@ pub struct GitState {
     pub branches: BTreeMap<String, u64>,
     pub dirty: BTreeSet<PathBuf>,
     pub calls: Vec<String>,
-    /// The worktrees `bootstrap` was asked to fill (not git: not in `calls`).
+    /// The worktrees a bootstrap was planned for (not git: not in `calls`).
     pub bootstraps: Vec<PathBuf>,
-    /// `(name, gate)`: `bootstrap` of a worktree named `name` waits for the gate's
-    /// notification (to look at what happens meanwhile).
-    pub bootstrap_gate: Option<(String, Arc<tokio::sync::Notify>)>,
+    /// What a plan gives every new worktree (paths relative to it, with their modes).
+    pub plan: Vec<(String, crate::spec::CopyMode)>,
+    /// `(worktree name, path, gate)`: bringing that path into that worktree waits for the
+    /// gate's notification (to look at what happens meanwhile).
+    pub bring_gate: Option<(String, String, Arc<tokio::sync::Notify>)>,
+    /// `(worktree, path)` brought, in order.
+    pub brought: Vec<(PathBuf, String)>,
 }
 
 impl Git for FakeGit {
@@ -157,24 +164,59 @@ impl Git for FakeGit {
         });
         Ok(())
     }
-    async fn bootstrap(
+    async fn plan_bootstrap(
         &self,
-        _repo: &Path,
+        repo: &Path,
         worktree: &Path,
         _copy: &[String],
+        _modes: &BTreeMap<String, crate::spec::CopyMode>,
         _fallbacks: &[PathBuf],
-    ) -> Result<Vec<crate::worktree::Copied>, String> {
+    ) -> Result<Vec<crate::worktree::Planned>, String> {
+        let mut g = self.inner.lock().unwrap();
+        g.bootstraps.push(worktree.to_owned());
+        Ok(g.plan
+            .iter()
+            .filter(|(p, _)| !worktree.join(p).exists())
+            .map(|(p, mode)| crate::worktree::Planned {
+                path: p.clone(),
+                from: repo.to_owned(),
+                mode: *mode,
+            })
+            .collect())
+    }
+    async fn bring(
+        &self,
+        planned: &crate::worktree::Planned,
+        worktree: &Path,
+    ) -> Result<crate::worktree::Copied, String> {
         let gate = {
-            let mut g = self.inner.lock().unwrap();
-            g.bootstraps.push(worktree.to_owned());
-            g.bootstrap_gate
-                .clone()
-                .filter(|(name, _)| worktree.file_name().is_some_and(|n| n == name.as_str()))
+            let g = self.inner.lock().unwrap();
+            g.bring_gate.clone().filter(|(name, path, _)| {
+                worktree.file_name().is_some_and(|n| n == name.as_str()) && *path == planned.path
+            })
         };
-        if let Some((_, gate)) = gate {
+        if let Some((_, _, gate)) = gate {
             gate.notified().await;
         }
-        Ok(Vec::new())
+        std::fs::create_dir_all(worktree.join(&planned.path)).map_err(|e| e.to_string())?;
+        self.inner
+            .lock()
+            .unwrap()
+            .brought
+            .push((worktree.to_owned(), planned.path.clone()));
+        Ok(crate::worktree::Copied {
+            path: planned.path.clone(),
+            from: planned.from.clone(),
+            files: 1,
+            bytes: 1,
+            how: match planned.mode {
+                crate::spec::CopyMode::Link => crate::worktree::CopyHow::Linked,
+                crate::spec::CopyMode::Copy => crate::worktree::CopyHow::Copied,
+            },
+            copied: 0,
+            note: None,
+            took: Duration::ZERO,
+        })
     }
     async fn changes(&self, wt: &Path) -> Result<Vec<String>, GitError> {
         Ok(if self.inner.lock().unwrap().dirty.contains(wt) {
@@ -248,8 +290,15 @@ pub struct SupState {
     pub procs: HashMap<ProcId, FakeProc>,
     pub spawned: Vec<(String, ProcId)>,
     pub stopped: Vec<String>,
+    /// Each stop as it happened: `signal NAME` when it is asked (with how, in `stop_hows`),
+    /// `gone NAME` when it has stopped; other stops run meanwhile.
+    pub stop_log: Vec<String>,
+    /// How each stop was asked for, by service.
+    pub stop_hows: Vec<(String, crate::process::StopHow)>,
     /// Services whose probe fails.
     pub unready: BTreeSet<String>,
+    /// Services that listen on these ports instead of their own (their probe says so).
+    pub elsewhere: HashMap<String, Vec<u16>>,
     /// What [`Supervisor::saturated`] says.
     pub saturated: Option<String>,
     /// Processes carrying this home's token (for the orphan sweep).
@@ -380,9 +429,21 @@ impl Supervisor for FakeSupervisor {
         }
     }
 
-    async fn stop(&self, id: ProcId, _grace: Duration) {
+    async fn stop(&self, id: ProcId, how: crate::process::StopHow) -> crate::process::Stopped {
+        let name = {
+            let mut s = self.inner.lock().unwrap();
+            let name = s.procs.get(&id).map(|p| p.spec.service.clone());
+            if let Some(n) = &name {
+                s.stop_log.push(format!("signal {n}"));
+                s.stop_hows.push((n.clone(), how));
+            }
+            name
+        };
+        // The process takes a moment to go: other stops started meanwhile run beside it.
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
         let mut s = self.inner.lock().unwrap();
-        let name = s.procs.get(&id).map(|p| p.spec.service.clone());
         if let Some(p) = s.procs.get_mut(&id) {
             if p.exit.is_none() {
                 p.exit = Some(Exit {
@@ -392,8 +453,10 @@ impl Supervisor for FakeSupervisor {
             }
         }
         if let Some(n) = name {
+            s.stop_log.push(format!("gone {n}"));
             s.stopped.push(n);
         }
+        crate::process::Stopped::Exited(Duration::ZERO)
     }
 
     fn saturated(&self, _cpu_percent: f64) -> Option<String> {
@@ -403,12 +466,22 @@ impl Supervisor for FakeSupervisor {
     async fn probe(
         &self,
         target: &ProbeTarget,
-        _owner: ProcId,
+        owner: ProcId,
         _timeout: Duration,
     ) -> Result<(), ProbeFailure> {
         let ProbeTarget::Tcp(_, port) = target else {
             return Ok(());
         };
+        {
+            let s = self.inner.lock().unwrap();
+            let service = s.procs.get(&owner).map(|p| p.spec.service.clone());
+            if let Some(listening) = service.and_then(|n| s.elsewhere.get(&n)) {
+                return Err(ProbeFailure::OtherPort {
+                    port: *port,
+                    listening: listening.clone(),
+                });
+            }
+        }
         match self.service_on_port(*port) {
             Some(svc) if !self.inner.lock().unwrap().unready.contains(&svc) => Ok(()),
             _ => Err(ProbeFailure::NotReady("connection refused".into())),
@@ -742,5 +815,17 @@ impl FakeRoutes {
 impl crate::route::RouteSink for FakeRoutes {
     fn publish(&self, table: Arc<crate::route::RouteTable>) {
         self.published.lock().unwrap().push(table);
+    }
+}
+
+/// Wait (up to a minute) until `done` holds, looking every 10 ms; panics naming `what`.
+pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

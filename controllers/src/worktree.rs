@@ -16,7 +16,7 @@
 //! Git mutations of one repository are serialised: concurrent `git worktree add` calls
 //! race on the repository's lock files.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -25,8 +25,8 @@ use rusqlite::params;
 
 use crate::registry::Kind;
 use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::store::WorktreeState;
 use crate::store::{self, now_ms, owner, Store, StoreError, WorktreeRow, World};
+use crate::store::{BootstrapState, WorktreeState};
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Worktree.condition();
@@ -58,18 +58,57 @@ pub enum GitError {
     Spawn(#[source] std::io::Error),
 }
 
-/// How a path was copied into a new worktree.
+/// How a path's files reached a new worktree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CopyHow {
-    /// Every file a copy-on-write clone (no data copied).
+    /// Every file a copy-on-write clone (no data copied, none shared).
     Cloned,
-    /// Some files cloned, some copied.
-    Mixed,
-    /// Copied (the filesystem cannot clone).
+    /// Every file hard-linked (no data copied; a file edited in place is edited for every
+    /// worktree that links it).
+    Linked,
+    /// Copied byte by byte.
     Copied,
+    /// Some of these ways.
+    Mixed,
 }
 
-/// One path copied into a new worktree (for `binky up`'s progress).
+impl CopyHow {
+    /// `cloned`, `linked`, `copied`, `mixed`: the word `binky status` shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyHow::Cloned => "cloned",
+            CopyHow::Linked => "linked",
+            CopyHow::Copied => "copied",
+            CopyHow::Mixed => "mixed",
+        }
+    }
+
+    /// The word read back (`None` for anything else).
+    pub fn parse(s: &str) -> Option<CopyHow> {
+        [
+            CopyHow::Cloned,
+            CopyHow::Linked,
+            CopyHow::Copied,
+            CopyHow::Mixed,
+        ]
+        .into_iter()
+        .find(|h| h.as_str() == s)
+    }
+
+    /// How `cloned`, `linked` and copied files (of `files`) add up: linked when some were
+    /// linked and none cloned (the others copied: a package manager's bookkeeping), cloned
+    /// likewise, mixed when both.
+    pub fn of(files: u64, cloned: u64, linked: u64) -> CopyHow {
+        match (cloned, linked) {
+            (0, 0) => CopyHow::Copied,
+            (_, 0) if files > 0 => CopyHow::Cloned,
+            (0, _) => CopyHow::Linked,
+            _ => CopyHow::Mixed,
+        }
+    }
+}
+
+/// One path brought into a new worktree (for `binky up`'s progress and `binky status`).
 #[derive(Clone, Debug)]
 pub struct Copied {
     /// Relative to the worktree's top.
@@ -82,17 +121,27 @@ pub struct Copied {
     pub bytes: u64,
     /// How.
     pub how: CopyHow,
+    /// Files copied byte by byte (the rest were cloned or linked).
+    pub copied: u64,
+    /// Why it was not linked though its mode allowed it (another filesystem), if so.
+    pub note: Option<String>,
     /// How long it took.
     pub took: std::time::Duration,
 }
 
 impl Copied {
-    /// `copied node_modules (20000 files, 316 MB) from /repo by copy-on-write clone in 0.4 s`.
+    /// `linked node_modules (20000 files, 316 MB) from /repo by hard links in 0.4 s`.
     pub fn describe(&self) -> String {
-        let how = match self.how {
-            CopyHow::Cloned => "copy-on-write clone",
-            CopyHow::Mixed => "copy-on-write clone and copy",
-            CopyHow::Copied => "parallel copy (the filesystem cannot clone)",
+        let (verb, how) = match self.how {
+            CopyHow::Cloned => ("cloned", "copy-on-write clone"),
+            CopyHow::Linked => ("linked", "hard links"),
+            CopyHow::Copied => ("copied", "parallel copy"),
+            CopyHow::Mixed => ("brought", "clones and links"),
+        };
+        let copied = if self.how != CopyHow::Copied && self.copied > 0 {
+            format!("; {} copied", self.copied)
+        } else {
+            String::new()
         };
         let mb = self.bytes as f64 / 1e6;
         let size = if mb >= 1.0 {
@@ -102,7 +151,7 @@ impl Copied {
         };
         let took = self.took.as_secs_f64();
         format!(
-            "copied {} ({} file{}, {size}) from {} by {how} in {}",
+            "{verb} {} ({} file{}, {size}{copied}) from {} by {how} in {}{}",
             self.path,
             self.files,
             if self.files == 1 { "" } else { "s" },
@@ -111,9 +160,24 @@ impl Copied {
                 format!("{took:.1} s")
             } else {
                 format!("{} ms", self.took.as_millis())
-            }
+            },
+            self.note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
         )
     }
+}
+
+/// One path a new worktree is to get: where from, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// Relative to the worktree's top.
+    pub path: String,
+    /// The checkout it comes from (the main one, or another world's).
+    pub from: PathBuf,
+    /// Link (the default) or copy.
+    pub mode: crate::spec::CopyMode,
 }
 
 /// The git operations the worktree controller needs.
@@ -143,16 +207,24 @@ pub trait Git: Send + Sync + 'static {
         branch: &str,
         create_from: Option<&str>,
     ) -> impl Future<Output = Result<(), GitError>> + Send;
-    /// Copy into the new worktree `worktree` what `.worktreeinclude` and `copy` name, from
-    /// the main checkout `repo` (a `copy` path it lacks: from the first of `fallbacks`
-    /// that has it); what was copied.
-    fn bootstrap(
+    /// What the new worktree `worktree` is to get of what `.worktreeinclude` and `copy`
+    /// name, from the main checkout `repo` (a `copy` path it lacks: from the first of
+    /// `fallbacks` that has it), each with its mode (`modes`: `copy`'s, by path).
+    fn plan_bootstrap(
         &self,
         repo: &Path,
         worktree: &Path,
         copy: &[String],
+        modes: &BTreeMap<String, crate::spec::CopyMode>,
         fallbacks: &[PathBuf],
-    ) -> impl Future<Output = Result<Vec<Copied>, String>> + Send;
+    ) -> impl Future<Output = Result<Vec<Planned>, String>> + Send;
+    /// Bring one planned path into `worktree` (replacing a half-made one a killed daemon
+    /// left); what came and how.
+    fn bring(
+        &self,
+        planned: &Planned,
+        worktree: &Path,
+    ) -> impl Future<Output = Result<Copied, String>> + Send;
     /// The paths with uncommitted changes, untracked files included.
     fn changes(
         &self,
@@ -225,8 +297,127 @@ impl ReconcileError for WorktreeError {
 /// The worktree controller.
 pub struct WorktreeController<G> {
     store: Store,
-    git: G,
+    git: Arc<G>,
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// The generation each world's bootstrap was last planned at (planned again at a new
+    /// one: a group may have widened; after a daemon restart, once).
+    planned: Mutex<HashMap<store::WorldId, i64>>,
+    /// Nudges a world's controllers when a path it waits for is brought.
+    trigger: Option<crate::runtime::Trigger>,
+    /// The paths being brought now, by world (each in a task of its own).
+    bringing: Arc<Mutex<std::collections::HashSet<(store::WorldId, String)>>>,
+}
+
+/// Bring one path, record how it went, and nudge the world's controllers (a command may
+/// have been waiting for it).
+async fn bring_one<G: Git>(
+    store: &Store,
+    git: &G,
+    trigger: Option<&crate::runtime::Trigger>,
+    world: store::WorldId,
+    worktree: &Path,
+    b: &store::BootstrapRow,
+) -> Result<(), StoreError> {
+    let planned = Planned {
+        path: b.path.clone(),
+        from: b.src.clone(),
+        mode: b.mode,
+    };
+    let outcome = git.bring(&planned, worktree).await;
+    let (state, how, files, bytes, took, message, event) = match &outcome {
+        Ok(c) => (
+            BootstrapState::Done,
+            Some(c.how.as_str()),
+            c.files,
+            c.bytes,
+            c.took.as_millis() as i64,
+            c.note.clone().unwrap_or_default(),
+            c.describe(),
+        ),
+        Err(err) => (
+            BootstrapState::Failed,
+            None,
+            0,
+            0,
+            0,
+            err.clone(),
+            format!(
+                "could not bring {} ({err}); its setup has to make it",
+                b.path
+            ),
+        ),
+    };
+    store.write(owner::Worktree, |tx| {
+        tx.execute(
+            "UPDATE bootstrap_paths SET state = ?3, how = ?4, files = ?5, bytes = ?6,
+                took_ms = ?7, message = ?8, updated_at = ?9
+             WHERE world_id = ?1 AND path = ?2",
+            params![
+                world,
+                b.path,
+                state,
+                how,
+                files as i64,
+                bytes as i64,
+                took,
+                message,
+                now_ms()
+            ],
+        )?;
+        Ok(())
+    })?;
+    store.event(world, "worktree", &event)?;
+    if let Some(t) = trigger {
+        t.world(world);
+    }
+    Ok(())
+}
+
+/// `[project] copy` relative to the repository's top (it is written relative to the
+/// directory of `binky.toml`, as every path in it), with the modes it gives.
+fn copy_of(world: &World) -> (Vec<String>, BTreeMap<String, crate::spec::CopyMode>) {
+    let rebase = |c: &str| {
+        if world.config_rel.is_empty() {
+            c.to_owned()
+        } else {
+            format!("{}/{c}", world.config_rel.trim_end_matches('/'))
+        }
+    };
+    let copy = world.spec.project.copy.iter().map(|c| rebase(c)).collect();
+    let modes = world
+        .spec
+        .project
+        .copy_modes
+        .iter()
+        .map(|(c, m)| (rebase(c), *m))
+        .collect();
+    (copy, modes)
+}
+
+/// Of `plan`, what the world's selection needs: everything, unless it runs a `--group`;
+/// then the paths the working directories of the services it runs need (a process's, an
+/// adapter's that runs `migrate` or `seed`).
+fn needed(world: &World, plan: Vec<Planned>) -> Vec<Planned> {
+    if world.group.is_none() {
+        return plan;
+    }
+    let workdirs: Vec<String> = world
+        .spec
+        .selected(world.group.as_deref())
+        .iter()
+        .filter(|n| world.runs(n))
+        .filter_map(|n| world.spec.services.get(n))
+        .filter_map(|s| match (s.process(), s.resource()) {
+            (Some(p), _) => Some(crate::env::workdir_rel(world, &p.workdir)),
+            (_, Some(r)) if r.migrate.is_some() || r.seed.is_some() => {
+                Some(crate::env::workdir_rel(world, &r.workdir))
+            }
+            _ => None,
+        })
+        .collect();
+    plan.into_iter()
+        .filter(|p| workdirs.iter().any(|w| store::path_needed_by(&p.path, w)))
+        .collect()
 }
 
 impl<G: Git> WorktreeController<G> {
@@ -234,9 +425,19 @@ impl<G: Git> WorktreeController<G> {
     pub fn new(store: Store, git: G) -> Self {
         WorktreeController {
             store,
-            git,
+            git: Arc::new(git),
             repo_locks: Mutex::new(HashMap::new()),
+            planned: Mutex::new(HashMap::new()),
+            trigger: None,
+            bringing: Arc::default(),
         }
+    }
+
+    /// Nudge, through `trigger` (the daemon's runtime), a world's controllers as each of
+    /// its paths is brought.
+    pub fn with_trigger(mut self, trigger: crate::runtime::Trigger) -> Self {
+        self.trigger = Some(trigger);
+        self
     }
 
     #[cfg(test)]
@@ -254,7 +455,16 @@ impl<G: Git> WorktreeController<G> {
     }
 
     fn save(&self, world: &World, row: &WorktreeRow) -> Result<(), StoreError> {
-        self.store.write(owner::Worktree, |tx| {
+        self.store
+            .write(owner::Worktree, |tx| Self::save_in(tx, world, row))
+    }
+
+    fn save_in(
+        tx: &store::owner::Tx<'_, owner::Worktree>,
+        world: &World,
+        row: &WorktreeRow,
+    ) -> Result<(), StoreError> {
+        {
             tx.execute(
                 "INSERT INTO worktrees (world_id, path, branch, head, dirty, adopted,
                     created_branch, base_commit, state, seen_generation, updated_at)
@@ -280,47 +490,121 @@ impl<G: Git> WorktreeController<G> {
                 ],
             )?;
             Ok(())
-        })
+        }
     }
 
-    /// Before any `setup`: what `.worktreeinclude` and `[project] copy` name, from the
-    /// main checkout (or another world), said in the world's events. A failed copy is said
-    /// and does not stop the world: its `setup` makes what is missing.
-    async fn bootstrap(&self, world: &World, path: &Path) -> Result<(), WorktreeError> {
-        let fallbacks = self
-            .store
-            .read(|c| store::worktree_paths_of_repo(c, &world.repo_root))?;
-        // `copy` paths are relative to binky.toml's directory, as every path in it is.
-        let copy: Vec<String> = world
-            .spec
-            .project
-            .copy
-            .iter()
-            .map(|c| {
-                if world.config_rel.is_empty() {
-                    c.clone()
-                } else {
-                    format!("{}/{c}", world.config_rel.trim_end_matches('/'))
-                }
-            })
-            .collect();
-        match self
-            .git
-            .bootstrap(&world.repo_root, path, &copy, &fallbacks)
-            .await
-        {
-            Ok(copied) => {
-                for c in copied {
-                    self.store.event(world.id, "worktree", &c.describe())?;
-                }
+    /// The paths a world's worktree gets (`.worktreeinclude`'s and `[project] copy`'s), from
+    /// the main checkout (or another world), each in a task of its own, all at once, while
+    /// the world's other work goes on: a command waits only for the paths it needs (see
+    /// [`store::BootstrapRow::needed_by`]). A world of a `--group` gets only what its
+    /// services need; a later `up` of more brings the rest. `row` is saved (ready) in the
+    /// same transaction as the plan when `save_row`, so nothing starts before it knows what
+    /// to wait for. A path that cannot be brought is said and does not stop the world: its
+    /// `setup` makes what is missing.
+    async fn bootstrap(
+        &self,
+        world: &World,
+        row: &WorktreeRow,
+        save_row: bool,
+    ) -> Result<(), WorktreeError> {
+        let planned_at = self
+            .planned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&world.id)
+            .copied();
+        let mut fresh: Vec<Planned> = Vec::new();
+        if planned_at != Some(world.generation) {
+            let fallbacks = self
+                .store
+                .read(|c| store::worktree_paths_of_repo(c, &world.repo_root))?;
+            let (copy, modes) = copy_of(world);
+            match self
+                .git
+                .plan_bootstrap(&world.repo_root, &row.path, &copy, &modes, &fallbacks)
+                .await
+            {
+                Ok(plan) => fresh = needed(world, plan),
+                Err(err) => self.store.event(
+                    world.id,
+                    "worktree",
+                    &format!("could not list the worktree's ignored files to bring ({err}); its setup has to make them"),
+                )?,
             }
-            Err(err) => self.store.event(
-                world.id,
-                "worktree",
-                &format!("could not copy the worktree's ignored files ({err}); its setup has to make them"),
-            )?,
+        }
+        self.store.write(owner::Worktree, |tx| {
+            if save_row {
+                Self::save_in(tx, world, row)?;
+            }
+            for p in &fresh {
+                tx.execute(
+                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
+                     SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+                     ON CONFLICT (world_id, path) DO NOTHING",
+                    params![
+                        world.id,
+                        p.path,
+                        p.from.to_string_lossy(),
+                        p.mode.as_str(),
+                        BootstrapState::Pending,
+                        now_ms()
+                    ],
+                )?;
+            }
+            Ok(())
+        })?;
+        self.planned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(world.id, world.generation);
+        let pending: Vec<store::BootstrapRow> = self
+            .store
+            .read(|c| store::bootstrap_paths(c, world.id))?
+            .into_iter()
+            .filter(|b| b.state == BootstrapState::Pending)
+            .collect();
+        // Each in a task of its own, outside this reconcile: `up` waits for no path that
+        // nothing it runs needs, and a command that needs one waits for it alone.
+        for b in pending {
+            let key = (world.id, b.path.clone());
+            if !self
+                .bringing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone())
+            {
+                continue;
+            }
+            let (store, git, trigger) =
+                (self.store.clone(), self.git.clone(), self.trigger.clone());
+            let (bringing, worktree) = (self.bringing.clone(), row.path.clone());
+            tokio::spawn(async move {
+                if let Err(err) =
+                    bring_one(&store, &*git, trigger.as_ref(), key.0, &worktree, &b).await
+                {
+                    tracing::warn!(%err, path = %b.path, "cannot record a brought path");
+                }
+                bringing
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+            });
         }
         Ok(())
+    }
+
+    /// Wait until none of `world`'s paths is being brought (before its worktree goes).
+    async fn none_bringing(&self, world: store::WorldId) {
+        let busy = || {
+            self.bringing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|(w, _)| *w == world)
+        };
+        while busy() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     async fn create(&self, world: &World) -> Result<WorktreeRow, WorktreeError> {
@@ -536,7 +820,7 @@ impl<G: Git> Controller for WorktreeController<G> {
         let row = self.store.read(|c| store::worktree(c, world.id))?;
         let row = match row {
             Some(row) if row.path.is_dir() && row.state != WorktreeState::Creating => {
-                if row.state != WorktreeState::Ready {
+                let row = if row.state != WorktreeState::Ready {
                     let mut row = row;
                     row.state = WorktreeState::Ready;
                     row.seen_generation = world.generation;
@@ -544,7 +828,13 @@ impl<G: Git> Controller for WorktreeController<G> {
                     row
                 } else {
                     row
+                };
+                // What a new generation needs more (a widened group), or what a daemon that
+                // died while bringing it left.
+                if !row.adopted && !world.is_shared() {
+                    self.bootstrap(world, &row, false).await?;
                 }
+                row
             }
             // Deleted from outside: say so until a new `binky up` asks for it again. (A
             // `creating` row is an interrupted creation: it is made again below.)
@@ -584,16 +874,44 @@ impl<G: Git> Controller for WorktreeController<G> {
                     }
                     Err(e) => return Err(e),
                 };
-                // Before the row says ready (nothing runs in it yet), and outside the repo's
-                // lock: a 300 MB copy must not hold up other worlds' checkouts. A worktree a
-                // killed daemon found made (not adopted) may not have had its copies either.
-                if !row.adopted {
-                    self.bootstrap(world, &row.path).await?;
+                // Saved ready with the plan of what it is to get, then brought, outside the
+                // repo's lock: a 300 MB copy must not hold up other worlds' checkouts, and
+                // a command waits only for what it needs. A worktree a killed daemon found
+                // made (not adopted) may not have had its paths either.
+                if row.adopted {
+                    self.save(world, &row)?;
+                } else {
+                    self.bootstrap(world, &row, true).await?;
                 }
-                self.save(world, &row)?;
                 row
             }
         };
+        // Ready for the world's commands already (each waits for the paths it needs); the
+        // world as a whole — what `binky up` waits for — once every path is brought, so a
+        // shell in the worktree finds them.
+        let pending: Vec<String> = self
+            .store
+            .read(|c| store::bootstrap_paths(c, world.id))?
+            .into_iter()
+            .filter(|b| b.state == BootstrapState::Pending)
+            .map(|b| b.path)
+            .collect();
+        if !pending.is_empty() {
+            return Ok(Applied {
+                // Each path's task nudges the world when it is done; looked at again anyway.
+                action: crate::runtime::Action::Requeue(std::time::Duration::from_secs(1)),
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    "Bringing",
+                    format!(
+                        "{} (branch {}): bringing {} into it",
+                        row.path.display(),
+                        row.branch,
+                        pending.join(", ")
+                    ),
+                )],
+            });
+        }
         Ok(Applied::await_change(vec![Condition::ok(
             CONDITION,
             if row.adopted { "Adopted" } else { "Ready" },
@@ -602,6 +920,8 @@ impl<G: Git> Controller for WorktreeController<G> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, WorktreeError> {
+        // A path being brought finishes before its worktree goes.
+        self.none_bringing(world.id).await;
         let Some(row) = self.store.read(|c| store::worktree(c, world.id))? else {
             return Ok(Cleanup::Done);
         };

@@ -39,6 +39,51 @@ fn check(
     }
 }
 
+/// How the worlds' worktrees got their dependency directories: linked or cloned (no data
+/// copied), or copied — and, when copied for want of one filesystem, the fix.
+fn bootstrap_check(ctx: &Ctx) -> Check {
+    let mut by_how: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut far: Vec<String> = Vec::new();
+    for w in ctx.store.read(store::worlds).unwrap_or_default() {
+        for b in ctx
+            .store
+            .read(|c| store::bootstrap_paths(c, w.id))
+            .unwrap_or_default()
+        {
+            let how = b.how.clone().unwrap_or_else(|| b.state.as_str().to_owned());
+            *by_how
+                .entry(format!("{how} ({})", b.mode.as_str()))
+                .or_default() += 1;
+            if b.message.contains("another filesystem") {
+                far.push(format!("{}:{}", w.name, b.path));
+            }
+        }
+    }
+    if by_how.is_empty() {
+        return check(
+            "worktree paths",
+            Level::Ok,
+            "no world has brought a path yet",
+            "",
+        );
+    }
+    let summary: Vec<String> = by_how.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    if far.is_empty() {
+        check("worktree paths", Level::Ok, summary.join(", "), "")
+    } else {
+        check(
+            "worktree paths",
+            Level::Warn,
+            format!(
+                "{}; copied because the worktree is on another filesystem than its repository: {}",
+                summary.join(", "),
+                far.join(", ")
+            ),
+            "put worktrees on the repository's filesystem (unset BINKY_WORKTREE_ROOT, or point it there) so their dependency directories are linked, not copied",
+        )
+    }
+}
+
 /// The inotify watch limit, and how many this user has in use.
 fn inotify() -> Option<(u64, u64)> {
     let max: u64 = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
@@ -124,6 +169,7 @@ pub async fn run(json: bool) -> Result<i32, Failure> {
         }
     };
     if let Some(ctx) = &ctx {
+        out.push(bootstrap_check(ctx));
         // The daemon.
         match client::request(
             &ctx.home,

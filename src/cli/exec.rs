@@ -43,7 +43,10 @@ pub fn world_env(
     };
     let ca = ctx.home.ca().join("ca.crt");
     match env::command_env(world, &layout, &snap, runner, Some(&ca)) {
-        Ok(ce) => Ok((ce.dir, ce.vars)),
+        Ok(ce) => {
+            wait_for_paths(ctx, world, &layout, &ce.dir)?;
+            Ok((ce.dir, ce.vars))
+        }
         Err(env::EnvError::SliceNotMade { service, .. }) => {
             let slices = ctx.store.read(|c| store::slices_seen_by(c, world))?;
             let why = slices
@@ -61,6 +64,46 @@ pub fn world_env(
             ))
         }
         Err(e) => Err(Failure::failed(e.to_string())),
+    }
+}
+
+/// Wait while the worktree is still getting a path a command in `dir` needs (a world just
+/// made: `node_modules` being linked in), saying so once.
+fn wait_for_paths(
+    ctx: &Ctx,
+    world: &World,
+    layout: &Layout,
+    dir: &std::path::Path,
+) -> Result<(), Failure> {
+    let rel = dir
+        .strip_prefix(&layout.worktree)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let deadline = Instant::now() + std::time::Duration::from_secs(30 * 60);
+    let mut said = false;
+    loop {
+        let waits = ctx
+            .store
+            .read(|c| store::bootstrap_waits(c, world.id, &rel))?;
+        if waits.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::failed(format!(
+                "{} still not brought into the worktree of `{}`; see `binky status {}`",
+                waits.join(", "),
+                world.name,
+                world.name
+            )));
+        }
+        if !said {
+            eprintln!(
+                "binky: waiting for {} to be brought into the worktree…",
+                waits.join(", ")
+            );
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 

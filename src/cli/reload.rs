@@ -18,7 +18,7 @@ pub async fn run(
     // `--group G` is judged on G's process services and those they depend on alone.
     let mut judged: Vec<String> = Vec::new();
     let generation = match &group {
-        None => crate::requests::reload(&ctx.store, &world)?,
+        None => crate::requests::reload(&ctx.store, &world, Some(args.timeout))?,
         // `--group G`: only the group's own process services (as binky 0.1.2).
         Some(g) => {
             let Some(members) = world.spec.groups.get(g) else {
@@ -62,8 +62,12 @@ pub async fn run(
                 .into_iter()
                 .filter(|s| runs.contains(s) && world.spec.services[s].process().is_some())
                 .collect();
-            ctx.store
-                .restart_services(world.id, &services, &format!("binky reload --group {g}"))?
+            ctx.store.restart_services(
+                world.id,
+                &services,
+                &format!("binky reload --group {g}"),
+                Some(args.timeout),
+            )?
         }
     };
     nudge(&ctx, world.id).await?;

@@ -81,6 +81,36 @@ fn print_world(v: &WorldView, detail: bool) {
             println!("      limits not enforced: {}", l.note);
         }
     }
+    // The paths the worktree got: how each came (in the detail view, or while one comes).
+    for b in &v.bootstrap {
+        let pending = b.state == binky_controllers::store::BootstrapState::Pending;
+        if !detail && !pending {
+            continue;
+        }
+        let how = match (&b.how, b.state) {
+            (Some(how), _) => format!(
+                "{how} ({} files, {} MB, {:.1} s{})",
+                b.files,
+                b.bytes / 1_000_000,
+                b.took_ms as f64 / 1000.0,
+                if b.message.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", b.message)
+                }
+            ),
+            (None, state) => format!(
+                "{}{}",
+                state.as_str(),
+                if b.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", b.message)
+                }
+            ),
+        };
+        println!("    path {:<24} mode {:<4} {how}", b.path, b.mode.as_str());
+    }
     let mut shown_tails: Vec<&str> = Vec::new();
     for c in &v.conditions {
         // In the overview, only what needs attention: a failure, or why a world waits.

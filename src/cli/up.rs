@@ -356,6 +356,7 @@ pub async fn run(
         spec: loaded.spec,
         env,
         group,
+        wait: Some(args.timeout),
     };
     let since = ctx.store.read(store::last_event_id)?;
     let put = match ctx.store.put_world(&new) {

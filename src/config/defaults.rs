@@ -1,14 +1,23 @@
-//! `[defaults]`: `workdir`, `restart`, `limits` and `env`, and the readers of `restart` and
-//! `limits` a process service shares with it.
+//! `[defaults]`: `workdir`, `restart`, `limits`, `env` and the stop keys (`stop_signal`,
+//! `stop_grace_period`, `stop_after_dependents`), and the readers of `restart` and `limits` a
+//! process service shares with it.
 
 use binky_controllers::limits::{parse_cpu, parse_memory, LimitError};
-use binky_controllers::spec::{Limits, Restart};
+use binky_controllers::spec::{Limits, Restart, Stopping};
 use toml::de::DeValue;
 
 use super::cx::join;
 use super::{Cx, Table};
 
-const DEFAULTS_KEYS: &[&str] = &["workdir", "restart", "limits", "env"];
+const DEFAULTS_KEYS: &[&str] = &[
+    "workdir",
+    "restart",
+    "limits",
+    "env",
+    "stop_signal",
+    "stop_grace_period",
+    "stop_after_dependents",
+];
 const LIMITS_KEYS: &[&str] = &["cpu", "memory"];
 
 /// What a process service gets for the keys it leaves out.
@@ -22,6 +31,9 @@ pub(super) struct Defaults {
     /// `env`: variables every service starts from (a process service's own `env`, an
     /// adapter service's `env` for `migrate` and `seed`), its own keys winning.
     pub(super) env: std::collections::BTreeMap<String, String>,
+    /// `stop_signal`, `stop_grace_period`, `stop_after_dependents` (SIGTERM, the daemon's
+    /// grace, every service at once).
+    pub(super) stop: Stopping,
 }
 
 impl Default for Defaults {
@@ -31,6 +43,7 @@ impl Default for Defaults {
             restart: Restart::default(),
             limits: None,
             env: Default::default(),
+            stop: Stopping::default(),
         }
     }
 }
@@ -52,6 +65,7 @@ impl Cx<'_> {
             restart: self.restart(t, "defaults").unwrap_or_default(),
             limits: self.limits(t, "defaults"),
             env: self.string_map(t, "defaults", "env").unwrap_or_default(),
+            stop: self.stopping(t, "defaults", &Stopping::default()),
         }
     }
 

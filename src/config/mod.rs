@@ -18,6 +18,7 @@ mod process;
 mod project;
 mod resources;
 mod services;
+mod stop;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -32,6 +33,7 @@ pub use cx::distance as edit_distance;
 pub use duration::parse_duration;
 pub use project::dns_name_problem;
 use services::DepSpans;
+pub use stop::parse_signal;
 
 /// The config file's name.
 pub const FILE_NAME: &str = "binky.toml";

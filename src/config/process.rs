@@ -1,5 +1,6 @@
 //! A process service (`[services.NAME]` with `cmd`): `cmd`, `setup`, `workdir`, `restart`,
-//! `limits`, `url`, `ports`, `health`, `watch`, `env`, `env_file`, `replicas`.
+//! `limits`, `url`, `ports`, `health`, `watch`, `env`, `env_file`, `replicas`, and how it
+//! stops (`stop_signal`, `stop_grace_period`, `stop_after_dependents`: `stop.rs`).
 
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -27,6 +28,9 @@ pub(super) const PROCESS_KEYS: &[&str] = &[
     "env_file",
     "replicas",
     "shared",
+    "stop_signal",
+    "stop_grace_period",
+    "stop_after_dependents",
 ];
 const HEALTH_KEYS: &[&str] = &[
     "http",
@@ -305,6 +309,7 @@ impl Cx<'_> {
         let limits = self.limits(t, path).or_else(|| defaults.limits.clone());
         let watch = self.strings(t, path, "watch", false).unwrap_or_default();
         let env_file = self.strings(t, path, "env_file", true).unwrap_or_default();
+        let stop = self.stopping(t, path, &defaults.stop);
         Some(Process {
             cmd: cmd?,
             setup,
@@ -318,6 +323,7 @@ impl Cx<'_> {
             env,
             env_file,
             replicas,
+            stop,
         })
     }
 }

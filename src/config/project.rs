@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use binky_controllers::spec::Project;
+use binky_controllers::spec::{CopyMode, Project};
 use toml::de::DeValue;
 
 use super::{Cx, Table};
@@ -127,34 +127,14 @@ impl Cx<'_> {
             None => None,
         };
         let https = self.boolean(t, "project", "https").unwrap_or(false);
-        let mut copy = Vec::new();
-        for (p, sp) in self
-            .string_list(t, "project", "copy", false)
-            .unwrap_or_default()
-        {
-            let parts: Vec<&str> = p.trim_end_matches('/').split('/').collect();
-            if p.is_empty()
-                || p.starts_with('/')
-                || parts
-                    .iter()
-                    .any(|s| *s == ".." || s.is_empty() && parts.len() > 1)
-            {
-                self.error(
-                    sp,
-                    "project.copy",
-                    format!("`{p}` is not a path inside the repository"),
-                    Some("name paths relative to the directory of binky.toml, e.g. copy = [\"node_modules\", \"web/node_modules\", \".venv\"]".to_owned()),
-                );
-            } else {
-                copy.push(p);
-            }
-        }
+        let (copy, copy_modes) = self.copy_paths(t);
         Some(Project {
             name: name?,
             domain,
             port_range,
             https,
             copy,
+            copy_modes,
         })
     }
 }
@@ -227,4 +207,94 @@ fn slug(n: &str) -> Option<String> {
     let out: String = out.trim_end_matches('-').chars().take(63).collect();
     let out = out.trim_end_matches('-').to_owned();
     project_name_ok(&out).then_some(out)
+}
+
+impl Cx<'_> {
+    /// `[project] copy`: paths (`"node_modules"`) or tables (`{ path = "…", mode = "copy" }`),
+    /// each inside the repository; the paths, and the modes other than the default.
+    fn copy_paths(
+        &mut self,
+        t: &Table<'_>,
+    ) -> (Vec<String>, std::collections::BTreeMap<String, CopyMode>) {
+        const FIX: &str = "name paths relative to the directory of binky.toml, e.g. copy = [\"node_modules\", \"web/node_modules\", { path = \".venv\", mode = \"copy\" }]";
+        let mut copy = Vec::new();
+        let mut modes = std::collections::BTreeMap::new();
+        let Some(v) = Self::get(t, "copy") else {
+            return (copy, modes);
+        };
+        let DeValue::Array(items) = v.get_ref() else {
+            self.error(
+                v.span(),
+                "project.copy",
+                "expected a list of paths".to_owned(),
+                Some(FIX.to_owned()),
+            );
+            return (copy, modes);
+        };
+        for (i, item) in items.iter().enumerate() {
+            let key = format!("project.copy[{i}]");
+            let (p, mode) = match item.get_ref() {
+                DeValue::String(s) => (s.to_string(), CopyMode::Link),
+                DeValue::Table(entry) => {
+                    self.unknown_keys(entry, &key, &["path", "mode"]);
+                    let Some(p) = self.string(entry, &key, "path") else {
+                        self.error(
+                            item.span(),
+                            &key,
+                            "a table in copy needs its `path`".to_owned(),
+                            Some(FIX.to_owned()),
+                        );
+                        continue;
+                    };
+                    let mode = match self.string(entry, &key, "mode").as_deref() {
+                        None | Some("link") => CopyMode::Link,
+                        Some("copy") => CopyMode::Copy,
+                        Some(other) => {
+                            let sp = Self::span_of(entry, "mode", item.span());
+                            self.error(
+                                sp,
+                                &format!("{key}.mode"),
+                                format!("unknown mode `{other}`"),
+                                Some("use mode = \"link\" (the default: clone, else hard-link, else copy) or mode = \"copy\" (clone, else copy: never shared)".to_owned()),
+                            );
+                            continue;
+                        }
+                    };
+                    (p, mode)
+                }
+                other => {
+                    self.error(
+                        item.span(),
+                        &key,
+                        format!(
+                            "expected a path or {{ path = \"…\", mode = \"…\" }}, found {}",
+                            super::cx::type_name(other)
+                        ),
+                        Some(FIX.to_owned()),
+                    );
+                    continue;
+                }
+            };
+            let parts: Vec<&str> = p.trim_end_matches('/').split('/').collect();
+            if p.is_empty()
+                || p.starts_with('/')
+                || parts
+                    .iter()
+                    .any(|s| *s == ".." || s.is_empty() && parts.len() > 1)
+            {
+                self.error(
+                    item.span(),
+                    "project.copy",
+                    format!("`{p}` is not a path inside the repository"),
+                    Some(FIX.to_owned()),
+                );
+                continue;
+            }
+            if mode != CopyMode::Link {
+                modes.insert(p.clone(), mode);
+            }
+            copy.push(p);
+        }
+        (copy, modes)
+    }
 }

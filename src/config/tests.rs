@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use binky_controllers::spec::{
-    Agents, Health, Hooks, Limits, Probe, Process, Project, Resource, Restart, SyncMode, UrlSpec,
+    Agents, Health, Hooks, Limits, Probe, Process, Project, Resource, Restart, Stopping, SyncMode,
+    UrlSpec,
 };
 
 use super::process::PROCESS_KEYS;
@@ -125,6 +126,7 @@ https = true
 workdir = "apps"
 restart = "always"
 limits = { cpu = "1", memory = "512M" }
+stop_grace_period = "10s"
 
 [services.web]
 cmd = "pnpm dev --port ${self.http}"
@@ -141,6 +143,9 @@ env = { API_URL = "${api.url}", NODE_ENV = "development" }
 env_file = [".env", ".env.local"]
 replicas = 2
 shared = false
+stop_signal = "QUIT"
+stop_grace_period = "3s"
+stop_after_dependents = true
 
 [services.api]
 cmd = "go run ./cmd/server --port ${self.port}"
@@ -207,6 +212,7 @@ fn project_keys_land_in_the_project() {
             port_range: Some((5000, 5999)),
             https: true,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         }
     );
     assert_eq!(spec.project.domain(), "acme.test");
@@ -243,8 +249,85 @@ fn every_process_key_lands_in_the_process() {
             env: map(&[("API_URL", "${api.url}"), ("NODE_ENV", "development")]),
             env_file: strings(&[".env", ".env.local"]),
             replicas: 2,
+            stop: Stopping {
+                signal: Some("SIGQUIT".into()),
+                grace_ms: Some(3_000),
+                after_dependents: true,
+            },
         }
     );
+}
+
+#[test]
+fn stop_keys_in_defaults_reach_every_process_service_that_leaves_them_out() {
+    let spec = ok(FULL).spec;
+    // `[defaults] stop_grace_period = "10s"`; `cron` sets no stop key.
+    assert_eq!(
+        process(&spec, "cron").stop,
+        Stopping {
+            signal: None,
+            grace_ms: Some(10_000),
+            after_dependents: false,
+        }
+    );
+    assert_eq!(process(&spec, "cron").stop.signal(), "SIGTERM");
+    // A service's own keys win.
+    assert_eq!(process(&spec, "web").stop.grace_ms, Some(3_000));
+    let spec = ok(&with_project(
+        "[defaults]\nstop_signal = \"sigint\"\nstop_after_dependents = true\n\n[services.a]\ncmd = \"run\"\n\n[services.b]\ncmd = \"run\"\nstop_signal = \"TERM\"\nstop_after_dependents = false\n",
+    ))
+    .spec;
+    assert_eq!(process(&spec, "a").stop.signal(), "SIGINT");
+    assert!(process(&spec, "a").stop.after_dependents);
+    assert_eq!(process(&spec, "b").stop.signal(), "SIGTERM");
+    assert!(!process(&spec, "b").stop.after_dependents);
+}
+
+#[test]
+fn a_stop_signal_that_is_no_signal_name_is_an_error_naming_the_form_binky_takes() {
+    let text =
+        with_project("[services.worker]\ncmd = \"celery worker\"\nstop_signal = \"SIGQUITT\"\n");
+    let e = sole_error(&text, "services.worker.stop_signal");
+    assert_eq!(e.message, "`SIGQUITT` is not a signal's name");
+    assert_eq!(e.position, Some(pos_of(&text, "\"SIGQUITT\"")));
+    assert!(
+        fix(&e).starts_with(
+            "write a signal's name, with or without SIG: stop_signal = \"SIGQUIT\" or \"QUIT\""
+        ),
+        "{}",
+        fix(&e)
+    );
+    assert!(fix(&e).contains("SIGUSR1"), "{}", fix(&e));
+    let e = sole_error(
+        &with_project("[services.worker]\ncmd = \"w\"\nstop_signal = 3\n"),
+        "services.worker.stop_signal",
+    );
+    assert!(e.message.contains("signal's number"), "{}", e.message);
+    let e = sole_error(
+        &with_project("[defaults]\nstop_signal = \"nope\"\n"),
+        "defaults.stop_signal",
+    );
+    assert_eq!(e.message, "`nope` is not a signal's name");
+}
+
+#[test]
+fn a_stop_grace_period_that_is_no_duration_is_an_error_with_an_example() {
+    let e = sole_error(
+        &with_project("[services.worker]\ncmd = \"w\"\nstop_grace_period = \"3 parsecs\"\n"),
+        "services.worker.stop_grace_period",
+    );
+    assert!(e.message.contains("3 parsecs"), "{}", e.message);
+    assert!(
+        fix(&e).starts_with("e.g. stop_grace_period = \"3s\""),
+        "{}",
+        fix(&e)
+    );
+    // Seconds as a bare number, as `timeout` takes them.
+    let spec = ok(&with_project(
+        "[services.w]\ncmd = \"w\"\nstop_grace_period = 2\n",
+    ))
+    .spec;
+    assert_eq!(process(&spec, "w").stop.grace_ms, Some(2_000));
 }
 
 #[test]
@@ -438,6 +521,7 @@ fn omitted_keys_get_their_documented_defaults() {
             port_range: None,
             https: false,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         }
     );
     assert_eq!(spec.project.domain(), "acme.localhost");
@@ -463,6 +547,7 @@ fn omitted_keys_get_their_documented_defaults() {
             env: BTreeMap::new(),
             env_file: vec![],
             replicas: 1,
+            stop: Stopping::default(),
         }
     );
     assert!(spec.groups.is_empty());

@@ -54,8 +54,11 @@ pub struct DaemonConfig {
     pub home: Home,
     /// Runtime tuning.
     pub runtime: RuntimeConfig,
-    /// Stop grace for services.
+    /// Stop grace for services (unless their `stop_grace_period` says).
     pub stop_grace: Duration,
+    /// How long a service without `health` may take to listen on its port when its world
+    /// records no command's `--timeout` (a world's own is recorded by `up` and `reload`).
+    pub port_wait: Duration,
     /// The `binky` binary whose `__scrub` scrubs services' output on its way to the logs;
     /// `None` writes it straight to the files.
     pub scrubber: Option<std::path::PathBuf>,
@@ -68,6 +71,7 @@ impl DaemonConfig {
             home,
             runtime: RuntimeConfig::default(),
             stop_grace: Duration::from_secs(5),
+            port_wait: binky_controllers::spec::DEFAULT_PORT_WAIT,
             // This binary, when it is binky (not a test binary booting the daemon).
             scrubber: std::env::current_exe().ok().filter(|p| {
                 p.file_name()
@@ -226,6 +230,7 @@ pub async fn run(
     let process_supervisor = supervisor.clone();
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;
+    pconf.port_wait = config.port_wait;
     pconf.ca_cert = https_on.then(|| home.ca().join("ca.crt"));
     let ca_cert = pconf.ca_cert.clone();
     runtime.add(Arc::new(
@@ -237,10 +242,10 @@ pub async fn run(
     ));
     // What a daemon killed while deleting removed worktrees left goes now.
     crate::trash::empty_trash(&home.trash());
-    runtime.add(Arc::new(WorktreeController::new(
-        store.clone(),
-        GitCli::with_trash(home.trash()),
-    )));
+    runtime.add(Arc::new(
+        WorktreeController::new(store.clone(), GitCli::with_trash(home.trash()))
+            .with_trigger(trigger.clone()),
+    ));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
     let processes = Arc::new(
         ProcessController::new(store.clone(), process_supervisor, pconf)

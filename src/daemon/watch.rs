@@ -555,6 +555,7 @@ mod tests {
                 spec,
                 env: BTreeMap::new(),
                 group: None,
+                wait: None,
             })
             .unwrap();
         let id = put.world.id;

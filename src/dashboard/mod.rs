@@ -513,7 +513,7 @@ impl Dashboard {
                 Ok(g) => done(g, format!("{}: down requested", world.name)),
                 Err(f) => failure(f),
             },
-            "reload" => match crate::requests::reload(&self.store, &world) {
+            "reload" => match crate::requests::reload(&self.store, &world, None) {
                 Ok(g) => done(g, format!("{}: reload requested", world.name)),
                 Err(f) => failure(f),
             },

@@ -461,6 +461,33 @@ impl Init {
             }
         }
 
+        // stop_signal, stop_grace_period: compose's keys are binky's (a Celery worker stops
+        // at once on QUIT; on TERM it waits out the grace period and is killed).
+        if let Some(raw) = def.get("stop_signal").and_then(scalar) {
+            let sig = self.interpolate(&raw);
+            match crate::config::parse_signal(&sig) {
+                Ok(signal) => {
+                    out.push_str(&format!("stop_signal = {}\n", q(&signal)));
+                    notes.push(format!("stop_signal {signal}"));
+                }
+                Err(why) => self.todo(format!(
+                    "{name}: stop_signal `{sig}` not carried over ({why}): binky stops it with SIGTERM until `stop_signal` names a signal, e.g. \"SIGQUIT\""
+                )),
+            }
+        }
+        if let Some(raw) = def.get("stop_grace_period").and_then(scalar) {
+            let text = self.interpolate(&raw);
+            match compose_duration(&text) {
+                Some(grace) => {
+                    out.push_str(&format!("stop_grace_period = {}\n", q(&grace)));
+                    notes.push(format!("stop_grace_period {grace}"));
+                }
+                None => self.todo(format!(
+                    "{name}: stop_grace_period `{text}` not carried over (not a duration): binky gives it 5 s until `stop_grace_period` says, e.g. \"10s\""
+                )),
+            }
+        }
+
         // depends_on
         let (deps, dropped) = self.depends_on(i);
         if !deps.is_empty() {
@@ -578,3 +605,52 @@ pub(super) const ADAPTER_KEYS: &[&str] = &[
     "stop_signal",
     "volumes",
 ];
+
+/// A compose duration (Go's form: `10s`, `1m30s`, `500ms`, `1.5h`; a bare number is seconds)
+/// in binky's (`90s`, `500ms`); `None` when it is not one.
+pub(super) fn compose_duration(text: &str) -> Option<String> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return ms_text(secs * 1000.0);
+    }
+    let mut ms = 0.0;
+    let mut rest = t;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let per_ms = match &rest[..unit_end] {
+            "ns" => 1e-6,
+            "us" | "µs" => 1e-3,
+            "ms" => 1.0,
+            "s" => 1000.0,
+            "m" => 60_000.0,
+            "h" => 3_600_000.0,
+            _ => return None,
+        };
+        ms += value * per_ms;
+        rest = &rest[unit_end..];
+    }
+    ms_text(ms)
+}
+
+/// Milliseconds as binky writes a duration: whole seconds as `90s`, else `1500ms`.
+fn ms_text(ms: f64) -> Option<String> {
+    if !ms.is_finite() || ms < 0.0 {
+        return None;
+    }
+    let ms = ms.round() as u64;
+    Some(if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    })
+}

@@ -795,6 +795,99 @@ services:
 }
 
 #[test]
+fn compose_stop_signal_and_stop_grace_period_are_carried_over_as_binky_keys() {
+    let g = generate_with(
+        r#"
+services:
+  worker:
+    build: .
+    command: celery -A app worker
+    stop_signal: QUIT
+    stop_grace_period: 1m30s
+  beat:
+    build: .
+    command: celery -A app beat
+    stop_signal: SIGINT
+    stop_grace_period: 500ms
+  api:
+    build: .
+    command: serve
+    stop_grace_period: "${API_GRACE:-3s}"
+  cache:
+    image: redis:7
+    stop_signal: SIGKILL
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGQUIT"
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_grace_period"]),
+        "90s"
+    );
+    assert_eq!(string(&t, &["services", "beat", "stop_signal"]), "SIGINT");
+    assert_eq!(
+        string(&t, &["services", "beat", "stop_grace_period"]),
+        "500ms"
+    );
+    assert_eq!(string(&t, &["services", "api", "stop_grace_period"]), "3s");
+    assert!(!svc(&t, "api").contains_key("stop_signal"));
+    // binky runs the adapter's server itself: nothing to carry.
+    assert!(!svc(&t, "cache").contains_key("stop_signal"));
+    // binky's own reading of the file has them.
+    let spec = crate::config::parse(&g.toml, Path::new("binky.toml"))
+        .unwrap()
+        .spec;
+    let worker = spec.services["worker"].process().unwrap();
+    assert_eq!(worker.stop.signal(), "SIGQUIT");
+    assert_eq!(worker.stop.grace_ms, Some(90_000));
+    // What was mapped is said, and nothing is reported as left out.
+    let mapped = g.mapped.join("\n");
+    assert!(mapped.contains("stop_signal SIGQUIT"), "{mapped}");
+    assert!(mapped.contains("stop_grace_period 90s"), "{mapped}");
+    let todo = g.to_decide.join("\n");
+    assert!(!todo.contains("stop_"), "{todo}");
+}
+
+#[test]
+fn a_compose_stop_signal_binky_cannot_read_is_left_out_with_a_todo() {
+    let g = generate_with(
+        "services:\n  worker:\n    build: .\n    command: run\n    stop_signal: SIGWHAT\n    stop_grace_period: soon\n",
+        None,
+    );
+    let t = valid(&g);
+    assert!(!svc(&t, "worker").contains_key("stop_signal"));
+    assert!(!svc(&t, "worker").contains_key("stop_grace_period"));
+    let todo = g.to_decide.join("\n");
+    assert!(
+        todo.contains("worker: stop_signal `SIGWHAT` not carried over"),
+        "{todo}"
+    );
+    assert!(
+        todo.contains("worker: stop_grace_period `soon` not carried over"),
+        "{todo}"
+    );
+}
+
+#[test]
+fn compose_durations_become_binky_durations() {
+    use render::compose_duration;
+    assert_eq!(compose_duration("10s").as_deref(), Some("10s"));
+    assert_eq!(compose_duration("1m30s").as_deref(), Some("90s"));
+    assert_eq!(compose_duration("1h").as_deref(), Some("3600s"));
+    assert_eq!(compose_duration("1.5s").as_deref(), Some("1500ms"));
+    assert_eq!(compose_duration("250ms").as_deref(), Some("250ms"));
+    assert_eq!(compose_duration("7").as_deref(), Some("7s"));
+    assert_eq!(compose_duration("0s").as_deref(), Some("0s"));
+    assert_eq!(compose_duration("soon"), None);
+    assert_eq!(compose_duration("10x"), None);
+    assert_eq!(compose_duration(""), None);
+}
+
+#[test]
 fn service_names_binky_cannot_use_are_renamed() {
     let g = generate_with(
         r#"

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use binky_controllers::process::{
     Exit, Liveness, Marked, Mechanism, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError,
-    SpawnSpec, Supervisor, Usage,
+    SpawnSpec, StopHow, Stopped, Supervisor, Usage,
 };
 use binky_controllers::runtime::Trigger;
 use binky_controllers::store::WorldId;
@@ -463,17 +463,29 @@ pub async fn stop_group(pgid: u32, grace: Duration) {
     stop_group_with(pgid, Signal::SIGTERM, grace).await;
 }
 
-/// `first` to a process group, SIGKILL after `grace`; returns once it is gone.
-pub async fn stop_group_with(pgid: u32, first: Signal, grace: Duration) {
+/// `first` to a process group, SIGKILL after `grace`; returns once it is gone, saying how.
+pub async fn stop_group_with(pgid: u32, first: Signal, grace: Duration) -> Stopped {
     let pg = Pid::from_raw(pgid as i32);
+    let signalled = Instant::now();
     if killpg(pg, first).is_err() {
-        return;
+        return Stopped::Gone;
     }
-    if !wait_group_gone(pgid, grace).await {
-        tracing::info!(pgid, signal = ?first, "group still alive; sending SIGKILL");
-        let _ = killpg(pg, Signal::SIGKILL);
-        wait_group_gone(pgid, Duration::from_secs(3)).await;
+    if wait_group_gone(pgid, grace).await {
+        return Stopped::Exited(signalled.elapsed());
     }
+    tracing::info!(pgid, signal = ?first, "group still alive; sending SIGKILL");
+    let _ = killpg(pg, Signal::SIGKILL);
+    wait_group_gone(pgid, Duration::from_secs(3)).await;
+    Stopped::Killed
+}
+
+/// The signal named `name` (`SIGQUIT`; the config reader only lets such names through), or
+/// SIGTERM.
+pub fn signal_named(name: &str) -> Signal {
+    name.parse().unwrap_or_else(|_| {
+        tracing::warn!(signal = name, "not a signal; stopping with SIGTERM");
+        Signal::SIGTERM
+    })
 }
 
 impl Supervisor for RealSupervisor {
@@ -600,7 +612,7 @@ impl Supervisor for RealSupervisor {
         }
     }
 
-    async fn stop(&self, id: ProcId, grace: Duration) {
+    async fn stop(&self, id: ProcId, how: StopHow) -> Stopped {
         let ours = matches!(
             self.children
                 .lock()
@@ -612,9 +624,9 @@ impl Supervisor for RealSupervisor {
             && !procfs::alive(id.pid, id.start_time)
             && procfs::group_members(id.pid).is_empty()
         {
-            return;
+            return Stopped::Gone;
         }
-        stop_group(id.pid, grace).await;
+        stop_group_with(id.pid, signal_named(&how.signal), how.grace).await
     }
 
     async fn probe(

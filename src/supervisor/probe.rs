@@ -193,6 +193,24 @@ fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
     })
 }
 
+/// The TCP ports the service running as `owner` listens on: its process group's, else
+/// those of the processes carrying its spawn token (a child that moved to a group of its
+/// own).
+fn own_listening_ports(owner: ProcId) -> Vec<u16> {
+    let ports = super::procfs::listening_ports(&super::procfs::group_members(owner.pid));
+    if !ports.is_empty() {
+        return ports;
+    }
+    let Some(token) = super::procfs::environ_var(owner.pid, super::TOKEN_VAR) else {
+        return ports;
+    };
+    let carriers: Vec<u32> = super::procfs::pids()
+        .into_iter()
+        .filter(|p| super::procfs::environ_var(*p, super::TOKEN_VAR).as_deref() == Some(&token))
+        .collect();
+    super::procfs::listening_ports(&carriers)
+}
+
 /// Run one probe of the service running as `owner`, answered within `timeout` (a health
 /// check's `timeout`; a port's default).
 pub async fn probe(
@@ -205,7 +223,19 @@ pub async fn probe(
             if *port == 0 {
                 return Err(ProbeError::NoPort.into());
             }
-            connect(host, *port, timeout).await.map(drop)?;
+            if let Err(e) = connect(host, *port, timeout).await {
+                // Nothing on its port: does the service listen somewhere else?
+                if is_local(host) {
+                    let listening = own_listening_ports(owner);
+                    if !listening.is_empty() && !listening.contains(port) {
+                        return Err(ProbeFailure::OtherPort {
+                            port: *port,
+                            listening,
+                        });
+                    }
+                }
+                return Err(e.into());
+            }
             if is_local(host) {
                 held_by(*port, owner)?;
             }

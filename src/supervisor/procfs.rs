@@ -161,6 +161,49 @@ pub fn listeners_of(port: u16) -> Vec<u32> {
     out
 }
 
+/// The TCP ports the processes `pids` listen on (any address), ascending.
+pub fn listening_ports(pids: &[u32]) -> Vec<u16> {
+    let mut by_inode: std::collections::HashMap<String, u16> = std::collections::HashMap::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if let (true, Some(port)) = (*state == "0A", port) {
+                by_inode.insert(format!("socket:[{inode}]"), port);
+            }
+        }
+    }
+    let mut out: Vec<u16> = Vec::new();
+    if by_inode.is_empty() {
+        return out;
+    }
+    for pid in pids {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Some(port) = fs::read_link(fd.path())
+                .ok()
+                .and_then(|t| by_inode.get(t.to_string_lossy().as_ref()).copied())
+            {
+                out.push(port);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// Load per CPU (one minute) at or above which the machine counts as saturated where the
 /// kernel gives no pressure figures.
 pub const SATURATED_LOAD_PER_CPU: f64 = 2.0;
@@ -226,6 +269,28 @@ mod tests {
         assert_eq!(pid, std::process::id());
         drop(l);
         assert!(listener_of(port).is_none());
+    }
+
+    #[test]
+    fn the_ports_a_process_listens_on_are_found_and_not_those_it_only_connects_to() {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("[::1]:0")
+            .or_else(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let mut want = vec![
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        ];
+        want.sort_unstable();
+        // A connection is no listening socket.
+        let _client = std::net::TcpStream::connect(a.local_addr().unwrap()).unwrap();
+        let found = listening_ports(&[std::process::id()]);
+        for p in &want {
+            assert!(found.contains(p), "{p} not in {found:?}");
+        }
+        drop((a, b));
+        let found = listening_ports(&[std::process::id()]);
+        assert!(!want.iter().any(|p| found.contains(p)), "{found:?}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! A new world's worktree gets, before any `setup`, the ignored files `.worktreeinclude`
-//! lists and the dependency directories `[project] copy` names: real copies (never links),
-//! from the main checkout or the newest world that has them.
+//! A new world's worktree gets, before the commands that need them, the ignored files
+//! `.worktreeinclude` lists (copies) and the dependency directories `[project] copy` names
+//! (cloned, else hard-linked, else copied), from the main checkout or the newest world that
+//! has them.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
@@ -24,7 +25,7 @@ fn write(path: &std::path::Path, text: &str) {
 }
 
 #[test]
-fn a_new_worktree_gets_the_included_files_and_dependency_dirs_before_setup_as_real_copies() {
+fn a_new_worktree_gets_the_included_files_and_dependency_dirs_before_setup_linked_or_copied() {
     let env = Env::new(CONFIG);
     let repo = env.repo.clone();
     write(
@@ -54,10 +55,15 @@ fn a_new_worktree_gets_the_included_files_and_dependency_dirs_before_setup_as_re
     let out = env.binky(&["up", "w1"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let progress = stderr(&out);
+    // Linked (cloned on a filesystem that clones): no data copied.
     assert!(
-        progress.contains("copied node_modules (1 file,") && progress.contains(" from "),
+        (progress.contains("linked node_modules (1 file,")
+            || progress.contains("cloned node_modules (1 file,"))
+            && progress.contains(" from "),
         "{progress}"
     );
+    // `.worktreeinclude`'s files are the world's own copies (a world edits its `.env`).
+    assert!(progress.contains("copied .env (1 file,"), "{progress}");
     let wt = env.worktree("w1");
     // setup found them.
     assert_eq!(
@@ -67,7 +73,7 @@ fn a_new_worktree_gets_the_included_files_and_dependency_dirs_before_setup_as_re
     // Not listed, or the user's own: not copied.
     assert!(!wt.join("debug.log").exists());
     assert!(!wt.join("notes.txt").exists());
-    // Mode, symlink and time kept; a copy, not a link.
+    // Mode, symlink and time kept.
     let copied = wt.join("node_modules/pkg/index.js");
     let (a, b) = (
         std::fs::metadata(&index).unwrap(),
@@ -75,16 +81,25 @@ fn a_new_worktree_gets_the_included_files_and_dependency_dirs_before_setup_as_re
     );
     assert_eq!(b.permissions().mode() & 0o777, 0o755);
     assert_eq!(a.mtime(), b.mtime());
-    assert_ne!(a.ino(), b.ino());
     assert_eq!(
         std::fs::read_link(wt.join("node_modules/.bin/tool")).unwrap(),
         std::path::PathBuf::from("../pkg/index.js")
     );
-    // A package patched in one world does not change in the main checkout.
-    std::fs::write(&copied, "patched\n").unwrap();
+    // A package replaced in one world (a new file renamed into place, as package managers
+    // write) does not change in the main checkout.
+    let fresh = wt.join("node_modules/pkg/.index.js.new");
+    std::fs::write(&fresh, "patched\n").unwrap();
+    std::fs::rename(&fresh, &copied).unwrap();
     assert_eq!(
         std::fs::read_to_string(&index).unwrap(),
         "module.exports = 1;\n"
+    );
+    assert_eq!(std::fs::read_to_string(&copied).unwrap(), "patched\n");
+    // `binky status` says how each path came.
+    let status = env.ok(&["status", "w1"]);
+    assert!(
+        status.contains("node_modules") && (status.contains("linked") || status.contains("cloned")),
+        "{status}"
     );
 
     // A dependency directory the main checkout lacks comes from the newest world that has it.
@@ -93,7 +108,7 @@ fn a_new_worktree_gets_the_included_files_and_dependency_dirs_before_setup_as_re
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(&format!(
-            "copied web/node_modules (1 file, 1 KB) from {}",
+            "web/node_modules (1 file, 1 KB) from {}",
             wt.display()
         )),
         "{}",
@@ -239,7 +254,7 @@ fn a_copy_path_binky_will_not_take_is_said_by_check_and_up_with_the_fix() {
 [project]
 name = "refused"
 {range}
-copy = [".venv", "tools.txt", "node_modules"]
+copy = [".venv", "tools.txt", "node_modules", "package-lock.json"]
 
 [services.api]
 cmd = "exec python3 server.py ${self.port}"
@@ -253,6 +268,11 @@ url = true
     env.git(&["commit", "-qm", "ignores"]);
     write(&repo.join(".venv/bin/python"), "#!/bin/sh\n");
     write(&repo.join("node_modules/pkg/index.js"), "1;\n");
+    // A lockfile the repository does not commit nor ignore: named outright, it is copied.
+    write(
+        &repo.join("package-lock.json"),
+        "{\"lockfileVersion\": 3}\n",
+    );
     let out = env.binky(&["check"]);
     assert!(out.status.success(), "warnings only: {}", stdout(&out));
     let text = stdout(&out);
@@ -279,6 +299,14 @@ url = true
         "{err}"
     );
     assert!(!env.worktree("w").join(".venv").exists());
+    assert!(
+        !text.contains("package-lock.json"),
+        "a file named outright is copied: {text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.worktree("w").join("package-lock.json")).unwrap(),
+        "{\"lockfileVersion\": 3}\n"
+    );
     assert!(env
         .worktree("w")
         .join("node_modules/pkg/index.js")
@@ -299,4 +327,205 @@ url = true
     env.ok(&["remove", "w", "--force"]);
     env.ok(&["remove", "v", "--force"]);
     env.assert_nothing_left(&["w", "v"]);
+}
+
+/// Every file under `dir` (relative path → mode and content), symlinks as their target.
+fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<String, (u32, Vec<u8>)> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&p).unwrap();
+                out.insert(rel, (0, target.display().to_string().into_bytes()));
+            } else if meta.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, (meta.permissions().mode(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// A package tarball `name@version` whose index.js says its version, made with `npm pack`.
+fn pack(dir: &std::path::Path, name: &str, version: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("src-{version}"));
+    write(
+        &src.join("package.json"),
+        &format!("{{\"name\": \"{name}\", \"version\": \"{version}\", \"main\": \"index.js\"}}\n"),
+    );
+    write(
+        &src.join("index.js"),
+        &format!("module.exports = '{version}';\n"),
+    );
+    let out = std::process::Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(dir)
+        .current_dir(&src)
+        .output()
+        .expect("npm (./scripts/test installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join(format!("{name}-{version}.tgz"))
+}
+
+/// Linking shares files, never changes: after a world's venv was made its own (its scripts
+/// rewritten) and `npm install` changed a package in the world, the main checkout's venv
+/// and node_modules are byte for byte what they were.
+#[test]
+fn the_main_checkouts_venv_and_node_modules_are_unchanged_by_what_a_linked_world_does() {
+    let env = Env::new(&CONFIG.replace(
+        "copy = [\"node_modules\", \"web/node_modules\"]",
+        "copy = [\"node_modules\", \".venv\"]",
+    ).replace("setup = \"cat .env certs/local.pem node_modules/pkg/index.js > seen-by-setup.txt\"\n", ""));
+    let repo = env.repo.clone();
+    let vendor = repo.join("vendor");
+    std::fs::create_dir_all(&vendor).unwrap();
+    let v1 = pack(&vendor, "demo-pkg", "1.0.0");
+    let v2 = pack(&vendor, "demo-pkg", "2.0.0");
+    for v in ["1.0.0", "2.0.0"] {
+        std::fs::remove_dir_all(vendor.join(format!("src-{v}"))).unwrap();
+    }
+    write(&repo.join(".gitignore"), "node_modules/\n.venv/\n");
+    write(
+        &repo.join("package.json"),
+        "{\"name\": \"app\", \"version\": \"0.0.0\", \"dependencies\": {\"demo-pkg\": \"file:vendor/demo-pkg-1.0.0.tgz\"}}\n",
+    );
+    let npm = |dir: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new("npm")
+            .args(args)
+            .args(["--offline", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "npm {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    npm(&repo, &["install"]);
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "a package"]);
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(repo.join(".venv"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (nm, venv) = (
+        snapshot(&repo.join("node_modules")),
+        snapshot(&repo.join(".venv")),
+    );
+    assert!(
+        nm.keys().any(|k| k.ends_with("demo-pkg/index.js")),
+        "{:?}",
+        nm.keys()
+    );
+    assert!(venv.contains_key("bin/activate"), "{:?}", venv.keys());
+
+    let said = env.ok(&["up", "w"]);
+    let wt = env.worktree("w");
+    let events = env.ok(&["events", "w"]);
+    assert!(
+        events.contains("linked node_modules") || events.contains("cloned node_modules"),
+        "{said}\n{events}"
+    );
+    // The world's venv is its own (its activate names the world), and a changed package.
+    let activate = std::fs::read_to_string(wt.join(".venv/bin/activate")).unwrap();
+    assert!(
+        activate.contains(&wt.join(".venv").display().to_string()),
+        "{activate}"
+    );
+    npm(&wt, &["install", &v2.display().to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(wt.join("node_modules/demo-pkg/index.js")).unwrap(),
+        "module.exports = '2.0.0';\n"
+    );
+    // The main checkout's: byte for byte what it was.
+    assert_eq!(
+        snapshot(&repo.join("node_modules")),
+        nm,
+        "node_modules changed"
+    );
+    assert_eq!(snapshot(&repo.join(".venv")), venv, "the venv changed");
+    assert!(v1.is_file());
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// Linking needs one filesystem: a worktree on another (tmpfs here) gets its paths copied,
+/// and says so once; `mode = "copy"` copies on the same filesystem too.
+#[test]
+fn across_filesystems_a_linked_path_is_copied_and_says_so_and_mode_copy_always_copies() {
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new(&CONFIG.replace(
+        "copy = [\"node_modules\", \"web/node_modules\"]",
+        "copy = [\"node_modules\", { path = \"vendor\", mode = \"copy\" }]",
+    ).replace("setup = \"cat .env certs/local.pem node_modules/pkg/index.js > seen-by-setup.txt\"\n", ""));
+    let repo = env.repo.clone();
+    write(&repo.join(".gitignore"), "node_modules/\nvendor/\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignores"]);
+    write(&repo.join("node_modules/pkg/index.js"), "1;\n");
+    write(&repo.join("vendor/lib/a.rb"), "a\n");
+    // On the repository's filesystem: node_modules linked, vendor copied.
+    let out = env.binky(&["up", "same"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wt = env.worktree("same");
+    let ino = |p: &std::path::Path| std::fs::metadata(p).unwrap().ino();
+    assert_eq!(
+        ino(&wt.join("node_modules/pkg/index.js")),
+        ino(&repo.join("node_modules/pkg/index.js"))
+    );
+    assert_ne!(
+        ino(&wt.join("vendor/lib/a.rb")),
+        ino(&repo.join("vendor/lib/a.rb"))
+    );
+    assert!(
+        stderr(&out).contains("copied vendor (1 file"),
+        "{}",
+        stderr(&out)
+    );
+    // Worktrees on another filesystem.
+    let other = tempfile::tempdir_in("/dev/shm").expect("/dev/shm for worktrees on tmpfs");
+    assert_ne!(
+        std::fs::metadata(other.path()).unwrap().dev(),
+        std::fs::metadata(&repo).unwrap().dev(),
+        "this test needs /dev/shm on another filesystem than the temporary directory"
+    );
+    let out = env.binky_env(
+        &["up", "far"],
+        &[("BINKY_WORKTREE_ROOT", &other.path().display().to_string())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("copied node_modules (1 file")
+            && said.contains("the worktree is on another filesystem, where files cannot be linked"),
+        "{said}"
+    );
+    let status = env.ok(&["status", "far"]);
+    assert!(
+        status.contains("node_modules") && status.contains("copied"),
+        "{status}"
+    );
+    // doctor sums up how the worlds' paths came, and names the fix for the copied ones.
+    let doctor = stdout(&env.binky(&["doctor"]));
+    assert!(
+        doctor.contains("worktree paths")
+            && doctor.contains("far:node_modules")
+            && doctor.contains("put worktrees on the repository's filesystem"),
+        "{doctor}"
+    );
+    env.ok(&["remove", "same"]);
+    env.ok(&["remove", "far"]);
+    env.assert_nothing_left(&["same", "far"]);
 }

@@ -195,3 +195,102 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// `slow` listens on its port only after `LISTEN_DELAY` seconds.
+const SLOW: &str = r#"
+[project]
+name = "acme"
+{range}
+
+[services.slow]
+cmd = "exec python3 server.py ${self.port}"
+url = true
+env = { LISTEN_DELAY = "3" }
+"#;
+
+/// A service without `health` may take as long to listen as `binky up --timeout` waits,
+/// however much longer than the daemon's own wait for a world whose command named none
+/// (here 1 s: a flower that took 36 s no longer fails an `up` that waits 60 s).
+#[test]
+fn a_port_that_opens_within_the_up_timeout_is_not_a_failure() {
+    let env = Env::new(SLOW);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut config = binky::daemon::DaemonConfig::new(binky::paths::Home::at(env.home.clone()));
+    config.port_wait = Duration::from_secs(1);
+    let daemon = rt.spawn(binky::daemon::run(config, async {
+        let _ = stopped.await;
+    }));
+    wait_until("the daemon", Duration::from_secs(10), || {
+        env.binky(&["daemon", "status"]).status.success()
+    });
+    let out = env.binky(&["up", "w", "--timeout", "60s"]);
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status.code(),
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("w is up"), "{}", stdout(&out));
+    assert!(listening(env.port_of("w", "slow")));
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+    stop.send(()).unwrap();
+    rt.block_on(daemon).unwrap().unwrap();
+}
+
+/// `deaf` never listens; `astray` listens, on a port that is not the one binky gave it.
+#[test]
+fn up_and_status_tell_not_listening_yet_from_listening_on_another_port() {
+    let env = Env::new("");
+    let elsewhere = env.ports.low + 41;
+    env.write_config(&format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.deaf]
+cmd = "exec sleep 1000"
+url = true
+
+[services.astray]
+cmd = "exec python3 server.py {elsewhere}"
+url = true
+"#
+    ));
+    env.git(&["commit", "-qam", "two services"]);
+    let out = env.binky(&["up", "w", "--timeout", "4s"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let astray = env.port_of("w", "astray");
+    let deaf = env.port_of("w", "deaf");
+    let said = stderr(&out);
+    assert!(
+        said.contains(&format!("deaf: not listening yet on its port {deaf}")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "astray: listening on port {elsewhere}, not on its port {astray}: make its cmd listen on ${{self.port}}"
+        )),
+        "{said}"
+    );
+    let status = env.ok(&["status", "w"]);
+    assert!(
+        status.contains(&format!("not listening yet on its port {deaf}")),
+        "{status}"
+    );
+    assert!(
+        status.contains(&format!(
+            "listening on port {elsewhere}, not on its port {astray}"
+        )),
+        "{status}"
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -46,5 +46,6 @@ mod slices_postgres;
 mod slices_rabbitmq;
 mod slices_redis;
 mod slices_s3;
+mod stopping;
 mod storm;
 mod top;

@@ -376,6 +376,23 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
                 } else {
                     self.event(world, "golden", &format!("{service}: building golden template {name} (migrate and seed once; other worlds are cloned from it)"));
                 }
+                // Its migrate runs in this worktree once the paths its workdir needs are
+                // brought (its `.venv`); the build stays claimed meanwhile.
+                let brought = self.store.read(|c| {
+                    store::bootstrap_waits(
+                        c,
+                        world.id,
+                        &crate::env::workdir_rel(world, &res.workdir),
+                    )
+                })?;
+                if !brought.is_empty() {
+                    waiting.get_or_insert(format!(
+                        "{service}: waiting for {} to be brought into the worktree to build golden template {}",
+                        brought.join(", "),
+                        g.name
+                    ));
+                    continue;
+                }
                 let g = self.golden(&key)?.unwrap_or(g);
                 if let Some(cond) = self
                     .build(world, &layout, service, res, &g, &inputs)

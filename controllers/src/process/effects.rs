@@ -104,6 +104,37 @@ pub enum Liveness {
     Exited(Exit),
 }
 
+/// How to stop a process group: the signal that asks it to, then SIGKILL once `grace` has
+/// passed with anything of the group left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopHow {
+    /// The signal's name, with `SIG` (`SIGTERM`, `SIGQUIT`).
+    pub signal: String,
+    /// How long the group gets before SIGKILL.
+    pub grace: Duration,
+}
+
+impl StopHow {
+    /// SIGTERM, then SIGKILL after `grace`.
+    pub fn term(grace: Duration) -> StopHow {
+        StopHow {
+            signal: crate::spec::DEFAULT_STOP_SIGNAL.to_owned(),
+            grace,
+        }
+    }
+}
+
+/// How a stop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Nothing of the group was left to stop.
+    Gone,
+    /// The group was gone this long after the signal, within its grace.
+    Exited(Duration),
+    /// Something of the group was still there when the grace ran out: killed (SIGKILL).
+    Killed,
+}
+
 /// A resolved readiness probe.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProbeTarget {
@@ -129,6 +160,31 @@ pub enum ProbeFailure {
     NotReady(String),
     /// The port answers, but a program outside the service holds it (the message names it).
     Foreign(String),
+    /// Nothing answers on `port`, and the service's own processes listen on `listening`
+    /// instead: it listens, but not where binky looks.
+    OtherPort {
+        /// The port probed (the service's).
+        port: u16,
+        /// The TCP ports its processes listen on.
+        listening: Vec<u16>,
+    },
+}
+
+impl ProbeFailure {
+    /// What went wrong, to put in a sentence.
+    pub fn text(&self) -> String {
+        match self {
+            ProbeFailure::NotReady(why) | ProbeFailure::Foreign(why) => why.clone(),
+            ProbeFailure::OtherPort { port, listening } => {
+                let ports: Vec<String> = listening.iter().map(u16::to_string).collect();
+                format!(
+                    "listening on port{} {}, not on its port {port}",
+                    if ports.len() == 1 { "" } else { "s" },
+                    ports.join(", ")
+                )
+            }
+        }
+    }
 }
 
 /// A process carrying one of this binky home's spawn tokens.
@@ -174,8 +230,9 @@ pub trait Supervisor: Send + Sync + 'static {
     fn spawn(&self, spec: &SpawnSpec) -> impl Future<Output = Result<ProcId, SpawnError>> + Send;
     /// Does it still run? Adopts (watches) a process this supervisor did not start.
     fn liveness(&self, world: WorldId, id: ProcId) -> Liveness;
-    /// SIGTERM to the group, SIGKILL after `grace`; returns once the group is gone.
-    fn stop(&self, id: ProcId, grace: Duration) -> impl Future<Output = ()> + Send;
+    /// `how.signal` to the group, SIGKILL after `how.grace`; returns once the group is gone,
+    /// saying how it went.
+    fn stop(&self, id: ProcId, how: StopHow) -> impl Future<Output = Stopped> + Send;
     /// One readiness probe of the service running as `owner` (the leader of its process
     /// group), answered within `timeout`. A TCP probe of a local port passes only when that
     /// port is held by the service's own processes: after a kill, another program may have

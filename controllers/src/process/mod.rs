@@ -21,8 +21,12 @@
 //! - Exits follow the restart policy with capped exponential backoff (0.5 s doubling to
 //!   30 s; the count resets after 10 s of running). Three failures in a row make the world
 //!   `CrashLoop` (binky keeps retrying; `binky up` stops waiting and shows the log tail).
-//! - Stopping sends SIGTERM to the group, then SIGKILL after the grace period; dependents
-//!   stop before their dependencies.
+//! - Stopping sends the service's `stop_signal` (SIGTERM) to its group, then SIGKILL once
+//!   its `stop_grace_period` (the daemon's grace, 5 s) has passed with anything of the group
+//!   left. `down`, `remove` and `reload` signal every service at once, except that a service
+//!   with `stop_after_dependents` waits until the services depending on it are gone.
+//! - A service without `health` may take as long to listen on its port as the command that
+//!   started it waits (`binky up --timeout`, recorded with the world).
 
 mod effects;
 mod machine;
@@ -51,7 +55,7 @@ use machine::secs;
 pub use crate::limits::{Mechanism, ResourceLimits};
 pub use effects::{
     Exit, Liveness, Marked, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec,
-    Supervisor, Usage,
+    StopHow, Stopped, Supervisor, Usage,
 };
 pub use resources::SAMPLE_EVERY;
 pub use spawn::log_tail;
@@ -64,8 +68,11 @@ const CONDITION: &str = Kind::Process.condition();
 pub struct ProcessConfig {
     /// Where logs go: `<logs>/<project>/<world>/<service>.log`.
     pub logs_dir: PathBuf,
-    /// SIGTERM → SIGKILL grace.
+    /// How long a stopped service gets before SIGKILL unless its `stop_grace_period` says.
     pub stop_grace: Duration,
+    /// How long a service without `health` may take to listen on its port when its world
+    /// records no command's `--timeout`.
+    pub port_wait: Duration,
     /// Limit for one `setup` run.
     pub setup_timeout: Duration,
     /// Limit for one hook run.
@@ -90,6 +97,7 @@ impl ProcessConfig {
         ProcessConfig {
             logs_dir,
             stop_grace: Duration::from_secs(5),
+            port_wait: crate::spec::DEFAULT_PORT_WAIT,
             setup_timeout: Duration::from_secs(15 * 60),
             hook_timeout: Duration::from_secs(5 * 60),
             crash_loop_after: 3,
@@ -223,7 +231,32 @@ impl<S: Supervisor> ProcessController<S> {
         }
     }
 
-    /// Stop `services` (names with live rows), dependents first, each level in parallel.
+    /// How the service `process` (none: a command that is no service's, a setup) is
+    /// stopped: its `stop_signal`, and its `stop_grace_period` or the daemon's grace.
+    pub(crate) fn stop_how(&self, process: Option<&crate::spec::Process>) -> StopHow {
+        let stop = process.map(|p| &p.stop);
+        StopHow {
+            signal: stop
+                .map_or(crate::spec::DEFAULT_STOP_SIGNAL, |s| s.signal())
+                .to_owned(),
+            grace: stop
+                .and_then(|s| s.grace_ms)
+                .map_or(self.config.stop_grace, Duration::from_millis),
+        }
+    }
+
+    /// How long a service of `world` without `health` may take to listen on its port: as
+    /// long as the command that last started the world waits (`--timeout`).
+    pub(crate) fn port_wait(&self, world: &World) -> Duration {
+        world
+            .wait_ms
+            .map_or(self.config.port_wait, Duration::from_millis)
+    }
+
+    /// Stop `services` (instance names with rows): every one at once, except that a service
+    /// with `stop_after_dependents` is signalled only once the instances of the services
+    /// that depend on it (directly or through others) among them have stopped. A setup
+    /// still running is stopped as a command (SIGTERM), whatever its service says.
     async fn stop_services(
         &self,
         world: &World,
@@ -231,51 +264,117 @@ impl<S: Supervisor> ProcessController<S> {
         services: &BTreeSet<String>,
         why: &str,
     ) -> Result<(), StoreError> {
-        let levels = dependency_levels(world);
-        let top = levels.values().copied().max().unwrap_or(0) + 1;
-        let mut by_level: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-        for name in services {
-            // The replicas of a service (`api.1`) stop with it.
-            let service = crate::replica::service_of(name);
-            by_level
-                .entry(levels.get(service).copied().unwrap_or(top))
-                .or_default()
-                .push(name.clone());
+        let waits = stop_waits(world, services);
+        let mut pending: BTreeSet<String> = services.clone();
+        let mut stopping: tokio::task::JoinSet<(Stopped, StopHow)> = tokio::task::JoinSet::new();
+        // The instances being stopped, by the task stopping them.
+        let mut in_flight: HashMap<tokio::task::Id, String> = HashMap::new();
+        loop {
+            // Everything whose dependents are gone is signalled now.
+            let free: Vec<String> = pending
+                .iter()
+                .filter(|n| {
+                    waits.get(*n).is_none_or(|w| {
+                        w.iter()
+                            .all(|d| !pending.contains(d) && !in_flight.values().any(|f| f == d))
+                    })
+                })
+                .cloned()
+                .collect();
+            // Never stuck: the graph has no cycle, but a stop must never wait forever.
+            let free = if free.is_empty() && in_flight.is_empty() {
+                pending.iter().cloned().collect()
+            } else {
+                free
+            };
+            for name in free {
+                pending.remove(&name);
+                let Some(row) = rows.get(&name) else { continue };
+                let live = match (row.pid, row.start_time) {
+                    (Some(pid), Some(start_time)) => {
+                        let id = ProcId { pid, start_time };
+                        (self.sup.liveness(world.id, id) == Liveness::Running).then_some(id)
+                    }
+                    _ => None,
+                };
+                match live {
+                    Some(id) => {
+                        let process = (row.state != ProcState::Setup)
+                            .then(|| {
+                                world
+                                    .spec
+                                    .services
+                                    .get(crate::replica::service_of(&name))
+                                    .and_then(|s| s.process())
+                            })
+                            .flatten();
+                        let how = self.stop_how(process);
+                        let sup = self.sup.clone();
+                        let task =
+                            stopping.spawn(async move { (sup.stop(id, how.clone()).await, how) });
+                        in_flight.insert(task.id(), name);
+                    }
+                    None => self.stopped(world, rows, &name, why, None)?,
+                }
+            }
+            match stopping.join_next_with_id().await {
+                Some(Ok((task, (outcome, how)))) => {
+                    if let Some(name) = in_flight.remove(&task) {
+                        self.stopped(world, rows, &name, why, Some((outcome, &how)))?;
+                    }
+                }
+                // A stop that panicked: recorded as stopped all the same (its cgroup is
+                // released, which ends what is left in it where binky has cgroups).
+                Some(Err(err)) => {
+                    tracing::warn!(%err, world = %world.name, "a stop failed");
+                    if let Some(name) = in_flight.remove(&err.id()) {
+                        self.stopped(world, rows, &name, why, None)?;
+                    }
+                }
+                None if pending.is_empty() => break,
+                None => {}
+            }
         }
-        for (_, names) in by_level.into_iter().rev() {
-            let mut tasks = Vec::new();
-            for name in &names {
-                let Some(row) = rows.get(name) else { continue };
-                if let (Some(pid), Some(start_time)) = (row.pid, row.start_time) {
-                    let sup = self.sup.clone();
-                    let grace = self.config.stop_grace;
-                    let id = ProcId { pid, start_time };
-                    if self.sup.liveness(world.id, id) == Liveness::Running {
-                        tasks.push(tokio::spawn(async move { sup.stop(id, grace).await }));
-                    }
+        Ok(())
+    }
+
+    /// `name` has stopped (`outcome`: how, asked how; none: it was not running): its row
+    /// says so, and an event says how when it had a process.
+    fn stopped(
+        &self,
+        world: &World,
+        rows: &mut BTreeMap<String, ProcessRow>,
+        name: &str,
+        why: &str,
+        outcome: Option<(Stopped, &StopHow)>,
+    ) -> Result<(), StoreError> {
+        self.release_cgroup(world.id, name);
+        let Some(row) = rows.get_mut(name) else {
+            return Ok(());
+        };
+        let had_process = row.pid.is_some();
+        row.state = ProcState::Stopped;
+        row.pid = None;
+        row.start_time = None;
+        row.spawn_token = None;
+        row.healthy = false;
+        row.failures = 0;
+        row.next_start_at = None;
+        row.message = why.to_owned();
+        self.save(world.id, row)?;
+        if had_process {
+            let how = match outcome {
+                Some((Stopped::Exited(after), how)) => {
+                    format!(": it exited {} after {}", secs(after), how.signal)
                 }
-            }
-            for t in tasks {
-                let _ = t.await;
-            }
-            for name in &names {
-                self.release_cgroup(world.id, name);
-                if let Some(row) = rows.get_mut(name) {
-                    let had_process = row.pid.is_some();
-                    row.state = ProcState::Stopped;
-                    row.pid = None;
-                    row.start_time = None;
-                    row.spawn_token = None;
-                    row.healthy = false;
-                    row.failures = 0;
-                    row.next_start_at = None;
-                    row.message = why.to_owned();
-                    self.save(world.id, row)?;
-                    if had_process {
-                        self.event(world.id, "stopped", &format!("stopped {name} ({why})"));
-                    }
-                }
-            }
+                Some((Stopped::Killed, how)) => format!(
+                    ": killed (SIGKILL), still running {} after {} (its stop_grace_period; a stop_signal it obeys at once, such as Celery's SIGQUIT, stops it sooner)",
+                    secs(how.grace),
+                    how.signal
+                ),
+                Some((Stopped::Gone, _)) | None => String::new(),
+            };
+            self.event(world.id, "stopped", &format!("stopped {name} ({why}){how}"));
         }
         Ok(())
     }
@@ -380,22 +479,41 @@ impl<S: Supervisor> ProcessController<S> {
     }
 }
 
-/// Level of each service: 0 without dependencies, else one more than its deepest one.
-fn dependency_levels(world: &World) -> HashMap<String, usize> {
-    let mut levels = HashMap::new();
-    if let Ok(order) = world.spec.start_order() {
-        for name in order {
-            let level = world.spec.services[&name]
-                .depends_on
-                .iter()
-                .filter_map(|d| levels.get(d))
-                .map(|l| l + 1)
-                .max()
-                .unwrap_or(0);
-            levels.insert(name, level);
+/// For each instance of `stopping` whose service has `stop_after_dependents`: the instances
+/// among `stopping` of the services that depend on it, directly or through others.
+fn stop_waits(world: &World, stopping: &BTreeSet<String>) -> BTreeMap<String, BTreeSet<String>> {
+    let spec = &world.spec;
+    let mut waits = BTreeMap::new();
+    for name in stopping {
+        let service = crate::replica::service_of(name);
+        let after = spec
+            .services
+            .get(service)
+            .and_then(|s| s.process())
+            .is_some_and(|p| p.stop.after_dependents);
+        if !after {
+            continue;
+        }
+        // Every service that depends on it, through any chain.
+        let mut dependents = BTreeSet::new();
+        let mut stack = vec![service.to_owned()];
+        while let Some(s) = stack.pop() {
+            for (other, svc) in &spec.services {
+                if svc.depends_on.contains(&s) && dependents.insert(other.clone()) {
+                    stack.push(other.clone());
+                }
+            }
+        }
+        let of: BTreeSet<String> = stopping
+            .iter()
+            .filter(|n| dependents.contains(crate::replica::service_of(n)))
+            .cloned()
+            .collect();
+        if !of.is_empty() {
+            waits.insert(name.clone(), of);
         }
     }
-    levels
+    waits
 }
 
 impl<S: Supervisor> Controller for ProcessController<S> {

@@ -457,6 +457,8 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
         // The managed servers, to say when one a slice lives on is down.
         let servers = self.store.read(store::servers)?;
         let mut ready = Vec::new();
+        // A slice whose migrate waits for the worktree (or a path brought into it).
+        let mut waiting_for_worktree: Option<String> = None;
         for (service, res) in &wanted {
             let mut row = rows.get(service).cloned().unwrap_or_else(|| SliceRow {
                 service: service.clone(),
@@ -643,19 +645,37 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     &format!("{service}: provisioned {} slice {}", res.adapter, row.name),
                 );
             }
-            if (migrate_due || seed_due) && layout.is_none() {
+            // migrate and seed run in the worktree, once the paths their workdir needs are
+            // brought into it (its `.venv`, say).
+            let brought = match &layout {
+                Some(_) if migrate_due || seed_due => self.store.read(|c| {
+                    store::bootstrap_waits(
+                        c,
+                        world.id,
+                        &crate::env::workdir_rel(world, &res.workdir),
+                    )
+                })?,
+                _ => Vec::new(),
+            };
+            if (migrate_due || seed_due) && (layout.is_none() || !brought.is_empty()) {
+                let why = if brought.is_empty() {
+                    "waiting for the worktree to run migrate and seed".to_owned()
+                } else {
+                    format!(
+                        "waiting for {} to be brought into the worktree to run migrate and seed",
+                        brought.join(", ")
+                    )
+                };
                 row.state = SliceState::Provisioned;
-                row.message = "waiting for the worktree to run migrate and seed".into();
+                row.message = why.clone();
                 self.save(world, &row)?;
                 self.healed
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(key, world.generation);
-                return Ok(Applied::await_change(vec![Condition::waiting(
-                    CONDITION,
-                    "Waiting",
-                    format!("{service}: waiting for the worktree to run migrate and seed"),
-                )]));
+                // The world's other slices are made meanwhile.
+                waiting_for_worktree.get_or_insert(format!("{service}: {why}"));
+                continue;
             }
             for (which, cmd, due) in [
                 ("migrate", res.migrate.as_deref(), migrate_due),
@@ -699,6 +719,14 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 }
             }
             ready.push(self.mark_ready(world, &mut row, key)?);
+        }
+        if let Some(why) = waiting_for_worktree {
+            return Ok(Applied {
+                // The worktree controller nudges the world as it gets each path; looked at
+                // again anyway.
+                action: Action::Requeue(std::time::Duration::from_secs(1)),
+                conditions: vec![Condition::waiting(CONDITION, "Waiting", why)],
+            });
         }
         let down = servers_down(&servers, &rows, &wanted);
         if !down.is_empty() {

@@ -37,6 +37,9 @@ pub struct NewWorld {
     pub env: BTreeMap<String, String>,
     /// `--group`.
     pub group: Option<String>,
+    /// How long the command waits (`--timeout`): a service without `health` may take as
+    /// long to listen on its port.
+    pub wait: Option<std::time::Duration>,
 }
 
 /// The result of [`Store::put_world`].
@@ -60,6 +63,7 @@ impl Store {
     pub fn put_world(&self, new: &NewWorld) -> Result<PutOutcome, StoreError> {
         let spec = encode(&new.spec)?;
         let env = encode(&new.env)?;
+        let wait = wait_ms(new.wait);
         let now = now_ms();
         let repo = new.repo_root.to_string_lossy().into_owned();
         let id = self.write(owner::Commands, |tx| {
@@ -113,7 +117,8 @@ impl Store {
                     tx.execute(
                         "UPDATE worlds SET spec = ?1, env = ?2, service_group = ?3,
                             config_path = ?4, config_rel = ?5, desired_state = 'running',
-                            generation = generation + 1, updated_at = ?6, last_used_at = ?6
+                            generation = generation + 1, updated_at = ?6, last_used_at = ?6,
+                            wait_ms = COALESCE(?8, wait_ms)
                          WHERE id = ?7",
                         params![
                             spec,
@@ -122,7 +127,8 @@ impl Store {
                             new.config_path.to_string_lossy(),
                             new.config_rel,
                             now,
-                            id
+                            id,
+                            wait
                         ],
                     )?;
                     add_event(tx, id, "up", "up requested")?;
@@ -133,8 +139,9 @@ impl Store {
                     tx.execute(
                         "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
                             config_rel, config_path, spec, env, service_group, desired_state,
-                            generation, created_at, updated_at, last_used_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', 1, ?11, ?11, ?11)",
+                            generation, created_at, updated_at, last_used_at, wait_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', 1, ?11, ?11, ?11,
+                            ?12)",
                         params![
                             project_id,
                             new.name,
@@ -146,7 +153,8 @@ impl Store {
                             spec,
                             env,
                             new.group,
-                            now
+                            now,
+                            wait
                         ],
                     )?;
                     let id = tx.last_insert_rowid();
@@ -188,15 +196,22 @@ impl Store {
     }
 
     /// Restart a world's processes in place (`binky reload`); returns the new generation.
-    pub fn reload_world(&self, world: WorldId) -> Result<i64, StoreError> {
+    /// `wait`: how long the command waits (`--timeout`; none keeps the one recorded), as
+    /// long as a service without `health` may take to listen on its port.
+    pub fn reload_world(
+        &self,
+        world: WorldId,
+        wait: Option<std::time::Duration>,
+    ) -> Result<i64, StoreError> {
         self.write(owner::Commands, |tx| {
             refuse_deleted(tx, world)?;
             let now = now_ms();
             tx.execute(
                 "UPDATE worlds SET desired_state = 'running', restart_nonce = restart_nonce + 1,
-                    generation = generation + 1, updated_at = ?1, last_used_at = ?1
+                    generation = generation + 1, updated_at = ?1, last_used_at = ?1,
+                    wait_ms = COALESCE(?3, wait_ms)
                  WHERE id = ?2",
-                params![now, world],
+                params![now, world, wait_ms(wait)],
             )?;
             add_event(tx, world, "reload", "reload requested")?;
             generation(tx, world)
@@ -224,6 +239,8 @@ impl Store {
                         spec,
                         env: &w.env,
                         config_rel: &w.config_rel,
+                        // An edit of the file waits for nothing: the recorded wait stays.
+                        wait: None,
                     }),
                 )?;
             }
@@ -233,11 +250,13 @@ impl Store {
 
     /// `binky reload NAME --group G`: restart these services of the world (only them), in
     /// one step; returns the new generation.
+    /// `wait` as for [`Store::reload_world`].
     pub fn restart_services(
         &self,
         world: WorldId,
         services: &[String],
         why: &str,
+        wait: Option<std::time::Duration>,
     ) -> Result<i64, StoreError> {
         self.write(owner::Commands, |tx| {
             refuse_deleted(tx, world)?;
@@ -251,8 +270,9 @@ impl Store {
             let now = now_ms();
             tx.execute(
                 "UPDATE worlds SET desired_state = 'running', generation = generation + 1,
-                    updated_at = ?1, last_used_at = ?1 WHERE id = ?2",
-                params![now, world],
+                    updated_at = ?1, last_used_at = ?1, wait_ms = COALESCE(?3, wait_ms)
+                 WHERE id = ?2",
+                params![now, world, wait_ms(wait)],
             )?;
             add_event(
                 tx,
@@ -330,6 +350,8 @@ struct Writer<'a> {
     spec: &'a Spec,
     env: &'a BTreeMap<String, String>,
     config_rel: &'a str,
+    /// Its command's wait (ms): the shared services it starts may take as long to listen.
+    wait: Option<i64>,
 }
 
 fn writer(id: WorldId, new: &NewWorld) -> Writer<'_> {
@@ -339,7 +361,13 @@ fn writer(id: WorldId, new: &NewWorld) -> Writer<'_> {
         spec: &new.spec,
         env: &new.env,
         config_rel: &new.config_rel,
+        wait: wait_ms(new.wait),
     }
+}
+
+/// A command's wait as the `wait_ms` column holds it.
+fn wait_ms(wait: Option<std::time::Duration>) -> Option<i64> {
+    wait.map(|w| i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Bring project `project_id`'s shared world (see [`crate::shared`]) in line with its user
@@ -417,7 +445,7 @@ fn sync_shared(
             tx.execute(
                 "UPDATE worlds SET spec = ?1, env = ?2, config_rel = ?3, config_path = ?4,
                     desired_state = 'running', generation = generation + 1, updated_at = ?5,
-                    last_used_at = ?5
+                    last_used_at = ?5, wait_ms = COALESCE(?7, wait_ms)
                  WHERE id = ?6",
                 params![
                     text,
@@ -425,7 +453,8 @@ fn sync_shared(
                     rel,
                     config_path(&s.repo_root, rel),
                     now,
-                    s.id
+                    s.id,
+                    w.wait
                 ],
             )?;
             if s.spec != spec {
@@ -462,8 +491,8 @@ fn sync_shared(
             tx.execute(
                 "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
                     config_rel, config_path, spec, env, service_group, desired_state,
-                    generation, created_at, updated_at, last_used_at)
-                 VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, 'running', 1, ?8, ?8, ?8)",
+                    generation, created_at, updated_at, last_used_at, wait_ms)
+                 VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, 'running', 1, ?8, ?8, ?8, ?9)",
                 params![
                     project_id,
                     crate::shared::WORLD,
@@ -472,7 +501,8 @@ fn sync_shared(
                     config_path(&repo, w.config_rel),
                     text,
                     encode(w.env)?,
-                    now
+                    now,
+                    w.wait
                 ],
             )?;
             let id = tx.last_insert_rowid();

@@ -290,7 +290,31 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE processes ADD COLUMN problem TEXT;
     ALTER TABLE processes ADD COLUMN stepped_generation INTEGER NOT NULL DEFAULT 0;
     "#,
-    // 13: golden templates built in stages and grown from the one before (`golden`): the
+    // 13: the paths a new worktree gets from the main checkout (`.worktreeinclude`,
+    // `[project] copy`), each brought on its own while the world's other work goes on:
+    // what is pending, done or failed, how (cloned, linked, copied) and how long it took.
+    r#"
+    CREATE TABLE bootstrap_paths (
+        world_id   INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        path       TEXT NOT NULL,
+        src        TEXT NOT NULL,
+        mode       TEXT NOT NULL,
+        state      TEXT NOT NULL,
+        how        TEXT,
+        files      INTEGER NOT NULL DEFAULT 0,
+        bytes      INTEGER NOT NULL DEFAULT 0,
+        took_ms    INTEGER NOT NULL DEFAULT 0,
+        message    TEXT NOT NULL DEFAULT '',
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (world_id, path)
+    );
+    "#,
+    // 14: how long the command that last started a world waits (`--timeout`, ms): a service
+    // without `health` may take that long to listen on its port.
+    r#"
+    ALTER TABLE worlds ADD COLUMN wait_ms INTEGER;
+    "#,
+    // 15: golden templates built in stages and grown from the one before (`golden`): the
     // service they belong to (`lineage`), the migration inputs they were built from (path →
     // hash, JSON), whether their migrated (unseeded) stage is complete, the template they
     // grew from and how they were built, and when a world last used them (kept after the

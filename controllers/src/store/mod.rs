@@ -32,7 +32,9 @@ use owner::{Mode, Owner, Refused, Tx};
 
 pub use desired::{NewWorld, PutOutcome};
 pub use read::*;
-pub use states::{GoldenState, ProcState, ServerState, SliceState, UnknownState, WorktreeState};
+pub use states::{
+    BootstrapState, GoldenState, ProcState, ServerState, SliceState, UnknownState, WorktreeState,
+};
 
 /// Row id of a world: the key every controller reconciles.
 pub type WorldId = i64;

@@ -158,11 +158,15 @@ owners! {
         Grant::delete_only("admissions"),
         Grant::delete_only("setup_changes"),
         Grant::delete_only("process_resources"),
+        Grant::delete_only("bootstrap_paths"),
     ];
     /// The admission gate.
     pub(crate) Gate = "the admission gate": [Grant::all("admissions")];
     /// The worktree controller.
-    pub(crate) Worktree = "the worktree controller": [Grant::all("worktrees")];
+    pub(crate) Worktree = "the worktree controller": [
+        Grant::all("worktrees"),
+        Grant::all("bootstrap_paths"),
+    ];
     /// The port controller.
     pub(crate) Port = "the port controller": [Grant::all("ports")];
     /// The golden controller; it carries out (deletes) the drop requests commands make.

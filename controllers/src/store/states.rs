@@ -108,11 +108,24 @@ state_enum! {
     WorktreeState ("worktree") {
         /// `git worktree add` runs (the files may not be there yet).
         Creating = "creating",
-        /// Checked out (and bootstrapped): setups and services may use it.
+        /// Checked out: setups and services may use it once the paths they need are brought
+        /// (see [`BootstrapState`]).
         Ready = "ready",
         /// Deleted from outside binky: made again only by the next `binky up`.
         Missing = "missing",
         /// Could not be made.
+        Failed = "failed",
+    }
+}
+
+state_enum! {
+    /// Where one path a new worktree gets from the main checkout is.
+    BootstrapState ("bootstrap") {
+        /// To be brought (a daemon that died while bringing it left it so).
+        Pending = "pending",
+        /// Brought: the commands that need it may run.
+        Done = "done",
+        /// Could not be brought: said in the world's events; its `setup` makes it.
         Failed = "failed",
     }
 }

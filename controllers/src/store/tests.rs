@@ -12,6 +12,7 @@ pub(crate) fn spec(name: &str) -> Spec {
             port_range: None,
             https: false,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         },
         services: BTreeMap::new(),
         groups: BTreeMap::new(),
@@ -34,6 +35,7 @@ pub(crate) fn new_world(project: &str, repo: &str, name: &str) -> NewWorld {
         spec: spec(project),
         env: BTreeMap::from([("PATH".to_string(), "/usr/bin".to_string())]),
         group: None,
+        wait: None,
     }
 }
 
@@ -93,7 +95,7 @@ fn every_write_bumps_the_generation() {
             .unwrap(),
         3
     );
-    assert_eq!(store.reload_world(first.world.id).unwrap(), 4);
+    assert_eq!(store.reload_world(first.world.id, None).unwrap(), 4);
     let w = store.read(|c| world(c, first.world.id)).unwrap().unwrap();
     assert_eq!(w.restart_nonce, 1);
     assert_eq!(w.desired, DesiredState::Running);

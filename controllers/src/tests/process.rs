@@ -221,7 +221,7 @@ async fn a_changed_command_restarts_only_that_service() {
 }
 
 #[tokio::test]
-async fn down_stops_dependents_before_their_dependencies_and_up_restarts_them() {
+async fn down_signals_every_service_at_once_and_up_restarts_them() {
     let h = h();
     let id = h.up(chain());
     h.converge(id).await;
@@ -229,9 +229,12 @@ async fn down_stops_dependents_before_their_dependencies_and_up_restarts_them() 
         .set_desired_state(id, DesiredState::Stopped)
         .unwrap();
     h.converge(id).await;
-    assert_eq!(
-        h.sup.inner.lock().unwrap().stopped,
-        vec!["web", "api", "db"]
+    // Every service is asked to stop before any is gone: none waits for another.
+    let log = h.sup.inner.lock().unwrap().stop_log.clone();
+    assert_eq!(log.len(), 6, "{log:?}");
+    assert!(
+        log[..3].iter().all(|l| l.starts_with("signal ")),
+        "stopped one after another: {log:?}"
     );
     assert_eq!(h.ready(id).reason, "Stopped");
     for s in ["db", "api", "web"] {
@@ -246,12 +249,105 @@ async fn down_stops_dependents_before_their_dependencies_and_up_restarts_them() 
     assert_eq!(h.ready(id).status, CondStatus::True);
 }
 
+/// `chain()` with `stop_after_dependents` on `service`.
+fn chain_stopping_after_dependents(service: &str) -> Spec {
+    let mut s = chain();
+    if let ServiceKind::Process(p) = &mut s.services.get_mut(service).unwrap().kind {
+        p.stop.after_dependents = true;
+    }
+    s
+}
+
+#[tokio::test]
+async fn a_service_stopping_after_its_dependents_is_signalled_once_they_are_all_gone() {
+    for how in ["down", "remove", "reload"] {
+        let h = h();
+        // db waits for api and, through it, web; api and web stop at once.
+        let id = h.up(chain_stopping_after_dependents("db"));
+        h.converge(id).await;
+        match how {
+            "down" => {
+                h.store
+                    .set_desired_state(id, DesiredState::Stopped)
+                    .unwrap();
+            }
+            "remove" => {
+                h.store.mark_deleted(id, false).unwrap();
+            }
+            _ => {
+                h.store.reload_world(id, None).unwrap();
+            }
+        }
+        h.converge(id).await;
+        let log = h.sup.inner.lock().unwrap().stop_log.clone();
+        let at = |l: &str| {
+            log.iter()
+                .position(|x| x == l)
+                .unwrap_or_else(|| panic!("{how}: no `{l}` in {log:?}"))
+        };
+        assert!(at("signal db") > at("gone api"), "{how}: {log:?}");
+        assert!(at("signal db") > at("gone web"), "{how}: {log:?}");
+        assert!(
+            at("signal api") < at("gone web"),
+            "{how}: api waited for web: {log:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn each_service_is_stopped_with_its_own_signal_and_grace_period() {
+    let h = h_with(|c| c.stop_grace = Duration::from_secs(7));
+    let mut worker = web("celery worker", &[]);
+    if let ServiceKind::Process(p) = &mut worker.kind {
+        p.stop.signal = Some("SIGQUIT".into());
+        p.stop.grace_ms = Some(1_500);
+    }
+    let mut s = spec(vec![("worker", worker), ("api", web("api", &[]))]);
+    let id = h.up(s.clone());
+    h.converge(id).await;
+    let hows = |h: &H| h.sup.inner.lock().unwrap().stop_hows.clone();
+    let quit = crate::process::StopHow {
+        signal: "SIGQUIT".into(),
+        grace: Duration::from_millis(1_500),
+    };
+    let term = crate::process::StopHow::term(Duration::from_secs(7));
+    // A restart for a changed command.
+    if let ServiceKind::Process(p) = &mut s.services.get_mut("worker").unwrap().kind {
+        p.cmd = "celery worker -l info".into();
+    }
+    h.up(s);
+    h.converge(id).await;
+    assert_eq!(hows(&h), vec![("worker".to_owned(), quit.clone())]);
+    // `binky down`: each its own.
+    h.store
+        .set_desired_state(id, DesiredState::Stopped)
+        .unwrap();
+    h.converge(id).await;
+    let mut down = hows(&h)[1..].to_vec();
+    down.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        down,
+        vec![
+            ("api".to_owned(), term),
+            ("worker".to_owned(), quit.clone())
+        ]
+    );
+    // The event says how it went.
+    let stopped = messages(&h, "stopped");
+    assert!(
+        stopped
+            .iter()
+            .any(|m| m == "stopped worker (binky down): it exited 0.0s after SIGQUIT"),
+        "{stopped:?}"
+    );
+}
+
 #[tokio::test]
 async fn reload_restarts_everything_once() {
     let h = h();
     let id = h.up(chain());
     h.converge(id).await;
-    h.store.reload_world(id).unwrap();
+    h.store.reload_world(id, None).unwrap();
     h.converge(id).await;
     assert_eq!(
         h.sup.spawn_order(),
@@ -815,4 +911,174 @@ async fn the_sampler_records_what_running_services_use_and_forgets_stopped_ones(
     h.proc_.sample_usage().await.unwrap();
     let stopped = resources_of(&h, id, "api");
     assert_eq!((stopped.memory_bytes, stopped.cpu_percent), (None, None));
+}
+
+/// `web()` whose process a test can find by name, on a world whose command waits `wait`.
+fn up_waiting(h: &H, services: Vec<(&str, Service)>, wait: Option<Duration>) -> i64 {
+    let mut new = new_world(h.dir.path(), "w", spec(services));
+    new.wait = wait;
+    h.store.put_world(&new).unwrap().world.id
+}
+
+impl H {
+    /// Pretend `service` started `ago`.
+    fn started_ago(&self, service: &str, ago: Duration) {
+        self.store
+            .write_fixture(|tx| {
+                tx.execute(
+                    "UPDATE processes SET started_at = ?1 WHERE service = ?2",
+                    rusqlite::params![store::now_ms() - ago.as_millis() as i64, service],
+                )?;
+                Ok(())
+            })
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_service_without_health_may_take_as_long_to_listen_as_the_command_waits() {
+    // The daemon's fallback is short; the command's `--timeout` (60 s) decides.
+    let h = h_with(|c| c.port_wait = Duration::from_secs(10));
+    h.sup.inner.lock().unwrap().unready.insert("flower".into());
+    let id = up_waiting(
+        &h,
+        vec![("flower", web("celery flower", &[]))],
+        Some(Duration::from_secs(60)),
+    );
+    h.converge(id).await;
+    h.started_ago("flower", Duration::from_secs(36));
+    reconcile(&h.proc_, &h.store, id).await;
+    let c = h.ready(id);
+    assert_eq!(
+        (c.status, c.stalled),
+        (CondStatus::False, false),
+        "failed within the command's wait: {c:?}"
+    );
+    assert!(
+        c.message
+            .starts_with("flower: not listening yet on its port"),
+        "{}",
+        c.message
+    );
+    assert!(
+        h.row(id, "flower")
+            .message
+            .starts_with("not ready after 36s: not listening yet on its port"),
+        "{}",
+        h.row(id, "flower").message
+    );
+    // It listens at last: ready.
+    h.sup.inner.lock().unwrap().unready.clear();
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.ready(id).status, CondStatus::True);
+}
+
+#[tokio::test]
+async fn past_the_commands_wait_a_silent_port_fails_the_world_saying_so() {
+    let h = h_with(|c| c.port_wait = Duration::from_secs(10));
+    h.sup.inner.lock().unwrap().unready.insert("flower".into());
+    let id = up_waiting(
+        &h,
+        vec![("flower", web("celery flower", &[]))],
+        Some(Duration::from_secs(60)),
+    );
+    h.converge(id).await;
+    h.started_ago("flower", Duration::from_secs(61));
+    reconcile(&h.proc_, &h.store, id).await;
+    let c = h.ready(id);
+    assert_eq!(c.reason, "HealthTimeout");
+    assert!(
+        c.message.starts_with("flower did not listen on its port within 60.0s (the --timeout of the `binky up` or `binky reload` that started it): not listening yet on its port"),
+        "{}",
+        c.message
+    );
+    // A world whose record names no wait: the daemon's.
+    let h = h_with(|c| c.port_wait = Duration::from_secs(10));
+    h.sup.inner.lock().unwrap().unready.insert("flower".into());
+    let id = up_waiting(&h, vec![("flower", web("celery flower", &[]))], None);
+    h.converge(id).await;
+    h.started_ago("flower", Duration::from_secs(11));
+    reconcile(&h.proc_, &h.store, id).await;
+    assert!(
+        h.ready(id).message.contains("within 10.0s"),
+        "{}",
+        h.ready(id).message
+    );
+}
+
+#[tokio::test]
+async fn a_service_listening_on_another_port_is_told_apart_from_one_not_listening_yet() {
+    let h = h();
+    h.sup
+        .inner
+        .lock()
+        .unwrap()
+        .elsewhere
+        .insert("flower".into(), vec![5555]);
+    let id = up_waiting(&h, vec![("flower", web("celery flower", &[]))], None);
+    h.converge(id).await;
+    let port = h.store.read(|c| store::ports(c, id)).unwrap()[0].port;
+    let c = h.ready(id);
+    assert_eq!(
+        c.message,
+        format!("flower: listening on port 5555, not on its port {port}: make its cmd listen on ${{self.port}} (binky also sets $PORT)")
+    );
+    assert!(
+        h.row(id, "flower")
+            .message
+            .contains(&format!("listening on port 5555, not on its port {port}")),
+        "{}",
+        h.row(id, "flower").message
+    );
+}
+
+/// A service waits only for the paths its working directory needs while the worktree is
+/// still getting them: a held `web/node_modules` holds web, never the backend in another
+/// directory.
+#[tokio::test]
+async fn a_service_waits_only_for_the_paths_its_workdir_needs() {
+    let h = h();
+    let mut api = web("api", &[]);
+    let mut front = web("web", &[]);
+    for (svc, dir) in [(&mut api, "backend"), (&mut front, "web")] {
+        if let ServiceKind::Process(p) = &mut svc.kind {
+            p.workdir = dir.into();
+        }
+    }
+    let id = h.up(spec(vec![("api", api), ("web", front)]));
+    reconcile(&h.gate, &h.store, id).await;
+    reconcile(&h.wt, &h.store, id).await;
+    reconcile(&h.port, &h.store, id).await;
+    let set = |path: &str, state: &str| {
+        h.store
+            .write_fixture(|tx| {
+                tx.execute(
+                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
+                     VALUES (?1, ?2, '/repo', 'link', ?3, 0)
+                     ON CONFLICT (world_id, path) DO UPDATE SET state = excluded.state",
+                    rusqlite::params![id, path, state],
+                )?;
+                Ok(())
+            })
+            .unwrap()
+    };
+    set("web/node_modules", "pending");
+    set("backend/.venv", "done");
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.sup.spawn_order(), vec!["api"]);
+    let row = h.row(id, "web");
+    assert!(
+        row.message
+            .contains("waiting for web/node_modules to be brought"),
+        "{}",
+        row.message
+    );
+    // A path at the top is everyone's.
+    set("package.json.lock", "pending");
+    set("web/node_modules", "done");
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.sup.spawn_order(), vec!["api"]);
+    set("package.json.lock", "done");
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.sup.spawn_order(), vec!["api", "web"]);
 }

@@ -285,12 +285,22 @@ async fn a_checkout_left_half_made_by_a_killed_daemon_is_made_again_not_kept_or_
     assert_eq!(cond(&store, w.id).status, CondStatus::True);
 }
 
+/// A worktree is ready once checked out, with the plan of the paths it is to get: a held
+/// copy holds up no other world's checkout, and a command waits only for the paths it needs
+/// (`web/node_modules` for `web`, nothing for `backend`; a path at the top for everyone).
 #[tokio::test]
-async fn copying_into_a_new_worktree_holds_up_no_other_worlds_checkout_and_nothing_runs_meanwhile()
-{
+async fn a_held_copy_holds_up_no_other_checkout_and_only_the_commands_that_need_it() {
     let (dir, store, ctrl) = setup();
     let gate = std::sync::Arc::new(tokio::sync::Notify::new());
-    ctrl_git(&ctrl).inner.lock().unwrap().bootstrap_gate = Some(("a".into(), gate.clone()));
+    {
+        let mut g = ctrl_git(&ctrl).inner.lock().unwrap();
+        g.bring_gate = Some(("a".into(), "web/node_modules".into(), gate.clone()));
+        g.plan = vec![
+            ("web/node_modules".into(), crate::spec::CopyMode::Link),
+            ("backend/.venv".into(), crate::spec::CopyMode::Link),
+            ("tools.lock".into(), crate::spec::CopyMode::Copy),
+        ];
+    }
     let a = store
         .put_world(&new_world(dir.path(), "a", spec(vec![])))
         .unwrap()
@@ -305,26 +315,94 @@ async fn copying_into_a_new_worktree_holds_up_no_other_worlds_checkout_and_nothi
             .unwrap()
             .map(|r| r.state)
     };
-    let first = reconcile(&ctrl, &store, a.id);
-    tokio::pin!(first);
-    // a is held in its copy; b's checkout is made meanwhile (the repository's lock is not
-    // held during a copy). Polled first, a reaches its copy before b starts.
-    tokio::select! {
-        biased;
-        _ = &mut first => panic!("a finished although its copy was held"),
-        done = tokio::time::timeout(
-            std::time::Duration::from_secs(60),
-            reconcile(&ctrl, &store, b.id),
-        ) => done.expect("b's checkout waited for a's copy"),
-    }
-    assert_eq!(state(b.id), Some(WorktreeState::Ready));
-    // a's worktree is not ready (nothing may start in it) until its copy is done.
-    assert_eq!(state(a.id), Some(WorktreeState::Creating));
-    gate.notify_one();
-    first.await;
+    let waits = |id, workdir: &str| {
+        store
+            .read(|c| store::bootstrap_waits(c, id, workdir))
+            .unwrap()
+    };
+    // a's reconcile returns once a is checked out: its paths come in tasks of their own.
+    reconcile(&ctrl, &store, a.id).await;
     assert_eq!(state(a.id), Some(WorktreeState::Ready));
-    let filled = ctrl_git(&ctrl).inner.lock().unwrap().bootstraps.clone();
-    assert_eq!(filled.len(), 2, "{filled:?}");
+    // b's checkout and paths are made meanwhile.
+    reconcile(&ctrl, &store, b.id).await;
+    assert_eq!(state(b.id), Some(WorktreeState::Ready));
+    let settled = |id| {
+        store
+            .read(|c| store::bootstrap_paths(c, id))
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.state == store::BootstrapState::Pending)
+            .count()
+    };
+    crate::testing::wait_for("b's paths brought", || settled(b.id) == 0).await;
+    assert!(waits(b.id, "web").is_empty());
+    // a: what does not need the held path goes on.
+    crate::testing::wait_for("a's other paths brought", || settled(a.id) == 1).await;
+    assert_eq!(waits(a.id, "web"), vec!["web/node_modules".to_owned()]);
+    assert_eq!(waits(a.id, "web/src"), vec!["web/node_modules".to_owned()]);
+    assert!(waits(a.id, "backend").is_empty());
+    assert!(waits(a.id, "").is_empty());
+    let rows = store.read(|c| store::bootstrap_paths(c, a.id)).unwrap();
+    let done: Vec<(&str, store::BootstrapState, Option<&str>)> = rows
+        .iter()
+        .map(|r| (r.path.as_str(), r.state, r.how.as_deref()))
+        .collect();
+    assert_eq!(
+        done,
+        vec![
+            ("backend/.venv", store::BootstrapState::Done, Some("linked")),
+            ("tools.lock", store::BootstrapState::Done, Some("copied")),
+            ("web/node_modules", store::BootstrapState::Pending, None),
+        ]
+    );
+    // A reconcile meanwhile starts no second copy of the path in flight.
+    reconcile(&ctrl, &store, a.id).await;
+    gate.notify_one();
+    crate::testing::wait_for("a's held path brought", || settled(a.id) == 0).await;
+    assert!(waits(a.id, "web").is_empty());
+    let brought = ctrl_git(&ctrl).inner.lock().unwrap().brought.len();
+    assert_eq!(brought, 6);
+}
+
+/// A world of a `--group` gets only the paths its services need; an `up` of more brings the
+/// rest; a daemon that died while bringing a path brings it again.
+#[tokio::test]
+async fn a_group_world_gets_only_what_its_services_need_and_a_wider_up_the_rest() {
+    let (dir, store, ctrl) = setup();
+    ctrl_git(&ctrl).inner.lock().unwrap().plan = vec![
+        ("web/node_modules".into(), crate::spec::CopyMode::Link),
+        ("backend/.venv".into(), crate::spec::CopyMode::Link),
+    ];
+    let mut api = crate::testing::web("run", &[]);
+    let mut web = crate::testing::web("run", &[]);
+    for (svc, dir) in [(&mut api, "backend"), (&mut web, "web")] {
+        if let crate::spec::ServiceKind::Process(p) = &mut svc.kind {
+            p.workdir = dir.into();
+        }
+    }
+    let mut s = spec(vec![("api", api), ("web", web)]);
+    s.groups.insert("back".into(), vec!["api".into()]);
+    let mut nw = new_world(dir.path(), "g", s);
+    nw.group = Some("back".into());
+    let w = store.put_world(&nw).unwrap().world;
+    reconcile(&ctrl, &store, w.id).await;
+    let paths = |id| -> Vec<String> {
+        store
+            .read(|c| store::bootstrap_paths(c, id))
+            .unwrap()
+            .into_iter()
+            .map(|r| r.path)
+            .collect()
+    };
+    assert_eq!(paths(w.id), vec!["backend/.venv".to_owned()]);
+    // The whole world now.
+    nw.group = None;
+    let w = store.put_world(&nw).unwrap().world;
+    reconcile(&ctrl, &store, w.id).await;
+    assert_eq!(
+        paths(w.id),
+        vec!["backend/.venv".to_owned(), "web/node_modules".to_owned()]
+    );
 }
 
 /// The one dirty check (`binky remove`'s and the cleanup's).

@@ -95,9 +95,7 @@ impl<S: Supervisor> ProcessController<S> {
             }
             Err(failure) => {
                 let held_before = row.message.contains("not restarted:");
-                let why = match failure {
-                    ProbeFailure::NotReady(why) | ProbeFailure::Foreign(why) => why,
-                };
+                let why = failure.text();
                 if failures < health.retries() {
                     return Ok(Flow::Done(healthy_step(row, interval)));
                 }
@@ -140,7 +138,7 @@ impl<S: Supervisor> ProcessController<S> {
                     .or_default()
                     .push(std::time::Instant::now());
                 // Stopped and started again, as after a crash (its backoff included).
-                self.sup.stop(id, self.config.stop_grace).await;
+                self.sup.stop(id, self.stop_how(Some(s.process))).await;
                 self.release_cgroup(s.world.id, s.name);
                 self.checks.lock().expect("checks lock").remove(&key);
                 forget_process(row);

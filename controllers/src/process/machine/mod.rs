@@ -77,6 +77,8 @@ struct Svc<'a> {
     tokens: &'a Tokens,
     resolved: Resolved,
     log: PathBuf,
+    /// Its working directory relative to the worktree's top (for the paths it waits for).
+    workdir_rel: String,
 }
 
 /// The restart delay after `failures` failures in a row: 0.5 s doubling to 30 s.
@@ -157,6 +159,11 @@ impl<S: Supervisor> ProcessController<S> {
             svc,
             process,
             tokens,
+            workdir_rel: resolved
+                .workdir
+                .strip_prefix(&layout.worktree)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             resolved,
             log: Self::log_path(&self.config.logs_dir, world, name),
         };
@@ -201,6 +208,9 @@ impl<S: Supervisor> ProcessController<S> {
         }
         let slices = self.store.read(|c| store::slices_seen_by(c, s.world))?;
         if let Flow::Done(step) = self.tokens_unresolved(s, row, rows, false)? {
+            return Ok(step);
+        }
+        if let Flow::Done(step) = self.wait_for_bootstrap(s, row)? {
             return Ok(step);
         }
         if let Flow::Done(step) = self.start_setup(s, row, rows, &slices).await? {
@@ -255,7 +265,7 @@ impl<S: Supervisor> ProcessController<S> {
                     "restart",
                     &format!("{}: its command, environment or health check changed, or a file it watches did; restarting", s.name),
                 );
-                self.sup.stop(id, self.config.stop_grace).await;
+                self.sup.stop(id, self.stop_how(Some(s.process))).await;
                 self.release_cgroup(s.world.id, s.name);
                 row.state = ProcState::Pending;
                 row.pid = None;
@@ -377,29 +387,43 @@ impl<S: Supervisor> ProcessController<S> {
             }
             Err(failure) => {
                 let health = s.process.health.as_ref();
-                let timeout = health
-                    .map(|h| h.timeout())
-                    .unwrap_or(crate::spec::DEFAULT_HEALTH_TIMEOUT);
+                // A service without `health` waits for its port as long as the command that
+                // started it waits (`binky up --timeout`, recorded with the world).
+                let timeout = match health {
+                    Some(h) => h.timeout(),
+                    None => self.port_wait(s.world),
+                };
                 let waited = ms_since(row.started_at);
                 let what = match (&target, failure) {
                     // Someone answers, but not this service: the probe's own words say who.
                     (_, ProbeFailure::Foreign(who)) => who,
-                    (Some(ProbeTarget::Tcp(h, p)), ProbeFailure::NotReady(why))
+                    // It listens, but elsewhere: the port binky gave it is not the one it took.
+                    (_, f @ ProbeFailure::OtherPort { .. }) => format!(
+                        "{}: make its cmd listen on ${{self.port}} (binky also sets $PORT)",
+                        f.text()
+                    ),
+                    (Some(ProbeTarget::Tcp(_, p)), ProbeFailure::NotReady(why))
                         if health.is_none() =>
                     {
-                        format!("no connection on {h}:{p} yet ({why}); does its cmd listen on ${{self.port}} / $PORT?")
+                        format!("not listening yet on its port {p} ({why}); its cmd should listen on ${{self.port}} / $PORT")
                     }
                     (_, ProbeFailure::NotReady(why)) => format!("health check failing: {why}"),
                 };
                 // Whole seconds: the row is rewritten once a second, not on every probe.
                 row.message = format!("not ready after {}s: {what}", waited.as_secs());
                 if waited > timeout {
+                    let within = match health {
+                        Some(_) => format!("is not ready within its health timeout of {}", secs(timeout)),
+                        None => format!(
+                            "did not listen on its port within {} (the --timeout of the `binky up` or `binky reload` that started it)",
+                            secs(timeout)
+                        ),
+                    };
                     step.problem = Some(Condition::failed(
                         CONDITION,
                         "HealthTimeout",
                         format!(
-                            "{name} is not ready within its health timeout of {}: {what}. Last output:\n{}",
-                            secs(timeout),
+                            "{name} {within}: {what}. Last output:\n{}",
                             log_tail(&s.log, 5)
                         ),
                     ));
@@ -411,7 +435,8 @@ impl<S: Supervisor> ProcessController<S> {
                         (waited / 10).clamp(self.config.probe_interval, Duration::from_millis(500)),
                     );
                 }
-                step.waiting = Some(format!("{name}: starting"));
+                // Why it is not ready yet (`binky up` prints it when its wait runs out).
+                step.waiting = Some(format!("{name}: {what}"));
             }
         }
         if step.ready || rows.get(name).is_none_or(|r| r.message != row.message) {
@@ -560,6 +585,30 @@ impl<S: Supervisor> ProcessController<S> {
             }
             _ => Ok(Flow::Next),
         }
+    }
+
+    /// Its `setup` and `cmd` wait for the paths the worktree is still getting that its
+    /// working directory needs (`web/node_modules` for a service in `web`), and only those.
+    fn wait_for_bootstrap(&self, s: &Svc<'_>, row: &mut ProcessRow) -> Result<Flow, StoreError> {
+        // The shared world runs in the main checkout: it has its paths.
+        if s.world.is_shared() {
+            return Ok(Flow::Next);
+        }
+        let waits = self
+            .store
+            .read(|c| store::bootstrap_waits(c, s.world.id, &s.workdir_rel))?;
+        if waits.is_empty() {
+            return Ok(Flow::Next);
+        }
+        let msg = format!(
+            "waiting for {} to be brought into the worktree",
+            waits.join(", ")
+        );
+        // The worktree controller nudges the world as each path is done; looked at again
+        // anyway, in case a nudge is lost.
+        let mut step = self.pending(s, row, msg)?;
+        step.wake = Some(Duration::from_secs(1));
+        Ok(Flow::Done(step))
     }
 
     /// Not running: it starts once its dependencies are ready. A process dependency is

@@ -29,7 +29,8 @@ impl<S: Supervisor> ProcessController<S> {
                         ..Step::default()
                     }));
                 }
-                self.sup.stop(id, self.config.stop_grace).await;
+                // A setup (`npm install`) is asked to stop as any command is.
+                self.sup.stop(id, self.stop_how(None)).await;
                 let why = format!("it took longer than {}", secs(self.config.setup_timeout));
                 Ok(Flow::Done(self.setup_failed(s, row, &why)?))
             }

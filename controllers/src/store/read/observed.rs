@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
-use crate::store::states::{GoldenState, ProcState, SliceState, WorktreeState};
+use crate::store::states::{BootstrapState, GoldenState, ProcState, SliceState, WorktreeState};
 use crate::store::{StoreError, WorldId};
 
 /// The observed worktree of a world.
@@ -55,6 +55,91 @@ pub fn worktree(conn: &Connection, world: WorldId) -> Result<Option<WorktreeRow>
             },
         )
         .optional()?)
+}
+
+/// One path a new worktree gets from the main checkout (or another world).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BootstrapRow {
+    /// Relative to the worktree's top.
+    pub path: String,
+    /// The checkout it comes from.
+    pub src: PathBuf,
+    /// `link` (the default) or `copy`.
+    pub mode: crate::spec::CopyMode,
+    /// Pending, done or failed.
+    pub state: BootstrapState,
+    /// How its files came (once done).
+    pub how: Option<String>,
+    /// Files and bytes brought.
+    pub files: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// How long it took.
+    pub took_ms: u64,
+    /// Why it failed, or a note on how it was brought.
+    pub message: String,
+}
+
+impl BootstrapRow {
+    /// Does a command whose working directory is `workdir` (relative to the worktree's top,
+    /// `""` for the top) need this path? A path `D/X` is needed by commands whose workdir
+    /// is `D` or under it; a path at the top by every command.
+    pub fn needed_by(&self, workdir: &str) -> bool {
+        path_needed_by(&self.path, workdir)
+    }
+}
+
+/// Does a command whose working directory is `workdir` need the bootstrapped `path` (both
+/// relative to the worktree's top)? `D/X` is needed in `D` and under it; a path at the top
+/// everywhere.
+pub fn path_needed_by(path: &str, workdir: &str) -> bool {
+    let parent = match path.trim_matches('/').rsplit_once('/') {
+        Some((d, _)) => d,
+        None => return true,
+    };
+    let w = workdir.trim_matches('/');
+    w == parent || w.starts_with(&format!("{parent}/"))
+}
+
+/// The paths a world's worktree gets from elsewhere, by path.
+pub fn bootstrap_paths(conn: &Connection, world: WorldId) -> Result<Vec<BootstrapRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT path, src, mode, state, how, files, bytes, took_ms, message
+         FROM bootstrap_paths WHERE world_id = ?1 ORDER BY path",
+    )?;
+    let rows = stmt.query_map([world], |r| {
+        let mode: String = r.get(2)?;
+        Ok(BootstrapRow {
+            path: r.get(0)?,
+            src: PathBuf::from(r.get::<_, String>(1)?),
+            mode: if mode == "copy" {
+                crate::spec::CopyMode::Copy
+            } else {
+                crate::spec::CopyMode::Link
+            },
+            state: r.get(3)?,
+            how: r.get(4)?,
+            files: r.get::<_, i64>(5)? as u64,
+            bytes: r.get::<_, i64>(6)? as u64,
+            took_ms: r.get::<_, i64>(7)? as u64,
+            message: r.get(8)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The paths a command in `workdir` (relative to the worktree's top) of `world` waits for:
+/// needed by it and not brought yet.
+pub fn bootstrap_waits(
+    conn: &Connection,
+    world: WorldId,
+    workdir: &str,
+) -> Result<Vec<String>, StoreError> {
+    Ok(bootstrap_paths(conn, world)?
+        .into_iter()
+        .filter(|b| b.state == BootstrapState::Pending && b.needed_by(workdir))
+        .map(|b| b.path)
+        .collect())
 }
 
 /// One port assignment.

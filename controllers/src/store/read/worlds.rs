@@ -73,11 +73,15 @@ pub struct World {
     pub created_at: i64,
     /// Last `up`/`reload` (ms).
     pub last_used_at: i64,
+    /// How long the command that last started it waits (`binky up`/`reload --timeout`), in
+    /// ms: as long as a service without `health` may take to listen on its port.
+    pub wait_ms: Option<u64>,
 }
 
 const WORLD_COLUMNS: &str = "w.id, w.project_id, p.name, p.repo_root, w.name, w.branch, w.from_ref,
     w.worktree_path, w.config_rel, w.config_path, w.spec, w.env, w.service_group, w.desired_state,
-    w.generation, w.restart_nonce, w.deleted_at, w.force_delete, w.created_at, w.last_used_at";
+    w.generation, w.restart_nonce, w.deleted_at, w.force_delete, w.created_at, w.last_used_at,
+    w.wait_ms";
 
 fn world_from_row(row: &Row<'_>) -> rusqlite::Result<(World, String, String)> {
     let spec_json: String = row.get(10)?;
@@ -109,6 +113,7 @@ fn world_from_row(row: &Row<'_>) -> rusqlite::Result<(World, String, String)> {
             force_delete: row.get::<_, i64>(17)? != 0,
             created_at: row.get(18)?,
             last_used_at: row.get(19)?,
+            wait_ms: row.get::<_, Option<i64>>(20)?.map(|v| v.max(0) as u64),
         },
         spec_json,
         env_json,
@@ -123,6 +128,7 @@ fn placeholder_spec() -> Spec {
             port_range: None,
             https: false,
             copy: Vec::new(),
+            copy_modes: Default::default(),
         },
         services: BTreeMap::new(),
         groups: BTreeMap::new(),

@@ -1,0 +1,119 @@
+//! How a process service stops: `stop_signal` and `stop_grace_period` (compose's names) and
+//! `stop_after_dependents`, on a service or in `[defaults]`.
+
+use binky_controllers::spec::Stopping;
+use nix::sys::signal::Signal;
+use toml::de::DeValue;
+
+use super::cx::join;
+use super::{parse_duration, Cx, Table};
+
+/// A signal's name as `stop_signal` takes it (`SIGQUIT`, `QUIT`, `quit`), in its one form
+/// (`SIGQUIT`); the message says why not.
+pub fn parse_signal(text: &str) -> Result<String, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    match name.parse::<Signal>() {
+        Ok(sig) => Ok(sig.as_str().to_owned()),
+        Err(_) if text.trim().parse::<i32>().is_ok() => Err(format!(
+            "`{text}` is a signal's number: binky takes its name, the same on every system"
+        )),
+        Err(_) => Err(format!("`{text}` is not a signal's name")),
+    }
+}
+
+/// Every name `stop_signal` takes, for the fix of a wrong one.
+fn signal_names() -> String {
+    Signal::iterator()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Cx<'_> {
+    /// The stop keys of `t` at `path`, each one `base` (the `[defaults]`) does not set
+    /// falling back to it.
+    pub(super) fn stopping(&mut self, t: &Table<'_>, path: &str, base: &Stopping) -> Stopping {
+        let signal = match Self::get(t, "stop_signal") {
+            None => base.signal.clone(),
+            Some(v) => {
+                let key = join(path, "stop_signal");
+                let text = match v.get_ref() {
+                    // `stop_signal = 3`: said as a number, refused below with the fix.
+                    DeValue::Integer(i) => Some(i.as_str().to_owned()),
+                    _ => self.string_value(v, &key),
+                };
+                match text.as_deref().map(parse_signal) {
+                    Some(Ok(sig)) => Some(sig),
+                    Some(Err(e)) => {
+                        self.error(
+                            v.span(),
+                            &key,
+                            e,
+                            Some(format!(
+                                "write a signal's name, with or without SIG: stop_signal = \"SIGQUIT\" or \"QUIT\" (SIGTERM when unset); the names: {}",
+                                signal_names()
+                            )),
+                        );
+                        base.signal.clone()
+                    }
+                    None => base.signal.clone(),
+                }
+            }
+        };
+        let grace_ms = match Self::get(t, "stop_grace_period") {
+            None => base.grace_ms,
+            Some(v) => {
+                let key = join(path, "stop_grace_period");
+                let text = match v.get_ref() {
+                    DeValue::Integer(i) => Some(i.as_str().to_owned()),
+                    _ => self.string_value(v, &key),
+                };
+                match text.as_deref().map(parse_duration) {
+                    Some(Ok(d)) => Some(d.as_millis() as u64),
+                    Some(Err(e)) => {
+                        self.error(
+                            v.span(),
+                            &key,
+                            e,
+                            Some("e.g. stop_grace_period = \"3s\" (ms, s, m, h): how long it may take to stop before it is killed (5 s when unset)".to_owned()),
+                        );
+                        base.grace_ms
+                    }
+                    None => base.grace_ms,
+                }
+            }
+        };
+        let after_dependents = self
+            .boolean(t, path, "stop_after_dependents")
+            .unwrap_or(base.after_dependents);
+        Stopping {
+            signal,
+            grace_ms,
+            after_dependents,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_is_taken_by_its_name_with_or_without_sig_in_any_case() {
+        for text in ["SIGQUIT", "QUIT", "quit", " SigQuit "] {
+            assert_eq!(parse_signal(text).unwrap(), "SIGQUIT", "{text}");
+        }
+        assert_eq!(parse_signal("INT").unwrap(), "SIGINT");
+        assert_eq!(
+            parse_signal("SIGQUITT").unwrap_err(),
+            "`SIGQUITT` is not a signal's name"
+        );
+        assert!(parse_signal("3").unwrap_err().contains("number"));
+        assert!(parse_signal("").is_err());
+    }
+}
