@@ -300,8 +300,9 @@ pub struct WorktreeController<G> {
     git: Arc<G>,
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// The generation each world's bootstrap was last planned at (planned again at a new
-    /// one: a group may have widened; after a daemon restart, once).
-    planned: Mutex<HashMap<store::WorldId, i64>>,
+    /// one: a group may have widened; after a daemon restart, once). Keyed on the world's id
+    /// *and* its creation: a world made again under a removed one's name may get its id.
+    planned: Mutex<HashMap<(store::WorldId, i64), i64>>,
     /// Nudges a world's controllers when a path it waits for is brought.
     trigger: Option<crate::runtime::Trigger>,
     /// The paths being brought now, by world (each in a task of its own).
@@ -511,7 +512,7 @@ impl<G: Git> WorktreeController<G> {
             .planned
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&world.id)
+            .get(&(world.id, world.created_at))
             .copied();
         let mut fresh: Vec<Planned> = Vec::new();
         if planned_at != Some(world.generation) {
@@ -556,7 +557,7 @@ impl<G: Git> WorktreeController<G> {
         self.planned
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(world.id, world.generation);
+            .insert((world.id, world.created_at), world.generation);
         let pending: Vec<store::BootstrapRow> = self
             .store
             .read(|c| store::bootstrap_paths(c, world.id))?
@@ -922,6 +923,10 @@ impl<G: Git> Controller for WorktreeController<G> {
     async fn cleanup(&self, world: &World) -> Result<Cleanup, WorktreeError> {
         // A path being brought finishes before its worktree goes.
         self.none_bringing(world.id).await;
+        self.planned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(world.id, world.created_at));
         let Some(row) = self.store.read(|c| store::worktree(c, world.id))? else {
             return Ok(Cleanup::Done);
         };

@@ -529,3 +529,29 @@ fn across_filesystems_a_linked_path_is_copied_and_says_so_and_mode_copy_always_c
     env.ok(&["remove", "far"]);
     env.assert_nothing_left(&["same", "far"]);
 }
+
+/// A world made again under a removed one's name (the store may give it the removed one's
+/// id) gets its paths again.
+#[test]
+fn a_world_made_again_under_a_removed_ones_name_gets_its_paths_again() {
+    let env = Env::new(&CONFIG.replace(
+        "setup = \"cat .env certs/local.pem node_modules/pkg/index.js > seen-by-setup.txt\"\n",
+        "",
+    ));
+    write(&env.repo.join(".gitignore"), "node_modules/\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignores"]);
+    write(&env.repo.join("node_modules/pkg/index.js"), "1;\n");
+    for round in 0..2 {
+        env.ok(&["up", "w"]);
+        assert!(
+            env.worktree("w")
+                .join("node_modules/pkg/index.js")
+                .is_file(),
+            "round {round}: {}",
+            env.ok(&["events", "w"])
+        );
+        env.ok(&["remove", "w"]);
+    }
+    env.assert_nothing_left(&["w"]);
+}
