@@ -216,11 +216,16 @@ run_binky() {
     bk remove data1 -q >/dev/null 2>&1 || true
     bk events w2 2>&1 | sed 's/^/    events w2 | /' >&2 || true
     bk golden ls 2>&1 | sed 's/^/    golden | /' >&2 || true
-    # Disk and RAM per world (w2: a copied world; w1 installed from the registries).
+    # Disk and RAM per world (w2: a linked world; w1 installed from the registries). What a
+    # world adds to the disk: du of every worktree up to it, less du of those before it (du
+    # counts a hard-linked file once across its arguments).
     for w in $(printf 'w%s\n' 1 2 "$WORLDS" | uniq); do
-        local wt="$work/binky/repo.worktrees/$w"
-        record binky "disk_mib.$w" "$(du_mib "$wt")" "du -sm of the worktree"
-        record binky "disk_mib_deps.$w" "$(($(du_mib "$wt/web/node_modules") + $(du_mib "$wt/backend/.venv")))" "node_modules + .venv"
+        local wt="$work/binky/repo.worktrees/$w" n=${w#w} upto=() before=()
+        for j in $(seq 1 "$n"); do upto+=("$work/binky/repo.worktrees/w$j"); done
+        for j in $(seq 1 $((n - 1))); do before+=("$work/binky/repo.worktrees/w$j"); done
+        local added=$(( $(du -smc "${upto[@]}" | tail -1 | cut -f1) - $( ((n > 1)) && du -smc "${before[@]}" | tail -1 | cut -f1 || echo 0) ))
+        record binky "disk_mib.$w" "$added" "what the world adds to the disk (du of the worktrees up to it less those before)"
+        record binky "disk_mib_deps.$w" "$(($(du_mib "$wt/web/node_modules") + $(du_mib "$wt/backend/.venv")))" "node_modules + .venv, counted as if its own"
         bk status "$w" --json >"$out/status-$w.json"
         read -r rss pss nproc < <(mem_of $(jq -r '.. | objects | select(has("pid")) | .pid // empty' "$out/status-$w.json"))
         record binky "rss_mib.$w" "$rss" "sum of RSS of the world's processes and their children ($nproc)"
@@ -354,7 +359,7 @@ run_binky012() {
     fi
     local repo="$work/repo012"
     # 0.1.2 refuses `copy` (binky only): drop it; its own port range.
-    make_repo "$repo" 's/^copy = .*$//; s/^port_range = .*$/port_range = [45100, 45199]/'
+    make_repo "$repo" 's/^copy = .*$//; /^stop_signal = /d; s/^port_range = .*$/port_range = [45100, 45199]/'
     cd "$repo"
     rb() { BINKY_HOME="$R_HOME" BINKY_DB_ADMIN_URL="$PG_ADMIN" BINKY_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" "$BINKY012" "$@"; }
     record binky012 version "$(rb --version 2>&1 | tail -1)"
