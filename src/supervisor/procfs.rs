@@ -120,50 +120,10 @@ pub fn listener_of(port: u16) -> Option<(u32, String)> {
     Some((pid, comm.trim().to_owned()))
 }
 
-/// Every process (this user may inspect) holding a socket that listens on TCP `port` (a
-/// forking server's workers share it).
-pub fn listeners_of(port: u16) -> Vec<u32> {
-    let mut inodes = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = fs::read_to_string(table) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
-                continue;
-            };
-            let lport = local
-                .rsplit(':')
-                .next()
-                .and_then(|p| u16::from_str_radix(p, 16).ok());
-            if *state == "0A" && lport == Some(port) {
-                inodes.push(format!("socket:[{inode}]"));
-            }
-        }
-    }
-    if inodes.is_empty() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for pid in pids() {
-        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
-        };
-        let holds = fds.flatten().any(|fd| {
-            fs::read_link(fd.path())
-                .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
-        });
-        if holds {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// The TCP ports the processes `pids` listen on (any address), ascending.
-pub fn listening_ports(pids: &[u32]) -> Vec<u16> {
-    let mut by_inode: std::collections::HashMap<String, u16> = std::collections::HashMap::new();
+/// The listening TCP sockets of this machine (`/proc/net/tcp` and `tcp6`): their inode as a
+/// descriptor's link reads it (`socket:[123]`) → their port.
+fn listening_sockets() -> std::collections::HashMap<String, u16> {
+    let mut by_inode = std::collections::HashMap::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = fs::read_to_string(table) else {
             continue;
@@ -182,23 +142,43 @@ pub fn listening_ports(pids: &[u32]) -> Vec<u16> {
             }
         }
     }
-    let mut out: Vec<u16> = Vec::new();
-    if by_inode.is_empty() {
-        return out;
+    by_inode
+}
+
+/// The ports of the listening sockets (of `sockets`) that process `pid` holds.
+fn held_ports(pid: u32, sockets: &std::collections::HashMap<String, u16>) -> Vec<u16> {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.flatten()
+        .filter_map(|fd| {
+            let target = fs::read_link(fd.path()).ok()?;
+            sockets.get(target.to_string_lossy().as_ref()).copied()
+        })
+        .collect()
+}
+
+/// Every process (this user may inspect) holding a socket that listens on TCP `port` (a
+/// forking server's workers share it).
+pub fn listeners_of(port: u16) -> Vec<u32> {
+    let mut sockets = listening_sockets();
+    sockets.retain(|_, p| *p == port);
+    if sockets.is_empty() {
+        return Vec::new();
     }
-    for pid in pids {
-        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if let Some(port) = fs::read_link(fd.path())
-                .ok()
-                .and_then(|t| by_inode.get(t.to_string_lossy().as_ref()).copied())
-            {
-                out.push(port);
-            }
-        }
+    pids()
+        .into_iter()
+        .filter(|pid| !held_ports(*pid, &sockets).is_empty())
+        .collect()
+}
+
+/// The TCP ports the processes `pids` listen on (any address), ascending.
+pub fn listening_ports(pids: &[u32]) -> Vec<u16> {
+    let sockets = listening_sockets();
+    if sockets.is_empty() {
+        return Vec::new();
     }
+    let mut out: Vec<u16> = pids.iter().flat_map(|p| held_ports(*p, &sockets)).collect();
     out.sort_unstable();
     out.dedup();
     out

@@ -21,7 +21,8 @@ fn project(fixture: &str, dir_name: &str) -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// `from` copied into `to`, recursively (a fixture into a test's directory).
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::harness::*;
+use crate::init::copy_dir;
 
 /// The venv `scripts/test` makes (alembic, Django, Celery, Flower, psycopg2).
 fn tools() -> PathBuf {
@@ -17,19 +18,6 @@ fn tools() -> PathBuf {
         &["bin/alembic", "bin/django-admin", "bin/celery"],
     )
     .join("bin")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// A repository holding the fixture, `binky init` run in it (by the real binary), the
