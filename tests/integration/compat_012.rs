@@ -151,6 +151,9 @@ fn world_of(cfg: &Config, vars: &[(String, String)]) -> (Env, std::process::Outp
     env.write_config(&with_range(&cfg.text, &env.range()));
     env.git(&["add", "-A"]);
     env.git(&["commit", "-qm", "0.1.2 config"]);
+    // binky keeps an unused golden template for a week (binky 0.1.2 dropped it with the
+    // world); the run checks that removing the world leaves nothing on the shared server.
+    env.ok(&["settings", "golden_keep=0"]);
     let path = format!(
         "{}:{}",
         python_bin(env.repo.parent().unwrap()).display(),
