@@ -33,12 +33,15 @@ impl Ctx {
     pub fn project_here(&self) -> Result<Option<String>, Failure> {
         let all = self.store.read(store::worlds)?;
         let cwd = std::env::current_dir().unwrap_or_default();
-        Ok(Checkout::discover(&cwd)
-            .ok()
-            .and_then(|c| c.project_name(&all)))
+        Ok(Checkout::discover(&cwd).ok().and_then(|c| {
+            all.iter()
+                .find(|w| w.repo_root == c.repo_root)
+                .map(|w| w.project.clone())
+        }))
     }
 
-    /// Find a world by name: in the project of the current checkout if there is one, else
+    /// Find a world by name: among the worlds of the repository the current directory is in
+    /// (never another project's world of the same name), else — outside any repository —
     /// in any project (a name used by two projects must then be disambiguated by `cd`).
     /// Without a name, the world whose worktree contains the current directory.
     pub fn world(&self, name: Option<&str>) -> Result<World, Failure> {
@@ -57,16 +60,40 @@ impl Ctx {
                 names(&all)
             )));
         };
-        let project = Checkout::discover(&cwd)
-            .ok()
-            .and_then(|c| c.project_name(&all));
-        let matching: Vec<&World> = all
+        // Inside a repository, its worlds only: never another project's world of the same
+        // name (a fresh repository beside a project that has one would reach into it).
+        let here = Checkout::discover(&cwd).ok().map(|c| c.repo_root);
+        let mine: Vec<World> = all
             .iter()
-            .filter(|w| w.name == name && project.as_ref().is_none_or(|p| &w.project == p))
+            .filter(|w| here.as_ref().is_none_or(|r| &w.repo_root == r))
+            .cloned()
             .collect();
+        let matching: Vec<&World> = mine.iter().filter(|w| w.name == name).collect();
         match matching.as_slice() {
             [w] => Ok((*w).clone()),
-            [] => Err(Failure::usage(format!("no world `{name}`; worlds: {}", names(&all)))),
+            [] => {
+                let elsewhere: Vec<&str> = all
+                    .iter()
+                    .filter(|w| w.name == name)
+                    .map(|w| w.project.as_str())
+                    .collect();
+                let also = if elsewhere.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (project {} has a world `{name}`: run the command in that project's repository)",
+                        elsewhere.join(", ")
+                    )
+                };
+                let scope = match &here {
+                    Some(r) => format!(" in the repository {}", r.display()),
+                    None => String::new(),
+                };
+                Err(Failure::usage(format!(
+                    "no world `{name}`{scope}; worlds: {}{also}",
+                    names(&mine)
+                )))
+            }
             many => Err(Failure::usage(format!(
                 "world `{name}` exists in several projects ({}); run the command inside the project's repository",
                 many.iter().map(|w| w.project.as_str()).collect::<Vec<_>>().join(", ")
@@ -192,11 +219,13 @@ impl Checkout {
         })
     }
 
-    /// The project this checkout belongs to, if any world of it is known.
-    fn project_name(&self, all: &[World]) -> Option<String> {
-        all.iter()
-            .find(|w| w.repo_root == self.repo_root)
-            .map(|w| w.project.clone())
+    /// The project this checkout's `binky.toml` names (when it reads).
+    pub fn project_name_or_config(&self) -> Option<String> {
+        let path = self.config_path.as_ref()?;
+        let text = crate::config::read_text(path).ok()?;
+        crate::config::parse(&text, path)
+            .ok()
+            .map(|l| l.spec.project.name)
     }
 }
 

@@ -352,7 +352,8 @@ fn an_unknown_world_lists_the_ones_that_exist() {
         let out = env.binky(&cmd);
         assert_eq!(out.status.code(), Some(2), "{cmd:?}");
         assert!(
-            stderr(&out).contains("no world `nope`; worlds: real"),
+            stderr(&out).contains("no world `nope` in the repository ")
+                && stderr(&out).contains("; worlds: real"),
             "{}",
             stderr(&out)
         );

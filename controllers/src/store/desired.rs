@@ -139,9 +139,9 @@ impl Store {
                     tx.execute(
                         "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
                             config_rel, config_path, spec, env, service_group, desired_state,
-                            generation, created_at, updated_at, last_used_at, wait_ms)
+                            generation, created_at, updated_at, last_used_at, wait_ms, id)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', 1, ?11, ?11, ?11,
-                            ?12)",
+                            ?12, ?13)",
                         params![
                             project_id,
                             new.name,
@@ -154,7 +154,8 @@ impl Store {
                             env,
                             new.group,
                             now,
-                            wait
+                            wait,
+                            next_world_id(tx)?
                         ],
                     )?;
                     let id = tx.last_insert_rowid();
@@ -491,8 +492,8 @@ fn sync_shared(
             tx.execute(
                 "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
                     config_rel, config_path, spec, env, service_group, desired_state,
-                    generation, created_at, updated_at, last_used_at, wait_ms)
-                 VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, 'running', 1, ?8, ?8, ?8, ?9)",
+                    generation, created_at, updated_at, last_used_at, wait_ms, id)
+                 VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, 'running', 1, ?8, ?8, ?8, ?9, ?10)",
                 params![
                     project_id,
                     crate::shared::WORLD,
@@ -502,7 +503,8 @@ fn sync_shared(
                     text,
                     encode(w.env)?,
                     now,
-                    w.wait
+                    w.wait,
+                    next_world_id(tx)?
                 ],
             )?;
             let id = tx.last_insert_rowid();
@@ -557,6 +559,25 @@ impl Store {
         })
     }
 
+    /// Record that `binky exec` was asked to run `command` (approval key `key`) in world
+    /// `world` of `project` while no person has approved it.
+    pub fn request_exec(
+        &self,
+        key: &str,
+        project: &str,
+        world: &str,
+        command: &str,
+    ) -> Result<(), StoreError> {
+        self.write(owner::Commands, |tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO exec_requests (key, project, world, command, requested_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![key, project, world, command, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
     /// Take an approval back (`binky approve --revoke`); false when there was none.
     pub fn revoke_approval(&self, key: &str) -> Result<bool, StoreError> {
         self.write(owner::Commands, |tx| {
@@ -597,4 +618,11 @@ fn generation(tx: &rusqlite::Transaction<'_>, world: WorldId) -> Result<i64, Sto
         [world],
         |r| r.get(0),
     )?)
+}
+
+/// The id of a world about to be made, taken: never one a world (or its events) had before.
+fn next_world_id(tx: &rusqlite::Connection) -> Result<WorldId, StoreError> {
+    let id: WorldId = tx.query_row("SELECT next FROM world_ids", [], |r| r.get(0))?;
+    tx.execute("UPDATE world_ids SET next = next + 1", [])?;
+    Ok(id)
 }

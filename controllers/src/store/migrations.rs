@@ -329,6 +329,29 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE goldens ADD COLUMN used_at INTEGER NOT NULL DEFAULT 0;
     UPDATE goldens SET used_at = updated_at;
     "#,
+    // 16: a world's id is never given again (SQLite reuses the highest rowid once its row is
+    // gone: a world made again under a removed one's name got its id, and an agent's
+    // `remove` of "its" world removed a person's): the next id, above every id a world or
+    // an event ever had.
+    r#"
+    CREATE TABLE world_ids (next INTEGER NOT NULL);
+    INSERT INTO world_ids (next) SELECT MAX(
+        COALESCE((SELECT MAX(id) FROM worlds), 0),
+        COALESCE((SELECT MAX(world_id) FROM events), 0)
+    ) + 1;
+    "#,
+    // 17: commands `binky exec` was asked to run while approvals are on and no person has
+    // approved them yet (the key is the approval's): what `binky approve --list` and the
+    // dashboard show, for a person to approve.
+    r#"
+    CREATE TABLE exec_requests (
+        key          TEXT PRIMARY KEY,
+        project      TEXT NOT NULL,
+        world        TEXT NOT NULL,
+        command      TEXT NOT NULL,
+        requested_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -133,6 +133,8 @@ owners! {
     pub(crate) Commands = "commands": [
         Grant::all("projects"),
         Grant::all("worlds"),
+        Grant::all("world_ids"),
+        Grant::all("exec_requests"),
         Grant::all("settings"),
         Grant::all("service_restarts"),
         Grant::all("approvals"),

@@ -181,7 +181,7 @@ fn events_keep_their_order_and_outlive_the_world() {
 }
 
 #[test]
-fn a_world_made_again_under_a_removed_ones_name_and_row_id_has_only_its_own_events() {
+fn a_world_made_again_under_a_removed_ones_name_gets_a_new_id_and_only_its_own_events() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("s.db")).unwrap();
     let first = store
@@ -199,8 +199,14 @@ fn a_world_made_again_under_a_removed_ones_name_and_row_id_has_only_its_own_even
         .put_world(&new_world("acme", "/r", "w1"))
         .unwrap()
         .world;
-    // SQLite gives the row id again: it cannot tell the two worlds apart.
-    assert_eq!(second.id, first.id);
+    // Never the id of the removed one (SQLite's rowid would have given it again), so a record
+    // kept by id (an agent's "worlds I made") never names the new world.
+    assert_ne!(second.id, first.id);
+    let third = store
+        .put_world(&new_world("acme", "/r", "w2"))
+        .unwrap()
+        .world;
+    assert!(third.id > second.id);
     store.event(second.id, "x", "of the second").unwrap();
     let msgs = |limit| {
         store

@@ -132,3 +132,73 @@ async fn every_tool_reaches_a_world_name_two_projects_use() {
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// A fresh repository beside a project that has a world of the name: `root` (or the
+/// server's own directory) never reaches into the other project, and `up` there makes the
+/// repository's own world, the agent's to remove.
+#[tokio::test]
+async fn a_world_name_never_reaches_another_projects_world_from_a_fresh_repository() {
+    let env = Env::new(&config());
+    let alpha = env.other_project("alpha");
+    let up = env.binky_in(&alpha, &["up", "clionly"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let root = env.repo.display().to_string();
+
+    for client in [connect(&env).await, connect_in(&env, env.dir.path()).await] {
+        for (tool, args) in [
+            ("status", json!({"world": "clionly", "root": root})),
+            ("env", json!({"world": "clionly", "root": root})),
+            ("down", json!({"world": "clionly", "root": root})),
+            ("remove", json!({"world": "clionly", "root": root})),
+            (
+                "exec",
+                json!({"world": "clionly", "root": root, "command": ["sh", "-c", "echo $BINKY_PROJECT"]}),
+            ),
+        ] {
+            let (err, v) = call(&client, tool, args).await;
+            assert!(err, "{tool} reached alpha's world: {v}");
+            assert_eq!(code(&v), "not_found", "{tool}: {v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("project alpha has a world `clionly`"),
+                "{tool}: {v}"
+            );
+        }
+        client.cancel().await.unwrap();
+    }
+    let st = env.binky_in(&alpha, &["status", "clionly", "--json"]);
+    assert!(
+        st.status.success(),
+        "alpha's world is gone: {}",
+        stderr(&st)
+    );
+
+    // `up` with that root makes the repository's own world, which the agent may remove.
+    let client = connect(&env).await;
+    let (err, up) = call(&client, "up", json!({"world": "clionly", "root": root})).await;
+    assert!(!err, "{up}");
+    assert_eq!(up["project"], "mcp", "{up}");
+    assert_eq!(up["created"], true, "{up}");
+    let (err, x) = call(
+        &client,
+        "exec",
+        json!({"world": "clionly", "root": root, "command": ["sh", "-c", "echo $BINKY_PROJECT"]}),
+    )
+    .await;
+    assert!(!err, "{x}");
+    assert_eq!(x["stdout"], "mcp\n", "{x}");
+    let (err, rm) = call(&client, "remove", json!({"world": "clionly", "root": root})).await;
+    assert!(!err, "{rm}");
+    client.cancel().await.unwrap();
+    let st = env.binky_in(&alpha, &["status", "clionly", "--json"]);
+    assert!(
+        st.status.success(),
+        "alpha's world went too: {}",
+        stderr(&st)
+    );
+    let rm = env.binky_in(&alpha, &["remove", "clionly"]);
+    assert!(rm.status.success(), "{}", stderr(&rm));
+    env.assert_nothing_left(&["clionly"]);
+}

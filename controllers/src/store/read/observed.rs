@@ -142,6 +142,44 @@ pub fn bootstrap_waits(
         .collect())
 }
 
+/// A command `binky exec` was asked to run while approvals are on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExecRequest {
+    /// Its approval key.
+    pub key: String,
+    /// The project.
+    pub project: String,
+    /// The world it was asked in.
+    pub world: String,
+    /// The command, its arguments quoted as a shell would read them.
+    pub command: String,
+}
+
+/// Every command `binky exec` was asked to run without an approval, newest first.
+pub fn exec_requests(conn: &Connection) -> Result<Vec<ExecRequest>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT key, project, world, command FROM exec_requests ORDER BY requested_at DESC",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(ExecRequest {
+            key: r.get(0)?,
+            project: r.get(1)?,
+            world: r.get(2)?,
+            command: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The command patterns a person allowed `binky exec` to run in a project's worlds
+/// (`binky approve --exec 'npm test*'`).
+pub fn exec_patterns(conn: &Connection, project: &str) -> Result<Vec<String>, StoreError> {
+    let mut stmt =
+        conn.prepare("SELECT command FROM approvals WHERE project = ?1 AND key LIKE 'pattern:%'")?;
+    let rows = stmt.query_map([project], |r| r.get::<_, String>(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// One port assignment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PortRow {
