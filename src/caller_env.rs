@@ -13,8 +13,9 @@
 //!   `LINES`, `WINDOWID`, `VTE_VERSION`, `GPG_TTY`, `TMUX`, `TMUX_PANE`, `STY`, `WINDOW`;
 //! - the login session: `SSH_CLIENT`, `SSH_CONNECTION`, `SSH_TTY`, `SSH_AUTH_SOCK`,
 //!   `XDG_SESSION_ID`, `XDG_VTNR`, `INVOCATION_ID`, `JOURNAL_STREAM`, `MANAGERPID`;
-//! - binky's own per-command variables: `BINKY_SPAWN_TOKEN` and `BINKY_SECRET_*` (secrets are
-//!   resolved by the daemon at spawn, never stored with the world);
+//! - binky's own per-command variables: `BINKY_SPAWN_TOKEN`, `BINKY_SPAWNED_IN` and
+//!   `BINKY_SECRET_*` (secrets are resolved by the daemon at spawn, never stored with the
+//!   world);
 //! - a variable whose name or value is not UTF-8 (the store holds text): said on stderr.
 //!
 //! Everything else is kept; changing it and running `binky up` again restarts the services
@@ -56,6 +57,7 @@ const SHELL_AND_TERMINAL: &[&str] = &[
     "JOURNAL_STREAM",
     "MANAGERPID",
     crate::supervisor::TOKEN_VAR,
+    crate::person::MARK,
 ];
 
 /// Prefixes of variables a world never keeps.

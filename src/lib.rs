@@ -23,6 +23,7 @@ pub mod logging;
 pub mod machine;
 pub mod mcp;
 pub mod paths;
+pub mod person;
 pub mod ports;
 pub mod proxy;
 pub mod requests;

@@ -133,7 +133,7 @@ pub fn approvals(store: &Store) -> Result<Vec<Approval>, store::StoreError> {
             }
         }
     }
-    Ok(out
+    let mut all: Vec<Approval> = out
         .into_iter()
         .map(|(c, project, worlds)| Approval {
             approved: approved.contains(&c.key),
@@ -143,7 +143,22 @@ pub fn approvals(store: &Store) -> Result<Vec<Approval>, store::StoreError> {
             command: c.text,
             worlds,
         })
-        .collect())
+        .collect();
+    // What `binky exec` was asked to run without an approval, for a person to approve.
+    for r in store.read(store::exec_requests)? {
+        if all.iter().any(|a| a.key == r.key) {
+            continue;
+        }
+        all.push(Approval {
+            approved: approved.contains(&r.key),
+            key: r.key,
+            project: r.project,
+            what: format!("binky exec in {}", r.world),
+            command: r.command,
+            worlds: vec![r.world],
+        });
+    }
+    Ok(all)
 }
 
 /// `binky approve KEY`: approve the one command whose key is (or starts with) `key`; the

@@ -69,6 +69,11 @@ impl Snapshot {
     }
 }
 
+/// The variable every command binky runs for a world carries (`<project>/<world>`): what
+/// tells it from a person's (`binky approve` and `binky settings` refuse it). `binky env`
+/// never hands it out.
+pub const SPAWNED_IN: &str = "BINKY_SPAWNED_IN";
+
 /// Who runs a command in a world.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Runner<'a> {
@@ -184,6 +189,11 @@ pub fn command_env(
     };
     vars.insert("BINKY_WORKTREE_PATH".into(), wt);
     vars.insert("PWD".into(), dir.to_string_lossy().into_owned());
+    // What marks a command as one binky runs for a world: person-only actions refuse it.
+    vars.insert(
+        SPAWNED_IN.into(),
+        format!("{}/{}", world.project, world.name),
+    );
     if let Some(ca) = ca.filter(|c| c.is_file()) {
         let callers = world.env.get("NODE_EXTRA_CA_CERTS").map(String::as_str);
         give_node_ca(&mut vars, ca, process, callers);

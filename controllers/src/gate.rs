@@ -195,6 +195,25 @@ pub fn unapproved_verify(store: &Store, world: &World) -> Result<Vec<Command>, S
         .collect())
 }
 
+/// The approval key of `binky exec`'s `command` (its arguments quoted as a shell reads
+/// them) in a world of `project`.
+pub fn exec_key(project: &str, command: &str) -> String {
+    command_key(project, &format!("exec {command}"))
+}
+
+/// May `binky exec` run `command` in a world of `project`? Yes while approvals are off;
+/// else when a person approved that exact command or a pattern it matches.
+pub fn exec_approved(store: &Store, project: &str, command: &str) -> Result<bool, StoreError> {
+    if !Settings::read(store)?.flag("approvals") {
+        return Ok(true);
+    }
+    if approved(store)?.contains(&exec_key(project, command)) {
+        return Ok(true);
+    }
+    let patterns = store.read(|c| store::exec_patterns(c, project))?;
+    Ok(patterns.iter().any(|p| crate::glob::text_match(p, command)))
+}
+
 /// Why a world is held at the gate: the reason of its `Admitted` condition (and of the
 /// waiting conditions of the controllers that start things).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,31 @@
 //! Shell-like globs over relative paths (`*`, `?`, `**`): `watch` patterns and
 //! `clone_key_files`.
 
+/// Does `text` match `pattern`, where `*` stands for any run of characters (spaces and `/`
+/// included) and `?` for one: a person's pattern of commands (`npm test*`).
+pub fn text_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    // Iterative wildcard match: remember the last `*` and retry from one further.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < t.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
 /// Does `path` (relative, `/`-separated) match `pattern` (`*`, `?`, `**`)?
 pub fn glob_match(pattern: &str, path: &str) -> bool {
     fn rec(p: &[&str], s: &[&str]) -> bool {
@@ -32,6 +57,24 @@ pub fn glob_match(pattern: &str, path: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_command_pattern_matches_any_run_of_characters() {
+        assert!(text_match("npm test*", "npm test"));
+        assert!(text_match(
+            "npm test*",
+            "npm test -- src/a.test.js --watch=false"
+        ));
+        assert!(text_match(
+            "pytest * -q",
+            "pytest tests/api -k 'login and not slow' -q"
+        ));
+        assert!(text_match("make ?", "make a"));
+        assert!(!text_match("npm test*", "npm run build && npm test"));
+        assert!(!text_match("make ?", "make ab"));
+        assert!(!text_match("npm test", "npm test; rm -rf ~"));
+        assert!(text_match("*", ""));
+    }
+
     use super::*;
 
     #[test]

@@ -18,6 +18,8 @@ pub struct Args {
     pub all: Option<String>,
     /// Withdraw this approval.
     pub revoke: Option<String>,
+    /// Let `binky exec` run commands matching this pattern in the current project's worlds.
+    pub exec: Option<String>,
     /// Approve without a terminal.
     pub yes: bool,
     /// Machine-readable list.
@@ -37,6 +39,28 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         }
         println!("revoked {key}: worlds that run it wait for approval again");
         let _ = crate::daemon::client::nudge(&ctx.home, None).await;
+        return Ok(exit::OK);
+    }
+    if let Some(pattern) = &a.exec {
+        crate::person::refuse_unless_person("approving commands").map_err(Failure::failed)?;
+        let project = match ctx.world(None) {
+            Ok(w) => w.project,
+            Err(_) => crate::cli::context::Checkout::discover(&std::env::current_dir().unwrap_or_default())
+                .map_err(|_| Failure::usage("run `binky approve --exec` inside the project's repository: the pattern is the project's"))?
+                .project_name_or_config()
+                .ok_or_else(|| Failure::usage("no binky.toml here: run `binky approve --exec` inside the project's repository"))?,
+        };
+        if pattern.trim().is_empty() || pattern.trim() == "*" {
+            return Err(Failure::usage(
+                "a pattern of one `*` lets every command run: turn approvals off instead (`binky settings approvals=false`), or name the commands (`npm test*`)",
+            ));
+        }
+        let key = format!(
+            "pattern:{}",
+            binky_controllers::gate::command_key(&project, pattern)
+        );
+        ctx.store.approve(&key, &project, pattern)?;
+        println!("approved for `binky exec` in {project}'s worlds: commands matching `{pattern}` ({key})");
         return Ok(exit::OK);
     }
     if a.list || (a.key.is_none() && a.all.is_none()) {
@@ -72,6 +96,9 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         }
         return Ok(exit::OK);
     }
+    // Approving is a person's: never a process binky started for a world (an agent's
+    // `exec` of `binky approve … --yes`), whatever it passes.
+    crate::person::refuse_unless_person("approving commands").map_err(Failure::failed)?;
     // Approving: a person must see what they approve.
     if !a.yes && !std::io::stdin().is_terminal() {
         return Err(Failure::usage(

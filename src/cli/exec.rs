@@ -116,6 +116,22 @@ pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32,
     }
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(name))?;
+    // With approvals on, `exec` runs only what a person approved, like every other command
+    // a world runs: the exact command, or a pattern the person set.
+    let text = shown_argv(&cmd);
+    if !binky_controllers::gate::exec_approved(&ctx.store, &world.project, &text)? {
+        let key = binky_controllers::gate::exec_key(&world.project, &text);
+        ctx.store
+            .request_exec(&key, &world.project, &world.name, &text)?;
+        return Err(Failure {
+            code: exit::PENDING,
+            message: format!(
+                "`{text}` waits for a person's approval (approvals are on) before `binky exec` runs it in `{}`; ask a person to run `binky approve {key}` (or to allow a family of commands: `binky approve --exec '{}*'`)",
+                world.name,
+                cmd[0]
+            ),
+        });
+    }
     let (dir, mut vars) = world_env(&ctx, &world, service.as_deref())?;
     // `${secret:REF}` as a service gets it (secret_command, else BINKY_SECRET_<REF> here).
     crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
@@ -137,6 +153,24 @@ pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32,
         .status()
         .map_err(|e| Failure::failed(format!("cannot run `{}`: {e}", cmd[0])))?;
     Ok(status.code().unwrap_or(128 + 9))
+}
+
+/// `argv` as a shell would read it back: words with anything but `[A-Za-z0-9_./=:@%+,-]`
+/// in single quotes (what an approval names).
+pub fn shown_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_./=:@%+,-".contains(c));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `binky verify`.

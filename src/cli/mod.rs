@@ -162,6 +162,10 @@ pub enum Command {
         /// Withdraw an approval.
         #[arg(long, value_name = "KEY", conflicts_with_all = ["key", "all"])]
         revoke: Option<String>,
+        /// Let `binky exec` run every command matching this pattern (`*` any run of
+        /// characters, `?` one) in the worlds of the current directory's project.
+        #[arg(long, value_name = "PATTERN", conflicts_with_all = ["key", "all", "revoke"])]
+        exec: Option<String>,
         /// Approve without a terminal (you have read the commands).
         #[arg(long)]
         yes: bool,
@@ -484,6 +488,7 @@ pub fn run(cli: Cli) -> i32 {
                 list,
                 all,
                 revoke,
+                exec,
                 yes,
                 json,
             } => {
@@ -492,6 +497,7 @@ pub fn run(cli: Cli) -> i32 {
                     list,
                     all,
                     revoke,
+                    exec,
                     yes,
                     json,
                 })

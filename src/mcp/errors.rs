@@ -143,6 +143,22 @@ pub fn classify(code: i32, message: String, world: &str) -> ToolError {
             format!("call `up` with world `{world}` to start it"),
         );
     }
+    if message.contains("waits for a person's approval")
+        || message.contains("wait for a person's approval")
+    {
+        return ToolError::new(
+            "held",
+            message,
+            "stop and ask a person: they approve it (`binky approve KEY`, or the dashboard); never approve it yourself",
+        );
+    }
+    if message.contains("is a person's to do") {
+        return ToolError::new(
+            "refused",
+            message,
+            "ask a person to do it; an agent's process may not",
+        );
+    }
     if message.contains("has uncommitted changes") {
         return ToolError::new(
             "dirty",

@@ -30,6 +30,7 @@ mod limits;
 mod live;
 mod mariadb_server;
 mod mcp;
+mod person;
 mod pg_server;
 mod proxy;
 mod rabbitmq_server;

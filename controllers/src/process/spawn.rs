@@ -100,10 +100,13 @@ impl<S: Supervisor> ProcessController<S> {
                 }
             }
         }
-        // `PWD` follows the workdir, which the hash has: left out, so that a daemon that
-        // started setting it restarts nothing.
-        let hashed: BTreeMap<&String, &String> =
-            ce.vars.iter().filter(|(k, _)| *k != "PWD").collect();
+        // `PWD` follows the workdir, which the hash has, and the mark the world: left out,
+        // so that a daemon that started setting them restarts nothing.
+        let hashed: BTreeMap<&String, &String> = ce
+            .vars
+            .iter()
+            .filter(|(k, _)| *k != "PWD" && *k != env::SPAWNED_IN)
+            .collect();
         let workdir = &ce.dir;
         let hash = match (health, nonce) {
             (None, 0) => hash_of(&(&cmd, workdir, &hashed)),

@@ -1,0 +1,172 @@
+//! What an agent must never reach: another project's world of the same name, and the
+//! person-only actions (approving, the machine's settings) from any process binky started;
+//! and, with approvals on, `binky exec` runs only what a person approved.
+
+use crate::harness::*;
+
+const CONFIG: &str = r#"
+[project]
+name = "mine"
+{range}
+
+[services.api]
+cmd = "exec python3 server.py ${self.port}"
+url = true
+"#;
+
+/// A fresh repository beside a project that has a world of the name: the name never
+/// reaches into the other project, from the CLI run in the repository.
+#[test]
+fn a_world_name_never_reaches_another_projects_world_from_a_fresh_repository() {
+    let env = Env::new(CONFIG);
+    let alpha = env.other_project("alpha");
+    let out = env.binky_in(&alpha, &["up", "clionly"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // In `mine`'s repository, which has no world yet.
+    for args in [
+        vec!["exec", "clionly", "--", "sh", "-c", "echo $BINKY_PROJECT"],
+        vec!["status", "clionly"],
+        vec!["logs", "clionly"],
+        vec!["down", "clionly"],
+        vec!["remove", "clionly"],
+    ] {
+        let out = env.binky(&args);
+        assert!(
+            !out.status.success(),
+            "{args:?} reached alpha's world: {}",
+            stdout(&out)
+        );
+        let err = stderr(&out);
+        assert!(
+            err.contains("no world `clionly` in the repository")
+                && err.contains("project alpha has a world `clionly`"),
+            "{args:?}: {err}"
+        );
+    }
+    // alpha's world is untouched; `up` here makes this project's own.
+    let out = env.binky_in(&alpha, &["status", "clionly", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    env.ok(&["up", "clionly"]);
+    let out = env.binky(&["exec", "clionly", "--", "sh", "-c", "echo $BINKY_PROJECT"]);
+    assert_eq!(stdout(&out).trim(), "mine", "{}", stderr(&out));
+    let out = env.binky_in(
+        &alpha,
+        &["exec", "clionly", "--", "sh", "-c", "echo $BINKY_PROJECT"],
+    );
+    assert_eq!(stdout(&out).trim(), "alpha", "{}", stderr(&out));
+    env.ok(&["remove", "clionly"]);
+    let out = env.binky_in(&alpha, &["remove", "clionly"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    env.assert_nothing_left(&["clionly"]);
+}
+
+/// Approving and the machine's settings are a person's: refused from `binky exec`, also
+/// with the mark dropped (`env -u`), and from a service's own command; a person's shell
+/// may.
+#[test]
+fn person_only_actions_are_refused_from_any_process_binky_started() {
+    let bin = binky_bin();
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "guarded"
+{{range}}
+
+[services.api]
+cmd = "'{bin}' settings mcp_remove_any=true > settings-from-service.txt 2>&1; exec python3 server.py ${{self.port}}"
+url = true
+"#
+    ));
+    env.ok(&["up", "w"]);
+    let wt = env.worktree("w");
+    let said = std::fs::read_to_string(wt.join("settings-from-service.txt")).unwrap();
+    assert!(
+        said.contains("is a person's to do") && said.contains("it runs in world guarded/w"),
+        "{said}"
+    );
+    for argv in [
+        vec![bin, "settings", "mcp_remove_any=true"],
+        vec![
+            "env",
+            "-u",
+            "BINKY_SPAWNED_IN",
+            bin,
+            "settings",
+            "mcp_remove_any=true",
+        ],
+        vec![bin, "approve", "--exec", "rm *"],
+        vec![
+            "setsid",
+            "--wait",
+            "env",
+            "-u",
+            "BINKY_SPAWNED_IN",
+            bin,
+            "settings",
+            "approvals=false",
+        ],
+    ] {
+        let mut args = vec!["exec", "w", "--"];
+        args.extend(argv.iter().copied());
+        let out = env.binky(&args);
+        assert!(!out.status.success(), "{argv:?} ran: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains("is a person's to do"), "{argv:?}: {err}");
+    }
+    // Nothing changed.
+    let settings = env.ok(&["settings", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&settings).unwrap();
+    assert_eq!(v["mcp_remove_any"], "false", "{settings}");
+    // A person's shell may.
+    env.ok(&["settings", "mcp_remove_any=true"]);
+    env.ok(&["settings", "mcp_remove_any=false"]);
+    std::fs::remove_file(wt.join("settings-from-service.txt")).unwrap();
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// With approvals on, `binky exec` runs only what a person approved: the exact command
+/// (listed for the person, approved by its key) or a pattern the person set; nothing else.
+#[test]
+fn with_approvals_on_exec_runs_only_what_a_person_approved() {
+    let env = Env::new(CONFIG);
+    env.ok(&["up", "w"]);
+    env.ok(&["settings", "approvals=true"]);
+    // The world's own commands were approved? No: approve them so the world runs.
+    env.ok(&["approve", "--all", "w", "--yes"]);
+    let out = env.binky(&["exec", "w", "--", "sh", "-c", "echo ran > ran.txt"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("waits for a person's approval"), "{err}");
+    assert!(
+        !env.worktree("w").join("ran.txt").exists(),
+        "ran without approval"
+    );
+    let key = err
+        .split("binky approve ")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap()
+        .to_owned();
+    let list = env.ok(&["approve", "--list"]);
+    assert!(
+        list.contains(&key)
+            && list.contains("binky exec in w")
+            && list.contains("sh -c 'echo ran > ran.txt'"),
+        "{list}"
+    );
+    env.ok(&["approve", &key, "--yes"]);
+    env.ok(&["exec", "w", "--", "sh", "-c", "echo ran > ran.txt"]);
+    assert!(env.worktree("w").join("ran.txt").exists());
+    // Another command is not approved by that; a pattern the person sets is.
+    let out = env.binky(&["exec", "w", "--", "git", "status", "--short"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    env.ok(&["approve", "--exec", "git status*", "--yes"]);
+    env.ok(&["exec", "w", "--", "git", "status", "--short"]);
+    let out = env.binky(&["exec", "w", "--", "git", "push"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    env.ok(&["settings", "approvals=false"]);
+    std::fs::remove_file(env.worktree("w").join("ran.txt")).unwrap();
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
