@@ -118,19 +118,28 @@ pub struct WorldView {
 
 /// The view of world `w`.
 pub fn world(store: &Store, w: &World) -> Result<WorldView, StoreError> {
-    let gens = store.read(|c| store::observed_generations(c, w.id))?;
-    let conds = store.read(|c| store::conditions(c, w.id))?;
+    store.read(|c| world_in(c, w))
+}
+
+/// Every world of `worlds` as [`world`] shows it, read in one pass of the store.
+pub fn worlds(store: &Store, worlds: &[World]) -> Result<Vec<WorldView>, StoreError> {
+    store.read(|c| worlds.iter().map(|w| world_in(c, w)).collect())
+}
+
+fn world_in(c: &rusqlite::Connection, w: &World) -> Result<WorldView, StoreError> {
+    let gens = store::observed_generations(c, w.id)?;
+    let conds = store::conditions(c, w.id)?;
     // A shared service's process is the shared world's.
-    let own = store.read(|c| store::processes(c, w.id))?;
+    let own = store::processes(c, w.id)?;
     let mut procs = own.clone();
     procs.retain(|p| w.runs(&p.service));
-    procs.extend(store.read(|c| store::shared_processes(c, w))?);
-    let ports = store.read(|c| store::ports_seen_by(c, w))?;
-    let wt = store.read(|c| store::worktree(c, w.id))?;
-    let proxy = store.read(store::proxy_view)?;
-    let slices = store.read(|c| store::slices_seen_by(c, w))?;
+    procs.extend(store::shared_processes(c, w)?);
+    let ports = store::ports_seen_by(c, w)?;
+    let wt = store::worktree(c, w.id)?;
+    let proxy = store::proxy_view(c)?;
+    let slices = store::slices_seen_by(c, w)?;
     // A world's own cgroups: a shared service's are its shared world's.
-    let resources = store.read(|c| store::resources(c, w.id))?;
+    let resources = store::resources(c, w.id)?;
     let tokens = binky_controllers::env::tokens(w, &ports, &proxy, &slices);
     let selected = w.spec.selected(w.group.as_deref());
     // One process service's instance: the service itself, or one of its replicas.
@@ -250,7 +259,7 @@ pub fn world(store: &Store, w: &World) -> Result<WorldView, StoreError> {
         generation: w.generation,
         group: w.group.clone(),
         worktree: wt,
-        bootstrap: store.read(|c| store::bootstrap_paths(c, w.id))?,
+        bootstrap: store::bootstrap_paths(c, w.id)?,
         services,
         usage,
         conditions: conds,

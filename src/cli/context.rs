@@ -60,9 +60,16 @@ impl Ctx {
                 names(&all)
             )));
         };
-        // Inside a repository, its worlds only: never another project's world of the same
-        // name (a fresh repository beside a project that has one would reach into it).
-        let here = Checkout::discover(&cwd).ok().map(|c| c.repo_root);
+        find_world(&all, &cwd, name)
+    }
+}
+
+/// The world `name` as seen from `cwd`: among the worlds of the repository `cwd` is in,
+/// never another project's world of the same name (a fresh repository beside a project
+/// that has one would reach into it); outside any repository, in any project.
+pub fn find_world(all: &[World], cwd: &Path, name: &str) -> Result<World, Failure> {
+    {
+        let here = Checkout::discover(cwd).ok().map(|c| c.repo_root);
         let mine: Vec<World> = all
             .iter()
             .filter(|w| here.as_ref().is_none_or(|r| &w.repo_root == r))

@@ -4,7 +4,7 @@
 mod apply;
 mod approve;
 mod check;
-mod context;
+pub(crate) mod context;
 mod curl;
 mod daemon;
 mod dashboard;

@@ -205,10 +205,7 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
     if let Some(p) = &only {
         worlds.retain(|w| &w.project == p);
     }
-    let views = worlds
-        .iter()
-        .map(|w| crate::view::world(&ctx.store, w))
-        .collect::<Result<Vec<_>, _>>()?;
+    let views = crate::view::worlds(&ctx.store, &worlds)?;
     if json {
         #[derive(Serialize)]
         struct All<'a> {

@@ -14,10 +14,21 @@ fn file(home: &Home) -> PathBuf {
     home.root().join("mcp-created")
 }
 
-fn open() -> Result<(Home, Store), String> {
+/// The store, opened once per server: every read tool answers from it in this process.
+pub fn store() -> Result<&'static Store, String> {
+    static STORE: std::sync::OnceLock<Store> = std::sync::OnceLock::new();
+    if let Some(s) = STORE.get() {
+        return Ok(s);
+    }
     let home = Home::from_env()?;
+    home.ensure()
+        .map_err(|e| format!("cannot use {}: {e}", home.root().display()))?;
     let store = Store::open(&home.db()).map_err(|e| e.to_string())?;
-    Ok((home, store))
+    Ok(STORE.get_or_init(|| store))
+}
+
+fn open() -> Result<(Home, &'static Store), String> {
+    Ok((Home::from_env()?, store()?))
 }
 
 /// The world `project`/`name` as the store has it now.

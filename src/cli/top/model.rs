@@ -103,8 +103,8 @@ impl Board {
             ..Board::default()
         };
         let mut project = None::<String>;
-        for w in &worlds {
-            let v = crate::view::world(&ctx.store, w)?;
+        let views = crate::view::worlds(&ctx.store, &worlds)?;
+        for (w, v) in worlds.iter().zip(views) {
             if project.as_deref() != Some(&w.project) {
                 project = Some(w.project.clone());
                 board.lines.push(Line::Project {

@@ -45,37 +45,20 @@ impl Server {
         Ok(json!({ "summary": worlds_summary(&worlds), "worlds": compact }))
     }
 
-    /// `binky status --json`'s worlds, only `project`'s (or `root`'s project's) when given.
+    /// The worlds as `binky status --json` shows them, only `project`'s (or `root`'s
+    /// project's) when given: read from the store in this process, not by running the CLI.
     async fn all_worlds(
         &self,
-        ctx: &RequestContext<RoleServer>,
+        _ctx: &RequestContext<RoleServer>,
         project: Option<&str>,
         root: Option<&str>,
     ) -> Result<Vec<Value>, ToolError> {
         errors::opt_name("project", project)?;
-        let v = match root {
-            Some(_) => {
-                let dir = self.place(None, root)?;
-                match self
-                    .json(
-                        ctx,
-                        dir.as_deref(),
-                        None,
-                        args(&["status", "--json", "--", "."]),
-                    )
-                    .await
-                {
-                    Ok(v) => v,
-                    // A repository without worlds yet.
-                    Err(e) if e.code == "invalid_argument" => json!({ "worlds": [] }),
-                    Err(e) => return Err(e),
-                }
-            }
-            None => {
-                self.json(ctx, None, None, args(&["status", "--json"]))
-                    .await?
-            }
+        let dir = match root {
+            Some(_) => self.place(None, root)?,
+            None => None,
         };
+        let v = json!({ "worlds": world_views(dir.as_deref())? });
         let worlds: Vec<Value> = v["worlds"]
             .as_array()
             .cloned()
@@ -322,4 +305,25 @@ impl Server {
         };
         Ok(json!({ "approvals_on": on, "waiting": waiting, "message": message }))
     }
+}
+
+/// Every world as `binky status --json` shows it; with `dir`, only the worlds of the
+/// repository `dir` is in (none when it is in no repository with worlds).
+fn world_views(dir: Option<&std::path::Path>) -> Result<Vec<Value>, ToolError> {
+    let failed = |e: String| ToolError::new("failed", e, "check that BINKY_HOME is readable");
+    let store = created::store().map_err(failed)?;
+    let mut worlds = store
+        .read(binky_controllers::store::worlds)
+        .map_err(|e| failed(e.to_string()))?;
+    if let Some(dir) = dir {
+        let repo = crate::cli::context::Checkout::discover(dir)
+            .ok()
+            .map(|c| c.repo_root);
+        worlds.retain(|w| repo.as_ref() == Some(&w.repo_root));
+    }
+    let views = crate::view::worlds(store, &worlds).map_err(|e| failed(e.to_string()))?;
+    Ok(views
+        .iter()
+        .map(|v| serde_json::to_value(v).unwrap_or(Value::Null))
+        .collect())
 }

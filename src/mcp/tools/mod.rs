@@ -151,20 +151,28 @@ impl Server {
         }
     }
 
-    /// `binky status --json -- WORLD`.
+    /// The world `world` as `binky status --json -- WORLD` shows it, found as the CLI finds
+    /// it from `dir` (the server's directory without one), read from the store in this
+    /// process.
     async fn world_status(
         &self,
-        ctx: &RequestContext<RoleServer>,
+        _ctx: &RequestContext<RoleServer>,
         dir: Option<&Path>,
         world: &str,
     ) -> Result<Value, ToolError> {
-        self.json(
-            ctx,
-            dir,
-            Some(world),
-            args(&["status", "--json", "--", world]),
-        )
-        .await
+        let failed = |e: String| ToolError::new("failed", e, "check that BINKY_HOME is readable");
+        let store = created::store().map_err(failed)?;
+        let all = store
+            .read(binky_controllers::store::worlds)
+            .map_err(|e| failed(e.to_string()))?;
+        let cwd = match dir {
+            Some(d) => d.to_path_buf(),
+            None => std::env::current_dir().unwrap_or_default(),
+        };
+        let w = crate::cli::context::find_world(&all, &cwd, world)
+            .map_err(|f| errors::classify(f.code, f.message, world))?;
+        let v = crate::view::world(store, &w).map_err(|e| failed(e.to_string()))?;
+        serde_json::to_value(&v).map_err(|e| failed(e.to_string()))
     }
 
     /// Which commands wait for a person's approval (none while `approvals` is off).
