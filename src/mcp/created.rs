@@ -102,7 +102,7 @@ pub fn forget(project: &str, name: &str) -> Result<(), String> {
 /// Whether the person allowed agents to remove any world (`mcp_remove_any`).
 pub fn remove_any_allowed() -> Result<bool, String> {
     let (_, store) = open()?;
-    let s = binky_controllers::settings::Settings::read(&store).map_err(|e| e.to_string())?;
+    let s = binky_controllers::settings::Settings::read(store).map_err(|e| e.to_string())?;
     Ok(s.flag("mcp_remove_any"))
 }
 
