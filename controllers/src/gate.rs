@@ -350,10 +350,34 @@ impl<M: Machine> AdmissionController<M> {
     }
 
     fn release(&self, world: &World) -> Result<(), StoreError> {
-        self.store.write(owner::Gate, |tx| {
-            tx.execute("DELETE FROM admissions WHERE world_id = ?1", [world.id])?;
-            Ok(())
-        })
+        let was_watcher = self.watcher()? == Some(world.id);
+        let released = self.store.write(owner::Gate, |tx| {
+            Ok(tx.execute("DELETE FROM admissions WHERE world_id = ?1", [world.id])? > 0)
+        })?;
+        if released && was_watcher {
+            self.wake_watcher()?;
+        }
+        Ok(())
+    }
+
+    /// The world that watches the memory for every world while `cool_under_pressure` is on:
+    /// the one admitted last (the first the gate would cool). The others wait for a change
+    /// instead of each looking every [`PRESSURE_TICK`].
+    fn watcher(&self) -> Result<Option<WorldId>, StoreError> {
+        Ok(self
+            .places()?
+            .iter()
+            .filter(|p| p.state == "admitted")
+            .max_by_key(|p| (p.admitted_at.unwrap_or(0), p.world))
+            .map(|p| p.world))
+    }
+
+    /// The watcher left (stopped, removed, cooled): the next one starts looking.
+    fn wake_watcher(&self) -> Result<(), StoreError> {
+        if let (Some(t), Some(next)) = (&self.trigger, self.watcher()?) {
+            t.world(next);
+        }
+        Ok(())
     }
 
     /// Over which limit, if any, would one more resident world be? `resuming`: a world the
@@ -507,17 +531,28 @@ impl<M: Machine> AdmissionController<M> {
             .filter(|p| p.state == "admitted")
             .filter(|p| p.resumed_at.is_none_or(|r| now - r >= grace))
             .max_by_key(|p| (p.admitted_at.unwrap_or(0), p.world));
-        if newest.map(|p| p.world) != Some(world.id) {
+        let Some(chosen) = newest.map(|p| p.world) else {
             return Ok(None);
-        }
+        };
         let why = format!(
             "{:.0}% of memory available for {}s, under ram_reserve_percent = {ram} (the world admitted last goes first)",
             avail.unwrap_or(0.0),
             since.elapsed().as_secs()
         );
+        // The watcher looks for every world: the one to cool may be another (the watcher
+        // resumed within RESUME_GRACE).
+        if chosen != world.id {
+            if let Some(other) = self.store.read(|c| store::world(c, chosen))? {
+                self.cool(&other, &why)?;
+            }
+            *self.pressure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            return Ok(None);
+        }
         let reason = self.cool(world, &why)?;
         // The streak starts again: the memory this world frees gets time to come back.
         *self.pressure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        // Another world watches now.
+        self.wake_watcher()?;
         Ok(Some(Condition::waiting(
             CONDITION,
             Hold::Cooled.reason(),
@@ -616,7 +651,12 @@ impl<M: Machine> Controller for AdmissionController<M> {
         let watch_pressure = settings.flag("cool_under_pressure")
             && settings.number::<f64>("ram_reserve_percent") > 0.0;
         if mine.state == "admitted" {
-            if watch_pressure {
+            let watcher = places
+                .iter()
+                .filter(|p| p.state == "admitted")
+                .max_by_key(|p| (p.admitted_at.unwrap_or(0), p.world))
+                .map(|p| p.world);
+            if watch_pressure && watcher == Some(world.id) {
                 if let Some(cooled) = self.relieve_pressure(&settings, world, &places)? {
                     return Ok(Applied {
                         action: Action::Requeue(Duration::from_millis(500)),
@@ -783,6 +823,53 @@ mod tests {
         let enough = AdmissionController::new(store.clone(), FakeMachine::default());
         reconcile(&enough, &store, id).await;
         assert_eq!(held(&store, &world(&store)).unwrap(), None);
+    }
+
+    /// With `cool_under_pressure` on, only the world admitted last looks at the memory every
+    /// tick (it is the one cooled first); the others wait for a change. When it stops, the
+    /// next one takes over.
+    #[tokio::test]
+    async fn only_the_world_admitted_last_watches_the_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let ids: Vec<WorldId> = ["a", "b", "c"]
+            .iter()
+            .map(|n| {
+                let s = spec(vec![("api", web("serve", &[]))]);
+                store
+                    .put_world(&new_world(dir.path(), n, s))
+                    .unwrap()
+                    .world
+                    .id
+            })
+            .collect();
+        let gate = AdmissionController::new(store.clone(), FakeMachine::default());
+        for id in &ids {
+            reconcile(&gate, &store, *id).await;
+            // Each admitted a moment after the one before.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let action = |id: WorldId| {
+            let gate = &gate;
+            let store = &store;
+            async move {
+                let w = crate::testing::world(store, id).unwrap();
+                gate.apply(&w).await.unwrap().action
+            }
+        };
+        assert!(matches!(action(ids[0]).await, Action::AwaitChange));
+        assert!(matches!(action(ids[1]).await, Action::AwaitChange));
+        assert!(matches!(action(ids[2]).await, Action::Requeue(t) if t == PRESSURE_TICK));
+        // c stops: b watches now.
+        store
+            .set_desired_state(ids[2], DesiredState::Stopped)
+            .unwrap();
+        reconcile(&gate, &store, ids[2]).await;
+        assert!(matches!(action(ids[1]).await, Action::Requeue(t) if t == PRESSURE_TICK));
+        assert!(matches!(action(ids[0]).await, Action::AwaitChange));
+        // With cool_under_pressure off, nobody looks.
+        store.set_setting("cool_under_pressure", "false").unwrap();
+        assert!(matches!(action(ids[1]).await, Action::AwaitChange));
     }
 
     #[test]

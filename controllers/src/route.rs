@@ -411,8 +411,36 @@ impl<S: RouteSink> Controller for RouteController<S> {
             });
         }
         let mut taken: Vec<String> = Vec::new();
-        let changed = self.store.write_with(owner::Route, |tx| -> Result<bool, RouteError> {
-            type Seen = (String, String, u16, String, String, String);
+        type Seen = (String, String, u16, String, String, String);
+        let seen = |routes: &[Route]| -> Vec<Seen> {
+            let mut v: Vec<Seen> = routes
+                .iter()
+                .map(|r| {
+                    (
+                        r.host.clone(),
+                        r.service.clone(),
+                        r.port,
+                        r.state.as_str().to_owned(),
+                        r.note.clone(),
+                        backends_text(&r.backends),
+                    )
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        // The routes as they are: nothing to write (the usual pass of an idle world).
+        let now: Vec<Seen> = self.store.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT host, service, port, state, note, backends FROM routes WHERE world_id = ?1 ORDER BY host",
+            )?;
+            let rows = stmt
+                .query_map([world.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })?;
+        let changed = now != seen(&wanted)
+            && self.store.write_with(owner::Route, |tx| -> Result<bool, RouteError> {
             let before: Vec<Seen> = {
                 let mut stmt = tx.prepare(
                     "SELECT host, service, port, state, note, backends FROM routes WHERE world_id = ?1 ORDER BY host",
@@ -433,13 +461,8 @@ impl<S: RouteSink> Controller for RouteController<S> {
                     taken.push(r.host.clone());
                 }
             }
-            let mut after: Vec<Seen> = wanted
-                .iter()
-                .filter(|r| !taken.contains(&r.host))
-                .map(|r| (r.host.clone(), r.service.clone(), r.port, r.state.as_str().to_owned(), r.note.clone(), backends_text(&r.backends)))
-                .collect();
-            after.sort();
-            Ok(before != after)
+            let kept: Vec<Route> = wanted.iter().filter(|r| !taken.contains(&r.host)).cloned().collect();
+            Ok(before != seen(&kept))
         })?;
         if changed {
             self.publish()?;

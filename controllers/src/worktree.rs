@@ -533,27 +533,30 @@ impl<G: Git> WorktreeController<G> {
                 )?,
             }
         }
-        self.store.write(owner::Worktree, |tx| {
-            if save_row {
-                Self::save_in(tx, world, row)?;
-            }
-            for p in &fresh {
-                tx.execute(
-                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
+        // Nothing new to save (every pass of a ready world): no write transaction.
+        if save_row || !fresh.is_empty() {
+            self.store.write(owner::Worktree, |tx| {
+                if save_row {
+                    Self::save_in(tx, world, row)?;
+                }
+                for p in &fresh {
+                    tx.execute(
+                        "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
                      SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
                      ON CONFLICT (world_id, path) DO NOTHING",
-                    params![
-                        world.id,
-                        p.path,
-                        p.from.to_string_lossy(),
-                        p.mode.as_str(),
-                        BootstrapState::Pending,
-                        now_ms()
-                    ],
-                )?;
-            }
-            Ok(())
-        })?;
+                        params![
+                            world.id,
+                            p.path,
+                            p.from.to_string_lossy(),
+                            p.mode.as_str(),
+                            BootstrapState::Pending,
+                            now_ms()
+                        ],
+                    )?;
+                }
+                Ok(())
+            })?;
+        }
         self.planned
             .lock()
             .unwrap_or_else(|e| e.into_inner())

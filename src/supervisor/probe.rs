@@ -1,6 +1,6 @@
 //! Readiness probes: http (a GET below 500 is ready, as in binky 0.1.2), tcp, and cmd.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use binky_controllers::process::{ProbeFailure, ProbeTarget, ProcId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -171,6 +171,16 @@ fn is_local(host: &str) -> bool {
 /// Its own process group, or a process carrying its spawn token (a child that moved to a
 /// group of its own). `Err` names who holds it instead.
 fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
+    // The service's own process first (the usual holder), then its group: only when
+    // neither holds it is every process of the machine read, to name the holder.
+    match super::procfs::one_of_listens(&[owner.pid], port) {
+        Some(true) => return Ok(()),
+        None => return Err(ProbeError::HeldByUnseen(port)),
+        Some(false) => {}
+    }
+    if super::procfs::one_of_listens(&super::procfs::group_members(owner.pid), port) == Some(true) {
+        return Ok(());
+    }
     let holders = super::procfs::listeners_of(port);
     let token = super::procfs::environ_var(owner.pid, super::TOKEN_VAR);
     let ours = |pid: u32| {
@@ -191,6 +201,28 @@ fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
         },
         None => ProbeError::HeldByUnseen(port),
     })
+}
+
+/// Whether to look, now, where the service running as `owner` listens instead of its
+/// port: at most once a second per service, since a starting service is probed every few
+/// milliseconds and the look reads every process of the machine.
+fn time_to_look_elsewhere(owner: ProcId) -> bool {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static LAST: Mutex<Option<HashMap<u32, Instant>>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let map = last.get_or_insert_with(HashMap::new);
+    let now = Instant::now();
+    if map.len() > 4096 {
+        map.retain(|_, t| now.duration_since(*t) < Duration::from_secs(60));
+    }
+    match map.get(&owner.pid) {
+        Some(t) if now.duration_since(*t) < Duration::from_secs(1) => false,
+        _ => {
+            map.insert(owner.pid, now);
+            true
+        }
+    }
 }
 
 /// The TCP ports the service running as `owner` listens on: its process group's, else
@@ -225,8 +257,10 @@ pub async fn probe(
             }
             if let Err(e) = connect(host, *port, timeout).await {
                 // Nothing on its port: does the service listen somewhere else?
-                if is_local(host) {
-                    let listening = own_listening_ports(owner);
+                if is_local(host) && time_to_look_elsewhere(owner) {
+                    let listening = tokio::task::spawn_blocking(move || own_listening_ports(owner))
+                        .await
+                        .unwrap_or_default();
                     if !listening.is_empty() && !listening.contains(port) {
                         return Err(ProbeFailure::OtherPort {
                             port: *port,
@@ -237,7 +271,10 @@ pub async fn probe(
                 return Err(e.into());
             }
             if is_local(host) {
-                held_by(*port, owner)?;
+                let port = *port;
+                tokio::task::spawn_blocking(move || held_by(port, owner))
+                    .await
+                    .unwrap_or(Ok(()))?;
             }
             Ok(())
         }

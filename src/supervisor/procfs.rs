@@ -94,6 +94,17 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Whether no live process is left in group `pgid`: one `kill(-pgid, 0)` answers when the
+/// group is empty (the common case, without reading every process of the machine); only a
+/// group that still answers is read in full, since zombies waiting to be reaped answer too.
+pub fn group_gone(pgid: u32) -> bool {
+    use nix::errno::Errno;
+    match nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), None) {
+        Err(Errno::ESRCH) => true,
+        _ => group_members(pgid).is_empty(),
+    }
+}
+
 /// The value of `key` in a process's initial environment (readable for our own processes).
 pub fn environ_var(pid: u32, key: &str) -> Option<String> {
     let data = fs::read(format!("/proc/{pid}/environ")).ok()?;
@@ -156,6 +167,20 @@ fn held_ports(pid: u32, sockets: &std::collections::HashMap<String, u16>) -> Vec
             sockets.get(target.to_string_lossy().as_ref()).copied()
         })
         .collect()
+}
+
+/// Whether one of `pids` holds a socket listening on TCP `port`: reads only their
+/// descriptors, not every process's. `None`: nothing listens on the port at all.
+pub fn one_of_listens(pids: &[u32], port: u16) -> Option<bool> {
+    let mut sockets = listening_sockets();
+    sockets.retain(|_, p| *p == port);
+    if sockets.is_empty() {
+        return None;
+    }
+    Some(
+        pids.iter()
+            .any(|pid| !held_ports(*pid, &sockets).is_empty()),
+    )
 }
 
 /// Every process (this user may inspect) holding a socket that listens on TCP `port` (a

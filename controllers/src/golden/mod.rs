@@ -179,7 +179,16 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
 
     /// Forget `world`'s references of `services` (all of them: `None`); the templates they
     /// named were last used now.
-    fn forget_refs(&self, world: &World, services: Option<&[String]>) -> Result<(), StoreError> {
+    /// Returns whether there was any (with none, nothing is written).
+    fn forget_refs(&self, world: &World, services: Option<&[String]>) -> Result<bool, StoreError> {
+        let any = self
+            .store
+            .read(|c| store::golden_refs_of(c, world.id))?
+            .iter()
+            .any(|(service, _)| services.is_none_or(|s| s.contains(service)));
+        if !any {
+            return Ok(false);
+        }
         self.store.write(owner::Golden, |tx| {
             let now = now_ms();
             let refs = store::golden_refs_of(tx, world.id)?;
@@ -196,7 +205,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                     params![key, now],
                 )?;
             }
-            Ok(())
+            Ok(true)
         })
     }
 
@@ -236,8 +245,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             .collect();
         let mut keep: Vec<String> = Vec::new();
         if wanted.is_empty() {
-            self.forget_refs(world, None)?;
-            self.sweep_now().await;
+            // Only a world that stopped cloning has references to forget and templates that
+            // may go: an idle world without templates costs nothing here.
+            if self.forget_refs(world, None)? {
+                self.sweep_now().await;
+            }
             return Ok(Applied::await_change(vec![Condition::ok(
                 CONDITION,
                 "NoTemplates",

@@ -433,6 +433,19 @@ async fn cleanup_one<C: Controller>(
 /// Hold `controller`'s finalizer on `world`; false when the world is marked deleted and the
 /// finalizer is not held (it can no longer be added).
 fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool, StoreError> {
+    // Held already (every reconcile after the first): nothing to write.
+    let held = store.read(|c| {
+        Ok(c.query_row(
+            "SELECT 1 FROM finalizers WHERE world_id = ?1 AND controller = ?2",
+            params![world, controller],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+    })?;
+    if held {
+        return Ok(true);
+    }
     store.write(owner::Runtime, |tx| {
         tx.execute(
             "INSERT OR IGNORE INTO finalizers (world_id, controller)
@@ -481,6 +494,11 @@ fn record_success(
     controller: &str,
     conditions: &[Condition],
 ) -> Result<bool, StoreError> {
+    // A reconcile that found everything as it was writes nothing: an idle world costs the
+    // store no write transaction (and its readers no wake-up).
+    if store.read(|c| recorded_already(c, world, controller, conditions))? {
+        return Ok(false);
+    }
     store.write(owner::Runtime, |tx| {
         let mut changed = write_conditions(tx, world, controller, conditions)?;
         let before: Option<i64> = tx
@@ -504,6 +522,52 @@ fn record_success(
         )?;
         Ok(changed)
     })
+}
+
+/// Whether `controller` already recorded `conditions` at the world's generation, with no
+/// failed attempts since: then [`record_success`] has nothing to write.
+fn recorded_already(
+    c: &rusqlite::Connection,
+    world: &World,
+    controller: &str,
+    conditions: &[Condition],
+) -> Result<bool, StoreError> {
+    let status: Option<(i64, i64)> = c
+        .query_row(
+            "SELECT observed_generation, attempts FROM controller_status
+             WHERE world_id = ?1 AND controller = ?2",
+            params![world.id, controller],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    if status != Some((world.generation, 0)) {
+        return Ok(false);
+    }
+    for cond in conditions {
+        let same = c
+            .query_row(
+                "SELECT 1 FROM conditions
+                 WHERE world_id = ?1 AND type = ?2 AND controller = ?3 AND status = ?4
+                   AND reason = ?5 AND message = ?6 AND stalled = ?7 AND generation = ?8",
+                params![
+                    world.id,
+                    cond.type_,
+                    controller,
+                    cond.status.as_str(),
+                    cond.reason,
+                    cond.message,
+                    cond.stalled as i64,
+                    world.generation
+                ],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if !same {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Record a condition that no controller owns (`ConfigValid`, `FilesWatched`) for `reporter`;
@@ -530,12 +594,21 @@ fn write_conditions(
     let mut changed = false;
     let now = now_ms();
     for c in conditions {
-        let before: Option<(String, String, String, i64)> = tx
+        let before: Option<(String, String, String, i64, String, i64)> = tx
             .query_row(
-                "SELECT status, reason, message, stalled FROM conditions
+                "SELECT status, reason, message, stalled, controller, generation FROM conditions
                  WHERE world_id = ?1 AND type = ?2",
                 params![world.id, c.type_],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                },
             )
             .optional()?;
         let status_changed = before.as_ref().map(|b| b.0.as_str()) != Some(c.status.as_str());
@@ -547,6 +620,12 @@ fn write_conditions(
         });
         if !same {
             changed = true;
+        } else if before
+            .as_ref()
+            .is_some_and(|b| b.4 == controller && b.5 == world.generation)
+        {
+            // As recorded: no write.
+            continue;
         }
         tx.execute(
             "INSERT INTO conditions (world_id, type, controller, status, reason, message, stalled, generation, last_transition)
