@@ -197,7 +197,9 @@ impl Server {
             args(&["env", "--json", "--", &p.world]),
         )
         .await?;
-        let mut words = args(&["exec"]);
+        // Everything the command starts ends with it, or with the call (`binky exec` is the
+        // subreaper of its command's processes: a `setsid` or double-forked one too).
+        let mut words = args(&["exec", "--leave-nothing"]);
         if let Some(s) = &p.service {
             words.extend(["--service".to_owned(), s.clone()]);
         }

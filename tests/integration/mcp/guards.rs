@@ -195,3 +195,91 @@ async fn mcp_remove_takes_only_worlds_an_agent_made_and_never_uncommitted_work()
     client.cancel().await.unwrap();
     env.assert_nothing_left(&["mine", "agent"]);
 }
+
+/// The session a process is in (`/proc/PID/stat`'s sixth field).
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+/// The pid a script wrote to `file`, once it has.
+fn pid_in(file: &std::path::Path) -> u32 {
+    wait_until(
+        &format!("{} is written", file.display()),
+        Duration::from_secs(20),
+        || std::fs::read_to_string(file).is_ok_and(|s| s.trim().parse::<u32>().is_ok()),
+    );
+    std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+// Two threads: the test's waits block one while the client's transport runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_or_finished_exec_leaves_no_descendant_not_even_a_setsid_one() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    let client = connect(&env).await;
+    let (cmd_file, escapee_file) = (
+        env.dir.path().join("cmd.pid"),
+        env.dir.path().join("escapee.pid"),
+    );
+    // The command, and a grandchild that left its session (and so its process group).
+    let script = format!(
+        "setsid sh -c 'echo $$ > {e}; exec sleep 300' & echo $$ > {c}; exec sleep 300",
+        e = escapee_file.display(),
+        c = cmd_file.display()
+    );
+    let args = json!({"world": "w", "command": ["sh", "-c", script], "timeout_seconds": 600});
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone()),
+    ));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let (cmd, escapee) = (pid_in(&cmd_file), pid_in(&escapee_file));
+    wait_until(
+        "the grandchild is in a session of its own",
+        Duration::from_secs(10),
+        || session_of(escapee) == Some(escapee),
+    );
+    assert_ne!(session_of(cmd), session_of(escapee));
+    handle.cancel(Some("test".into())).await.unwrap();
+    wait_until(
+        "the command and its setsid grandchild are gone",
+        Duration::from_secs(5),
+        || !alive(cmd) && !alive(escapee),
+    );
+
+    // A command that exits by itself takes what it started with it, setsid or not.
+    let script = format!("setsid sleep 300 & echo $! > {}", escapee_file.display());
+    let _ = std::fs::remove_file(&escapee_file);
+    let (err, v) = call(
+        &client,
+        "exec",
+        json!({"world": "w", "command": ["sh", "-c", script]}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    let escapee = pid_in(&escapee_file);
+    wait_until(
+        "the setsid child of a finished exec is gone",
+        Duration::from_secs(5),
+        || !alive(escapee),
+    );
+    // The world's own processes are untouched.
+    let (err, st) = call(&client, "status", json!({"world": "w"})).await;
+    assert!(!err && st["state"] == "ready", "{st}");
+    client.cancel().await.unwrap();
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
