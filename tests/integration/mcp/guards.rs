@@ -283,3 +283,34 @@ async fn a_cancelled_or_finished_exec_leaves_no_descendant_not_even_a_setsid_one
     env.assert_nothing_left(&["w"]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_apply_of_an_edit_that_needs_approval_answers_held() {
+    let env = Env::new(&config());
+    env.ok(&["settings", "approvals=true"]);
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    env.ok(&["approve", "--all", "w", "--yes"]);
+    env.ok(&["up", "w"]);
+    let client = connect(&env).await;
+    // A new command for `web`: nothing runs it until a person approves it.
+    let file = env.worktree("w").join("binky.toml");
+    let edited =
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replacen(SERVE, &format!("{SERVE} edited"), 1);
+    assert!(edited.contains("edited"), "{edited}");
+    std::fs::write(&file, edited).unwrap();
+    let (err, v) = call(&client, "apply", json!({"world": "w"})).await;
+    assert!(err, "{v}");
+    assert_eq!(code(&v), "held", "{v}");
+    let text = v["error"].to_string();
+    assert!(text.contains("edited"), "the new command is named: {v}");
+    assert!(
+        !text.contains("binky approve"),
+        "the agent is told to approve: {v}"
+    );
+    assert!(!v["waiting"].as_array().unwrap().is_empty(), "{v}");
+    client.cancel().await.unwrap();
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
