@@ -31,7 +31,9 @@ mod schema;
 mod tools;
 mod view;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -125,6 +127,8 @@ pub struct Server {
     /// Where commands run without `project` or `root` (none: the server's directory).
     dir: Option<PathBuf>,
     tool_router: ToolRouter<Server>,
+    /// The `up` calls making a world now.
+    ups: Arc<Ups>,
 }
 
 impl Server {
@@ -134,7 +138,66 @@ impl Server {
             exe,
             dir,
             tool_router: Self::router(),
+            ups: Arc::default(),
         }
+    }
+}
+
+/// The `up` calls in flight that make a world, by world name: a `remove` of that name waits
+/// for them, so a world an agent's `up` made (even one it cancelled) is recorded as the
+/// agent's before `remove` asks.
+#[derive(Debug, Default)]
+struct Ups {
+    names: std::sync::Mutex<HashMap<String, usize>>,
+    done: tokio::sync::Notify,
+}
+
+/// One `up` in flight; its end is told when dropped.
+struct Flight {
+    ups: Arc<Ups>,
+    name: String,
+}
+
+impl Ups {
+    fn start(self: &Arc<Self>, name: &str) -> Flight {
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        *names.entry(name.to_owned()).or_default() += 1;
+        Flight {
+            ups: self.clone(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// Wait until no `up` of `name` is in flight.
+    async fn settled(&self, name: &str) {
+        loop {
+            let done = self.done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            let busy = self
+                .names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(name);
+            if !busy {
+                return;
+            }
+            done.await;
+        }
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let mut names = self.ups.names.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = names.get_mut(&self.name) {
+            *n -= 1;
+            if *n == 0 {
+                names.remove(&self.name);
+            }
+        }
+        drop(names);
+        self.ups.done.notify_waiters();
     }
 }
 

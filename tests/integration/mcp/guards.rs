@@ -314,3 +314,63 @@ async fn mcp_apply_of_an_edit_that_needs_approval_answers_held() {
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// A project whose one service takes ten minutes to listen: `up` cannot finish.
+fn slow_config() -> String {
+    format!(
+        r#"
+[project]
+name = "mcp"
+{{range}}
+
+[services.slow]
+cmd = "{SERVE}"
+url = true
+env = {{ LISTEN_DELAY = "600" }}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_up_leaves_the_world_it_made_as_the_agents_to_remove() {
+    let env = Env::new(&slow_config());
+    let client = connect(&env).await;
+    let args = json!({"world": "late"});
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("up").with_arguments(args.as_object().unwrap().clone()),
+    ));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let made = || {
+        env.status()["worlds"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|w| w["name"] == "late"))
+    };
+    wait_until("`up` has made the world", Duration::from_secs(30), made);
+    // This test's `binky up` (its home is in its environment).
+    let home = format!("BINKY_HOME={}", env.home.display());
+    let ups = || {
+        binky_testkit::procs::with_cmdline(&[" up ", " -- late"])
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/environ"))
+                    .is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == home.as_bytes()))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(!ups().is_empty(), "`binky up` ended before the cancel");
+    handle.cancel(Some("test".into())).await.unwrap();
+    wait_until("`binky up` is gone", Duration::from_secs(5), || {
+        ups().is_empty()
+    });
+    // The world stays (the daemon goes on making it) and is the agent's: `remove` takes it.
+    assert!(made(), "the cancelled up's world is gone");
+    let (err, v) = call(&client, "remove", json!({"world": "late"})).await;
+    assert!(!err, "{v}");
+    assert!(!env.worktree("late").exists());
+    client.cancel().await.unwrap();
+    env.assert_nothing_left(&["late"]);
+}
