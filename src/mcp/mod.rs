@@ -29,6 +29,7 @@ mod params;
 mod runner;
 mod schema;
 mod tools;
+mod transport;
 mod view;
 
 use std::collections::HashMap;
@@ -42,7 +43,7 @@ use rmcp::model::{
     ServerCapabilities, ServerInfo, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::failure::{exit, Failure};
 use errors::ToolError;
@@ -107,12 +108,14 @@ fn own_binary() -> Result<PathBuf, Failure> {
 }
 
 /// Serve MCP on stdin/stdout until the client hangs up.
+///
+/// rmcp's own handshake ends the server when the first request is not `initialize`; here
+/// every message goes to the handler from the first one, `initialize` included (rmcp's
+/// default answers it), and the handler refuses what comes before it (`not_initialized`).
 async fn serve() -> Result<i32, Failure> {
     let server = Server::new(own_binary()?, None);
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Failure::failed(format!("MCP handshake failed: {e}")))?;
+    let lines = transport::Lines::new(tokio::io::stdin(), tokio::io::stdout());
+    let running = rmcp::service::serve_directly(server, lines, None);
     running
         .waiting()
         .await
@@ -201,6 +204,30 @@ impl Drop for Flight {
     }
 }
 
+/// A request before `initialize` (the session has not begun): answered, never fatal.
+fn not_initialized(what: &str) -> ToolError {
+    ToolError::new(
+        "refused",
+        format!("{what} came before `initialize`: the MCP session has not begun, so nothing ran"),
+        "send `initialize` first (an MCP client does when it connects), then this request again",
+    )
+}
+
+/// A tool this server does not have.
+fn unknown_tool(tool: &str, tools: &[Tool]) -> ToolError {
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    ToolError::new(
+        "not_found",
+        format!(
+            "no tool {}; the tools are: {}",
+            errors::shown(tool),
+            names.join(", ")
+        ),
+        "call one of these tools (tools/list describes each with its arguments); start with `list`",
+    )
+}
+
 /// A tool's arguments that did not parse (a missing or mistyped one) as the one error
 /// shape; rmcp answers them with plain text.
 fn arguments_error(tool: &str, result: CallToolResult) -> CallToolResult {
@@ -236,6 +263,14 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let tool = request.name.to_string();
+        if context.peer.peer_info().is_none() {
+            return Ok(
+                not_initialized(&format!("tools/call of {}", errors::shown(&tool))).result(),
+            );
+        }
+        if !self.tool_router.has_route(&tool) {
+            return Ok(unknown_tool(&tool, &self.tool_router.list_all()).result());
+        }
         let tcc = ToolCallContext::new(self, request, context);
         let result = self.tool_router.call(tcc).await?;
         Ok(arguments_error(&tool, result))
@@ -244,8 +279,15 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if context.peer.peer_info().is_none() {
+            let e = not_initialized("tools/list");
+            return Err(ErrorData::invalid_request(
+                format!("{} ({})", e.message, e.fix),
+                None,
+            ));
+        }
         Ok(ListToolsResult {
             tools: self.tool_router.list_all(),
             meta: None,

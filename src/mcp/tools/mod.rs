@@ -133,6 +133,18 @@ impl Server {
                         "pass the absolute path of the repository (or one of its worktrees) to run in",
                     ));
                 }
+                // A directory outside every repository would run the command as the
+                // server's own directory never would: refused, not read as "no worlds".
+                if let Err(e) = crate::git::text(dir, &["rev-parse", "--show-toplevel"]) {
+                    return Err(ToolError::invalid(
+                        format!(
+                            "root {} is not a git repository (nor inside one): {}",
+                            errors::shown(root),
+                            e.lines().next().unwrap_or("").trim()
+                        ),
+                        "pass the absolute path of the project's repository (or of one of its worktrees); `list` shows each world's worktree, or pass `project` (a name from `list`) instead",
+                    ));
+                }
                 Ok(Some(dir.to_path_buf()))
             }
             (Some(project), None) => match created::project_dir(project) {
