@@ -75,7 +75,7 @@ pub enum McpAction {
     /// Register `binky mcp` in an MCP client's config, with binky's absolute path (and
     /// BINKY_HOME when it is not the default).
     Install {
-        /// claude: .mcp.json at the repository's top (project scope); cursor:
+        /// claude: .mcp.json at the top of the main checkout (project scope); cursor:
         /// ~/.cursor/mcp.json; codex: ~/.codex/config.toml.
         #[arg(long, value_enum)]
         client: McpClient,
