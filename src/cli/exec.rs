@@ -3,9 +3,14 @@
 //! `migrate` and `seed` get).
 
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::supervisor::descendants::Subtree;
 
 use binky_controllers::env::{self, Layout, Runner};
 use binky_controllers::store::{self, World};
@@ -107,8 +112,14 @@ fn wait_for_paths(
     }
 }
 
-/// `binky exec`.
-pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32, Failure> {
+/// `binky exec`. With `leave_nothing` (binky mcp's `exec`), what the command started ends
+/// with it ([`run_below`]).
+pub async fn run(
+    name: &str,
+    service: Option<String>,
+    cmd: Vec<String>,
+    leave_nothing: bool,
+) -> Result<i32, Failure> {
     if cmd.is_empty() {
         return Err(Failure::usage(
             "name a command: `binky exec NAME -- CMD ARGS…`",
@@ -140,19 +151,85 @@ pub fn run(name: &str, service: Option<String>, cmd: Vec<String>) -> Result<i32,
     // The caller's own variables are kept (`FOO=x binky exec …`, as with `docker compose
     // exec -e`): the world's stored environment fills in only what the caller lacks, and
     // what binky sets for the world or service (URLs, ports, env, env_file) goes on top.
-    let mut command = Command::new(&cmd[0]);
+    let mut command = tokio::process::Command::new(&cmd[0]);
     for (k, v) in &vars {
         let from_world = world.env.get(k) == Some(v);
         if !from_world || std::env::var_os(k).is_none() {
             command.env(k, v);
         }
     }
-    let status = command
-        .args(&cmd[1..])
-        .current_dir(&dir)
-        .status()
-        .map_err(|e| Failure::failed(format!("cannot run `{}`: {e}", cmd[0])))?;
-    Ok(status.code().unwrap_or(128 + 9))
+    command.args(&cmd[1..]).current_dir(&dir);
+    run_below(command, &cmd[0], ctx.home.lock(), leave_nothing).await
+}
+
+/// Run `command` below this process, which is the subreaper of all it starts
+/// (`supervisor::descendants`), and answer its exit code (128 + N when signal N ended it).
+/// When `binky exec` is stopped (SIGTERM, SIGHUP) or the command is ended by a signal,
+/// every process the command started goes with it, whatever session or group it moved to;
+/// with `leave_nothing` also when the command exits by itself. SIGINT and SIGQUIT are left
+/// to the command (a terminal's reach it too), as a shell waiting for its job does. The
+/// daemon of the home whose lock is `daemon_lock` is never ended (`binky up` in the command
+/// may have started it).
+async fn run_below(
+    mut command: tokio::process::Command,
+    name: &str,
+    daemon_lock: PathBuf,
+    leave_nothing: bool,
+) -> Result<i32, Failure> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let tree = Subtree::adopt(daemon_lock)
+        .map_err(|e| Failure::failed(format!("cannot follow what `{name}` starts: {e}")))?;
+    let listen = |kind: SignalKind| {
+        signal(kind).map_err(|e| Failure::failed(format!("cannot handle signals: {e}")))
+    };
+    let (mut term, mut hup, mut int, mut quit, mut chld) = (
+        listen(SignalKind::terminate())?,
+        listen(SignalKind::hangup())?,
+        listen(SignalKind::interrupt())?,
+        listen(SignalKind::quit())?,
+        listen(SignalKind::child())?,
+    );
+    let mut child = command
+        .spawn()
+        .map_err(|e| Failure::failed(format!("cannot run `{name}`: {e}")))?;
+    let pid = child.id();
+    let end = |waited: Option<u32>| {
+        let patience = Duration::from_secs(5);
+        if !tree.end(waited, patience) {
+            eprintln!(
+                "binky: some of what `{name}` started did not end within {patience:?}: pids {:?}",
+                tree.members()
+            );
+        }
+    };
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = term.recv() => {
+                end(pid);
+                return Ok(128 + Signal::SIGTERM as i32);
+            }
+            _ = hup.recv() => {
+                end(pid);
+                return Ok(128 + Signal::SIGHUP as i32);
+            }
+            // The command has the terminal's too: it decides.
+            _ = int.recv() => {}
+            _ = quit.recv() => {}
+            // A process the command left, re-parented here, ended.
+            _ = chld.recv() => tree.reap(pid),
+        }
+    };
+    let status = status.map_err(|e| Failure::failed(format!("cannot wait for `{name}`: {e}")))?;
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => 128 + Signal::SIGKILL as i32,
+    };
+    if leave_nothing || status.code().is_none() {
+        end(None);
+    }
+    Ok(code)
 }
 
 /// `argv` as a shell would read it back: words with anything but `[A-Za-z0-9_./=:@%+,-]`

@@ -183,6 +183,10 @@ pub enum Command {
         /// The command and its arguments (after `--`).
         #[arg(last = true)]
         cmd: Vec<String>,
+        /// When the command exits, end everything it started too (background jobs,
+        /// daemons): what `binky mcp`'s `exec` runs.
+        #[arg(long, hide = true)]
+        leave_nothing: bool,
     },
     /// Run the world's `[agents] verify` commands; exit 1 if any fails.
     Verify {
@@ -455,7 +459,12 @@ pub fn run(cli: Cli) -> i32 {
             Command::Wait { name, json, wait } => wait::run(name, json, &wait).await,
             Command::Check { path, json } => check::run(path, json),
             Command::Doctor { json } => doctor::run(json).await,
-            Command::Exec { name, service, cmd } => exec::run(&name, service, cmd),
+            Command::Exec {
+                name,
+                service,
+                cmd,
+                leave_nothing,
+            } => exec::run(&name, service, cmd, leave_nothing).await,
             Command::Verify { name, json } => exec::verify(name, json),
             Command::Settings { assignments, json } => {
                 settings::run(assignments, json, false).await

@@ -43,6 +43,15 @@ impl ToolError {
         self
     }
 
+    /// With more fields beside those already given (the later win).
+    pub fn with_more(mut self, more: Value) -> Self {
+        match (&mut self.extra, more) {
+            (Some(Value::Object(have)), Value::Object(more)) => have.extend(more),
+            (extra, more) => *extra = Some(more),
+        }
+        self
+    }
+
     /// The tool's answer: `{ok: false, error: {code, message, fix}, …}`, flagged an error.
     pub fn result(self) -> CallToolResult {
         CallToolResult::structured_error(self.value())

@@ -3,8 +3,10 @@
 //! CLAUDE.md or AGENTS.md.
 //!
 //! # Guarantees
-//! - Claude Code's `.mcp.json` goes to the top of the repository (the worktree) the command
-//!   runs in, wherever below it that is.
+//! - Claude Code's `.mcp.json` (and `--rules`' CLAUDE.md or AGENTS.md) goes to the top of
+//!   the repository's main checkout, wherever in the repository the command runs: run in a
+//!   world's worktree (a linked git worktree), it leaves that worktree clean and says where
+//!   it wrote.
 //! - A `BINKY_HOME` that is not the default (`~/.binky`) is written as the server's `env`,
 //!   so the client's server sees the worlds the person's shell sees.
 //! - Codex's `config.toml` is edited in place (`toml_edit`): other tables, keys and comments
@@ -21,7 +23,7 @@ use crate::failure::{exit, Failure};
 /// The MCP clients `binky mcp install` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum McpClient {
-    /// Claude Code, project scope (`.mcp.json` at the repository's top).
+    /// Claude Code, project scope (`.mcp.json` at the top of the repository's main checkout).
     Claude,
     /// Cursor (`~/.cursor/mcp.json`).
     Cursor,
@@ -53,7 +55,21 @@ database, environment and URLs). Use the `binky` MCP tools:
 pub fn install(client: McpClient, dry_run: bool, rules: bool) -> Result<i32, Failure> {
     let exe = own_binary()?.to_string_lossy().into_owned();
     let home = binky_home()?;
-    let path = config_path(client)?;
+    // In a linked worktree (a world's), the files go to the main checkout, and that is said.
+    let checkout = match client {
+        McpClient::Claude => Some(checkout()?),
+        _ if rules => Some(checkout()?),
+        _ => None,
+    };
+    if let Some(c) = checkout.as_ref().filter(|c| c.top != c.main) {
+        println!(
+            "you are in the worktree {}: writing to the repository's main checkout {} instead, so this worktree stays clean",
+            c.top.display(),
+            c.main.display()
+        );
+    }
+    let main = checkout.map(|c| c.main);
+    let path = config_path(client, main.as_deref())?;
     let existing = read(&path)?;
     let merged = match client {
         McpClient::Claude | McpClient::Cursor => merge_json(existing.as_deref(), &exe, home.as_deref()),
@@ -65,8 +81,7 @@ pub fn install(client: McpClient, dry_run: bool, rules: bool) -> Result<i32, Fai
             path.display()
         ))
     })?;
-    let rules_file = if rules {
-        let top = repository_top()?;
+    let rules_file = if let (true, Some(top)) = (rules, &main) {
         let file = top.join(match client {
             McpClient::Claude => "CLAUDE.md",
             _ => "AGENTS.md",
@@ -130,24 +145,48 @@ fn binky_home() -> Result<Option<String>, Failure> {
     Ok(Some(home.root().to_string_lossy().into_owned()))
 }
 
-/// The top of the git worktree the current directory is in.
-fn repository_top() -> Result<PathBuf, Failure> {
+/// Where the command runs in its repository.
+struct Checkout {
+    /// The top of the worktree the current directory is in.
+    top: PathBuf,
+    /// The top of the repository's main checkout (the parent of `git rev-parse
+    /// --git-common-dir`, as binky names a project's repository); `top` in a bare
+    /// repository's worktree, which has no main checkout.
+    main: PathBuf,
+}
+
+fn checkout() -> Result<Checkout, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::failed(format!("cannot read the current directory: {e}")))?;
-    let top = crate::git::text(&cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
+    let args = [
+        "rev-parse",
+        "--path-format=absolute",
+        "--show-toplevel",
+        "--git-common-dir",
+    ];
+    let out = crate::git::text(&cwd, &args).map_err(|e| {
         Failure::usage(format!(
             "{} is not inside a git repository ({}); run `binky mcp install` inside the repository whose agents use binky",
             cwd.display(),
             e.trim()
         ))
     })?;
-    Ok(PathBuf::from(top))
+    let mut lines = out.lines();
+    let top = PathBuf::from(lines.next().unwrap_or_default());
+    let common = PathBuf::from(lines.next().unwrap_or_default());
+    let main = match (common.file_name(), common.parent()) {
+        (Some(n), Some(parent)) if n == ".git" => parent.to_path_buf(),
+        _ => top.clone(),
+    };
+    Ok(Checkout { top, main })
 }
 
-/// The config file `client` reads MCP servers from.
-fn config_path(client: McpClient) -> Result<PathBuf, Failure> {
+/// The config file `client` reads MCP servers from (`main`: the repository's main
+/// checkout, for Claude's).
+fn config_path(client: McpClient, main: Option<&Path>) -> Result<PathBuf, Failure> {
     if client == McpClient::Claude {
-        return Ok(repository_top()?.join(".mcp.json"));
+        let main = main.ok_or_else(|| Failure::failed("no repository to write .mcp.json in"))?;
+        return Ok(main.join(".mcp.json"));
     }
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())

@@ -29,9 +29,12 @@ mod params;
 mod runner;
 mod schema;
 mod tools;
+mod transport;
 mod view;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -40,7 +43,7 @@ use rmcp::model::{
     ServerCapabilities, ServerInfo, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::failure::{exit, Failure};
 use errors::ToolError;
@@ -72,7 +75,7 @@ pub enum McpAction {
     /// Register `binky mcp` in an MCP client's config, with binky's absolute path (and
     /// BINKY_HOME when it is not the default).
     Install {
-        /// claude: .mcp.json at the repository's top (project scope); cursor:
+        /// claude: .mcp.json at the top of the main checkout (project scope); cursor:
         /// ~/.cursor/mcp.json; codex: ~/.codex/config.toml.
         #[arg(long, value_enum)]
         client: McpClient,
@@ -105,12 +108,14 @@ fn own_binary() -> Result<PathBuf, Failure> {
 }
 
 /// Serve MCP on stdin/stdout until the client hangs up.
+///
+/// rmcp's own handshake ends the server when the first request is not `initialize`; here
+/// every message goes to the handler from the first one, `initialize` included (rmcp's
+/// default answers it), and the handler refuses what comes before it (`not_initialized`).
 async fn serve() -> Result<i32, Failure> {
     let server = Server::new(own_binary()?, None);
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Failure::failed(format!("MCP handshake failed: {e}")))?;
+    let lines = transport::Lines::new(tokio::io::stdin(), tokio::io::stdout());
+    let running = rmcp::service::serve_directly(server, lines, None);
     running
         .waiting()
         .await
@@ -125,6 +130,8 @@ pub struct Server {
     /// Where commands run without `project` or `root` (none: the server's directory).
     dir: Option<PathBuf>,
     tool_router: ToolRouter<Server>,
+    /// The `up` calls making a world now.
+    ups: Arc<Ups>,
 }
 
 impl Server {
@@ -134,8 +141,91 @@ impl Server {
             exe,
             dir,
             tool_router: Self::router(),
+            ups: Arc::default(),
         }
     }
+}
+
+/// The `up` calls in flight that make a world, by world name: a `remove` of that name waits
+/// for them, so a world an agent's `up` made (even one it cancelled) is recorded as the
+/// agent's before `remove` asks.
+#[derive(Debug, Default)]
+struct Ups {
+    names: std::sync::Mutex<HashMap<String, usize>>,
+    done: tokio::sync::Notify,
+}
+
+/// One `up` in flight; its end is told when dropped.
+struct Flight {
+    ups: Arc<Ups>,
+    name: String,
+}
+
+impl Ups {
+    fn start(self: &Arc<Self>, name: &str) -> Flight {
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        *names.entry(name.to_owned()).or_default() += 1;
+        Flight {
+            ups: self.clone(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// Wait until no `up` of `name` is in flight.
+    async fn settled(&self, name: &str) {
+        loop {
+            let done = self.done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            let busy = self
+                .names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(name);
+            if !busy {
+                return;
+            }
+            done.await;
+        }
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let mut names = self.ups.names.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = names.get_mut(&self.name) {
+            *n -= 1;
+            if *n == 0 {
+                names.remove(&self.name);
+            }
+        }
+        drop(names);
+        self.ups.done.notify_waiters();
+    }
+}
+
+/// A request before `initialize` (the session has not begun): answered, never fatal.
+fn not_initialized(what: &str) -> ToolError {
+    ToolError::new(
+        "refused",
+        format!("{what} came before `initialize`: the MCP session has not begun, so nothing ran"),
+        "send `initialize` first (an MCP client does when it connects), then this request again",
+    )
+}
+
+/// A tool this server does not have.
+fn unknown_tool(tool: &str, tools: &[Tool]) -> ToolError {
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    ToolError::new(
+        "not_found",
+        format!(
+            "no tool {}; the tools are: {}",
+            errors::shown(tool),
+            names.join(", ")
+        ),
+        "call one of these tools (tools/list describes each with its arguments); start with `list`",
+    )
 }
 
 /// A tool's arguments that did not parse (a missing or mistyped one) as the one error
@@ -173,6 +263,14 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let tool = request.name.to_string();
+        if context.peer.peer_info().is_none() {
+            return Ok(
+                not_initialized(&format!("tools/call of {}", errors::shown(&tool))).result(),
+            );
+        }
+        if !self.tool_router.has_route(&tool) {
+            return Ok(unknown_tool(&tool, &self.tool_router.list_all()).result());
+        }
         let tcc = ToolCallContext::new(self, request, context);
         let result = self.tool_router.call(tcc).await?;
         Ok(arguments_error(&tool, result))
@@ -181,8 +279,15 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if context.peer.peer_info().is_none() {
+            let e = not_initialized("tools/list");
+            return Err(ErrorData::invalid_request(
+                format!("{} ({})", e.message, e.fix),
+                None,
+            ));
+        }
         Ok(ListToolsResult {
             tools: self.tool_router.list_all(),
             meta: None,

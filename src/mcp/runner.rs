@@ -1,12 +1,14 @@
 //! Running the binky binary for a tool call: its own process group, its output captured and
-//! bounded, ended (the whole group) when the call is cancelled or runs out of time.
+//! bounded, stopped when the call is cancelled or runs out of time: SIGTERM to the binky
+//! command, which ends what it started (`binky exec`: everything below it, `setsid` or not),
+//! then SIGKILL to what is left of its group.
 
 use std::future::Future;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -85,20 +87,48 @@ impl Limits {
     };
 }
 
-/// Kills the process group when dropped, unless disarmed: a tool call whose future is
+/// How long the command has to end by itself once stopped (SIGTERM) before its group is
+/// killed: `binky exec` ends everything its command started in that time.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// Stops the process group when dropped, unless disarmed: a tool call whose future is
 /// dropped (the server stopping) leaves nothing running.
 struct GroupGuard(Option<Pid>);
 
 impl GroupGuard {
+    /// SIGKILL to the group.
     fn kill(&mut self) {
         if let Some(pg) = self.0.take() {
             let _ = killpg(pg, Signal::SIGKILL);
         }
     }
+
+    /// The group's leader (the binky command) is asked to stop (SIGTERM), so it ends what
+    /// it started, wherever that went; whatever of the group is left once it has (or after
+    /// [`GRACE`]) is killed.
+    async fn stop(&mut self, child: &mut tokio::process::Child) {
+        if let Some(pg) = self.0 {
+            let _ = kill(pg, Signal::SIGTERM);
+            let _ = tokio::time::timeout(GRACE, child.wait()).await;
+        }
+        self.kill();
+    }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
+        // No waiting for the child here: its state is read from /proc, bounded.
+        if let Some(pg) = self.0 {
+            let _ = kill(pg, Signal::SIGTERM);
+            let until = Instant::now() + GRACE;
+            let ended = || {
+                crate::supervisor::procfs::stat(pg.as_raw() as u32)
+                    .is_none_or(|s| matches!(s.state, 'Z' | 'X' | 'x'))
+            };
+            while !ended() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         self.kill();
     }
 }
@@ -170,6 +200,9 @@ pub async fn run(
         _ = cancelled => Ended::Cancelled,
         _ = timeout => Ended::TimedOut,
     };
+    if ended == Ended::Cancelled || ended == Ended::TimedOut {
+        guard.stop(&mut child).await;
+    }
     // Whatever the command left behind in its group goes with it (an exec'd command's
     // background job; the daemon is in a session of its own).
     guard.kill();

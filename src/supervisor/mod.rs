@@ -16,6 +16,7 @@
 //!   `systemd-run --scope`, else without them, and its placement says why.
 
 pub mod cgroup;
+pub mod descendants;
 pub mod probe;
 pub mod procfs;
 pub mod resources;

@@ -182,3 +182,67 @@ fn with_approvals_on_verify_runs_only_what_a_person_approved_and_does_not_hold_t
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// The session a process is in (`/proc/PID/stat`'s sixth field).
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn binky_exec_stopped_ends_everything_its_command_started_even_a_setsid_grandchild() {
+    use std::time::Duration;
+    let env = Env::new(&config("[]"));
+    env.ok(&["up", "w"]);
+    let (cmd_file, escapee_file) = (
+        env.dir.path().join("cmd.pid"),
+        env.dir.path().join("escapee.pid"),
+    );
+    let script = format!(
+        "setsid sh -c 'echo $$ > {e}; exec sleep 300' & echo $$ > {c}; exec sleep 300",
+        e = escapee_file.display(),
+        c = cmd_file.display()
+    );
+    let mut exec = std::process::Command::new(binky_bin())
+        .args(["exec", "w", "--", "sh", "-c", &script])
+        .current_dir(&env.repo)
+        .env("BINKY_HOME", &env.home)
+        .env_remove("BINKY_WORKTREE_ROOT")
+        .spawn()
+        .unwrap();
+    let pid_in = |f: &std::path::Path| -> u32 {
+        wait_until("the script wrote its pids", Duration::from_secs(20), || {
+            std::fs::read_to_string(f).is_ok_and(|s| s.trim().parse::<u32>().is_ok())
+        });
+        std::fs::read_to_string(f).unwrap().trim().parse().unwrap()
+    };
+    let (cmd, escapee) = (pid_in(&cmd_file), pid_in(&escapee_file));
+    wait_until(
+        "the grandchild is in a session of its own",
+        Duration::from_secs(10),
+        || session_of(escapee) == Some(escapee),
+    );
+    assert!(alive(cmd) && alive(escapee));
+    signal(exec.id(), 15);
+    let status = exec.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
+    wait_until(
+        "the command and its setsid grandchild are gone",
+        Duration::from_secs(5),
+        || !alive(cmd) && !alive(escapee),
+    );
+    // The world (its daemon, its services) is not the command's: untouched.
+    let st = env.status();
+    let w = st["worlds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == "w");
+    assert!(w.is_some_and(|w| w["state"] == "ready"), "{st}");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -133,6 +133,18 @@ impl Server {
                         "pass the absolute path of the repository (or one of its worktrees) to run in",
                     ));
                 }
+                // A directory outside every repository would run the command as the
+                // server's own directory never would: refused, not read as "no worlds".
+                if let Err(e) = crate::git::text(dir, &["rev-parse", "--show-toplevel"]) {
+                    return Err(ToolError::invalid(
+                        format!(
+                            "root {} is not a git repository (nor inside one): {}",
+                            errors::shown(root),
+                            e.lines().next().unwrap_or("").trim()
+                        ),
+                        "pass the absolute path of the project's repository (or of one of its worktrees); `list` shows each world's worktree, or pass `project` (a name from `list`) instead",
+                    ));
+                }
                 Ok(Some(dir.to_path_buf()))
             }
             (Some(project), None) => match created::project_dir(project) {
@@ -173,6 +185,23 @@ impl Server {
             .map_err(|f| errors::classify(f.code, f.message, world))?;
         let v = crate::view::world(store, &w).map_err(|e| failed(e.to_string()))?;
         serde_json::to_value(&v).map_err(|e| failed(e.to_string()))
+    }
+
+    /// `binky status --json -- WORLD` whether or not the call was cancelled meanwhile (for
+    /// what must be done either way), bounded in time; none when it cannot be read.
+    async fn world_status_anyway(&self, dir: Option<&Path>, world: &str) -> Option<Value> {
+        let limits = Limits {
+            timeout: Some(std::time::Duration::from_secs(30)),
+            ..Limits::JSON
+        };
+        let words = args(&["status", "--json", "--", world]);
+        let run = runner::run(&self.exe, dir, &words, limits, std::future::pending())
+            .await
+            .ok()?;
+        if run.ended != Ended::Exited(exit::OK) {
+            return None;
+        }
+        serde_json::from_str(&run.stdout).ok()
     }
 
     /// Which commands wait for a person's approval (none while `approvals` is off).
@@ -262,6 +291,9 @@ impl Server {
         words: Vec<String>,
     ) -> Result<Value, ToolError> {
         let run = self.binky(ctx, dir, words, Limits::JSON).await?;
+        if run.ended == Ended::Cancelled {
+            return Err(ToolError::of_run(&run, Some(world)));
+        }
         // `binky wait --json` answers with the world's status: no second command.
         let printed = serde_json::from_str::<Value>(&run.stdout)
             .ok()

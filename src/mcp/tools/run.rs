@@ -197,7 +197,9 @@ impl Server {
             args(&["env", "--json", "--", &p.world]),
         )
         .await?;
-        let mut words = args(&["exec"]);
+        // Everything the command starts ends with it, or with the call (`binky exec` is the
+        // subreaper of its command's processes: a `setsid` or double-forked one too).
+        let mut words = args(&["exec", "--leave-nothing"]);
         if let Some(s) = &p.service {
             words.extend(["--service".to_owned(), s.clone()]);
         }
@@ -309,6 +311,22 @@ impl Server {
             .and_then(|r| r.as_array())
             .and_then(|a| a.iter().find(|w| w["state"] == "invalid"))
             .cloned();
+        // An edit whose new commands need a person's approval holds the world: `held`, as
+        // `up` answers, not the `pending` of a world that is only slow (`binky apply` exits
+        // 75 for both). Asked of the world's status also when the file watcher applied the
+        // edit first and this apply found the file unchanged.
+        if !dry && invalid.is_none() && matches!(run.ended, Ended::Exited(exit::OK | exit::PENDING))
+        {
+            if let Ok(status) = self.world_status(ctx, dir.as_deref(), &p.world).await {
+                if is_held(&status) {
+                    let e = self.held(ctx, &status).await;
+                    return Err(match report {
+                        Some(r) => e.with_more(json!({ "worlds": r, "dry_run": dry })),
+                        None => e,
+                    });
+                }
+            }
+        }
         match (run.ended, report, invalid) {
             (_, Some(r), Some(bad)) => Err(ToolError::new(
                 "invalid_config",

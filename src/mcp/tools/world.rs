@@ -18,7 +18,7 @@ impl Server {
     /// Create (or start) a world and wait until it is ready.
     #[tool(
         title = "Bring a world up",
-        description = "Create (or reuse) a world: its git worktree (branch = world name), ports, database slices; start its services and wait until ready (up to 55 s). Answers {world, project, state, summary, urls}. error.code `pending`: not ready yet (call `wait`); `held`: a person must approve new commands first (ask them; never approve yourself).",
+        description = "Create (or reuse) a world: its git worktree (branch = world name), ports, database slices; start its services and wait until ready (up to 55 s). Answers {world, project, state, summary, urls}. error.code `pending`: not ready yet (call `wait`); `held`: a person must approve new commands first (ask them; never approve yourself). A cancelled `up` that had already made the world leaves it (binky goes on starting it) as yours: `remove` may take it.",
         output_schema = schema::lifecycle(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -48,10 +48,15 @@ impl Server {
             words.extend(["--group".to_owned(), g.clone()]);
         }
         words.extend(["--".to_owned(), p.world.clone()]);
+        // A `remove` of this name waits until this call has recorded what it made.
+        let _flight = (!existed).then(|| self.ups.start(&p.world));
         let result = self.act(ctx, dir.as_deref(), &p.world, words).await;
         if !existed {
-            // Made through MCP, even when it is held or not ready yet: `remove` may take it.
-            if let Ok(s) = self.world_status(ctx, dir.as_deref(), &p.world).await {
+            // Made through MCP, even when it is held or not ready yet, or the call was
+            // cancelled once `binky up` had written it (the daemon makes it all the same):
+            // `remove` may take it. The world is asked for whether or not the call was
+            // cancelled, once `binky up` is gone (its write done or never made).
+            if let Some(s) = self.world_status_anyway(dir.as_deref(), &p.world).await {
                 if let Some(project) = s["project"].as_str() {
                     let _ = created::record(project, &p.world);
                 }
@@ -167,6 +172,8 @@ impl Server {
     ) -> Result<Value, ToolError> {
         errors::name("world", &p.world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
+        // An `up` of this name still running (or cancelled and recording what it made).
+        self.ups.settled(&p.world).await;
         let status = self.world_status(ctx, dir.as_deref(), &p.world).await?;
         let project = status["project"].as_str().unwrap_or_default().to_owned();
         let mine = created::by_agent(&project, &p.world).unwrap_or(false);

@@ -195,3 +195,182 @@ async fn mcp_remove_takes_only_worlds_an_agent_made_and_never_uncommitted_work()
     client.cancel().await.unwrap();
     env.assert_nothing_left(&["mine", "agent"]);
 }
+
+/// The session a process is in (`/proc/PID/stat`'s sixth field).
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+/// The pid a script wrote to `file`, once it has.
+fn pid_in(file: &std::path::Path) -> u32 {
+    wait_until(
+        &format!("{} is written", file.display()),
+        Duration::from_secs(20),
+        || std::fs::read_to_string(file).is_ok_and(|s| s.trim().parse::<u32>().is_ok()),
+    );
+    std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+// Two threads: the test's waits block one while the client's transport runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_or_finished_exec_leaves_no_descendant_not_even_a_setsid_one() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    let client = connect(&env).await;
+    let (cmd_file, escapee_file) = (
+        env.dir.path().join("cmd.pid"),
+        env.dir.path().join("escapee.pid"),
+    );
+    // The command, and a grandchild that left its session (and so its process group).
+    let script = format!(
+        "setsid sh -c 'echo $$ > {e}; exec sleep 300' & echo $$ > {c}; exec sleep 300",
+        e = escapee_file.display(),
+        c = cmd_file.display()
+    );
+    let args = json!({"world": "w", "command": ["sh", "-c", script], "timeout_seconds": 600});
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("exec").with_arguments(args.as_object().unwrap().clone()),
+    ));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let (cmd, escapee) = (pid_in(&cmd_file), pid_in(&escapee_file));
+    wait_until(
+        "the grandchild is in a session of its own",
+        Duration::from_secs(10),
+        || session_of(escapee) == Some(escapee),
+    );
+    assert_ne!(session_of(cmd), session_of(escapee));
+    handle.cancel(Some("test".into())).await.unwrap();
+    wait_until(
+        "the command and its setsid grandchild are gone",
+        Duration::from_secs(5),
+        || !alive(cmd) && !alive(escapee),
+    );
+
+    // A command that exits by itself takes what it started with it, setsid or not.
+    let script = format!("setsid sleep 300 & echo $! > {}", escapee_file.display());
+    let _ = std::fs::remove_file(&escapee_file);
+    let (err, v) = call(
+        &client,
+        "exec",
+        json!({"world": "w", "command": ["sh", "-c", script]}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    let escapee = pid_in(&escapee_file);
+    wait_until(
+        "the setsid child of a finished exec is gone",
+        Duration::from_secs(5),
+        || !alive(escapee),
+    );
+    // The world's own processes are untouched.
+    let (err, st) = call(&client, "status", json!({"world": "w"})).await;
+    assert!(!err && st["state"] == "ready", "{st}");
+    client.cancel().await.unwrap();
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_apply_of_an_edit_that_needs_approval_answers_held() {
+    let env = Env::new(&config());
+    env.ok(&["settings", "approvals=true"]);
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    env.ok(&["approve", "--all", "w", "--yes"]);
+    env.ok(&["up", "w"]);
+    let client = connect(&env).await;
+    // A new command for `web`: nothing runs it until a person approves it.
+    let file = env.worktree("w").join("binky.toml");
+    let edited =
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replacen(SERVE, &format!("{SERVE} edited"), 1);
+    assert!(edited.contains("edited"), "{edited}");
+    std::fs::write(&file, edited).unwrap();
+    let (err, v) = call(&client, "apply", json!({"world": "w"})).await;
+    assert!(err, "{v}");
+    assert_eq!(code(&v), "held", "{v}");
+    let text = v["error"].to_string();
+    assert!(text.contains("edited"), "the new command is named: {v}");
+    assert!(
+        !text.contains("binky approve"),
+        "the agent is told to approve: {v}"
+    );
+    assert!(!v["waiting"].as_array().unwrap().is_empty(), "{v}");
+    client.cancel().await.unwrap();
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// A project whose one service takes ten minutes to listen: `up` cannot finish.
+fn slow_config() -> String {
+    format!(
+        r#"
+[project]
+name = "mcp"
+{{range}}
+
+[services.slow]
+cmd = "{SERVE}"
+url = true
+env = {{ LISTEN_DELAY = "600" }}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_up_leaves_the_world_it_made_as_the_agents_to_remove() {
+    let env = Env::new(&slow_config());
+    let client = connect(&env).await;
+    let args = json!({"world": "late"});
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("up").with_arguments(args.as_object().unwrap().clone()),
+    ));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let made = || {
+        env.status()["worlds"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|w| w["name"] == "late"))
+    };
+    wait_until("`up` has made the world", Duration::from_secs(30), made);
+    // This test's `binky up` (its home is in its environment).
+    let home = format!("BINKY_HOME={}", env.home.display());
+    let ups = || {
+        binky_testkit::procs::with_cmdline(&[" up ", " -- late"])
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/environ"))
+                    .is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == home.as_bytes()))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(!ups().is_empty(), "`binky up` ended before the cancel");
+    handle.cancel(Some("test".into())).await.unwrap();
+    wait_until("`binky up` is gone", Duration::from_secs(5), || {
+        ups().is_empty()
+    });
+    // The world stays (the daemon goes on making it) and is the agent's: `remove` takes it.
+    assert!(made(), "the cancelled up's world is gone");
+    let (err, v) = call(&client, "remove", json!({"world": "late"})).await;
+    assert!(!err, "{v}");
+    assert!(!env.worktree("late").exists());
+    client.cancel().await.unwrap();
+    env.assert_nothing_left(&["late"]);
+}

@@ -174,3 +174,60 @@ fn mcp_install_writes_at_the_repository_top_carries_binky_home_and_keeps_comment
     let (ok, out) = install(&home, None, &home, &["--client", "claude"]);
     assert!(!ok && out.contains("not inside a git repository"), "{out}");
 }
+
+#[test]
+fn mcp_install_in_a_worlds_worktree_writes_to_the_main_checkout_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let repo = tmp.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    binky_testkit::git::init_repo(&repo);
+    std::fs::write(repo.join("README"), "a project\n").unwrap();
+    binky_testkit::git::commit_all(&repo, "init");
+    let (home, repo) = (home.canonicalize().unwrap(), repo.canonicalize().unwrap());
+    // A world's worktree is a linked worktree of the repository, beside it.
+    let wt = tmp
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join("project.worktrees/task");
+    git_in(
+        &repo,
+        &["worktree", "add", "-q", "-b", "task", wt.to_str().unwrap()],
+    );
+    let sub = wt.join("src");
+    std::fs::create_dir_all(&sub).unwrap();
+
+    let (ok, out) = install(&home, None, &sub, &["--client", "claude", "--dry-run"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "would write {}:",
+            repo.join(".mcp.json").display()
+        )),
+        "{out}"
+    );
+    assert!(!repo.join(".mcp.json").exists());
+    let (ok, out) = install(&home, None, &sub, &["--client", "claude", "--rules"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&wt.display().to_string())
+            && out.contains(&format!("main checkout {}", repo.display())),
+        "it says where it wrote instead: {out}"
+    );
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(v["mcpServers"]["binky"]["args"], json!(["mcp"]), "{v}");
+    assert!(std::fs::read_to_string(repo.join("CLAUDE.md"))
+        .unwrap()
+        .contains("binky:rules start"));
+    for f in [".mcp.json", "CLAUDE.md"] {
+        assert!(!wt.join(f).exists(), "{f} written in the worktree");
+        assert!(!sub.join(f).exists(), "{f} written in the worktree");
+    }
+    assert_eq!(
+        git_in(&wt, &["status", "--porcelain", "--untracked-files=all"]),
+        "",
+        "the worktree is dirty"
+    );
+}

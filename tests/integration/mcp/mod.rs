@@ -4,6 +4,7 @@
 //! schemas use: type, properties, required, anyOf, const, items, additionalProperties).
 
 mod args;
+mod edges;
 mod guards;
 mod inspector;
 mod install;
