@@ -221,6 +221,16 @@ impl<S: Supervisor> ProcessController<S> {
 
     /// Sample what every running service uses (and what stopped ones no longer do).
     pub async fn sample_usage(&self) -> Result<(), StoreError> {
+        self.sample_usage_since(&mut HashMap::new()).await
+    }
+
+    /// [`Self::sample_usage`], where `written` says when this sampler last wrote each
+    /// service's row: an idle service (the same memory, no CPU since, last said 0 %) is
+    /// written again only once a minute.
+    async fn sample_usage_since(
+        &self,
+        written: &mut HashMap<(WorldId, String), i64>,
+    ) -> Result<(), StoreError> {
         let procs = self.store.read(store::all_processes)?;
         let res: HashMap<(WorldId, String), store::ResourceRow> = self
             .store
@@ -253,6 +263,19 @@ impl<S: Supervisor> ProcessController<S> {
             let Some(u) = self.sup.usage(cgroup, Some(id)) else {
                 continue;
             };
+            // An idle service (the same memory, no CPU since the last sample, which said
+            // 0 %): nothing to write. The next busy sample's percent spans the whole gap.
+            let recently = written.get(&key).is_some_and(|at| now - at < 60_000);
+            let unchanged = recently
+                && before.is_some_and(|r| {
+                    r.memory_bytes == Some(u.memory_bytes)
+                        && r.cpu_usec == Some(u.cpu_usec)
+                        && r.cpu_percent == Some(0.0)
+                        && r.throttled == Some(u.throttled)
+                });
+            if unchanged {
+                continue;
+            }
             let percent = before.and_then(|r| {
                 let (used, at) = (r.cpu_usec?, r.sampled_at?);
                 let wall_us = (now - at).max(1) as f64 * 1000.0;
@@ -262,6 +285,11 @@ impl<S: Supervisor> ProcessController<S> {
         }
         if samples.is_empty() && idle.is_empty() {
             return Ok(());
+        }
+        // A live service's entry is renewed at least once a minute; the rest are gone.
+        written.retain(|_, at| now - *at < 120_000);
+        for (key, _, _) in &samples {
+            written.insert(key.clone(), now);
         }
         self.store.write(owner::Process, |tx| {
             for ((world, service), u, percent) in &samples {
@@ -299,8 +327,9 @@ impl<S: Supervisor> ProcessController<S> {
 
     /// Sample every `every` until `stop` is notified (the daemon runs this).
     pub async fn sample_until(self: Arc<Self>, every: Duration, stop: Arc<tokio::sync::Notify>) {
+        let mut written = HashMap::new();
         loop {
-            if let Err(err) = self.sample_usage().await {
+            if let Err(err) = self.sample_usage_since(&mut written).await {
                 tracing::warn!(%err, "cannot sample the services' resources");
             }
             tokio::select! {
