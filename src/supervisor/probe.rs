@@ -203,26 +203,35 @@ fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
     })
 }
 
-/// Whether to look, now, where the service running as `owner` listens instead of its
-/// port: at most once a second per service, since a starting service is probed every few
-/// milliseconds and the look reads every process of the machine.
-fn time_to_look_elsewhere(owner: ProcId) -> bool {
+/// The TCP ports the service running as `owner` listens on, looked at once a second at
+/// most per service (a starting service is probed every few milliseconds, and the look
+/// reads every process of the machine), off the async workers.
+async fn own_listening_ports_lately(owner: ProcId) -> Vec<u16> {
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static LAST: Mutex<Option<HashMap<u32, Instant>>> = Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    let map = last.get_or_insert_with(HashMap::new);
+    type Seen = HashMap<u32, (Instant, Vec<u16>)>;
+    static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
     let now = Instant::now();
-    if map.len() > 4096 {
-        map.retain(|_, t| now.duration_since(*t) < Duration::from_secs(60));
-    }
-    match map.get(&owner.pid) {
-        Some(t) if now.duration_since(*t) < Duration::from_secs(1) => false,
-        _ => {
-            map.insert(owner.pid, now);
-            true
+    {
+        let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+        let map = seen.get_or_insert_with(HashMap::new);
+        if map.len() > 4096 {
+            map.retain(|_, (t, _)| now.duration_since(*t) < Duration::from_secs(60));
+        }
+        if let Some((t, ports)) = map.get(&owner.pid) {
+            if now.duration_since(*t) < Duration::from_secs(1) {
+                return ports.clone();
+            }
         }
     }
+    let ports = tokio::task::spawn_blocking(move || own_listening_ports(owner))
+        .await
+        .unwrap_or_default();
+    SEEN.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(owner.pid, (now, ports.clone()));
+    ports
 }
 
 /// The TCP ports the service running as `owner` listens on: its process group's, else
@@ -257,10 +266,8 @@ pub async fn probe(
             }
             if let Err(e) = connect(host, *port, timeout).await {
                 // Nothing on its port: does the service listen somewhere else?
-                if is_local(host) && time_to_look_elsewhere(owner) {
-                    let listening = tokio::task::spawn_blocking(move || own_listening_ports(owner))
-                        .await
-                        .unwrap_or_default();
+                if is_local(host) {
+                    let listening = own_listening_ports_lately(owner).await;
                     if !listening.is_empty() && !listening.contains(port) {
                         return Err(ProbeFailure::OtherPort {
                             port: *port,
