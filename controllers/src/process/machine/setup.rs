@@ -95,10 +95,14 @@ impl<S: Supervisor> ProcessController<S> {
         if row.setup_hash.as_deref() == Some(&setup_hash) {
             return Ok(Flow::Next);
         }
-        let unaddressed = Self::unaddressed_slices(s.world, setup, s.process, slices);
+        let unaddressed =
+            Self::unaddressed_slices(s.world, setup, s.process, slices, &s.tokens.urls);
         if !unaddressed.is_empty() {
             let msg = format!("setup waits for the address of {}", unaddressed.join(", "));
-            return Ok(Flow::Done(self.pending(s, row, msg)?));
+            let mut step = self.pending(s, row, msg)?;
+            // Looked at again soon: the address may have come after this pass's read.
+            step.wake = Some(Duration::from_millis(300));
+            return Ok(Flow::Done(step));
         }
         // Recorded before the spawn, as a service's start is (see `start`).
         let token = self.sup.token(s.world.id);
@@ -185,6 +189,7 @@ impl<S: Supervisor> ProcessController<S> {
         setup: &str,
         process: &Process,
         slices: &[store::SliceRow],
+        resolved_with: &BTreeMap<String, String>,
     ) -> Vec<String> {
         let mut refs = Tokens::referenced_services(setup);
         for v in process.env.values() {
@@ -201,9 +206,13 @@ impl<S: Supervisor> ProcessController<S> {
                     .services
                     .get(r)
                     .is_some_and(|s| s.resource().is_some())
-                    && !slices
+                    && !(slices
                         .iter()
                         .any(|s| &s.service == r && s.address.is_some())
+                        // The setup's text and env were resolved from an earlier read: an
+                        // address that came after it is taken at the next pass, never as
+                        // the token's text.
+                        && resolved_with.contains_key(r))
             })
             .collect()
     }
