@@ -23,12 +23,17 @@
 //! - A pooled connection that fails before any byte of the answer arrived (the backend closed
 //!   it while idle) is retried once on a new connection, for a method that may be repeated
 //!   (RFC 9110 9.2.2) or when the request could not even be written.
+//! - The answer's head (`1xx` answers before it included) must come within the limit the
+//!   exchange is given, counted from when the request was written; else the exchange fails
+//!   with [`PoolError::Timeout`] and the connection is dropped. Its body is not timed: a
+//!   stream may take as long as it likes.
 
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use hyper::body::{Frame, SizeHint};
@@ -92,14 +97,16 @@ impl Idle {
     }
 
     /// Send `req` (its head: it has no body) to the first of `ports` that takes a connection,
-    /// and read the answer's head; its body is read as the client's connection asks for it.
+    /// and read the answer's head, waiting at most `limit` for it; its body is read as the
+    /// client's connection asks for it.
     pub async fn exchange<B>(
         &self,
         ports: impl Iterator<Item = u16>,
         req: &Request<B>,
+        limit: Option<Duration>,
     ) -> Result<Response<Answer>, PoolError> {
         let (head, answer) = self
-            .exchange_head(ports, &request_head(req), req.method())
+            .exchange_head(ports, &request_head(req), req.method(), limit)
             .await?;
         let parts = head.into_parts().map_err(PoolError::Answer)?;
         Ok(Response::from_parts(parts, answer))
@@ -113,6 +120,7 @@ impl Idle {
         ports: impl Iterator<Item = u16>,
         head: &[u8],
         method: &Method,
+        limit: Option<Duration>,
     ) -> Result<(RawHead, Answer), PoolError> {
         let head_only = method == Method::HEAD;
         let mut refused = io::Error::from(io::ErrorKind::NotFound);
@@ -129,14 +137,14 @@ impl Idle {
                     }
                 },
             };
-            return match self.send(port, stream, head, head_only).await {
+            return match self.send(port, stream, head, head_only, limit).await {
                 Err(Failed::Early { wrote, .. })
                     if pooled && (!wrote || method.is_idempotent()) =>
                 {
                     let stream = Box::pin(connect_tcp(port))
                         .await
                         .map_err(PoolError::Connect)?;
-                    self.send(port, (stream, BytesMut::new()), head, head_only)
+                    self.send(port, (stream, BytesMut::new()), head, head_only, limit)
                         .await
                         .map_err(Failed::into_error)
                 }
@@ -152,6 +160,7 @@ impl Idle {
         (mut stream, mut buf): (TcpStream, BytesMut),
         head: &[u8],
         head_only: bool,
+        limit: Option<Duration>,
     ) -> Result<(RawHead, Answer), Failed> {
         if let Err(error) = stream.write_all(head).await {
             return Err(Failed::Early {
@@ -159,6 +168,8 @@ impl Idle {
                 error,
             });
         }
+        // (A timer is registered only by a read that has to wait.)
+        let deadline = limit.map(|l| (tokio::time::Instant::now() + l, l));
         buf.clear();
         let mut read_any = false;
         loop {
@@ -179,7 +190,16 @@ impl Idle {
                 }
             }
             buf.reserve(READ_SIZE);
-            match stream.read_buf(&mut buf).await {
+            let read = match deadline {
+                None => stream.read_buf(&mut buf).await,
+                Some((at, limit)) => {
+                    match tokio::time::timeout_at(at, stream.read_buf(&mut buf)).await {
+                        Ok(read) => read,
+                        Err(_) => return Err(Failed::Timeout(limit)),
+                    }
+                }
+            };
+            match read {
                 Ok(0) if !read_any => {
                     return Err(Failed::Early {
                         wrote: true,
@@ -203,13 +223,19 @@ impl Idle {
 /// How an exchange failed: before any byte of the answer (`wrote`: after the request was
 /// written), or later.
 enum Failed {
-    Early { wrote: bool, error: io::Error },
+    Early {
+        wrote: bool,
+        error: io::Error,
+    },
     Late(io::Error),
+    /// No answer head within this long.
+    Timeout(Duration),
 }
 
 impl Failed {
     fn into_error(self) -> PoolError {
         match self {
+            Failed::Timeout(limit) => PoolError::Timeout(limit),
             Failed::Early { error, .. } if error.kind() == io::ErrorKind::UnexpectedEof => {
                 PoolError::Answer(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -701,7 +727,7 @@ mod tests {
         method: Method,
     ) -> Result<(Response<()>, Bytes), String> {
         let resp = idle
-            .exchange([port].into_iter(), &get(method))
+            .exchange([port].into_iter(), &get(method), None)
             .await
             .map_err(|e| e.to_string())?;
         let (parts, body) = resp.into_parts();
