@@ -15,6 +15,7 @@ pub mod limits;
 pub mod phase;
 pub mod port;
 pub mod process;
+pub mod random;
 pub mod registry;
 pub mod replica;
 pub mod route;

@@ -135,6 +135,12 @@ pub const ALL: &[Setting] = &[
         takes: Takes::Port("https"),
         what: "the proxy's HTTPS port (0: off); set it with `binky port --https N`",
     },
+    Setting {
+        key: "proxy_answer_timeout",
+        default: "60s",
+        takes: Takes::Duration,
+        what: "how long the proxy waits for a service's answer (its status line and headers) once the request was sent; past it the browser gets a 504 page naming the service, and a refused connection stays a 502 (e.g. 5m for a slow report; 0: no limit). A body that streams is not limited once its head came",
+    },
 ];
 
 /// The setting `key`, if there is one.
@@ -347,6 +353,11 @@ mod tests {
         assert!(validate("approvals", "maybe").is_err());
         assert_eq!(validate("golden_keep", " 12h").unwrap(), "12h");
         assert_eq!(validate("golden_keep", "0").unwrap(), "0");
+        assert_eq!(validate("proxy_answer_timeout", "5m").unwrap(), "5m");
+        assert!(validate("proxy_answer_timeout", "soon")
+            .unwrap_err()
+            .to_string()
+            .contains("proxy_answer_timeout takes a length of time"));
         assert_eq!(duration("90s"), Some(std::time::Duration::from_secs(90)));
         assert_eq!(
             duration("7d"),

@@ -1,6 +1,6 @@
 //! `binky dashboard`: the web dashboard's sign-in link (printed, and opened in a browser
 //! when there is a display and no `--no-open`). The link carries a one-time token the
-//! daemon exchanges for the home's secret, kept by the browser as an HttpOnly cookie.
+//! daemon exchanges for a new session, kept by the browser as an HttpOnly cookie.
 
 use std::time::Duration;
 

@@ -374,7 +374,12 @@ impl Conn {
             Request::Nudge { world } => {
                 match world {
                     Some(id) => self.trigger.world(id),
-                    None => self.trigger.all(),
+                    None => {
+                        // A nudge of every world follows `binky settings`: the proxy's
+                        // settings may have changed too.
+                        self.proxy.lock().await.read_settings();
+                        self.trigger.all();
+                    }
                 }
                 (Response::ok(), false)
             }

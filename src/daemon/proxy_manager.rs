@@ -129,8 +129,23 @@ impl ProxyManager {
         }
     }
 
+    /// Take the proxy's machine settings that need no rebinding (`proxy_answer_timeout`)
+    /// as they are in the store now.
+    pub fn read_settings(&self) {
+        let limit = match binky_controllers::settings::Settings::read(&self.store) {
+            Ok(s) => s.duration("proxy_answer_timeout"),
+            Err(err) => {
+                tracing::warn!(%err, "cannot read the proxy's settings; keeping what it has");
+                return;
+            }
+        };
+        self.proxy
+            .set_answer_timeout((!limit.is_zero()).then_some(limit));
+    }
+
     /// Bind (or rebind, when the settings changed or a fallback is in use) and serve.
     pub async fn apply(&mut self) {
+        self.read_settings();
         let wanted = (
             wanted_port(&self.store, "proxy_port", DEFAULT_PROXY_PORT),
             wanted_port(&self.store, "https_port", DEFAULT_HTTPS_PORT),

@@ -79,11 +79,13 @@ fn event(kind: &str, files: &[Followed], lines: &[(usize, String)]) -> Bytes {
     ))
 }
 
-/// Stream `sources` (name, file): the last `n` lines of each, then what is written.
+/// Stream `sources` (name, file): the last `n` lines of each, then what is written, for as
+/// long as the session of `lease` lives.
 pub fn stream(
     sources: Vec<(String, PathBuf)>,
     n: usize,
     scrubber: Scrubber,
+    mut lease: super::session::Lease,
 ) -> hyper::Response<Body> {
     let (mut tx, body) = http_body_util::channel::Channel::<Bytes>::new(16);
     tokio::spawn(async move {
@@ -118,7 +120,10 @@ pub fn stream(
         }
         let mut quiet_since = Instant::now();
         loop {
-            tokio::time::sleep(LOOK_EVERY).await;
+            tokio::select! {
+                () = lease.ended() => return,
+                () = tokio::time::sleep(LOOK_EVERY) => {}
+            }
             let mut new = Vec::new();
             for (i, f) in files.iter_mut().enumerate() {
                 f.new_lines(&scrubber, &mut new, i);

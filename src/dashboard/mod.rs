@@ -11,25 +11,29 @@
 //!
 //! # Guarantees
 //! - Loopback only: it is served on the proxy's listeners, which bind 127.0.0.1 and ::1.
-//! - Every request must name `binky.localhost[:port]` as its `Host` (a DNS-rebinding page
-//!   names its own host).
-//! - Everything under `/api/` needs the home's secret, held by the browser as an `HttpOnly`,
-//!   `SameSite=Strict` cookie. The browser gets it by opening the one-time link
-//!   `binky dashboard` prints; the link's token comes from the daemon over its control socket
-//!   (mode 0600: only the home's user can ask), works once and for ten minutes.
-//! - Every action (`POST`) must also carry an `Origin` of the dashboard itself, so another
-//!   page open in the same browser cannot post to it (CSRF), even where the cookie would go.
+//! - Every request must name the dashboard exactly as its `Host`: `binky.localhost` and the
+//!   port of the listener it came in on (none written: the scheme's own, 80 or 443). A
+//!   DNS-rebinding page names its own host; a request for another port was meant for
+//!   another server.
+//! - Everything under `/api/` needs a live session (`session.rs`), held by the browser as
+//!   the `HttpOnly`, `SameSite=Strict` cookie `binky_session`. It is made when the browser
+//!   opens the one-time link `binky dashboard` prints (the token comes from the daemon over
+//!   its control socket, mode 0600: only the home's user can ask; it works once and for ten
+//!   minutes), kept by the daemon in memory only, and ends after 12 h without use, 24 h
+//!   after the sign-in, at sign-out (`POST /api/signout`) or at the browser's next sign-in.
+//! - Every action (`POST`) must also carry the `Origin` of the dashboard on that listener —
+//!   its scheme, `binky.localhost` and its port — so another page open in the same browser
+//!   (CSRF), or the dashboard's page on the other listener, cannot post to it.
 //! - Log lines pass through the scrubber the log files are written with, again: a file
 //!   written without it (the hooks' output, a daemon started without `__scrub`) shows no
 //!   credential either.
 
 mod logs;
+pub mod session;
 mod snapshot;
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use binky_controllers::runtime::Trigger;
 use binky_controllers::store::{self, Store, World, WorldId};
@@ -43,15 +47,13 @@ use serde_json::{json, Value};
 use crate::failure::Failure;
 use crate::paths::Home;
 use crate::proxy::body::{full, Body};
+use crate::proxy::Listener;
 
 /// The dashboard's host name.
 pub const HOST: &str = "binky.localhost";
 
-/// The cookie that carries the home's secret.
-const COOKIE_NAME: &str = "binky_dashboard";
-
-/// How long a sign-in link works.
-const TOKEN_TTL: Duration = Duration::from_secs(600);
+/// The cookie that carries the browser's session.
+const COOKIE_NAME: &str = "binky_session";
 
 /// Largest action body accepted.
 const MAX_BODY: usize = 64 * 1024;
@@ -63,29 +65,19 @@ const APP_CSS: &str = include_str!("assets/app.css");
 /// Why the dashboard could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DashboardError {
-    /// Its secret could not be read or made.
-    #[error("cannot read or create the dashboard's secret {path}: {source}")]
-    Secret {
-        /// The file.
-        path: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
     /// Its own connection to the store could not be opened.
     #[error(transparent)]
     Store(#[from] store::StoreError),
 }
 
-/// The dashboard: the home, its own connection to the store, and the sign-in state.
+/// The dashboard: the home, its own connection to the store, and who is signed in.
 pub struct Dashboard {
     home: Home,
     store: Store,
     trigger: Trigger,
     /// The daemon's runtime: store work runs there, not on a proxy worker's thread.
     runtime: tokio::runtime::Handle,
-    secret: String,
-    tokens: Mutex<HashMap<String, Instant>>,
+    sessions: session::Sessions,
     snapshots: snapshot::Snapshots,
 }
 
@@ -97,55 +89,44 @@ struct Ask {
 }
 
 /// `true` when `host` (a `Host` header value) names the dashboard: `binky.localhost`, with
-/// a port or not, any case, a trailing dot allowed.
+/// a port or not, any case, a trailing dot allowed. (Which port is the listener's business:
+/// [`names_listener`].)
 pub fn is_host(host: &str) -> bool {
     let (name, port) = match host.rsplit_once(':') {
         Some((n, p)) => (n, Some(p)),
         None => (host, None),
     };
-    name.trim_end_matches('.').eq_ignore_ascii_case(HOST)
-        && port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    is_name(name) && port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// `n` random bytes as hex, from the kernel.
-fn random_hex(n: usize) -> std::io::Result<String> {
-    let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+/// `binky.localhost`, any case, with one trailing dot or none.
+fn is_name(name: &str) -> bool {
+    name.strip_suffix('.')
+        .unwrap_or(name)
+        .eq_ignore_ascii_case(HOST)
 }
 
-/// The home's dashboard secret (`dashboard.key`, mode 0600), made on first use.
-fn load_secret(home: &Home) -> Result<String, DashboardError> {
-    let path = home.root().join("dashboard.key");
-    let err = |source| DashboardError::Secret {
-        path: path.display().to_string(),
-        source,
-    };
-    if let Ok(s) = std::fs::read_to_string(&path) {
-        let s = s.trim();
-        if s.len() >= 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Ok(s.to_owned());
+/// `true` when `authority` (a `Host` value, or what follows `scheme://` in an `Origin`) is
+/// the dashboard on the listener `at`: its name, and `at`'s port, written or (the scheme's
+/// default port) left out.
+fn names_listener(authority: &str, at: Listener) -> bool {
+    let (name, port) = match authority.rsplit_once(':') {
+        Some((n, p)) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
+            (n, p.parse::<u16>().ok())
         }
-    }
-    let secret = random_hex(32).map_err(err)?;
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("key.tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(secret.as_bytes()).map_err(err)?;
-    std::fs::rename(&tmp, &path).map_err(err)?;
-    Ok(secret)
+        Some(_) => return false,
+        None => (authority, Some(at.default_port())),
+    };
+    is_name(name) && port == Some(at.port)
 }
 
-/// Compare without stopping at the first difference (no timing oracle on the secret).
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+/// The dashboard's own origin on `at`: `http://binky.localhost:8080`.
+fn own_origin(at: Listener) -> String {
+    if at.port == at.default_port() {
+        format!("{}://{HOST}", at.scheme)
+    } else {
+        format!("{}://{HOST}:{}", at.scheme, at.port)
+    }
 }
 
 fn respond(status: StatusCode, ctype: &'static str, body: impl Into<Bytes>) -> Response<Body> {
@@ -198,10 +179,14 @@ fn percent_decode(s: &str) -> String {
 
 impl Dashboard {
     /// Start the dashboard of `home` on the current (the daemon's) runtime: its own store
-    /// connection, its secret, and the task that builds what the pages are pushed.
+    /// connection and the task that builds what the pages are pushed.
     pub fn start(home: &Home, trigger: Trigger) -> Result<Arc<Dashboard>, DashboardError> {
         let store = Store::open(&home.db())?;
-        let secret = load_secret(home)?;
+        // Browsers used to hold this file's secret as their cookie; sessions replaced it.
+        let old_secret = home.root().join("dashboard.key");
+        if std::fs::remove_file(&old_secret).is_ok() {
+            tracing::info!(path = %old_secret.display(), "removed the dashboard's old secret: a sign-in makes a session now");
+        }
         let runtime = tokio::runtime::Handle::current();
         let snapshots = snapshot::Snapshots::start(store.clone(), &runtime);
         Ok(Arc::new(Dashboard {
@@ -209,8 +194,7 @@ impl Dashboard {
             store,
             trigger,
             runtime,
-            secret,
-            tokens: Mutex::new(HashMap::new()),
+            sessions: session::Sessions::default(),
             snapshots,
         }))
     }
@@ -221,33 +205,12 @@ impl Dashboard {
     }
 
     /// A one-time sign-in token (the daemon hands it to `binky dashboard`).
-    pub fn issue_token(&self) -> Result<String, std::io::Error> {
-        let token = random_hex(24)?;
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.retain(|_, at| at.elapsed() < TOKEN_TTL);
-        tokens.insert(token.clone(), Instant::now());
-        Ok(token)
+    pub fn issue_token(&self) -> Result<String, binky_controllers::random::RandomError> {
+        self.sessions.issue_token(Instant::now())
     }
 
-    fn take_token(&self, token: &str) -> bool {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.retain(|_, at| at.elapsed() < TOKEN_TTL);
-        let found = tokens.keys().find(|t| same(t, token)).cloned();
-        found.is_some_and(|t| tokens.remove(&t).is_some())
-    }
-
-    fn signed_in(&self, req: &Request<Incoming>) -> bool {
-        req.headers()
-            .get_all(COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|c| c.trim().split_once('='))
-            .any(|(k, v)| k == COOKIE_NAME && same(v, &self.secret))
-    }
-
-    /// Answer one request whose `Host` names the dashboard.
-    pub async fn handle(self: Arc<Self>, req: Request<Incoming>, scheme: &str) -> Response<Body> {
+    /// Answer one request whose `Host` names the dashboard, which came in on `at`.
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>, at: Listener) -> Response<Body> {
         let host = req
             .headers()
             .get(hyper::header::HOST)
@@ -255,11 +218,13 @@ impl Dashboard {
             .map(str::to_owned)
             .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()))
             .unwrap_or_default();
-        if !is_host(&host) {
+        if !names_listener(&host, at) {
+            let own = own_origin(at);
             return refuse(
                 StatusCode::MISDIRECTED_REQUEST,
                 format!(
-                    "the dashboard answers only to the host {HOST} (this request named `{host}`)"
+                    "on this port the dashboard answers only to the host {} (this request named `{host}`)",
+                    own.split_once("://").map_or(HOST, |(_, a)| a)
                 ),
             );
         }
@@ -273,23 +238,29 @@ impl Dashboard {
             (&Method::GET, "/app.css") => {
                 respond(StatusCode::OK, "text/css; charset=utf-8", APP_CSS)
             }
-            (&Method::GET, "/login") => self.login(&req, scheme),
+            (&Method::GET, "/login") => self.login(&req, at),
             (_, p) if p.starts_with("/api/") => {
                 if method == Method::POST {
-                    if let Err(why) = origin_ok(&req, &host) {
+                    if let Err(why) = origin_ok(req.headers(), at) {
                         return refuse(StatusCode::FORBIDDEN, why);
                     }
                 }
-                if !self.signed_in(&req) {
+                let ids = session_ids(&req);
+                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                if method == Method::POST && p == "/api/signout" {
+                    return self.sign_out(&ids, at);
+                }
+                let Some(lease) = self.sessions.check(&ids, Instant::now()) else {
                     return refuse(
                         StatusCode::UNAUTHORIZED,
-                        "not signed in: open the link `binky dashboard` prints (it signs this browser in with the home's secret)",
+                        "not signed in (or the session ended: signed out, unused for 12 h, or a day old): open the link `binky dashboard` prints",
                     );
-                }
+                };
                 match (&method, p) {
-                    (&Method::GET, "/api/session") => {
-                        json_response(StatusCode::OK, &json!({"ok": true}))
-                    }
+                    (&Method::GET, "/api/session") => json_response(
+                        StatusCode::OK,
+                        &json!({"ok": true, "idle_secs": session::IDLE.as_secs(), "max_age_secs": session::MAX_AGE.as_secs()}),
+                    ),
                     (&Method::GET, "/api/stream" | "/api/events" | "/api/logs") => {
                         // Store reads and the streams' tasks run on the daemon's runtime:
                         // a proxy worker only passes the bytes on.
@@ -304,9 +275,9 @@ impl Dashboard {
                             .runtime
                             .spawn(async move {
                                 match what.as_str() {
-                                    "/api/stream" => this.snapshots.stream(),
+                                    "/api/stream" => this.snapshots.stream(lease),
                                     "/api/events" => this.events(ask).await,
-                                    _ => this.logs(ask).await,
+                                    _ => this.logs(ask, lease).await,
                                 }
                             })
                             .await
@@ -342,16 +313,23 @@ impl Dashboard {
         }
     }
 
-    /// `GET /login?token=T`: a valid one-time token sets the secret's cookie.
-    fn login(&self, req: &Request<Incoming>, scheme: &str) -> Response<Body> {
+    /// `GET /login?token=T`: a valid one-time token opens a new session, whose id is the
+    /// cookie; the session the browser came with, if any, ends.
+    fn login(&self, req: &Request<Incoming>, at: Listener) -> Response<Body> {
         let token = query(req, "token").unwrap_or_default();
-        if token.is_empty() || !self.take_token(&token) {
-            return respond(
-                StatusCode::FORBIDDEN,
-                "text/html; charset=utf-8",
-                "<!doctype html><meta charset=utf-8><title>binky dashboard</title><p>This sign-in link was used already or is older than ten minutes. Run <code>binky dashboard</code> for a new one.</p>\n",
-            );
-        }
+        let previous = session_ids(req);
+        let previous: Vec<&str> = previous.iter().map(String::as_str).collect();
+        let id = match self.sessions.sign_in(&token, &previous, Instant::now()) {
+            Ok(Some(id)) => id,
+            Ok(None) => {
+                return respond(
+                    StatusCode::FORBIDDEN,
+                    "text/html; charset=utf-8",
+                    "<!doctype html><meta charset=utf-8><title>binky dashboard</title><p>This sign-in link was used already or is older than ten minutes. Run <code>binky dashboard</code> for a new one.</p>\n",
+                )
+            }
+            Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        };
         // A page that moves on by itself rather than a redirect: a SameSite=Strict cookie is
         // then sent with the next request however the link was opened.
         let mut resp = respond(
@@ -359,11 +337,20 @@ impl Dashboard {
             "text/html; charset=utf-8",
             "<!doctype html><meta charset=utf-8><title>binky dashboard</title><meta http-equiv=refresh content=\"0; url=/\"><p>Signed in. <a href=\"/\">Open the dashboard</a>.</p>\n",
         );
-        let secure = if scheme == "https" { "; Secure" } else { "" };
-        if let Ok(v) = HeaderValue::from_str(&format!(
-            "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=31536000{secure}",
-            self.secret
-        )) {
+        if let Ok(v) = HeaderValue::from_str(&cookie(&id, session::MAX_AGE.as_secs(), at)) {
+            resp.headers_mut().insert(SET_COOKIE, v);
+        }
+        resp
+    }
+
+    /// `POST /api/signout`: the session ends (and its streams with it); the cookie is cleared.
+    fn sign_out(&self, ids: &[&str], at: Listener) -> Response<Body> {
+        let ended = self.sessions.sign_out(ids, Instant::now());
+        let mut resp = json_response(
+            StatusCode::OK,
+            &json!({"ok": true, "message": if ended { "signed out" } else { "not signed in" }}),
+        );
+        if let Ok(v) = HeaderValue::from_str(&cookie("", 0, at)) {
             resp.headers_mut().insert(SET_COOKIE, v);
         }
         resp
@@ -410,7 +397,7 @@ impl Dashboard {
 
     /// `GET /api/logs?world=ID[&service=S][&n=N]`: the last lines, then new ones as they are
     /// written (server-sent events).
-    async fn logs(self: Arc<Self>, ask: Ask) -> Response<Body> {
+    async fn logs(self: Arc<Self>, ask: Ask, lease: session::Lease) -> Response<Body> {
         let world = match self.world_of(&ask) {
             Ok(w) => w,
             Err(r) => return *r,
@@ -446,7 +433,7 @@ impl Dashboard {
             }
         };
         let values = crate::scrub::values_for(&world.env, &[]);
-        logs::stream(sources, n, crate::scrub::Scrubber::new(&values))
+        logs::stream(sources, n, crate::scrub::Scrubber::new(&values), lease)
     }
 
     /// `POST /api/ACTION` with a JSON body: write desired state as the command would.
@@ -568,21 +555,43 @@ impl Dashboard {
     }
 }
 
-/// An action's `Origin` must be the dashboard's own (the `Host` it was sent to).
-fn origin_ok(req: &Request<Incoming>, host: &str) -> Result<(), String> {
-    let Some(origin) = req.headers().get(ORIGIN).and_then(|o| o.to_str().ok()) else {
+/// The session ids the request's cookies carry (a browser may send more than one of the
+/// name).
+fn session_ids(req: &Request<Incoming>) -> Vec<String> {
+    req.headers()
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .filter(|(k, v)| *k == COOKIE_NAME && !v.is_empty())
+        .map(|(_, v)| v.to_owned())
+        .collect()
+}
+
+/// The `Set-Cookie` value for session `id`, kept `max_age` seconds (`0`: cleared).
+fn cookie(id: &str, max_age: u64, at: Listener) -> String {
+    let secure = if at.scheme == "https" { "; Secure" } else { "" };
+    format!("{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}{secure}")
+}
+
+/// An action's `Origin` must be the dashboard's own on the listener it came in on: its
+/// scheme, its host and its port.
+fn origin_ok(headers: &hyper::HeaderMap, at: Listener) -> Result<(), String> {
+    let own = own_origin(at);
+    let Some(origin) = headers.get(ORIGIN).and_then(|o| o.to_str().ok()) else {
         return Err(format!(
-            "refused: an action needs the Origin header of the dashboard (http://{host}); it is sent by the dashboard's page"
+            "refused: an action needs the Origin header of the dashboard ({own}); it is sent by the dashboard's page"
         ));
     };
-    let theirs = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"));
-    if theirs.is_some_and(|h| h.eq_ignore_ascii_case(host)) {
+    let ok = origin.split_once("://").is_some_and(|(scheme, authority)| {
+        scheme.eq_ignore_ascii_case(at.scheme) && names_listener(authority, at)
+    });
+    if ok {
         Ok(())
     } else {
         Err(format!(
-            "refused: this action comes from the page of {origin}, not from the dashboard (http://{host})"
+            "refused: this action comes from the page of {origin}, not from the dashboard ({own})"
         ))
     }
 }
@@ -619,6 +628,68 @@ mod tests {
         assert!(!is_host("evil.com"));
         assert!(!is_host("binky.localhost:"));
         assert!(!is_host("binky.localhost:80x"));
+    }
+
+    #[test]
+    fn the_host_and_origin_must_name_the_listener_they_came_in_on() {
+        let http = Listener {
+            scheme: "http",
+            port: 8080,
+        };
+        let plain = Listener {
+            scheme: "http",
+            port: 80,
+        };
+        let tls = Listener {
+            scheme: "https",
+            port: 8443,
+        };
+        assert!(names_listener("binky.localhost:8080", http));
+        assert!(names_listener("BINKY.localhost.:8080", http));
+        assert!(names_listener("binky.localhost", plain));
+        assert!(names_listener("binky.localhost:80", plain));
+        for wrong in [
+            "binky.localhost:1",
+            "binky.localhost",
+            "binky.localhost:8443",
+            "binky.localhost:08080x",
+            "binky.localhost:",
+            "binky.localhost:99999999",
+            "evil.localhost:8080",
+        ] {
+            assert!(!names_listener(wrong, http), "{wrong}");
+        }
+        assert!(!names_listener("binky.localhost:443", plain));
+        assert_eq!(own_origin(http), "http://binky.localhost:8080");
+        assert_eq!(own_origin(plain), "http://binky.localhost");
+        assert_eq!(own_origin(tls), "https://binky.localhost:8443");
+        let origin = |o: &str, at: Listener| {
+            let mut headers = hyper::HeaderMap::new();
+            if !o.is_empty() {
+                headers.insert(ORIGIN, HeaderValue::from_str(o).unwrap());
+            }
+            origin_ok(&headers, at)
+        };
+        assert!(origin("http://binky.localhost:8080", http).is_ok());
+        assert!(origin("http://binky.localhost", plain).is_ok());
+        assert!(origin("https://binky.localhost:8443", tls).is_ok());
+        for wrong in [
+            "https://binky.localhost:8080",
+            "http://binky.localhost:8443",
+            "http://binky.localhost",
+            "http://binky.localhost:1",
+            "http://evil.localhost:8080",
+            "null",
+            "binky.localhost:8080",
+            "",
+        ] {
+            let err = origin(wrong, http).unwrap_err();
+            assert!(
+                err.contains("http://binky.localhost:8080"),
+                "{wrong}: {err}"
+            );
+        }
+        assert!(origin("http://binky.localhost:8443", tls).is_err());
     }
 
     #[test]

@@ -175,8 +175,9 @@ impl Snapshots {
         }
     }
 
-    /// `GET /api/stream`: the state, then its changes, as server-sent events.
-    pub fn stream(&self) -> hyper::Response<Body> {
+    /// `GET /api/stream`: the state, then its changes, as server-sent events, for as long as
+    /// the session of `lease` lives.
+    pub fn stream(&self, mut lease: super::session::Lease) -> hyper::Response<Body> {
         let (mut tx, body) = http_body_util::channel::Channel::<Bytes>::new(8);
         let mut rx = self.rx.clone();
         self.watching.fetch_add(1, Ordering::Relaxed);
@@ -196,6 +197,7 @@ impl Snapshots {
                     }
                 }
                 tokio::select! {
+                    () = lease.ended() => return,
                     changed = rx.changed() => if changed.is_err() { return },
                     _ = tokio::time::sleep(HEARTBEAT) => {
                         if tx.send_data(Bytes::from_static(b": still here\n\n")).await.is_err() {

@@ -22,9 +22,12 @@
 //!   it arrives (server-sent events, streamed pages).
 //! - A head must arrive within 30 s of the wait for it starting (as hyper's
 //!   `header_read_timeout`); an idle connection is closed after that.
-//! - A backend that fails before answering gets the proxy's `502` page and the connection is
-//!   kept; one that fails in the middle of its body closes the client's connection (the
-//!   client sees a body cut short, never a wrong one).
+//! - A backend that fails before answering gets the proxy's `502` page, one that sends no
+//!   answer head within `proxy_answer_timeout` its `504` page, and the connection is kept;
+//!   one that fails in the middle of its body closes the client's connection (the client
+//!   sees a body cut short, never a wrong one).
+//! - A request with two `Host` headers is never taken here: hyper's path refuses it with a
+//!   `400` (`Proxy::handle`), so both paths follow one rule.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -36,7 +39,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use super::{Backend, Compiled, Hop, Proxy, MAX_HEAD};
+use super::{Backend, Compiled, Hop, Listener, Proxy, MAX_HEAD};
 
 /// How long a request's head may take to arrive.
 pub(super) const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,12 +71,12 @@ struct Forward<'a> {
     html: bool,
 }
 
-/// Serve one client connection (plain or TLS, HTTP/1.1) until it ends.
-pub async fn serve<T>(io: T, proxy: Arc<Proxy>, peer: SocketAddr, scheme: &'static str)
+/// Serve one client connection (plain or TLS, HTTP/1.1) that came in on `at` until it ends.
+pub async fn serve<T>(io: T, proxy: Arc<Proxy>, peer: SocketAddr, at: Listener)
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    serve_timed(io, proxy, peer, scheme, HEAD_TIMEOUT).await
+    serve_timed(io, proxy, peer, at, HEAD_TIMEOUT).await
 }
 
 /// [`serve`], a head having to arrive within `head_timeout`.
@@ -81,7 +84,7 @@ async fn serve_timed<T>(
     mut io: T,
     proxy: Arc<Proxy>,
     peer: SocketAddr,
-    scheme: &'static str,
+    at: Listener,
     head_timeout: Duration,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -102,10 +105,10 @@ async fn serve_timed<T>(
                 // The routing table as it is now that the head is here (not when the wait for
                 // it began: a world may have come up in between).
                 routes = proxy.routes_now();
-                match decide(&proxy, &routes.0, &buf, peer, scheme, &mut head) {
+                match decide(&proxy, &routes.0, &buf, peer, at.scheme, &mut head) {
                     Decision::Forward(f) => break f,
                     Decision::Partial => {}
-                    Decision::Other => return handover(io, buf, proxy, peer, scheme).await,
+                    Decision::Other => return handover(io, buf, proxy, peer, at).await,
                 }
             }
             buf.reserve(READ_SIZE);
@@ -127,7 +130,12 @@ async fn serve_timed<T>(
         buf.advance(forward.consumed);
         let answer = proxy
             .idle
-            .exchange_head(forward.backend.ports(), &head, &forward.method)
+            .exchange_head(
+                forward.backend.ports(),
+                &head,
+                &forward.method,
+                proxy.answer_timeout(),
+            )
             .await;
         out.clear();
         let written = match answer {
@@ -149,20 +157,15 @@ async fn serve_timed<T>(
 }
 
 /// Hand the connection to hyper's server, the bytes read so far first.
-async fn handover<T>(
-    io: T,
-    buf: BytesMut,
-    proxy: Arc<Proxy>,
-    peer: SocketAddr,
-    scheme: &'static str,
-) where
+async fn handover<T>(io: T, buf: BytesMut, proxy: Arc<Proxy>, peer: SocketAddr, at: Listener)
+where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let io = Prefixed {
         prefix: buf.freeze(),
         io,
     };
-    super::serve_h1(io, proxy, peer, scheme).await
+    super::serve_h1(io, proxy, peer, at).await
 }
 
 /// Whether the request at the front of `buf` is one for this front; if it is, `head` holds
@@ -542,19 +545,33 @@ mod tests {
     }
 
     async fn front_timed(port: u16, head_timeout: Duration) -> (TcpStream, super::super::Routes) {
+        let (c, routes, _) = front_proxy(port, head_timeout).await;
+        (c, routes)
+    }
+
+    /// [`front_timed`], and the proxy (its settings may be changed while it serves).
+    async fn front_proxy(
+        port: u16,
+        head_timeout: Duration,
+    ) -> (TcpStream, super::super::Routes, Arc<Proxy>) {
         let routes = super::super::Routes::default();
         publish(
             &routes,
             vec![route("web.w.p.localhost", port, RouteState::Ready)],
         );
         let proxy = Proxy::new(routes.clone());
+        let mine = proxy.clone();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let (s, peer) = listener.accept().await.unwrap();
-            serve_timed(s, proxy, peer, "http", head_timeout).await;
+            let at = Listener {
+                scheme: "http",
+                port: addr.port(),
+            };
+            serve_timed(s, proxy, peer, at, head_timeout).await;
         });
-        (TcpStream::connect(addr).await.unwrap(), routes)
+        (TcpStream::connect(addr).await.unwrap(), routes, mine)
     }
 
     /// Read one answer: its head (lower case) and body, by Content-Length or chunked.
@@ -836,5 +853,101 @@ mod tests {
             .await
             .unwrap()
             .starts_with("GET /old HTTP/1.1\r\n"));
+    }
+
+    #[tokio::test]
+    async fn two_host_headers_or_a_host_beside_another_target_are_refused_on_every_path() {
+        let (port, mut heads) =
+            backend(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]).await;
+        for request in [
+            // No body: the front's own kind of request.
+            &b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\nHost: evil.localhost\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: evil.localhost\r\nHost: web.w.p.localhost\r\n\r\n",
+            // A body: hyper's server and client.
+            b"POST / HTTP/1.1\r\nHost: web.w.p.localhost\r\nHost: evil.localhost\r\nContent-Length: 2\r\n\r\nhi",
+            b"POST / HTTP/1.1\r\nHost: web.w.p.localhost\r\nTransfer-Encoding: chunked\r\nhost: web.w.p.localhost\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+            // An absolute target naming another host than its Host header.
+            b"GET http://evil.localhost/ HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n",
+        ] {
+            let (mut c, _) = front(port).await;
+            c.write_all(request).await.unwrap();
+            let (head, body) = answer(&mut c, false).await;
+            let shown = String::from_utf8_lossy(request);
+            assert!(head.starts_with("http/1.1 400"), "{shown}: {head}{body}");
+            assert!(body.contains("Host header"), "{shown}: {body}");
+        }
+        // One Host reaches the backend; none of the refused requests did.
+        let (mut c, _) = front(port).await;
+        c.write_all(b"GET /one HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(answer(&mut c, false).await.1, "ok");
+        let first = heads.recv().await.unwrap();
+        assert!(
+            first.starts_with("GET /one "),
+            "a refused request reached the backend: {first}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_sends_nothing_gets_a_504_naming_it_on_every_path() {
+        use crate::proxy::scripted::Then;
+        let silent = crate::proxy::scripted::backend(vec![Then::Silent, Then::Silent]).await;
+        let (mut c, _, proxy) = front_proxy(silent.port, HEAD_TIMEOUT).await;
+        proxy.set_answer_timeout(Some(Duration::from_millis(300)));
+        for request in [
+            // The front's request, then one with a body (hyper's client), on one connection.
+            &b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nHost: web.w.p.localhost\r\nContent-Length: 2\r\n\r\nhi",
+        ] {
+            let started = Instant::now();
+            c.write_all(request).await.unwrap();
+            let (head, body) = answer(&mut c, false).await;
+            assert!(head.starts_with("http/1.1 504"), "{head}{body}");
+            assert!(
+                body.contains("web of world w (p) did not answer in 300ms")
+                    && body.contains("proxy_answer_timeout"),
+                "{body}"
+            );
+            assert!(started.elapsed() >= Duration::from_millis(300));
+        }
+        assert_eq!(silent.connections(), 2, "each path took its own connection");
+    }
+
+    /// The wait for an answer starts once the request's body was sent: an upload slower than
+    /// the limit is not the backend's delay.
+    #[tokio::test]
+    async fn the_wait_for_an_answer_starts_when_the_upload_ends() {
+        // A backend that answers once it has the whole body.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut b = [0u8; 1024];
+            while !got.ends_with(b"0\r\n\r\n") {
+                match s.read(&mut b).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got.extend_from_slice(&b[..n]),
+                }
+            }
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nuploaded")
+                .await;
+            let _ = s.read(&mut b).await;
+        });
+        let (mut c, _, proxy) = front_proxy(port, HEAD_TIMEOUT).await;
+        let limit = Duration::from_millis(500);
+        proxy.set_answer_timeout(Some(limit));
+        c.write_all(b"POST / HTTP/1.1\r\nHost: web.w.p.localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nslow \r\n")
+            .await
+            .unwrap();
+        // The client takes three times the limit to send the rest (a slow upload, not a
+        // wait for something to happen).
+        tokio::time::sleep(limit * 3).await;
+        c.write_all(b"6\r\nupload\r\n0\r\n\r\n").await.unwrap();
+        let (head, body) = answer(&mut c, false).await;
+        assert!(head.starts_with("http/1.1 200"), "{head}{body}");
+        assert_eq!(body, "uploaded");
     }
 }

@@ -16,6 +16,14 @@
 //!   backends build their own URLs right.
 //! - A malformed request, an oversized header block or a failed handshake ends that one
 //!   connection; nothing else is affected.
+//! - A request is routed by one host, on every path (the front's and hyper's, HTTP/1.1 and
+//!   h2): one `Host` header, or the request target's authority; two `Host` headers, or a
+//!   `Host` that differs from the target's authority, get a `400` (RFC 9112 3.2) and reach
+//!   no backend.
+//! - A backend's answer head is waited for at most the machine setting
+//!   `proxy_answer_timeout` (60 s) once the request was sent (its body included); then the
+//!   client gets a `504` page naming the service. A backend that refuses the connection is a
+//!   `502`.
 
 pub mod body;
 mod front;
@@ -30,7 +38,7 @@ pub mod upstream;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +59,30 @@ use pages::Page;
 
 /// Largest request head accepted (larger gets `431`).
 pub const MAX_HEAD: usize = 64 * 1024;
+
+/// How long a backend's answer head is waited for when the setting says nothing.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The listener a connection came in on: its scheme and its port (the dashboard answers
+/// only to its own origin on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listener {
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// Its port.
+    pub port: u16,
+}
+
+impl Listener {
+    /// The port a URL of this scheme means when it names none (80, 443).
+    pub fn default_port(&self) -> u16 {
+        if self.scheme == "https" {
+            443
+        } else {
+            80
+        }
+    }
+}
 
 /// One routed host, shared by every worker without copying.
 pub struct Backend {
@@ -142,6 +174,9 @@ pub struct Proxy {
     /// This worker's idle connections for requests without a body (`upstream.rs`).
     idle: upstream::Idle,
     ports: Arc<[AtomicU16; 2]>,
+    /// How long a backend's answer head is waited for, in milliseconds (0: no limit); set
+    /// from the machine setting `proxy_answer_timeout`, shared by every worker.
+    answer_timeout: Arc<AtomicU64>,
     /// The dashboard, answering at `binky.localhost`.
     dashboard: Option<Arc<crate::dashboard::Dashboard>>,
 }
@@ -275,6 +310,7 @@ impl Proxy {
             pool: pool::Pool::default(),
             idle: upstream::Idle::default(),
             ports: Arc::new([AtomicU16::new(0), AtomicU16::new(0)]),
+            answer_timeout: Arc::new(AtomicU64::new(ANSWER_TIMEOUT.as_millis() as u64)),
             dashboard,
         })
     }
@@ -288,6 +324,7 @@ impl Proxy {
             pool: pool::Pool::default(),
             idle: upstream::Idle::default(),
             ports: self.ports.clone(),
+            answer_timeout: self.answer_timeout.clone(),
             dashboard: self.dashboard.clone(),
         })
     }
@@ -311,6 +348,20 @@ impl Proxy {
     pub fn set_ports(&self, http: Option<u16>, https: Option<u16>) {
         self.ports[0].store(http.unwrap_or(0), Ordering::Relaxed);
         self.ports[1].store(https.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// Wait at most `limit` for a backend's answer head (`None`: as long as it takes).
+    pub fn set_answer_timeout(&self, limit: Option<Duration>) {
+        let ms = limit.map_or(0, |l| (l.as_millis() as u64).max(1));
+        self.answer_timeout.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long a backend's answer head is waited for now.
+    fn answer_timeout(&self) -> Option<Duration> {
+        match self.answer_timeout.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
     }
 
     fn page(&self, page: Page, html: bool) -> Response<Body> {
@@ -337,30 +388,23 @@ impl Proxy {
         resp
     }
 
-    /// Handle one request from `peer` that arrived over `scheme`.
+    /// Handle one request from `peer` that arrived on `at`.
     pub async fn handle(
         self: Arc<Self>,
         mut req: Request<Incoming>,
         peer: SocketAddr,
-        scheme: &'static str,
+        at: Listener,
     ) -> Response<Body> {
+        let scheme = at.scheme;
         // Whether a page of the proxy's own (an error) should be HTML.
         let html = req
             .headers()
             .get(hyper::header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.contains("text/html"));
-        // HTTP/1.1 sends `Host`; h2 sends `:authority` (the URI's).
-        let host_value = match req.headers().get(HOST) {
-            Some(h) => h.clone(),
-            None => match req
-                .uri()
-                .authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-            {
-                Some(v) => v,
-                None => HeaderValue::from_static(""),
-            },
+        let host_value = match request_host(&req) {
+            Ok(h) => h,
+            Err(why) => return self.page(Page::bad_request(&why), html),
         };
         let host = host_value.to_str().unwrap_or("");
         // binky's own host: no project's host can be it (`[project] domain` may not be
@@ -368,7 +412,7 @@ impl Proxy {
         if let Some(dashboard) = &self.dashboard {
             if crate::dashboard::is_host(host) {
                 // Boxed: its state machine is large, and every request would carry it.
-                return Box::pin(dashboard.clone().handle(req, scheme)).await;
+                return Box::pin(dashboard.clone().handle(req, at)).await;
             }
         }
         let routes = self.routes_now();
@@ -425,7 +469,11 @@ impl Proxy {
         // refuses the connection (it just died) costs the request nothing: the next one is
         // tried, until the route table drops it.
         if upstream::takes(&req, upgrade) {
-            return match self.idle.exchange(backend.ports(), &req).await {
+            return match self
+                .idle
+                .exchange(backend.ports(), &req, self.answer_timeout())
+                .await
+            {
                 Ok(mut resp) => {
                     // (Its hop-by-hop headers were left out as it was read.)
                     *resp.version_mut() = Version::HTTP_11;
@@ -444,7 +492,7 @@ impl Proxy {
             }
         }
         let sent = match conn {
-            Ok(conn) => self.pool.send_on(conn, req).await,
+            Ok(conn) => self.pool.send_on(conn, req, self.answer_timeout()).await,
             Err(err) => Err(err),
         };
         let mut resp = match sent {
@@ -472,6 +520,9 @@ impl Proxy {
 
     /// The page for a request that did not get its backend's answer.
     fn unreachable(&self, route: &Route, err: &pool::PoolError, html: bool) -> Response<Body> {
+        if let pool::PoolError::Timeout(limit) = err {
+            return self.page(Page::timed_out(route, *limit), html);
+        }
         let why = match err {
             pool::PoolError::Connect(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 "connection refused (is the service listening?)".to_owned()
@@ -479,6 +530,36 @@ impl Proxy {
             other => other.to_string(),
         };
         self.page(Page::unreachable(route, &why), html)
+    }
+}
+
+/// The host a request is for: its one `Host` header, or its target's authority (h2's
+/// `:authority`, an absolute-form target) when it has none. Two `Host` headers, or a `Host`
+/// naming another authority than the target, are refused (why, for the `400` page): a
+/// request must not be routed by one of them and read by the backend by another.
+fn request_host<B>(req: &Request<B>) -> Result<HeaderValue, String> {
+    let mut hosts = req.headers().get_all(HOST).iter();
+    let header = hosts.next();
+    if let Some(second) = hosts.next() {
+        return Err(format!(
+            "the request has more than one Host header (`{}`, `{}`); HTTP/1.1 allows one (RFC 9112 3.2)",
+            String::from_utf8_lossy(header.map_or(&b""[..], |h| h.as_bytes())),
+            String::from_utf8_lossy(second.as_bytes())
+        ));
+    }
+    let authority = req.uri().authority();
+    match (header, authority) {
+        (Some(h), Some(a)) if !h.as_bytes().eq_ignore_ascii_case(a.as_str().as_bytes()) => {
+            Err(format!(
+                "the request's Host header (`{}`) names another host than its target (`{a}`)",
+                String::from_utf8_lossy(h.as_bytes())
+            ))
+        }
+        (Some(h), _) => Ok(h.clone()),
+        (None, Some(a)) => {
+            Ok(HeaderValue::from_str(a.as_str()).unwrap_or_else(|_| HeaderValue::from_static("")))
+        }
+        (None, None) => Ok(HeaderValue::from_static("")),
     }
 }
 
@@ -490,7 +571,10 @@ pub async fn serve(
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let scheme: &'static str = if tls.is_some() { "https" } else { "http" };
+    let at = Listener {
+        scheme: if tls.is_some() { "https" } else { "http" },
+        port: listener.local_addr().map_or(0, |a| a.port()),
+    };
     loop {
         let (stream, peer) = tokio::select! {
             _ = stop.changed() => return,
@@ -515,16 +599,16 @@ pub async fn serve(
                     {
                         Ok(Ok(tls_stream)) => {
                             if tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-                                serve_h2(tls_stream, proxy, peer, scheme).await
+                                serve_h2(tls_stream, proxy, peer, at).await
                             } else {
-                                front::serve(tls_stream, proxy, peer, scheme).await
+                                front::serve(tls_stream, proxy, peer, at).await
                             }
                         }
                         Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
                         Err(_) => {}
                     }
                 }
-                None => front::serve(stream, proxy, peer, scheme).await,
+                None => front::serve(stream, proxy, peer, at).await,
             }
         });
     }
@@ -534,7 +618,7 @@ pub async fn serve(
 fn service(
     proxy: Arc<Proxy>,
     peer: SocketAddr,
-    scheme: &'static str,
+    at: Listener,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
     Response = Response<Body>,
@@ -543,12 +627,12 @@ fn service(
 > + Clone {
     hyper::service::service_fn(move |req| {
         let proxy = proxy.clone();
-        async move { Ok::<_, std::convert::Infallible>(proxy.handle(req, peer, scheme).await) }
+        async move { Ok::<_, std::convert::Infallible>(proxy.handle(req, peer, at).await) }
     })
 }
 
 /// Serve an HTTP/1.1 connection with hyper's server (what `front.rs` does not take).
-pub(crate) async fn serve_h1<I>(io: I, proxy: Arc<Proxy>, peer: SocketAddr, scheme: &'static str)
+pub(crate) async fn serve_h1<I>(io: I, proxy: Arc<Proxy>, peer: SocketAddr, at: Listener)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -558,7 +642,7 @@ where
         .max_buf_size(MAX_HEAD)
         .max_header_size(MAX_HEAD);
     let served = h1
-        .serve_connection(TokioIo::new(io), service(proxy, peer, scheme))
+        .serve_connection(TokioIo::new(io), service(proxy, peer, at))
         .with_upgrades()
         .await;
     if let Err(err) = served {
@@ -567,7 +651,7 @@ where
 }
 
 /// Serve an h2 connection with hyper's server.
-async fn serve_h2<I>(io: I, proxy: Arc<Proxy>, peer: SocketAddr, scheme: &'static str)
+async fn serve_h2<I>(io: I, proxy: Arc<Proxy>, peer: SocketAddr, at: Listener)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -577,7 +661,7 @@ where
     // What one poll of the connection writes (the answers of every stream ready by then)
     // leaves as one write: hyper flushes after each DATA frame.
     let served = gather::gathered(io, |io| {
-        h2.serve_connection(TokioIo::new(io), service(proxy, peer, scheme))
+        h2.serve_connection(TokioIo::new(io), service(proxy, peer, at))
     })
     .await;
     if let Err(err) = served {

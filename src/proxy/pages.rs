@@ -133,6 +133,41 @@ impl Page {
         }
     }
 
+    /// A request the proxy will not route (two `Host` headers…): `why`.
+    pub fn bad_request(why: &str) -> Page {
+        Page {
+            status: 400,
+            title: "binky: this request is refused".into(),
+            lines: vec![why.to_owned()],
+            listing: None,
+        }
+    }
+
+    /// The backend took the request and sent no answer head within `limit`.
+    pub fn timed_out(r: &Route, limit: std::time::Duration) -> Page {
+        let waited = humantime::format_duration(limit).to_string();
+        let mut lines = vec![format!(
+            "127.0.0.1:{}: the service took the request and sent no answer within {waited} (the machine setting proxy_answer_timeout; `binky settings proxy_answer_timeout=5m` waits longer)",
+            r.port
+        )];
+        if !r.note.is_empty() {
+            lines.push(r.note.clone());
+        }
+        lines.push(format!(
+            "`binky status {}` and `binky logs {} {}` say more",
+            r.world, r.world, r.service
+        ));
+        Page {
+            status: 504,
+            title: format!(
+                "binky: {} of world {} ({}) did not answer in {waited}",
+                r.service, r.world, r.project
+            ),
+            lines,
+            listing: None,
+        }
+    }
+
     /// The backend could not be reached (or failed mid-way).
     pub fn unreachable(r: &Route, why: &str) -> Page {
         let (status, state) = match r.state {

@@ -18,6 +18,9 @@ pub enum Then {
     AnswerClose(&'static [u8]),
     /// Close the connection without answering (also once the script has run out).
     Close,
+    /// Take the request and send nothing, keeping the connection open until the other end
+    /// closes it (a backend that hangs).
+    Silent,
 }
 
 /// A running scripted backend.
@@ -71,6 +74,11 @@ pub async fn backend(script: Vec<Then>) -> Backend {
                         Then::Answer(a) => (a, false),
                         Then::AnswerClose(a) => (a, true),
                         Then::Close => return,
+                        Then::Silent => {
+                            let mut rest = [0u8; 4096];
+                            while matches!(s.read(&mut rest).await, Ok(n) if n > 0) {}
+                            return;
+                        }
                     };
                     let step = if answer.len() <= 4096 {
                         1

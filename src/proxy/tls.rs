@@ -10,6 +10,8 @@
 //!   with an alert. rustls' own SNI resolver has no such hook: this resolver reads the same
 //!   snapshot the proxy routes by.
 //! - Issued certificates are cached per hostname for the daemon's lifetime.
+//! - Every certificate (the CA's and each leaf) has a serial number of 16 random bytes from
+//!   the kernel (`getrandom`); no randomness, no certificate.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose, SerialNumber,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -42,6 +44,9 @@ pub enum TlsError {
     /// rustls refused a key.
     #[error("TLS error: {0}")]
     Rustls(#[from] rustls::Error),
+    /// The kernel gave no random bytes for a serial number.
+    #[error(transparent)]
+    Random(#[from] binky_controllers::random::RandomError),
     /// The CA files are damaged.
     #[error("the local CA in {0} is damaged; move the directory away and binky makes a new one (then run `binky trust` again)")]
     Damaged(PathBuf),
@@ -73,6 +78,13 @@ fn ca_params(common_name: &str) -> CertificateParams {
         KeyUsagePurpose::DigitalSignature,
     ];
     params
+}
+
+/// A random serial number (RFC 5280 4.1.2.2: positive, at most 20 octets).
+fn serial() -> Result<SerialNumber, TlsError> {
+    let mut bytes = binky_controllers::random::bytes::<16>()?;
+    bytes[0] &= 0x7f;
+    Ok(SerialNumber::from_slice(&bytes))
 }
 
 fn write_private(path: &Path, data: &str) -> std::io::Result<()> {
@@ -108,6 +120,7 @@ impl LocalCa {
             let common_name = format!("binky local CA {user}@{} {}", host.trim(), &stamp[..10]);
             let pair = KeyPair::generate()?;
             let mut params = ca_params(&common_name);
+            params.serial_number = Some(serial()?);
             let now = time_now();
             params.not_before = now - days(1);
             params.not_after = now + days(3650);
@@ -159,6 +172,7 @@ impl LocalCa {
         dn.push(DnType::CommonName, host);
         params.distinguished_name = dn;
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.serial_number = Some(serial()?);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         let now = time_now();
         params.not_before = now - days(1);

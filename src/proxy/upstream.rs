@@ -23,12 +23,20 @@
 //! - A pooled connection that fails before any byte of the answer arrived (the backend closed
 //!   it while idle) is retried once on a new connection, for a method that may be repeated
 //!   (RFC 9110 9.2.2) or when the request could not even be written.
+//! - The answer's head (`1xx` answers before it included) must come within the limit the
+//!   exchange is given, counted from when the request was written; else the exchange fails
+//!   with [`PoolError::Timeout`] and the connection is dropped. Its body is not timed: a
+//!   stream may take as long as it likes.
+//! - What this reader accepts and how it frames a body are checked against hyper's client on
+//!   random answers (the property tests below): the same answers are refused, and an answer
+//!   both accept has the same status, headers and body.
 
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use hyper::body::{Frame, SizeHint};
@@ -92,14 +100,16 @@ impl Idle {
     }
 
     /// Send `req` (its head: it has no body) to the first of `ports` that takes a connection,
-    /// and read the answer's head; its body is read as the client's connection asks for it.
+    /// and read the answer's head, waiting at most `limit` for it; its body is read as the
+    /// client's connection asks for it.
     pub async fn exchange<B>(
         &self,
         ports: impl Iterator<Item = u16>,
         req: &Request<B>,
+        limit: Option<Duration>,
     ) -> Result<Response<Answer>, PoolError> {
         let (head, answer) = self
-            .exchange_head(ports, &request_head(req), req.method())
+            .exchange_head(ports, &request_head(req), req.method(), limit)
             .await?;
         let parts = head.into_parts().map_err(PoolError::Answer)?;
         Ok(Response::from_parts(parts, answer))
@@ -113,6 +123,7 @@ impl Idle {
         ports: impl Iterator<Item = u16>,
         head: &[u8],
         method: &Method,
+        limit: Option<Duration>,
     ) -> Result<(RawHead, Answer), PoolError> {
         let head_only = method == Method::HEAD;
         let mut refused = io::Error::from(io::ErrorKind::NotFound);
@@ -129,14 +140,14 @@ impl Idle {
                     }
                 },
             };
-            return match self.send(port, stream, head, head_only).await {
+            return match self.send(port, stream, head, head_only, limit).await {
                 Err(Failed::Early { wrote, .. })
                     if pooled && (!wrote || method.is_idempotent()) =>
                 {
                     let stream = Box::pin(connect_tcp(port))
                         .await
                         .map_err(PoolError::Connect)?;
-                    self.send(port, (stream, BytesMut::new()), head, head_only)
+                    self.send(port, (stream, BytesMut::new()), head, head_only, limit)
                         .await
                         .map_err(Failed::into_error)
                 }
@@ -152,6 +163,7 @@ impl Idle {
         (mut stream, mut buf): (TcpStream, BytesMut),
         head: &[u8],
         head_only: bool,
+        limit: Option<Duration>,
     ) -> Result<(RawHead, Answer), Failed> {
         if let Err(error) = stream.write_all(head).await {
             return Err(Failed::Early {
@@ -159,6 +171,8 @@ impl Idle {
                 error,
             });
         }
+        // (A timer is registered only by a read that has to wait.)
+        let deadline = limit.map(|l| (tokio::time::Instant::now() + l, l));
         buf.clear();
         let mut read_any = false;
         loop {
@@ -179,7 +193,16 @@ impl Idle {
                 }
             }
             buf.reserve(READ_SIZE);
-            match stream.read_buf(&mut buf).await {
+            let read = match deadline {
+                None => stream.read_buf(&mut buf).await,
+                Some((at, limit)) => {
+                    match tokio::time::timeout_at(at, stream.read_buf(&mut buf)).await {
+                        Ok(read) => read,
+                        Err(_) => return Err(Failed::Timeout(limit)),
+                    }
+                }
+            };
+            match read {
                 Ok(0) if !read_any => {
                     return Err(Failed::Early {
                         wrote: true,
@@ -203,13 +226,19 @@ impl Idle {
 /// How an exchange failed: before any byte of the answer (`wrote`: after the request was
 /// written), or later.
 enum Failed {
-    Early { wrote: bool, error: io::Error },
+    Early {
+        wrote: bool,
+        error: io::Error,
+    },
     Late(io::Error),
+    /// No answer head within this long.
+    Timeout(Duration),
 }
 
 impl Failed {
     fn into_error(self) -> PoolError {
         match self {
+            Failed::Timeout(limit) => PoolError::Timeout(limit),
             Failed::Early { error, .. } if error.kind() == io::ErrorKind::UnexpectedEof => {
                 PoolError::Answer(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -325,7 +354,7 @@ fn parse_head(
                     .any(|h| h.as_str().as_bytes().eq_ignore_ascii_case(name))
             });
         }
-        let length = length_of(status, head_only, hop.chunked, &mut head)?;
+        let length = length_of(status, version, head_only, hop.chunked, &mut head)?;
         let reuse = version == Version::HTTP_11 && !hop.close && !matches!(length, Length::Close);
         return Ok(Some((head, length, reuse)));
     }
@@ -392,16 +421,27 @@ impl RawHead {
 /// `Transfer-Encoding` is removed: it does not describe the body.
 fn length_of(
     status: StatusCode,
+    version: Version,
     head_only: bool,
     chunked: Option<bool>,
     head: &mut RawHead,
 ) -> io::Result<Length> {
     let content_length = |name: &[u8]| name.eq_ignore_ascii_case(b"content-length");
+    // (Also in an answer without a body: a HEAD's `Content-Length` beside a
+    // `Transfer-Encoding` describes no body either.)
+    if chunked.is_some() {
+        head.remove(content_length);
+    }
     if head_only || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Ok(Length::Exact(0));
     }
     if let Some(chunked) = chunked {
-        head.remove(content_length);
+        // RFC 9112 6.1: an HTTP/1.0 message with a Transfer-Encoding has faulty framing (an
+        // HTTP/1.0 recipient does not know the header: the two ends would frame the body
+        // differently).
+        if version == Version::HTTP_10 {
+            return Err(invalid("its HTTP/1.0 answer has a Transfer-Encoding"));
+        }
         return Ok(if chunked {
             Length::Chunked(Chunk::Size)
         } else {
@@ -412,9 +452,7 @@ fn length_of(
     for (_, value) in head.headers().filter(|(name, _)| content_length(name)) {
         for part in value.split(|b| *b == b',') {
             let part = part.trim_ascii();
-            let n = (!part.is_empty() && part.len() <= 19 && part.iter().all(u8::is_ascii_digit))
-                .then(|| std::str::from_utf8(part).ok()?.parse::<u64>().ok())
-                .flatten()
+            let n = decimal(part)
                 .ok_or_else(|| invalid("its answer's Content-Length is not a number"))?;
             if length.is_some_and(|l| l != n) {
                 return Err(invalid(
@@ -427,6 +465,20 @@ fn length_of(
     Ok(match length {
         Some(n) => Length::Exact(n),
         None => Length::Close,
+    })
+}
+
+/// `digits` as a number: one digit or more (leading zeros allowed, as RFC 9110 8.6's
+/// `1*DIGIT` does), no sign, no space, at most `u64::MAX`.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
     })
 }
 
@@ -470,14 +522,64 @@ enum Step {
     End,
 }
 
-/// The end of the line at the front of `buf` (the index of its `\n`), a line ended by a bare
-/// `\n` being an error; `None` without one yet.
-fn line_end(buf: &[u8], limit: usize) -> io::Result<Option<usize>> {
-    match buf.iter().position(|b| *b == b'\n') {
-        Some(i) if i > 0 && buf[i - 1] == b'\r' => Ok(Some(i)),
-        Some(_) => Err(invalid("a line of its chunked body does not end in CRLF")),
+/// The line at the front of `buf`: the index of the `\r` that ends it, which must be followed
+/// by `\n` (a bare `\r` is an error); `None` while it has not come. As hyper's reader, a line
+/// ends at its first `\r`; a `\n` before it is an error unless `lf_inside` (a trailer: a head's
+/// parser takes a bare `\n` as a line end).
+fn crlf_line(buf: &[u8], limit: usize, lf_inside: bool) -> io::Result<Option<usize>> {
+    let end = buf
+        .iter()
+        .position(|b| *b == b'\r' || (!lf_inside && *b == b'\n'));
+    match end {
+        Some(i) if buf[i] == b'\n' => {
+            Err(invalid("a line of its chunked body does not end in CRLF"))
+        }
+        Some(i) if i > limit => Err(invalid("a line of its chunked body is too long")),
+        Some(i) => match buf.get(i + 1) {
+            Some(b'\n') => Ok(Some(i)),
+            Some(_) => Err(invalid("a line of its chunked body does not end in CRLF")),
+            None => Ok(None),
+        },
         None if buf.len() > limit => Err(invalid("a line of its chunked body is too long")),
         None => Ok(None),
+    }
+}
+
+/// A chunk's size line (without its line end): hex digits (at most `u64::MAX`), then maybe
+/// spaces or tabs, then nothing or an extension (`;…`, ignored).
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let rest = &line[digits..];
+    let rest = &rest[rest
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t'))
+        .count()..];
+    if !rest.is_empty() && rest[0] != b';' {
+        return None;
+    }
+    line[..digits].iter().try_fold(0u64, |n, d| {
+        let d = (*d as char).to_digit(16)?;
+        n.checked_mul(16)?.checked_add(u64::from(d))
+    })
+}
+
+/// Whether `line` (without its line end) is a header field, `name: value`, as a head's
+/// parser reads one. Trailers are not passed on, but one that is not a field means the body
+/// is not what the backend meant to send.
+fn is_field_line(line: &[u8]) -> bool {
+    let mut field = Vec::with_capacity(line.len() + 4);
+    field.extend_from_slice(line);
+    field.extend_from_slice(b"\r\n\r\n");
+    let mut headers = [httparse::EMPTY_HEADER; 1];
+    match httparse::parse_headers(&field, &mut headers) {
+        Ok(httparse::Status::Complete((_, [h]))) => {
+            HeaderName::from_bytes(h.name.as_bytes()).is_ok()
+                && HeaderValue::from_bytes(h.value).is_ok()
+        }
+        _ => false,
     }
 }
 
@@ -487,25 +589,12 @@ impl Chunk {
         loop {
             match self {
                 Chunk::Size => {
-                    let Some(i) = line_end(buf, 1024)? else {
+                    let Some(i) = crlf_line(buf, 1024, false)? else {
                         return Ok(Step::More);
                     };
-                    let line = &buf[..i - 1];
-                    let digits = line
-                        .split(|b| *b == b';')
-                        .next()
-                        .unwrap_or(b"")
-                        .trim_ascii_end();
-                    if digits.is_empty()
-                        || digits.len() > 15
-                        || !digits.iter().all(u8::is_ascii_hexdigit)
-                    {
-                        return Err(invalid("a chunk size in its chunked body is not valid"));
-                    }
-                    let size = digits.iter().fold(0u64, |n, d| {
-                        n * 16 + (*d as char).to_digit(16).unwrap_or(0) as u64
-                    });
-                    buf.advance(i + 1);
+                    let size = chunk_size(&buf[..i])
+                        .ok_or_else(|| invalid("a chunk size in its chunked body is not valid"))?;
+                    buf.advance(i + 2);
                     *self = if size == 0 {
                         Chunk::Trailers
                     } else {
@@ -537,11 +626,16 @@ impl Chunk {
                     *self = Chunk::Size;
                 }
                 Chunk::Trailers => {
-                    let Some(i) = line_end(buf, MAX_HEAD)? else {
+                    let Some(i) = crlf_line(buf, MAX_HEAD, true)? else {
                         return Ok(Step::More);
                     };
-                    buf.advance(i + 1);
-                    if i == 1 {
+                    if i > 0 && !is_field_line(&buf[..i]) {
+                        return Err(invalid(
+                            "a trailer of its chunked body is not a header field",
+                        ));
+                    }
+                    buf.advance(i + 2);
+                    if i == 0 {
                         return Ok(Step::End);
                     }
                 }
@@ -701,7 +795,7 @@ mod tests {
         method: Method,
     ) -> Result<(Response<()>, Bytes), String> {
         let resp = idle
-            .exchange([port].into_iter(), &get(method))
+            .exchange([port].into_iter(), &get(method), None)
             .await
             .map_err(|e| e.to_string())?;
         let (parts, body) = resp.into_parts();
@@ -976,13 +1070,463 @@ mod tests {
 
     #[test]
     fn chunk_sizes_that_overflow_or_carry_spaces_in_front_are_refused() {
-        for line in [&b"1000000000000000\r\n"[..], b" 5\r\n", b"\r\n", b"-1\r\n"] {
+        for line in [
+            &b"10000000000000000\r\n"[..],
+            b" 5\r\n",
+            b"\r\n",
+            b"-1\r\n",
+            b"5\n",
+            b"5 x\r\n",
+            b"5\x0c\r\n",
+            b"1;\rx\r\n",
+            b"1;a\nb\r\n",
+        ] {
             let mut buf = BytesMut::from(line);
             assert!(Chunk::Size.step(&mut buf).is_err(), "{line:?}");
         }
-        let mut buf = BytesMut::from(&b"fffffffffffffff\r\n"[..]);
-        let mut c = Chunk::Size;
-        assert_eq!(c.step(&mut buf).unwrap(), Step::More);
-        assert_eq!(c, Chunk::Data(0xfff_ffff_ffff_ffff));
+        for (line, size) in [
+            (&b"ffffffffffffffff\r\n"[..], u64::MAX),
+            (b"00000000000000000000001\r\n", 1),
+            (b"A \t;ext=\"q\"\r\n", 10),
+        ] {
+            let mut buf = BytesMut::from(line);
+            let mut c = Chunk::Size;
+            assert_eq!(c.step(&mut buf).unwrap(), Step::More, "{line:?}");
+            assert_eq!(c, Chunk::Data(size), "{line:?}");
+        }
+    }
+}
+
+/// The hand-written reader against hyper's client, on random answers: for every answer, both
+/// refuse it, or both accept it with the same status, headers (hop-by-hop ones and a
+/// `Content-Length` beside a `Transfer-Encoding` left out, as this reader does) and body.
+///
+/// The answers are built to land near the edges (lengths one off, chunk sizes with zeros and
+/// cases, extensions, trailers, bare line feeds, `1xx` before the answer, `HTTP/1.0` with a
+/// `Transfer-Encoding`), then sometimes damaged a byte at a time, and sent in random pieces
+/// over a real connection, so every state of both readers meets a partial read. Heads stay
+/// under 64 KiB and chunk extensions under 1 KiB (the limits differ: this reader's are
+/// smaller, on purpose, and tested above).
+#[cfg(test)]
+mod against_hyper {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Empty};
+    use hyper::{HeaderMap, Method, Request, StatusCode};
+    use hyper_util::rt::TokioIo;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::Idle;
+
+    /// What a reader made of an answer: status, headers (lower-case names, in order) and body;
+    /// or that it refused it.
+    type Outcome = Result<(u16, Vec<(String, Vec<u8>)>, Vec<u8>), String>;
+
+    /// The longest either reader may take on one answer (it never should: every answer ends
+    /// with its connection).
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    /// A backend that answers one request with `answer`, written in the pieces `cuts` make,
+    /// then closes the connection.
+    async fn backend(answer: Vec<u8>, cuts: Vec<usize>) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let _ = s.set_nodelay(true);
+            let mut req = Vec::new();
+            let mut b = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut b).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => req.extend_from_slice(&b[..n]),
+                }
+            }
+            let mut at = 0;
+            for cut in cuts.into_iter().chain([answer.len()]) {
+                let cut = cut.clamp(at, answer.len());
+                if s.write_all(&answer[at..cut]).await.is_err() {
+                    return;
+                }
+                at = cut;
+                tokio::task::yield_now().await;
+            }
+            let _ = s.shutdown().await;
+            // Until the reader is done: a close with unread bytes would be a reset.
+            let _ = s.read(&mut b).await;
+        });
+        port
+    }
+
+    fn request(method: &Method) -> Request<Empty<Bytes>> {
+        Request::builder()
+            .method(method.clone())
+            .uri("/")
+            .header("host", "web.w.p.localhost")
+            .body(Empty::new())
+            .unwrap()
+    }
+
+    /// The headers by name (a stable sort: the values of one name stay in their order;
+    /// between names a `HeaderMap` keeps no order once one was removed).
+    fn headers_of(map: &HeaderMap) -> Vec<(String, Vec<u8>)> {
+        let mut headers: Vec<_> = map
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+            .collect();
+        headers.sort_by(|a, b| a.0.cmp(&b.0));
+        headers
+    }
+
+    async fn ours(answer: &[u8], cuts: &[usize], method: &Method) -> Outcome {
+        let port = backend(answer.to_vec(), cuts.to_vec()).await;
+        let resp = Idle::default()
+            .exchange([port].into_iter(), &request(method), Some(PATIENCE))
+            .await
+            .map_err(|e| e.to_string())?;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((
+            parts.status.as_u16(),
+            headers_of(&parts.headers),
+            body.to_vec(),
+        ))
+    }
+
+    async fn hypers(answer: &[u8], cuts: &[usize], method: &Method) -> Outcome {
+        let port = backend(answer.to_vec(), cuts.to_vec()).await;
+        let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let _ = conn.with_upgrades().await;
+        });
+        let resp = sender
+            .send_request(request(method))
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut parts, body) = resp.into_parts();
+        if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+            // hyper hands a 101 over as an upgrade; this reader asked for none and refuses it.
+            return Err("101".into());
+        }
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        // What this reader leaves out of a head: hop-by-hop headers, and a Content-Length
+        // beside a Transfer-Encoding.
+        if parts.headers.contains_key(hyper::header::TRANSFER_ENCODING) {
+            parts.headers.remove(hyper::header::CONTENT_LENGTH);
+        }
+        super::super::strip_hop_by_hop(&mut parts.headers);
+        Ok((
+            parts.status.as_u16(),
+            headers_of(&parts.headers),
+            body.to_vec(),
+        ))
+    }
+
+    /// Both readers on one answer; what each made of it.
+    fn both(answer: &[u8], cuts: &[usize], method: &Method) -> (Outcome, Outcome) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mine = tokio::time::timeout(PATIENCE, ours(answer, cuts, method))
+                .await
+                .unwrap_or_else(|_| Err("this reader hung".into()));
+            let theirs = tokio::time::timeout(PATIENCE, hypers(answer, cuts, method))
+                .await
+                .unwrap_or_else(|_| Err("hyper hung".into()));
+            (mine, theirs)
+        })
+    }
+
+    fn agree(answer: &[u8], cuts: &[usize], method: &Method) -> Result<(), TestCaseError> {
+        let (mine, theirs) = both(answer, cuts, method);
+        let shown = String::from_utf8_lossy(answer);
+        match (&mine, &theirs) {
+            (Err(_), Err(_)) => Ok(()),
+            (Ok(a), Ok(b)) => {
+                prop_assert_eq!(a, b, "{} {:?}", method, shown);
+                Ok(())
+            }
+            _ => Err(TestCaseError::fail(format!(
+                "{method} {shown:?} in pieces at {cuts:?}: this reader {mine:?}, hyper {theirs:?}"
+            ))),
+        }
+    }
+
+    /// A status line, mostly well formed.
+    fn status_line() -> impl Strategy<Value = String> {
+        let version = prop_oneof![
+            8 => Just("HTTP/1.1"),
+            3 => Just("HTTP/1.0"),
+            1 => Just("HTTP/2.0"),
+            1 => Just("http/1.1"),
+            1 => Just("HTTP/1.1 "),
+        ];
+        let code = prop_oneof![
+            6 => Just("200".to_owned()),
+            2 => prop::sample::select(vec!["204", "304", "404", "500", "101", "100", "103", "199", "099", "1000", "20", "2x0"])
+                .prop_map(str::to_owned),
+            2 => (100u16..1000).prop_map(|c| c.to_string()),
+        ];
+        let reason = prop_oneof![
+            4 => Just("OK".to_owned()),
+            1 => Just(String::new()),
+            1 => "[ -~]{0,12}",
+        ];
+        (version, code, reason).prop_map(|(v, c, r)| format!("{v} {c} {r}"))
+    }
+
+    /// A `Content-Length` value near `len`.
+    fn content_length(len: usize) -> impl Strategy<Value = String> {
+        prop_oneof![
+            6 => Just(len.to_string()),
+            2 => (0..=len + 2).prop_map(|n| n.to_string()),
+            1 => Just(format!("0000000000000000000{len}")),
+            1 => Just(format!("+{len}")),
+            1 => Just(format!("{len}, {len}")),
+            1 => Just(format!("{len},{}", len + 1)),
+            1 => Just(format!(" {len} ")),
+            1 => Just(String::new()),
+            1 => Just("18446744073709551615".to_owned()),
+            1 => Just("99999999999999999999".to_owned()),
+            1 => Just(format!("{len}x")),
+        ]
+    }
+
+    /// One header line (without its line end), for a body of `len` bytes.
+    fn header(len: usize) -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => content_length(len).prop_map(|v| format!("Content-Length: {v}")),
+            3 => prop::sample::select(vec!["chunked", "Chunked", "gzip", "gzip, chunked", "chunked, gzip", "identity", "", " chunked", "chunked,"])
+                .prop_map(|v| format!("Transfer-Encoding: {v}")),
+            1 => prop::sample::select(vec!["close", "keep-alive", "Keep-Alive, close", "x-named", "upgrade"])
+                .prop_map(|v| format!("Connection: {v}")),
+            1 => Just("X-Named: dropped if named".to_owned()),
+            1 => Just("Keep-Alive: timeout=5".to_owned()),
+            3 => ("[A-Za-z][A-Za-z0-9-]{0,8}", "[ -~\t]{0,16}").prop_map(|(n, v)| format!("{n}: {v}")),
+            1 => ("[ -~]{0,12}", "[ -~]{0,12}").prop_map(|(n, v)| format!("{n}:{v}")),
+            1 => Just("X-Folded: a\r\n b".to_owned()),
+            1 => Just("X-Space : v".to_owned()),
+            1 => Just("X-Bytes: \u{80}\u{ff}".to_owned()),
+        ]
+    }
+
+    /// A chunked body carrying `data`: chunk sizes as written (cases, zeros, sizes one off),
+    /// extensions, line ends, the last chunk and trailers, each sometimes wrong.
+    fn chunked() -> impl Strategy<Value = Vec<u8>> {
+        let chunk = (
+            vec(any::<u8>(), 1..20),
+            prop_oneof![8 => Just(0i8), 1 => Just(1i8), 1 => Just(-1i8)],
+            prop::sample::select(vec!["", "", "", "00", "0000000000000000"]),
+            any::<bool>(),
+            prop::sample::select(vec![
+                "", "", "", ";a=b", "; x", ";a=\"q\"", " ", "\t;e", ";\rx", ";\nx", " x",
+            ]),
+            prop::sample::select(vec!["\r\n", "\r\n", "\r\n", "\n", "\r", ""]),
+            prop::sample::select(vec!["\r\n", "\r\n", "\r\n", "\n", "xx", ""]),
+        );
+        let trailer = prop::sample::select(vec![
+            "X-T: v\r\n",
+            "Server-Timing: a;dur=1\r\n",
+            "garbage\r\n",
+            "X-T: v\n",
+            "X T: v\r\n",
+            " folded\r\n",
+            "X-T:\r\n",
+        ]);
+        (
+            vec(chunk, 0..5),
+            prop::sample::select(vec!["0", "0", "0", "000", "0;end", "0 ", " 0", ""]),
+            prop::sample::select(vec!["\r\n", "\r\n", "\r\n", "\n"]),
+            vec(trailer, 0..3),
+            prop::sample::select(vec!["\r\n", "\r\n", "\r\n", "\n", "", "\r\nextra"]),
+        )
+            .prop_map(|(chunks, last, last_end, trailers, end)| {
+                let mut b = Vec::new();
+                for (data, off, zeros, upper, ext, size_end, data_end) in chunks {
+                    let size = (data.len() as i64 + off as i64).max(0) as usize;
+                    let digits = if upper {
+                        format!("{size:X}")
+                    } else {
+                        format!("{size:x}")
+                    };
+                    b.extend_from_slice(format!("{zeros}{digits}{ext}{size_end}").as_bytes());
+                    b.extend_from_slice(&data);
+                    b.extend_from_slice(data_end.as_bytes());
+                }
+                b.extend_from_slice(format!("{last}{last_end}").as_bytes());
+                for t in trailers {
+                    b.extend_from_slice(t.as_bytes());
+                }
+                b.extend_from_slice(end.as_bytes());
+                b
+            })
+    }
+
+    /// A whole answer: maybe a `1xx` first, a status line, headers, a body.
+    fn answer() -> impl Strategy<Value = Vec<u8>> {
+        let body = prop_oneof![
+            2 => vec(any::<u8>(), 0..40),
+            3 => chunked(),
+        ];
+        (
+            prop::sample::select(vec![
+                "",
+                "",
+                "",
+                "",
+                "HTTP/1.1 100 Continue\r\n\r\n",
+                "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
+            ]),
+            status_line(),
+            body,
+            prop::sample::select(vec!["\r\n", "\r\n", "\r\n", "\n"]),
+        )
+            .prop_flat_map(|(informational, status, body, eol)| {
+                (
+                    Just(informational),
+                    Just(status),
+                    vec(header(body.len()), 0..6),
+                    Just(body),
+                    Just(eol),
+                )
+            })
+            .prop_map(|(informational, status, headers, body, eol)| {
+                let mut a = Vec::from(informational.as_bytes());
+                a.extend_from_slice(status.as_bytes());
+                a.extend_from_slice(eol.as_bytes());
+                for h in headers {
+                    a.extend_from_slice(h.as_bytes());
+                    a.extend_from_slice(eol.as_bytes());
+                }
+                a.extend_from_slice(eol.as_bytes());
+                a.extend_from_slice(&body);
+                a
+            })
+    }
+
+    /// An answer, sometimes damaged: a byte changed, inserted or removed, or cut short.
+    fn damaged() -> impl Strategy<Value = Vec<u8>> {
+        let edit = (
+            0u8..5,
+            any::<prop::sample::Index>(),
+            prop::sample::select(vec![
+                b'\r', b'\n', b' ', b'\t', b':', b';', b'0', b'a', b'F', 0u8, 0x7f, 0x80, b',',
+            ]),
+        );
+        (answer(), vec(edit, 0..3)).prop_map(|(mut a, edits)| {
+            for (kind, at, byte) in edits {
+                if a.is_empty() {
+                    break;
+                }
+                let i = at.index(a.len());
+                match kind {
+                    0 => a[i] = byte,
+                    1 => a.insert(i, byte),
+                    2 => {
+                        a.remove(i);
+                    }
+                    3 => a.truncate(i),
+                    _ => {}
+                }
+            }
+            a
+        })
+    }
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            // Some 600 exchanges over loopback in a few seconds; a failure prints the smallest
+            // answer it shrank to (kept below as a test of its own when it was a bug).
+            cases: 300,
+            max_shrink_iters: 4000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn the_answer_reader_agrees_with_hypers_client(
+            answer in damaged(),
+            cuts in vec(0usize..200, 0..6),
+            head in prop::bool::weighted(0.15),
+        ) {
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            let method = if head { Method::HEAD } else { Method::GET };
+            agree(&answer, &cuts, &method)?;
+        }
+
+        #[test]
+        fn any_bytes_are_refused_or_read_as_hyper_reads_them(
+            answer in vec(any::<u8>(), 0..120),
+            cuts in vec(0usize..120, 0..4),
+        ) {
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            agree(&answer, &cuts, &Method::GET)?;
+        }
+    }
+
+    /// Answers the property tests found the two readers disagreeing on, each fixed in this
+    /// reader: kept so they stay fixed.
+    #[test]
+    fn answers_the_readers_once_disagreed_on() {
+        for (method, answer) in [
+            // A Content-Length beside a Transfer-Encoding is left out of a HEAD's answer too.
+            (
+                Method::HEAD,
+                &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n"[..],
+            ),
+            // A length written with more than 19 digits (leading zeros) is a length.
+            (
+                Method::GET,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 00000000000000000002\r\n\r\nok",
+            ),
+            (
+                Method::GET,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551616\r\n\r\nok",
+            ),
+            // HTTP/1.0 with a Transfer-Encoding: refused when it frames a body…
+            (
+                Method::GET,
+                b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\nTransfer-Encoding: gzip\r\n\r\n",
+            ),
+            // … not when there is none.
+            (
+                Method::HEAD,
+                b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ),
+            // A trailer that is not a header field.
+            (
+                Method::GET,
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\ngarbage\r\n\r\n",
+            ),
+            // A chunk size written with more than 15 digits (leading zeros).
+            (
+                Method::GET,
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n00000000000000001\r\nx\r\n0\r\n\r\n",
+            ),
+            // A size line ends at its first CR, which LF must follow.
+            (
+                Method::GET,
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;\rx\r\nx\r\n0\r\n\r\n",
+            ),
+        ] {
+            agree(answer, &[], &method).unwrap();
+        }
     }
 }

@@ -152,7 +152,10 @@ impl Server {
                 )
             })?;
         }
-        let entry = base.join(binky_controllers::slice::random_secret());
+        let entry = base.join(
+            binky_controllers::slice::random_secret()
+                .map_err(|e| ServerError::Io(e.to_string()))?,
+        );
         self.make_entry(&entry, &link)?;
         let target = entry.join("data");
         std::os::unix::fs::symlink(&target, &link)

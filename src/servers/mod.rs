@@ -391,14 +391,15 @@ impl Servers {
             }
             _ => free_port().ok_or_else(|| ServerError::Io("no free port on 127.0.0.1".into()))?,
         };
-        let password = secret
-            .map(str::to_owned)
-            .or_else(|| {
-                existing
-                    .as_ref()
-                    .and_then(|r| binky_controllers::url::password_decoded(&r.admin_url))
-            })
-            .unwrap_or_else(binky_controllers::slice::random_secret);
+        let password = match secret.map(str::to_owned).or_else(|| {
+            existing
+                .as_ref()
+                .and_then(|r| binky_controllers::url::password_decoded(&r.admin_url))
+        }) {
+            Some(p) => p,
+            None => binky_controllers::slice::random_secret()
+                .map_err(|e| ServerError::Io(e.to_string()))?,
+        };
         let ctx = StartCtx {
             data_dir: dir.join("data"),
             port,

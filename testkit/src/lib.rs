@@ -31,14 +31,14 @@ pub mod wait;
 /// The benchmarks' result type: errors are messages for the terminal.
 pub type Res<T> = Result<T, String>;
 
-/// A random hex secret (36 characters) from `/dev/urandom`.
+/// A random hex secret (36 characters) from the kernel (`getrandom`); a test cannot run
+/// without one.
 pub fn random_secret() -> String {
-    use std::io::Read;
     let mut buf = [0u8; 18];
-    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)) {
-        Ok(()) => buf.iter().map(|b| format!("{b:02x}")).collect(),
-        Err(e) => panic!("/dev/urandom: {e}"),
+    if let Err(e) = getrandom::fill(&mut buf) {
+        panic!("no random bytes from the kernel: {e}");
     }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `'` → `%27`: for user names, passwords and database names in URLs.

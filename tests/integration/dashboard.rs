@@ -1,7 +1,8 @@
 //! The web dashboard, in a real headless Chromium against the real daemon: it lists the
 //! worlds, a service's new log line reaches the page within a second, its buttons change
-//! the world (through the same desired state as the commands), and an action without the
-//! home's secret, or from another origin, is refused. Screenshots are kept in
+//! the world (through the same desired state as the commands), and an action without a
+//! session, from another origin or for another port is refused; a session is a random id
+//! per sign-in that sign-out, the next sign-in and a daemon restart end. Screenshots are kept in
 //! `target/tmp/dashboard/` (`BINKY_DOCS_SCREENSHOT=path` writes the README's too).
 
 use std::io::{Read, Write};
@@ -290,7 +291,7 @@ fn post(port: u16, host: &str, headers: &str, path: &str, body: &str) -> String 
 }
 
 #[test]
-fn dashboard_actions_without_the_secret_or_from_another_origin_are_refused() {
+fn dashboard_actions_without_a_session_from_another_origin_or_for_another_port_are_refused() {
     let env = Env::new("");
     env.write_config(&config());
     env.git(&["commit", "-qam", "dashboard"]);
@@ -325,31 +326,31 @@ fn dashboard_actions_without_the_secret_or_from_another_origin_are_refused() {
             403,
             "a used link must be refused: {again}"
         );
-        let secret = cookie.split(';').next().unwrap().to_owned();
+        let session = cookie.split(';').next().unwrap().to_owned();
 
-        // Reads need the secret too.
+        // Reads need a session too.
         let stream = get("/api/events?world=1");
         assert_eq!(status_code(&stream), 401, "{stream}");
 
         let body = r#"{"world": 1}"#;
-        let cookie_h = format!("Cookie: {secret}\r\n");
-        // No secret.
+        let cookie_h = format!("Cookie: {session}\r\n");
+        // No session.
         let r = post(port, &host, &origin, "/api/down", body);
         assert_eq!(status_code(&r), 401, "{r}");
         assert!(
             r.contains("binky dashboard"),
             "the refusal names the fix: {r}"
         );
-        // A wrong secret.
+        // A wrong session.
         let r = post(
             port,
             &host,
-            &format!("{origin}Cookie: binky_dashboard=00ff\r\n"),
+            &format!("{origin}Cookie: binky_session=00ff\r\n"),
             "/api/down",
             body,
         );
         assert_eq!(status_code(&r), 401, "{r}");
-        // The secret, but another page's origin (CSRF), or none.
+        // The session, but another page's origin (CSRF), or none.
         let r = post(
             port,
             &host,
@@ -361,6 +362,38 @@ fn dashboard_actions_without_the_secret_or_from_another_origin_are_refused() {
         assert!(r.contains("evil.localhost"), "{r}");
         let r = post(port, &host, &cookie_h, "/api/down", body);
         assert_eq!(status_code(&r), 403, "{r}");
+        // The dashboard's own name and port, but over HTTPS: the page of the other listener
+        // (a scheme is part of an origin).
+        let r = post(
+            port,
+            &host,
+            &format!("{cookie_h}Origin: https://{host}\r\n"),
+            "/api/down",
+            body,
+        );
+        assert_eq!(status_code(&r), 403, "{r}");
+        assert!(r.contains(&format!("https://{host}")), "{r}");
+        // Another port of the dashboard's name: a request meant for another server.
+        for other in [
+            "binky.localhost:1".to_owned(),
+            "binky.localhost".to_owned(),
+            format!("binky.localhost:{}", env.https_port()),
+        ] {
+            let r = post(
+                port,
+                &other,
+                &format!("{cookie_h}Origin: http://{other}\r\n"),
+                "/api/down",
+                body,
+            );
+            assert_eq!(status_code(&r), 421, "{other}: {r}");
+            assert!(r.contains(&host), "the refusal names the right host: {r}");
+            let r = raw(
+                port,
+                &format!("GET /api/session HTTP/1.1\r\nHost: {other}\r\n{cookie_h}Connection: close\r\n\r\n"),
+            );
+            assert_eq!(status_code(&r), 421, "{other}: {r}");
+        }
         // Another Host (DNS rebinding) never reaches the dashboard.
         let r = post(
             port,
@@ -405,6 +438,201 @@ fn dashboard_actions_without_the_secret_or_from_another_origin_are_refused() {
     let wanted = env.status()["worlds"][0]["desired"].clone();
     assert_eq!(wanted, "running", "a foreign page stopped the world");
     assert_eq!(status_of(&env, "one"), "ready");
+    drop(b);
+    env.ok(&["remove", "one"]);
+    env.assert_nothing_left(&["one"]);
+}
+
+/// Sign in over plain HTTP with a new link, sending `cookie` (a session the browser already
+/// has) if any; the `Set-Cookie` line of the answer.
+fn sign_in_raw(env: &Env, cookie: Option<&str>) -> String {
+    let port = env.proxy_port();
+    let host = format!("binky.localhost:{port}");
+    let link = sign_in_link(env);
+    let path = link.split_once(&host).unwrap().1;
+    let cookie = cookie.map_or(String::new(), |c| format!("Cookie: {c}\r\n"));
+    let a = raw(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{cookie}Connection: close\r\n\r\n"),
+    );
+    assert_eq!(status_code(&a), 200, "{a}");
+    a.lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .unwrap_or_else(|| panic!("no cookie: {a}"))
+        .to_owned()
+}
+
+/// `binky_session=ID` of a `Set-Cookie` value.
+fn session_of(set_cookie: &str) -> String {
+    let pair = set_cookie.split(';').next().unwrap().trim().to_owned();
+    let id = pair
+        .strip_prefix("binky_session=")
+        .unwrap_or_else(|| panic!("{set_cookie}"));
+    assert!(
+        id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "a session id is 32 random bytes in hex: {set_cookie}"
+    );
+    pair
+}
+
+/// What `GET /api/session` with `cookie` answers: its status.
+fn session_status(port: u16, cookie: &str) -> u16 {
+    status_code(&raw(
+        port,
+        &format!("GET /api/session HTTP/1.1\r\nHost: binky.localhost:{port}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"),
+    ))
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let Ok(kind) = e.file_type() else { continue };
+        if kind.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if kind.is_file() {
+            if let Ok(bytes) = std::fs::read(&path) {
+                if bytes.windows(needle.len()).any(|w| w == needle) {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A sign-in makes a new random session (never a secret of the home's): the browser's old
+/// one ends (rotation), another browser's lives on, sign-out ends it and the page streams it
+/// opened, and a daemon restart ends every session, as none is kept in a file any process of
+/// the user (a world's service included) could read.
+#[test]
+fn a_session_is_random_per_sign_in_kept_in_no_file_and_ends_at_sign_out_the_next_sign_in_or_a_restart(
+) {
+    let env =
+        Env::new("[project]\nname = \"acme\"\n{range}\n\n[services.api]\ncmd = \"sleep 600\"\n");
+    env.ok(&["daemon", "start"]);
+    let port = env.proxy_port();
+    let host = format!("binky.localhost:{port}");
+
+    let first = sign_in_raw(&env, None);
+    assert!(
+        first.contains("HttpOnly")
+            && first.contains("SameSite=Strict")
+            && first.contains("Max-Age=86400")
+            && !first.contains("Secure"),
+        "a day at most, out of scripts' reach; Secure only over HTTPS: {first}"
+    );
+    let a = session_of(&first);
+    assert_eq!(session_status(port, &a), 200);
+    // Nothing under the home holds it (nor the old permanent secret's file).
+    assert!(!env.home.join("dashboard.key").exists());
+    let id = a.split_once('=').unwrap().1;
+    assert_eq!(
+        files_containing(&env.home, id.as_bytes()),
+        Vec::<PathBuf>::new()
+    );
+
+    // The same browser signs in again: a new id, and the one it came with ends.
+    let b = session_of(&sign_in_raw(&env, Some(&a)));
+    assert_ne!(a, b);
+    assert_eq!(session_status(port, &a), 401, "the old id was rotated out");
+    assert_eq!(session_status(port, &b), 200);
+    // Another browser: both live.
+    let c = session_of(&sign_in_raw(&env, None));
+    assert_ne!(b, c);
+    assert_eq!(session_status(port, &b), 200);
+    assert_eq!(session_status(port, &c), 200);
+
+    // A page of c follows the worlds; c signs out (an action: its Origin is checked too).
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /api/stream HTTP/1.1\r\nHost: {host}\r\nCookie: {c}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("event: update") {
+        let n = stream.read(&mut buf).expect("the stream's first update");
+        assert!(
+            n > 0,
+            "the stream ended early: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    let r = post(port, &host, &format!("Cookie: {c}\r\n"), "/api/signout", "");
+    assert_eq!(status_code(&r), 403, "a sign-out from another page: {r}");
+    assert_eq!(session_status(port, &c), 200);
+    let r = post(
+        port,
+        &host,
+        &format!("Cookie: {c}\r\nOrigin: http://{host}\r\n"),
+        "/api/signout",
+        "",
+    );
+    assert_eq!(status_code(&r), 200, "{r}");
+    assert!(
+        r.lines()
+            .any(|l| l.starts_with("set-cookie: binky_session=;") && l.contains("Max-Age=0")),
+        "the browser's cookie is cleared: {r}"
+    );
+    assert_eq!(session_status(port, &c), 401, "signed out");
+    assert_eq!(
+        session_status(port, &b),
+        200,
+        "another browser is still signed in"
+    );
+    // The page's stream ends with its session (read_to_end returns at its end; the read
+    // timeout would fail it).
+    let mut rest = Vec::new();
+    stream
+        .read_to_end(&mut rest)
+        .expect("the stream ends at sign-out");
+
+    // A restarted daemon knows no session.
+    env.ok(&["daemon", "restart"]);
+    assert_eq!(
+        session_status(port, &b),
+        401,
+        "sessions end with the daemon"
+    );
+}
+
+/// In a browser: Sign out ends the session; the page stops following the worlds and says
+/// how to sign in again.
+#[test]
+fn the_sign_out_button_ends_the_session_and_the_page_says_how_to_sign_in_again() {
+    let env = Env::new("");
+    env.write_config(&config());
+    env.git(&["commit", "-qam", "dashboard"]);
+    up(&env, "one");
+    let mut b = signed_in(&env, 1);
+    b.eval("document.getElementById('signout').click()");
+    let why = b.wait_for(
+        "the sign-in notice",
+        Duration::from_secs(30),
+        "!document.getElementById('signin').hidden && document.getElementById('signin').textContent",
+    );
+    let why = why.as_str().unwrap_or_default().to_owned();
+    assert!(
+        why.contains("Signed out") && why.contains("binky dashboard"),
+        "{why}"
+    );
+    assert_eq!(b.eval("document.querySelectorAll('tr.world').length"), 0);
+    let status = b.eval("fetch('/api/session').then(r => r.status)");
+    assert_eq!(
+        status, 401,
+        "the session ended on the daemon, not only in the page"
+    );
     drop(b);
     env.ok(&["remove", "one"]);
     env.assert_nothing_left(&["one"]);
@@ -501,6 +729,62 @@ fn the_dashboard_is_served_over_https_with_a_certificate_of_the_local_ca() {
         text.ends_with(" 401") && text.contains("binky dashboard"),
         "{text}"
     );
+
+    // On the HTTPS listener the dashboard's origin is https://binky.localhost:<https port>:
+    // the HTTP listener's name or scheme is refused there as theirs is here.
+    let session = session_of(&sign_in_raw(&env, None));
+    let https = |method: &str, headers: &[String], path: &str| -> String {
+        let mut args = vec![
+            "-s".to_owned(),
+            "--cacert".to_owned(),
+            env.home.join("ca/ca.crt").display().to_string(),
+            "--resolve".to_owned(),
+            format!("binky.localhost:{port}:127.0.0.1"),
+            "-X".to_owned(),
+            method.to_owned(),
+            "-H".to_owned(),
+            format!("Cookie: {session}"),
+            "-w".to_owned(),
+            " %{http_code}".to_owned(),
+        ];
+        for h in headers {
+            args.extend(["-H".to_owned(), h.clone()]);
+        }
+        args.push(format!("https://binky.localhost:{port}{path}"));
+        let out = Command::new("curl").args(&args).output().expect("curl");
+        assert!(out.status.success(), "curl: {}", stderr(&out));
+        stdout(&out)
+    };
+    let http_port = env.proxy_port();
+    assert!(
+        https("GET", &[], "/api/session").ends_with(" 200"),
+        "a session is good on both listeners"
+    );
+    for host in [
+        format!("binky.localhost:{http_port}"),
+        "binky.localhost".to_owned(),
+        "binky.localhost:1".to_owned(),
+    ] {
+        let r = https("GET", &[format!("Host: {host}")], "/api/session");
+        assert!(r.ends_with(" 421"), "{host}: {r}");
+    }
+    for origin in [
+        format!("http://binky.localhost:{port}"),
+        format!("https://binky.localhost:{http_port}"),
+        format!("http://binky.localhost:{http_port}"),
+    ] {
+        let r = https("POST", &[format!("Origin: {origin}")], "/api/signout");
+        assert!(r.ends_with(" 403"), "{origin}: {r}");
+        assert!(
+            r.contains(&format!("https://binky.localhost:{port}")),
+            "{r}"
+        );
+    }
+    assert!(https("GET", &[], "/api/session").ends_with(" 200"));
+    let own = format!("Origin: https://binky.localhost:{port}");
+    let r = https("POST", &[own], "/api/signout");
+    assert!(r.ends_with(" 200") && r.contains("signed out"), "{r}");
+    assert!(https("GET", &[], "/api/session").ends_with(" 401"));
 }
 
 /// With approvals off (the default) nothing waits for a person: the dashboard says approvals

@@ -274,7 +274,7 @@ fn the_managed_mariadb_with_another_password_fails_fast_and_leaves_no_process() 
     m.stop(&rt);
 
     let mut wrong = m.ctx.clone();
-    wrong.password = random_secret();
+    wrong.password = random_secret().unwrap();
     let began = Instant::now();
     let err = rt
         .block_on(binky::servers::mariadb::start(&wrong))

@@ -145,7 +145,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn slice(name: &str) -> Slice {
     Slice {
         name: name.to_owned(),
-        secret: random_secret(),
+        secret: random_secret().unwrap(),
     }
 }
 
@@ -443,7 +443,7 @@ fn provisioning_again_is_idempotent_and_heals_a_changed_password() {
     );
 
     // A new secret replaces the old one; the data stays.
-    s.secret = random_secret();
+    s.secret = random_secret().unwrap();
     let new_url = rt.block_on(async {
         Postgres.provision(&s, &pg.cfg()).await.unwrap();
         Postgres.resolve(&s, &pg.cfg()).await.unwrap().url
@@ -807,7 +807,7 @@ fn the_managed_server_with_another_password_fails_fast_and_leaves_no_process() {
     m.stop(&rt);
 
     let mut wrong = m.ctx.clone();
-    wrong.password = random_secret();
+    wrong.password = random_secret().unwrap();
     let began = Instant::now();
     let err = rt
         .block_on(binky::servers::postgres::start(&wrong))

@@ -196,6 +196,83 @@ url = true
     env.assert_nothing_left(&["w"]);
 }
 
+/// A service that takes connections and requests and never answers.
+const HANGS: &str = r#"
+import os, socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(os.environ["PORT"]))); s.listen(64)
+held = []
+while True:
+    c, _ = s.accept()
+    held.append(c)
+"#;
+
+/// `proxy_answer_timeout` bounds the wait for a service's answer: past it the client gets a
+/// `504` page naming the world and the service, on the path of requests without a body and
+/// on the one with (hyper's client), and the setting applies without restarting anything.
+#[test]
+fn a_service_that_never_answers_gets_a_504_naming_it_once_the_answer_timeout_passes() {
+    let env = python_world("hang", HANGS);
+    env.ok(&["settings", "proxy_answer_timeout=1s"]);
+    let p = env.proxy_port();
+    let host = "hang.w.acme.localhost";
+    for request in [
+        format!("GET / HTTP/1.1\r\nHost: {host}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n"),
+        format!("POST /form HTTP/1.1\r\nHost: {host}\r\nAccept: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"),
+    ] {
+        let started = Instant::now();
+        let a = raw(p, &request);
+        let took = started.elapsed();
+        assert_eq!(status_of(&a), 504, "{a}");
+        assert!(
+            a.contains("hang of world w (acme) did not answer in 1s")
+                && a.contains("proxy_answer_timeout")
+                && a.contains("binky logs w hang"),
+            "{a}"
+        );
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(9),
+            "answered after {took:?}"
+        );
+    }
+    // A longer limit: the same request is waited on for longer (the setting was read again).
+    env.ok(&["settings", "proxy_answer_timeout=3s"]);
+    let started = Instant::now();
+    let a = get(p, host, "/", "text/plain");
+    assert_eq!(status_of(&a), 504, "{a}");
+    assert!(a.contains("did not answer in 3s"), "{a}");
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// Two `Host` headers are refused on every path with a `400` and reach no service: the
+/// proxy must not route by one while the service reads the other.
+#[test]
+fn a_request_with_two_host_headers_is_refused_and_reaches_no_service() {
+    let env = Env::new(&config(false));
+    env.ok(&["up", "w"]);
+    let p = env.proxy_port();
+    let (web, api) = ("web.w.acme.localhost", "api.w.acme.localhost");
+    for request in [
+        format!("GET / HTTP/1.1\r\nHost: {web}\r\nHost: {api}\r\nConnection: close\r\n\r\n"),
+        format!("GET / HTTP/1.1\r\nHost: {web}\r\nhost: {web}\r\nConnection: close\r\n\r\n"),
+        format!("POST / HTTP/1.1\r\nHost: {web}\r\nHost: {api}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"),
+        format!("GET / HTTP/1.1\r\nHost: {web}\r\nUpgrade: websocket\r\nConnection: Upgrade, close\r\nHost: {api}\r\n\r\n"),
+        format!("GET http://{api}/ HTTP/1.1\r\nHost: {web}\r\nConnection: close\r\n\r\n"),
+    ] {
+        let a = raw(p, &request);
+        assert_eq!(status_of(&a), 400, "{request:?}: {a}");
+        assert!(a.contains("Host header"), "{a}");
+        assert!(!a.contains("BINKY_WORKTREE"), "a service answered: {a}");
+    }
+    // One Host is served.
+    let a = get(p, web, "/", "*/*");
+    assert_eq!(status_of(&a), 200, "{a}");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
 #[test]
 fn bad_clients_are_turned_away_without_hurting_others() {
     let env = Env::new(&config(true));

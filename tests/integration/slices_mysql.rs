@@ -23,7 +23,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn slice(name: &str) -> Slice {
     Slice {
         name: name.to_owned(),
-        secret: random_secret(),
+        secret: random_secret().unwrap(),
     }
 }
 
@@ -250,7 +250,7 @@ fn mysql_provision_and_teardown_are_idempotent_and_provision_heals_the_password(
         ["bk_shop_twice_db bk\\_shop\\_twice\\_db"]
     );
     // A new secret: the old one stops working, the new one reaches the same data.
-    s.secret = random_secret();
+    s.secret = random_secret().unwrap();
     let healed = provision(&rt, &db, &s);
     assert_denied(db.try_query(&url, "SELECT 1"), "the old secret");
     assert_eq!(db.query(&healed, "SELECT v FROM t"), [["7"]]);

@@ -59,6 +59,9 @@ pub enum GoldenError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No password could be made for a new template.
+    #[error(transparent)]
+    Random(#[from] crate::random::RandomError),
     /// The template's server is not reachable yet.
     #[error("{service}: waiting for the server of its golden template: {detail}; retrying")]
     Waiting {
@@ -80,6 +83,7 @@ impl ReconcileError for GoldenError {
     fn reason(&self) -> &'static str {
         match self {
             GoldenError::Store(_) => "StoreFailed",
+            GoldenError::Random(_) => "NoRandomness",
             GoldenError::Waiting { .. } => "ServerUnavailable",
         }
     }
@@ -348,11 +352,12 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             // Claim the build, or find who has it.
             let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &key);
             let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
+            let secret = random_secret()?;
             let claimed = self.store.write(owner::Golden, |tx| {
                 let n = tx.execute(
                     "INSERT OR IGNORE INTO goldens (key, adapter, clone_from, name, secret, state, builder, owner_world, created_at, updated_at, lineage, inputs, used_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, 'building', ?6, ?7, ?8, ?8, ?9, ?10, ?8)",
-                    params![key, res.adapter, res.clone_from, name, random_secret(), self.builder, world.id, now_ms(), inputs.lineage, input_files],
+                    params![key, res.adapter, res.clone_from, name, secret, self.builder, world.id, now_ms(), inputs.lineage, input_files],
                 )?;
                 Ok(n == 1)
             })?;

@@ -6,8 +6,6 @@ use std::future::Future;
 
 use sha2::{Digest, Sha256};
 
-use crate::store::now_ms;
-
 /// Everything an adapter needs to make or find one slice.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SliceSpec {
@@ -121,15 +119,10 @@ pub fn slice_name(project: &str, world: &str, service: &str) -> String {
     name
 }
 
-/// A new random secret (hex, 144 bits, from the kernel's CSPRNG).
-pub fn random_secret() -> String {
-    use std::io::Read;
-    let mut buf = [0u8; 18];
-    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)) {
-        Ok(()) => buf.iter().map(|b| format!("{b:02x}")).collect(),
-        // Never reached on Linux; still not a constant.
-        Err(_) => format!("{:x}{:x}", now_ms(), std::process::id()),
-    }
+/// A new random secret (hex, 144 bits, from the kernel's CSPRNG; an error when the kernel
+/// gives none, never a weaker value).
+pub fn random_secret() -> Result<String, crate::random::RandomError> {
+    crate::random::hex(18)
 }
 
 #[cfg(test)]
@@ -162,8 +155,8 @@ mod tests {
 
     #[test]
     fn secrets_are_random() {
-        let a = random_secret();
+        let a = random_secret().unwrap();
         assert_eq!(a.len(), 36);
-        assert_ne!(a, random_secret());
+        assert_ne!(a, random_secret().unwrap());
     }
 }

@@ -89,6 +89,9 @@ pub enum SliceError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No password could be made for a new slice.
+    #[error(transparent)]
+    Random(#[from] crate::random::RandomError),
     /// A server is not reachable yet.
     #[error("{service}: waiting for its {adapter} server: {detail}; retrying")]
     Waiting {
@@ -121,6 +124,7 @@ impl ReconcileError for SliceError {
     fn reason(&self) -> &'static str {
         match self {
             SliceError::Store(_) => "StoreFailed",
+            SliceError::Random(_) => "NoRandomness",
             SliceError::Waiting { .. } | SliceError::Unreachable { .. } => "ServerUnavailable",
         }
     }
@@ -460,20 +464,23 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
         // A slice whose migrate waits for the worktree (or a path brought into it).
         let mut waiting_for_worktree: Option<String> = None;
         for (service, res) in &wanted {
-            let mut row = rows.get(service).cloned().unwrap_or_else(|| SliceRow {
-                service: service.clone(),
-                adapter: res.adapter.clone(),
-                name: slice_name(&world.project, &world.name, service),
-                secret: random_secret(),
-                state: SliceState::Provisioning,
-                address: None,
-                tokens: BTreeMap::new(),
-                admin_url: None,
-                migrate_hash: None,
-                seed_hash: None,
-                failed_generation: None,
-                message: String::new(),
-            });
+            let mut row = match rows.get(service) {
+                Some(r) => r.clone(),
+                None => SliceRow {
+                    service: service.clone(),
+                    adapter: res.adapter.clone(),
+                    name: slice_name(&world.project, &world.name, service),
+                    secret: random_secret()?,
+                    state: SliceState::Provisioning,
+                    address: None,
+                    tokens: BTreeMap::new(),
+                    admin_url: None,
+                    migrate_hash: None,
+                    seed_hash: None,
+                    failed_generation: None,
+                    message: String::new(),
+                },
+            };
             if row.state == SliceState::Failed && row.failed_generation == Some(world.generation) {
                 return Ok(Applied::await_change(vec![Condition::failed(
                     CONDITION,

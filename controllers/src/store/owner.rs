@@ -3,12 +3,18 @@
 //!
 //! # Guarantees
 //! - Every write transaction belongs to one owner ([`Store::write`](super::Store::write)
-//!   takes it). While it runs, an SQLite authorizer admits only the statements that write the
-//!   owner's own tables ([`Owner::GRANTS`], plus appending to `events`); a statement that
-//!   writes any other table is refused when it is prepared and the transaction fails with
-//!   [`StoreError::NotOwner`](super::StoreError::NotOwner), naming the owner and the table. It
-//!   holds for SQL written anywhere, in tests and in production alike.
-//! - A read ([`Store::read`](super::Store::read)) may write nothing.
+//!   takes it). While it runs, an SQLite authorizer admits only reads and the DML that writes
+//!   the owner's own tables ([`Owner::GRANTS`], plus appending to `events`): a statement that
+//!   writes any other table, and any statement that is not DML or a read — `CREATE`, `DROP`,
+//!   `ALTER`, a `PRAGMA` that sets something, `ATTACH`, `VACUUM`, `ANALYZE`, `REINDEX` — is
+//!   refused when it is prepared and the transaction fails with
+//!   [`StoreError::NotOwner`](super::StoreError::NotOwner), naming the owner and what it
+//!   tried. It holds for SQL written anywhere, in tests and in production alike. Schema
+//!   changes are the migrations', which run when the store opens, before any authorizer.
+//! - A read ([`Store::read`](super::Store::read)) may write nothing and change nothing: it
+//!   runs `SELECT`s (in a transaction or not) and the `PRAGMA`s that only read
+//!   ([`READ_PRAGMAS`]: `data_version` for the dashboard and `binky top`, `quick_check` for
+//!   `binky doctor`, …).
 //! - The owners of the controllers' and the runtime's tables are `pub(crate)`: the `binky`
 //!   crate (commands, the daemon's helpers) cannot name them, so the compiler keeps it from
 //!   opening a write on a controller's table. Commands write desired state through the store's
@@ -110,6 +116,51 @@ pub trait Owner: sealed::Sealed + Copy {
 
 /// The table everyone may append to (never update or delete).
 pub const EVENTS: &str = "events";
+
+/// The `PRAGMA`s a read or a write may run: queries that change nothing, without a value
+/// (`PRAGMA user_version`, never `PRAGMA user_version = 7`) …
+pub const READ_PRAGMAS: &[&str] = &[
+    "data_version",
+    "user_version",
+    "schema_version",
+    "application_id",
+    "journal_mode",
+    "foreign_keys",
+    "page_count",
+    "page_size",
+    "freelist_count",
+    "quick_check",
+    "integrity_check",
+    "foreign_key_check",
+    "foreign_key_list",
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "compile_options",
+];
+
+/// … and those of them whose argument only names what to read (`PRAGMA table_info(worlds)`,
+/// `PRAGMA quick_check(10)`).
+const READ_PRAGMAS_WITH_ARGUMENT: &[&str] = &[
+    "quick_check",
+    "integrity_check",
+    "foreign_key_check",
+    "foreign_key_list",
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+];
+
+/// SQLite's own bookkeeping for `AUTOINCREMENT` (`events`' ids), which it writes as a row is
+/// inserted into such a table: a writer may insert and update its rows, never delete them
+/// (ids would be given again).
+const SEQUENCE: &str = "sqlite_sequence";
 
 macro_rules! owners {
     ($($(#[$doc:meta])* $vis:vis $ty:ident = $name:literal: [$($grant:expr),* $(,)?];)*) => {
@@ -222,27 +273,64 @@ impl<'c, O> Deref for Tx<'c, O> {
     }
 }
 
-/// A write the authorizer refused.
+/// A statement the authorizer refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
-    /// The owner of the transaction.
+    /// The owner of the transaction (`a read` for a read).
     pub owner: &'static str,
     /// What it tried.
-    pub verb: Verb,
-    /// The table.
-    pub table: String,
+    pub what: Denied,
+}
+
+/// What a refused statement tried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// To write a table that is not its owner's.
+    Write {
+        /// How.
+        verb: Verb,
+        /// The table.
+        table: String,
+    },
+    /// A statement that is neither DML nor a read (schema, a `PRAGMA` that sets something,
+    /// `ATTACH`…), as SQL.
+    Statement(String),
+    /// A change of the schema (`CREATE`, `DROP`), seen as a write of SQLite's schema table.
+    Schema {
+        /// How.
+        verb: Verb,
+        /// The schema table (`sqlite_master`, `sqlite_temp_master`).
+        table: String,
+    },
 }
 
 impl Refused {
     /// `the port controller may not insert into processes (…)`.
     pub fn message(&self) -> String {
+        let (verb, table) = match &self.what {
+            Denied::Write { verb, table } => (*verb, table),
+            Denied::Schema { verb, table } => {
+                return format!(
+                    "{} may not change the schema (it would {} {table}): schema changes are migrations (controllers/src/store/migrations.rs), run when the store opens; a bug in binky, please report it",
+                    self.owner,
+                    verb.as_str()
+                )
+            }
+            Denied::Statement(sql) => {
+                return format!(
+                    "{} may not run `{sql}`: {} (controllers/src/store/owner.rs; schema changes are migrations, controllers/src/store/migrations.rs); a bug in binky, please report it",
+                    self.owner,
+                    if self.owner == "a read" {
+                        "a read runs only SELECT and the PRAGMAs that read"
+                    } else {
+                        "a write runs only reads and INSERT, UPDATE and DELETE on its owner's tables"
+                    }
+                )
+            }
+        };
         let writer = ALL
             .iter()
-            .filter(|(_, _, grants)| {
-                grants
-                    .iter()
-                    .any(|g| g.table == self.table && g.admits(self.verb))
-            })
+            .filter(|(_, _, grants)| grants.iter().any(|g| g.table == table && g.admits(verb)))
             .map(|(_, name, _)| *name)
             .collect::<Vec<_>>();
         let who = if writer.is_empty() {
@@ -251,12 +339,85 @@ impl Refused {
             writer.join(", ")
         };
         format!(
-            "{} may not {} {}: that table's writer is {who} (controllers/src/store/owner.rs); a bug in binky, please report it",
+            "{} may not {} {table}: that table's writer is {who} (controllers/src/store/owner.rs); a bug in binky, please report it",
             self.owner,
-            self.verb.as_str(),
-            self.table
+            verb.as_str(),
         )
     }
+}
+
+/// SQLite's schema table (`sqlite_master`, `sqlite_schema`, and their temporary database's),
+/// which only DDL writes.
+fn is_schema_table(table: &str) -> bool {
+    let table = table.rsplit('.').next().unwrap_or(table);
+    [
+        "sqlite_master",
+        "sqlite_schema",
+        "sqlite_temp_master",
+        "sqlite_temp_schema",
+    ]
+    .iter()
+    .any(|t| table.eq_ignore_ascii_case(t))
+}
+
+/// What `action` does, when it is neither DML nor a read: the SQL it stands for.
+fn not_dml(action: &AuthAction<'_>) -> Option<String> {
+    use AuthAction as A;
+    Some(match action {
+        A::Select | A::Read { .. } | A::Function { .. } | A::Recursive => return None,
+        // BEGIN, COMMIT, ROLLBACK and savepoints: the store's own transactions, and a read's
+        // consistent snapshot.
+        A::Transaction { .. } | A::Savepoint { .. } => return None,
+        A::Pragma {
+            pragma_name,
+            pragma_value,
+        } => {
+            let name = pragma_name.to_ascii_lowercase();
+            let reads = match pragma_value {
+                None => READ_PRAGMAS.contains(&name.as_str()),
+                Some(_) => READ_PRAGMAS_WITH_ARGUMENT.contains(&name.as_str()),
+            };
+            if reads {
+                return None;
+            }
+            match pragma_value {
+                Some(v) => format!("PRAGMA {pragma_name} = {v}"),
+                None => format!("PRAGMA {pragma_name}"),
+            }
+        }
+        A::CreateTable { table_name } | A::CreateTempTable { table_name } => {
+            format!("CREATE TABLE {table_name}")
+        }
+        A::DropTable { table_name } | A::DropTempTable { table_name } => {
+            format!("DROP TABLE {table_name}")
+        }
+        A::AlterTable { table_name, .. } => format!("ALTER TABLE {table_name}"),
+        A::CreateIndex { index_name, .. } | A::CreateTempIndex { index_name, .. } => {
+            format!("CREATE INDEX {index_name}")
+        }
+        A::DropIndex { index_name, .. } | A::DropTempIndex { index_name, .. } => {
+            format!("DROP INDEX {index_name}")
+        }
+        A::CreateTrigger { trigger_name, .. } | A::CreateTempTrigger { trigger_name, .. } => {
+            format!("CREATE TRIGGER {trigger_name}")
+        }
+        A::DropTrigger { trigger_name, .. } | A::DropTempTrigger { trigger_name, .. } => {
+            format!("DROP TRIGGER {trigger_name}")
+        }
+        A::CreateView { view_name } | A::CreateTempView { view_name } => {
+            format!("CREATE VIEW {view_name}")
+        }
+        A::DropView { view_name } | A::DropTempView { view_name } => {
+            format!("DROP VIEW {view_name}")
+        }
+        A::CreateVtable { table_name, .. } => format!("CREATE VIRTUAL TABLE {table_name}"),
+        A::DropVtable { table_name, .. } => format!("DROP TABLE {table_name}"),
+        A::Attach { filename } => format!("ATTACH '{filename}'"),
+        A::Detach { database_name } => format!("DETACH {database_name}"),
+        A::Reindex { index_name } => format!("REINDEX {index_name}"),
+        A::Analyze { table_name } => format!("ANALYZE {table_name}"),
+        other => format!("{other:?}"),
+    })
 }
 
 /// Which grants the connection's authorizer holds now: writes of an owner, or none (reads).
@@ -290,28 +451,49 @@ pub(super) fn install(
     #[cfg(not(test))]
     let anything = false;
     conn.authorizer(Some(move |ctx: AuthContext<'_>| {
+        if anything {
+            return Authorization::Allow;
+        }
+        let deny = |what: Denied| {
+            let mut slot = refused.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert(Refused { owner, what });
+            Authorization::Deny
+        };
         let (verb, table) = match ctx.action {
             AuthAction::Insert { table_name } => (Verb::Insert, table_name),
             AuthAction::Update { table_name, .. } => (Verb::Update, table_name),
             AuthAction::Delete { table_name } => (Verb::Delete, table_name),
-            _ => return Authorization::Allow,
+            other => {
+                return match not_dml(&other) {
+                    None => Authorization::Allow,
+                    Some(sql) => deny(Denied::Statement(sql)),
+                }
+            }
         };
-        // SQLite's own bookkeeping (AUTOINCREMENT's sqlite_sequence).
-        if anything || table.starts_with("sqlite_") {
-            return Authorization::Allow;
+        // DDL: SQLite asks about the write of its schema table, for some statements before
+        // the statement itself (which is refused below when asked about).
+        if is_schema_table(table) {
+            return deny(Denied::Schema {
+                verb,
+                table: table.to_owned(),
+            });
         }
-        let own = (verb == Verb::Insert && table == EVENTS && matches!(mode, Mode::Write(_)))
-            || grants.iter().any(|g| g.table == table && g.admits(verb));
+        let writing = matches!(mode, Mode::Write(_));
+        let main = ctx.database_name.is_none_or(|d| d == "main");
+        let own = main
+            && ((writing && table == SEQUENCE && verb != Verb::Delete)
+                || (writing && verb == Verb::Insert && table == EVENTS)
+                || grants.iter().any(|g| g.table == table && g.admits(verb)));
         if own {
             return Authorization::Allow;
         }
-        let mut slot = refused.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert(Refused {
-            owner,
+        deny(Denied::Write {
             verb,
-            table: table.to_owned(),
-        });
-        Authorization::Deny
+            table: match ctx.database_name {
+                Some(d) if d != "main" => format!("{d}.{table}"),
+                _ => table.to_owned(),
+            },
+        })
     }));
 }
 

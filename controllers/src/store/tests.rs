@@ -400,3 +400,138 @@ fn a_write_outside_its_owners_tables_is_refused_and_rolled_back() {
     assert!(matches!(err, StoreError::NotOwner(_)), "{err:?}");
     assert_eq!(ports(&store), 0);
 }
+
+/// A writer runs DML on its own tables and reads, nothing else: no schema change, no
+/// `PRAGMA` that sets something, no `ATTACH` (a second database the grants know nothing of),
+/// no resetting `AUTOINCREMENT`. A read runs `SELECT` and the `PRAGMA`s that read.
+#[test]
+fn a_writer_may_not_change_the_schema_set_a_pragma_or_attach_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let w = store
+        .put_world(&new_world("acme", "/r", "w1"))
+        .unwrap()
+        .world;
+    store
+        .event(w.id, "x", "an event: sqlite_sequence is written")
+        .unwrap();
+    let elsewhere = dir.path().join("other.db");
+    let attach = format!("ATTACH DATABASE '{}' AS other", elsewhere.display());
+    // SQLite asks about some DDL as a write of its schema table first, about other DDL as
+    // the statement first: the refusal names whichever it was asked about.
+    let schema = |verb: &str, table: &str| format!("change the schema (it would {verb} {table})");
+    let (create, dropped) = (
+        schema("insert into", "sqlite_master"),
+        schema("delete from", "sqlite_master"),
+    );
+    let temp = schema("insert into", "sqlite_temp_master");
+    let mut wrong = Vec::new();
+    for (sql, said) in [
+        ("CREATE TABLE ports_copy (port INTEGER)", create.as_str()),
+        ("DROP TABLE ports", dropped.as_str()),
+        ("ALTER TABLE ports ADD COLUMN x TEXT", "ALTER TABLE ports"),
+        ("CREATE INDEX ports_x ON ports (service)", create.as_str()),
+        ("DROP INDEX routes_by_world", dropped.as_str()),
+        (
+            "CREATE TRIGGER t AFTER INSERT ON ports BEGIN DELETE FROM worlds; END",
+            "CREATE TRIGGER t",
+        ),
+        ("CREATE VIEW v AS SELECT * FROM ports", create.as_str()),
+        ("CREATE TEMP TABLE scratch (x)", temp.as_str()),
+        ("PRAGMA foreign_keys = OFF", "PRAGMA foreign_keys = OFF"),
+        (
+            "PRAGMA journal_mode = DELETE",
+            "PRAGMA journal_mode = DELETE",
+        ),
+        ("PRAGMA user_version = 1", "PRAGMA user_version = 1"),
+        ("PRAGMA writable_schema = ON", "PRAGMA writable_schema = ON"),
+        ("PRAGMA synchronous = OFF", "PRAGMA synchronous = OFF"),
+        ("PRAGMA secure_delete", "PRAGMA secure_delete"),
+        (attach.as_str(), "ATTACH"),
+        ("ANALYZE", create.as_str()),
+        ("REINDEX", "REINDEX"),
+        ("DELETE FROM sqlite_sequence", "delete from sqlite_sequence"),
+    ] {
+        let err = store
+            .write(owner::Port, |tx| {
+                tx.execute(
+                    "INSERT INTO ports (port, world_id, service, label, assigned_at) VALUES (4100, ?1, 'web', '', 0)",
+                    [w.id],
+                )?;
+                tx.execute_batch(sql)?;
+                Ok(())
+            })
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StoreError::NotOwner(_)), "{sql}: {err:?}");
+        if !(msg.contains("the port controller may not") && msg.contains(said)) {
+            wrong.push(format!("{sql}: {msg}"));
+        }
+        // A read is refused them too.
+        let err = store.read(|c| Ok(c.execute_batch(sql)?)).unwrap_err();
+        assert!(
+            matches!(err, StoreError::NotOwner(_)) && err.to_string().contains("a read may not"),
+            "{sql}: {err:?}"
+        );
+    }
+    assert_eq!(wrong, Vec::<String>::new(), "refused, but not saying what");
+    // VACUUM (which a write's transaction could not run anyway) is no read either.
+    let err = store.read(|c| Ok(c.execute_batch("VACUUM")?)).unwrap_err();
+    assert!(matches!(err, StoreError::NotOwner(_)), "{err:?}");
+    // Nothing of it happened: the port written before each was rolled back, the schema and
+    // the settings are as the migrations left them, nothing was attached or made.
+    let (ports, fk, version, journal, tables): (i64, i64, i64, String, i64) = store
+        .read(|c| {
+            Ok((
+                c.query_row("SELECT COUNT(*) FROM ports", [], |r| r.get(0))?,
+                c.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?,
+                c.query_row("PRAGMA user_version", [], |r| r.get(0))?,
+                c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?,
+                c.query_row(
+                    "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('ports_copy', 'ports_x', 't', 'v')",
+                    [],
+                    |r| r.get(0),
+                )?,
+            ))
+        })
+        .unwrap();
+    assert_eq!(
+        (ports, fk, version, journal.as_str(), tables),
+        (0, 1, migrations::LATEST, "wal", 0)
+    );
+    assert!(!elsewhere.exists(), "a database was attached");
+    // What readers use keeps working: SELECT in a transaction, and the PRAGMAs that read.
+    store
+        .read(|c| {
+            let tx = c.unchecked_transaction()?;
+            let _: i64 = tx.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+            let ok: String = tx.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+            assert_eq!(ok, "ok");
+            let _: String = tx.query_row("PRAGMA quick_check(5)", [], |r| r.get(0))?;
+            let cols: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('worlds')",
+                [],
+                |r| r.get(0),
+            )?;
+            assert!(cols > 5);
+            let mut fks = tx.prepare("PRAGMA foreign_key_list(ports)")?;
+            assert!(fks.query([])?.next()?.is_some());
+            drop(fks);
+            tx.finish()?;
+            Ok(())
+        })
+        .unwrap();
+    // And the owner's DML, with an event (which writes sqlite_sequence).
+    store
+        .write(owner::Port, |tx| {
+            tx.execute(
+                "INSERT INTO ports (port, world_id, service, label, assigned_at) VALUES (4100, ?1, 'web', '', 0)",
+                [w.id],
+            )?;
+            tx.execute("UPDATE ports SET assigned_at = 1 WHERE port = 4100", [])?;
+            add_event(tx, w.id, "port", "assigned")?;
+            tx.execute("DELETE FROM ports WHERE port = 4100", [])?;
+            Ok(())
+        })
+        .unwrap();
+}

@@ -276,7 +276,7 @@ function openLog() {
   logSource.addEventListener("history", add);
   logSource.addEventListener("lines", add);
   logSource.addEventListener("live", () => { $("log-state").textContent = "live"; });
-  logSource.onerror = () => { $("log-state").textContent = "reconnecting…"; };
+  logSource.onerror = () => { $("log-state").textContent = "reconnecting…"; checkSession(); };
 }
 
 function lineMatches(text) {
@@ -305,8 +305,11 @@ function applyFilter() {
   for (const d of $("log").children) d.hidden = !lineMatches(d.lastChild.textContent);
 }
 
+let stream = null;
+
 function connect() {
   const es = new EventSource("/api/stream");
+  stream = es;
   es.addEventListener("update", (e) => {
     const u = JSON.parse(e.data);
     if (u.full) worlds.clear();
@@ -323,17 +326,45 @@ function connect() {
     render();
     if (ev) loadEvents();
   });
-  es.onerror = () => { $("conn").textContent = "reconnecting…"; };
+  es.onerror = () => { $("conn").textContent = "reconnecting…"; checkSession(); };
 }
+
+// The session ended (signed out here or in another tab, expired, or the daemon restarted):
+// the streams stop and the page says how to sign in again.
+function signedOut(why) {
+  if (stream) { stream.close(); stream = null; }
+  if (logSource) { logSource.close(); logSource = null; }
+  worlds.clear();
+  globals = null;
+  selected = null;
+  $("detail").hidden = true;
+  $("admission").replaceChildren();
+  $("signin-why").textContent = why;
+  $("signin").hidden = false;
+  $("signout").hidden = true;
+  $("conn").textContent = "not signed in";
+  $("worlds").replaceChildren();
+}
+
+async function checkSession() {
+  try {
+    const r = await fetch("/api/session");
+    if (r.status === 401) signedOut("Not signed in, or the session ended.");
+  } catch (e) { /* the daemon is away: the streams retry */ }
+}
+
+$("signout").onclick = async () => {
+  await fetch("/api/signout", { method: "POST" }).catch(() => null);
+  signedOut("Signed out.");
+};
 
 async function start() {
   const r = await fetch("/api/session");
   if (r.status === 401) {
-    $("signin").hidden = false;
-    $("conn").textContent = "not signed in";
-    $("worlds").replaceChildren();
+    signedOut("Not signed in.");
     return;
   }
+  $("signout").hidden = false;
   connect();
 }
 
