@@ -107,6 +107,11 @@ pub fn run_foreground() -> i32 {
     crate::logging::init(&home.daemon_log());
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // Store calls hand their worker over while they wait (`block_in_place`), and each
+        // hand-over takes a thread: unbounded (512), hundreds of worlds' reconciles at once
+        // held hundreds of threads, each with its stack and malloc arena. More than this
+        // many would only wait for the one store connection anyway.
+        .max_blocking_threads(32)
         .enable_all()
         .build()
     {

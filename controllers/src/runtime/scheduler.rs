@@ -24,7 +24,8 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
-            resync: Duration::from_secs(30),
+            // A safety net only: every change nudges the controllers that care.
+            resync: Duration::from_secs(300),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -67,11 +68,26 @@ fn schedule(due: &mut HashMap<WorldId, Instant>, id: WorldId, at: Instant) {
         .or_insert(at);
 }
 
+/// How many reconciles of one controller run at once: more only queue on the store.
+const MAX_RUNNING: usize = 16;
+
 fn schedule_all(due: &mut HashMap<WorldId, Instant>, store: &Store, at: Instant) {
+    schedule_spread(due, store, at, Duration::ZERO);
+}
+
+/// Every world, spread evenly over `over` from `at` (a resync: each world once per period,
+/// not all of them in one burst).
+fn schedule_spread(
+    due: &mut HashMap<WorldId, Instant>,
+    store: &Store,
+    at: Instant,
+    over: Duration,
+) {
     match store.read(store::world_ids) {
         Ok(ids) => {
-            for id in ids {
-                schedule(due, id, at);
+            let n = ids.len().max(1) as u32;
+            for (i, id) in ids.into_iter().enumerate() {
+                schedule(due, id, at + over * i as u32 / n);
             }
         }
         Err(err) => tracing::warn!(%err, "cannot list worlds for a resync"),
@@ -100,12 +116,15 @@ async fn run_controller<C: Controller>(
 
     loop {
         let now = Instant::now();
-        let ready: Vec<WorldId> = due
+        let mut ready: Vec<(Instant, WorldId)> = due
             .iter()
             .filter(|(id, at)| **at <= now && !running.contains(*id))
-            .map(|(id, _)| *id)
+            .map(|(id, at)| (*at, *id))
             .collect();
-        for id in ready {
+        // The longest waiting first, as many as there is room for.
+        ready.sort();
+        ready.truncate(MAX_RUNNING.saturating_sub(running.len()));
+        for (_, id) in ready {
             due.remove(&id);
             running.insert(id);
             let mut backoff = backoffs.remove(&id).unwrap_or_default();
@@ -157,9 +176,11 @@ async fn run_controller<C: Controller>(
                 let _ = house_tx.send(next);
             });
         }
+        // At the limit, the next to finish makes room (and wakes this loop).
+        let full = running.len() >= MAX_RUNNING;
         let next_due = due
             .iter()
-            .filter(|(id, _)| !running.contains(*id))
+            .filter(|(id, _)| !full && !running.contains(*id))
             .map(|(_, at)| *at)
             .chain(house_due.filter(|_| !housekeeping))
             .min();
@@ -197,7 +218,7 @@ async fn run_controller<C: Controller>(
                 }
             },
             _ = resync.tick() => {
-                schedule_all(&mut due, &store, Instant::now());
+                schedule_spread(&mut due, &store, Instant::now(), config.resync);
                 soonest(&mut house_due, Instant::now());
             }
             _ = sleep_until(next_due) => {}
