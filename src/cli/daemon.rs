@@ -105,6 +105,14 @@ pub fn run_foreground() -> i32 {
         return exit::FAILED;
     }
     crate::logging::init(&home.daemon_log());
+    // Two malloc arenas, not glibc's eight per core: the daemon's threads (two workers and
+    // the store calls handed off) each kept an arena of freed memory; measured at 300
+    // worlds, 83 MiB resident with the default against 48 MiB with two.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter, before the runtime starts its threads.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 2);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         // Store calls hand their worker over while they wait (`block_in_place`), and each

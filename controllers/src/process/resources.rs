@@ -49,6 +49,17 @@ impl Oom {
     }
 }
 
+/// How often a service found idle is read again (a busy one: every sample).
+const QUIET_EVERY_MS: i64 = 15_000;
+
+/// What the sampler remembers between samples, per service: when it last wrote its row, and
+/// when it last found it idle.
+#[derive(Default)]
+struct Sampled {
+    written: HashMap<(WorldId, String), i64>,
+    quiet: HashMap<(WorldId, String), i64>,
+}
+
 impl<S: Supervisor> ProcessController<S> {
     /// The limits a service starts under. A value that does not read (a record older than
     /// the check that refuses it) starts it without that limit, said in an event.
@@ -221,16 +232,14 @@ impl<S: Supervisor> ProcessController<S> {
 
     /// Sample what every running service uses (and what stopped ones no longer do).
     pub async fn sample_usage(&self) -> Result<(), StoreError> {
-        self.sample_usage_since(&mut HashMap::new()).await
+        self.sample_usage_since(&mut Sampled::default()).await
     }
 
-    /// [`Self::sample_usage`], where `written` says when this sampler last wrote each
-    /// service's row: an idle service (the same memory, no CPU since, last said 0 %) is
-    /// written again only once a minute.
-    async fn sample_usage_since(
-        &self,
-        written: &mut HashMap<(WorldId, String), i64>,
-    ) -> Result<(), StoreError> {
+    /// [`Self::sample_usage`], remembering what it did in `seen`: an idle service (the same
+    /// memory, no CPU since, last said 0 %) is read again after [`QUIET_EVERY_MS`] and written
+    /// again only once a minute.
+    async fn sample_usage_since(&self, seen: &mut Sampled) -> Result<(), StoreError> {
+        let Sampled { written, quiet } = seen;
         let procs = self.store.read(store::all_processes)?;
         let res: HashMap<(WorldId, String), store::ResourceRow> = self
             .store
@@ -259,6 +268,9 @@ impl<S: Supervisor> ProcessController<S> {
                     )
                 })
                 .and_then(|r| r.cgroup.as_deref());
+            if quiet.get(&key).is_some_and(|at| now - at < QUIET_EVERY_MS) {
+                continue;
+            }
             let id = ProcId { pid, start_time };
             let Some(u) = self.sup.usage(cgroup, Some(id)) else {
                 continue;
@@ -274,8 +286,10 @@ impl<S: Supervisor> ProcessController<S> {
                         && r.throttled == Some(u.throttled)
                 });
             if unchanged {
+                quiet.insert(key, now);
                 continue;
             }
+            quiet.remove(&key);
             let percent = before.and_then(|r| {
                 let (used, at) = (r.cpu_usec?, r.sampled_at?);
                 let wall_us = (now - at).max(1) as f64 * 1000.0;
@@ -283,11 +297,12 @@ impl<S: Supervisor> ProcessController<S> {
             });
             samples.push((key, u, percent));
         }
+        // A live service's entries are renewed at least once a minute; the rest are gone.
+        written.retain(|_, at| now - *at < 120_000);
+        quiet.retain(|_, at| now - *at < 120_000);
         if samples.is_empty() && idle.is_empty() {
             return Ok(());
         }
-        // A live service's entry is renewed at least once a minute; the rest are gone.
-        written.retain(|_, at| now - *at < 120_000);
         for (key, _, _) in &samples {
             written.insert(key.clone(), now);
         }
@@ -327,9 +342,9 @@ impl<S: Supervisor> ProcessController<S> {
 
     /// Sample every `every` until `stop` is notified (the daemon runs this).
     pub async fn sample_until(self: Arc<Self>, every: Duration, stop: Arc<tokio::sync::Notify>) {
-        let mut written = HashMap::new();
+        let mut seen = Sampled::default();
         loop {
-            if let Err(err) = self.sample_usage_since(&mut written).await {
+            if let Err(err) = self.sample_usage_since(&mut seen).await {
                 tracing::warn!(%err, "cannot sample the services' resources");
             }
             tokio::select! {

@@ -154,6 +154,10 @@ pub(crate) fn off_worker<R>(f: impl FnOnce() -> R) -> R {
 /// How long opening the store keeps retrying a `SQLITE_BUSY` answer.
 pub const OPEN_PATIENCE: Duration = Duration::from_secs(15);
 
+/// How long a write keeps asking for the write lock while other writers hold it (each ask
+/// waits SQLite's busy timeout first).
+pub const WRITE_PATIENCE: Duration = Duration::from_secs(60);
+
 impl StoreError {
     /// SQLite answered "busy" or "locked": another connection holds a lock.
     fn is_busy(&self) -> bool {
@@ -261,6 +265,9 @@ impl Store {
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(open_err)?;
+        // Every read query stays compiled (`prepare_cached`): `binky status` of 300 worlds
+        // runs each some 300 times.
+        conn.set_prepared_statement_cache_capacity(128);
         let mut conn = conn;
         migrations::migrate(&mut conn)?;
         Ok(conn)
@@ -316,10 +323,25 @@ impl Store {
             let mut held = self.lock();
             held.enter(Mode::Write(O::NAME), O::GRANTS);
             let refused = held.refused.clone();
-            let tx = held
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::from)?;
+            // Hundreds of commands writing at once (300 `binky remove`s) can wait longer
+            // than SQLite's busy timeout for the write lock: a lost race waits its turn again,
+            // up to WRITE_PATIENCE, rather than failing with "database is locked".
+            let started = std::time::Instant::now();
+            let mut pause = Duration::from_millis(5);
+            let conn = &mut held.conn;
+            let tx = loop {
+                match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+                    Ok(tx) => break tx,
+                    Err(err) => {
+                        let err = StoreError::from(err);
+                        if !err.is_busy() || started.elapsed() >= WRITE_PATIENCE {
+                            return Err(err.into());
+                        }
+                    }
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            };
             let tx = Tx::<O>::new(tx);
             let out = f(&tx);
             let taken = refused.lock().unwrap_or_else(|e| e.into_inner()).take();

@@ -106,7 +106,7 @@ pub struct ServerRow {
 
 /// Every managed server.
 pub fn servers(conn: &Connection) -> Result<Vec<ServerRow>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT kind, pid, start_time, port, admin_url, data_dir, version, state, message
          FROM servers ORDER BY kind",
     )?;

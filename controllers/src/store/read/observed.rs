@@ -103,7 +103,7 @@ pub fn path_needed_by(path: &str, workdir: &str) -> bool {
 
 /// The paths a world's worktree gets from elsewhere, by path.
 pub fn bootstrap_paths(conn: &Connection, world: WorldId) -> Result<Vec<BootstrapRow>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT path, src, mode, state, how, files, bytes, took_ms, message
          FROM bootstrap_paths WHERE world_id = ?1 ORDER BY path",
     )?;
@@ -157,7 +157,7 @@ pub struct ExecRequest {
 
 /// Every command `binky exec` was asked to run without an approval, newest first.
 pub fn exec_requests(conn: &Connection) -> Result<Vec<ExecRequest>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT key, project, world, command FROM exec_requests ORDER BY requested_at DESC",
     )?;
     let rows = stmt.query_map([], |r| {
@@ -175,7 +175,7 @@ pub fn exec_requests(conn: &Connection) -> Result<Vec<ExecRequest>, StoreError> 
 /// (`binky approve --exec 'npm test*'`).
 pub fn exec_patterns(conn: &Connection, project: &str) -> Result<Vec<String>, StoreError> {
     let mut stmt =
-        conn.prepare("SELECT command FROM approvals WHERE project = ?1 AND key LIKE 'pattern:%'")?;
+        conn.prepare_cached("SELECT command FROM approvals WHERE project = ?1 AND key LIKE 'pattern:%'")?;
     let rows = stmt.query_map([project], |r| r.get::<_, String>(0))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
@@ -193,7 +193,7 @@ pub struct PortRow {
 
 /// A world's port assignments, by service and label.
 pub fn ports(conn: &Connection, world: WorldId) -> Result<Vec<PortRow>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT port, service, label FROM ports WHERE world_id = ?1 ORDER BY service, label",
     )?;
     let rows = stmt
@@ -269,7 +269,7 @@ pub fn worktree_paths_of_repo(
     conn: &Connection,
     repo_root: &std::path::Path,
 ) -> Result<Vec<PathBuf>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT t.path FROM worktrees t JOIN worlds w ON w.id = t.world_id
          JOIN projects p ON p.id = w.project_id
          WHERE p.repo_root = ?1 AND t.state = 'ready' AND t.adopted = 0 ORDER BY w.id DESC",
@@ -289,7 +289,7 @@ pub fn setup_changes(
     world: WorldId,
 ) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
     let mut stmt =
-        conn.prepare("SELECT path, fingerprint FROM setup_changes WHERE world_id = ?1")?;
+        conn.prepare_cached("SELECT path, fingerprint FROM setup_changes WHERE world_id = ?1")?;
     let rows = stmt
         .query_map([world], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
@@ -298,7 +298,7 @@ pub fn setup_changes(
 
 /// A world's processes, by service.
 pub fn processes(conn: &Connection, world: WorldId) -> Result<Vec<ProcessRow>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT service, state, pid, start_time, spawn_token, healthy, restarts, failures,
                 last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
                 setup_hash, message, up_generation, failed_generation, problem,
@@ -313,7 +313,7 @@ pub fn processes(conn: &Connection, world: WorldId) -> Result<Vec<ProcessRow>, S
 
 /// Every process row of every world (for the orphan sweep).
 pub fn all_processes(conn: &Connection) -> Result<Vec<(WorldId, ProcessRow)>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT service, state, pid, start_time, spawn_token, healthy, restarts, failures,
                 last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
                 setup_hash, message, up_generation, failed_generation, problem,
@@ -353,7 +353,7 @@ fn process_from_row(r: &Row<'_>) -> rusqlite::Result<ProcessRow> {
 
 /// Every port assigned in the store, machine-wide.
 pub fn all_ports(conn: &Connection) -> Result<Vec<u16>, StoreError> {
-    let mut stmt = conn.prepare("SELECT port FROM ports ORDER BY port")?;
+    let mut stmt = conn.prepare_cached("SELECT port FROM ports ORDER BY port")?;
     let rows = stmt
         .query_map([], |r| r.get(0))?
         .collect::<Result<Vec<_>, _>>()?;
@@ -419,7 +419,7 @@ pub struct SliceRow {
 
 /// A world's slices.
 pub fn slices(conn: &Connection, world: WorldId) -> Result<Vec<SliceRow>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT service, adapter, name, secret, state, address, tokens, admin_url, migrate_hash,
                 seed_hash, failed_generation, message
          FROM slices WHERE world_id = ?1 ORDER BY service",
@@ -566,7 +566,7 @@ fn golden_from_row(r: &Row<'_>) -> rusqlite::Result<GoldenRow> {
 
 /// Every golden template.
 pub fn goldens(conn: &Connection) -> Result<Vec<GoldenRow>, StoreError> {
-    let mut stmt = conn.prepare(&format!(
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT {GOLDEN_COLUMNS} FROM goldens ORDER BY created_at"
     ))?;
     let rows = stmt
@@ -585,7 +585,7 @@ pub fn golden(conn: &Connection, key: &str) -> Result<Option<GoldenRow>, StoreEr
 
 /// `(world, service) → golden key` for every world that uses a template.
 pub fn golden_refs(conn: &Connection) -> Result<Vec<(WorldId, String, String)>, StoreError> {
-    let mut stmt = conn.prepare("SELECT world_id, service, key FROM golden_refs")?;
+    let mut stmt = conn.prepare_cached("SELECT world_id, service, key FROM golden_refs")?;
     let rows = stmt
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<Result<Vec<_>, _>>()?;

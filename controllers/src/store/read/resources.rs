@@ -66,7 +66,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<ResourceRow> {
 
 /// A world's services' resources, by service.
 pub fn resources(conn: &Connection, world: WorldId) -> Result<Vec<ResourceRow>, StoreError> {
-    let mut stmt = conn.prepare(&format!(
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM process_resources WHERE world_id = ?1 ORDER BY service"
     ))?;
     let rows = stmt
@@ -77,7 +77,7 @@ pub fn resources(conn: &Connection, world: WorldId) -> Result<Vec<ResourceRow>, 
 
 /// Every world's services' resources (for the sampler).
 pub fn all_resources(conn: &Connection) -> Result<Vec<(WorldId, ResourceRow)>, StoreError> {
-    let mut stmt = conn.prepare(&format!(
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS}, world_id FROM process_resources ORDER BY world_id, service"
     ))?;
     let rows = stmt

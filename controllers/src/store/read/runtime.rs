@@ -61,7 +61,7 @@ pub struct ConditionRow {
 
 /// A world's conditions.
 pub fn conditions(conn: &Connection, world: WorldId) -> Result<Vec<ConditionRow>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT type, controller, status, reason, message, stalled, generation, last_transition
          FROM conditions WHERE world_id = ?1 ORDER BY type",
     )?;
@@ -87,7 +87,7 @@ pub fn observed_generations(
     conn: &Connection,
     world: WorldId,
 ) -> Result<BTreeMap<String, i64>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT controller, observed_generation FROM controller_status WHERE world_id = ?1",
     )?;
     let rows = stmt
@@ -99,7 +99,7 @@ pub fn observed_generations(
 /// Finalizers still held on a world.
 pub fn finalizers(conn: &Connection, world: WorldId) -> Result<Vec<String>, StoreError> {
     let mut stmt =
-        conn.prepare("SELECT controller FROM finalizers WHERE world_id = ?1 ORDER BY controller")?;
+        conn.prepare_cached("SELECT controller FROM finalizers WHERE world_id = ?1 ORDER BY controller")?;
     let rows = stmt
         .query_map([world], |r| r.get(0))?
         .collect::<Result<Vec<_>, _>>()?;
@@ -140,7 +140,7 @@ pub fn events(
     after_id: i64,
     limit: usize,
 ) -> Result<Vec<EventRow>, StoreError> {
-    let mut stmt = conn.prepare(&format!(
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT id, at, project, world, kind, message FROM (
             SELECT * FROM events WHERE project = ?1 AND world = ?2 AND id > ?3
                 AND id >= {NEWEST_WORLD_BEGINS}
@@ -177,7 +177,7 @@ pub fn projects_with_world_events(
     conn: &Connection,
     world: &str,
 ) -> Result<Vec<String>, StoreError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT DISTINCT project FROM events WHERE world = ?1 AND kind = 'created'
          ORDER BY project",
     )?;

@@ -197,7 +197,7 @@ pub fn worlds_of_project(conn: &Connection, project_id: i64) -> Result<Vec<World
         "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id
          WHERE w.project_id = ?1 ORDER BY w.name"
     );
-    let mut stmt = conn.prepare(&sql)?;
+    let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([project_id], world_from_row)?;
     let mut out = Vec::new();
     for row in rows {
@@ -212,7 +212,7 @@ pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
         "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id
          ORDER BY p.name, w.name"
     );
-    let mut stmt = conn.prepare(&sql)?;
+    let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([], world_from_row)?;
     let mut out = Vec::new();
     for row in rows {
@@ -223,7 +223,7 @@ pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
 
 /// Ids of every world (what a resync visits).
 pub fn world_ids(conn: &Connection) -> Result<Vec<WorldId>, StoreError> {
-    let mut stmt = conn.prepare("SELECT id FROM worlds ORDER BY id")?;
+    let mut stmt = conn.prepare_cached("SELECT id FROM worlds ORDER BY id")?;
     let ids = stmt
         .query_map([], |r| r.get(0))?
         .collect::<Result<Vec<_>, _>>()?;
@@ -243,7 +243,7 @@ pub struct ProjectRow {
 
 /// Every project.
 pub fn projects(conn: &Connection) -> Result<Vec<ProjectRow>, StoreError> {
-    let mut stmt = conn.prepare("SELECT id, name, repo_root FROM projects ORDER BY name")?;
+    let mut stmt = conn.prepare_cached("SELECT id, name, repo_root FROM projects ORDER BY name")?;
     let rows = stmt
         .query_map([], |r| {
             Ok(ProjectRow {
