@@ -155,7 +155,10 @@ pub fn world(conn: &Connection, id: WorldId) -> Result<Option<World>, StoreError
     let sql = format!(
         "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id WHERE w.id = ?1"
     );
-    let raw = conn.query_row(&sql, [id], world_from_row).optional()?;
+    let raw = conn
+        .prepare_cached(&sql)?
+        .query_row([id], world_from_row)
+        .optional()?;
     raw.map(decode_world).transpose()
 }
 
@@ -214,9 +217,23 @@ pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([], world_from_row)?;
+    // Worlds of one project mostly share one spec: each text is parsed once.
+    let mut parsed: std::collections::HashMap<String, Spec> = std::collections::HashMap::new();
     let mut out = Vec::new();
     for row in rows {
-        out.push(decode_world(row?)?);
+        let (mut world, spec, env) = row?;
+        if let Some(known) = parsed.get(&spec) {
+            world.spec = known.clone();
+            world.env = serde_json::from_str(&env).map_err(|source| StoreError::Decode {
+                what: format!("env of world {}", world.name),
+                source,
+            })?;
+            out.push(world);
+            continue;
+        }
+        let world = decode_world((world, spec.clone(), env))?;
+        parsed.insert(spec, world.spec.clone());
+        out.push(world);
     }
     Ok(out)
 }
