@@ -158,18 +158,18 @@ impl Server {
 
     async fn env_of(
         &self,
-        ctx: &RequestContext<RoleServer>,
+        _ctx: &RequestContext<RoleServer>,
         p: WorldParams,
     ) -> Result<Value, ToolError> {
         errors::name("world", &p.world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
-        self.json(
-            ctx,
-            dir.as_deref(),
-            Some(&p.world),
-            args(&["env", "--json", "--", &p.world]),
-        )
-        .await
+        // From the store in this process, as `binky env --json` prints it.
+        let (store, w) = self.find_world(dir.as_deref(), &p.world)?;
+        let snap = binky_controllers::env::Snapshot::read(store, &w).map_err(|e| {
+            ToolError::new("failed", e.to_string(), "check that BINKY_HOME is readable")
+        })?;
+        let vars = binky_controllers::env::exported(&w, &snap.tokens, &snap.proxy);
+        Ok(json!({ "project": w.project, "world": w.name, "env": vars }))
     }
 
     /// A world's captured output.

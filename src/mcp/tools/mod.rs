@@ -172,19 +172,35 @@ impl Server {
         dir: Option<&Path>,
         world: &str,
     ) -> Result<Value, ToolError> {
-        let failed = |e: String| ToolError::new("failed", e, "check that BINKY_HOME is readable");
-        let store = created::store().map_err(failed)?;
+        let (store, w) = self.find_world(dir, world)?;
+        let v = crate::view::world(store, &w).map_err(|e| store_failed(e.to_string()))?;
+        serde_json::to_value(&v).map_err(|e| store_failed(e.to_string()))
+    }
+
+    /// The world `world` as the CLI finds it from `dir` (the server's directory without
+    /// one), from the store this server keeps open.
+    fn find_world(
+        &self,
+        dir: Option<&Path>,
+        world: &str,
+    ) -> Result<
+        (
+            &'static binky_controllers::store::Store,
+            binky_controllers::store::World,
+        ),
+        ToolError,
+    > {
+        let store = created::store().map_err(store_failed)?;
         let all = store
             .read(binky_controllers::store::worlds)
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| store_failed(e.to_string()))?;
         let cwd = match dir {
             Some(d) => d.to_path_buf(),
             None => std::env::current_dir().unwrap_or_default(),
         };
         let w = crate::cli::context::find_world(&all, &cwd, world)
             .map_err(|f| errors::classify(f.code, f.message, world))?;
-        let v = crate::view::world(store, &w).map_err(|e| failed(e.to_string()))?;
-        serde_json::to_value(&v).map_err(|e| failed(e.to_string()))
+        Ok((store, w))
     }
 
     /// `binky status --json -- WORLD` whether or not the call was cancelled meanwhile (for
@@ -322,4 +338,9 @@ impl Server {
             }
         }
     }
+}
+
+/// The store could not be read.
+fn store_failed(e: String) -> ToolError {
+    ToolError::new("failed", e, "check that BINKY_HOME is readable")
 }
