@@ -447,7 +447,7 @@ impl<M: Machine> AdmissionController<M> {
     /// Every place of a world that wants to run, in the order they asked.
     fn places(&self) -> Result<Vec<Place>, StoreError> {
         self.store.read(|c| {
-            let mut stmt = c.prepare(
+            let mut stmt = c.prepare_cached(
                 "SELECT a.world_id, a.state, a.queued_at, a.cooled_at, a.admitted_at, a.resumed_at, a.reason
                  FROM admissions a JOIN worlds w ON w.id = a.world_id
                  WHERE w.deleted_at IS NULL AND w.desired_state = 'running' AND w.name != ?1
@@ -623,8 +623,20 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 "shared services: they run for the worlds that use them and take no place of their own",
             )]));
         }
-        // Join the queue (or find this world's place in it).
-        self.store.write(owner::Gate, |tx| {
+        // Join the queue (or find this world's place in it): nothing to write for a world
+        // already in it (every pass of the memory watcher), unless `binky up` asks again
+        // for one the gate cooled.
+        let placed = self.store.read(|c| {
+            Ok(c.prepare_cached(
+                "SELECT 1 FROM admissions WHERE world_id = ?1
+                   AND NOT (state = 'cooled' AND cooled_at < ?2)",
+            )?
+            .query_row(params![world.id, world.last_used_at], |_| Ok(()))
+            .optional()?
+            .is_some())
+        })?;
+        if !placed {
+            self.store.write(owner::Gate, |tx| {
             tx.execute(
                 "INSERT OR IGNORE INTO admissions (world_id, state, queued_at, reason) VALUES (?1, 'queued', ?2, '')",
                 params![world.id, now],
@@ -636,7 +648,8 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 params![world.id, world.last_used_at],
             )?;
             Ok(())
-        })?;
+            })?;
+        }
         let places = self.places()?;
         let Some(mine) = places.iter().find(|p| p.world == world.id).cloned() else {
             return Ok(Applied {

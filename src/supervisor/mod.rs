@@ -746,6 +746,13 @@ impl Supervisor for RealSupervisor {
             .flatten()
     }
 
+    fn cpu_usec(&self, cgroup: Option<&str>, id: Option<ProcId>) -> Option<u64> {
+        match cgroup.and_then(cgroup::Leaf::decode) {
+            Some(leaf) => leaf.cpu_usec(),
+            None => self.usage(None, id).map(|u| u.cpu_usec),
+        }
+    }
+
     fn release(&self, cgroup: &str) -> bool {
         cgroup::Leaf::decode(cgroup).is_none_or(|leaf| cgroup::release(&leaf))
     }

@@ -30,7 +30,7 @@
 
 mod effects;
 mod machine;
-mod resources;
+pub(crate) mod resources;
 mod shared;
 mod spawn;
 

@@ -49,13 +49,13 @@ impl Oom {
     }
 }
 
-/// How often a service found idle is read again (a busy one: every sample).
-const QUIET_EVERY_MS: i64 = 15_000;
+/// How often a service found idle is read in full (between, only its CPU time is read).
+const QUIET_FULL_MS: i64 = 60_000;
 
 /// What the sampler remembers between samples, per service: when it last wrote its row, and
 /// when it last found it idle.
 #[derive(Default)]
-struct Sampled {
+pub(crate) struct Sampled {
     written: HashMap<(WorldId, String), i64>,
     quiet: HashMap<(WorldId, String), i64>,
 }
@@ -236,9 +236,9 @@ impl<S: Supervisor> ProcessController<S> {
     }
 
     /// [`Self::sample_usage`], remembering what it did in `seen`: an idle service (the same
-    /// memory, no CPU since, last said 0 %) is read again after [`QUIET_EVERY_MS`] and written
+    /// memory, no CPU since, last said 0 %) has only its CPU time read until [`QUIET_FULL_MS`] passes and written
     /// again only once a minute.
-    async fn sample_usage_since(&self, seen: &mut Sampled) -> Result<(), StoreError> {
+    pub(crate) async fn sample_usage_since(&self, seen: &mut Sampled) -> Result<(), StoreError> {
         let Sampled { written, quiet } = seen;
         let procs = self.store.read(store::all_processes)?;
         let res: HashMap<(WorldId, String), store::ResourceRow> = self
@@ -268,10 +268,15 @@ impl<S: Supervisor> ProcessController<S> {
                     )
                 })
                 .and_then(|r| r.cgroup.as_deref());
-            if quiet.get(&key).is_some_and(|at| now - at < QUIET_EVERY_MS) {
-                continue;
-            }
             let id = ProcId { pid, start_time };
+            // Found idle lately: its CPU time alone says whether it still is (one small
+            // file, where the whole reading is five, one of them long).
+            if quiet.get(&key).is_some_and(|at| now - at < QUIET_FULL_MS) {
+                let used = before.and_then(|r| r.cpu_usec);
+                if used.is_some() && self.sup.cpu_usec(cgroup, Some(id)) == used {
+                    continue;
+                }
+            }
             let Some(u) = self.sup.usage(cgroup, Some(id)) else {
                 continue;
             };

@@ -913,6 +913,48 @@ async fn the_sampler_records_what_running_services_use_and_forgets_stopped_ones(
     assert_eq!((stopped.memory_bytes, stopped.cpu_percent), (None, None));
 }
 
+/// An idle service (the same memory, no CPU since, 0 %) is not written again at each
+/// sample; once it uses CPU again, the next sample writes it.
+#[tokio::test]
+async fn the_sampler_leaves_an_idle_services_row_alone_until_it_uses_cpu_again() {
+    let h = h();
+    let id = h.up(spec(vec![("api", web("api", &[]))]));
+    h.converge(id).await;
+    let cgroup = format!("fake:{id}/api");
+    let set = |usec: u64| {
+        h.sup.inner.lock().unwrap().usage.insert(
+            cgroup.clone(),
+            crate::process::Usage {
+                memory_bytes: 10 << 20,
+                cpu_usec: usec,
+                ..Default::default()
+            },
+        );
+    };
+    let mut seen = crate::process::resources::Sampled::default();
+    set(1_000);
+    h.proc_.sample_usage_since(&mut seen).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    h.proc_.sample_usage_since(&mut seen).await.unwrap();
+    let idle = resources_of(&h, id, "api");
+    assert_eq!(idle.cpu_percent, Some(0.0), "{idle:?}");
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        h.proc_.sample_usage_since(&mut seen).await.unwrap();
+        let again = resources_of(&h, id, "api");
+        assert_eq!(
+            again.sampled_at, idle.sampled_at,
+            "an idle row was written again"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    set(1_000 + 50_000);
+    h.proc_.sample_usage_since(&mut seen).await.unwrap();
+    let busy = resources_of(&h, id, "api");
+    assert!(busy.sampled_at > idle.sampled_at, "{busy:?}");
+    assert!(busy.cpu_percent.unwrap() > 0.0, "{busy:?}");
+}
+
 /// `web()` whose process a test can find by name, on a world whose command waits `wait`.
 fn up_waiting(h: &H, services: Vec<(&str, Service)>, wait: Option<Duration>) -> i64 {
     let mut new = new_world(h.dir.path(), "w", spec(services));

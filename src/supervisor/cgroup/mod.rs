@@ -120,6 +120,20 @@ impl Leaf {
         Ok(())
     }
 
+    /// The CPU time used, from one file (`cpu.stat`, or v1's `cpuacct.usage`).
+    pub fn cpu_usec(&self) -> Option<u64> {
+        match self {
+            Leaf::V2 { path } => {
+                let cpu = std::fs::read_to_string(path.join("cpu.stat")).ok()?;
+                Some(field(&cpu, "usage_usec"))
+            }
+            Leaf::V1 { cpu, cpuacct, .. } => {
+                let acct = cpuacct.as_deref().unwrap_or(cpu);
+                read_number(&acct.join("cpuacct.usage")).map(|ns: u64| ns / 1000)
+            }
+        }
+    }
+
     /// What it holds now; `None` once it is gone.
     pub fn usage(&self) -> Option<Usage> {
         match self {

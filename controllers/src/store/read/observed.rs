@@ -174,8 +174,9 @@ pub fn exec_requests(conn: &Connection) -> Result<Vec<ExecRequest>, StoreError> 
 /// The command patterns a person allowed `binky exec` to run in a project's worlds
 /// (`binky approve --exec 'npm test*'`).
 pub fn exec_patterns(conn: &Connection, project: &str) -> Result<Vec<String>, StoreError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT command FROM approvals WHERE project = ?1 AND key LIKE 'pattern:%'")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT command FROM approvals WHERE project = ?1 AND key LIKE 'pattern:%'",
+    )?;
     let rows = stmt.query_map([project], |r| r.get::<_, String>(0))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -98,8 +98,9 @@ pub fn observed_generations(
 
 /// Finalizers still held on a world.
 pub fn finalizers(conn: &Connection, world: WorldId) -> Result<Vec<String>, StoreError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT controller FROM finalizers WHERE world_id = ?1 ORDER BY controller")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT controller FROM finalizers WHERE world_id = ?1 ORDER BY controller",
+    )?;
     let rows = stmt
         .query_map([world], |r| r.get(0))?
         .collect::<Result<Vec<_>, _>>()?;
