@@ -118,15 +118,22 @@ pub struct WorldView {
 
 /// The view of world `w`.
 pub fn world(store: &Store, w: &World) -> Result<WorldView, StoreError> {
-    store.read(|c| world_in(c, w))
+    store.read(|c| world_in(c, w, &store::proxy_view(c)?))
 }
 
 /// Every world of `worlds` as [`world`] shows it, read in one pass of the store.
 pub fn worlds(store: &Store, worlds: &[World]) -> Result<Vec<WorldView>, StoreError> {
-    store.read(|c| worlds.iter().map(|w| world_in(c, w)).collect())
+    store.read(|c| {
+        let proxy = store::proxy_view(c)?;
+        worlds.iter().map(|w| world_in(c, w, &proxy)).collect()
+    })
 }
 
-fn world_in(c: &rusqlite::Connection, w: &World) -> Result<WorldView, StoreError> {
+fn world_in(
+    c: &rusqlite::Connection,
+    w: &World,
+    proxy: &store::ProxyView,
+) -> Result<WorldView, StoreError> {
     let gens = store::observed_generations(c, w.id)?;
     let conds = store::conditions(c, w.id)?;
     // A shared service's process is the shared world's.
@@ -136,11 +143,10 @@ fn world_in(c: &rusqlite::Connection, w: &World) -> Result<WorldView, StoreError
     procs.extend(store::shared_processes(c, w)?);
     let ports = store::ports_seen_by(c, w)?;
     let wt = store::worktree(c, w.id)?;
-    let proxy = store::proxy_view(c)?;
     let slices = store::slices_seen_by(c, w)?;
     // A world's own cgroups: a shared service's are its shared world's.
     let resources = store::resources(c, w.id)?;
-    let tokens = binky_controllers::env::tokens(w, &ports, &proxy, &slices);
+    let tokens = binky_controllers::env::tokens(w, &ports, proxy, &slices);
     let selected = w.spec.selected(w.group.as_deref());
     // One process service's instance: the service itself, or one of its replicas.
     let instance_view = |name: &str, replica: Option<u32>| {

@@ -241,8 +241,14 @@ pub async fn nudge(ctx: &Ctx, world: i64) -> Result<(), Failure> {
     use crate::daemon::client;
     // The desired state is written already: a daemon that cannot be reached must not read as
     // "nothing happened". A second try covers a daemon killed right after it started.
+    // A daemon busy with hundreds of worlds at once may take longer than a nudge's 3 s to
+    // answer: while it runs, ask again (up to NUDGE_PATIENCE) rather than give up.
+    const NUDGE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+    let started = std::time::Instant::now();
     let mut last = None;
-    for _ in 0..2 {
+    let mut tries = 0;
+    while tries < 2 || (started.elapsed() < NUDGE_PATIENCE && busy_daemon(&last)) {
+        tries += 1;
         let info = match client::ensure(&ctx.home).await {
             Ok(info) => info,
             Err(e) => {
@@ -272,6 +278,11 @@ pub async fn nudge(ctx: &Ctx, world: i64) -> Result<(), Failure> {
             "the change to {name} is recorded, but the binky daemon that carries it out is not running ({why}); start it with `binky daemon start` (any binky command that needs it starts it too) and it finishes the change"
         ),
     })
+}
+
+/// Whether the last try ran out of time against a daemon that runs (busy, not gone).
+fn busy_daemon(last: &Option<crate::daemon::client::ClientError>) -> bool {
+    matches!(last, Some(crate::daemon::client::ClientError::Timeout(..)))
 }
 
 fn warn_if_other_version(info: &crate::daemon::protocol::Response) {

@@ -97,8 +97,11 @@ fn other_daemon_starting(home: &Home, ours: u32) -> bool {
 
 /// Make sure a daemon runs for `home`, starting one (detached) if needed.
 pub async fn ensure(home: &Home) -> Result<Response, ClientError> {
-    if let Ok(info) = ping(home).await {
-        return Ok(info);
+    match ping(home).await {
+        Ok(info) => return Ok(info),
+        // It runs, busy: starting another would only lose the lock to it.
+        Err(e @ ClientError::Timeout(..)) => return Err(e),
+        Err(_) => {}
     }
     home.ensure()
         .map_err(|e| ClientError::Start(format!("{}: {e}", home.root().display())))?;

@@ -754,7 +754,11 @@ impl Supervisor for RealSupervisor {
     }
 
     fn release(&self, cgroup: &str) -> bool {
-        cgroup::Leaf::decode(cgroup).is_none_or(|leaf| cgroup::release(&leaf))
+        // Waits (up to 200 ms a directory) for what is left to end: off the async workers,
+        // so hundreds of services released at once do not stop the daemon answering.
+        binky_controllers::store::off_worker(|| {
+            cgroup::Leaf::decode(cgroup).is_none_or(|leaf| cgroup::release(&leaf))
+        })
     }
 
     fn release_world(&self, world: WorldId, recorded: &[String]) {
@@ -762,10 +766,10 @@ impl Supervisor for RealSupervisor {
             .iter()
             .filter_map(|c| cgroup::Leaf::decode(c))
             .collect();
-        match self.resources.cgroups() {
+        binky_controllers::store::off_worker(|| match self.resources.cgroups() {
             Some(c) => c.release_world(world, &leaves),
             None => cgroup::release_world(world, &[], &leaves),
-        }
+        })
     }
 
     fn token(&self, world: WorldId) -> String {

@@ -142,7 +142,7 @@ impl std::fmt::Debug for Store {
 /// or for SQLite's busy timeout while another process writes, then stalls no other task
 /// (the proxy's routing, other worlds' reconciles). Elsewhere (a command's current-thread
 /// runtime, a plain thread) the call simply runs.
-pub(crate) fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+pub fn off_worker<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)

@@ -882,17 +882,7 @@ async fn the_sampler_records_what_running_services_use_and_forgets_stopped_ones(
     let h = h();
     let id = h.up(spec(vec![("api", web("api", &[]))]));
     h.converge(id).await;
-    let cgroup = format!("fake:{id}/api");
-    let set = |usec: u64| {
-        h.sup.inner.lock().unwrap().usage.insert(
-            cgroup.clone(),
-            crate::process::Usage {
-                memory_bytes: 10 << 20,
-                cpu_usec: usec,
-                ..Default::default()
-            },
-        );
-    };
+    let set = |usec: u64| set_usage(&h, id, "api", usec);
     set(1_000);
     h.proc_.sample_usage().await.unwrap();
     let first = resources_of(&h, id, "api");
@@ -913,6 +903,18 @@ async fn the_sampler_records_what_running_services_use_and_forgets_stopped_ones(
     assert_eq!((stopped.memory_bytes, stopped.cpu_percent), (None, None));
 }
 
+/// Make the fake supervisor say `service` of world `id` uses 10 MiB and `usec` of CPU.
+fn set_usage(h: &H, id: i64, service: &str, usec: u64) {
+    h.sup.inner.lock().unwrap().usage.insert(
+        format!("fake:{id}/{service}"),
+        crate::process::Usage {
+            memory_bytes: 10 << 20,
+            cpu_usec: usec,
+            ..Default::default()
+        },
+    );
+}
+
 /// An idle service (the same memory, no CPU since, 0 %) is not written again at each
 /// sample; once it uses CPU again, the next sample writes it.
 #[tokio::test]
@@ -920,17 +922,7 @@ async fn the_sampler_leaves_an_idle_services_row_alone_until_it_uses_cpu_again()
     let h = h();
     let id = h.up(spec(vec![("api", web("api", &[]))]));
     h.converge(id).await;
-    let cgroup = format!("fake:{id}/api");
-    let set = |usec: u64| {
-        h.sup.inner.lock().unwrap().usage.insert(
-            cgroup.clone(),
-            crate::process::Usage {
-                memory_bytes: 10 << 20,
-                cpu_usec: usec,
-                ..Default::default()
-            },
-        );
-    };
+    let set = |usec: u64| set_usage(&h, id, "api", usec);
     let mut seen = crate::process::resources::Sampled::default();
     set(1_000);
     h.proc_.sample_usage_since(&mut seen).await.unwrap();
