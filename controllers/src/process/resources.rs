@@ -52,6 +52,20 @@ impl Oom {
 /// How often a service found idle is read in full (between, only its CPU time is read).
 const QUIET_FULL_MS: i64 = 60_000;
 
+/// Below this share of a core a service counts as idle (a server's poll loop wakes a few
+/// times a second and uses a few microseconds each time).
+const IDLE_PERCENT: f64 = 0.5;
+
+/// Whether a service that had used `r.cpu_usec` at its last written sample, and has used
+/// `now_used` by `now` (ms), has been idle since: under [`IDLE_PERCENT`] of a core.
+fn idle_since(r: &store::ResourceRow, now_used: Option<u64>, now: i64) -> bool {
+    let (Some(before), Some(at), Some(used)) = (r.cpu_usec, r.sampled_at, now_used) else {
+        return false;
+    };
+    let wall_us = (now - at).max(1) as f64 * 1000.0;
+    used >= before && ((used - before) as f64) / wall_us * 100.0 < IDLE_PERCENT
+}
+
 /// What the sampler remembers between samples, per service: when it last wrote its row, and
 /// when it last found it idle.
 #[derive(Default)]
@@ -236,7 +250,7 @@ impl<S: Supervisor> ProcessController<S> {
     }
 
     /// [`Self::sample_usage`], remembering what it did in `seen`: an idle service (the same
-    /// memory, no CPU since, last said 0 %) has only its CPU time read until [`QUIET_FULL_MS`] passes and written
+    /// memory, under IDLE_PERCENT of a core since, and said so) has only its CPU time read until [`QUIET_FULL_MS`] passes and written
     /// again only once a minute.
     pub(crate) async fn sample_usage_since(&self, seen: &mut Sampled) -> Result<(), StoreError> {
         let Sampled { written, quiet } = seen;
@@ -272,22 +286,23 @@ impl<S: Supervisor> ProcessController<S> {
             // Found idle lately: its CPU time alone says whether it still is (one small
             // file, where the whole reading is five, one of them long).
             if quiet.get(&key).is_some_and(|at| now - at < QUIET_FULL_MS) {
-                let used = before.and_then(|r| r.cpu_usec);
-                if used.is_some() && self.sup.cpu_usec(cgroup, Some(id)) == used {
+                let now_used = self.sup.cpu_usec(cgroup, Some(id));
+                if before.is_some_and(|r| idle_since(r, now_used, now)) {
                     continue;
                 }
             }
             let Some(u) = self.sup.usage(cgroup, Some(id)) else {
                 continue;
             };
-            // An idle service (the same memory, no CPU since the last sample, which said
-            // 0 %): nothing to write. The next busy sample's percent spans the whole gap.
+            // An idle service (the same memory, under IDLE_PERCENT of a core since the last
+            // sample, which said so too): nothing to write. The next busy sample's percent
+            // spans the whole gap.
             let recently = written.get(&key).is_some_and(|at| now - at < 60_000);
             let unchanged = recently
                 && before.is_some_and(|r| {
                     r.memory_bytes == Some(u.memory_bytes)
-                        && r.cpu_usec == Some(u.cpu_usec)
-                        && r.cpu_percent == Some(0.0)
+                        && idle_since(r, Some(u.cpu_usec), now)
+                        && r.cpu_percent.is_some_and(|p| p < IDLE_PERCENT)
                         && r.throttled == Some(u.throttled)
                 });
             if unchanged {
@@ -313,7 +328,7 @@ impl<S: Supervisor> ProcessController<S> {
         }
         self.store.write(owner::Process, |tx| {
             for ((world, service), u, percent) in &samples {
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT INTO process_resources (world_id, service, memory_bytes, cpu_percent,
                         cpu_usec, throttled, sampled_at, updated_at)
                      SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7
@@ -322,16 +337,16 @@ impl<S: Supervisor> ProcessController<S> {
                         memory_bytes = excluded.memory_bytes, cpu_percent = excluded.cpu_percent,
                         cpu_usec = excluded.cpu_usec, throttled = excluded.throttled,
                         sampled_at = excluded.sampled_at",
-                    params![
-                        world,
-                        service,
-                        u.memory_bytes as i64,
-                        percent,
-                        u.cpu_usec as i64,
-                        u.throttled as i64,
-                        now
-                    ],
-                )?;
+                )?
+                .execute(params![
+                    world,
+                    service,
+                    u.memory_bytes as i64,
+                    percent,
+                    u.cpu_usec as i64,
+                    u.throttled as i64,
+                    now
+                ])?;
             }
             for (world, service) in &idle {
                 tx.execute(

@@ -939,6 +939,11 @@ async fn the_sampler_leaves_an_idle_services_row_alone_until_it_uses_cpu_again()
             "an idle row was written again"
         );
     }
+    // A poll loop's few microseconds (well under half a percent of a core) keep it idle.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    set(1_000 + 20);
+    h.proc_.sample_usage_since(&mut seen).await.unwrap();
+    assert_eq!(resources_of(&h, id, "api").sampled_at, idle.sampled_at);
     tokio::time::sleep(Duration::from_millis(5)).await;
     set(1_000 + 50_000);
     h.proc_.sample_usage_since(&mut seen).await.unwrap();
