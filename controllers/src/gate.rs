@@ -350,11 +350,12 @@ impl<M: Machine> AdmissionController<M> {
     }
 
     fn release(&self, world: &World) -> Result<(), StoreError> {
-        let was_watcher = self.watcher()? == Some(world.id);
         let released = self.store.write(owner::Gate, |tx| {
             Ok(tx.execute("DELETE FROM admissions WHERE world_id = ?1", [world.id])? > 0)
         })?;
-        if released && was_watcher {
+        // It may have been the memory watcher: the one now admitted last takes over (a
+        // nudge it does not need, when it watched already, costs one pass).
+        if released {
             self.wake_watcher()?;
         }
         Ok(())
@@ -363,18 +364,20 @@ impl<M: Machine> AdmissionController<M> {
     /// The world that watches the memory for every world while `cool_under_pressure` is on:
     /// the one admitted last (the first the gate would cool). The others wait for a change
     /// instead of each looking every [`PRESSURE_TICK`].
-    fn watcher(&self) -> Result<Option<WorldId>, StoreError> {
-        Ok(self
-            .places()?
+    fn watcher(places: &[Place]) -> Option<WorldId> {
+        places
             .iter()
             .filter(|p| p.state == "admitted")
             .max_by_key(|p| (p.admitted_at.unwrap_or(0), p.world))
-            .map(|p| p.world))
+            .map(|p| p.world)
     }
 
     /// The watcher left (stopped, removed, cooled): the next one starts looking.
     fn wake_watcher(&self) -> Result<(), StoreError> {
-        if let (Some(t), Some(next)) = (&self.trigger, self.watcher()?) {
+        let Some(t) = &self.trigger else {
+            return Ok(());
+        };
+        if let Some(next) = Self::watcher(&self.places()?) {
             t.world(next);
         }
         Ok(())
@@ -664,12 +667,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
         let watch_pressure = settings.flag("cool_under_pressure")
             && settings.number::<f64>("ram_reserve_percent") > 0.0;
         if mine.state == "admitted" {
-            let watcher = places
-                .iter()
-                .filter(|p| p.state == "admitted")
-                .max_by_key(|p| (p.admitted_at.unwrap_or(0), p.world))
-                .map(|p| p.world);
-            if watch_pressure && watcher == Some(world.id) {
+            if watch_pressure && Self::watcher(&places) == Some(world.id) {
                 if let Some(cooled) = self.relieve_pressure(&settings, world, &places)? {
                     return Ok(Applied {
                         action: Action::Requeue(Duration::from_millis(500)),

@@ -3,11 +3,8 @@
 use serde::Serialize;
 
 use super::context::{Ctx, Failure};
+use super::exec::shell_quote;
 use super::exit;
-
-fn shell_quote(v: &str) -> String {
-    format!("'{}'", v.replace('\'', "'\\''"))
-}
 
 /// `binky env`.
 pub fn run(name: Option<String>, shell: bool, json: bool) -> Result<i32, Failure> {

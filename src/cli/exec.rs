@@ -232,6 +232,11 @@ async fn run_below(
     Ok(code)
 }
 
+/// `v` in single quotes, as a POSIX shell reads it back.
+pub fn shell_quote(v: &str) -> String {
+    format!("'{}'", v.replace('\'', "'\\''"))
+}
+
 /// `argv` as a shell would read it back: words with anything but `[A-Za-z0-9_./=:@%+,-]`
 /// in single quotes (what an approval names).
 pub fn shown_argv(argv: &[String]) -> String {
@@ -243,7 +248,7 @@ pub fn shown_argv(argv: &[String]) -> String {
             if plain {
                 a.clone()
             } else {
-                format!("'{}'", a.replace('\'', "'\\''"))
+                shell_quote(a)
             }
         })
         .collect::<Vec<_>>()

@@ -172,16 +172,18 @@ fn is_local(host: &str) -> bool {
 /// group of its own). `Err` names who holds it instead.
 fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
     // The service's own process first (the usual holder), then its group: only when
-    // neither holds it is every process of the machine read, to name the holder.
-    match super::procfs::one_of_listens(&[owner.pid], port) {
-        Some(true) => return Ok(()),
-        None => return Err(ProbeError::HeldByUnseen(port)),
-        Some(false) => {}
+    // neither holds it is every process of the machine read, to name the holder. The
+    // socket table is read once for all three.
+    let sockets = super::procfs::sockets_on(port);
+    if sockets.is_empty() {
+        return Err(ProbeError::HeldByUnseen(port));
     }
-    if super::procfs::one_of_listens(&super::procfs::group_members(owner.pid), port) == Some(true) {
+    if super::procfs::one_holds(&[owner.pid], &sockets)
+        || super::procfs::one_holds(&super::procfs::group_members(owner.pid), &sockets)
+    {
         return Ok(());
     }
-    let holders = super::procfs::listeners_of(port);
+    let holders = super::procfs::holders(&sockets);
     let token = super::procfs::environ_var(owner.pid, super::TOKEN_VAR);
     let ours = |pid: u32| {
         super::procfs::stat(pid).is_some_and(|s| s.pgrp == owner.pid)

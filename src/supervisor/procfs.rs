@@ -169,32 +169,34 @@ fn held_ports(pid: u32, sockets: &std::collections::HashMap<String, u16>) -> Vec
         .collect()
 }
 
-/// Whether one of `pids` holds a socket listening on TCP `port`: reads only their
-/// descriptors, not every process's. `None`: nothing listens on the port at all.
-pub fn one_of_listens(pids: &[u32], port: u16) -> Option<bool> {
+/// The sockets listening on TCP `port` (inode link → port), read once for the questions
+/// below; empty when nothing listens there.
+pub fn sockets_on(port: u16) -> std::collections::HashMap<String, u16> {
     let mut sockets = listening_sockets();
     sockets.retain(|_, p| *p == port);
-    if sockets.is_empty() {
-        return None;
-    }
-    Some(
-        pids.iter()
-            .any(|pid| !held_ports(*pid, &sockets).is_empty()),
-    )
+    sockets
 }
 
-/// Every process (this user may inspect) holding a socket that listens on TCP `port` (a
-/// forking server's workers share it).
-pub fn listeners_of(port: u16) -> Vec<u32> {
-    let mut sockets = listening_sockets();
-    sockets.retain(|_, p| *p == port);
+/// Whether one of `pids` holds one of `sockets`: reads only their descriptors.
+pub fn one_holds(pids: &[u32], sockets: &std::collections::HashMap<String, u16>) -> bool {
+    pids.iter().any(|pid| !held_ports(*pid, sockets).is_empty())
+}
+
+/// Every process (this user may inspect) holding one of `sockets`.
+pub fn holders(sockets: &std::collections::HashMap<String, u16>) -> Vec<u32> {
     if sockets.is_empty() {
         return Vec::new();
     }
     pids()
         .into_iter()
-        .filter(|pid| !held_ports(*pid, &sockets).is_empty())
+        .filter(|pid| !held_ports(*pid, sockets).is_empty())
         .collect()
+}
+
+/// Every process (this user may inspect) holding a socket that listens on TCP `port` (a
+/// forking server's workers share it).
+pub fn listeners_of(port: u16) -> Vec<u32> {
+    holders(&sockets_on(port))
 }
 
 /// The TCP ports the processes `pids` listen on (any address), ascending.

@@ -272,6 +272,35 @@ fn golden_lookups_pick_the_one_row_asked_for() {
     );
 }
 
+/// Another process holding the write lock longer than SQLite's busy timeout (hundreds of
+/// commands writing at once) makes a write wait its turn, not fail "database is locked".
+#[test]
+fn a_write_waits_past_the_busy_timeout_for_a_lock_another_process_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let store = Store::open(&path).unwrap();
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        locked_tx.send(()).unwrap();
+        // Longer than the store's 10 s busy timeout.
+        std::thread::sleep(Duration::from_secs(11));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    locked_rx.recv().unwrap();
+    // Before, this failed with "database is locked" once the busy timeout ran out.
+    store.set_setting("max_parallel", "3").unwrap();
+    holder.join().unwrap();
+    assert_eq!(
+        store
+            .read(|c| setting(c, "max_parallel"))
+            .unwrap()
+            .as_deref(),
+        Some("3")
+    );
+}
+
 #[test]
 fn a_slow_store_call_does_not_stall_the_other_tasks_of_its_runtime() {
     // One worker: without handing it over, a store call that waits holds every task.

@@ -165,9 +165,8 @@ impl Server {
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // From the store in this process, as `binky env --json` prints it.
         let (store, w) = self.find_world(dir.as_deref(), &p.world)?;
-        let snap = binky_controllers::env::Snapshot::read(store, &w).map_err(|e| {
-            ToolError::new("failed", e.to_string(), "check that BINKY_HOME is readable")
-        })?;
+        let snap = binky_controllers::env::Snapshot::read(store, &w)
+            .map_err(|e| store_failed(e.to_string()))?;
         let vars = binky_controllers::env::exported(&w, &snap.tokens, &snap.proxy);
         Ok(json!({ "project": w.project, "world": w.name, "env": vars }))
     }
@@ -310,7 +309,7 @@ impl Server {
 /// Every world as `binky status --json` shows it; with `dir`, only the worlds of the
 /// repository `dir` is in (none when it is in no repository with worlds).
 fn world_views(dir: Option<&std::path::Path>) -> Result<Vec<Value>, ToolError> {
-    let failed = |e: String| ToolError::new("failed", e, "check that BINKY_HOME is readable");
+    let failed = store_failed;
     let store = created::store().map_err(failed)?;
     let mut worlds = store
         .read(binky_controllers::store::worlds)
