@@ -349,11 +349,17 @@ function signedOut(why) {
 async function checkSession() {
   try {
     const r = await fetch("/api/session");
-    if (r.status === 401) signedOut("Not signed in, or the session ended.");
+    if (r.status === 401 && !signingOut) signedOut("Not signed in, or the session ended.");
   } catch (e) { /* the daemon is away: the streams retry */ }
 }
 
+// The streams close first: the daemon ends them at sign-out, and their error handlers would
+// otherwise race this notice with "the session ended".
+let signingOut = false;
 $("signout").onclick = async () => {
+  signingOut = true;
+  if (stream) { stream.close(); stream = null; }
+  if (logSource) { logSource.close(); logSource = null; }
   await fetch("/api/signout", { method: "POST" }).catch(() => null);
   signedOut("Signed out.");
 };
