@@ -118,34 +118,42 @@ pub struct WorldView {
 
 /// The view of world `w`.
 pub fn world(store: &Store, w: &World) -> Result<WorldView, StoreError> {
-    store.read(|c| world_in(c, w, &store::proxy_view(c)?))
+    store.read(|c| {
+        let rows = store::WorldRows::read(c, w.id)?;
+        world_in(w, &rows, store::Seen::read(c, w)?, &store::proxy_view(c)?)
+    })
 }
 
-/// Every world of `worlds` as [`world`] shows it, read in one pass of the store.
+/// Every world of `worlds` as [`world`] shows it, read in one pass of the store (one query
+/// a table, whatever the number of worlds).
 pub fn worlds(store: &Store, worlds: &[World]) -> Result<Vec<WorldView>, StoreError> {
     store.read(|c| {
         let proxy = store::proxy_view(c)?;
-        worlds.iter().map(|w| world_in(c, w, &proxy)).collect()
+        let all = store::Observed::read(c)?;
+        worlds
+            .iter()
+            .map(|w| world_in(w, all.of(w.id), all.seen_by(w), &proxy))
+            .collect()
     })
 }
 
 fn world_in(
-    c: &rusqlite::Connection,
     w: &World,
+    rows: &store::WorldRows,
+    seen: store::Seen,
     proxy: &store::ProxyView,
 ) -> Result<WorldView, StoreError> {
-    let gens = store::observed_generations(c, w.id)?;
-    let conds = store::conditions(c, w.id)?;
+    let gens = &rows.generations;
+    let conds = &rows.conditions;
     // A shared service's process is the shared world's.
-    let own = store::processes(c, w.id)?;
+    let own = &rows.processes;
     let mut procs = own.clone();
     procs.retain(|p| w.runs(&p.service));
-    procs.extend(store::shared_processes(c, w)?);
-    let ports = store::ports_seen_by(c, w)?;
-    let wt = store::worktree(c, w.id)?;
-    let slices = store::slices_seen_by(c, w)?;
+    procs.extend(seen.shared_processes);
+    let ports = seen.ports;
+    let slices = seen.slices;
     // A world's own cgroups: a shared service's are its shared world's.
-    let resources = store::resources(c, w.id)?;
+    let resources = &rows.resources;
     let tokens = binky_controllers::env::tokens(w, &ports, proxy, &slices);
     let selected = w.spec.selected(w.group.as_deref());
     // One process service's instance: the service itself, or one of its replicas.
@@ -218,7 +226,7 @@ fn world_in(
                 }];
             }
             if w.spec.services[name].resource().is_some() {
-                return vec![slice_not_made(name, &conds)];
+                return vec![slice_not_made(name, conds)];
             }
             // A shared service has the replicas its shared world runs.
             let mut instances = w.spec.instances(name);
@@ -247,7 +255,7 @@ fn world_in(
         cpu_percent: used.iter().map(|u| u.cpu_percent).sum(),
         sampled_at: used.iter().filter_map(|u| u.sampled_at).max(),
     });
-    let mut state = binky_controllers::phase::phase(w, &gens, &conds, &own)
+    let mut state = binky_controllers::phase::phase(w, gens, conds, own)
         .as_str()
         .to_owned();
     // A shared world no running world uses: its services wait for the next one.
@@ -264,11 +272,11 @@ fn world_in(
         desired: w.desired,
         generation: w.generation,
         group: w.group.clone(),
-        worktree: wt,
-        bootstrap: store::bootstrap_paths(c, w.id)?,
+        worktree: rows.worktree.clone(),
+        bootstrap: rows.bootstrap.clone(),
         services,
         usage,
-        conditions: conds,
+        conditions: conds.clone(),
     })
 }
 
@@ -346,8 +354,8 @@ pub fn metrics(
     let mut usage: Vec<Value> = Vec::new();
     // Replicas beyond the first of replicated services (each is counted as a service too).
     let mut replicas = 0u64;
-    for w in worlds.iter().chain(&shared_worlds) {
-        let v = world(store, w)?;
+    let all: Vec<World> = worlds.iter().chain(&shared_worlds).cloned().collect();
+    for (w, v) in all.iter().zip(self::worlds(store, &all)?) {
         if w.is_shared() {
             let states: BTreeMap<&str, &str> = v
                 .services

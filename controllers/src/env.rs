@@ -33,12 +33,11 @@ pub struct Snapshot {
 impl Snapshot {
     /// Read `world`'s ports, slices and the proxy's ports at once.
     pub fn read(store: &Store, world: &World) -> Result<Snapshot, StoreError> {
+        // One read is one transaction: the three are one state of the store.
         store.read(|c| {
-            let tx = c.unchecked_transaction()?;
-            let ports = store::ports_seen_by(&tx, world)?;
-            let proxy = store::proxy_view(&tx)?;
-            let slices = store::slices_seen_by(&tx, world)?;
-            tx.finish()?;
+            let ports = store::ports_seen_by(c, world)?;
+            let proxy = store::proxy_view(c)?;
+            let slices = store::slices_seen_by(c, world)?;
             Ok(Snapshot::of(world, &ports, proxy, &slices))
         })
     }

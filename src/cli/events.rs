@@ -1,8 +1,10 @@
 //! `binky events NAME`: what happened to a world, also once it is removed.
 
-use binky_controllers::store;
+use std::path::Path;
 
-use super::context::{Checkout, Ctx, Failure};
+use binky_controllers::store::{self, Store};
+
+use super::context::{find_world, Checkout, Ctx, Failure};
 use super::exit;
 
 /// Local time of a store timestamp, `2026-12-02 16:12:39`.
@@ -16,19 +18,21 @@ pub fn clock(ms: i64) -> String {
 }
 
 /// The project of a removed world `name` whose events the log keeps: the project of the
-/// checkout this runs in when it had one, else the one project that had it. `None` when no
+/// checkout `cwd` is in when it had one, else the one project that had it. `None` when no
 /// removed world has the name (a live one elsewhere is not this command's to show).
-fn removed_world_project(ctx: &Ctx, name: &str) -> Result<Option<String>, Failure> {
-    let live = ctx.store.read(store::worlds)?;
-    let had: Vec<String> = ctx
-        .store
+fn removed_world_project(
+    store: &Store,
+    live: &[store::World],
+    cwd: &Path,
+    name: &str,
+) -> Result<Option<String>, Failure> {
+    let had: Vec<String> = store
         .read(|c| store::projects_with_world_events(c, name))?
         .into_iter()
         .filter(|p| !live.iter().any(|w| &w.project == p && w.name == name))
         .collect();
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let here = Checkout::discover(&cwd).ok().and_then(|co| {
-        let projects = ctx.store.read(store::projects).ok()?;
+    let here = Checkout::discover(cwd).ok().and_then(|co| {
+        let projects = store.read(store::projects).ok()?;
         projects
             .into_iter()
             .find(|p| p.repo_root == co.repo_root)
@@ -47,26 +51,63 @@ fn removed_world_project(ctx: &Ctx, name: &str) -> Result<Option<String>, Failur
     }
 }
 
+/// A world's history as `binky events` (and MCP `events`) show it.
+pub struct History {
+    /// The world's project.
+    pub project: String,
+    /// The world.
+    pub world: String,
+    /// Its newest events, oldest first.
+    pub events: Vec<store::EventRow>,
+    /// The world is removed: these are the last world's of the name.
+    pub removed: bool,
+    /// Earlier worlds of the name, removed before this one was made (not shown).
+    pub earlier: u64,
+}
+
+/// The newest `lines` events of world `name` as seen from `cwd`: a live world's, else the
+/// last removed one's of the name (its history outlives it).
+pub fn history(store: &Store, cwd: &Path, name: &str, lines: usize) -> Result<History, Failure> {
+    let live = store.read(store::worlds)?;
+    let (project, world, removed) = match find_world(&live, cwd, name) {
+        Ok(w) => (w.project, w.name, false),
+        Err(e) => match removed_world_project(store, &live, cwd, name)? {
+            Some(project) => (project, name.to_owned(), true),
+            None => return Err(e),
+        },
+    };
+    // One read: the events and the count of lives are of one state.
+    let (events, lives) = store.read(|c| {
+        Ok((
+            store::events(c, &project, &world, 0, lines)?,
+            store::world_lives(c, &project, &world)?,
+        ))
+    })?;
+    Ok(History {
+        project,
+        world,
+        events,
+        removed,
+        earlier: (lives as u64).saturating_sub(1),
+    })
+}
+
 /// `binky events`.
 pub fn run(name: Option<String>, lines: usize, json: bool) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
-    // A live world, else the last removed one of the name: its history outlives it.
-    let (project, world, removed) = match (ctx.world(name.as_deref()), name) {
-        (Ok(w), _) => (w.project, w.name, false),
-        (Err(e), Some(name)) => match removed_world_project(&ctx, &name)? {
-            Some(project) => (project, name, true),
-            None => return Err(e),
-        },
-        (Err(e), None) => return Err(e),
+    let name = match name {
+        Some(n) => n,
+        // Without a name: the world whose worktree this is.
+        None => ctx.world(None)?.name,
     };
-    let evs = ctx
-        .store
-        .read(|c| store::events(c, &project, &world, 0, lines))?;
-    // Earlier worlds of the name (removed before this one was made) are not mixed in: say so.
-    let earlier = ctx
-        .store
-        .read(|c| store::world_lives(c, &project, &world))?
-        .saturating_sub(1);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let History {
+        world,
+        events: evs,
+        removed,
+        earlier,
+        ..
+    } = history(&ctx.store, &cwd, &name, lines)?;
     if removed {
         let when = evs
             .iter()

@@ -27,19 +27,17 @@ fn emit(out: &mut impl Write, service: &str, line: &str, prefix: bool, json: boo
     };
 }
 
-/// `binky logs`.
-pub async fn run(
-    name: Option<String>,
-    service: Option<String>,
-    follow: bool,
-    lines: usize,
-    json: bool,
-) -> Result<i32, Failure> {
-    let ctx = Ctx::open()?;
-    let world = ctx.world(name.as_deref())?;
-    let logs_dir = ctx.home.logs();
+/// The logs `binky logs` (and MCP `logs`) read of `world`: one service's (every replica's
+/// of a replicated one), or every service's that has output, each with its path; and whether
+/// lines are shown with their service's name.
+pub fn chosen(
+    store: &store::Store,
+    logs_dir: &std::path::Path,
+    world: &store::World,
+    service: Option<&str>,
+) -> Result<(Vec<(String, PathBuf)>, bool), Failure> {
     // A shared service logs in the project's shared world, as many replicas as it runs.
-    let sources = crate::view::log_sources(&ctx.store, &logs_dir, &world)?;
+    let sources = crate::view::log_sources(store, logs_dir, world)?;
     let names: Vec<String> = sources.iter().map(|(n, _)| n.clone()).collect();
     let instances = |svc: &str| -> Vec<String> {
         let of: Vec<String> = names
@@ -58,14 +56,12 @@ pub async fn run(
             .iter()
             .find(|(n, _)| n == svc)
             .map(|(_, p)| p.clone())
-            .unwrap_or_else(|| {
-                ProcessController::<RealSupervisor>::log_path(&logs_dir, &world, svc)
-            })
+            .unwrap_or_else(|| ProcessController::<RealSupervisor>::log_path(logs_dir, world, svc))
     };
-    let selected: Vec<String> = match &service {
+    let selected: Vec<String> = match service {
         // A replicated service: every replica's log, each line with its replica's name.
         Some(s) if instances(s).len() > 1 => instances(s),
-        Some(s) if names.contains(s) || path_of(s).exists() => vec![s.clone()],
+        Some(s) if names.iter().any(|n| n == s) || path_of(s).exists() => vec![s.to_owned()],
         Some(s) => {
             return Err(Failure::usage(format!(
                 "world `{}` has no service `{s}`; services: {}",
@@ -79,17 +75,40 @@ pub async fn run(
             .cloned()
             .collect(),
     };
-    let prefix = service.as_deref().is_none_or(|s| instances(s).len() > 1);
+    let prefix = service.is_none_or(|s| instances(s).len() > 1);
+    Ok((
+        selected
+            .into_iter()
+            .map(|s| {
+                let p = path_of(&s);
+                (s, p)
+            })
+            .collect(),
+        prefix,
+    ))
+}
+
+/// `binky logs`.
+pub async fn run(
+    name: Option<String>,
+    service: Option<String>,
+    follow: bool,
+    lines: usize,
+    json: bool,
+) -> Result<i32, Failure> {
+    let ctx = Ctx::open()?;
+    let world = ctx.world(name.as_deref())?;
+    let logs_dir = ctx.home.logs();
+    let (selected, prefix) = chosen(&ctx.store, &logs_dir, &world, service.as_deref())?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut offsets: Vec<(String, PathBuf, u64)> = Vec::new();
-    for svc in &selected {
-        let path = path_of(svc);
-        let (history, len) = crate::view::log_tail(&path, lines);
+    for (svc, path) in &selected {
+        let (history, len) = crate::view::log_tail(path, lines);
         for line in history {
             emit(&mut out, svc, &line, prefix, json);
         }
-        offsets.push((svc.clone(), path, len));
+        offsets.push((svc.clone(), path.clone(), len));
     }
     let _ = out.flush();
     drop(out);
@@ -142,10 +161,9 @@ pub async fn run(
                 return Ok(exit::OK);
             }
             if service.is_none() {
-                for svc in &names {
-                    let path = path_of(svc);
-                    if path.exists() && !offsets.iter().any(|(s, _, _)| s == svc) {
-                        offsets.push((svc.clone(), path, 0));
+                for (svc, path) in chosen(&ctx.store, &logs_dir, &world, None)?.0 {
+                    if !offsets.iter().any(|(s, _, _)| *s == svc) {
+                        offsets.push((svc, path, 0));
                         partial.push(String::new());
                     }
                 }

@@ -57,9 +57,8 @@ impl Drop for Watching {
     }
 }
 
-fn world_json(store: &Store, w: &store::World) -> Result<String, StoreError> {
-    let view = crate::view::world(store, w)?;
-    Ok(json!({
+fn world_json(w: &store::World, view: crate::view::WorldView) -> String {
+    json!({
         "id": w.id,
         "project": w.project,
         "name": w.name,
@@ -71,7 +70,7 @@ fn world_json(store: &Store, w: &store::World) -> Result<String, StoreError> {
         "deleted": w.deleted,
         "view": view,
     })
-    .to_string())
+    .to_string()
 }
 
 fn globals_json(store: &Store, started: i64) -> Result<String, StoreError> {
@@ -114,8 +113,10 @@ fn build(
     globals: bool,
 ) -> Result<Snapshot, StoreError> {
     let mut worlds = BTreeMap::new();
-    for w in store.read(store::worlds)? {
-        let text = world_json(store, &w)?;
+    let all = store.read(store::worlds)?;
+    let views = crate::view::worlds(store, &all)?;
+    for (w, view) in all.iter().zip(views) {
+        let text = world_json(w, view);
         // The same text keeps the same allocation: pages compare cheaply.
         let kept = last.worlds.get(&w.id).filter(|t| ***t == *text).cloned();
         worlds.insert(w.id, kept.unwrap_or_else(|| Arc::from(text)));

@@ -116,7 +116,10 @@ pub fn logs() -> Arc<JsonObject> {
 }
 
 pub fn events() -> Arc<JsonObject> {
-    output(json!({ "events": arr(obj()) }), &["events"])
+    output(
+        json!({ "project": s(), "removed": { "type": "boolean" }, "events": arr(obj()) }),
+        &["events"],
+    )
 }
 
 pub fn verify() -> Arc<JsonObject> {

@@ -285,7 +285,8 @@ impl Store {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Run read-only queries (a write in them is refused).
+    /// Run read-only queries (a write in them is refused) in one read transaction: they see
+    /// one snapshot of the store, and SQLite takes its file lock once, not per statement.
     pub fn read<R>(
         &self,
         f: impl FnOnce(&Connection) -> Result<R, StoreError>,
@@ -293,7 +294,10 @@ impl Store {
         off_worker(|| {
             let mut held = self.lock();
             held.enter(Mode::Read, &[]);
-            let out = f(&held.conn);
+            let tx = held.conn.unchecked_transaction()?;
+            let out = f(&tx);
+            // Nothing to keep: the end of a read only releases its snapshot.
+            drop(tx);
             match held.refused() {
                 Some(r) => Err(StoreError::NotOwner(r)),
                 None => out,

@@ -331,3 +331,53 @@ async fn another_worlds_up_from_another_shell_does_not_restart_a_shared_service(
     assert_eq!(now.len(), 1);
     assert_ne!(now, first);
 }
+
+/// Views of many worlds read every table once (`Observed`); what they read of each world,
+/// and what it sees of the shared world, is what the per-world reads give.
+#[tokio::test]
+async fn every_worlds_rows_read_at_once_are_each_worlds_own_reads() {
+    let h = h();
+    let a = up(&h, "a", config());
+    let b = up(&h, "b", config());
+    converge_all(&h).await;
+    let shared = shared_world(&h.store).unwrap().id;
+    h.store
+        .read(|c| {
+            let all = store::Observed::read(c)?;
+            for id in [a, b, shared] {
+                let w = store::world(c, id)?.unwrap();
+                let one = store::WorldRows::read(c, id)?;
+                let many = all.of(id);
+                assert!(!one.processes.is_empty() && !one.conditions.is_empty());
+                assert_eq!(
+                    format!("{:?}", many.processes),
+                    format!("{:?}", one.processes)
+                );
+                assert_eq!(
+                    format!("{:?}", many.conditions),
+                    format!("{:?}", one.conditions)
+                );
+                assert_eq!(many.ports, one.ports);
+                assert_eq!(many.generations, one.generations);
+                assert_eq!(
+                    format!("{:?}", many.worktree),
+                    format!("{:?}", one.worktree)
+                );
+                assert_eq!(many.resources, one.resources);
+                assert_eq!(many.bootstrap, one.bootstrap);
+                let (seen, alone) = (all.seen_by(&w), store::Seen::read(c, &w)?);
+                assert_eq!(seen.ports, alone.ports);
+                assert_eq!(
+                    format!("{:?}", seen.shared_processes),
+                    format!("{:?}", alone.shared_processes)
+                );
+                if id != shared {
+                    assert!(seen.ports.iter().any(|p| p.service == "mail"));
+                    assert_eq!(seen.shared_processes.len(), 1, "the shared mail");
+                }
+            }
+            assert!(all.of(9999).processes.is_empty(), "a world without rows");
+            Ok(())
+        })
+        .unwrap();
+}

@@ -7,10 +7,8 @@ use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::failure::exit;
 use crate::mcp::errors::{self, ToolError};
 use crate::mcp::params::*;
-use crate::mcp::runner::{Ended, Limits};
 use crate::mcp::view::*;
 use crate::mcp::{created, schema, Server};
 
@@ -188,26 +186,27 @@ impl Server {
 
     async fn logs_of(
         &self,
-        ctx: &RequestContext<RoleServer>,
+        _ctx: &RequestContext<RoleServer>,
         p: LogsParams,
     ) -> Result<Value, ToolError> {
         errors::name("world", &p.world)?;
         errors::opt_name("service", p.service.as_deref())?;
         let limit = errors::within("lines", p.lines, LOGS_DEFAULT, LOGS_MAX, "lines")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
-        let n = limit.to_string();
-        let mut words = args(&["logs", "-n", &n, "--json", "--", &p.world]);
-        words.extend(p.service.clone());
-        let run = self.binky(ctx, dir.as_deref(), words, Limits::JSON).await?;
-        if run.ended != Ended::Exited(exit::OK) {
-            return Err(ToolError::of_run(&run, Some(&p.world)));
+        // From the log files in this process, as `binky logs --json` prints them.
+        let (store, w) = self.find_world(dir.as_deref(), &p.world)?;
+        let logs_dir = crate::paths::Home::from_env().map_err(store_failed)?.logs();
+        let (chosen, _) = crate::cli::logs::chosen(store, &logs_dir, &w, p.service.as_deref())
+            .map_err(|f| errors::classify(f.code, f.message, &p.world))?;
+        let mut all: Vec<Value> = Vec::new();
+        for (service, path) in &chosen {
+            let (lines, _) = crate::view::log_tail(path, limit as usize);
+            all.extend(
+                lines
+                    .into_iter()
+                    .map(|l| json!({ "service": service, "line": l })),
+            );
         }
-        let all: Vec<Value> = run
-            .stdout
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|_| json!({ "line": l })))
-            .collect();
         let lines = newest(all, limit as usize);
         Ok(json!({
             "returned": lines.len(),
@@ -220,7 +219,7 @@ impl Server {
     /// What binky did to a world and why.
     #[tool(
         title = "World events",
-        description = "What binky did to a world and why, oldest first (the newest `lines`, default 50): {events: [...]}.",
+        description = "What binky did to a world and why, oldest first (the newest `lines`, default 50): {project, removed, events: [...]}; a removed world's events stay readable.",
         output_schema = schema::events(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -234,21 +233,21 @@ impl Server {
 
     async fn events_of(
         &self,
-        ctx: &RequestContext<RoleServer>,
+        _ctx: &RequestContext<RoleServer>,
         p: EventsParams,
     ) -> Result<Value, ToolError> {
         errors::name("world", &p.world)?;
         let n = errors::within("lines", p.lines, 50, 1000, "")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
-        let list = self
-            .json(
-                ctx,
-                dir.as_deref(),
-                Some(&p.world),
-                args(&["events", "--json", "-n", &n.to_string(), "--", &p.world]),
-            )
-            .await?;
-        Ok(json!({ "events": list }))
+        // From the store in this process, as `binky events --json` prints them.
+        let store = created::store().map_err(store_failed)?;
+        let cwd = match dir {
+            Some(d) => d,
+            None => std::env::current_dir().unwrap_or_default(),
+        };
+        let h = crate::cli::events::history(store, &cwd, &p.world, n as usize)
+            .map_err(|f| errors::classify(f.code, f.message, &p.world))?;
+        Ok(json!({ "project": h.project, "removed": h.removed, "events": h.events }))
     }
 
     /// What waits for a person.

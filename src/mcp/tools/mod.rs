@@ -223,47 +223,36 @@ impl Server {
     /// Which commands wait for a person's approval (none while `approvals` is off).
     async fn waiting(
         &self,
-        ctx: &RequestContext<RoleServer>,
+        _ctx: &RequestContext<RoleServer>,
         project: Option<&str>,
         world: Option<&str>,
     ) -> Result<(bool, Vec<Value>), ToolError> {
-        let settings = self
-            .json(ctx, None, None, args(&["settings", "--json"]))
-            .await?;
-        let on = settings["approvals"] == "true";
+        // From the store in this process, as `binky approve --list --json` lists them.
+        let store = created::store().map_err(store_failed)?;
+        let on = crate::requests::approvals_on(store).map_err(|e| store_failed(e.to_string()))?;
         if !on {
             return Ok((false, Vec::new()));
         }
-        let list = self
-            .json(ctx, None, None, args(&["approve", "--list", "--json"]))
-            .await?;
+        let list = crate::requests::approvals(store).map_err(|e| store_failed(e.to_string()))?;
         let items = list
-            .as_array()
             .into_iter()
-            .flatten()
-            .filter(|c| c["approved"] != true)
-            .filter(|c| project.is_none_or(|p| c["project"] == p))
-            .filter(|c| {
-                world.is_none_or(|w| {
-                    c["worlds"]
-                        .as_array()
-                        .is_some_and(|ws| ws.iter().any(|x| x == w))
-                })
-            })
+            .filter(|c| !c.approved)
+            .filter(|c| project.is_none_or(|p| c.project == p))
+            .filter(|c| world.is_none_or(|w| c.worlds.iter().any(|x| x == w)))
             .map(|c| {
-                let key = c["key"].as_str().unwrap_or("");
                 json!({
-                    "project": c["project"],
-                    "worlds": c["worlds"],
-                    "what": c["what"],
-                    "command": c["command"],
-                    "key": key,
                     "for_the_person": format!(
-                        "{} wants to run `{}` ({}); if that is fine, run `binky approve {key}` in a terminal",
-                        c["worlds"].as_array().map(|w| w.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
-                        c["command"].as_str().unwrap_or(""),
-                        c["what"].as_str().unwrap_or(""),
+                        "{} wants to run `{}` ({}); if that is fine, run `binky approve {}` in a terminal",
+                        c.worlds.join(", "),
+                        c.command,
+                        c.what,
+                        c.key,
                     ),
+                    "project": c.project,
+                    "worlds": c.worlds,
+                    "what": c.what,
+                    "command": c.command,
+                    "key": c.key,
                 })
             })
             .collect();

@@ -1,13 +1,16 @@
 //! Records as they are read from the store, and the queries that read them, by who wrote
 //! them.
 
+mod batch;
 mod daemon;
 mod observed;
 mod resources;
 mod runtime;
 mod shared;
+mod table;
 mod worlds;
 
+pub use batch::*;
 pub use daemon::*;
 pub use observed::*;
 pub use resources::*;

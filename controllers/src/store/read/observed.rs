@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
+use super::table::Table;
 use crate::store::states::{BootstrapState, GoldenState, ProcState, SliceState, WorktreeState};
 use crate::store::{StoreError, WorldId};
 
@@ -32,29 +33,30 @@ pub struct WorktreeRow {
     pub seen_generation: i64,
 }
 
+/// How `worktrees` is read.
+pub(crate) const WORKTREES: Table<WorktreeRow> = Table {
+    name: "worktrees",
+    columns: "path, branch, head, dirty, adopted, created_branch, base_commit, state,
+              seen_generation",
+    order: "path",
+    row: |r| {
+        Ok(WorktreeRow {
+            path: PathBuf::from(r.get::<_, String>(0)?),
+            branch: r.get(1)?,
+            head: r.get(2)?,
+            dirty: r.get::<_, i64>(3)? != 0,
+            adopted: r.get::<_, i64>(4)? != 0,
+            created_branch: r.get::<_, i64>(5)? != 0,
+            base_commit: r.get(6)?,
+            state: r.get(7)?,
+            seen_generation: r.get(8)?,
+        })
+    },
+};
+
 /// A world's observed worktree.
 pub fn worktree(conn: &Connection, world: WorldId) -> Result<Option<WorktreeRow>, StoreError> {
-    Ok(conn
-        .query_row(
-            "SELECT path, branch, head, dirty, adopted, created_branch, base_commit, state,
-                seen_generation
-             FROM worktrees WHERE world_id = ?1",
-            [world],
-            |r| {
-                Ok(WorktreeRow {
-                    path: PathBuf::from(r.get::<_, String>(0)?),
-                    branch: r.get(1)?,
-                    head: r.get(2)?,
-                    dirty: r.get::<_, i64>(3)? != 0,
-                    adopted: r.get::<_, i64>(4)? != 0,
-                    created_branch: r.get::<_, i64>(5)? != 0,
-                    base_commit: r.get(6)?,
-                    state: r.get(7)?,
-                    seen_generation: r.get(8)?,
-                })
-            },
-        )
-        .optional()?)
+    Ok(WORKTREES.of_world(conn, world)?.into_iter().next())
 }
 
 /// One path a new worktree gets from the main checkout (or another world).
@@ -101,13 +103,12 @@ pub fn path_needed_by(path: &str, workdir: &str) -> bool {
     w == parent || w.starts_with(&format!("{parent}/"))
 }
 
-/// The paths a world's worktree gets from elsewhere, by path.
-pub fn bootstrap_paths(conn: &Connection, world: WorldId) -> Result<Vec<BootstrapRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT path, src, mode, state, how, files, bytes, took_ms, message
-         FROM bootstrap_paths WHERE world_id = ?1 ORDER BY path",
-    )?;
-    let rows = stmt.query_map([world], |r| {
+/// How `bootstrap_paths` is read.
+pub(crate) const BOOTSTRAP_PATHS: Table<BootstrapRow> = Table {
+    name: "bootstrap_paths",
+    columns: "path, src, mode, state, how, files, bytes, took_ms, message",
+    order: "path",
+    row: |r| {
         let mode: String = r.get(2)?;
         Ok(BootstrapRow {
             path: r.get(0)?,
@@ -124,8 +125,12 @@ pub fn bootstrap_paths(conn: &Connection, world: WorldId) -> Result<Vec<Bootstra
             took_ms: r.get::<_, i64>(7)? as u64,
             message: r.get(8)?,
         })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    },
+};
+
+/// The paths a world's worktree gets from elsewhere, by path.
+pub fn bootstrap_paths(conn: &Connection, world: WorldId) -> Result<Vec<BootstrapRow>, StoreError> {
+    BOOTSTRAP_PATHS.of_world(conn, world)
 }
 
 /// The paths a command in `workdir` (relative to the worktree's top) of `world` waits for:
@@ -192,21 +197,23 @@ pub struct PortRow {
     pub label: String,
 }
 
+/// How `ports` is read.
+pub(crate) const PORTS: Table<PortRow> = Table {
+    name: "ports",
+    columns: "port, service, label",
+    order: "service, label",
+    row: |r| {
+        Ok(PortRow {
+            port: r.get(0)?,
+            service: r.get(1)?,
+            label: r.get(2)?,
+        })
+    },
+};
+
 /// A world's port assignments, by service and label.
 pub fn ports(conn: &Connection, world: WorldId) -> Result<Vec<PortRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT port, service, label FROM ports WHERE world_id = ?1 ORDER BY service, label",
-    )?;
-    let rows = stmt
-        .query_map([world], |r| {
-            Ok(PortRow {
-                port: r.get(0)?,
-                service: r.get(1)?,
-                label: r.get(2)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    PORTS.of_world(conn, world)
 }
 
 /// The observed state of one service's process.
@@ -297,34 +304,25 @@ pub fn setup_changes(
     Ok(rows)
 }
 
+/// How `processes` is read.
+pub(crate) const PROCESSES: Table<ProcessRow> = Table {
+    name: "processes",
+    columns: "service, state, pid, start_time, spawn_token, healthy, restarts, failures,
+              last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
+              setup_hash, message, up_generation, failed_generation, problem,
+              stepped_generation",
+    order: "service",
+    row: process_from_row,
+};
+
 /// A world's processes, by service.
 pub fn processes(conn: &Connection, world: WorldId) -> Result<Vec<ProcessRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT service, state, pid, start_time, spawn_token, healthy, restarts, failures,
-                last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
-                setup_hash, message, up_generation, failed_generation, problem,
-                stepped_generation
-         FROM processes WHERE world_id = ?1 ORDER BY service",
-    )?;
-    let rows = stmt
-        .query_map([world], process_from_row)?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    PROCESSES.of_world(conn, world)
 }
 
 /// Every process row of every world (for the orphan sweep).
 pub fn all_processes(conn: &Connection) -> Result<Vec<(WorldId, ProcessRow)>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT service, state, pid, start_time, spawn_token, healthy, restarts, failures,
-                last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
-                setup_hash, message, up_generation, failed_generation, problem,
-                stepped_generation, world_id
-         FROM processes ORDER BY world_id, service",
-    )?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(20)?, process_from_row(r)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    PROCESSES.all(conn)
 }
 
 fn process_from_row(r: &Row<'_>) -> rusqlite::Result<ProcessRow> {
@@ -418,33 +416,34 @@ pub struct SliceRow {
     pub message: String,
 }
 
+/// How `slices` is read.
+pub(crate) const SLICES: Table<SliceRow> = Table {
+    name: "slices",
+    columns: "service, adapter, name, secret, state, address, tokens, admin_url, migrate_hash,
+              seed_hash, failed_generation, message",
+    order: "service",
+    row: |r| {
+        let tokens: String = r.get(6)?;
+        Ok(SliceRow {
+            service: r.get(0)?,
+            adapter: r.get(1)?,
+            name: r.get(2)?,
+            secret: r.get(3)?,
+            state: r.get(4)?,
+            address: r.get(5)?,
+            tokens: serde_json::from_str(&tokens).unwrap_or_default(),
+            admin_url: r.get(7)?,
+            migrate_hash: r.get(8)?,
+            seed_hash: r.get(9)?,
+            failed_generation: r.get(10)?,
+            message: r.get(11)?,
+        })
+    },
+};
+
 /// A world's slices.
 pub fn slices(conn: &Connection, world: WorldId) -> Result<Vec<SliceRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT service, adapter, name, secret, state, address, tokens, admin_url, migrate_hash,
-                seed_hash, failed_generation, message
-         FROM slices WHERE world_id = ?1 ORDER BY service",
-    )?;
-    let rows = stmt
-        .query_map([world], |r| {
-            let tokens: String = r.get(6)?;
-            Ok(SliceRow {
-                service: r.get(0)?,
-                adapter: r.get(1)?,
-                name: r.get(2)?,
-                secret: r.get(3)?,
-                state: r.get(4)?,
-                address: r.get(5)?,
-                tokens: serde_json::from_str(&tokens).unwrap_or_default(),
-                admin_url: r.get(7)?,
-                migrate_hash: r.get(8)?,
-                seed_hash: r.get(9)?,
-                failed_generation: r.get(10)?,
-                message: r.get(11)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    SLICES.of_world(conn, world)
 }
 
 /// A golden template: a slice migrated and seeded once, that worlds are cloned from.

@@ -4,6 +4,7 @@
 use rusqlite::{Connection, Row};
 use serde::Serialize;
 
+use super::table::Table;
 use crate::limits::Mechanism;
 use crate::store::{StoreError, WorldId};
 
@@ -64,24 +65,20 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<ResourceRow> {
     })
 }
 
+/// How `process_resources` is read.
+pub(crate) const RESOURCES: Table<ResourceRow> = Table {
+    name: "process_resources",
+    columns: COLUMNS,
+    order: "service",
+    row: from_row,
+};
+
 /// A world's services' resources, by service.
 pub fn resources(conn: &Connection, world: WorldId) -> Result<Vec<ResourceRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM process_resources WHERE world_id = ?1 ORDER BY service"
-    ))?;
-    let rows = stmt
-        .query_map([world], from_row)?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    RESOURCES.of_world(conn, world)
 }
 
 /// Every world's services' resources (for the sampler).
 pub fn all_resources(conn: &Connection) -> Result<Vec<(WorldId, ResourceRow)>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS}, world_id FROM process_resources ORDER BY world_id, service"
-    ))?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(12)?, from_row(r)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    RESOURCES.all(conn)
 }

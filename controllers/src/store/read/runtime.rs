@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection};
 use serde::Serialize;
 
+use super::table::Table;
 use crate::store::{StoreError, WorldId};
 
 /// Status of a condition.
@@ -59,41 +60,44 @@ pub struct ConditionRow {
     pub last_transition: i64,
 }
 
+/// How `conditions` is read.
+pub(crate) const CONDITIONS: Table<ConditionRow> = Table {
+    name: "conditions",
+    columns: "type, controller, status, reason, message, stalled, generation, last_transition",
+    order: "type",
+    row: |r| {
+        Ok(ConditionRow {
+            type_: r.get(0)?,
+            controller: r.get(1)?,
+            status: CondStatus::parse(&r.get::<_, String>(2)?),
+            reason: r.get(3)?,
+            message: r.get(4)?,
+            stalled: r.get::<_, i64>(5)? != 0,
+            generation: r.get(6)?,
+            last_transition: r.get(7)?,
+        })
+    },
+};
+
 /// A world's conditions.
 pub fn conditions(conn: &Connection, world: WorldId) -> Result<Vec<ConditionRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT type, controller, status, reason, message, stalled, generation, last_transition
-         FROM conditions WHERE world_id = ?1 ORDER BY type",
-    )?;
-    let rows = stmt
-        .query_map([world], |r| {
-            Ok(ConditionRow {
-                type_: r.get(0)?,
-                controller: r.get(1)?,
-                status: CondStatus::parse(&r.get::<_, String>(2)?),
-                reason: r.get(3)?,
-                message: r.get(4)?,
-                stalled: r.get::<_, i64>(5)? != 0,
-                generation: r.get(6)?,
-                last_transition: r.get(7)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    CONDITIONS.of_world(conn, world)
 }
+
+/// How `controller_status` is read: `(controller, observed_generation)`.
+pub(crate) const GENERATIONS: Table<(String, i64)> = Table {
+    name: "controller_status",
+    columns: "controller, observed_generation",
+    order: "controller",
+    row: |r| Ok((r.get(0)?, r.get(1)?)),
+};
 
 /// `controller → observed_generation` for a world.
 pub fn observed_generations(
     conn: &Connection,
     world: WorldId,
 ) -> Result<BTreeMap<String, i64>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT controller, observed_generation FROM controller_status WHERE world_id = ?1",
-    )?;
-    let rows = stmt
-        .query_map([world], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<BTreeMap<_, _>, _>>()?;
-    Ok(rows)
+    Ok(GENERATIONS.of_world(conn, world)?.into_iter().collect())
 }
 
 /// Finalizers still held on a world.

@@ -23,7 +23,7 @@ pub fn user_worlds(conn: &Connection, project_id: i64) -> Result<Vec<World>, Sto
 /// The shared world `world` uses services of, when it uses any (none for the shared world
 /// itself).
 fn provider(conn: &Connection, world: &World) -> Result<Option<World>, StoreError> {
-    if world.is_shared() || crate::shared::declared(&world.spec).is_empty() {
+    if !uses_shared(world) {
         return Ok(None);
     }
     shared_world(conn, world.project_id)
@@ -32,43 +32,48 @@ fn provider(conn: &Connection, world: &World) -> Result<Option<World>, StoreErro
 /// The ports `world` resolves tokens against: its own, and the shared world's ports of the
 /// services it shares (after its own, so they win over a stale one of the same name).
 pub fn ports_seen_by(conn: &Connection, world: &World) -> Result<Vec<PortRow>, StoreError> {
-    let mut out = ports(conn, world.id)?;
-    if let Some(shared) = provider(conn, world)? {
-        out.retain(|p| world.runs(&p.service));
-        out.extend(
-            ports(conn, shared.id)?
-                .into_iter()
-                .filter(|p| !world.runs(&p.service)),
-        );
-    }
-    Ok(out)
+    let shared = provider(conn, world)?
+        .map(|s| ports(conn, s.id))
+        .transpose()?;
+    Ok(seen(world, ports(conn, world.id)?, shared, |p| &p.service))
 }
 
 /// The slices `world` resolves tokens against: its own, and the shared world's slices of
 /// the adapter services it shares.
 pub fn slices_seen_by(conn: &Connection, world: &World) -> Result<Vec<SliceRow>, StoreError> {
-    let mut out = slices(conn, world.id)?;
-    if let Some(shared) = provider(conn, world)? {
-        out.retain(|s| world.runs(&s.service));
-        out.extend(
-            slices(conn, shared.id)?
-                .into_iter()
-                .filter(|s| !world.runs(&s.service)),
-        );
-    }
-    Ok(out)
+    let shared = provider(conn, world)?
+        .map(|s| slices(conn, s.id))
+        .transpose()?;
+    Ok(seen(world, slices(conn, world.id)?, shared, |s| &s.service))
 }
 
 /// The shared world's process rows of the services `world` shares (empty when it shares
 /// none).
 pub fn shared_processes(conn: &Connection, world: &World) -> Result<Vec<ProcessRow>, StoreError> {
-    Ok(match provider(conn, world)? {
-        Some(shared) => processes(conn, shared.id)?
-            .into_iter()
-            .filter(|p| !world.runs(&p.service))
-            .collect(),
-        None => Vec::new(),
-    })
+    let shared = provider(conn, world)?
+        .map(|s| processes(conn, s.id))
+        .transpose()?;
+    Ok(seen(world, Vec::new(), shared, |p| &p.service))
+}
+
+/// What `world` sees of rows keyed by service: its own rows of the services it runs, then
+/// the shared world's rows (`shared`, when it uses one) of the services it shares.
+pub(crate) fn seen<T>(
+    world: &World,
+    mut own: Vec<T>,
+    shared: Option<Vec<T>>,
+    service: fn(&T) -> &str,
+) -> Vec<T> {
+    if let Some(shared) = shared {
+        own.retain(|r| world.runs(service(r)));
+        own.extend(shared.into_iter().filter(|r| !world.runs(service(r))));
+    }
+    own
+}
+
+/// Whether `world` uses services of its project's shared world.
+pub(crate) fn uses_shared(world: &World) -> bool {
+    !world.is_shared() && !crate::shared::declared(&world.spec).is_empty()
 }
 
 /// The worlds of the shared world `shared`'s project that declare shared services (being
