@@ -408,6 +408,9 @@ pub fn metrics(
             "pid": daemon.as_ref().and_then(|d| d.pid),
             "uptime_secs": daemon.as_ref().and_then(|d| d.uptime_secs),
             "rss_bytes": daemon.as_ref().and_then(|d| d.rss_bytes),
+            // Each controller's reconciles and housekeeping since the daemon started: how
+            // many, and their time together and the longest (µs).
+            "controllers": daemon.as_ref().and_then(|d| d.controllers.clone()),
         },
         // binky 0.1.2's names.
         "worktrees": {

@@ -45,11 +45,12 @@ pub async fn run(action: DaemonAction) -> Result<i32, Failure> {
                 println!(
                     "binky daemon running: pid {}, version {}, up {}s, {:.1} MiB resident, {worlds} world(s), home {}",
                     info.pid.unwrap_or(0),
-                    info.version.unwrap_or_default(),
+                    info.version.as_deref().unwrap_or_default(),
                     info.uptime_secs.unwrap_or(0),
                     info.rss_bytes.unwrap_or(0) as f64 / 1048576.0,
                     home.root().display()
                 );
+                print!("{}", controller_lines(&info));
                 Ok(exit::OK)
             }
             Err(_) => {
@@ -62,6 +63,29 @@ pub async fn run(action: DaemonAction) -> Result<i32, Failure> {
         },
         DaemonAction::Run => Ok(run_foreground()),
     }
+}
+
+/// What each controller's work has cost since the daemon started, a line each.
+fn controller_lines(info: &crate::daemon::protocol::Response) -> String {
+    let ms = |us: u64| us as f64 / 1000.0;
+    let mut out = String::new();
+    for (name, t) in info.controllers.iter().flatten() {
+        let mean = if t.reconciles == 0 {
+            0
+        } else {
+            t.busy_us / t.reconciles
+        };
+        out.push_str(&format!(
+            "  {name:<10} {} reconciles, {:.1} ms in all (mean {:.2} ms, longest {:.1} ms); housekeeping {}×, {:.1} ms\n",
+            t.reconciles,
+            ms(t.busy_us),
+            ms(mean),
+            ms(t.max_us),
+            t.housekeeps,
+            ms(t.housekeep_us),
+        ));
+    }
+    out
 }
 
 /// Stop the home's daemon and wait until its process is gone; false when none ran.

@@ -178,6 +178,7 @@ pub async fn run(
 
     let mut runtime = Runtime::new(store.clone(), config.runtime.clone());
     let trigger = runtime.trigger();
+    let timings = runtime.timings();
 
     // The proxy: routes published by the route controller, HTTPS from the local CA.
     let routes = Routes::default();
@@ -311,7 +312,7 @@ pub async fn run(
             _ = requested.notified() => break,
             conn = listener.accept() => match conn {
                 Ok((stream, _)) => {
-                    let ctx = Conn { trigger: trigger.clone(), requested: requested.clone(), started, home: home.clone(), proxy: manager.clone(), servers: servers.clone(), dashboard: dashboard.clone() };
+                    let ctx = Conn { trigger: trigger.clone(), timings: timings.clone(), requested: requested.clone(), started, home: home.clone(), proxy: manager.clone(), servers: servers.clone(), dashboard: dashboard.clone() };
                     tokio::spawn(async move { ctx.serve(stream).await });
                 }
                 Err(err) => tracing::warn!(%err, "accept failed"),
@@ -339,6 +340,7 @@ pub async fn run(
 
 struct Conn {
     trigger: Trigger,
+    timings: binky_controllers::runtime::Timings,
     requested: Arc<Notify>,
     started: Instant,
     home: Home,
@@ -427,6 +429,7 @@ impl Conn {
         r.uptime_secs = Some(self.started.elapsed().as_secs());
         r.rss_bytes = crate::supervisor::procfs::rss_bytes(std::process::id());
         r.home = Some(self.home.root().display().to_string());
-        (r, false).0
+        r.controllers = Some(self.timings.snapshot());
+        r
     }
 }

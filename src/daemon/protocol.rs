@@ -57,6 +57,9 @@ pub struct Response {
     /// Servers stopped (stop_servers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Vec<String>>,
+    /// What each controller's work has cost since the daemon started (ping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controllers: Option<std::collections::BTreeMap<String, binky_controllers::runtime::Timing>>,
 }
 
 impl Response {

@@ -205,3 +205,38 @@ fn reserve_sets_the_ram_and_disk_reserves_as_binky_012_did() {
         "a refused value changed something"
     );
 }
+
+/// What each controller's work costs is counted in the daemon and shown: `daemon status` a
+/// line each, `metrics` the numbers.
+#[test]
+fn the_daemon_counts_what_each_controllers_reconciles_cost_and_shows_it() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    let status = env.ok(&["daemon", "status"]);
+    for c in ["worktree", "port", "process", "route"] {
+        let line = status
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{c} ")))
+            .unwrap_or_else(|| panic!("no line for the {c} controller:\n{status}"));
+        assert!(
+            line.contains(" reconciles, ") && !line.contains(" 0 reconciles"),
+            "{line}"
+        );
+    }
+    let metrics: serde_json::Value = serde_json::from_str(&env.ok(&["metrics"])).unwrap();
+    let process = &metrics["daemon"]["controllers"]["process"];
+    let n = process["reconciles"].as_u64().expect("process reconciles");
+    assert!(n >= 1, "{process}");
+    assert!(process["busy_us"].as_u64().unwrap() >= process["max_us"].as_u64().unwrap());
+    // Another reconcile of the world is counted.
+    env.ok(&["reload", "w"]);
+    let again: serde_json::Value = serde_json::from_str(&env.ok(&["metrics"])).unwrap();
+    assert!(
+        again["daemon"]["controllers"]["process"]["reconciles"]
+            .as_u64()
+            .unwrap()
+            > n,
+        "{again}"
+    );
+    env.ok(&["remove", "w"]);
+}

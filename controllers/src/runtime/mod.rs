@@ -25,6 +25,7 @@
 
 mod backoff;
 mod scheduler;
+mod timings;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,7 @@ use crate::store::{self, now_ms, owner, CondStatus, Store, StoreError, World, Wo
 
 pub use self::backoff::KeyBackoff;
 pub use self::scheduler::RuntimeConfig;
+pub use self::timings::{Timing, Timings};
 
 /// What to do with a key after a successful reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -763,6 +765,7 @@ pub struct Runtime {
     trigger: Trigger,
     config: RuntimeConfig,
     tasks: Vec<scheduler::Pending>,
+    timings: Timings,
 }
 
 impl Runtime {
@@ -773,7 +776,13 @@ impl Runtime {
             trigger: Trigger::default(),
             config,
             tasks: Vec::new(),
+            timings: Timings::default(),
         }
+    }
+
+    /// What each controller's reconciles and housekeeping cost, counted as they run.
+    pub fn timings(&self) -> Timings {
+        self.timings.clone()
     }
 
     /// The handle that wakes controllers.
@@ -790,6 +799,7 @@ impl Runtime {
             self.trigger.clone(),
             self.config.clone(),
             rx,
+            self.timings.clone(),
         ));
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::{reconcile_one, report_panic, Controller, KeyBackoff, Msg, Outcome, Trigger};
+use super::{reconcile_one, report_panic, Controller, KeyBackoff, Msg, Outcome, Timings, Trigger};
 use crate::store::{self, Store, WorldId};
 
 /// Tuning of the runtime.
@@ -45,10 +45,13 @@ impl Pending {
         trigger: Trigger,
         config: RuntimeConfig,
         rx: mpsc::UnboundedReceiver<Msg>,
+        timings: Timings,
     ) -> Pending {
         Pending {
             start: Box::new(move |stop| {
-                Box::pin(run_controller(controller, store, trigger, config, rx, stop))
+                Box::pin(run_controller(
+                    controller, store, trigger, config, rx, stop, timings,
+                ))
             }),
         }
     }
@@ -101,7 +104,9 @@ async fn run_controller<C: Controller>(
     config: RuntimeConfig,
     mut rx: mpsc::UnboundedReceiver<Msg>,
     mut stop: watch::Receiver<bool>,
+    timings: Timings,
 ) {
+    let name = controller.kind().name();
     controller.startup().await;
     // Housekeeping: when it is due next, whether it runs, and where it reports back.
     let mut house_due: Option<Instant> = Some(Instant::now());
@@ -128,13 +133,15 @@ async fn run_controller<C: Controller>(
             due.remove(&id);
             running.insert(id);
             let mut backoff = backoffs.remove(&id).unwrap_or_default();
-            let (controller, store, trigger, done_tx) = (
+            let (controller, store, trigger, done_tx, timings) = (
                 controller.clone(),
                 store.clone(),
                 trigger.clone(),
                 done_tx.clone(),
+                timings.clone(),
             );
             tokio::spawn(async move {
+                let started = Instant::now();
                 // A panicking reconcile must still report back: otherwise this key stays
                 // "running" and is never reconciled again until the daemon restarts.
                 let run = reconcile_one(&*controller, &store, &trigger, &mut backoff, id);
@@ -157,14 +164,17 @@ async fn run_controller<C: Controller>(
                         }
                     }
                 };
+                timings.reconciled(name, started.elapsed());
                 let _ = done_tx.send((id, backoff, outcome));
             });
         }
         if !housekeeping && house_due.is_some_and(|at| at <= now) {
             house_due = None;
             housekeeping = true;
-            let (controller, house_tx) = (controller.clone(), house_tx.clone());
+            let (controller, house_tx, timings) =
+                (controller.clone(), house_tx.clone(), timings.clone());
             tokio::spawn(async move {
+                let started = Instant::now();
                 let run = async move { controller.housekeep().await };
                 let next = match CatchUnwind(Box::pin(run)).await {
                     Ok(next) => next,
@@ -173,6 +183,7 @@ async fn run_controller<C: Controller>(
                         None
                     }
                 };
+                timings.housekept(name, started.elapsed());
                 let _ = house_tx.send(next);
             });
         }

@@ -108,6 +108,7 @@ struct Harness {
     _dir: tempfile::TempDir,
     store: Store,
     trigger: Trigger,
+    timings: super::Timings,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -128,6 +129,7 @@ fn start_with(dir: tempfile::TempDir, store: Store, fake: Arc<Fake>, resync: Dur
     );
     rt.add(fake);
     let trigger = rt.trigger();
+    let timings = rt.timings();
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(rt.run(async {
         let _ = rx.await;
@@ -136,6 +138,7 @@ fn start_with(dir: tempfile::TempDir, store: Store, fake: Arc<Fake>, resync: Dur
         _dir: dir,
         store,
         trigger,
+        timings,
         stop,
         task,
     }
@@ -448,6 +451,48 @@ async fn housekeeping_runs_at_startup_on_a_nudge_of_every_world_after_a_cleanup_
     *fake.house_again.lock().unwrap() = Some(Duration::from_millis(30));
     h.trigger.all();
     wait_for(|| runs() >= before + 5).await;
+    let _ = h.stop.send(());
+    h.task.await.unwrap();
+}
+
+/// Each controller's reconciles and housekeeping are counted and timed as they run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_reconcile_and_housekeeping_run_is_counted_with_its_time() {
+    let fake = Arc::new(Fake {
+        work: Duration::from_millis(20),
+        ..Fake::default()
+    });
+    let h = start(fake.clone(), Duration::from_secs(3600));
+    let w = h.store.put_world(&new_world("p", "/r", "w")).unwrap().world;
+    for n in 1..=3 {
+        h.trigger.world(w.id);
+        wait_for(|| fake.applies.load(Ordering::SeqCst) >= n).await;
+    }
+    let route = || {
+        h.timings
+            .snapshot()
+            .get("route")
+            .copied()
+            .unwrap_or_default()
+    };
+    wait_for(|| route().reconciles == fake.applies.load(Ordering::SeqCst) as u64).await;
+    wait_for(|| route().housekeeps == fake.housekeeps.load(Ordering::SeqCst) as u64).await;
+    let t = route();
+    assert!(t.reconciles >= 3, "{t:?}");
+    assert!(
+        t.busy_us >= 20_000 * t.reconciles,
+        "each took its 20 ms: {t:?}"
+    );
+    assert!(t.max_us >= 20_000 && t.max_us <= t.busy_us, "{t:?}");
+    assert!(
+        t.housekeeps >= 1 && t.housekeep_us >= 20_000,
+        "the startup housekeeping: {t:?}"
+    );
+    assert_eq!(
+        h.timings.snapshot().len(),
+        1,
+        "only the controller that ran"
+    );
     let _ = h.stop.send(());
     h.task.await.unwrap();
 }
