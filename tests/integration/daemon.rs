@@ -240,3 +240,84 @@ fn the_daemon_counts_what_each_controllers_reconciles_cost_and_shows_it() {
     );
     env.ok(&["remove", "w"]);
 }
+
+/// A daemon too busy to answer within a request's 3 s is asked again while it runs — not
+/// taken for gone, and no second daemon is started beside it; the command succeeds once it
+/// answers, and what the command recorded is carried out by the next daemon.
+#[test]
+fn a_command_asks_a_daemon_too_busy_to_answer_again_and_starts_no_second_one() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixListener;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    let env = Env::new(&config());
+    let home = binky::paths::Home::at(env.home.clone());
+    home.ensure().unwrap();
+    // The busy daemon: it holds the socket and answers nothing for 7 s (more than two tries
+    // of 3 s each), then answers every request.
+    let listener = UnixListener::bind(home.socket()).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let busy_until = Instant::now() + Duration::from_secs(7);
+    let (asked, stop) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let daemon = {
+        let (asked, stop) = (asked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                let asked = asked.clone();
+                conns.push(std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut w = stream;
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                        asked.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(busy_until.saturating_duration_since(Instant::now()));
+                        let answer = format!(
+                            "{{\"ok\":true,\"pid\":{},\"version\":\"{}\"}}\n",
+                            std::process::id(),
+                            env!("CARGO_PKG_VERSION")
+                        );
+                        if w.write_all(answer.as_bytes()).is_err() {
+                            return;
+                        }
+                        line.clear();
+                    }
+                }));
+            }
+            for c in conns {
+                let _ = c.join();
+            }
+        })
+    };
+    let started = Instant::now();
+    let out = env.binky(&["up", "w", "--no-wait"]);
+    let took = started.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    daemon.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        took >= Duration::from_secs(6),
+        "the daemon answered nothing before 7 s: {took:?}"
+    );
+    assert!(
+        asked.load(Ordering::SeqCst) >= 3,
+        "two tries ran out of time, the next was answered: {} requests",
+        asked.load(Ordering::SeqCst)
+    );
+    assert_eq!(env.daemon_pid(), None, "a second daemon was started");
+    // The busy daemon goes; the next command's daemon carries out what was recorded.
+    std::fs::remove_file(home.socket()).unwrap();
+    env.ok(&["up", "w"]);
+    assert!(env.pid_of("w", "web").is_some());
+    env.ok(&["remove", "w"]);
+}
