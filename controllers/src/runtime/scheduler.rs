@@ -97,6 +97,160 @@ fn schedule_spread(
     }
 }
 
+/// One controller's scheduler state: what is due when, what runs, each key's backoff, and
+/// its housekeeping.
+struct Scheduler<C: Controller> {
+    controller: Arc<C>,
+    store: Store,
+    trigger: Trigger,
+    timings: Timings,
+    name: &'static str,
+    due: HashMap<WorldId, Instant>,
+    running: HashSet<WorldId>,
+    backoffs: HashMap<WorldId, KeyBackoff>,
+    done_tx: mpsc::UnboundedSender<(WorldId, KeyBackoff, Outcome)>,
+    /// Housekeeping: when it is due next, whether it runs, and where it reports back.
+    house_due: Option<Instant>,
+    housekeeping: bool,
+    house_tx: mpsc::UnboundedSender<Option<Duration>>,
+}
+
+impl<C: Controller> Scheduler<C> {
+    /// Start the keys that are due, the longest waiting first, as many as there is room for.
+    fn start_due(&mut self, now: Instant) {
+        let mut ready: Vec<(Instant, WorldId)> = self
+            .due
+            .iter()
+            .filter(|(id, at)| **at <= now && !self.running.contains(*id))
+            .map(|(id, at)| (*at, *id))
+            .collect();
+        ready.sort();
+        ready.truncate(MAX_RUNNING.saturating_sub(self.running.len()));
+        for (_, id) in ready {
+            self.due.remove(&id);
+            self.running.insert(id);
+            let backoff = self.backoffs.remove(&id).unwrap_or_default();
+            self.spawn_reconcile(id, backoff);
+        }
+    }
+
+    /// Reconcile `id` in a task of its own, which reports back (a panic too: otherwise the key
+    /// stays "running" and is never reconciled again until the daemon restarts).
+    fn spawn_reconcile(&self, id: WorldId, mut backoff: KeyBackoff) {
+        let (controller, store, trigger, done_tx, timings, name) = (
+            self.controller.clone(),
+            self.store.clone(),
+            self.trigger.clone(),
+            self.done_tx.clone(),
+            self.timings.clone(),
+            self.name,
+        );
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let run = reconcile_one(&*controller, &store, &trigger, &mut backoff, id);
+            let outcome = match CatchUnwind(Box::pin(run)).await {
+                Ok(outcome) => outcome,
+                Err(panic) => {
+                    let delay = backoff.next_delay();
+                    let why = panic_message(&*panic);
+                    report_panic(&*controller, &store, &trigger, id, &why, backoff.attempts());
+                    Outcome {
+                        next: Some(delay),
+                        forget: false,
+                        cleaned: false,
+                    }
+                }
+            };
+            timings.reconciled(name, started.elapsed());
+            let _ = done_tx.send((id, backoff, outcome));
+        });
+    }
+
+    /// Start housekeeping when it is due and not running.
+    fn start_housekeeping(&mut self, now: Instant) {
+        if self.housekeeping || !self.house_due.is_some_and(|at| at <= now) {
+            return;
+        }
+        self.house_due = None;
+        self.housekeeping = true;
+        let (controller, house_tx, timings, name) = (
+            self.controller.clone(),
+            self.house_tx.clone(),
+            self.timings.clone(),
+            self.name,
+        );
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let run = async move { controller.housekeep().await };
+            let next = match CatchUnwind(Box::pin(run)).await {
+                Ok(next) => next,
+                Err(panic) => {
+                    tracing::error!(panic = %panic_message(&*panic), "housekeeping panicked");
+                    None
+                }
+            };
+            timings.housekept(name, started.elapsed());
+            let _ = house_tx.send(next);
+        });
+    }
+
+    /// When something is due next (at the limit, the next to finish makes room and wakes the
+    /// loop instead).
+    fn next_due(&self) -> Option<Instant> {
+        let full = self.running.len() >= MAX_RUNNING;
+        self.due
+            .iter()
+            .filter(|(id, _)| !full && !self.running.contains(*id))
+            .map(|(_, at)| *at)
+            .chain(self.house_due.filter(|_| !self.housekeeping))
+            .min()
+    }
+
+    /// Housekeeping finished: run again after `next`, if it asked to.
+    fn housekept(&mut self, next: Option<Duration>) {
+        self.housekeeping = false;
+        if let Some(after) = next {
+            soonest(&mut self.house_due, Instant::now() + after);
+        }
+    }
+
+    /// A reconcile of `id` finished.
+    fn finished(&mut self, id: WorldId, backoff: KeyBackoff, outcome: Outcome) {
+        self.running.remove(&id);
+        if outcome.cleaned {
+            soonest(&mut self.house_due, Instant::now());
+        }
+        if outcome.forget {
+            self.due.remove(&id);
+            return;
+        }
+        self.backoffs.insert(id, backoff);
+        if let Some(after) = outcome.next {
+            schedule(&mut self.due, id, Instant::now() + after);
+        }
+    }
+
+    /// A nudge: one world (unless this controller sent it), or every world.
+    fn nudged(&mut self, msg: Msg) {
+        match msg {
+            Msg::World(id, origin) if origin != Some(self.name) => {
+                schedule(&mut self.due, id, Instant::now())
+            }
+            Msg::World(..) => {}
+            Msg::All => {
+                schedule_all(&mut self.due, &self.store, Instant::now());
+                soonest(&mut self.house_due, Instant::now());
+            }
+        }
+    }
+
+    /// The resync: every world once over `period`, and housekeeping now.
+    fn resync(&mut self, period: Duration) {
+        schedule_spread(&mut self.due, &self.store, Instant::now(), period);
+        soonest(&mut self.house_due, Instant::now());
+    }
+}
+
 async fn run_controller<C: Controller>(
     controller: Arc<C>,
     store: Store,
@@ -106,141 +260,44 @@ async fn run_controller<C: Controller>(
     mut stop: watch::Receiver<bool>,
     timings: Timings,
 ) {
-    let name = controller.kind().name();
     controller.startup().await;
-    // Housekeeping: when it is due next, whether it runs, and where it reports back.
-    let mut house_due: Option<Instant> = Some(Instant::now());
-    let mut housekeeping = false;
     let (house_tx, mut house_rx) = mpsc::unbounded_channel::<Option<Duration>>();
-    let mut due: HashMap<WorldId, Instant> = HashMap::new();
-    let mut running: HashSet<WorldId> = HashSet::new();
-    let mut backoffs: HashMap<WorldId, KeyBackoff> = HashMap::new();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(WorldId, KeyBackoff, Outcome)>();
+    let mut s = Scheduler {
+        name: controller.kind().name(),
+        controller,
+        store,
+        trigger,
+        timings,
+        due: HashMap::new(),
+        running: HashSet::new(),
+        backoffs: HashMap::new(),
+        done_tx,
+        house_due: Some(Instant::now()),
+        housekeeping: false,
+        house_tx,
+    };
     let mut resync = tokio::time::interval_at(Instant::now() + config.resync, config.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
     loop {
         let now = Instant::now();
-        let mut ready: Vec<(Instant, WorldId)> = due
-            .iter()
-            .filter(|(id, at)| **at <= now && !running.contains(*id))
-            .map(|(id, at)| (*at, *id))
-            .collect();
-        // The longest waiting first, as many as there is room for.
-        ready.sort();
-        ready.truncate(MAX_RUNNING.saturating_sub(running.len()));
-        for (_, id) in ready {
-            due.remove(&id);
-            running.insert(id);
-            let mut backoff = backoffs.remove(&id).unwrap_or_default();
-            let (controller, store, trigger, done_tx, timings) = (
-                controller.clone(),
-                store.clone(),
-                trigger.clone(),
-                done_tx.clone(),
-                timings.clone(),
-            );
-            tokio::spawn(async move {
-                let started = Instant::now();
-                // A panicking reconcile must still report back: otherwise this key stays
-                // "running" and is never reconciled again until the daemon restarts.
-                let run = reconcile_one(&*controller, &store, &trigger, &mut backoff, id);
-                let outcome = match CatchUnwind(Box::pin(run)).await {
-                    Ok(outcome) => outcome,
-                    Err(panic) => {
-                        let delay = backoff.next_delay();
-                        report_panic(
-                            &*controller,
-                            &store,
-                            &trigger,
-                            id,
-                            &panic_message(&*panic),
-                            backoff.attempts(),
-                        );
-                        Outcome {
-                            next: Some(delay),
-                            forget: false,
-                            cleaned: false,
-                        }
-                    }
-                };
-                timings.reconciled(name, started.elapsed());
-                let _ = done_tx.send((id, backoff, outcome));
-            });
-        }
-        if !housekeeping && house_due.is_some_and(|at| at <= now) {
-            house_due = None;
-            housekeeping = true;
-            let (controller, house_tx, timings) =
-                (controller.clone(), house_tx.clone(), timings.clone());
-            tokio::spawn(async move {
-                let started = Instant::now();
-                let run = async move { controller.housekeep().await };
-                let next = match CatchUnwind(Box::pin(run)).await {
-                    Ok(next) => next,
-                    Err(panic) => {
-                        tracing::error!(panic = %panic_message(&*panic), "housekeeping panicked");
-                        None
-                    }
-                };
-                timings.housekept(name, started.elapsed());
-                let _ = house_tx.send(next);
-            });
-        }
-        // At the limit, the next to finish makes room (and wakes this loop).
-        let full = running.len() >= MAX_RUNNING;
-        let next_due = due
-            .iter()
-            .filter(|(id, _)| !full && !running.contains(*id))
-            .map(|(_, at)| *at)
-            .chain(house_due.filter(|_| !housekeeping))
-            .min();
+        s.start_due(now);
+        s.start_housekeeping(now);
         tokio::select! {
             biased;
             _ = stop.changed() => break,
-            Some(next) = house_rx.recv() => {
-                housekeeping = false;
-                if let Some(after) = next {
-                    soonest(&mut house_due, Instant::now() + after);
-                }
-            }
-            Some((id, backoff, outcome)) = done_rx.recv() => {
-                running.remove(&id);
-                if outcome.cleaned {
-                    soonest(&mut house_due, Instant::now());
-                }
-                if outcome.forget {
-                    due.remove(&id);
-                } else {
-                    backoffs.insert(id, backoff);
-                    if let Some(after) = outcome.next {
-                        schedule(&mut due, id, Instant::now() + after);
-                    }
-                }
-            }
-            Some(msg) = rx.recv() => match msg {
-                Msg::World(id, origin) if origin != Some(controller.kind().name()) => {
-                    schedule(&mut due, id, Instant::now())
-                }
-                Msg::World(..) => {}
-                Msg::All => {
-                    schedule_all(&mut due, &store, Instant::now());
-                    soonest(&mut house_due, Instant::now());
-                }
-            },
-            _ = resync.tick() => {
-                schedule_spread(&mut due, &store, Instant::now(), config.resync);
-                soonest(&mut house_due, Instant::now());
-            }
-            _ = sleep_until(next_due) => {}
+            Some(next) = house_rx.recv() => s.housekept(next),
+            Some((id, backoff, outcome)) = done_rx.recv() => s.finished(id, backoff, outcome),
+            Some(msg) = rx.recv() => s.nudged(msg),
+            _ = resync.tick() => s.resync(config.resync),
+            _ = sleep_until(s.next_due()) => {}
         }
     }
-
     // Let running reconciles finish, so a stop never cuts a reconcile in half on purpose.
     let deadline = Instant::now() + config.shutdown_grace;
-    while !running.is_empty() {
+    while !s.running.is_empty() {
         tokio::select! {
-            Some((id, _, _)) = done_rx.recv() => { running.remove(&id); }
+            Some((id, _, _)) = done_rx.recv() => { s.running.remove(&id); }
             _ = tokio::time::sleep_until(deadline) => break,
         }
     }

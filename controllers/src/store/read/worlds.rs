@@ -1,6 +1,6 @@
 //! The desired records: projects, worlds and the machine's settings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -217,22 +217,26 @@ pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([], world_from_row)?;
-    // Worlds of one project mostly share one spec: each text is parsed once.
-    let mut parsed: std::collections::HashMap<String, Spec> = std::collections::HashMap::new();
+    // Worlds of one project mostly share one spec, and worlds made from one shell one
+    // environment: each text is parsed once.
+    let mut specs: HashMap<String, Spec> = HashMap::new();
+    let mut envs: HashMap<String, BTreeMap<String, String>> = HashMap::new();
     let mut out = Vec::new();
     for row in rows {
-        let (mut world, spec, env) = row?;
-        if let Some(known) = parsed.get(&spec) {
-            world.spec = known.clone();
-            world.env = serde_json::from_str(&env).map_err(|source| StoreError::Decode {
-                what: format!("env of world {}", world.name),
-                source,
-            })?;
-            out.push(world);
-            continue;
-        }
-        let world = decode_world((world, spec.clone(), env))?;
-        parsed.insert(spec, world.spec.clone());
+        let (world, spec, env) = row?;
+        let world = match (specs.get(&spec), envs.get(&env)) {
+            (Some(s), Some(e)) => World {
+                spec: s.clone(),
+                env: e.clone(),
+                ..world
+            },
+            _ => {
+                let w = decode_world((world, spec.clone(), env.clone()))?;
+                specs.insert(spec, w.spec.clone());
+                envs.insert(env, w.env.clone());
+                w
+            }
+        };
         out.push(world);
     }
     Ok(out)
