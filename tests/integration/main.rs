@@ -11,6 +11,7 @@ mod client_urls;
 mod compat_012;
 mod daemon;
 mod dashboard;
+mod docs;
 mod env_tokens;
 mod example;
 mod exec_and_remove;
