@@ -70,11 +70,7 @@ fn controller_lines(info: &crate::daemon::protocol::Response) -> String {
     let ms = |us: u64| us as f64 / 1000.0;
     let mut out = String::new();
     for (name, t) in info.controllers.iter().flatten() {
-        let mean = if t.reconciles == 0 {
-            0
-        } else {
-            t.busy_us / t.reconciles
-        };
+        let mean = t.busy_us.checked_div(t.reconciles).unwrap_or(0);
         out.push_str(&format!(
             "  {name:<10} {} reconciles, {:.1} ms in all (mean {:.2} ms, longest {:.1} ms); housekeeping {}×, {:.1} ms\n",
             t.reconciles,

@@ -168,7 +168,7 @@ impl<C: Controller> Scheduler<C> {
 
     /// Start housekeeping when it is due and not running.
     fn start_housekeeping(&mut self, now: Instant) {
-        if self.housekeeping || !self.house_due.is_some_and(|at| at <= now) {
+        if self.housekeeping || self.house_due.is_none_or(|at| at > now) {
             return;
         }
         self.house_due = None;
