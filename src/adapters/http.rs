@@ -17,7 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use binky_controllers::url::{percent_decode, percent_encode, Url};
+use binky_controllers::url::{host_port, percent_decode, percent_encode, Url};
 
 use super::{redact, AdapterError};
 
@@ -62,8 +62,10 @@ impl Endpoint {
                 "admin_url `{server}` names no host"
             )));
         }
-        let has_port = host.rsplit_once(':').is_some_and(|(h, p)| {
-            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':')
+        // Unbracketed, `fe80::1` ends in part of the address, not in a port.
+        let has_port = host_port(host).is_some_and(|(h, p)| {
+            p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                && !h.ends_with(':')
         });
         let authority = if has_port {
             host.to_owned()

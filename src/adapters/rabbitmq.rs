@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hyper::Method;
 use serde_json::json;
 
-use binky_controllers::url::percent_encode;
+use binky_controllers::url::{host_port, percent_encode};
 
 use super::http::{Endpoint, Http, Response};
 use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
@@ -106,10 +106,10 @@ impl Broker {
             None if amqp_scheme == "amqps" => 5671,
             None => 5672,
         };
-        let host = match api.authority.rsplit_once(':') {
-            Some((h, _)) => h.to_owned(),
-            None => api.authority.clone(),
-        };
+        // `Endpoint::parse` wrote the port: what is before it is the host.
+        let host = host_port(&api.authority)
+            .map_or(api.authority.as_str(), |(h, _)| h)
+            .to_owned();
         Ok(Broker {
             api,
             http: Http::new(),
