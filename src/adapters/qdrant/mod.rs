@@ -49,7 +49,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hyper::Method;
-use sha2::{Digest, Sha256};
 
 use binky_controllers::url::percent_encode;
 
