@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 pub use crate::registry::{Kind, Reporter};
 use crate::store::{self, now_ms, owner, CondStatus, Store, StoreError, World, WorldId};
 
-pub use self::backoff::KeyBackoff;
+pub use self::backoff::{doubling_delay, KeyBackoff};
 pub use self::scheduler::RuntimeConfig;
 
 /// What to do with a key after a successful reconcile.
