@@ -53,7 +53,7 @@ use hyper::Method;
 use sha2::{Digest, Sha256};
 
 use super::http::{Endpoint, Http};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
 
 /// The HTTP interface's usual port.
 pub const DEFAULT_PORT: u16 = 8123;
@@ -301,155 +301,131 @@ fn warn_shared(server: &str, why: &str) {
     );
 }
 
+#[async_trait::async_trait]
 impl Adapter for ClickHouse {
     fn names(&self) -> &'static [&'static str] {
         &["clickhouse"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::from_config(cfg)?;
-            let version = server.version().await?;
-            server
-                .admin(
-                    &format!("CREATE DATABASE IF NOT EXISTS `{}`", slice.name),
-                    &format!("creating database {}", slice.name),
-                )
-                .await?;
-            if !has_users(version) {
-                warn_shared(
-                    &server.ep.server,
-                    &format!(
-                        "ClickHouse {}.{} has no SQL users (20.5 added them)",
-                        version.0, version.1
-                    ),
-                );
-                return Ok(());
-            }
-            if let Err(f) = server.ensure_user(slice).await? {
-                warn_shared(
-                    &server.ep.server,
-                    &format!(
-                        "admin_url's user may not create users ({}); turn on \
-                         access_management for it (CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT=1 in \
-                         the Docker image) to give each world a user of its own",
-                        server.scrub(&f.text, &[])
-                    ),
-                );
-            }
-            Ok(())
-        })
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        let version = server.version().await?;
+        server
+            .admin(
+                &format!("CREATE DATABASE IF NOT EXISTS `{}`", slice.name),
+                &format!("creating database {}", slice.name),
+            )
+            .await?;
+        if !has_users(version) {
+            warn_shared(
+                &server.ep.server,
+                &format!(
+                    "ClickHouse {}.{} has no SQL users (20.5 added them)",
+                    version.0, version.1
+                ),
+            );
+            return Ok(());
+        }
+        if let Err(f) = server.ensure_user(slice).await? {
+            warn_shared(
+                &server.ep.server,
+                &format!(
+                    "admin_url's user may not create users ({}); turn on \
+                     access_management for it (CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT=1 in \
+                     the Docker image) to give each world a user of its own",
+                    server.scrub(&f.text, &[])
+                ),
+            );
+        }
+        Ok(())
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::from_config(cfg)?;
-            let path = format!("/{}", slice.name);
-            let mut tokens = BTreeMap::from([("database".to_owned(), slice.name.clone())]);
-            let own = server.ep.with_credentials(&slice.name, &slice.secret);
-            let has_own_user = has_users(server.version().await?)
-                && match server.run(&own, "SELECT 1").await? {
-                    Ok(_) => true,
-                    Err(f) if f.refused_credentials() => false,
-                    Err(f) => {
-                        return Err(server.error(
-                            &format!("trying user {}", slice.name),
-                            &f,
-                            &[&slice.secret],
-                        ))
-                    }
-                };
-            if !has_own_user {
-                return Ok(Address {
-                    url: server.ep.url_with_credentials(&path),
-                    tokens,
-                });
-            }
-            tokens.insert("user".to_owned(), slice.name.clone());
-            tokens.insert("password".to_owned(), slice.secret.clone());
-            Ok(Address {
-                url: own.url_with_credentials(&path),
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        let path = format!("/{}", slice.name);
+        let mut tokens = BTreeMap::from([("database".to_owned(), slice.name.clone())]);
+        let own = server.ep.with_credentials(&slice.name, &slice.secret);
+        let has_own_user = has_users(server.version().await?)
+            && match server.run(&own, "SELECT 1").await? {
+                Ok(_) => true,
+                Err(f) if f.refused_credentials() => false,
+                Err(f) => {
+                    return Err(server.error(
+                        &format!("trying user {}", slice.name),
+                        &f,
+                        &[&slice.secret],
+                    ))
+                }
+            };
+        if !has_own_user {
+            return Ok(Address {
+                url: server.ep.url_with_credentials(&path),
                 tokens,
-            })
+            });
+        }
+        tokens.insert("user".to_owned(), slice.name.clone());
+        tokens.insert("password".to_owned(), slice.secret.clone());
+        Ok(Address {
+            url: own.url_with_credentials(&path),
+            tokens,
         })
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::from_config(cfg)?;
-            if has_users(server.version().await?) {
-                // The user first: the world's clients lose access before the data goes.
-                let sql = format!("DROP USER IF EXISTS `{}`", slice.name);
-                match server.run(&server.ep, &sql).await? {
-                    Ok(_) => {}
-                    // An admin that may not manage users could not have made one.
-                    Err(f) if f.code.is_some_and(|c| NO_USER_MANAGEMENT.contains(&c)) => {}
-                    Err(f) => {
-                        return Err(server.error(&format!("dropping user {}", slice.name), &f, &[]))
-                    }
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        if has_users(server.version().await?) {
+            // The user first: the world's clients lose access before the data goes.
+            let sql = format!("DROP USER IF EXISTS `{}`", slice.name);
+            match server.run(&server.ep, &sql).await? {
+                Ok(_) => {}
+                // An admin that may not manage users could not have made one.
+                Err(f) if f.code.is_some_and(|c| NO_USER_MANAGEMENT.contains(&c)) => {}
+                Err(f) => {
+                    return Err(server.error(&format!("dropping user {}", slice.name), &f, &[]))
                 }
             }
-            server
-                .admin(
-                    &format!("DROP DATABASE IF EXISTS `{}`", slice.name),
-                    &format!("dropping database {}", slice.name),
-                )
-                .await?;
-            Ok(())
-        })
+        }
+        server
+            .admin(
+                &format!("DROP DATABASE IF EXISTS `{}`", slice.name),
+                &format!("dropping database {}", slice.name),
+            )
+            .await?;
+        Ok(())
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let server = Server::from_config(cfg)?;
-            let out = server
-                .admin("SELECT name FROM system.databases", "listing databases")
-                .await?;
-            Ok(out
-                .lines()
-                .filter(|n| n.starts_with("bk_"))
-                .map(str::to_owned)
-                .collect())
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+        let server = Server::from_config(cfg)?;
+        let out = server
+            .admin("SELECT name FROM system.databases", "listing databases")
+            .await?;
+        Ok(out
+            .lines()
+            .filter(|n| n.starts_with("bk_"))
+            .map(str::to_owned)
+            .collect())
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::from_config(cfg)?;
-            let out = server
-                .admin(
-                    &format!(
-                        "SELECT count() FROM system.databases WHERE name = '{}'",
-                        slice.name
-                    ),
-                    "looking for the database",
-                )
-                .await?;
-            Ok(Some(out.trim() != "0"))
-        })
+    async fn exists(
+        &self,
+        slice: &Slice,
+        cfg: &AdapterConfig,
+    ) -> Result<Option<bool>, AdapterError> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        let out = server
+            .admin(
+                &format!(
+                    "SELECT count() FROM system.databases WHERE name = '{}'",
+                    slice.name
+                ),
+                "looking for the database",
+            )
+            .await?;
+        Ok(Some(out.trim() != "0"))
     }
 }
 

@@ -69,7 +69,7 @@ use rskafka::BackoffConfig;
 
 use binky_controllers::url::{host_port, Url};
 
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_KAFKA_URL";
@@ -418,168 +418,138 @@ pub fn prefixes_of<'a>(topics: impl IntoIterator<Item = &'a str>) -> Vec<String>
         .collect()
 }
 
+#[async_trait::async_trait]
 impl Adapter for Kafka {
     fn names(&self) -> &'static [&'static str] {
         &["kafka", "redpanda"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let plan = TopicPlan::from_options(&cfg.options)?;
-            let wanted = plan.full_names(&prefix)?;
-            let broker = Broker::from_config(cfg)?;
-            // Reachability is checked even without topics: a world should wait for a broker
-            // that is down rather than start against nothing.
-            let client = broker.connect().await?;
-            if wanted.is_empty() {
-                return Ok(());
-            }
-            let existing: BTreeSet<String> = broker.topics(&client).await?.into_iter().collect();
-            let controller = client
-                .controller_client()
-                .map_err(|e| broker.error("reaching the controller", &e))?;
-            for topic in wanted.iter().filter(|t| !existing.contains(*t)) {
-                let doing = format!("creating topic {topic}");
-                let created = tokio::time::timeout(
-                    CALL_TIMEOUT,
-                    controller.create_topic(
-                        topic.as_str(),
-                        plan.partitions,
-                        plan.replication,
-                        BROKER_TIMEOUT_MS,
-                    ),
-                )
-                .await;
-                match created {
-                    Ok(Ok(())) => {}
-                    // Made since we listed (a concurrent provision): fine.
-                    Ok(Err(KafkaError::ServerError {
-                        protocol_error: ProtocolError::TopicAlreadyExists,
-                        ..
-                    })) => {}
-                    Ok(Err(e)) => return Err(broker.error(&doing, &e)),
-                    Err(_) => {
-                        return Err(AdapterError::Unreachable {
-                            server: broker.shown(),
-                            detail: format!(
-                                "{doing}: no answer within {} s",
-                                CALL_TIMEOUT.as_secs()
-                            ),
-                        })
-                    }
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        let prefix = prefix(slice)?;
+        let plan = TopicPlan::from_options(&cfg.options)?;
+        let wanted = plan.full_names(&prefix)?;
+        let broker = Broker::from_config(cfg)?;
+        // Reachability is checked even without topics: a world should wait for a broker
+        // that is down rather than start against nothing.
+        let client = broker.connect().await?;
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let existing: BTreeSet<String> = broker.topics(&client).await?.into_iter().collect();
+        let controller = client
+            .controller_client()
+            .map_err(|e| broker.error("reaching the controller", &e))?;
+        for topic in wanted.iter().filter(|t| !existing.contains(*t)) {
+            let doing = format!("creating topic {topic}");
+            let created = tokio::time::timeout(
+                CALL_TIMEOUT,
+                controller.create_topic(
+                    topic.as_str(),
+                    plan.partitions,
+                    plan.replication,
+                    BROKER_TIMEOUT_MS,
+                ),
+            )
+            .await;
+            match created {
+                Ok(Ok(())) => {}
+                // Made since we listed (a concurrent provision): fine.
+                Ok(Err(KafkaError::ServerError {
+                    protocol_error: ProtocolError::TopicAlreadyExists,
+                    ..
+                })) => {}
+                Ok(Err(e)) => return Err(broker.error(&doing, &e)),
+                Err(_) => {
+                    return Err(AdapterError::Unreachable {
+                        server: broker.shown(),
+                        detail: format!("{doing}: no answer within {} s", CALL_TIMEOUT.as_secs()),
+                    })
                 }
             }
-            Ok(())
+        }
+        Ok(())
+    }
+
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+        let prefix = prefix(slice)?;
+        let plan = TopicPlan::from_options(&cfg.options)?;
+        let topics = plan.full_names(&prefix)?;
+        let broker = Broker::from_config(cfg)?;
+        let bootstrap = broker.bootstrap_list();
+        Ok(Address {
+            url: format!("kafka://{bootstrap}/{prefix}"),
+            tokens: BTreeMap::from([
+                ("prefix".to_owned(), prefix),
+                ("bootstrap".to_owned(), bootstrap),
+                ("topics".to_owned(), topics.join(",")),
+            ]),
         })
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let plan = TopicPlan::from_options(&cfg.options)?;
-            let topics = plan.full_names(&prefix)?;
-            let broker = Broker::from_config(cfg)?;
-            let bootstrap = broker.bootstrap_list();
-            Ok(Address {
-                url: format!("kafka://{bootstrap}/{prefix}"),
-                tokens: BTreeMap::from([
-                    ("prefix".to_owned(), prefix),
-                    ("bootstrap".to_owned(), bootstrap),
-                    ("topics".to_owned(), topics.join(",")),
-                ]),
-            })
-        })
-    }
-
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            let client = broker.connect().await?;
-            let doomed: Vec<String> = broker
-                .topics(&client)
-                .await?
-                .into_iter()
-                .filter(|t| in_slice(&prefix, t))
-                .collect();
-            if doomed.is_empty() {
-                return Ok(());
-            }
-            let controller = client
-                .controller_client()
-                .map_err(|e| broker.error("reaching the controller", &e))?;
-            for topic in &doomed {
-                let doing = format!("deleting topic {topic}");
-                let deleted = tokio::time::timeout(
-                    CALL_TIMEOUT,
-                    controller.delete_topic(topic.as_str(), BROKER_TIMEOUT_MS),
-                )
-                .await;
-                match deleted {
-                    Ok(Ok(())) => {}
-                    // Gone since we listed: fine.
-                    Ok(Err(KafkaError::ServerError {
-                        protocol_error: ProtocolError::UnknownTopicOrPartition,
-                        ..
-                    })) => {}
-                    Ok(Err(e)) => return Err(broker.error(&doing, &e)),
-                    Err(_) => {
-                        return Err(AdapterError::Unreachable {
-                            server: broker.shown(),
-                            detail: format!(
-                                "{doing}: no answer within {} s",
-                                CALL_TIMEOUT.as_secs()
-                            ),
-                        })
-                    }
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        let prefix = prefix(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let client = broker.connect().await?;
+        let doomed: Vec<String> = broker
+            .topics(&client)
+            .await?
+            .into_iter()
+            .filter(|t| in_slice(&prefix, t))
+            .collect();
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        let controller = client
+            .controller_client()
+            .map_err(|e| broker.error("reaching the controller", &e))?;
+        for topic in &doomed {
+            let doing = format!("deleting topic {topic}");
+            let deleted = tokio::time::timeout(
+                CALL_TIMEOUT,
+                controller.delete_topic(topic.as_str(), BROKER_TIMEOUT_MS),
+            )
+            .await;
+            match deleted {
+                Ok(Ok(())) => {}
+                // Gone since we listed: fine.
+                Ok(Err(KafkaError::ServerError {
+                    protocol_error: ProtocolError::UnknownTopicOrPartition,
+                    ..
+                })) => {}
+                Ok(Err(e)) => return Err(broker.error(&doing, &e)),
+                Err(_) => {
+                    return Err(AdapterError::Unreachable {
+                        server: broker.shown(),
+                        detail: format!("{doing}: no answer within {} s", CALL_TIMEOUT.as_secs()),
+                    })
                 }
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let broker = Broker::from_config(cfg)?;
-            let client = broker.connect().await?;
-            let topics = broker.topics(&client).await?;
-            Ok(prefixes_of(topics.iter().map(String::as_str)))
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+        let broker = Broker::from_config(cfg)?;
+        let client = broker.connect().await?;
+        let topics = broker.topics(&client).await?;
+        Ok(prefixes_of(topics.iter().map(String::as_str)))
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let plan = TopicPlan::from_options(&cfg.options)?;
-            if plan.topics.is_empty() {
-                // Topics are the application's to create: none yet is no sign of a drop.
-                return Ok(None);
-            }
-            let broker = Broker::from_config(cfg)?;
-            let client = broker.connect().await?;
-            let topics = broker.topics(&client).await?;
-            Ok(Some(topics.iter().any(|t| in_slice(&prefix, t))))
-        })
+    async fn exists(
+        &self,
+        slice: &Slice,
+        cfg: &AdapterConfig,
+    ) -> Result<Option<bool>, AdapterError> {
+        let prefix = prefix(slice)?;
+        let plan = TopicPlan::from_options(&cfg.options)?;
+        if plan.topics.is_empty() {
+            // Topics are the application's to create: none yet is no sign of a drop.
+            return Ok(None);
+        }
+        let broker = Broker::from_config(cfg)?;
+        let client = broker.connect().await?;
+        let topics = broker.topics(&client).await?;
+        Ok(Some(topics.iter().any(|t| in_slice(&prefix, t))))
     }
 }
 

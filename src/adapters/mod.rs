@@ -32,12 +32,7 @@ mod testing;
 pub mod tokens;
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-
-/// A boxed future (adapters are used through `dyn Adapter`).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The slice an adapter works on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,64 +169,44 @@ impl AdapterError {
     }
 }
 
-/// One adapter.
+/// One adapter. Adapters are used as `dyn Adapter` (one registry for built-in and external
+/// ones), so the async methods are boxed by `async_trait`.
+#[async_trait::async_trait]
 pub trait Adapter: Send + Sync {
     /// The names it answers to (`["redis", "valkey"]`).
     fn names(&self) -> &'static [&'static str];
     /// What it can do; by default nothing beyond the four verbs (no server-side clone).
-    fn capabilities<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+    async fn capabilities(&self, cfg: &AdapterConfig) -> Result<Capabilities, AdapterError> {
         let _ = cfg;
-        Box::pin(async { Ok(Capabilities { clone: false }) })
+        Ok(Capabilities { clone: false })
     }
     /// Create the slice (and its own credentials) if it does not exist.
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>>;
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError>;
     /// The slice's address.
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>>;
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError>;
     /// Remove the slice and its credentials; nothing of it is left.
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>>;
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError>;
     /// Names of the slices binky made on this server (those starting with `bk_`), for
     /// `binky gc`; adapters that cannot list return an empty list.
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
         let _ = cfg;
-        Box::pin(async { Ok(Vec::new()) })
+        Ok(Vec::new())
     }
     /// Copy `from` into a new `to`, server-side (only with `capabilities().clone`).
-    fn clone_slice<'a>(
-        &'a self,
-        from: &'a Slice,
-        to: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+    async fn clone_slice(
+        &self,
+        from: &Slice,
+        to: &Slice,
+        cfg: &AdapterConfig,
+    ) -> Result<(), AdapterError> {
         let _ = (from, to, cfg);
-        Box::pin(async move { Err(AdapterError::NoClone(self.names()[0].to_owned())) })
+        Err(AdapterError::NoClone(self.names()[0].to_owned()))
     }
     /// Make a freshly migrated and seeded slice a template: closed to connections, owned
     /// so that copies can be handed to their own roles. Adapters without clone do nothing.
-    fn seal_template<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
         let _ = (slice, cfg);
-        Box::pin(async { Ok(()) })
+        Ok(())
     }
     /// Does a slice configured as `cfg` (its `admin_url` the one given in binky.toml or by
     /// binky 0.1.2's variable, if any) get a server of its own, which binky runs for it?
@@ -242,13 +217,13 @@ pub trait Adapter: Send + Sync {
     }
     /// Is the slice still on the server? `None`: this adapter cannot tell. Used to notice a
     /// slice dropped from outside binky, which is then provisioned (migrated, seeded) again.
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
+    async fn exists(
+        &self,
+        slice: &Slice,
+        cfg: &AdapterConfig,
+    ) -> Result<Option<bool>, AdapterError> {
         let _ = (slice, cfg);
-        Box::pin(async { Ok(None) })
+        Ok(None)
     }
 }
 

@@ -47,7 +47,7 @@ use serde_json::json;
 use binky_controllers::url::{host_port, percent_encode};
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
 
 /// The rabbitmq adapter.
 pub struct RabbitMq;
@@ -211,146 +211,122 @@ fn amqp_url(broker: &Broker, slice: &Slice) -> String {
     )
 }
 
+#[async_trait::async_trait]
 impl Adapter for RabbitMq {
     fn names(&self) -> &'static [&'static str] {
         &["rabbitmq"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            let name = percent_encode(&slice.name);
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_name(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let name = percent_encode(&slice.name);
+        broker
+            .call_ok(
+                Method::PUT,
+                &format!("/api/vhosts/{name}"),
+                Some(json!({ "description": "a binky world's slice" })),
+            )
+            .await?;
+        // PUT replaces the user whole: password and tags are rewritten every time.
+        broker
+            .call_ok(
+                Method::PUT,
+                &format!("/api/users/{name}"),
+                Some(json!({ "password": slice.secret, "tags": "management" })),
+            )
+            .await?;
+        broker
+            .call_ok(
+                Method::PUT,
+                &format!("/api/permissions/{name}/{name}"),
+                Some(json!({ "configure": ".*", "write": ".*", "read": ".*" })),
+            )
+            .await?;
+        // Drift: permissions on any other vhost (given by hand) are taken away.
+        let resp = broker
+            .call_ok(Method::GET, &format!("/api/users/{name}/permissions"), None)
+            .await?;
+        let doc = resp.json(&broker.api.server)?;
+        let others: BTreeSet<String> = doc
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("vhost")?.as_str().map(str::to_owned))
+            .filter(|v| *v != slice.name)
+            .collect();
+        for vhost in others {
             broker
-                .call_ok(
-                    Method::PUT,
-                    &format!("/api/vhosts/{name}"),
-                    Some(json!({ "description": "a binky world's slice" })),
-                )
-                .await?;
-            // PUT replaces the user whole: password and tags are rewritten every time.
-            broker
-                .call_ok(
-                    Method::PUT,
-                    &format!("/api/users/{name}"),
-                    Some(json!({ "password": slice.secret, "tags": "management" })),
-                )
-                .await?;
-            broker
-                .call_ok(
-                    Method::PUT,
-                    &format!("/api/permissions/{name}/{name}"),
-                    Some(json!({ "configure": ".*", "write": ".*", "read": ".*" })),
-                )
-                .await?;
-            // Drift: permissions on any other vhost (given by hand) are taken away.
-            let resp = broker
-                .call_ok(Method::GET, &format!("/api/users/{name}/permissions"), None)
-                .await?;
-            let doc = resp.json(&broker.api.server)?;
-            let others: BTreeSet<String> = doc
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p.get("vhost")?.as_str().map(str::to_owned))
-                .filter(|v| *v != slice.name)
-                .collect();
-            for vhost in others {
-                broker
-                    .call(
-                        Method::DELETE,
-                        &format!("/api/permissions/{}/{name}", percent_encode(&vhost)),
-                        None,
-                    )
-                    .await?;
-            }
-            Ok(())
-        })
-    }
-
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            Ok(Address {
-                url: amqp_url(&broker, slice),
-                tokens: BTreeMap::from([
-                    ("vhost".to_owned(), slice.name.clone()),
-                    ("user".to_owned(), slice.name.clone()),
-                    ("password".to_owned(), slice.secret.clone()),
-                    ("management_url".to_owned(), broker.api.url("")),
-                ]),
-            })
-        })
-    }
-
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            let name = percent_encode(&slice.name);
-            // The vhost first: its queues and messages go, and the broker closes every
-            // connection to it. A 404 is a slice already (half) torn down.
-            broker
-                .call(Method::DELETE, &format!("/api/vhosts/{name}"), None)
-                .await?;
-            broker
-                .call(Method::DELETE, &format!("/api/users/{name}"), None)
-                .await?;
-            Ok(())
-        })
-    }
-
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let broker = Broker::from_config(cfg)?;
-            // Users too: a teardown cut short between the two deletes leaves one.
-            let mut names: BTreeSet<String> = BTreeSet::new();
-            for path in ["/api/vhosts?columns=name", "/api/users?columns=name"] {
-                names.extend(
-                    broker
-                        .names(path)
-                        .await?
-                        .into_iter()
-                        .filter(|n| n.starts_with("bk_")),
-                );
-            }
-            Ok(names.into_iter().collect())
-        })
-    }
-
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            let resp = broker
                 .call(
-                    Method::GET,
-                    &format!("/api/vhosts/{}", percent_encode(&slice.name)),
+                    Method::DELETE,
+                    &format!("/api/permissions/{}/{name}", percent_encode(&vhost)),
                     None,
                 )
                 .await?;
-            Ok(Some(resp.status != 404))
+        }
+        Ok(())
+    }
+
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+        check_name(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        Ok(Address {
+            url: amqp_url(&broker, slice),
+            tokens: BTreeMap::from([
+                ("vhost".to_owned(), slice.name.clone()),
+                ("user".to_owned(), slice.name.clone()),
+                ("password".to_owned(), slice.secret.clone()),
+                ("management_url".to_owned(), broker.api.url("")),
+            ]),
         })
+    }
+
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_name(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let name = percent_encode(&slice.name);
+        // The vhost first: its queues and messages go, and the broker closes every
+        // connection to it. A 404 is a slice already (half) torn down.
+        broker
+            .call(Method::DELETE, &format!("/api/vhosts/{name}"), None)
+            .await?;
+        broker
+            .call(Method::DELETE, &format!("/api/users/{name}"), None)
+            .await?;
+        Ok(())
+    }
+
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+        let broker = Broker::from_config(cfg)?;
+        // Users too: a teardown cut short between the two deletes leaves one.
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        for path in ["/api/vhosts?columns=name", "/api/users?columns=name"] {
+            names.extend(
+                broker
+                    .names(path)
+                    .await?
+                    .into_iter()
+                    .filter(|n| n.starts_with("bk_")),
+            );
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    async fn exists(
+        &self,
+        slice: &Slice,
+        cfg: &AdapterConfig,
+    ) -> Result<Option<bool>, AdapterError> {
+        check_name(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let resp = broker
+            .call(
+                Method::GET,
+                &format!("/api/vhosts/{}", percent_encode(&slice.name)),
+                None,
+            )
+            .await?;
+        Ok(Some(resp.status != 404))
     }
 }
 

@@ -101,9 +101,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
-use super::{
-    fit_name, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Scrub, Slice,
-};
+use super::{fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Scrub, Slice};
 use binky_controllers::url::{percent_decode, percent_encode, Url};
 
 mod admin;
@@ -161,136 +159,101 @@ const REFUSED: &[u16] = &[
 /// Errors that mean the admin lacks a privilege.
 const PRIVILEGE: &[u16] = &[1044, 1142, 1143, 1227, 1410, 1370, 1095];
 
+#[async_trait::async_trait]
 impl Adapter for Mysql {
     fn names(&self) -> &'static [&'static str] {
         &["mysql", "mariadb", "percona"]
     }
 
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities, AdapterError> {
         // Table by table inside the server (see the module doc): no client binary needed.
-        Box::pin(async { Ok(Capabilities { clone: true }) })
+        Ok(Capabilities { clone: true })
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_slice(slice)?;
-            let charset = DbCharset::from_options(cfg)?;
-            let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-            let server = admin.server.clone();
-            let result = bounded(
-                &server,
-                VERB_TIMEOUT,
-                provision(&mut admin, slice, &charset),
-            )
-            .await;
-            admin.finish(result).await
-        })
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_slice(slice)?;
+        let charset = DbCharset::from_options(cfg)?;
+        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
+        let server = admin.server.clone();
+        let result = bounded(
+            &server,
+            VERB_TIMEOUT,
+            provision(&mut admin, slice, &charset),
+        )
+        .await;
+        admin.finish(result).await
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_slice(slice)?;
-            let target = Target::parse(&admin_url(cfg)?)?;
-            Ok(target.slice_address(slice))
-        })
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+        check_slice(slice)?;
+        let target = Target::parse(&admin_url(cfg)?)?;
+        Ok(target.slice_address(slice))
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-            let server = admin.server.clone();
-            let result = bounded(&server, VERB_TIMEOUT, teardown(&mut admin, &slice.name)).await;
-            admin.finish(result).await
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_name(&slice.name)?;
+        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
+        let server = admin.server.clone();
+        let result = bounded(&server, VERB_TIMEOUT, teardown(&mut admin, &slice.name)).await;
+        admin.finish(result).await
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let mut admin = Admin::connect(cfg, &[]).await?;
-            let server = admin.server.clone();
-            let result = bounded(&server, VERB_TIMEOUT, async {
-                let rows = admin
-                    .rows(
-                        "listing slices",
-                        "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA \
-                         WHERE SCHEMA_NAME LIKE 'bk\\_%' ORDER BY SCHEMA_NAME",
-                    )
-                    .await?;
-                Ok(rows.iter().filter_map(|r| text(r, 0)).collect())
-            })
-            .await;
-            admin.finish(result).await
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+        let mut admin = Admin::connect(cfg, &[]).await?;
+        let server = admin.server.clone();
+        let result = bounded(&server, VERB_TIMEOUT, async {
+            let rows = admin
+                .rows(
+                    "listing slices",
+                    "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA \
+                     WHERE SCHEMA_NAME LIKE 'bk\\_%' ORDER BY SCHEMA_NAME",
+                )
+                .await?;
+            Ok(rows.iter().filter_map(|r| text(r, 0)).collect())
         })
+        .await;
+        admin.finish(result).await
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-            let server = admin.server.clone();
-            let result = bounded(&server, VERB_TIMEOUT, admin.database_exists(&slice.name))
-                .await
-                .map(Some);
-            admin.finish(result).await
-        })
+    async fn exists(
+        &self,
+        slice: &Slice,
+        cfg: &AdapterConfig,
+    ) -> Result<Option<bool>, AdapterError> {
+        check_name(&slice.name)?;
+        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
+        let server = admin.server.clone();
+        let result = bounded(&server, VERB_TIMEOUT, admin.database_exists(&slice.name))
+            .await
+            .map(Some);
+        admin.finish(result).await
     }
 
-    fn clone_slice<'a>(
-        &'a self,
-        from: &'a Slice,
-        to: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&from.name)?;
-            check_slice(to)?;
-            if from.name == to.name {
-                return Err(AdapterError::Config(format!(
-                    "cannot clone slice `{}` into itself",
-                    to.name
-                )));
-            }
-            let mut admin = Admin::connect(cfg, &[&from.secret, &to.secret]).await?;
-            let result = clone(&mut admin, &from.name, to).await;
-            admin.finish(result).await
-        })
+    async fn clone_slice(
+        &self,
+        from: &Slice,
+        to: &Slice,
+        cfg: &AdapterConfig,
+    ) -> Result<(), AdapterError> {
+        check_name(&from.name)?;
+        check_slice(to)?;
+        if from.name == to.name {
+            return Err(AdapterError::Config(format!(
+                "cannot clone slice `{}` into itself",
+                to.name
+            )));
+        }
+        let mut admin = Admin::connect(cfg, &[&from.secret, &to.secret]).await?;
+        let result = clone(&mut admin, &from.name, to).await;
+        admin.finish(result).await
     }
 
-    fn seal_template<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-            let server = admin.server.clone();
-            let result = bounded(&server, VERB_TIMEOUT, seal(&mut admin, &slice.name)).await;
-            admin.finish(result).await
-        })
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_name(&slice.name)?;
+        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
+        let server = admin.server.clone();
+        let result = bounded(&server, VERB_TIMEOUT, seal(&mut admin, &slice.name)).await;
+        admin.finish(result).await
     }
 }
 

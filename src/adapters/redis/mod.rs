@@ -61,7 +61,7 @@ use binky_controllers::url::percent_encode;
 
 use self::admin::Server;
 pub use self::prefix::{acl_rules, prefix, ALLOWED_BACK, DENIED};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
 
 /// The option that chooses how worlds are kept apart.
 pub const ISOLATION_OPTION: &str = "isolation";
@@ -390,6 +390,7 @@ impl Redis {
     }
 }
 
+#[async_trait::async_trait]
 impl Adapter for Redis {
     fn names(&self) -> &'static [&'static str] {
         &["redis", "valkey"]
@@ -399,116 +400,91 @@ impl Adapter for Redis {
         Ok(Isolation::choose(&cfg.options, cfg.admin().is_some())? == Isolation::Server)
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            match Self::isolation(cfg)? {
-                // The server is the slice; binky started it before asking.
-                Isolation::Server => Ok(()),
-                Isolation::Database => {
-                    Self::provision_database(slice, cfg, &Server::from_config(cfg)?).await
-                }
-                Isolation::Prefix => {
-                    Self::provision_prefix(slice, &Server::from_config(cfg)?).await
-                }
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_name(slice)?;
+        match Self::isolation(cfg)? {
+            // The server is the slice; binky started it before asking.
+            Isolation::Server => Ok(()),
+            Isolation::Database => {
+                Self::provision_database(slice, cfg, &Server::from_config(cfg)?).await
             }
-        })
+            Isolation::Prefix => Self::provision_prefix(slice, &Server::from_config(cfg)?).await,
+        }
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let isolation = Self::isolation(cfg)?;
-            let server = Server::from_config(cfg)?;
-            // Slice names and secrets need no escape, but a stray character must not break
-            // the URL.
-            let (name, secret) = (percent_encode(&slice.name), percent_encode(&slice.secret));
-            let (url, tokens) = match isolation {
-                Isolation::Server => (
-                    // The `default` user: the classic form every client takes.
-                    format!("redis://default:{secret}@{}/0", server.authority),
-                    Self::tokens(&server.host, server.port, 0, "default", &slice.secret),
-                ),
-                Isolation::Database => {
-                    let db = Self::database_of(slice, cfg, &server)
-                        .await?
-                        .ok_or_else(|| AdapterError::Server {
-                            server: server.shown.clone(),
-                            detail: format!(
-                                "slice {} has no database yet (its user is missing)",
-                                slice.name
-                            ),
-                        })?;
-                    (
-                        format!(
-                            "{}://{name}:{secret}@{}/{db}",
-                            server.scheme, server.authority
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+        check_name(slice)?;
+        let isolation = Self::isolation(cfg)?;
+        let server = Server::from_config(cfg)?;
+        // Slice names and secrets need no escape, but a stray character must not break
+        // the URL.
+        let (name, secret) = (percent_encode(&slice.name), percent_encode(&slice.secret));
+        let (url, tokens) = match isolation {
+            Isolation::Server => (
+                // The `default` user: the classic form every client takes.
+                format!("redis://default:{secret}@{}/0", server.authority),
+                Self::tokens(&server.host, server.port, 0, "default", &slice.secret),
+            ),
+            Isolation::Database => {
+                let db = Self::database_of(slice, cfg, &server)
+                    .await?
+                    .ok_or_else(|| AdapterError::Server {
+                        server: server.shown.clone(),
+                        detail: format!(
+                            "slice {} has no database yet (its user is missing)",
+                            slice.name
                         ),
-                        Self::tokens(&server.host, server.port, db, &slice.name, &slice.secret),
-                    )
-                }
-                Isolation::Prefix => {
-                    let mut tokens = Self::tokens(
-                        &server.host,
-                        server.port,
-                        server.db,
-                        &slice.name,
-                        &slice.secret,
-                    );
-                    tokens.insert("prefix".to_owned(), prefix(slice));
-                    (
-                        format!(
-                            "{}://{name}:{secret}@{}/{}",
-                            server.scheme, server.authority, server.db
-                        ),
-                        tokens,
-                    )
-                }
-            };
-            Ok(Address { url, tokens })
-        })
+                    })?;
+                (
+                    format!(
+                        "{}://{name}:{secret}@{}/{db}",
+                        server.scheme, server.authority
+                    ),
+                    Self::tokens(&server.host, server.port, db, &slice.name, &slice.secret),
+                )
+            }
+            Isolation::Prefix => {
+                let mut tokens = Self::tokens(
+                    &server.host,
+                    server.port,
+                    server.db,
+                    &slice.name,
+                    &slice.secret,
+                );
+                tokens.insert("prefix".to_owned(), prefix(slice));
+                (
+                    format!(
+                        "{}://{name}:{secret}@{}/{}",
+                        server.scheme, server.authority, server.db
+                    ),
+                    tokens,
+                )
+            }
+        };
+        Ok(Address { url, tokens })
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            if cfg.own_server {
-                // The server is the slice: binky removes it with its files.
-                return Ok(());
-            }
-            Self::teardown_shared(slice, cfg).await
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+        check_name(slice)?;
+        if cfg.own_server {
+            // The server is the slice: binky removes it with its files.
+            return Ok(());
+        }
+        Self::teardown_shared(slice, cfg).await
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            if cfg.own_server {
-                return Ok(Vec::new());
-            }
-            let server = Server::from_config(cfg)?;
-            let mut con = server.connect().await?;
-            Ok(server
-                .users(&mut con)
-                .await?
-                .into_keys()
-                .filter(|u| u.starts_with("bk_"))
-                .collect())
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+        if cfg.own_server {
+            return Ok(Vec::new());
+        }
+        let server = Server::from_config(cfg)?;
+        let mut con = server.connect().await?;
+        Ok(server
+            .users(&mut con)
+            .await?
+            .into_keys()
+            .filter(|u| u.starts_with("bk_"))
+            .collect())
     }
 }
 
