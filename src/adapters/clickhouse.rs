@@ -53,7 +53,7 @@ use hyper::Method;
 use sha2::{Digest, Sha256};
 
 use super::http::{Endpoint, Http};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 /// The HTTP interface's usual port.
 pub const DEFAULT_PORT: u16 = 8123;
@@ -113,7 +113,7 @@ struct Server {
 }
 
 impl Server {
-    fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
+    fn from_config(cfg: &AdapterConfig) -> Result<Server> {
         let url = cfg.admin_url_or_env(ENV_URL).ok_or_else(|| {
             AdapterError::Config(format!(
                 "the clickhouse adapter needs the server's HTTP interface: set \
@@ -143,7 +143,7 @@ impl Server {
     }
 
     /// Run one statement as `ep`'s user: its output, or ClickHouse's refusal.
-    async fn run(&self, ep: &Endpoint, sql: &str) -> Result<Result<String, Failure>, AdapterError> {
+    async fn run(&self, ep: &Endpoint, sql: &str) -> Result<Result<String, Failure>> {
         let resp = self
             .http
             .call(
@@ -166,7 +166,7 @@ impl Server {
     }
 
     /// Run one statement as admin; a refusal becomes an adapter error.
-    async fn admin(&self, sql: &str, doing: &str) -> Result<String, AdapterError> {
+    async fn admin(&self, sql: &str, doing: &str) -> Result<String> {
         match self.run(&self.ep, sql).await? {
             Ok(out) => Ok(out),
             Err(f) => Err(self.error(doing, &f, &[])),
@@ -204,7 +204,7 @@ impl Server {
     }
 
     /// `(major, minor)` of `SELECT version()`.
-    async fn version(&self) -> Result<(u32, u32), AdapterError> {
+    async fn version(&self) -> Result<(u32, u32)> {
         let out = self.admin("SELECT version()", "asking the version").await?;
         parse_version(&out).ok_or_else(|| AdapterError::Server {
             server: self.ep.server.clone(),
@@ -213,7 +213,7 @@ impl Server {
     }
 
     /// The slice's own user, or a [`Failure`] when the server will not make one.
-    async fn ensure_user(&self, slice: &Slice) -> Result<Result<(), Failure>, AdapterError> {
+    async fn ensure_user(&self, slice: &Slice) -> Result<Result<(), Failure>> {
         for sql in user_statements(slice) {
             match self.run(&self.ep, &sql).await? {
                 Ok(_) => {}
@@ -251,7 +251,7 @@ fn has_users(version: (u32, u32)) -> bool {
 /// Slice names become identifiers and directory names: `[a-z0-9_]`, 1 to 63 bytes, refused
 /// rather than escaped otherwise; and they start with `bk_`, so no verb ever touches a
 /// database binky did not name (`default`, `system`).
-fn check_name(slice: &Slice) -> Result<(), AdapterError> {
+fn check_name(slice: &Slice) -> Result<()> {
     let ok = slice.name.starts_with("bk_")
         && slice.name.len() <= MAX_NAME
         && slice
@@ -307,7 +307,7 @@ impl Adapter for ClickHouse {
         &["clickhouse"]
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(slice)?;
         let server = Server::from_config(cfg)?;
         let version = server.version().await?;
@@ -341,7 +341,7 @@ impl Adapter for ClickHouse {
         Ok(())
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         check_name(slice)?;
         let server = Server::from_config(cfg)?;
         let path = format!("/{}", slice.name);
@@ -373,7 +373,7 @@ impl Adapter for ClickHouse {
         })
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(slice)?;
         let server = Server::from_config(cfg)?;
         if has_users(server.version().await?) {
@@ -397,7 +397,7 @@ impl Adapter for ClickHouse {
         Ok(())
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let server = Server::from_config(cfg)?;
         let out = server
             .admin("SELECT name FROM system.databases", "listing databases")
@@ -409,11 +409,7 @@ impl Adapter for ClickHouse {
             .collect())
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         check_name(slice)?;
         let server = Server::from_config(cfg)?;
         let out = server

@@ -19,7 +19,7 @@ use hyper_util::rt::TokioExecutor;
 
 use binky_controllers::url::{host_port, percent_decode, percent_encode, Url};
 
-use super::{redact, AdapterError};
+use super::{redact, AdapterError, Result};
 
 /// How long one call may take, connection included.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,7 +43,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Parse an admin URL; `default_port` fills a missing port.
-    pub fn parse(url: &str, default_port: u16) -> Result<Endpoint, AdapterError> {
+    pub fn parse(url: &str, default_port: u16) -> Result<Endpoint> {
         let server = redact(url);
         let Some(parts) = Url::parse(url) else {
             return Err(AdapterError::Config(
@@ -148,7 +148,7 @@ impl Response {
     }
 
     /// The body as JSON.
-    pub fn json(&self, server: &str) -> Result<serde_json::Value, AdapterError> {
+    pub fn json(&self, server: &str) -> Result<serde_json::Value> {
         serde_json::from_slice(&self.body).map_err(|e| AdapterError::Server {
             server: server.to_owned(),
             detail: format!(
@@ -159,7 +159,7 @@ impl Response {
     }
 
     /// `Ok(self)` when 2xx, else a server error saying what was being done.
-    pub fn expect_ok(self, server: &str, doing: &str) -> Result<Response, AdapterError> {
+    pub fn expect_ok(self, server: &str, doing: &str) -> Result<Response> {
         if self.ok() {
             return Ok(self);
         }
@@ -227,7 +227,7 @@ impl Http {
         path: &str,
         body: Option<(&str, Vec<u8>)>,
         headers: &[(&str, &str)],
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let mut req = Request::builder().method(method.clone()).uri(ep.url(path));
         if let Some(auth) = ep.authorization() {
             req = req.header("authorization", auth);
@@ -284,7 +284,7 @@ impl Http {
         path: &str,
         body: Option<&serde_json::Value>,
         doing: &str,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
         self.call(ep, method, path, body, &[])
             .await?

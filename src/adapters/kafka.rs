@@ -69,7 +69,7 @@ use rskafka::BackoffConfig;
 
 use binky_controllers::url::{host_port, Url};
 
-use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_KAFKA_URL";
@@ -98,7 +98,7 @@ pub struct Broker {
 
 impl Broker {
     /// The broker of `cfg`: its `admin_url`, else `$BINKY_KAFKA_URL`.
-    pub fn from_config(cfg: &AdapterConfig) -> Result<Broker, AdapterError> {
+    pub fn from_config(cfg: &AdapterConfig) -> Result<Broker> {
         let env = std::env::var(ENV_URL).ok().filter(|u| !u.trim().is_empty());
         match cfg.admin_url.as_deref().or(env.as_deref()) {
             Some(url) => Broker::parse(url),
@@ -111,7 +111,7 @@ impl Broker {
     }
 
     /// `kafka://h1:9092,h2:9092`, `redpanda://h:9092` or a bare `h1:9092,h2`.
-    pub fn parse(url: &str) -> Result<Broker, AdapterError> {
+    pub fn parse(url: &str) -> Result<Broker> {
         let shown = super::redact(url);
         let bad = |why: &str| {
             AdapterError::Config(format!(
@@ -159,7 +159,7 @@ impl Broker {
     }
 
     /// A connected client (metadata fetched), within [`CALL_TIMEOUT`].
-    async fn connect(&self) -> Result<Client, AdapterError> {
+    async fn connect(&self) -> Result<Client> {
         let backoff = BackoffConfig {
             init_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
@@ -179,7 +179,7 @@ impl Broker {
         &self,
         doing: &str,
         call: impl Future<Output = Result<T, KafkaError>>,
-    ) -> Result<T, AdapterError> {
+    ) -> Result<T> {
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(self.error(doing, &e)),
@@ -219,7 +219,7 @@ impl Broker {
     }
 
     /// Every topic's name.
-    async fn topics(&self, client: &Client) -> Result<Vec<String>, AdapterError> {
+    async fn topics(&self, client: &Client) -> Result<Vec<String>> {
         let topics = self.bounded("listing topics", client.list_topics()).await?;
         Ok(topics.into_iter().map(|t| t.name).collect())
     }
@@ -303,7 +303,7 @@ pub struct TopicPlan {
 
 impl TopicPlan {
     /// `options.topics`, `options.partitions`, `options.replication`.
-    pub fn from_options(options: &BTreeMap<String, String>) -> Result<TopicPlan, AdapterError> {
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<TopicPlan> {
         let mut topics: Vec<String> = Vec::new();
         for t in options
             .get("topics")
@@ -323,7 +323,7 @@ impl TopicPlan {
                 topics.push(t.to_owned());
             }
         }
-        let number = |key: &str| -> Result<Option<i64>, AdapterError> {
+        let number = |key: &str| -> Result<Option<i64>> {
             match options.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
                 None => Ok(None),
                 Some(v) => v
@@ -355,7 +355,7 @@ impl TopicPlan {
 
     /// The listed topics' full names under `prefix`; an error names a topic that cannot fit
     /// Kafka's limit and the longest that would.
-    pub fn full_names(&self, prefix: &str) -> Result<Vec<String>, AdapterError> {
+    pub fn full_names(&self, prefix: &str) -> Result<Vec<String>> {
         let room = MAX_TOPIC.saturating_sub(prefix.len() + 1);
         self.topics
             .iter()
@@ -384,7 +384,7 @@ fn topic_charset(s: &str) -> bool {
 
 /// The slice's topic prefix: its name, which must be a topic name without a `.` (the dot
 /// separates prefix and topic) and leave room for a topic.
-pub fn prefix(slice: &Slice) -> Result<String, AdapterError> {
+pub fn prefix(slice: &Slice) -> Result<String> {
     let name = slice.name.as_str();
     if !topic_charset(name) || name.contains('.') || name.len() > 63 {
         return Err(AdapterError::Config(format!(
@@ -424,7 +424,7 @@ impl Adapter for Kafka {
         &["kafka", "redpanda"]
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let prefix = prefix(slice)?;
         let plan = TopicPlan::from_options(&cfg.options)?;
         let wanted = plan.full_names(&prefix)?;
@@ -470,7 +470,7 @@ impl Adapter for Kafka {
         Ok(())
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         let prefix = prefix(slice)?;
         let plan = TopicPlan::from_options(&cfg.options)?;
         let topics = plan.full_names(&prefix)?;
@@ -486,7 +486,7 @@ impl Adapter for Kafka {
         })
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let prefix = prefix(slice)?;
         let broker = Broker::from_config(cfg)?;
         let client = broker.connect().await?;
@@ -528,18 +528,14 @@ impl Adapter for Kafka {
         Ok(())
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let broker = Broker::from_config(cfg)?;
         let client = broker.connect().await?;
         let topics = broker.topics(&client).await?;
         Ok(prefixes_of(topics.iter().map(String::as_str)))
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         let prefix = prefix(slice)?;
         let plan = TopicPlan::from_options(&cfg.options)?;
         if plan.topics.is_empty() {

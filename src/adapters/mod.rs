@@ -34,6 +34,9 @@ pub mod tokens;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// What an adapter's work gives: `T`, or an [`AdapterError`] (another error when named).
+pub type Result<T, E = AdapterError> = std::result::Result<T, E>;
+
 /// The slice an adapter works on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Slice {
@@ -176,52 +179,43 @@ pub trait Adapter: Send + Sync {
     /// The names it answers to (`["redis", "valkey"]`).
     fn names(&self) -> &'static [&'static str];
     /// What it can do; by default nothing beyond the four verbs (no server-side clone).
-    async fn capabilities(&self, cfg: &AdapterConfig) -> Result<Capabilities, AdapterError> {
+    async fn capabilities(&self, cfg: &AdapterConfig) -> Result<Capabilities> {
         let _ = cfg;
         Ok(Capabilities { clone: false })
     }
     /// Create the slice (and its own credentials) if it does not exist.
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError>;
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()>;
     /// The slice's address.
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError>;
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address>;
     /// Remove the slice and its credentials; nothing of it is left.
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError>;
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()>;
     /// Names of the slices binky made on this server (those starting with `bk_`), for
     /// `binky gc`; adapters that cannot list return an empty list.
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let _ = cfg;
         Ok(Vec::new())
     }
     /// Copy `from` into a new `to`, server-side (only with `capabilities().clone`).
-    async fn clone_slice(
-        &self,
-        from: &Slice,
-        to: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<(), AdapterError> {
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let _ = (from, to, cfg);
         Err(AdapterError::NoClone(self.names()[0].to_owned()))
     }
     /// Make a freshly migrated and seeded slice a template: closed to connections, owned
     /// so that copies can be handed to their own roles. Adapters without clone do nothing.
-    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let _ = (slice, cfg);
         Ok(())
     }
     /// Does a slice configured as `cfg` (its `admin_url` the one given in binky.toml or by
     /// binky 0.1.2's variable, if any) get a server of its own, which binky runs for it?
     /// An error when its options ask for one that cannot be had.
-    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool, AdapterError> {
+    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool> {
         let _ = cfg;
         Ok(false)
     }
     /// Is the slice still on the server? `None`: this adapter cannot tell. Used to notice a
     /// slice dropped from outside binky, which is then provisioned (migrated, seeded) again.
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         let _ = (slice, cfg);
         Ok(None)
     }
@@ -254,7 +248,7 @@ impl Default for Registry {
 
 impl Registry {
     /// The adapter for `name` (`name@version`: the version is ignored, as in binky 0.1.2).
-    pub fn get(&self, name: &str) -> Result<Arc<dyn Adapter>, AdapterError> {
+    pub fn get(&self, name: &str) -> Result<Arc<dyn Adapter>> {
         let name = name.split('@').next().unwrap_or(name);
         if let Some(a) = self.builtins.iter().find(|a| a.names().contains(&name)) {
             return Ok(a.clone());
@@ -356,7 +350,7 @@ pub fn warn_shared_once(adapter: &str, server: &str, why: &str, consequence: &st
 
 /// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own
 /// names always are; a name from elsewhere could carry a path or a quote).
-pub fn check_plain_name(slice: &Slice) -> Result<(), AdapterError> {
+pub fn check_plain_name(slice: &Slice) -> Result<()> {
     let ok = !slice.name.is_empty()
         && slice
             .name

@@ -47,7 +47,7 @@ use serde_json::json;
 use binky_controllers::url::{host_port, percent_encode};
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 /// The rabbitmq adapter.
 pub struct RabbitMq;
@@ -64,7 +64,7 @@ struct Broker {
 }
 
 impl Broker {
-    fn from_config(cfg: &AdapterConfig) -> Result<Broker, AdapterError> {
+    fn from_config(cfg: &AdapterConfig) -> Result<Broker> {
         let url = cfg.admin_url_or_env("BINKY_RABBITMQ_URL").ok_or_else(|| {
             AdapterError::Config(
                 "the rabbitmq adapter needs the management API of a broker: set \
@@ -126,7 +126,7 @@ impl Broker {
         method: Method,
         path: &str,
         body: Option<serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
         let resp = self
             .http
@@ -164,7 +164,7 @@ impl Broker {
         method: Method,
         path: &str,
         body: Option<serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let resp = self.call(method.clone(), path, body).await?;
         if resp.status == 404 {
             return Err(AdapterError::Server {
@@ -180,7 +180,7 @@ impl Broker {
     }
 
     /// Names from a listing (`/api/vhosts`, `/api/users`).
-    async fn names(&self, path: &str) -> Result<Vec<String>, AdapterError> {
+    async fn names(&self, path: &str) -> Result<Vec<String>> {
         let resp = self.call_ok(Method::GET, path, None).await?;
         let doc = resp.json(&self.api.server)?;
         Ok(doc
@@ -217,7 +217,7 @@ impl Adapter for RabbitMq {
         &["rabbitmq"]
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(slice)?;
         let broker = Broker::from_config(cfg)?;
         let name = percent_encode(&slice.name);
@@ -267,7 +267,7 @@ impl Adapter for RabbitMq {
         Ok(())
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         check_name(slice)?;
         let broker = Broker::from_config(cfg)?;
         Ok(Address {
@@ -281,7 +281,7 @@ impl Adapter for RabbitMq {
         })
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(slice)?;
         let broker = Broker::from_config(cfg)?;
         let name = percent_encode(&slice.name);
@@ -296,7 +296,7 @@ impl Adapter for RabbitMq {
         Ok(())
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let broker = Broker::from_config(cfg)?;
         // Users too: a teardown cut short between the two deletes leaves one.
         let mut names: BTreeSet<String> = BTreeSet::new();
@@ -312,11 +312,7 @@ impl Adapter for RabbitMq {
         Ok(names.into_iter().collect())
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         check_name(slice)?;
         let broker = Broker::from_config(cfg)?;
         let resp = broker
@@ -342,7 +338,7 @@ mod tests {
         }
     }
 
-    fn resolve(c: &AdapterConfig) -> Result<Address, AdapterError> {
+    fn resolve(c: &AdapterConfig) -> Result<Address> {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime")

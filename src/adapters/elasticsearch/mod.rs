@@ -63,7 +63,7 @@ use serde_json::json;
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 mod server;
 use server::*;
@@ -92,7 +92,7 @@ enum Flavour {
 }
 
 /// The slice's index prefix: its name, checked against the index name rules.
-pub fn prefix(slice: &Slice) -> Result<String, AdapterError> {
+pub fn prefix(slice: &Slice) -> Result<String> {
     let name = &slice.name;
     // `bk_` also keeps teardown away from every index binky did not name.
     let ok = name.starts_with("bk_")
@@ -111,7 +111,7 @@ pub fn prefix(slice: &Slice) -> Result<String, AdapterError> {
 }
 
 /// `options.indices` as full index names under `prefix`.
-fn declared_indices(cfg: &AdapterConfig, prefix: &str) -> Result<Vec<String>, AdapterError> {
+fn declared_indices(cfg: &AdapterConfig, prefix: &str) -> Result<Vec<String>> {
     let Some(list) = cfg.options.get("indices") else {
         return Ok(Vec::new());
     };
@@ -177,7 +177,7 @@ impl Adapter for Elasticsearch {
         &["elasticsearch", "opensearch"]
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let prefix = prefix(slice)?;
         let wanted = declared_indices(cfg, &prefix)?;
         let server = Server::from_config(cfg)?;
@@ -208,7 +208,7 @@ impl Adapter for Elasticsearch {
         Ok(())
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         let prefix = prefix(slice)?;
         let server = Server::from_config(cfg)?;
         let flavour = server.flavour().await?;
@@ -236,7 +236,7 @@ impl Adapter for Elasticsearch {
         })
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let prefix = prefix(slice)?;
         let server = Server::from_config(cfg)?;
         let flavour = server.flavour().await?;
@@ -258,7 +258,7 @@ impl Adapter for Elasticsearch {
         Ok(())
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let server = Server::from_config(cfg)?;
         // A prefix holds no `-`: an index's prefix is what comes before its first one.
         let prefixes: BTreeSet<String> = server
@@ -270,11 +270,7 @@ impl Adapter for Elasticsearch {
         Ok(prefixes.into_iter().collect())
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         let prefix = prefix(slice)?;
         let wanted = declared_indices(cfg, &prefix)?;
         // Without declared indices a slice may hold none at all: nothing to look for.

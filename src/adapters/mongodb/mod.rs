@@ -71,7 +71,9 @@ use ::mongodb::options::ClientOptions;
 use ::mongodb::{Client, Database};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
-use super::{fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Slice};
+use super::{
+    fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Slice,
+};
 
 mod commands;
 mod target;
@@ -124,13 +126,13 @@ const UNAUTHORIZED: i32 = 13;
 pub struct Mongo;
 
 /// The slice's database name, checked.
-fn slice_db(slice: &Slice) -> Result<String, AdapterError> {
+fn slice_db(slice: &Slice) -> Result<String> {
     let name = database_name(&slice.name)?;
     debug_assert!(valid_database_name(&name));
     Ok(name)
 }
 
-fn check_secret(slice: &Slice) -> Result<(), AdapterError> {
+fn check_secret(slice: &Slice) -> Result<()> {
     if slice.secret.is_empty() {
         return Err(AdapterError::Config(format!(
             "the secret of slice `{}` is empty, which MongoDB cannot take as a password",
@@ -146,12 +148,12 @@ impl Adapter for Mongo {
         &["mongodb"]
     }
 
-    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities, AdapterError> {
+    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
         // `$out` into another database: a server-side copy of a golden template.
         Ok(Capabilities { clone: true })
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
         check_secret(slice)?;
         let target = Target::from_config(cfg)?;
@@ -174,7 +176,7 @@ impl Adapter for Mongo {
             .await
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         let name = slice_db(slice)?;
         let target = Target::from_config(cfg)?;
         Ok(Address {
@@ -186,7 +188,7 @@ impl Adapter for Mongo {
         })
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
         let target = Target::from_config(cfg)?;
         let client = target.client().await?;
@@ -195,7 +197,7 @@ impl Adapter for Mongo {
             .await
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let target = Target::from_config(cfg)?;
         let client = target.client().await?;
         target
@@ -212,11 +214,7 @@ impl Adapter for Mongo {
             .await
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         let name = slice_db(slice)?;
         let target = Target::from_config(cfg)?;
         let client = target.client().await?;
@@ -226,12 +224,7 @@ impl Adapter for Mongo {
             .map(Some)
     }
 
-    async fn clone_slice(
-        &self,
-        from: &Slice,
-        to: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<(), AdapterError> {
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let src = slice_db(from)?;
         let dst = slice_db(to)?;
         check_secret(to)?;
@@ -253,7 +246,7 @@ impl Adapter for Mongo {
             .await
     }
 
-    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
         let target = Target::from_config(cfg)?;
         let client = target.client().await?;

@@ -13,7 +13,7 @@ pub(super) struct Inventory {
 }
 
 /// Copy the database `from` into a fresh slice `to` inside the server (see the module doc).
-pub(super) async fn clone(admin: &mut Admin, from: &str, to: &Slice) -> Result<(), AdapterError> {
+pub(super) async fn clone(admin: &mut Admin, from: &str, to: &Slice) -> Result<()> {
     let server = admin.server.clone();
     // Whatever can refuse does so before anything is made.
     let (inventory, charset) = bounded(&server, VERB_TIMEOUT, survey(admin, from)).await?;
@@ -64,10 +64,7 @@ pub(super) async fn clone(admin: &mut Admin, from: &str, to: &Slice) -> Result<(
 }
 
 /// The template's objects, or a `Config` error naming what cannot be copied.
-pub(super) async fn survey(
-    admin: &mut Admin,
-    from: &str,
-) -> Result<(Inventory, DbCharset), AdapterError> {
+pub(super) async fn survey(admin: &mut Admin, from: &str) -> Result<(Inventory, DbCharset)> {
     let schema = admin
         .rows_with(
             "reading the template",
@@ -162,12 +159,7 @@ pub(super) async fn survey(
 }
 
 /// Copy the inventory of `from` into the empty database `to`, over this session.
-pub(super) async fn copy(
-    admin: &mut Admin,
-    inv: &Inventory,
-    from: &str,
-    to: &str,
-) -> Result<(), AdapterError> {
+pub(super) async fn copy(admin: &mut Admin, inv: &Inventory, from: &str, to: &str) -> Result<()> {
     let (src, dst) = (quote_ident(from), quote_ident(to));
     let definer = fit_name(to, MAX_USER);
     admin

@@ -101,7 +101,9 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
-use super::{fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Scrub, Slice};
+use super::{
+    fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub, Slice,
+};
 use binky_controllers::url::{percent_decode, percent_encode, Url};
 
 mod admin;
@@ -165,12 +167,12 @@ impl Adapter for Mysql {
         &["mysql", "mariadb", "percona"]
     }
 
-    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities, AdapterError> {
+    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
         // Table by table inside the server (see the module doc): no client binary needed.
         Ok(Capabilities { clone: true })
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_slice(slice)?;
         let charset = DbCharset::from_options(cfg)?;
         let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
@@ -184,13 +186,13 @@ impl Adapter for Mysql {
         admin.finish(result).await
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         check_slice(slice)?;
         let target = Target::parse(&admin_url(cfg)?)?;
         Ok(target.slice_address(slice))
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(&slice.name)?;
         let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
         let server = admin.server.clone();
@@ -198,7 +200,7 @@ impl Adapter for Mysql {
         admin.finish(result).await
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let mut admin = Admin::connect(cfg, &[]).await?;
         let server = admin.server.clone();
         let result = bounded(&server, VERB_TIMEOUT, async {
@@ -215,11 +217,7 @@ impl Adapter for Mysql {
         admin.finish(result).await
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         check_name(&slice.name)?;
         let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
         let server = admin.server.clone();
@@ -229,12 +227,7 @@ impl Adapter for Mysql {
         admin.finish(result).await
     }
 
-    async fn clone_slice(
-        &self,
-        from: &Slice,
-        to: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<(), AdapterError> {
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(&from.name)?;
         check_slice(to)?;
         if from.name == to.name {
@@ -248,7 +241,7 @@ impl Adapter for Mysql {
         admin.finish(result).await
     }
 
-    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(&slice.name)?;
         let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
         let server = admin.server.clone();
@@ -258,12 +251,12 @@ impl Adapter for Mysql {
 }
 
 /// The admin URL, or a message saying where it comes from.
-fn admin_url(cfg: &AdapterConfig) -> Result<String, AdapterError> {
+fn admin_url(cfg: &AdapterConfig) -> Result<String> {
     admin_url_or(cfg, std::env::var(ENV_URL).ok())
 }
 
 /// `cfg`'s admin URL, else `from_env` (the value of [`ENV_URL`]).
-fn admin_url_or(cfg: &AdapterConfig, from_env: Option<String>) -> Result<String, AdapterError> {
+fn admin_url_or(cfg: &AdapterConfig, from_env: Option<String>) -> Result<String> {
     if let Some(url) = &cfg.admin_url {
         return Ok(url.clone());
     }
@@ -278,7 +271,7 @@ fn admin_url_or(cfg: &AdapterConfig, from_env: Option<String>) -> Result<String,
     }
 }
 
-fn check_name(name: &str) -> Result<(), AdapterError> {
+fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= MAX_DATABASE
         && name
@@ -293,7 +286,7 @@ fn check_name(name: &str) -> Result<(), AdapterError> {
     Ok(())
 }
 
-fn check_slice(slice: &Slice) -> Result<(), AdapterError> {
+fn check_slice(slice: &Slice) -> Result<()> {
     check_name(&slice.name)?;
     if slice.secret.is_empty() || slice.secret.contains('\0') {
         return Err(AdapterError::Config(format!(
@@ -365,8 +358,8 @@ fn text(row: &Row, i: usize) -> Option<String> {
 async fn bounded<T>(
     server: &str,
     limit: Duration,
-    verb: impl Future<Output = Result<T, AdapterError>>,
-) -> Result<T, AdapterError> {
+    verb: impl Future<Output = Result<T>>,
+) -> Result<T> {
     tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
         Err(AdapterError::Unreachable {
             server: server.to_owned(),
@@ -383,8 +376,8 @@ struct DbCharset {
 }
 
 impl DbCharset {
-    fn from_options(cfg: &AdapterConfig) -> Result<DbCharset, AdapterError> {
-        let get = |key: &str| -> Result<Option<String>, AdapterError> {
+    fn from_options(cfg: &AdapterConfig) -> Result<DbCharset> {
+        let get = |key: &str| -> Result<Option<String>> {
             match cfg.options.get(key).map(|v| v.trim()) {
                 None | Some("") => Ok(None),
                 Some(v) if v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {

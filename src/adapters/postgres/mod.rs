@@ -60,7 +60,9 @@ use tokio_postgres::{Client, Config, NoTls};
 
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
-use super::{redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Scrub, Slice};
+use super::{
+    redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub, Slice,
+};
 
 mod admin;
 mod slice;
@@ -92,24 +94,19 @@ impl Adapter for Postgres {
         &["postgres", "postgresql"]
     }
 
-    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities, AdapterError> {
+    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
         // CREATE DATABASE … TEMPLATE: a server-side copy of a golden template.
         Ok(Capabilities { clone: true })
     }
 
-    async fn clone_slice(
-        &self,
-        from: &Slice,
-        to: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<(), AdapterError> {
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(&from.name)?;
         check_slice(to)?;
         let admin = Admin::connect(cfg, &to.secret).await?;
         admin.bounded(clone(&admin, cfg, from, to)).await
     }
 
-    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(&slice.name)?;
         // Vacuumed and analysed once here, so every copy starts with its visibility map
         // set (index-only scans) and statistics, instead of waiting for autovacuum,
@@ -124,36 +121,32 @@ impl Adapter for Postgres {
         admin.bounded(seal(&admin, &slice.name)).await
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         check_name(&slice.name)?;
         let admin = Admin::connect(cfg, &slice.secret).await?;
         let db = admin.bounded(admin.database(&slice.name)).await?;
         Ok(Some(db.is_some()))
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_slice(slice)?;
         let admin = Admin::connect(cfg, &slice.secret).await?;
         admin.bounded(provision(&admin, slice)).await
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         check_slice(slice)?;
         let target = Target::parse(admin_url(cfg)?)?;
         Ok(target.slice_address(slice))
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(&slice.name)?;
         let admin = Admin::connect(cfg, &slice.secret).await?;
         admin.bounded(teardown(&admin, &slice.name)).await
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let admin = Admin::connect(cfg, "").await?;
         admin
             .bounded(async {
@@ -180,7 +173,7 @@ impl Adapter for Postgres {
 }
 
 /// The admin URL, or a message saying where it comes from.
-fn admin_url(cfg: &AdapterConfig) -> Result<&str, AdapterError> {
+fn admin_url(cfg: &AdapterConfig) -> Result<&str> {
     cfg.admin_url.as_deref().ok_or_else(|| {
         AdapterError::Config(
             "the postgres adapter needs the server's admin URL: set `admin_url = \
@@ -192,7 +185,7 @@ fn admin_url(cfg: &AdapterConfig) -> Result<&str, AdapterError> {
     })
 }
 
-fn check_name(name: &str) -> Result<(), AdapterError> {
+fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
         return Err(AdapterError::Config(format!(
             "`{name}` cannot name a PostgreSQL slice: 1 to {MAX_NAME} bytes, no NUL"
@@ -201,7 +194,7 @@ fn check_name(name: &str) -> Result<(), AdapterError> {
     Ok(())
 }
 
-fn check_slice(slice: &Slice) -> Result<(), AdapterError> {
+fn check_slice(slice: &Slice) -> Result<()> {
     check_name(&slice.name)?;
     if slice.secret.is_empty() || slice.secret.contains('\0') {
         return Err(AdapterError::Config(format!(

@@ -53,7 +53,7 @@ use hyper::Method;
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 mod token;
 pub use token::*;
@@ -85,7 +85,7 @@ struct Vectors {
 }
 
 /// `options.size` and `options.distance`; `None` without a size.
-fn vectors(cfg: &AdapterConfig) -> Result<Option<Vectors>, AdapterError> {
+fn vectors(cfg: &AdapterConfig) -> Result<Option<Vectors>> {
     let distance = match cfg.options.get("distance").map(|d| d.trim()) {
         None | Some("") => "Cosine",
         Some(d) => DISTANCES
@@ -118,7 +118,7 @@ fn vectors(cfg: &AdapterConfig) -> Result<Option<Vectors>, AdapterError> {
 
 /// The slice's collection: its name, checked against Qdrant's rules and binky's `bk_`
 /// (so teardown never deletes a collection binky did not name).
-pub fn collection(slice: &Slice) -> Result<String, AdapterError> {
+pub fn collection(slice: &Slice) -> Result<String> {
     let ok = slice.name.starts_with("bk_")
         && slice.name.len() <= MAX_NAME
         && slice
@@ -145,7 +145,7 @@ struct Server {
 }
 
 impl Server {
-    fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
+    fn from_config(cfg: &AdapterConfig) -> Result<Server> {
         let url = cfg
             .admin_url_or_env(ENV_URL)
             .unwrap_or_else(|| DEFAULT_URL.to_owned());
@@ -173,7 +173,7 @@ impl Server {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
         let headers: Vec<(&str, &str)> = key.map(|k| ("api-key", k)).into_iter().collect();
         self.http.call(&self.ep, method, path, body, &headers).await
@@ -184,7 +184,7 @@ impl Server {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         self.call_as(self.api_key.as_deref(), method, path, body)
             .await
     }
@@ -215,7 +215,7 @@ impl Server {
     }
 
     /// Every collection's name.
-    async fn collections(&self) -> Result<Vec<String>, AdapterError> {
+    async fn collections(&self) -> Result<Vec<String>> {
         let resp = self.call(Method::GET, "/collections", None).await?;
         if !resp.ok() {
             return Err(self.error("listing collections", &resp));
@@ -264,7 +264,7 @@ impl Adapter for Qdrant {
         &["qdrant"]
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = collection(slice)?;
         let wanted = vectors(cfg)?;
         let server = Server::from_config(cfg)?;
@@ -293,7 +293,7 @@ impl Adapter for Qdrant {
         Err(server.error(&format!("creating collection {name}"), &resp))
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         let name = collection(slice)?;
         let server = Server::from_config(cfg)?;
         let path = path_of(&name);
@@ -337,7 +337,7 @@ impl Adapter for Qdrant {
         })
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = collection(slice)?;
         let server = Server::from_config(cfg)?;
         for doomed in server
@@ -355,7 +355,7 @@ impl Adapter for Qdrant {
         Ok(())
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let server = Server::from_config(cfg)?;
         let all: BTreeSet<String> = server
             .collections()
@@ -371,11 +371,7 @@ impl Adapter for Qdrant {
             .collect())
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         let name = collection(slice)?;
         // Without a size the application makes the collection when it likes: its
         // absence says nothing.

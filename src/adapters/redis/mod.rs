@@ -61,7 +61,7 @@ use binky_controllers::url::percent_encode;
 
 use self::admin::Server;
 pub use self::prefix::{acl_rules, prefix, ALLOWED_BACK, DENIED};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 /// The option that chooses how worlds are kept apart.
 pub const ISOLATION_OPTION: &str = "isolation";
@@ -88,7 +88,7 @@ impl Isolation {
     }
 
     /// The isolation `options` ask for, `None` when they do not say.
-    pub fn asked(options: &BTreeMap<String, String>) -> Result<Option<Isolation>, AdapterError> {
+    pub fn asked(options: &BTreeMap<String, String>) -> Result<Option<Isolation>> {
         let Some(value) = options.get(ISOLATION_OPTION) else {
             return Ok(None);
         };
@@ -104,10 +104,7 @@ impl Isolation {
     /// `$BINKY_REDIS_URL` (`server_given`) or not: `server` without one, `database` with
     /// one, unless the options say otherwise; `server` with one is refused (binky cannot
     /// start servers on a server it does not run).
-    pub fn choose(
-        options: &BTreeMap<String, String>,
-        server_given: bool,
-    ) -> Result<Isolation, AdapterError> {
+    pub fn choose(options: &BTreeMap<String, String>, server_given: bool) -> Result<Isolation> {
         match (Isolation::asked(options)?, server_given) {
             (Some(Isolation::Server), true) => Err(AdapterError::Config(SERVER_WITH_ADMIN.into())),
             (Some(i), _) => Ok(i),
@@ -211,7 +208,7 @@ pub struct Redis;
 
 impl Redis {
     /// The isolation of a slice configured as `cfg`.
-    fn isolation(cfg: &AdapterConfig) -> Result<Isolation, AdapterError> {
+    fn isolation(cfg: &AdapterConfig) -> Result<Isolation> {
         if cfg.own_server {
             return Ok(Isolation::Server);
         }
@@ -251,16 +248,12 @@ impl Redis {
     async fn pinned_users(
         server: &Server,
         con: &mut MultiplexedConnection,
-    ) -> Result<BTreeMap<String, i64>, AdapterError> {
+    ) -> Result<BTreeMap<String, i64>> {
         Ok(pinned(server.users(con).await?))
     }
 
     /// `database` mode: choose the slice's database and write its user.
-    async fn provision_database(
-        slice: &Slice,
-        cfg: &AdapterConfig,
-        server: &Server,
-    ) -> Result<(), AdapterError> {
+    async fn provision_database(slice: &Slice, cfg: &AdapterConfig, server: &Server) -> Result<()> {
         let lock = server_lock(server);
         let _guard = lock.lock().await;
         let mut con = server.connect().await?;
@@ -299,7 +292,7 @@ impl Redis {
         slice: &Slice,
         cfg: &AdapterConfig,
         server: &Server,
-    ) -> Result<Option<i64>, AdapterError> {
+    ) -> Result<Option<i64>> {
         if let Some(db) = Self::recorded_claims(slice, cfg).recorded {
             return Ok(Some(db));
         }
@@ -311,7 +304,7 @@ impl Redis {
     }
 
     /// `prefix` mode: write the slice's user.
-    async fn provision_prefix(slice: &Slice, server: &Server) -> Result<(), AdapterError> {
+    async fn provision_prefix(slice: &Slice, server: &Server) -> Result<()> {
         let mut con = server.connect().await?;
         server.check_version(&mut con).await?;
         let known = server
@@ -346,7 +339,7 @@ impl Redis {
     /// its database emptied when the slice had one (recorded, or its user was pinned to
     /// one), else the keys under its prefix swept. A teardown cut short is finished by the
     /// next one (the slice controller keeps its finalizer until this returns Ok).
-    async fn teardown_shared(slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown_shared(slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let server = Server::from_config(cfg)?;
         let lock = server_lock(&server);
         let _guard = lock.lock().await;
@@ -396,11 +389,11 @@ impl Adapter for Redis {
         &["redis", "valkey"]
     }
 
-    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool, AdapterError> {
+    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool> {
         Ok(Isolation::choose(&cfg.options, cfg.admin().is_some())? == Isolation::Server)
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(slice)?;
         match Self::isolation(cfg)? {
             // The server is the slice; binky started it before asking.
@@ -412,7 +405,7 @@ impl Adapter for Redis {
         }
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         check_name(slice)?;
         let isolation = Self::isolation(cfg)?;
         let server = Server::from_config(cfg)?;
@@ -464,7 +457,7 @@ impl Adapter for Redis {
         Ok(Address { url, tokens })
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(slice)?;
         if cfg.own_server {
             // The server is the slice: binky removes it with its files.
@@ -473,7 +466,7 @@ impl Adapter for Redis {
         Self::teardown_shared(slice, cfg).await
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         if cfg.own_server {
             return Ok(Vec::new());
         }
@@ -504,7 +497,7 @@ mod tests {
         BTreeMap::from([(ISOLATION_OPTION.to_owned(), isolation.to_owned())])
     }
 
-    fn resolve(cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    fn resolve(cfg: &AdapterConfig) -> Result<Address> {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime")

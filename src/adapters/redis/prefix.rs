@@ -41,7 +41,7 @@
 
 use redis::aio::MultiplexedConnection;
 
-use super::super::{AdapterError, Slice};
+use super::super::{Result, Slice};
 use super::admin::Server;
 
 /// `SCAN … COUNT` during teardown: keys looked at per round trip.
@@ -210,7 +210,7 @@ pub(super) async fn sweep(
     server: &Server,
     con: &mut MultiplexedConnection,
     slice: &Slice,
-) -> Result<(), AdapterError> {
+) -> Result<()> {
     let pattern = format!("{}*", prefix(slice));
     for db in server.databases_with_keys(con).await? {
         server.select(con, db).await?;

@@ -71,7 +71,7 @@ use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use sha2::{Digest, Sha256};
 
 use super::http::Endpoint;
-use super::{redact, Adapter, AdapterConfig, AdapterError, Address, Slice};
+use super::{redact, Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 mod server;
 mod settings;
@@ -177,7 +177,7 @@ impl Place {
 }
 
 /// A bucket name given by the user (`options.bucket`), checked against S3's rules.
-fn check_bucket(name: &str) -> Result<(), AdapterError> {
+fn check_bucket(name: &str) -> Result<()> {
     let ok = (3..=63).contains(&name.len())
         && name
             .bytes()
@@ -204,7 +204,7 @@ impl Adapter for S3 {
         &["s3", "minio"]
     }
 
-    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(slice)?;
         let server = Server::new(cfg)?;
         let place = server.settings.place(slice);
@@ -223,7 +223,7 @@ impl Adapter for S3 {
         Ok(())
     }
 
-    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         check_name(slice)?;
         let s = Settings::from_config(cfg, &real_env)?;
         let place = s.place(slice);
@@ -242,7 +242,7 @@ impl Adapter for S3 {
         Ok(Address { url, tokens })
     }
 
-    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(slice)?;
         let server = Server::new(cfg)?;
         match server.settings.place(slice) {
@@ -273,7 +273,7 @@ impl Adapter for S3 {
         }
     }
 
-    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>, AdapterError> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let server = Server::new(cfg)?;
         let mut names = Vec::new();
         let mut token: Option<String> = None;
@@ -331,11 +331,7 @@ impl Adapter for S3 {
         }
     }
 
-    async fn exists(
-        &self,
-        slice: &Slice,
-        cfg: &AdapterConfig,
-    ) -> Result<Option<bool>, AdapterError> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         check_name(slice)?;
         let server = Server::new(cfg)?;
         match server.settings.place(slice) {

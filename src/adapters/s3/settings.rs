@@ -22,10 +22,7 @@ pub(super) fn real_env(name: &str) -> Option<String> {
 }
 
 impl Settings {
-    pub(super) fn from_config(
-        cfg: &AdapterConfig,
-        env: EnvFn<'_>,
-    ) -> Result<Settings, AdapterError> {
+    pub(super) fn from_config(cfg: &AdapterConfig, env: EnvFn<'_>) -> Result<Settings> {
         let opt = |k: &str| cfg.options.get(k).filter(|v| !v.is_empty()).cloned();
         let mut endpoint = None;
         let mut from_url = None;
