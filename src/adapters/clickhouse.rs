@@ -252,13 +252,10 @@ fn has_users(version: (u32, u32)) -> bool {
 /// rather than escaped otherwise; and they start with `bk_`, so no verb ever touches a
 /// database binky did not name (`default`, `system`).
 fn check_name(slice: &Slice) -> Result<()> {
-    let ok = slice.name.starts_with("bk_")
+    if slice.name.starts_with("bk_")
         && slice.name.len() <= MAX_NAME
-        && slice
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
+        && super::is_plain_name(&slice.name)
+    {
         Ok(())
     } else {
         Err(AdapterError::Config(format!(

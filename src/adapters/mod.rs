@@ -351,12 +351,7 @@ pub fn warn_shared_once(adapter: &str, server: &str, why: &str, consequence: &st
 /// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own
 /// names always are; a name from elsewhere could carry a path or a quote).
 pub fn check_plain_name(slice: &Slice) -> Result<()> {
-    let ok = !slice.name.is_empty()
-        && slice
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
+    if is_plain_name(&slice.name) {
         Ok(())
     } else {
         Err(AdapterError::Config(format!(
@@ -364,6 +359,14 @@ pub fn check_plain_name(slice: &Slice) -> Result<()> {
             slice.name
         )))
     }
+}
+
+/// Is `name` `[a-z0-9_]+`: a name every server takes as it is, with nothing to quote?
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// `postgres://user:pw@host:5432/db` → `postgres://host:5432` (for messages: never show a

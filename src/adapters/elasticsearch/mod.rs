@@ -95,12 +95,7 @@ enum Flavour {
 pub fn prefix(slice: &Slice) -> Result<String> {
     let name = &slice.name;
     // `bk_` also keeps teardown away from every index binky did not name.
-    let ok = name.starts_with("bk_")
-        && name.len() <= MAX_PREFIX
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
+    if name.starts_with("bk_") && name.len() <= MAX_PREFIX && super::is_plain_name(name) {
         Ok(name.clone())
     } else {
         Err(AdapterError::Config(format!(

@@ -272,12 +272,7 @@ fn admin_url_or(cfg: &AdapterConfig, from_env: Option<String>) -> Result<String>
 }
 
 fn check_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_DATABASE
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if !ok {
+    if !(name.len() <= MAX_DATABASE && super::is_plain_name(name)) {
         return Err(AdapterError::Config(format!(
             "`{name}` cannot name a MySQL slice: 1 to {MAX_DATABASE} characters of a-z, 0-9 \
              and _"
