@@ -63,6 +63,21 @@ use self::admin::Server;
 pub use self::prefix::{acl_rules, prefix, ALLOWED_BACK, DENIED};
 use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
+/// Server administration that both isolation modes deny by name, after their own list
+/// (`DENIED` of [`database`] and [`prefix`]); already in `@admin`.
+const SERVER_ADMIN: &[(&str, &str)] = &[
+    ("config", "reads and changes the server's configuration"),
+    ("debug", "server internals"),
+    ("shutdown", "stops the server for every world"),
+    ("save", "server-wide"),
+    ("bgsave", "server-wide"),
+    ("bgrewriteaof", "server-wide"),
+    ("replicaof", "server-wide"),
+    ("slaveof", "server-wide"),
+    ("failover", "server-wide"),
+    ("module", "server-wide"),
+];
+
 /// The option that chooses how worlds are kept apart.
 pub const ISOLATION_OPTION: &str = "isolation";
 
