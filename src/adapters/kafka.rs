@@ -225,6 +225,18 @@ impl Broker {
     }
 }
 
+/// `call`, done also when the broker answers `already`: a topic made or deleted by
+/// someone else since it was listed.
+async fn done_or_already(
+    call: impl Future<Output = Result<(), KafkaError>>,
+    already: ProtocolError,
+) -> Result<(), KafkaError> {
+    match call.await {
+        Err(KafkaError::ServerError { protocol_error, .. }) if protocol_error == already => Ok(()),
+        other => other,
+    }
+}
+
 /// A broker address with its port (`h` → `h:9092`, `[::1]` → `[::1]:9092`).
 fn with_port(host: &str) -> Option<String> {
     let (name, port) = host_port(host)?;
@@ -440,32 +452,17 @@ impl Adapter for Kafka {
             .controller_client()
             .map_err(|e| broker.error("reaching the controller", &e))?;
         for topic in wanted.iter().filter(|t| !existing.contains(*t)) {
-            let doing = format!("creating topic {topic}");
-            let created = tokio::time::timeout(
-                CALL_TIMEOUT,
-                controller.create_topic(
-                    topic.as_str(),
-                    plan.partitions,
-                    plan.replication,
-                    BROKER_TIMEOUT_MS,
-                ),
-            )
-            .await;
-            match created {
-                Ok(Ok(())) => {}
-                // Made since we listed (a concurrent provision): fine.
-                Ok(Err(KafkaError::ServerError {
-                    protocol_error: ProtocolError::TopicAlreadyExists,
-                    ..
-                })) => {}
-                Ok(Err(e)) => return Err(broker.error(&doing, &e)),
-                Err(_) => {
-                    return Err(AdapterError::Unreachable {
-                        server: broker.shown(),
-                        detail: format!("{doing}: no answer within {} s", CALL_TIMEOUT.as_secs()),
-                    })
-                }
-            }
+            let create = controller.create_topic(
+                topic.as_str(),
+                plan.partitions,
+                plan.replication,
+                BROKER_TIMEOUT_MS,
+            );
+            // Made since we listed (a concurrent provision): fine.
+            let create = done_or_already(create, ProtocolError::TopicAlreadyExists);
+            broker
+                .bounded(&format!("creating topic {topic}"), create)
+                .await?;
         }
         Ok(())
     }
@@ -503,27 +500,12 @@ impl Adapter for Kafka {
             .controller_client()
             .map_err(|e| broker.error("reaching the controller", &e))?;
         for topic in &doomed {
-            let doing = format!("deleting topic {topic}");
-            let deleted = tokio::time::timeout(
-                CALL_TIMEOUT,
-                controller.delete_topic(topic.as_str(), BROKER_TIMEOUT_MS),
-            )
-            .await;
-            match deleted {
-                Ok(Ok(())) => {}
-                // Gone since we listed: fine.
-                Ok(Err(KafkaError::ServerError {
-                    protocol_error: ProtocolError::UnknownTopicOrPartition,
-                    ..
-                })) => {}
-                Ok(Err(e)) => return Err(broker.error(&doing, &e)),
-                Err(_) => {
-                    return Err(AdapterError::Unreachable {
-                        server: broker.shown(),
-                        detail: format!("{doing}: no answer within {} s", CALL_TIMEOUT.as_secs()),
-                    })
-                }
-            }
+            let delete = controller.delete_topic(topic.as_str(), BROKER_TIMEOUT_MS);
+            // Gone since we listed: fine.
+            let delete = done_or_already(delete, ProtocolError::UnknownTopicOrPartition);
+            broker
+                .bounded(&format!("deleting topic {topic}"), delete)
+                .await?;
         }
         Ok(())
     }
