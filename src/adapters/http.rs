@@ -293,15 +293,7 @@ impl Http {
 }
 
 fn describe(e: &hyper_util::client::legacy::Error) -> String {
-    use std::error::Error;
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
+    super::error_chain(e)
 }
 
 #[cfg(test)]

@@ -361,6 +361,28 @@ pub fn check_plain_name(slice: &Slice) -> Result<()> {
     }
 }
 
+/// `first`, then each of an error's sources that says something new (`dispatch failure:
+/// io error: … Connection refused`): the words of every layer, each once, without the
+/// Debug dumps some clients' own displays add.
+pub fn with_sources(first: String, source: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut out = first;
+    let mut source = source;
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// An error and its sources, each said once (see [`with_sources`]).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    with_sources(err.to_string(), err.source())
+}
+
 /// Is `name` `[a-z0-9_]+`: a name every server takes as it is, with nothing to quote?
 pub fn is_plain_name(name: &str) -> bool {
     !name.is_empty()

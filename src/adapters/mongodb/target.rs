@@ -394,14 +394,5 @@ pub(super) fn classify(e: &MongoError) -> Class {
 
 /// What went wrong, with its causes.
 pub(super) fn describe(e: &MongoError) -> String {
-    let mut text = e.kind.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(&format!(": {s_text}"));
-        }
-        source = s.source();
-    }
-    text
+    super::super::with_sources(e.kind.to_string(), std::error::Error::source(e))
 }

@@ -407,16 +407,7 @@ fn describe(e: &mysql_async::Error) -> String {
     if let mysql_async::Error::Server(s) = e {
         return format!("ERROR {}: {}", s.code, s.message);
     }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(&format!(": {more}"));
-        }
-        source = s.source();
-    }
-    text
+    super::error_chain(e)
 }
 
 #[cfg(test)]

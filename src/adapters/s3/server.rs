@@ -2,21 +2,7 @@
 
 use super::*;
 
-/// An error and its sources, each said once (`dispatch failure: io error: … Connection
-/// refused`), without the Debug dump the SDK's own context display adds.
-pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
+use crate::adapters::error_chain;
 
 /// One adapter call's connection to the server.
 pub(super) struct Server {
