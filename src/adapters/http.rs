@@ -19,7 +19,7 @@ use hyper_util::rt::TokioExecutor;
 
 use binky_controllers::url::{host_port, percent_decode, percent_encode, Url};
 
-use super::{redact, AdapterError, Result};
+use super::{redact, AdapterConfig, AdapterError, Result};
 
 /// How long one call may take, connection included.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -82,6 +82,19 @@ impl Endpoint {
             user: user.filter(|u| !u.is_empty()),
             password,
         })
+    }
+
+    /// The endpoint of `admin_url` (or binky 0.1.2's variable `env`), else of `default_url`.
+    pub fn from_config(
+        cfg: &AdapterConfig,
+        env: &str,
+        default_url: &str,
+        default_port: u16,
+    ) -> Result<Endpoint> {
+        let url = cfg
+            .admin_url_or_env(env)
+            .unwrap_or_else(|| default_url.to_owned());
+        Endpoint::parse(&url, default_port)
     }
 
     /// The same endpoint with other credentials (a slice's own user).

@@ -75,6 +75,14 @@ impl AdapterConfig {
             .filter(|u| !u.is_empty())
     }
 
+    /// The option `key`, when it is given and not empty.
+    pub fn option(&self, key: &str) -> Option<&str> {
+        self.options
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
     /// `admin_url` when it is given and not empty, else the environment variable `var`
     /// (binky 0.1.2's, see [`admin_url_env`]) when it is set and not empty.
     pub fn admin_url_or_env(&self, var: &str) -> Option<String> {

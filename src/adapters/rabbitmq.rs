@@ -87,17 +87,15 @@ impl Broker {
             other => other,
         })?;
         let amqp_scheme = cfg
-            .options
-            .get("amqp_scheme")
-            .filter(|s| !s.is_empty())
-            .map_or("amqp", String::as_str)
+            .option("amqp_scheme")
+            .unwrap_or("amqp")
             .to_ascii_lowercase();
         if amqp_scheme != "amqp" && amqp_scheme != "amqps" {
             return Err(AdapterError::Config(format!(
                 "options.amqp_scheme `{amqp_scheme}` is neither `amqp` nor `amqps`"
             )));
         }
-        let amqp_port = match cfg.options.get("amqp_port").filter(|p| !p.is_empty()) {
+        let amqp_port = match cfg.option("amqp_port") {
             Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
                 AdapterError::Config(format!(
                     "options.amqp_port `{p}` is not a port number (1–65535)"

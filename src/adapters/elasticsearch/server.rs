@@ -14,15 +14,8 @@ pub(super) struct Server {
 
 impl Server {
     pub(super) fn from_config(cfg: &AdapterConfig) -> Result<Server> {
-        let url = cfg
-            .admin_url_or_env(ENV_URL)
-            .unwrap_or_else(|| DEFAULT_URL.to_owned());
-        let mut ep = Endpoint::parse(&url, DEFAULT_PORT)?;
-        let api_key = cfg
-            .options
-            .get("api_key")
-            .filter(|k| !k.is_empty())
-            .cloned();
+        let mut ep = Endpoint::from_config(cfg, ENV_URL, DEFAULT_URL, DEFAULT_PORT)?;
+        let api_key = cfg.option("api_key").map(str::to_owned);
         let mut secrets: Vec<String> = ep.password.iter().cloned().collect();
         secrets.extend(api_key.iter().cloned());
         secrets.retain(|s| !s.is_empty());

@@ -146,10 +146,7 @@ struct Server {
 
 impl Server {
     fn from_config(cfg: &AdapterConfig) -> Result<Server> {
-        let url = cfg
-            .admin_url_or_env(ENV_URL)
-            .unwrap_or_else(|| DEFAULT_URL.to_owned());
-        let mut ep = Endpoint::parse(&url, DEFAULT_PORT)?;
+        let mut ep = Endpoint::from_config(cfg, ENV_URL, DEFAULT_URL, DEFAULT_PORT)?;
         let api_key = cfg
             .options
             .get("api_key")
