@@ -8,7 +8,7 @@ use std::sync::Arc;
 use binky_controllers::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use binky_controllers::store::{self, StoreError};
 
-use crate::adapters::{redact, AdapterConfig, AdapterError, Registry, Slice};
+use crate::adapters::{redact, Adapter, AdapterConfig, AdapterError, Registry, Slice};
 use crate::servers::{Kind, ServerName, Servers};
 
 /// Adapters plus managed servers.
@@ -187,19 +187,30 @@ fn fault(e: AdapterError) -> SliceFault {
     }
 }
 
+/// The address of `slice` (made as `spec` says, with `cfg`), its tokens completed, and
+/// the admin URL it was made with.
+async fn address(
+    adapter: &dyn Adapter,
+    slice: &Slice,
+    spec: &SliceSpec,
+    cfg: AdapterConfig,
+) -> Result<SliceAddress, SliceFault> {
+    let addr = adapter.resolve(slice, &cfg).await.map_err(fault)?;
+    let addr = crate::adapters::tokens::complete(&spec.adapter, addr);
+    Ok(SliceAddress {
+        url: addr.url,
+        tokens: addr.tokens,
+        admin_url: cfg.admin_url,
+    })
+}
+
 impl SliceEffects for RealSlices {
     async fn provision(&self, spec: &SliceSpec) -> Result<SliceAddress, SliceFault> {
         let adapter = self.adapter(spec)?;
         let cfg = self.config(spec, adapter.as_ref()).await?;
         let slice = slice_of(spec);
         adapter.provision(&slice, &cfg).await.map_err(fault)?;
-        let addr = adapter.resolve(&slice, &cfg).await.map_err(fault)?;
-        let addr = crate::adapters::tokens::complete(&spec.adapter, addr);
-        Ok(SliceAddress {
-            url: addr.url,
-            tokens: addr.tokens,
-            admin_url: cfg.admin_url,
-        })
+        address(adapter.as_ref(), &slice, spec, cfg).await
     }
 
     async fn can_clone(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {
@@ -227,13 +238,7 @@ impl SliceEffects for RealSlices {
         let src = slice_of(from);
         let dst = slice_of(to);
         adapter.clone_slice(&src, &dst, &cfg).await.map_err(fault)?;
-        let addr = adapter.resolve(&dst, &cfg).await.map_err(fault)?;
-        let addr = crate::adapters::tokens::complete(&to.adapter, addr);
-        Ok(SliceAddress {
-            url: addr.url,
-            tokens: addr.tokens,
-            admin_url: cfg.admin_url,
-        })
+        address(adapter.as_ref(), &dst, to, cfg).await
     }
 
     async fn seal(&self, template: &SliceSpec) -> Result<(), SliceFault> {

@@ -110,18 +110,11 @@ impl RouteTable {
 
 /// `Host: a.b:8080` → `a.b` (and `[::1]:80` → `[::1]`).
 pub fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host
-            .split_once(']')
-            .map_or(host, |(h, _)| &host[..h.len() + 1]);
+    match crate::url::host_port(host) {
+        Some((h, None)) => h,
+        Some((h, Some(p))) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
     }
-    host.rsplit_once(':').map_or(host, |(h, p)| {
-        if p.bytes().all(|b| b.is_ascii_digit()) {
-            h
-        } else {
-            host
-        }
-    })
 }
 
 /// Receives every new routing table.

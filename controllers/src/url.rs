@@ -15,6 +15,9 @@
 //!   written raw, it ends the authority there, in every reader alike.
 //! - A host may be a comma-separated list (`mongodb://h1,h2`, `kafka://h1,h2`): [`Url::host`]
 //!   is the list as written.
+//! - A URL still holding `${…}` tokens (a value of `binky.toml` or a compose file before it
+//!   is resolved) is read with [`Url::parse_with_tokens`]: a token is one unit, so the `:`
+//!   and `/` of `${env.PW:-a/b}` split nothing. [`Url::parse`] reads every character.
 
 /// A URL split into its parts, as written (nothing percent-decoded).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +32,8 @@ pub struct Url<'a> {
     /// Everything after the authority: path, `?query` and `#fragment` as written (starts
     /// with `/`, `?` or `#`, or is empty).
     pub tail: &'a str,
+    /// Whether `${…}` tokens are single units (see [`Url::parse_with_tokens`]).
+    tokens: bool,
 }
 
 impl<'a> Url<'a> {
@@ -41,10 +46,32 @@ impl<'a> Url<'a> {
     /// Split what follows `scheme://` (or a bare `authority/path…` with no scheme, which a
     /// caller may accept): `scheme` is kept as given.
     pub fn after_scheme(scheme: &'a str, rest: &'a str) -> Url<'a> {
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        Url::split(scheme, rest, false)
+    }
+
+    /// As [`Url::parse`], for a URL that may still hold `${…}` tokens: no delimiter inside
+    /// a token counts (`postgres://u:${env.PW:-a/b:c}@db/app` has the password
+    /// `${env.PW:-a/b:c}` and the host `db`).
+    pub fn parse_with_tokens(url: &'a str) -> Option<Url<'a>> {
+        let (scheme, rest) = url.split_once("://")?;
+        Some(Url::after_scheme_with_tokens(scheme, rest))
+    }
+
+    /// As [`Url::after_scheme`], with `${…}` tokens as single units.
+    pub fn after_scheme_with_tokens(scheme: &'a str, rest: &'a str) -> Url<'a> {
+        Url::split(scheme, rest, true)
+    }
+
+    fn split(scheme: &'a str, rest: &'a str, tokens: bool) -> Url<'a> {
+        let end = find(rest, tokens, |c| matches!(c, '/' | '?' | '#')).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(end);
-        let (userinfo, host) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
+        let at = if tokens {
+            last_outside_tokens(authority, |c| c == '@')
+        } else {
+            authority.rfind('@')
+        };
+        let (userinfo, host) = match at {
+            Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
             None => (None, authority),
         };
         Url {
@@ -52,30 +79,83 @@ impl<'a> Url<'a> {
             userinfo,
             host,
             tail,
+            tokens,
         }
+    }
+
+    /// The user info split at its first `:` (outside tokens when read with them).
+    fn user_and_password(&self) -> Option<(&'a str, Option<&'a str>)> {
+        let u = self.userinfo?;
+        Some(match find(u, self.tokens, |c| c == ':') {
+            Some(i) => (&u[..i], Some(&u[i + 1..])),
+            None => (u, None),
+        })
     }
 
     /// The user as written (percent-encoded), when there is a user info.
     pub fn user(&self) -> Option<&'a str> {
-        self.userinfo
-            .map(|u| u.split_once(':').map_or(u, |(user, _)| user))
+        self.user_and_password().map(|(user, _)| user)
     }
 
     /// The password as written (percent-encoded; may be empty), when the user info has a `:`.
     pub fn password(&self) -> Option<&'a str> {
-        self.userinfo?.split_once(':').map(|(_, pw)| pw)
+        self.user_and_password()?.1
     }
 
     /// The path: the tail up to its `?` or `#` (starts with `/`, or is empty).
     pub fn path(&self) -> &'a str {
-        self.tail.split(['?', '#']).next().unwrap_or("")
+        let end = find(self.tail, self.tokens, |c| matches!(c, '?' | '#'));
+        &self.tail[..end.unwrap_or(self.tail.len())]
     }
 
     /// The query: after the first `?`, up to a `#` (empty when there is none).
     pub fn query(&self) -> &'a str {
-        let before_fragment = self.tail.split('#').next().unwrap_or("");
-        before_fragment.split_once('?').map_or("", |(_, q)| q)
+        let fragment = find(self.tail, self.tokens, |c| c == '#');
+        let before_fragment = &self.tail[..fragment.unwrap_or(self.tail.len())];
+        find(before_fragment, self.tokens, |c| c == '?').map_or("", |i| &before_fragment[i + 1..])
     }
+}
+
+/// The first character matching `f`, outside `${…}` tokens when `tokens` is set.
+fn find(s: &str, tokens: bool, f: impl Fn(char) -> bool) -> Option<usize> {
+    if tokens {
+        find_outside_tokens(s, f)
+    } else {
+        s.find(f)
+    }
+}
+
+/// Byte offset of the first character of `s` matching `f` outside `${…}` tokens (nested
+/// ones included).
+pub fn find_outside_tokens(s: &str, f: impl Fn(char) -> bool) -> Option<usize> {
+    outside_tokens(s).find(|&(_, c)| f(c)).map(|(i, _)| i)
+}
+
+/// Byte offset of the last character of `s` matching `f` outside `${…}` tokens.
+fn last_outside_tokens(s: &str, f: impl Fn(char) -> bool) -> Option<usize> {
+    outside_tokens(s)
+        .filter(|&(_, c)| f(c))
+        .last()
+        .map(|(i, _)| i)
+}
+
+/// The characters of `s` (with their offsets) that are not part of a `${…}` token.
+fn outside_tokens(s: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let mut depth = 0usize;
+    let mut prev = ' ';
+    s.char_indices().filter(move |&(_, c)| {
+        let outside = if c == '{' && prev == '$' {
+            depth += 1;
+            false
+        } else if c == '}' && depth > 0 {
+            depth -= 1;
+            false
+        } else {
+            depth == 0
+        };
+        prev = c;
+        outside
+    })
 }
 
 /// The password of `scheme://user:password@host…` as written (percent-encoded, may be
@@ -246,6 +326,29 @@ mod tests {
         assert_eq!(host_port("h:99"), Some(("h", Some("99"))));
         assert_eq!(host_port("h"), Some(("h", None)));
         assert_eq!(host_port(""), Some(("", None)));
+    }
+
+    #[test]
+    fn tokens_are_single_units_when_read_with_them() {
+        let text = "postgres://u:${env.PW:-a/b:c@d}@db:5432/app?x=${env.Q:-#}";
+        let u = Url::parse_with_tokens(text).unwrap();
+        assert_eq!(u.user(), Some("u"));
+        assert_eq!(u.password(), Some("${env.PW:-a/b:c@d}"));
+        assert_eq!(u.host, "db:5432");
+        assert_eq!(u.tail, "/app?x=${env.Q:-#}");
+        assert_eq!((u.path(), u.query()), ("/app", "x=${env.Q:-#}"));
+        let u = Url::parse_with_tokens("http://${env.USER:-a:b}:${x}@h").unwrap();
+        assert_eq!(
+            (u.user(), u.password()),
+            (Some("${env.USER:-a:b}"), Some("${x}"))
+        );
+        // Read as written, the same text splits inside the tokens.
+        let plain = Url::parse(text).unwrap();
+        assert_eq!(plain.host, "u:${env.PW:-a");
+        // Nested tokens, and a `}` with no token open, which is an ordinary character.
+        assert_eq!(find_outside_tokens("${a${b:c}}:x", |c| c == ':'), Some(10));
+        assert_eq!(find_outside_tokens("}:", |c| c == ':'), Some(1));
+        assert_eq!(find_outside_tokens("${a:b", |c| c == ':'), None);
     }
 
     #[test]

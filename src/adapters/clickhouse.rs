@@ -53,7 +53,7 @@ use hyper::Method;
 use sha2::{Digest, Sha256};
 
 use super::http::{Endpoint, Http};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 /// The HTTP interface's usual port.
 pub const DEFAULT_PORT: u16 = 8123;
@@ -113,7 +113,7 @@ struct Server {
 }
 
 impl Server {
-    fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
+    fn from_config(cfg: &AdapterConfig) -> Result<Server> {
         let url = cfg.admin_url_or_env(ENV_URL).ok_or_else(|| {
             AdapterError::Config(format!(
                 "the clickhouse adapter needs the server's HTTP interface: set \
@@ -143,7 +143,7 @@ impl Server {
     }
 
     /// Run one statement as `ep`'s user: its output, or ClickHouse's refusal.
-    async fn run(&self, ep: &Endpoint, sql: &str) -> Result<Result<String, Failure>, AdapterError> {
+    async fn run(&self, ep: &Endpoint, sql: &str) -> Result<Result<String, Failure>> {
         let resp = self
             .http
             .call(
@@ -166,7 +166,7 @@ impl Server {
     }
 
     /// Run one statement as admin; a refusal becomes an adapter error.
-    async fn admin(&self, sql: &str, doing: &str) -> Result<String, AdapterError> {
+    async fn admin(&self, sql: &str, doing: &str) -> Result<String> {
         match self.run(&self.ep, sql).await? {
             Ok(out) => Ok(out),
             Err(f) => Err(self.error(doing, &f, &[])),
@@ -204,7 +204,7 @@ impl Server {
     }
 
     /// `(major, minor)` of `SELECT version()`.
-    async fn version(&self) -> Result<(u32, u32), AdapterError> {
+    async fn version(&self) -> Result<(u32, u32)> {
         let out = self.admin("SELECT version()", "asking the version").await?;
         parse_version(&out).ok_or_else(|| AdapterError::Server {
             server: self.ep.server.clone(),
@@ -213,7 +213,7 @@ impl Server {
     }
 
     /// The slice's own user, or a [`Failure`] when the server will not make one.
-    async fn ensure_user(&self, slice: &Slice) -> Result<Result<(), Failure>, AdapterError> {
+    async fn ensure_user(&self, slice: &Slice) -> Result<Result<(), Failure>> {
         for sql in user_statements(slice) {
             match self.run(&self.ep, &sql).await? {
                 Ok(_) => {}
@@ -251,14 +251,11 @@ fn has_users(version: (u32, u32)) -> bool {
 /// Slice names become identifiers and directory names: `[a-z0-9_]`, 1 to 63 bytes, refused
 /// rather than escaped otherwise; and they start with `bk_`, so no verb ever touches a
 /// database binky did not name (`default`, `system`).
-fn check_name(slice: &Slice) -> Result<(), AdapterError> {
-    let ok = slice.name.starts_with("bk_")
+fn check_name(slice: &Slice) -> Result<()> {
+    if slice.name.starts_with("bk_")
         && slice.name.len() <= MAX_NAME
-        && slice
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
+        && super::is_plain_name(&slice.name)
+    {
         Ok(())
     } else {
         Err(AdapterError::Config(format!(
@@ -301,155 +298,127 @@ fn warn_shared(server: &str, why: &str) {
     );
 }
 
+#[async_trait::async_trait]
 impl Adapter for ClickHouse {
     fn names(&self) -> &'static [&'static str] {
         &["clickhouse"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::from_config(cfg)?;
-            let version = server.version().await?;
-            server
-                .admin(
-                    &format!("CREATE DATABASE IF NOT EXISTS `{}`", slice.name),
-                    &format!("creating database {}", slice.name),
-                )
-                .await?;
-            if !has_users(version) {
-                warn_shared(
-                    &server.ep.server,
-                    &format!(
-                        "ClickHouse {}.{} has no SQL users (20.5 added them)",
-                        version.0, version.1
-                    ),
-                );
-                return Ok(());
-            }
-            if let Err(f) = server.ensure_user(slice).await? {
-                warn_shared(
-                    &server.ep.server,
-                    &format!(
-                        "admin_url's user may not create users ({}); turn on \
-                         access_management for it (CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT=1 in \
-                         the Docker image) to give each world a user of its own",
-                        server.scrub(&f.text, &[])
-                    ),
-                );
-            }
-            Ok(())
-        })
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        let version = server.version().await?;
+        server
+            .admin(
+                &format!("CREATE DATABASE IF NOT EXISTS `{}`", slice.name),
+                &format!("creating database {}", slice.name),
+            )
+            .await?;
+        if !has_users(version) {
+            warn_shared(
+                &server.ep.server,
+                &format!(
+                    "ClickHouse {}.{} has no SQL users (20.5 added them)",
+                    version.0, version.1
+                ),
+            );
+            return Ok(());
+        }
+        if let Err(f) = server.ensure_user(slice).await? {
+            warn_shared(
+                &server.ep.server,
+                &format!(
+                    "admin_url's user may not create users ({}); turn on \
+                     access_management for it (CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT=1 in \
+                     the Docker image) to give each world a user of its own",
+                    server.scrub(&f.text, &[])
+                ),
+            );
+        }
+        Ok(())
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::from_config(cfg)?;
-            let path = format!("/{}", slice.name);
-            let mut tokens = BTreeMap::from([("database".to_owned(), slice.name.clone())]);
-            let own = server.ep.with_credentials(&slice.name, &slice.secret);
-            let has_own_user = has_users(server.version().await?)
-                && match server.run(&own, "SELECT 1").await? {
-                    Ok(_) => true,
-                    Err(f) if f.refused_credentials() => false,
-                    Err(f) => {
-                        return Err(server.error(
-                            &format!("trying user {}", slice.name),
-                            &f,
-                            &[&slice.secret],
-                        ))
-                    }
-                };
-            if !has_own_user {
-                return Ok(Address {
-                    url: server.ep.url_with_credentials(&path),
-                    tokens,
-                });
-            }
-            tokens.insert("user".to_owned(), slice.name.clone());
-            tokens.insert("password".to_owned(), slice.secret.clone());
-            Ok(Address {
-                url: own.url_with_credentials(&path),
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        let path = format!("/{}", slice.name);
+        let mut tokens = BTreeMap::from([("database".to_owned(), slice.name.clone())]);
+        let own = server.ep.with_credentials(&slice.name, &slice.secret);
+        let has_own_user = has_users(server.version().await?)
+            && match server.run(&own, "SELECT 1").await? {
+                Ok(_) => true,
+                Err(f) if f.refused_credentials() => false,
+                Err(f) => {
+                    return Err(server.error(
+                        &format!("trying user {}", slice.name),
+                        &f,
+                        &[&slice.secret],
+                    ))
+                }
+            };
+        if !has_own_user {
+            return Ok(Address {
+                url: server.ep.url_with_credentials(&path),
                 tokens,
-            })
+            });
+        }
+        tokens.insert("user".to_owned(), slice.name.clone());
+        tokens.insert("password".to_owned(), slice.secret.clone());
+        Ok(Address {
+            url: own.url_with_credentials(&path),
+            tokens,
         })
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::from_config(cfg)?;
-            if has_users(server.version().await?) {
-                // The user first: the world's clients lose access before the data goes.
-                let sql = format!("DROP USER IF EXISTS `{}`", slice.name);
-                match server.run(&server.ep, &sql).await? {
-                    Ok(_) => {}
-                    // An admin that may not manage users could not have made one.
-                    Err(f) if f.code.is_some_and(|c| NO_USER_MANAGEMENT.contains(&c)) => {}
-                    Err(f) => {
-                        return Err(server.error(&format!("dropping user {}", slice.name), &f, &[]))
-                    }
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        if has_users(server.version().await?) {
+            // The user first: the world's clients lose access before the data goes.
+            let sql = format!("DROP USER IF EXISTS `{}`", slice.name);
+            match server.run(&server.ep, &sql).await? {
+                Ok(_) => {}
+                // An admin that may not manage users could not have made one.
+                Err(f) if f.code.is_some_and(|c| NO_USER_MANAGEMENT.contains(&c)) => {}
+                Err(f) => {
+                    return Err(server.error(&format!("dropping user {}", slice.name), &f, &[]))
                 }
             }
-            server
-                .admin(
-                    &format!("DROP DATABASE IF EXISTS `{}`", slice.name),
-                    &format!("dropping database {}", slice.name),
-                )
-                .await?;
-            Ok(())
-        })
+        }
+        server
+            .admin(
+                &format!("DROP DATABASE IF EXISTS `{}`", slice.name),
+                &format!("dropping database {}", slice.name),
+            )
+            .await?;
+        Ok(())
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let server = Server::from_config(cfg)?;
-            let out = server
-                .admin("SELECT name FROM system.databases", "listing databases")
-                .await?;
-            Ok(out
-                .lines()
-                .filter(|n| n.starts_with("bk_"))
-                .map(str::to_owned)
-                .collect())
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let server = Server::from_config(cfg)?;
+        let out = server
+            .admin("SELECT name FROM system.databases", "listing databases")
+            .await?;
+        Ok(out
+            .lines()
+            .filter(|n| n.starts_with("bk_"))
+            .map(str::to_owned)
+            .collect())
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::from_config(cfg)?;
-            let out = server
-                .admin(
-                    &format!(
-                        "SELECT count() FROM system.databases WHERE name = '{}'",
-                        slice.name
-                    ),
-                    "looking for the database",
-                )
-                .await?;
-            Ok(Some(out.trim() != "0"))
-        })
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        let out = server
+            .admin(
+                &format!(
+                    "SELECT count() FROM system.databases WHERE name = '{}'",
+                    slice.name
+                ),
+                "looking for the database",
+            )
+            .await?;
+        Ok(Some(out.trim() != "0"))
     }
 }
 

@@ -54,7 +54,7 @@ use serde_json::{json, Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Slice};
 
 /// The environment variable that sets how long a call may take (`30s`, `2m`).
 pub const TIMEOUT_VAR: &str = "BINKY_ADAPTER_TIMEOUT";
@@ -140,14 +140,14 @@ impl External {
     }
 
     /// Run one verb with `request` on stdin; the answer, once it says `"ok": true`.
-    async fn call(&self, verb: &str, request: Value) -> Result<Map<String, Value>, AdapterError> {
+    async fn call(&self, verb: &str, request: Value) -> Result<Map<String, Value>> {
         let body = request.to_string().into_bytes();
         let out = self.run(verb, body).await?;
         self.judge(verb, out)
     }
 
     /// Spawn, feed, read and reap the adapter, within the timeout.
-    async fn run(&self, verb: &str, body: Vec<u8>) -> Result<Output, AdapterError> {
+    async fn run(&self, verb: &str, body: Vec<u8>) -> Result<Output> {
         let mut cmd = tokio::process::Command::new(&self.path);
         cmd.arg(verb)
             .stdin(Stdio::piped())
@@ -234,7 +234,7 @@ impl External {
     }
 
     /// Turn what the adapter did into its answer or an error.
-    fn judge(&self, verb: &str, o: Output) -> Result<Map<String, Value>, AdapterError> {
+    fn judge(&self, verb: &str, o: Output) -> Result<Map<String, Value>> {
         let stdout = String::from_utf8_lossy(&o.out.data);
         let stderr = String::from_utf8_lossy(&o.err.data);
         if !o.status.success() {
@@ -351,97 +351,68 @@ fn config_json(cfg: &AdapterConfig) -> Value {
     Value::Object(config)
 }
 
+#[async_trait::async_trait]
 impl Adapter for External {
     fn names(&self) -> &'static [&'static str] {
         // Looked up by `find`, never by this list.
         &[]
     }
 
-    fn capabilities<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
-        Box::pin(async move {
-            let answer = self
-                .call("capabilities", json!({ "config": config_json(cfg) }))
-                .await?;
-            let clone = answer
-                .get("capabilities")
-                .and_then(|c| c.get("clone"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            Ok(Capabilities { clone })
+    async fn capabilities(&self, cfg: &AdapterConfig) -> Result<Capabilities> {
+        let answer = self
+            .call("capabilities", json!({ "config": config_json(cfg) }))
+            .await?;
+        let clone = answer
+            .get("capabilities")
+            .and_then(|c| c.get("clone"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        Ok(Capabilities { clone })
+    }
+
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        self.call("provision", slice_request(slice, cfg))
+            .await
+            .map(drop)
+    }
+
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        let answer = self.call("resolve", slice_request(slice, cfg)).await?;
+        let url = match answer.get("address") {
+            Some(Value::String(a)) if !a.trim().is_empty() => a.clone(),
+            other => {
+                return Err(self.error(
+                    "resolve",
+                    format!(
+                        "answered {} instead of the slice's address; resolve must answer {{\"ok\": true, \"address\": \"…\"}}",
+                        match other {
+                            None => "no \"address\"".to_owned(),
+                            Some(v) => format!("\"address\": {v}"),
+                        }
+                    ),
+                ))
+            }
+        };
+        Ok(Address {
+            url,
+            tokens: tokens(&answer),
         })
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            self.call("provision", slice_request(slice, cfg))
-                .await
-                .map(drop)
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        self.call("teardown", slice_request(slice, cfg))
+            .await
+            .map(drop)
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            let answer = self.call("resolve", slice_request(slice, cfg)).await?;
-            let url = match answer.get("address") {
-                Some(Value::String(a)) if !a.trim().is_empty() => a.clone(),
-                other => {
-                    return Err(self.error(
-                        "resolve",
-                        format!(
-                            "answered {} instead of the slice's address; resolve must answer {{\"ok\": true, \"address\": \"…\"}}",
-                            match other {
-                                None => "no \"address\"".to_owned(),
-                                Some(v) => format!("\"address\": {v}"),
-                            }
-                        ),
-                    ))
-                }
-            };
-            Ok(Address {
-                url,
-                tokens: tokens(&answer),
-            })
-        })
-    }
-
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            self.call("teardown", slice_request(slice, cfg))
-                .await
-                .map(drop)
-        })
-    }
-
-    fn clone_slice<'a>(
-        &'a self,
-        from: &'a Slice,
-        to: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let request = json!({
-                "source": from.name,
-                "dest": to.name,
-                "secret": to.secret,
-                "config": config_json(cfg),
-            });
-            self.call("clone", request).await.map(drop)
-        })
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let request = json!({
+            "source": from.name,
+            "dest": to.name,
+            "secret": to.secret,
+            "config": config_json(cfg),
+        });
+        self.call("clone", request).await.map(drop)
     }
 }
 

@@ -17,9 +17,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use binky_controllers::url::{percent_decode, percent_encode, Url};
+use binky_controllers::url::{host_port, percent_decode, percent_encode, Url};
 
-use super::{redact, AdapterError};
+use super::{redact, AdapterConfig, AdapterError, Result};
 
 /// How long one call may take, connection included.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,7 +43,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Parse an admin URL; `default_port` fills a missing port.
-    pub fn parse(url: &str, default_port: u16) -> Result<Endpoint, AdapterError> {
+    pub fn parse(url: &str, default_port: u16) -> Result<Endpoint> {
         let server = redact(url);
         let Some(parts) = Url::parse(url) else {
             return Err(AdapterError::Config(
@@ -62,8 +62,10 @@ impl Endpoint {
                 "admin_url `{server}` names no host"
             )));
         }
-        let has_port = host.rsplit_once(':').is_some_and(|(h, p)| {
-            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':')
+        // Unbracketed, `fe80::1` ends in part of the address, not in a port.
+        let has_port = host_port(host).is_some_and(|(h, p)| {
+            p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                && !h.ends_with(':')
         });
         let authority = if has_port {
             host.to_owned()
@@ -80,6 +82,19 @@ impl Endpoint {
             user: user.filter(|u| !u.is_empty()),
             password,
         })
+    }
+
+    /// The endpoint of `admin_url` (or binky 0.1.2's variable `env`), else of `default_url`.
+    pub fn from_config(
+        cfg: &AdapterConfig,
+        env: &str,
+        default_url: &str,
+        default_port: u16,
+    ) -> Result<Endpoint> {
+        let url = cfg
+            .admin_url_or_env(env)
+            .unwrap_or_else(|| default_url.to_owned());
+        Endpoint::parse(&url, default_port)
     }
 
     /// The same endpoint with other credentials (a slice's own user).
@@ -116,10 +131,11 @@ impl Endpoint {
     }
 
     fn authorization(&self) -> Option<String> {
-        use base64_lite::encode;
+        use base64::Engine as _;
         let user = self.user.as_deref()?;
         let raw = format!("{user}:{}", self.password.as_deref().unwrap_or(""));
-        Some(format!("Basic {}", encode(raw.as_bytes())))
+        let encoded = base64::engine::general_purpose::STANDARD.encode(raw.as_bytes());
+        Some(format!("Basic {encoded}"))
     }
 }
 
@@ -145,7 +161,7 @@ impl Response {
     }
 
     /// The body as JSON.
-    pub fn json(&self, server: &str) -> Result<serde_json::Value, AdapterError> {
+    pub fn json(&self, server: &str) -> Result<serde_json::Value> {
         serde_json::from_slice(&self.body).map_err(|e| AdapterError::Server {
             server: server.to_owned(),
             detail: format!(
@@ -156,7 +172,7 @@ impl Response {
     }
 
     /// `Ok(self)` when 2xx, else a server error saying what was being done.
-    pub fn expect_ok(self, server: &str, doing: &str) -> Result<Response, AdapterError> {
+    pub fn expect_ok(self, server: &str, doing: &str) -> Result<Response> {
         if self.ok() {
             return Ok(self);
         }
@@ -224,7 +240,7 @@ impl Http {
         path: &str,
         body: Option<(&str, Vec<u8>)>,
         headers: &[(&str, &str)],
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let mut req = Request::builder().method(method.clone()).uri(ep.url(path));
         if let Some(auth) = ep.authorization() {
             req = req.header("authorization", auth);
@@ -281,7 +297,7 @@ impl Http {
         path: &str,
         body: Option<&serde_json::Value>,
         doing: &str,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
         self.call(ep, method, path, body, &[])
             .await?
@@ -290,40 +306,7 @@ impl Http {
 }
 
 fn describe(e: &hyper_util::client::legacy::Error) -> String {
-    use std::error::Error;
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
-}
-
-mod base64_lite {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-    /// Standard base64 with padding.
-    pub fn encode(input: &[u8]) -> String {
-        let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-        for chunk in input.chunks(3) {
-            let b = [
-                chunk[0],
-                chunk.get(1).copied().unwrap_or(0),
-                chunk.get(2).copied().unwrap_or(0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
-    }
+    super::error_chain(e)
 }
 
 #[cfg(test)]
@@ -361,19 +344,6 @@ mod tests {
         assert!(e.contains("http://") && !e.contains("secretpw"), "{e}");
         let e = Endpoint::parse("u:secretpw@h", 80).unwrap_err().to_string();
         assert!(e.contains("not a URL") && !e.contains("secretpw"), "{e}");
-    }
-
-    #[test]
-    fn base64_matches_the_rfc_vectors() {
-        for (i, o) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-        ] {
-            assert_eq!(base64_lite::encode(i.as_bytes()), o);
-        }
     }
 
     #[tokio::test]

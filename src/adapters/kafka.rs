@@ -69,7 +69,7 @@ use rskafka::BackoffConfig;
 
 use binky_controllers::url::{host_port, Url};
 
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_KAFKA_URL";
@@ -98,7 +98,7 @@ pub struct Broker {
 
 impl Broker {
     /// The broker of `cfg`: its `admin_url`, else `$BINKY_KAFKA_URL`.
-    pub fn from_config(cfg: &AdapterConfig) -> Result<Broker, AdapterError> {
+    pub fn from_config(cfg: &AdapterConfig) -> Result<Broker> {
         let env = std::env::var(ENV_URL).ok().filter(|u| !u.trim().is_empty());
         match cfg.admin_url.as_deref().or(env.as_deref()) {
             Some(url) => Broker::parse(url),
@@ -111,7 +111,7 @@ impl Broker {
     }
 
     /// `kafka://h1:9092,h2:9092`, `redpanda://h:9092` or a bare `h1:9092,h2`.
-    pub fn parse(url: &str) -> Result<Broker, AdapterError> {
+    pub fn parse(url: &str) -> Result<Broker> {
         let shown = super::redact(url);
         let bad = |why: &str| {
             AdapterError::Config(format!(
@@ -159,7 +159,7 @@ impl Broker {
     }
 
     /// A connected client (metadata fetched), within [`CALL_TIMEOUT`].
-    async fn connect(&self) -> Result<Client, AdapterError> {
+    async fn connect(&self) -> Result<Client> {
         let backoff = BackoffConfig {
             init_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
@@ -179,7 +179,7 @@ impl Broker {
         &self,
         doing: &str,
         call: impl Future<Output = Result<T, KafkaError>>,
-    ) -> Result<T, AdapterError> {
+    ) -> Result<T> {
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(self.error(doing, &e)),
@@ -219,9 +219,21 @@ impl Broker {
     }
 
     /// Every topic's name.
-    async fn topics(&self, client: &Client) -> Result<Vec<String>, AdapterError> {
+    async fn topics(&self, client: &Client) -> Result<Vec<String>> {
         let topics = self.bounded("listing topics", client.list_topics()).await?;
         Ok(topics.into_iter().map(|t| t.name).collect())
+    }
+}
+
+/// `call`, done also when the broker answers `already`: a topic made or deleted by
+/// someone else since it was listed.
+async fn done_or_already(
+    call: impl Future<Output = Result<(), KafkaError>>,
+    already: ProtocolError,
+) -> Result<(), KafkaError> {
+    match call.await {
+        Err(KafkaError::ServerError { protocol_error, .. }) if protocol_error == already => Ok(()),
+        other => other,
     }
 }
 
@@ -303,7 +315,7 @@ pub struct TopicPlan {
 
 impl TopicPlan {
     /// `options.topics`, `options.partitions`, `options.replication`.
-    pub fn from_options(options: &BTreeMap<String, String>) -> Result<TopicPlan, AdapterError> {
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<TopicPlan> {
         let mut topics: Vec<String> = Vec::new();
         for t in options
             .get("topics")
@@ -323,7 +335,7 @@ impl TopicPlan {
                 topics.push(t.to_owned());
             }
         }
-        let number = |key: &str| -> Result<Option<i64>, AdapterError> {
+        let number = |key: &str| -> Result<Option<i64>> {
             match options.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
                 None => Ok(None),
                 Some(v) => v
@@ -355,7 +367,7 @@ impl TopicPlan {
 
     /// The listed topics' full names under `prefix`; an error names a topic that cannot fit
     /// Kafka's limit and the longest that would.
-    pub fn full_names(&self, prefix: &str) -> Result<Vec<String>, AdapterError> {
+    pub fn full_names(&self, prefix: &str) -> Result<Vec<String>> {
         let room = MAX_TOPIC.saturating_sub(prefix.len() + 1);
         self.topics
             .iter()
@@ -384,7 +396,7 @@ fn topic_charset(s: &str) -> bool {
 
 /// The slice's topic prefix: its name, which must be a topic name without a `.` (the dot
 /// separates prefix and topic) and leave room for a topic.
-pub fn prefix(slice: &Slice) -> Result<String, AdapterError> {
+pub fn prefix(slice: &Slice) -> Result<String> {
     let name = slice.name.as_str();
     if !topic_charset(name) || name.contains('.') || name.len() > 63 {
         return Err(AdapterError::Config(format!(
@@ -418,168 +430,104 @@ pub fn prefixes_of<'a>(topics: impl IntoIterator<Item = &'a str>) -> Vec<String>
         .collect()
 }
 
+#[async_trait::async_trait]
 impl Adapter for Kafka {
     fn names(&self) -> &'static [&'static str] {
         &["kafka", "redpanda"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let plan = TopicPlan::from_options(&cfg.options)?;
-            let wanted = plan.full_names(&prefix)?;
-            let broker = Broker::from_config(cfg)?;
-            // Reachability is checked even without topics: a world should wait for a broker
-            // that is down rather than start against nothing.
-            let client = broker.connect().await?;
-            if wanted.is_empty() {
-                return Ok(());
-            }
-            let existing: BTreeSet<String> = broker.topics(&client).await?.into_iter().collect();
-            let controller = client
-                .controller_client()
-                .map_err(|e| broker.error("reaching the controller", &e))?;
-            for topic in wanted.iter().filter(|t| !existing.contains(*t)) {
-                let doing = format!("creating topic {topic}");
-                let created = tokio::time::timeout(
-                    CALL_TIMEOUT,
-                    controller.create_topic(
-                        topic.as_str(),
-                        plan.partitions,
-                        plan.replication,
-                        BROKER_TIMEOUT_MS,
-                    ),
-                )
-                .await;
-                match created {
-                    Ok(Ok(())) => {}
-                    // Made since we listed (a concurrent provision): fine.
-                    Ok(Err(KafkaError::ServerError {
-                        protocol_error: ProtocolError::TopicAlreadyExists,
-                        ..
-                    })) => {}
-                    Ok(Err(e)) => return Err(broker.error(&doing, &e)),
-                    Err(_) => {
-                        return Err(AdapterError::Unreachable {
-                            server: broker.shown(),
-                            detail: format!(
-                                "{doing}: no answer within {} s",
-                                CALL_TIMEOUT.as_secs()
-                            ),
-                        })
-                    }
-                }
-            }
-            Ok(())
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let prefix = prefix(slice)?;
+        let plan = TopicPlan::from_options(&cfg.options)?;
+        let wanted = plan.full_names(&prefix)?;
+        let broker = Broker::from_config(cfg)?;
+        // Reachability is checked even without topics: a world should wait for a broker
+        // that is down rather than start against nothing.
+        let client = broker.connect().await?;
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let existing: BTreeSet<String> = broker.topics(&client).await?.into_iter().collect();
+        let controller = client
+            .controller_client()
+            .map_err(|e| broker.error("reaching the controller", &e))?;
+        for topic in wanted.iter().filter(|t| !existing.contains(*t)) {
+            let create = controller.create_topic(
+                topic.as_str(),
+                plan.partitions,
+                plan.replication,
+                BROKER_TIMEOUT_MS,
+            );
+            // Made since we listed (a concurrent provision): fine.
+            let create = done_or_already(create, ProtocolError::TopicAlreadyExists);
+            broker
+                .bounded(&format!("creating topic {topic}"), create)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        let prefix = prefix(slice)?;
+        let plan = TopicPlan::from_options(&cfg.options)?;
+        let topics = plan.full_names(&prefix)?;
+        let broker = Broker::from_config(cfg)?;
+        let bootstrap = broker.bootstrap_list();
+        Ok(Address {
+            url: format!("kafka://{bootstrap}/{prefix}"),
+            tokens: BTreeMap::from([
+                ("prefix".to_owned(), prefix),
+                ("bootstrap".to_owned(), bootstrap),
+                ("topics".to_owned(), topics.join(",")),
+            ]),
         })
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let plan = TopicPlan::from_options(&cfg.options)?;
-            let topics = plan.full_names(&prefix)?;
-            let broker = Broker::from_config(cfg)?;
-            let bootstrap = broker.bootstrap_list();
-            Ok(Address {
-                url: format!("kafka://{bootstrap}/{prefix}"),
-                tokens: BTreeMap::from([
-                    ("prefix".to_owned(), prefix),
-                    ("bootstrap".to_owned(), bootstrap),
-                    ("topics".to_owned(), topics.join(",")),
-                ]),
-            })
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let prefix = prefix(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let client = broker.connect().await?;
+        let doomed: Vec<String> = broker
+            .topics(&client)
+            .await?
+            .into_iter()
+            .filter(|t| in_slice(&prefix, t))
+            .collect();
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        let controller = client
+            .controller_client()
+            .map_err(|e| broker.error("reaching the controller", &e))?;
+        for topic in &doomed {
+            let delete = controller.delete_topic(topic.as_str(), BROKER_TIMEOUT_MS);
+            // Gone since we listed: fine.
+            let delete = done_or_already(delete, ProtocolError::UnknownTopicOrPartition);
+            broker
+                .bounded(&format!("deleting topic {topic}"), delete)
+                .await?;
+        }
+        Ok(())
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            let client = broker.connect().await?;
-            let doomed: Vec<String> = broker
-                .topics(&client)
-                .await?
-                .into_iter()
-                .filter(|t| in_slice(&prefix, t))
-                .collect();
-            if doomed.is_empty() {
-                return Ok(());
-            }
-            let controller = client
-                .controller_client()
-                .map_err(|e| broker.error("reaching the controller", &e))?;
-            for topic in &doomed {
-                let doing = format!("deleting topic {topic}");
-                let deleted = tokio::time::timeout(
-                    CALL_TIMEOUT,
-                    controller.delete_topic(topic.as_str(), BROKER_TIMEOUT_MS),
-                )
-                .await;
-                match deleted {
-                    Ok(Ok(())) => {}
-                    // Gone since we listed: fine.
-                    Ok(Err(KafkaError::ServerError {
-                        protocol_error: ProtocolError::UnknownTopicOrPartition,
-                        ..
-                    })) => {}
-                    Ok(Err(e)) => return Err(broker.error(&doing, &e)),
-                    Err(_) => {
-                        return Err(AdapterError::Unreachable {
-                            server: broker.shown(),
-                            detail: format!(
-                                "{doing}: no answer within {} s",
-                                CALL_TIMEOUT.as_secs()
-                            ),
-                        })
-                    }
-                }
-            }
-            Ok(())
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let broker = Broker::from_config(cfg)?;
+        let client = broker.connect().await?;
+        let topics = broker.topics(&client).await?;
+        Ok(prefixes_of(topics.iter().map(String::as_str)))
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let broker = Broker::from_config(cfg)?;
-            let client = broker.connect().await?;
-            let topics = broker.topics(&client).await?;
-            Ok(prefixes_of(topics.iter().map(String::as_str)))
-        })
-    }
-
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let plan = TopicPlan::from_options(&cfg.options)?;
-            if plan.topics.is_empty() {
-                // Topics are the application's to create: none yet is no sign of a drop.
-                return Ok(None);
-            }
-            let broker = Broker::from_config(cfg)?;
-            let client = broker.connect().await?;
-            let topics = broker.topics(&client).await?;
-            Ok(Some(topics.iter().any(|t| in_slice(&prefix, t))))
-        })
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        let prefix = prefix(slice)?;
+        let plan = TopicPlan::from_options(&cfg.options)?;
+        if plan.topics.is_empty() {
+            // Topics are the application's to create: none yet is no sign of a drop.
+            return Ok(None);
+        }
+        let broker = Broker::from_config(cfg)?;
+        let client = broker.connect().await?;
+        let topics = broker.topics(&client).await?;
+        Ok(Some(topics.iter().any(|t| in_slice(&prefix, t))))
     }
 }
 

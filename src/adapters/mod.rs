@@ -32,12 +32,10 @@ mod testing;
 pub mod tokens;
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-/// A boxed future (adapters are used through `dyn Adapter`).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// What an adapter's work gives: `T`, or an [`AdapterError`] (another error when named).
+pub type Result<T, E = AdapterError> = std::result::Result<T, E>;
 
 /// The slice an adapter works on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +73,14 @@ impl AdapterConfig {
             .as_deref()
             .map(str::trim)
             .filter(|u| !u.is_empty())
+    }
+
+    /// The option `key`, when it is given and not empty.
+    pub fn option(&self, key: &str) -> Option<&str> {
+        self.options
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     /// `admin_url` when it is given and not empty, else the environment variable `var`
@@ -174,81 +180,52 @@ impl AdapterError {
     }
 }
 
-/// One adapter.
+/// One adapter. Adapters are used as `dyn Adapter` (one registry for built-in and external
+/// ones), so the async methods are boxed by `async_trait`.
+#[async_trait::async_trait]
 pub trait Adapter: Send + Sync {
     /// The names it answers to (`["redis", "valkey"]`).
     fn names(&self) -> &'static [&'static str];
     /// What it can do; by default nothing beyond the four verbs (no server-side clone).
-    fn capabilities<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+    async fn capabilities(&self, cfg: &AdapterConfig) -> Result<Capabilities> {
         let _ = cfg;
-        Box::pin(async { Ok(Capabilities { clone: false }) })
+        Ok(Capabilities { clone: false })
     }
     /// Create the slice (and its own credentials) if it does not exist.
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>>;
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()>;
     /// The slice's address.
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>>;
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address>;
     /// Remove the slice and its credentials; nothing of it is left.
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>>;
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()>;
     /// Names of the slices binky made on this server (those starting with `bk_`), for
     /// `binky gc`; adapters that cannot list return an empty list.
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let _ = cfg;
-        Box::pin(async { Ok(Vec::new()) })
+        Ok(Vec::new())
     }
     /// Copy `from` into a new `to`, server-side (only with `capabilities().clone`).
-    fn clone_slice<'a>(
-        &'a self,
-        from: &'a Slice,
-        to: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let _ = (from, to, cfg);
-        Box::pin(async move { Err(AdapterError::NoClone(self.names()[0].to_owned())) })
+        Err(AdapterError::NoClone(self.names()[0].to_owned()))
     }
     /// Make a freshly migrated and seeded slice a template: closed to connections, owned
     /// so that copies can be handed to their own roles. Adapters without clone do nothing.
-    fn seal_template<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let _ = (slice, cfg);
-        Box::pin(async { Ok(()) })
+        Ok(())
     }
     /// Does a slice configured as `cfg` (its `admin_url` the one given in binky.toml or by
     /// binky 0.1.2's variable, if any) get a server of its own, which binky runs for it?
     /// An error when its options ask for one that cannot be had.
-    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool, AdapterError> {
+    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool> {
         let _ = cfg;
         Ok(false)
     }
     /// Is the slice still on the server? `None`: this adapter cannot tell. Used to notice a
     /// slice dropped from outside binky, which is then provisioned (migrated, seeded) again.
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         let _ = (slice, cfg);
-        Box::pin(async { Ok(None) })
+        Ok(None)
     }
 }
 
@@ -279,7 +256,7 @@ impl Default for Registry {
 
 impl Registry {
     /// The adapter for `name` (`name@version`: the version is ignored, as in binky 0.1.2).
-    pub fn get(&self, name: &str) -> Result<Arc<dyn Adapter>, AdapterError> {
+    pub fn get(&self, name: &str) -> Result<Arc<dyn Adapter>> {
         let name = name.split('@').next().unwrap_or(name);
         if let Some(a) = self.builtins.iter().find(|a| a.names().contains(&name)) {
             return Ok(a.clone());
@@ -381,13 +358,8 @@ pub fn warn_shared_once(adapter: &str, server: &str, why: &str, consequence: &st
 
 /// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own
 /// names always are; a name from elsewhere could carry a path or a quote).
-pub fn check_plain_name(slice: &Slice) -> Result<(), AdapterError> {
-    let ok = !slice.name.is_empty()
-        && slice
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
+pub fn check_plain_name(slice: &Slice) -> Result<()> {
+    if is_plain_name(&slice.name) {
         Ok(())
     } else {
         Err(AdapterError::Config(format!(
@@ -395,6 +367,36 @@ pub fn check_plain_name(slice: &Slice) -> Result<(), AdapterError> {
             slice.name
         )))
     }
+}
+
+/// `first`, then each of an error's sources that says something new (`dispatch failure:
+/// io error: … Connection refused`): the words of every layer, each once, without the
+/// Debug dumps some clients' own displays add.
+pub fn with_sources(first: String, source: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut out = first;
+    let mut source = source;
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// An error and its sources, each said once (see [`with_sources`]).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    with_sources(err.to_string(), err.source())
+}
+
+/// Is `name` `[a-z0-9_]+`: a name every server takes as it is, with nothing to quote?
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// `postgres://user:pw@host:5432/db` → `postgres://host:5432` (for messages: never show a

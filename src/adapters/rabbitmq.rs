@@ -44,10 +44,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use hyper::Method;
 use serde_json::json;
 
-use binky_controllers::url::percent_encode;
+use binky_controllers::url::{host_port, percent_encode};
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 /// The rabbitmq adapter.
 pub struct RabbitMq;
@@ -64,7 +64,7 @@ struct Broker {
 }
 
 impl Broker {
-    fn from_config(cfg: &AdapterConfig) -> Result<Broker, AdapterError> {
+    fn from_config(cfg: &AdapterConfig) -> Result<Broker> {
         let url = cfg.admin_url_or_env("BINKY_RABBITMQ_URL").ok_or_else(|| {
             AdapterError::Config(
                 "the rabbitmq adapter needs the management API of a broker: set \
@@ -87,17 +87,15 @@ impl Broker {
             other => other,
         })?;
         let amqp_scheme = cfg
-            .options
-            .get("amqp_scheme")
-            .filter(|s| !s.is_empty())
-            .map_or("amqp", String::as_str)
+            .option("amqp_scheme")
+            .unwrap_or("amqp")
             .to_ascii_lowercase();
         if amqp_scheme != "amqp" && amqp_scheme != "amqps" {
             return Err(AdapterError::Config(format!(
                 "options.amqp_scheme `{amqp_scheme}` is neither `amqp` nor `amqps`"
             )));
         }
-        let amqp_port = match cfg.options.get("amqp_port").filter(|p| !p.is_empty()) {
+        let amqp_port = match cfg.option("amqp_port") {
             Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
                 AdapterError::Config(format!(
                     "options.amqp_port `{p}` is not a port number (1–65535)"
@@ -106,10 +104,10 @@ impl Broker {
             None if amqp_scheme == "amqps" => 5671,
             None => 5672,
         };
-        let host = match api.authority.rsplit_once(':') {
-            Some((h, _)) => h.to_owned(),
-            None => api.authority.clone(),
-        };
+        // `Endpoint::parse` wrote the port: what is before it is the host.
+        let host = host_port(&api.authority)
+            .map_or(api.authority.as_str(), |(h, _)| h)
+            .to_owned();
         Ok(Broker {
             api,
             http: Http::new(),
@@ -126,7 +124,7 @@ impl Broker {
         method: Method,
         path: &str,
         body: Option<serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
         let resp = self
             .http
@@ -164,7 +162,7 @@ impl Broker {
         method: Method,
         path: &str,
         body: Option<serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let resp = self.call(method.clone(), path, body).await?;
         if resp.status == 404 {
             return Err(AdapterError::Server {
@@ -180,7 +178,7 @@ impl Broker {
     }
 
     /// Names from a listing (`/api/vhosts`, `/api/users`).
-    async fn names(&self, path: &str) -> Result<Vec<String>, AdapterError> {
+    async fn names(&self, path: &str) -> Result<Vec<String>> {
         let resp = self.call_ok(Method::GET, path, None).await?;
         let doc = resp.json(&self.api.server)?;
         Ok(doc
@@ -211,146 +209,118 @@ fn amqp_url(broker: &Broker, slice: &Slice) -> String {
     )
 }
 
+#[async_trait::async_trait]
 impl Adapter for RabbitMq {
     fn names(&self) -> &'static [&'static str] {
         &["rabbitmq"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            let name = percent_encode(&slice.name);
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let name = percent_encode(&slice.name);
+        broker
+            .call_ok(
+                Method::PUT,
+                &format!("/api/vhosts/{name}"),
+                Some(json!({ "description": "a binky world's slice" })),
+            )
+            .await?;
+        // PUT replaces the user whole: password and tags are rewritten every time.
+        broker
+            .call_ok(
+                Method::PUT,
+                &format!("/api/users/{name}"),
+                Some(json!({ "password": slice.secret, "tags": "management" })),
+            )
+            .await?;
+        broker
+            .call_ok(
+                Method::PUT,
+                &format!("/api/permissions/{name}/{name}"),
+                Some(json!({ "configure": ".*", "write": ".*", "read": ".*" })),
+            )
+            .await?;
+        // Drift: permissions on any other vhost (given by hand) are taken away.
+        let resp = broker
+            .call_ok(Method::GET, &format!("/api/users/{name}/permissions"), None)
+            .await?;
+        let doc = resp.json(&broker.api.server)?;
+        let others: BTreeSet<String> = doc
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("vhost")?.as_str().map(str::to_owned))
+            .filter(|v| *v != slice.name)
+            .collect();
+        for vhost in others {
             broker
-                .call_ok(
-                    Method::PUT,
-                    &format!("/api/vhosts/{name}"),
-                    Some(json!({ "description": "a binky world's slice" })),
-                )
-                .await?;
-            // PUT replaces the user whole: password and tags are rewritten every time.
-            broker
-                .call_ok(
-                    Method::PUT,
-                    &format!("/api/users/{name}"),
-                    Some(json!({ "password": slice.secret, "tags": "management" })),
-                )
-                .await?;
-            broker
-                .call_ok(
-                    Method::PUT,
-                    &format!("/api/permissions/{name}/{name}"),
-                    Some(json!({ "configure": ".*", "write": ".*", "read": ".*" })),
-                )
-                .await?;
-            // Drift: permissions on any other vhost (given by hand) are taken away.
-            let resp = broker
-                .call_ok(Method::GET, &format!("/api/users/{name}/permissions"), None)
-                .await?;
-            let doc = resp.json(&broker.api.server)?;
-            let others: BTreeSet<String> = doc
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p.get("vhost")?.as_str().map(str::to_owned))
-                .filter(|v| *v != slice.name)
-                .collect();
-            for vhost in others {
-                broker
-                    .call(
-                        Method::DELETE,
-                        &format!("/api/permissions/{}/{name}", percent_encode(&vhost)),
-                        None,
-                    )
-                    .await?;
-            }
-            Ok(())
-        })
-    }
-
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            Ok(Address {
-                url: amqp_url(&broker, slice),
-                tokens: BTreeMap::from([
-                    ("vhost".to_owned(), slice.name.clone()),
-                    ("user".to_owned(), slice.name.clone()),
-                    ("password".to_owned(), slice.secret.clone()),
-                    ("management_url".to_owned(), broker.api.url("")),
-                ]),
-            })
-        })
-    }
-
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            let name = percent_encode(&slice.name);
-            // The vhost first: its queues and messages go, and the broker closes every
-            // connection to it. A 404 is a slice already (half) torn down.
-            broker
-                .call(Method::DELETE, &format!("/api/vhosts/{name}"), None)
-                .await?;
-            broker
-                .call(Method::DELETE, &format!("/api/users/{name}"), None)
-                .await?;
-            Ok(())
-        })
-    }
-
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let broker = Broker::from_config(cfg)?;
-            // Users too: a teardown cut short between the two deletes leaves one.
-            let mut names: BTreeSet<String> = BTreeSet::new();
-            for path in ["/api/vhosts?columns=name", "/api/users?columns=name"] {
-                names.extend(
-                    broker
-                        .names(path)
-                        .await?
-                        .into_iter()
-                        .filter(|n| n.starts_with("bk_")),
-                );
-            }
-            Ok(names.into_iter().collect())
-        })
-    }
-
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let broker = Broker::from_config(cfg)?;
-            let resp = broker
                 .call(
-                    Method::GET,
-                    &format!("/api/vhosts/{}", percent_encode(&slice.name)),
+                    Method::DELETE,
+                    &format!("/api/permissions/{}/{name}", percent_encode(&vhost)),
                     None,
                 )
                 .await?;
-            Ok(Some(resp.status != 404))
+        }
+        Ok(())
+    }
+
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        check_name(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        Ok(Address {
+            url: amqp_url(&broker, slice),
+            tokens: BTreeMap::from([
+                ("vhost".to_owned(), slice.name.clone()),
+                ("user".to_owned(), slice.name.clone()),
+                ("password".to_owned(), slice.secret.clone()),
+                ("management_url".to_owned(), broker.api.url("")),
+            ]),
         })
+    }
+
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let name = percent_encode(&slice.name);
+        // The vhost first: its queues and messages go, and the broker closes every
+        // connection to it. A 404 is a slice already (half) torn down.
+        broker
+            .call(Method::DELETE, &format!("/api/vhosts/{name}"), None)
+            .await?;
+        broker
+            .call(Method::DELETE, &format!("/api/users/{name}"), None)
+            .await?;
+        Ok(())
+    }
+
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let broker = Broker::from_config(cfg)?;
+        // Users too: a teardown cut short between the two deletes leaves one.
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        for path in ["/api/vhosts?columns=name", "/api/users?columns=name"] {
+            names.extend(
+                broker
+                    .names(path)
+                    .await?
+                    .into_iter()
+                    .filter(|n| n.starts_with("bk_")),
+            );
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        check_name(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let resp = broker
+            .call(
+                Method::GET,
+                &format!("/api/vhosts/{}", percent_encode(&slice.name)),
+                None,
+            )
+            .await?;
+        Ok(Some(resp.status != 404))
     }
 }
 
@@ -366,7 +336,7 @@ mod tests {
         }
     }
 
-    fn resolve(c: &AdapterConfig) -> Result<Address, AdapterError> {
+    fn resolve(c: &AdapterConfig) -> Result<Address> {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime")

@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use binky_controllers::store;
+use binky_controllers::url::Url;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
@@ -51,8 +52,9 @@ pub async fn run(a: CurlArgs) -> Result<i32, Failure> {
     let proxy = ctx.store.read(store::proxy_view)?;
     let url = binky_controllers::env::proxy_url(&world, &a.service, &proxy)
         .ok_or_else(|| Failure::failed("the proxy is not serving; see `binky port`"))?;
-    let https = url.starts_with("https://");
-    let authority = url.split("://").nth(1).unwrap_or_default().to_owned();
+    let parts = Url::parse(&url).ok_or_else(|| Failure::failed(format!("`{url}` is not a URL")))?;
+    let https = parts.scheme == "https";
+    let authority = parts.host.to_owned();
     let host = binky_controllers::route::strip_port(&authority).to_owned();
     let port = if https {
         proxy.https_port

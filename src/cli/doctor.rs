@@ -171,13 +171,7 @@ pub async fn run(json: bool) -> Result<i32, Failure> {
     if let Some(ctx) = &ctx {
         out.push(bootstrap_check(ctx));
         // The daemon.
-        match client::request(
-            &ctx.home,
-            &crate::daemon::protocol::Request::Ping,
-            Duration::from_millis(800),
-        )
-        .await
-        {
+        match client::ping_within(&ctx.home, Duration::from_millis(800)).await {
             Ok(info) => {
                 let v = info.version.unwrap_or_default();
                 if v == env!("CARGO_PKG_VERSION") {

@@ -14,13 +14,9 @@ use crate::view;
 /// `binky metrics`.
 pub async fn run() -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
-    let daemon = crate::daemon::client::request(
-        &ctx.home,
-        &crate::daemon::protocol::Request::Ping,
-        Duration::from_millis(500),
-    )
-    .await
-    .ok();
+    let daemon = crate::daemon::client::ping_within(&ctx.home, Duration::from_millis(500))
+        .await
+        .ok();
     let out = view::metrics(&ctx.store, daemon.as_ref())?;
     println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     Ok(exit::OK)

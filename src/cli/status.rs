@@ -153,13 +153,9 @@ fn mechanism_label(l: &LimitsView) -> &'static str {
 /// `binky status`.
 pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
-    let daemon = crate::daemon::client::request(
-        &ctx.home,
-        &crate::daemon::protocol::Request::Ping,
-        Duration::from_millis(500),
-    )
-    .await
-    .ok();
+    let daemon = crate::daemon::client::ping_within(&ctx.home, Duration::from_millis(500))
+        .await
+        .ok();
     // `binky status .`: the worlds of this directory's project only.
     let only = match name.as_deref() {
         Some(".") => Some(ctx.project_here()?.ok_or_else(|| {

@@ -70,7 +70,12 @@ pub async fn request(
 
 /// Ping the daemon.
 pub async fn ping(home: &Home) -> Result<Response, ClientError> {
-    request(home, &Request::Ping, Duration::from_secs(3)).await
+    ping_within(home, Duration::from_secs(3)).await
+}
+
+/// Ping the daemon, giving up after `timeout` (a view that only shows whether it runs).
+pub async fn ping_within(home: &Home, timeout: Duration) -> Result<Response, ClientError> {
+    request(home, &Request::Ping, timeout).await
 }
 
 /// Nudge the daemon about a world (best effort: the daemon resyncs anyway).

@@ -37,6 +37,7 @@ use std::time::Instant;
 
 use binky_controllers::runtime::Trigger;
 use binky_controllers::store::{self, Store, World, WorldId};
+use binky_controllers::url::{host_port, Url};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -92,11 +93,9 @@ struct Ask {
 /// a port or not, any case, a trailing dot allowed. (Which port is the listener's business:
 /// [`names_listener`].)
 pub fn is_host(host: &str) -> bool {
-    let (name, port) = match host.rsplit_once(':') {
-        Some((n, p)) => (n, Some(p)),
-        None => (host, None),
-    };
-    is_name(name) && port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    host_port(host).is_some_and(|(name, port)| {
+        is_name(name) && port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// `binky.localhost`, any case, with one trailing dot or none.
@@ -110,23 +109,31 @@ fn is_name(name: &str) -> bool {
 /// the dashboard on the listener `at`: its name, and `at`'s port, written or (the scheme's
 /// default port) left out.
 fn names_listener(authority: &str, at: Listener) -> bool {
-    let (name, port) = match authority.rsplit_once(':') {
-        Some((n, p)) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
-            (n, p.parse::<u16>().ok())
-        }
+    let Some((name, port)) = host_port(authority) else {
+        return false;
+    };
+    let port = match port {
+        // Digits only: `u16::from_str` takes a `+` too.
+        Some(p) if p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => p.parse().ok(),
         Some(_) => return false,
-        None => (authority, Some(at.default_port())),
+        None => Some(at.default_port()),
     };
     is_name(name) && port == Some(at.port)
 }
 
+/// The dashboard's own authority on `at`: `binky.localhost:8080` (no port when it is the
+/// scheme's default).
+fn own_authority(at: Listener) -> String {
+    if at.port == at.default_port() {
+        HOST.to_owned()
+    } else {
+        format!("{HOST}:{}", at.port)
+    }
+}
+
 /// The dashboard's own origin on `at`: `http://binky.localhost:8080`.
 fn own_origin(at: Listener) -> String {
-    if at.port == at.default_port() {
-        format!("{}://{HOST}", at.scheme)
-    } else {
-        format!("{}://{HOST}:{}", at.scheme, at.port)
-    }
+    format!("{}://{}", at.scheme, own_authority(at))
 }
 
 fn respond(status: StatusCode, ctype: &'static str, body: impl Into<Bytes>) -> Response<Body> {
@@ -219,12 +226,11 @@ impl Dashboard {
             .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()))
             .unwrap_or_default();
         if !names_listener(&host, at) {
-            let own = own_origin(at);
             return refuse(
                 StatusCode::MISDIRECTED_REQUEST,
                 format!(
                     "on this port the dashboard answers only to the host {} (this request named `{host}`)",
-                    own.split_once("://").map_or(HOST, |(_, a)| a)
+                    own_authority(at)
                 ),
             );
         }
@@ -584,8 +590,12 @@ fn origin_ok(headers: &hyper::HeaderMap, at: Listener) -> Result<(), String> {
             "refused: an action needs the Origin header of the dashboard ({own}); it is sent by the dashboard's page"
         ));
     };
-    let ok = origin.split_once("://").is_some_and(|(scheme, authority)| {
-        scheme.eq_ignore_ascii_case(at.scheme) && names_listener(authority, at)
+    // An origin is `scheme://host[:port]`: a user info or a path makes it another one.
+    let ok = Url::parse(origin).is_some_and(|u| {
+        u.scheme.eq_ignore_ascii_case(at.scheme)
+            && u.userinfo.is_none()
+            && u.tail.is_empty()
+            && names_listener(u.host, at)
     });
     if ok {
         Ok(())
@@ -679,6 +689,10 @@ mod tests {
             "http://binky.localhost",
             "http://binky.localhost:1",
             "http://evil.localhost:8080",
+            "http://u@binky.localhost:8080",
+            "http://binky.localhost:8080/",
+            "http://binky.localhost:8080?x",
+            "http://[::1]:8080",
             "null",
             "binky.localhost:8080",
             "",

@@ -257,12 +257,13 @@ pub(super) fn host_ports(text: &str) -> Vec<(String, Option<u16>)> {
     let mut out = Vec::new();
     for item in text.split(',') {
         let item = item.trim();
-        let (host, port) = match item.rsplit_once(':') {
-            Some((h, p)) => match p.parse::<u16>() {
+        let (host, port) = match binky_controllers::url::host_port(item) {
+            Some((h, None)) => (h, None),
+            Some((h, Some(p))) => match p.parse::<u16>() {
                 Ok(p) => (h, Some(p)),
                 Err(_) => return Vec::new(),
             },
-            None => (item, None),
+            None => return Vec::new(),
         };
         if host.is_empty()
             || !host

@@ -1,5 +1,6 @@
 //! The keys nobody handled (one TODO each), the compose file's top level, and the header and summary of the generated file.
 
+use super::render::SERVICE_KEYS;
 use super::*;
 
 impl Init {
@@ -10,7 +11,10 @@ impl Init {
         let kind = self.svcs[i].kind;
         let mut generic = Vec::new();
         for key in def.keys().filter_map(scalar) {
-            if handled.contains(&key.as_str()) || key.starts_with("x-") {
+            if SERVICE_KEYS.contains(&key.as_str())
+                || handled.contains(&key.as_str())
+                || key.starts_with("x-")
+            {
                 continue;
             }
             match key.as_str() {

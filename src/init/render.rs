@@ -554,8 +554,8 @@ impl Init {
     }
 }
 
-/// Service keys [`Init::render_process`] maps or that mean nothing on the host.
-pub(super) const PROCESS_KEYS: &[&str] = &[
+/// Compose service keys that both renderings map, or that mean nothing on the host.
+pub(super) const SERVICE_KEYS: &[&str] = &[
     "build",
     "command",
     "container_name",
@@ -566,7 +566,6 @@ pub(super) const PROCESS_KEYS: &[&str] = &[
     "healthcheck",
     "hostname",
     "image",
-    "init",
     "labels",
     "links",
     "logging",
@@ -574,37 +573,17 @@ pub(super) const PROCESS_KEYS: &[&str] = &[
     "ports",
     "pull_policy",
     "restart",
-    "stdin_open",
     "stop_grace_period",
     "stop_signal",
-    "tty",
-    "working_dir",
 ];
 
-/// Service keys of an adapter service that a slice makes moot (or that
-/// [`Init::render_adapter`] reports itself).
-pub(super) const ADAPTER_KEYS: &[&str] = &[
-    "build",
-    "command",
-    "container_name",
-    "depends_on",
-    "env_file",
-    "environment",
-    "expose",
-    "healthcheck",
-    "hostname",
-    "image",
-    "labels",
-    "links",
-    "logging",
-    "platform",
-    "ports",
-    "pull_policy",
-    "restart",
-    "stop_grace_period",
-    "stop_signal",
-    "volumes",
-];
+/// Beside [`SERVICE_KEYS`], the keys [`Init::render_process`] maps or that mean nothing on
+/// the host.
+pub(super) const PROCESS_KEYS: &[&str] = &["init", "stdin_open", "tty", "working_dir"];
+
+/// Beside [`SERVICE_KEYS`], the keys of an adapter service that a slice makes moot (or
+/// that [`Init::render_adapter`] reports itself).
+pub(super) const ADAPTER_KEYS: &[&str] = &["volumes"];
 
 /// A compose duration (Go's form: `10s`, `1m30s`, `500ms`, `1.5h`; a bare number is seconds)
 /// in binky's (`90s`, `500ms`); `None` when it is not one.

@@ -1,6 +1,7 @@
 //! What looks like a credential, by its name or its shape, and the URLs written in text.
 
 use super::*;
+use binky_controllers::url::{find_outside_tokens, host_port, Url};
 
 /// Does an environment name hold a secret (`*PASSWORD*`, `*SECRET*`, `*TOKEN*`, `*KEY*`,
 /// …)? Erring towards yes only costs an `${env.NAME}` reference.
@@ -149,23 +150,6 @@ pub(super) struct UrlHit {
     pub(super) rest: String,
 }
 
-/// Byte offset of the first char of `s` matching `f`, outside `${…}`.
-pub(super) fn find_outside_refs(s: &str, f: impl Fn(char) -> bool) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut prev = ' ';
-    for (i, c) in s.char_indices() {
-        if c == '{' && prev == '$' {
-            depth += 1;
-        } else if c == '}' && depth > 0 {
-            depth -= 1;
-        } else if depth == 0 && f(c) {
-            return Some(i);
-        }
-        prev = c;
-    }
-    None
-}
-
 /// Every URL written in `text`.
 pub(super) fn scan_urls(text: &str) -> Vec<UrlHit> {
     let b = text.as_bytes();
@@ -186,43 +170,28 @@ pub(super) fn scan_urls(text: &str) -> Vec<UrlHit> {
             continue;
         }
         let body_start = sep + 3;
-        let body_len = find_outside_refs(&text[body_start..], |c| {
+        let body_len = find_outside_tokens(&text[body_start..], |c| {
             c.is_whitespace() || "\"',;)]}<>|`".contains(c)
         })
         .unwrap_or(text.len() - body_start);
         let end = body_start + body_len;
-        let body = &text[body_start..end];
-        let auth_len =
-            find_outside_refs(body, |c| matches!(c, '/' | '?' | '#')).unwrap_or(body.len());
-        let authority = &body[..auth_len];
-        let (password, hostport) = match authority.rfind('@') {
-            Some(at) => {
-                let userinfo = &authority[..at];
-                let pw = find_outside_refs(userinfo, |c| c == ':')
-                    .map(|c| (body_start + c + 1, body_start + at));
-                (pw, &authority[at + 1..])
-            }
-            None => (None, authority),
-        };
-        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-            match v6.split_once(']') {
-                Some((h, p)) => (h, p.strip_prefix(':')),
-                None => (v6, None),
-            }
-        } else {
-            match hostport.rsplit_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (hostport, None),
-            }
-        };
+        let url = Url::after_scheme_with_tokens(&text[start..sep], &text[body_start..end]);
+        // The user info opens the body: the password ends where it does.
+        let password = url.userinfo.zip(url.password()).map(|(info, pw)| {
+            let to = body_start + info.len();
+            (to - pw.len(), to)
+        });
+        // `[v6]:port` loses its brackets here; a bracket left open is read to its end.
+        let (host, port) = host_port(url.host).unwrap_or((url.host, None));
+        let host = host.trim_start_matches('[').trim_end_matches(']');
         out.push(UrlHit {
             start,
             end,
-            scheme: text[start..sep].to_ascii_lowercase(),
+            scheme: url.scheme.to_ascii_lowercase(),
             password,
             host: host.to_ascii_lowercase(),
             port: port.and_then(|p| p.parse().ok()),
-            rest: body[auth_len..].to_owned(),
+            rest: url.tail.to_owned(),
         });
         from = end.max(from);
     }

@@ -4,6 +4,27 @@
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
 
+/// A tool's parameters that name one world: `world` (or `worktree`), `project` and `root`,
+/// described alike in every tool's inputSchema, then the tool's own.
+macro_rules! world_params {
+    ($(#[$doc:meta])* pub struct $name:ident { $($(#[$fdoc:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Deserialize, JsonSchema)]
+        #[schemars(crate = "rmcp::schemars")]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// World name (`worktree` is accepted).
+            #[serde(alias = "worktree")]
+            pub world: String,
+            /// The project (name) the world is in.
+            pub project: Option<String>,
+            /// The repository to run in (absolute path).
+            pub root: Option<String>,
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+    };
+}
+
 /// Parameters naming one world.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -64,116 +85,68 @@ pub struct StatusParams {
     pub compact: Option<bool>,
 }
 
-/// `logs`' parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct LogsParams {
-    /// World name (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project (name) the world is in.
-    pub project: Option<String>,
-    /// The repository to run in (absolute path).
-    pub root: Option<String>,
-    /// One service; none: every service.
-    pub service: Option<String>,
-    /// Lines in total (default 100, at most 5000): the newest, shared out evenly between the
-    /// services when there are several.
-    pub lines: Option<u32>,
+world_params! {
+    /// `logs`' parameters.
+    pub struct LogsParams {
+        /// One service; none: every service.
+        pub service: Option<String>,
+        /// Lines in total (default 100, at most 5000): the newest, shared out evenly between the
+        /// services when there are several.
+        pub lines: Option<u32>,
+    }
 }
 
-/// `events`' parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct EventsParams {
-    /// World name (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project (name) the world is in.
-    pub project: Option<String>,
-    /// The repository to run in (absolute path).
-    pub root: Option<String>,
-    /// How many of the newest events (default 50, at most 1000).
-    pub lines: Option<u32>,
+world_params! {
+    /// `events`' parameters.
+    pub struct EventsParams {
+        /// How many of the newest events (default 50, at most 1000).
+        pub lines: Option<u32>,
+    }
 }
 
-/// `curl`'s parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct CurlParams {
-    /// World name (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project (name) the world is in.
-    pub project: Option<String>,
-    /// The repository to run in (absolute path).
-    pub root: Option<String>,
-    /// Service name (one with a `url`).
-    pub service: String,
-    /// Path and query, starting with `/`, e.g. `/health`.
-    pub path: String,
-    /// HTTP method (default GET, or POST with a body).
-    pub method: Option<String>,
-    /// Request body (sent as application/json), at most 1 MiB.
-    pub body: Option<String>,
+world_params! {
+    /// `curl`'s parameters.
+    pub struct CurlParams {
+        /// Service name (one with a `url`).
+        pub service: String,
+        /// Path and query, starting with `/`, e.g. `/health`.
+        pub path: String,
+        /// HTTP method (default GET, or POST with a body).
+        pub method: Option<String>,
+        /// Request body (sent as application/json), at most 1 MiB.
+        pub body: Option<String>,
+    }
 }
 
-/// `wait`'s parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct WaitParams {
-    /// World name (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project (name) the world is in.
-    pub project: Option<String>,
-    /// The repository to run in (absolute path).
-    pub root: Option<String>,
-    /// Give up after this many seconds (default 55, at most 600).
-    pub timeout_seconds: Option<u64>,
+world_params! {
+    /// `wait`'s parameters.
+    pub struct WaitParams {
+        /// Give up after this many seconds (default 55, at most 600).
+        pub timeout_seconds: Option<u64>,
+    }
 }
 
-/// `exec`'s parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct ExecParams {
-    /// World name (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project (name) the world is in.
-    pub project: Option<String>,
-    /// The repository to run in (absolute path).
-    pub root: Option<String>,
-    /// The program and its arguments, e.g. ["pytest", "-x"] (no shell: ["sh", "-c", "…"]
-    /// for one).
-    pub command: Vec<String>,
-    /// Exactly this service's environment (its PORT, env_file, env); default: the world's.
-    pub service: Option<String>,
-    /// Stop it after this many seconds (default 60, at most 600).
-    pub timeout_seconds: Option<u64>,
-    /// Bytes kept of each of stdout and stderr, the newest (default 16384, at most 1048576).
-    pub max_output_bytes: Option<usize>,
+world_params! {
+    /// `exec`'s parameters.
+    pub struct ExecParams {
+        /// The program and its arguments, e.g. ["pytest", "-x"] (no shell: ["sh", "-c", "…"]
+        /// for one).
+        pub command: Vec<String>,
+        /// Exactly this service's environment (its PORT, env_file, env); default: the world's.
+        pub service: Option<String>,
+        /// Stop it after this many seconds (default 60, at most 600).
+        pub timeout_seconds: Option<u64>,
+        /// Bytes kept of each of stdout and stderr, the newest (default 16384, at most 1048576).
+        pub max_output_bytes: Option<usize>,
+    }
 }
 
-/// `verify`'s parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct VerifyParams {
-    /// World name (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project (name) the world is in.
-    pub project: Option<String>,
-    /// The repository to run in (absolute path).
-    pub root: Option<String>,
-    /// Stop the commands after this many seconds (default 300, at most 1800).
-    pub timeout_seconds: Option<u64>,
+world_params! {
+    /// `verify`'s parameters.
+    pub struct VerifyParams {
+        /// Stop the commands after this many seconds (default 300, at most 1800).
+        pub timeout_seconds: Option<u64>,
+    }
 }
 
 /// `check`'s parameters.
@@ -190,20 +163,12 @@ pub struct CheckParams {
     pub root: Option<String>,
 }
 
-/// `apply`'s parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct ApplyParams {
-    /// World name (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project (name) the world is in.
-    pub project: Option<String>,
-    /// The repository to run in (absolute path).
-    pub root: Option<String>,
-    /// Only say what would change; change nothing.
-    pub dry_run: Option<bool>,
+world_params! {
+    /// `apply`'s parameters.
+    pub struct ApplyParams {
+        /// Only say what would change; change nothing.
+        pub dry_run: Option<bool>,
+    }
 }
 
 /// `approvals`' parameters.

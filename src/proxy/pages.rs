@@ -146,16 +146,9 @@ impl Page {
     /// The backend took the request and sent no answer head within `limit`.
     pub fn timed_out(r: &Route, limit: std::time::Duration) -> Page {
         let waited = humantime::format_duration(limit).to_string();
-        let mut lines = vec![format!(
+        let lines = backend_lines(r, format!(
             "127.0.0.1:{}: the service took the request and sent no answer within {waited} (the machine setting proxy_answer_timeout; `binky settings proxy_answer_timeout=5m` waits longer)",
             r.port
-        )];
-        if !r.note.is_empty() {
-            lines.push(r.note.clone());
-        }
-        lines.push(format!(
-            "`binky status {}` and `binky logs {} {}` say more",
-            r.world, r.world, r.service
         ));
         Page {
             status: 504,
@@ -176,14 +169,7 @@ impl Page {
             RouteState::Stopped => (503, "is not running"),
             RouteState::Ready => (502, "did not answer"),
         };
-        let mut lines = vec![format!("127.0.0.1:{}: {why}", r.port)];
-        if !r.note.is_empty() {
-            lines.push(r.note.clone());
-        }
-        lines.push(format!(
-            "`binky status {}` and `binky logs {} {}` say more",
-            r.world, r.world, r.service
-        ));
+        let lines = backend_lines(r, format!("127.0.0.1:{}: {why}", r.port));
         Page {
             status,
             title: format!(
@@ -194,4 +180,17 @@ impl Page {
             listing: None,
         }
     }
+}
+
+/// A backend's page lines: `first`, the route's note when it has one, and where to look.
+fn backend_lines(r: &Route, first: String) -> Vec<String> {
+    let mut lines = vec![first];
+    if !r.note.is_empty() {
+        lines.push(r.note.clone());
+    }
+    lines.push(format!(
+        "`binky status {}` and `binky logs {} {}` say more",
+        r.world, r.world, r.service
+    ));
+    lines
 }

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
+use binky_controllers::runtime::doubling_delay;
+
 use super::{spawn_detached, ServerError, StartCtx};
 use crate::supervisor::procfs;
 
@@ -401,7 +403,7 @@ impl Server {
         Fut: std::future::Future<Output = Attempt>,
     {
         let until = Instant::now() + self.ready_timeout;
-        let mut pause = Duration::from_millis(20);
+        let mut tries = 0;
         let detail = loop {
             if procfs::stat(pid).is_none_or(|s| s.state == 'Z') {
                 break format!("{} exited", self.program);
@@ -417,8 +419,10 @@ impl Server {
                     self.ready_timeout.as_secs()
                 );
             }
+            tries += 1;
+            let pause =
+                doubling_delay(Duration::from_millis(20), tries, Duration::from_millis(250));
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(250));
         };
         // Read before stopping it: what it said, not its shutdown.
         let err = self.start_error(ctx, detail, since);

@@ -191,11 +191,7 @@ impl ServerName {
         let kind = [Kind::Postgres, Kind::Redis, Kind::Mysql]
             .into_iter()
             .find(|k| k.as_str() == kind)?;
-        let plain = |s: &str| {
-            !s.is_empty()
-                && s.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        };
+        let plain = crate::adapters::is_plain_name;
         match slice {
             None => Some(ServerName::shared(kind)),
             Some(s) if plain(s) => Some(ServerName::of_slice(kind, s)),

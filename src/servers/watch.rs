@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use binky_controllers::runtime::Trigger;
+use binky_controllers::runtime::{doubling_delay, Trigger};
 use binky_controllers::store::{self, ServerRow, ServerState, Store, WorldId};
 use tokio::sync::Notify;
 
@@ -26,7 +26,10 @@ struct Down {
     name: ServerName,
     since: Instant,
     retry_at: Instant,
-    delay: Duration,
+    /// Starts that failed in a row.
+    failures: u32,
+    /// Back, or no longer to be started: forgotten after this round.
+    done: bool,
     admin_url: String,
 }
 
@@ -62,7 +65,8 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
                         name,
                         since: now,
                         retry_at: now,
-                        delay: EVERY,
+                        failures: 0,
+                        done: false,
                         admin_url: row.admin_url.clone(),
                     },
                 );
@@ -88,18 +92,18 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
                     );
                     tell(&store, &trigger, &d.admin_url, "server_back", &msg);
                     tracing::info!(server = %d.name, "managed server back");
-                    d.delay = Duration::ZERO;
+                    d.done = true;
                 }
                 // Stopped (its world went down, `binky servers stop`) or removed meanwhile.
-                Ok(None) => d.delay = Duration::ZERO,
+                Ok(None) => d.done = true,
                 Err(err) => {
                     tracing::warn!(server = %d.name, %err, "managed server does not start again");
-                    d.delay = (d.delay * 2).clamp(EVERY, MAX_RETRY);
-                    d.retry_at = Instant::now() + d.delay;
+                    d.failures += 1;
+                    d.retry_at = Instant::now() + doubling_delay(2 * EVERY, d.failures, MAX_RETRY);
                 }
             }
         }
-        down.retain(|_, d| !d.delay.is_zero());
+        down.retain(|_, d| !d.done);
     }
 }
 

@@ -267,6 +267,32 @@ impl RealSupervisor {
         .map_err(std::io::Error::other)?
     }
 
+    /// What `spawn` and `run` both start from: the environment prepared (the run's header
+    /// in `log`), the cgroup placed, and the command with its scrubber. A command that
+    /// cannot be built leaves no cgroup behind.
+    async fn prepared(
+        &self,
+        spec: &SpawnSpec,
+        mut log: std::fs::File,
+    ) -> Result<
+        (
+            tokio::process::Command,
+            Option<tokio::process::Child>,
+            Placed,
+        ),
+        SpawnError,
+    > {
+        let (env, secrets) = self.prepare(spec, &mut log).await?;
+        let placed = self.place(spec).await;
+        match self.command(spec, log, env, secrets, &placed) {
+            Ok((cmd, shim)) => Ok((cmd, shim, placed)),
+            Err(e) => {
+                placed.unused();
+                Err(Self::io_error(spec, e))
+            }
+        }
+    }
+
     /// The service's command, and the scrubber its output goes through (when there is one).
     fn command(
         &self,
@@ -506,15 +532,7 @@ impl Supervisor for RealSupervisor {
                 ),
             ));
         }
-        let (env, secrets) = self.prepare(spec, &mut log).await?;
-        let placed = self.place(spec).await;
-        let (mut cmd, shim) = match self.command(spec, log, env, secrets, &placed) {
-            Ok(c) => c,
-            Err(e) => {
-                placed.unused();
-                return Err(Self::io_error(spec, e));
-            }
-        };
+        let (mut cmd, shim, placed) = self.prepared(spec, log).await?;
         let spawned = cmd.spawn();
         // Our copies of the output pipe close here: the scrubber sees the end of input
         // once the service (and whatever it started) closes its own.
@@ -645,16 +663,8 @@ impl Supervisor for RealSupervisor {
     }
 
     async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {
-        let mut log = Self::open_log(&spec.log).map_err(|e| Self::io_error(spec, e))?;
-        let (env, secrets) = self.prepare(spec, &mut log).await?;
-        let placed = self.place(spec).await;
-        let (mut cmd, mut shim) = match self.command(spec, log, env, secrets, &placed) {
-            Ok(c) => c,
-            Err(e) => {
-                placed.unused();
-                return Err(Self::io_error(spec, e));
-            }
-        };
+        let log = Self::open_log(&spec.log).map_err(|e| Self::io_error(spec, e))?;
+        let (mut cmd, mut shim, placed) = self.prepared(spec, log).await?;
         let spawned = cmd.spawn();
         drop(cmd);
         // Its cgroup goes when it is done, whatever the outcome.

@@ -1,9 +1,17 @@
 //! Readiness probes: http (a GET below 500 is ready, as in binky 0.1.2), tcp, and cmd.
+//!
+//! An http probe is one HTTP/1.1 exchange over one connection of its own through hyper's
+//! connection-level client: no pool, no redirect followed (a 3xx is an answer below 500),
+//! nothing read past the status line's head, and the connection closed when the probe
+//! ends. It runs for every service every few seconds, so it stays this small.
 
 use std::time::{Duration, Instant};
 
 use binky_controllers::process::{ProbeFailure, ProbeTarget, ProcId};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use binky_controllers::url::{host_port, Url};
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 /// Why one probe failed: what the service's `binky status` and `binky up` say.
@@ -24,15 +32,21 @@ pub enum ProbeError {
     /// The health URL's port is not a port.
     #[error("bad port in `{0}`")]
     BadPort(String),
+    /// The health URL's path cannot go in a request.
+    #[error("`{0}` cannot be requested: {1}")]
+    BadPath(String, hyper::http::Error),
     /// Connected, and no status line came back in time.
     #[error("no answer within {0:?} (its health timeout)")]
     NoAnswer(Duration),
     /// Reading or writing the connection failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    /// What came back is not HTTP.
+    /// What came back is not HTTP (or the connection closed before a status line).
     #[error("not an HTTP answer")]
     NotAnHttpAnswer,
+    /// The HTTP exchange failed otherwise.
+    #[error("{0}")]
+    Http(hyper::Error),
     /// An error status (500 and above).
     #[error("HTTP {0}")]
     Status(u16),
@@ -106,58 +120,76 @@ async fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, 
     Err(last)
 }
 
-/// Split `http://host:port/path` into its parts.
+/// Split `http://host:port/path?query` into the host, the port (80 when none is written)
+/// and the request target (`/` when there is no path; a `#fragment` is not sent).
 pub fn split_http_url(url: &str) -> Result<(String, u16, String), ProbeError> {
-    let rest = url
-        .strip_prefix("http://")
+    let parts = Url::parse(url)
+        .filter(|u| u.scheme == "http")
         .ok_or_else(|| ProbeError::NotHttp(url.to_owned()))?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
+    let (host, port) = host_port(parts.host).ok_or_else(|| ProbeError::BadPort(url.to_owned()))?;
+    let port = match port {
+        None => 80,
+        Some(p) => p.parse().map_err(|_| ProbeError::BadPort(url.to_owned()))?,
     };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
-            h.to_owned(),
-            p.parse::<u16>()
-                .map_err(|_| ProbeError::BadPort(url.to_owned()))?,
-        ),
-        _ => (authority.to_owned(), 80),
+    let target = parts.tail.split('#').next().unwrap_or("");
+    let target = if target.starts_with('/') {
+        target.to_owned()
+    } else {
+        format!("/{target}")
     };
-    Ok((host, port, path.to_owned()))
+    Ok((host.to_owned(), port, target))
 }
 
 async fn http(url: &str, timeout: Duration) -> Result<(), ProbeError> {
-    let (host, port, path) = split_http_url(url)?;
-    let mut stream = connect(&host, port, timeout).await?;
-    let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: binky-health\r\nConnection: close\r\n\r\n"
-    );
-    let io = async {
-        stream.write_all(req.as_bytes()).await?;
-        let mut buf = vec![0u8; 256];
-        let mut n = 0;
-        while n < buf.len() {
-            let k = stream.read(&mut buf[n..]).await?;
-            if k == 0 || buf[..n + k].contains(&b'\n') {
-                n += k;
-                break;
-            }
-            n += k;
+    let (host, port, target) = split_http_url(url)?;
+    let req = hyper::Request::get(target.as_str())
+        .header(hyper::header::HOST, format!("{host}:{port}"))
+        .header(hyper::header::USER_AGENT, "binky-health")
+        .header(hyper::header::CONNECTION, "close")
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| ProbeError::BadPath(url.to_owned(), e))?;
+    let stream = connect(&host, port, timeout).await?;
+    let exchange = async {
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            // `Host:`, `User-Agent:` as a hand-written probe sent them (a toy server may care).
+            .title_case_headers(true)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(answer_error)?;
+        let mut conn = std::pin::pin!(conn);
+        let mut answer = std::pin::pin!(sender.send_request(req));
+        // The connection is driven only until the answer's head is in: dropped with it,
+        // the socket closes and no body is read. When the connection ends first (the
+        // server answered and closed), the answer, or why there is none, is waiting.
+        tokio::select! {
+            biased;
+            answer = &mut answer => answer,
+            _ = &mut conn => answer.await,
         }
-        Ok::<_, std::io::Error>(String::from_utf8_lossy(&buf[..n]).into_owned())
+        .map_err(answer_error)
     };
-    let head = tokio::time::timeout(timeout, io)
+    let answer = tokio::time::timeout(timeout, exchange)
         .await
         .map_err(|_| ProbeError::NoAnswer(timeout))??;
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or(ProbeError::NotAnHttpAnswer)?;
+    let status = answer.status().as_u16();
     if status < 500 {
         Ok(())
     } else {
         Err(ProbeError::Status(status))
+    }
+}
+
+/// What a failed exchange says: the socket's own error when there is one, as before
+/// hyper read it; a connection closed early or bytes that are no HTTP are "not an HTTP
+/// answer".
+fn answer_error(e: hyper::Error) -> ProbeError {
+    if e.is_parse() || e.is_incomplete_message() {
+        return ProbeError::NotAnHttpAnswer;
+    }
+    let io = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    match io {
+        Some(io) => ProbeError::Io(std::io::Error::new(io.kind(), io.to_string())),
+        None => ProbeError::Http(e),
     }
 }
 
@@ -346,6 +378,18 @@ mod tests {
         );
         assert_eq!(split_http_url("http://example").unwrap().1, 80);
         assert_eq!(
+            split_http_url("http://[::1]/up#top").unwrap(),
+            ("[::1]".into(), 80, "/up".into())
+        );
+        assert_eq!(
+            split_http_url("http://[::1]:9000?ready").unwrap(),
+            ("[::1]".into(), 9000, "/?ready".into())
+        );
+        assert_eq!(
+            split_http_url("http://u:p@h:81/x").unwrap(),
+            ("h".into(), 81, "/x".into())
+        );
+        assert_eq!(
             split_http_url("https://x").unwrap_err().to_string(),
             "`https://x` is not an http:// URL"
         );
@@ -353,6 +397,135 @@ mod tests {
             split_http_url("http://x:99999/").unwrap_err().to_string(),
             "bad port in `http://x:99999/`"
         );
+    }
+
+    /// A server on a free loopback port that reads one request head, hands it to `answer`,
+    /// and writes what that returns (then keeps the connection as `answer`'s future does).
+    async fn server<F, Fut>(answer: F) -> (u16, tokio::task::JoinHandle<String>)
+    where
+        F: FnOnce(String, TcpStream) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            answer(head.clone(), s).await;
+            head
+        });
+        (port, task)
+    }
+
+    async fn reply(mut s: TcpStream, bytes: &'static [u8]) {
+        use tokio::io::AsyncWriteExt;
+        let _ = s.write_all(bytes).await;
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[tokio::test]
+    async fn a_redirect_is_an_answer_below_500_and_is_not_followed() {
+        let (port, task) = server(|_, s| {
+            reply(
+                s,
+                b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n",
+            )
+        })
+        .await;
+        let url = format!("http://localhost:{port}/health?x=1#top");
+        http(&url, SECOND).await.unwrap();
+        let head = task.await.unwrap();
+        assert!(head.starts_with("GET /health?x=1 HTTP/1.1\r\n"), "{head}");
+        assert!(
+            head.contains(&format!("Host: localhost:{port}\r\n")),
+            "{head}"
+        );
+        assert!(head.contains("User-Agent: binky-health\r\n"), "{head}");
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_not_ready_with_its_status() {
+        let (port, _task) = server(|_, s| {
+            reply(
+                s,
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
+            )
+        })
+        .await;
+        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "HTTP 503");
+    }
+
+    #[tokio::test]
+    async fn bytes_that_are_not_http_or_no_bytes_are_not_an_http_answer() {
+        let (port, _task) = server(|_, s| reply(s, b"SSH-2.0-OpenSSH\r\n\r\n")).await;
+        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "not an HTTP answer");
+        let (port, _task) = server(|_, s| async move { drop(s) }).await;
+        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "not an HTTP answer");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_runs_out_of_the_health_timeout() {
+        let (port, _task) = server(|_, s| async move {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            drop(s);
+        })
+        .await;
+        let limit = Duration::from_millis(200);
+        let started = Instant::now();
+        let e = http(&format!("http://127.0.0.1:{port}/"), limit)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "no answer within 200ms (its health timeout)");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn an_endless_body_is_not_read_and_the_connection_closes() {
+        let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+        let (port, _task) = server(|_, mut s| async move {
+            use tokio::io::AsyncWriteExt;
+            let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+            let mut result = s.write_all(head).await;
+            while result.is_ok() {
+                result = s.write_all(b"400\r\n").await;
+                if result.is_ok() {
+                    result = s.write_all(&[b'x'; 0x400]).await;
+                }
+                if result.is_ok() {
+                    result = s.write_all(b"\r\n").await;
+                }
+            }
+            let _ = closed_tx.send(());
+        })
+        .await;
+        http(&format!("http://127.0.0.1:{port}/"), SECOND)
+            .await
+            .unwrap();
+        // The server's writes fail once the probe has closed its end.
+        tokio::time::timeout(Duration::from_secs(10), closed_rx)
+            .await
+            .expect("the probe's connection stays open")
+            .unwrap();
     }
 
     #[test]

@@ -152,8 +152,8 @@ impl<S: Supervisor> ProcessController<S> {
                 }
                 Probe::Tcp(spec) => {
                     let spec = t.resolve(spec, name);
-                    match spec.rsplit_once(':') {
-                        Some((host, port)) => ProbeTarget::Tcp(
+                    match crate::url::host_port(&spec) {
+                        Some((host, Some(port))) => ProbeTarget::Tcp(
                             if host.is_empty() {
                                 "127.0.0.1".into()
                             } else {
@@ -161,9 +161,7 @@ impl<S: Supervisor> ProcessController<S> {
                             },
                             port.parse().unwrap_or(0),
                         ),
-                        None => {
-                            ProbeTarget::Tcp("127.0.0.1".into(), spec.trim().parse().unwrap_or(0))
-                        }
+                        _ => ProbeTarget::Tcp("127.0.0.1".into(), spec.trim().parse().unwrap_or(0)),
                     }
                 }
                 Probe::Cmd(cmd) => ProbeTarget::Cmd {

@@ -1,4 +1,6 @@
-//! Per-key error backoff, the one place the `backoff` crate is used.
+//! Backoff: per-key error backoff (the one place the `backoff` crate is used) and the plain
+//! doubling schedule that other retry loops (a process's restarts, a managed server's
+//! restarts, a starting server's readiness polls) count their waits with.
 //!
 //! `backoff` 0.4 carries an "unmaintained" advisory (RUSTSEC-2025-0012, and
 //! RUSTSEC-2024-0384 for the `instant` crate it pulls in); no vulnerability. It stays behind
@@ -48,9 +50,38 @@ impl KeyBackoff {
     }
 }
 
+/// The wait after the `attempt`-th failure in a row (1 for the first): `first`, doubled for
+/// each failure after it, never above `max`. No jitter: a process's restart delay is shown
+/// to its user and recorded.
+pub fn doubling_delay(first: Duration, attempt: u32, max: Duration) -> Duration {
+    let exp = attempt.saturating_sub(1).min(31);
+    first.saturating_mul(1u32 << exp).min(max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doubling_delay_starts_at_the_first_wait_and_stops_at_the_cap() {
+        let ms = Duration::from_millis;
+        let waits: Vec<_> = (0..=6)
+            .map(|n| doubling_delay(ms(500), n, ms(5_000)))
+            .collect();
+        assert_eq!(
+            waits,
+            [
+                ms(500),
+                ms(500),
+                ms(1_000),
+                ms(2_000),
+                ms(4_000),
+                ms(5_000),
+                ms(5_000)
+            ]
+        );
+        assert_eq!(doubling_delay(ms(500), u32::MAX, ms(30_000)), ms(30_000));
+    }
 
     #[test]
     fn delays_grow_and_stay_capped() {

@@ -37,7 +37,7 @@ use tokio::sync::mpsc;
 pub use crate::registry::{Kind, Reporter};
 use crate::store::{self, now_ms, owner, CondStatus, Store, StoreError, World, WorldId};
 
-pub use self::backoff::KeyBackoff;
+pub use self::backoff::{doubling_delay, KeyBackoff};
 pub use self::scheduler::RuntimeConfig;
 pub use self::timings::{Timing, Timings};
 

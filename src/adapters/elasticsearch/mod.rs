@@ -63,7 +63,7 @@ use serde_json::json;
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 mod server;
 use server::*;
@@ -92,15 +92,10 @@ enum Flavour {
 }
 
 /// The slice's index prefix: its name, checked against the index name rules.
-pub fn prefix(slice: &Slice) -> Result<String, AdapterError> {
+pub fn prefix(slice: &Slice) -> Result<String> {
     let name = &slice.name;
     // `bk_` also keeps teardown away from every index binky did not name.
-    let ok = name.starts_with("bk_")
-        && name.len() <= MAX_PREFIX
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
+    if name.starts_with("bk_") && name.len() <= MAX_PREFIX && super::is_plain_name(name) {
         Ok(name.clone())
     } else {
         Err(AdapterError::Config(format!(
@@ -111,7 +106,7 @@ pub fn prefix(slice: &Slice) -> Result<String, AdapterError> {
 }
 
 /// `options.indices` as full index names under `prefix`.
-fn declared_indices(cfg: &AdapterConfig, prefix: &str) -> Result<Vec<String>, AdapterError> {
+fn declared_indices(cfg: &AdapterConfig, prefix: &str) -> Result<Vec<String>> {
     let Some(list) = cfg.options.get("indices") else {
         return Ok(Vec::new());
     };
@@ -171,143 +166,115 @@ fn warn_shared(server: &str, why: &str) {
     );
 }
 
+#[async_trait::async_trait]
 impl Adapter for Elasticsearch {
     fn names(&self) -> &'static [&'static str] {
         &["elasticsearch", "opensearch"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let wanted = declared_indices(cfg, &prefix)?;
-            let server = Server::from_config(cfg)?;
-            let flavour = server.flavour().await?;
-            if server.security(flavour).await? {
-                server.ensure_user(flavour, slice, &prefix).await?;
-            } else {
-                warn_shared(&server.ep.server, "security is off on this cluster");
-            }
-            if wanted.is_empty() {
-                return Ok(());
-            }
-            let existing: BTreeSet<String> = server.owned(&prefix).await?.into_iter().collect();
-            for index in wanted.iter().filter(|i| !existing.contains(*i)) {
-                let resp = server
-                    .call(
-                        Method::PUT,
-                        &format!("/{}", percent_encode(index)),
-                        Some(&json!({})),
-                    )
-                    .await?;
-                let raced = resp.status == 400
-                    && resp.text(400).contains("resource_already_exists_exception");
-                if !resp.ok() && !raced {
-                    return Err(server.error(&format!("creating index {index}"), &resp, &[]));
-                }
-            }
-            Ok(())
-        })
-    }
-
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let server = Server::from_config(cfg)?;
-            let flavour = server.flavour().await?;
-            // The slice's own user, if the cluster knows it (Basic auth, no API key).
-            let own = Endpoint {
-                user: Some(slice.name.clone()),
-                password: Some(password(flavour, slice)),
-                ..server.ep.clone()
-            };
-            let probe = server
-                .http
-                .call(&own, Method::GET, Server::whoami(flavour), None, &[])
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let prefix = prefix(slice)?;
+        let wanted = declared_indices(cfg, &prefix)?;
+        let server = Server::from_config(cfg)?;
+        let flavour = server.flavour().await?;
+        if server.security(flavour).await? {
+            server.ensure_user(flavour, slice, &prefix).await?;
+        } else {
+            warn_shared(&server.ep.server, "security is off on this cluster");
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let existing: BTreeSet<String> = server.owned(&prefix).await?.into_iter().collect();
+        for index in wanted.iter().filter(|i| !existing.contains(*i)) {
+            let resp = server
+                .call(
+                    Method::PUT,
+                    &format!("/{}", percent_encode(index)),
+                    Some(&json!({})),
+                )
                 .await?;
-            if matches!(probe.status, 429 | 502..=504) {
-                return Err(server.error("trying the slice's user", &probe, &[]));
+            let raced =
+                resp.status == 400 && resp.text(400).contains("resource_already_exists_exception");
+            if !resp.ok() && !raced {
+                return Err(server.error(&format!("creating index {index}"), &resp, &[]));
             }
-            let ep = if probe.ok() { &own } else { &server.ep };
-            let path = format!("/{}", percent_encode(&prefix));
-            Ok(Address {
-                url: ep.url_with_credentials(&path),
-                tokens: BTreeMap::from([
-                    ("prefix".to_owned(), prefix),
-                    ("endpoint".to_owned(), ep.url_with_credentials("")),
-                ]),
-            })
+        }
+        Ok(())
+    }
+
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        let prefix = prefix(slice)?;
+        let server = Server::from_config(cfg)?;
+        let flavour = server.flavour().await?;
+        // The slice's own user, if the cluster knows it (Basic auth, no API key).
+        let own = Endpoint {
+            user: Some(slice.name.clone()),
+            password: Some(password(flavour, slice)),
+            ..server.ep.clone()
+        };
+        let probe = server
+            .http
+            .call(&own, Method::GET, Server::whoami(flavour), None, &[])
+            .await?;
+        if matches!(probe.status, 429 | 502..=504) {
+            return Err(server.error("trying the slice's user", &probe, &[]));
+        }
+        let ep = if probe.ok() { &own } else { &server.ep };
+        let path = format!("/{}", percent_encode(&prefix));
+        Ok(Address {
+            url: ep.url_with_credentials(&path),
+            tokens: BTreeMap::from([
+                ("prefix".to_owned(), prefix),
+                ("endpoint".to_owned(), ep.url_with_credentials("")),
+            ]),
         })
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let server = Server::from_config(cfg)?;
-            let flavour = server.flavour().await?;
-            // The user first: the world stops writing before its indices go.
-            if server.security(flavour).await? {
-                server.remove_user(flavour, slice).await?;
-            }
-            for index in server.owned(&prefix).await? {
-                server
-                    .expect(
-                        Method::DELETE,
-                        &format!("/{}", percent_encode(&index)),
-                        None,
-                        &format!("deleting index {index}"),
-                        &[],
-                    )
-                    .await?;
-            }
-            Ok(())
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let prefix = prefix(slice)?;
+        let server = Server::from_config(cfg)?;
+        let flavour = server.flavour().await?;
+        // The user first: the world stops writing before its indices go.
+        if server.security(flavour).await? {
+            server.remove_user(flavour, slice).await?;
+        }
+        for index in server.owned(&prefix).await? {
+            server
+                .expect(
+                    Method::DELETE,
+                    &format!("/{}", percent_encode(&index)),
+                    None,
+                    &format!("deleting index {index}"),
+                    &[],
+                )
+                .await?;
+        }
+        Ok(())
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let server = Server::from_config(cfg)?;
-            // A prefix holds no `-`: an index's prefix is what comes before its first one.
-            let prefixes: BTreeSet<String> = server
-                .indices("bk_")
-                .await?
-                .iter()
-                .map(|i| i.split(SEP).next().unwrap_or(i).to_owned())
-                .collect();
-            Ok(prefixes.into_iter().collect())
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let server = Server::from_config(cfg)?;
+        // A prefix holds no `-`: an index's prefix is what comes before its first one.
+        let prefixes: BTreeSet<String> = server
+            .indices("bk_")
+            .await?
+            .iter()
+            .map(|i| i.split(SEP).next().unwrap_or(i).to_owned())
+            .collect();
+        Ok(prefixes.into_iter().collect())
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            let prefix = prefix(slice)?;
-            let wanted = declared_indices(cfg, &prefix)?;
-            // Without declared indices a slice may hold none at all: nothing to look for.
-            if wanted.is_empty() {
-                return Ok(None);
-            }
-            let server = Server::from_config(cfg)?;
-            let have: BTreeSet<String> = server.owned(&prefix).await?.into_iter().collect();
-            Ok(Some(wanted.iter().all(|i| have.contains(i))))
-        })
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        let prefix = prefix(slice)?;
+        let wanted = declared_indices(cfg, &prefix)?;
+        // Without declared indices a slice may hold none at all: nothing to look for.
+        if wanted.is_empty() {
+            return Ok(None);
+        }
+        let server = Server::from_config(cfg)?;
+        let have: BTreeSet<String> = server.owned(&prefix).await?.into_iter().collect();
+        Ok(Some(wanted.iter().all(|i| have.contains(i))))
     }
 }
 

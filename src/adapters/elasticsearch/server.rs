@@ -13,16 +13,9 @@ pub(super) struct Server {
 }
 
 impl Server {
-    pub(super) fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
-        let url = cfg
-            .admin_url_or_env(ENV_URL)
-            .unwrap_or_else(|| DEFAULT_URL.to_owned());
-        let mut ep = Endpoint::parse(&url, DEFAULT_PORT)?;
-        let api_key = cfg
-            .options
-            .get("api_key")
-            .filter(|k| !k.is_empty())
-            .cloned();
+    pub(super) fn from_config(cfg: &AdapterConfig) -> Result<Server> {
+        let mut ep = Endpoint::from_config(cfg, ENV_URL, DEFAULT_URL, DEFAULT_PORT)?;
+        let api_key = cfg.option("api_key").map(str::to_owned);
         let mut secrets: Vec<String> = ep.password.iter().cloned().collect();
         secrets.extend(api_key.iter().cloned());
         secrets.retain(|s| !s.is_empty());
@@ -49,7 +42,7 @@ impl Server {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
         let headers: Vec<(&str, &str)> = self
             .authorization
@@ -68,7 +61,7 @@ impl Server {
         body: Option<&serde_json::Value>,
         doing: &str,
         extra: &[&str],
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let gone_ok = method == Method::DELETE;
         let resp = self.call(method, path, body).await?;
         if resp.ok() || (gone_ok && resp.status == 404) {
@@ -107,7 +100,7 @@ impl Server {
     }
 
     /// Which cluster this is (`GET /`, which also proves it answers).
-    pub(super) async fn flavour(&self) -> Result<Flavour, AdapterError> {
+    pub(super) async fn flavour(&self) -> Result<Flavour> {
         let resp = self
             .expect(Method::GET, "/", None, "asking the cluster", &[])
             .await?;
@@ -131,7 +124,7 @@ impl Server {
 
     /// Is security on? (Off, Elasticsearch answers 500 "Security must be explicitly
     /// enabled" and OpenSearch 400/404 "no handler found".)
-    pub(super) async fn security(&self, flavour: Flavour) -> Result<bool, AdapterError> {
+    pub(super) async fn security(&self, flavour: Flavour) -> Result<bool> {
         let resp = self.call(Method::GET, Self::whoami(flavour), None).await?;
         match resp.status {
             200..=299 => Ok(true),
@@ -147,7 +140,7 @@ impl Server {
         flavour: Flavour,
         slice: &Slice,
         prefix: &str,
-    ) -> Result<bool, AdapterError> {
+    ) -> Result<bool> {
         let name = percent_encode(&slice.name);
         let patterns = json!([prefix, format!("{prefix}{SEP}*")]);
         let pw = password(flavour, slice);
@@ -217,11 +210,7 @@ impl Server {
     }
 
     /// Remove the slice's user, role mapping and role (what is missing is fine).
-    pub(super) async fn remove_user(
-        &self,
-        flavour: Flavour,
-        slice: &Slice,
-    ) -> Result<(), AdapterError> {
+    pub(super) async fn remove_user(&self, flavour: Flavour, slice: &Slice) -> Result<()> {
         let name = percent_encode(&slice.name);
         let paths = match flavour {
             Flavour::Elasticsearch => vec![
@@ -246,7 +235,7 @@ impl Server {
 
     /// Indices whose names start with `pattern_prefix` (listing by pattern is fine; only
     /// deletes go by exact name).
-    pub(super) async fn indices(&self, pattern_prefix: &str) -> Result<Vec<String>, AdapterError> {
+    pub(super) async fn indices(&self, pattern_prefix: &str) -> Result<Vec<String>> {
         let path = format!(
             "/_cat/indices/{}*?format=json&h=index",
             percent_encode(pattern_prefix)
@@ -266,7 +255,7 @@ impl Server {
     }
 
     /// The prefix's indices, exactly.
-    pub(super) async fn owned(&self, prefix: &str) -> Result<Vec<String>, AdapterError> {
+    pub(super) async fn owned(&self, prefix: &str) -> Result<Vec<String>> {
         let mut all = self.indices(prefix).await?;
         all.retain(|i| owned(prefix, i));
         all.sort();

@@ -4,7 +4,7 @@ use super::*;
 
 /// The database (and user) name of a slice: binky 0.1.2's mapping, forbidden characters
 /// to `_`, shortened to [`MAX_DB_NAME`] bytes with a hash suffix.
-pub fn database_name(slice: &str) -> Result<String, AdapterError> {
+pub fn database_name(slice: &str) -> Result<String> {
     let mapped: String = slice
         .chars()
         .map(|c| {

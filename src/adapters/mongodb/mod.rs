@@ -72,7 +72,7 @@ use ::mongodb::{Client, Database};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Slice,
+    fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Slice,
 };
 
 mod commands;
@@ -126,13 +126,13 @@ const UNAUTHORIZED: i32 = 13;
 pub struct Mongo;
 
 /// The slice's database name, checked.
-fn slice_db(slice: &Slice) -> Result<String, AdapterError> {
+fn slice_db(slice: &Slice) -> Result<String> {
     let name = database_name(&slice.name)?;
     debug_assert!(valid_database_name(&name));
     Ok(name)
 }
 
-fn check_secret(slice: &Slice) -> Result<(), AdapterError> {
+fn check_secret(slice: &Slice) -> Result<()> {
     if slice.secret.is_empty() {
         return Err(AdapterError::Config(format!(
             "the secret of slice `{}` is empty, which MongoDB cannot take as a password",
@@ -142,171 +142,127 @@ fn check_secret(slice: &Slice) -> Result<(), AdapterError> {
     Ok(())
 }
 
+#[async_trait::async_trait]
 impl Adapter for Mongo {
     fn names(&self) -> &'static [&'static str] {
         &["mongodb"]
     }
 
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
         // `$out` into another database: a server-side copy of a golden template.
-        Box::pin(async { Ok(Capabilities { clone: true }) })
+        Ok(Capabilities { clone: true })
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let name = slice_db(slice)?;
-            check_secret(slice)?;
-            let target = Target::from_config(cfg)?;
-            let client = target.client().await?;
-            target
-                .bounded(VERB_TIMEOUT, async {
-                    target.ensure_user(&client, &name, &slice.secret).await?;
-                    client
-                        .database(&name)
-                        .collection::<Document>(MARKER)
-                        .update_one(
-                            doc! { "_id": "binky" },
-                            doc! { "$set": { "managed": true } },
-                        )
-                        .upsert(true)
-                        .await
-                        .map_err(|e| target.error(&format!("marking database {name}"), &e, &[]))?;
-                    Ok(())
-                })
-                .await
-        })
-    }
-
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            let name = slice_db(slice)?;
-            let target = Target::from_config(cfg)?;
-            Ok(Address {
-                url: target.slice_url(&name, &name, &slice.secret),
-                tokens: BTreeMap::from([
-                    ("database".to_owned(), name.clone()),
-                    ("user".to_owned(), name),
-                ]),
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let name = slice_db(slice)?;
+        check_secret(slice)?;
+        let target = Target::from_config(cfg)?;
+        let client = target.client().await?;
+        target
+            .bounded(VERB_TIMEOUT, async {
+                target.ensure_user(&client, &name, &slice.secret).await?;
+                client
+                    .database(&name)
+                    .collection::<Document>(MARKER)
+                    .update_one(
+                        doc! { "_id": "binky" },
+                        doc! { "$set": { "managed": true } },
+                    )
+                    .upsert(true)
+                    .await
+                    .map_err(|e| target.error(&format!("marking database {name}"), &e, &[]))?;
+                Ok(())
             })
+            .await
+    }
+
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        let name = slice_db(slice)?;
+        let target = Target::from_config(cfg)?;
+        Ok(Address {
+            url: target.slice_url(&name, &name, &slice.secret),
+            tokens: BTreeMap::from([
+                ("database".to_owned(), name.clone()),
+                ("user".to_owned(), name),
+            ]),
         })
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let name = slice_db(slice)?;
-            let target = Target::from_config(cfg)?;
-            let client = target.client().await?;
-            target
-                .bounded(VERB_TIMEOUT, target.drop_slice(&client, &name))
-                .await
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let name = slice_db(slice)?;
+        let target = Target::from_config(cfg)?;
+        let client = target.client().await?;
+        target
+            .bounded(VERB_TIMEOUT, target.drop_slice(&client, &name))
+            .await
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let target = Target::from_config(cfg)?;
-            let client = target.client().await?;
-            target
-                .bounded(VERB_TIMEOUT, async {
-                    let mut names = client
-                        .list_database_names()
-                        .filter(doc! { "name": { "$regex": "^bk_" } })
-                        .await
-                        .map_err(|e| target.error("listing databases", &e, &[]))?;
-                    names.retain(|n| n.starts_with("bk_"));
-                    names.sort();
-                    Ok(names)
-                })
-                .await
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let target = Target::from_config(cfg)?;
+        let client = target.client().await?;
+        target
+            .bounded(VERB_TIMEOUT, async {
+                let mut names = client
+                    .list_database_names()
+                    .filter(doc! { "name": { "$regex": "^bk_" } })
+                    .await
+                    .map_err(|e| target.error("listing databases", &e, &[]))?;
+                names.retain(|n| n.starts_with("bk_"));
+                names.sort();
+                Ok(names)
+            })
+            .await
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            let name = slice_db(slice)?;
-            let target = Target::from_config(cfg)?;
-            let client = target.client().await?;
-            target
-                .bounded(VERB_TIMEOUT, target.database_exists(&client, &name))
-                .await
-                .map(Some)
-        })
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        let name = slice_db(slice)?;
+        let target = Target::from_config(cfg)?;
+        let client = target.client().await?;
+        target
+            .bounded(VERB_TIMEOUT, target.database_exists(&client, &name))
+            .await
+            .map(Some)
     }
 
-    fn clone_slice<'a>(
-        &'a self,
-        from: &'a Slice,
-        to: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let src = slice_db(from)?;
-            let dst = slice_db(to)?;
-            check_secret(to)?;
-            let target = Target::from_config(cfg)?;
-            let client = target.client().await?;
-            target
-                .bounded(CLONE_TIMEOUT, async {
-                    if !target.database_exists(&client, &src).await? {
-                        return Err(AdapterError::Server {
-                            server: target.shown.clone(),
-                            detail: format!("the template database {src} does not exist"),
-                        });
-                    }
-                    // A copy left half-made by an earlier attempt is redone from scratch.
-                    target.drop_slice(&client, &dst).await?;
-                    target.copy(&client, &src, &dst).await?;
-                    target.ensure_user(&client, &dst, &to.secret).await
-                })
-                .await
-        })
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let src = slice_db(from)?;
+        let dst = slice_db(to)?;
+        check_secret(to)?;
+        let target = Target::from_config(cfg)?;
+        let client = target.client().await?;
+        target
+            .bounded(CLONE_TIMEOUT, async {
+                if !target.database_exists(&client, &src).await? {
+                    return Err(AdapterError::Server {
+                        server: target.shown.clone(),
+                        detail: format!("the template database {src} does not exist"),
+                    });
+                }
+                // A copy left half-made by an earlier attempt is redone from scratch.
+                target.drop_slice(&client, &dst).await?;
+                target.copy(&client, &src, &dst).await?;
+                target.ensure_user(&client, &dst, &to.secret).await
+            })
+            .await
     }
 
-    fn seal_template<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let name = slice_db(slice)?;
-            let target = Target::from_config(cfg)?;
-            let client = target.client().await?;
-            target
-                .bounded(VERB_TIMEOUT, async {
-                    match client
-                        .database(&name)
-                        .run_command(seal_command(&name, &name))
-                        .await
-                    {
-                        Ok(_) => Ok(()),
-                        Err(e) if command_code(&e) == Some(USER_NOT_FOUND) => Ok(()),
-                        Err(e) => Err(target.error(&format!("sealing template {name}"), &e, &[])),
-                    }
-                })
-                .await
-        })
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let name = slice_db(slice)?;
+        let target = Target::from_config(cfg)?;
+        let client = target.client().await?;
+        target
+            .bounded(VERB_TIMEOUT, async {
+                match client
+                    .database(&name)
+                    .run_command(seal_command(&name, &name))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(e) if command_code(&e) == Some(USER_NOT_FOUND) => Ok(()),
+                    Err(e) => Err(target.error(&format!("sealing template {name}"), &e, &[])),
+                }
+            })
+            .await
     }
 }
 

@@ -19,7 +19,7 @@ pub struct Target {
 
 impl Target {
     /// The target of `cfg`: its `admin_url`, else `$BINKY_MONGO_URL`.
-    pub fn from_config(cfg: &AdapterConfig) -> Result<Target, AdapterError> {
+    pub fn from_config(cfg: &AdapterConfig) -> Result<Target> {
         let env = std::env::var(ENV_URL).ok().filter(|u| !u.trim().is_empty());
         match cfg.admin_url.as_deref().or(env.as_deref()) {
             Some(url) => Target::parse(url),
@@ -33,7 +33,7 @@ impl Target {
     }
 
     /// `mongodb://user:pw@h1:27017,h2/?replicaSet=rs0&tls=true`.
-    pub fn parse(url: &str) -> Result<Target, AdapterError> {
+    pub fn parse(url: &str) -> Result<Target> {
         let Some(parts) = Url::parse(url) else {
             // Not echoed: without a scheme, redact() cannot find the credentials in it.
             return Err(AdapterError::Config(
@@ -123,7 +123,7 @@ impl Target {
     }
 
     /// An admin client with short timeouts (it connects on its first command).
-    pub(super) async fn client(&self) -> Result<Client, AdapterError> {
+    pub(super) async fn client(&self) -> Result<Client> {
         let mut options = ClientOptions::parse(&self.url).await.map_err(|e| {
             AdapterError::Config(format!(
                 "admin_url `{}` is not a valid MongoDB URL: {}",
@@ -172,8 +172,8 @@ impl Target {
     pub(super) async fn bounded<T>(
         &self,
         limit: Duration,
-        verb: impl Future<Output = Result<T, AdapterError>>,
-    ) -> Result<T, AdapterError> {
+        verb: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
             Err(AdapterError::Unreachable {
                 server: self.shown.clone(),
@@ -189,7 +189,7 @@ impl Target {
         doing: &str,
         cmd: Document,
         extra: &[&str],
-    ) -> Result<Document, AdapterError> {
+    ) -> Result<Document> {
         db.run_command(cmd)
             .await
             .map_err(|e| self.error(doing, &e, extra))
@@ -201,7 +201,7 @@ impl Target {
         db: &Database,
         doing: &str,
         cmd: Document,
-    ) -> Result<Vec<Document>, AdapterError> {
+    ) -> Result<Vec<Document>> {
         let mut cursor = db
             .run_cursor_command(cmd)
             .await
@@ -227,7 +227,7 @@ impl Target {
         client: &Client,
         name: &str,
         secret: &str,
-    ) -> Result<(), AdapterError> {
+    ) -> Result<()> {
         let db = client.database(name);
         match db
             .run_command(create_user_command(name, name, secret))
@@ -248,11 +248,7 @@ impl Target {
     }
 
     /// Does database `name` exist (is it listed)?
-    pub(super) async fn database_exists(
-        &self,
-        client: &Client,
-        name: &str,
-    ) -> Result<bool, AdapterError> {
+    pub(super) async fn database_exists(&self, client: &Client, name: &str) -> Result<bool> {
         let names = client
             .list_database_names()
             .filter(doc! { "name": name })
@@ -262,7 +258,7 @@ impl Target {
     }
 
     /// Drop every user and role defined in database `name`, then the database.
-    pub(super) async fn drop_slice(&self, client: &Client, name: &str) -> Result<(), AdapterError> {
+    pub(super) async fn drop_slice(&self, client: &Client, name: &str) -> Result<()> {
         let db = client.database(name);
         // Users first: nothing authenticates as the world while its data goes.
         self.run(
@@ -285,12 +281,7 @@ impl Target {
     }
 
     /// Copy every collection and view of `from` into `to`, with indexes.
-    pub(super) async fn copy(
-        &self,
-        client: &Client,
-        from: &str,
-        to: &str,
-    ) -> Result<(), AdapterError> {
+    pub(super) async fn copy(&self, client: &Client, from: &str, to: &str) -> Result<()> {
         let src = client.database(from);
         let dst = client.database(to);
         let mut entries = self
@@ -403,14 +394,5 @@ pub(super) fn classify(e: &MongoError) -> Class {
 
 /// What went wrong, with its causes.
 pub(super) fn describe(e: &MongoError) -> String {
-    let mut text = e.kind.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(&format!(": {s_text}"));
-        }
-        source = s.source();
-    }
-    text
+    super::super::with_sources(e.kind.to_string(), std::error::Error::source(e))
 }

@@ -21,7 +21,7 @@ pub(super) struct Target {
 }
 
 impl Target {
-    pub(super) fn parse(url: &str) -> Result<Target, AdapterError> {
+    pub(super) fn parse(url: &str) -> Result<Target> {
         const FORM: &str = "mysql://USER:PASSWORD@HOST:3306";
         let Some(parts) = Url::parse(url) else {
             // Not echoed: without a scheme the credentials cannot be told apart.
@@ -165,10 +165,7 @@ pub(super) struct Admin {
 
 impl Admin {
     /// Connect with the admin URL; `secrets` are scrubbed from messages too.
-    pub(super) async fn connect(
-        cfg: &AdapterConfig,
-        secrets: &[&str],
-    ) -> Result<Admin, AdapterError> {
+    pub(super) async fn connect(cfg: &AdapterConfig, secrets: &[&str]) -> Result<Admin> {
         let url = admin_url(cfg)?;
         let target = Target::parse(&url)?;
         let mut hide = vec![
@@ -242,10 +239,7 @@ impl Admin {
     }
 
     /// Close the connection politely (the server logs an aborted one), then hand on `result`.
-    pub(super) async fn finish<T>(
-        self,
-        result: Result<T, AdapterError>,
-    ) -> Result<T, AdapterError> {
+    pub(super) async fn finish<T>(self, result: Result<T>) -> Result<T> {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.conn.disconnect()).await;
         result
     }
@@ -284,7 +278,7 @@ impl Admin {
         }
     }
 
-    pub(super) async fn execute(&mut self, doing: &str, sql: &str) -> Result<(), AdapterError> {
+    pub(super) async fn execute(&mut self, doing: &str, sql: &str) -> Result<()> {
         match self.conn.query_drop(sql).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.error(doing, &e)),
@@ -293,12 +287,7 @@ impl Admin {
 
     /// Run `sql` under `sql_mode` (a routine's or a trigger's own), then restore the
     /// session's.
-    pub(super) async fn with_sql_mode(
-        &mut self,
-        doing: &str,
-        mode: &str,
-        sql: &str,
-    ) -> Result<(), AdapterError> {
+    pub(super) async fn with_sql_mode(&mut self, doing: &str, mode: &str, sql: &str) -> Result<()> {
         self.execute(
             doing,
             &format!("SET SESSION sql_mode = {}", quote_literal(mode)),
@@ -313,7 +302,7 @@ impl Admin {
         result
     }
 
-    pub(super) async fn rows(&mut self, doing: &str, sql: &str) -> Result<Vec<Row>, AdapterError> {
+    pub(super) async fn rows(&mut self, doing: &str, sql: &str) -> Result<Vec<Row>> {
         match self.conn.query::<Row, _>(sql).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.error(doing, &e)),
@@ -325,14 +314,14 @@ impl Admin {
         doing: &str,
         sql: &str,
         params: Vec<Value>,
-    ) -> Result<Vec<Row>, AdapterError> {
+    ) -> Result<Vec<Row>> {
         match self.conn.exec::<Row, _, _>(sql, params).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.error(doing, &e)),
         }
     }
 
-    pub(super) async fn database_exists(&mut self, name: &str) -> Result<bool, AdapterError> {
+    pub(super) async fn database_exists(&mut self, name: &str) -> Result<bool> {
         let rows = self
             .rows_with(
                 "looking up the database",
@@ -343,7 +332,7 @@ impl Admin {
         Ok(!rows.is_empty())
     }
 
-    pub(super) async fn user_exists(&mut self, name: &str) -> Result<bool, AdapterError> {
+    pub(super) async fn user_exists(&mut self, name: &str) -> Result<bool> {
         let rows = self
             .rows_with(
                 "looking up the user",
@@ -356,11 +345,7 @@ impl Admin {
 
     /// `ALTER USER … ACCOUNT LOCK|UNLOCK`; a server too old for it (before MariaDB 10.4
     /// or MySQL 5.7.6) says "syntax error", and the lock is skipped.
-    pub(super) async fn lock_account(
-        &mut self,
-        account: &str,
-        lock: bool,
-    ) -> Result<(), AdapterError> {
+    pub(super) async fn lock_account(&mut self, account: &str, lock: bool) -> Result<()> {
         let verb = if lock { "LOCK" } else { "UNLOCK" };
         match self
             .conn
@@ -374,7 +359,7 @@ impl Admin {
     }
 
     /// End every session of the slice's user or in its database but this one.
-    pub(super) async fn end_sessions(&mut self, name: &str) -> Result<(), AdapterError> {
+    pub(super) async fn end_sessions(&mut self, name: &str) -> Result<()> {
         let doing = "ending the slice's sessions";
         let ids: Vec<String> = self
             .rows_with(

@@ -13,7 +13,7 @@ pub(super) struct Inventory {
 }
 
 /// Copy the database `from` into a fresh slice `to` inside the server (see the module doc).
-pub(super) async fn clone(admin: &mut Admin, from: &str, to: &Slice) -> Result<(), AdapterError> {
+pub(super) async fn clone(admin: &mut Admin, from: &str, to: &Slice) -> Result<()> {
     let server = admin.server.clone();
     // Whatever can refuse does so before anything is made.
     let (inventory, charset) = bounded(&server, VERB_TIMEOUT, survey(admin, from)).await?;
@@ -64,10 +64,7 @@ pub(super) async fn clone(admin: &mut Admin, from: &str, to: &Slice) -> Result<(
 }
 
 /// The template's objects, or a `Config` error naming what cannot be copied.
-pub(super) async fn survey(
-    admin: &mut Admin,
-    from: &str,
-) -> Result<(Inventory, DbCharset), AdapterError> {
+pub(super) async fn survey(admin: &mut Admin, from: &str) -> Result<(Inventory, DbCharset)> {
     let schema = admin
         .rows_with(
             "reading the template",
@@ -162,12 +159,7 @@ pub(super) async fn survey(
 }
 
 /// Copy the inventory of `from` into the empty database `to`, over this session.
-pub(super) async fn copy(
-    admin: &mut Admin,
-    inv: &Inventory,
-    from: &str,
-    to: &str,
-) -> Result<(), AdapterError> {
+pub(super) async fn copy(admin: &mut Admin, inv: &Inventory, from: &str, to: &str) -> Result<()> {
     let (src, dst) = (quote_ident(from), quote_ident(to));
     let definer = fit_name(to, MAX_USER);
     admin
@@ -219,16 +211,7 @@ pub(super) async fn copy(
     // Routines before views (a view may call a function); triggers last, after the rows.
     for (kind, name) in &inv.routines {
         let doing = format!("copying {} `{name}`", kind.to_ascii_lowercase());
-        let row = admin
-            .rows(
-                &doing,
-                &format!("SHOW CREATE {kind} {src}.{}", quote_ident(name)),
-            )
-            .await?;
-        let (mode, create) = row
-            .first()
-            .map(|r| (text(r, 1).unwrap_or_default(), text(r, 2)))
-            .unwrap_or_default();
+        let (mode, create) = show_create(admin, &doing, &format!("{kind} {src}"), name).await?;
         let create = create.ok_or_else(|| {
             admin.server_error(&format!(
                 "{doing}: the server shows no definition (admin_url's user needs SELECT on \
@@ -275,16 +258,7 @@ pub(super) async fn copy(
     }
     for trigger in &inv.triggers {
         let doing = format!("copying trigger `{trigger}`");
-        let row = admin
-            .rows(
-                &doing,
-                &format!("SHOW CREATE TRIGGER {src}.{}", quote_ident(trigger)),
-            )
-            .await?;
-        let (mode, create) = row
-            .first()
-            .map(|r| (text(r, 1).unwrap_or_default(), text(r, 2)))
-            .unwrap_or_default();
+        let (mode, create) = show_create(admin, &doing, &format!("TRIGGER {src}"), trigger).await?;
         let create =
             create.ok_or_else(|| admin.server_error(&format!("{doing}: no definition")))?;
         admin
@@ -292,6 +266,22 @@ pub(super) async fn copy(
             .await?;
     }
     Ok(())
+}
+
+/// `SHOW CREATE {what}.{name}` of a routine or trigger: the sql_mode it was made under and
+/// its definition, when the server shows one (columns 1 and 2).
+async fn show_create(
+    admin: &mut Admin,
+    doing: &str,
+    what: &str,
+    name: &str,
+) -> Result<(String, Option<String>)> {
+    let sql = format!("SHOW CREATE {what}.{}", quote_ident(name));
+    let row = admin.rows(doing, &sql).await?;
+    Ok(row
+        .first()
+        .map(|r| (text(r, 1).unwrap_or_default(), text(r, 2)))
+        .unwrap_or_default())
 }
 
 /// A definition read from the template, made the copy's: its schema name replaced and its

@@ -102,7 +102,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
 use super::{
-    fit_name, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Scrub, Slice,
+    fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub, Slice,
 };
 use binky_controllers::url::{percent_decode, percent_encode, Url};
 
@@ -161,146 +161,102 @@ const REFUSED: &[u16] = &[
 /// Errors that mean the admin lacks a privilege.
 const PRIVILEGE: &[u16] = &[1044, 1142, 1143, 1227, 1410, 1370, 1095];
 
+#[async_trait::async_trait]
 impl Adapter for Mysql {
     fn names(&self) -> &'static [&'static str] {
         &["mysql", "mariadb", "percona"]
     }
 
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
         // Table by table inside the server (see the module doc): no client binary needed.
-        Box::pin(async { Ok(Capabilities { clone: true }) })
+        Ok(Capabilities { clone: true })
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_slice(slice)?;
-            let charset = DbCharset::from_options(cfg)?;
-            let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-            let server = admin.server.clone();
-            let result = bounded(
-                &server,
-                VERB_TIMEOUT,
-                provision(&mut admin, slice, &charset),
-            )
-            .await;
-            admin.finish(result).await
-        })
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_slice(slice)?;
+        let charset = DbCharset::from_options(cfg)?;
+        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
+        let server = admin.server.clone();
+        let result = bounded(
+            &server,
+            VERB_TIMEOUT,
+            provision(&mut admin, slice, &charset),
+        )
+        .await;
+        admin.finish(result).await
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_slice(slice)?;
-            let target = Target::parse(&admin_url(cfg)?)?;
-            Ok(target.slice_address(slice))
-        })
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        check_slice(slice)?;
+        let target = Target::parse(&admin_url(cfg)?)?;
+        Ok(target.slice_address(slice))
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-            let server = admin.server.clone();
-            let result = bounded(&server, VERB_TIMEOUT, teardown(&mut admin, &slice.name)).await;
-            admin.finish(result).await
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(&slice.name)?;
+        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
+        let server = admin.server.clone();
+        let result = bounded(&server, VERB_TIMEOUT, teardown(&mut admin, &slice.name)).await;
+        admin.finish(result).await
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let mut admin = Admin::connect(cfg, &[]).await?;
-            let server = admin.server.clone();
-            let result = bounded(&server, VERB_TIMEOUT, async {
-                let rows = admin
-                    .rows(
-                        "listing slices",
-                        "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA \
-                         WHERE SCHEMA_NAME LIKE 'bk\\_%' ORDER BY SCHEMA_NAME",
-                    )
-                    .await?;
-                Ok(rows.iter().filter_map(|r| text(r, 0)).collect())
-            })
-            .await;
-            admin.finish(result).await
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let mut admin = Admin::connect(cfg, &[]).await?;
+        let server = admin.server.clone();
+        let result = bounded(&server, VERB_TIMEOUT, async {
+            let rows = admin
+                .rows(
+                    "listing slices",
+                    "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA \
+                     WHERE SCHEMA_NAME LIKE 'bk\\_%' ORDER BY SCHEMA_NAME",
+                )
+                .await?;
+            Ok(rows.iter().filter_map(|r| text(r, 0)).collect())
         })
+        .await;
+        admin.finish(result).await
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-            let server = admin.server.clone();
-            let result = bounded(&server, VERB_TIMEOUT, admin.database_exists(&slice.name))
-                .await
-                .map(Some);
-            admin.finish(result).await
-        })
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        check_name(&slice.name)?;
+        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
+        let server = admin.server.clone();
+        let result = bounded(&server, VERB_TIMEOUT, admin.database_exists(&slice.name))
+            .await
+            .map(Some);
+        admin.finish(result).await
     }
 
-    fn clone_slice<'a>(
-        &'a self,
-        from: &'a Slice,
-        to: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&from.name)?;
-            check_slice(to)?;
-            if from.name == to.name {
-                return Err(AdapterError::Config(format!(
-                    "cannot clone slice `{}` into itself",
-                    to.name
-                )));
-            }
-            let mut admin = Admin::connect(cfg, &[&from.secret, &to.secret]).await?;
-            let result = clone(&mut admin, &from.name, to).await;
-            admin.finish(result).await
-        })
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(&from.name)?;
+        check_slice(to)?;
+        if from.name == to.name {
+            return Err(AdapterError::Config(format!(
+                "cannot clone slice `{}` into itself",
+                to.name
+            )));
+        }
+        let mut admin = Admin::connect(cfg, &[&from.secret, &to.secret]).await?;
+        let result = clone(&mut admin, &from.name, to).await;
+        admin.finish(result).await
     }
 
-    fn seal_template<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-            let server = admin.server.clone();
-            let result = bounded(&server, VERB_TIMEOUT, seal(&mut admin, &slice.name)).await;
-            admin.finish(result).await
-        })
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(&slice.name)?;
+        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
+        let server = admin.server.clone();
+        let result = bounded(&server, VERB_TIMEOUT, seal(&mut admin, &slice.name)).await;
+        admin.finish(result).await
     }
 }
 
 /// The admin URL, or a message saying where it comes from.
-fn admin_url(cfg: &AdapterConfig) -> Result<String, AdapterError> {
+fn admin_url(cfg: &AdapterConfig) -> Result<String> {
     admin_url_or(cfg, std::env::var(ENV_URL).ok())
 }
 
 /// `cfg`'s admin URL, else `from_env` (the value of [`ENV_URL`]).
-fn admin_url_or(cfg: &AdapterConfig, from_env: Option<String>) -> Result<String, AdapterError> {
+fn admin_url_or(cfg: &AdapterConfig, from_env: Option<String>) -> Result<String> {
     if let Some(url) = &cfg.admin_url {
         return Ok(url.clone());
     }
@@ -315,13 +271,8 @@ fn admin_url_or(cfg: &AdapterConfig, from_env: Option<String>) -> Result<String,
     }
 }
 
-fn check_name(name: &str) -> Result<(), AdapterError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_DATABASE
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if !ok {
+fn check_name(name: &str) -> Result<()> {
+    if !(name.len() <= MAX_DATABASE && super::is_plain_name(name)) {
         return Err(AdapterError::Config(format!(
             "`{name}` cannot name a MySQL slice: 1 to {MAX_DATABASE} characters of a-z, 0-9 \
              and _"
@@ -330,7 +281,7 @@ fn check_name(name: &str) -> Result<(), AdapterError> {
     Ok(())
 }
 
-fn check_slice(slice: &Slice) -> Result<(), AdapterError> {
+fn check_slice(slice: &Slice) -> Result<()> {
     check_name(&slice.name)?;
     if slice.secret.is_empty() || slice.secret.contains('\0') {
         return Err(AdapterError::Config(format!(
@@ -402,8 +353,8 @@ fn text(row: &Row, i: usize) -> Option<String> {
 async fn bounded<T>(
     server: &str,
     limit: Duration,
-    verb: impl Future<Output = Result<T, AdapterError>>,
-) -> Result<T, AdapterError> {
+    verb: impl Future<Output = Result<T>>,
+) -> Result<T> {
     tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
         Err(AdapterError::Unreachable {
             server: server.to_owned(),
@@ -420,8 +371,8 @@ struct DbCharset {
 }
 
 impl DbCharset {
-    fn from_options(cfg: &AdapterConfig) -> Result<DbCharset, AdapterError> {
-        let get = |key: &str| -> Result<Option<String>, AdapterError> {
+    fn from_options(cfg: &AdapterConfig) -> Result<DbCharset> {
+        let get = |key: &str| -> Result<Option<String>> {
             match cfg.options.get(key).map(|v| v.trim()) {
                 None | Some("") => Ok(None),
                 Some(v) if v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
@@ -456,16 +407,7 @@ fn describe(e: &mysql_async::Error) -> String {
     if let mysql_async::Error::Server(s) = e {
         return format!("ERROR {}: {}", s.code, s.message);
     }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(&format!(": {more}"));
-        }
-        source = s.source();
-    }
-    text
+    super::error_chain(e)
 }
 
 #[cfg(test)]

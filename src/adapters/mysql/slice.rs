@@ -2,11 +2,7 @@
 
 use super::*;
 
-pub(super) async fn provision(
-    admin: &mut Admin,
-    slice: &Slice,
-    charset: &DbCharset,
-) -> Result<(), AdapterError> {
+pub(super) async fn provision(admin: &mut Admin, slice: &Slice, charset: &DbCharset) -> Result<()> {
     ensure_user(admin, slice).await?;
     admin
         .execute(
@@ -21,7 +17,7 @@ pub(super) async fn provision(
 }
 
 /// The slice's user: made or healed (password, unlocked), granted its database only.
-pub(super) async fn ensure_user(admin: &mut Admin, slice: &Slice) -> Result<(), AdapterError> {
+pub(super) async fn ensure_user(admin: &mut Admin, slice: &Slice) -> Result<()> {
     let account = account(&slice.name);
     let identified = if admin.mariadb {
         format!(
@@ -53,7 +49,7 @@ pub(super) async fn ensure_user(admin: &mut Admin, slice: &Slice) -> Result<(), 
         .await
 }
 
-pub(super) async fn teardown(admin: &mut Admin, name: &str) -> Result<(), AdapterError> {
+pub(super) async fn teardown(admin: &mut Admin, name: &str) -> Result<()> {
     // The user first: no session can start while the database goes.
     admin
         .execute(
@@ -71,7 +67,7 @@ pub(super) async fn teardown(admin: &mut Admin, name: &str) -> Result<(), Adapte
 }
 
 /// Lock the template's user, take its privileges, end its sessions.
-pub(super) async fn seal(admin: &mut Admin, name: &str) -> Result<(), AdapterError> {
+pub(super) async fn seal(admin: &mut Admin, name: &str) -> Result<()> {
     let account = account(name);
     if admin.user_exists(name).await? {
         admin.lock_account(&account, true).await?;

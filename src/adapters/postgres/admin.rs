@@ -17,7 +17,7 @@ pub(super) struct Target {
 }
 
 impl Target {
-    pub(super) fn parse(url: &str) -> Result<Target, AdapterError> {
+    pub(super) fn parse(url: &str) -> Result<Target> {
         let server = redact(url);
         let scrub = Scrub::new([password_decoded(url).as_deref().unwrap_or("")]);
         let Some(parts) = Url::parse(url) else {
@@ -167,16 +167,12 @@ pub(super) struct Admin {
 
 impl Admin {
     /// Connect with the admin URL; `secret` is scrubbed from messages too.
-    pub(super) async fn connect(cfg: &AdapterConfig, secret: &str) -> Result<Admin, AdapterError> {
+    pub(super) async fn connect(cfg: &AdapterConfig, secret: &str) -> Result<Admin> {
         Self::connect_db(cfg, secret, None).await
     }
 
     /// Connect with the admin's credentials to another database of the server.
-    pub(super) async fn connect_to(
-        cfg: &AdapterConfig,
-        secret: &str,
-        db: &str,
-    ) -> Result<Admin, AdapterError> {
+    pub(super) async fn connect_to(cfg: &AdapterConfig, secret: &str, db: &str) -> Result<Admin> {
         Self::connect_db(cfg, secret, Some(db)).await
     }
 
@@ -184,7 +180,7 @@ impl Admin {
         cfg: &AdapterConfig,
         secret: &str,
         db: Option<&str>,
-    ) -> Result<Admin, AdapterError> {
+    ) -> Result<Admin> {
         let url = admin_url(cfg)?;
         let mut target = Target::parse(url)?;
         if let Some(db) = db {
@@ -255,8 +251,8 @@ impl Admin {
     /// Run a verb with a bound on how long it may take.
     pub(super) async fn bounded<T>(
         &self,
-        verb: impl std::future::Future<Output = Result<T, AdapterError>>,
-    ) -> Result<T, AdapterError> {
+        verb: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
         tokio::time::timeout(VERB_TIMEOUT + Duration::from_secs(5), verb)
             .await
             .unwrap_or_else(|_| {
@@ -282,7 +278,7 @@ impl Admin {
         }
     }
 
-    pub(super) async fn execute(&self, doing: &str, sql: &str) -> Result<(), AdapterError> {
+    pub(super) async fn execute(&self, doing: &str, sql: &str) -> Result<()> {
         self.client
             .batch_execute(sql)
             .await
@@ -295,7 +291,7 @@ impl Admin {
         doing: &str,
         sql: &str,
         benign: &SqlState,
-    ) -> Result<bool, AdapterError> {
+    ) -> Result<bool> {
         match self.client.batch_execute(sql).await {
             Ok(()) => Ok(true),
             Err(e) if e.code() == Some(benign) => Ok(false),
@@ -303,12 +299,7 @@ impl Admin {
         }
     }
 
-    pub(super) async fn exists(
-        &self,
-        sql: &str,
-        name: &str,
-        doing: &str,
-    ) -> Result<bool, AdapterError> {
+    pub(super) async fn exists(&self, sql: &str, name: &str, doing: &str) -> Result<bool> {
         self.client
             .query_opt(sql, &[&name])
             .await
@@ -316,7 +307,7 @@ impl Admin {
             .map_err(|e| self.sql_error(doing, &e))
     }
 
-    pub(super) async fn database(&self, name: &str) -> Result<Option<Database>, AdapterError> {
+    pub(super) async fn database(&self, name: &str) -> Result<Option<Database>> {
         let doing = "looking up the database";
         let row = self
             .client
@@ -337,7 +328,7 @@ impl Admin {
     }
 
     /// End every session in the slice's database or logged in as its role.
-    pub(super) async fn terminate(&self, name: &str) -> Result<(), AdapterError> {
+    pub(super) async fn terminate(&self, name: &str) -> Result<()> {
         self.client
             .query(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \

@@ -61,7 +61,7 @@ use tokio_postgres::{Client, Config, NoTls};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Capabilities, Scrub, Slice,
+    redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub, Slice,
 };
 
 mod admin;
@@ -88,136 +88,92 @@ pub const FILE_COPY_FROM: i64 = 64 * 1024 * 1024;
 /// the server, and the truncated slice could no longer be found by its name.
 const MAX_NAME: usize = 63;
 
+#[async_trait::async_trait]
 impl Adapter for Postgres {
     fn names(&self) -> &'static [&'static str] {
         &["postgres", "postgresql"]
     }
 
-    fn capabilities<'a>(
-        &'a self,
-        _cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Capabilities, AdapterError>> {
+    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
         // CREATE DATABASE … TEMPLATE: a server-side copy of a golden template.
-        Box::pin(async { Ok(Capabilities { clone: true }) })
+        Ok(Capabilities { clone: true })
     }
 
-    fn clone_slice<'a>(
-        &'a self,
-        from: &'a Slice,
-        to: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&from.name)?;
-            check_slice(to)?;
-            let admin = Admin::connect(cfg, &to.secret).await?;
-            admin.bounded(clone(&admin, cfg, from, to)).await
-        })
+    async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(&from.name)?;
+        check_slice(to)?;
+        let admin = Admin::connect(cfg, &to.secret).await?;
+        admin.bounded(clone(&admin, cfg, from, to)).await
     }
 
-    fn seal_template<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            // Vacuumed and analysed once here, so every copy starts with its visibility map
-            // set (index-only scans) and statistics, instead of waiting for autovacuum,
-            // which never visits a copy nobody writes to. Not bounded: it takes as long as
-            // the seed's data needs.
-            let inside = Admin::connect_to(cfg, &slice.secret, &slice.name).await?;
-            inside
-                .execute("vacuuming the template", "VACUUM (FREEZE, ANALYZE)")
-                .await?;
-            drop(inside);
-            let admin = Admin::connect(cfg, &slice.secret).await?;
-            admin.bounded(seal(&admin, &slice.name)).await
-        })
+    async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(&slice.name)?;
+        // Vacuumed and analysed once here, so every copy starts with its visibility map
+        // set (index-only scans) and statistics, instead of waiting for autovacuum,
+        // which never visits a copy nobody writes to. Not bounded: it takes as long as
+        // the seed's data needs.
+        let inside = Admin::connect_to(cfg, &slice.secret, &slice.name).await?;
+        inside
+            .execute("vacuuming the template", "VACUUM (FREEZE, ANALYZE)")
+            .await?;
+        drop(inside);
+        let admin = Admin::connect(cfg, &slice.secret).await?;
+        admin.bounded(seal(&admin, &slice.name)).await
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            let admin = Admin::connect(cfg, &slice.secret).await?;
-            let db = admin.bounded(admin.database(&slice.name)).await?;
-            Ok(Some(db.is_some()))
-        })
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        check_name(&slice.name)?;
+        let admin = Admin::connect(cfg, &slice.secret).await?;
+        let db = admin.bounded(admin.database(&slice.name)).await?;
+        Ok(Some(db.is_some()))
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_slice(slice)?;
-            let admin = Admin::connect(cfg, &slice.secret).await?;
-            admin.bounded(provision(&admin, slice)).await
-        })
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_slice(slice)?;
+        let admin = Admin::connect(cfg, &slice.secret).await?;
+        admin.bounded(provision(&admin, slice)).await
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_slice(slice)?;
-            let target = Target::parse(admin_url(cfg)?)?;
-            Ok(target.slice_address(slice))
-        })
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        check_slice(slice)?;
+        let target = Target::parse(admin_url(cfg)?)?;
+        Ok(target.slice_address(slice))
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(&slice.name)?;
-            let admin = Admin::connect(cfg, &slice.secret).await?;
-            admin.bounded(teardown(&admin, &slice.name)).await
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(&slice.name)?;
+        let admin = Admin::connect(cfg, &slice.secret).await?;
+        admin.bounded(teardown(&admin, &slice.name)).await
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let admin = Admin::connect(cfg, "").await?;
-            admin
-                .bounded(async {
-                    let rows = admin
-                        .client
-                        .query(
-                            "SELECT d.datname FROM pg_database d \
-                             WHERE left(d.datname, 3) = 'bk_' \
-                               AND shobj_description(d.oid, 'pg_database') = $1 \
-                             ORDER BY 1",
-                            &[&MARK],
-                        )
-                        .await
-                        .map_err(|e| admin.sql_error("listing slices", &e))?;
-                    rows.iter()
-                        .map(|r| {
-                            r.try_get::<_, String>(0)
-                                .map_err(|e| admin.sql_error("listing slices", &e))
-                        })
-                        .collect()
-                })
-                .await
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let admin = Admin::connect(cfg, "").await?;
+        admin
+            .bounded(async {
+                let rows = admin
+                    .client
+                    .query(
+                        "SELECT d.datname FROM pg_database d \
+                         WHERE left(d.datname, 3) = 'bk_' \
+                           AND shobj_description(d.oid, 'pg_database') = $1 \
+                         ORDER BY 1",
+                        &[&MARK],
+                    )
+                    .await
+                    .map_err(|e| admin.sql_error("listing slices", &e))?;
+                rows.iter()
+                    .map(|r| {
+                        r.try_get::<_, String>(0)
+                            .map_err(|e| admin.sql_error("listing slices", &e))
+                    })
+                    .collect()
+            })
+            .await
     }
 }
 
 /// The admin URL, or a message saying where it comes from.
-fn admin_url(cfg: &AdapterConfig) -> Result<&str, AdapterError> {
+fn admin_url(cfg: &AdapterConfig) -> Result<&str> {
     cfg.admin_url.as_deref().ok_or_else(|| {
         AdapterError::Config(
             "the postgres adapter needs the server's admin URL: set `admin_url = \
@@ -229,7 +185,7 @@ fn admin_url(cfg: &AdapterConfig) -> Result<&str, AdapterError> {
     })
 }
 
-fn check_name(name: &str) -> Result<(), AdapterError> {
+fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
         return Err(AdapterError::Config(format!(
             "`{name}` cannot name a PostgreSQL slice: 1 to {MAX_NAME} bytes, no NUL"
@@ -238,7 +194,7 @@ fn check_name(name: &str) -> Result<(), AdapterError> {
     Ok(())
 }
 
-fn check_slice(slice: &Slice) -> Result<(), AdapterError> {
+fn check_slice(slice: &Slice) -> Result<()> {
     check_name(&slice.name)?;
     if slice.secret.is_empty() || slice.secret.contains('\0') {
         return Err(AdapterError::Config(format!(

@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub(super) async fn provision(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
+pub(super) async fn provision(admin: &Admin, slice: &Slice) -> Result<()> {
     ensure_role(admin, slice).await?;
     let name = slice.name.as_str();
     let id = escape_identifier(name);
@@ -11,7 +11,7 @@ pub(super) async fn provision(admin: &Admin, slice: &Slice) -> Result<(), Adapte
 }
 
 /// The slice's login role, with its password (made, or healed).
-pub(super) async fn ensure_role(admin: &Admin, slice: &Slice) -> Result<(), AdapterError> {
+pub(super) async fn ensure_role(admin: &Admin, slice: &Slice) -> Result<()> {
     let name = slice.name.as_str();
     let id = escape_identifier(name);
     // A SCRAM verifier with a fresh salt: the server stores it as is, and the secret itself
@@ -75,11 +75,7 @@ pub(super) async fn ensure_role(admin: &Admin, slice: &Slice) -> Result<(), Adap
 }
 
 /// The slice's database, owned by its role.
-pub(super) async fn ensure_database(
-    admin: &Admin,
-    name: &str,
-    id: &str,
-) -> Result<(), AdapterError> {
+pub(super) async fn ensure_database(admin: &Admin, name: &str, id: &str) -> Result<()> {
     match admin.database(name).await? {
         None => {
             // CREATE DATABASE cannot run in a transaction block: its own statement.
@@ -111,7 +107,7 @@ pub(super) async fn ensure_database(
 }
 
 /// Mark the slice's database as binky's and close it to every other role.
-pub(super) async fn close_database(admin: &Admin, id: &str) -> Result<(), AdapterError> {
+pub(super) async fn close_database(admin: &Admin, id: &str) -> Result<()> {
     // Marked right after creation: a crash before this leaves a database owned by the slice
     // role, which the next provision recognises as its own.
     admin
@@ -131,7 +127,7 @@ pub(super) async fn close_database(admin: &Admin, id: &str) -> Result<(), Adapte
 
 /// A golden template takes no connections (a copy needs none open), and belongs to the
 /// admin, so that `REASSIGN OWNED` in a copy moves only the copy's objects.
-pub(super) async fn seal(admin: &Admin, name: &str) -> Result<(), AdapterError> {
+pub(super) async fn seal(admin: &Admin, name: &str) -> Result<()> {
     let id = escape_identifier(name);
     admin
         .execute(
@@ -183,11 +179,7 @@ impl Strategy {
 
 /// The service's `clone_strategy` option (`auto`, the default; `wal_log`; `file_copy`), or
 /// by the template's size and the server's `fsync` ([`Strategy::for_template`]).
-async fn choose_strategy(
-    admin: &Admin,
-    cfg: &AdapterConfig,
-    template: &str,
-) -> Result<Strategy, AdapterError> {
+async fn choose_strategy(admin: &Admin, cfg: &AdapterConfig, template: &str) -> Result<Strategy> {
     let asked = cfg
         .options
         .get("clone_strategy")
@@ -224,7 +216,7 @@ pub(super) async fn clone(
     cfg: &AdapterConfig,
     from: &Slice,
     to: &Slice,
-) -> Result<(), AdapterError> {
+) -> Result<()> {
     ensure_role(admin, to).await?;
     let (src, dst) = (escape_identifier(&from.name), escape_identifier(&to.name));
     // A copy left by an attempt that died half-way is redone.
@@ -272,7 +264,7 @@ pub(super) async fn clone(
     Ok(())
 }
 
-pub(super) async fn teardown(admin: &Admin, name: &str) -> Result<(), AdapterError> {
+pub(super) async fn teardown(admin: &Admin, name: &str) -> Result<()> {
     let id = escape_identifier(name);
     match admin.database(name).await? {
         Some(db) if db.ours(name) => {

@@ -49,12 +49,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hyper::Method;
-use sha2::{Digest, Sha256};
 
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 mod token;
 pub use token::*;
@@ -86,7 +85,7 @@ struct Vectors {
 }
 
 /// `options.size` and `options.distance`; `None` without a size.
-fn vectors(cfg: &AdapterConfig) -> Result<Option<Vectors>, AdapterError> {
+fn vectors(cfg: &AdapterConfig) -> Result<Option<Vectors>> {
     let distance = match cfg.options.get("distance").map(|d| d.trim()) {
         None | Some("") => "Cosine",
         Some(d) => DISTANCES
@@ -119,7 +118,7 @@ fn vectors(cfg: &AdapterConfig) -> Result<Option<Vectors>, AdapterError> {
 
 /// The slice's collection: its name, checked against Qdrant's rules and binky's `bk_`
 /// (so teardown never deletes a collection binky did not name).
-pub fn collection(slice: &Slice) -> Result<String, AdapterError> {
+pub fn collection(slice: &Slice) -> Result<String> {
     let ok = slice.name.starts_with("bk_")
         && slice.name.len() <= MAX_NAME
         && slice
@@ -146,11 +145,8 @@ struct Server {
 }
 
 impl Server {
-    fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
-        let url = cfg
-            .admin_url_or_env(ENV_URL)
-            .unwrap_or_else(|| DEFAULT_URL.to_owned());
-        let mut ep = Endpoint::parse(&url, DEFAULT_PORT)?;
+    fn from_config(cfg: &AdapterConfig) -> Result<Server> {
+        let mut ep = Endpoint::from_config(cfg, ENV_URL, DEFAULT_URL, DEFAULT_PORT)?;
         let api_key = cfg
             .options
             .get("api_key")
@@ -174,7 +170,7 @@ impl Server {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
         let headers: Vec<(&str, &str)> = key.map(|k| ("api-key", k)).into_iter().collect();
         self.http.call(&self.ep, method, path, body, &headers).await
@@ -185,7 +181,7 @@ impl Server {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> Result<Response, AdapterError> {
+    ) -> Result<Response> {
         self.call_as(self.api_key.as_deref(), method, path, body)
             .await
     }
@@ -216,7 +212,7 @@ impl Server {
     }
 
     /// Every collection's name.
-    async fn collections(&self) -> Result<Vec<String>, AdapterError> {
+    async fn collections(&self) -> Result<Vec<String>> {
         let resp = self.call(Method::GET, "/collections", None).await?;
         if !resp.ok() {
             return Err(self.error("listing collections", &resp));
@@ -259,163 +255,133 @@ fn warn_shared(server: &str, why: &str) {
     );
 }
 
+#[async_trait::async_trait]
 impl Adapter for Qdrant {
     fn names(&self) -> &'static [&'static str] {
         &["qdrant"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let name = collection(slice)?;
-            let wanted = vectors(cfg)?;
-            let server = Server::from_config(cfg)?;
-            let Some(v) = wanted else {
-                // The application owns its collections' schema: only check the server.
-                server.collections().await?;
-                return Ok(());
-            };
-            let path = path_of(&name);
-            let resp = server.call(Method::GET, &path, None).await?;
-            if resp.ok() {
-                return Ok(());
-            }
-            if resp.status != 404 {
-                return Err(server.error(&format!("looking for collection {name}"), &resp));
-            }
-            let body = serde_json::json!({
-                "vectors": { "size": v.size, "distance": v.distance }
-            });
-            let resp = server.call(Method::PUT, &path, Some(&body)).await?;
-            // Someone made it between the two calls: fine.
-            let raced = resp.status == 409 || resp.text(300).contains("already exists");
-            if resp.ok() || raced {
-                return Ok(());
-            }
-            Err(server.error(&format!("creating collection {name}"), &resp))
-        })
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let name = collection(slice)?;
+        let wanted = vectors(cfg)?;
+        let server = Server::from_config(cfg)?;
+        let Some(v) = wanted else {
+            // The application owns its collections' schema: only check the server.
+            server.collections().await?;
+            return Ok(());
+        };
+        let path = path_of(&name);
+        let resp = server.call(Method::GET, &path, None).await?;
+        if resp.ok() {
+            return Ok(());
+        }
+        if resp.status != 404 {
+            return Err(server.error(&format!("looking for collection {name}"), &resp));
+        }
+        let body = serde_json::json!({
+            "vectors": { "size": v.size, "distance": v.distance }
+        });
+        let resp = server.call(Method::PUT, &path, Some(&body)).await?;
+        // Someone made it between the two calls: fine.
+        let raced = resp.status == 409 || resp.text(300).contains("already exists");
+        if resp.ok() || raced {
+            return Ok(());
+        }
+        Err(server.error(&format!("creating collection {name}"), &resp))
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            let name = collection(slice)?;
-            let server = Server::from_config(cfg)?;
-            let path = path_of(&name);
-            let api_key = match server.api_key.as_deref() {
-                None => String::new(),
-                Some(admin_key) => {
-                    let token = collection_token(admin_key, &name, TOKEN_EXP);
-                    let resp = server
-                        .call_as(Some(&token), Method::GET, &path, None)
-                        .await?;
-                    match resp.status {
-                        200..=299 => token,
-                        404 => {
-                            warn_shared(
-                                &server.ep.server,
-                                "binky creates a world's collection only with options.size, \
-                                 and a per-world token cannot create collections",
-                            );
-                            admin_key.to_owned()
-                        }
-                        401 | 403 => {
-                            warn_shared(
-                                &server.ep.server,
-                                "the server refused a per-world token (Qdrant before 1.9, or \
-                                 service.jwt_rbac off: QDRANT__SERVICE__JWT_RBAC=true turns \
-                                 it on)",
-                            );
-                            admin_key.to_owned()
-                        }
-                        _ => {
-                            return Err(server.error(&format!("trying the token for {name}"), &resp))
-                        }
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        let name = collection(slice)?;
+        let server = Server::from_config(cfg)?;
+        let path = path_of(&name);
+        let api_key = match server.api_key.as_deref() {
+            None => String::new(),
+            Some(admin_key) => {
+                let token = collection_token(admin_key, &name, TOKEN_EXP);
+                let resp = server
+                    .call_as(Some(&token), Method::GET, &path, None)
+                    .await?;
+                match resp.status {
+                    200..=299 => token,
+                    404 => {
+                        warn_shared(
+                            &server.ep.server,
+                            "binky creates a world's collection only with options.size, \
+                             and a per-world token cannot create collections",
+                        );
+                        admin_key.to_owned()
                     }
-                }
-            };
-            Ok(Address {
-                url: server.ep.url(&format!("/{}", percent_encode(&name))),
-                tokens: BTreeMap::from([
-                    ("collection".to_owned(), name),
-                    ("endpoint".to_owned(), server.ep.url("")),
-                    ("api_key".to_owned(), api_key),
-                ]),
-            })
-        })
-    }
-
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            let name = collection(slice)?;
-            let server = Server::from_config(cfg)?;
-            for doomed in server
-                .collections()
-                .await?
-                .into_iter()
-                .filter(|c| owned(&name, c))
-            {
-                let resp = server.call(Method::DELETE, &path_of(&doomed), None).await?;
-                // 404: already gone.
-                if !resp.ok() && resp.status != 404 {
-                    return Err(server.error(&format!("deleting collection {doomed}"), &resp));
+                    401 | 403 => {
+                        warn_shared(
+                            &server.ep.server,
+                            "the server refused a per-world token (Qdrant before 1.9, or \
+                             service.jwt_rbac off: QDRANT__SERVICE__JWT_RBAC=true turns \
+                             it on)",
+                        );
+                        admin_key.to_owned()
+                    }
+                    _ => return Err(server.error(&format!("trying the token for {name}"), &resp)),
                 }
             }
-            Ok(())
+        };
+        Ok(Address {
+            url: server.ep.url(&format!("/{}", percent_encode(&name))),
+            tokens: BTreeMap::from([
+                ("collection".to_owned(), name),
+                ("endpoint".to_owned(), server.ep.url("")),
+                ("api_key".to_owned(), api_key),
+            ]),
         })
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let server = Server::from_config(cfg)?;
-            let all: BTreeSet<String> = server
-                .collections()
-                .await?
-                .into_iter()
-                .filter(|c| c.starts_with("bk_"))
-                .collect();
-            // A world's `<slice>__*` collections belong to the slice, not beside it.
-            Ok(all
-                .iter()
-                .filter(|c| !all.iter().any(|other| *c != other && owned(other, c)))
-                .cloned()
-                .collect())
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        let name = collection(slice)?;
+        let server = Server::from_config(cfg)?;
+        for doomed in server
+            .collections()
+            .await?
+            .into_iter()
+            .filter(|c| owned(&name, c))
+        {
+            let resp = server.call(Method::DELETE, &path_of(&doomed), None).await?;
+            // 404: already gone.
+            if !resp.ok() && resp.status != 404 {
+                return Err(server.error(&format!("deleting collection {doomed}"), &resp));
+            }
+        }
+        Ok(())
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            let name = collection(slice)?;
-            // Without a size the application makes the collection when it likes: its
-            // absence says nothing.
-            if vectors(cfg)?.is_none() {
-                return Ok(None);
-            }
-            let server = Server::from_config(cfg)?;
-            let resp = server.call(Method::GET, &path_of(&name), None).await?;
-            match resp.status {
-                200..=299 => Ok(Some(true)),
-                404 => Ok(Some(false)),
-                _ => Err(server.error(&format!("looking for collection {name}"), &resp)),
-            }
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let server = Server::from_config(cfg)?;
+        let all: BTreeSet<String> = server
+            .collections()
+            .await?
+            .into_iter()
+            .filter(|c| c.starts_with("bk_"))
+            .collect();
+        // A world's `<slice>__*` collections belong to the slice, not beside it.
+        Ok(all
+            .iter()
+            .filter(|c| !all.iter().any(|other| *c != other && owned(other, c)))
+            .cloned()
+            .collect())
+    }
+
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        let name = collection(slice)?;
+        // Without a size the application makes the collection when it likes: its
+        // absence says nothing.
+        if vectors(cfg)?.is_none() {
+            return Ok(None);
+        }
+        let server = Server::from_config(cfg)?;
+        let resp = server.call(Method::GET, &path_of(&name), None).await?;
+        match resp.status {
+            200..=299 => Ok(Some(true)),
+            404 => Ok(Some(false)),
+            _ => Err(server.error(&format!("looking for collection {name}"), &resp)),
+        }
     }
 }
 

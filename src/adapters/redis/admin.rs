@@ -10,7 +10,7 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, ErrorKind, RedisError, Server
 
 use binky_controllers::url::{password_decoded, Url};
 
-use super::super::{redact, AdapterConfig, AdapterError};
+use super::super::{redact, AdapterConfig, AdapterError, Result};
 
 /// How long connecting (TCP and authentication) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,7 +39,7 @@ pub(super) struct Server {
 
 impl Server {
     /// The server `cfg`'s admin address names; an error naming the fix without one.
-    pub(super) fn from_config(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
+    pub(super) fn from_config(cfg: &AdapterConfig) -> Result<Server> {
         let Some(url) = cfg.admin_url.as_deref() else {
             return Err(AdapterError::Config(
                 "the redis adapter needs the server's admin address: set \
@@ -146,7 +146,7 @@ impl Server {
     }
 
     /// One admin connection, with bounded connect and command times.
-    pub(super) async fn connect(&self) -> Result<MultiplexedConnection, AdapterError> {
+    pub(super) async fn connect(&self) -> Result<MultiplexedConnection> {
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| self.error("bad admin_url", &e, &[]))?;
         let config = AsyncConnectionConfig::new()
@@ -169,10 +169,7 @@ impl Server {
     }
 
     /// Refuse servers whose ACLs cannot isolate a world (see the module doc).
-    pub(super) async fn check_version(
-        &self,
-        con: &mut MultiplexedConnection,
-    ) -> Result<(), AdapterError> {
+    pub(super) async fn check_version(&self, con: &mut MultiplexedConnection) -> Result<()> {
         let info: String = redis::cmd("INFO")
             .arg("server")
             .query_async(con)
@@ -205,7 +202,7 @@ impl Server {
         &self,
         con: &mut MultiplexedConnection,
         names: &[&str],
-    ) -> Result<BTreeSet<String>, AdapterError> {
+    ) -> Result<BTreeSet<String>> {
         let infos: Vec<Value> = redis::cmd("COMMAND")
             .arg("INFO")
             .arg(names)
@@ -222,10 +219,7 @@ impl Server {
 
     /// Persist users when the server keeps them in an ACL file; a server without one keeps
     /// them in memory only, which is its operator's choice.
-    pub(super) async fn save_acl(
-        &self,
-        con: &mut MultiplexedConnection,
-    ) -> Result<(), AdapterError> {
+    pub(super) async fn save_acl(&self, con: &mut MultiplexedConnection) -> Result<()> {
         match redis::cmd("ACL").arg("SAVE").query_async::<()>(con).await {
             Ok(()) => Ok(()),
             Err(e) if e.to_string().contains("not configured to use an ACL file") => Ok(()),
@@ -244,7 +238,7 @@ impl Server {
         name: &str,
         rules: &[String],
         secret: &str,
-    ) -> Result<(), AdapterError> {
+    ) -> Result<()> {
         redis::cmd("ACL")
             .arg("SETUSER")
             .arg(name)
@@ -260,7 +254,7 @@ impl Server {
         &self,
         con: &mut MultiplexedConnection,
         name: &str,
-    ) -> Result<(), AdapterError> {
+    ) -> Result<()> {
         redis::cmd("ACL")
             .arg("DELUSER")
             .arg(name)
@@ -274,7 +268,7 @@ impl Server {
     pub(super) async fn users(
         &self,
         con: &mut MultiplexedConnection,
-    ) -> Result<BTreeMap<String, Vec<String>>, AdapterError> {
+    ) -> Result<BTreeMap<String, Vec<String>>> {
         let lines: Vec<String> = redis::cmd("ACL")
             .arg("LIST")
             .query_async(con)
@@ -295,7 +289,7 @@ impl Server {
     pub(super) async fn databases_with_keys(
         &self,
         con: &mut MultiplexedConnection,
-    ) -> Result<BTreeSet<i64>, AdapterError> {
+    ) -> Result<BTreeSet<i64>> {
         let info: String = redis::cmd("INFO")
             .arg("keyspace")
             .query_async(con)
@@ -328,11 +322,7 @@ impl Server {
     }
 
     /// `SELECT db` on the admin connection.
-    pub(super) async fn select(
-        &self,
-        con: &mut MultiplexedConnection,
-        db: i64,
-    ) -> Result<(), AdapterError> {
+    pub(super) async fn select(&self, con: &mut MultiplexedConnection, db: i64) -> Result<()> {
         redis::cmd("SELECT")
             .arg(db)
             .query_async::<()>(con)

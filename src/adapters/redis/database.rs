@@ -21,7 +21,7 @@
 //! that binky runs a server for each world.
 //!
 //! # The ACL user
-//! `~* &*` (every key and channel) and `+@all -@admin`, then [`DENIED`]: the commands that
+//! `~* &*` (every key and channel) and `+@all -@admin`, then [`denied`]: the commands that
 //! reach into another database or show other worlds' connections, each with its reason;
 //! [`super::prefix::ALLOWED_BACK`] re-allows the own-connection subcommands client libraries
 //! send, and `+select|N` the `SELECT` of its own database (clients send it on connecting).
@@ -101,23 +101,19 @@ pub const DENIED: &[(&str, &str)] = &[
         "acl",
         "ACL LIST/GETUSER/SETUSER/LOG show or change other users (WHOAMI/CAT/GENPASS re-allowed)",
     ),
-    ("config", "reads and changes the server's configuration"),
-    ("debug", "server internals"),
-    ("shutdown", "stops the server for every world"),
-    ("save", "server-wide"),
-    ("bgsave", "server-wide"),
-    ("bgrewriteaof", "server-wide"),
-    ("replicaof", "server-wide"),
-    ("slaveof", "server-wide"),
-    ("failover", "server-wide"),
-    ("module", "server-wide"),
     ("cluster", "server-wide"),
+    // And the rest of the server's administration: [`super::SERVER_ADMIN`].
 ];
+
+/// Every command a database user may not run, with why: [`DENIED`] and
+/// [`super::SERVER_ADMIN`].
+pub fn denied() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    DENIED.iter().chain(super::SERVER_ADMIN)
+}
 
 /// Every command name [`acl_rules`] may mention, for asking the server which it knows.
 pub(super) fn mentioned() -> Vec<&'static str> {
-    DENIED
-        .iter()
+    denied()
         .map(|(c, _)| *c)
         .chain(super::prefix::ALLOWED_BACK.iter().copied())
         .collect()
@@ -138,8 +134,7 @@ pub fn acl_rules(secret: &str, db: i64, known: impl Fn(&str) -> bool) -> Vec<Str
         "-@admin".to_owned(),
     ];
     rules.extend(
-        DENIED
-            .iter()
+        denied()
             .filter(|(c, _)| known(c))
             .map(|(c, _)| format!("-{c}")),
     );

@@ -61,7 +61,22 @@ use binky_controllers::url::percent_encode;
 
 use self::admin::Server;
 pub use self::prefix::{acl_rules, prefix, ALLOWED_BACK, DENIED};
-use super::{Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
+
+/// Server administration that both isolation modes deny by name, after their own list
+/// (`DENIED` of [`database`] and [`prefix`]); already in `@admin`.
+const SERVER_ADMIN: &[(&str, &str)] = &[
+    ("config", "reads and changes the server's configuration"),
+    ("debug", "server internals"),
+    ("shutdown", "stops the server for every world"),
+    ("save", "server-wide"),
+    ("bgsave", "server-wide"),
+    ("bgrewriteaof", "server-wide"),
+    ("replicaof", "server-wide"),
+    ("slaveof", "server-wide"),
+    ("failover", "server-wide"),
+    ("module", "server-wide"),
+];
 
 /// The option that chooses how worlds are kept apart.
 pub const ISOLATION_OPTION: &str = "isolation";
@@ -88,7 +103,7 @@ impl Isolation {
     }
 
     /// The isolation `options` ask for, `None` when they do not say.
-    pub fn asked(options: &BTreeMap<String, String>) -> Result<Option<Isolation>, AdapterError> {
+    pub fn asked(options: &BTreeMap<String, String>) -> Result<Option<Isolation>> {
         let Some(value) = options.get(ISOLATION_OPTION) else {
             return Ok(None);
         };
@@ -104,10 +119,7 @@ impl Isolation {
     /// `$BINKY_REDIS_URL` (`server_given`) or not: `server` without one, `database` with
     /// one, unless the options say otherwise; `server` with one is refused (binky cannot
     /// start servers on a server it does not run).
-    pub fn choose(
-        options: &BTreeMap<String, String>,
-        server_given: bool,
-    ) -> Result<Isolation, AdapterError> {
+    pub fn choose(options: &BTreeMap<String, String>, server_given: bool) -> Result<Isolation> {
         match (Isolation::asked(options)?, server_given) {
             (Some(Isolation::Server), true) => Err(AdapterError::Config(SERVER_WITH_ADMIN.into())),
             (Some(i), _) => Ok(i),
@@ -211,7 +223,7 @@ pub struct Redis;
 
 impl Redis {
     /// The isolation of a slice configured as `cfg`.
-    fn isolation(cfg: &AdapterConfig) -> Result<Isolation, AdapterError> {
+    fn isolation(cfg: &AdapterConfig) -> Result<Isolation> {
         if cfg.own_server {
             return Ok(Isolation::Server);
         }
@@ -251,16 +263,12 @@ impl Redis {
     async fn pinned_users(
         server: &Server,
         con: &mut MultiplexedConnection,
-    ) -> Result<BTreeMap<String, i64>, AdapterError> {
+    ) -> Result<BTreeMap<String, i64>> {
         Ok(pinned(server.users(con).await?))
     }
 
     /// `database` mode: choose the slice's database and write its user.
-    async fn provision_database(
-        slice: &Slice,
-        cfg: &AdapterConfig,
-        server: &Server,
-    ) -> Result<(), AdapterError> {
+    async fn provision_database(slice: &Slice, cfg: &AdapterConfig, server: &Server) -> Result<()> {
         let lock = server_lock(server);
         let _guard = lock.lock().await;
         let mut con = server.connect().await?;
@@ -299,7 +307,7 @@ impl Redis {
         slice: &Slice,
         cfg: &AdapterConfig,
         server: &Server,
-    ) -> Result<Option<i64>, AdapterError> {
+    ) -> Result<Option<i64>> {
         if let Some(db) = Self::recorded_claims(slice, cfg).recorded {
             return Ok(Some(db));
         }
@@ -311,7 +319,7 @@ impl Redis {
     }
 
     /// `prefix` mode: write the slice's user.
-    async fn provision_prefix(slice: &Slice, server: &Server) -> Result<(), AdapterError> {
+    async fn provision_prefix(slice: &Slice, server: &Server) -> Result<()> {
         let mut con = server.connect().await?;
         server.check_version(&mut con).await?;
         let known = server
@@ -346,7 +354,7 @@ impl Redis {
     /// its database emptied when the slice had one (recorded, or its user was pinned to
     /// one), else the keys under its prefix swept. A teardown cut short is finished by the
     /// next one (the slice controller keeps its finalizer until this returns Ok).
-    async fn teardown_shared(slice: &Slice, cfg: &AdapterConfig) -> Result<(), AdapterError> {
+    async fn teardown_shared(slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let server = Server::from_config(cfg)?;
         let lock = server_lock(&server);
         let _guard = lock.lock().await;
@@ -390,125 +398,101 @@ impl Redis {
     }
 }
 
+#[async_trait::async_trait]
 impl Adapter for Redis {
     fn names(&self) -> &'static [&'static str] {
         &["redis", "valkey"]
     }
 
-    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool, AdapterError> {
+    fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool> {
         Ok(Isolation::choose(&cfg.options, cfg.admin().is_some())? == Isolation::Server)
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            match Self::isolation(cfg)? {
-                // The server is the slice; binky started it before asking.
-                Isolation::Server => Ok(()),
-                Isolation::Database => {
-                    Self::provision_database(slice, cfg, &Server::from_config(cfg)?).await
-                }
-                Isolation::Prefix => {
-                    Self::provision_prefix(slice, &Server::from_config(cfg)?).await
-                }
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(slice)?;
+        match Self::isolation(cfg)? {
+            // The server is the slice; binky started it before asking.
+            Isolation::Server => Ok(()),
+            Isolation::Database => {
+                Self::provision_database(slice, cfg, &Server::from_config(cfg)?).await
             }
-        })
+            Isolation::Prefix => Self::provision_prefix(slice, &Server::from_config(cfg)?).await,
+        }
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let isolation = Self::isolation(cfg)?;
-            let server = Server::from_config(cfg)?;
-            // Slice names and secrets need no escape, but a stray character must not break
-            // the URL.
-            let (name, secret) = (percent_encode(&slice.name), percent_encode(&slice.secret));
-            let (url, tokens) = match isolation {
-                Isolation::Server => (
-                    // The `default` user: the classic form every client takes.
-                    format!("redis://default:{secret}@{}/0", server.authority),
-                    Self::tokens(&server.host, server.port, 0, "default", &slice.secret),
-                ),
-                Isolation::Database => {
-                    let db = Self::database_of(slice, cfg, &server)
-                        .await?
-                        .ok_or_else(|| AdapterError::Server {
-                            server: server.shown.clone(),
-                            detail: format!(
-                                "slice {} has no database yet (its user is missing)",
-                                slice.name
-                            ),
-                        })?;
-                    (
-                        format!(
-                            "{}://{name}:{secret}@{}/{db}",
-                            server.scheme, server.authority
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        check_name(slice)?;
+        let isolation = Self::isolation(cfg)?;
+        let server = Server::from_config(cfg)?;
+        // Slice names and secrets need no escape, but a stray character must not break
+        // the URL.
+        let (name, secret) = (percent_encode(&slice.name), percent_encode(&slice.secret));
+        let (url, tokens) = match isolation {
+            Isolation::Server => (
+                // The `default` user: the classic form every client takes.
+                format!("redis://default:{secret}@{}/0", server.authority),
+                Self::tokens(&server.host, server.port, 0, "default", &slice.secret),
+            ),
+            Isolation::Database => {
+                let db = Self::database_of(slice, cfg, &server)
+                    .await?
+                    .ok_or_else(|| AdapterError::Server {
+                        server: server.shown.clone(),
+                        detail: format!(
+                            "slice {} has no database yet (its user is missing)",
+                            slice.name
                         ),
-                        Self::tokens(&server.host, server.port, db, &slice.name, &slice.secret),
-                    )
-                }
-                Isolation::Prefix => {
-                    let mut tokens = Self::tokens(
-                        &server.host,
-                        server.port,
-                        server.db,
-                        &slice.name,
-                        &slice.secret,
-                    );
-                    tokens.insert("prefix".to_owned(), prefix(slice));
-                    (
-                        format!(
-                            "{}://{name}:{secret}@{}/{}",
-                            server.scheme, server.authority, server.db
-                        ),
-                        tokens,
-                    )
-                }
-            };
-            Ok(Address { url, tokens })
-        })
+                    })?;
+                (
+                    format!(
+                        "{}://{name}:{secret}@{}/{db}",
+                        server.scheme, server.authority
+                    ),
+                    Self::tokens(&server.host, server.port, db, &slice.name, &slice.secret),
+                )
+            }
+            Isolation::Prefix => {
+                let mut tokens = Self::tokens(
+                    &server.host,
+                    server.port,
+                    server.db,
+                    &slice.name,
+                    &slice.secret,
+                );
+                tokens.insert("prefix".to_owned(), prefix(slice));
+                (
+                    format!(
+                        "{}://{name}:{secret}@{}/{}",
+                        server.scheme, server.authority, server.db
+                    ),
+                    tokens,
+                )
+            }
+        };
+        Ok(Address { url, tokens })
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            if cfg.own_server {
-                // The server is the slice: binky removes it with its files.
-                return Ok(());
-            }
-            Self::teardown_shared(slice, cfg).await
-        })
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(slice)?;
+        if cfg.own_server {
+            // The server is the slice: binky removes it with its files.
+            return Ok(());
+        }
+        Self::teardown_shared(slice, cfg).await
     }
 
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            if cfg.own_server {
-                return Ok(Vec::new());
-            }
-            let server = Server::from_config(cfg)?;
-            let mut con = server.connect().await?;
-            Ok(server
-                .users(&mut con)
-                .await?
-                .into_keys()
-                .filter(|u| u.starts_with("bk_"))
-                .collect())
-        })
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        if cfg.own_server {
+            return Ok(Vec::new());
+        }
+        let server = Server::from_config(cfg)?;
+        let mut con = server.connect().await?;
+        Ok(server
+            .users(&mut con)
+            .await?
+            .into_keys()
+            .filter(|u| u.starts_with("bk_"))
+            .collect())
     }
 }
 
@@ -528,7 +512,7 @@ mod tests {
         BTreeMap::from([(ISOLATION_OPTION.to_owned(), isolation.to_owned())])
     }
 
-    fn resolve(cfg: &AdapterConfig) -> Result<Address, AdapterError> {
+    fn resolve(cfg: &AdapterConfig) -> Result<Address> {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime")

@@ -14,7 +14,7 @@
 //! (or their number), `FLUSHALL`/`FLUSHDB` delete them, pub/sub channels are shared by
 //! every user, and several introspection commands show other connections. So the user
 //! starts from `+@all` minus what the server itself calls `@dangerous`/`@admin`, and
-//! [`DENIED`] then removes every remaining command that crosses prefixes, each with the
+//! [`denied`] then removes every remaining command that crosses prefixes, each with the
 //! reason next to it; [`ALLOWED_BACK`] re-allows the harmless subcommands of a denied
 //! command (`CLIENT SETNAME`, `SCRIPT LOAD`, …) that client libraries send. Channels are
 //! restricted to the prefix with `resetchannels &prefix*`.
@@ -25,7 +25,7 @@
 //!
 //! # Guarantees
 //! - A world's user reads, writes, deletes and subscribes only under its own prefix; the
-//!   commands in [`DENIED`] answer `NOPERM` (Lua scripts run with the caller's ACL too, so
+//!   commands in [`denied`] answer `NOPERM` (Lua scripts run with the caller's ACL too, so
 //!   `EVAL` reaches no further than the caller).
 //! - Teardown deletes the user first (the server drops its connections, so nothing writes
 //!   under the prefix during the sweep), then every key under the prefix, in every
@@ -41,7 +41,7 @@
 
 use redis::aio::MultiplexedConnection;
 
-use super::super::{AdapterError, Slice};
+use super::super::{Result, Slice};
 use super::admin::Server;
 
 /// `SCAN … COUNT` during teardown: keys looked at per round trip.
@@ -116,16 +116,7 @@ pub const DENIED: &[(&str, &str)] = &[
         "acl",
         "ACL LOG/LIST/GETUSER show other users (WHOAMI/CAT/GENPASS re-allowed)",
     ),
-    ("config", "reads and changes the server's configuration"),
-    ("debug", "server internals"),
-    ("shutdown", "stops the server for every world"),
-    ("save", "server-wide"),
-    ("bgsave", "server-wide"),
-    ("bgrewriteaof", "server-wide"),
-    ("replicaof", "server-wide"),
-    ("slaveof", "server-wide"),
-    ("failover", "server-wide"),
-    ("module", "server-wide"),
+    // And the rest of the server's administration: [`super::SERVER_ADMIN`].
 ];
 
 /// Subcommands re-allowed after their command is denied in [`DENIED`]: each acts on the
@@ -178,8 +169,7 @@ pub fn acl_rules(slice: &Slice, db: i64, known: impl Fn(&str) -> bool) -> Vec<St
         "-@admin".to_owned(),
     ];
     rules.extend(
-        DENIED
-            .iter()
+        denied()
             .filter(|(c, _)| known(c))
             .map(|(c, _)| format!("-{c}")),
     );
@@ -194,10 +184,15 @@ pub fn acl_rules(slice: &Slice, db: i64, known: impl Fn(&str) -> bool) -> Vec<St
     rules
 }
 
+/// Every command a prefix user may not run, with why: [`DENIED`] and
+/// [`super::SERVER_ADMIN`].
+pub fn denied() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    DENIED.iter().chain(super::SERVER_ADMIN)
+}
+
 /// Every command name [`acl_rules`] may mention, for asking the server which it knows.
 pub(super) fn mentioned() -> Vec<&'static str> {
-    DENIED
-        .iter()
+    denied()
         .map(|(c, _)| *c)
         .chain(ALLOWED_BACK.iter().copied())
         .collect()
@@ -210,7 +205,7 @@ pub(super) async fn sweep(
     server: &Server,
     con: &mut MultiplexedConnection,
     slice: &Slice,
-) -> Result<(), AdapterError> {
+) -> Result<()> {
     let pattern = format!("{}*", prefix(slice));
     for db in server.databases_with_keys(con).await? {
         server.select(con, db).await?;

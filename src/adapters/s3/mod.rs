@@ -71,7 +71,7 @@ use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use sha2::{Digest, Sha256};
 
 use super::http::Endpoint;
-use super::{redact, Adapter, AdapterConfig, AdapterError, Address, BoxFuture, Slice};
+use super::{redact, Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
 
 mod server;
 mod settings;
@@ -177,7 +177,7 @@ impl Place {
 }
 
 /// A bucket name given by the user (`options.bucket`), checked against S3's rules.
-fn check_bucket(name: &str) -> Result<(), AdapterError> {
+fn check_bucket(name: &str) -> Result<()> {
     let ok = (3..=63).contains(&name.len())
         && name
             .bytes()
@@ -198,180 +198,152 @@ fn check_bucket(name: &str) -> Result<(), AdapterError> {
 /// Slice names are `[a-z0-9_]`; anything else could escape its prefix (`/`, `..`).
 use super::check_plain_name as check_name;
 
+#[async_trait::async_trait]
 impl Adapter for S3 {
     fn names(&self) -> &'static [&'static str] {
         &["s3", "minio"]
     }
 
-    fn provision<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::new(cfg)?;
-            let place = server.settings.place(slice);
-            server.ensure_bucket(place.bucket()).await?;
-            if let Place::Prefix { bucket, prefix } = &place {
-                // Lets `list` find the slice while it holds nothing else.
-                server.put_marker(bucket, prefix).await?;
+    async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(slice)?;
+        let server = Server::new(cfg)?;
+        let place = server.settings.place(slice);
+        server.ensure_bucket(place.bucket()).await?;
+        if let Place::Prefix { bucket, prefix } = &place {
+            // Lets `list` find the slice while it holds nothing else.
+            server.put_marker(bucket, prefix).await?;
+        }
+        for b in &cfg.buckets {
+            let b = b.trim_matches('/');
+            if !b.is_empty() {
+                let key = format!("{}{b}/", place.prefix());
+                server.put_marker(place.bucket(), &key).await?;
             }
-            for b in &cfg.buckets {
-                let b = b.trim_matches('/');
-                if !b.is_empty() {
-                    let key = format!("{}{b}/", place.prefix());
-                    server.put_marker(place.bucket(), &key).await?;
-                }
-            }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
-    fn resolve<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Address, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let s = Settings::from_config(cfg, &real_env)?;
-            let place = s.place(slice);
-            let url = match &place {
-                Place::Bucket(b) => format!("s3://{b}"),
-                Place::Prefix { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
-            };
-            let tokens = BTreeMap::from([
-                ("bucket".to_owned(), place.bucket().to_owned()),
-                ("prefix".to_owned(), place.prefix().to_owned()),
-                ("endpoint".to_owned(), s.shown()),
-                ("region".to_owned(), s.region.clone()),
-                ("access_key_id".to_owned(), s.access_key_id.clone()),
-                ("secret_access_key".to_owned(), s.secret_access_key.clone()),
-            ]);
-            Ok(Address { url, tokens })
-        })
+    async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
+        check_name(slice)?;
+        let s = Settings::from_config(cfg, &real_env)?;
+        let place = s.place(slice);
+        let url = match &place {
+            Place::Bucket(b) => format!("s3://{b}"),
+            Place::Prefix { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
+        };
+        let tokens = BTreeMap::from([
+            ("bucket".to_owned(), place.bucket().to_owned()),
+            ("prefix".to_owned(), place.prefix().to_owned()),
+            ("endpoint".to_owned(), s.shown()),
+            ("region".to_owned(), s.region.clone()),
+            ("access_key_id".to_owned(), s.access_key_id.clone()),
+            ("secret_access_key".to_owned(), s.secret_access_key.clone()),
+        ]);
+        Ok(Address { url, tokens })
     }
 
-    fn teardown<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::new(cfg)?;
-            match server.settings.place(slice) {
-                Place::Prefix { bucket, prefix } => {
-                    server.sweep(&bucket, &prefix).await?;
-                    Ok(())
-                }
-                Place::Bucket(bucket) => {
-                    // A world process still writing (teardown runs after the world's
-                    // processes stopped, but an outside writer may not have) makes
-                    // DeleteBucket answer BucketNotEmpty: sweep again, a few times.
-                    for _ in 0..3 {
-                        if !server.sweep(&bucket, "").await? {
-                            return Ok(());
-                        }
-                        if server.delete_bucket(&bucket).await? {
-                            return Ok(());
-                        }
+    async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
+        check_name(slice)?;
+        let server = Server::new(cfg)?;
+        match server.settings.place(slice) {
+            Place::Prefix { bucket, prefix } => {
+                server.sweep(&bucket, &prefix).await?;
+                Ok(())
+            }
+            Place::Bucket(bucket) => {
+                // A world process still writing (teardown runs after the world's
+                // processes stopped, but an outside writer may not have) makes
+                // DeleteBucket answer BucketNotEmpty: sweep again, a few times.
+                for _ in 0..3 {
+                    if !server.sweep(&bucket, "").await? {
+                        return Ok(());
                     }
-                    Err(AdapterError::Server {
-                        server: server.shown.clone(),
-                        detail: format!(
-                            "DeleteBucket {bucket}: objects keep appearing in it; stop \
-                             whatever writes there and remove the world again"
-                        ),
-                    })
-                }
-            }
-        })
-    }
-
-    fn list<'a>(
-        &'a self,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Vec<String>, AdapterError>> {
-        Box::pin(async move {
-            let server = Server::new(cfg)?;
-            let mut names = Vec::new();
-            let mut token: Option<String> = None;
-            if let Some(bucket) = &server.settings.shared_bucket {
-                loop {
-                    let out = server
-                        .client
-                        .list_objects_v2()
-                        .bucket(bucket)
-                        .prefix("bk_")
-                        .delimiter("/")
-                        .set_continuation_token(token.take())
-                        .send()
-                        .await;
-                    let out = match out {
-                        Ok(o) => o,
-                        Err(e) => {
-                            let f = server.fail(&format!("ListObjectsV2 {bucket}"), e);
-                            if f.code.as_deref() == Some("NoSuchBucket") {
-                                return Ok(names);
-                            }
-                            return Err(f.error);
-                        }
-                    };
-                    names.extend(
-                        out.common_prefixes()
-                            .iter()
-                            .filter_map(|p| p.prefix()?.strip_suffix('/'))
-                            .map(str::to_owned),
-                    );
-                    match out.next_continuation_token() {
-                        Some(t) if out.is_truncated() == Some(true) => token = Some(t.to_owned()),
-                        _ => return Ok(names),
+                    if server.delete_bucket(&bucket).await? {
+                        return Ok(());
                     }
                 }
+                Err(AdapterError::Server {
+                    server: server.shown.clone(),
+                    detail: format!(
+                        "DeleteBucket {bucket}: objects keep appearing in it; stop \
+                         whatever writes there and remove the world again"
+                    ),
+                })
             }
+        }
+    }
+
+    async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
+        let server = Server::new(cfg)?;
+        let mut names = Vec::new();
+        let mut token: Option<String> = None;
+        if let Some(bucket) = &server.settings.shared_bucket {
             loop {
                 let out = server
                     .client
-                    .list_buckets()
-                    .prefix("bk-")
+                    .list_objects_v2()
+                    .bucket(bucket)
+                    .prefix("bk_")
+                    .delimiter("/")
                     .set_continuation_token(token.take())
                     .send()
-                    .await
-                    .map_err(|e| server.fail("ListBuckets", e).error)?;
+                    .await;
+                let out = match out {
+                    Ok(o) => o,
+                    Err(e) => {
+                        let f = server.fail(&format!("ListObjectsV2 {bucket}"), e);
+                        if f.code.as_deref() == Some("NoSuchBucket") {
+                            return Ok(names);
+                        }
+                        return Err(f.error);
+                    }
+                };
                 names.extend(
-                    out.buckets()
+                    out.common_prefixes()
                         .iter()
-                        .filter_map(|b| slice_of_bucket(b.name()?)),
+                        .filter_map(|p| p.prefix()?.strip_suffix('/'))
+                        .map(str::to_owned),
                 );
-                match out.continuation_token() {
-                    Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                match out.next_continuation_token() {
+                    Some(t) if out.is_truncated() == Some(true) => token = Some(t.to_owned()),
                     _ => return Ok(names),
                 }
             }
-        })
+        }
+        loop {
+            let out = server
+                .client
+                .list_buckets()
+                .prefix("bk-")
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| server.fail("ListBuckets", e).error)?;
+            names.extend(
+                out.buckets()
+                    .iter()
+                    .filter_map(|b| slice_of_bucket(b.name()?)),
+            );
+            match out.continuation_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                _ => return Ok(names),
+            }
+        }
     }
 
-    fn exists<'a>(
-        &'a self,
-        slice: &'a Slice,
-        cfg: &'a AdapterConfig,
-    ) -> BoxFuture<'a, Result<Option<bool>, AdapterError>> {
-        Box::pin(async move {
-            check_name(slice)?;
-            let server = Server::new(cfg)?;
-            match server.settings.place(slice) {
-                Place::Bucket(bucket) => server.bucket_exists(&bucket).await.map(Some),
-                // A prefix has no existence of its own (a world may delete its marker):
-                // only a vanished shared bucket says the slice is gone.
-                Place::Prefix { bucket, .. } => Ok(if server.bucket_exists(&bucket).await? {
-                    None
-                } else {
-                    Some(false)
-                }),
-            }
-        })
+    async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
+        check_name(slice)?;
+        let server = Server::new(cfg)?;
+        match server.settings.place(slice) {
+            Place::Bucket(bucket) => server.bucket_exists(&bucket).await.map(Some),
+            // A prefix has no existence of its own (a world may delete its marker):
+            // only a vanished shared bucket says the slice is gone.
+            Place::Prefix { bucket, .. } => Ok(if server.bucket_exists(&bucket).await? {
+                None
+            } else {
+                Some(false)
+            }),
+        }
     }
 }
 

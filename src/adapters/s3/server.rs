@@ -2,21 +2,7 @@
 
 use super::*;
 
-/// An error and its sources, each said once (`dispatch failure: io error: … Connection
-/// refused`), without the Debug dump the SDK's own context display adds.
-pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
+use crate::adapters::error_chain;
 
 /// One adapter call's connection to the server.
 pub(super) struct Server {
@@ -37,7 +23,7 @@ pub(super) struct Failure {
 }
 
 impl Server {
-    pub(super) fn new(cfg: &AdapterConfig) -> Result<Server, AdapterError> {
+    pub(super) fn new(cfg: &AdapterConfig) -> Result<Server> {
         let settings = Settings::from_config(cfg, &real_env)?;
         let client = settings.client();
         let shown = settings.shown();
@@ -133,7 +119,7 @@ impl Server {
     }
 
     /// Does `bucket` exist (and may we use it)?
-    pub(super) async fn bucket_exists(&self, bucket: &str) -> Result<bool, AdapterError> {
+    pub(super) async fn bucket_exists(&self, bucket: &str) -> Result<bool> {
         let head = match self.client.head_bucket().bucket(bucket).send().await {
             Ok(_) => return Ok(true),
             Err(e) => self.fail(&format!("HeadBucket {bucket}"), e),
@@ -178,7 +164,7 @@ impl Server {
     }
 
     /// Create `bucket` unless it is there.
-    pub(super) async fn ensure_bucket(&self, bucket: &str) -> Result<(), AdapterError> {
+    pub(super) async fn ensure_bucket(&self, bucket: &str) -> Result<()> {
         if self.bucket_exists(bucket).await? {
             return Ok(());
         }
@@ -208,7 +194,7 @@ impl Server {
     }
 
     /// An empty marker object.
-    pub(super) async fn put_marker(&self, bucket: &str, key: &str) -> Result<(), AdapterError> {
+    pub(super) async fn put_marker(&self, bucket: &str, key: &str) -> Result<()> {
         self.client
             .put_object()
             .bucket(bucket)
@@ -222,7 +208,7 @@ impl Server {
 
     /// Delete every object version, delete marker and unfinished upload under `prefix`
     /// (`""`: the whole bucket). `Ok(false)`: the bucket is gone.
-    pub(super) async fn sweep(&self, bucket: &str, prefix: &str) -> Result<bool, AdapterError> {
+    pub(super) async fn sweep(&self, bucket: &str, prefix: &str) -> Result<bool> {
         let mut versioned_listing = true;
         loop {
             // Always the first page: what was listed is deleted before the next round,
@@ -346,11 +332,7 @@ impl Server {
 
     /// Abort the unfinished multipart uploads under `prefix` (their parts are stored and
     /// billed, and some servers refuse to delete a bucket that has them).
-    pub(super) async fn abort_uploads(
-        &self,
-        bucket: &str,
-        prefix: &str,
-    ) -> Result<bool, AdapterError> {
+    pub(super) async fn abort_uploads(&self, bucket: &str, prefix: &str) -> Result<bool> {
         loop {
             let mut req = self.client.list_multipart_uploads().bucket(bucket);
             if !prefix.is_empty() {
@@ -394,7 +376,7 @@ impl Server {
     }
 
     /// Delete the bucket; `Ok(false)` when something was written into it meanwhile.
-    pub(super) async fn delete_bucket(&self, bucket: &str) -> Result<bool, AdapterError> {
+    pub(super) async fn delete_bucket(&self, bucket: &str) -> Result<bool> {
         match self.client.delete_bucket().bucket(bucket).send().await {
             Ok(_) => Ok(true),
             Err(e) => {

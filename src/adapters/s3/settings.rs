@@ -22,11 +22,8 @@ pub(super) fn real_env(name: &str) -> Option<String> {
 }
 
 impl Settings {
-    pub(super) fn from_config(
-        cfg: &AdapterConfig,
-        env: EnvFn<'_>,
-    ) -> Result<Settings, AdapterError> {
-        let opt = |k: &str| cfg.options.get(k).filter(|v| !v.is_empty()).cloned();
+    pub(super) fn from_config(cfg: &AdapterConfig, env: EnvFn<'_>) -> Result<Settings> {
+        let opt = |k: &str| cfg.option(k).map(str::to_owned);
         let mut endpoint = None;
         let mut from_url = None;
         if let Some(url) = cfg.admin_url.as_deref().filter(|u| !u.is_empty()) {

@@ -180,13 +180,9 @@ async fn refresh(ctx: &Ctx, app: &mut App) -> Result<(), Failure> {
     let board = model::Board::read(ctx, now_ms)?;
     app.set_board(board);
     app.read_at = Some(Instant::now());
-    let ping = crate::daemon::client::request(
-        &ctx.home,
-        &crate::daemon::protocol::Request::Ping,
-        Duration::from_millis(300),
-    )
-    .await
-    .ok();
+    let ping = crate::daemon::client::ping_within(&ctx.home, Duration::from_millis(300))
+        .await
+        .ok();
     app.daemon = ping.map(|r| Daemon {
         pid: r.pid.unwrap_or(0),
         uptime_secs: r.uptime_secs.unwrap_or(0),

@@ -83,8 +83,11 @@ struct Svc<'a> {
 
 /// The restart delay after `failures` failures in a row: 0.5 s doubling to 30 s.
 pub(super) fn restart_delay(failures: u32) -> Duration {
-    let exp = failures.saturating_sub(1).min(16);
-    Duration::from_millis(500u64.saturating_mul(1u64 << exp)).min(Duration::from_secs(30))
+    crate::runtime::doubling_delay(
+        Duration::from_millis(500),
+        failures,
+        Duration::from_secs(30),
+    )
 }
 
 pub(super) fn secs(d: Duration) -> String {
