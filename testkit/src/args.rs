@@ -86,6 +86,14 @@ impl Flags {
     }
 }
 
+/// The parsed flags, or their error on stderr and exit 2.
+pub fn or_exit<T>(parsed: Res<T>) -> T {
+    parsed.unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
