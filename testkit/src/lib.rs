@@ -30,6 +30,20 @@ pub mod table;
 pub mod tool;
 pub mod wait;
 
+/// `impl Deref for $outer` to its field `$field` (a `$target`): a bench's wrapper of a kit
+/// server or tool, with the bench's own fields beside it, reads as the thing it wraps.
+#[macro_export]
+macro_rules! deref_to {
+    ($outer:ty, $field:ident: $target:ty) => {
+        impl std::ops::Deref for $outer {
+            type Target = $target;
+            fn deref(&self) -> &$target {
+                &self.$field
+            }
+        }
+    };
+}
+
 /// The benchmarks' result type: errors are messages for the terminal.
 pub type Res<T> = Result<T, String>;
 

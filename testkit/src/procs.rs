@@ -184,6 +184,19 @@ pub fn reap_sandbox(home: &Path, root: &Path, grace: std::time::Duration) -> Vec
         .collect()
 }
 
+/// CPU time of all live threads of a process in nanoseconds (`/proc/PID/task/*/schedstat`),
+/// 0 when it is gone: finer than clock ticks.
+pub fn schedstat_ns(pid: u32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// [`machine_with`] plus the rustc, `python` and git versions and the load average (at the
 /// start), and `extra`.
 pub fn machine_tools(python: &str, extra: serde_json::Value) -> serde_json::Value {

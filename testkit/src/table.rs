@@ -23,6 +23,15 @@ pub fn verdict(ok: bool) -> &'static str {
     }
 }
 
+/// The columns of a bench comparing binky with binky 0.1.2 by median and p90.
+pub const MEDIAN_P90_COLUMNS: [&str; 5] = [
+    "binky median",
+    "binky p90",
+    "0.1.2 median",
+    "0.1.2 p90",
+    "ratio (medians)",
+];
+
 /// A table of text cells; [`Table::render`] lays it out.
 pub struct Table {
     /// The header, then the rows.
@@ -35,6 +44,11 @@ impl Table {
         Table {
             rows: vec![header.iter().map(|s| (*s).to_owned()).collect()],
         }
+    }
+
+    /// A table whose header is `first`, then `columns`, then `last`.
+    pub fn with_columns(first: &str, columns: &[&str], last: &[&str]) -> Table {
+        Table::new(&[&[first][..], columns, last].concat())
     }
 
     /// Add a row.
@@ -101,5 +115,7 @@ mod tests {
         t.row(&["a", "1.5"]);
         t.row_owned(&["long".into(), "10".into()]);
         assert_eq!(t.render(), "name   ms\n---------\na     1.5\nlong   10\n");
+        let t = Table::with_columns("a", &["b", "c"], &["d"]);
+        assert_eq!(t.rows, [["a", "b", "c", "d"]]);
     }
 }

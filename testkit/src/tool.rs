@@ -65,7 +65,7 @@ pub struct Tool {
     pub quiet_remove: bool,
     /// Teardown's timeout for one `remove`.
     pub remove_timeout: Duration,
-    /// Where teardown runs `daemon stop`.
+    /// Where [`Tool::version`] and teardown's `daemon stop` run.
     pub daemon_dir: PathBuf,
     torn_down: bool,
     _dir: tempfile::TempDir,
@@ -133,11 +133,15 @@ impl Tool {
         }
     }
 
-    /// Its version (run in `dir`), or `unknown (why)`.
-    pub fn version(&self, dir: &Path) -> String {
-        self.run_ok(dir, self.kind.version_args(), Duration::from_secs(30))
-            .map(|r| r.stdout.trim().to_owned())
-            .unwrap_or_else(|e| format!("unknown ({e})"))
+    /// Its version (run in [`Tool::daemon_dir`]), or `unknown (why)`.
+    pub fn version(&self) -> String {
+        self.run_ok(
+            &self.daemon_dir,
+            self.kind.version_args(),
+            Duration::from_secs(30),
+        )
+        .map(|r| r.stdout.trim().to_owned())
+        .unwrap_or_else(|e| format!("unknown ({e})"))
     }
 
     /// Remove every world (the latest first), stop the daemon, kill whatever of this sandbox
@@ -180,6 +184,37 @@ impl Drop for Tool {
     }
 }
 
+/// The versions of binky and of the reference, said on stderr with their binaries, and a
+/// warning when the reference is not 0.1.2.
+pub fn versions(rs: &Tool, py: &Tool) -> (String, String) {
+    let versions = (rs.version(), py.version());
+    eprintln!("binky: {} ({})", versions.0, rs.bin.display());
+    eprintln!("binky 0.1.2: {} ({})", versions.1, py.bin.display());
+    if !versions.1.contains("0.1.2") {
+        eprintln!(
+            "warning: the reference reports version `{}`, not 0.1.2",
+            versions.1
+        );
+    }
+    versions
+}
+
+/// The daemon's pid in the text of `binky daemon status` (`… pid N …` in both tools).
+pub fn daemon_pid_in(text: &str) -> Option<u32> {
+    text.split("pid ").nth(1).and_then(|s| {
+        s.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse::<u32>()
+            .ok()
+    })
+}
+
+/// The `[project]` table a bench's `binky.toml` starts with (a blank line after it).
+pub fn project_toml(name: &str, low: u16, high: u16) -> String {
+    format!("[project]\nname = \"{name}\"\nport_range = [{low}, {high}]\n\n")
+}
+
 /// The error for a command that did not exit 0.
 pub fn failed(label: &str, args: &[&str], r: &Run) -> String {
     format!(
@@ -204,6 +239,18 @@ pub fn python_of(bin: &Path) -> Option<String> {
 /// The interpreter of binky 0.1.2's entry point, `python3` when it has no `#!` line.
 pub fn binky012_python(bin: &Path) -> String {
     python_of(bin).unwrap_or_else(|| "python3".into())
+}
+
+/// binky 0.1.2 ([`crate::run::find_binky012`]) when `usable` accepts it, else `hint` on
+/// stderr and exit 1.
+pub fn binky012_or_exit(hint: &str, usable: impl Fn(&Path) -> bool) -> PathBuf {
+    match crate::run::find_binky012().filter(|b| usable(b)) {
+        Some(b) => b,
+        None => {
+            eprintln!("{hint}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// Can the interpreter of binky 0.1.2's entry point import `modules` (`"psycopg, redis"`)?
@@ -231,6 +278,25 @@ mod tests {
         assert_eq!(python_of(&bin), None);
         assert_eq!(binky012_python(&bin), "python3");
         assert_eq!(binky012_python(&dir.path().join("none")), "python3");
+    }
+
+    #[test]
+    fn the_daemon_pid_follows_the_first_pid_word() {
+        assert_eq!(
+            daemon_pid_in("daemon running (pid 4242, up 3s)"),
+            Some(4242)
+        );
+        assert_eq!(daemon_pid_in("binky daemon: pid 17\n"), Some(17));
+        assert_eq!(daemon_pid_in("daemon not running"), None);
+        assert_eq!(daemon_pid_in("pid x"), None);
+    }
+
+    #[test]
+    fn a_project_table_names_the_project_and_its_ports() {
+        assert_eq!(
+            project_toml("bench", 21000, 21999),
+            "[project]\nname = \"bench\"\nport_range = [21000, 21999]\n\n"
+        );
     }
 
     #[test]
