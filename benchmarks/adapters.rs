@@ -68,14 +68,15 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-use binky_testkit::args::Flags;
+use binky_testkit::args::{exit_on_failure, or_exit, Flags};
 use binky_testkit::run::{capture, find_binky012, find_program, tail};
 use binky_testkit::servers::moto::moto_binary;
 use binky_testkit::servers::rabbitmq::RABBITMQ_BIN;
 use binky_testkit::servers::tansu::tansu_binary;
 use binky_testkit::stats::{median, ms, p90, ratio_places, ratio_value, summary_p90};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
-use binky_testkit::table::Table;
+use binky_testkit::table::{fmt_ms, Table, MEDIAN_P90_COLUMNS};
+use binky_testkit::tool::python_of;
 use binky_testkit::{
     procs::{loadavg, machine_with},
     random_secret, Res,
@@ -182,16 +183,14 @@ fn parse_args() -> Res<Args> {
         clone: true,
         json: None,
     };
-    let mut f = Flags::from_env(USAGE);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
+    a.json = Flags::from_env(USAGE).each(|f, flag| {
+        match flag {
             "--worlds" => {
                 a.worlds = f.number_in("--worlds", 1..=99)?;
             }
             "--adapters" => {
-                let v = f.value("--adapters")?;
                 let mut kinds = BTreeSet::new();
-                for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                for name in f.list("--adapters")? {
                     let k = KINDS
                         .iter()
                         .find(|k| k.name() == name)
@@ -204,10 +203,10 @@ fn parse_args() -> Res<Args> {
                 a.kinds = kinds.into_iter().collect();
             }
             "--no-clone" => a.clone = false,
-            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
-            other => return Err(f.unknown(other)),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     Ok(a)
 }
 
@@ -261,12 +260,7 @@ struct MariaDb {
     version: String,
 }
 
-impl std::ops::Deref for MariaDb {
-    type Target = binky_testkit::servers::mariadb::MariaDbServer;
-    fn deref(&self) -> &Self::Target {
-        &self.db
-    }
-}
+binky_testkit::deref_to!(MariaDb, db: binky_testkit::servers::mariadb::MariaDbServer);
 
 async fn my_connect(url: &str) -> Res<mysql_async::Conn> {
     let shown = binky::adapters::redact(url);
@@ -339,12 +333,7 @@ struct ClickHouseServer {
     has_users: bool,
 }
 
-impl std::ops::Deref for ClickHouseServer {
-    type Target = binky_testkit::servers::clickhouse::ClickHouseServer;
-    fn deref(&self) -> &Self::Target {
-        &self.ch
-    }
-}
+binky_testkit::deref_to!(ClickHouseServer, ch: binky_testkit::servers::clickhouse::ClickHouseServer);
 
 /// Run `sql` with the credentials and database of `url` (`http://u:p@host:port/db`, as a
 /// ClickHouse client takes it): the output, or `HTTP <status>: <ClickHouse's message>`.
@@ -423,12 +412,7 @@ struct Moto {
     version: String,
 }
 
-impl std::ops::Deref for Moto {
-    type Target = binky_testkit::servers::moto::MotoServer;
-    fn deref(&self) -> &Self::Target {
-        &self.moto
-    }
-}
+binky_testkit::deref_to!(Moto, moto: binky_testkit::servers::moto::MotoServer);
 
 fn s3_client(endpoint: &str, key: &str, secret: &str) -> aws_sdk_s3::Client {
     use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
@@ -505,12 +489,7 @@ struct Rabbit {
     version: String,
 }
 
-impl std::ops::Deref for Rabbit {
-    type Target = binky_testkit::servers::rabbitmq::RabbitNode;
-    fn deref(&self) -> &Self::Target {
-        &self.node
-    }
-}
+binky_testkit::deref_to!(Rabbit, node: binky_testkit::servers::rabbitmq::RabbitNode);
 
 /// One management API call as `user`: (status, body).
 fn mgmt(port: u16, user: &str, password: &str, path: &str) -> Res<(u16, String)> {
@@ -595,12 +574,7 @@ struct Tansu {
     version: String,
 }
 
-impl std::ops::Deref for Tansu {
-    type Target = binky_testkit::servers::tansu::TansuServer;
-    fn deref(&self) -> &Self::Target {
-        &self.broker
-    }
-}
+binky_testkit::deref_to!(Tansu, broker: binky_testkit::servers::tansu::TansuServer);
 
 async fn kafka_topics(bootstrap: &str) -> Res<BTreeSet<String>> {
     let backoff = rskafka::BackoffConfig {
@@ -1049,16 +1023,6 @@ impl Drop for PySession {
     }
 }
 
-/// The interpreter of a Python entry point (its `#!` line).
-fn python_of(bin: &Path) -> Option<String> {
-    fs::read_to_string(bin)
-        .ok()?
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("#!"))
-        .map(|p| p.trim().to_owned())
-}
-
 /// Can 0.1.2's interpreter import the drivers of `kinds`?
 fn binky012_has_drivers(python: &str, kinds: &[Kind]) -> Res<()> {
     let mut mods: Vec<&str> = vec!["binky.builtin_adapters"];
@@ -1462,16 +1426,6 @@ fn mysql_clone(
 // ---------------------------------------------------------------------------------------------
 // Reporting.
 
-fn fmt_ms(v: f64) -> String {
-    if v.is_nan() {
-        "n/a".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0} ms")
-    } else {
-        format!("{v:.1} ms")
-    }
-}
-
 fn machine(python: &str) -> Value {
     machine_with(json!({
         "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
@@ -1484,13 +1438,7 @@ fn machine(python: &str) -> Value {
 
 fn main() {
     install_signal_handlers();
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
+    let args = or_exit(parse_args());
     let Some(python) = find_binky012().and_then(|b| python_of(&b)) else {
         eprintln!("{REF_HINT}");
         std::process::exit(1);
@@ -1499,10 +1447,7 @@ fn main() {
         eprintln!("{REF_HINT}\n\n{python}: {e}");
         std::process::exit(1);
     }
-    if let Err(e) = bench(&args, &python) {
-        eprintln!("adapters benchmark failed: {e}");
-        std::process::exit(1);
-    }
+    exit_on_failure("adapters", bench(&args, &python));
 }
 
 /// Every server the selected adapters need, found before anything starts.
@@ -1624,15 +1569,7 @@ fn bench(args: &Args, python: &str) -> Res<()> {
 
     // ------------------------------------------------------------------ report
     let n = args.worlds;
-    let mut t = Table { rows: Vec::new() };
-    t.row(&[
-        "adapter: verb",
-        "binky median",
-        "binky p90",
-        "0.1.2 median",
-        "0.1.2 p90",
-        "ratio (medians)",
-    ]);
+    let mut t = Table::with_columns("adapter: verb", &MEDIAN_P90_COLUMNS, &[]);
     let mut json_adapters = serde_json::Map::new();
     let mut clean = true;
     for o in &outcomes {
@@ -1745,8 +1682,7 @@ fn bench(args: &Args, python: &str) -> Res<()> {
             }
         }
     }
-    let mut r = Table { rows: Vec::new() };
-    r.row(&["reference, no server (20 samples)", "median", "p90"]);
+    let mut r = Table::new(&["reference, no server (20 samples)", "median", "p90"]);
     for (label, v) in &refs {
         r.row(&[label, &fmt_ms(median(v)), &fmt_ms(p90(v))]);
     }
@@ -1756,9 +1692,6 @@ fn bench(args: &Args, python: &str) -> Res<()> {
 
     if let Some(path) = &args.json {
         let report = json!({
-            "benchmark": "adapters",
-            "machine": machine,
-            "loadavg_at_end": loadavg(),
             "settings": {
                 "worlds": n,
                 "warmup_worlds": 1,
@@ -1777,9 +1710,7 @@ fn bench(args: &Args, python: &str) -> Res<()> {
             "references_no_server": refs.iter().map(|(l, v)| json!({ "what": l, "ms": summary(v) })).collect::<Vec<_>>(),
             "clean": clean,
         });
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
-        println!("wrote {}", path.display());
+        binky_testkit::stats::write_results(path, "adapters", &machine, report)?;
     }
     Ok(())
 }

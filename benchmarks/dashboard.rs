@@ -93,12 +93,9 @@ fn cpu_over(pids: &[u32], secs: u64) -> f64 {
 }
 
 fn config(low: u16) -> String {
+    let project = binky_testkit::tool::project_toml("dash", low, low + 400);
     format!(
-        r#"[project]
-name = "dash"
-port_range = [{low}, {}]
-
-[groups]
+        r#"{project}[groups]
 quiet = ["api"]
 talk = ["api", "talk"]
 loud = ["api", "loud"]
@@ -111,8 +108,7 @@ cmd = "while true; do if [ -f say ]; then echo \"said $(cat say) at $(date +%s%3
 
 [services.loud]
 cmd = "exec python3 -c \"import sys,time;t=time.time();[(sys.stdout.write('loud line %d %.3f\\n' % (i, time.time())), sys.stdout.flush(), time.sleep(max(0, t + i / 1000 - time.time()))) for i in range(10**9)]\""
-"#,
-        low + 400
+"#
     )
 }
 

@@ -27,12 +27,14 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-use binky_testkit::args::Flags;
-use binky_testkit::procs::{alive, loadavg, machine_with, reap_sandbox};
-use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::args::{exit_on_failure, or_exit, Flags};
+use binky_testkit::procs::{alive, loadavg, machine_tools};
+use binky_testkit::run::{capture, Run};
 use binky_testkit::stats::{median, ms, ratio, ratio_value, summary};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
-use binky_testkit::{net::free_port, table::Table, Res};
+use binky_testkit::table::{fmt_ms, verdict, Table};
+use binky_testkit::tool::{binky012_or_exit, daemon_pid_in, project_toml, Kind};
+use binky_testkit::{net::free_port, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) is not installed.\n\
 Install it into a venv and point the benchmark at it:\n\n\
@@ -88,18 +90,17 @@ fn parse_args() -> Res<Args> {
         settle_secs: 15,
         json: None,
     };
-    let mut f = Flags::from_env(USAGE);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
+    a.json = Flags::from_env(USAGE).each(|f, flag| {
+        match flag {
             "--worlds" => a.worlds = f.positive("--worlds", false)?,
             "--runs" => a.runs = f.positive("--runs", false)?,
             "--status-runs" => a.status_runs = f.positive("--status-runs", false)?,
             "--idle-secs" => a.idle_secs = f.positive("--idle-secs", false)? as u64,
             "--settle-secs" => a.settle_secs = f.positive("--settle-secs", false)? as u64,
-            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
-            other => return Err(f.unknown(other)),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     Ok(a)
 }
 
@@ -133,14 +134,7 @@ fn cpu_ticks(pid: u32) -> Res<u64> {
 /// CPU time of all live threads of one process, in nanoseconds (`/proc/PID/task/*/schedstat`):
 /// finer than clock ticks, to tell a near-idle daemon from a fully idle one.
 fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+    binky_testkit::procs::schedstat_ns(pid)
 }
 
 /// A `VmXXX:` line of /proc/PID/status, in bytes.
@@ -161,39 +155,20 @@ fn proc_status_kib(pid: u32, key: &str) -> Res<u64> {
 // ---------------------------------------------------------------------------------------------
 // The two tools.
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    /// This repo's binky.
-    Rust,
-    /// binky 0.1.2 (Python).
-    Py,
+/// A tool with its repo, and its daemon once started.
+struct Tool {
+    base: binky_testkit::tool::Tool,
+    repo: PathBuf,
+    daemon_pid: Option<u32>,
 }
 
-struct Tool {
-    kind: Kind,
-    label: &'static str,
-    bin: PathBuf,
-    root: PathBuf,
-    repo: PathBuf,
-    home: PathBuf,
-    binky_home: PathBuf,
-    /// Worlds that may exist and must be removed at teardown.
-    live: Vec<String>,
-    daemon_pid: Option<u32>,
-    /// Set by teardown: processes of this sandbox still alive after remove + daemon stop.
-    leftovers: Vec<String>,
-    torn_down: bool,
-    _dir: tempfile::TempDir,
-}
+binky_testkit::deref_to!(Tool, base: binky_testkit::tool::Tool);
 
 fn binky_toml(python: &str, lo: u16, hi: u16) -> String {
     let py = SERVICE_PY.replace("PORT", "${self.port}");
+    let project = project_toml("bench", lo, hi);
     format!(
-        r#"[project]
-name = "bench"
-port_range = [{lo}, {hi}]
-
-[services.api]
+        r#"{project}[services.api]
 cmd = "{python} -c \"{py}\""
 ports = ["http"]
 
@@ -207,97 +182,33 @@ depends_on = ["api"]
 
 impl Tool {
     fn new(kind: Kind, bin: PathBuf, python: &str) -> Res<Tool> {
-        let (label, prefix, lo, hi) = match kind {
-            Kind::Rust => ("binky", "binky-bench-rs-", 21000, 21999),
-            Kind::Py => ("binky 0.1.2", "binky-bench-py-", 22000, 22999),
+        let (prefix, lo, hi) = match kind {
+            Kind::Rust => ("binky-bench-rs-", 21000, 21999),
+            Kind::Py => ("binky-bench-py-", 22000, 22999),
         };
-        let binky_testkit::sandbox::Sandbox {
-            root,
-            home,
-            binky_home,
-            dir,
-        } = binky_testkit::sandbox::Sandbox::new(prefix, kind == Kind::Py)?;
-        let repo = root.join("repo");
+        let mut base = binky_testkit::tool::Tool::new(kind, bin, prefix, Vec::new())?;
+        let repo = base.root.join("repo");
+        base.daemon_dir = repo.clone();
         fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
         fs::write(repo.join("binky.toml"), binky_toml(python, lo, hi))
             .map_err(|e| format!("binky.toml: {e}"))?;
-        let tool = Tool {
-            kind,
-            label,
-            bin,
-            root,
+        binky_testkit::git::bench_repo(&repo, "binky.toml", &base.home, &base.root)?;
+        Ok(Tool {
+            base,
             repo,
-            home,
-            binky_home,
-            live: Vec::new(),
             daemon_pid: None,
-            leftovers: Vec::new(),
-            torn_down: false,
-            _dir: dir,
-        };
-        binky_testkit::git::bench_repo(&tool.repo, "binky.toml", &tool.home, &tool.root)?;
-        Ok(tool)
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.args(args)
-            .current_dir(&self.repo)
-            .env("HOME", &self.home)
-            .env("BINKY_HOME", &self.binky_home)
-            .env_remove("BINKY_LOG")
-            .env_remove("RUST_LOG");
-        c
-    }
-
-    fn run(&self, args: &[&str], timeout: Duration) -> Res<Run> {
-        // After an interrupt only the teardown still runs commands.
-        if !self.torn_down {
-            check_stop()?;
-        }
-        run_cmd(self.cmd(args), &self.root, timeout)
+        })
     }
 
     fn run_ok(&self, args: &[&str], timeout: Duration) -> Res<Run> {
-        let r = self.run(args, timeout)?;
-        if r.ok() {
-            Ok(r)
-        } else {
-            Err(format!(
-                "{}: `binky {}` exited {}\nstdout: {}\nstderr: {}",
-                self.label,
-                args.join(" "),
-                r.status,
-                r.stdout.trim(),
-                r.stderr.trim()
-            ))
-        }
-    }
-
-    fn version(&self) -> String {
-        let args: &[&str] = match self.kind {
-            Kind::Rust => &["--version"],
-            Kind::Py => &["version"],
-        };
-        self.run(args, Duration::from_secs(30))
-            .map(|r| r.stdout.trim().to_owned())
-            .unwrap_or_else(|e| format!("unknown ({e})"))
+        self.base.run_ok(&self.repo, args, timeout)
     }
 
     fn start_daemon(&mut self) -> Res<u32> {
         self.run_ok(&["daemon", "start"], Duration::from_secs(60))?;
         let r = self.run_ok(&["daemon", "status"], Duration::from_secs(30))?;
         let text = format!("{}{}", r.stdout, r.stderr);
-        let pid = text
-            .split("pid ")
-            .nth(1)
-            .and_then(|s| {
-                s.chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect::<String>()
-                    .parse::<u32>()
-                    .ok()
-            })
+        let pid = daemon_pid_in(&text)
             .ok_or_else(|| format!("{}: no pid in `daemon status`: {text}", self.label))?;
         if !alive(pid) {
             return Err(format!("{}: daemon pid {pid} is not alive", self.label));
@@ -319,7 +230,7 @@ impl Tool {
     fn up(&mut self, name: &str) -> Res<Duration> {
         check_stop()?;
         // Recorded before running: a failed or killed `up` may still leave the world behind.
-        self.live.push(name.to_owned());
+        self.base.live.push((self.repo.clone(), name.to_owned()));
         let args: &[&str] = match self.kind {
             Kind::Rust => &["up", name, "-q"],
             Kind::Py => &["up", name],
@@ -330,7 +241,7 @@ impl Tool {
     /// `binky remove NAME --force`, timed.
     fn remove(&mut self, name: &str) -> Res<Duration> {
         let r = self.run_ok(&["remove", name, "--force"], Duration::from_secs(60))?;
-        self.live.retain(|w| w != name);
+        self.base.live.retain(|(_, w)| w != name);
         Ok(r.elapsed)
     }
 
@@ -378,39 +289,6 @@ impl Tool {
             .as_u64()
             .map(|c| c as usize)
             .ok_or_else(|| format!("no admission.capacity in `binky metrics`: {}", r.stdout))
-    }
-
-    /// Remove every world, stop the daemon, kill whatever of this sandbox is still alive.
-    fn teardown(&mut self) {
-        if self.torn_down {
-            return;
-        }
-        self.torn_down = true;
-        for w in self.live.clone().iter().rev() {
-            if let Err(e) = self.run_ok(&["remove", w, "--force"], Duration::from_secs(60)) {
-                eprintln!("teardown: {e}");
-            }
-        }
-        if let Err(e) = self.run_ok(&["daemon", "stop"], Duration::from_secs(30)) {
-            eprintln!("teardown: {e}");
-        }
-        // Give exiting processes a moment before calling them leftovers.
-        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
-        self.leftovers.extend(left.iter().cloned());
-        if !left.is_empty() {
-            eprintln!(
-                "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
-                left.len(),
-                self.label,
-                self.leftovers.join("\n  ")
-            );
-        }
-    }
-}
-
-impl Drop for Tool {
-    fn drop(&mut self) {
-        self.teardown();
     }
 }
 
@@ -561,16 +439,6 @@ fn measure_idle(tools: &[&Tool], settle: u64, secs: u64) -> Res<Vec<Idle>> {
 // ---------------------------------------------------------------------------------------------
 // Reporting.
 
-fn fmt_ms(v: f64) -> String {
-    if v.is_nan() {
-        "n/a".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0} ms")
-    } else {
-        format!("{v:.1} ms")
-    }
-}
-
 fn fmt_mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / 1048576.0)
 }
@@ -580,46 +448,20 @@ fn fmt_cpu(i: &Idle) -> String {
     format!("{:.2} % [{:.3}]", i.cpu_pct, i.cpu_pct_fine)
 }
 
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "yes"
-    } else {
-        "NO"
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 fn machine(python: &str) -> Value {
-    machine_with(json!({
-        "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
-        "python": capture(python, &["--version"]).unwrap_or_default(),
-        "python_path": python,
-        "git": capture("git", &["--version"]).unwrap_or_default(),
-        "loadavg_at_start": loadavg(),
-    }))
+    machine_tools(python, json!({ "python_path": python }))
 }
 
 fn main() {
     install_signal_handlers();
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
-    let Some(ref_bin) = find_binky012() else {
-        eprintln!("{INSTALL_HINT}");
-        std::process::exit(1);
-    };
-    match bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin) {
-        Ok(()) => {}
-        Err(e) => {
-            eprintln!("foundation benchmark failed: {e}");
-            std::process::exit(1);
-        }
-    }
+    let args = or_exit(parse_args());
+    let ref_bin = binky012_or_exit(INSTALL_HINT, |_| true);
+    exit_on_failure(
+        "foundation",
+        bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin),
+    );
 }
 
 fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
@@ -631,15 +473,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
 
     let mut rs = Tool::new(Kind::Rust, rs_bin, &python)?;
     let mut py = Tool::new(Kind::Py, py_bin, &python)?;
-    let versions = (rs.version(), py.version());
-    eprintln!("binky: {} ({})", versions.0, rs.bin.display());
-    eprintln!("binky 0.1.2: {} ({})", versions.1, py.bin.display());
-    if !versions.1.contains("0.1.2") {
-        eprintln!(
-            "warning: the reference reports version `{}`, not 0.1.2",
-            versions.1
-        );
-    }
+    let versions = binky_testkit::tool::versions(&rs.base, &py.base);
 
     // Warm daemons, one warm-up world each, and a warm-up direct start.
     let rs_pid = rs.start_daemon()?;
@@ -753,13 +587,12 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
     let daemon_binary_rs = rs.bin.clone();
 
     // Teardown before reporting, so leftovers are part of the report.
-    rs.teardown();
-    py.teardown();
+    rs.base.teardown();
+    py.base.teardown();
 
     // ------------------------------------------------------------------ report
     let n = args.worlds;
-    let mut t = Table { rows: Vec::new() };
-    t.row(&[
+    let mut t = Table::new(&[
         "metric",
         "binky",
         "binky 0.1.2",
@@ -767,15 +600,19 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "target",
         "binky meets",
     ]);
+    // Two times, binky's and 0.1.2's, with their ratio, a target and whether binky meets it.
+    let ms_row = |t: &mut Table, label: &str, a: f64, b: f64, target: &str, meets: &str| {
+        t.row(&[label, &fmt_ms(a), &fmt_ms(b), &ratio(a, b), target, meets]);
+    };
     let r = args.runs;
-    t.row(&[
+    ms_row(
+        &mut t,
         &format!("up wall time, 2-service world (median of {r})"),
-        &fmt_ms(median(&up_rs)),
-        &fmt_ms(median(&up_py)),
-        &ratio(median(&up_rs), median(&up_py)),
+        median(&up_rs),
+        median(&up_py),
         "",
         "",
-    ]);
+    );
     t.row(&[
         &format!("  services' own start, direct (median of {r})"),
         &fmt_ms(start_med),
@@ -784,32 +621,32 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
         "",
         "",
     ]);
-    t.row(&[
+    ms_row(
+        &mut t,
         "  up overhead, median of paired (up_i - start_i)",
-        &fmt_ms(median(&pair_rs)),
-        &fmt_ms(median(&pair_py)),
-        &ratio(median(&pair_rs), median(&pair_py)),
+        median(&pair_rs),
+        median(&pair_py),
         "",
         "",
-    ]);
-    t.row(&[
+    );
+    ms_row(
+        &mut t,
         "up overhead (median wall - median own start)",
-        &fmt_ms(over_rs),
-        &fmt_ms(over_py),
-        &ratio(over_rs, over_py),
+        over_rs,
+        over_py,
         "<= 100 ms",
         verdict(over_rs <= 100.0),
-    ]);
+    );
     let sr = args.status_runs;
     let eq_label = |what: &str| format!("{what}, {equal} worlds x 2 svc");
-    t.row(&[
+    ms_row(
+        &mut t,
         &eq_label(&format!("status latency (median of {sr})")),
-        &fmt_ms(median(&eq_rs.status_ms)),
-        &fmt_ms(median(&eq_py.status_ms)),
-        &ratio(median(&eq_rs.status_ms), median(&eq_py.status_ms)),
+        median(&eq_rs.status_ms),
+        median(&eq_py.status_ms),
         "<= 20 ms",
         verdict(median(&eq_rs.status_ms) <= 20.0),
-    ]);
+    );
     t.row(&[
         &eq_label("daemon RSS"),
         &fmt_mib(eq_rs.idle.rss_bytes),
@@ -916,9 +753,6 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
             "up_overhead_ms": 100, "status_ms": 20, "daemon_rss_mib": 20, "idle_cpu_pct": 1
         });
         let report = json!({
-            "benchmark": "foundation",
-            "machine": machine,
-            "loadavg_at_end": loadavg(),
             "settings": {
                 "worlds": n, "runs": args.runs, "status_runs": args.status_runs,
                 "idle_secs": args.idle_secs, "settle_secs": args.settle_secs,
@@ -966,9 +800,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
                 "idle_cpu": full.idle.cpu_pct <= 1.0,
             },
         });
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
-        println!("wrote {}", path.display());
+        binky_testkit::stats::write_results(path, "foundation", &machine, report)?;
     }
     Ok(())
 }

@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 
+from common import busy_cores
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SETTINGS = """import os
@@ -100,17 +102,6 @@ TOOLS = {
                                f"create table t{n + 1:04} (id int primary key, title text);\n"),
     },
 }
-
-
-def busy_cores(secs=1.0):
-    def stat():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v) - v[3] - v[4], sum(v)
-    b0, t0 = stat()
-    time.sleep(secs)
-    b1, t1 = stat()
-    return (b1 - b0) / max(t1 - t0, 1) * os.cpu_count()
 
 
 class Bench:

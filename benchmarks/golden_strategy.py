@@ -27,7 +27,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,8 @@ import tempfile
 import time
 
 import psycopg2
+
+from common import busy_cores, free_port
 
 
 def pg_bin():
@@ -44,14 +45,6 @@ def pg_bin():
     if not roots:
         sys.exit("PostgreSQL is not installed (apt-get install postgresql)")
     return f"/usr/lib/postgresql/{roots[-1]}/bin"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Server:
@@ -178,24 +171,12 @@ def median_range(xs):
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
-def busy_cpus(secs=1.0):
-    """Cores the machine kept busy over `secs` (between copies nothing of the bench runs)."""
-    def stat():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v) - v[3] - v[4], sum(v)
-    b0, t0 = stat()
-    time.sleep(secs)
-    b1, t1 = stat()
-    return (b1 - b0) / max(t1 - t0, 1) * os.cpu_count()
-
-
 def wait_quiet(budget, limit=0.25):
     """Wait (at most `budget` s in all) until the machine is quiet for a second; what it was."""
     start = time.monotonic()
-    busy = busy_cpus()
+    busy = busy_cores()
     while busy > limit and time.monotonic() - start < budget[0]:
-        busy = busy_cpus()
+        busy = busy_cores()
     budget[0] = max(0.0, budget[0] - (time.monotonic() - start))
     return busy
 
@@ -238,7 +219,7 @@ def main():
                     wal = {"WAL_LOG": [], "FILE_COPY": []}
                     busy = []
                     for r in range(args.rounds):
-                        busy.append(wait_quiet(budget) if budget[0] > 0 else busy_cpus(0.3))
+                        busy.append(wait_quiet(budget) if budget[0] > 0 else busy_cores(0.3))
                         order = ["WAL_LOG", "FILE_COPY"] if r % 2 == 0 else ["FILE_COPY", "WAL_LOG"]
                         for s in order:
                             prepare(srv, args.mode)

@@ -41,12 +41,13 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-use binky_testkit::args::Flags;
+use binky_testkit::args::{exit_on_failure, or_exit, Flags};
 use binky_testkit::procs::{loadavg, machine_with, reap_sandbox, with_children, with_cmdline};
 use binky_testkit::run::{capture, run_cmd, Run};
 use binky_testkit::stats::{median, summary};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
-use binky_testkit::{table::Table, Res};
+use binky_testkit::table::{verdict, Table};
+use binky_testkit::Res;
 
 const INSTALL_HINT: &str = "The proxy benchmark needs `nginx` and `wrk`, and `h2load` for its h2 \
     arm (Debian's packages):\n\n\
@@ -160,13 +161,11 @@ fn parse_args() -> Res<Args> {
         json: None,
     };
     let mut latency_set = false;
-    let mut f = Flags::from_env(USAGE);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
+    a.json = Flags::from_env(USAGE).each(|f, flag| {
+        match flag {
             "--only" => {
-                let list = f.value("--only")?;
                 let mut want = Vec::new();
-                for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                for name in f.list("--only")? {
                     let suite = SUITES.iter().find(|s| s.key() == name).ok_or_else(|| {
                         let known: Vec<&str> = SUITES.iter().map(|s| s.key()).collect();
                         format!("--only: `{name}` is not one of {}", known.join(", "))
@@ -202,10 +201,10 @@ fn parse_args() -> Res<Args> {
                 }
             }
             "--quiet-wait" => a.quiet_wait = f.positive("--quiet-wait", true)? as u64,
-            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
-            other => return Err(f.unknown(other)),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if !latency_set {
         a.latency_duration = a.latency_duration.min(a.duration);
     }
@@ -276,16 +275,7 @@ fn find_program(name: &str, extra: &[&str]) -> Option<PathBuf> {
 /// CPU time of all threads of the given processes, in nanoseconds (`/proc/PID/task/*/schedstat`).
 fn cpu_ns(pids: &[u32]) -> u64 {
     pids.iter()
-        .map(|pid| {
-            let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-                return 0;
-            };
-            tasks
-                .flatten()
-                .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
-                .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-                .sum::<u64>()
-        })
+        .map(|p| binky_testkit::procs::schedstat_ns(*p))
         .sum()
 }
 
@@ -728,16 +718,7 @@ impl Sandbox {
         self.binky(&["daemon", "start"], cpu)?;
         let st = self.binky(&["daemon", "status"], None)?;
         let text = format!("{}{}", st.stdout, st.stderr);
-        let daemon = text
-            .split("pid ")
-            .nth(1)
-            .and_then(|s| {
-                s.chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect::<String>()
-                    .parse::<u32>()
-                    .ok()
-            })
+        let daemon = binky_testkit::tool::daemon_pid_in(&text)
             .ok_or_else(|| format!("no pid in `binky daemon status`: {text}"))?;
         self.world_up = true;
         self.binky(&["up", WORLD, "-q"], None)?;
@@ -2133,14 +2114,6 @@ fn fmt_rps(v: f64) -> String {
     }
 }
 
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "yes"
-    } else {
-        "NO"
-    }
-}
-
 /// The programs the benchmark runs.
 struct Tools {
     binky: PathBuf,
@@ -2180,13 +2153,7 @@ fn main() {
         ws_echo_backend(argv.next());
     }
     install_signal_handlers();
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
+    let args = or_exit(parse_args());
     let nginx = find_program("nginx", &["/usr/sbin", "/sbin"]);
     let wrk = find_program("wrk", &[]);
     let h2load = find_program("h2load", &[]);
@@ -2208,10 +2175,7 @@ fn main() {
         wrk,
         h2load,
     };
-    if let Err(e) = bench(&args, &tools) {
-        eprintln!("proxy benchmark failed: {e}");
-        std::process::exit(1);
-    }
+    exit_on_failure("proxy", bench(&args, &tools));
 }
 
 /// The commit binky was built from, `+dirty` when src/ or controllers/ have local changes.
@@ -2680,9 +2644,7 @@ fn bench(args: &Args, tools: &Tools) -> Res<()> {
         out.extend(report);
         out.insert("paired_binky_over_nginx".into(), pjson.into());
         out.insert("leftover_processes".into(), json!(sb.leftovers));
-        let text = serde_json::to_string_pretty(&Value::Object(out)).map_err(|e| e.to_string())?;
-        fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
-        println!("wrote {}", path.display());
+        binky_testkit::stats::write_json(path, &Value::Object(out))?;
     }
     Ok(())
 }

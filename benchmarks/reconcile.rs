@@ -32,7 +32,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-type Res<T> = Result<T, String>;
+use binky_testkit::args::{or_exit, Flags};
+use binky_testkit::Res;
 
 const SERVER_PY: &str = r#"
 import http.server, json, os, sys
@@ -54,33 +55,26 @@ struct Args {
     json: Option<PathBuf>,
 }
 
+const USAGE: &str =
+    "usage: cargo bench --bench reconcile -- [--worlds N] [--edits N] [--json PATH]";
+
 fn parse_args() -> Res<Args> {
     let mut a = Args {
         worlds: 10,
         edits: 40,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--worlds" => a.worlds = num(it.next())?,
-            "--edits" => a.edits = num(it.next())?,
-            "--json" => a.json = Some(PathBuf::from(it.next().ok_or("--json needs a path")?)),
-            "--bench" => {}
-            other => {
-                return Err(format!(
-                    "unknown argument {other}\nusage: cargo bench --bench reconcile -- [--worlds N] [--edits N] [--json PATH]"
-                ))
-            }
-        }
-    }
+    // Both flags are positive numbers.
+    a.json = Flags::from_env(USAGE).each(|f, flag| {
+        let n = match flag {
+            "--worlds" => &mut a.worlds,
+            "--edits" => &mut a.edits,
+            _ => return Ok(false),
+        };
+        *n = f.positive(flag, false)?;
+        Ok(true)
+    })?;
     Ok(a)
-}
-
-fn num(v: Option<String>) -> Res<usize> {
-    v.and_then(|v| v.parse().ok())
-        .filter(|n: &usize| *n > 0)
-        .ok_or_else(|| "expected a positive number".into())
 }
 
 fn free_port_block(len: u16) -> u16 {
@@ -95,12 +89,9 @@ fn free_port_block(len: u16) -> u16 {
 }
 
 fn config(low: u16, value: usize) -> String {
+    let project = binky_testkit::tool::project_toml("reconcile", low, low + 199);
     format!(
-        r#"[project]
-name = "reconcile"
-port_range = [{low}, {high}]
-
-[services.api]
+        r#"{project}[services.api]
 cmd = "exec python3 server.py ${{self.port}}"
 url = true
 health = "/"
@@ -113,8 +104,7 @@ env = {{ API = "${{api.url}}" }}
 
 [services.side]
 cmd = "exec sleep 100000"
-"#,
-        high = low + 199
+"#
     )
 }
 
@@ -328,13 +318,7 @@ fn run(args: &Args) -> Res<Value> {
 }
 
 fn main() {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
+    let args = or_exit(parse_args());
     match run(&args) {
         Ok(v) => {
             let w = &v["watcher"];

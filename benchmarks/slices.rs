@@ -41,14 +41,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use binky_testkit::args::Flags;
-use binky_testkit::procs::{loadavg, machine_with, reap_sandbox};
-use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::args::{exit_on_failure, or_exit, Flags};
+use binky_testkit::procs::{loadavg, machine_tools};
+use binky_testkit::run::{capture, Run};
 use binky_testkit::servers::postgres::{pg_bin_dir, psql, Options};
 use binky_testkit::servers::redis::connect as redis_connect;
 use binky_testkit::stats::{median, ms, p90, ratio, ratio_value, summary_p90};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
-use binky_testkit::{net::free_port, random_secret, table::Table, Res};
+use binky_testkit::table::{fmt_ms, Table, MEDIAN_P90_COLUMNS};
+use binky_testkit::tool::{binky012_imports, binky012_or_exit, binky012_python, Kind};
+use binky_testkit::{net::free_port, random_secret, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres and redis \
 extras is not installed.\nInstall it into a venv and point the benchmark at it:\n\n\
@@ -84,17 +86,16 @@ fn parse_args() -> Res<Args> {
         pg_on_disk: false,
         json: None,
     };
-    let mut f = Flags::from_env(USAGE);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
+    a.json = Flags::from_env(USAGE).each(|f, flag| {
+        match flag {
             "--worlds" => {
                 a.worlds = f.number_in("--worlds", 1..=99)?;
             }
             "--pg-on-disk" => a.pg_on_disk = true,
-            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
-            other => return Err(f.unknown(other)),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     Ok(a)
 }
 
@@ -118,12 +119,7 @@ struct PgServer {
     version: String,
 }
 
-impl std::ops::Deref for PgServer {
-    type Target = binky_testkit::servers::postgres::PgServer;
-    fn deref(&self) -> &Self::Target {
-        &self.pg
-    }
-}
+binky_testkit::deref_to!(PgServer, pg: binky_testkit::servers::postgres::PgServer);
 
 impl PgServer {
     /// A cluster under `parent` (`None`: the temp dir).
@@ -161,12 +157,7 @@ struct RedisServer {
     version: String,
 }
 
-impl std::ops::Deref for RedisServer {
-    type Target = binky_testkit::servers::redis::RedisServer;
-    fn deref(&self) -> &Self::Target {
-        &self.redis
-    }
-}
+binky_testkit::deref_to!(RedisServer, redis: binky_testkit::servers::redis::RedisServer);
 
 impl RedisServer {
     fn start() -> Res<RedisServer> {
@@ -254,14 +245,6 @@ impl Cfg {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    /// This repo's binky.
-    Rust,
-    /// binky 0.1.2 (Python).
-    Py,
-}
-
 /// Timings of one tool, per config: `up` and `remove` wall times in ms, world by world.
 #[derive(Default)]
 struct Times {
@@ -269,109 +252,45 @@ struct Times {
     remove: [Vec<f64>; 3],
 }
 
+/// A tool with one repo per config, and what the run found.
 struct Tool {
-    kind: Kind,
-    label: &'static str,
-    bin: PathBuf,
-    root: PathBuf,
-    home: PathBuf,
-    binky_home: PathBuf,
-    /// `PG_ADMIN` and `REDIS_ADMIN`, given to every command.
-    env: Vec<(String, String)>,
-    /// Worlds that may exist and must be removed at teardown.
-    live: Vec<(Cfg, String)>,
-    /// Set by teardown: processes of this sandbox still alive after remove + daemon stop.
-    leftovers: Vec<String>,
+    base: binky_testkit::tool::Tool,
     /// Problems found while checking slices (missing after `up`, left after `remove`).
     problems: Vec<String>,
     times: Times,
-    torn_down: bool,
-    _dir: tempfile::TempDir,
 }
 
+binky_testkit::deref_to!(Tool, base: binky_testkit::tool::Tool);
+
 impl Tool {
+    /// `env` (`PG_ADMIN` and `REDIS_ADMIN`) is given to every command.
     fn new(kind: Kind, bin: PathBuf, env: Vec<(String, String)>) -> Res<Tool> {
-        let (label, prefix) = match kind {
-            Kind::Rust => ("binky", "binky-bench-slices-rs-"),
-            Kind::Py => ("binky 0.1.2", "binky-bench-slices-py-"),
+        let prefix = match kind {
+            Kind::Rust => "binky-bench-slices-rs-",
+            Kind::Py => "binky-bench-slices-py-",
         };
-        let binky_testkit::sandbox::Sandbox {
-            root,
-            home,
-            binky_home,
-            dir,
-        } = binky_testkit::sandbox::Sandbox::new(prefix, kind == Kind::Py)?;
-        let tool = Tool {
-            kind,
-            label,
-            bin,
-            root,
-            home,
-            binky_home,
-            env,
-            live: Vec::new(),
-            leftovers: Vec::new(),
-            problems: Vec::new(),
-            times: Times::default(),
-            torn_down: false,
-            _dir: dir,
-        };
+        let mut base = binky_testkit::tool::Tool::new(kind, bin, prefix, env)?;
+        base.daemon_dir = base.root.join(Cfg::Bare.project());
         for cfg in CFGS {
-            let repo = tool.repo(cfg);
+            let repo = base.root.join(cfg.project());
             fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
             fs::write(repo.join("binky.toml"), cfg.toml())
                 .map_err(|e| format!("binky.toml: {e}"))?;
-            binky_testkit::git::bench_repo(&repo, "binky.toml", &tool.home, &tool.root)?;
+            binky_testkit::git::bench_repo(&repo, "binky.toml", &base.home, &base.root)?;
         }
-        Ok(tool)
+        Ok(Tool {
+            base,
+            problems: Vec::new(),
+            times: Times::default(),
+        })
     }
 
     fn repo(&self, cfg: Cfg) -> PathBuf {
         self.root.join(cfg.project())
     }
 
-    fn cmd(&self, cfg: Cfg, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.args(args)
-            .current_dir(self.repo(cfg))
-            .env("HOME", &self.home)
-            .env("BINKY_HOME", &self.binky_home)
-            .env_remove("BINKY_LOG")
-            .env_remove("RUST_LOG");
-        for (k, v) in &self.env {
-            c.env(k, v);
-        }
-        c
-    }
-
     fn run_ok(&self, cfg: Cfg, args: &[&str], timeout: Duration) -> Res<Run> {
-        // After an interrupt only the teardown still runs commands.
-        if !self.torn_down {
-            check_stop()?;
-        }
-        let r = run_cmd(self.cmd(cfg, args), &self.root, timeout)?;
-        if r.ok() {
-            Ok(r)
-        } else {
-            Err(format!(
-                "{}: `binky {}` exited {}\nstdout: {}\nstderr: {}",
-                self.label,
-                args.join(" "),
-                r.status,
-                r.stdout.trim(),
-                r.stderr.trim()
-            ))
-        }
-    }
-
-    fn version(&self) -> String {
-        let args: &[&str] = match self.kind {
-            Kind::Rust => &["--version"],
-            Kind::Py => &["version"],
-        };
-        self.run_ok(Cfg::Bare, args, Duration::from_secs(30))
-            .map(|r| r.stdout.trim().to_owned())
-            .unwrap_or_else(|e| format!("unknown ({e})"))
+        self.base.run_ok(&self.repo(cfg), args, timeout)
     }
 
     fn start_daemon(&mut self) -> Res<()> {
@@ -393,7 +312,8 @@ impl Tool {
     fn up(&mut self, cfg: Cfg, name: &str) -> Res<Duration> {
         check_stop()?;
         // Recorded before running: a failed or killed `up` may still leave the world behind.
-        self.live.push((cfg, name.to_owned()));
+        let repo = self.repo(cfg);
+        self.base.live.push((repo, name.to_owned()));
         let args: &[&str] = match self.kind {
             Kind::Rust => &["up", name, "-q"],
             Kind::Py => &["up", name],
@@ -408,7 +328,8 @@ impl Tool {
             Kind::Py => &["remove", name, "--force"],
         };
         let r = self.run_ok(cfg, args, Duration::from_secs(60))?;
-        self.live.retain(|(c, w)| !(*c == cfg && w == name));
+        let repo = self.repo(cfg);
+        self.base.live.retain(|(r, w)| !(*r == repo && w == name));
         Ok(r.elapsed)
     }
 
@@ -464,39 +385,6 @@ impl Tool {
             Cfg::Bare => {}
         }
         Ok(())
-    }
-
-    /// Remove every world, stop the daemon, kill whatever of this sandbox is still alive.
-    fn teardown(&mut self) {
-        if self.torn_down {
-            return;
-        }
-        self.torn_down = true;
-        for (cfg, w) in self.live.clone().iter().rev() {
-            if let Err(e) = self.run_ok(*cfg, &["remove", w, "--force"], Duration::from_secs(60)) {
-                eprintln!("teardown: {e}");
-            }
-        }
-        if let Err(e) = self.run_ok(Cfg::Bare, &["daemon", "stop"], Duration::from_secs(30)) {
-            eprintln!("teardown: {e}");
-        }
-        // Give exiting processes a moment before calling them leftovers.
-        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
-        self.leftovers.extend(left.iter().cloned());
-        if !left.is_empty() {
-            eprintln!(
-                "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
-                left.len(),
-                self.label,
-                self.leftovers.join("\n  ")
-            );
-        }
-    }
-}
-
-impl Drop for Tool {
-    fn drop(&mut self) {
-        self.teardown();
     }
 }
 
@@ -706,69 +594,25 @@ fn cycle(t: &mut Tool, s: &Servers, cfg: Cfg, name: &str) -> Res<(f64, f64)> {
 // ---------------------------------------------------------------------------------------------
 // Reporting.
 
-fn fmt_ms(v: f64) -> String {
-    if v.is_nan() {
-        "n/a".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0} ms")
-    } else {
-        format!("{v:.1} ms")
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-
-/// The interpreter of binky 0.1.2's entry point (its `#!` line).
-fn binky012_python(bin: &Path) -> String {
-    fs::read_to_string(bin)
-        .unwrap_or_default()
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("#!"))
-        .map(|p| p.trim().to_owned())
-        .unwrap_or_else(|| "python3".into())
-}
-
-/// binky 0.1.2's drivers (psycopg, redis) importable by the interpreter of its entry point.
-fn binky012_has_extras(bin: &Path) -> bool {
-    Command::new(binky012_python(bin))
-        .args(["-c", "import psycopg, redis"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn machine(s: &Servers) -> Value {
-    machine_with(json!({
-        "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
-        "python": capture("python3", &["--version"]).unwrap_or_default(),
-        "git": capture("git", &["--version"]).unwrap_or_default(),
-        "postgres": s.pg.version,
-        "postgres_data_dir": s.pg.data_dir,
-        "redis": s.redis.version,
-        "loadavg_at_start": loadavg(),
-    }))
+    machine_tools(
+        "python3",
+        json!({
+            "postgres": s.pg.version,
+            "postgres_data_dir": s.pg.data_dir,
+            "redis": s.redis.version,
+        }),
+    )
 }
 
 fn main() {
     install_signal_handlers();
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
-    let Some(ref_bin) = find_binky012().filter(|b| binky012_has_extras(b)) else {
-        eprintln!("{INSTALL_HINT}");
-        std::process::exit(1);
-    };
-    if let Err(e) = bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin) {
-        eprintln!("slices benchmark failed: {e}");
-        std::process::exit(1);
-    }
+    let args = or_exit(parse_args());
+    let ref_bin = binky012_or_exit(INSTALL_HINT, |b| binky012_imports(b, "psycopg, redis"));
+    exit_on_failure(
+        "slices",
+        bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin),
+    );
 }
 
 fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
@@ -794,15 +638,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
 
     let mut rs = Tool::new(Kind::Rust, rs_bin, env.clone())?;
     let mut py = Tool::new(Kind::Py, py_bin, env)?;
-    let versions = (rs.version(), py.version());
-    eprintln!("binky: {} ({})", versions.0, rs.bin.display());
-    eprintln!("binky 0.1.2: {} ({})", versions.1, py.bin.display());
-    if !versions.1.contains("0.1.2") {
-        eprintln!(
-            "warning: the reference reports version `{}`, not 0.1.2",
-            versions.1
-        );
-    }
+    let versions = binky_testkit::tool::versions(&rs.base, &py.base);
 
     // Warm daemons (and 0.1.2's lazily imported drivers): one world per config and tool.
     for t in [&mut rs, &mut py] {
@@ -882,8 +718,8 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
     }
 
     // Teardown before reporting, so leftovers are part of the report.
-    rs.teardown();
-    py.teardown();
+    rs.base.teardown();
+    py.base.teardown();
     let end = [servers.pg.snapshot()?, servers.redis.snapshot()?];
     let mut server_left = Vec::new();
     for (i, kind) in ["postgres", "redis"].iter().enumerate() {
@@ -897,16 +733,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
 
     // ------------------------------------------------------------------ report
     let n = args.worlds;
-    let mut t = Table { rows: Vec::new() };
-    t.row(&[
-        "metric",
-        "binky median",
-        "binky p90",
-        "0.1.2 median",
-        "0.1.2 p90",
-        "ratio (medians)",
-        "server floor",
-    ]);
+    let mut t = Table::with_columns("metric", &MEDIAN_P90_COLUMNS, &["server floor"]);
     let stat_row = |t: &mut Table, label: String, a: &[f64], b: &[f64], floor: &[f64]| {
         t.row(&[
             &label,
@@ -1091,9 +918,6 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
 
     if let Some(path) = &args.json {
         let report = json!({
-            "benchmark": "slices",
-            "machine": machine,
-            "loadavg_at_end": loadavg(),
             "settings": {
                 "worlds": n,
                 "configs": CFGS.iter().map(|c| json!({"project": c.project(), "binky_toml": c.toml()})).collect::<Vec<_>>(),
@@ -1125,9 +949,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: PathBuf) -> Res<()> {
             "server_leftovers_after_run": server_left,
             "clean": clean,
         });
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
-        println!("wrote {}", path.display());
+        binky_testkit::stats::write_results(path, "slices", &machine, report)?;
     }
     Ok(())
 }

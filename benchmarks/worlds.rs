@@ -53,12 +53,13 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 
-use binky_testkit::args::Flags;
-use binky_testkit::procs::{alive, cmdline, loadavg, machine_with, reap_sandbox, tree};
-use binky_testkit::run::{capture, find_binky012, run_cmd, Run};
+use binky_testkit::args::{exit_on_failure, or_exit, Flags};
+use binky_testkit::procs::{alive, cmdline, loadavg, machine_tools, tree};
+use binky_testkit::run::{capture, run_cmd, Run};
 use binky_testkit::servers::postgres::{pg_bin_dir, Options};
 use binky_testkit::stats::{median, ms, summary};
 use binky_testkit::stop::{check_stop, install_signal_handlers};
+use binky_testkit::tool::{binky012_imports, binky012_or_exit, Kind};
 use binky_testkit::{net::free_port, table::Table, Res};
 
 const INSTALL_HINT: &str = "binky 0.1.2 (the Python reference) with its postgres extra is not \
@@ -182,15 +183,12 @@ fn parse_args() -> Res<Args> {
         quiet_wait: 300,
         json: None,
     };
-    let mut f = Flags::from_env(USAGE);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
+    a.json = Flags::from_env(USAGE).each(|f, flag| {
+        match flag {
             "--sweep" => {
-                let v = f.value("--sweep")?;
                 let mut s = Vec::new();
-                for part in v.split(',').filter(|p| !p.trim().is_empty()) {
+                for part in f.list("--sweep")? {
                     let n = part
-                        .trim()
                         .parse::<usize>()
                         .ok()
                         .filter(|n| (1..=64).contains(n))
@@ -213,9 +211,8 @@ fn parse_args() -> Res<Args> {
                     .ok_or_else(|| format!("--rows: `{v}` is not a number from 1 to 10^8"))?;
             }
             "--arms" => {
-                let v = f.value("--arms")?;
                 let mut arms = Vec::new();
-                for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                for part in f.list("--arms")? {
                     let arm = ALL_ARMS
                         .iter()
                         .copied()
@@ -234,14 +231,7 @@ fn parse_args() -> Res<Args> {
                 a.arms = arms;
             }
             "--strategy-worlds" => {
-                let v = f.value("--strategy-worlds")?;
-                a.strategy_worlds = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=50).contains(n))
-                    .ok_or_else(|| {
-                        format!("--strategy-worlds: `{v}` is not a number from 1 to 50")
-                    })?;
+                a.strategy_worlds = f.number_in("--strategy-worlds", 1..=50)?;
             }
             "--quiet-wait" => {
                 let v = f.value("--quiet-wait")?;
@@ -251,10 +241,10 @@ fn parse_args() -> Res<Args> {
             }
             "--pg-on-disk" => a.pg_on_disk = true,
             "--fsync" => a.fsync = true,
-            "--json" => a.json = Some(PathBuf::from(f.value("--json")?)),
-            other => return Err(f.unknown(other)),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     Ok(a)
 }
 
@@ -468,12 +458,7 @@ struct PgServer {
     start_ms: f64,
 }
 
-impl std::ops::Deref for PgServer {
-    type Target = binky_testkit::servers::postgres::PgServer;
-    fn deref(&self) -> &Self::Target {
-        &self.pg
-    }
-}
+binky_testkit::deref_to!(PgServer, pg: binky_testkit::servers::postgres::PgServer);
 
 impl PgServer {
     /// A cluster under `parent` (`None`: the temp dir).
@@ -721,26 +706,18 @@ impl ArmResult {
 }
 
 fn empty_rec() -> WorldRec {
+    let none = Mem {
+        pss_ok: true,
+        ..Mem::default()
+    };
     WorldRec {
         n: 0,
         time_ms: 0.0,
         steps: Vec::new(),
-        ram: Mem {
-            pss_ok: true,
-            ..Mem::default()
-        },
-        server: Mem {
-            pss_ok: true,
-            ..Mem::default()
-        },
-        daemon: Mem {
-            pss_ok: true,
-            ..Mem::default()
-        },
-        app: Mem {
-            pss_ok: true,
-            ..Mem::default()
-        },
+        ram: none,
+        server: none,
+        daemon: none,
+        app: none,
         db_bytes: 0,
         disk_bytes: 0,
         datadir_bytes: 0,
@@ -1035,33 +1012,15 @@ fn arm_server(args: &Args, bin_dir: &Path, app: &App, path: &str) -> Res<ArmResu
 // ---------------------------------------------------------------------------------------------
 // Arms 2-4: the tools.
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    /// This repo's binky.
-    Rust,
-    /// binky 0.1.2 (Python).
-    Py,
+/// A tool with one committed repo per `(name, binky.toml)`, each a directory of its root.
+struct Tool {
+    base: binky_testkit::tool::Tool,
 }
 
-struct Tool {
-    kind: Kind,
-    label: &'static str,
-    bin: PathBuf,
-    root: PathBuf,
-    home: PathBuf,
-    binky_home: PathBuf,
-    /// `PG_ADMIN` and `PATH`, given to every command.
-    env: Vec<(String, String)>,
-    /// Worlds (repo, name) that may exist and must be removed at teardown.
-    live: Vec<(String, String)>,
-    /// Set by teardown: processes of this sandbox still alive after remove + daemon stop.
-    leftovers: Vec<String>,
-    torn_down: bool,
-    _dir: tempfile::TempDir,
-}
+binky_testkit::deref_to!(Tool, base: binky_testkit::tool::Tool);
 
 impl Tool {
-    /// A sandbox with one committed repo per `(name, binky.toml)`.
+    /// `env` (`PG_ADMIN` and `PATH`) is given to every command.
     fn new(
         kind: Kind,
         bin: PathBuf,
@@ -1069,79 +1028,24 @@ impl Tool {
         app: &App,
         repos: &[(&str, String)],
     ) -> Res<Tool> {
-        let (label, prefix) = match kind {
-            Kind::Rust => ("binky", "binky-bench-worlds-rs-"),
-            Kind::Py => ("binky 0.1.2", "binky-bench-worlds-py-"),
+        let prefix = match kind {
+            Kind::Rust => "binky-bench-worlds-rs-",
+            Kind::Py => "binky-bench-worlds-py-",
         };
-        let binky_testkit::sandbox::Sandbox {
-            root,
-            home,
-            binky_home,
-            dir,
-        } = binky_testkit::sandbox::Sandbox::new(prefix, kind == Kind::Py)?;
-        let tool = Tool {
-            kind,
-            label,
-            bin,
-            root,
-            home,
-            binky_home,
-            env,
-            live: Vec::new(),
-            leftovers: Vec::new(),
-            torn_down: false,
-            _dir: dir,
-        };
+        let mut base = binky_testkit::tool::Tool::new(kind, bin, prefix, env)?;
+        base.daemon_dir = base.root.join("app");
+        base.quiet_remove = true;
+        base.remove_timeout = Duration::from_secs(120);
         for (name, toml) in repos {
-            let repo = tool.root.join(name);
+            let repo = base.root.join(name);
             app.write(&repo, toml)?;
-            binky_testkit::git::bench_repo(&repo, ".", &tool.home, &tool.root)?;
+            binky_testkit::git::bench_repo(&repo, ".", &base.home, &base.root)?;
         }
-        Ok(tool)
-    }
-
-    fn cmd(&self, repo: &str, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.args(args)
-            .current_dir(self.root.join(repo))
-            .env("HOME", &self.home)
-            .env("BINKY_HOME", &self.binky_home)
-            .env_remove("BINKY_LOG")
-            .env_remove("RUST_LOG");
-        for (k, v) in &self.env {
-            c.env(k, v);
-        }
-        c
+        Ok(Tool { base })
     }
 
     fn run_ok(&self, repo: &str, args: &[&str], timeout: Duration) -> Res<Run> {
-        // After an interrupt only the teardown still runs commands.
-        if !self.torn_down {
-            check_stop()?;
-        }
-        let r = run_cmd(self.cmd(repo, args), &self.root, timeout)?;
-        if r.ok() {
-            Ok(r)
-        } else {
-            Err(format!(
-                "{}: `binky {}` exited {}\nstdout: {}\nstderr: {}",
-                self.label,
-                args.join(" "),
-                r.status,
-                r.stdout.trim(),
-                r.stderr.trim()
-            ))
-        }
-    }
-
-    fn version(&self) -> String {
-        let args: &[&str] = match self.kind {
-            Kind::Rust => &["--version"],
-            Kind::Py => &["version"],
-        };
-        self.run_ok("app", args, Duration::from_secs(30))
-            .map(|r| r.stdout.trim().to_owned())
-            .unwrap_or_else(|e| format!("unknown ({e})"))
+        self.base.run_ok(&self.root.join(repo), args, timeout)
     }
 
     fn start_daemon(&mut self) -> Res<()> {
@@ -1162,14 +1066,7 @@ impl Tool {
     fn daemon_pid(&self) -> Res<u32> {
         let r = self.run_ok("app", &["daemon", "status"], Duration::from_secs(30))?;
         let text = r.stdout;
-        text.split("pid ")
-            .nth(1)
-            .map(|s| {
-                s.chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect::<String>()
-            })
-            .and_then(|s| s.parse().ok())
+        binky_testkit::tool::daemon_pid_in(&text)
             .ok_or_else(|| format!("{}: no pid in `daemon status`: {text}", self.label))
     }
 
@@ -1177,7 +1074,8 @@ impl Tool {
     fn up(&mut self, repo: &str, name: &str) -> Res<Duration> {
         check_stop()?;
         // Recorded before running: a failed or killed `up` may still leave the world behind.
-        self.live.push((repo.to_owned(), name.to_owned()));
+        let dir = self.root.join(repo);
+        self.base.live.push((dir, name.to_owned()));
         let args: &[&str] = match self.kind {
             Kind::Rust => &["up", name, "-q", "--timeout", "600s"],
             Kind::Py => &["up", name],
@@ -1205,44 +1103,6 @@ impl Tool {
     fn down(&self, repo: &str, name: &str) -> Res<()> {
         self.run_ok(repo, &["down", name], Duration::from_secs(120))
             .map(|_| ())
-    }
-
-    /// Remove every world, stop the daemon, kill whatever of this sandbox is still alive.
-    fn teardown(&mut self) {
-        if self.torn_down {
-            return;
-        }
-        self.torn_down = true;
-        for (repo, w) in self.live.clone().iter().rev() {
-            let args: &[&str] = match self.kind {
-                Kind::Rust => &["remove", w, "--force", "-q"],
-                Kind::Py => &["remove", w, "--force"],
-            };
-            if let Err(e) = self.run_ok(repo, args, Duration::from_secs(120)) {
-                eprintln!("teardown: {e}");
-            }
-        }
-        self.live.clear();
-        if let Err(e) = self.run_ok("app", &["daemon", "stop"], Duration::from_secs(30)) {
-            eprintln!("teardown: {e}");
-        }
-        // Give exiting processes a moment before calling them leftovers.
-        let left = reap_sandbox(&self.binky_home, &self.root, Duration::from_secs(5));
-        self.leftovers.extend(left.iter().cloned());
-        if !left.is_empty() {
-            eprintln!(
-                "teardown: {} process(es) of {} were still running after remove + daemon stop; killed:\n  {}",
-                left.len(),
-                self.label,
-                self.leftovers.join("\n  ")
-            );
-        }
-    }
-}
-
-impl Drop for Tool {
-    fn drop(&mut self) {
-        self.teardown();
     }
 }
 
@@ -1357,7 +1217,8 @@ fn arm_tool(
         Kind::Py => &["remove", "warm", "--force"],
     };
     t.run_ok("warm", args_rm, Duration::from_secs(120))?;
-    t.live.retain(|(r, _)| r != "warm");
+    let warm = t.root.join("warm");
+    t.base.live.retain(|(r, _)| *r != warm);
     eprintln!("{}: warm-up world up in {:.0} ms", t.label, ms(w));
     let capacity = match kind {
         Kind::Rust => None,
@@ -1557,7 +1418,7 @@ fn arm_tool(
         Kind::Py => Value::Null,
     };
     let tpl = templates(&pg.admin_url, kind)?;
-    t.teardown();
+    t.base.teardown();
     // What the tool left on its server after removing every world.
     let left: Vec<String> = pg_query(
         &pg.admin_url,
@@ -1782,7 +1643,7 @@ fn arm_strategy(args: &Args, bin: PathBuf, bin_dir: &Path, app: &App, path: &str
             tpl_bytes as f64 / MIB
         ));
     }
-    t.teardown();
+    t.base.teardown();
     if !t.leftovers.is_empty() {
         problems.push(format!("strategy: leftovers {:?}", t.leftovers));
     }
@@ -1837,59 +1698,27 @@ fn fmt_s(ms: f64) -> String {
     }
 }
 
-/// binky 0.1.2's postgres driver (psycopg) importable by the interpreter of its entry point.
-fn binky012_has_extras(bin: &Path) -> bool {
-    let python = fs::read_to_string(bin)
-        .unwrap_or_default()
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("#!"))
-        .map(|p| p.trim().to_owned())
-        .unwrap_or_else(|| "python3".into());
-    Command::new(python)
-        .args(["-c", "import psycopg"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn machine(bin_dir: &Path, args: &Args) -> Value {
-    machine_with(json!({
-        "rustc": capture("rustc", &["--version"]).unwrap_or_default(),
-        "python": capture("python3", &["--version"]).unwrap_or_default(),
-        "git": capture("git", &["--version"]).unwrap_or_default(),
-        "postgres": capture(&bin_dir.join("postgres").to_string_lossy(), &["--version"]).unwrap_or_default(),
-        "postgres_on_tmpfs": pg_parent(args).is_some(),
-        "loadavg_at_start": loadavg(),
-    }))
+    machine_tools(
+        "python3",
+        json!({
+            "postgres": capture(&bin_dir.join("postgres").to_string_lossy(), &["--version"]).unwrap_or_default(),
+            "postgres_on_tmpfs": pg_parent(args).is_some(),
+        }),
+    )
 }
 
 fn main() {
     install_signal_handlers();
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
-    let ref_bin = if args.arms.contains(&Arm::Binky012) {
-        match find_binky012().filter(|b| binky012_has_extras(b)) {
-            Some(b) => Some(b),
-            None => {
-                eprintln!("{INSTALL_HINT}");
-                std::process::exit(1);
-            }
-        }
-    } else {
-        None
-    };
-    if let Err(e) = bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin) {
-        eprintln!("worlds benchmark failed: {e}");
-        std::process::exit(1);
-    }
+    let args = or_exit(parse_args());
+    let ref_bin = args
+        .arms
+        .contains(&Arm::Binky012)
+        .then(|| binky012_or_exit(INSTALL_HINT, |b| binky012_imports(b, "psycopg")));
+    exit_on_failure(
+        "worlds",
+        bench(&args, PathBuf::from(env!("CARGO_BIN_EXE_binky")), ref_bin),
+    );
 }
 
 fn bench(args: &Args, rs_bin: PathBuf, py_bin: Option<PathBuf>) -> Res<()> {
@@ -1966,51 +1795,47 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: Option<PathBuf>) -> Res<()> {
             .map(|w| format!("+{}", fmt_s(w.time_ms)))
             .unwrap_or("-".into())
     };
-    let head = [
-        "worlds",
-        "RAM: a server each",
-        "RAM: binky",
-        "RAM: binky 0.1.2",
-        "time: a server each",
-        "time: binky",
-        "time: binky 0.1.2",
-    ];
-    let mut t = Table { rows: Vec::new() };
-    t.row(&head);
-    for &n in &args.sweep {
-        let mut cells = vec![n.to_string()];
-        cells.extend(cols.iter().map(|r| ram(*r, n)));
-        cells.extend(cols.iter().map(|r| time(*r, n)));
-        t.row(&cells.iter().map(String::as_str).collect::<Vec<_>>());
-    }
-    let mut m = Table { rows: Vec::new() };
-    m.row(&[
+    type Cell<'a> = &'a dyn Fn(Option<&ArmResult>, usize) -> String;
+    // A row a point of the sweep: its label, then the RAM and the time of each arm.
+    let sweep_table = |first: &str, label: &dyn Fn(usize) -> String, ram: Cell, time: Cell| {
+        let mut t = Table::with_columns(
+            first,
+            &[
+                "RAM: a server each",
+                "RAM: binky",
+                "RAM: binky 0.1.2",
+                "time: a server each",
+                "time: binky",
+                "time: binky 0.1.2",
+            ],
+            &[],
+        );
+        for &n in &args.sweep {
+            let mut cells = vec![label(n)];
+            cells.extend(cols.iter().map(|r| ram(*r, n)));
+            cells.extend(cols.iter().map(|r| time(*r, n)));
+            t.row(&cells.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+        t
+    };
+    let t = sweep_table("worlds", &|n| n.to_string(), &ram, &time);
+    let m = sweep_table(
         "the Nth world adds",
-        "RAM: a server each",
-        "RAM: binky",
-        "RAM: binky 0.1.2",
-        "time: a server each",
-        "time: binky",
-        "time: binky 0.1.2",
-    ]);
-    for &n in &args.sweep {
-        let mut cells = vec![format!("world {n}")];
-        cells.extend(cols.iter().map(|r| dram(*r, n)));
-        cells.extend(cols.iter().map(|r| dtime(*r, n)));
-        m.row(&cells.iter().map(String::as_str).collect::<Vec<_>>());
-    }
-    // Disk: the databases (every world's, plus the template once) and `du` of the data
-    // directories (WAL, system databases and all).
-    let mut d = Table { rows: Vec::new() };
-    d.row(&[
-        "worlds",
+        &|n| format!("world {n}"),
+        &dram,
+        &dtime,
+    );
+    const DISK_COLUMNS: [&str; 6] = [
         "summed RSS / PSS: a server each",
         "binky",
         "binky 0.1.2",
         "disk, DBs / du: a server each",
         "binky",
         "binky 0.1.2",
-    ]);
+    ];
+    // Disk: the databases (every world's, plus the template once) and `du` of the data
+    // directories (WAL, system databases and all).
+    let mut d = Table::with_columns("worlds", &DISK_COLUMNS, &[]);
     for &n in &args.sweep {
         let at = |r: Option<&ArmResult>| at_n(r, n).cloned();
         let rss = |r: Option<&ArmResult>| {
@@ -2045,16 +1870,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: Option<PathBuf>) -> Res<()> {
             &disk(py),
         ]);
     }
-    let mut dm = Table { rows: Vec::new() };
-    dm.row(&[
-        "the Nth world adds",
-        "summed RSS / PSS: a server each",
-        "binky",
-        "binky 0.1.2",
-        "disk, DBs / du: a server each",
-        "binky",
-        "binky 0.1.2",
-    ]);
+    let mut dm = Table::with_columns("the Nth world adds", &DISK_COLUMNS, &[]);
     for &n in &args.sweep {
         let pair = |r: Option<&ArmResult>| pair_n(r, n).map(|(a, b)| (a.clone(), b.clone()));
         let drss = |r: Option<&ArmResult>| {
@@ -2193,8 +2009,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: Option<PathBuf>) -> Res<()> {
     }
 
     if !strategy.is_null() {
-        let mut st = Table { rows: Vec::new() };
-        st.row(&[
+        let mut st = Table::new(&[
             "clone strategy (median)",
             "binky up",
             "copy in the daemon",
@@ -2304,9 +2119,6 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: Option<PathBuf>) -> Res<()> {
             })
             .collect();
         let report = json!({
-            "benchmark": "worlds",
-            "machine": machine,
-            "loadavg_at_end": loadavg(),
             "arm_load": arm_load,
             "settings": {
                 "sweep": args.sweep,
@@ -2334,9 +2146,7 @@ fn bench(args: &Args, rs_bin: PathBuf, py_bin: Option<PathBuf>) -> Res<()> {
             "strategy": strategy,
             "clean": clean,
         });
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
-        println!("wrote {}", path.display());
+        binky_testkit::stats::write_results(path, "worlds", &machine, report)?;
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! bench` passes to `harness = false` targets) ignored, `-h`/`--help` printing the usage.
 
 use std::ops::RangeInclusive;
+use std::path::PathBuf;
 
 use crate::Res;
 
@@ -80,9 +81,55 @@ impl Flags {
             .ok_or_else(|| format!("{name}: `{v}` is not a positive number"))
     }
 
+    /// The value of flag `name` as a comma-separated list (items trimmed, empty ones dropped).
+    pub fn list(&mut self, name: &str) -> Res<Vec<String>> {
+        Ok(self
+            .value(name)?
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Give every flag to `take` (with these flags, for its value); a flag `take` does not
+    /// know (it returns `Ok(false)`) is an error, as is any error of `take`. Every
+    /// benchmark's `--json PATH` (also write the results as JSON) is taken here: the answer is
+    /// its path.
+    pub fn each(
+        mut self,
+        mut take: impl FnMut(&mut Flags, &str) -> Res<bool>,
+    ) -> Res<Option<PathBuf>> {
+        let mut json = None;
+        while let Some(flag) = self.next_flag() {
+            if flag == "--json" {
+                json = Some(PathBuf::from(self.value("--json")?));
+            } else if !take(&mut self, &flag)? {
+                return Err(self.unknown(&flag));
+            }
+        }
+        Ok(json)
+    }
+
     /// The error for an argument no flag matches.
     pub fn unknown(&self, arg: &str) -> String {
         format!("unknown argument `{arg}`\n{}", self.usage)
+    }
+}
+
+/// The parsed flags, or their error on stderr and exit 2.
+pub fn or_exit<T>(parsed: Res<T>) -> T {
+    parsed.unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    })
+}
+
+/// A benchmark's end: on an error, `<name> benchmark failed: <error>` on stderr and exit 1.
+pub fn exit_on_failure(name: &str, outcome: Res<()>) {
+    if let Err(e) = outcome {
+        eprintln!("{name} benchmark failed: {e}");
+        std::process::exit(1);
     }
 }
 
@@ -104,6 +151,25 @@ mod tests {
         assert_eq!(f.next_flag().as_deref(), Some("--x"));
         assert_eq!(f.unknown("--x"), "unknown argument `--x`\nusage");
         assert_eq!(f.next_flag(), None);
+    }
+
+    #[test]
+    fn each_flag_goes_to_the_taker_and_an_unknown_one_is_an_error() {
+        let mut seen = Vec::new();
+        let json = flags(&["--json=out.json", "--x"]).each(|_, flag| Ok(flag == "--x"));
+        assert_eq!(json, Ok(Some(PathBuf::from("out.json"))));
+        let r = flags(&["--bench", "--only= a, ,b,", "--x", "--y"]).each(|f, flag| {
+            match flag {
+                "--only" => seen.extend(f.list("--only")?),
+                "--x" => seen.push("x".to_owned()),
+                _ => return Ok(false),
+            }
+            Ok(true)
+        });
+        assert_eq!(r, Err("unknown argument `--y`\nusage".into()));
+        assert_eq!(seen, ["a", "b", "x"]);
+        let r = flags(&["--only"]).each(|f, _| f.list("--only").map(|_| true));
+        assert_eq!(r, Err("--only needs a value\nusage".into()));
     }
 
     #[test]

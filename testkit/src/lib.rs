@@ -10,8 +10,9 @@
 //! - [`browser`]: a headless Chromium driven over the DevTools protocol.
 //! - [`net`], [`wait`], [`run`]: free ports, waiting for a condition, running a command
 //!   with a timeout and capturing its output.
-//! - [`stats`], [`table`], [`stop`], [`args`], [`sandbox`]: what the benchmarks report, how
-//!   they take Ctrl-C and parse their flags, and the sandbox each tool runs in.
+//! - [`stats`], [`table`], [`stop`], [`args`], [`sandbox`], [`tool`]: what the benchmarks
+//!   report, how they take Ctrl-C and parse their flags, the sandbox each tool runs in and
+//!   the tool (binky or binky 0.1.2) run there.
 //!
 //! A dev-only crate: the `binky` binary never links it, and it links nothing of binky.
 
@@ -26,7 +27,22 @@ pub mod servers;
 pub mod stats;
 pub mod stop;
 pub mod table;
+pub mod tool;
 pub mod wait;
+
+/// `impl Deref for $outer` to its field `$field` (a `$target`): a bench's wrapper of a kit
+/// server or tool, with the bench's own fields beside it, reads as the thing it wraps.
+#[macro_export]
+macro_rules! deref_to {
+    ($outer:ty, $field:ident: $target:ty) => {
+        impl std::ops::Deref for $outer {
+            type Target = $target;
+            fn deref(&self) -> &$target {
+                &self.$field
+            }
+        }
+    };
+}
 
 /// The benchmarks' result type: errors are messages for the terminal.
 pub type Res<T> = Result<T, String>;

@@ -184,6 +184,34 @@ pub fn reap_sandbox(home: &Path, root: &Path, grace: std::time::Duration) -> Vec
         .collect()
 }
 
+/// CPU time of all live threads of a process in nanoseconds (`/proc/PID/task/*/schedstat`),
+/// 0 when it is gone: finer than clock ticks.
+pub fn schedstat_ns(pid: u32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// [`machine_with`] plus the rustc, `python` and git versions and the load average (at the
+/// start), and `extra`.
+pub fn machine_tools(python: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut tools = serde_json::json!({
+        "rustc": crate::run::capture("rustc", &["--version"]).unwrap_or_default(),
+        "python": crate::run::capture(python, &["--version"]).unwrap_or_default(),
+        "git": crate::run::capture("git", &["--version"]).unwrap_or_default(),
+        "loadavg_at_start": loadavg(),
+    });
+    if let (Some(t), serde_json::Value::Object(extra)) = (tools.as_object_mut(), extra) {
+        t.extend(extra);
+    }
+    machine_with(tools)
+}
+
 /// The machine a benchmark ran on, for its JSON results: `nproc`, `cpu` (the model name),
 /// `ram_gib` and `kernel`, with the bench's own fields of `extra` (an object) added.
 pub fn machine_with(extra: serde_json::Value) -> serde_json::Value {

@@ -5,6 +5,30 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+/// Write the JSON results to `path` (pretty, a newline at the end) and say so on stdout.
+pub fn write_json(path: &std::path::Path, results: &Value) -> crate::Res<()> {
+    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// [`write_json`] of a benchmark's results, with what every results file has beside them:
+/// `benchmark` (its name), `machine` and `loadavg_at_end` (now).
+pub fn write_results(
+    path: &std::path::Path,
+    benchmark: &str,
+    machine: &Value,
+    mut results: Value,
+) -> crate::Res<()> {
+    if let Some(r) = results.as_object_mut() {
+        r.insert("benchmark".into(), json!(benchmark));
+        r.insert("machine".into(), machine.clone());
+        r.insert("loadavg_at_end".into(), json!(crate::procs::loadavg()));
+    }
+    write_json(path, &results)
+}
+
 /// A duration in milliseconds.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
