@@ -182,6 +182,18 @@ state_enum! {
     }
 }
 
+state_enum! {
+    /// Where a world stands at the admission gate.
+    AdmissionState ("admission") {
+        /// Waiting for its turn, or for room under a resident limit.
+        Queued = "queued",
+        /// Admitted: its controllers may start things.
+        Admitted = "admitted",
+        /// Stopped by the gate to make room; it starts again by itself when there is room.
+        Cooled = "cooled",
+    }
+}
+
 impl ProcState {
     /// A process of the service may hold its ports now (so they must not be probed as if
     /// someone else took them).
@@ -213,6 +225,9 @@ mod tests {
         }
         for s in ServerState::ALL {
             assert_eq!(s.as_str().parse::<ServerState>().unwrap(), *s);
+        }
+        for s in AdmissionState::ALL {
+            assert_eq!(s.as_str().parse::<AdmissionState>().unwrap(), *s);
         }
         let err = "zombie".parse::<ProcState>().unwrap_err();
         assert_eq!(
