@@ -449,20 +449,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             self.forget_refs(world, Some(&gone))?;
         }
         self.sweep_now().await;
-        if let Some(w) = waiting {
-            return Ok(Applied {
-                action: Action::Requeue(Duration::from_millis(300)),
-                conditions: vec![Condition::waiting(CONDITION, "Building", w)],
-            });
-        }
-        let msg = if notes.is_empty() {
-            "golden templates ready".to_owned()
-        } else {
-            notes.join("; ")
-        };
-        Ok(Applied::await_change(vec![Condition::ok(
-            CONDITION, "Ready", msg,
-        )]))
+        Ok(report(waiting, &notes))
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, GoldenError> {
@@ -557,4 +544,21 @@ fn template_state(service: &str, g: &GoldenRow) -> TemplateStep {
             g.name
         )),
     }
+}
+
+/// The world's report once each of its templates is ready or waited for: what it waits
+/// for, else ready (with what `notes` say of the services that cannot clone).
+fn report(waiting: Option<String>, notes: &[String]) -> Applied {
+    if let Some(w) = waiting {
+        return Applied {
+            action: Action::Requeue(Duration::from_millis(300)),
+            conditions: vec![Condition::waiting(CONDITION, "Building", w)],
+        };
+    }
+    let msg = if notes.is_empty() {
+        "golden templates ready".to_owned()
+    } else {
+        notes.join("; ")
+    };
+    Applied::await_change(vec![Condition::ok(CONDITION, "Ready", msg)])
 }

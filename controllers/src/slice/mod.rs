@@ -281,49 +281,10 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             });
         }
         let mut stopped = Vec::new();
-        for mut row in rows {
-            let key = (world.id, row.service.clone());
-            let asked = self
-                .paused
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-                .copied();
-            if asked == Some(world.generation) {
-                continue;
-            }
-            let res = world
-                .spec
-                .services
-                .get(&row.service)
-                .and_then(|s| s.resource())
-                .cloned();
-            let spec = self.made_spec(world, &row, res.as_ref());
-            match self.effects().pause(&spec).await {
-                Ok(true) => {
-                    row.state = SliceState::Stopped;
-                    row.message = "its server stopped with the world (data kept)".into();
-                    self.save(world, &row)?;
-                    stopped.push(row.service.clone());
-                }
-                Ok(false) => {
-                    self.paused
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key, world.generation);
-                }
-                Err(SliceFault::Transient(detail)) => {
-                    return Err(SliceError::Waiting {
-                        service: row.service.clone(),
-                        adapter: row.adapter.clone(),
-                        detail,
-                    })
-                }
-                Err(SliceFault::Permanent(detail)) => self.event(
-                    world,
-                    "slice_failed",
-                    &format!("{}: could not stop its server: {detail}", row.service),
-                ),
+        for row in rows {
+            let service = row.service.clone();
+            if self.pause(world, row).await? {
+                stopped.push(service);
             }
         }
         if !stopped.is_empty() {
@@ -341,6 +302,100 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             "WorldStopped",
             "the world is down; its slices are kept",
         )]))
+    }
+
+    /// Asks the slice `row` of a world that is down to stop its own server, once per
+    /// `binky down`. Returns whether it stopped one (a slice on a shared server has none).
+    async fn pause(&self, world: &World, mut row: SliceRow) -> Result<bool, SliceError> {
+        let key = (world.id, row.service.clone());
+        let asked = self
+            .paused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        if asked == Some(world.generation) {
+            return Ok(false);
+        }
+        let res = world
+            .spec
+            .services
+            .get(&row.service)
+            .and_then(|s| s.resource())
+            .cloned();
+        let spec = self.made_spec(world, &row, res.as_ref());
+        match self.effects().pause(&spec).await {
+            Ok(true) => {
+                row.state = SliceState::Stopped;
+                row.message = "its server stopped with the world (data kept)".into();
+                self.save(world, &row)?;
+                return Ok(true);
+            }
+            Ok(false) => {
+                self.paused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, world.generation);
+            }
+            Err(SliceFault::Transient(detail)) => {
+                return Err(SliceError::Waiting {
+                    service: row.service.clone(),
+                    adapter: row.adapter.clone(),
+                    detail,
+                })
+            }
+            Err(SliceFault::Permanent(detail)) => self.event(
+                world,
+                "slice_failed",
+                &format!("{}: could not stop its server: {detail}", row.service),
+            ),
+        }
+        Ok(false)
+    }
+
+    /// Drops the slice `row` of a removed world from its server (`res`: its service's
+    /// config now, if it is still there). Returns whether it was dropped: with `--force`, a
+    /// server that does not answer does not hold the removal for ever, and a slice nothing
+    /// can drop (an adapter that is gone) does not hang it; each says what may be left.
+    async fn drop_slice(
+        &self,
+        world: &World,
+        row: &SliceRow,
+        res: Option<&Resource>,
+    ) -> Result<bool, SliceError> {
+        let spec = self.made_spec(world, row, res);
+        match self.effects().teardown(&spec).await {
+            Ok(()) => Ok(true),
+            Err(SliceFault::Transient(detail)) if world.force_delete => {
+                self.event(
+                    world,
+                    "slice_failed",
+                    &format!(
+                        "{}: could not reach its {} server to drop slice {} ({detail}); forgotten (--force): drop `{}` on that server when it is back",
+                        row.service, row.adapter, row.name, row.name
+                    ),
+                );
+                Ok(false)
+            }
+            Err(SliceFault::Transient(detail)) => Err(SliceError::Unreachable {
+                world: world.name.clone(),
+                service: row.service.clone(),
+                slice: row.name.clone(),
+                adapter: row.adapter.clone(),
+                detail,
+            }),
+            Err(SliceFault::Permanent(detail)) => {
+                self.event(
+                    world,
+                    "slice_failed",
+                    &format!(
+                        "{}: could not drop slice {}: {detail}",
+                        row.service, row.name
+                    ),
+                );
+                Ok(false)
+            }
+        }
     }
 
     /// A slice is ready at this generation: record it (and that this daemon healed it).
@@ -425,12 +480,11 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                 format!("{service}: {}", row.message),
             )));
         }
-        let key = (world.id, service.clone());
         let healed = self
             .healed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
+            .get(&(world.id, service.clone()))
             .copied()
             == Some(world.generation);
         let spec = self
@@ -458,33 +512,33 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             return Ok(SliceStep::Ready(format!("{service}={}", row.name)));
         }
         let healed = healed && row.state != SliceState::Pending;
+        self.make(world, res, row, &spec, layout, healed).await
+    }
+
+    /// Makes the slice `row` records (cloned from its golden template, or provisioned:
+    /// again only where `healed` does not say it was at this generation), runs its due
+    /// `migrate` and `seed`, and records it ready.
+    async fn make(
+        &self,
+        world: &World,
+        res: &Resource,
+        mut row: SliceRow,
+        spec: &SliceSpec,
+        layout: Option<&Layout>,
+        healed: bool,
+    ) -> Result<SliceStep, SliceError> {
+        let service = row.service.clone();
+        let key = (world.id, service.clone());
+        let due = Due::of(res, &row);
         let fresh = row.address.is_none();
         // A new slice with `clone_from`: a server-side copy of the golden template,
         // when the adapter can; correctness never depends on it, only speed.
         if fresh && res.clone_from.is_some() {
-            match self.clone_from_golden(world, &service, res, &spec).await? {
-                CloneOutcome::Cloned(address) => {
-                    record_address(&mut row, &res.adapter, &address);
-                    // The template ran them: the copy has their effect.
-                    row.migrate_hash = res.migrate.as_deref().map(hash);
-                    row.seed_hash = res.seed.as_deref().map(hash);
-                    return Ok(SliceStep::Ready(self.mark_ready(world, &mut row, key)?));
-                }
-                CloneOutcome::Wait(why) => {
-                    return Ok(SliceStep::Report(Applied::await_change(vec![
-                        Condition::waiting(CONDITION, "Waiting", format!("{service}: {why}")),
-                    ])))
-                }
-                CloneOutcome::Failed(why) => {
-                    return Ok(SliceStep::Report(failed(
-                        "GoldenFailed",
-                        format!("{service}: {why}"),
-                    )))
-                }
-                CloneOutcome::Fallback => {}
+            if let Some(step) = self.clone_step(world, res, spec, &mut row).await? {
+                return Ok(step);
             }
         }
-        let address = match self.provision(world, res, &spec, &mut row, healed).await? {
+        let address = match self.provision(world, res, spec, &mut row, healed).await? {
             ControlFlow::Continue(address) => address,
             ControlFlow::Break(applied) => return Ok(SliceStep::Report(applied)),
         };
@@ -498,6 +552,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         }
         if due.any() {
             if let Some(why) = self.worktree_wait(world, res, layout)? {
+                // Made at this generation: reused, not provisioned again, once it may run.
                 row.state = SliceState::Provisioned;
                 row.message = why.clone();
                 self.save(world, &row)?;
@@ -517,6 +572,40 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             }
         }
         Ok(SliceStep::Ready(self.mark_ready(world, &mut row, key)?))
+    }
+
+    /// A new slice cloned from its golden template: ready, waiting for the template, or
+    /// failed with it; `None` when it is made the slow way.
+    async fn clone_step(
+        &self,
+        world: &World,
+        res: &Resource,
+        spec: &SliceSpec,
+        row: &mut SliceRow,
+    ) -> Result<Option<SliceStep>, SliceError> {
+        let service = row.service.clone();
+        Ok(Some(
+            match self.clone_from_golden(world, &service, res, spec).await? {
+                CloneOutcome::Cloned(address) => {
+                    record_address(row, &res.adapter, &address);
+                    // The template ran them: the copy has their effect.
+                    row.migrate_hash = res.migrate.as_deref().map(hash);
+                    row.seed_hash = res.seed.as_deref().map(hash);
+                    SliceStep::Ready(self.mark_ready(world, row, (world.id, service))?)
+                }
+                CloneOutcome::Wait(why) => {
+                    SliceStep::Report(Applied::await_change(vec![Condition::waiting(
+                        CONDITION,
+                        "Waiting",
+                        format!("{service}: {why}"),
+                    )]))
+                }
+                CloneOutcome::Failed(why) => {
+                    SliceStep::Report(failed("GoldenFailed", format!("{service}: {why}")))
+                }
+                CloneOutcome::Fallback => return Ok(None),
+            },
+        ))
     }
 
     /// Drift: a ready slice dropped from outside binky is made again, migrated and seeded
@@ -829,60 +918,13 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .get(&row.service)
                 .and_then(|s| s.resource())
                 .cloned();
-            let spec = self.made_spec(world, &row, res.as_ref());
             // Never made (its server's address came from an unset variable): nothing to drop.
             let never_made = row.address.is_none()
                 && row.admin_url.is_none()
                 && res
                     .as_ref()
                     .is_some_and(|r| unset_settings(world, r).is_some());
-            if never_made {
-                self.store.write(owner::Slice, |tx| {
-                    tx.execute(
-                        "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
-                        params![world.id, row.service],
-                    )?;
-                    Ok(())
-                })?;
-                continue;
-            }
-            let dropped = match self.effects().teardown(&spec).await {
-                Ok(()) => true,
-                // `--force`: a server that does not answer does not hold the world's removal
-                // for ever; what may be left on it is said.
-                Err(SliceFault::Transient(detail)) if world.force_delete => {
-                    self.event(
-                        world,
-                        "slice_failed",
-                        &format!(
-                            "{}: could not reach its {} server to drop slice {} ({detail}); forgotten (--force): drop `{}` on that server when it is back",
-                            row.service, row.adapter, row.name, row.name
-                        ),
-                    );
-                    false
-                }
-                Err(SliceFault::Transient(detail)) => {
-                    return Err(SliceError::Unreachable {
-                        world: world.name.clone(),
-                        service: row.service.clone(),
-                        slice: row.name.clone(),
-                        adapter: row.adapter.clone(),
-                        detail,
-                    })
-                }
-                Err(SliceFault::Permanent(detail)) => {
-                    // Nothing binky can drop (an adapter that is gone): say so, do not hang.
-                    self.event(
-                        world,
-                        "slice_failed",
-                        &format!(
-                            "{}: could not drop slice {}: {detail}",
-                            row.service, row.name
-                        ),
-                    );
-                    false
-                }
-            };
+            let dropped = !never_made && self.drop_slice(world, &row, res.as_ref()).await?;
             self.store.write(owner::Slice, |tx| {
                 tx.execute(
                     "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
