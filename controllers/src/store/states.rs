@@ -194,6 +194,20 @@ state_enum! {
     }
 }
 
+state_enum! {
+    /// Whether a route's backend should answer.
+    RouteState ("route") {
+        /// The service is running and ready.
+        Ready = "ready",
+        /// The service is starting or waiting for its dependencies.
+        Starting = "starting",
+        /// The service keeps failing.
+        Failing = "failing",
+        /// The world (or this service) is stopped.
+        Stopped = "stopped",
+    }
+}
+
 impl ProcState {
     /// A process of the service may hold its ports now (so they must not be probed as if
     /// someone else took them).
@@ -225,6 +239,9 @@ mod tests {
         }
         for s in ServerState::ALL {
             assert_eq!(s.as_str().parse::<ServerState>().unwrap(), *s);
+        }
+        for s in RouteState::ALL {
+            assert_eq!(s.as_str().parse::<RouteState>().unwrap(), *s);
         }
         for s in AdmissionState::ALL {
             assert_eq!(s.as_str().parse::<AdmissionState>().unwrap(), *s);

@@ -283,7 +283,7 @@ async fn each_world_routes_its_own_host_of_a_shared_service_to_the_shared_instan
             .route(&format!("mail.{w}.acme.localhost"))
             .unwrap_or_else(|| panic!("no mail host for {w}"));
         assert_eq!((r.port, r.world.as_str()), (port, w));
-        assert_eq!(r.state, crate::route::RouteState::Ready);
+        assert_eq!(r.state, crate::store::RouteState::Ready);
     }
     let hosts: BTreeSet<String> = routes
         .published
