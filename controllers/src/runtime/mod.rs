@@ -34,6 +34,7 @@ use rusqlite::{params, OptionalExtension};
 use tokio::sync::mpsc;
 
 pub use crate::registry::{Kind, Reporter};
+use crate::store::owner::Tx;
 use crate::store::{self, now_ms, owner, CondStatus, Store, StoreError, World, WorldId};
 
 pub use self::backoff::KeyBackoff;
@@ -586,7 +587,7 @@ pub fn set_condition(
 /// Upsert conditions; `last_transition` moves only when the status changes. Returns true
 /// when any condition's status, reason, message or stalled flag changed.
 fn write_conditions(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Tx<'_, owner::Runtime>,
     world: &World,
     controller: &str,
     conditions: &[Condition],
