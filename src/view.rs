@@ -462,7 +462,7 @@ pub fn log_sources(
         _ => world,
     };
     let path = |svc: &str| {
-        ProcessController::<crate::supervisor::RealSupervisor>::log_path(
+        binky_controllers::supervisor::log_path(
             logs_dir,
             owner(binky_controllers::replica::service_of(svc)),
             svc,

@@ -25,6 +25,7 @@ pub mod shared;
 pub mod slice;
 pub mod spec;
 pub mod store;
+pub mod supervisor;
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]

@@ -58,9 +58,7 @@ pub async fn run(
             .iter()
             .find(|(n, _)| n == svc)
             .map(|(_, p)| p.clone())
-            .unwrap_or_else(|| {
-                ProcessController::<RealSupervisor>::log_path(&logs_dir, &world, svc)
-            })
+            .unwrap_or_else(|| binky_controllers::supervisor::log_path(&logs_dir, &world, svc))
     };
     let selected: Vec<String> = match &service {
         // A replicated service: every replica's log, each line with its replica's name.

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use binky_controllers::process::{ProbeFailure, ProbeTarget, ProcId};
+use binky_controllers::supervisor::{ProbeFailure, ProbeTarget, ProcId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -20,11 +20,11 @@
 
 use super::{GoldenController, GoldenError, GoldenInputs, CONDITION};
 use crate::env::Layout;
-use crate::process::Supervisor;
 use crate::runtime::Condition;
 use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, World};
+use crate::supervisor::Supervisor;
 use rusqlite::params;
 
 /// The first 12 characters of a key, as `binky golden ls` shows them.

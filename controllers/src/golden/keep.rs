@@ -26,10 +26,10 @@ use std::time::Duration;
 use rusqlite::params;
 
 use super::GoldenController;
-use crate::process::Supervisor;
 use crate::settings::Settings;
 use crate::slice::{SliceEffects, SliceSpec};
 use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, StoreError};
+use crate::supervisor::Supervisor;
 
 /// Why a template goes, which decides what must still hold when its drop is claimed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -42,13 +42,13 @@ pub use self::key::{
 };
 use crate::env::Layout;
 use crate::gate::Machine;
-use crate::process::Supervisor;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::slice::{random_secret, SliceEffects, SliceFault, SliceSpec, SliceWork};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, GoldenRow, Store, StoreError, World};
 use crate::store::{GoldenState, SliceState, WorktreeState};
+use crate::supervisor::Supervisor;
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Golden.condition();

@@ -28,7 +28,6 @@
 //! - A service without `health` may take as long to listen on its port as the command that
 //!   started it waits (`binky up --timeout`, recorded with the world).
 
-mod effects;
 mod machine;
 pub(crate) mod resources;
 mod shared;
@@ -53,12 +52,8 @@ use crate::store::{
 use machine::secs;
 
 pub use crate::limits::{Mechanism, ResourceLimits};
-pub use effects::{
-    Exit, Liveness, Marked, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec,
-    StopHow, Stopped, Supervisor, Usage,
-};
+use crate::supervisor::{log_tail, Liveness, ProcId, SpawnSpec, StopHow, Stopped, Supervisor};
 pub use resources::SAMPLE_EVERY;
-pub use spawn::log_tail;
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Process.condition();
@@ -400,7 +395,7 @@ impl<S: Supervisor> ProcessController<S> {
             cmd: ce.tokens.resolve(cmd, ""),
             workdir: layout.worktree.clone(),
             env: ce.vars,
-            log: Self::log_path(&self.config.logs_dir, world, "hooks"),
+            log: crate::supervisor::log_path(&self.config.logs_dir, world, "hooks"),
             token: self.sup.token(world.id),
             task: true,
             nice: crate::settings::nice(&self.store),

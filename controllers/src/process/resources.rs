@@ -21,11 +21,11 @@ use std::time::Duration;
 
 use rusqlite::params;
 
-use super::effects::{ProcId, Supervisor};
 use super::ProcessController;
 use crate::limits::{bytes, ResourceLimits};
 use crate::spec::Process;
 use crate::store::{self, now_ms, owner, ProcState, StoreError, World, WorldId};
+use crate::supervisor::{ProcId, Supervisor};
 
 /// How often the daemon samples what services use.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);

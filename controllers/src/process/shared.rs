@@ -13,10 +13,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::effects::Supervisor;
 use super::ProcessController;
 use crate::runtime::Condition;
 use crate::store::{self, ProcState, ProcessRow, SliceState, StoreError, World};
+use crate::supervisor::Supervisor;
 
 /// What a world concluded of the shared services it selects.
 pub(super) struct SharedReady {

@@ -2,11 +2,11 @@
 
 use super::effects::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use super::{SliceController, SliceError};
-use crate::process::Supervisor;
 use crate::registry::Kind;
 use crate::spec::Resource;
 use crate::store::GoldenState;
 use crate::store::{self, World};
+use crate::supervisor::Supervisor;
 
 /// What trying to clone a new slice from its golden template came to.
 pub(super) enum CloneOutcome {

@@ -39,12 +39,12 @@ pub use self::effects::{
 pub(crate) use self::work::unset_settings;
 pub use self::work::SliceWork;
 use crate::env::Layout;
-use crate::process::Supervisor;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, SliceRow, Store, StoreError, World};
 use crate::store::{DesiredState, ServerState, SliceState, WorktreeState};
+use crate::supervisor::Supervisor;
 
 /// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
 /// (the server row with the slice's admin address) is not running.

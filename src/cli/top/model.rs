@@ -168,7 +168,7 @@ impl Board {
                     restarts: s.restarts,
                     info: text::clean(&info),
                     log: is_process.then(|| {
-                        ProcessController::<RealSupervisor>::log_path(&logs_dir, owner, &s.name)
+                        binky_controllers::supervisor::log_path(&logs_dir, owner, &s.name)
                     }),
                 }));
             }

@@ -15,14 +15,15 @@ use rusqlite::params;
 mod health;
 mod setup;
 
-use super::effects::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, SpawnSpec, Supervisor};
-use super::spawn::{hash_of, log_tail, Resolved};
+use super::spawn::{hash_of, Resolved};
 use super::{ProcessController, CONDITION};
 use crate::env::Layout;
 use crate::env::Snapshot;
 use crate::runtime::Condition;
 use crate::spec::{OnUnhealthy, Process, Restart, Service};
 use crate::store::{self, now_ms, owner, ProcState, ProcessRow, SliceState, StoreError, World};
+use crate::supervisor::log_tail;
+use crate::supervisor::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, SpawnSpec, Supervisor};
 use crate::tokens::Tokens;
 pub(in crate::process) use health::Check;
 
@@ -165,7 +166,7 @@ impl<S: Supervisor> ProcessController<S> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             resolved,
-            log: Self::log_path(&self.config.logs_dir, world, name),
+            log: crate::supervisor::log_path(&self.config.logs_dir, world, name),
         };
         let mut row = rows.get(name).cloned().unwrap_or_else(|| new_row(name));
         let step = self.advance(&s, &mut row, rows).await?;
