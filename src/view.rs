@@ -451,7 +451,6 @@ pub fn log_sources(
     logs_dir: &std::path::Path,
     world: &World,
 ) -> Result<Vec<(String, std::path::PathBuf)>, StoreError> {
-    use binky_controllers::process::ProcessController;
     let shared = if world.is_shared() {
         None
     } else {

@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adapter;
 pub mod admission;
 pub mod dirty;
 pub mod env;

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::port::PortProbe;
 use crate::process::Mechanism;
 use crate::runtime::{reconcile_one, Controller, KeyBackoff, Trigger};
-use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::spec::{
     Agents, Hooks, Process, Project, Resource, Restart, Service, ServiceKind, Spec, UrlSpec,
 };

@@ -6,12 +6,10 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use binky_controllers::process::ProcessController;
 use binky_controllers::store;
 
 use super::context::{Ctx, Failure};
 use super::exit;
-use crate::supervisor::RealSupervisor;
 
 fn emit(out: &mut impl Write, service: &str, line: &str, prefix: bool, json: bool) {
     let _ = if json {

@@ -19,9 +19,9 @@
 //!   that applies every file again), said in an event and in `binky golden ls`.
 
 use super::{GoldenController, GoldenError, GoldenInputs, CONDITION};
+use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::env::Layout;
 use crate::runtime::Condition;
-use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, World};
 use crate::supervisor::Supervisor;

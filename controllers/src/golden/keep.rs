@@ -26,8 +26,8 @@ use std::time::Duration;
 use rusqlite::params;
 
 use super::GoldenController;
+use crate::adapter::{SliceEffects, SliceSpec};
 use crate::settings::Settings;
-use crate::slice::{SliceEffects, SliceSpec};
 use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, StoreError};
 use crate::supervisor::Supervisor;
 

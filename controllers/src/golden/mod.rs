@@ -40,11 +40,11 @@ pub use self::key::{
     golden_inputs, golden_key, golden_name, grows_from, key_coverage, key_files, GoldenInputs,
     KeyCoverage,
 };
+use crate::adapter::{random_secret, SliceEffects, SliceFault, SliceSpec, SliceWork};
 use crate::env::Layout;
 use crate::gate::Machine;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::slice::{random_secret, SliceEffects, SliceFault, SliceSpec, SliceWork};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, GoldenRow, Store, StoreError, World};
 use crate::store::{GoldenState, SliceState, WorktreeState};
@@ -69,7 +69,7 @@ pub enum GoldenError {
         service: String,
         /// What the adapter said.
         #[source]
-        detail: crate::slice::Cause,
+        detail: crate::adapter::Cause,
     },
 }
 
@@ -421,7 +421,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             // (a walk and a hash of the files), no template to build. The slice controller
             // says what is unset; no template is built on it.
             if (slice_ready && refs_now.contains_key(service))
-                || crate::slice::unset_settings(world, res).is_some()
+                || crate::adapter::unset_settings(world, res).is_some()
             {
                 keep.push(service.clone());
                 continue;

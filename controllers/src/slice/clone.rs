@@ -1,7 +1,7 @@
 //! A new slice as a server-side copy of its golden template, when the adapter can.
 
-use super::effects::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use super::{SliceController, SliceError};
+use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::registry::Kind;
 use crate::spec::Resource;
 use crate::store::GoldenState;

@@ -21,8 +21,6 @@
 //!   world's; a world that uses it waits until that slice is ready and makes none.
 
 mod clone;
-mod effects;
-mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
@@ -33,11 +31,10 @@ use rusqlite::params;
 use sha2::{Digest, Sha256};
 
 use self::clone::CloneOutcome;
-pub use self::effects::{
+use crate::adapter::{
     random_secret, slice_name, Cause, SliceAddress, SliceEffects, SliceFault, SliceSpec,
 };
-pub(crate) use self::work::unset_settings;
-pub use self::work::SliceWork;
+use crate::adapter::{unset_settings, SliceWork};
 use crate::env::Layout;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};

@@ -5,11 +5,12 @@ use crate::registry::Kind;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::adapter::SliceWork;
 use crate::golden::GoldenController;
 use crate::port::PortController;
 use crate::process::{ProcessConfig, ProcessController};
 use crate::runtime::{Cleanup, Controller};
-use crate::slice::{SliceController, SliceWork, DRIFT_CHECK};
+use crate::slice::{SliceController, DRIFT_CHECK};
 use crate::spec::Spec;
 use crate::store::{self, CondStatus, SliceRow, Store};
 use crate::testing::*;

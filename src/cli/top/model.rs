@@ -3,13 +3,11 @@
 
 use std::path::PathBuf;
 
-use binky_controllers::process::ProcessController;
 use binky_controllers::store::{self, CondStatus, World};
 
 use super::super::context::{Ctx, Failure};
 use super::super::status;
 use super::text;
-use crate::supervisor::RealSupervisor;
 use crate::view::{UsageView, WorldView};
 
 /// What a line of the table stands for: a world, or one service (replica) of it.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::effects::{SliceAddress, SliceEffects, SliceSpec};
+use super::{SliceAddress, SliceEffects, SliceSpec};
 use crate::env::{self, Layout, Runner, Snapshot};
 use crate::spec::Resource;
 use crate::store::{Store, World};
