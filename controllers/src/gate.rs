@@ -4,7 +4,7 @@
 //!
 //! # Guarantees
 //! - Nothing of a held world starts: the slice, golden and process controllers call
-//!   [`held`] first, so no slice is provisioned, no `migrate`/`seed` and no process runs.
+//!   [`held`](crate::hold::held) first, so no slice is provisioned, no `migrate`/`seed` and no process runs.
 //! - Queued worlds are admitted in the order they asked (`queued_at`), one at a time, as
 //!   room appears; a world that goes down releases its place at once.
 //! - A *cooled* world is one the gate stopped to make room: its processes stop, its files,
@@ -30,16 +30,16 @@
 //!   repository's `binky.toml`. The reserves are on by default (20 % of memory, 5 GiB of
 //!   disk, binky 0.1.2's); no limit derives from the CPU count.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rusqlite::{params, OptionalExtension};
-use sha2::{Digest, Sha256};
 
+use crate::approval::{awaiting_approval, unapproved};
+use crate::hold::Hold;
+use crate::machine::Machine;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::settings::Settings;
-use crate::spec::{Probe, ServiceKind, Spec};
 use crate::store::{
     self, now_ms, owner, AdmissionState, DesiredState, Store, StoreError, World, WorldId,
 };
@@ -56,14 +56,6 @@ pub const RESUME_GRACE: Duration = Duration::from_secs(30);
 pub const RESUME_MARGIN: f64 = 5.0;
 /// How often an admitted world looks at the memory while `cool_under_pressure` is on.
 const PRESSURE_TICK: Duration = Duration::from_secs(2);
-
-/// What the gate needs to know about the machine.
-pub trait Machine: Send + Sync + 'static {
-    /// Percent of memory available (`MemAvailable / MemTotal`).
-    fn mem_available_percent(&self) -> Option<f64>;
-    /// GiB free on the filesystem holding `path`.
-    fn disk_free_gib(&self, path: &std::path::Path) -> Option<f64>;
-}
 
 /// Why the gate could not decide.
 #[derive(Debug, thiserror::Error)]
@@ -83,226 +75,6 @@ impl ReconcileError for GateError {
     fn reason(&self) -> &'static str {
         "StoreFailed"
     }
-}
-
-/// A command a world would run.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Command {
-    /// Approval key: a hash of project and text.
-    pub key: String,
-    /// Where it comes from (`cmd of api`, `seed of db`, `hooks.post_up`).
-    pub what: String,
-    /// The command text, as written.
-    pub text: String,
-    /// Run only when asked (`[agents] verify`, by `binky verify`), never by `binky up`: it
-    /// does not hold the world at the gate, `binky verify` refuses it until approved.
-    pub on_demand: bool,
-}
-
-/// The approval key of a command of `project`.
-pub fn command_key(project: &str, text: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(project.as_bytes());
-    h.update([0]);
-    h.update(text.as_bytes());
-    h.finalize()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// Every command the selected services of `spec` would run, once per text.
-pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
-    let project = &spec.project.name;
-    let mut out: Vec<Command> = Vec::new();
-    let mut add = |what: String, text: &str, on_demand: bool| {
-        if text.trim().is_empty() || out.iter().any(|c| c.text == text) {
-            return;
-        }
-        out.push(Command {
-            key: command_key(project, text),
-            what,
-            text: text.to_owned(),
-            on_demand,
-        });
-    };
-    let mut push = |what: String, text: &str| add(what, text, false);
-    for name in spec.selected(group) {
-        match &spec.services[&name].kind {
-            ServiceKind::Process(p) => {
-                push(format!("cmd of {name}"), &p.cmd);
-                if let Some(s) = &p.setup {
-                    push(format!("setup of {name}"), s);
-                }
-                if let Some(Probe::Cmd(c)) = p.health.as_ref().map(|h| &h.probe) {
-                    push(format!("health check of {name}"), c);
-                }
-            }
-            ServiceKind::Resource(r) => {
-                if let Some(m) = &r.migrate {
-                    push(format!("migrate of {name}"), m);
-                }
-                if let Some(s) = &r.seed {
-                    push(format!("seed of {name}"), s);
-                }
-            }
-        }
-    }
-    if let Some(h) = &spec.hooks.post_up {
-        push("hooks.post_up".into(), h);
-    }
-    if let Some(h) = &spec.hooks.pre_down {
-        push("hooks.pre_down".into(), h);
-    }
-    for v in &spec.agents.verify {
-        add("[agents] verify".into(), v, true);
-    }
-    out
-}
-
-/// Approved keys.
-pub fn approved(store: &Store) -> Result<BTreeSet<String>, StoreError> {
-    store.read(|c| {
-        let mut stmt = c.prepare_cached("SELECT key FROM approvals")?;
-        let keys = stmt
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<BTreeSet<String>, _>>()?;
-        Ok(keys)
-    })
-}
-
-/// The commands of `world` that wait for approval (none when `approvals` is off).
-fn unapproved(store: &Store, approvals: bool, world: &World) -> Result<Vec<Command>, StoreError> {
-    if !approvals {
-        return Ok(Vec::new());
-    }
-    let ok = approved(store)?;
-    Ok(commands(&world.spec, world.group.as_deref())
-        .into_iter()
-        .filter(|c| !c.on_demand && !ok.contains(&c.key))
-        .collect())
-}
-
-/// The `[agents] verify` commands of `world` that `binky verify` may not run yet: approvals
-/// are on and a person has not approved them (none when approvals are off).
-pub fn unapproved_verify(store: &Store, world: &World) -> Result<Vec<Command>, StoreError> {
-    if !Settings::read(store)?.flag("approvals") {
-        return Ok(Vec::new());
-    }
-    let ok = approved(store)?;
-    Ok(commands(&world.spec, world.group.as_deref())
-        .into_iter()
-        .filter(|c| c.on_demand && !ok.contains(&c.key))
-        .collect())
-}
-
-/// The approval key of `binky exec`'s `command` (its arguments quoted as a shell reads
-/// them) in a world of `project`.
-pub fn exec_key(project: &str, command: &str) -> String {
-    command_key(project, &format!("exec {command}"))
-}
-
-/// May `binky exec` run `command` in a world of `project`? Yes while approvals are off;
-/// else when a person approved that exact command or a pattern it matches.
-pub fn exec_approved(store: &Store, project: &str, command: &str) -> Result<bool, StoreError> {
-    if !Settings::read(store)?.flag("approvals") {
-        return Ok(true);
-    }
-    if approved(store)?.contains(&exec_key(project, command)) {
-        return Ok(true);
-    }
-    let patterns = store.read(|c| store::exec_patterns(c, project))?;
-    Ok(patterns.iter().any(|p| crate::glob::text_match(p, command)))
-}
-
-/// Why a world is held at the gate: the reason of its `Admitted` condition (and of the
-/// waiting conditions of the controllers that start things).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hold {
-    /// A person must approve new commands (`binky approve`).
-    AwaitingApproval,
-    /// Behind other worlds, or over a resident limit.
-    Queued,
-    /// Stopped by the gate to make room; it starts again by itself when there is room.
-    Cooled,
-}
-
-impl Hold {
-    /// The condition reason it is written as.
-    pub const fn reason(self) -> &'static str {
-        match self {
-            Hold::AwaitingApproval => "AwaitingApproval",
-            Hold::Queued => "Queued",
-            Hold::Cooled => "Cooled",
-        }
-    }
-
-    /// What holds a world, read from its conditions, with the gate's condition that says
-    /// so.
-    pub fn of(conditions: &[store::ConditionRow]) -> Option<(Hold, &store::ConditionRow)> {
-        let c = conditions
-            .iter()
-            .find(|c| c.type_ == CONDITION && c.status != crate::store::CondStatus::True)?;
-        [Hold::AwaitingApproval, Hold::Queued, Hold::Cooled]
-            .into_iter()
-            .find(|h| h.reason() == c.reason)
-            .map(|h| (h, c))
-    }
-}
-
-/// Is `world` held at the gate? `Some((why, message))` when it is: nothing of it may
-/// start. Controllers that start things call this first.
-pub fn held(store: &Store, world: &World) -> Result<Option<(Hold, String)>, StoreError> {
-    let approvals = Settings::read(store)?.flag("approvals");
-    if let Some(why) = awaiting_approval(world, &unapproved(store, approvals, world)?) {
-        return Ok(Some((Hold::AwaitingApproval, why)));
-    }
-    let row: Option<(AdmissionState, String)> = store.read(|c| {
-        Ok(c.query_row(
-            "SELECT state, reason FROM admissions WHERE world_id = ?1",
-            [world.id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
-    })?;
-    Ok(match row {
-        Some((AdmissionState::Admitted, _)) => None,
-        Some((AdmissionState::Cooled, reason)) => Some((Hold::Cooled, reason)),
-        Some((AdmissionState::Queued, reason)) if !reason.is_empty() => {
-            Some((Hold::Queued, reason))
-        }
-        _ => Some((Hold::Queued, "waiting for admission".into())),
-    })
-}
-
-/// What a world waits for while `missing` commands are not approved, if any are.
-fn awaiting_approval(world: &World, missing: &[Command]) -> Option<String> {
-    let first = missing.first()?;
-    Some(format!(
-        "waiting for approval of {} command(s), first the {}: `{}`; run `binky approve {}` (or `binky approve --all {}` after reading `binky approve --list`)",
-        missing.len(),
-        first.what,
-        first.text,
-        first.key,
-        world.name
-    ))
-}
-
-/// For a controller that starts things: `Some(Applied)` to return at once (waiting, with
-/// its `condition` saying why) when `world` wants to run but is held at the gate.
-pub fn hold(
-    store: &Store,
-    world: &World,
-    condition: &'static str,
-) -> Result<Option<Applied>, StoreError> {
-    if world.desired != DesiredState::Running {
-        return Ok(None);
-    }
-    Ok(held(store, world)?.map(|(hold, msg)| Applied {
-        action: Action::Requeue(Duration::from_millis(500)),
-        conditions: vec![Condition::waiting(condition, hold.reason(), msg)],
-    }))
 }
 
 /// The admission controller.
@@ -884,6 +656,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hold::held;
     use crate::testing::{new_world, reconcile, spec, web, FakeMachine};
 
     #[tokio::test]
@@ -959,26 +732,5 @@ mod tests {
         // With cool_under_pressure off, nobody looks.
         store.set_setting("cool_under_pressure", "false").unwrap();
         assert!(matches!(action(ids[1]).await, Action::AwaitChange));
-    }
-
-    #[test]
-    fn commands_are_keyed_by_project_and_text_once_each() {
-        let mut spec = crate::testing::spec(vec![
-            ("api", crate::testing::web("serve", &[])),
-            ("web", crate::testing::web("serve", &[])),
-        ]);
-        spec.project.name = "p".into();
-        let a = command_key("p", "make seed");
-        assert_eq!(a, command_key("p", "make seed"));
-        assert_ne!(a, command_key("q", "make seed"));
-        assert_ne!(a, command_key("p", "make seed "));
-        assert_eq!(a.len(), 12);
-        spec.hooks.post_up = Some("make seed".into());
-        spec.hooks.pre_down = Some("make seed".into());
-        let cmds = commands(&spec, None);
-        // Two services with one command text, and two hooks with another: two commands.
-        assert_eq!(cmds.len(), 2, "{cmds:?}");
-        assert_eq!(cmds[0].what, "cmd of api");
-        assert_eq!(cmds[1].what, "hooks.post_up");
     }
 }

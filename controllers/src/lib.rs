@@ -6,13 +6,16 @@
 
 pub mod adapter;
 pub mod admission;
+pub mod approval;
 pub mod dirty;
 pub mod env;
 pub mod gate;
 pub mod git;
 pub mod glob;
 pub mod golden;
+pub mod hold;
 pub mod limits;
+pub mod machine;
 pub mod phase;
 pub mod port;
 pub mod process;

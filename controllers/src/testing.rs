@@ -575,7 +575,7 @@ impl Default for FakeMachine {
     }
 }
 
-impl crate::gate::Machine for FakeMachine {
+impl crate::machine::Machine for FakeMachine {
     fn mem_available_percent(&self) -> Option<f64> {
         Some(self.mem)
     }
@@ -602,7 +602,7 @@ pub struct DiskState {
     pub asked: Vec<std::path::PathBuf>,
 }
 
-impl crate::gate::Machine for FakeDisk {
+impl crate::machine::Machine for FakeDisk {
     fn mem_available_percent(&self) -> Option<f64> {
         Some(80.0)
     }

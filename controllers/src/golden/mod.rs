@@ -42,7 +42,7 @@ pub use self::key::{
 };
 use crate::adapter::{random_secret, SliceEffects, SliceFault, SliceSpec, SliceWork};
 use crate::env::Layout;
-use crate::gate::Machine;
+use crate::machine::Machine;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
@@ -380,7 +380,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
 
     async fn apply(&self, world: &World) -> Result<Applied, GoldenError> {
         // The admission gate: nothing of a held world starts.
-        if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
+        if let Some(held) = crate::hold::hold(&self.store, world, CONDITION)? {
             return Ok(held);
         }
         let wanted = cloning_services(world);

@@ -687,13 +687,13 @@ impl<S: Supervisor> ProcessController<S> {
     /// cooled by the gate to make room stops (files, ports and data kept) and starts again
     /// when the gate lets it.
     async fn held(&self, world: &World) -> Result<Option<Applied>, ProcessError> {
-        let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? else {
+        let Some(held) = crate::hold::hold(&self.store, world, CONDITION)? else {
             return Ok(None);
         };
         if held
             .conditions
             .iter()
-            .any(|c| c.reason == crate::gate::Hold::Cooled.reason())
+            .any(|c| c.reason == crate::hold::Hold::Cooled.reason())
         {
             self.stop_world(world, "cooled to make room").await?;
         }

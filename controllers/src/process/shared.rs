@@ -56,7 +56,7 @@ impl<S: Supervisor> ProcessController<S> {
 
     /// Is `world` through the gate?
     fn admitted(&self, world: &World) -> Result<bool, StoreError> {
-        Ok(crate::gate::held(&self.store, world)?.is_none())
+        Ok(crate::hold::held(&self.store, world)?.is_none())
     }
 
     /// Does a process of `world` of its own run (or is being stopped)?

@@ -844,7 +844,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
 
     async fn apply(&self, world: &World) -> Result<Applied, SliceError> {
         // The admission gate: nothing of a held world starts.
-        if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
+        if let Some(held) = crate::hold::hold(&self.store, world, CONDITION)? {
             return Ok(held);
         }
         if world.desired == DesiredState::Stopped {

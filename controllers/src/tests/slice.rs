@@ -36,7 +36,7 @@ pub(super) fn h() -> H {
 }
 
 /// The harness, its golden controller measuring the disk with `machine`.
-pub(super) fn h_measuring(machine: Option<Arc<dyn crate::gate::Machine>>) -> H {
+pub(super) fn h_measuring(machine: Option<Arc<dyn crate::machine::Machine>>) -> H {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("repo")).unwrap();
     let store = Store::open(&dir.path().join("s.db")).unwrap();
