@@ -61,49 +61,14 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
 impl Store {
     /// Create or update a world to run `spec` (what `binky up` writes).
     pub fn put_world(&self, new: &NewWorld) -> Result<PutOutcome, StoreError> {
-        let spec = encode(&new.spec)?;
-        let env = encode(&new.env)?;
-        let wait = wait_ms(new.wait);
-        let now = now_ms();
-        let repo = new.repo_root.to_string_lossy().into_owned();
-        let id = self.write(owner::Commands, |tx| {
-            let project: Option<(i64, String)> = tx
-                .query_row(
-                    "SELECT id, repo_root FROM projects WHERE name = ?1",
-                    [&new.project],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let project_id = match project {
-                Some((id, root)) if root == repo => id,
-                Some((id, root)) => {
-                    // A project whose worlds are all gone can move to a new checkout.
-                    let worlds: i64 = tx.query_row(
-                        "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
-                        [id],
-                        |r| r.get(0),
-                    )?;
-                    if worlds > 0 {
-                        return Err(StoreError::ProjectNameTaken {
-                            name: new.project.clone(),
-                            existing: root,
-                            requested: repo.clone(),
-                        });
-                    }
-                    tx.execute(
-                        "UPDATE projects SET repo_root = ?1 WHERE id = ?2",
-                        params![repo, id],
-                    )?;
-                    id
-                }
-                None => {
-                    tx.execute(
-                        "INSERT INTO projects (name, repo_root, created_at) VALUES (?1, ?2, ?3)",
-                        params![new.project, repo, now],
-                    )?;
-                    tx.last_insert_rowid()
-                }
-            };
+        let written = Written {
+            spec: encode(&new.spec)?,
+            env: encode(&new.env)?,
+            wait: wait_ms(new.wait),
+            now: now_ms(),
+        };
+        let (id, created) = self.write(owner::Commands, |tx| {
+            let project_id = project_of(tx, new, written.now)?;
             let existing: Option<(i64, Option<i64>)> = tx
                 .query_row(
                     "SELECT id, deleted_at FROM worlds WHERE project_id = ?1 AND name = ?2",
@@ -111,67 +76,26 @@ impl Store {
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            match existing {
-                Some((_, Some(_))) => Err(StoreError::BeingRemoved(new.name.clone())),
+            let (id, created) = match existing {
+                Some((_, Some(_))) => return Err(StoreError::BeingRemoved(new.name.clone())),
                 Some((id, None)) => {
-                    tx.execute(
-                        "UPDATE worlds SET spec = ?1, env = ?2, service_group = ?3,
-                            config_path = ?4, config_rel = ?5, desired_state = 'running',
-                            generation = generation + 1, updated_at = ?6, last_used_at = ?6,
-                            wait_ms = COALESCE(?8, wait_ms)
-                         WHERE id = ?7",
-                        params![
-                            spec,
-                            env,
-                            new.group,
-                            new.config_path.to_string_lossy(),
-                            new.config_rel,
-                            now,
-                            id,
-                            wait
-                        ],
-                    )?;
+                    rerun_world(tx, id, new, &written)?;
                     add_event(tx, id, "up", "up requested")?;
-                    sync_shared(tx, project_id, Some(writer(id, new)))?;
-                    Ok((id, false))
+                    (id, false)
                 }
                 None => {
-                    tx.execute(
-                        "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
-                            config_rel, config_path, spec, env, service_group, desired_state,
-                            generation, created_at, updated_at, last_used_at, wait_ms, id)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', 1, ?11, ?11, ?11,
-                            ?12, ?13)",
-                        params![
-                            project_id,
-                            new.name,
-                            new.branch,
-                            new.from_ref,
-                            new.worktree_path.to_string_lossy(),
-                            new.config_rel,
-                            new.config_path.to_string_lossy(),
-                            spec,
-                            env,
-                            new.group,
-                            now,
-                            wait,
-                            next_world_id(tx)?
-                        ],
-                    )?;
-                    let id = tx.last_insert_rowid();
+                    let id = insert_world(tx, project_id, new, &written)?;
                     add_event(tx, id, "created", "world created")?;
-                    sync_shared(tx, project_id, Some(writer(id, new)))?;
-                    Ok((id, true))
+                    (id, true)
                 }
-            }
+            };
+            sync_shared(tx, project_id, Some(writer(id, new)))?;
+            Ok((id, created))
         })?;
         let world = self
-            .read(|c| read::world(c, id.0))?
+            .read(|c| read::world(c, id))?
             .ok_or_else(|| StoreError::NotFound(format!("world {} vanished", new.name)))?;
-        Ok(PutOutcome {
-            world,
-            created: id.1,
-        })
+        Ok(PutOutcome { world, created })
     }
 
     /// Set a world running or stopped (`binky down`); returns the new generation.
@@ -364,6 +288,118 @@ fn writer(id: WorldId, new: &NewWorld) -> Writer<'_> {
         config_rel: &new.config_rel,
         wait: wait_ms(new.wait),
     }
+}
+
+/// What `put_world` writes of a world, encoded, and when.
+struct Written {
+    spec: String,
+    env: String,
+    wait: Option<i64>,
+    now: i64,
+}
+
+/// The id of the project of `new`, made (or moved to `new`'s checkout, when none of its
+/// worlds is left) as needed. Another checkout's project of the same name is refused.
+fn project_of(tx: &Tx<'_, owner::Commands>, new: &NewWorld, now: i64) -> Result<i64, StoreError> {
+    let repo = new.repo_root.to_string_lossy().into_owned();
+    let project: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT id, repo_root FROM projects WHERE name = ?1",
+            [&new.project],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(match project {
+        Some((id, root)) if root == repo => id,
+        Some((id, root)) => {
+            // A project whose worlds are all gone can move to a new checkout.
+            let worlds: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
+                [id],
+                |r| r.get(0),
+            )?;
+            if worlds > 0 {
+                return Err(StoreError::ProjectNameTaken {
+                    name: new.project.clone(),
+                    existing: root,
+                    requested: repo,
+                });
+            }
+            tx.execute(
+                "UPDATE projects SET repo_root = ?1 WHERE id = ?2",
+                params![repo, id],
+            )?;
+            id
+        }
+        None => {
+            tx.execute(
+                "INSERT INTO projects (name, repo_root, created_at) VALUES (?1, ?2, ?3)",
+                params![new.project, repo, now],
+            )?;
+            tx.last_insert_rowid()
+        }
+    })
+}
+
+/// A new generation of the existing world `id`, running `new`'s spec.
+fn rerun_world(
+    tx: &Tx<'_, owner::Commands>,
+    id: WorldId,
+    new: &NewWorld,
+    w: &Written,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE worlds SET spec = ?1, env = ?2, service_group = ?3,
+            config_path = ?4, config_rel = ?5, desired_state = ?9,
+            generation = generation + 1, updated_at = ?6, last_used_at = ?6,
+            wait_ms = COALESCE(?8, wait_ms)
+         WHERE id = ?7",
+        params![
+            w.spec,
+            w.env,
+            new.group,
+            new.config_path.to_string_lossy(),
+            new.config_rel,
+            w.now,
+            id,
+            w.wait,
+            DesiredState::Running.as_str()
+        ],
+    )?;
+    Ok(())
+}
+
+/// The new world `new` of project `project_id`, running; its id.
+fn insert_world(
+    tx: &Tx<'_, owner::Commands>,
+    project_id: i64,
+    new: &NewWorld,
+    w: &Written,
+) -> Result<WorldId, StoreError> {
+    tx.execute(
+        "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
+            config_rel, config_path, spec, env, service_group, desired_state,
+            generation, created_at, updated_at, last_used_at, wait_ms, id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?14, 1, ?11, ?11, ?11,
+            ?12, ?13)",
+        params![
+            project_id,
+            new.name,
+            new.branch,
+            new.from_ref,
+            new.worktree_path.to_string_lossy(),
+            new.config_rel,
+            new.config_path.to_string_lossy(),
+            w.spec,
+            w.env,
+            new.group,
+            w.now,
+            w.wait,
+            next_world_id(tx)?,
+            DesiredState::Running.as_str()
+        ],
+    )?;
+    Ok(tx.last_insert_rowid())
 }
 
 /// A command's wait as the `wait_ms` column holds it.
