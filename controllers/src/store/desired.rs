@@ -449,18 +449,7 @@ fn sync_shared(
     let now = now_ms();
     if let (Some(s), None) = (shared, &writer) {
         if others.is_empty() {
-            tx.execute(
-                "UPDATE worlds SET deleted_at = COALESCE(deleted_at, ?1),
-                    generation = generation + 1, updated_at = ?1 WHERE id = ?2",
-                params![now, s.id],
-            )?;
-            add_event(
-                tx,
-                s.id,
-                "remove",
-                "no world of the project uses shared services any more: removing them",
-            )?;
-            return Ok(());
+            return retire_shared(tx, s, now);
         }
     }
     let spec = crate::shared::merge(
@@ -468,95 +457,136 @@ fn sync_shared(
         writer.as_ref().map(|w| w.spec),
         &others,
     );
-    let text = encode(&spec)?;
-    let listed = spec.order().join(", ");
     match (shared, writer.as_ref().filter(|_| declares)) {
-        (Some(s), Some(w)) => {
-            // The environment and directory come with a changed definition only: another
-            // world's `binky up` from another shell must not restart what every world uses.
-            let (env, rel) = if s.spec != spec {
-                (w.env, w.config_rel)
-            } else {
-                (&s.env, s.config_rel.as_str())
-            };
+        (Some(s), Some(w)) => redefine_shared(tx, s, w, &spec, now),
+        (Some(s), None) if s.spec != spec => {
             tx.execute(
-                "UPDATE worlds SET spec = ?1, env = ?2, config_rel = ?3, config_path = ?4,
-                    desired_state = 'running', generation = generation + 1, updated_at = ?5,
-                    last_used_at = ?5, wait_ms = COALESCE(?7, wait_ms)
-                 WHERE id = ?6",
-                params![
-                    text,
-                    encode(env)?,
-                    rel,
-                    config_path(&s.repo_root, rel),
-                    now,
-                    s.id,
-                    w.wait
-                ],
+                "UPDATE worlds SET spec = ?1, generation = generation + 1, updated_at = ?2
+                 WHERE id = ?3",
+                params![encode(&spec)?, now, s.id],
             )?;
-            if s.spec != spec {
-                add_event(
-                    tx,
-                    s.id,
-                    "config",
-                    &format!("shared services as world {} defines them: {listed}", w.name),
-                )?;
-            }
-        }
-        (Some(s), None) => {
-            if s.spec != spec {
-                tx.execute(
-                    "UPDATE worlds SET spec = ?1, generation = generation + 1, updated_at = ?2
-                     WHERE id = ?3",
-                    params![text, now, s.id],
-                )?;
-                add_event(
-                    tx,
-                    s.id,
-                    "config",
-                    &format!("shared services still declared by a world: {listed}"),
-                )?;
-            }
-        }
-        (None, Some(w)) => {
-            let repo: String = tx.query_row(
-                "SELECT repo_root FROM projects WHERE id = ?1",
-                [project_id],
-                |r| r.get(0),
-            )?;
-            let repo = PathBuf::from(repo);
-            tx.execute(
-                "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
-                    config_rel, config_path, spec, env, service_group, desired_state,
-                    generation, created_at, updated_at, last_used_at, wait_ms, id)
-                 VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, 'running', 1, ?8, ?8, ?8, ?9, ?10)",
-                params![
-                    project_id,
-                    crate::shared::WORLD,
-                    repo.to_string_lossy(),
-                    w.config_rel,
-                    config_path(&repo, w.config_rel),
-                    text,
-                    encode(w.env)?,
-                    now,
-                    w.wait,
-                    next_world_id(tx)?
-                ],
-            )?;
-            let id = tx.last_insert_rowid();
             add_event(
                 tx,
-                id,
-                "created",
+                s.id,
+                "config",
                 &format!(
-                    "shared services of the project, as world {} defines them: {listed}",
-                    w.name
+                    "shared services still declared by a world: {}",
+                    spec.order().join(", ")
                 ),
-            )?;
+            )
         }
-        (None, None) => {}
+        (None, Some(w)) => create_shared(tx, project_id, w, &spec, now),
+        _ => Ok(()),
+    }
+}
+
+/// No world of the project uses shared services any more: its shared world `s` is marked
+/// deleted.
+fn retire_shared(tx: &Tx<'_, owner::Commands>, s: &World, now: i64) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE worlds SET deleted_at = COALESCE(deleted_at, ?1),
+            generation = generation + 1, updated_at = ?1 WHERE id = ?2",
+        params![now, s.id],
+    )?;
+    add_event(
+        tx,
+        s.id,
+        "remove",
+        "no world of the project uses shared services any more: removing them",
+    )
+}
+
+/// The shared world `s` runs `spec`, as the world `w` being written declares it.
+fn redefine_shared(
+    tx: &Tx<'_, owner::Commands>,
+    s: &World,
+    w: &Writer<'_>,
+    spec: &Spec,
+    now: i64,
+) -> Result<(), StoreError> {
+    // The environment and directory come with a changed definition only: another
+    // world's `binky up` from another shell must not restart what every world uses.
+    let (env, rel) = if s.spec != *spec {
+        (w.env, w.config_rel)
+    } else {
+        (&s.env, s.config_rel.as_str())
+    };
+    tx.execute(
+        "UPDATE worlds SET spec = ?1, env = ?2, config_rel = ?3, config_path = ?4,
+            desired_state = ?8, generation = generation + 1, updated_at = ?5,
+            last_used_at = ?5, wait_ms = COALESCE(?7, wait_ms)
+         WHERE id = ?6",
+        params![
+            encode(spec)?,
+            encode(env)?,
+            rel,
+            config_path(&s.repo_root, rel),
+            now,
+            s.id,
+            w.wait,
+            DesiredState::Running.as_str()
+        ],
+    )?;
+    if s.spec != *spec {
+        add_event(
+            tx,
+            s.id,
+            "config",
+            &format!(
+                "shared services as world {} defines them: {}",
+                w.name,
+                spec.order().join(", ")
+            ),
+        )?;
     }
     Ok(())
+}
+
+/// The project's shared world, made to run `spec` as the world `w` being written declares
+/// it, in the project's main checkout.
+fn create_shared(
+    tx: &Tx<'_, owner::Commands>,
+    project_id: i64,
+    w: &Writer<'_>,
+    spec: &Spec,
+    now: i64,
+) -> Result<(), StoreError> {
+    let repo: String = tx.query_row(
+        "SELECT repo_root FROM projects WHERE id = ?1",
+        [project_id],
+        |r| r.get(0),
+    )?;
+    let repo = PathBuf::from(repo);
+    tx.execute(
+        "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
+            config_rel, config_path, spec, env, service_group, desired_state,
+            generation, created_at, updated_at, last_used_at, wait_ms, id)
+         VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, ?11, 1, ?8, ?8, ?8, ?9, ?10)",
+        params![
+            project_id,
+            crate::shared::WORLD,
+            repo.to_string_lossy(),
+            w.config_rel,
+            config_path(&repo, w.config_rel),
+            encode(spec)?,
+            encode(w.env)?,
+            now,
+            w.wait,
+            next_world_id(tx)?,
+            DesiredState::Running.as_str()
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    add_event(
+        tx,
+        id,
+        "created",
+        &format!(
+            "shared services of the project, as world {} defines them: {}",
+            w.name,
+            spec.order().join(", ")
+        ),
+    )
 }
 
 /// Where the shared world's `binky.toml` is: in the main checkout, where the writer's is
