@@ -883,6 +883,62 @@ impl<G: Git> WorktreeController<G> {
         Ok(row)
     }
 
+    /// Removes the world's worktree `row` (refusing one with uncommitted work of the user's
+    /// unless forced), with the directories binky made for it; one deleted from outside is
+    /// pruned.
+    async fn remove_worktree(&self, world: &World, row: &WorktreeRow) -> Result<(), WorktreeError> {
+        let repo = &world.repo_root;
+        if !row.path.is_dir() {
+            self.git.prune(repo).await?;
+            // Deleted from outside: the directories binky made for it go too.
+            remove_empty_parents(&row.path, &world.name);
+            return Ok(());
+        }
+        if !world.force_delete {
+            let changes = async { Ok::<_, WorktreeError>(self.git.changes(&row.path).await?) };
+            if !crate::dirty::users_uncommitted(&self.store, world.id, row, changes)
+                .await?
+                .is_empty()
+            {
+                return Err(WorktreeError::Dirty(row.path.clone()));
+            }
+        }
+        self.git.remove_worktree(repo, &row.path).await?;
+        remove_empty_parents(&row.path, &world.name);
+        self.store.event(
+            world.id,
+            "worktree",
+            &format!("removed worktree {}", row.path.display()),
+        )?;
+        Ok(())
+    }
+
+    /// The branch binky created for the world goes with it when it has no commits of its
+    /// own; kept (and said so) when it has.
+    async fn remove_branch(&self, world: &World, row: &WorktreeRow) -> Result<(), WorktreeError> {
+        let repo = &world.repo_root;
+        let base = row.base_commit.clone().unwrap_or_else(|| "HEAD".into());
+        let ahead = self.git.commits_ahead(repo, &base, &row.branch).await?;
+        if ahead == 0 {
+            self.git.delete_branch(repo, &row.branch).await?;
+            self.store.event(
+                world.id,
+                "branch",
+                &format!("deleted branch {} (no commits of its own)", row.branch),
+            )?;
+        } else {
+            self.store.event(
+                world.id,
+                "branch",
+                &format!(
+                    "kept branch {}: it has {ahead} commit(s) of its own",
+                    row.branch
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
     /// The world's condition: its worktree is ready for the world's commands already (each
     /// waits for the paths it needs); the world as a whole — what `binky up` waits for —
     /// once every path is brought, so a shell in the worktree finds them.
@@ -1026,49 +1082,9 @@ impl<G: Git> Controller for WorktreeController<G> {
         } else if repo.is_dir() {
             let lock = self.repo_lock(repo);
             let _guard = lock.lock().await;
-            if row.path.is_dir() {
-                if !world.force_delete {
-                    let changes =
-                        async { Ok::<_, WorktreeError>(self.git.changes(&row.path).await?) };
-                    if !crate::dirty::users_uncommitted(&self.store, world.id, &row, changes)
-                        .await?
-                        .is_empty()
-                    {
-                        return Err(WorktreeError::Dirty(row.path.clone()));
-                    }
-                }
-                self.git.remove_worktree(repo, &row.path).await?;
-                remove_empty_parents(&row.path, &world.name);
-                self.store.event(
-                    world.id,
-                    "worktree",
-                    &format!("removed worktree {}", row.path.display()),
-                )?;
-            } else {
-                self.git.prune(repo).await?;
-                // Deleted from outside: the directories binky made for it go too.
-                remove_empty_parents(&row.path, &world.name);
-            }
+            self.remove_worktree(world, &row).await?;
             if row.created_branch && self.git.branch_exists(repo, &row.branch).await? {
-                let base = row.base_commit.clone().unwrap_or_else(|| "HEAD".into());
-                let ahead = self.git.commits_ahead(repo, &base, &row.branch).await?;
-                if ahead == 0 {
-                    self.git.delete_branch(repo, &row.branch).await?;
-                    self.store.event(
-                        world.id,
-                        "branch",
-                        &format!("deleted branch {} (no commits of its own)", row.branch),
-                    )?;
-                } else {
-                    self.store.event(
-                        world.id,
-                        "branch",
-                        &format!(
-                            "kept branch {}: it has {ahead} commit(s) of its own",
-                            row.branch
-                        ),
-                    )?;
-                }
+                self.remove_branch(world, &row).await?;
             }
         }
         self.store.write(owner::Worktree, |tx| {
