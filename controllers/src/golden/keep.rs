@@ -258,15 +258,15 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             // Nothing copies from it now, and (unless asked) no world uses it; asked, no
             // world waits to be cloned from it.
             let n = tx.execute(
-                "UPDATE goldens SET state = 'dropping', updated_at = ?4
+                "UPDATE goldens SET state = ?5, updated_at = ?4
                  WHERE key = ?1 AND state = ?2
-                   AND NOT EXISTS (SELECT 1 FROM goldens b WHERE b.state = 'building' AND b.base = ?1)
+                   AND NOT EXISTS (SELECT 1 FROM goldens b WHERE b.state = ?6 AND b.base = ?1)
                    AND CASE ?3
                      WHEN 'unused' THEN NOT EXISTS (SELECT 1 FROM golden_refs WHERE key = ?1)
                      WHEN 'asked' THEN NOT EXISTS (
                        SELECT 1 FROM golden_refs r LEFT JOIN slices s
                        ON s.world_id = r.world_id AND s.service = r.service
-                       WHERE r.key = ?1 AND (s.state IS NULL OR s.state NOT IN ('ready', 'stopped')))
+                       WHERE r.key = ?1 AND (s.state IS NULL OR s.state NOT IN (?7, ?8)))
                      ELSE 1 END",
                 params![
                     g.key,
@@ -276,7 +276,11 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                         Claim::Asked => "asked",
                         Claim::Resume => "resume",
                     },
-                    now_ms()
+                    now_ms(),
+                    GoldenState::Dropping,
+                    GoldenState::Building,
+                    SliceState::Ready,
+                    SliceState::Stopped
                 ],
             )?;
             Ok(n == 1)
@@ -301,8 +305,8 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         }
         self.store.write(owner::Golden, |tx| {
             tx.execute(
-                "DELETE FROM goldens WHERE key = ?1 AND state = 'dropping'",
-                [&g.key],
+                "DELETE FROM goldens WHERE key = ?1 AND state = ?2",
+                params![g.key, GoldenState::Dropping],
             )?;
             tx.execute("DELETE FROM golden_drops WHERE key = ?1", [&g.key])?;
             Ok(())

@@ -132,11 +132,11 @@ impl Store {
             refuse_deleted(tx, world)?;
             let now = now_ms();
             tx.execute(
-                "UPDATE worlds SET desired_state = 'running', restart_nonce = restart_nonce + 1,
+                "UPDATE worlds SET desired_state = ?4, restart_nonce = restart_nonce + 1,
                     generation = generation + 1, updated_at = ?1, last_used_at = ?1,
                     wait_ms = COALESCE(?3, wait_ms)
                  WHERE id = ?2",
-                params![now, world, wait_ms(wait)],
+                params![now, world, wait_ms(wait), DesiredState::Running.as_str()],
             )?;
             add_event(tx, world, "reload", "reload requested")?;
             generation(tx, world)
@@ -194,10 +194,10 @@ impl Store {
             }
             let now = now_ms();
             tx.execute(
-                "UPDATE worlds SET desired_state = 'running', generation = generation + 1,
+                "UPDATE worlds SET desired_state = ?4, generation = generation + 1,
                     updated_at = ?1, last_used_at = ?1, wait_ms = COALESCE(?3, wait_ms)
                  WHERE id = ?2",
-                params![now, world, wait_ms(wait)],
+                params![now, world, wait_ms(wait), DesiredState::Running.as_str()],
             )?;
             add_event(
                 tx,
