@@ -26,7 +26,7 @@ pub fn disk_free_bytes(path: &Path) -> Option<u64> {
     Some(st.blocks_available() as u64 * st.fragment_size() as u64)
 }
 
-impl binky_controllers::gate::Machine for RealMachine {
+impl binky_controllers::machine::Machine for RealMachine {
     fn mem_available_percent(&self) -> Option<f64> {
         let (avail, total) = meminfo()?;
         (total > 0).then(|| avail as f64 * 100.0 / total as f64)

@@ -3,7 +3,7 @@
 //! does exactly what its command does. None of these acts on reality: the caller nudges the
 //! daemon, and the controllers converge.
 
-use binky_controllers::gate::{self, Command};
+use binky_controllers::approval::{self, Command};
 use binky_controllers::store::{self, DesiredState, Store, World};
 
 use crate::failure::Failure;
@@ -123,10 +123,10 @@ pub const APPROVALS_OFF: &str = "approvals are off on this machine: no command w
 /// Every command of every world, each once, and whether it is approved.
 pub fn approvals(store: &Store) -> Result<Vec<Approval>, store::StoreError> {
     let worlds = store.read(store::worlds)?;
-    let approved = gate::approved(store)?;
+    let approved = approval::approved(store)?;
     let mut out: Vec<(Command, String, Vec<String>)> = Vec::new();
     for w in worlds.iter().filter(|w| !w.deleted) {
-        for c in gate::commands(&w.spec, w.group.as_deref()) {
+        for c in approval::commands(&w.spec, w.group.as_deref()) {
             match out.iter_mut().find(|(x, _, _)| x.key == c.key) {
                 Some((_, _, ws)) => ws.push(w.name.clone()),
                 None => out.push((c, w.project.clone(), vec![w.name.clone()])),

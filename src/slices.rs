@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use binky_controllers::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+use binky_controllers::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use binky_controllers::store::{self, StoreError};
 
 use crate::adapters::{redact, Adapter, AdapterConfig, AdapterError, Registry, Slice};

@@ -462,7 +462,6 @@ pub fn log_sources(
     logs_dir: &std::path::Path,
     world: &World,
 ) -> Result<Vec<(String, std::path::PathBuf)>, StoreError> {
-    use binky_controllers::process::ProcessController;
     let shared = if world.is_shared() {
         None
     } else {
@@ -473,7 +472,7 @@ pub fn log_sources(
         _ => world,
     };
     let path = |svc: &str| {
-        ProcessController::<crate::supervisor::RealSupervisor>::log_path(
+        binky_controllers::supervisor::log_path(
             logs_dir,
             owner(binky_controllers::replica::service_of(svc)),
             svc,

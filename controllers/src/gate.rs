@@ -4,7 +4,7 @@
 //!
 //! # Guarantees
 //! - Nothing of a held world starts: the slice, golden and process controllers call
-//!   [`held`] first, so no slice is provisioned, no `migrate`/`seed` and no process runs.
+//!   [`held`](crate::hold::held) first, so no slice is provisioned, no `migrate`/`seed` and no process runs.
 //! - Queued worlds are admitted in the order they asked (`queued_at`), one at a time, as
 //!   room appears; a world that goes down releases its place at once.
 //! - A *cooled* world is one the gate stopped to make room: its processes stop, its files,
@@ -30,17 +30,19 @@
 //!   repository's `binky.toml`. The reserves are on by default (20 % of memory, 5 GiB of
 //!   disk, binky 0.1.2's); no limit derives from the CPU count.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rusqlite::{params, OptionalExtension};
-use sha2::{Digest, Sha256};
 
+use crate::approval::{awaiting_approval, unapproved};
+use crate::hold::Hold;
+use crate::machine::Machine;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::settings::Settings;
-use crate::spec::{Probe, ServiceKind, Spec};
-use crate::store::{self, now_ms, owner, DesiredState, Store, StoreError, World, WorldId};
+use crate::store::{
+    self, now_ms, owner, AdmissionState, DesiredState, Store, StoreError, World, WorldId,
+};
 
 /// The condition it reports.
 const CONDITION: &str = Kind::Admission.condition();
@@ -54,14 +56,6 @@ pub const RESUME_GRACE: Duration = Duration::from_secs(30);
 pub const RESUME_MARGIN: f64 = 5.0;
 /// How often an admitted world looks at the memory while `cool_under_pressure` is on.
 const PRESSURE_TICK: Duration = Duration::from_secs(2);
-
-/// What the gate needs to know about the machine.
-pub trait Machine: Send + Sync + 'static {
-    /// Percent of memory available (`MemAvailable / MemTotal`).
-    fn mem_available_percent(&self) -> Option<f64>;
-    /// GiB free on the filesystem holding `path`.
-    fn disk_free_gib(&self, path: &std::path::Path) -> Option<f64>;
-}
 
 /// Why the gate could not decide.
 #[derive(Debug, thiserror::Error)]
@@ -83,224 +77,6 @@ impl ReconcileError for GateError {
     }
 }
 
-/// A command a world would run.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Command {
-    /// Approval key: a hash of project and text.
-    pub key: String,
-    /// Where it comes from (`cmd of api`, `seed of db`, `hooks.post_up`).
-    pub what: String,
-    /// The command text, as written.
-    pub text: String,
-    /// Run only when asked (`[agents] verify`, by `binky verify`), never by `binky up`: it
-    /// does not hold the world at the gate, `binky verify` refuses it until approved.
-    pub on_demand: bool,
-}
-
-/// The approval key of a command of `project`.
-pub fn command_key(project: &str, text: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(project.as_bytes());
-    h.update([0]);
-    h.update(text.as_bytes());
-    h.finalize()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// Every command the selected services of `spec` would run, once per text.
-pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
-    let project = &spec.project.name;
-    let mut out: Vec<Command> = Vec::new();
-    let mut add = |what: String, text: &str, on_demand: bool| {
-        if text.trim().is_empty() || out.iter().any(|c| c.text == text) {
-            return;
-        }
-        out.push(Command {
-            key: command_key(project, text),
-            what,
-            text: text.to_owned(),
-            on_demand,
-        });
-    };
-    let mut push = |what: String, text: &str| add(what, text, false);
-    for name in spec.selected(group) {
-        match &spec.services[&name].kind {
-            ServiceKind::Process(p) => {
-                push(format!("cmd of {name}"), &p.cmd);
-                if let Some(s) = &p.setup {
-                    push(format!("setup of {name}"), s);
-                }
-                if let Some(Probe::Cmd(c)) = p.health.as_ref().map(|h| &h.probe) {
-                    push(format!("health check of {name}"), c);
-                }
-            }
-            ServiceKind::Resource(r) => {
-                if let Some(m) = &r.migrate {
-                    push(format!("migrate of {name}"), m);
-                }
-                if let Some(s) = &r.seed {
-                    push(format!("seed of {name}"), s);
-                }
-            }
-        }
-    }
-    if let Some(h) = &spec.hooks.post_up {
-        push("hooks.post_up".into(), h);
-    }
-    if let Some(h) = &spec.hooks.pre_down {
-        push("hooks.pre_down".into(), h);
-    }
-    for v in &spec.agents.verify {
-        add("[agents] verify".into(), v, true);
-    }
-    out
-}
-
-/// Approved keys.
-pub fn approved(store: &Store) -> Result<BTreeSet<String>, StoreError> {
-    store.read(|c| {
-        let mut stmt = c.prepare_cached("SELECT key FROM approvals")?;
-        let keys = stmt
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<BTreeSet<String>, _>>()?;
-        Ok(keys)
-    })
-}
-
-/// The commands of `world` that wait for approval (none when `approvals` is off).
-fn unapproved(store: &Store, approvals: bool, world: &World) -> Result<Vec<Command>, StoreError> {
-    if !approvals {
-        return Ok(Vec::new());
-    }
-    let ok = approved(store)?;
-    Ok(commands(&world.spec, world.group.as_deref())
-        .into_iter()
-        .filter(|c| !c.on_demand && !ok.contains(&c.key))
-        .collect())
-}
-
-/// The `[agents] verify` commands of `world` that `binky verify` may not run yet: approvals
-/// are on and a person has not approved them (none when approvals are off).
-pub fn unapproved_verify(store: &Store, world: &World) -> Result<Vec<Command>, StoreError> {
-    if !Settings::read(store)?.flag("approvals") {
-        return Ok(Vec::new());
-    }
-    let ok = approved(store)?;
-    Ok(commands(&world.spec, world.group.as_deref())
-        .into_iter()
-        .filter(|c| c.on_demand && !ok.contains(&c.key))
-        .collect())
-}
-
-/// The approval key of `binky exec`'s `command` (its arguments quoted as a shell reads
-/// them) in a world of `project`.
-pub fn exec_key(project: &str, command: &str) -> String {
-    command_key(project, &format!("exec {command}"))
-}
-
-/// May `binky exec` run `command` in a world of `project`? Yes while approvals are off;
-/// else when a person approved that exact command or a pattern it matches.
-pub fn exec_approved(store: &Store, project: &str, command: &str) -> Result<bool, StoreError> {
-    if !Settings::read(store)?.flag("approvals") {
-        return Ok(true);
-    }
-    if approved(store)?.contains(&exec_key(project, command)) {
-        return Ok(true);
-    }
-    let patterns = store.read(|c| store::exec_patterns(c, project))?;
-    Ok(patterns.iter().any(|p| crate::glob::text_match(p, command)))
-}
-
-/// Why a world is held at the gate: the reason of its `Admitted` condition (and of the
-/// waiting conditions of the controllers that start things).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hold {
-    /// A person must approve new commands (`binky approve`).
-    AwaitingApproval,
-    /// Behind other worlds, or over a resident limit.
-    Queued,
-    /// Stopped by the gate to make room; it starts again by itself when there is room.
-    Cooled,
-}
-
-impl Hold {
-    /// The condition reason it is written as.
-    pub const fn reason(self) -> &'static str {
-        match self {
-            Hold::AwaitingApproval => "AwaitingApproval",
-            Hold::Queued => "Queued",
-            Hold::Cooled => "Cooled",
-        }
-    }
-
-    /// What holds a world, read from its conditions, with the gate's condition that says
-    /// so.
-    pub fn of(conditions: &[store::ConditionRow]) -> Option<(Hold, &store::ConditionRow)> {
-        let c = conditions
-            .iter()
-            .find(|c| c.type_ == CONDITION && c.status != crate::store::CondStatus::True)?;
-        [Hold::AwaitingApproval, Hold::Queued, Hold::Cooled]
-            .into_iter()
-            .find(|h| h.reason() == c.reason)
-            .map(|h| (h, c))
-    }
-}
-
-/// Is `world` held at the gate? `Some((why, message))` when it is: nothing of it may
-/// start. Controllers that start things call this first.
-pub fn held(store: &Store, world: &World) -> Result<Option<(Hold, String)>, StoreError> {
-    let approvals = Settings::read(store)?.flag("approvals");
-    if let Some(why) = awaiting_approval(world, &unapproved(store, approvals, world)?) {
-        return Ok(Some((Hold::AwaitingApproval, why)));
-    }
-    let row: Option<(String, String)> = store.read(|c| {
-        Ok(c.query_row(
-            "SELECT state, reason FROM admissions WHERE world_id = ?1",
-            [world.id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
-    })?;
-    Ok(match row {
-        Some((state, _)) if state == "admitted" => None,
-        Some((state, reason)) if state == "cooled" => Some((Hold::Cooled, reason)),
-        Some((_, reason)) if !reason.is_empty() => Some((Hold::Queued, reason)),
-        _ => Some((Hold::Queued, "waiting for admission".into())),
-    })
-}
-
-/// What a world waits for while `missing` commands are not approved, if any are.
-fn awaiting_approval(world: &World, missing: &[Command]) -> Option<String> {
-    let first = missing.first()?;
-    Some(format!(
-        "waiting for approval of {} command(s), first the {}: `{}`; run `binky approve {}` (or `binky approve --all {}` after reading `binky approve --list`)",
-        missing.len(),
-        first.what,
-        first.text,
-        first.key,
-        world.name
-    ))
-}
-
-/// For a controller that starts things: `Some(Applied)` to return at once (waiting, with
-/// its `condition` saying why) when `world` wants to run but is held at the gate.
-pub fn hold(
-    store: &Store,
-    world: &World,
-    condition: &'static str,
-) -> Result<Option<Applied>, StoreError> {
-    if world.desired != DesiredState::Running {
-        return Ok(None);
-    }
-    Ok(held(store, world)?.map(|(hold, msg)| Applied {
-        action: Action::Requeue(Duration::from_millis(500)),
-        conditions: vec![Condition::waiting(condition, hold.reason(), msg)],
-    }))
-}
-
 /// The admission controller.
 pub struct AdmissionController<M> {
     store: Store,
@@ -317,7 +93,7 @@ pub struct AdmissionController<M> {
 #[derive(Clone, Debug)]
 struct Place {
     world: WorldId,
-    state: String,
+    state: AdmissionState,
     queued_at: i64,
     cooled_at: Option<i64>,
     admitted_at: Option<i64>,
@@ -367,7 +143,7 @@ impl<M: Machine> AdmissionController<M> {
     fn watcher(places: &[Place]) -> Option<WorldId> {
         places
             .iter()
-            .filter(|p| p.state == "admitted")
+            .filter(|p| p.state == AdmissionState::Admitted)
             .max_by_key(|p| (p.admitted_at.unwrap_or(0), p.world))
             .map(|p| p.world)
     }
@@ -435,12 +211,12 @@ impl<M: Machine> AdmissionController<M> {
     fn stopping(&self) -> Result<Option<String>, StoreError> {
         self.store.read(|c| {
             Ok(c.query_row(
-                "SELECT w.name FROM worlds w WHERE (w.desired_state = 'stopped' OR EXISTS
-                    (SELECT 1 FROM admissions a WHERE a.world_id = w.id AND a.state = 'cooled'))
+                "SELECT w.name FROM worlds w WHERE (w.desired_state = ?1 OR EXISTS
+                    (SELECT 1 FROM admissions a WHERE a.world_id = w.id AND a.state = ?2))
                  AND EXISTS
                     (SELECT 1 FROM processes p WHERE p.world_id = w.id AND p.pid IS NOT NULL)
                  ORDER BY w.id LIMIT 1",
-                [],
+                params![DesiredState::Stopped.as_str(), AdmissionState::Cooled],
                 |r| r.get(0),
             )
             .optional()?)
@@ -453,11 +229,11 @@ impl<M: Machine> AdmissionController<M> {
             let mut stmt = c.prepare_cached(
                 "SELECT a.world_id, a.state, a.queued_at, a.cooled_at, a.admitted_at, a.resumed_at, a.reason
                  FROM admissions a JOIN worlds w ON w.id = a.world_id
-                 WHERE w.deleted_at IS NULL AND w.desired_state = 'running' AND w.name != ?1
+                 WHERE w.deleted_at IS NULL AND w.desired_state = ?2 AND w.name != ?1
                  ORDER BY a.queued_at, a.world_id",
             )?;
             let rows = stmt
-                .query_map([crate::shared::WORLD], |r| {
+                .query_map(params![crate::shared::WORLD, DesiredState::Running.as_str()], |r| {
                     Ok(Place {
                         world: r.get(0)?,
                         state: r.get(1)?,
@@ -486,10 +262,10 @@ impl<M: Machine> AdmissionController<M> {
             // To the back of the queue: behind every world that asked before it was cooled
             // (the newcomer it makes room for included, whatever the clock says).
             tx.execute(
-                "UPDATE admissions SET state = 'cooled', cooled_at = ?2,
+                "UPDATE admissions SET state = ?4, cooled_at = ?2,
                     queued_at = MAX(?2, (SELECT MAX(queued_at) FROM admissions) + 1), reason = ?3
                  WHERE world_id = ?1",
-                params![world.id, now, reason],
+                params![world.id, now, reason, AdmissionState::Cooled],
             )?;
             Ok(())
         })?;
@@ -531,7 +307,7 @@ impl<M: Machine> AdmissionController<M> {
         let grace = RESUME_GRACE.as_millis() as i64;
         let newest = places
             .iter()
-            .filter(|p| p.state == "admitted")
+            .filter(|p| p.state == AdmissionState::Admitted)
             .filter(|p| p.resumed_at.is_none_or(|r| now - r >= grace))
             .max_by_key(|p| (p.admitted_at.unwrap_or(0), p.world));
         let Some(chosen) = newest.map(|p| p.world) else {
@@ -561,6 +337,240 @@ impl<M: Machine> AdmissionController<M> {
             Hold::Cooled.reason(),
             reason,
         )))
+    }
+
+    /// Admits a project's shared world, which takes no place.
+    fn admit_shared(&self, world: &World, now: i64) -> Result<(), StoreError> {
+        self.store.write(owner::Gate, |tx| {
+            tx.execute(
+                "INSERT INTO admissions (world_id, state, queued_at, reason) VALUES (?1, ?3, ?2, '')
+                 ON CONFLICT (world_id) DO UPDATE SET state = ?3, reason = ''",
+                params![world.id, now, AdmissionState::Admitted],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Joins the queue (or finds this world's place in it): nothing to write for a world
+    /// already in it (every pass of the memory watcher), unless `binky up` asks again for
+    /// one the gate cooled.
+    fn join_queue(&self, world: &World, now: i64) -> Result<(), StoreError> {
+        let placed = self.store.read(|c| {
+            Ok(c.prepare_cached(
+                "SELECT 1 FROM admissions WHERE world_id = ?1
+                   AND NOT (state = ?3 AND cooled_at < ?2)",
+            )?
+            .query_row(
+                params![world.id, world.last_used_at, AdmissionState::Cooled],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+        })?;
+        if placed {
+            return Ok(());
+        }
+        self.store.write(owner::Gate, |tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO admissions (world_id, state, queued_at, reason) VALUES (?1, ?3, ?2, '')",
+                params![world.id, now, AdmissionState::Queued],
+            )?;
+            // `binky up` of a world the gate cooled: a request of its own again, now.
+            tx.execute(
+                "UPDATE admissions SET state = ?3, cooled_at = NULL
+                 WHERE world_id = ?1 AND state = ?4 AND cooled_at < ?2",
+                params![
+                    world.id,
+                    world.last_used_at,
+                    AdmissionState::Queued,
+                    AdmissionState::Cooled
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// An admitted world stays admitted; while `cool_under_pressure` is on, the memory
+    /// watcher among them looks at the memory every [`PRESSURE_TICK`] and may cool a world.
+    fn stay_admitted(
+        &self,
+        settings: &Settings,
+        world: &World,
+        places: &[Place],
+    ) -> Result<Applied, GateError> {
+        let watch_pressure = settings.flag("cool_under_pressure")
+            && settings.number::<f64>("ram_reserve_percent") > 0.0;
+        if !watch_pressure || Self::watcher(places) != Some(world.id) {
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION, "Admitted", "admitted",
+            )]));
+        }
+        if let Some(cooled) = self.relieve_pressure(settings, world, places)? {
+            return Ok(Applied {
+                action: Action::Requeue(Duration::from_millis(500)),
+                conditions: vec![cooled],
+            });
+        }
+        Ok(Applied {
+            action: Action::Requeue(PRESSURE_TICK),
+            conditions: vec![Condition::ok(CONDITION, "Admitted", "admitted")],
+        })
+    }
+
+    /// A queued or cooled world (`mine`): admitted when it is first in the queue and under
+    /// every limit (after making room, where the settings allow), else told why it waits.
+    fn admit_or_queue(
+        &self,
+        settings: &Settings,
+        world: &World,
+        places: &[Place],
+        mine: &Place,
+        now: i64,
+    ) -> Result<Applied, GateError> {
+        let resuming = mine.state == AdmissionState::Cooled;
+        let ahead = places
+            .iter()
+            .take_while(|p| p.world != world.id)
+            .filter(|p| p.state != AdmissionState::Admitted)
+            .count();
+        let over = self.make_room(settings, world, places, ahead, resuming, now)?;
+        if over.is_none() && ahead == 0 {
+            self.admit(world, mine, now)?;
+            return Ok(Applied::await_change(vec![Condition::ok(
+                CONDITION, "Admitted", "admitted",
+            )]));
+        }
+        let reason = queue_reason(mine, over, ahead);
+        if !resuming {
+            self.store.write(owner::Gate, |tx| {
+                tx.execute(
+                    "UPDATE admissions SET reason = ?2 WHERE world_id = ?1",
+                    params![world.id, reason],
+                )?;
+                Ok(())
+            })?;
+        }
+        let hold = if resuming { Hold::Cooled } else { Hold::Queued };
+        Ok(Applied {
+            action: Action::Requeue(Duration::from_millis(500)),
+            conditions: vec![Condition::waiting(CONDITION, hold.reason(), reason)],
+        })
+    }
+
+    /// The limit one more resident world would still cross, if any, after making room:
+    /// with `cool_oldest`, the first world in the queue over `max_parallel` or the RAM
+    /// reserve cools the least recently used admitted world out of focus.
+    fn make_room(
+        &self,
+        settings: &Settings,
+        world: &World,
+        places: &[Place],
+        ahead: usize,
+        resuming: bool,
+        now: i64,
+    ) -> Result<Option<Over>, StoreError> {
+        let residents = places
+            .iter()
+            .filter(|p| p.state == AdmissionState::Admitted)
+            .count();
+        let mut over = self.over(settings, world, residents, resuming);
+        let cool = match &over {
+            // A cooled world keeps its files: stopping it frees no disk. A world coming back
+            // from being cooled waits for room; it never cools another.
+            Some(o) if o.limit != Limit::Disk && ahead == 0 && !resuming => {
+                settings.flag("cool_oldest")
+            }
+            _ => false,
+        };
+        // Memory a cooled world frees is available only once its processes are gone;
+        // cooling again before that would stop every world out of focus for one newcomer.
+        let stopping = match &over {
+            Some(o) if cool && o.limit == Limit::Memory => self.stopping()?,
+            _ => None,
+        };
+        if let (Some(o), Some(name)) = (&mut over, &stopping) {
+            o.why.push_str(&format!(
+                "; waiting for {name} to stop before cooling another world"
+            ));
+        }
+        if !cool || stopping.is_some() {
+            return Ok(over);
+        }
+        let focus: i64 = settings.number("focus_minutes");
+        let worlds = self.store.read(store::worlds)?;
+        let coolable = worlds
+            .iter()
+            .filter(|w| {
+                w.id != world.id
+                    && places
+                        .iter()
+                        .any(|p| p.world == w.id && p.state == AdmissionState::Admitted)
+                    && now - w.last_used_at >= focus * 60_000
+            })
+            .min_by_key(|w| w.last_used_at);
+        if let Some(old) = coolable {
+            self.cool(
+                old,
+                &format!(
+                    "stopped to make room for {} ({})",
+                    world.name,
+                    over.as_ref().map_or("", |o| o.why.as_str())
+                ),
+            )?;
+            over = self.over(settings, world, residents - 1, false);
+        }
+        Ok(over)
+    }
+
+    /// Admits `world` (`mine`, its place), saying how long it waited when it did.
+    fn admit(&self, world: &World, mine: &Place, now: i64) -> Result<(), StoreError> {
+        let resuming = mine.state == AdmissionState::Cooled;
+        self.store.write(owner::Gate, |tx| {
+            tx.execute(
+                "UPDATE admissions SET state = ?4, reason = '', admitted_at = ?2,
+                    resumed_at = CASE WHEN ?3 THEN ?2 ELSE resumed_at END, cooled_at = NULL
+                 WHERE world_id = ?1",
+                params![world.id, now, resuming, AdmissionState::Admitted],
+            )?;
+            Ok(())
+        })?;
+        if resuming {
+            let waited = mine.cooled_at.map_or(0, |c| (now - c).max(0) / 1000);
+            self.store.event(
+                world.id,
+                "resumed",
+                &format!("started again after {waited}s cooled: there is room now"),
+            )?;
+        } else if !mine.reason.is_empty() {
+            let waited = (now - mine.queued_at).max(0) / 1000;
+            self.store.event(
+                world.id,
+                "admitted",
+                &format!("admitted after {waited}s in the queue: there is room now"),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a world at `mine` waits: over a limit (`over`), or behind `ahead` worlds. A cooled
+/// world keeps saying why it was cooled.
+fn queue_reason(mine: &Place, over: Option<Over>, ahead: usize) -> String {
+    if mine.state == AdmissionState::Cooled {
+        // It says why it was cooled; what it waits for now is in the condition.
+        let wait = match (over.as_ref().map(|o| o.why.as_str()), ahead) {
+            (Some(o), _) => format!("waiting for room: {o}"),
+            (None, n) => format!("behind {n} world(s) that asked first"),
+        };
+        return format!(
+            "{}; {wait}",
+            mine.reason.split("; its files").next().unwrap_or("")
+        );
+    }
+    match (over.map(|o| o.why), ahead) {
+        (Some(o), 0) => format!("queued: {o}; it starts when a world goes down (`binky down NAME`) or the limit is raised (`binky settings`)"),
+        (Some(o), n) => format!("queued behind {n} world(s): {o}"),
+        (None, n) => format!("queued behind {n} world(s) that asked first"),
     }
 }
 
@@ -612,47 +622,14 @@ impl<M: Machine> Controller for AdmissionController<M> {
         // A project's shared services run for worlds that were admitted themselves: they
         // take no place and wait in no queue.
         if world.is_shared() {
-            self.store.write(owner::Gate, |tx| {
-                tx.execute(
-                    "INSERT INTO admissions (world_id, state, queued_at, reason) VALUES (?1, 'admitted', ?2, '')
-                     ON CONFLICT (world_id) DO UPDATE SET state = 'admitted', reason = ''",
-                    params![world.id, now],
-                )?;
-                Ok(())
-            })?;
+            self.admit_shared(world, now)?;
             return Ok(Applied::await_change(vec![Condition::ok(
                 CONDITION,
                 "Admitted",
                 "shared services: they run for the worlds that use them and take no place of their own",
             )]));
         }
-        // Join the queue (or find this world's place in it): nothing to write for a world
-        // already in it (every pass of the memory watcher), unless `binky up` asks again
-        // for one the gate cooled.
-        let placed = self.store.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT 1 FROM admissions WHERE world_id = ?1
-                   AND NOT (state = 'cooled' AND cooled_at < ?2)",
-            )?
-            .query_row(params![world.id, world.last_used_at], |_| Ok(()))
-            .optional()?
-            .is_some())
-        })?;
-        if !placed {
-            self.store.write(owner::Gate, |tx| {
-            tx.execute(
-                "INSERT OR IGNORE INTO admissions (world_id, state, queued_at, reason) VALUES (?1, 'queued', ?2, '')",
-                params![world.id, now],
-            )?;
-            // `binky up` of a world the gate cooled: a request of its own again, now.
-            tx.execute(
-                "UPDATE admissions SET state = 'queued', cooled_at = NULL
-                 WHERE world_id = ?1 AND state = 'cooled' AND cooled_at < ?2",
-                params![world.id, world.last_used_at],
-            )?;
-            Ok(())
-            })?;
-        }
+        self.join_queue(world, now)?;
         let places = self.places()?;
         let Some(mine) = places.iter().find(|p| p.world == world.id).cloned() else {
             return Ok(Applied {
@@ -664,137 +641,10 @@ impl<M: Machine> Controller for AdmissionController<M> {
                 )],
             });
         };
-        let watch_pressure = settings.flag("cool_under_pressure")
-            && settings.number::<f64>("ram_reserve_percent") > 0.0;
-        if mine.state == "admitted" {
-            if watch_pressure && Self::watcher(&places) == Some(world.id) {
-                if let Some(cooled) = self.relieve_pressure(&settings, world, &places)? {
-                    return Ok(Applied {
-                        action: Action::Requeue(Duration::from_millis(500)),
-                        conditions: vec![cooled],
-                    });
-                }
-                return Ok(Applied {
-                    action: Action::Requeue(PRESSURE_TICK),
-                    conditions: vec![Condition::ok(CONDITION, "Admitted", "admitted")],
-                });
-            }
-            return Ok(Applied::await_change(vec![Condition::ok(
-                CONDITION, "Admitted", "admitted",
-            )]));
+        if mine.state == AdmissionState::Admitted {
+            return self.stay_admitted(&settings, world, &places);
         }
-        let resuming = mine.state == "cooled";
-        let residents = places.iter().filter(|p| p.state == "admitted").count();
-        let ahead = places
-            .iter()
-            .take_while(|p| p.world != world.id)
-            .filter(|p| p.state != "admitted")
-            .count();
-        let mut over = self.over(&settings, world, residents, resuming);
-        let cool = match &over {
-            // A cooled world keeps its files: stopping it frees no disk. A world coming back
-            // from being cooled waits for room; it never cools another.
-            Some(o) if o.limit != Limit::Disk && ahead == 0 && !resuming => {
-                settings.flag("cool_oldest")
-            }
-            _ => false,
-        };
-        // Memory a cooled world frees is available only once its processes are gone;
-        // cooling again before that would stop every world out of focus for one newcomer.
-        let stopping = match &over {
-            Some(o) if cool && o.limit == Limit::Memory => self.stopping()?,
-            _ => None,
-        };
-        if let (Some(o), Some(name)) = (&mut over, &stopping) {
-            o.why.push_str(&format!(
-                "; waiting for {name} to stop before cooling another world"
-            ));
-        }
-        if cool && stopping.is_none() {
-            let focus: i64 = settings.number("focus_minutes");
-            let worlds = self.store.read(store::worlds)?;
-            let coolable = worlds
-                .iter()
-                .filter(|w| {
-                    w.id != world.id
-                        && places
-                            .iter()
-                            .any(|p| p.world == w.id && p.state == "admitted")
-                        && now - w.last_used_at >= focus * 60_000
-                })
-                .min_by_key(|w| w.last_used_at);
-            if let Some(old) = coolable {
-                self.cool(
-                    old,
-                    &format!(
-                        "stopped to make room for {} ({})",
-                        world.name,
-                        over.as_ref().map_or("", |o| o.why.as_str())
-                    ),
-                )?;
-                over = self.over(&settings, world, residents - 1, false);
-            }
-        }
-        if over.is_none() && ahead == 0 {
-            self.store.write(owner::Gate, |tx| {
-                tx.execute(
-                    "UPDATE admissions SET state = 'admitted', reason = '', admitted_at = ?2,
-                        resumed_at = CASE WHEN ?3 THEN ?2 ELSE resumed_at END, cooled_at = NULL
-                     WHERE world_id = ?1",
-                    params![world.id, now, resuming],
-                )?;
-                Ok(())
-            })?;
-            if resuming {
-                let waited = mine.cooled_at.map_or(0, |c| (now - c).max(0) / 1000);
-                self.store.event(
-                    world.id,
-                    "resumed",
-                    &format!("started again after {waited}s cooled: there is room now"),
-                )?;
-            } else if !mine.reason.is_empty() {
-                let waited = (now - mine.queued_at).max(0) / 1000;
-                self.store.event(
-                    world.id,
-                    "admitted",
-                    &format!("admitted after {waited}s in the queue: there is room now"),
-                )?;
-            }
-            return Ok(Applied::await_change(vec![Condition::ok(
-                CONDITION, "Admitted", "admitted",
-            )]));
-        }
-        let reason = if resuming {
-            // It says why it was cooled; what it waits for now is in the condition.
-            let wait = match (over.as_ref().map(|o| o.why.as_str()), ahead) {
-                (Some(o), _) => format!("waiting for room: {o}"),
-                (None, n) => format!("behind {n} world(s) that asked first"),
-            };
-            format!(
-                "{}; {wait}",
-                mine.reason.split("; its files").next().unwrap_or("")
-            )
-        } else {
-            match (over.map(|o| o.why), ahead) {
-                (Some(o), 0) => format!("queued: {o}; it starts when a world goes down (`binky down NAME`) or the limit is raised (`binky settings`)"),
-                (Some(o), n) => format!("queued behind {n} world(s): {o}"),
-                (None, n) => format!("queued behind {n} world(s) that asked first"),
-            }
-        };
-        if !resuming {
-            self.store.write(owner::Gate, |tx| {
-                tx.execute(
-                    "UPDATE admissions SET reason = ?2 WHERE world_id = ?1",
-                    params![world.id, reason],
-                )?;
-                Ok(())
-            })?;
-        }
-        let hold = if resuming { Hold::Cooled } else { Hold::Queued };
-        Ok(Applied {
-            action: Action::Requeue(Duration::from_millis(500)),
-            conditions: vec![Condition::waiting(CONDITION, hold.reason(), reason)],
-        })
+        self.admit_or_queue(&settings, world, &places, &mine, now)
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, GateError> {
@@ -806,6 +656,7 @@ impl<M: Machine> Controller for AdmissionController<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hold::held;
     use crate::testing::{new_world, reconcile, spec, web, FakeMachine};
 
     #[tokio::test]
@@ -881,26 +732,5 @@ mod tests {
         // With cool_under_pressure off, nobody looks.
         store.set_setting("cool_under_pressure", "false").unwrap();
         assert!(matches!(action(ids[1]).await, Action::AwaitChange));
-    }
-
-    #[test]
-    fn commands_are_keyed_by_project_and_text_once_each() {
-        let mut spec = crate::testing::spec(vec![
-            ("api", crate::testing::web("serve", &[])),
-            ("web", crate::testing::web("serve", &[])),
-        ]);
-        spec.project.name = "p".into();
-        let a = command_key("p", "make seed");
-        assert_eq!(a, command_key("p", "make seed"));
-        assert_ne!(a, command_key("q", "make seed"));
-        assert_ne!(a, command_key("p", "make seed "));
-        assert_eq!(a.len(), 12);
-        spec.hooks.post_up = Some("make seed".into());
-        spec.hooks.pre_down = Some("make seed".into());
-        let cmds = commands(&spec, None);
-        // Two services with one command text, and two hooks with another: two commands.
-        assert_eq!(cmds.len(), 2, "{cmds:?}");
-        assert_eq!(cmds[0].what, "cmd of api");
-        assert_eq!(cmds[1].what, "hooks.post_up");
     }
 }

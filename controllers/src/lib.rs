@@ -4,14 +4,18 @@
 
 #![warn(missing_docs)]
 
+pub mod adapter;
 pub mod admission;
+pub mod approval;
 pub mod dirty;
 pub mod env;
 pub mod gate;
 pub mod git;
 pub mod glob;
 pub mod golden;
+pub mod hold;
 pub mod limits;
+pub mod machine;
 pub mod phase;
 pub mod port;
 pub mod process;
@@ -25,6 +29,7 @@ pub mod shared;
 pub mod slice;
 pub mod spec;
 pub mod store;
+pub mod supervisor;
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::gate::Hold;
+use crate::hold::Hold;
 use crate::registry::{Kind, Reporter};
 use crate::store::{CondStatus, ConditionRow, DesiredState, ProcessRow, World};
 

@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
 use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
+use crate::store::owner::Tx;
 use crate::store::{self, now_ms, owner, Store, StoreError, World};
 
 /// The condition this controller reports.
@@ -111,6 +112,191 @@ fn describe(service: &str, label: &str) -> String {
     }
 }
 
+impl<P: PortProbe> PortController<P> {
+    /// The first free port of the project's range for `key` (service, label), from its
+    /// first choice on; a busy one is noted as foreign. None free: which range, and how
+    /// much of it is binky's and how much foreign.
+    fn choose(
+        &self,
+        world: &World,
+        key: &(String, String),
+        ledger: &mut Ledger,
+    ) -> Result<u16, PortError> {
+        let (service, label) = key;
+        let (low, high) = world.spec.project.port_range();
+        let start = first_choice(world, service, label, low, high);
+        let span = u32::from(high - low) + 1;
+        for i in 0..span {
+            let cand = low + ((u32::from(start - low) + i) % span) as u16;
+            if ledger.used.contains(&cand) || ledger.foreign.contains(&cand) {
+                continue;
+            }
+            if !self.probe.is_free(cand) {
+                ledger.foreign.insert(cand);
+                continue;
+            }
+            return Ok(cand);
+        }
+        let ours = ledger
+            .used
+            .iter()
+            .filter(|p| (low..=high).contains(*p))
+            .count();
+        Err(PortError::Exhausted {
+            low,
+            high,
+            service: service.clone(),
+            label: if label.is_empty() {
+                String::new()
+            } else {
+                format!(".{label}")
+            },
+            ours,
+            foreign: ledger.foreign.len(),
+        })
+    }
+
+    /// Assigns `port` to `key` (service, label), moved from `moved_from` when a foreign
+    /// process took that one.
+    fn assign(
+        &self,
+        tx: &Tx<'_, owner::Port>,
+        world: &World,
+        ledger: &mut Ledger,
+        key: &(String, String),
+        port: u16,
+        moved_from: Option<u16>,
+    ) -> Result<(), PortError> {
+        let (service, label) = key;
+        tx.execute(
+            "INSERT INTO ports (port, world_id, service, label, assigned_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![port, world.id, service, label, now_ms()],
+        )?;
+        ledger.used.insert(port);
+        ledger.mine.insert(key.clone(), port);
+        let what = describe(service, label);
+        ledger.events.push(match moved_from {
+            Some(old) => (
+                "port_moved",
+                format!(
+                    "port {old} of {what} is held by {}; moved {what} to {port}",
+                    self.probe
+                        .holder(old)
+                        .unwrap_or_else(|| "another process".to_owned())
+                ),
+            ),
+            None => ("port_assigned", format!("assigned port {port} to {what}")),
+        });
+        Ok(())
+    }
+}
+
+/// The ports a world wants, as (service, label). Each replica of a service has ports of its
+/// own (`api`, `api.1`, … as the service). A shared service's ports are its shared world's,
+/// allocated once for every world.
+fn wanted_ports(world: &World) -> BTreeSet<(String, String)> {
+    world
+        .spec
+        .services
+        .iter()
+        .filter(|(name, _)| world.runs(name))
+        .flat_map(|(name, svc)| {
+            let labels = svc.port_labels();
+            world
+                .spec
+                .instances(name)
+                .into_iter()
+                .flat_map(move |i| labels.clone().into_iter().map(move |l| (i.clone(), l)))
+        })
+        .collect()
+}
+
+/// A world's port allocation inside its transaction: its ports, every port taken, the
+/// ports found held by processes that are not binky's, and the events to record.
+struct Ledger {
+    mine: BTreeMap<(String, String), u16>,
+    used: BTreeSet<u16>,
+    foreign: BTreeSet<u16>,
+    events: Vec<(&'static str, String)>,
+}
+
+/// Whether a world's port stays its own.
+enum Keep {
+    /// It does (in use by the service, or free).
+    Kept,
+    /// A foreign process took it: it is released, the service moves.
+    Taken(u16),
+    /// The service has none yet.
+    New,
+}
+
+impl Ledger {
+    fn read(tx: &Tx<'_, owner::Port>, world: store::WorldId) -> Result<Ledger, PortError> {
+        let mut mine: BTreeMap<(String, String), u16> = BTreeMap::new();
+        let mut stmt = tx.prepare("SELECT service, label, port FROM ports WHERE world_id = ?1")?;
+        let rows = stmt.query_map([world], |r| {
+            Ok(((r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get(2)?))
+        })?;
+        for row in rows {
+            let (k, v) = row?;
+            mine.insert(k, v);
+        }
+        let mut stmt = tx.prepare("SELECT port FROM ports")?;
+        let used = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<BTreeSet<u16>, _>>()?;
+        Ok(Ledger {
+            mine,
+            used,
+            foreign: BTreeSet::new(),
+            events: Vec::new(),
+        })
+    }
+
+    /// Releases the ports of services that are gone from the spec and not running.
+    fn release_unwanted(
+        &mut self,
+        tx: &Tx<'_, owner::Port>,
+        wanted: &BTreeSet<(String, String)>,
+        holding: &BTreeSet<String>,
+    ) -> Result<(), PortError> {
+        for (key, port) in self.mine.clone() {
+            if !wanted.contains(&key) && !holding.contains(&key.0) {
+                tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
+                self.mine.remove(&key);
+                self.used.remove(&port);
+                self.events.push((
+                    "port_released",
+                    format!("released port {port} of {}", describe(&key.0, &key.1)),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `key`'s port stays: kept while its service holds it or it is free;
+    /// released when a foreign process took it meanwhile.
+    fn keep(
+        &mut self,
+        tx: &Tx<'_, owner::Port>,
+        key: &(String, String),
+        holding: &BTreeSet<String>,
+        probe: &impl PortProbe,
+    ) -> Result<Keep, PortError> {
+        Ok(match self.mine.get(key) {
+            Some(_) if holding.contains(&key.0) => Keep::Kept,
+            Some(&port) if probe.is_free(port) => Keep::Kept,
+            Some(&port) => {
+                tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
+                self.foreign.insert(port);
+                Keep::Taken(port)
+            }
+            None => Keep::New,
+        })
+    }
+}
+
 impl<P: PortProbe> Controller for PortController<P> {
     type Error = PortError;
 
@@ -119,23 +305,7 @@ impl<P: PortProbe> Controller for PortController<P> {
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, PortError> {
-        let (low, high) = world.spec.project.port_range();
-        // Each replica of a service has ports of its own (`api`, `api.1`, … as the service).
-        // A shared service's ports are its shared world's, allocated once for every world.
-        let wanted: BTreeSet<(String, String)> = world
-            .spec
-            .services
-            .iter()
-            .filter(|(name, _)| world.runs(name))
-            .flat_map(|(name, svc)| {
-                let labels = svc.port_labels();
-                world
-                    .spec
-                    .instances(name)
-                    .into_iter()
-                    .flat_map(move |i| labels.clone().into_iter().map(move |l| (i.clone(), l)))
-            })
-            .collect();
+        let wanted = wanted_ports(world);
         let holding: BTreeSet<String> = self
             .store
             .read(|c| store::processes(c, world.id))?
@@ -143,116 +313,25 @@ impl<P: PortProbe> Controller for PortController<P> {
             .filter(|p| p.state.holds_ports())
             .map(|p| p.service)
             .collect();
-
-        let mut events: Vec<(&'static str, String)> = Vec::new();
         let assigned = self
             .store
             .write_with(owner::Port, |tx| -> Result<_, PortError> {
-                let mut mine: BTreeMap<(String, String), u16> = BTreeMap::new();
-                {
-                    let mut stmt =
-                        tx.prepare("SELECT service, label, port FROM ports WHERE world_id = ?1")?;
-                    let rows = stmt.query_map([world.id], |r| {
-                        Ok(((r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get(2)?))
-                    })?;
-                    for row in rows {
-                        let (k, v) = row?;
-                        mine.insert(k, v);
-                    }
-                }
-                let mut used: BTreeSet<u16> = {
-                    let mut stmt = tx.prepare("SELECT port FROM ports")?;
-                    let ports = stmt
-                        .query_map([], |r| r.get(0))?
-                        .collect::<Result<BTreeSet<u16>, _>>()?;
-                    ports
-                };
-                // Release ports of services that are gone from the spec and not running.
-                for (key, port) in mine.clone() {
-                    if !wanted.contains(&key) && !holding.contains(&key.0) {
-                        tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
-                        mine.remove(&key);
-                        used.remove(&port);
-                        events.push((
-                            "port_released",
-                            format!("released port {port} of {}", describe(&key.0, &key.1)),
-                        ));
-                    }
-                }
-                let mut foreign: BTreeSet<u16> = BTreeSet::new();
+                let mut ledger = Ledger::read(tx, world.id)?;
+                ledger.release_unwanted(tx, &wanted, &holding)?;
                 for key in &wanted {
-                    let (service, label) = key;
-                    let moved_from = match mine.get(key) {
-                        Some(&port) if holding.contains(service) => {
-                            let _ = port;
-                            continue;
-                        }
-                        Some(&port) if self.probe.is_free(port) => continue,
-                        Some(&port) => {
-                            // Kept for this service, but a foreign process took it meanwhile.
-                            tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
-                            foreign.insert(port);
-                            Some(port)
-                        }
-                        None => None,
+                    let moved_from = match ledger.keep(tx, key, &holding, &self.probe)? {
+                        Keep::Kept => continue,
+                        Keep::Taken(port) => Some(port),
+                        Keep::New => None,
                     };
-                    let start = first_choice(world, service, label, low, high);
-                    let span = u32::from(high - low) + 1;
-                    let mut chosen = None;
-                    for i in 0..span {
-                        let cand = low + ((u32::from(start - low) + i) % span) as u16;
-                        if used.contains(&cand) || foreign.contains(&cand) {
-                            continue;
-                        }
-                        if !self.probe.is_free(cand) {
-                            foreign.insert(cand);
-                            continue;
-                        }
-                        chosen = Some(cand);
-                        break;
-                    }
-                    let Some(port) = chosen else {
-                        let ours = used.iter().filter(|p| (low..=high).contains(*p)).count();
-                        return Err(PortError::Exhausted {
-                            low,
-                            high,
-                            service: service.clone(),
-                            label: if label.is_empty() {
-                                String::new()
-                            } else {
-                                format!(".{label}")
-                            },
-                            ours,
-                            foreign: foreign.len(),
-                        });
-                    };
-                    tx.execute(
-                        "INSERT INTO ports (port, world_id, service, label, assigned_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                        params![port, world.id, service, label, now_ms()],
-                    )?;
-                    used.insert(port);
-                    mine.insert(key.clone(), port);
-                    let what = describe(service, label);
-                    events.push(match moved_from {
-                        Some(old) => (
-                            "port_moved",
-                            format!(
-                                "port {old} of {what} is held by {}; moved {what} to {port}",
-                                self.probe
-                                    .holder(old)
-                                    .unwrap_or_else(|| "another process".to_owned())
-                            ),
-                        ),
-                        None => ("port_assigned", format!("assigned port {port} to {what}")),
-                    });
+                    let port = self.choose(world, key, &mut ledger)?;
+                    self.assign(tx, world, &mut ledger, key, port, moved_from)?;
                 }
-                for (kind, msg) in &events {
+                for (kind, msg) in &ledger.events {
                     store::add_event(tx, world.id, kind, msg)?;
                 }
-                Ok(mine)
+                Ok(ledger.mine)
             })?;
-
         let summary = if assigned.is_empty() {
             "no service asks for a port".to_owned()
         } else {

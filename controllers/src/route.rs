@@ -26,46 +26,11 @@ use sha2::{Digest, Sha256};
 use crate::registry::Kind;
 use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::{
-    self, now_ms, owner, DesiredState, ProcState, ProcessRow, Store, StoreError, World,
+    self, now_ms, owner, DesiredState, ProcState, ProcessRow, RouteState, Store, StoreError, World,
 };
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Route.condition();
-
-/// Whether a route's backend should answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RouteState {
-    /// The service is running and ready.
-    Ready,
-    /// The service is starting or waiting for its dependencies.
-    Starting,
-    /// The service keeps failing.
-    Failing,
-    /// The world (or this service) is stopped.
-    Stopped,
-}
-
-impl RouteState {
-    /// Stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RouteState::Ready => "ready",
-            RouteState::Starting => "starting",
-            RouteState::Failing => "failing",
-            RouteState::Stopped => "stopped",
-        }
-    }
-
-    fn parse(s: &str) -> RouteState {
-        match s {
-            "ready" => RouteState::Ready,
-            "starting" => RouteState::Starting,
-            "failing" => RouteState::Failing,
-            _ => RouteState::Stopped,
-        }
-    }
-}
 
 /// One routed hostname.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -235,7 +200,7 @@ pub fn load_table(store: &Store) -> Result<RouteTable, StoreError> {
                 port: r.get(4)?,
                 backends: parse_backends(&r.get::<_, String>(8)?),
                 https: r.get::<_, i64>(5)? != 0,
-                state: RouteState::parse(&r.get::<_, String>(6)?),
+                state: r.get(6)?,
                 note: r.get(7)?,
             })
         })?;
@@ -294,6 +259,82 @@ impl<S: RouteSink> RouteController<S> {
         self.sink.publish(Arc::new(load_table(&self.store)?));
         Ok(())
     }
+
+    /// What `world`'s routes point at. A shared service's URL in this world goes to the
+    /// project's shared instance: its ports, its processes, its spec (which defines how
+    /// many replicas it has).
+    fn backends_seen_by(&self, world: &World) -> Result<Backends, StoreError> {
+        let ports = self.store.read(|c| store::ports_seen_by(c, world))?;
+        let mut procs = self.store.read(|c| store::processes(c, world.id))?;
+        procs.retain(|p| world.runs(&p.service));
+        procs.extend(self.store.read(|c| store::shared_processes(c, world))?);
+        let shared = if world.is_shared() || crate::shared::declared(&world.spec).is_empty() {
+            None
+        } else {
+            self.store
+                .read(|c| store::shared_world(c, world.project_id))?
+        };
+        Ok(Backends {
+            ports,
+            procs,
+            shared,
+        })
+    }
+
+    /// Makes `world`'s rows of `routes` the `wanted` ones, unless they are already (the
+    /// usual pass of an idle world writes nothing). Returns whether the table changed, and
+    /// the hosts another world holds.
+    fn write_routes(
+        &self,
+        world: &World,
+        wanted: &[Route],
+    ) -> Result<(bool, Vec<String>), RouteError> {
+        let now = self.store.read(|c| routes_of(c, world.id))?;
+        if now == seen(wanted) {
+            return Ok((false, Vec::new()));
+        }
+        let mut taken: Vec<String> = Vec::new();
+        let changed = self
+            .store
+            .write_with(owner::Route, |tx| -> Result<bool, RouteError> {
+                let before = routes_of(tx, world.id)?;
+                tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?;
+                for r in wanted {
+                    let n = tx.execute(
+                        "INSERT OR IGNORE INTO routes (host, world_id, project, world, service, port, https, state, note, backends, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                        params![r.host, world.id, r.project, r.world, r.service, r.port, r.https as i64, r.state, r.note, backends_text(&r.backends), now_ms()],
+                    )?;
+                    if n == 0 {
+                        taken.push(r.host.clone());
+                    }
+                }
+                let kept: Vec<Route> = wanted
+                    .iter()
+                    .filter(|r| !taken.contains(&r.host))
+                    .cloned()
+                    .collect();
+                Ok(before != seen(&kept))
+            })?;
+        Ok((changed, taken))
+    }
+
+    /// The condition of a world whose `host` another project's world holds.
+    fn host_taken(&self, host: &str) -> Result<Condition, StoreError> {
+        let owner = self.store.read(|c| {
+            Ok(c.query_row(
+                "SELECT project || '/' || world FROM routes WHERE host = ?1",
+                [host],
+                |r| r.get::<_, String>(0),
+            )
+            .unwrap_or_default())
+        })?;
+        Ok(Condition::failed(
+            CONDITION,
+            "HostTaken",
+            format!("{host} already routes to {owner}; give this project its own [project] domain"),
+        ))
+    }
 }
 
 impl<S: RouteSink> Controller for RouteController<S> {
@@ -310,190 +351,15 @@ impl<S: RouteSink> Controller for RouteController<S> {
     }
 
     async fn apply(&self, world: &World) -> Result<Applied, RouteError> {
-        // A shared service's URL in this world goes to the project's shared instance: its
-        // ports, its processes, its spec (which defines how many replicas it has).
-        let ports = self.store.read(|c| store::ports_seen_by(c, world))?;
-        let mut procs = self.store.read(|c| store::processes(c, world.id))?;
-        procs.retain(|p| world.runs(&p.service));
-        procs.extend(self.store.read(|c| store::shared_processes(c, world))?);
-        let shared = if world.is_shared() || crate::shared::declared(&world.spec).is_empty() {
-            None
-        } else {
-            self.store
-                .read(|c| store::shared_world(c, world.project_id))?
-        };
-        let selected = world.spec.selected(world.group.as_deref());
-        let mut wanted: Vec<Route> = Vec::new();
-        for (host, service, label) in hosts(world) {
-            let spec = match &shared {
-                Some(s) if !world.runs(&service) => &s.spec,
-                _ => &world.spec,
-            };
-            let label = if label.is_empty() {
-                spec.primary_label(&service)
-            } else {
-                Some(label)
-            };
-            let Some(label) = label else { continue };
-            // Each replica's port of that label (`api`, `api.1`, …); replica 0's is the
-            // route's own.
-            let instances: Vec<(String, Option<u16>)> = spec
-                .instances(&service)
-                .into_iter()
-                .map(|i| {
-                    let port = ports
-                        .iter()
-                        .find(|p| p.service == i && p.label == label)
-                        .map(|p| p.port);
-                    (i, port)
-                })
-                .collect();
-            let Some(port) = instances.first().and_then(|(_, p)| *p) else {
-                continue;
-            };
-            let mut backends = Vec::new();
-            let (state, note) = if world.desired == DesiredState::Stopped {
-                (
-                    RouteState::Stopped,
-                    format!(
-                        "world {} is stopped; `binky up {}` starts it",
-                        world.name, world.name
-                    ),
-                )
-            } else if !selected.contains(&service) {
-                (
-                    RouteState::Stopped,
-                    format!("{service} is not part of this world's group"),
-                )
-            } else {
-                let states: Vec<(RouteState, String, Option<u16>)> = instances
-                    .iter()
-                    .map(|(i, p)| {
-                        let (state, note) = instance_state(procs.iter().find(|r| &r.service == i));
-                        (state, note, *p)
-                    })
-                    .collect();
-                // A replicated service answers while any replica does, through those
-                // that do.
-                if states.len() > 1 {
-                    backends = states
-                        .iter()
-                        .filter(|(st, _, _)| *st == RouteState::Ready)
-                        .filter_map(|(_, _, p)| *p)
-                        .collect();
-                }
-                match states.iter().find(|(st, _, _)| *st == RouteState::Ready) {
-                    Some((st, note, _)) if states.len() > 1 => (*st, note.clone()),
-                    _ => states
-                        .into_iter()
-                        .next()
-                        .map(|(st, note, _)| (st, note))
-                        .unwrap_or((RouteState::Starting, "starting".into())),
-                }
-            };
-            wanted.push(Route {
-                host,
-                project: world.project.clone(),
-                world: world.name.clone(),
-                service,
-                port,
-                backends,
-                https: world.spec.project.https,
-                state,
-                note,
-            });
-        }
-        let mut taken: Vec<String> = Vec::new();
-        type Seen = (String, String, u16, String, String, String);
-        let seen = |routes: &[Route]| -> Vec<Seen> {
-            let mut v: Vec<Seen> = routes
-                .iter()
-                .map(|r| {
-                    (
-                        r.host.clone(),
-                        r.service.clone(),
-                        r.port,
-                        r.state.as_str().to_owned(),
-                        r.note.clone(),
-                        backends_text(&r.backends),
-                    )
-                })
-                .collect();
-            v.sort();
-            v
-        };
-        // The routes as they are: nothing to write (the usual pass of an idle world).
-        let now: Vec<Seen> = self.store.read(|c| {
-            let mut stmt = c.prepare(
-                "SELECT host, service, port, state, note, backends FROM routes WHERE world_id = ?1 ORDER BY host",
-            )?;
-            let rows = stmt
-                .query_map([world.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })?;
-        let changed = now != seen(&wanted)
-            && self.store.write_with(owner::Route, |tx| -> Result<bool, RouteError> {
-            let before: Vec<Seen> = {
-                let mut stmt = tx.prepare(
-                    "SELECT host, service, port, state, note, backends FROM routes WHERE world_id = ?1 ORDER BY host",
-                )?;
-                let rows = stmt
-                    .query_map([world.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
-                    .collect::<Result<Vec<_>, _>>()?;
-                rows
-            };
-            tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?;
-            for r in &wanted {
-                let n = tx.execute(
-                    "INSERT OR IGNORE INTO routes (host, world_id, project, world, service, port, https, state, note, backends, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                    params![r.host, world.id, r.project, r.world, r.service, r.port, r.https as i64, r.state.as_str(), r.note, backends_text(&r.backends), now_ms()],
-                )?;
-                if n == 0 {
-                    taken.push(r.host.clone());
-                }
-            }
-            let kept: Vec<Route> = wanted.iter().filter(|r| !taken.contains(&r.host)).cloned().collect();
-            Ok(before != seen(&kept))
-        })?;
+        let seen = self.backends_seen_by(world)?;
+        let wanted = wanted_routes(world, &seen);
+        let (changed, taken) = self.write_routes(world, &wanted)?;
         if changed {
             self.publish()?;
         }
-        let condition = if let Some(host) = taken.first() {
-            let owner = self.store.read(|c| {
-                Ok(c.query_row(
-                    "SELECT project || '/' || world FROM routes WHERE host = ?1",
-                    [host],
-                    |r| r.get::<_, String>(0),
-                )
-                .unwrap_or_default())
-            })?;
-            Condition::failed(
-                CONDITION,
-                "HostTaken",
-                format!(
-                    "{host} already routes to {owner}; give this project its own [project] domain"
-                ),
-            )
-        } else if world.is_shared() {
-            Condition::ok(
-                CONDITION,
-                "NoUrls",
-                "each world that uses a shared service routes its own host of it here",
-            )
-        } else if wanted.is_empty() {
-            Condition::ok(CONDITION, "NoUrls", "no service has a url")
-        } else {
-            Condition::ok(
-                CONDITION,
-                "Routed",
-                wanted
-                    .iter()
-                    .map(|r| r.host.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            )
+        let condition = match taken.first() {
+            Some(host) => self.host_taken(host)?,
+            None => routed(world, &wanted),
         };
         Ok(Applied::await_change(vec![condition]))
     }
@@ -506,6 +372,171 @@ impl<S: RouteSink> Controller for RouteController<S> {
             self.publish()?;
         }
         Ok(Cleanup::Done)
+    }
+}
+
+/// What a world's routes point at: the ports and processes it sees (a shared service's
+/// are its shared world's), and that shared world.
+struct Backends {
+    ports: Vec<store::PortRow>,
+    procs: Vec<ProcessRow>,
+    shared: Option<World>,
+}
+
+/// The routes `world` should have: one per host of a service with a port.
+fn wanted_routes(world: &World, seen: &Backends) -> Vec<Route> {
+    let selected = world.spec.selected(world.group.as_deref());
+    let mut wanted: Vec<Route> = Vec::new();
+    for (host, service, label) in hosts(world) {
+        let spec = match &seen.shared {
+            Some(s) if !world.runs(&service) => &s.spec,
+            _ => &world.spec,
+        };
+        let label = if label.is_empty() {
+            spec.primary_label(&service)
+        } else {
+            Some(label)
+        };
+        let Some(label) = label else { continue };
+        // Each replica's port of that label (`api`, `api.1`, …); replica 0's is the
+        // route's own.
+        let instances: Vec<(String, Option<u16>)> = spec
+            .instances(&service)
+            .into_iter()
+            .map(|i| {
+                let port = seen
+                    .ports
+                    .iter()
+                    .find(|p| p.service == i && p.label == label)
+                    .map(|p| p.port);
+                (i, port)
+            })
+            .collect();
+        let Some(port) = instances.first().and_then(|(_, p)| *p) else {
+            continue;
+        };
+        let (state, note, backends) = if world.desired == DesiredState::Stopped {
+            let note = format!(
+                "world {} is stopped; `binky up {}` starts it",
+                world.name, world.name
+            );
+            (RouteState::Stopped, note, Vec::new())
+        } else if !selected.contains(&service) {
+            let note = format!("{service} is not part of this world's group");
+            (RouteState::Stopped, note, Vec::new())
+        } else {
+            service_state(&instances, &seen.procs)
+        };
+        wanted.push(Route {
+            host,
+            project: world.project.clone(),
+            world: world.name.clone(),
+            service,
+            port,
+            backends,
+            https: world.spec.project.https,
+            state,
+            note,
+        });
+    }
+    wanted
+}
+
+/// Whether a running world's service should answer, from its `instances` (each with its
+/// port) and their process rows; and a replicated service's backends: it answers while
+/// any replica does, through those that do.
+fn service_state(
+    instances: &[(String, Option<u16>)],
+    procs: &[ProcessRow],
+) -> (RouteState, String, Vec<u16>) {
+    let states: Vec<(RouteState, String, Option<u16>)> = instances
+        .iter()
+        .map(|(i, p)| {
+            let (state, note) = instance_state(procs.iter().find(|r| &r.service == i));
+            (state, note, *p)
+        })
+        .collect();
+    let mut backends = Vec::new();
+    if states.len() > 1 {
+        backends = states
+            .iter()
+            .filter(|(st, _, _)| *st == RouteState::Ready)
+            .filter_map(|(_, _, p)| *p)
+            .collect();
+    }
+    let (state, note) = match states.iter().find(|(st, _, _)| *st == RouteState::Ready) {
+        Some((st, note, _)) if states.len() > 1 => (*st, note.clone()),
+        _ => states
+            .into_iter()
+            .next()
+            .map(|(st, note, _)| (st, note))
+            .unwrap_or((RouteState::Starting, "starting".into())),
+    };
+    (state, note, backends)
+}
+
+/// A route as compared with its row: host, service, port, state, note, backends.
+type Seen = (String, String, u16, String, String, String);
+
+/// `routes` as compared with rows, in host order.
+fn seen(routes: &[Route]) -> Vec<Seen> {
+    let mut v: Vec<Seen> = routes
+        .iter()
+        .map(|r| {
+            (
+                r.host.clone(),
+                r.service.clone(),
+                r.port,
+                r.state.as_str().to_owned(),
+                r.note.clone(),
+                backends_text(&r.backends),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The rows of `routes` of a world, as compared with its wanted routes.
+fn routes_of(c: &rusqlite::Connection, world: store::WorldId) -> Result<Vec<Seen>, StoreError> {
+    let mut stmt = c.prepare(
+        "SELECT host, service, port, state, note, backends FROM routes WHERE world_id = ?1 ORDER BY host",
+    )?;
+    let rows = stmt
+        .query_map([world], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// The condition of a world whose hosts are all its own: the hosts routed.
+fn routed(world: &World, wanted: &[Route]) -> Condition {
+    if world.is_shared() {
+        Condition::ok(
+            CONDITION,
+            "NoUrls",
+            "each world that uses a shared service routes its own host of it here",
+        )
+    } else if wanted.is_empty() {
+        Condition::ok(CONDITION, "NoUrls", "no service has a url")
+    } else {
+        Condition::ok(
+            CONDITION,
+            "Routed",
+            wanted
+                .iter()
+                .map(|r| r.host.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
     }
 }
 

@@ -8,17 +8,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::port::PortProbe;
-use crate::process::{
-    Exit, Liveness, Marked, Mechanism, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError,
-    SpawnSpec, Supervisor, Usage,
-};
+use crate::process::Mechanism;
 use crate::runtime::{reconcile_one, Controller, KeyBackoff, Trigger};
-use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::spec::{
     Agents, Hooks, Process, Project, Resource, Restart, Service, ServiceKind, Spec, UrlSpec,
 };
 use crate::store::{NewWorld, Store, World, WorldId};
+use crate::supervisor::{
+    Exit, Liveness, Marked, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec,
+    Supervisor, Usage,
+};
 use crate::worktree::{Git, GitError, WorktreeInfo};
 
 /// A process service with a URL (so it gets a port).
@@ -294,7 +295,7 @@ pub struct SupState {
     /// `gone NAME` when it has stopped; other stops run meanwhile.
     pub stop_log: Vec<String>,
     /// How each stop was asked for, by service.
-    pub stop_hows: Vec<(String, crate::process::StopHow)>,
+    pub stop_hows: Vec<(String, crate::supervisor::StopHow)>,
     /// Services whose probe fails.
     pub unready: BTreeSet<String>,
     /// Services that listen on these ports instead of their own (their probe says so).
@@ -429,7 +430,11 @@ impl Supervisor for FakeSupervisor {
         }
     }
 
-    async fn stop(&self, id: ProcId, how: crate::process::StopHow) -> crate::process::Stopped {
+    async fn stop(
+        &self,
+        id: ProcId,
+        how: crate::supervisor::StopHow,
+    ) -> crate::supervisor::Stopped {
         let name = {
             let mut s = self.inner.lock().unwrap();
             let name = s.procs.get(&id).map(|p| p.spec.service.clone());
@@ -456,7 +461,7 @@ impl Supervisor for FakeSupervisor {
             s.stop_log.push(format!("gone {n}"));
             s.stopped.push(n);
         }
-        crate::process::Stopped::Exited(Duration::ZERO)
+        crate::supervisor::Stopped::Exited(Duration::ZERO)
     }
 
     fn saturated(&self, _cpu_percent: f64) -> Option<String> {
@@ -570,7 +575,7 @@ impl Default for FakeMachine {
     }
 }
 
-impl crate::gate::Machine for FakeMachine {
+impl crate::machine::Machine for FakeMachine {
     fn mem_available_percent(&self) -> Option<f64> {
         Some(self.mem)
     }
@@ -597,7 +602,7 @@ pub struct DiskState {
     pub asked: Vec<std::path::PathBuf>,
 }
 
-impl crate::gate::Machine for FakeDisk {
+impl crate::machine::Machine for FakeDisk {
     fn mem_available_percent(&self) -> Option<f64> {
         Some(80.0)
     }

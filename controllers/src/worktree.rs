@@ -508,67 +508,92 @@ impl<G: Git> WorktreeController<G> {
         row: &WorktreeRow,
         save_row: bool,
     ) -> Result<(), WorktreeError> {
+        let fresh = self.plan(world, row).await?;
+        // Nothing new to save (every pass of a ready world): no write transaction.
+        if save_row || !fresh.is_empty() {
+            self.record_plan(world, save_row.then_some(row), &fresh)?;
+        }
+        self.planned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((world.id, world.created_at), world.generation);
+        self.bring_pending(world, row)
+    }
+
+    /// The paths the worktree `row` gets that are not planned yet: none when this daemon
+    /// planned them at this generation already.
+    async fn plan(&self, world: &World, row: &WorktreeRow) -> Result<Vec<Planned>, WorktreeError> {
         let planned_at = self
             .planned
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&(world.id, world.created_at))
             .copied();
-        let mut fresh: Vec<Planned> = Vec::new();
-        if planned_at != Some(world.generation) {
-            let fallbacks = self
-                .store
-                .read(|c| store::worktree_paths_of_repo(c, &world.repo_root))?;
-            let (copy, modes) = copy_of(world);
-            match self
-                .git
-                .plan_bootstrap(&world.repo_root, &row.path, &copy, &modes, &fallbacks)
-                .await
-            {
-                Ok(plan) => fresh = needed(world, plan),
-                Err(err) => self.store.event(
+        if planned_at == Some(world.generation) {
+            return Ok(Vec::new());
+        }
+        let fallbacks = self
+            .store
+            .read(|c| store::worktree_paths_of_repo(c, &world.repo_root))?;
+        let (copy, modes) = copy_of(world);
+        match self
+            .git
+            .plan_bootstrap(&world.repo_root, &row.path, &copy, &modes, &fallbacks)
+            .await
+        {
+            Ok(plan) => Ok(needed(world, plan)),
+            Err(err) => {
+                self.store.event(
                     world.id,
                     "worktree",
                     &format!("could not list the worktree's ignored files to bring ({err}); its setup has to make them"),
-                )?,
+                )?;
+                Ok(Vec::new())
             }
         }
-        // Nothing new to save (every pass of a ready world): no write transaction.
-        if save_row || !fresh.is_empty() {
-            self.store.write(owner::Worktree, |tx| {
-                if save_row {
-                    Self::save_in(tx, world, row)?;
-                }
-                for p in &fresh {
-                    tx.execute(
-                        "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
+    }
+
+    /// Records the `fresh` paths to bring as pending, with the worktree `row` (ready) when
+    /// given, in one transaction.
+    fn record_plan(
+        &self,
+        world: &World,
+        row: Option<&WorktreeRow>,
+        fresh: &[Planned],
+    ) -> Result<(), StoreError> {
+        self.store.write(owner::Worktree, |tx| {
+            if let Some(row) = row {
+                Self::save_in(tx, world, row)?;
+            }
+            for p in fresh {
+                tx.execute(
+                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
                      SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
                      ON CONFLICT (world_id, path) DO NOTHING",
-                        params![
-                            world.id,
-                            p.path,
-                            p.from.to_string_lossy(),
-                            p.mode.as_str(),
-                            BootstrapState::Pending,
-                            now_ms()
-                        ],
-                    )?;
-                }
-                Ok(())
-            })?;
-        }
-        self.planned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((world.id, world.created_at), world.generation);
+                    params![
+                        world.id,
+                        p.path,
+                        p.from.to_string_lossy(),
+                        p.mode.as_str(),
+                        BootstrapState::Pending,
+                        now_ms()
+                    ],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Brings each pending path in a task of its own, outside this reconcile: `up` waits
+    /// for no path that nothing it runs needs, and a command that needs one waits for it
+    /// alone.
+    fn bring_pending(&self, world: &World, row: &WorktreeRow) -> Result<(), WorktreeError> {
         let pending: Vec<store::BootstrapRow> = self
             .store
             .read(|c| store::bootstrap_paths(c, world.id))?
             .into_iter()
             .filter(|b| b.state == BootstrapState::Pending)
             .collect();
-        // Each in a task of its own, outside this reconcile: `up` waits for no path that
-        // nothing it runs needs, and a command that needs one waits for it alone.
         for b in pending {
             let key = (world.id, b.path.clone());
             if !self
@@ -625,115 +650,20 @@ impl<G: Git> WorktreeController<G> {
             .read(|c| store::worktree(c, world.id))?
             .filter(|r| r.state == WorktreeState::Creating);
         let mut existing = self.git.worktrees(repo).await?;
-        // A checkout a killed daemon left half made (files missing: `git status` shows them
-        // deleted) holds nothing of anyone's yet: it is made again.
-        if let Some(wt) = existing.iter().find(|w| {
-            intent.is_some()
-                && w.branch.as_deref() == Some(world.branch.as_str())
-                && same_path(&w.path, &world.worktree_path)
-        }) {
-            if self
-                .git
-                .changes(&wt.path)
-                .await
-                .map_or(true, |c| !c.is_empty())
-            {
-                let path = wt.path.clone();
-                self.git.remove_worktree(repo, &path).await?;
-                self.git.prune(repo).await?;
-                self.store.event(
-                    world.id,
-                    "worktree",
-                    &format!(
-                        "worktree {} was left half made by a daemon that stopped; making it again",
-                        path.display()
-                    ),
-                )?;
-                existing.retain(|w| !same_path(&w.path, &path));
-            }
+        if intent.is_some() {
+            self.remove_half_made(world, &mut existing).await?;
         }
         if let Some(wt) = existing
             .iter()
             .find(|w| w.branch.as_deref() == Some(world.branch.as_str()) && w.path.is_dir())
         {
-            // Ours if it is where binky puts worlds (a daemon that died before recording
-            // it); otherwise someone made it: adopt it and never delete it.
-            let adopted = !same_path(&wt.path, &world.worktree_path);
-            let head = self.git.rev_parse(&wt.path, "HEAD").await.ok();
-            let ours = intent.as_ref().filter(|_| !adopted);
-            let row = WorktreeRow {
-                path: wt.path.clone(),
-                branch: world.branch.clone(),
-                head: head.clone(),
-                dirty: false,
-                adopted,
-                created_branch: ours.is_some_and(|i| i.created_branch),
-                base_commit: ours.and_then(|i| i.base_commit.clone()).or(head),
-                state: WorktreeState::Ready,
-                seen_generation: world.generation,
-            };
-            let msg = if adopted {
-                format!(
-                    "adopted the existing worktree of branch {} at {} (binky will not delete it)",
-                    world.branch,
-                    wt.path.display()
-                )
-            } else {
-                format!("found worktree at {}", wt.path.display())
-            };
-            self.store.event(world.id, "worktree", &msg)?;
-            return Ok(row);
+            return self.adopt(world, wt, intent.as_ref()).await;
         }
         let path = &world.worktree_path;
         if path.exists() && !is_empty_dir(path) {
             return Err(WorktreeError::PathTaken(path.clone()));
         }
-        // The intent is recorded before git runs: a daemon killed between `git worktree add
-        // -b` and the row would otherwise leave a branch binky made that `remove` keeps.
-        let record_intent = |created_branch: bool, base: &str| {
-            self.save(
-                world,
-                &WorktreeRow {
-                    path: path.clone(),
-                    branch: world.branch.clone(),
-                    head: None,
-                    dirty: false,
-                    adopted: false,
-                    created_branch,
-                    base_commit: Some(base.to_owned()),
-                    state: WorktreeState::Creating,
-                    seen_generation: world.generation,
-                },
-            )
-        };
-        let (created_branch, base) = if self.git.branch_exists(repo, &world.branch).await? {
-            let base = self.git.rev_parse(repo, &world.branch).await?;
-            // A branch this world's own earlier attempt made is still binky's.
-            let (created, base) = match &intent {
-                Some(i) if i.created_branch => {
-                    (true, i.base_commit.clone().unwrap_or_else(|| base.clone()))
-                }
-                _ => (false, base),
-            };
-            record_intent(created, &base)?;
-            self.git
-                .add_worktree(repo, path, &world.branch, None)
-                .await?;
-            (created, base)
-        } else {
-            let from = world.from_ref.clone().unwrap_or_else(|| "HEAD".into());
-            // `binky up` resolved it to a commit already; ask git only for anything else.
-            let base = if from.len() == 40 && from.bytes().all(|b| b.is_ascii_hexdigit()) {
-                from
-            } else {
-                self.git.rev_parse(repo, &from).await?
-            };
-            record_intent(true, &base)?;
-            self.git
-                .add_worktree(repo, path, &world.branch, Some(&base))
-                .await?;
-            (true, base)
-        };
+        let (created_branch, base) = self.add_worktree(world, intent.as_ref()).await?;
         let short: String = base.chars().take(7).collect();
         let msg = if created_branch {
             format!(
@@ -760,6 +690,287 @@ impl<G: Git> WorktreeController<G> {
             state: WorktreeState::Ready,
             seen_generation: world.generation,
         })
+    }
+
+    /// A checkout of the world's branch at its path that a killed daemon left half made
+    /// (files missing: `git status` shows them deleted) holds nothing of anyone's yet: it
+    /// is removed from `existing` and from git, to be made again.
+    async fn remove_half_made(
+        &self,
+        world: &World,
+        existing: &mut Vec<WorktreeInfo>,
+    ) -> Result<(), WorktreeError> {
+        let repo = &world.repo_root;
+        let Some(wt) = existing.iter().find(|w| {
+            w.branch.as_deref() == Some(world.branch.as_str())
+                && same_path(&w.path, &world.worktree_path)
+        }) else {
+            return Ok(());
+        };
+        if self.git.changes(&wt.path).await.is_ok_and(|c| c.is_empty()) {
+            return Ok(());
+        }
+        let path = wt.path.clone();
+        self.git.remove_worktree(repo, &path).await?;
+        self.git.prune(repo).await?;
+        self.store.event(
+            world.id,
+            "worktree",
+            &format!(
+                "worktree {} was left half made by a daemon that stopped; making it again",
+                path.display()
+            ),
+        )?;
+        existing.retain(|w| !same_path(&w.path, &path));
+        Ok(())
+    }
+
+    /// The existing worktree `wt` of the world's branch: ours if it is where binky puts
+    /// worlds (a daemon that died before recording it, whose `intent` says whether the
+    /// branch is binky's); otherwise someone made it: adopted, and never deleted.
+    async fn adopt(
+        &self,
+        world: &World,
+        wt: &WorktreeInfo,
+        intent: Option<&WorktreeRow>,
+    ) -> Result<WorktreeRow, WorktreeError> {
+        let adopted = !same_path(&wt.path, &world.worktree_path);
+        let head = self.git.rev_parse(&wt.path, "HEAD").await.ok();
+        let ours = intent.filter(|_| !adopted);
+        let row = WorktreeRow {
+            path: wt.path.clone(),
+            branch: world.branch.clone(),
+            head: head.clone(),
+            dirty: false,
+            adopted,
+            created_branch: ours.is_some_and(|i| i.created_branch),
+            base_commit: ours.and_then(|i| i.base_commit.clone()).or(head),
+            state: WorktreeState::Ready,
+            seen_generation: world.generation,
+        };
+        let msg = if adopted {
+            format!(
+                "adopted the existing worktree of branch {} at {} (binky will not delete it)",
+                world.branch,
+                wt.path.display()
+            )
+        } else {
+            format!("found worktree at {}", wt.path.display())
+        };
+        self.store.event(world.id, "worktree", &msg)?;
+        Ok(row)
+    }
+
+    /// `git worktree add` of the world's branch at its path: the existing branch, or a new
+    /// one from `from_ref`. Returns whether binky created the branch, and its base commit.
+    async fn add_worktree(
+        &self,
+        world: &World,
+        intent: Option<&WorktreeRow>,
+    ) -> Result<(bool, String), WorktreeError> {
+        let repo = &world.repo_root;
+        let path = &world.worktree_path;
+        // The intent is recorded before git runs: a daemon killed between `git worktree add
+        // -b` and the row would otherwise leave a branch binky made that `remove` keeps.
+        let record_intent = |created_branch: bool, base: &str| {
+            self.save(
+                world,
+                &WorktreeRow {
+                    path: path.clone(),
+                    branch: world.branch.clone(),
+                    head: None,
+                    dirty: false,
+                    adopted: false,
+                    created_branch,
+                    base_commit: Some(base.to_owned()),
+                    state: WorktreeState::Creating,
+                    seen_generation: world.generation,
+                },
+            )
+        };
+        if self.git.branch_exists(repo, &world.branch).await? {
+            let base = self.git.rev_parse(repo, &world.branch).await?;
+            // A branch this world's own earlier attempt made is still binky's.
+            let (created, base) = match intent {
+                Some(i) if i.created_branch => {
+                    (true, i.base_commit.clone().unwrap_or_else(|| base.clone()))
+                }
+                _ => (false, base),
+            };
+            record_intent(created, &base)?;
+            self.git
+                .add_worktree(repo, path, &world.branch, None)
+                .await?;
+            return Ok((created, base));
+        }
+        let from = world.from_ref.clone().unwrap_or_else(|| "HEAD".into());
+        // `binky up` resolved it to a commit already; ask git only for anything else.
+        let base = if from.len() == 40 && from.bytes().all(|b| b.is_ascii_hexdigit()) {
+            from
+        } else {
+            self.git.rev_parse(repo, &from).await?
+        };
+        record_intent(true, &base)?;
+        self.git
+            .add_worktree(repo, path, &world.branch, Some(&base))
+            .await?;
+        Ok((true, base))
+    }
+
+    /// The world's worktree `row` is there: recorded ready, and given what a new
+    /// generation needs more (a widened group) or what a daemon that died while bringing
+    /// it left.
+    async fn keep(
+        &self,
+        world: &World,
+        mut row: WorktreeRow,
+    ) -> Result<WorktreeRow, WorktreeError> {
+        if row.state != WorktreeState::Ready {
+            row.state = WorktreeState::Ready;
+            row.seen_generation = world.generation;
+            self.save(world, &row)?;
+        }
+        if !row.adopted && !world.is_shared() {
+            self.bootstrap(world, &row, false).await?;
+        }
+        Ok(row)
+    }
+
+    /// The world's worktree `row` was deleted outside binky: recorded (once) and said until
+    /// a new `binky up` asks for it again.
+    fn missing(&self, world: &World, mut row: WorktreeRow) -> Result<Applied, WorktreeError> {
+        if row.state == WorktreeState::Ready {
+            row.state = WorktreeState::Missing;
+            row.seen_generation = world.generation;
+            self.save(world, &row)?;
+            self.store.event(
+                world.id,
+                "worktree_missing",
+                &format!("worktree {} was deleted outside binky", row.path.display()),
+            )?;
+        }
+        Ok(Applied::await_change(vec![Condition::failed(
+            CONDITION,
+            "WorktreeMissing",
+            format!(
+                "worktree {} was deleted outside binky; run `binky up {}` to recreate it or `binky remove {}` to forget the world",
+                row.path.display(),
+                world.name,
+                world.name
+            ),
+        )]))
+    }
+
+    /// Makes (or finds) the world's worktree. It is saved ready with the plan of what it is
+    /// to get, then brought, outside the repo's lock: a 300 MB copy must not hold up other
+    /// worlds' checkouts, and a command waits only for what it needs. A worktree a killed
+    /// daemon found made (not adopted) may not have had its paths either.
+    async fn make(&self, world: &World) -> Result<WorktreeRow, WorktreeError> {
+        let row = match self.create(world).await {
+            Ok(row) => row,
+            // A worktree deleted by hand stays registered until pruned.
+            Err(WorktreeError::Git(_)) => {
+                self.git.prune(&world.repo_root).await?;
+                self.create(world).await?
+            }
+            Err(e) => return Err(e),
+        };
+        if row.adopted {
+            self.save(world, &row)?;
+        } else {
+            self.bootstrap(world, &row, true).await?;
+        }
+        Ok(row)
+    }
+
+    /// Removes the world's worktree `row` (refusing one with uncommitted work of the user's
+    /// unless forced), with the directories binky made for it; one deleted from outside is
+    /// pruned.
+    async fn remove_worktree(&self, world: &World, row: &WorktreeRow) -> Result<(), WorktreeError> {
+        let repo = &world.repo_root;
+        if !row.path.is_dir() {
+            self.git.prune(repo).await?;
+            // Deleted from outside: the directories binky made for it go too.
+            remove_empty_parents(&row.path, &world.name);
+            return Ok(());
+        }
+        if !world.force_delete {
+            let changes = async { Ok::<_, WorktreeError>(self.git.changes(&row.path).await?) };
+            if !crate::dirty::users_uncommitted(&self.store, world.id, row, changes)
+                .await?
+                .is_empty()
+            {
+                return Err(WorktreeError::Dirty(row.path.clone()));
+            }
+        }
+        self.git.remove_worktree(repo, &row.path).await?;
+        remove_empty_parents(&row.path, &world.name);
+        self.store.event(
+            world.id,
+            "worktree",
+            &format!("removed worktree {}", row.path.display()),
+        )?;
+        Ok(())
+    }
+
+    /// The branch binky created for the world goes with it when it has no commits of its
+    /// own; kept (and said so) when it has.
+    async fn remove_branch(&self, world: &World, row: &WorktreeRow) -> Result<(), WorktreeError> {
+        let repo = &world.repo_root;
+        let base = row.base_commit.clone().unwrap_or_else(|| "HEAD".into());
+        let ahead = self.git.commits_ahead(repo, &base, &row.branch).await?;
+        if ahead == 0 {
+            self.git.delete_branch(repo, &row.branch).await?;
+            self.store.event(
+                world.id,
+                "branch",
+                &format!("deleted branch {} (no commits of its own)", row.branch),
+            )?;
+        } else {
+            self.store.event(
+                world.id,
+                "branch",
+                &format!(
+                    "kept branch {}: it has {ahead} commit(s) of its own",
+                    row.branch
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The world's condition: its worktree is ready for the world's commands already (each
+    /// waits for the paths it needs); the world as a whole — what `binky up` waits for —
+    /// once every path is brought, so a shell in the worktree finds them.
+    fn report(&self, world: &World, row: &WorktreeRow) -> Result<Applied, WorktreeError> {
+        let pending: Vec<String> = self
+            .store
+            .read(|c| store::bootstrap_paths(c, world.id))?
+            .into_iter()
+            .filter(|b| b.state == BootstrapState::Pending)
+            .map(|b| b.path)
+            .collect();
+        if !pending.is_empty() {
+            return Ok(Applied {
+                // Each path's task nudges the world when it is done; looked at again anyway.
+                action: crate::runtime::Action::Requeue(std::time::Duration::from_secs(1)),
+                conditions: vec![Condition::waiting(
+                    CONDITION,
+                    "Bringing",
+                    format!(
+                        "{} (branch {}): bringing {} into it",
+                        row.path.display(),
+                        row.branch,
+                        pending.join(", ")
+                    ),
+                )],
+            });
+        }
+        Ok(Applied::await_change(vec![Condition::ok(
+            CONDITION,
+            if row.adopted { "Adopted" } else { "Ready" },
+            format!("{} (branch {})", row.path.display(), row.branch),
+        )]))
     }
 }
 
@@ -824,103 +1035,20 @@ impl<G: Git> Controller for WorktreeController<G> {
         let row = self.store.read(|c| store::worktree(c, world.id))?;
         let row = match row {
             Some(row) if row.path.is_dir() && row.state != WorktreeState::Creating => {
-                let row = if row.state != WorktreeState::Ready {
-                    let mut row = row;
-                    row.state = WorktreeState::Ready;
-                    row.seen_generation = world.generation;
-                    self.save(world, &row)?;
-                    row
-                } else {
-                    row
-                };
-                // What a new generation needs more (a widened group), or what a daemon that
-                // died while bringing it left.
-                if !row.adopted && !world.is_shared() {
-                    self.bootstrap(world, &row, false).await?;
-                }
-                row
+                self.keep(world, row).await?
             }
             // Deleted from outside: say so until a new `binky up` asks for it again. (A
             // `creating` row is an interrupted creation: it is made again below.)
-            Some(mut row)
+            Some(row)
                 if row.state != WorktreeState::Creating
                     && (row.state == WorktreeState::Ready
                         || row.seen_generation == world.generation) =>
             {
-                if row.state == WorktreeState::Ready {
-                    row.state = WorktreeState::Missing;
-                    row.seen_generation = world.generation;
-                    self.save(world, &row)?;
-                    self.store.event(
-                        world.id,
-                        "worktree_missing",
-                        &format!("worktree {} was deleted outside binky", row.path.display()),
-                    )?;
-                }
-                return Ok(Applied::await_change(vec![Condition::failed(
-                        CONDITION,
-                        "WorktreeMissing",
-                        format!(
-                            "worktree {} was deleted outside binky; run `binky up {}` to recreate it or `binky remove {}` to forget the world",
-                            row.path.display(),
-                            world.name,
-                            world.name
-                        ),
-                    )]));
+                return self.missing(world, row);
             }
-            _ => {
-                let row = match self.create(world).await {
-                    Ok(row) => row,
-                    // A worktree deleted by hand stays registered until pruned.
-                    Err(WorktreeError::Git(_)) => {
-                        self.git.prune(&world.repo_root).await?;
-                        self.create(world).await?
-                    }
-                    Err(e) => return Err(e),
-                };
-                // Saved ready with the plan of what it is to get, then brought, outside the
-                // repo's lock: a 300 MB copy must not hold up other worlds' checkouts, and
-                // a command waits only for what it needs. A worktree a killed daemon found
-                // made (not adopted) may not have had its paths either.
-                if row.adopted {
-                    self.save(world, &row)?;
-                } else {
-                    self.bootstrap(world, &row, true).await?;
-                }
-                row
-            }
+            _ => self.make(world).await?,
         };
-        // Ready for the world's commands already (each waits for the paths it needs); the
-        // world as a whole — what `binky up` waits for — once every path is brought, so a
-        // shell in the worktree finds them.
-        let pending: Vec<String> = self
-            .store
-            .read(|c| store::bootstrap_paths(c, world.id))?
-            .into_iter()
-            .filter(|b| b.state == BootstrapState::Pending)
-            .map(|b| b.path)
-            .collect();
-        if !pending.is_empty() {
-            return Ok(Applied {
-                // Each path's task nudges the world when it is done; looked at again anyway.
-                action: crate::runtime::Action::Requeue(std::time::Duration::from_secs(1)),
-                conditions: vec![Condition::waiting(
-                    CONDITION,
-                    "Bringing",
-                    format!(
-                        "{} (branch {}): bringing {} into it",
-                        row.path.display(),
-                        row.branch,
-                        pending.join(", ")
-                    ),
-                )],
-            });
-        }
-        Ok(Applied::await_change(vec![Condition::ok(
-            CONDITION,
-            if row.adopted { "Adopted" } else { "Ready" },
-            format!("{} (branch {})", row.path.display(), row.branch),
-        )]))
+        self.report(world, &row)
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, WorktreeError> {
@@ -954,49 +1082,9 @@ impl<G: Git> Controller for WorktreeController<G> {
         } else if repo.is_dir() {
             let lock = self.repo_lock(repo);
             let _guard = lock.lock().await;
-            if row.path.is_dir() {
-                if !world.force_delete {
-                    let changes =
-                        async { Ok::<_, WorktreeError>(self.git.changes(&row.path).await?) };
-                    if !crate::dirty::users_uncommitted(&self.store, world.id, &row, changes)
-                        .await?
-                        .is_empty()
-                    {
-                        return Err(WorktreeError::Dirty(row.path.clone()));
-                    }
-                }
-                self.git.remove_worktree(repo, &row.path).await?;
-                remove_empty_parents(&row.path, &world.name);
-                self.store.event(
-                    world.id,
-                    "worktree",
-                    &format!("removed worktree {}", row.path.display()),
-                )?;
-            } else {
-                self.git.prune(repo).await?;
-                // Deleted from outside: the directories binky made for it go too.
-                remove_empty_parents(&row.path, &world.name);
-            }
+            self.remove_worktree(world, &row).await?;
             if row.created_branch && self.git.branch_exists(repo, &row.branch).await? {
-                let base = row.base_commit.clone().unwrap_or_else(|| "HEAD".into());
-                let ahead = self.git.commits_ahead(repo, &base, &row.branch).await?;
-                if ahead == 0 {
-                    self.git.delete_branch(repo, &row.branch).await?;
-                    self.store.event(
-                        world.id,
-                        "branch",
-                        &format!("deleted branch {} (no commits of its own)", row.branch),
-                    )?;
-                } else {
-                    self.store.event(
-                        world.id,
-                        "branch",
-                        &format!(
-                            "kept branch {}: it has {ahead} commit(s) of its own",
-                            row.branch
-                        ),
-                    )?;
-                }
+                self.remove_branch(world, &row).await?;
             }
         }
         self.store.write(owner::Worktree, |tx| {

@@ -57,7 +57,7 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         }
         let key = format!(
             "pattern:{}",
-            binky_controllers::gate::command_key(&project, pattern)
+            binky_controllers::approval::command_key(&project, pattern)
         );
         ctx.store.approve(&key, &project, pattern)?;
         println!("approved for `binky exec` in {project}'s worlds: commands matching `{pattern}` ({key})");

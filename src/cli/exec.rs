@@ -130,8 +130,8 @@ pub async fn run(
     // With approvals on, `exec` runs only what a person approved, like every other command
     // a world runs: the exact command, or a pattern the person set.
     let text = shown_argv(&cmd);
-    if !binky_controllers::gate::exec_approved(&ctx.store, &world.project, &text)? {
-        let key = binky_controllers::gate::exec_key(&world.project, &text);
+    if !binky_controllers::approval::exec_approved(&ctx.store, &world.project, &text)? {
+        let key = binky_controllers::approval::exec_key(&world.project, &text);
         ctx.store
             .request_exec(&key, &world.project, &world.name, &text)?;
         return Err(Failure {
@@ -268,7 +268,7 @@ pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
     }
     // With approvals on, `verify` runs only what a person approved, like everything else a
     // world runs.
-    let waiting = binky_controllers::gate::unapproved_verify(&ctx.store, &world)?;
+    let waiting = binky_controllers::approval::unapproved_verify(&ctx.store, &world)?;
     if !waiting.is_empty() {
         let list: Vec<String> = waiting
             .iter()

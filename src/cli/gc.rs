@@ -182,7 +182,7 @@ fn known_names(ctx: &Ctx) -> Result<BTreeSet<String>, Failure> {
         }
         for (name, svc) in &w.spec.services {
             if matches!(svc.kind, binky_controllers::spec::ServiceKind::Resource(_)) {
-                known.insert(binky_controllers::slice::slice_name(
+                known.insert(binky_controllers::adapter::slice_name(
                     &w.project, &w.name, name,
                 ));
             }

@@ -6,12 +6,10 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use binky_controllers::process::ProcessController;
 use binky_controllers::store;
 
 use super::context::{Ctx, Failure};
 use super::exit;
-use crate::supervisor::RealSupervisor;
 
 fn emit(out: &mut impl Write, service: &str, line: &str, prefix: bool, json: bool) {
     let _ = if json {
@@ -56,7 +54,7 @@ pub fn chosen(
             .iter()
             .find(|(n, _)| n == svc)
             .map(|(_, p)| p.clone())
-            .unwrap_or_else(|| ProcessController::<RealSupervisor>::log_path(logs_dir, world, svc))
+            .unwrap_or_else(|| binky_controllers::supervisor::log_path(logs_dir, world, svc))
     };
     let selected: Vec<String> = match service {
         // A replicated service: every replica's log, each line with its replica's name.

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use binky_controllers::gate::Hold;
+use binky_controllers::hold::Hold;
 use binky_controllers::phase;
 use binky_controllers::registry::Kind;
 use binky_controllers::store::{self, CondStatus, ConditionRow, World, WorldId};
@@ -128,7 +128,7 @@ pub async fn wait(
                 // The generation is checked first: the store is asked only when it matters.
                 if held.generation >= generation
                     && matches!(
-                        binky_controllers::gate::held(&ctx.store, &current)?,
+                        binky_controllers::hold::held(&ctx.store, &current)?,
                         Some((Hold::AwaitingApproval, _))
                     )
                 {

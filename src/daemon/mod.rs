@@ -30,9 +30,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
+use binky_controllers::adapter::SliceWork;
 use binky_controllers::golden::GoldenController;
 use binky_controllers::route::RouteController;
-use binky_controllers::slice::{SliceController, SliceWork};
+use binky_controllers::slice::SliceController;
 
 use crate::adapters::Registry;
 use crate::servers::{Kind, Servers};

@@ -243,7 +243,7 @@ fn decide<'a>(
     let Some(backend) = routes.lookup(host) else {
         return Decision::Other;
     };
-    if backend.route.state == binky_controllers::route::RouteState::Stopped {
+    if backend.route.state == binky_controllers::store::RouteState::Stopped {
         return Decision::Other;
     }
     head.extend_from_slice(b"x-forwarded-for: ");
@@ -491,7 +491,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use binky_controllers::route::{Route, RouteSink, RouteState, RouteTable};
+    use binky_controllers::route::{Route, RouteSink, RouteTable};
+    use binky_controllers::store::RouteState;
     use tokio::net::{TcpListener, TcpStream};
 
     /// A backend that answers each request with the next of `answers`, closing the connection

@@ -43,7 +43,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use binky_controllers::route::{Route, RouteSink, RouteState, RouteTable};
+use binky_controllers::route::{Route, RouteSink, RouteTable};
+use binky_controllers::store::RouteState;
 use bytes::Bytes;
 use http_body_util::Either;
 use hyper::body::Incoming;

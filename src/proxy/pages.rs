@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use binky_controllers::route::{Route, RouteState, RouteTable};
+use binky_controllers::route::{Route, RouteTable};
+use binky_controllers::store::RouteState;
 
 /// A page: status, title, and lines of text.
 pub struct Page {

@@ -155,7 +155,7 @@ impl Server {
             })?;
         }
         let entry = base.join(
-            binky_controllers::slice::random_secret()
+            binky_controllers::adapter::random_secret()
                 .map_err(|e| ServerError::Io(e.to_string()))?,
         );
         self.make_entry(&entry, &link)?;

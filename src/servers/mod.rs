@@ -393,7 +393,7 @@ impl Servers {
                 .and_then(|r| binky_controllers::url::password_decoded(&r.admin_url))
         }) {
             Some(p) => p,
-            None => binky_controllers::slice::random_secret()
+            None => binky_controllers::adapter::random_secret()
                 .map_err(|e| ServerError::Io(e.to_string()))?,
         };
         let ctx = StartCtx {

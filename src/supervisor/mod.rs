@@ -29,12 +29,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use binky_controllers::process::{
-    Exit, Liveness, Marked, Mechanism, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError,
-    SpawnSpec, StopHow, Stopped, Supervisor, Usage,
-};
+use binky_controllers::process::Mechanism;
 use binky_controllers::runtime::Trigger;
 use binky_controllers::store::WorldId;
+use binky_controllers::supervisor::{
+    Exit, Liveness, Marked, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec,
+    StopHow, Stopped, Supervisor, Usage,
+};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 

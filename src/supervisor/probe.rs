@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use binky_controllers::process::{ProbeFailure, ProbeTarget, ProcId};
+use binky_controllers::supervisor::{ProbeFailure, ProbeTarget, ProcId};
 use binky_controllers::url::{host_port, Url};
 use bytes::Bytes;
 use http_body_util::Empty;

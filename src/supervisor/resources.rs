@@ -13,7 +13,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use binky_controllers::limits::ResourceLimits;
-use binky_controllers::process::{Mechanism, Usage};
+use binky_controllers::process::Mechanism;
+use binky_controllers::supervisor::Usage;
 
 use super::cgroup::detect::{self, Mode, Seen};
 use super::cgroup::{Cgroups, Tree};

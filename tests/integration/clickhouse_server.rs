@@ -120,7 +120,7 @@ pub fn query(url: &str, sql: &str) -> Result<String, String> {
 pub fn slice(name: &str) -> Slice {
     Slice {
         name: name.to_owned(),
-        secret: binky_controllers::slice::random_secret().unwrap(),
+        secret: binky_controllers::adapter::random_secret().unwrap(),
     }
 }
 

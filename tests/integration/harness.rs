@@ -633,7 +633,7 @@ impl Managed {
         let ctx = binky::servers::StartCtx {
             data_dir: dir.join("data"),
             port: free_port(),
-            password: binky_controllers::slice::random_secret().unwrap(),
+            password: binky_controllers::adapter::random_secret().unwrap(),
             log: dir.join("server.log"),
         };
         Managed {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use binky::adapters::AdapterConfig;
 use binky::servers::ServerError;
-use binky_controllers::slice::random_secret;
+use binky_controllers::adapter::random_secret;
 
 use crate::harness::{listening, wait_until, Managed};
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use binky::adapters::postgres::Postgres;
 use binky::adapters::{Adapter, AdapterConfig, AdapterError, Registry, Slice};
 use binky::servers::ServerError;
-use binky_controllers::slice::random_secret;
+use binky_controllers::adapter::random_secret;
 
 use crate::harness::{listening, wait_until, Managed};
 

@@ -114,7 +114,7 @@ pub fn block<F: Future>(f: F) -> F::Output {
 pub fn slice(name: &str) -> Slice {
     Slice {
         name: name.to_owned(),
-        secret: binky_controllers::slice::random_secret().unwrap(),
+        secret: binky_controllers::adapter::random_secret().unwrap(),
     }
 }
 

@@ -140,7 +140,7 @@ pub fn block<F: Future>(f: F) -> F::Output {
 pub fn slice(name: &str) -> Slice {
     Slice {
         name: name.to_owned(),
-        secret: binky_controllers::slice::random_secret().unwrap(),
+        secret: binky_controllers::adapter::random_secret().unwrap(),
     }
 }
 
@@ -916,7 +916,7 @@ fn the_managed_server_serves_its_admin_url_and_keeps_data_users_and_password_acr
     let ctx = StartCtx {
         data_dir: tmp.path().join("data"),
         port: free_port(),
-        password: binky_controllers::slice::random_secret().unwrap(),
+        password: binky_controllers::adapter::random_secret().unwrap(),
         log: tmp.path().join("server.log"),
     };
     let started = block(binky::servers::redis::start(&ctx)).expect("start");

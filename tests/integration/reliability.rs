@@ -690,7 +690,7 @@ depends_on = ["cache"]
     let data = env
         .home
         .join("servers/redis/worlds")
-        .join(binky_controllers::slice::slice_name(
+        .join(binky_controllers::adapter::slice_name(
             "orphansrv",
             "w",
             "cache",

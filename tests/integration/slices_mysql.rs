@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use binky::adapters::mysql::Mysql;
 use binky::adapters::{Adapter, AdapterConfig, AdapterError, Registry, Slice};
-use binky_controllers::slice::random_secret;
+use binky_controllers::adapter::random_secret;
 use mysql_async::prelude::Queryable;
 
 use crate::harness::*;

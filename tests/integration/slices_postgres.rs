@@ -240,7 +240,7 @@ fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
     let held = env.binky_env(&["up", "w2", "--no-wait"], &vars);
     assert!(held.status.success(), "{}", stderr(&held));
     let coming = Slice {
-        name: binky_controllers::slice::slice_name("shop", "w2", "db"),
+        name: binky_controllers::adapter::slice_name("shop", "w2", "db"),
         secret: "x".into(),
     };
     tokio::runtime::Builder::new_current_thread()

@@ -35,7 +35,7 @@ env = {{ REDIS_URL = "${{cache.url}}", PREFIX = "${{cache.prefix}}", DB = "${{ca
 
 /// The `cache` slice's name in world `w`.
 fn slice_of(w: &str) -> String {
-    binky_controllers::slice::slice_name("cachey", w, "cache")
+    binky_controllers::adapter::slice_name("cachey", w, "cache")
 }
 
 /// The address the world's api got.

@@ -19,13 +19,14 @@
 //!   that applies every file again), said in an event and in `binky golden ls`.
 
 use super::{GoldenController, GoldenError, GoldenInputs, CONDITION};
+use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::env::Layout;
-use crate::process::Supervisor;
 use crate::runtime::Condition;
-use crate::slice::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, World};
+use crate::supervisor::Supervisor;
 use rusqlite::params;
+use std::ops::ControlFlow;
 
 /// The first 12 characters of a key, as `binky golden ls` shows them.
 pub(super) fn short(key: &str) -> &str {
@@ -126,121 +127,126 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         Ok(Condition::failed(CONDITION, "GoldenFailed", text))
     }
 
-    /// Make `stage` the migrated stage of `g`: grown from an earlier template's when one
-    /// fits, else from an empty database.
-    #[allow(clippy::too_many_arguments)]
-    async fn migrated_stage(
-        &self,
-        world: &World,
-        layout: &Layout,
-        service: &str,
-        res: &Resource,
-        g: &GoldenRow,
-        inputs: &GoldenInputs,
-        stage: &SliceSpec,
-    ) -> Result<Stage, GoldenError> {
-        let effects = self.slices.effects();
-        let mut note = String::new();
-        let base = if res.migrate.is_some() {
-            self.claim_base(g, inputs)?
+    /// Make `stage` the migrated stage of `b`'s template: grown from an earlier template's
+    /// when one fits, else from an empty database.
+    async fn migrated_stage(&self, b: &Build<'_>, stage: &SliceSpec) -> Result<Stage, GoldenError> {
+        let base = if b.res.migrate.is_some() {
+            self.claim_base(b.g, b.inputs)?
         } else {
             None
         };
+        let mut note = String::new();
         if let Some(base) = base {
-            let from = SliceSpec {
-                slice: base.stage_name(),
-                secret: base.secret.clone(),
-                admin_url: base.admin_url.clone().or_else(|| stage.admin_url.clone()),
-                ..stage.clone()
-            };
-            let unchanged = base.inputs == inputs.migrations;
-            self.event(
-                world,
-                "golden",
-                &format!(
-                    "{service}: building golden template {} on a copy of the migrated stage of {} ({}){}",
-                    g.name,
-                    base.name,
-                    short(&base.key),
-                    if unchanged {
-                        "; no migration changed, so migrate does not run"
-                    } else {
-                        "; migrate applies only what is new"
-                    }
-                ),
-            );
-            match effects.clone_into(&from, stage).await {
-                Ok(address) => {
-                    self.set_migrated(&g.key, false, "", address.admin_url.as_deref())?;
-                    if unchanged {
-                        return Ok(Stage::Made(format!(
-                            "copied from the migrated stage of {} (no migration changed; migrate did not run)",
-                            short(&base.key)
-                        )));
-                    }
-                    match self
-                        .run(world, layout, service, res, "migrate", &address)
-                        .await
-                    {
-                        Ok(()) => {
-                            return Ok(Stage::Made(format!(
-                                "grown from {}: migrate ran on a copy of its migrated stage",
-                                short(&base.key)
-                            )))
-                        }
-                        Err(msg) => {
-                            note = format!(
-                                "migrate on a copy of {} failed: {}",
-                                short(&base.key),
-                                first_line(&msg)
-                            );
-                            let _ = effects.teardown(stage).await;
-                        }
-                    }
-                }
-                Err(SliceFault::Transient(detail)) => {
-                    return Err(GoldenError::Waiting {
-                        service: service.to_owned(),
-                        detail,
-                    })
-                }
-                Err(SliceFault::Permanent(detail)) => {
-                    note = format!(
-                        "copying the migrated stage of {} failed: {detail}",
-                        short(&base.key)
-                    );
-                    let _ = effects.teardown(stage).await;
-                }
+            match self.grow(b, &base, stage).await? {
+                Ok(how) => return Ok(Stage::Made(how)),
+                Err(why) => note = why,
             }
             self.store.write(owner::Golden, |tx| {
-                tx.execute("UPDATE goldens SET base = NULL WHERE key = ?1", [&g.key])?;
+                tx.execute("UPDATE goldens SET base = NULL WHERE key = ?1", [&b.g.key])?;
                 Ok(())
             })?;
             self.event(
-                world,
+                b.world,
                 "golden_fallback",
                 &format!(
-                    "{service}: golden template {}: {note}; building it from an empty database instead",
-                    g.name
+                    "{}: golden template {}: {note}; building it from an empty database instead",
+                    b.service, b.g.name
                 ),
             );
         }
-        let address = match effects.provision(stage).await {
+        let address = match self.slices.effects().provision(stage).await {
             Ok(a) => a,
-            Err(fault) => return Ok(Stage::Failed(self.build_fault(g, service, fault)?)),
+            Err(fault) => return Ok(Stage::Failed(self.build_fault(b.g, b.service, fault)?)),
         };
-        self.set_migrated(&g.key, false, "", address.admin_url.as_deref())?;
+        self.set_migrated(&b.g.key, false, "", address.admin_url.as_deref())?;
         if let Err(msg) = self
-            .run(world, layout, service, res, "migrate", &address)
+            .run(b.world, b.layout, b.service, b.res, "migrate", &address)
             .await
         {
-            return Ok(Stage::Failed(self.command_failed(world, service, g, &msg)?));
+            return Ok(Stage::Failed(
+                self.command_failed(b.world, b.service, b.g, &msg)?,
+            ));
         }
         Ok(Stage::Made(if note.is_empty() {
             "built from an empty database".to_owned()
         } else {
             format!("built from an empty database: {note}")
         }))
+    }
+
+    /// Grow `stage` from a copy of the migrated stage of `base`, running `migrate` on it
+    /// unless no migration changed. `Ok(how)` once made; `Err(why)` when the copy or
+    /// `migrate` on it failed (the copy is dropped), to build from an empty database.
+    async fn grow(
+        &self,
+        b: &Build<'_>,
+        base: &GoldenRow,
+        stage: &SliceSpec,
+    ) -> Result<Result<String, String>, GoldenError> {
+        let effects = self.slices.effects();
+        let from = SliceSpec {
+            slice: base.stage_name(),
+            secret: base.secret.clone(),
+            admin_url: base.admin_url.clone().or_else(|| stage.admin_url.clone()),
+            ..stage.clone()
+        };
+        let unchanged = base.inputs == b.inputs.migrations;
+        self.event(
+            b.world,
+            "golden",
+            &format!(
+                "{}: building golden template {} on a copy of the migrated stage of {} ({}){}",
+                b.service,
+                b.g.name,
+                base.name,
+                short(&base.key),
+                if unchanged {
+                    "; no migration changed, so migrate does not run"
+                } else {
+                    "; migrate applies only what is new"
+                }
+            ),
+        );
+        let address = match effects.clone_into(&from, stage).await {
+            Ok(address) => address,
+            Err(SliceFault::Transient(detail)) => {
+                return Err(GoldenError::Waiting {
+                    service: b.service.to_owned(),
+                    detail,
+                })
+            }
+            Err(SliceFault::Permanent(detail)) => {
+                let _ = effects.teardown(stage).await;
+                return Ok(Err(format!(
+                    "copying the migrated stage of {} failed: {detail}",
+                    short(&base.key)
+                )));
+            }
+        };
+        self.set_migrated(&b.g.key, false, "", address.admin_url.as_deref())?;
+        if unchanged {
+            return Ok(Ok(format!(
+                "copied from the migrated stage of {} (no migration changed; migrate did not run)",
+                short(&base.key)
+            )));
+        }
+        match self
+            .run(b.world, b.layout, b.service, b.res, "migrate", &address)
+            .await
+        {
+            Ok(()) => Ok(Ok(format!(
+                "grown from {}: migrate ran on a copy of its migrated stage",
+                short(&base.key)
+            ))),
+            Err(msg) => {
+                let _ = effects.teardown(stage).await;
+                Ok(Err(format!(
+                    "migrate on a copy of {} failed: {}",
+                    short(&base.key),
+                    first_line(&msg)
+                )))
+            }
+        }
     }
 
     /// Build the template of `g` in `world`'s worktree: its migrated stage (kept from an
@@ -256,8 +262,15 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         g: &GoldenRow,
         inputs: &GoldenInputs,
     ) -> Result<Option<Condition>, GoldenError> {
+        let b = Build {
+            world,
+            layout,
+            service,
+            res,
+            g,
+            inputs,
+        };
         let started = std::time::Instant::now();
-        let effects = self.slices.effects();
         let template = self.template_spec(world, service, res, g);
         let staged = res.seed.is_some();
         let stage = if staged {
@@ -268,105 +281,141 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         } else {
             template.clone()
         };
-        // A stage an attempt before finished (its seed failed, or its daemon died during the
-        // seed) is kept: only the seed runs again.
+        let how = match self.stage(&b, &template, &stage).await? {
+            ControlFlow::Continue(how) => how,
+            ControlFlow::Break(failed) => return Ok(Some(failed)),
+        };
+        if staged {
+            if let ControlFlow::Break(failed) = self.seed(&b, &template, &stage).await? {
+                return Ok(Some(failed));
+            }
+        }
+        if let Err(fault) = self.slices.effects().seal(&template).await {
+            return Ok(Some(self.build_fault(g, service, fault)?));
+        }
+        self.record_built(&b, &how, started.elapsed().as_millis() as i64)?;
+        Ok(None)
+    }
+
+    /// The migrated stage of the build, sealed: kept from an attempt before that finished
+    /// it (its seed failed, or its daemon died during the seed), so only the seed runs
+    /// again; else made afresh, a half-built template of an earlier attempt dropped first
+    /// (never reused). `Continue` with how it was made; `Break` with the failed condition.
+    async fn stage(
+        &self,
+        b: &Build<'_>,
+        template: &SliceSpec,
+        stage: &SliceSpec,
+    ) -> Result<ControlFlow<Condition, String>, GoldenError> {
+        let (g, effects) = (b.g, self.slices.effects());
+        let staged = b.res.seed.is_some();
         let kept = staged
             && g.staged
             && g.migrated
-            && !matches!(effects.exists(&stage).await, Ok(Some(false)));
-        let how = if kept {
+            && !matches!(effects.exists(stage).await, Ok(Some(false)));
+        if kept {
             self.event(
-                world,
+                b.world,
                 "golden",
                 &format!(
-                    "{service}: golden template {}: its migrated stage is kept from the attempt before; running seed only",
-                    g.name
+                    "{}: golden template {}: its migrated stage is kept from the attempt before; running seed only",
+                    b.service, g.name
                 ),
             );
-            if g.how.is_empty() {
+            return Ok(ControlFlow::Continue(if g.how.is_empty() {
                 "seed run again on its kept migrated stage".to_owned()
             } else {
                 format!("{}; seed run again on its kept migrated stage", g.how)
-            }
-        } else {
-            self.set_migrated(&g.key, false, "", None)?;
-            // A half-built template (an earlier attempt) is dropped first: never reused.
-            let _ = effects.teardown(&template).await;
-            if staged {
-                let _ = effects.teardown(&stage).await;
-            }
-            self.store.write(owner::Golden, |tx| {
-                tx.execute(
-                    "UPDATE goldens SET staged = ?2 WHERE key = ?1",
-                    params![g.key, staged],
-                )?;
-                Ok(())
-            })?;
-            let how = match self
-                .migrated_stage(world, layout, service, res, g, inputs, &stage)
-                .await?
-            {
-                Stage::Made(how) => how,
-                Stage::Failed(cond) => return Ok(Some(cond)),
-            };
-            if staged {
-                if let Err(fault) = effects.seal(&stage).await {
-                    return Ok(Some(self.build_fault(g, service, fault)?));
-                }
-                self.set_migrated(&g.key, true, &how, None)?;
-            }
-            how
+            }));
+        }
+        self.set_migrated(&g.key, false, "", None)?;
+        let _ = effects.teardown(template).await;
+        if staged {
+            let _ = effects.teardown(stage).await;
+        }
+        self.store.write(owner::Golden, |tx| {
+            tx.execute(
+                "UPDATE goldens SET staged = ?2 WHERE key = ?1",
+                params![g.key, staged],
+            )?;
+            Ok(())
+        })?;
+        let how = match self.migrated_stage(b, stage).await? {
+            Stage::Made(how) => how,
+            Stage::Failed(cond) => return Ok(ControlFlow::Break(cond)),
         };
         if staged {
-            // A half-seeded copy of an attempt before goes; the seed runs on a fresh copy.
-            let _ = effects.teardown(&template).await;
-            let address = match effects.clone_into(&stage, &template).await {
-                Ok(a) => a,
-                Err(SliceFault::Transient(detail)) => {
-                    return Err(GoldenError::Waiting {
-                        service: service.to_owned(),
-                        detail,
-                    })
-                }
-                Err(SliceFault::Permanent(detail)) => {
-                    // The adapter cannot copy this stage: the template is migrated itself.
-                    self.event(
-                        world,
-                        "golden_fallback",
-                        &format!(
-                            "{service}: golden template {}: copying its migrated stage failed ({detail}); running migrate on it too",
-                            g.name
-                        ),
-                    );
-                    let _ = effects.teardown(&template).await;
-                    let address = match effects.provision(&template).await {
-                        Ok(a) => a,
-                        Err(fault) => return Ok(Some(self.build_fault(g, service, fault)?)),
-                    };
-                    if let Err(msg) = self
-                        .run(world, layout, service, res, "migrate", &address)
-                        .await
-                    {
-                        return Ok(Some(self.command_failed(world, service, g, &msg)?));
-                    }
-                    address
-                }
-            };
-            if let Err(msg) = self
-                .run(world, layout, service, res, "seed", &address)
-                .await
-            {
-                // Its migrated stage stays (the retry runs the seed alone); the half-seeded
-                // copy is of no use.
-                let _ = effects.teardown(&template).await;
-                return Ok(Some(self.command_failed(world, service, g, &msg)?));
+            if let Err(fault) = effects.seal(stage).await {
+                return Ok(ControlFlow::Break(self.build_fault(g, b.service, fault)?));
             }
+            self.set_migrated(&g.key, true, &how, None)?;
         }
-        if let Err(fault) = effects.seal(&template).await {
-            return Ok(Some(self.build_fault(g, service, fault)?));
+        Ok(ControlFlow::Continue(how))
+    }
+
+    /// Runs `seed` on a fresh copy of the migrated stage (a half-seeded copy of an attempt
+    /// before goes). An adapter that cannot copy the stage gets the template migrated
+    /// itself. A failed seed keeps the stage (the retry runs the seed alone).
+    async fn seed(
+        &self,
+        b: &Build<'_>,
+        template: &SliceSpec,
+        stage: &SliceSpec,
+    ) -> Result<ControlFlow<Condition>, GoldenError> {
+        let (g, service, effects) = (b.g, b.service, self.slices.effects());
+        let _ = effects.teardown(template).await;
+        let address = match effects.clone_into(stage, template).await {
+            Ok(a) => a,
+            Err(SliceFault::Transient(detail)) => {
+                return Err(GoldenError::Waiting {
+                    service: service.to_owned(),
+                    detail,
+                })
+            }
+            Err(SliceFault::Permanent(detail)) => {
+                self.event(
+                    b.world,
+                    "golden_fallback",
+                    &format!(
+                        "{service}: golden template {}: copying its migrated stage failed ({detail}); running migrate on it too",
+                        g.name
+                    ),
+                );
+                let _ = effects.teardown(template).await;
+                let address = match effects.provision(template).await {
+                    Ok(a) => a,
+                    Err(fault) => {
+                        return Ok(ControlFlow::Break(self.build_fault(g, service, fault)?))
+                    }
+                };
+                if let Err(msg) = self
+                    .run(b.world, b.layout, service, b.res, "migrate", &address)
+                    .await
+                {
+                    return Ok(ControlFlow::Break(
+                        self.command_failed(b.world, service, g, &msg)?,
+                    ));
+                }
+                address
+            }
+        };
+        if let Err(msg) = self
+            .run(b.world, b.layout, service, b.res, "seed", &address)
+            .await
+        {
+            // The half-seeded copy is of no use.
+            let _ = effects.teardown(template).await;
+            return Ok(ControlFlow::Break(
+                self.command_failed(b.world, service, g, &msg)?,
+            ));
         }
-        let ms = started.elapsed().as_millis() as i64;
-        self.set_migrated(&g.key, true, &how, None)?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Records the template built (`how`, in `ms`): ready, and used now.
+    fn record_built(&self, b: &Build<'_>, how: &str, ms: i64) -> Result<(), GoldenError> {
+        let g = b.g;
+        self.set_migrated(&g.key, true, how, None)?;
         self.set_state(&g.key, GoldenState::Ready, "", Some(ms))?;
         self.store.write(owner::Golden, |tx| {
             tx.execute(
@@ -376,14 +425,26 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             Ok(())
         })?;
         self.event(
-            world,
+            b.world,
             "golden",
             &format!(
-                "{service}: built golden template {} in {:.1}s ({how})",
+                "{}: built golden template {} in {:.1}s ({how})",
+                b.service,
                 g.name,
                 ms as f64 / 1000.0
             ),
         );
-        Ok(None)
+        Ok(())
     }
+}
+
+/// One template build: the world whose worktree runs it, the service, the template's row
+/// and what it is made of.
+struct Build<'a> {
+    world: &'a World,
+    layout: &'a Layout,
+    service: &'a str,
+    res: &'a Resource,
+    g: &'a GoldenRow,
+    inputs: &'a GoldenInputs,
 }

@@ -26,10 +26,10 @@ use std::time::Duration;
 use rusqlite::params;
 
 use super::GoldenController;
-use crate::process::Supervisor;
+use crate::adapter::{SliceEffects, SliceSpec};
 use crate::settings::Settings;
-use crate::slice::{SliceEffects, SliceSpec};
-use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, StoreError};
+use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, SliceState, StoreError};
+use crate::supervisor::Supervisor;
 
 /// Why a template goes, which decides what must still hold when its drop is claimed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +40,71 @@ enum Claim {
     Asked,
     /// A drop claimed before and not finished.
     Resume,
+}
+
+/// `golden_keep`: in ms, and as the setting says it.
+struct Keep {
+    ms: i64,
+    said: String,
+}
+
+/// What becomes of one template at a sweep.
+enum Fate {
+    /// Nothing: in use, being built here, copied from, or waited for.
+    Untouched,
+    /// Dropped, for this reason.
+    Drop(Claim, String),
+    /// Kept, for this long yet by age (and while the disk has room).
+    Kept(Duration),
+}
+
+/// What a sweep decides on, read at once.
+struct Facts {
+    goldens: Vec<GoldenRow>,
+    /// The templates some world refers to.
+    used: BTreeSet<String>,
+    /// The templates referred to by a world whose slice is not made yet: they may clone any
+    /// moment.
+    waited: BTreeSet<String>,
+    /// The templates `binky golden rm` asked to drop.
+    asked: BTreeSet<String>,
+    /// The templates a build copies its migrated stage from.
+    copied: BTreeSet<String>,
+    servers: Vec<store::ServerRow>,
+}
+
+impl Facts {
+    fn read(c: &rusqlite::Connection) -> Result<Facts, StoreError> {
+        let used: BTreeSet<String> = store::golden_refs(c)?.into_iter().map(|r| r.2).collect();
+        let mut stmt = c.prepare(
+            "SELECT DISTINCT r.key FROM golden_refs r LEFT JOIN slices s
+             ON s.world_id = r.world_id AND s.service = r.service
+             WHERE s.state IS NULL OR s.state NOT IN (?1, ?2)",
+        )?;
+        let waited = stmt
+            .query_map(params![SliceState::Ready, SliceState::Stopped], |r| {
+                r.get(0)
+            })?
+            .collect::<Result<BTreeSet<String>, _>>()?;
+        let mut stmt = c.prepare("SELECT key FROM golden_drops")?;
+        let asked = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<BTreeSet<String>, _>>()?;
+        let goldens = store::goldens(c)?;
+        let copied = goldens
+            .iter()
+            .filter(|g| g.state == GoldenState::Building)
+            .filter_map(|g| g.base.clone())
+            .collect();
+        Ok(Facts {
+            goldens,
+            used,
+            waited,
+            asked,
+            copied,
+            servers: store::servers(c)?,
+        })
+    }
 }
 
 /// `3 h`, `2 d`: an age in words.
@@ -68,108 +133,31 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
     pub(crate) async fn sweep(&self) -> Result<Option<Duration>, StoreError> {
         let _one = self.sweeping.lock().await;
         let settings = Settings::read(&self.store)?;
-        let keep = settings.duration("golden_keep");
-        let keep_ms = keep.as_millis() as i64;
+        let keep = Keep {
+            ms: settings.duration("golden_keep").as_millis() as i64,
+            said: settings.get("golden_keep").to_owned(),
+        };
         let reserve: f64 = settings.number("disk_reserve_gib");
-        let (goldens, used, waited, asked, servers) = self.store.read(|c| {
-            let used: BTreeSet<String> = store::golden_refs(c)?.into_iter().map(|r| r.2).collect();
-            // References of worlds whose slice is not made yet: they may clone any moment.
-            let mut stmt = c.prepare(
-                "SELECT DISTINCT r.key FROM golden_refs r LEFT JOIN slices s
-                 ON s.world_id = r.world_id AND s.service = r.service
-                 WHERE s.state IS NULL OR s.state NOT IN ('ready', 'stopped')",
-            )?;
-            let waited = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<BTreeSet<String>, _>>()?;
-            let mut stmt = c.prepare("SELECT key FROM golden_drops")?;
-            let asked = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<BTreeSet<String>, _>>()?;
-            Ok((store::goldens(c)?, used, waited, asked, store::servers(c)?))
-        })?;
-        let copied: BTreeSet<&str> = goldens
-            .iter()
-            .filter(|g| g.state == GoldenState::Building)
-            .filter_map(|g| g.base.as_deref())
-            .collect();
+        let facts = self.store.read(Facts::read)?;
         let now = now_ms();
         let mut next: Option<Duration> = None;
         let mut doomed: Vec<(&GoldenRow, Claim, String)> = Vec::new();
         let mut kept: Vec<&GoldenRow> = Vec::new();
-        for g in &goldens {
-            if (g.state == GoldenState::Building && g.builder == self.builder)
-                || copied.contains(g.key.as_str())
-            {
-                continue;
-            }
-            if g.state == GoldenState::Dropping {
-                doomed.push((g, Claim::Resume, "its drop was not finished".into()));
-                continue;
-            }
-            if asked.contains(&g.key) {
-                if !waited.contains(&g.key) {
-                    doomed.push((g, Claim::Asked, "`binky golden rm` asked for it".into()));
+        for g in &facts.goldens {
+            match self.fate(g, &facts, &keep, now) {
+                Fate::Untouched => {}
+                Fate::Drop(claim, why) => doomed.push((g, claim, why)),
+                Fate::Kept(left) => {
+                    next = Some(next.map_or(left, |n| n.min(left)));
+                    kept.push(g);
                 }
-                continue;
             }
-            if used.contains(&g.key) {
-                continue;
-            }
-            if g.state == GoldenState::Building {
-                doomed.push((
-                    g,
-                    Claim::Unused,
-                    "a daemon that is gone left it half-built".into(),
-                ));
-                continue;
-            }
-            if g.state == GoldenState::Failed && !g.migrated {
-                doomed.push((g, Claim::Unused, "its build failed and kept nothing".into()));
-                continue;
-            }
-            let age = now - g.used_at;
-            if age >= keep_ms {
-                doomed.push((
-                    g,
-                    Claim::Unused,
-                    if keep_ms == 0 {
-                        "no world uses it (golden_keep = 0)".into()
-                    } else {
-                        format!(
-                            "no world has used it for {} (golden_keep = {})",
-                            age_words(age),
-                            settings.get("golden_keep")
-                        )
-                    },
-                ));
-                continue;
-            }
-            let left = Duration::from_millis((keep_ms - age) as u64);
-            next = Some(next.map_or(left, |n| n.min(left)));
-            kept.push(g);
         }
         for (g, claim, why) in doomed {
             self.drop_template(g, claim, &why).await?;
         }
-        // The disk: the least recently used first, measured again after each drop.
-        if let (Some(machine), true) = (self.machine.as_ref(), reserve > 0.0) {
-            kept.sort_by_key(|g| g.used_at);
-            for g in kept {
-                let Some(dir) = self.data_dir(&servers, g) else {
-                    continue;
-                };
-                let Some(free) = machine.disk_free_gib(&dir) else {
-                    continue;
-                };
-                if free < reserve {
-                    let why = format!(
-                        "{free:.1} GiB free on the disk of its server's data ({}), disk_reserve_gib = {reserve}; no world uses it",
-                        dir.display()
-                    );
-                    self.drop_template(g, Claim::Unused, &why).await?;
-                }
-            }
+        if reserve > 0.0 {
+            self.free_disk(kept, &facts.servers, reserve).await?;
         }
         // Requests for templates that are gone.
         self.store.write(owner::Golden, |tx| {
@@ -180,6 +168,82 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             Ok(())
         })?;
         Ok(next)
+    }
+
+    /// What becomes of the template `g` now (see the module's rule).
+    fn fate(&self, g: &GoldenRow, facts: &Facts, keep: &Keep, now: i64) -> Fate {
+        if (g.state == GoldenState::Building && g.builder == self.builder)
+            || facts.copied.contains(&g.key)
+        {
+            return Fate::Untouched;
+        }
+        if g.state == GoldenState::Dropping {
+            return Fate::Drop(Claim::Resume, "its drop was not finished".into());
+        }
+        if facts.asked.contains(&g.key) {
+            if facts.waited.contains(&g.key) {
+                return Fate::Untouched;
+            }
+            return Fate::Drop(Claim::Asked, "`binky golden rm` asked for it".into());
+        }
+        if facts.used.contains(&g.key) {
+            return Fate::Untouched;
+        }
+        if g.state == GoldenState::Building {
+            return Fate::Drop(
+                Claim::Unused,
+                "a daemon that is gone left it half-built".into(),
+            );
+        }
+        if g.state == GoldenState::Failed && !g.migrated {
+            return Fate::Drop(Claim::Unused, "its build failed and kept nothing".into());
+        }
+        let age = now - g.used_at;
+        if age < keep.ms {
+            return Fate::Kept(Duration::from_millis((keep.ms - age) as u64));
+        }
+        Fate::Drop(
+            Claim::Unused,
+            if keep.ms == 0 {
+                "no world uses it (golden_keep = 0)".into()
+            } else {
+                format!(
+                    "no world has used it for {} (golden_keep = {})",
+                    age_words(age),
+                    keep.said
+                )
+            },
+        )
+    }
+
+    /// The disk: unused templates on a managed server whose disk is short of `reserve` go,
+    /// the least recently used first, measured again after each drop.
+    async fn free_disk(
+        &self,
+        mut kept: Vec<&GoldenRow>,
+        servers: &[store::ServerRow],
+        reserve: f64,
+    ) -> Result<(), StoreError> {
+        let Some(machine) = self.machine.as_ref() else {
+            return Ok(());
+        };
+        kept.sort_by_key(|g| g.used_at);
+        for g in kept {
+            let Some(dir) = self.data_dir(servers, g) else {
+                continue;
+            };
+            let Some(free) = machine.disk_free_gib(&dir) else {
+                continue;
+            };
+            if free < reserve {
+                let why = format!(
+                    "{free:.1} GiB free on the disk of its server's data ({}), disk_reserve_gib = {reserve}; no world uses it",
+                    dir.display()
+                );
+                self.drop_template(g, Claim::Unused, &why).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Claim `g`'s drop (if what `claim` needs still holds), drop its databases and forget
@@ -194,15 +258,15 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             // Nothing copies from it now, and (unless asked) no world uses it; asked, no
             // world waits to be cloned from it.
             let n = tx.execute(
-                "UPDATE goldens SET state = 'dropping', updated_at = ?4
+                "UPDATE goldens SET state = ?5, updated_at = ?4
                  WHERE key = ?1 AND state = ?2
-                   AND NOT EXISTS (SELECT 1 FROM goldens b WHERE b.state = 'building' AND b.base = ?1)
+                   AND NOT EXISTS (SELECT 1 FROM goldens b WHERE b.state = ?6 AND b.base = ?1)
                    AND CASE ?3
                      WHEN 'unused' THEN NOT EXISTS (SELECT 1 FROM golden_refs WHERE key = ?1)
                      WHEN 'asked' THEN NOT EXISTS (
                        SELECT 1 FROM golden_refs r LEFT JOIN slices s
                        ON s.world_id = r.world_id AND s.service = r.service
-                       WHERE r.key = ?1 AND (s.state IS NULL OR s.state NOT IN ('ready', 'stopped')))
+                       WHERE r.key = ?1 AND (s.state IS NULL OR s.state NOT IN (?7, ?8)))
                      ELSE 1 END",
                 params![
                     g.key,
@@ -212,7 +276,11 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                         Claim::Asked => "asked",
                         Claim::Resume => "resume",
                     },
-                    now_ms()
+                    now_ms(),
+                    GoldenState::Dropping,
+                    GoldenState::Building,
+                    SliceState::Ready,
+                    SliceState::Stopped
                 ],
             )?;
             Ok(n == 1)
@@ -237,8 +305,8 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         }
         self.store.write(owner::Golden, |tx| {
             tx.execute(
-                "DELETE FROM goldens WHERE key = ?1 AND state = 'dropping'",
-                [&g.key],
+                "DELETE FROM goldens WHERE key = ?1 AND state = ?2",
+                params![g.key, GoldenState::Dropping],
             )?;
             tx.execute("DELETE FROM golden_drops WHERE key = ?1", [&g.key])?;
             Ok(())

@@ -194,7 +194,6 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
     patterns.extend(by_migrate.iter().cloned());
     patterns.extend(by_seed.iter().cloned());
     // Alembic keeps its scripts where `script_location` says (often not `migrations/`).
-    let mut dirs: Vec<String> = Vec::new();
     for ini in all
         .iter()
         .filter(|f| f.rsplit('/').next() == Some("alembic.ini"))
@@ -203,7 +202,37 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
         found.push(format!("Alembic scripts in {scripts}/"));
         patterns.push(format!("{scripts}/**"));
     }
-    let framework: BTreeSet<&String> = all
+    let (framework, dirs) = framework_files(&all);
+    if !dirs.is_empty() {
+        let shown = a_few(dirs.iter().map(|d| format!("{d}/")).collect());
+        found.push(format!("migration and seed directories {shown}"));
+    }
+    let schema: Vec<String> = framework
+        .iter()
+        .filter(|f| !dirs.iter().any(|d| f.starts_with(&format!("{d}/"))))
+        .map(|f| f.to_string())
+        .collect();
+    if !schema.is_empty() {
+        found.push(format!("schema and seed files {}", a_few(schema)));
+    }
+    let files: Vec<String> = all
+        .iter()
+        .filter(|f| framework.contains(f) || patterns.iter().any(|p| glob_match(p, f)))
+        .cloned()
+        .collect();
+    let seed_only = seed_only(&files, &by_migrate, &by_seed);
+    KeyCoverage {
+        files,
+        found,
+        seed_only,
+    }
+}
+
+/// The files of `all` that a migration framework reads (under one of [`MIGRATION_DIRS`],
+/// or a schema file), and those directories.
+fn framework_files(all: &[String]) -> (BTreeSet<&String>, Vec<String>) {
+    let mut dirs: Vec<String> = Vec::new();
+    let framework = all
         .iter()
         .filter(|f| {
             let mut parts: Vec<&str> = f.split('/').collect();
@@ -218,34 +247,13 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
             is_schema_file(name)
         })
         .collect();
-    // `a, b, c, d and 3 more`.
-    let some = |items: Vec<String>| {
-        let more = items.len().saturating_sub(4);
-        let shown = items.into_iter().take(4).collect::<Vec<_>>().join(", ");
-        if more > 0 {
-            format!("{shown} and {more} more")
-        } else {
-            shown
-        }
-    };
-    if !dirs.is_empty() {
-        let shown = some(dirs.iter().map(|d| format!("{d}/")).collect());
-        found.push(format!("migration and seed directories {shown}"));
-    }
-    let schema: Vec<String> = framework
-        .iter()
-        .filter(|f| !dirs.iter().any(|d| f.starts_with(&format!("{d}/"))))
-        .map(|f| f.to_string())
-        .collect();
-    if !schema.is_empty() {
-        found.push(format!("schema and seed files {}", some(schema)));
-    }
-    let files: Vec<String> = all
-        .iter()
-        .filter(|f| framework.contains(f) || patterns.iter().any(|p| glob_match(p, f)))
-        .cloned()
-        .collect();
-    let seed_only = files
+    (framework, dirs)
+}
+
+/// The key files only `seed` reads: named by it, or seed data, and not read by `migrate`
+/// (`by_migrate` and `by_seed`: the patterns each names).
+fn seed_only(files: &[String], by_migrate: &[String], by_seed: &[String]) -> Vec<String> {
+    files
         .iter()
         .filter(|f| {
             let migrate_reads = by_migrate.iter().any(|p| glob_match(p, f));
@@ -256,11 +264,17 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
             !migrate_reads && (seed_named || seed_data)
         })
         .cloned()
-        .collect();
-    KeyCoverage {
-        files,
-        found,
-        seed_only,
+        .collect()
+}
+
+/// `a, b, c, d and 3 more`.
+fn a_few(items: Vec<String>) -> String {
+    let more = items.len().saturating_sub(4);
+    let shown = items.into_iter().take(4).collect::<Vec<_>>().join(", ");
+    if more > 0 {
+        format!("{shown} and {more} more")
+    } else {
+        shown
     }
 }
 

@@ -40,15 +40,15 @@ pub use self::key::{
     golden_inputs, golden_key, golden_name, grows_from, key_coverage, key_files, GoldenInputs,
     KeyCoverage,
 };
+use crate::adapter::{random_secret, SliceEffects, SliceFault, SliceSpec, SliceWork};
 use crate::env::Layout;
-use crate::gate::Machine;
-use crate::process::Supervisor;
+use crate::machine::Machine;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::slice::{random_secret, SliceEffects, SliceFault, SliceSpec, SliceWork};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, GoldenRow, Store, StoreError, World};
 use crate::store::{GoldenState, SliceState, WorktreeState};
+use crate::supervisor::Supervisor;
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Golden.condition();
@@ -69,7 +69,7 @@ pub enum GoldenError {
         service: String,
         /// What the adapter said.
         #[source]
-        detail: crate::slice::Cause,
+        detail: crate::adapter::Cause,
     },
 }
 
@@ -219,6 +219,156 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             tracing::warn!(%err, "cannot look at the golden templates to drop");
         }
     }
+
+    /// Converges the template of one service that clones: its key from the files as they
+    /// are now, the world's reference to it, and (unless the world's slice exists already)
+    /// the template itself, built here or waited for.
+    async fn converge_template(
+        &self,
+        world: &World,
+        layout: &Layout,
+        service: &str,
+        res: &Resource,
+        slice_ready: bool,
+    ) -> Result<TemplateStep, GoldenError> {
+        let base = self.slices.spec_of(world, service, res, "", "");
+        let clone = match self.slices.effects().can_clone(&base).await {
+            Ok(c) => c,
+            Err(SliceFault::Transient(detail)) => {
+                return Err(GoldenError::Waiting {
+                    service: service.to_owned(),
+                    detail,
+                })
+            }
+            Err(SliceFault::Permanent(_)) => false,
+        };
+        if !clone {
+            return Ok(TemplateStep::CannotClone(format!(
+                "{service}: adapter {} cannot clone; each world runs migrate and seed",
+                res.adapter
+            )));
+        }
+        let inputs = template_inputs(world, layout, service, res, &base);
+        self.refer(world, service, &inputs.key)?;
+        // A world whose slice exists already needs no template (a changed migrate
+        // runs on its own copy); the reference keeps the template for later worlds.
+        if slice_ready {
+            return Ok(TemplateStep::Kept);
+        }
+        let claimed = self.claim(world, res, &inputs)?;
+        let Some(g) = self.golden(&inputs.key)? else {
+            return Ok(TemplateStep::Kept);
+        };
+        if claimed {
+            self.event(world, "golden", &format!("{service}: building golden template {} (migrate and seed once; other worlds are cloned from it)", g.name));
+        } else if self.builds_again(world, &g) {
+            self.reclaim(world, service, &g, &inputs)?;
+        } else {
+            return Ok(template_state(service, &g));
+        }
+        // Its migrate runs in this worktree once the paths its workdir needs are
+        // brought (its `.venv`); the build stays claimed meanwhile.
+        let brought = self.store.read(|c| {
+            store::bootstrap_waits(c, world.id, &crate::env::workdir_rel(world, &res.workdir))
+        })?;
+        if !brought.is_empty() {
+            return Ok(TemplateStep::WaitingForPaths(format!(
+                "{service}: waiting for {} to be brought into the worktree to build golden template {}",
+                brought.join(", "),
+                g.name
+            )));
+        }
+        let g = self.golden(&inputs.key)?.unwrap_or(g);
+        Ok(
+            match self.build(world, layout, service, res, &g, &inputs).await? {
+                Some(cond) => TemplateStep::Report(Applied::await_change(vec![cond])),
+                None => TemplateStep::Kept,
+            },
+        )
+    }
+
+    /// Records that `world`'s `service` clones the template `key`; one it referred to before
+    /// was last used now.
+    fn refer(&self, world: &World, service: &str, key: &str) -> Result<(), StoreError> {
+        self.store.write(owner::Golden, |tx| {
+            // A reference it had to another template: that one was last used now.
+            tx.execute(
+                "UPDATE goldens SET used_at = ?3 WHERE key = (SELECT key FROM golden_refs WHERE world_id = ?1 AND service = ?2)",
+                params![world.id, service, now_ms()],
+            )?;
+            tx.execute(
+                "INSERT INTO golden_refs (world_id, service, key) SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+                 ON CONFLICT (world_id, service) DO UPDATE SET key = excluded.key",
+                params![world.id, service, key],
+            )?;
+            tx.execute(
+                "UPDATE goldens SET used_at = ?2 WHERE key = ?1",
+                params![key, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Claims the build of the template of `inputs` for this daemon and `world`, unless a
+    /// row of it exists already. Returns whether it was claimed.
+    fn claim(
+        &self,
+        world: &World,
+        res: &Resource,
+        inputs: &GoldenInputs,
+    ) -> Result<bool, GoldenError> {
+        let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &inputs.key);
+        let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
+        let secret = random_secret()?;
+        Ok(self.store.write(owner::Golden, |tx| {
+            let n = tx.execute(
+                "INSERT OR IGNORE INTO goldens (key, adapter, clone_from, name, secret, state, builder, owner_world, created_at, updated_at, lineage, inputs, used_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?11, ?6, ?7, ?8, ?8, ?9, ?10, ?8)",
+                params![inputs.key, res.adapter, res.clone_from, name, secret, self.builder, world.id, now_ms(), inputs.lineage, input_files, GoldenState::Building],
+            )?;
+            Ok(n == 1)
+        })?)
+    }
+
+    /// Whether `world` builds the template `g` another world claimed before: a build by a
+    /// daemon that died, this daemon's own build of this world (retried after its server
+    /// was out of reach), or a failed build the world's new `binky up` retries.
+    fn builds_again(&self, world: &World, g: &GoldenRow) -> bool {
+        (g.state == GoldenState::Building
+            && (g.builder != self.builder || g.owner_world == Some(world.id)))
+            || g.retried_for(world.last_used_at)
+    }
+
+    /// Claims the build of the existing template `g` for this daemon and `world`, saying so
+    /// unless it is this daemon's own build of this world retried (which the condition
+    /// already says, not an event each try).
+    fn reclaim(
+        &self,
+        world: &World,
+        service: &str,
+        g: &GoldenRow,
+        inputs: &GoldenInputs,
+    ) -> Result<(), StoreError> {
+        let retry = g.state == GoldenState::Building
+            && g.builder == self.builder
+            && g.owner_world == Some(world.id);
+        let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
+        self.store.write(owner::Golden, |tx| {
+            tx.execute(
+                "UPDATE goldens SET state = ?7, builder = ?2, owner_world = ?3, output = '', updated_at = ?4, lineage = ?5, inputs = ?6 WHERE key = ?1",
+                params![inputs.key, self.builder, world.id, now_ms(), inputs.lineage, input_files, GoldenState::Building],
+            )?;
+            Ok(())
+        })?;
+        if !retry {
+            self.event(
+                world,
+                "golden",
+                &format!("{service}: building golden template {} again", g.name),
+            );
+        }
+        Ok(())
+    }
 }
 
 impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
@@ -230,24 +380,10 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
 
     async fn apply(&self, world: &World) -> Result<Applied, GoldenError> {
         // The admission gate: nothing of a held world starts.
-        if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
+        if let Some(held) = crate::hold::hold(&self.store, world, CONDITION)? {
             return Ok(held);
         }
-        let selected = world.spec.selected(world.group.as_deref());
-        let wanted: Vec<(String, Resource)> = world
-            .spec
-            .services
-            .iter()
-            // A shared slice is its shared world's to clone.
-            .filter(|(n, _)| selected.contains(*n) && world.runs(n))
-            .filter_map(|(n, s)| {
-                s.resource()
-                    .filter(|r| r.clone_from.is_some())
-                    .cloned()
-                    .map(|r| (n.clone(), r))
-            })
-            .collect();
-        let mut keep: Vec<String> = Vec::new();
+        let wanted = cloning_services(world);
         if wanted.is_empty() {
             // Only a world that stopped cloning has references to forget and templates that
             // may go: an idle world without templates costs nothing here.
@@ -273,173 +409,37 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             )]));
         };
         let have = self.store.read(|c| store::slices(c, world.id))?;
+        let refs_now = self.store.read(|c| store::golden_refs_of(c, world.id))?;
+        let mut keep: Vec<String> = Vec::new();
         let mut notes = Vec::new();
         let mut waiting: Option<String> = None;
-        let refs_now = self.store.read(|c| store::golden_refs_of(c, world.id))?;
         for (service, res) in &wanted {
+            let slice_ready = have
+                .iter()
+                .any(|r| r.service == *service && r.state == SliceState::Ready);
             // A ready slice with its reference recorded needs nothing here: no key to compute
-            // (a walk and a hash of the files), no template to build.
-            if have
-                .iter()
-                .any(|r| r.service == *service && r.state == SliceState::Ready)
-                && refs_now.contains_key(service)
+            // (a walk and a hash of the files), no template to build. The slice controller
+            // says what is unset; no template is built on it.
+            if (slice_ready && refs_now.contains_key(service))
+                || crate::adapter::unset_settings(world, res).is_some()
             {
                 keep.push(service.clone());
                 continue;
             }
-            // The slice controller says what is unset; no template is built on it.
-            if crate::slice::unset_settings(world, res).is_some() {
+            let step = self
+                .converge_template(world, &layout, service, res, slice_ready)
+                .await?;
+            if !matches!(step, TemplateStep::CannotClone(_)) {
                 keep.push(service.clone());
-                continue;
             }
-            let base = self.slices.spec_of(world, service, res, "", "");
-            let clone = match self.slices.effects().can_clone(&base).await {
-                Ok(c) => c,
-                Err(SliceFault::Transient(detail)) => {
-                    return Err(GoldenError::Waiting {
-                        service: service.clone(),
-                        detail,
-                    })
+            match step {
+                TemplateStep::CannotClone(note) => notes.push(note),
+                TemplateStep::Kept => {}
+                TemplateStep::WaitingForPaths(why) => {
+                    waiting.get_or_insert(why);
                 }
-                Err(SliceFault::Permanent(_)) => false,
-            };
-            if !clone {
-                notes.push(format!(
-                    "{service}: adapter {} cannot clone; each world runs migrate and seed",
-                    res.adapter
-                ));
-                continue;
-            }
-            let dir = layout.config_dir(world);
-            let workdir: PathBuf = if res.workdir.is_empty() || res.workdir == "." {
-                dir
-            } else {
-                dir.join(&res.workdir)
-            };
-            let server = base
-                .admin_url
-                .as_deref()
-                .map(crate::url::redact_server)
-                .unwrap_or_else(|| format!("managed:{}", res.adapter));
-            let inputs = golden_inputs(&world.project, service, res, &server, &workdir);
-            let key = inputs.key.clone();
-            keep.push(service.clone());
-            self.store.write(owner::Golden, |tx| {
-                // A reference it had to another template: that one was last used now.
-                tx.execute(
-                    "UPDATE goldens SET used_at = ?3 WHERE key = (SELECT key FROM golden_refs WHERE world_id = ?1 AND service = ?2)",
-                    params![world.id, service, now_ms()],
-                )?;
-                tx.execute(
-                    "INSERT INTO golden_refs (world_id, service, key) SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                     ON CONFLICT (world_id, service) DO UPDATE SET key = excluded.key",
-                    params![world.id, service, key],
-                )?;
-                tx.execute(
-                    "UPDATE goldens SET used_at = ?2 WHERE key = ?1",
-                    params![key, now_ms()],
-                )?;
-                Ok(())
-            })?;
-            // A world whose slice exists already needs no template (a changed migrate
-            // runs on its own copy); the reference keeps the template for later worlds.
-            if have
-                .iter()
-                .any(|r| r.service == *service && r.state == SliceState::Ready)
-            {
-                continue;
-            }
-            // Claim the build, or find who has it.
-            let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &key);
-            let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
-            let secret = random_secret()?;
-            let claimed = self.store.write(owner::Golden, |tx| {
-                let n = tx.execute(
-                    "INSERT OR IGNORE INTO goldens (key, adapter, clone_from, name, secret, state, builder, owner_world, created_at, updated_at, lineage, inputs, used_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'building', ?6, ?7, ?8, ?8, ?9, ?10, ?8)",
-                    params![key, res.adapter, res.clone_from, name, secret, self.builder, world.id, now_ms(), inputs.lineage, input_files],
-                )?;
-                Ok(n == 1)
-            })?;
-            let Some(g) = self.golden(&key)? else {
-                continue;
-            };
-            let rebuild = claimed
-                || (g.state == GoldenState::Building
-                    && (g.builder != self.builder || g.owner_world == Some(world.id)))
-                || g.retried_for(world.last_used_at);
-            if rebuild {
-                if !claimed {
-                    // A build by a daemon that died, or a failed one the next `up` retries;
-                    // or this daemon's own build of this world retried after its server was
-                    // out of reach, which the condition already says (not an event each try).
-                    let retry = g.state == GoldenState::Building
-                        && g.builder == self.builder
-                        && g.owner_world == Some(world.id);
-                    self.store.write(owner::Golden, |tx| {
-                        tx.execute(
-                            "UPDATE goldens SET state = 'building', builder = ?2, owner_world = ?3, output = '', updated_at = ?4, lineage = ?5, inputs = ?6 WHERE key = ?1",
-                            params![key, self.builder, world.id, now_ms(), inputs.lineage, input_files],
-                        )?;
-                        Ok(())
-                    })?;
-                    if !retry {
-                        self.event(
-                            world,
-                            "golden",
-                            &format!("{service}: building golden template {} again", g.name),
-                        );
-                    }
-                } else {
-                    self.event(world, "golden", &format!("{service}: building golden template {name} (migrate and seed once; other worlds are cloned from it)"));
-                }
-                // Its migrate runs in this worktree once the paths its workdir needs are
-                // brought (its `.venv`); the build stays claimed meanwhile.
-                let brought = self.store.read(|c| {
-                    store::bootstrap_waits(
-                        c,
-                        world.id,
-                        &crate::env::workdir_rel(world, &res.workdir),
-                    )
-                })?;
-                if !brought.is_empty() {
-                    waiting.get_or_insert(format!(
-                        "{service}: waiting for {} to be brought into the worktree to build golden template {}",
-                        brought.join(", "),
-                        g.name
-                    ));
-                    continue;
-                }
-                let g = self.golden(&key)?.unwrap_or(g);
-                if let Some(cond) = self
-                    .build(world, &layout, service, res, &g, &inputs)
-                    .await?
-                {
-                    return Ok(Applied::await_change(vec![cond]));
-                }
-                continue;
-            }
-            match g.state {
-                GoldenState::Ready => {}
-                GoldenState::Failed => {
-                    return Ok(Applied::await_change(vec![Condition::failed(
-                        CONDITION,
-                        "GoldenFailed",
-                        format!("{service}: golden template {} failed: {}", g.name, g.output),
-                    )]))
-                }
-                GoldenState::Building => {
-                    waiting = Some(format!(
-                        "{service}: golden template {} is being built by another world",
-                        g.name
-                    ))
-                }
-                GoldenState::Dropping => {
-                    waiting = Some(format!(
-                        "{service}: golden template {} is being dropped; it is built again once it is gone",
-                        g.name
-                    ))
-                }
+                TemplateStep::WaitingForTemplate(why) => waiting = Some(why),
+                TemplateStep::Report(applied) => return Ok(applied),
             }
         }
         // This world's services that no longer clone: their references go. (A reference
@@ -449,20 +449,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             self.forget_refs(world, Some(&gone))?;
         }
         self.sweep_now().await;
-        if let Some(w) = waiting {
-            return Ok(Applied {
-                action: Action::Requeue(Duration::from_millis(300)),
-                conditions: vec![Condition::waiting(CONDITION, "Building", w)],
-            });
-        }
-        let msg = if notes.is_empty() {
-            "golden templates ready".to_owned()
-        } else {
-            notes.join("; ")
-        };
-        Ok(Applied::await_change(vec![Condition::ok(
-            CONDITION, "Ready", msg,
-        )]))
+        Ok(report(waiting, &notes))
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, GoldenError> {
@@ -480,4 +467,98 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             }
         }
     }
+}
+
+/// Where converging one service's template came to.
+enum TemplateStep {
+    /// Its adapter cannot clone: the note says so, and each world makes its own slice.
+    CannotClone(String),
+    /// Nothing to wait for: the template is ready, or the world's slice needs none.
+    Kept,
+    /// This world builds it once paths are brought into its worktree: why.
+    WaitingForPaths(String),
+    /// Another world builds it, or it is being dropped: why.
+    WaitingForTemplate(String),
+    /// The world's report, now (the template failed).
+    Report(Applied),
+}
+
+/// The selected services of `world` that clone from a golden template (a shared slice is
+/// its shared world's to clone).
+fn cloning_services(world: &World) -> Vec<(String, Resource)> {
+    let selected = world.spec.selected(world.group.as_deref());
+    world
+        .spec
+        .services
+        .iter()
+        .filter(|(n, _)| selected.contains(*n) && world.runs(n))
+        .filter_map(|(n, s)| {
+            s.resource()
+                .filter(|r| r.clone_from.is_some())
+                .cloned()
+                .map(|r| (n.clone(), r))
+        })
+        .collect()
+}
+
+/// What the template of `service` is made of, read from its workdir in `layout` and the
+/// server `base` names.
+fn template_inputs(
+    world: &World,
+    layout: &Layout,
+    service: &str,
+    res: &Resource,
+    base: &SliceSpec,
+) -> GoldenInputs {
+    let dir = layout.config_dir(world);
+    let workdir: PathBuf = if res.workdir.is_empty() || res.workdir == "." {
+        dir
+    } else {
+        dir.join(&res.workdir)
+    };
+    let server = base
+        .admin_url
+        .as_deref()
+        .map(crate::url::redact_server)
+        .unwrap_or_else(|| format!("managed:{}", res.adapter));
+    golden_inputs(&world.project, service, res, &server, &workdir)
+}
+
+/// What a world waits for or reports of a template another world claimed.
+fn template_state(service: &str, g: &GoldenRow) -> TemplateStep {
+    match g.state {
+        GoldenState::Ready => TemplateStep::Kept,
+        GoldenState::Failed => {
+            TemplateStep::Report(Applied::await_change(vec![Condition::failed(
+                CONDITION,
+                "GoldenFailed",
+                format!("{service}: golden template {} failed: {}", g.name, g.output),
+            )]))
+        }
+        GoldenState::Building => TemplateStep::WaitingForTemplate(format!(
+            "{service}: golden template {} is being built by another world",
+            g.name
+        )),
+        GoldenState::Dropping => TemplateStep::WaitingForTemplate(format!(
+            "{service}: golden template {} is being dropped; it is built again once it is gone",
+            g.name
+        )),
+    }
+}
+
+/// The world's report once each of its templates is ready or waited for: what it waits
+/// for, else ready (with what `notes` say of the services that cannot clone).
+fn report(waiting: Option<String>, notes: &[String]) -> Applied {
+    if let Some(w) = waiting {
+        return Applied {
+            action: Action::Requeue(Duration::from_millis(300)),
+            conditions: vec![Condition::waiting(CONDITION, "Building", w)],
+        };
+    }
+    let msg = if notes.is_empty() {
+        "golden templates ready".to_owned()
+    } else {
+        notes.join("; ")
+    };
+    Applied::await_change(vec![Condition::ok(CONDITION, "Ready", msg)])
 }

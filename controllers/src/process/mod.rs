@@ -28,7 +28,6 @@
 //! - A service without `health` may take as long to listen on its port as the command that
 //!   started it waits (`binky up --timeout`, recorded with the world).
 
-mod effects;
 mod machine;
 pub(crate) mod resources;
 mod shared;
@@ -48,17 +47,13 @@ use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileE
 use crate::store::WorktreeState;
 use crate::store::{
     self, now_ms, owner, CondStatus, DesiredState, ProcState, ProcessRow, Store, StoreError, World,
-    WorldId,
+    WorldId, WorldRunRow,
 };
 use machine::secs;
 
 pub use crate::limits::{Mechanism, ResourceLimits};
-pub use effects::{
-    Exit, Liveness, Marked, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec,
-    StopHow, Stopped, Supervisor, Usage,
-};
+use crate::supervisor::{log_tail, Liveness, ProcId, SpawnSpec, StopHow, Stopped, Supervisor};
 pub use resources::SAMPLE_EVERY;
-pub use spawn::log_tail;
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Process.condition();
@@ -400,7 +395,7 @@ impl<S: Supervisor> ProcessController<S> {
             cmd: ce.tokens.resolve(cmd, ""),
             workdir: layout.worktree.clone(),
             env: ce.vars,
-            log: Self::log_path(&self.config.logs_dir, world, "hooks"),
+            log: crate::supervisor::log_path(&self.config.logs_dir, world, "hooks"),
             token: self.sup.token(world.id),
             task: true,
             nice: crate::settings::nice(&self.store),
@@ -622,22 +617,92 @@ impl<S: Supervisor> ProcessController<S> {
                 "stopped by `binky down`; `binky up` starts it again",
             )]));
         }
-
-        // The admission gate: nothing of a held world starts.
-
-        if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
-            // Cooled by the gate to make room: it stops (files, ports and data kept) and
-            // starts again when the gate lets it.
-            if held
-                .conditions
-                .iter()
-                .any(|c| c.reason == crate::gate::Hold::Cooled.reason())
-            {
-                self.stop_world(world, "cooled to make room").await?;
-            }
+        if let Some(held) = self.held(world).await? {
             return Ok(held);
         }
-        // Gate: the worktree and the ports must be there for this generation.
+        if let Some(why) = self.unmet_gate(world)? {
+            return Ok(Applied::await_change(vec![why]));
+        }
+        let Some(layout) = self.layout(world)? else {
+            return Ok(Applied::await_change(vec![Condition::waiting(
+                CONDITION,
+                "Waiting",
+                "waiting for the worktree",
+            )]));
+        };
+        let run = self
+            .store
+            .read(|c| store::world_run(c, world.id))?
+            .unwrap_or_default();
+        if run.restart_nonce != world.restart_nonce {
+            self.reload(world).await?;
+        }
+        let order = world.spec.start_order()?;
+        // A shared service runs in the project's shared world, only while a world uses it.
+        let selected = self.running_services(world)?;
+        let mut rows = self.drop_unwanted(world, &selected).await?;
+        let snap = env::Snapshot::read(&self.store, world)?;
+        // The shared services this world depends on: their rows are the shared world's.
+        self.add_shared_rows(world, &mut rows)?;
+        let names: Vec<&String> = order.iter().filter(|n| selected.contains(*n)).collect();
+        let mut progress = self
+            .start_in_order(world, &layout, &names, &snap, &mut rows)
+            .await?;
+        // The shared services it selects are ready when the shared world's are.
+        let shared = self.shared_ready(world, &rows);
+        progress.ready += shared.ready;
+        progress.waiting.extend(shared.waiting);
+        let total = selected.len()
+            + world
+                .spec
+                .selected(world.group.as_deref())
+                .iter()
+                .filter(|n| !world.runs(n) && world.spec.services[*n].process().is_some())
+                .count();
+        let condition = if let Some(p) = progress.problem.or(shared.problem) {
+            p
+        } else if world.is_shared() && selected.is_empty() {
+            Condition::ok(
+                CONDITION,
+                "Idle",
+                "no running world of the project uses its shared services; they start with the next one",
+            )
+        } else if progress.ready == total {
+            self.post_up_once(world, &layout, &run, &snap).await?;
+            Condition::ok(
+                CONDITION,
+                "Ready",
+                format!("{} service(s) ready", progress.ready),
+            )
+        } else {
+            Condition::waiting(CONDITION, "Starting", progress.waiting.join("; "))
+        };
+        Ok(Applied {
+            action: progress.wake.map_or(Action::AwaitChange, Action::Requeue),
+            conditions: vec![condition],
+        })
+    }
+
+    /// The admission gate's hold, if it holds the world: nothing of it starts. A world
+    /// cooled by the gate to make room stops (files, ports and data kept) and starts again
+    /// when the gate lets it.
+    async fn held(&self, world: &World) -> Result<Option<Applied>, ProcessError> {
+        let Some(held) = crate::hold::hold(&self.store, world, CONDITION)? else {
+            return Ok(None);
+        };
+        if held
+            .conditions
+            .iter()
+            .any(|c| c.reason == crate::hold::Hold::Cooled.reason())
+        {
+            self.stop_world(world, "cooled to make room").await?;
+        }
+        Ok(Some(held))
+    }
+
+    /// What the world waits for before any process starts: its worktree and its ports,
+    /// observed at this generation (`None` when both are there).
+    fn unmet_gate(&self, world: &World) -> Result<Option<Condition>, StoreError> {
         let gens = self
             .store
             .read(|c| store::observed_generations(c, world.id))?;
@@ -651,63 +716,56 @@ impl<S: Supervisor> ProcessController<S> {
                     .filter(|c| c.status == CondStatus::False)
                     .map(|c| format!(": {}", c.message))
                     .unwrap_or_default();
-                return Ok(Applied::await_change(vec![Condition::waiting(
+                return Ok(Some(Condition::waiting(
                     CONDITION,
                     "Waiting",
                     format!("waiting for the {what}{detail}"),
-                )]));
+                )));
             }
         }
-        let Some(layout) = self.layout(world)? else {
-            return Ok(Applied::await_change(vec![Condition::waiting(
-                CONDITION,
-                "Waiting",
-                "waiting for the worktree",
-            )]));
-        };
+        Ok(None)
+    }
 
-        // `binky reload`: stop everything under the old nonce first.
-        let run = self
-            .store
-            .read(|c| store::world_run(c, world.id))?
-            .unwrap_or_default();
-        if run.restart_nonce != world.restart_nonce {
-            let mut rows = self.rows(world.id)?;
-            let live: BTreeSet<String> = rows.keys().cloned().collect();
-            self.pre_down(world, &rows).await?;
-            self.stop_services(world, &mut rows, &live, "reload")
-                .await?;
-            for row in rows.values_mut() {
-                row.state = ProcState::Pending;
-                row.restarts = 0;
-                row.failures = 0;
-                row.last_exit = None;
-                self.save(world.id, row)?;
-            }
-            self.store.write(owner::Process, |tx| {
-                tx.execute(
-                    "INSERT INTO world_runs (world_id, restart_nonce, updated_at) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (world_id) DO UPDATE SET restart_nonce = excluded.restart_nonce,
-                        updated_at = excluded.updated_at",
-                    params![world.id, world.restart_nonce, now_ms()],
-                )?;
-                Ok(())
-            })?;
+    /// `binky reload`: everything running under the old nonce stops and starts afresh
+    /// (restart counts reset) under the world's new one.
+    async fn reload(&self, world: &World) -> Result<(), ProcessError> {
+        let mut rows = self.rows(world.id)?;
+        let live: BTreeSet<String> = rows.keys().cloned().collect();
+        self.pre_down(world, &rows).await?;
+        self.stop_services(world, &mut rows, &live, "reload")
+            .await?;
+        for row in rows.values_mut() {
+            row.state = ProcState::Pending;
+            row.restarts = 0;
+            row.failures = 0;
+            row.last_exit = None;
+            self.save(world.id, row)?;
         }
+        self.store.write(owner::Process, |tx| {
+            tx.execute(
+                "INSERT INTO world_runs (world_id, restart_nonce, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (world_id) DO UPDATE SET restart_nonce = excluded.restart_nonce,
+                    updated_at = excluded.updated_at",
+                params![world.id, world.restart_nonce, now_ms()],
+            )?;
+            Ok(())
+        })?;
+        Ok(())
+    }
 
-        let order = world.spec.start_order()?;
-        // A shared service runs in the project's shared world, only while a world uses it.
-        let selected = self.running_services(world)?;
-
-        // Each selected service runs as its instances (`api`, and `api.1`… of a replicated
-        // one, see crate::replica).
+    /// The world's process rows once the instances no longer wanted are stopped (each
+    /// selected service runs as its instances: `api`, and `api.1`… of a replicated one, see
+    /// crate::replica) and the ones gone from its spec are forgotten (a service removed,
+    /// replicas lowered, or a service that became shared: the shared world's now).
+    async fn drop_unwanted(
+        &self,
+        world: &World,
+        selected: &BTreeSet<String>,
+    ) -> Result<BTreeMap<String, ProcessRow>, ProcessError> {
         let wanted: BTreeSet<String> = selected
             .iter()
             .flat_map(|n| world.spec.instances(n))
             .collect();
-
-        // Instances no longer wanted: stop them; forget the ones gone from the spec (a
-        // service removed, or replicas lowered).
         let mut rows = self.rows(world.id)?;
         let unwanted: BTreeSet<String> = rows
             .values()
@@ -722,7 +780,6 @@ impl<S: Supervisor> ProcessController<S> {
             };
             self.stop_services(world, &mut rows, &unwanted, why).await?;
         }
-        // A service that became shared is the shared world's now: this world's row goes.
         let gone: Vec<String> = rows
             .keys()
             .filter(|n| !world.spec.has_instance(n) || !world.runs(n))
@@ -738,10 +795,19 @@ impl<S: Supervisor> ProcessController<S> {
                 Ok(())
             })?;
         }
+        Ok(rows)
+    }
 
-        let snap = env::Snapshot::read(&self.store, world)?;
-        // The shared services this world depends on: their rows are the shared world's.
-        self.add_shared_rows(world, &mut rows)?;
+    /// Steps each instance of the services `names` (in start order) once: what is ready,
+    /// what waits, the first problem, and when to look again.
+    async fn start_in_order(
+        &self,
+        world: &World,
+        layout: &Layout,
+        names: &[&String],
+        snap: &Snapshot,
+        rows: &mut BTreeMap<String, ProcessRow>,
+    ) -> Result<Progress, ProcessError> {
         // Per-service restart nonces: one read per reconcile, not one per service (an
         // unreadable table counts as no restarts, as it always has).
         let restarts = self
@@ -751,76 +817,71 @@ impl<S: Supervisor> ProcessController<S> {
                 tracing::warn!(%err, world = %world.name, "cannot read service restarts");
                 BTreeMap::new()
             });
-        let mut ready = 0usize;
-        let mut wake: Option<Duration> = None;
-        let mut problem: Option<Condition> = None;
-        let mut waiting: Vec<String> = Vec::new();
-        for name in order.iter().filter(|n| selected.contains(*n)) {
-            let svc = &world.spec.services[name];
+        let mut progress = Progress::default();
+        for name in names {
+            let svc = &world.spec.services[name.as_str()];
             // A service is ready when every one of its replicas is.
             let mut all_ready = true;
             for instance in world.spec.instances(name) {
                 let step = self
-                    .step(world, &layout, &instance, svc, &snap, &restarts, &mut rows)
+                    .step(world, layout, &instance, svc, snap, &restarts, rows)
                     .await?;
                 all_ready &= step.ready;
                 if let Some(w) = step.wake {
-                    wake = Some(wake.map_or(w, |x| x.min(w)));
+                    progress.wake = Some(progress.wake.map_or(w, |x| x.min(w)));
                 }
-                if problem.is_none() {
-                    problem = step.problem;
+                if progress.problem.is_none() {
+                    progress.problem = step.problem;
                 }
-                waiting.extend(step.waiting);
+                progress.waiting.extend(step.waiting);
             }
             if all_ready {
-                ready += 1;
+                progress.ready += 1;
             }
         }
-
-        // The shared services it selects are ready when the shared world's are.
-        let shared = self.shared_ready(world, &rows);
-        ready += shared.ready;
-        waiting.extend(shared.waiting);
-        let total = selected.len()
-            + world
-                .spec
-                .selected(world.group.as_deref())
-                .iter()
-                .filter(|n| !world.runs(n) && world.spec.services[*n].process().is_some())
-                .count();
-        let condition = if let Some(p) = problem.or(shared.problem) {
-            p
-        } else if world.is_shared() && selected.is_empty() {
-            Condition::ok(
-                CONDITION,
-                "Idle",
-                "no running world of the project uses its shared services; they start with the next one",
-            )
-        } else if ready == total {
-            // Everything is up: run post_up once per `binky up`/`reload`.
-            if let Some(cmd) = &world.spec.hooks.post_up {
-                let key = format!("{}:{}", world.last_used_at, world.restart_nonce);
-                if run.post_up_key.as_deref() != Some(&key) {
-                    self.store.write(owner::Process, |tx| {
-                        tx.execute(
-                            "INSERT INTO world_runs (world_id, restart_nonce, post_up_key, updated_at)
-                             VALUES (?1, ?2, ?3, ?4)
-                             ON CONFLICT (world_id) DO UPDATE SET post_up_key = excluded.post_up_key,
-                                updated_at = excluded.updated_at",
-                            params![world.id, world.restart_nonce, key, now_ms()],
-                        )?;
-                        Ok(())
-                    })?;
-                    self.run_hook(world, &layout, "post_up", cmd, &snap).await;
-                }
-            }
-            Condition::ok(CONDITION, "Ready", format!("{ready} service(s) ready"))
-        } else {
-            Condition::waiting(CONDITION, "Starting", waiting.join("; "))
-        };
-        Ok(Applied {
-            action: wake.map_or(Action::AwaitChange, Action::Requeue),
-            conditions: vec![condition],
-        })
+        Ok(progress)
     }
+
+    /// Everything is up: runs `post_up` once per `binky up`/`reload` (`run` says for which
+    /// it last ran).
+    async fn post_up_once(
+        &self,
+        world: &World,
+        layout: &Layout,
+        run: &WorldRunRow,
+        snap: &Snapshot,
+    ) -> Result<(), StoreError> {
+        let Some(cmd) = &world.spec.hooks.post_up else {
+            return Ok(());
+        };
+        let key = format!("{}:{}", world.last_used_at, world.restart_nonce);
+        if run.post_up_key.as_deref() == Some(&key) {
+            return Ok(());
+        }
+        self.store.write(owner::Process, |tx| {
+            tx.execute(
+                "INSERT INTO world_runs (world_id, restart_nonce, post_up_key, updated_at)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (world_id) DO UPDATE SET post_up_key = excluded.post_up_key,
+                    updated_at = excluded.updated_at",
+                params![world.id, world.restart_nonce, key, now_ms()],
+            )?;
+            Ok(())
+        })?;
+        self.run_hook(world, layout, "post_up", cmd, snap).await;
+        Ok(())
+    }
+}
+
+/// How far one pass over a world's services came.
+#[derive(Default)]
+struct Progress {
+    /// How many services are ready (every replica).
+    ready: usize,
+    /// When to look again (the soonest any instance asked for).
+    wake: Option<Duration>,
+    /// The first problem a person must look at.
+    problem: Option<Condition>,
+    /// What the others wait for.
+    waiting: Vec<String>,
 }

@@ -21,11 +21,11 @@ use std::time::Duration;
 
 use rusqlite::params;
 
-use super::effects::{ProcId, Supervisor};
 use super::ProcessController;
 use crate::limits::{bytes, ResourceLimits};
 use crate::spec::Process;
 use crate::store::{self, now_ms, owner, ProcState, StoreError, World, WorldId};
+use crate::supervisor::{ProcId, Supervisor, Usage};
 
 /// How often the daemon samples what services use.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
@@ -253,7 +253,6 @@ impl<S: Supervisor> ProcessController<S> {
     /// memory, under IDLE_PERCENT of a core since, and said so) has only its CPU time read until [`QUIET_FULL_MS`] passes and written
     /// again only once a minute.
     pub(crate) async fn sample_usage_since(&self, seen: &mut Sampled) -> Result<(), StoreError> {
-        let Sampled { written, quiet } = seen;
         let procs = self.store.read(store::all_processes)?;
         let res: HashMap<(WorldId, String), store::ResourceRow> = self
             .store
@@ -267,67 +266,97 @@ impl<S: Supervisor> ProcessController<S> {
         for (world, p) in &procs {
             let key = (*world, p.service.clone());
             let before = res.get(&key);
-            let (Some(pid), Some(start_time)) = (p.pid, p.start_time) else {
+            if p.pid.is_none() || p.start_time.is_none() {
                 if before.is_some_and(|r| r.sampled_at.is_some()) {
                     idle.push(key);
                 }
                 continue;
-            };
-            // A service's own run is in its recorded cgroup; a setup runs outside it.
-            let cgroup = before
-                .filter(|_| {
-                    matches!(
-                        p.state,
-                        ProcState::Starting | ProcState::Running | ProcState::Unhealthy
-                    )
-                })
-                .and_then(|r| r.cgroup.as_deref());
-            let id = ProcId { pid, start_time };
-            // Found idle lately: its CPU time alone says whether it still is (one small
-            // file, where the whole reading is five, one of them long).
-            if quiet.get(&key).is_some_and(|at| now - at < QUIET_FULL_MS) {
-                let now_used = self.sup.cpu_usec(cgroup, Some(id));
-                if before.is_some_and(|r| idle_since(r, now_used, now)) {
-                    continue;
-                }
             }
-            let Some(u) = self.sup.usage(cgroup, Some(id)) else {
-                continue;
-            };
-            // An idle service (the same memory, under IDLE_PERCENT of a core since the last
-            // sample, which said so too): nothing to write. The next busy sample's percent
-            // spans the whole gap.
-            let recently = written.get(&key).is_some_and(|at| now - at < 60_000);
-            let unchanged = recently
-                && before.is_some_and(|r| {
-                    r.memory_bytes == Some(u.memory_bytes)
-                        && idle_since(r, Some(u.cpu_usec), now)
-                        && r.cpu_percent.is_some_and(|p| p < IDLE_PERCENT)
-                        && r.throttled == Some(u.throttled)
-                });
-            if unchanged {
-                quiet.insert(key, now);
-                continue;
+            if let Some((u, percent)) = self.sample(p, before, &key, seen, now) {
+                samples.push((key, u, percent));
             }
-            quiet.remove(&key);
-            let percent = before.and_then(|r| {
-                let (used, at) = (r.cpu_usec?, r.sampled_at?);
-                let wall_us = (now - at).max(1) as f64 * 1000.0;
-                (u.cpu_usec >= used).then(|| (u.cpu_usec - used) as f64 / wall_us * 100.0)
-            });
-            samples.push((key, u, percent));
         }
         // A live service's entries are renewed at least once a minute; the rest are gone.
-        written.retain(|_, at| now - *at < 120_000);
-        quiet.retain(|_, at| now - *at < 120_000);
+        seen.written.retain(|_, at| now - *at < 120_000);
+        seen.quiet.retain(|_, at| now - *at < 120_000);
         if samples.is_empty() && idle.is_empty() {
             return Ok(());
         }
         for (key, _, _) in &samples {
-            written.insert(key.clone(), now);
+            seen.written.insert(key.clone(), now);
         }
+        self.record_usage(&samples, &idle, now)
+    }
+
+    /// What the running process `p` uses now and its share of a core since `before`, when
+    /// there is something to write: nothing for a service still idle (the same memory,
+    /// under IDLE_PERCENT of a core since the last sample, which said so too). The next
+    /// busy sample's percent spans the whole gap.
+    fn sample(
+        &self,
+        p: &store::ProcessRow,
+        before: Option<&store::ResourceRow>,
+        key: &(WorldId, String),
+        seen: &mut Sampled,
+        now: i64,
+    ) -> Option<(Usage, Option<f64>)> {
+        let id = ProcId {
+            pid: p.pid?,
+            start_time: p.start_time?,
+        };
+        // A service's own run is in its recorded cgroup; a setup runs outside it.
+        let cgroup = before
+            .filter(|_| {
+                matches!(
+                    p.state,
+                    ProcState::Starting | ProcState::Running | ProcState::Unhealthy
+                )
+            })
+            .and_then(|r| r.cgroup.as_deref());
+        // Found idle lately: its CPU time alone says whether it still is (one small
+        // file, where the whole reading is five, one of them long).
+        if seen
+            .quiet
+            .get(key)
+            .is_some_and(|at| now - at < QUIET_FULL_MS)
+        {
+            let now_used = self.sup.cpu_usec(cgroup, Some(id));
+            if before.is_some_and(|r| idle_since(r, now_used, now)) {
+                return None;
+            }
+        }
+        let u = self.sup.usage(cgroup, Some(id))?;
+        let recently = seen.written.get(key).is_some_and(|at| now - at < 60_000);
+        let unchanged = recently
+            && before.is_some_and(|r| {
+                r.memory_bytes == Some(u.memory_bytes)
+                    && idle_since(r, Some(u.cpu_usec), now)
+                    && r.cpu_percent.is_some_and(|p| p < IDLE_PERCENT)
+                    && r.throttled == Some(u.throttled)
+            });
+        if unchanged {
+            seen.quiet.insert(key.clone(), now);
+            return None;
+        }
+        seen.quiet.remove(key);
+        let percent = before.and_then(|r| {
+            let (used, at) = (r.cpu_usec?, r.sampled_at?);
+            let wall_us = (now - at).max(1) as f64 * 1000.0;
+            (u.cpu_usec >= used).then(|| (u.cpu_usec - used) as f64 / wall_us * 100.0)
+        });
+        Some((u, percent))
+    }
+
+    /// Writes the `samples` taken at `now`, and forgets what the `idle` (stopped) services
+    /// used.
+    fn record_usage(
+        &self,
+        samples: &[((WorldId, String), Usage, Option<f64>)],
+        idle: &[(WorldId, String)],
+        now: i64,
+    ) -> Result<(), StoreError> {
         self.store.write(owner::Process, |tx| {
-            for ((world, service), u, percent) in &samples {
+            for ((world, service), u, percent) in samples {
                 tx.prepare_cached(
                     "INSERT INTO process_resources (world_id, service, memory_bytes, cpu_percent,
                         cpu_usec, throttled, sampled_at, updated_at)
@@ -348,7 +377,7 @@ impl<S: Supervisor> ProcessController<S> {
                     now
                 ])?;
             }
-            for (world, service) in &idle {
+            for (world, service) in idle {
                 tx.execute(
                     "UPDATE process_resources SET memory_bytes = NULL, cpu_percent = NULL,
                         cpu_usec = NULL, sampled_at = NULL

@@ -13,10 +13,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::effects::Supervisor;
 use super::ProcessController;
 use crate::runtime::Condition;
 use crate::store::{self, ProcState, ProcessRow, SliceState, StoreError, World};
+use crate::supervisor::Supervisor;
 
 /// What a world concluded of the shared services it selects.
 pub(super) struct SharedReady {
@@ -56,7 +56,7 @@ impl<S: Supervisor> ProcessController<S> {
 
     /// Is `world` through the gate?
     fn admitted(&self, world: &World) -> Result<bool, StoreError> {
-        Ok(crate::gate::held(&self.store, world)?.is_none())
+        Ok(crate::hold::held(&self.store, world)?.is_none())
     }
 
     /// Does a process of `world` of its own run (or is being stopped)?

@@ -2,15 +2,15 @@
 //! resolved from the world's tokens into the spawn spec handed to the supervisor.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
-use super::effects::{ProbeTarget, Supervisor};
 use super::ProcessController;
 use crate::env::{self, Layout, Runner, Snapshot};
 use crate::spec::{Probe, Service};
 use crate::store::World;
+use crate::supervisor::{ProbeTarget, Supervisor};
 use crate::tokens::Tokens;
 
 /// Everything a service needs to start, resolved.
@@ -35,30 +35,7 @@ pub(super) fn hash_of<T: serde::Serialize>(value: &T) -> String {
     digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
 }
 
-/// The last `lines` lines of a log file (binky's run separators left out).
-pub fn log_tail(path: &Path, lines: usize) -> String {
-    let Ok(text) = std::fs::read(path) else {
-        return String::new();
-    };
-    let start = text.len().saturating_sub(16 * 1024);
-    let text = String::from_utf8_lossy(&text[start..]);
-    // binky's own run separators are noise in a failure message.
-    let all: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.starts_with("--- binky "))
-        .collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
 impl<S: Supervisor> ProcessController<S> {
-    /// Where a service's (or hook's) log goes.
-    pub fn log_path(logs_dir: &Path, world: &World, service: &str) -> PathBuf {
-        logs_dir
-            .join(&world.project)
-            .join(&world.name)
-            .join(format!("{service}.log"))
-    }
-
     pub(super) fn resolve(
         &self,
         world: &World,

@@ -35,6 +35,7 @@ use rusqlite::{params, OptionalExtension};
 use tokio::sync::mpsc;
 
 pub use crate::registry::{Kind, Reporter};
+use crate::store::owner::Tx;
 use crate::store::{self, now_ms, owner, CondStatus, Store, StoreError, World, WorldId};
 
 pub use self::backoff::{doubling_delay, KeyBackoff};
@@ -230,6 +231,16 @@ pub(crate) struct Outcome {
     pub(crate) cleaned: bool,
 }
 
+impl Outcome {
+    /// Look again after `next` (`None`: when the world changes).
+    fn next(next: Option<Duration>) -> Outcome {
+        Outcome {
+            next,
+            ..Outcome::default()
+        }
+    }
+}
+
 /// Runs one reconcile of `world` by `controller`, writing what it concluded.
 pub(crate) async fn reconcile_one<C: Controller>(
     controller: &C,
@@ -312,64 +323,19 @@ async fn cleanup_one<C: Controller>(
     backoff: &mut KeyBackoff,
     world: &World,
 ) -> Outcome {
+    let name = controller.kind().name();
     let finalizers = match store.read(|c| store::finalizers(c, world.id)) {
         Ok(f) => f,
         Err(err) => {
-            tracing::warn!(controller = controller.kind().name(), world = world.id, %err, "cannot read finalizers");
-            return Outcome {
-                next: Some(backoff.next_delay()),
-                forget: false,
-                cleaned: false,
-            };
+            tracing::warn!(controller = name, world = world.id, %err, "cannot read finalizers");
+            return Outcome::next(Some(backoff.next_delay()));
         }
     };
-    let held = finalizers.iter().any(|f| f == controller.kind().name());
-    if !held {
-        // A world removed before any controller took it up (its daemon was killed first)
-        // has no finalizer whose removal would delete it: whoever sees that deletes it.
-        match remove_finalizer(store, world.id, "") {
-            Ok(true) => {
-                tracing::info!(world = %world.name, project = %world.project, "world removed");
-                trigger.world(world.id);
-            }
-            Ok(false) => {}
-            Err(err) => {
-                tracing::warn!(controller = controller.kind().name(), world = world.id, %err, "cannot remove an unfinalized world");
-                return Outcome {
-                    next: Some(backoff.next_delay()),
-                    forget: false,
-                    cleaned: false,
-                };
-            }
-        }
-        return Outcome {
-            next: None,
-            forget: false,
-            cleaned: false,
-        };
+    if !finalizers.iter().any(|f| f == name) {
+        return remove_unfinalized(name, store, trigger, backoff, world);
     }
-    // A project's shared world goes after the worlds that use it, as a dependency after its
-    // dependents: their processes stop before the shared services they talk to. Their rows
-    // go without nudging it, so it looks again shortly.
-    if world.is_shared() {
-        match store.read(|c| store::shared_users(c, world)) {
-            Ok(users) if !users.is_empty() => {
-                return Outcome {
-                    next: Some(Duration::from_millis(500)),
-                    forget: false,
-                    cleaned: false,
-                }
-            }
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(controller = controller.kind().name(), world = world.id, %err, "cannot read the worlds of a shared world");
-                return Outcome {
-                    next: Some(backoff.next_delay()),
-                    forget: false,
-                    cleaned: false,
-                };
-            }
-        }
+    if let Some(wait) = wait_for_shared_users(name, store, backoff, world) {
+        return wait;
     }
     // The declared teardown order: wait until those before this one are gone (their
     // finalizer's removal nudges the world).
@@ -378,57 +344,97 @@ async fn cleanup_one<C: Controller>(
         .iter()
         .any(|k| finalizers.iter().any(|f| f == k.name()))
     {
-        return Outcome {
-            next: None,
-            forget: false,
-            cleaned: false,
-        };
+        return Outcome::default();
     }
     match controller.cleanup(world).await {
         Ok(Cleanup::Done) => {
             *backoff = KeyBackoff::default();
-            match remove_finalizer(store, world.id, controller.kind().name()) {
-                Ok(gone) => {
-                    if gone {
-                        tracing::info!(world = %world.name, project = %world.project, "world removed");
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(controller = controller.kind().name(), world = world.id, %err, "cannot remove finalizer");
-                    return Outcome {
-                        next: Some(backoff.next_delay()),
-                        forget: false,
-                        cleaned: false,
-                    };
-                }
-            }
-            trigger.world(world.id);
-            Outcome {
-                next: None,
-                forget: false,
-                cleaned: true,
-            }
+            finalized(name, store, trigger, backoff, world)
         }
         Ok(Cleanup::Pending(action)) => {
             *backoff = KeyBackoff::default();
-            Outcome {
-                next: match action {
-                    Action::Requeue(d) => Some(d),
-                    Action::AwaitChange => None,
-                },
-                forget: false,
-                cleaned: false,
-            }
+            Outcome::next(match action {
+                Action::Requeue(d) => Some(d),
+                Action::AwaitChange => None,
+            })
         }
         Err(err) => {
             let delay = backoff.next_delay();
             report_error(store, trigger, controller, world, &err, backoff.attempts());
-            Outcome {
-                next: Some(delay),
-                forget: false,
-                cleaned: false,
-            }
+            Outcome::next(Some(delay))
         }
+    }
+}
+
+/// A world removed before any controller took it up (its daemon was killed first) has no
+/// finalizer whose removal would delete it: whoever sees that deletes it.
+fn remove_unfinalized(
+    controller: &str,
+    store: &Store,
+    trigger: &Trigger,
+    backoff: &mut KeyBackoff,
+    world: &World,
+) -> Outcome {
+    match remove_finalizer(store, world.id, "") {
+        Ok(true) => {
+            tracing::info!(world = %world.name, project = %world.project, "world removed");
+            trigger.world(world.id);
+        }
+        Ok(false) => {}
+        Err(err) => {
+            tracing::warn!(controller, world = world.id, %err, "cannot remove an unfinalized world");
+            return Outcome::next(Some(backoff.next_delay()));
+        }
+    }
+    Outcome::default()
+}
+
+/// A project's shared world goes after the worlds that use it, as a dependency after its
+/// dependents: their processes stop before the shared services they talk to. Their rows
+/// go without nudging it, so it looks again shortly. `None` when nothing holds it.
+fn wait_for_shared_users(
+    controller: &str,
+    store: &Store,
+    backoff: &mut KeyBackoff,
+    world: &World,
+) -> Option<Outcome> {
+    if !world.is_shared() {
+        return None;
+    }
+    match store.read(|c| store::shared_users(c, world)) {
+        Ok(users) if !users.is_empty() => Some(Outcome::next(Some(Duration::from_millis(500)))),
+        Ok(_) => None,
+        Err(err) => {
+            tracing::warn!(controller, world = world.id, %err, "cannot read the worlds of a shared world");
+            Some(Outcome::next(Some(backoff.next_delay())))
+        }
+    }
+}
+
+/// `controller` cleaned up `world`: its finalizer goes (the world with the last one), and
+/// the world is nudged for the controllers that tear down after it.
+fn finalized(
+    controller: &str,
+    store: &Store,
+    trigger: &Trigger,
+    backoff: &mut KeyBackoff,
+    world: &World,
+) -> Outcome {
+    match remove_finalizer(store, world.id, controller) {
+        Ok(true) => {
+            tracing::info!(world = %world.name, project = %world.project, "world removed");
+        }
+        Ok(false) => {}
+        Err(err) => {
+            tracing::warn!(controller, world = world.id, %err, "cannot remove finalizer");
+            return Outcome::next(Some(backoff.next_delay()));
+        }
+    }
+    trigger.world(world.id);
+    Outcome {
+        next: None,
+        forget: false,
+        cleaned: true,
     }
 }
 
@@ -588,7 +594,7 @@ pub fn set_condition(
 /// Upsert conditions; `last_transition` moves only when the status changes. Returns true
 /// when any condition's status, reason, message or stalled flag changed.
 fn write_conditions(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Tx<'_, owner::Runtime>,
     world: &World,
     controller: &str,
     conditions: &[Condition],

@@ -1,12 +1,12 @@
 //! A new slice as a server-side copy of its golden template, when the adapter can.
 
-use super::effects::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use super::{SliceController, SliceError};
-use crate::process::Supervisor;
+use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::registry::Kind;
 use crate::spec::Resource;
-use crate::store::GoldenState;
 use crate::store::{self, World};
+use crate::store::{GoldenRow, GoldenState};
+use crate::supervisor::Supervisor;
 
 /// What trying to clone a new slice from its golden template came to.
 pub(super) enum CloneOutcome {
@@ -21,6 +21,9 @@ pub(super) enum CloneOutcome {
 }
 
 impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
+    /// A new slice of `service` (`spec`) as a copy of the golden template the golden
+    /// controller recorded for it, once that is ready; the slow way when its adapter cannot
+    /// clone, or cloning fails.
     pub(super) async fn clone_from_golden(
         &self,
         world: &World,
@@ -58,34 +61,8 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         let Some(g) = self.store.read(|c| store::golden(c, &key))? else {
             return Ok(CloneOutcome::Wait("waiting for its golden template".into()));
         };
-        match g.state {
-            GoldenState::Ready => {}
-            // The golden controller builds it again for this `up`; between recording this
-            // world's reference and claiming the build it still reads `failed`.
-            GoldenState::Failed if g.retried_for(world.last_used_at) => {
-                return Ok(CloneOutcome::Wait(format!(
-                    "golden template {} failed before; it is being built again",
-                    g.name
-                )))
-            }
-            GoldenState::Failed => {
-                return Ok(CloneOutcome::Failed(format!(
-                    "golden template {} failed: {}",
-                    g.name, g.output
-                )))
-            }
-            GoldenState::Building => {
-                return Ok(CloneOutcome::Wait(format!(
-                    "golden template {} is being built",
-                    g.name
-                )))
-            }
-            GoldenState::Dropping => {
-                return Ok(CloneOutcome::Wait(format!(
-                    "golden template {} is being dropped; it is built again once it is gone",
-                    g.name
-                )))
-            }
+        if let Some(not_ready) = not_ready(world, &g) {
+            return Ok(not_ready);
         }
         let template = SliceSpec {
             slice: g.name.clone(),
@@ -124,4 +101,27 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             }
         }
     }
+}
+
+/// What a world waits for, or fails with, while its golden template `g` is not ready.
+fn not_ready(world: &World, g: &GoldenRow) -> Option<CloneOutcome> {
+    Some(match g.state {
+        GoldenState::Ready => return None,
+        // The golden controller builds it again for this `up`; between recording this
+        // world's reference and claiming the build it still reads `failed`.
+        GoldenState::Failed if g.retried_for(world.last_used_at) => CloneOutcome::Wait(format!(
+            "golden template {} failed before; it is being built again",
+            g.name
+        )),
+        GoldenState::Failed => {
+            CloneOutcome::Failed(format!("golden template {} failed: {}", g.name, g.output))
+        }
+        GoldenState::Building => {
+            CloneOutcome::Wait(format!("golden template {} is being built", g.name))
+        }
+        GoldenState::Dropping => CloneOutcome::Wait(format!(
+            "golden template {} is being dropped; it is built again once it is gone",
+            g.name
+        )),
+    })
 }

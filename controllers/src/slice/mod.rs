@@ -21,10 +21,9 @@
 //!   world's; a world that uses it waits until that slice is ready and makes none.
 
 mod clone;
-mod effects;
-mod work;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,18 +31,17 @@ use rusqlite::params;
 use sha2::{Digest, Sha256};
 
 use self::clone::CloneOutcome;
-pub use self::effects::{
+use crate::adapter::{
     random_secret, slice_name, Cause, SliceAddress, SliceEffects, SliceFault, SliceSpec,
 };
-pub(crate) use self::work::unset_settings;
-pub use self::work::SliceWork;
+use crate::adapter::{unset_settings, SliceWork};
 use crate::env::Layout;
-use crate::process::Supervisor;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, SliceRow, Store, StoreError, World};
 use crate::store::{DesiredState, ServerState, SliceState, WorktreeState};
+use crate::supervisor::Supervisor;
 
 /// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
 /// (the server row with the slice's admin address) is not running.
@@ -280,49 +278,10 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             });
         }
         let mut stopped = Vec::new();
-        for mut row in rows {
-            let key = (world.id, row.service.clone());
-            let asked = self
-                .paused
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-                .copied();
-            if asked == Some(world.generation) {
-                continue;
-            }
-            let res = world
-                .spec
-                .services
-                .get(&row.service)
-                .and_then(|s| s.resource())
-                .cloned();
-            let spec = self.made_spec(world, &row, res.as_ref());
-            match self.effects().pause(&spec).await {
-                Ok(true) => {
-                    row.state = SliceState::Stopped;
-                    row.message = "its server stopped with the world (data kept)".into();
-                    self.save(world, &row)?;
-                    stopped.push(row.service.clone());
-                }
-                Ok(false) => {
-                    self.paused
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key, world.generation);
-                }
-                Err(SliceFault::Transient(detail)) => {
-                    return Err(SliceError::Waiting {
-                        service: row.service.clone(),
-                        adapter: row.adapter.clone(),
-                        detail,
-                    })
-                }
-                Err(SliceFault::Permanent(detail)) => self.event(
-                    world,
-                    "slice_failed",
-                    &format!("{}: could not stop its server: {detail}", row.service),
-                ),
+        for row in rows {
+            let service = row.service.clone();
+            if self.pause(world, row).await? {
+                stopped.push(service);
             }
         }
         if !stopped.is_empty() {
@@ -340,6 +299,100 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             "WorldStopped",
             "the world is down; its slices are kept",
         )]))
+    }
+
+    /// Asks the slice `row` of a world that is down to stop its own server, once per
+    /// `binky down`. Returns whether it stopped one (a slice on a shared server has none).
+    async fn pause(&self, world: &World, mut row: SliceRow) -> Result<bool, SliceError> {
+        let key = (world.id, row.service.clone());
+        let asked = self
+            .paused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        if asked == Some(world.generation) {
+            return Ok(false);
+        }
+        let res = world
+            .spec
+            .services
+            .get(&row.service)
+            .and_then(|s| s.resource())
+            .cloned();
+        let spec = self.made_spec(world, &row, res.as_ref());
+        match self.effects().pause(&spec).await {
+            Ok(true) => {
+                row.state = SliceState::Stopped;
+                row.message = "its server stopped with the world (data kept)".into();
+                self.save(world, &row)?;
+                return Ok(true);
+            }
+            Ok(false) => {
+                self.paused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, world.generation);
+            }
+            Err(SliceFault::Transient(detail)) => {
+                return Err(SliceError::Waiting {
+                    service: row.service.clone(),
+                    adapter: row.adapter.clone(),
+                    detail,
+                })
+            }
+            Err(SliceFault::Permanent(detail)) => self.event(
+                world,
+                "slice_failed",
+                &format!("{}: could not stop its server: {detail}", row.service),
+            ),
+        }
+        Ok(false)
+    }
+
+    /// Drops the slice `row` of a removed world from its server (`res`: its service's
+    /// config now, if it is still there). Returns whether it was dropped: with `--force`, a
+    /// server that does not answer does not hold the removal for ever, and a slice nothing
+    /// can drop (an adapter that is gone) does not hang it; each says what may be left.
+    async fn drop_slice(
+        &self,
+        world: &World,
+        row: &SliceRow,
+        res: Option<&Resource>,
+    ) -> Result<bool, SliceError> {
+        let spec = self.made_spec(world, row, res);
+        match self.effects().teardown(&spec).await {
+            Ok(()) => Ok(true),
+            Err(SliceFault::Transient(detail)) if world.force_delete => {
+                self.event(
+                    world,
+                    "slice_failed",
+                    &format!(
+                        "{}: could not reach its {} server to drop slice {} ({detail}); forgotten (--force): drop `{}` on that server when it is back",
+                        row.service, row.adapter, row.name, row.name
+                    ),
+                );
+                Ok(false)
+            }
+            Err(SliceFault::Transient(detail)) => Err(SliceError::Unreachable {
+                world: world.name.clone(),
+                service: row.service.clone(),
+                slice: row.name.clone(),
+                adapter: row.adapter.clone(),
+                detail,
+            }),
+            Err(SliceFault::Permanent(detail)) => {
+                self.event(
+                    world,
+                    "slice_failed",
+                    &format!(
+                        "{}: could not drop slice {}: {detail}",
+                        row.service, row.name
+                    ),
+                );
+                Ok(false)
+            }
+        }
     }
 
     /// A slice is ready at this generation: record it (and that this daemon healed it).
@@ -367,7 +420,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
     fn shared_slices(
         &self,
         world: &World,
-        selected: &std::collections::BTreeSet<String>,
+        selected: &BTreeSet<String>,
     ) -> Result<Option<Applied>, SliceError> {
         let shared: Vec<&String> = selected
             .iter()
@@ -407,6 +460,379 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         }
         Ok(None)
     }
+
+    /// Converges one wanted slice (`row`, as recorded or new): made by cloning its golden
+    /// template or by its adapter, then migrated and seeded as due, and recorded ready.
+    async fn converge(
+        &self,
+        world: &World,
+        res: &Resource,
+        mut row: SliceRow,
+        layout: Option<&Layout>,
+    ) -> Result<SliceStep, SliceError> {
+        let service = row.service.clone();
+        if row.state == SliceState::Failed && row.failed_generation == Some(world.generation) {
+            return Ok(SliceStep::Report(failed(
+                "SliceFailed",
+                format!("{service}: {}", row.message),
+            )));
+        }
+        let healed = self
+            .healed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(world.id, service.clone()))
+            .copied()
+            == Some(world.generation);
+        let spec = self
+            .work
+            .spec_of(world, &service, res, &row.name, &row.secret);
+        // An admin_url (or option) from a variable `binky up` did not have: say exactly
+        // that, not "admin_url is not a URL".
+        if let Some(why) = unset_settings(world, res) {
+            return Ok(SliceStep::Report(failed(
+                "EnvUnset",
+                format!("{service}: {why}; set it in the environment of `binky up` and run `binky up {}` again", world.name),
+            )));
+        }
+        self.check_drift(world, res, &spec, &mut row, healed)
+            .await?;
+        let due = Due::of(res, &row);
+        // A ready slice is provisioned again at a new generation (healing a changed
+        // password, say), unless its adapter's provision runs once per slice (0.1.2's
+        // external adapters need not be idempotent: a second provision may fail).
+        if row.state == SliceState::Ready
+            && row.adapter == res.adapter
+            && !due.any()
+            && (healed || self.effects().provisions_once(&spec))
+        {
+            return Ok(SliceStep::Ready(format!("{service}={}", row.name)));
+        }
+        let healed = healed && row.state != SliceState::Pending;
+        self.make(world, res, row, &spec, layout, healed).await
+    }
+
+    /// Makes the slice `row` records (cloned from its golden template, or provisioned:
+    /// again only where `healed` does not say it was at this generation), runs its due
+    /// `migrate` and `seed`, and records it ready.
+    async fn make(
+        &self,
+        world: &World,
+        res: &Resource,
+        mut row: SliceRow,
+        spec: &SliceSpec,
+        layout: Option<&Layout>,
+        healed: bool,
+    ) -> Result<SliceStep, SliceError> {
+        let service = row.service.clone();
+        let key = (world.id, service.clone());
+        let due = Due::of(res, &row);
+        let fresh = row.address.is_none();
+        // A new slice with `clone_from`: a server-side copy of the golden template,
+        // when the adapter can; correctness never depends on it, only speed.
+        if fresh && res.clone_from.is_some() {
+            if let Some(step) = self.clone_step(world, res, spec, &mut row).await? {
+                return Ok(step);
+            }
+        }
+        let address = match self.provision(world, res, spec, &mut row, healed).await? {
+            ControlFlow::Continue(address) => address,
+            ControlFlow::Break(applied) => return Ok(SliceStep::Report(applied)),
+        };
+        record_address(&mut row, &res.adapter, &address);
+        if fresh {
+            self.event(
+                world,
+                "slice",
+                &format!("{service}: provisioned {} slice {}", res.adapter, row.name),
+            );
+        }
+        if due.any() {
+            if let Some(why) = self.worktree_wait(world, res, layout)? {
+                // Made at this generation: reused, not provisioned again, once it may run.
+                row.state = SliceState::Provisioned;
+                row.message = why.clone();
+                self.save(world, &row)?;
+                self.healed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, world.generation);
+                return Ok(SliceStep::WaitingForWorktree(format!("{service}: {why}")));
+            }
+        }
+        if let Some(layout) = layout {
+            if let ControlFlow::Break(applied) = self
+                .run_due(world, res, &mut row, layout, &address, due)
+                .await?
+            {
+                return Ok(SliceStep::Report(applied));
+            }
+        }
+        Ok(SliceStep::Ready(self.mark_ready(world, &mut row, key)?))
+    }
+
+    /// A new slice cloned from its golden template: ready, waiting for the template, or
+    /// failed with it; `None` when it is made the slow way.
+    async fn clone_step(
+        &self,
+        world: &World,
+        res: &Resource,
+        spec: &SliceSpec,
+        row: &mut SliceRow,
+    ) -> Result<Option<SliceStep>, SliceError> {
+        let service = row.service.clone();
+        Ok(Some(
+            match self.clone_from_golden(world, &service, res, spec).await? {
+                CloneOutcome::Cloned(address) => {
+                    record_address(row, &res.adapter, &address);
+                    // The template ran them: the copy has their effect.
+                    row.migrate_hash = res.migrate.as_deref().map(hash);
+                    row.seed_hash = res.seed.as_deref().map(hash);
+                    SliceStep::Ready(self.mark_ready(world, row, (world.id, service))?)
+                }
+                CloneOutcome::Wait(why) => {
+                    SliceStep::Report(Applied::await_change(vec![Condition::waiting(
+                        CONDITION,
+                        "Waiting",
+                        format!("{service}: {why}"),
+                    )]))
+                }
+                CloneOutcome::Failed(why) => {
+                    SliceStep::Report(failed("GoldenFailed", format!("{service}: {why}")))
+                }
+                CloneOutcome::Fallback => return Ok(None),
+            },
+        ))
+    }
+
+    /// Drift: a ready slice dropped from outside binky is made again, migrated and seeded
+    /// (or cloned), not left empty. Checked at every new generation (`healed` is false) and
+    /// otherwise at most every DRIFT_CHECK.
+    async fn check_drift(
+        &self,
+        world: &World,
+        res: &Resource,
+        spec: &SliceSpec,
+        row: &mut SliceRow,
+        healed: bool,
+    ) -> Result<(), SliceError> {
+        if row.state != SliceState::Ready || row.adapter != res.adapter {
+            return Ok(());
+        }
+        let key = (world.id, row.service.clone());
+        let due = !healed
+            || self
+                .checked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .is_none_or(|t| t.elapsed() >= DRIFT_CHECK);
+        if !due {
+            return Ok(());
+        }
+        if let Ok(Some(false)) = self.effects().exists(spec).await {
+            self.event(
+                world,
+                "slice_drift",
+                &format!(
+                    "{}: {} slice {} was dropped outside binky; making it again (provision, migrate, seed)",
+                    row.service, res.adapter, row.name
+                ),
+            );
+            row.address = None;
+            row.migrate_hash = None;
+            row.seed_hash = None;
+            row.state = SliceState::Pending;
+            self.save(world, row)?;
+            self.healed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        } else {
+            self.checked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, std::time::Instant::now());
+        }
+        Ok(())
+    }
+
+    /// The slice's address: the one already made when it can be reused, else provisioned
+    /// by its adapter. A server that cannot be reached is an error (retried); a refusal
+    /// fails the slice for this generation (`Break` with the world's report).
+    async fn provision(
+        &self,
+        world: &World,
+        res: &Resource,
+        spec: &SliceSpec,
+        row: &mut SliceRow,
+        healed: bool,
+    ) -> Result<ControlFlow<Applied, SliceAddress>, SliceError> {
+        // Provisioned at this generation already (waiting for the worktree since):
+        // reuse it instead of asking the server again.
+        // An adapter that provisions once: its made slice is reused (a changed migrate
+        // runs on it) instead of provisioned again.
+        let made_once = self.effects().provisions_once(spec)
+            && row.adapter == res.adapter
+            && matches!(row.state, SliceState::Ready | SliceState::Provisioned);
+        let reuse = ((healed && row.state == SliceState::Provisioned) || made_once)
+            .then(|| {
+                row.address.clone().map(|url| SliceAddress {
+                    url,
+                    tokens: row.tokens.clone(),
+                    admin_url: row.admin_url.clone(),
+                })
+            })
+            .flatten();
+        let provisioned = match reuse {
+            Some(a) => Ok(a),
+            None => self.effects().provision(spec).await,
+        };
+        match provisioned {
+            Ok(a) => Ok(ControlFlow::Continue(a)),
+            Err(SliceFault::Transient(detail)) => {
+                row.message = format!("waiting for its {} server: {detail}", res.adapter);
+                self.save(world, row)?;
+                Err(SliceError::Waiting {
+                    service: row.service.clone(),
+                    adapter: res.adapter.clone(),
+                    detail,
+                })
+            }
+            Err(SliceFault::Permanent(detail)) => {
+                let said = format!("{}: {detail}", row.service);
+                self.fail(world, row, "slice_failed", detail.to_string())?;
+                Ok(ControlFlow::Break(failed("SliceFailed", said)))
+            }
+        }
+    }
+
+    /// Why migrate and seed cannot run yet: they run in the worktree, once the paths their
+    /// workdir needs are brought into it (its `.venv`, say).
+    fn worktree_wait(
+        &self,
+        world: &World,
+        res: &Resource,
+        layout: Option<&Layout>,
+    ) -> Result<Option<String>, SliceError> {
+        if layout.is_none() {
+            return Ok(Some(
+                "waiting for the worktree to run migrate and seed".to_owned(),
+            ));
+        }
+        let brought = self.store.read(|c| {
+            store::bootstrap_waits(c, world.id, &crate::env::workdir_rel(world, &res.workdir))
+        })?;
+        Ok((!brought.is_empty()).then(|| {
+            format!(
+                "waiting for {} to be brought into the worktree to run migrate and seed",
+                brought.join(", ")
+            )
+        }))
+    }
+
+    /// Runs the slice's due `migrate`, then its due `seed`, in the worktree with the
+    /// slice's address; a failing one fails the slice for this generation (`Break` with
+    /// the world's report).
+    async fn run_due(
+        &self,
+        world: &World,
+        res: &Resource,
+        row: &mut SliceRow,
+        layout: &Layout,
+        address: &SliceAddress,
+        due: Due,
+    ) -> Result<ControlFlow<Applied>, SliceError> {
+        let service = row.service.clone();
+        for (which, cmd, due) in [
+            ("migrate", res.migrate.as_deref(), due.migrate),
+            ("seed", res.seed.as_deref(), due.seed),
+        ] {
+            let Some(cmd) = cmd.filter(|_| due) else {
+                continue;
+            };
+            row.state = if which == "migrate" {
+                SliceState::Migrating
+            } else {
+                SliceState::Seeding
+            };
+            row.message = format!("running {which}");
+            self.save(world, row)?;
+            if let Err(msg) = self
+                .work
+                .run_command(world, layout, &service, res, which, cmd, address)
+                .await
+            {
+                self.fail(world, row, &format!("{which}_failed"), msg.clone())?;
+                return Ok(ControlFlow::Break(failed(
+                    "SliceFailed",
+                    format!("{service}: {msg}"),
+                )));
+            }
+            if which == "migrate" {
+                row.migrate_hash = Some(hash(cmd));
+            } else {
+                row.seed_hash = Some(hash(cmd));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Records the slice failed at this generation, with an event of `kind`.
+    fn fail(
+        &self,
+        world: &World,
+        row: &mut SliceRow,
+        kind: &str,
+        msg: String,
+    ) -> Result<(), SliceError> {
+        row.state = SliceState::Failed;
+        row.failed_generation = Some(world.generation);
+        row.message = msg;
+        self.save(world, row)?;
+        self.event(world, kind, &format!("{}: {}", row.service, row.message));
+        Ok(())
+    }
+
+    /// The world's report once each wanted slice is ready or waits for the worktree: what
+    /// still waits (the worktree, a managed server that is down, the project's shared
+    /// slices), else the ready slices.
+    fn report(
+        &self,
+        world: &World,
+        selected: &BTreeSet<String>,
+        wanted: &[(String, Resource)],
+        rows: &BTreeMap<String, SliceRow>,
+        ready: Vec<String>,
+        waiting_for_worktree: Option<String>,
+    ) -> Result<Applied, SliceError> {
+        if let Some(why) = waiting_for_worktree {
+            return Ok(Applied {
+                // The worktree controller nudges the world as it gets each path; looked at
+                // again anyway.
+                action: Action::Requeue(Duration::from_secs(1)),
+                conditions: vec![Condition::waiting(CONDITION, "Waiting", why)],
+            });
+        }
+        // The managed servers, to say when one a slice lives on is down.
+        let servers = self.store.read(store::servers)?;
+        let down = servers_down(&servers, rows, wanted);
+        if !down.is_empty() {
+            return Ok(Applied {
+                // The server watch nudges the world when the server is back.
+                action: Action::Requeue(Duration::from_secs(5)),
+                conditions: vec![Condition::waiting(CONDITION, "ServerDown", down.join("; "))],
+            });
+        }
+        if let Some(waiting) = self.shared_slices(world, selected)? {
+            return Ok(waiting);
+        }
+        Ok(Applied::await_change(vec![Condition::ok(
+            CONDITION,
+            "Ready",
+            ready.join(" "),
+        )]))
+    }
 }
 
 impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
@@ -418,22 +844,14 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
 
     async fn apply(&self, world: &World) -> Result<Applied, SliceError> {
         // The admission gate: nothing of a held world starts.
-        if let Some(held) = crate::gate::hold(&self.store, world, CONDITION)? {
+        if let Some(held) = crate::hold::hold(&self.store, world, CONDITION)? {
             return Ok(held);
         }
         if world.desired == DesiredState::Stopped {
             return self.stop_with_world(world).await;
         }
         let selected = world.spec.selected(world.group.as_deref());
-        let wanted: Vec<(String, Resource)> = world
-            .spec
-            .start_order()
-            .unwrap_or_else(|_| world.spec.services.keys().cloned().collect())
-            .into_iter()
-            .filter(|n| selected.contains(n) && world.runs(n))
-            .filter_map(|n| world.spec.services[&n].resource().cloned().map(|r| (n, r)))
-            .collect();
-        let wanted = referenced_first(wanted);
+        let wanted = wanted_slices(world, &selected);
         if wanted.is_empty() {
             // A shared adapter service's slice is the project's shared world's: this world
             // waits for it, and makes nothing (also below, once its own are made).
@@ -458,299 +876,31 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             .into_iter()
             .map(|r| (r.service.clone(), r))
             .collect();
-        // The managed servers, to say when one a slice lives on is down.
-        let servers = self.store.read(store::servers)?;
         let mut ready = Vec::new();
         // A slice whose migrate waits for the worktree (or a path brought into it).
         let mut waiting_for_worktree: Option<String> = None;
         for (service, res) in &wanted {
-            let mut row = match rows.get(service) {
+            let row = match rows.get(service) {
                 Some(r) => r.clone(),
-                None => SliceRow {
-                    service: service.clone(),
-                    adapter: res.adapter.clone(),
-                    name: slice_name(&world.project, &world.name, service),
-                    secret: random_secret()?,
-                    state: SliceState::Provisioning,
-                    address: None,
-                    tokens: BTreeMap::new(),
-                    admin_url: None,
-                    migrate_hash: None,
-                    seed_hash: None,
-                    failed_generation: None,
-                    message: String::new(),
-                },
+                None => new_row(world, service, res)?,
             };
-            if row.state == SliceState::Failed && row.failed_generation == Some(world.generation) {
-                return Ok(Applied::await_change(vec![Condition::failed(
-                    CONDITION,
-                    "SliceFailed",
-                    format!("{service}: {}", row.message),
-                )]));
-            }
-            let key = (world.id, service.clone());
-            let healed = self
-                .healed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-                .copied()
-                == Some(world.generation);
-            let spec = self
-                .work
-                .spec_of(world, service, res, &row.name, &row.secret);
-            // An admin_url (or option) from a variable `binky up` did not have: say exactly
-            // that, not "admin_url is not a URL".
-            if let Some(why) = unset_settings(world, res) {
-                return Ok(Applied::await_change(vec![Condition::failed(
-                        CONDITION,
-                        "EnvUnset",
-                        format!("{service}: {why}; set it in the environment of `binky up` and run `binky up {}` again", world.name),
-                    )]));
-            }
-            // Drift: a slice dropped from outside binky is made again, migrated and seeded
-            // (or cloned), not left empty. Checked at every new generation and otherwise at
-            // most every DRIFT_CHECK.
-            if row.state == SliceState::Ready && row.adapter == res.adapter {
-                let due = !healed
-                    || self
-                        .checked
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get(&key)
-                        .is_none_or(|t| t.elapsed() >= DRIFT_CHECK);
-                if due {
-                    if let Ok(Some(false)) = self.effects().exists(&spec).await {
-                        self.event(
-                            world,
-                            "slice_drift",
-                            &format!(
-                                "{service}: {} slice {} was dropped outside binky; making it again (provision, migrate, seed)",
-                                res.adapter, row.name
-                            ),
-                        );
-                        row.address = None;
-                        row.migrate_hash = None;
-                        row.seed_hash = None;
-                        row.state = SliceState::Pending;
-                        self.save(world, &row)?;
-                        self.healed
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(&key);
-                    } else {
-                        self.checked
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(key.clone(), std::time::Instant::now());
-                    }
-                }
-            }
-            let migrate_due = res
-                .migrate
-                .as_deref()
-                .is_some_and(|m| row.migrate_hash.as_deref() != Some(&hash(m)));
-            let seed_due = res.seed.is_some() && row.seed_hash.is_none();
-            // A ready slice is provisioned again at a new generation (healing a changed
-            // password, say), unless its adapter's provision runs once per slice (0.1.2's
-            // external adapters need not be idempotent: a second provision may fail).
-            if row.state == SliceState::Ready
-                && row.adapter == res.adapter
-                && !migrate_due
-                && !seed_due
-                && (healed || self.effects().provisions_once(&spec))
-            {
-                ready.push(format!("{service}={}", row.name));
-                continue;
-            }
-            let healed = healed && row.state != SliceState::Pending;
-            let fresh = row.address.is_none();
-            // A new slice with `clone_from`: a server-side copy of the golden template,
-            // when the adapter can; correctness never depends on it, only speed.
-            if fresh && res.clone_from.is_some() {
-                match self.clone_from_golden(world, service, res, &spec).await? {
-                    CloneOutcome::Cloned(address) => {
-                        row.adapter = res.adapter.clone();
-                        row.address = Some(address.url.clone());
-                        row.tokens = address.tokens.clone();
-                        row.admin_url = address.admin_url.clone();
-                        // The template ran them: the copy has their effect.
-                        row.migrate_hash = res.migrate.as_deref().map(hash);
-                        row.seed_hash = res.seed.as_deref().map(hash);
-                        ready.push(self.mark_ready(world, &mut row, key)?);
-                        continue;
-                    }
-                    CloneOutcome::Wait(why) => {
-                        return Ok(Applied::await_change(vec![Condition::waiting(
-                            CONDITION,
-                            "Waiting",
-                            format!("{service}: {why}"),
-                        )]))
-                    }
-                    CloneOutcome::Failed(why) => {
-                        return Ok(Applied::await_change(vec![Condition::failed(
-                            CONDITION,
-                            "GoldenFailed",
-                            format!("{service}: {why}"),
-                        )]))
-                    }
-                    CloneOutcome::Fallback => {}
-                }
-            }
-            // Provisioned at this generation already (waiting for the worktree since):
-            // reuse it instead of asking the server again.
-            // An adapter that provisions once: its made slice is reused (a changed migrate
-            // runs on it) instead of provisioned again.
-            let made_once = self.effects().provisions_once(&spec)
-                && row.adapter == res.adapter
-                && matches!(row.state, SliceState::Ready | SliceState::Provisioned);
-            let reuse = ((healed && row.state == SliceState::Provisioned) || made_once)
-                .then(|| {
-                    row.address.clone().map(|url| SliceAddress {
-                        url,
-                        tokens: row.tokens.clone(),
-                        admin_url: row.admin_url.clone(),
-                    })
-                })
-                .flatten();
-            let provisioned = match reuse {
-                Some(a) => Ok(a),
-                None => self.effects().provision(&spec).await,
-            };
-            let address = match provisioned {
-                Ok(a) => a,
-                Err(SliceFault::Transient(detail)) => {
-                    row.message = format!("waiting for its {} server: {detail}", res.adapter);
-                    self.save(world, &row)?;
-                    return Err(SliceError::Waiting {
-                        service: service.clone(),
-                        adapter: res.adapter.clone(),
-                        detail,
-                    });
-                }
-                Err(SliceFault::Permanent(detail)) => {
-                    row.state = SliceState::Failed;
-                    row.failed_generation = Some(world.generation);
-                    row.message = detail.to_string();
-                    self.save(world, &row)?;
-                    self.event(world, "slice_failed", &format!("{service}: {detail}"));
-                    return Ok(Applied::await_change(vec![Condition::failed(
-                        CONDITION,
-                        "SliceFailed",
-                        format!("{service}: {detail}"),
-                    )]));
-                }
-            };
-            row.adapter = res.adapter.clone();
-            row.address = Some(address.url.clone());
-            row.tokens = address.tokens.clone();
-            row.admin_url = address.admin_url.clone();
-            if fresh {
-                self.event(
-                    world,
-                    "slice",
-                    &format!("{service}: provisioned {} slice {}", res.adapter, row.name),
-                );
-            }
-            // migrate and seed run in the worktree, once the paths their workdir needs are
-            // brought into it (its `.venv`, say).
-            let brought = match &layout {
-                Some(_) if migrate_due || seed_due => self.store.read(|c| {
-                    store::bootstrap_waits(
-                        c,
-                        world.id,
-                        &crate::env::workdir_rel(world, &res.workdir),
-                    )
-                })?,
-                _ => Vec::new(),
-            };
-            if (migrate_due || seed_due) && (layout.is_none() || !brought.is_empty()) {
-                let why = if brought.is_empty() {
-                    "waiting for the worktree to run migrate and seed".to_owned()
-                } else {
-                    format!(
-                        "waiting for {} to be brought into the worktree to run migrate and seed",
-                        brought.join(", ")
-                    )
-                };
-                row.state = SliceState::Provisioned;
-                row.message = why.clone();
-                self.save(world, &row)?;
-                self.healed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, world.generation);
+            match self.converge(world, res, row, layout.as_ref()).await? {
+                SliceStep::Ready(said) => ready.push(said),
                 // The world's other slices are made meanwhile.
-                waiting_for_worktree.get_or_insert(format!("{service}: {why}"));
-                continue;
-            }
-            for (which, cmd, due) in [
-                ("migrate", res.migrate.as_deref(), migrate_due),
-                ("seed", res.seed.as_deref(), seed_due),
-            ] {
-                // A due command implies a worktree (checked above).
-                let (Some(cmd), Some(layout)) = (cmd.filter(|_| due), layout.as_ref()) else {
-                    continue;
-                };
-                row.state = if which == "migrate" {
-                    SliceState::Migrating
-                } else {
-                    SliceState::Seeding
-                };
-                row.message = format!("running {which}");
-                self.save(world, &row)?;
-                if let Err(msg) = self
-                    .work
-                    .run_command(world, layout, service, res, which, cmd, &address)
-                    .await
-                {
-                    row.state = SliceState::Failed;
-                    row.failed_generation = Some(world.generation);
-                    row.message = msg.clone();
-                    self.save(world, &row)?;
-                    self.event(
-                        world,
-                        &format!("{which}_failed"),
-                        &format!("{service}: {msg}"),
-                    );
-                    return Ok(Applied::await_change(vec![Condition::failed(
-                        CONDITION,
-                        "SliceFailed",
-                        format!("{service}: {msg}"),
-                    )]));
+                SliceStep::WaitingForWorktree(why) => {
+                    waiting_for_worktree.get_or_insert(why);
                 }
-                if which == "migrate" {
-                    row.migrate_hash = Some(hash(cmd));
-                } else {
-                    row.seed_hash = Some(hash(cmd));
-                }
+                SliceStep::Report(applied) => return Ok(applied),
             }
-            ready.push(self.mark_ready(world, &mut row, key)?);
         }
-        if let Some(why) = waiting_for_worktree {
-            return Ok(Applied {
-                // The worktree controller nudges the world as it gets each path; looked at
-                // again anyway.
-                action: Action::Requeue(std::time::Duration::from_secs(1)),
-                conditions: vec![Condition::waiting(CONDITION, "Waiting", why)],
-            });
-        }
-        let down = servers_down(&servers, &rows, &wanted);
-        if !down.is_empty() {
-            return Ok(Applied {
-                // The server watch nudges the world when the server is back.
-                action: Action::Requeue(std::time::Duration::from_secs(5)),
-                conditions: vec![Condition::waiting(CONDITION, "ServerDown", down.join("; "))],
-            });
-        }
-        if let Some(waiting) = self.shared_slices(world, &selected)? {
-            return Ok(waiting);
-        }
-        Ok(Applied::await_change(vec![Condition::ok(
-            CONDITION,
-            "Ready",
-            ready.join(" "),
-        )]))
+        self.report(
+            world,
+            &selected,
+            &wanted,
+            &rows,
+            ready,
+            waiting_for_worktree,
+        )
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, SliceError> {
@@ -765,60 +915,13 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 .get(&row.service)
                 .and_then(|s| s.resource())
                 .cloned();
-            let spec = self.made_spec(world, &row, res.as_ref());
             // Never made (its server's address came from an unset variable): nothing to drop.
             let never_made = row.address.is_none()
                 && row.admin_url.is_none()
                 && res
                     .as_ref()
                     .is_some_and(|r| unset_settings(world, r).is_some());
-            if never_made {
-                self.store.write(owner::Slice, |tx| {
-                    tx.execute(
-                        "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
-                        params![world.id, row.service],
-                    )?;
-                    Ok(())
-                })?;
-                continue;
-            }
-            let dropped = match self.effects().teardown(&spec).await {
-                Ok(()) => true,
-                // `--force`: a server that does not answer does not hold the world's removal
-                // for ever; what may be left on it is said.
-                Err(SliceFault::Transient(detail)) if world.force_delete => {
-                    self.event(
-                        world,
-                        "slice_failed",
-                        &format!(
-                            "{}: could not reach its {} server to drop slice {} ({detail}); forgotten (--force): drop `{}` on that server when it is back",
-                            row.service, row.adapter, row.name, row.name
-                        ),
-                    );
-                    false
-                }
-                Err(SliceFault::Transient(detail)) => {
-                    return Err(SliceError::Unreachable {
-                        world: world.name.clone(),
-                        service: row.service.clone(),
-                        slice: row.name.clone(),
-                        adapter: row.adapter.clone(),
-                        detail,
-                    })
-                }
-                Err(SliceFault::Permanent(detail)) => {
-                    // Nothing binky can drop (an adapter that is gone): say so, do not hang.
-                    self.event(
-                        world,
-                        "slice_failed",
-                        &format!(
-                            "{}: could not drop slice {}: {detail}",
-                            row.service, row.name
-                        ),
-                    );
-                    false
-                }
-            };
+            let dropped = !never_made && self.drop_slice(world, &row, res.as_ref()).await?;
             self.store.write(owner::Slice, |tx| {
                 tx.execute(
                     "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
@@ -839,6 +942,85 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
         }
         Ok(Cleanup::Done)
     }
+}
+
+/// Where converging one slice came to.
+enum SliceStep {
+    /// Ready: `service=slice`, for the world's condition.
+    Ready(String),
+    /// Made; its migrate and seed wait for the worktree (or a path brought into it): why.
+    WaitingForWorktree(String),
+    /// The world's report, now (the slice failed, or waits for its golden template).
+    Report(Applied),
+}
+
+/// Which of a slice's commands are due: `migrate` when its text changed since it last
+/// ran, `seed` once per slice.
+#[derive(Clone, Copy)]
+struct Due {
+    migrate: bool,
+    seed: bool,
+}
+
+impl Due {
+    fn of(res: &Resource, row: &SliceRow) -> Due {
+        Due {
+            migrate: res
+                .migrate
+                .as_deref()
+                .is_some_and(|m| row.migrate_hash.as_deref() != Some(&hash(m))),
+            seed: res.seed.is_some() && row.seed_hash.is_none(),
+        }
+    }
+
+    fn any(self) -> bool {
+        self.migrate || self.seed
+    }
+}
+
+/// Records where the slice `row` was made (by `adapter`).
+fn record_address(row: &mut SliceRow, adapter: &str, address: &SliceAddress) {
+    row.adapter = adapter.to_owned();
+    row.address = Some(address.url.clone());
+    row.tokens = address.tokens.clone();
+    row.admin_url = address.admin_url.clone();
+}
+
+/// The world's condition for a slice that failed.
+fn failed(reason: &str, message: String) -> Applied {
+    Applied::await_change(vec![Condition::failed(CONDITION, reason, message)])
+}
+
+/// The adapter services of `world` that get a slice of its own, in the order their
+/// slices are made: selected, run by this world (not shared), dependencies first.
+fn wanted_slices(world: &World, selected: &BTreeSet<String>) -> Vec<(String, Resource)> {
+    let wanted: Vec<(String, Resource)> = world
+        .spec
+        .start_order()
+        .unwrap_or_else(|_| world.spec.services.keys().cloned().collect())
+        .into_iter()
+        .filter(|n| selected.contains(n) && world.runs(n))
+        .filter_map(|n| world.spec.services[&n].resource().cloned().map(|r| (n, r)))
+        .collect();
+    referenced_first(wanted)
+}
+
+/// The record of a slice not made yet: its name, and a new secret.
+fn new_row(world: &World, service: &str, res: &Resource) -> Result<SliceRow, SliceError> {
+    Ok(SliceRow {
+        service: service.to_owned(),
+        adapter: res.adapter.clone(),
+        name: slice_name(&world.project, &world.name, service),
+        secret: random_secret()?,
+        state: SliceState::Provisioning,
+        address: None,
+        tokens: BTreeMap::new(),
+        admin_url: None,
+        migrate_hash: None,
+        seed_hash: None,
+        failed_generation: None,
+        message: String::new(),
+    })
 }
 
 /// `wanted` with each adapter service after the ones its `migrate`, `seed` or `env` name

@@ -61,49 +61,14 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
 impl Store {
     /// Create or update a world to run `spec` (what `binky up` writes).
     pub fn put_world(&self, new: &NewWorld) -> Result<PutOutcome, StoreError> {
-        let spec = encode(&new.spec)?;
-        let env = encode(&new.env)?;
-        let wait = wait_ms(new.wait);
-        let now = now_ms();
-        let repo = new.repo_root.to_string_lossy().into_owned();
-        let id = self.write(owner::Commands, |tx| {
-            let project: Option<(i64, String)> = tx
-                .query_row(
-                    "SELECT id, repo_root FROM projects WHERE name = ?1",
-                    [&new.project],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let project_id = match project {
-                Some((id, root)) if root == repo => id,
-                Some((id, root)) => {
-                    // A project whose worlds are all gone can move to a new checkout.
-                    let worlds: i64 = tx.query_row(
-                        "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
-                        [id],
-                        |r| r.get(0),
-                    )?;
-                    if worlds > 0 {
-                        return Err(StoreError::ProjectNameTaken {
-                            name: new.project.clone(),
-                            existing: root,
-                            requested: repo.clone(),
-                        });
-                    }
-                    tx.execute(
-                        "UPDATE projects SET repo_root = ?1 WHERE id = ?2",
-                        params![repo, id],
-                    )?;
-                    id
-                }
-                None => {
-                    tx.execute(
-                        "INSERT INTO projects (name, repo_root, created_at) VALUES (?1, ?2, ?3)",
-                        params![new.project, repo, now],
-                    )?;
-                    tx.last_insert_rowid()
-                }
-            };
+        let written = Written {
+            spec: encode(&new.spec)?,
+            env: encode(&new.env)?,
+            wait: wait_ms(new.wait),
+            now: now_ms(),
+        };
+        let (id, created) = self.write(owner::Commands, |tx| {
+            let project_id = project_of(tx, new, written.now)?;
             let existing: Option<(i64, Option<i64>)> = tx
                 .query_row(
                     "SELECT id, deleted_at FROM worlds WHERE project_id = ?1 AND name = ?2",
@@ -111,67 +76,26 @@ impl Store {
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            match existing {
-                Some((_, Some(_))) => Err(StoreError::BeingRemoved(new.name.clone())),
+            let (id, created) = match existing {
+                Some((_, Some(_))) => return Err(StoreError::BeingRemoved(new.name.clone())),
                 Some((id, None)) => {
-                    tx.execute(
-                        "UPDATE worlds SET spec = ?1, env = ?2, service_group = ?3,
-                            config_path = ?4, config_rel = ?5, desired_state = 'running',
-                            generation = generation + 1, updated_at = ?6, last_used_at = ?6,
-                            wait_ms = COALESCE(?8, wait_ms)
-                         WHERE id = ?7",
-                        params![
-                            spec,
-                            env,
-                            new.group,
-                            new.config_path.to_string_lossy(),
-                            new.config_rel,
-                            now,
-                            id,
-                            wait
-                        ],
-                    )?;
+                    rerun_world(tx, id, new, &written)?;
                     add_event(tx, id, "up", "up requested")?;
-                    sync_shared(tx, project_id, Some(writer(id, new)))?;
-                    Ok((id, false))
+                    (id, false)
                 }
                 None => {
-                    tx.execute(
-                        "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
-                            config_rel, config_path, spec, env, service_group, desired_state,
-                            generation, created_at, updated_at, last_used_at, wait_ms, id)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', 1, ?11, ?11, ?11,
-                            ?12, ?13)",
-                        params![
-                            project_id,
-                            new.name,
-                            new.branch,
-                            new.from_ref,
-                            new.worktree_path.to_string_lossy(),
-                            new.config_rel,
-                            new.config_path.to_string_lossy(),
-                            spec,
-                            env,
-                            new.group,
-                            now,
-                            wait,
-                            next_world_id(tx)?
-                        ],
-                    )?;
-                    let id = tx.last_insert_rowid();
+                    let id = insert_world(tx, project_id, new, &written)?;
                     add_event(tx, id, "created", "world created")?;
-                    sync_shared(tx, project_id, Some(writer(id, new)))?;
-                    Ok((id, true))
+                    (id, true)
                 }
-            }
+            };
+            sync_shared(tx, project_id, Some(writer(id, new)))?;
+            Ok((id, created))
         })?;
         let world = self
-            .read(|c| read::world(c, id.0))?
+            .read(|c| read::world(c, id))?
             .ok_or_else(|| StoreError::NotFound(format!("world {} vanished", new.name)))?;
-        Ok(PutOutcome {
-            world,
-            created: id.1,
-        })
+        Ok(PutOutcome { world, created })
     }
 
     /// Set a world running or stopped (`binky down`); returns the new generation.
@@ -208,11 +132,11 @@ impl Store {
             refuse_deleted(tx, world)?;
             let now = now_ms();
             tx.execute(
-                "UPDATE worlds SET desired_state = 'running', restart_nonce = restart_nonce + 1,
+                "UPDATE worlds SET desired_state = ?4, restart_nonce = restart_nonce + 1,
                     generation = generation + 1, updated_at = ?1, last_used_at = ?1,
                     wait_ms = COALESCE(?3, wait_ms)
                  WHERE id = ?2",
-                params![now, world, wait_ms(wait)],
+                params![now, world, wait_ms(wait), DesiredState::Running.as_str()],
             )?;
             add_event(tx, world, "reload", "reload requested")?;
             generation(tx, world)
@@ -270,10 +194,10 @@ impl Store {
             }
             let now = now_ms();
             tx.execute(
-                "UPDATE worlds SET desired_state = 'running', generation = generation + 1,
+                "UPDATE worlds SET desired_state = ?4, generation = generation + 1,
                     updated_at = ?1, last_used_at = ?1, wait_ms = COALESCE(?3, wait_ms)
                  WHERE id = ?2",
-                params![now, world, wait_ms(wait)],
+                params![now, world, wait_ms(wait), DesiredState::Running.as_str()],
             )?;
             add_event(
                 tx,
@@ -366,6 +290,118 @@ fn writer(id: WorldId, new: &NewWorld) -> Writer<'_> {
     }
 }
 
+/// What `put_world` writes of a world, encoded, and when.
+struct Written {
+    spec: String,
+    env: String,
+    wait: Option<i64>,
+    now: i64,
+}
+
+/// The id of the project of `new`, made (or moved to `new`'s checkout, when none of its
+/// worlds is left) as needed. Another checkout's project of the same name is refused.
+fn project_of(tx: &Tx<'_, owner::Commands>, new: &NewWorld, now: i64) -> Result<i64, StoreError> {
+    let repo = new.repo_root.to_string_lossy().into_owned();
+    let project: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT id, repo_root FROM projects WHERE name = ?1",
+            [&new.project],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(match project {
+        Some((id, root)) if root == repo => id,
+        Some((id, root)) => {
+            // A project whose worlds are all gone can move to a new checkout.
+            let worlds: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
+                [id],
+                |r| r.get(0),
+            )?;
+            if worlds > 0 {
+                return Err(StoreError::ProjectNameTaken {
+                    name: new.project.clone(),
+                    existing: root,
+                    requested: repo,
+                });
+            }
+            tx.execute(
+                "UPDATE projects SET repo_root = ?1 WHERE id = ?2",
+                params![repo, id],
+            )?;
+            id
+        }
+        None => {
+            tx.execute(
+                "INSERT INTO projects (name, repo_root, created_at) VALUES (?1, ?2, ?3)",
+                params![new.project, repo, now],
+            )?;
+            tx.last_insert_rowid()
+        }
+    })
+}
+
+/// A new generation of the existing world `id`, running `new`'s spec.
+fn rerun_world(
+    tx: &Tx<'_, owner::Commands>,
+    id: WorldId,
+    new: &NewWorld,
+    w: &Written,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE worlds SET spec = ?1, env = ?2, service_group = ?3,
+            config_path = ?4, config_rel = ?5, desired_state = ?9,
+            generation = generation + 1, updated_at = ?6, last_used_at = ?6,
+            wait_ms = COALESCE(?8, wait_ms)
+         WHERE id = ?7",
+        params![
+            w.spec,
+            w.env,
+            new.group,
+            new.config_path.to_string_lossy(),
+            new.config_rel,
+            w.now,
+            id,
+            w.wait,
+            DesiredState::Running.as_str()
+        ],
+    )?;
+    Ok(())
+}
+
+/// The new world `new` of project `project_id`, running; its id.
+fn insert_world(
+    tx: &Tx<'_, owner::Commands>,
+    project_id: i64,
+    new: &NewWorld,
+    w: &Written,
+) -> Result<WorldId, StoreError> {
+    tx.execute(
+        "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
+            config_rel, config_path, spec, env, service_group, desired_state,
+            generation, created_at, updated_at, last_used_at, wait_ms, id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?14, 1, ?11, ?11, ?11,
+            ?12, ?13)",
+        params![
+            project_id,
+            new.name,
+            new.branch,
+            new.from_ref,
+            new.worktree_path.to_string_lossy(),
+            new.config_rel,
+            new.config_path.to_string_lossy(),
+            w.spec,
+            w.env,
+            new.group,
+            w.now,
+            w.wait,
+            next_world_id(tx)?,
+            DesiredState::Running.as_str()
+        ],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
 /// A command's wait as the `wait_ms` column holds it.
 fn wait_ms(wait: Option<std::time::Duration>) -> Option<i64> {
     wait.map(|w| i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
@@ -413,18 +449,7 @@ fn sync_shared(
     let now = now_ms();
     if let (Some(s), None) = (shared, &writer) {
         if others.is_empty() {
-            tx.execute(
-                "UPDATE worlds SET deleted_at = COALESCE(deleted_at, ?1),
-                    generation = generation + 1, updated_at = ?1 WHERE id = ?2",
-                params![now, s.id],
-            )?;
-            add_event(
-                tx,
-                s.id,
-                "remove",
-                "no world of the project uses shared services any more: removing them",
-            )?;
-            return Ok(());
+            return retire_shared(tx, s, now);
         }
     }
     let spec = crate::shared::merge(
@@ -432,95 +457,136 @@ fn sync_shared(
         writer.as_ref().map(|w| w.spec),
         &others,
     );
-    let text = encode(&spec)?;
-    let listed = spec.order().join(", ");
     match (shared, writer.as_ref().filter(|_| declares)) {
-        (Some(s), Some(w)) => {
-            // The environment and directory come with a changed definition only: another
-            // world's `binky up` from another shell must not restart what every world uses.
-            let (env, rel) = if s.spec != spec {
-                (w.env, w.config_rel)
-            } else {
-                (&s.env, s.config_rel.as_str())
-            };
+        (Some(s), Some(w)) => redefine_shared(tx, s, w, &spec, now),
+        (Some(s), None) if s.spec != spec => {
             tx.execute(
-                "UPDATE worlds SET spec = ?1, env = ?2, config_rel = ?3, config_path = ?4,
-                    desired_state = 'running', generation = generation + 1, updated_at = ?5,
-                    last_used_at = ?5, wait_ms = COALESCE(?7, wait_ms)
-                 WHERE id = ?6",
-                params![
-                    text,
-                    encode(env)?,
-                    rel,
-                    config_path(&s.repo_root, rel),
-                    now,
-                    s.id,
-                    w.wait
-                ],
+                "UPDATE worlds SET spec = ?1, generation = generation + 1, updated_at = ?2
+                 WHERE id = ?3",
+                params![encode(&spec)?, now, s.id],
             )?;
-            if s.spec != spec {
-                add_event(
-                    tx,
-                    s.id,
-                    "config",
-                    &format!("shared services as world {} defines them: {listed}", w.name),
-                )?;
-            }
-        }
-        (Some(s), None) => {
-            if s.spec != spec {
-                tx.execute(
-                    "UPDATE worlds SET spec = ?1, generation = generation + 1, updated_at = ?2
-                     WHERE id = ?3",
-                    params![text, now, s.id],
-                )?;
-                add_event(
-                    tx,
-                    s.id,
-                    "config",
-                    &format!("shared services still declared by a world: {listed}"),
-                )?;
-            }
-        }
-        (None, Some(w)) => {
-            let repo: String = tx.query_row(
-                "SELECT repo_root FROM projects WHERE id = ?1",
-                [project_id],
-                |r| r.get(0),
-            )?;
-            let repo = PathBuf::from(repo);
-            tx.execute(
-                "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
-                    config_rel, config_path, spec, env, service_group, desired_state,
-                    generation, created_at, updated_at, last_used_at, wait_ms, id)
-                 VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, 'running', 1, ?8, ?8, ?8, ?9, ?10)",
-                params![
-                    project_id,
-                    crate::shared::WORLD,
-                    repo.to_string_lossy(),
-                    w.config_rel,
-                    config_path(&repo, w.config_rel),
-                    text,
-                    encode(w.env)?,
-                    now,
-                    w.wait,
-                    next_world_id(tx)?
-                ],
-            )?;
-            let id = tx.last_insert_rowid();
             add_event(
                 tx,
-                id,
-                "created",
+                s.id,
+                "config",
                 &format!(
-                    "shared services of the project, as world {} defines them: {listed}",
-                    w.name
+                    "shared services still declared by a world: {}",
+                    spec.order().join(", ")
                 ),
-            )?;
+            )
         }
-        (None, None) => {}
+        (None, Some(w)) => create_shared(tx, project_id, w, &spec, now),
+        _ => Ok(()),
+    }
+}
+
+/// No world of the project uses shared services any more: its shared world `s` is marked
+/// deleted.
+fn retire_shared(tx: &Tx<'_, owner::Commands>, s: &World, now: i64) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE worlds SET deleted_at = COALESCE(deleted_at, ?1),
+            generation = generation + 1, updated_at = ?1 WHERE id = ?2",
+        params![now, s.id],
+    )?;
+    add_event(
+        tx,
+        s.id,
+        "remove",
+        "no world of the project uses shared services any more: removing them",
+    )
+}
+
+/// The shared world `s` runs `spec`, as the world `w` being written declares it.
+fn redefine_shared(
+    tx: &Tx<'_, owner::Commands>,
+    s: &World,
+    w: &Writer<'_>,
+    spec: &Spec,
+    now: i64,
+) -> Result<(), StoreError> {
+    // The environment and directory come with a changed definition only: another
+    // world's `binky up` from another shell must not restart what every world uses.
+    let (env, rel) = if s.spec != *spec {
+        (w.env, w.config_rel)
+    } else {
+        (&s.env, s.config_rel.as_str())
+    };
+    tx.execute(
+        "UPDATE worlds SET spec = ?1, env = ?2, config_rel = ?3, config_path = ?4,
+            desired_state = ?8, generation = generation + 1, updated_at = ?5,
+            last_used_at = ?5, wait_ms = COALESCE(?7, wait_ms)
+         WHERE id = ?6",
+        params![
+            encode(spec)?,
+            encode(env)?,
+            rel,
+            config_path(&s.repo_root, rel),
+            now,
+            s.id,
+            w.wait,
+            DesiredState::Running.as_str()
+        ],
+    )?;
+    if s.spec != *spec {
+        add_event(
+            tx,
+            s.id,
+            "config",
+            &format!(
+                "shared services as world {} defines them: {}",
+                w.name,
+                spec.order().join(", ")
+            ),
+        )?;
     }
     Ok(())
+}
+
+/// The project's shared world, made to run `spec` as the world `w` being written declares
+/// it, in the project's main checkout.
+fn create_shared(
+    tx: &Tx<'_, owner::Commands>,
+    project_id: i64,
+    w: &Writer<'_>,
+    spec: &Spec,
+    now: i64,
+) -> Result<(), StoreError> {
+    let repo: String = tx.query_row(
+        "SELECT repo_root FROM projects WHERE id = ?1",
+        [project_id],
+        |r| r.get(0),
+    )?;
+    let repo = PathBuf::from(repo);
+    tx.execute(
+        "INSERT INTO worlds (project_id, name, branch, from_ref, worktree_path,
+            config_rel, config_path, spec, env, service_group, desired_state,
+            generation, created_at, updated_at, last_used_at, wait_ms, id)
+         VALUES (?1, ?2, '', NULL, ?3, ?4, ?5, ?6, ?7, NULL, ?11, 1, ?8, ?8, ?8, ?9, ?10)",
+        params![
+            project_id,
+            crate::shared::WORLD,
+            repo.to_string_lossy(),
+            w.config_rel,
+            config_path(&repo, w.config_rel),
+            encode(spec)?,
+            encode(w.env)?,
+            now,
+            w.wait,
+            next_world_id(tx)?,
+            DesiredState::Running.as_str()
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    add_event(
+        tx,
+        id,
+        "created",
+        &format!(
+            "shared services of the project, as world {} defines them: {}",
+            w.name,
+            spec.order().join(", ")
+        ),
+    )
 }
 
 /// Where the shared world's `binky.toml` is: in the main checkout, where the writer's is

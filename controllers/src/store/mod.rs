@@ -33,7 +33,8 @@ use owner::{Mode, Owner, Refused, Tx};
 pub use desired::{NewWorld, PutOutcome};
 pub use read::*;
 pub use states::{
-    BootstrapState, GoldenState, ProcState, ServerState, SliceState, UnknownState, WorktreeState,
+    AdmissionState, BootstrapState, GoldenState, ProcState, RouteState, ServerState, SliceState,
+    UnknownState, WorktreeState,
 };
 
 /// Row id of a world: the key every controller reconciles.

@@ -182,6 +182,32 @@ state_enum! {
     }
 }
 
+state_enum! {
+    /// Where a world stands at the admission gate.
+    AdmissionState ("admission") {
+        /// Waiting for its turn, or for room under a resident limit.
+        Queued = "queued",
+        /// Admitted: its controllers may start things.
+        Admitted = "admitted",
+        /// Stopped by the gate to make room; it starts again by itself when there is room.
+        Cooled = "cooled",
+    }
+}
+
+state_enum! {
+    /// Whether a route's backend should answer.
+    RouteState ("route") {
+        /// The service is running and ready.
+        Ready = "ready",
+        /// The service is starting or waiting for its dependencies.
+        Starting = "starting",
+        /// The service keeps failing.
+        Failing = "failing",
+        /// The world (or this service) is stopped.
+        Stopped = "stopped",
+    }
+}
+
 impl ProcState {
     /// A process of the service may hold its ports now (so they must not be probed as if
     /// someone else took them).
@@ -213,6 +239,12 @@ mod tests {
         }
         for s in ServerState::ALL {
             assert_eq!(s.as_str().parse::<ServerState>().unwrap(), *s);
+        }
+        for s in RouteState::ALL {
+            assert_eq!(s.as_str().parse::<RouteState>().unwrap(), *s);
+        }
+        for s in AdmissionState::ALL {
+            assert_eq!(s.as_str().parse::<AdmissionState>().unwrap(), *s);
         }
         let err = "zombie".parse::<ProcState>().unwrap_err();
         assert_eq!(

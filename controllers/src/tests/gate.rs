@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rusqlite::params;
 
-use crate::gate::{self, AdmissionController};
+use crate::gate::AdmissionController;
 use crate::store::{now_ms, CondStatus, DesiredState, Store};
 use crate::testing::*;
 
@@ -33,7 +33,7 @@ fn up(dir: &tempfile::TempDir, store: &Store, name: &str) -> i64 {
 
 /// `None` when admitted, else the reason it is held.
 fn held(store: &Store, id: i64) -> Option<String> {
-    gate::held(store, &world(store, id).unwrap())
+    crate::hold::held(store, &world(store, id).unwrap())
         .unwrap()
         .map(|(_, why)| why)
 }

@@ -2,10 +2,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::port::PortController;
-use crate::process::{Marked, ProcessConfig, ProcessController};
+use crate::process::{ProcessConfig, ProcessController};
 use crate::runtime::Controller;
 use crate::spec::{Health, OnUnhealthy, Probe, Restart, Service, ServiceKind, Spec};
 use crate::store::{self, CondStatus, DesiredState, ProcState, Store};
+use crate::supervisor::Marked;
 use crate::testing::*;
 use crate::worktree::WorktreeController;
 
@@ -306,11 +307,11 @@ async fn each_service_is_stopped_with_its_own_signal_and_grace_period() {
     let id = h.up(s.clone());
     h.converge(id).await;
     let hows = |h: &H| h.sup.inner.lock().unwrap().stop_hows.clone();
-    let quit = crate::process::StopHow {
+    let quit = crate::supervisor::StopHow {
         signal: "SIGQUIT".into(),
         grace: Duration::from_millis(1_500),
     };
-    let term = crate::process::StopHow::term(Duration::from_secs(7));
+    let term = crate::supervisor::StopHow::term(Duration::from_secs(7));
     // A restart for a changed command.
     if let ServiceKind::Process(p) = &mut s.services.get_mut("worker").unwrap().kind {
         p.cmd = "celery worker -l info".into();
@@ -823,7 +824,7 @@ async fn an_out_of_memory_kill_ends_the_run_as_such_and_it_restarts_while_neighb
     let cgroup = format!("fake:{id}/hog");
     h.sup.inner.lock().unwrap().usage.insert(
         cgroup.clone(),
-        crate::process::Usage {
+        crate::supervisor::Usage {
             memory_bytes: 64 << 20,
             oom_kills: 1,
             ..Default::default()
@@ -907,7 +908,7 @@ async fn the_sampler_records_what_running_services_use_and_forgets_stopped_ones(
 fn set_usage(h: &H, id: i64, service: &str, usec: u64) {
     h.sup.inner.lock().unwrap().usage.insert(
         format!("fake:{id}/{service}"),
-        crate::process::Usage {
+        crate::supervisor::Usage {
             memory_bytes: 10 << 20,
             cpu_usec: usec,
             ..Default::default()

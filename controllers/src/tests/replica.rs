@@ -165,7 +165,7 @@ async fn the_route_of_a_replicated_service_balances_over_its_ready_replicas() {
         [port("api"), port("api.2")],
         "api.1 is not ready"
     );
-    assert_eq!(r.state, crate::route::RouteState::Ready);
+    assert_eq!(r.state, crate::store::RouteState::Ready);
     // Every replica ready: all three; replica 0 gone: the URL still answers through the
     // others.
     h.sup.inner.lock().unwrap().unready.clear();
@@ -178,7 +178,7 @@ async fn the_route_of_a_replicated_service_balances_over_its_ready_replicas() {
     crate::testing::reconcile(&route, &h.store, id).await;
     let r = routes.route("api.w.acme.localhost").unwrap();
     assert_eq!(r.backends, [port("api.1"), port("api.2")]);
-    assert_eq!(r.state, crate::route::RouteState::Ready);
+    assert_eq!(r.state, crate::store::RouteState::Ready);
     // A service with one replica has no backends list: its port is the backend.
     let one = h
         .store
@@ -194,5 +194,5 @@ async fn the_route_of_a_replicated_service_balances_over_its_ready_replicas() {
     crate::testing::reconcile(&route, &h.store, one).await;
     let r = routes.route("api.solo.acme.localhost").unwrap();
     assert!(r.backends.is_empty());
-    assert_eq!(r.state, crate::route::RouteState::Ready);
+    assert_eq!(r.state, crate::store::RouteState::Ready);
 }

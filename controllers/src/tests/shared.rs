@@ -172,7 +172,7 @@ async fn a_world_waits_for_its_shared_dependency_and_a_queued_world_does_not_sta
     let a = up(&h, "a", config());
     converge_all(&h).await;
     // The shared world takes no place: a is admitted, and its api waits for mail.
-    assert!(crate::gate::held(&h.store, &world(&h.store, a).unwrap())
+    assert!(crate::hold::held(&h.store, &world(&h.store, a).unwrap())
         .unwrap()
         .is_none());
     assert!(
@@ -190,7 +190,7 @@ async fn a_world_waits_for_its_shared_dependency_and_a_queued_world_does_not_sta
     // selects it, until b is admitted.
     let b = up(&h, "b", config());
     converge_all(&h).await;
-    assert!(crate::gate::held(&h.store, &world(&h.store, b).unwrap())
+    assert!(crate::hold::held(&h.store, &world(&h.store, b).unwrap())
         .unwrap()
         .is_some());
     assert_eq!(h.sup.live("mail").len(), 1);
@@ -283,7 +283,7 @@ async fn each_world_routes_its_own_host_of_a_shared_service_to_the_shared_instan
             .route(&format!("mail.{w}.acme.localhost"))
             .unwrap_or_else(|| panic!("no mail host for {w}"));
         assert_eq!((r.port, r.world.as_str()), (port, w));
-        assert_eq!(r.state, crate::route::RouteState::Ready);
+        assert_eq!(r.state, crate::store::RouteState::Ready);
     }
     let hosts: BTreeSet<String> = routes
         .published

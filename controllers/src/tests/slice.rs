@@ -5,11 +5,12 @@ use crate::registry::Kind;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::adapter::SliceWork;
 use crate::golden::GoldenController;
 use crate::port::PortController;
 use crate::process::{ProcessConfig, ProcessController};
 use crate::runtime::{Cleanup, Controller};
-use crate::slice::{SliceController, SliceWork, DRIFT_CHECK};
+use crate::slice::{SliceController, DRIFT_CHECK};
 use crate::spec::Spec;
 use crate::store::{self, CondStatus, SliceRow, Store};
 use crate::testing::*;
@@ -35,7 +36,7 @@ pub(super) fn h() -> H {
 }
 
 /// The harness, its golden controller measuring the disk with `machine`.
-pub(super) fn h_measuring(machine: Option<Arc<dyn crate::gate::Machine>>) -> H {
+pub(super) fn h_measuring(machine: Option<Arc<dyn crate::machine::Machine>>) -> H {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("repo")).unwrap();
     let store = Store::open(&dir.path().join("s.db")).unwrap();

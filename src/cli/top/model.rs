@@ -3,13 +3,11 @@
 
 use std::path::PathBuf;
 
-use binky_controllers::process::ProcessController;
 use binky_controllers::store::{self, CondStatus, World};
 
 use super::super::context::{Ctx, Failure};
 use super::super::status;
 use super::text;
-use crate::supervisor::RealSupervisor;
 use crate::view::{UsageView, WorldView};
 
 /// What a line of the table stands for: a world, or one service (replica) of it.
@@ -168,7 +166,7 @@ impl Board {
                     restarts: s.restarts,
                     info: text::clean(&info),
                     log: is_process.then(|| {
-                        ProcessController::<RealSupervisor>::log_path(&logs_dir, owner, &s.name)
+                        binky_controllers::supervisor::log_path(&logs_dir, owner, &s.name)
                     }),
                 }));
             }

@@ -25,8 +25,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use binky_controllers::limits::ResourceLimits;
-use binky_controllers::process::{Mechanism, Usage};
+use binky_controllers::process::Mechanism;
 use binky_controllers::store::WorldId;
+use binky_controllers::supervisor::Usage;
 use serde::{Deserialize, Serialize};
 
 pub use detect::Tree;

@@ -17,7 +17,7 @@ pub const HEALTH_RESTARTS: usize = 3;
 pub const HEALTH_RESTART_WINDOW: Duration = Duration::from_secs(10 * 60);
 
 use super::*;
-use crate::spec::DEFAULT_HEALTH_INTERVAL;
+use crate::spec::{Health, DEFAULT_HEALTH_INTERVAL};
 use crate::store::WorldId;
 
 /// A running service's last health check.
@@ -55,19 +55,8 @@ impl<S: Supervisor> ProcessController<S> {
                 failures: 0,
             });
         let since = now.duration_since(last.at);
-        let healthy_step = |row: &ProcessRow, wake: Duration| {
-            if row.state == ProcState::Running {
-                Step {
-                    ready: true,
-                    wake: Some(wake),
-                    ..Step::default()
-                }
-            } else {
-                self.unhealthy_step(s, row, wake)
-            }
-        };
         if since < interval {
-            return Ok(Flow::Done(healthy_step(row, interval - since)));
+            return Ok(Flow::Done(self.checked_step(s, row, interval - since)));
         }
         let target = self.probe_target(s.name, s.svc, s.tokens, &s.resolved);
         let result = match &target {
@@ -81,7 +70,7 @@ impl<S: Supervisor> ProcessController<S> {
         self.checks
             .lock()
             .expect("checks lock")
-            .insert(key.clone(), Check { at: now, failures });
+            .insert(key, Check { at: now, failures });
         match result {
             Ok(()) => {
                 if row.state == ProcState::Unhealthy {
@@ -91,76 +80,119 @@ impl<S: Supervisor> ProcessController<S> {
                     self.event(s.world.id, "healthy", &format!("{}: healthy again", s.name));
                     self.save(s.world.id, row)?;
                 }
-                Ok(Flow::Done(healthy_step(row, interval)))
+                Ok(Flow::Done(self.checked_step(s, row, interval)))
+            }
+            Err(_) if failures < health.retries() => {
+                Ok(Flow::Done(self.checked_step(s, row, interval)))
             }
             Err(failure) => {
-                let held_before = row.message.contains("not restarted:");
-                let why = failure.text();
-                if failures < health.retries() {
-                    return Ok(Flow::Done(healthy_step(row, interval)));
-                }
-                let first = row.state == ProcState::Running;
-                row.state = ProcState::Unhealthy;
-                row.healthy = false;
-                row.message = format!(
-                    "unhealthy: health check failed {failures} times in a row, every {}: {why}",
-                    secs(interval)
-                );
-                if first {
-                    self.event(
-                        s.world.id,
-                        "unhealthy",
-                        &format!("{}: {}", s.name, row.message),
-                    );
-                }
-                if health.on_unhealthy == OnUnhealthy::Keep {
-                    self.save(s.world.id, row)?;
-                    return Ok(Flow::Done(self.unhealthy_step(s, row, interval)));
-                }
-                if let Some(held) = self.restart_held(s, &key) {
-                    row.message =
-                        format!("unhealthy: health checks failing ({why}); not restarted: {held}");
-                    // Said once each time it starts being held, not at every check.
-                    if !held_before {
-                        self.event(
-                            s.world.id,
-                            "restart_held",
-                            &format!("{}: {}", s.name, row.message),
-                        );
-                    }
-                    self.save(s.world.id, row)?;
-                    return Ok(Flow::Done(self.unhealthy_step(s, row, interval)));
-                }
-                self.health_restarts
-                    .lock()
-                    .expect("health restarts lock")
-                    .entry(key.clone())
-                    .or_default()
-                    .push(std::time::Instant::now());
-                // Stopped and started again, as after a crash (its backoff included).
-                self.sup.stop(id, self.stop_how(Some(s.process))).await;
-                self.release_cgroup(s.world.id, s.name);
-                self.checks.lock().expect("checks lock").remove(&key);
-                forget_process(row);
-                row.failures += 1;
-                row.last_exit = Some("unhealthy".into());
-                row.last_exit_at = Some(now_ms());
-                let delay = restart_delay(row.failures);
-                row.state = ProcState::Backoff;
-                row.next_start_at = Some(now_ms() + delay.as_millis() as i64);
-                row.message = format!(
-                    "stopped: health check failed {failures} times in a row ({why}); restarting in {}",
-                    secs(delay)
-                );
-                self.event(
-                    s.world.id,
-                    "restart",
-                    &format!("{}: {}", s.name, row.message),
-                );
-                self.save(s.world.id, row)?;
-                Ok(Flow::Next)
+                self.unhealthy(s, health, row, id, failures, &failure.text())
+                    .await
             }
         }
+    }
+
+    /// What a checked service's step is, to be checked again after `wake`: ready while it
+    /// runs healthy, else what its being unhealthy says.
+    fn checked_step(&self, s: &Svc<'_>, row: &ProcessRow, wake: Duration) -> Step {
+        if row.state == ProcState::Running {
+            Step {
+                ready: true,
+                wake: Some(wake),
+                ..Step::default()
+            }
+        } else {
+            self.unhealthy_step(s, row, wake)
+        }
+    }
+
+    /// A service whose `health` check failed `failures` times in a row (`why`, the last):
+    /// unhealthy, and restarted unless its `on_unhealthy` keeps it or a restart is held.
+    async fn unhealthy(
+        &self,
+        s: &Svc<'_>,
+        health: &Health,
+        row: &mut ProcessRow,
+        id: ProcId,
+        failures: u32,
+        why: &str,
+    ) -> Result<Flow, StoreError> {
+        let interval = health.interval();
+        let key = (s.world.id, s.name.to_owned());
+        let held_before = row.message.contains("not restarted:");
+        let first = row.state == ProcState::Running;
+        row.state = ProcState::Unhealthy;
+        row.healthy = false;
+        row.message = format!(
+            "unhealthy: health check failed {failures} times in a row, every {}: {why}",
+            secs(interval)
+        );
+        if first {
+            self.event(
+                s.world.id,
+                "unhealthy",
+                &format!("{}: {}", s.name, row.message),
+            );
+        }
+        if health.on_unhealthy == OnUnhealthy::Keep {
+            self.save(s.world.id, row)?;
+            return Ok(Flow::Done(self.unhealthy_step(s, row, interval)));
+        }
+        if let Some(held) = self.restart_held(s, &key) {
+            row.message =
+                format!("unhealthy: health checks failing ({why}); not restarted: {held}");
+            // Said once each time it starts being held, not at every check.
+            if !held_before {
+                self.event(
+                    s.world.id,
+                    "restart_held",
+                    &format!("{}: {}", s.name, row.message),
+                );
+            }
+            self.save(s.world.id, row)?;
+            return Ok(Flow::Done(self.unhealthy_step(s, row, interval)));
+        }
+        self.restart_unhealthy(s, row, id, failures, why).await?;
+        Ok(Flow::Next)
+    }
+
+    /// Stops an unhealthy service and starts it again, as after a crash (its backoff
+    /// included).
+    async fn restart_unhealthy(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        id: ProcId,
+        failures: u32,
+        why: &str,
+    ) -> Result<(), StoreError> {
+        let key = (s.world.id, s.name.to_owned());
+        self.health_restarts
+            .lock()
+            .expect("health restarts lock")
+            .entry(key.clone())
+            .or_default()
+            .push(std::time::Instant::now());
+        self.sup.stop(id, self.stop_how(Some(s.process))).await;
+        self.release_cgroup(s.world.id, s.name);
+        self.checks.lock().expect("checks lock").remove(&key);
+        forget_process(row);
+        row.failures += 1;
+        row.last_exit = Some("unhealthy".into());
+        row.last_exit_at = Some(now_ms());
+        let delay = restart_delay(row.failures);
+        row.state = ProcState::Backoff;
+        row.next_start_at = Some(now_ms() + delay.as_millis() as i64);
+        row.message = format!(
+            "stopped: health check failed {failures} times in a row ({why}); restarting in {}",
+            secs(delay)
+        );
+        self.event(
+            s.world.id,
+            "restart",
+            &format!("{}: {}", s.name, row.message),
+        );
+        self.save(s.world.id, row)
     }
 
     /// Why a service failing its checks is not restarted now, if it is not: the machine is

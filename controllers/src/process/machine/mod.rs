@@ -15,14 +15,15 @@ use rusqlite::params;
 mod health;
 mod setup;
 
-use super::effects::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, SpawnSpec, Supervisor};
-use super::spawn::{hash_of, log_tail, Resolved};
+use super::spawn::{hash_of, Resolved};
 use super::{ProcessController, CONDITION};
 use crate::env::Layout;
 use crate::env::Snapshot;
 use crate::runtime::Condition;
 use crate::spec::{OnUnhealthy, Process, Restart, Service};
 use crate::store::{self, now_ms, owner, ProcState, ProcessRow, SliceState, StoreError, World};
+use crate::supervisor::log_tail;
+use crate::supervisor::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, SpawnSpec, Supervisor};
 use crate::tokens::Tokens;
 pub(in crate::process) use health::Check;
 
@@ -168,7 +169,7 @@ impl<S: Supervisor> ProcessController<S> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             resolved,
-            log: Self::log_path(&self.config.logs_dir, world, name),
+            log: crate::supervisor::log_path(&self.config.logs_dir, world, name),
         };
         let mut row = rows.get(name).cloned().unwrap_or_else(|| new_row(name));
         let step = self.advance(&s, &mut row, rows).await?;
@@ -331,121 +332,127 @@ impl<S: Supervisor> ProcessController<S> {
                 ..Step::default()
             });
         }
-        // A service with a health check may take its health timeout to answer (a dev
-        // server's first request imports the app; a loaded machine is slow): one probe
-        // waits as long as the time left, never less than the short default.
-        let answer_within = match &s.process.health {
-            Some(h) => h
-                .timeout()
-                .saturating_sub(ms_since(row.started_at))
-                .max(crate::spec::PROBE_ANSWER)
-                .min(h.timeout().max(crate::spec::PROBE_ANSWER)),
-            None => crate::spec::PROBE_ANSWER,
-        };
         let result = match &target {
-            Some(t) => self.sup.probe(t, id, answer_within).await,
+            Some(t) => {
+                let within = answer_within(s.process, row);
+                self.sup.probe(t, id, within).await
+            }
             None => Ok(()),
         };
-        let mut step = Step::default();
-        match result {
+        let step = match result {
             // Up again after failures: running, but ready only once it has stayed up, so a
             // service restarting in a loop is never ready. A service whose probe passed is
             // believed after one failure (an api that lost the race with its database); one
             // with nothing to probe, or failing again, is not.
             Ok(()) if row.failures >= if target.is_some() { 2 } else { 1 } => {
-                row.state = ProcState::Running;
-                row.healthy = false;
-                row.message = format!(
-                    "restarted after {}; ready once it has run {}",
-                    row.last_exit.as_deref().unwrap_or("a failure"),
-                    secs(self.config.stable_after)
-                );
-                step.wake = Some(
-                    self.config
-                        .stable_after
-                        .saturating_sub(ms_since(row.started_at)),
-                );
-                step.waiting = Some(format!("{name}: {}", row.message));
-                self.save(s.world.id, row)?;
-                return Ok(step);
+                return self.ready_once_stable(s, row);
             }
-            Ok(()) => {
-                // Its running checks count from now.
-                self.checks
-                    .lock()
-                    .expect("checks lock")
-                    .remove(&(s.world.id, name.to_owned()));
-                row.state = ProcState::Running;
-                row.healthy = true;
-                row.ready_at = Some(now_ms());
-                row.message = String::new();
-                self.event(
-                    s.world.id,
-                    "ready",
-                    &format!("{name} ready in {}", secs(ms_since(row.started_at))),
-                );
-                step.ready = true;
-                // Its health is checked again while it runs.
-                step.wake = s.process.health.as_ref().map(|h| h.interval());
-            }
-            Err(failure) => {
-                let health = s.process.health.as_ref();
-                // A service without `health` waits for its port as long as the command that
-                // started it waits (`binky up --timeout`, recorded with the world).
-                let timeout = match health {
-                    Some(h) => h.timeout(),
-                    None => self.port_wait(s.world),
-                };
-                let waited = ms_since(row.started_at);
-                let what = match (&target, failure) {
-                    // Someone answers, but not this service: the probe's own words say who.
-                    (_, ProbeFailure::Foreign(who)) => who,
-                    // It listens, but elsewhere: the port binky gave it is not the one it took.
-                    (_, f @ ProbeFailure::OtherPort { .. }) => format!(
-                        "{}: make its cmd listen on ${{self.port}} (binky also sets $PORT)",
-                        f.text()
-                    ),
-                    (Some(ProbeTarget::Tcp(_, p)), ProbeFailure::NotReady(why))
-                        if health.is_none() =>
-                    {
-                        format!("not listening yet on its port {p} ({why}); its cmd should listen on ${{self.port}} / $PORT")
-                    }
-                    (_, ProbeFailure::NotReady(why)) => format!("health check failing: {why}"),
-                };
-                // Whole seconds: the row is rewritten once a second, not on every probe.
-                row.message = format!("not ready after {}s: {what}", waited.as_secs());
-                if waited > timeout {
-                    let within = match health {
-                        Some(_) => format!("is not ready within its health timeout of {}", secs(timeout)),
-                        None => format!(
-                            "did not listen on its port within {} (the --timeout of the `binky up` or `binky reload` that started it)",
-                            secs(timeout)
-                        ),
-                    };
-                    step.problem = Some(Condition::failed(
-                        CONDITION,
-                        "HealthTimeout",
-                        format!(
-                            "{name} {within}: {what}. Last output:\n{}",
-                            log_tail(&s.log, 5)
-                        ),
-                    ));
-                    step.wake = Some(Duration::from_secs(1));
-                } else {
-                    // Probe often at first (most services are up in tens of ms), then less
-                    // and less.
-                    step.wake = Some(
-                        (waited / 10).clamp(self.config.probe_interval, Duration::from_millis(500)),
-                    );
-                }
-                // Why it is not ready yet (`binky up` prints it when its wait runs out).
-                step.waiting = Some(format!("{name}: {what}"));
-            }
-        }
+            Ok(()) => self.ready(s, row),
+            Err(failure) => self.not_ready(s, row, target.as_ref(), failure),
+        };
         if step.ready || rows.get(name).is_none_or(|r| r.message != row.message) {
             self.save(s.world.id, row)?;
         }
         Ok(step)
+    }
+
+    /// A process restarted after failures answers: running, ready once it has stayed up
+    /// for `stable_after`.
+    fn ready_once_stable(&self, s: &Svc<'_>, row: &mut ProcessRow) -> Result<Step, StoreError> {
+        row.state = ProcState::Running;
+        row.healthy = false;
+        row.message = format!(
+            "restarted after {}; ready once it has run {}",
+            row.last_exit.as_deref().unwrap_or("a failure"),
+            secs(self.config.stable_after)
+        );
+        let step = Step {
+            wake: Some(
+                self.config
+                    .stable_after
+                    .saturating_sub(ms_since(row.started_at)),
+            ),
+            waiting: Some(format!("{}: {}", s.name, row.message)),
+            ..Step::default()
+        };
+        self.save(s.world.id, row)?;
+        Ok(step)
+    }
+
+    /// A process answers: ready, its running health checks counted from now.
+    fn ready(&self, s: &Svc<'_>, row: &mut ProcessRow) -> Step {
+        self.checks
+            .lock()
+            .expect("checks lock")
+            .remove(&(s.world.id, s.name.to_owned()));
+        row.state = ProcState::Running;
+        row.healthy = true;
+        row.ready_at = Some(now_ms());
+        row.message = String::new();
+        self.event(
+            s.world.id,
+            "ready",
+            &format!("{} ready in {}", s.name, secs(ms_since(row.started_at))),
+        );
+        Step {
+            ready: true,
+            // Its health is checked again while it runs.
+            wake: s.process.health.as_ref().map(|h| h.interval()),
+            ..Step::default()
+        }
+    }
+
+    /// A process does not answer (yet): why, and when to probe again; past its timeout, a
+    /// problem with its output's tail.
+    fn not_ready(
+        &self,
+        s: &Svc<'_>,
+        row: &mut ProcessRow,
+        target: Option<&ProbeTarget>,
+        failure: ProbeFailure,
+    ) -> Step {
+        let health = s.process.health.as_ref();
+        // A service without `health` waits for its port as long as the command that
+        // started it waits (`binky up --timeout`, recorded with the world).
+        let timeout = match health {
+            Some(h) => h.timeout(),
+            None => self.port_wait(s.world),
+        };
+        let waited = ms_since(row.started_at);
+        let what = why_not_ready(target, failure, health.is_some());
+        // Whole seconds: the row is rewritten once a second, not on every probe.
+        row.message = format!("not ready after {}s: {what}", waited.as_secs());
+        let mut step = Step::default();
+        if waited > timeout {
+            let within = match health {
+                Some(_) => format!(
+                    "is not ready within its health timeout of {}",
+                    secs(timeout)
+                ),
+                None => format!(
+                    "did not listen on its port within {} (the --timeout of the `binky up` or `binky reload` that started it)",
+                    secs(timeout)
+                ),
+            };
+            step.problem = Some(Condition::failed(
+                CONDITION,
+                "HealthTimeout",
+                format!(
+                    "{} {within}: {what}. Last output:\n{}",
+                    s.name,
+                    log_tail(&s.log, 5)
+                ),
+            ));
+            step.wake = Some(Duration::from_secs(1));
+        } else {
+            // Probe often at first (most services are up in tens of ms), then less
+            // and less.
+            step.wake =
+                Some((waited / 10).clamp(self.config.probe_interval, Duration::from_millis(500)));
+        }
+        // Why it is not ready yet (`binky up` prints it when its wait runs out).
+        step.waiting = Some(format!("{}: {what}", s.name));
+        step
     }
 
     /// A service that is not running: waiting for a restart, failed for good, or done.
@@ -837,6 +844,37 @@ impl<S: Supervisor> ProcessController<S> {
 /// It died by SIGKILL: the signal itself, or a shell reporting its child's (128 + 9).
 fn killed(exit: Exit) -> bool {
     exit.signal == Some(9) || exit.code == Some(137)
+}
+
+/// How long one probe of `process` waits for an answer: a service with a health check may
+/// take its health timeout to answer (a dev server's first request imports the app; a
+/// loaded machine is slow), so as long as the time left, never less than the short default.
+fn answer_within(process: &Process, row: &ProcessRow) -> Duration {
+    match &process.health {
+        Some(h) => h
+            .timeout()
+            .saturating_sub(ms_since(row.started_at))
+            .max(crate::spec::PROBE_ANSWER)
+            .min(h.timeout().max(crate::spec::PROBE_ANSWER)),
+        None => crate::spec::PROBE_ANSWER,
+    }
+}
+
+/// Why a probe of `target` failed, in words that name the fix.
+fn why_not_ready(target: Option<&ProbeTarget>, failure: ProbeFailure, has_health: bool) -> String {
+    match (target, failure) {
+        // Someone answers, but not this service: the probe's own words say who.
+        (_, ProbeFailure::Foreign(who)) => who,
+        // It listens, but elsewhere: the port binky gave it is not the one it took.
+        (_, f @ ProbeFailure::OtherPort { .. }) => format!(
+            "{}: make its cmd listen on ${{self.port}} (binky also sets $PORT)",
+            f.text()
+        ),
+        (Some(ProbeTarget::Tcp(_, p)), ProbeFailure::NotReady(why)) if !has_health => {
+            format!("not listening yet on its port {p} ({why}); its cmd should listen on ${{self.port}} / $PORT")
+        }
+        (_, ProbeFailure::NotReady(why)) => format!("health check failing: {why}"),
+    }
 }
 
 #[cfg(test)]

@@ -280,12 +280,13 @@ pub fn worktree_paths_of_repo(
     let mut stmt = conn.prepare_cached(
         "SELECT t.path FROM worktrees t JOIN worlds w ON w.id = t.world_id
          JOIN projects p ON p.id = w.project_id
-         WHERE p.repo_root = ?1 AND t.state = 'ready' AND t.adopted = 0 ORDER BY w.id DESC",
+         WHERE p.repo_root = ?1 AND t.state = ?2 AND t.adopted = 0 ORDER BY w.id DESC",
     )?;
     let rows = stmt
-        .query_map([repo_root.to_string_lossy()], |r| {
-            Ok(PathBuf::from(r.get::<_, String>(0)?))
-        })?
+        .query_map(
+            params![repo_root.to_string_lossy(), WorktreeState::Ready],
+            |r| Ok(PathBuf::from(r.get::<_, String>(0)?)),
+        )?
         .collect::<Result<_, _>>()?;
     Ok(rows)
 }

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::effects::{SliceAddress, SliceEffects, SliceSpec};
+use super::{SliceAddress, SliceEffects, SliceSpec};
 use crate::env::{self, Layout, Runner, Snapshot};
-use crate::process::{SpawnSpec, Supervisor};
 use crate::spec::Resource;
 use crate::store::{Store, World};
+use crate::supervisor::{SpawnSpec, Supervisor};
 
 /// Why `res`'s server settings cannot be resolved for `world`: an `${env.NAME}` in its
 /// `admin_url` or options that the environment of `binky up` did not have.
@@ -190,7 +190,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         let runner = Runner::Slice(service);
         let ce = env::command_env(world, layout, &snap, runner, self.ca.as_deref())
             .map_err(|e| e.to_string())?;
-        let log = crate::process::ProcessController::<S>::log_path(&self.logs_dir, world, service);
+        let log = crate::supervisor::log_path(&self.logs_dir, world, service);
         let spec = SpawnSpec {
             world: world.id,
             service: service.to_owned(),
@@ -225,7 +225,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
                     "{which} `{}` failed ({why}); fix it and run `binky up {}` again. Last output:\n{}",
                     spec.cmd,
                     world.name,
-                    crate::process::log_tail(&log, 10)
+                    crate::supervisor::log_tail(&log, 10)
                 ))
             }
         }

@@ -1,10 +1,16 @@
 //! What the slice and golden controllers ask of adapters: the spec of one slice, where a
-//! made slice is, why making one failed, and the effects trait the daemon implements.
+//! made slice is, why making one failed, and the effects trait the daemon implements; and
+//! ([`SliceWork`]) the work both controllers do with them.
+
+mod work;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 
 use sha2::{Digest, Sha256};
+
+pub(crate) use self::work::unset_settings;
+pub use self::work::SliceWork;
 
 /// Everything an adapter needs to make or find one slice.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,13 +1,15 @@
-//! What the process controller asks of the machine: start, watch, probe and stop process
-//! groups (the [`Supervisor`] trait the daemon implements), and the values it trades in.
+//! What the controllers ask of the machine to run commands: start, watch, probe and stop
+//! process groups (the [`Supervisor`] trait the daemon implements), the values it trades
+//! in, and where a command's log goes. The process controller runs services with it; the
+//! slice and golden controllers run `migrate` and `seed`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::limits::{Mechanism, ResourceLimits};
-use crate::store::WorldId;
+use crate::store::{World, WorldId};
 
 /// What to start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,4 +286,27 @@ pub trait Supervisor: Send + Sync + 'static {
     /// Remove whatever is left of a world's cgroups: those of this supervisor, and the
     /// `recorded` ones a previous daemon made.
     fn release_world(&self, _world: WorldId, _recorded: &[String]) {}
+}
+
+/// Where a service's (or hook's, or `migrate`'s) log goes.
+pub fn log_path(logs_dir: &Path, world: &World, service: &str) -> PathBuf {
+    logs_dir
+        .join(&world.project)
+        .join(&world.name)
+        .join(format!("{service}.log"))
+}
+
+/// The last `lines` lines of a log file (binky's run separators left out).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let Ok(text) = std::fs::read(path) else {
+        return String::new();
+    };
+    let start = text.len().saturating_sub(16 * 1024);
+    let text = String::from_utf8_lossy(&text[start..]);
+    // binky's own run separators are noise in a failure message.
+    let all: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("--- binky "))
+        .collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
