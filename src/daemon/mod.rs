@@ -191,7 +191,10 @@ pub async fn run(
             None
         }
     };
-    let proxy = Proxy::with_dashboard(routes.clone(), dashboard.clone());
+    let site = dashboard
+        .clone()
+        .map(|d| d as Arc<dyn crate::proxy::OwnSite>);
+    let proxy = Proxy::with_dashboard(routes.clone(), site);
     let tls = match LocalCa::load_or_create(&home.ca()) {
         Ok(ca) => {
             let table = routes.clone();

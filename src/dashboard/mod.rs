@@ -89,6 +89,18 @@ struct Ask {
     n: Option<String>,
 }
 
+/// What the proxy knows of the dashboard: its host, and how it answers.
+#[async_trait::async_trait]
+impl crate::proxy::OwnSite for Dashboard {
+    fn serves(&self, host: &str) -> bool {
+        is_host(host)
+    }
+
+    async fn answer(self: Arc<Self>, req: Request<Incoming>, at: Listener) -> Response<Body> {
+        self.handle(req, at).await
+    }
+}
+
 /// `true` when `host` (a `Host` header value) names the dashboard: `binky.localhost`, with
 /// a port or not, any case, a trailing dot allowed. (Which port is the listener's business:
 /// [`names_listener`].)

@@ -237,7 +237,7 @@ fn decide<'a>(
     let Some(host) = host.and_then(|h| std::str::from_utf8(h).ok()) else {
         return Decision::Other;
     };
-    if proxy.dashboard.is_some() && crate::dashboard::is_host(host) {
+    if proxy.dashboard.as_ref().is_some_and(|d| d.serves(host)) {
         return Decision::Other;
     }
     let Some(backend) = routes.lookup(host) else {

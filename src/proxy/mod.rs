@@ -179,7 +179,18 @@ pub struct Proxy {
     /// from the machine setting `proxy_answer_timeout`, shared by every worker.
     answer_timeout: Arc<AtomicU64>,
     /// The dashboard, answering at `binky.localhost`.
-    dashboard: Option<Arc<crate::dashboard::Dashboard>>,
+    dashboard: Option<Arc<dyn OwnSite>>,
+}
+
+/// A site the proxy answers itself, before any world's route: binky's dashboard. The proxy
+/// knows it only by this trait — the dashboard is built on the proxy (its listeners, its
+/// bodies), not the other way round.
+#[async_trait::async_trait]
+pub trait OwnSite: Send + Sync {
+    /// Whether `host` (a `Host` value) names this site.
+    fn serves(&self, host: &str) -> bool;
+    /// The answer to `req`, which came in on the listener `at`.
+    async fn answer(self: Arc<Self>, req: Request<Incoming>, at: Listener) -> Response<Body>;
 }
 
 /// A worker's own reference-counted handle on a routing table: taking it for a request
@@ -300,11 +311,8 @@ impl Proxy {
         Self::with_dashboard(routes, None)
     }
 
-    /// A proxy routing by `routes` that serves `dashboard` at `binky.localhost`.
-    pub fn with_dashboard(
-        routes: Routes,
-        dashboard: Option<Arc<crate::dashboard::Dashboard>>,
-    ) -> Arc<Proxy> {
+    /// A proxy routing by `routes` that serves `dashboard` at its host (`binky.localhost`).
+    pub fn with_dashboard(routes: Routes, dashboard: Option<Arc<dyn OwnSite>>) -> Arc<Proxy> {
         Arc::new(Proxy {
             routes,
             snapshot: Default::default(),
@@ -410,11 +418,10 @@ impl Proxy {
         let host = host_value.to_str().unwrap_or("");
         // binky's own host: no project's host can be it (`[project] domain` may not be
         // `localhost`), and it is looked at before the routes.
-        if let Some(dashboard) = &self.dashboard {
-            if crate::dashboard::is_host(host) {
-                // Boxed: its state machine is large, and every request would carry it.
-                return Box::pin(dashboard.clone().handle(req, at)).await;
-            }
+        if let Some(dashboard) = self.dashboard.as_ref().filter(|d| d.serves(host)) {
+            // Boxed (by the trait): its state machine is large, and every request would
+            // carry it.
+            return dashboard.clone().answer(req, at).await;
         }
         let routes = self.routes_now();
         let Some(backend) = routes.0.lookup(host) else {
