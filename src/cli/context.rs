@@ -45,22 +45,35 @@ impl Ctx {
     /// in any project (a name used by two projects must then be disambiguated by `cd`).
     /// Without a name, the world whose worktree contains the current directory.
     pub fn world(&self, name: Option<&str>) -> Result<World, Failure> {
-        let all = self.store.read(store::worlds)?;
         let cwd = std::env::current_dir().unwrap_or_default();
-        let Some(name) = name else {
+        if let Some(name) = name {
+            return world_named(&self.store, &cwd, name);
+        }
+        let all = self.store.read(store::worlds)?;
+        let here = self.store.read(|c| {
             for w in &all {
-                if let Some(wt) = self.store.read(|c| store::worktree(c, w.id))? {
-                    if cwd.starts_with(&wt.path) {
-                        return Ok(w.clone());
-                    }
+                if store::worktree(c, w.id)?.is_some_and(|wt| cwd.starts_with(&wt.path)) {
+                    return Ok(Some(w.clone()));
                 }
             }
-            return Err(Failure::usage(format!(
+            Ok(None)
+        })?;
+        here.ok_or_else(|| {
+            Failure::usage(format!(
                 "name a world (you are not inside a world's worktree); worlds: {}",
                 names(&all)
-            )));
-        };
-        find_world(&all, &cwd, name)
+            ))
+        })
+    }
+}
+
+/// [`find_world`] reading only the worlds of that name (every world only to say which
+/// exist when none of them is the one).
+pub fn world_named(store: &Store, cwd: &Path, name: &str) -> Result<World, Failure> {
+    let named = store.read(|c| store::worlds_named(c, name))?;
+    match find_world(&named, cwd, name) {
+        Ok(w) => Ok(w),
+        Err(_) => find_world(&store.read(store::worlds)?, cwd, name),
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use binky_controllers::store::{self, Store};
 
-use super::context::{find_world, Checkout, Ctx, Failure};
+use super::context::{world_named, Checkout, Ctx, Failure};
 use super::exit;
 
 /// Local time of a store timestamp, `2026-12-02 16:12:39`.
@@ -68,10 +68,9 @@ pub struct History {
 /// The newest `lines` events of world `name` as seen from `cwd`: a live world's, else the
 /// last removed one's of the name (its history outlives it).
 pub fn history(store: &Store, cwd: &Path, name: &str, lines: usize) -> Result<History, Failure> {
-    let live = store.read(store::worlds)?;
-    let (project, world, removed) = match find_world(&live, cwd, name) {
+    let (project, world, removed) = match world_named(store, cwd, name) {
         Ok(w) => (w.project, w.name, false),
-        Err(e) => match removed_world_project(store, &live, cwd, name)? {
+        Err(e) => match removed_world_project(store, &store.read(store::worlds)?, cwd, name)? {
             Some(project) => (project, name.to_owned(), true),
             None => return Err(e),
         },

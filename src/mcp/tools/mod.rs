@@ -191,14 +191,11 @@ impl Server {
         ToolError,
     > {
         let store = created::store().map_err(store_failed)?;
-        let all = store
-            .read(binky_controllers::store::worlds)
-            .map_err(|e| store_failed(e.to_string()))?;
         let cwd = match dir {
             Some(d) => d.to_path_buf(),
             None => std::env::current_dir().unwrap_or_default(),
         };
-        let w = crate::cli::context::find_world(&all, &cwd, world)
+        let w = crate::cli::context::world_named(store, &cwd, world)
             .map_err(|f| errors::classify(f.code, f.message, world))?;
         Ok((store, w))
     }

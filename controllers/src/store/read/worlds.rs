@@ -209,6 +209,22 @@ pub fn worlds_of_project(conn: &Connection, project_id: i64) -> Result<Vec<World
     Ok(out)
 }
 
+/// The worlds named `name`, of every project, by project (a command looking one world up
+/// by name reads these, not every world).
+pub fn worlds_named(conn: &Connection, name: &str) -> Result<Vec<World>, StoreError> {
+    let sql = format!(
+        "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id
+         WHERE w.name = ?1 ORDER BY p.name"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([name], world_from_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(decode_world(row?)?);
+    }
+    Ok(out)
+}
+
 /// Every world, by project then name.
 pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
     let sql = format!(
