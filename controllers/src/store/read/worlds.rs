@@ -196,28 +196,26 @@ pub fn world_by_project(
 
 /// Every world of project `project_id`, by name.
 pub fn worlds_of_project(conn: &Connection, project_id: i64) -> Result<Vec<World>, StoreError> {
-    let sql = format!(
-        "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id
-         WHERE w.project_id = ?1 ORDER BY w.name"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([project_id], world_from_row)?;
-    let mut out = Vec::new();
-    for row in rows {
-        out.push(decode_world(row?)?);
-    }
-    Ok(out)
+    worlds_where(conn, "w.project_id = ?1 ORDER BY w.name", project_id)
 }
 
 /// The worlds named `name`, of every project, by project (a command looking one world up
 /// by name reads these, not every world).
 pub fn worlds_named(conn: &Connection, name: &str) -> Result<Vec<World>, StoreError> {
+    worlds_where(conn, "w.name = ?1 ORDER BY p.name", name)
+}
+
+/// The worlds `filter` (a `WHERE` clause and its order, of `?1` = `value`) keeps.
+fn worlds_where(
+    conn: &Connection,
+    filter: &str,
+    value: impl rusqlite::ToSql,
+) -> Result<Vec<World>, StoreError> {
     let sql = format!(
-        "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id
-         WHERE w.name = ?1 ORDER BY p.name"
+        "SELECT {WORLD_COLUMNS} FROM worlds w JOIN projects p ON p.id = w.project_id WHERE {filter}"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([name], world_from_row)?;
+    let rows = stmt.query_map([value], world_from_row)?;
     let mut out = Vec::new();
     for row in rows {
         out.push(decode_world(row?)?);
