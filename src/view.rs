@@ -120,7 +120,8 @@ pub struct WorldView {
 pub fn world(store: &Store, w: &World) -> Result<WorldView, StoreError> {
     store.read(|c| {
         let rows = store::WorldRows::read(c, w.id)?;
-        world_in(w, &rows, store::Seen::read(c, w)?, &store::proxy_view(c)?)
+        let seen = store::Seen::read(c, w, &rows)?;
+        world_in(w, &rows, seen, &store::proxy_view(c)?)
     })
 }
 

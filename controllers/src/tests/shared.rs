@@ -365,8 +365,17 @@ async fn every_worlds_rows_read_at_once_are_each_worlds_own_reads() {
                 );
                 assert_eq!(many.resources, one.resources);
                 assert_eq!(many.bootstrap, one.bootstrap);
-                let (seen, alone) = (all.seen_by(&w), store::Seen::read(c, &w)?);
+                let (seen, alone) = (all.seen_by(&w), store::Seen::read(c, &w, &one)?);
                 assert_eq!(seen.ports, alone.ports);
+                assert_eq!(seen.ports, store::ports_seen_by(c, &w)?);
+                assert_eq!(
+                    format!("{:?}", seen.slices),
+                    format!("{:?}", store::slices_seen_by(c, &w)?)
+                );
+                assert_eq!(
+                    format!("{:?}", seen.shared_processes),
+                    format!("{:?}", store::shared_processes(c, &w)?)
+                );
                 assert_eq!(
                     format!("{:?}", seen.shared_processes),
                     format!("{:?}", alone.shared_processes)

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::Connection;
 
-use super::shared::{seen, uses_shared};
+use super::shared::{provider, seen, uses_shared};
 use super::WORKTREES;
 use super::{
     BootstrapRow, ConditionRow, PortRow, ProcessRow, ResourceRow, SliceRow, WorktreeRow, World,
@@ -62,13 +62,43 @@ pub struct Seen {
 }
 
 impl Seen {
-    /// What `world` sees, read for it alone.
-    pub fn read(conn: &Connection, world: &World) -> Result<Seen, StoreError> {
-        Ok(Seen {
-            ports: super::ports_seen_by(conn, world)?,
-            slices: super::slices_seen_by(conn, world)?,
-            shared_processes: super::shared_processes(conn, world)?,
-        })
+    /// What `world` sees, given its own rows and, when it uses one, its shared world's.
+    fn of(world: &World, own: &WorldRows, shared: Option<&WorldRows>) -> Seen {
+        Seen {
+            ports: seen(
+                world,
+                own.ports.clone(),
+                shared.map(|s| s.ports.clone()),
+                |p| &p.service,
+            ),
+            slices: seen(
+                world,
+                own.slices.clone(),
+                shared.map(|s| s.slices.clone()),
+                |s| &s.service,
+            ),
+            shared_processes: seen(
+                world,
+                Vec::new(),
+                shared.map(|s| s.processes.clone()),
+                |p| &p.service,
+            ),
+        }
+    }
+
+    /// What `world`, whose own rows are `own`, sees: its shared world's rows are read only
+    /// when it uses one.
+    pub fn read(conn: &Connection, world: &World, own: &WorldRows) -> Result<Seen, StoreError> {
+        let shared = match provider(conn, world)? {
+            Some(id) => Some(WorldRows {
+                ports: super::ports(conn, id)?,
+                slices: super::slices(conn, id)?,
+                processes: super::processes(conn, id)?,
+                ..WorldRows::default()
+            }),
+            None => None,
+        };
+        Ok(Seen::of(world, own, shared.as_ref()))
     }
 }
 
@@ -123,30 +153,10 @@ impl Observed {
 
     /// What `world` sees of its project's shared world.
     pub fn seen_by(&self, world: &World) -> Seen {
-        let own = self.of(world.id);
         let shared = uses_shared(world)
             .then(|| self.shared.get(&world.project_id))
             .flatten()
             .map(|id| self.of(*id));
-        Seen {
-            ports: seen(
-                world,
-                own.ports.clone(),
-                shared.map(|s| s.ports.clone()),
-                |p| &p.service,
-            ),
-            slices: seen(
-                world,
-                own.slices.clone(),
-                shared.map(|s| s.slices.clone()),
-                |s| &s.service,
-            ),
-            shared_processes: seen(
-                world,
-                Vec::new(),
-                shared.map(|s| s.processes.clone()),
-                |p| &p.service,
-            ),
-        }
+        Seen::of(world, self.of(world.id), shared)
     }
 }

@@ -1,11 +1,11 @@
 //! What a world sees of its project's shared world (see [`crate::shared`]): the world
 //! itself, and the ports, slices and processes of the shared services it uses.
 
-use rusqlite::Connection;
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{ports, processes, slices, world_by_project, worlds_of_project};
 use super::{PortRow, ProcessRow, SliceRow, World};
-use crate::store::StoreError;
+use crate::store::{StoreError, WorldId};
 
 /// The shared world of project `project_id`, if it has one.
 pub fn shared_world(conn: &Connection, project_id: i64) -> Result<Option<World>, StoreError> {
@@ -20,20 +20,26 @@ pub fn user_worlds(conn: &Connection, project_id: i64) -> Result<Vec<World>, Sto
         .collect())
 }
 
-/// The shared world `world` uses services of, when it uses any (none for the shared world
-/// itself).
-fn provider(conn: &Connection, world: &World) -> Result<Option<World>, StoreError> {
+/// The id of the shared world `world` uses services of, when it uses any (none for the
+/// shared world itself). Only the id: every token resolution asks it, and decoding the
+/// shared world's spec for an id would be work thrown away.
+pub(crate) fn provider(conn: &Connection, world: &World) -> Result<Option<WorldId>, StoreError> {
     if !uses_shared(world) {
         return Ok(None);
     }
-    shared_world(conn, world.project_id)
+    Ok(conn
+        .prepare_cached("SELECT id FROM worlds WHERE project_id = ?1 AND name = ?2")?
+        .query_row(params![world.project_id, crate::shared::WORLD], |r| {
+            r.get(0)
+        })
+        .optional()?)
 }
 
 /// The ports `world` resolves tokens against: its own, and the shared world's ports of the
 /// services it shares (after its own, so they win over a stale one of the same name).
 pub fn ports_seen_by(conn: &Connection, world: &World) -> Result<Vec<PortRow>, StoreError> {
     let shared = provider(conn, world)?
-        .map(|s| ports(conn, s.id))
+        .map(|id| ports(conn, id))
         .transpose()?;
     Ok(seen(world, ports(conn, world.id)?, shared, |p| &p.service))
 }
@@ -42,7 +48,7 @@ pub fn ports_seen_by(conn: &Connection, world: &World) -> Result<Vec<PortRow>, S
 /// the adapter services it shares.
 pub fn slices_seen_by(conn: &Connection, world: &World) -> Result<Vec<SliceRow>, StoreError> {
     let shared = provider(conn, world)?
-        .map(|s| slices(conn, s.id))
+        .map(|id| slices(conn, id))
         .transpose()?;
     Ok(seen(world, slices(conn, world.id)?, shared, |s| &s.service))
 }
@@ -51,7 +57,7 @@ pub fn slices_seen_by(conn: &Connection, world: &World) -> Result<Vec<SliceRow>,
 /// none).
 pub fn shared_processes(conn: &Connection, world: &World) -> Result<Vec<ProcessRow>, StoreError> {
     let shared = provider(conn, world)?
-        .map(|s| processes(conn, s.id))
+        .map(|id| processes(conn, id))
         .transpose()?;
     Ok(seen(world, Vec::new(), shared, |p| &p.service))
 }
