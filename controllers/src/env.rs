@@ -164,9 +164,7 @@ pub fn command_env(
         Runner::Slice(service) => {
             let res = world
                 .spec
-                .services
-                .get(service)
-                .and_then(Service::resource)
+                .resource(service)
                 .ok_or_else(|| no_service(service, "adapter service"))?;
             let url = tokens
                 .urls
@@ -409,12 +407,7 @@ pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView, slices: &[Sli
     // An adapter service's `${svc.url}` is its slice's address; its other tokens
     // (`${cache.prefix}`) come from the adapter.
     for s in slices {
-        if world
-            .spec
-            .services
-            .get(&s.service)
-            .is_some_and(|svc| svc.resource().is_some())
-        {
+        if world.spec.resource(&s.service).is_some() {
             if let Some(addr) = &s.address {
                 t.urls.insert(s.service.clone(), addr.clone());
             }

@@ -589,6 +589,11 @@ pub struct Hooks {
 pub struct Cycle(pub Vec<String>);
 
 impl Spec {
+    /// The adapter part of service `name`, when it is an adapter service.
+    pub fn resource(&self, name: &str) -> Option<&Resource> {
+        self.services.get(name).and_then(Service::resource)
+    }
+
     /// The services of a world that runs `group` (`None`: every service): the group's
     /// members and everything they depend on, transitively.
     pub fn selected(&self, group: Option<&str>) -> BTreeSet<String> {

@@ -138,11 +138,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
                         .to_owned();
                     let other_slice = target != service
                         && target != "self"
-                        && world
-                            .spec
-                            .services
-                            .get(&target)
-                            .is_some_and(|s| s.resource().is_some())
+                        && world.spec.resource(&target).is_some()
                         && !tokens.urls.contains_key(&target)
                         && world
                             .spec

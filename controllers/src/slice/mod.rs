@@ -314,12 +314,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         if asked == Some(world.generation) {
             return Ok(false);
         }
-        let res = world
-            .spec
-            .services
-            .get(&row.service)
-            .and_then(|s| s.resource())
-            .cloned();
+        let res = world.spec.resource(&row.service).cloned();
         let spec = self.made_spec(world, &row, res.as_ref());
         match self.effects().pause(&spec).await {
             Ok(true) => {
@@ -909,12 +904,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(w, _), _| *w != world.id);
         for row in self.store.read(|c| store::slices(c, world.id))? {
-            let res = world
-                .spec
-                .services
-                .get(&row.service)
-                .and_then(|s| s.resource())
-                .cloned();
+            let res = world.spec.resource(&row.service).cloned();
             // Never made (its server's address came from an unset variable): nothing to drop.
             let never_made = row.address.is_none()
                 && row.admin_url.is_none()

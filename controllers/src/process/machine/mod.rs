@@ -548,11 +548,7 @@ impl<S: Supervisor> ProcessController<S> {
             // Judged on the tokens the service was resolved with (one snapshot): a slice
             // made since is seen at the next pass. A slice the world's group does not make
             // is never coming.
-            s.world
-                .spec
-                .services
-                .get(target)
-                .is_some_and(|t| t.resource().is_some())
+            s.world.spec.resource(target).is_some()
                 && !s.tokens.urls.contains_key(target)
                 && s.world
                     .spec

@@ -201,11 +201,7 @@ impl<S: Supervisor> ProcessController<S> {
         }
         refs.into_iter()
             .filter(|r| {
-                world
-                    .spec
-                    .services
-                    .get(r)
-                    .is_some_and(|s| s.resource().is_some())
+                world.spec.resource(r).is_some()
                     && !(slices
                         .iter()
                         .any(|s| &s.service == r && s.address.is_some())

@@ -150,6 +150,23 @@ fn decode_world((mut world, spec, env): (World, String, String)) -> Result<World
     Ok(world)
 }
 
+/// `text` parsed, or a copy of what the same text parsed to before.
+fn parsed_once<T: Clone + serde::de::DeserializeOwned>(
+    cache: &mut HashMap<String, T>,
+    text: String,
+    what: impl FnOnce() -> String,
+) -> Result<T, StoreError> {
+    if let Some(v) = cache.get(&text) {
+        return Ok(v.clone());
+    }
+    let v: T = serde_json::from_str(&text).map_err(|source| StoreError::Decode {
+        what: what(),
+        source,
+    })?;
+    cache.insert(text, v.clone());
+    Ok(v)
+}
+
 /// One world by id.
 pub fn world(conn: &Connection, id: WorldId) -> Result<Option<World>, StoreError> {
     let sql = format!(
@@ -237,20 +254,9 @@ pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
     let mut envs: HashMap<String, BTreeMap<String, String>> = HashMap::new();
     let mut out = Vec::new();
     for row in rows {
-        let (world, spec, env) = row?;
-        let world = match (specs.get(&spec), envs.get(&env)) {
-            (Some(s), Some(e)) => World {
-                spec: s.clone(),
-                env: e.clone(),
-                ..world
-            },
-            _ => {
-                let w = decode_world((world, spec.clone(), env.clone()))?;
-                specs.insert(spec, w.spec.clone());
-                envs.insert(env, w.env.clone());
-                w
-            }
-        };
+        let (mut world, spec, env) = row?;
+        world.spec = parsed_once(&mut specs, spec, || format!("spec of world {}", world.name))?;
+        world.env = parsed_once(&mut envs, env, || format!("env of world {}", world.name))?;
         out.push(world);
     }
     Ok(out)
