@@ -205,6 +205,15 @@ async fn mcp_tools_bring_a_world_up_inspect_it_and_stop_it() {
             .any(|l| l["line"] == format!("listening on {api_port}")),
         "{logs}"
     );
+    // A service the world does not have: not_found, naming the ones it has.
+    let (err, none) = call(&client, "logs", json!({"world": "w", "service": "nosuch"})).await;
+    assert!(err, "{none}");
+    assert_eq!(code(&none), "not_found", "{none}");
+    let message = none["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("has no service `nosuch`; services: ") && message.contains("api"),
+        "{none}"
+    );
     let (err, one) = call(&client, "logs", json!({"world": "w", "lines": 1})).await;
     assert!(!err, "{one}");
     assert_eq!(one["lines"].as_array().unwrap().len(), 1, "{one}");
@@ -398,6 +407,18 @@ async fn mcp_tools_bring_a_world_up_inspect_it_and_stop_it() {
     assert!(!err, "{rm}");
     let (_, l) = call(&client, "list", json!({})).await;
     assert_eq!(l["worlds"], json!([]), "{l}");
+    // Its events stay readable, said to be a removed world's.
+    let (err, ev) = call(&client, "events", json!({"world": "w"})).await;
+    assert!(!err, "{ev}");
+    assert_eq!(ev["removed"], true, "{ev}");
+    assert!(
+        ev["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "removed"),
+        "{ev}"
+    );
 
     client.cancel().await.unwrap();
     env.assert_nothing_left(&["w"]);
