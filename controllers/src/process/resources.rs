@@ -56,14 +56,21 @@ const QUIET_FULL_MS: i64 = 60_000;
 /// times a second and uses a few microseconds each time).
 const IDLE_PERCENT: f64 = 0.5;
 
-/// Whether a service that had used `r.cpu_usec` at its last written sample, and has used
-/// `now_used` by `now` (ms), has been idle since: under [`IDLE_PERCENT`] of a core.
-fn idle_since(r: &store::ResourceRow, now_used: Option<u64>, now: i64) -> bool {
-    let (Some(before), Some(at), Some(used)) = (r.cpu_usec, r.sampled_at, now_used) else {
-        return false;
-    };
+/// The share of one core (percent) a service used since its last written sample `r`, when
+/// it has used `used` µs of CPU by `now` (ms); none without a sample, or for a new run
+/// (its counter started again).
+fn percent_since(r: &store::ResourceRow, used: u64, now: i64) -> Option<f64> {
+    let (before, at) = (r.cpu_usec?, r.sampled_at?);
     let wall_us = (now - at).max(1) as f64 * 1000.0;
-    used >= before && ((used - before) as f64) / wall_us * 100.0 < IDLE_PERCENT
+    (used >= before).then(|| (used - before) as f64 / wall_us * 100.0)
+}
+
+/// Whether a service that has used `now_used` µs by `now` has been idle since its last
+/// written sample `r`: under [`IDLE_PERCENT`] of a core.
+fn idle_since(r: &store::ResourceRow, now_used: Option<u64>, now: i64) -> bool {
+    now_used
+        .and_then(|used| percent_since(r, used, now))
+        .is_some_and(|p| p < IDLE_PERCENT)
 }
 
 /// What the sampler remembers between samples, per service: when it last wrote its row, and
@@ -339,11 +346,7 @@ impl<S: Supervisor> ProcessController<S> {
             return None;
         }
         seen.quiet.remove(key);
-        let percent = before.and_then(|r| {
-            let (used, at) = (r.cpu_usec?, r.sampled_at?);
-            let wall_us = (now - at).max(1) as f64 * 1000.0;
-            (u.cpu_usec >= used).then(|| (u.cpu_usec - used) as f64 / wall_us * 100.0)
-        });
+        let percent = before.and_then(|r| percent_since(r, u.cpu_usec, now));
         Some((u, percent))
     }
 
