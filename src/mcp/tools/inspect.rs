@@ -56,14 +56,7 @@ impl Server {
             Some(_) => self.place(None, root)?,
             None => None,
         };
-        let v = json!({ "worlds": world_views(dir.as_deref())? });
-        let worlds: Vec<Value> = v["worlds"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|w| project.is_none_or(|p| w["project"] == p))
-            .collect();
+        let worlds = world_views(dir.as_deref(), project)?;
         if let Some(p) = project {
             if worlds.is_empty() {
                 return Err(ToolError::new(
@@ -306,8 +299,12 @@ impl Server {
 }
 
 /// Every world as `binky status --json` shows it; with `dir`, only the worlds of the
-/// repository `dir` is in (none when it is in no repository with worlds).
-fn world_views(dir: Option<&std::path::Path>) -> Result<Vec<Value>, ToolError> {
+/// repository `dir` is in (none when it is in no repository with worlds); with `project`,
+/// only that project's. Only the worlds kept are viewed.
+fn world_views(
+    dir: Option<&std::path::Path>,
+    project: Option<&str>,
+) -> Result<Vec<Value>, ToolError> {
     let failed = store_failed;
     let store = created::store().map_err(failed)?;
     let mut worlds = store
@@ -319,6 +316,7 @@ fn world_views(dir: Option<&std::path::Path>) -> Result<Vec<Value>, ToolError> {
             .map(|c| c.repo_root);
         worlds.retain(|w| repo.as_ref() == Some(&w.repo_root));
     }
+    worlds.retain(|w| project.is_none_or(|p| w.project == p));
     let views = crate::view::worlds(store, &worlds).map_err(|e| failed(e.to_string()))?;
     Ok(views
         .iter()
