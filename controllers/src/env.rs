@@ -97,6 +97,54 @@ pub struct CommandEnv {
     pub tokens: Tokens,
     /// `env_file`s that were not there.
     pub missing_env_files: Vec<PathBuf>,
+    /// Variables of the services' `env` whose tokens resolve to nothing here (a slice the
+    /// world does not make, a port of a service it does not run: `binky up W --group …`).
+    /// A command of the whole world goes without them (never with `${db.port}` as text);
+    /// a service's or a slice's own command is not to be run with them (the daemon holds
+    /// that service, `binky exec -s` refuses).
+    pub unresolved: Vec<Unresolved>,
+}
+
+/// A variable of a service's `env` whose value names tokens that resolve to nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    /// The service that declares it.
+    pub service: String,
+    /// The variable.
+    pub var: String,
+    /// The tokens, as written (`${cache.port}`).
+    pub tokens: Vec<String>,
+}
+
+impl std::fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of `{}` ({})",
+            self.var,
+            self.service,
+            self.tokens.join(", ")
+        )
+    }
+}
+
+/// The variables of `env` (declared by `service`) whose values name tokens that resolve
+/// to nothing against `tokens`.
+fn unresolved_of<'a>(
+    env: impl IntoIterator<Item = (&'a String, &'a String)>,
+    service: &str,
+    tokens: &Tokens,
+) -> Vec<Unresolved> {
+    env.into_iter()
+        .filter_map(|(k, v)| {
+            let names = tokens.unresolved(v, service);
+            (!names.is_empty()).then(|| Unresolved {
+                service: service.to_owned(),
+                var: k.clone(),
+                tokens: names,
+            })
+        })
+        .collect()
 }
 
 /// Why no environment could be built.
@@ -143,6 +191,7 @@ pub fn command_env(
         service: service.to_owned(),
         kind,
     };
+    let mut unresolved = Vec::new();
     let (dir, mut vars, missing, process) = match runner {
         Runner::Service(instance) => {
             let svc = world
@@ -159,6 +208,9 @@ pub fn command_env(
                 tokens.env.insert(k.clone(), v.clone());
             }
             let vars = service_env(world, instance, svc, &tokens, &file_vars);
+            if let Some(p) = process {
+                unresolved = unresolved_of(&p.env, instance, &tokens);
+            }
             (dir, vars, missing, process)
         }
         Runner::Slice(service) => {
@@ -177,10 +229,12 @@ pub fn command_env(
                 })?;
             let (dir, missing) =
                 adapter_command_env(world, layout, service, res, &mut tokens, &url);
+            unresolved = unresolved_of(&res.env, service, &tokens);
             (dir, missing.0, missing.1, None)
         }
         Runner::World => {
-            let (dir, vars, missing) = world_vars(world, layout, snap, &mut tokens);
+            let (dir, vars, missing) =
+                world_vars(world, layout, snap, &mut tokens, &mut unresolved);
             (dir, vars, missing, None)
         }
     };
@@ -200,19 +254,22 @@ pub fn command_env(
         vars,
         tokens,
         missing_env_files: missing,
+        unresolved,
     })
 }
 
 /// A command of the whole world: the world's environment, every service's URL and ports
 /// (as `binky env` hands them out), every process service's `env_file`s, `BINKY_WORKTREE`
 /// and `BINKY_PROJECT`, then what the services declare in `env` (a service's own
-/// `${self.…}` means nothing here and is left out). Where services disagree, the first in
-/// start order wins (a backend before the frontend that calls it).
+/// `${self.…}` means nothing here and is left out, as is a variable whose tokens resolve to
+/// nothing, which joins `unresolved`). Where services disagree, the first in start order
+/// wins (a backend before the frontend that calls it).
 fn world_vars(
     world: &World,
     layout: &Layout,
     snap: &Snapshot,
     tokens: &mut Tokens,
+    unresolved: &mut Vec<Unresolved>,
 ) -> (PathBuf, BTreeMap<String, String>, Vec<PathBuf>) {
     let dir = layout.config_dir(world);
     let mut vars = world.env.clone();
@@ -244,7 +301,16 @@ fn world_vars(
     let mut declared: BTreeMap<String, String> = BTreeMap::new();
     for (name, _, p) in &processes {
         for (k, v) in &p.env {
-            if v.contains("${self.") {
+            if v.contains("${self.") || declared.contains_key(k) {
+                continue;
+            }
+            let names = tokens.unresolved(v, name);
+            if !names.is_empty() {
+                unresolved.push(Unresolved {
+                    service: (*name).clone(),
+                    var: k.clone(),
+                    tokens: names,
+                });
                 continue;
             }
             declared

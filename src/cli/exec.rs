@@ -49,6 +49,7 @@ pub fn world_env(
     let ca = ctx.home.ca().join("ca.crt");
     match env::command_env(world, &layout, &snap, runner, Some(&ca)) {
         Ok(ce) => {
+            refuse_unresolved(world, service, &ce.unresolved)?;
             wait_for_paths(ctx, world, &layout, &ce.dir)?;
             Ok((ce.dir, ce.vars))
         }
@@ -69,6 +70,38 @@ pub fn world_env(
             ))
         }
         Err(e) => Err(Failure::failed(e.to_string())),
+    }
+}
+
+/// A service's own command is not run with a variable whose tokens resolve to nothing (the
+/// daemon holds that service): `binky exec -s` refuses, naming them. A command of the whole
+/// world goes without such variables, and says which it left out.
+fn refuse_unresolved(
+    world: &World,
+    service: Option<&str>,
+    unresolved: &[env::Unresolved],
+) -> Result<(), Failure> {
+    if unresolved.is_empty() {
+        return Ok(());
+    }
+    let list = unresolved
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    let fix = format!(
+        "`binky status {w}` says what the world runs; `binky up {w}` without `--group` makes everything its services name",
+        w = world.name
+    );
+    match service {
+        Some(name) => Err(Failure::failed(format!(
+            "`{name}` of world `{}` cannot run here: its env names what the world does not have: {list}; {fix}",
+            world.name
+        ))),
+        None => {
+            eprintln!("binky: left out what the world does not have: {list}; {fix}");
+            Ok(())
+        }
     }
 }
 

@@ -249,8 +249,39 @@ web = ["api"]
     assert!(env.pid_of("w", "api").is_none(), "started with the text");
     let events = env.ok(&["events", "w"]);
     assert!(events.contains("token_unresolved"), "{events}");
+    // `binky exec` never hands the text out either: a command of the whole world goes
+    // without the variable and says so; the held service's own environment is refused.
+    let out = env.binky(&["exec", "w", "--", "env"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let vars = String::from_utf8_lossy(&out.stdout);
+    assert!(!vars.contains("${cache."), "{vars}");
+    assert!(!vars.contains("CACHE_PORT="), "{vars}");
+    assert!(vars.contains("BINKY_WORKTREE=w"), "{vars}");
+    assert!(
+        stderr(&out).contains("CACHE_PORT of `api` (${cache.port})"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.binky(&["exec", "w", "-s", "api", "--", "env"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "ran: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("`api` of world `w` cannot run here") && err.contains("${cache.port}"),
+        "{err}"
+    );
     // With the slice made, the same service runs with the value.
     env.ok(&["up", "w"]);
+    let out = env.ok(&["exec", "w", "-s", "api", "--", "env"]);
+    let port = out
+        .lines()
+        .find_map(|l| l.strip_prefix("CACHE_PORT="))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(port.parse::<u16>().is_ok(), "{out}");
     let served = served_env(env.port_of("w", "api"));
     assert!(
         served["CACHE_PORT"]
