@@ -34,10 +34,13 @@ struct Bench {
 
 impl Bench {
     fn cmd(&self, args: &[&str]) -> Res<String> {
-        let out = Command::new(&self.binky)
-            .args(args)
+        let mut cmd = Command::new(&self.binky);
+        cmd.args(args)
             .current_dir(&self.repo)
-            .env("BINKY_HOME", &self.home)
+            .env("BINKY_HOME", &self.home);
+        // The bench signs its browser in as the person: `binky dashboard` needs a terminal.
+        let _terminal = binky_testkit::terminal::for_person(&mut cmd, args);
+        let out = cmd
             .output()
             .map_err(|e| format!("{}: {e}", self.binky.display()))?;
         if !out.status.success() {

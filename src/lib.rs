@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod adapters;
+pub mod agent_made;
 pub mod apply;
 pub mod bootstrap;
 pub mod caller_env;

@@ -118,3 +118,16 @@ pub fn worktree_path(repo_root: &Path, project: &str, world: &str) -> PathBuf {
     let parent = repo_root.parent().unwrap_or(repo_root);
     parent.join(format!("{name}.worktrees")).join(world)
 }
+
+/// Write `content` to `path` through a temporary file renamed over it (a reader never sees
+/// half a file).
+pub fn write_atomically(path: &Path, content: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".binky-tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, content)?;
+    std::fs::rename(&tmp, path)
+}

@@ -1,6 +1,8 @@
 //! Who is asking: a person, or a process binky started for a world (a service, its setup, a
 //! hook, `binky exec`, `binky verify`, what `binky mcp` runs). Person-only actions — approving
-//! commands, changing the machine's settings — are refused from the second.
+//! commands, changing the machine's settings, signing a browser in to the dashboard — are
+//! refused from the second, and need a terminal on standard input (a person's channel; the
+//! dashboard is the other): an agent's own shell, which has none, is refused too.
 //!
 //! # How binky tells
 //! - Every command binky runs for a world carries `BINKY_SPAWNED_IN=<project>/<world>` in its
@@ -30,24 +32,40 @@ pub fn started_by_binky() -> Option<String> {
     if let Ok(world) = std::env::var(MARK) {
         return Some(format!("it runs in world {world}"));
     }
-    let mut pid = std::process::id();
+    started_above(std::process::id())
+}
+
+/// Why process `pid` (a caller on the daemon's socket) counts as one binky started, if it
+/// does: what [`started_by_binky`] asks of this process, asked of that one from outside.
+pub fn pid_started_by_binky(pid: u32) -> Option<String> {
+    marked(pid).or_else(|| started_above(pid))
+}
+
+/// Why one of `pid`'s ancestors makes it binky's, if one does.
+fn started_above(mut pid: u32) -> Option<String> {
     for _ in 0..64 {
         let parent = procfs::stat(pid)?.ppid;
         if parent <= 1 {
             return None;
         }
-        if let Some(world) = procfs::environ_var(parent, MARK) {
-            return Some(format!("it runs in world {world}"));
-        }
-        if procfs::environ_var(parent, crate::supervisor::TOKEN_VAR).is_some() {
-            return Some("it runs under a service binky started".into());
-        }
-        if let Some(cmd) = binky_runner(parent) {
-            return Some(format!("it runs under `binky {cmd}`"));
+        if let Some(why) = marked(parent) {
+            return Some(why);
         }
         pid = parent;
     }
     None
+}
+
+/// Why `pid` itself is binky's: the world's mark or a service's spawn token in the
+/// environment it started with, or it is one of [`BINKY_RUNNERS`].
+fn marked(pid: u32) -> Option<String> {
+    if let Some(world) = procfs::environ_var(pid, MARK) {
+        return Some(format!("it runs in world {world}"));
+    }
+    if procfs::environ_var(pid, crate::supervisor::TOKEN_VAR).is_some() {
+        return Some("it runs under a service binky started".into());
+    }
+    binky_runner(pid).map(|cmd| format!("it runs under `binky {cmd}`"))
 }
 
 /// The subcommand of `pid` when it is binky running one of [`BINKY_RUNNERS`].
@@ -68,10 +86,29 @@ fn binky_runner(pid: u32) -> Option<String> {
 /// Refuse `what` (a person-only action) when binky started this process: the message says
 /// why and what to do instead.
 pub fn refuse_unless_person(what: &str) -> Result<(), String> {
-    match started_by_binky() {
+    refusal(what, started_by_binky())
+}
+
+/// The refusal of `what` for a caller binky started (`why`), if it is one.
+pub fn refusal(what: &str, why: Option<String>) -> Result<(), String> {
+    match why {
         None => Ok(()),
         Some(why) => Err(format!(
             "{what} is a person's to do, and this was asked by a process binky started ({why}); ask a person to run it in their own terminal, or to use the dashboard (`binky dashboard`)"
         )),
     }
+}
+
+/// Refuse `what` unless a person asks at a terminal: never from a process binky started
+/// ([`refuse_unless_person`]), and only with standard input a terminal — a person's
+/// channel, beside the dashboard. A shell an agent runs commands through has none.
+pub fn require_person_at_terminal(what: &str) -> Result<(), String> {
+    use std::io::IsTerminal;
+    refuse_unless_person(what)?;
+    if std::io::stdin().is_terminal() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} needs a person at a terminal, and standard input is not one (an agent's shell, a script, a pipe); run it yourself in a terminal, or use the dashboard (`binky dashboard`, run in a terminal, signs a browser in)"
+    ))
 }

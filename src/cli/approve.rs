@@ -1,8 +1,6 @@
 //! `binky approve`: the commands worlds may run when approvals are on
 //! (`binky settings approvals=true`).
 
-use std::io::IsTerminal;
-
 use binky_controllers::store;
 
 use super::context::{Ctx, Failure};
@@ -20,8 +18,6 @@ pub struct Args {
     pub revoke: Option<String>,
     /// Let `binky exec` run commands matching this pattern in the current project's worlds.
     pub exec: Option<String>,
-    /// Approve without a terminal.
-    pub yes: bool,
     /// Machine-readable list.
     pub json: bool,
 }
@@ -42,7 +38,7 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     if let Some(pattern) = &a.exec {
-        crate::person::refuse_unless_person("approving commands").map_err(Failure::failed)?;
+        crate::person::require_person_at_terminal("approving commands").map_err(Failure::failed)?;
         let project = match ctx.world(None) {
             Ok(w) => w.project,
             Err(_) => crate::cli::context::Checkout::discover(&std::env::current_dir().unwrap_or_default())
@@ -96,15 +92,10 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         }
         return Ok(exit::OK);
     }
-    // Approving is a person's: never a process binky started for a world (an agent's
-    // `exec` of `binky approve … --yes`), whatever it passes.
-    crate::person::refuse_unless_person("approving commands").map_err(Failure::failed)?;
-    // Approving: a person must see what they approve.
-    if !a.yes && !std::io::stdin().is_terminal() {
-        return Err(Failure::usage(
-            "approving needs a person at a terminal: run it yourself, or pass --yes if you have read the commands (`binky approve --list`)",
-        ));
-    }
+    // Approving is a person's, at a terminal: never a process binky started for a world (an
+    // agent's `exec` of `binky approve … --yes`) nor an agent's own shell, whatever it
+    // passes. `--yes` only spares the person the question.
+    crate::person::require_person_at_terminal("approving commands").map_err(Failure::failed)?;
     let chosen: Vec<&crate::requests::Approval> = match (&a.key, &a.all) {
         (Some(k), _) => {
             let c = crate::requests::approve(&ctx.store, k)?;

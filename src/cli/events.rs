@@ -17,9 +17,9 @@ pub fn clock(ms: i64) -> String {
         .to_owned()
 }
 
-/// The project of a removed world `name` whose events the log keeps: the project of the
-/// checkout `cwd` is in when it had one, else the one project that had it. `None` when no
-/// removed world has the name (a live one elsewhere is not this command's to show).
+/// The project of a removed world `name` whose events the log keeps: inside a repository,
+/// its project's (when it had one); outside any, the one project that had it. `None` when
+/// no such removed world is there to show (a live one elsewhere is not this command's).
 fn removed_world_project(
     store: &Store,
     live: &[store::World],
@@ -31,15 +31,15 @@ fn removed_world_project(
         .into_iter()
         .filter(|p| !live.iter().any(|w| &w.project == p && w.name == name))
         .collect();
-    let here = Checkout::discover(cwd).ok().and_then(|co| {
-        let projects = store.read(store::projects).ok()?;
-        projects
+    // Inside a repository, only its project's: never another project's world of the name
+    // (as every command that names a world).
+    if let Ok(co) = Checkout::discover(cwd) {
+        let here = store
+            .read(store::projects)?
             .into_iter()
             .find(|p| p.repo_root == co.repo_root)
-            .map(|p| p.name)
-    });
-    if let Some(here) = here.filter(|p| had.contains(p)) {
-        return Ok(Some(here));
+            .map(|p| p.name);
+        return Ok(here.filter(|p| had.contains(p)));
     }
     match had.as_slice() {
         [] => Ok(None),

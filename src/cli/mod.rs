@@ -166,8 +166,9 @@ pub enum Command {
         /// characters, `?` one) in the worlds of the current directory's project.
         #[arg(long, value_name = "PATTERN", conflicts_with_all = ["key", "all", "revoke"])]
         exec: Option<String>,
-        /// Approve without a terminal (you have read the commands).
-        #[arg(long)]
+        /// Accepted and ignored: approving always needs a person at a terminal (scripts of
+        /// older binky passed it to approve without one).
+        #[arg(long, hide = true)]
         yes: bool,
         /// Machine-readable list.
         #[arg(long)]
@@ -498,7 +499,7 @@ pub fn run(cli: Cli) -> i32 {
                 all,
                 revoke,
                 exec,
-                yes,
+                yes: _,
                 json,
             } => {
                 approve::run(approve::Args {
@@ -507,7 +508,6 @@ pub fn run(cli: Cli) -> i32 {
                     all,
                     revoke,
                     exec,
-                    yes,
                     json,
                 })
                 .await

@@ -10,6 +10,7 @@ use super::{exit, WaitArgs};
 pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(name))?;
+    refuse_unless_theirs(&ctx, &world)?;
     // Refused before anything is written: uncommitted work is never lost without --force.
     let since = ctx.store.read(store::last_event_id)?;
     let generation = crate::requests::remove(&ctx.store, &world, force).await?;
@@ -40,4 +41,25 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
         println!("{what} removed (no world uses them any more)");
     }
     Ok(exit::OK)
+}
+
+/// From a process binky started (`binky exec` of an agent's MCP call, a service), `remove`
+/// takes only what `binky mcp`'s own `remove` would: a world an agent made through it, or
+/// any once the person set `mcp_remove_any`. A person's world is theirs to remove.
+fn refuse_unless_theirs(ctx: &Ctx, world: &store::World) -> Result<(), Failure> {
+    let Some(why) = crate::person::started_by_binky() else {
+        return Ok(());
+    };
+    let made_by_agent =
+        crate::agent_made::by_agent(&ctx.home, &ctx.store, &world.project, &world.name)
+            .map_err(Failure::failed)?;
+    if made_by_agent
+        || crate::agent_made::remove_any_allowed(&ctx.store).map_err(Failure::failed)?
+    {
+        return Ok(());
+    }
+    let name = &world.name;
+    Err(Failure::failed(format!(
+        "removing world `{name}` (its worktree and data) is a person's decision: no agent made it through `binky mcp`, and this was asked by a process binky started ({why}); ask a person to run `binky remove {name}` (they may let agents remove any world: `binky settings mcp_remove_any=true`); `binky down {name}` stops it and keeps everything"
+    )))
 }

@@ -21,10 +21,10 @@ pub async fn run(assignments: Vec<String>, json: bool, describe: bool) -> Result
         let value = validate(k.trim(), v).map_err(|e| Failure::usage(e.to_string()))?;
         writes.push((k.trim().to_owned(), value));
     }
-    // The machine's settings are a person's: an agent's process may not widen what agents
-    // may do (`mcp_remove_any`, `approvals`, `secret_command`, …).
+    // The machine's settings are a person's, at a terminal: an agent may not widen what
+    // agents may do (`mcp_remove_any`, `approvals`, `secret_command`, …).
     if !writes.is_empty() {
-        crate::person::refuse_unless_person("changing the machine's settings")
+        crate::person::require_person_at_terminal("changing the machine's settings")
             .map_err(Failure::failed)?;
     }
     for (k, v) in &writes {

@@ -355,11 +355,13 @@ struct Conn {
 
 impl Conn {
     async fn serve(self, stream: UnixStream) {
+        // Who asks: a sign-in token is never handed to a process binky started.
+        let peer = stream.peer_cred().ok().and_then(|c| c.pid());
         let (read, mut write) = stream.into_split();
         let mut lines = BufReader::new(read).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let (resp, stop) = match serde_json::from_str::<Request>(&line) {
-                Ok(req) => self.handle(req).await,
+                Ok(req) => self.handle(req, peer).await,
                 Err(e) => (Response::error(format!("bad request: {e}")), false),
             };
             let mut text = serde_json::to_string(&resp).unwrap_or_else(|_| "{\"ok\":false}".into());
@@ -374,7 +376,7 @@ impl Conn {
         }
     }
 
-    async fn handle(&self, req: Request) -> (Response, bool) {
+    async fn handle(&self, req: Request, peer: Option<i32>) -> (Response, bool) {
         match req {
             Request::Ping => (self.info(), false),
             Request::Nudge { world } => {
@@ -390,16 +392,21 @@ impl Conn {
                 (Response::ok(), false)
             }
             Request::Shutdown => (Response::ok(), true),
-            Request::DashboardToken => match self.dashboard.as_ref().map(|d| d.issue_token()) {
+            Request::DashboardToken => match self.dashboard.as_ref().map(|d| {
+                let caller = peer.and_then(|p| u32::try_from(p).ok());
+                crate::person::refusal(
+                    "signing a browser in to the dashboard",
+                    caller.and_then(crate::person::pid_started_by_binky),
+                )?;
+                d.issue_token()
+                    .map_err(|e| format!("cannot make a sign-in token: {e}"))
+            }) {
                 Some(Ok(token)) => {
                     let mut r = Response::ok();
                     r.token = Some(token);
                     (r, false)
                 }
-                Some(Err(e)) => (
-                    Response::error(format!("cannot make a sign-in token: {e}")),
-                    false,
-                ),
+                Some(Err(e)) => (Response::error(e), false),
                 None => (
                     Response::error("the dashboard is off (daemon.log says why)".to_owned()),
                     false,

@@ -100,7 +100,7 @@ pub fn install(client: McpClient, dry_run: bool, rules: bool) -> Result<i32, Fai
         }
         return Ok(exit::OK);
     }
-    write_atomically(&path, &merged)
+    crate::paths::write_atomically(&path, &merged)
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))?;
     let env = home
         .as_deref()
@@ -111,7 +111,7 @@ pub fn install(client: McpClient, dry_run: bool, rules: bool) -> Result<i32, Fai
         path.display()
     );
     if let Some((file, text)) = rules_file {
-        write_atomically(&file, &text)
+        crate::paths::write_atomically(&file, &text)
             .map_err(|e| Failure::failed(format!("cannot write {}: {e}", file.display())))?;
         println!("wrote the rules for agents into {}", file.display());
     }
@@ -284,19 +284,6 @@ pub fn with_rules(existing: Option<&str>) -> String {
         "\n\n"
     };
     format!("{text}{sep}{block}")
-}
-
-/// Write `content` to `path` through a temporary file renamed over it (a reader never sees
-/// half a file).
-pub(crate) fn write_atomically(path: &Path, content: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".binky-tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, content)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

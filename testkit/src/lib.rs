@@ -27,6 +27,7 @@ pub mod servers;
 pub mod stats;
 pub mod stop;
 pub mod table;
+pub mod terminal;
 pub mod tool;
 pub mod wait;
 

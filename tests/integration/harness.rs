@@ -232,23 +232,24 @@ impl Env {
 
     /// Run binky in the repository with extra environment variables.
     pub fn binky_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
-        Command::new(binky_bin())
-            .args(args)
+        let mut cmd = Command::new(binky_bin());
+        cmd.args(args)
             .current_dir(&self.repo)
             .env("BINKY_HOME", &self.home)
-            .envs(vars.iter().copied())
-            .output()
-            .unwrap()
+            .envs(vars.iter().copied());
+        // The test is the person: approving and settings get a terminal.
+        let _terminal = binky_testkit::terminal::for_person(&mut cmd, args);
+        cmd.output().unwrap()
     }
 
     pub fn binky_in(&self, dir: &Path, args: &[&str]) -> Output {
-        Command::new(binky_bin())
-            .args(args)
+        let mut cmd = Command::new(binky_bin());
+        cmd.args(args)
             .current_dir(dir)
             .env("BINKY_HOME", &self.home)
-            .env_remove("BINKY_WORKTREE_ROOT")
-            .output()
-            .unwrap()
+            .env_remove("BINKY_WORKTREE_ROOT");
+        let _terminal = binky_testkit::terminal::for_person(&mut cmd, args);
+        cmd.output().unwrap()
     }
 
     /// Run binky and insist on exit 0.

@@ -113,6 +113,44 @@ url = true
         let err = stderr(&out);
         assert!(err.contains("is a person's to do"), "{argv:?}: {err}");
     }
+    // The dashboard's sign-in link is a person's too (its buttons approve): refused from
+    // `binky exec`, and the daemon itself refuses the token to a process binky started
+    // that asks its socket directly.
+    let out = env.binky(&["exec", "w", "--", bin, "dashboard", "--no-open"]);
+    assert!(!out.status.success(), "a link: {}", stdout(&out));
+    assert!(
+        stderr(&out).contains("is a person's to do"),
+        "{}",
+        stderr(&out)
+    );
+    let socket = binky::paths::Home::at(env.home.clone()).socket();
+    let ask = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?}); s.sendall(b'{{\"op\":\"dashboard_token\"}}\\n'); print(s.makefile().readline())",
+        socket.display().to_string()
+    );
+    let out = env.binky(&["exec", "w", "--", "python3", "-c", &ask]);
+    let answer = stdout(&out);
+    assert!(
+        answer.contains("is a person's to do") && !answer.contains("\"token\""),
+        "{answer}{}",
+        stderr(&out)
+    );
+    // A person's world is not removed from a process binky started (an agent's MCP `exec`
+    // of `binky remove`): `binky mcp`'s own remove would refuse it too.
+    env.ok(&["up", "persons"]);
+    let out = env.binky(&["exec", "w", "--", bin, "remove", "persons", "--force"]);
+    assert!(!out.status.success(), "removed: {}", stdout(&out));
+    assert!(
+        stderr(&out)
+            .contains("removing world `persons` (its worktree and data) is a person's decision"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(env.status()["worlds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["name"] == "persons"));
     // Nothing changed.
     let settings = env.ok(&["settings", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&settings).unwrap();
@@ -121,8 +159,97 @@ url = true
     env.ok(&["settings", "mcp_remove_any=true"]);
     env.ok(&["settings", "mcp_remove_any=false"]);
     std::fs::remove_file(wt.join("settings-from-service.txt")).unwrap();
+    env.ok(&["remove", "persons", "--force"]);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w", "persons"]);
+}
+
+/// A person's channel is a terminal (or the dashboard): a shell binky did not start but
+/// that has no terminal — an agent's own, a pipe, a script — may not approve, change the
+/// machine's settings or get the dashboard's sign-in link, `--yes` or not. At a terminal
+/// the same commands do.
+#[test]
+fn person_only_actions_need_a_terminal() {
+    let env = Env::new(CONFIG);
+    env.ok(&["up", "w"]);
+    env.ok(&["settings", "approvals=true"]);
+    let without_terminal = |args: &[&str]| {
+        std::process::Command::new(binky_bin())
+            .args(args)
+            .current_dir(&env.repo)
+            .env("BINKY_HOME", &env.home)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for args in [
+        vec!["approve", "--all", "w", "--yes"],
+        vec!["approve", "--exec", "git status*"],
+        vec!["settings", "approvals=false"],
+        vec!["settings", "mcp_remove_any=true"],
+        vec!["dashboard", "--no-open"],
+    ] {
+        let out = without_terminal(&args);
+        assert!(!out.status.success(), "{args:?} ran: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("needs a person at a terminal"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stdout(&out).contains("token="),
+            "{args:?}: {}",
+            stdout(&out)
+        );
+    }
+    // Nothing changed: approvals on, nothing approved, agents may not remove any world.
+    let v: serde_json::Value = serde_json::from_str(&env.ok(&["settings", "--json"])).unwrap();
+    assert_eq!(v["approvals"], "true");
+    assert_eq!(v["mcp_remove_any"], "false");
+    let listed: serde_json::Value =
+        serde_json::from_str(&env.ok(&["approve", "--list", "--json"])).unwrap();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["approved"] == false),
+        "{listed}"
+    );
+    // Reading needs no terminal.
+    assert!(without_terminal(&["settings", "--json"]).status.success());
+    assert!(without_terminal(&["approve", "--list"]).status.success());
+    // At a terminal (the harness gives these one), the person may.
+    env.ok(&["approve", "--all", "w", "--yes"]);
+    assert!(env
+        .ok(&["dashboard", "--no-open"])
+        .contains("/login?token="));
+    env.ok(&["settings", "approvals=false"]);
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
+}
+
+/// The events of a removed world stay in its project: a fresh repository beside it (no
+/// world of its own) does not see them under the name.
+#[test]
+fn events_of_another_projects_removed_world_are_not_shown_in_a_fresh_repository() {
+    let env = Env::new(CONFIG);
+    let alpha = env.other_project("alpha");
+    let out = env.binky_in(&alpha, &["up", "gone"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.binky_in(&alpha, &["remove", "gone"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.binky_in(&alpha, &["events", "gone"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("gone"), "{}", stdout(&out));
+    let out = env.binky(&["events", "gone"]);
+    assert!(!out.status.success(), "alpha's history: {}", stdout(&out));
+    assert!(
+        stderr(&out).contains("no world `gone` in the repository"),
+        "{}",
+        stderr(&out)
+    );
+    env.assert_nothing_left(&["gone"]);
 }
 
 /// With approvals on, `binky exec` runs only what a person approved: the exact command
