@@ -160,6 +160,31 @@ async fn mcp_remove_takes_only_worlds_an_agent_made_and_never_uncommitted_work()
         "{v}"
     );
     assert!(env.worktree("mine").is_dir());
+    // Nor through `exec` of the CLI (`binky remove` from a process binky started takes what
+    // this tool would), nor by approving or widening its own rights there.
+    let (err, up) = call(&client, "up", json!({"world": "tool"})).await;
+    assert!(!err, "{up}");
+    let bin = binky_bin();
+    for command in [
+        vec![bin, "remove", "mine", "--force"],
+        vec![bin, "settings", "mcp_remove_any=true"],
+        vec![bin, "approve", "--exec", "*rm*"],
+        vec![bin, "dashboard", "--no-open"],
+    ] {
+        let (_, x) = call(
+            &client,
+            "exec",
+            json!({"world": "tool", "command": command}),
+        )
+        .await;
+        assert_ne!(x["exit_code"], 0, "{command:?}: {x}");
+        let said = x.to_string();
+        assert!(
+            said.contains("a person's decision") || said.contains("is a person's to do"),
+            "{command:?}: {x}"
+        );
+    }
+    assert!(env.worktree("mine").is_dir());
 
     // The agent's world with uncommitted work: dirty, kept.
     let (err, up) = call(&client, "up", json!({"world": "agent"})).await;
@@ -185,15 +210,21 @@ async fn mcp_remove_takes_only_worlds_an_agent_made_and_never_uncommitted_work()
     env.ok(&["up", "agent"]);
     let (err, v) = call(&client, "remove", json!({"world": "agent"})).await;
     assert!(err && code(&v) == "refused", "{v}");
+    // Also when the agent's world was removed by the person and made again (the agent's
+    // record names the old world's id, never given again).
+    env.ok(&["remove", "tool"]);
+    env.ok(&["up", "tool"]);
+    let (err, v) = call(&client, "remove", json!({"world": "tool"})).await;
+    assert!(err && code(&v) == "refused", "{v}");
 
     // The person allows it: any clean world.
     env.ok(&["settings", "mcp_remove_any=true"]);
-    for w in ["mine", "agent"] {
+    for w in ["mine", "agent", "tool"] {
         let (err, v) = call(&client, "remove", json!({"world": w})).await;
         assert!(!err, "{w}: {v}");
     }
     client.cancel().await.unwrap();
-    env.assert_nothing_left(&["mine", "agent"]);
+    env.assert_nothing_left(&["mine", "agent", "tool"]);
 }
 
 /// The session a process is in (`/proc/PID/stat`'s sixth field).
