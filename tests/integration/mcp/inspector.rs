@@ -104,3 +104,59 @@ fn the_mcp_inspector_validates_every_tool_answer_against_its_output_schema() {
     }
     env.assert_nothing_left(&["w"]);
 }
+
+/// The agent-safety guards as the official client meets them: another project's world of
+/// the name is not reached from this repository, a person-only action run through `exec`
+/// is refused, an unknown tool and a `root` that is no repository get the error shape.
+#[test]
+fn the_mcp_inspector_meets_the_guards_in_the_error_shape() {
+    let dir = test_cache(
+        "BINKY_TEST_MCP_INSPECTOR",
+        "mcp-inspector",
+        &["node_modules/.bin/mcp-inspector"],
+    );
+    let inspector = dir.join("node_modules/.bin/mcp-inspector");
+    let env = Env::new(&config());
+    let alpha = env.other_project("alpha");
+    let out = env.binky_in(&alpha, &["up", "theirs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // From this repository, alpha's `theirs` is not found, whatever the tool.
+    for tool in ["status", "env", "remove", "down"] {
+        let (err, v) = call(&inspector, &env, tool, &["world=theirs"]);
+        assert!(err, "{tool} reached alpha's world: {v}");
+        assert_eq!(v["error"]["code"], "not_found", "{tool}: {v}");
+    }
+    // A person-only action through exec: refused by the CLI it runs.
+    env.ok(&["up", "w"]);
+    let approve = format!(r#"command=["{}","approve","--exec","*rm*"]"#, binky_bin());
+    let (_, v) = call(&inspector, &env, "exec", &["world=w", approve.as_str()]);
+    assert_ne!(v["exit_code"], 0, "{v}");
+    assert!(v.to_string().contains("is a person's to do"), "{v}");
+    // Bad requests: the error shape.
+    let (err, v) = call(&inspector, &env, "status", &["root=/etc"]);
+    assert!(err && v["error"]["code"] == "invalid_argument", "{v}");
+    let out = Command::new(&inspector)
+        .args(["--cli", "-e"])
+        .arg(format!("BINKY_HOME={}", env.home.display()))
+        .args([
+            "--",
+            binky_bin(),
+            "mcp",
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "nope",
+        ])
+        .current_dir(&env.repo)
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("not_found") && said.contains("list"),
+        "{said}"
+    );
+    env.ok(&["remove", "w"]);
+    let out = env.binky_in(&alpha, &["remove", "theirs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    env.assert_nothing_left(&["w", "theirs"]);
+}
