@@ -1206,3 +1206,62 @@ fn every_way_a_backend_ends_an_answer_reaches_a_kept_alive_client_and_backend_co
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// Two `Host` headers, or a `Host` naming another authority than the target, are refused
+/// over TLS too, on HTTP/1.1 and on h2, and reach no service.
+#[test]
+fn two_hosts_are_refused_over_tls_on_http1_and_h2() {
+    use http_body_util::BodyExt;
+    let env = Env::new(&config(true));
+    env.ok(&["up", "w"]);
+    let ca = std::fs::read_to_string(env.home.join("ca/ca.crt")).unwrap();
+    let port = env.https_port();
+    let (web, api) = ("web.w.acme.localhost", "api.w.acme.localhost");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        for alpn in [&b"http/1.1"[..], b"h2"] {
+            for hosts in [vec![web, api], vec![api]] {
+                let tls = tls_connect(port, web, &ca, alpn).await.unwrap();
+                assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
+                let io = hyper_util::rt::TokioIo::new(tls);
+                let mut req = hyper::Request::builder()
+                    .uri(format!("https://{web}/"))
+                    .body(http_body_util::Empty::<bytes::Bytes>::new())
+                    .unwrap();
+                for h in &hosts {
+                    req.headers_mut()
+                        .append(hyper::header::HOST, h.parse().unwrap());
+                }
+                let resp = if alpn == b"h2" {
+                    let (mut send, conn) = hyper::client::conn::http2::handshake(
+                        hyper_util::rt::TokioExecutor::new(),
+                        io,
+                    )
+                    .await
+                    .unwrap();
+                    tokio::spawn(conn);
+                    send.send_request(req).await.unwrap()
+                } else {
+                    let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+                    tokio::spawn(conn);
+                    send.send_request(req).await.unwrap()
+                };
+                let status = resp.status();
+                let body = resp.into_body().collect().await.unwrap().to_bytes();
+                let body = String::from_utf8_lossy(&body);
+                let what = format!("{} with Host {hosts:?}", String::from_utf8_lossy(alpn));
+                assert_eq!(status, 400, "{what}: {body}");
+                assert!(body.contains("Host header"), "{what}: {body}");
+                assert!(
+                    !body.contains("BINKY_WORKTREE"),
+                    "{what}: a service answered"
+                );
+            }
+        }
+    });
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
