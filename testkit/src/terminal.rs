@@ -1,12 +1,13 @@
-//! A terminal for the commands a person runs: `binky approve`, `binky settings KEY=VALUE` and
-//! `binky dashboard` refuse a caller whose standard input is not one (an agent's shell, a
-//! pipe), so the tests and benchmarks that act as the person give them a pseudo-terminal.
+//! A terminal for the commands a person runs: `binky approve`, `binky settings KEY=VALUE`,
+//! `binky reserve` (which writes settings) and `binky dashboard` refuse a caller whose
+//! standard input is not one (an agent's shell, a pipe), so the tests and benchmarks that
+//! act as the person give them a pseudo-terminal.
 
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 
 /// The binky subcommands that need a person at a terminal.
-pub const PERSON_ONLY: &[&str] = &["approve", "settings", "dashboard"];
+pub const PERSON_ONLY: &[&str] = &["approve", "settings", "reserve", "dashboard"];
 
 /// When `args` is a person-only binky command, give `cmd` a pseudo-terminal as its standard
 /// input and answer the terminal's other end, which the caller keeps until the command has
