@@ -85,7 +85,11 @@ fn source(
                 .map(|w| w.path);
         }
     }
-    if let Some(root) = existing {
+    // A worktree git lists while binky is still making it (the world is known, its worktree
+    // not yet finished): its files are being written, so a read may find half a binky.toml.
+    // What it will hold is what it is being made from, read below.
+    let making = known.is_some() && !recorded;
+    if let Some(root) = existing.filter(|_| !making) {
         let path = in_tree(&root);
         match config::read_text(&path) {
             Ok(text) => {

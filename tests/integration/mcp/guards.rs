@@ -137,6 +137,36 @@ async fn mcp_up_held_for_approval_tells_the_agent_to_ask_a_person() {
     assert_eq!(w["state"], "ready", "{w}");
     let (err, ap) = call(&client, "approvals", json!({})).await;
     assert!(!err && ap["waiting"] == json!([]), "{ap}");
+
+    // exec of a command no person approved: held, ran nothing, listed for the person.
+    let command = json!(["sh", "-c", "echo ran > ran.txt"]);
+    let (err, x) = call(
+        &client,
+        "exec",
+        json!({"world": "w", "command": command.clone()}),
+    )
+    .await;
+    assert!(err, "{x}");
+    assert_eq!(code(&x), "held", "{x}");
+    assert!(!x["error"].to_string().contains("binky approve"), "{x}");
+    assert!(!env.worktree("w").join("ran.txt").exists(), "ran: {x}");
+    let (_, ap) = call(&client, "approvals", json!({"world": "w"})).await;
+    let waiting = ap["waiting"].as_array().unwrap();
+    assert_eq!(waiting.len(), 1, "{ap}");
+    let line = waiting[0]["for_the_person"].as_str().unwrap();
+    assert!(line.contains("echo ran > ran.txt"), "{line}");
+    let key = line
+        .split("binky approve ")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap()
+        .to_owned();
+    env.ok(&["approve", &key, "--yes"]);
+    let (err, x) = call(&client, "exec", json!({"world": "w", "command": command})).await;
+    assert!(!err, "{x}");
+    assert_eq!(x["exit_code"], 0, "{x}");
+    assert!(env.worktree("w").join("ran.txt").exists(), "{x}");
+    std::fs::remove_file(env.worktree("w").join("ran.txt")).unwrap();
     client.cancel().await.unwrap();
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
