@@ -70,20 +70,19 @@ pub fn wanted(from: &Path, copy: &[String]) -> Result<Vec<String>, String> {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .collect();
     if !lines.is_empty() {
-        let mut args: Vec<String> = [
-            "ls-files",
-            "--others",
-            "--ignored",
-            "--directory",
-            "--no-empty-directory",
-            "-z",
-        ]
-        .map(String::from)
-        .to_vec();
+        // Not `--no-empty-directory`: with it, git does not look into an untracked
+        // directory that is not ignored as a whole, and misses the ignored files a pattern
+        // names inside it (`conf/*.local` beside a `conf/notes.txt`); empty directories are
+        // left out below instead.
+        let mut args: Vec<String> = ["ls-files", "--others", "--ignored", "--directory", "-z"]
+            .map(String::from)
+            .to_vec();
         args.extend(lines.iter().map(|l| format!("--exclude={l}")));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         for m in git_lines(from, &args, None)? {
-            if !candidates.contains(&m) {
+            let empty_dir = m.ends_with('/')
+                && std::fs::read_dir(from.join(&m)).is_ok_and(|mut d| d.next().is_none());
+            if !empty_dir && !candidates.contains(&m) {
                 candidates.push(m);
             }
         }

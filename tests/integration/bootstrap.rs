@@ -652,3 +652,58 @@ fn pnpms_package_store_is_linked_like_packages_and_caches_beside_it_are_copied()
     env.ok(&["remove", "p"]);
     env.assert_nothing_left(&["p"]);
 }
+
+/// A literal file name in `copy` is taken even when git neither tracks nor ignores it (a
+/// lockfile the repository does not commit); a glob takes only what git ignores, so an
+/// untracked file that is not ignored — someone's work — is never brought by a pattern.
+#[test]
+fn a_glob_in_copy_skips_an_untracked_unignored_file_a_literal_name_takes() {
+    let env = Env::new(
+        r#"
+[project]
+name = "globs"
+{range}
+copy = ["package-lock.json", "*.lock", "conf/*.local"]
+
+[services.api]
+cmd = "exec python3 server.py ${self.port}"
+url = true
+"#,
+    );
+    let repo = env.repo.clone();
+    write(&repo.join(".gitignore"), "cache.lock\nconf/*.local\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignores"]);
+    // Untracked, not ignored: named outright, or matched by a glob only.
+    write(
+        &repo.join("package-lock.json"),
+        "{\"lockfileVersion\": 3}\n",
+    );
+    write(&repo.join("yarn.lock"), "# someone's work\n");
+    write(&repo.join("conf/mine.local.txt"), "not matched\n");
+    // Ignored and matched by a glob.
+    write(&repo.join("cache.lock"), "ignored\n");
+    write(&repo.join("conf/db.local"), "ignored too\n");
+    let out = env.binky(&["up", "g"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wt = env.worktree("g");
+    assert_eq!(
+        std::fs::read_to_string(wt.join("package-lock.json")).unwrap(),
+        "{\"lockfileVersion\": 3}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.join("cache.lock")).unwrap(),
+        "ignored\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.join("conf/db.local")).unwrap(),
+        "ignored too\n"
+    );
+    assert!(
+        !wt.join("yarn.lock").exists(),
+        "a glob brought an untracked file git does not ignore"
+    );
+    assert!(!wt.join("conf/mine.local.txt").exists());
+    env.ok(&["remove", "g", "--force"]);
+    env.assert_nothing_left(&["g"]);
+}
