@@ -707,3 +707,101 @@ async fn golden_rm_drops_a_template_in_use_once_no_world_waits_to_be_cloned_from
         .unwrap();
     assert_eq!(drops, 0);
 }
+
+/// A data-only group world clones its database from the ready template and gets nothing of
+/// `backend/` (where only the db's `migrate` and `seed` would run): `backend/.venv` stays
+/// deferred. One that comes to run them after all waits for the path and gets it: the
+/// template went before it cloned (it builds the next one), or cloning fails (its slice is
+/// made the slow way).
+#[tokio::test]
+async fn a_data_world_cloning_a_ready_template_gets_no_venv_and_one_that_migrates_after_all_does() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    h.git().inner.lock().unwrap().plan =
+        vec![("backend/.venv".into(), crate::spec::CopyMode::Link)];
+    let mut db = cloned_from(
+        resource("postgres", Some("migrate up"), Some("seed all")),
+        "golden",
+    );
+    if let crate::spec::ServiceKind::Resource(r) = &mut db.kind {
+        r.workdir = "backend".into();
+    }
+    let mut s = spec(vec![("db", db)]);
+    s.groups.insert("data".into(), vec!["db".into()]);
+    let data_world = |name: &str| {
+        let mut nw = new_world(h.dir.path(), name, s.clone());
+        nw.group = Some("data".into());
+        h.store.put_world(&nw).unwrap().world.id
+    };
+    let venv = |id| -> Option<store::BootstrapState> {
+        h.store
+            .read(|c| store::bootstrap_paths(c, id))
+            .unwrap()
+            .into_iter()
+            .find(|r| r.path == "backend/.venv")
+            .map(|r| r.state)
+    };
+    let h = &h;
+    let settle = |id| async move {
+        for _ in 0..50 {
+            h.converge(id).await;
+            if h.row(id, "db")
+                .is_some_and(|r| r.state == store::SliceState::Ready)
+            {
+                return;
+            }
+            // A path's task records it: let it run.
+            tokio::task::yield_now().await;
+        }
+        panic!("{:?}", h.row(id, "db"));
+    };
+    // The first world builds the template (its migrate needs the venv: brought at once).
+    let a = data_world("a");
+    settle(a).await;
+    assert_eq!(venv(a), Some(store::BootstrapState::Done));
+    assert_eq!(goldens(h)[0].state, GoldenState::Ready);
+    assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
+    // The next one clones it: no venv, nothing run.
+    let b = data_world("b");
+    settle(b).await;
+    assert_eq!(venv(b), Some(store::BootstrapState::Deferred));
+    assert_eq!(h.runs().len(), 2);
+    // Planned while the template was ready; the template goes before it clones: it builds
+    // the next one, once the venv is brought.
+    let c = data_world("c");
+    h.prepare(c).await;
+    assert_eq!(venv(c), Some(store::BootstrapState::Deferred));
+    h.store
+        .write_fixture(|tx| {
+            tx.execute("DELETE FROM goldens", [])?;
+            Ok(())
+        })
+        .unwrap();
+    settle(c).await;
+    assert_eq!(venv(c), Some(store::BootstrapState::Done));
+    assert_eq!(h.runs().len(), 4, "{:?}", h.runs());
+    assert!(has_event(
+        h,
+        "c",
+        "worktree",
+        "bringing backend/.venv now: db builds its golden template in this world"
+    ));
+    // Cloning fails for the next: its slice is made the slow way, with the venv.
+    {
+        let mut f = h.fake.inner.lock().unwrap();
+        f.clone_permanent = Some("no".into());
+        f.clone_fails_into = Some("bk_acme_d".into());
+    }
+    let d = data_world("d");
+    h.prepare(d).await;
+    assert_eq!(venv(d), Some(store::BootstrapState::Deferred));
+    settle(d).await;
+    assert_eq!(venv(d), Some(store::BootstrapState::Done));
+    assert_eq!(h.runs().len(), 6, "{:?}", h.runs());
+    assert!(has_event(
+        h,
+        "d",
+        "worktree",
+        "bringing backend/.venv now: db runs its migrate and seed in this world"
+    ));
+}

@@ -147,6 +147,24 @@ pub fn bootstrap_waits(
         .collect())
 }
 
+/// The paths an adapter's `migrate` or `seed` (or a golden template's build) in `workdir`
+/// of `world` waits for: as [`bootstrap_waits`], and the deferred ones it needs too (the
+/// worktree controller brings them once such a command is to run).
+pub fn bootstrap_waits_to_migrate(
+    conn: &Connection,
+    world: WorldId,
+    workdir: &str,
+) -> Result<Vec<String>, StoreError> {
+    Ok(bootstrap_paths(conn, world)?
+        .into_iter()
+        .filter(|b| {
+            matches!(b.state, BootstrapState::Pending | BootstrapState::Deferred)
+                && b.needed_by(workdir)
+        })
+        .map(|b| b.path)
+        .collect())
+}
+
 /// A command `binky exec` was asked to run while approvals are on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ExecRequest {
