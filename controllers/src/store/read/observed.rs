@@ -68,7 +68,8 @@ pub struct BootstrapRow {
     pub src: PathBuf,
     /// `link` (the default) or `copy`.
     pub mode: crate::spec::CopyMode,
-    /// Pending, done or failed.
+    /// Pending, deferred (brought only if a command that needs it comes to run), done or
+    /// failed.
     pub state: BootstrapState,
     /// How its files came (once done).
     pub how: Option<String>,
