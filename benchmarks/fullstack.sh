@@ -227,6 +227,10 @@ run_binky() {
         record binky "disk_mib.$w" "$added" "what the world adds to the disk (du of the worktrees up to it less those before)"
         record binky "disk_mib_deps.$w" "$(($(du_mib "$wt/web/node_modules") + $(du_mib "$wt/backend/.venv")))" "node_modules + .venv, counted as if its own"
         bk status "$w" --json >"$out/status-$w.json"
+        # How its paths came, and whether its setup replaced them (a file of its own has
+        # one link; a linked one as many as the worlds sharing it).
+        record binky "paths.$w" "$(jq -r '[.. | objects | select(has("path") and has("mode") and has("state")) | "\(.path)=\(.how // .state)"] | join(" ")' "$out/status-$w.json")" "how each [project] copy path came (binky status --json)"
+        record binky "own_node_modules_files.$w" "$(find "$wt/web/node_modules" -type f -links 1 | wc -l)" "files of web/node_modules with one link: the world's own (copied, or installed by its setup)"
         read -r rss pss nproc < <(mem_of $(jq -r '.. | objects | select(has("pid")) | .pid // empty' "$out/status-$w.json"))
         record binky "rss_mib.$w" "$rss" "sum of RSS of the world's processes and their children ($nproc)"
         record binky "pss_mib.$w" "$pss" "same, PSS"

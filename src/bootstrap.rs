@@ -20,7 +20,9 @@
 //! again; a file's mode and time are kept (incremental builds compare them). Files under a
 //! hidden name inside a linked directory (`node_modules/.package-lock.json`,
 //! `.modules.yaml`, `.cache/…`) are never linked: npm, pnpm, yarn and build tools rewrite
-//! their bookkeeping and caches there in place.
+//! their bookkeeping and caches there in place. But for a package store under a hidden
+//! name (pnpm's `node_modules/.pnpm`, where nearly all of a pnpm project's packages are):
+//! its packages are linked like any package, its own files (`lock.yaml`) copied.
 //!
 //! # Guarantees
 //! - The files binky rewrites in a copied virtualenv (its `bin/` scripts, `.pth`,
@@ -68,20 +70,19 @@ pub fn wanted(from: &Path, copy: &[String]) -> Result<Vec<String>, String> {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .collect();
     if !lines.is_empty() {
-        let mut args: Vec<String> = [
-            "ls-files",
-            "--others",
-            "--ignored",
-            "--directory",
-            "--no-empty-directory",
-            "-z",
-        ]
-        .map(String::from)
-        .to_vec();
+        // Not `--no-empty-directory`: with it, git does not look into an untracked
+        // directory that is not ignored as a whole, and misses the ignored files a pattern
+        // names inside it (`conf/*.local` beside a `conf/notes.txt`); empty directories are
+        // left out below instead.
+        let mut args: Vec<String> = ["ls-files", "--others", "--ignored", "--directory", "-z"]
+            .map(String::from)
+            .to_vec();
         args.extend(lines.iter().map(|l| format!("--exclude={l}")));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         for m in git_lines(from, &args, None)? {
-            if !candidates.contains(&m) {
+            let empty_dir = m.ends_with('/')
+                && std::fs::read_dir(from.join(&m)).is_ok_and(|mut d| d.next().is_none());
+            if !empty_dir && !candidates.contains(&m) {
                 candidates.push(m);
             }
         }
@@ -261,7 +262,7 @@ fn copy_into(
     // Directories first (serially: cheap), then the files by several threads.
     let mut files: Vec<FileJob> = Vec::new();
     let mut dirs: Vec<(PathBuf, PathBuf)> = Vec::new();
-    collect(src, dst, false, &mut files, &mut dirs)?;
+    collect(src, dst, Place::Package, &mut files, &mut dirs)?;
     let bytes = AtomicU64::new(0);
     let cloned = AtomicU64::new(0);
     let linked = AtomicU64::new(0);
@@ -411,15 +412,38 @@ fn replace_file(path: &Path, bytes: &[u8], meta: &std::fs::Metadata) -> std::io:
 /// One file to bring: from, to, and whether it must be the world's own (never linked).
 type FileJob = (PathBuf, PathBuf, bool);
 
+/// Where a file is, for whether it may be linked.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Package files: linked.
+    Package,
+    /// A package store's own directory (`node_modules/.pnpm`): its directories are
+    /// packages, its files (`lock.yaml`) the package manager's bookkeeping.
+    Store,
+    /// Under a hidden name (bookkeeping, a cache) or a store's bookkeeping: the world's own.
+    Own,
+}
+
+/// Is the hidden directory `name` in `parent` a package store — packages a package manager
+/// lays out under a hidden name and only ever replaces, never edits in place — rather than
+/// bookkeeping or a cache? pnpm's `node_modules/.pnpm/<name>@<version>/node_modules/<name>/`
+/// (where nearly every package of a pnpm project is; `node_modules/<name>` are symlinks
+/// into it).
+fn package_store(parent: &Path, name: &std::ffi::OsStr) -> bool {
+    name == ".pnpm" && parent.file_name().is_some_and(|p| p == "node_modules")
+}
+
 /// Walk `src`: directories made at `dst` now (writable while they fill), symlinks made
 /// now, files listed. A file under a hidden name below the top (`.package-lock.json`,
 /// `.modules.yaml`, `.yarn-integrity`, `.cache/…`, `.vite/…`) is marked the world's own:
 /// package managers and build tools rewrite their bookkeeping and caches in place, which
-/// through a link would change the main checkout's.
+/// through a link would change the main checkout's. A package store under a hidden name
+/// (pnpm's `node_modules/.pnpm`) is packages, linked like them; the files directly in it
+/// (pnpm's `lock.yaml`) are its bookkeeping, the world's own.
 fn collect(
     src: &Path,
     dst: &Path,
-    hidden: bool,
+    place: Place,
     files: &mut Vec<FileJob>,
     dirs: &mut Vec<(PathBuf, PathBuf)>,
 ) -> std::io::Result<()> {
@@ -433,11 +457,23 @@ fn collect(
         dirs.push((src.to_owned(), dst.to_owned()));
         for e in std::fs::read_dir(src)? {
             let e = e?;
-            let hidden = hidden || e.file_name().as_encoded_bytes().starts_with(b".");
-            collect(&e.path(), &dst.join(e.file_name()), hidden, files, dirs)?;
+            let name = e.file_name();
+            let place = match place {
+                Place::Own => Place::Own,
+                _ if name.as_encoded_bytes().starts_with(b".") => {
+                    if package_store(src, &name) {
+                        Place::Store
+                    } else {
+                        Place::Own
+                    }
+                }
+                Place::Store if !e.file_type()?.is_dir() => Place::Own,
+                _ => Place::Package,
+            };
+            collect(&e.path(), &dst.join(&name), place, files, dirs)?;
         }
     } else if ft.is_file() {
-        files.push((src.to_owned(), dst.to_owned(), hidden));
+        files.push((src.to_owned(), dst.to_owned(), place != Place::Package));
     }
     // Sockets, fifos, devices: not the kind of thing a dependency directory needs.
     Ok(())

@@ -395,30 +395,103 @@ fn copy_of(world: &World) -> (Vec<String>, BTreeMap<String, crate::spec::CopyMod
     (copy, modes)
 }
 
-/// Of `plan`, what the world's selection needs: everything, unless it runs a `--group`;
-/// then the paths the working directories of the services it runs need (a process's, an
-/// adapter's that runs `migrate` or `seed`).
-fn needed(world: &World, plan: Vec<Planned>) -> Vec<Planned> {
+/// Of `plan`, what the world's selection needs, each with the state it is recorded in:
+/// everything, pending, unless it runs a `--group`. Then the paths the working directories
+/// of the services it runs need (a process's, an adapter's that runs `migrate` or `seed`)
+/// are pending; but a database whose golden template is ready (`cloned` says so) is a copy
+/// of it and runs no `migrate` or `seed` here: what only its workdir needs is deferred,
+/// brought only if the world comes to run them after all (it builds a template, or cloning
+/// fails: see [`WorktreeController::wake_deferred`]). What nothing it runs needs is left
+/// out; a wider `up` brings it.
+fn needed(
+    world: &World,
+    plan: Vec<Planned>,
+    cloned: impl Fn(&str, &crate::spec::Resource) -> bool,
+) -> Vec<(Planned, BootstrapState)> {
     if world.group.is_none() {
-        return plan;
+        return plan
+            .into_iter()
+            .map(|p| (p, BootstrapState::Pending))
+            .collect();
     }
-    let workdirs: Vec<String> = world
-        .spec
-        .selected(world.group.as_deref())
-        .iter()
-        .filter(|n| world.runs(n))
-        .filter_map(|n| world.spec.services.get(n))
-        .filter_map(|s| match (s.process(), s.resource()) {
-            (Some(p), _) => Some(crate::env::workdir_rel(world, &p.workdir)),
+    let mut now: Vec<String> = Vec::new();
+    let mut later: Vec<String> = Vec::new();
+    for n in world.spec.selected(world.group.as_deref()) {
+        if !world.runs(&n) {
+            continue;
+        }
+        let Some(s) = world.spec.services.get(&n) else {
+            continue;
+        };
+        match (s.process(), s.resource()) {
+            (Some(p), _) => now.push(crate::env::workdir_rel(world, &p.workdir)),
             (_, Some(r)) if r.migrate.is_some() || r.seed.is_some() => {
-                Some(crate::env::workdir_rel(world, &r.workdir))
+                let workdir = crate::env::workdir_rel(world, &r.workdir);
+                if r.clone_from.is_some() && cloned(&n, r) {
+                    later.push(workdir);
+                } else {
+                    now.push(workdir);
+                }
             }
-            _ => None,
-        })
-        .collect();
+            _ => {}
+        }
+    }
+    let by = |p: &Planned, dirs: &[String]| dirs.iter().any(|w| store::path_needed_by(&p.path, w));
     plan.into_iter()
-        .filter(|p| workdirs.iter().any(|w| store::path_needed_by(&p.path, w)))
+        .filter_map(|p| {
+            if by(&p, &now) {
+                Some((p, BootstrapState::Pending))
+            } else if by(&p, &later) {
+                Some((p, BootstrapState::Deferred))
+            } else {
+                None
+            }
+        })
         .collect()
+}
+
+/// The working directories where `world` (as its rows say now) is to run an adapter's
+/// `migrate` or `seed` itself, and why: it builds the service's golden template, or makes
+/// its slice the slow way (its adapter cannot clone, cloning failed).
+fn migrating_now(
+    world: &World,
+    refs: &BTreeMap<String, String>,
+    goldens: &BTreeMap<String, store::GoldenRow>,
+    slices: &[store::SliceRow],
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for n in world.spec.selected(world.group.as_deref()) {
+        if !world.runs(&n) {
+            continue;
+        }
+        let Some(r) = world.spec.services.get(&n).and_then(|s| s.resource()) else {
+            continue;
+        };
+        if r.migrate.is_none() && r.seed.is_none() {
+            continue;
+        }
+        let builds = refs.get(&n).and_then(|k| goldens.get(k)).is_some_and(|g| {
+            g.state == store::GoldenState::Building && g.owner_world == Some(world.id)
+        });
+        let slow = slices.iter().any(|s| {
+            s.service == n
+                && matches!(
+                    s.state,
+                    store::SliceState::Provisioned
+                        | store::SliceState::Migrating
+                        | store::SliceState::Seeding
+                )
+        });
+        if builds || slow {
+            let why = if builds {
+                format!("{n} builds its golden template in this world")
+            } else {
+                format!("{n} runs its migrate and seed in this world")
+            };
+            out.push((crate::env::workdir_rel(world, &r.workdir), why));
+        }
+    }
+    out
 }
 
 impl<G: Git> WorktreeController<G> {
@@ -498,7 +571,8 @@ impl<G: Git> WorktreeController<G> {
     /// the main checkout (or another world), each in a task of its own, all at once, while
     /// the world's other work goes on: a command waits only for the paths it needs (see
     /// [`store::BootstrapRow::needed_by`]). A world of a `--group` gets only what its
-    /// services need; a later `up` of more brings the rest. `row` is saved (ready) in the
+    /// services need (what only a cloned database's `migrate` would use is deferred until
+    /// it runs after all); a later `up` of more brings the rest. `row` is saved (ready) in the
     /// same transaction as the plan when `save_row`, so nothing starts before it knows what
     /// to wait for. A path that cannot be brought is said and does not stop the world: its
     /// `setup` makes what is missing.
@@ -517,12 +591,17 @@ impl<G: Git> WorktreeController<G> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert((world.id, world.created_at), world.generation);
+        self.wake_deferred(world)?;
         self.bring_pending(world, row)
     }
 
     /// The paths the worktree `row` gets that are not planned yet: none when this daemon
     /// planned them at this generation already.
-    async fn plan(&self, world: &World, row: &WorktreeRow) -> Result<Vec<Planned>, WorktreeError> {
+    async fn plan(
+        &self,
+        world: &World,
+        row: &WorktreeRow,
+    ) -> Result<Vec<(Planned, BootstrapState)>, WorktreeError> {
         let planned_at = self
             .planned
             .lock()
@@ -541,7 +620,11 @@ impl<G: Git> WorktreeController<G> {
             .plan_bootstrap(&world.repo_root, &row.path, &copy, &modes, &fallbacks)
             .await
         {
-            Ok(plan) => Ok(needed(world, plan)),
+            Ok(plan) => Ok(needed(world, plan, |service, res| {
+                // Not known: brought, as if the world ran its migrate.
+                crate::golden::template_ready(&self.store, world, &row.path, service, res)
+                    .unwrap_or(false)
+            })),
             Err(err) => {
                 self.store.event(
                     world.id,
@@ -553,35 +636,106 @@ impl<G: Git> WorktreeController<G> {
         }
     }
 
-    /// Records the `fresh` paths to bring as pending, with the worktree `row` (ready) when
-    /// given, in one transaction.
+    /// Records the `fresh` paths to bring, pending or deferred, with the worktree `row`
+    /// (ready) when given, in one transaction; a path recorded deferred that is now pending
+    /// (a wider `up`) becomes so.
     fn record_plan(
         &self,
         world: &World,
         row: Option<&WorktreeRow>,
-        fresh: &[Planned],
+        fresh: &[(Planned, BootstrapState)],
     ) -> Result<(), StoreError> {
         self.store.write(owner::Worktree, |tx| {
             if let Some(row) = row {
                 Self::save_in(tx, world, row)?;
             }
-            for p in fresh {
+            for (p, state) in fresh {
+                let message = if *state == BootstrapState::Deferred {
+                    "not brought: only the migrate or seed of a database cloned from its ready golden template would use it; brought if they run here after all"
+                } else {
+                    ""
+                };
                 tx.execute(
-                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
-                     SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                     ON CONFLICT (world_id, path) DO NOTHING",
+                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, message, updated_at)
+                     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
+                     ON CONFLICT (world_id, path) DO UPDATE SET state = excluded.state,
+                        message = excluded.message, updated_at = excluded.updated_at
+                     WHERE bootstrap_paths.state = ?8 AND excluded.state = ?9",
                     params![
                         world.id,
                         p.path,
                         p.from.to_string_lossy(),
                         p.mode.as_str(),
-                        BootstrapState::Pending,
-                        now_ms()
+                        state,
+                        message,
+                        now_ms(),
+                        BootstrapState::Deferred,
+                        BootstrapState::Pending
                     ],
                 )?;
             }
             Ok(())
         })
+    }
+
+    /// A deferred path becomes pending (and is brought) once the world is to run a
+    /// `migrate` or `seed` whose workdir needs it after all: it builds the golden template
+    /// (the one it would clone was not ready, or went), or makes its slice the slow way
+    /// (cloning failed). Those commands wait for it meanwhile.
+    fn wake_deferred(&self, world: &World) -> Result<(), StoreError> {
+        let deferred: Vec<String> = self
+            .store
+            .read(|c| store::bootstrap_paths(c, world.id))?
+            .into_iter()
+            .filter(|b| b.state == BootstrapState::Deferred)
+            .map(|b| b.path)
+            .collect();
+        if deferred.is_empty() {
+            return Ok(());
+        }
+        let (refs, goldens, slices) = self.store.read(|c| {
+            let refs = store::golden_refs_of(c, world.id)?;
+            let mut goldens = BTreeMap::new();
+            for key in refs.values() {
+                if let Some(g) = store::golden(c, key)? {
+                    goldens.insert(key.clone(), g);
+                }
+            }
+            Ok((refs, goldens, store::slices(c, world.id)?))
+        })?;
+        let now = migrating_now(world, &refs, &goldens, &slices);
+        let wake: Vec<(String, &str)> = deferred
+            .into_iter()
+            .filter_map(|p| {
+                now.iter()
+                    .find(|(w, _)| store::path_needed_by(&p, w))
+                    .map(|(_, why)| (p, why.as_str()))
+            })
+            .collect();
+        if wake.is_empty() {
+            return Ok(());
+        }
+        self.store.write(owner::Worktree, |tx| {
+            for (p, _) in &wake {
+                tx.execute(
+                    "UPDATE bootstrap_paths SET state = ?3, message = '', updated_at = ?4
+                     WHERE world_id = ?1 AND path = ?2 AND state = ?5",
+                    params![
+                        world.id,
+                        p,
+                        BootstrapState::Pending,
+                        now_ms(),
+                        BootstrapState::Deferred
+                    ],
+                )?;
+            }
+            Ok(())
+        })?;
+        for (p, why) in &wake {
+            self.store
+                .event(world.id, "worktree", &format!("bringing {p} now: {why}"))?;
+        }
+        Ok(())
     }
 
     /// Brings each pending path in a task of its own, outside this reconcile: `up` waits

@@ -555,3 +555,155 @@ fn a_world_made_again_under_a_removed_ones_name_gets_its_paths_again() {
     }
     env.assert_nothing_left(&["w"]);
 }
+
+/// pnpm keeps nearly every package under `node_modules/.pnpm/<name>@<version>/node_modules/
+/// <name>/`, with `node_modules/<name>` a symlink into it: that store is linked like any
+/// package (same inode, symlinks kept), while a hidden cache beside it and pnpm's own
+/// bookkeeping (`.modules.yaml`, `.pnpm/lock.yaml`) are the world's own copies.
+#[test]
+fn pnpms_package_store_is_linked_like_packages_and_caches_beside_it_are_copied() {
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new(&CONFIG.replace(
+        "setup = \"cat .env certs/local.pem node_modules/pkg/index.js > seen-by-setup.txt\"\n",
+        "setup = \"cat node_modules/left-pad/index.js > seen-by-setup.txt\"\n",
+    ));
+    let repo = env.repo.clone();
+    write(
+        &repo.join(".gitignore"),
+        "node_modules/\nseen-by-setup.txt\n",
+    );
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignores"]);
+    let nm = repo.join("node_modules");
+    let pkg = nm.join(".pnpm/left-pad@1.3.0/node_modules/left-pad");
+    write(&pkg.join("index.js"), "module.exports = 'pad';\n");
+    write(&pkg.join("package.json"), "{\"name\": \"left-pad\"}\n");
+    write(&pkg.join("lib/util.js"), "exports.u = 1;\n");
+    write(&nm.join(".pnpm/lock.yaml"), "lockfileVersion: '9.0'\n");
+    write(&nm.join(".modules.yaml"), "layoutVersion: 5\n");
+    write(&nm.join(".cache/babel/entry.json"), "{}\n");
+    std::os::unix::fs::symlink(
+        ".pnpm/left-pad@1.3.0/node_modules/left-pad",
+        nm.join("left-pad"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(nm.join(".pnpm/node_modules")).unwrap();
+    std::os::unix::fs::symlink(
+        "../left-pad@1.3.0/node_modules/left-pad",
+        nm.join(".pnpm/node_modules/left-pad"),
+    )
+    .unwrap();
+
+    let out = env.binky(&["up", "p"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wt = env.worktree("p");
+    // The setup read a package through the symlink.
+    assert_eq!(
+        std::fs::read_to_string(wt.join("seen-by-setup.txt")).unwrap(),
+        "module.exports = 'pad';\n"
+    );
+    let id = |p: &std::path::Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.dev(), m.ino())
+    };
+    let rel = "node_modules/.pnpm/left-pad@1.3.0/node_modules/left-pad";
+    for f in ["index.js", "package.json", "lib/util.js"] {
+        assert_eq!(
+            id(&wt.join(rel).join(f)),
+            id(&repo.join(rel).join(f)),
+            "{f} of the store is not linked"
+        );
+    }
+    for (link, to) in [
+        (
+            "node_modules/left-pad",
+            ".pnpm/left-pad@1.3.0/node_modules/left-pad",
+        ),
+        (
+            "node_modules/.pnpm/node_modules/left-pad",
+            "../left-pad@1.3.0/node_modules/left-pad",
+        ),
+    ] {
+        assert_eq!(
+            std::fs::read_link(wt.join(link)).unwrap(),
+            std::path::PathBuf::from(to),
+            "{link}"
+        );
+    }
+    // Caches and bookkeeping: the world's own.
+    for f in [
+        "node_modules/.cache/babel/entry.json",
+        "node_modules/.modules.yaml",
+        "node_modules/.pnpm/lock.yaml",
+    ] {
+        assert_ne!(id(&wt.join(f)), id(&repo.join(f)), "{f} is linked");
+        assert_eq!(
+            std::fs::read(wt.join(f)).unwrap(),
+            std::fs::read(repo.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    // The 3 files copied of 6 are said.
+    assert!(
+        stderr(&out).contains("linked node_modules (6 files,") && stderr(&out).contains("3 copied"),
+        "{}",
+        stderr(&out)
+    );
+    env.ok(&["remove", "p"]);
+    env.assert_nothing_left(&["p"]);
+}
+
+/// A literal file name in `copy` is taken even when git neither tracks nor ignores it (a
+/// lockfile the repository does not commit); a glob takes only what git ignores, so an
+/// untracked file that is not ignored — someone's work — is never brought by a pattern.
+#[test]
+fn a_glob_in_copy_skips_an_untracked_unignored_file_a_literal_name_takes() {
+    let env = Env::new(
+        r#"
+[project]
+name = "globs"
+{range}
+copy = ["package-lock.json", "*.lock", "conf/*.local"]
+
+[services.api]
+cmd = "exec python3 server.py ${self.port}"
+url = true
+"#,
+    );
+    let repo = env.repo.clone();
+    write(&repo.join(".gitignore"), "cache.lock\nconf/*.local\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "ignores"]);
+    // Untracked, not ignored: named outright, or matched by a glob only.
+    write(
+        &repo.join("package-lock.json"),
+        "{\"lockfileVersion\": 3}\n",
+    );
+    write(&repo.join("yarn.lock"), "# someone's work\n");
+    write(&repo.join("conf/mine.local.txt"), "not matched\n");
+    // Ignored and matched by a glob.
+    write(&repo.join("cache.lock"), "ignored\n");
+    write(&repo.join("conf/db.local"), "ignored too\n");
+    let out = env.binky(&["up", "g"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wt = env.worktree("g");
+    assert_eq!(
+        std::fs::read_to_string(wt.join("package-lock.json")).unwrap(),
+        "{\"lockfileVersion\": 3}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.join("cache.lock")).unwrap(),
+        "ignored\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.join("conf/db.local")).unwrap(),
+        "ignored too\n"
+    );
+    assert!(
+        !wt.join("yarn.lock").exists(),
+        "a glob brought an untracked file git does not ignore"
+    );
+    assert!(!wt.join("conf/mine.local.txt").exists());
+    env.ok(&["remove", "g", "--force"]);
+    env.assert_nothing_left(&["g"]);
+}

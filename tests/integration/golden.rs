@@ -484,3 +484,80 @@ env = {{ REDIS_URL = "${{cache.url}}" }}
     env.ok(&["remove", "a"]);
     env.assert_nothing_left(&["a"]);
 }
+
+/// A data-only group world whose database is cloned from the ready golden template runs no
+/// `migrate`, so it gets nothing of the directory only the db's `migrate` runs in: the main
+/// checkout's `backend/.venv` is not brought (`deferred` in `binky status`). A data-only
+/// world whose template is not ready (a migration changed) builds it, and gets the venv
+/// before its `migrate` runs (which needs it).
+#[test]
+fn a_data_only_world_cloning_a_ready_template_gets_nothing_of_its_migrates_directory() {
+    let pg = PgServer::start();
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "shop"
+{{range}}
+copy = ["backend/.venv"]
+
+[services.db]
+adapter = "postgres"
+admin_url = "${{env.PG_ADMIN}}"
+workdir = "backend"
+migrate = "test -f .venv/ok && psql \"$DATABASE_URL\" -v ON_ERROR_STOP=1 -q -f schema.sql"
+clone_from = "golden"
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+depends_on = ["db"]
+env = {{ DATABASE_URL = "${{db.url}}" }}
+
+[groups]
+data = ["db"]
+"#
+    ));
+    let vars = [("PG_ADMIN", pg.admin_url.as_str())];
+    std::fs::create_dir_all(env.repo.join("backend")).unwrap();
+    std::fs::write(env.repo.join("backend/schema.sql"), SCHEMA).unwrap();
+    std::fs::write(env.repo.join(".gitignore"), "backend/.venv/\n").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "schema"]);
+    std::fs::create_dir_all(env.repo.join("backend/.venv")).unwrap();
+    std::fs::write(env.repo.join("backend/.venv/ok"), "installed\n").unwrap();
+    let up = |args: &[&str]| {
+        let out = env.binky_env(args, &vars);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    // The whole world builds the template (its migrate uses the venv).
+    up(&["up", "w"]);
+    assert!(env.worktree("w").join("backend/.venv/ok").is_file());
+    // A data-only world clones it: no venv.
+    up(&["up", "d", "--group", "data"]);
+    assert!(
+        !env.worktree("d").join("backend/.venv").exists(),
+        "a world that runs nothing in backend/ got its venv: {}",
+        env.ok(&["events", "d", "-n", "200"])
+    );
+    let status = env.ok(&["status", "d"]);
+    assert!(
+        status.contains("backend/.venv") && status.contains("deferred"),
+        "{status}"
+    );
+    assert!(env
+        .ok(&["events", "d", "-n", "200"])
+        .contains("cloned postgres slice"));
+    // A changed migration: the next data-only world builds a new template, venv first.
+    std::fs::write(
+        env.repo.join("backend/schema.sql"),
+        format!("{SCHEMA}create table tags (id int primary key);\n"),
+    )
+    .unwrap();
+    env.git(&["commit", "-qam", "a new table"]);
+    up(&["up", "e", "--group", "data"]);
+    assert!(env.worktree("e").join("backend/.venv/ok").is_file());
+    for w in ["w", "d", "e"] {
+        env.ok(&["remove", w]);
+    }
+    env.assert_nothing_left(&["w", "d", "e"]);
+}

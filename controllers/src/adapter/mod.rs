@@ -9,8 +9,8 @@ use std::future::Future;
 
 use sha2::{Digest, Sha256};
 
-pub(crate) use self::work::unset_settings;
 pub use self::work::SliceWork;
+pub(crate) use self::work::{slice_spec, unset_settings};
 
 /// Everything an adapter needs to make or find one slice.
 #[derive(Clone, Debug, PartialEq, Eq)]

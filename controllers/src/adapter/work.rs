@@ -81,25 +81,7 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         name: &str,
         secret: &str,
     ) -> SliceSpec {
-        // Adapter settings see the environment of `binky up` (`${env.X}`), nothing else.
-        let t = crate::tokens::Tokens {
-            world: world.name.clone(),
-            env: world.env.clone(),
-            ..Default::default()
-        };
-        SliceSpec {
-            adapter: res.adapter.clone(),
-            slice: name.to_owned(),
-            secret: secret.to_owned(),
-            admin_url: res.admin_url.as_ref().map(|u| t.resolve(u, service)),
-            options: res
-                .options
-                .iter()
-                .map(|(k, v)| (k.clone(), t.resolve(v, service)))
-                .collect(),
-            buckets: res.buckets.clone(),
-            search_path: world.env.get("PATH").cloned(),
-        }
+        slice_spec(world, service, res, name, secret)
     }
 
     /// What `migrate` or `seed` of `service` resolve against: the world's, with the
@@ -225,5 +207,34 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
                 ))
             }
         }
+    }
+}
+
+/// The spec of the slice `name` (with its password `secret`) of `world`'s `service`.
+pub(crate) fn slice_spec(
+    world: &World,
+    service: &str,
+    res: &Resource,
+    name: &str,
+    secret: &str,
+) -> SliceSpec {
+    // Adapter settings see the environment of `binky up` (`${env.X}`), nothing else.
+    let t = crate::tokens::Tokens {
+        world: world.name.clone(),
+        env: world.env.clone(),
+        ..Default::default()
+    };
+    SliceSpec {
+        adapter: res.adapter.clone(),
+        slice: name.to_owned(),
+        secret: secret.to_owned(),
+        admin_url: res.admin_url.as_ref().map(|u| t.resolve(u, service)),
+        options: res
+            .options
+            .iter()
+            .map(|(k, v)| (k.clone(), t.resolve(v, service)))
+            .collect(),
+        buckets: res.buckets.clone(),
+        search_path: world.env.get("PATH").cloned(),
     }
 }

@@ -269,7 +269,11 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         // Its migrate runs in this worktree once the paths its workdir needs are
         // brought (its `.venv`); the build stays claimed meanwhile.
         let brought = self.store.read(|c| {
-            store::bootstrap_waits(c, world.id, &crate::env::workdir_rel(world, &res.workdir))
+            store::bootstrap_waits_to_migrate(
+                c,
+                world.id,
+                &crate::env::workdir_rel(world, &res.workdir),
+            )
         })?;
         if !brought.is_empty() {
             return Ok(TemplateStep::WaitingForPaths(format!(
@@ -522,6 +526,27 @@ fn template_inputs(
         .map(crate::url::redact_server)
         .unwrap_or_else(|| format!("managed:{}", res.adapter));
     golden_inputs(&world.project, service, res, &server, &workdir)
+}
+
+/// Whether the golden template `world`'s `service` would be cloned from is ready now, its
+/// key read from the worktree at `worktree` as the golden controller reads it: then the
+/// world's slice is a copy of it, and no `migrate` or `seed` of `service` runs in this
+/// world (unless cloning fails after all).
+pub(crate) fn template_ready(
+    store: &Store,
+    world: &World,
+    worktree: &std::path::Path,
+    service: &str,
+    res: &Resource,
+) -> Result<bool, StoreError> {
+    let base = crate::adapter::slice_spec(world, service, res, "", "");
+    let layout = Layout {
+        worktree: worktree.to_owned(),
+    };
+    let inputs = template_inputs(world, &layout, service, res, &base);
+    Ok(store
+        .read(|c| store::golden(c, &inputs.key))?
+        .is_some_and(|g| g.state == GoldenState::Ready))
 }
 
 /// What a world waits for or reports of a template another world claimed.

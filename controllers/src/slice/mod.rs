@@ -716,7 +716,11 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             ));
         }
         let brought = self.store.read(|c| {
-            store::bootstrap_waits(c, world.id, &crate::env::workdir_rel(world, &res.workdir))
+            store::bootstrap_waits_to_migrate(
+                c,
+                world.id,
+                &crate::env::workdir_rel(world, &res.workdir),
+            )
         })?;
         Ok((!brought.is_empty()).then(|| {
             format!(

@@ -123,6 +123,11 @@ state_enum! {
     BootstrapState ("bootstrap") {
         /// To be brought (a daemon that died while bringing it left it so).
         Pending = "pending",
+        /// Not brought unless a command that needs it is to run: a world of a `--group`
+        /// whose database is cloned from a ready golden template runs no `migrate` of it.
+        /// Made pending once the world builds the template or makes its slice the slow
+        /// way after all.
+        Deferred = "deferred",
         /// Brought: the commands that need it may run.
         Done = "done",
         /// Could not be brought: said in the world's events; its `setup` makes it.

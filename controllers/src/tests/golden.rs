@@ -707,3 +707,186 @@ async fn golden_rm_drops_a_template_in_use_once_no_world_waits_to_be_cloned_from
         .unwrap();
     assert_eq!(drops, 0);
 }
+
+/// A held copy of a path no migrate needs (`web/node_modules`) holds neither a golden
+/// template's build nor a slice being made whose `migrate` runs elsewhere (`backend`): the
+/// template is built once `backend/.venv` is there, the world's database cloned from it, a
+/// database that clones nothing migrated — all while `web/node_modules` is still coming.
+#[tokio::test]
+async fn a_held_copy_holds_no_golden_build_or_slice_whose_migrate_runs_elsewhere() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    {
+        let mut g = h.git().inner.lock().unwrap();
+        g.bring_gate = Some(("a".into(), "web/node_modules".into(), gate.clone()));
+        g.plan = vec![
+            ("web/node_modules".into(), crate::spec::CopyMode::Link),
+            ("backend/.venv".into(), crate::spec::CopyMode::Link),
+        ];
+    }
+    let in_backend = |mut svc: crate::spec::Service| {
+        if let crate::spec::ServiceKind::Resource(r) = &mut svc.kind {
+            r.workdir = "backend".into();
+        }
+        svc
+    };
+    let s = spec(vec![
+        (
+            "db",
+            in_backend(cloned_from(
+                resource("postgres", Some("migrate up"), Some("seed all")),
+                "golden",
+            )),
+        ),
+        (
+            "events",
+            in_backend(resource("postgres", Some("migrate events"), None)),
+        ),
+    ]);
+    let a = h.up("a", s);
+    let paths = || -> Vec<(String, store::BootstrapState)> {
+        h.store
+            .read(|c| store::bootstrap_paths(c, a))
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.path, r.state))
+            .collect()
+    };
+    h.prepare(a).await;
+    wait_for("backend/.venv brought", || {
+        paths().contains(&("backend/.venv".to_owned(), store::BootstrapState::Done))
+    })
+    .await;
+    h.converge(a).await;
+    // Built, cloned and migrated, with web/node_modules still held.
+    assert!(
+        paths().contains(&(
+            "web/node_modules".to_owned(),
+            store::BootstrapState::Pending
+        )),
+        "{:?}",
+        paths()
+    );
+    let g = goldens(&h);
+    assert_eq!(g.len(), 1);
+    assert_eq!(g[0].state, GoldenState::Ready);
+    assert_eq!(h.row(a, "db").unwrap().state, store::SliceState::Ready);
+    assert_eq!(h.row(a, "events").unwrap().state, store::SliceState::Ready);
+    let mut runs = h.runs();
+    runs.sort();
+    assert_eq!(runs, vec!["migrate events", "migrate up", "seed all"]);
+    assert!(h
+        .fake
+        .calls("clone")
+        .iter()
+        .any(|c| c.ends_with("-> bk_acme_a_db")));
+    // The held path comes; nothing ran again for it.
+    gate.notify_one();
+    wait_for("web/node_modules brought", || {
+        paths()
+            .iter()
+            .all(|(_, s)| *s == store::BootstrapState::Done)
+    })
+    .await;
+    h.converge(a).await;
+    assert_eq!(h.runs().len(), 3);
+}
+
+/// A data-only group world clones its database from the ready template and gets nothing of
+/// `backend/` (where only the db's `migrate` and `seed` would run): `backend/.venv` stays
+/// deferred. One that comes to run them after all waits for the path and gets it: the
+/// template went before it cloned (it builds the next one), or cloning fails (its slice is
+/// made the slow way).
+#[tokio::test]
+async fn a_data_world_cloning_a_ready_template_gets_no_venv_and_one_that_migrates_after_all_does() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    h.git().inner.lock().unwrap().plan =
+        vec![("backend/.venv".into(), crate::spec::CopyMode::Link)];
+    let mut db = cloned_from(
+        resource("postgres", Some("migrate up"), Some("seed all")),
+        "golden",
+    );
+    if let crate::spec::ServiceKind::Resource(r) = &mut db.kind {
+        r.workdir = "backend".into();
+    }
+    let mut s = spec(vec![("db", db)]);
+    s.groups.insert("data".into(), vec!["db".into()]);
+    let data_world = |name: &str| {
+        let mut nw = new_world(h.dir.path(), name, s.clone());
+        nw.group = Some("data".into());
+        h.store.put_world(&nw).unwrap().world.id
+    };
+    let venv = |id| -> Option<store::BootstrapState> {
+        h.store
+            .read(|c| store::bootstrap_paths(c, id))
+            .unwrap()
+            .into_iter()
+            .find(|r| r.path == "backend/.venv")
+            .map(|r| r.state)
+    };
+    let h = &h;
+    let settle = |id| async move {
+        for _ in 0..50 {
+            h.converge(id).await;
+            if h.row(id, "db")
+                .is_some_and(|r| r.state == store::SliceState::Ready)
+            {
+                return;
+            }
+            // A path's task records it: let it run.
+            tokio::task::yield_now().await;
+        }
+        panic!("{:?}", h.row(id, "db"));
+    };
+    // The first world builds the template (its migrate needs the venv: brought at once).
+    let a = data_world("a");
+    settle(a).await;
+    assert_eq!(venv(a), Some(store::BootstrapState::Done));
+    assert_eq!(goldens(h)[0].state, GoldenState::Ready);
+    assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
+    // The next one clones it: no venv, nothing run.
+    let b = data_world("b");
+    settle(b).await;
+    assert_eq!(venv(b), Some(store::BootstrapState::Deferred));
+    assert_eq!(h.runs().len(), 2);
+    // Planned while the template was ready; the template goes before it clones: it builds
+    // the next one, once the venv is brought.
+    let c = data_world("c");
+    h.prepare(c).await;
+    assert_eq!(venv(c), Some(store::BootstrapState::Deferred));
+    h.store
+        .write_fixture(|tx| {
+            tx.execute("DELETE FROM goldens", [])?;
+            Ok(())
+        })
+        .unwrap();
+    settle(c).await;
+    assert_eq!(venv(c), Some(store::BootstrapState::Done));
+    assert_eq!(h.runs().len(), 4, "{:?}", h.runs());
+    assert!(has_event(
+        h,
+        "c",
+        "worktree",
+        "bringing backend/.venv now: db builds its golden template in this world"
+    ));
+    // Cloning fails for the next: its slice is made the slow way, with the venv.
+    {
+        let mut f = h.fake.inner.lock().unwrap();
+        f.clone_permanent = Some("no".into());
+        f.clone_fails_into = Some("bk_acme_d".into());
+    }
+    let d = data_world("d");
+    h.prepare(d).await;
+    assert_eq!(venv(d), Some(store::BootstrapState::Deferred));
+    settle(d).await;
+    assert_eq!(venv(d), Some(store::BootstrapState::Done));
+    assert_eq!(h.runs().len(), 6, "{:?}", h.runs());
+    assert!(has_event(
+        h,
+        "d",
+        "worktree",
+        "bringing backend/.venv now: db runs its migrate and seed in this world"
+    ));
+}

@@ -71,6 +71,11 @@ pub(super) fn h_measuring(machine: Option<Arc<dyn crate::machine::Machine>>) -> 
 }
 
 impl H {
+    /// The worktree controller's fake git (its plan, a held path).
+    pub fn git(&self) -> &FakeGit {
+        self.wt.git_for_tests()
+    }
+
     pub fn up(&self, name: &str, s: Spec) -> i64 {
         self.store
             .put_world(&new_world(self.dir.path(), name, s))

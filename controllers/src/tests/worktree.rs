@@ -405,6 +405,179 @@ async fn a_group_world_gets_only_what_its_services_need_and_a_wider_up_the_rest(
     );
 }
 
+/// A data-only group world whose database is cloned from a ready golden template runs
+/// no `migrate` of its own: what only the migrate's workdir needs (`backend/.venv`) is
+/// deferred, not brought. Should the world run it after all — it builds the template (the
+/// one it would clone went), or makes its slice the slow way (cloning failed) — the path
+/// is brought then; a wider `up` brings it too; with no ready template it comes at once.
+#[tokio::test]
+async fn a_group_world_cloning_a_ready_template_defers_its_migrates_paths_until_it_migrates() {
+    let (dir, store, ctrl) = setup();
+    ctrl_git(&ctrl).inner.lock().unwrap().plan = vec![
+        ("web/node_modules".into(), crate::spec::CopyMode::Link),
+        ("backend/.venv".into(), crate::spec::CopyMode::Link),
+    ];
+    let mut db = crate::testing::cloned_from(
+        crate::testing::resource("postgres", Some("migrate"), Some("seed")),
+        "golden",
+    );
+    if let crate::spec::ServiceKind::Resource(r) = &mut db.kind {
+        r.workdir = "backend".into();
+    }
+    let res = db.resource().unwrap().clone();
+    let mut api = crate::testing::web("run", &[]);
+    let mut web = crate::testing::web("run", &[]);
+    for (svc, d) in [(&mut api, "backend"), (&mut web, "web")] {
+        if let crate::spec::ServiceKind::Process(p) = &mut svc.kind {
+            p.workdir = d.into();
+        }
+    }
+    let mut s = spec(vec![("db", db), ("api", api), ("web", web)]);
+    s.groups.insert("data".into(), vec!["db".into()]);
+    // The template every world of this spec clones (its key: no migration files here).
+    let key = |w: &str| {
+        crate::golden::golden_key(
+            &res,
+            "managed:postgres",
+            &dir.path().join("wt").join(w).join("backend"),
+        )
+    };
+    let template = |state: &str, owner: Option<i64>| {
+        store
+            .write_fixture(|tx| {
+                tx.execute(
+                    "INSERT INTO goldens (key, adapter, clone_from, name, secret, state, owner_world, created_at, updated_at)
+                     VALUES (?1, 'postgres', 'golden', 'bk_golden', 's', ?2, ?3, 0, 0)
+                     ON CONFLICT (key) DO UPDATE SET state = excluded.state, owner_world = excluded.owner_world",
+                    rusqlite::params![key("d"), state, owner],
+                )?;
+                Ok(())
+            })
+            .unwrap();
+    };
+    let rows = |id| -> Vec<(String, store::BootstrapState)> {
+        store
+            .read(|c| store::bootstrap_paths(c, id))
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.path, r.state))
+            .collect()
+    };
+    let venv = |state| vec![("backend/.venv".to_owned(), state)];
+    let brought = |w: &str| {
+        ctrl_git(&ctrl)
+            .inner
+            .lock()
+            .unwrap()
+            .brought
+            .iter()
+            .filter(|(wt, _)| wt.ends_with(w))
+            .map(|(_, p)| p.clone())
+            .collect::<Vec<_>>()
+    };
+    template("ready", None);
+    let mut nw = new_world(dir.path(), "d", s.clone());
+    nw.group = Some("data".into());
+    let d = store.put_world(&nw).unwrap().world;
+    reconcile(&ctrl, &store, d.id).await;
+    assert_eq!(rows(d.id), venv(store::BootstrapState::Deferred));
+    // Deferred holds neither the world (it is ready) nor anything that does not migrate.
+    assert_eq!(cond(&store, d.id).status, CondStatus::True);
+    assert!(store
+        .read(|c| store::bootstrap_waits(c, d.id, "backend"))
+        .unwrap()
+        .is_empty());
+    // A migrate (or golden build) in backend waits for it.
+    assert_eq!(
+        store
+            .read(|c| store::bootstrap_waits_to_migrate(c, d.id, "backend"))
+            .unwrap(),
+        vec!["backend/.venv".to_owned()]
+    );
+    // Another pass changes nothing.
+    reconcile(&ctrl, &store, d.id).await;
+    assert_eq!(rows(d.id), venv(store::BootstrapState::Deferred));
+    assert!(brought("d").is_empty());
+
+    // The template went; this world builds the new one: its migrate runs here.
+    store
+        .write_fixture(|tx| {
+            tx.execute(
+                "INSERT INTO golden_refs (world_id, service, key) VALUES (?1, 'db', ?2)",
+                rusqlite::params![d.id, key("d")],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    template("building", Some(d.id));
+    reconcile(&ctrl, &store, d.id).await;
+    crate::testing::wait_for("backend/.venv brought for the build", || {
+        rows(d.id) == venv(store::BootstrapState::Done)
+    })
+    .await;
+    assert_eq!(brought("d"), vec!["backend/.venv".to_owned()]);
+    assert!(crate::testing::events(&store, "d").iter().any(
+        |(_, m)| m == "bringing backend/.venv now: db builds its golden template in this world"
+    ));
+
+    // Cloning fails: the slice is made the slow way and migrates here.
+    template("ready", None);
+    let mut nw2 = new_world(dir.path(), "e", s.clone());
+    nw2.group = Some("data".into());
+    let e = store.put_world(&nw2).unwrap().world;
+    reconcile(&ctrl, &store, e.id).await;
+    assert_eq!(rows(e.id), venv(store::BootstrapState::Deferred));
+    store
+        .write_fixture(|tx| {
+            tx.execute(
+                "INSERT INTO slices (world_id, service, adapter, name, secret, state, updated_at)
+                 VALUES (?1, 'db', 'postgres', 'bk_e_db', 's', 'provisioned', 0)",
+                [e.id],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    reconcile(&ctrl, &store, e.id).await;
+    crate::testing::wait_for("backend/.venv brought for the slow way", || {
+        rows(e.id) == venv(store::BootstrapState::Done)
+    })
+    .await;
+
+    // A wider `up` of a world that deferred it: brought with the rest.
+    let mut nw3 = new_world(dir.path(), "f", s.clone());
+    nw3.group = Some("data".into());
+    let f = store.put_world(&nw3).unwrap().world;
+    reconcile(&ctrl, &store, f.id).await;
+    assert_eq!(rows(f.id), venv(store::BootstrapState::Deferred));
+    nw3.group = None;
+    store.put_world(&nw3).unwrap();
+    reconcile(&ctrl, &store, f.id).await;
+    crate::testing::wait_for("f's paths brought", || {
+        rows(f.id)
+            == vec![
+                ("backend/.venv".to_owned(), store::BootstrapState::Done),
+                ("web/node_modules".to_owned(), store::BootstrapState::Done),
+            ]
+    })
+    .await;
+
+    // No ready template: the world's slice will migrate (or it builds the template): at once.
+    store
+        .write_fixture(|tx| {
+            tx.execute("DELETE FROM goldens", [])?;
+            Ok(())
+        })
+        .unwrap();
+    let mut nw4 = new_world(dir.path(), "g", s);
+    nw4.group = Some("data".into());
+    let g = store.put_world(&nw4).unwrap().world;
+    reconcile(&ctrl, &store, g.id).await;
+    crate::testing::wait_for("g's path brought", || {
+        rows(g.id) == venv(store::BootstrapState::Done)
+    })
+    .await;
+}
+
 /// The one dirty check (`binky remove`'s and the cleanup's).
 #[tokio::test]
 async fn only_a_worktree_someones_work_can_be_in_is_looked_at_and_setups_paths_are_not_theirs() {

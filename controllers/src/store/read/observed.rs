@@ -68,7 +68,8 @@ pub struct BootstrapRow {
     pub src: PathBuf,
     /// `link` (the default) or `copy`.
     pub mode: crate::spec::CopyMode,
-    /// Pending, done or failed.
+    /// Pending, deferred (brought only if a command that needs it comes to run), done or
+    /// failed.
     pub state: BootstrapState,
     /// How its files came (once done).
     pub how: Option<String>,
@@ -143,6 +144,24 @@ pub fn bootstrap_waits(
     Ok(bootstrap_paths(conn, world)?
         .into_iter()
         .filter(|b| b.state == BootstrapState::Pending && b.needed_by(workdir))
+        .map(|b| b.path)
+        .collect())
+}
+
+/// The paths an adapter's `migrate` or `seed` (or a golden template's build) in `workdir`
+/// of `world` waits for: as [`bootstrap_waits`], and the deferred ones it needs too (the
+/// worktree controller brings them once such a command is to run).
+pub fn bootstrap_waits_to_migrate(
+    conn: &Connection,
+    world: WorldId,
+    workdir: &str,
+) -> Result<Vec<String>, StoreError> {
+    Ok(bootstrap_paths(conn, world)?
+        .into_iter()
+        .filter(|b| {
+            matches!(b.state, BootstrapState::Pending | BootstrapState::Deferred)
+                && b.needed_by(workdir)
+        })
         .map(|b| b.path)
         .collect())
 }
