@@ -402,6 +402,10 @@ struct Init {
     migrations: BTreeMap<usize, Migration>,
     /// Notes on frameworks found (a `# NOTE:` each in the file, and one line to decide).
     notes: Vec<String>,
+    /// While set, a process's `[services.X.env]` is kept here (by service index) and a
+    /// placeholder written, so that what every process shares becomes `[defaults.env]`.
+    defer_env: bool,
+    env_blocks: BTreeMap<usize, Vec<EnvLine>>,
 }
 
 /// An adapter service's migrations, run by the migration tool of a process's code.
@@ -443,6 +447,8 @@ impl Init {
             published: HashMap::new(),
             migrations: BTreeMap::new(),
             notes: Vec::new(),
+            defer_env: false,
+            env_blocks: BTreeMap::new(),
         }
     }
 

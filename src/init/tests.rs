@@ -1230,3 +1230,82 @@ services:
         "{findings:?}"
     );
 }
+
+/// No finding of `binky check` is an error.
+fn check_passes(g: &Generated) {
+    let findings = crate::check::check(&g.toml, Path::new("binky.toml"));
+    assert!(
+        !crate::check::has_errors(&findings),
+        "{findings:#?}\n{}",
+        g.toml
+    );
+}
+
+/// What every process service of the file sets alike is written once under
+/// `[defaults.env]`; what one sets differently (or its own `${self.…}`) stays its own.
+#[test]
+fn env_every_process_shares_is_written_once_under_defaults() {
+    let compose = r#"
+services:
+  web:
+    build: .
+    command: python manage.py runserver 0.0.0.0:8000
+    ports: ["8000:8000"]
+    environment:
+      DATABASE_URL: postgres://app@db:5432/app
+      REDIS_URL: redis://redis:6379/0
+      DJANGO_DEBUG: "1"
+      ROLE: web
+      PORT: "8000"
+  worker:
+    build: .
+    command: rq worker
+    environment:
+      DATABASE_URL: postgres://app@db:5432/app
+      REDIS_URL: redis://redis:6379/0
+      DJANGO_DEBUG: "1"
+      ROLE: worker
+  db:
+    image: postgres:16
+  redis:
+    image: redis:7
+"#;
+    let g = generate_with(compose, None);
+    let t = valid(&g);
+    check_passes(&g);
+    let defaults = t["defaults"]["env"].as_table().unwrap();
+    let keys: Vec<&str> = defaults.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["DATABASE_URL", "DJANGO_DEBUG", "REDIS_URL"],
+        "{}",
+        g.toml
+    );
+    assert_eq!(defaults["DATABASE_URL"].as_str(), Some("${db.url}"));
+    assert_eq!(defaults["DJANGO_DEBUG"].as_str(), Some("1"));
+    assert_eq!(string(&t, &["services", "web", "env", "ROLE"]), "web");
+    assert_eq!(string(&t, &["services", "worker", "env", "ROLE"]), "worker");
+    assert_eq!(
+        string(&t, &["services", "web", "env", "PORT"]),
+        "${self.port}"
+    );
+    for s in ["web", "worker"] {
+        let env = svc(&t, s)["env"].as_table().unwrap();
+        assert!(!env.contains_key("DATABASE_URL"), "{s}: {}", g.toml);
+    }
+    // And what the services get is what they had: binky's own merge of the file.
+    let loaded = crate::config::parse(&g.toml, Path::new("binky.toml")).unwrap();
+    for s in ["web", "worker"] {
+        let env = &loaded.spec.services[s].process().unwrap().env;
+        assert_eq!(env["REDIS_URL"], "${redis.url}", "{s}");
+        assert_eq!(env["DJANGO_DEBUG"], "1", "{s}");
+    }
+    // A single process keeps its env as it is.
+    let one = generate_with(
+        "services:\n  web:\n    build: .\n    command: serve\n    environment:\n      A: \"1\"\n",
+        None,
+    );
+    let t = valid(&one);
+    assert!(t.get("defaults").is_none(), "{}", one.toml);
+    assert_eq!(string(&t, &["services", "web", "env", "A"]), "1");
+}
