@@ -56,7 +56,7 @@ pub enum InitError {
         why: String,
     },
     /// No compose file, and nothing else that says what runs.
-    #[error("no compose file in {dir}, and nothing else that says what runs: looked for COMPOSE_FILE, {compose}, docker-compose.<local|dev|development|develop>.yml, a Procfile, a package.json with a `dev` script (Vite, Next.js), manage.py, alembic.ini\n  fix: name the compose file: `binky init -f docker-compose.prod.yml` (repeat -f to merge several), run `binky init DIR` on the directory that has the project's files, or write binky.toml by hand (docs/config.md)")]
+    #[error("no compose file in {dir}, and nothing else that says what runs: looked for COMPOSE_FILE, {compose}, docker-compose.<local|dev|development|develop>.yml, a Procfile, a package.json with a `dev` or `start` script, manage.py, alembic.ini, an ASGI app (main.py, app.py)\n  fix: name the compose file: `binky init -f docker-compose.prod.yml` (repeat -f to merge several), run `binky init DIR` on the directory that has the project's files, or write binky.toml by hand (docs/config.md)")]
     NothingToRead {
         /// The directory, as given.
         dir: String,
