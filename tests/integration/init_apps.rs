@@ -279,3 +279,68 @@ fn a_procfile_and_manage_py_without_compose_run_as_init_wrote_them() {
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// The third shape: a Django application whose settings read the database in parts
+/// (DB_HOST, DB_PORT, DB_USER, DB_PASSWORD, DB_NAME), with Django's Redis cache and an RQ
+/// worker (`rq worker`), from a compose file. The parts become the database's tokens (in
+/// the services' env and the golden build's migrate), what web and worker share is written
+/// once under [defaults.env], and a job queued through the proxy is worked by the world's
+/// own worker into the world's own database.
+#[test]
+fn a_django_project_by_parts_with_a_redis_cache_and_an_rq_worker_runs_as_init_wrote_it() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    test_cache("BINKY_TEST_FRAMEWORKS", "frameworks", &["bin/rq"]);
+    let (env, text, said) = init_project("django-rq", &[]);
+    assert!(
+        text.contains("[defaults.env]\nDB_HOST = \"${postgres.host}\"\nDB_NAME = \"${postgres.database}\"\nDB_PASSWORD = \"${postgres.password}\"\nDB_PORT = \"${postgres.port}\"\nDB_USER = \"${postgres.user}\"\n"),
+        "{text}"
+    );
+    assert!(text.contains("REDIS_URL = \"${redis.url}\""), "{text}");
+    assert!(
+        text.contains("cmd = \"python manage.py runserver 0.0.0.0:${self.port}\"\nurl = true"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"rq worker -c shelf.rq_settings default\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \"python manage.py migrate --noinput\"\nclone_from = \"golden\""),
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("admin_url")), "{text}");
+    assert!(!text.contains("shelf-dev-password"), "{text}");
+    assert!(!said.contains("shelf-dev-password"), "{said}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "web", "w", "/");
+    let body = json_of(&answer);
+    assert_eq!(
+        body["books"],
+        serde_json::json!(["shelved by the migration"]),
+        "{answer}"
+    );
+    assert_eq!(body["db_host"], "127.0.0.1", "{answer}");
+    // The cache is the world's Redis: the second request sees the first one's count.
+    let again = json_of(&get_200(&env, "web", "w", "/"));
+    assert!(
+        again["cache_hits_before"].as_u64() > body["cache_hits_before"].as_u64(),
+        "{again} after {body}"
+    );
+    // A job queued by the web is worked by the world's RQ worker, into its database.
+    let queued = json_of(&get_200(&env, "web", "w", "/shelve?title=worked-by-rq"));
+    assert!(queued["job"].as_str().is_some(), "{queued}");
+    let mut last = serde_json::Value::Null;
+    wait_until(
+        "the worker's row through the proxy",
+        Duration::from_secs(60),
+        || {
+            last = json_of(&get_200(&env, "web", "w", "/"));
+            last["books"]
+                .as_array()
+                .is_some_and(|b| b.iter().any(|t| t == "worked-by-rq"))
+        },
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
