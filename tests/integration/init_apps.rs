@@ -344,3 +344,36 @@ fn a_django_project_by_parts_with_a_redis_cache_and_an_rq_worker_runs_as_init_wr
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// No compose file, no Procfile: alembic.ini, requirements.txt and a FastAPI app in
+/// app/main.py. init writes uvicorn on the world's port and Alembic as the database's
+/// live migrate (a golden template); `up` as written answers with the migrated row.
+#[test]
+fn an_alembic_and_fastapi_project_without_compose_runs_as_init_wrote_it() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    test_cache("BINKY_TEST_FRAMEWORKS", "frameworks", &["bin/uvicorn"]);
+    let (env, text, said) = init_project("fastapi-alembic", &[]);
+    assert!(said.contains("from app/main.py, alembic.ini"), "{said}");
+    assert!(
+        text.contains(
+            "cmd = \"uvicorn app.main:app --host 127.0.0.1 --port ${self.port}\"\nurl = true"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \"alembic upgrade head\"\nclone_from = \"golden\""),
+        "{text}"
+    );
+    assert!(text.contains("DATABASE_URL = \"${db.url}\""), "{text}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "web", "w", "/items");
+    let body = json_of(&answer);
+    assert_eq!(
+        body["items"],
+        serde_json::json!(["made by alembic"]),
+        "{answer}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
