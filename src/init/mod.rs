@@ -406,6 +406,9 @@ struct Init {
     /// placeholder written, so that what every process shares becomes `[defaults.env]`.
     defer_env: bool,
     env_blocks: BTreeMap<usize, Vec<EnvLine>>,
+    /// An adapter service's env for its `migrate` (the settings of the code it runs), by
+    /// service index, written with the processes' (see `env_blocks`).
+    migrate_env: BTreeMap<usize, Vec<EnvLine>>,
 }
 
 /// An adapter service's migrations, run by the migration tool of a process's code.
@@ -449,6 +452,7 @@ impl Init {
             notes: Vec::new(),
             defer_env: false,
             env_blocks: BTreeMap::new(),
+            migrate_env: BTreeMap::new(),
         }
     }
 

@@ -37,6 +37,22 @@ impl Init {
             let block = env_table(&format!("services.{name}.env"), lines, &shared);
             out = out.replacen(&env_placeholder(*i), &block, 1);
         }
+        for (a, lines) in std::mem::take(&mut self.migrate_env) {
+            let name = self.svcs[a].name.clone();
+            let mut kept: Vec<EnvLine> = lines
+                .into_iter()
+                .filter(|l| l.value.as_ref() != shared.get(&l.key))
+                .collect();
+            if let Some(first) = kept.first_mut() {
+                first.comment = Some(if shared.is_empty() {
+                    "migrate gets DATABASE_URL (this database) and the settings of the code it runs:".to_owned()
+                } else {
+                    "migrate gets DATABASE_URL (this database), [defaults.env] and the rest of the settings of the code it runs:".to_owned()
+                });
+            }
+            let block = env_table(&format!("services.{name}.env"), &kept, &BTreeMap::new());
+            out = out.replacen(&env_placeholder(a), &block, 1);
+        }
         if !shared.is_empty() {
             let lines: Vec<EnvLine> = shared
                 .iter()
@@ -586,7 +602,7 @@ impl Init {
 
 /// Where [`Init::render_process`] leaves the env table of service `i` while
 /// [`Init::render_services`] finds what every process shares.
-fn env_placeholder(i: usize) -> String {
+pub(super) fn env_placeholder(i: usize) -> String {
     format!("\u{1}env of service {i}\u{1}")
 }
 

@@ -1402,7 +1402,12 @@ services:
   redis:
     image: redis:7
 "#;
-    let g = generate_with(compose, None);
+    let mut repo = repo_with(compose, None);
+    repo.files.insert(
+        "manage.py".into(),
+        "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'app.settings')\n".into(),
+    );
+    let g = generate(&repo).unwrap();
     let t = valid(&g);
     check_passes(&g);
     let defaults = t["defaults"]["env"].as_table().unwrap();
@@ -1432,6 +1437,23 @@ services:
         assert_eq!(env["REDIS_URL"], "${redis.url}", "{s}");
         assert_eq!(env["DJANGO_DEBUG"], "1", "{s}");
     }
+    // The database's migrate gets [defaults.env] too: its own env repeats none of it, only
+    // what web (whose code it runs) sets of its own.
+    let db = svc(&t, "db");
+    assert_eq!(
+        db["migrate"].as_str(),
+        Some("python manage.py migrate --noinput")
+    );
+    let db_env: Vec<&str> = db["env"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(db_env, ["ROLE"], "{}", g.toml);
+    let migrate_env = &loaded.spec.services["db"].resource().unwrap().env;
+    assert_eq!(migrate_env["DATABASE_URL"], "${db.url}");
+    assert_eq!(migrate_env["ROLE"], "web");
     // A single process keeps its env as it is.
     let one = generate_with(
         "services:\n  web:\n    build: .\n    command: serve\n    environment:\n      A: \"1\"\n",
