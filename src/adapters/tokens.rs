@@ -201,6 +201,14 @@ mod tests {
         }
     }
 
+    /// The adapter, the configuration the daemon would hand it, and the tokens that may be
+    /// empty in this setting.
+    type Resolves = (
+        fn() -> Box<dyn Adapter>,
+        AdapterConfig,
+        &'static [&'static str],
+    );
+
     /// One way a world's adapter service can be set up: its adapter name, what binky.toml
     /// says of it beyond `adapter`, and, where the adapter's `resolve` needs no server, the
     /// adapter with the configuration the daemon would hand it and the tokens that may be
@@ -208,11 +216,7 @@ mod tests {
     struct Setting {
         adapter: &'static str,
         toml: &'static str,
-        resolves: Option<(
-            fn() -> Box<dyn Adapter>,
-            AdapterConfig,
-            &'static [&'static str],
-        )>,
+        resolves: Option<Resolves>,
     }
 
     fn postgres() -> Box<dyn Adapter> {
