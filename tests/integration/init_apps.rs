@@ -1,7 +1,7 @@
 //! `binky init` on the shapes of real projects, then `binky up` of the file exactly as init
 //! wrote it, then a request through binky's proxy: the real binary, real git, PostgreSQL
-//! and Redis run by binky itself (no `admin_url`), real Alembic, Django and Celery from the
-//! venv `scripts/test` makes. The only change to the written file is the test's own port
+//! and Redis run by binky itself (no `admin_url`), real Alembic, Django, Celery, RQ, FastAPI
+//! and uvicorn from the venv `scripts/test` makes, and node with the npm packages it caches. The only change to the written file is the test's own port
 //! range (every test keeps to its block of ports).
 
 use std::path::{Path, PathBuf};
@@ -373,6 +373,60 @@ fn an_alembic_and_fastapi_project_without_compose_runs_as_init_wrote_it() {
         body["items"],
         serde_json::json!(["made by alembic"]),
         "{answer}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// No compose file: a Node API and worker with only package.json (scripts `dev` and
+/// `worker`, dependencies `pg` and `redis`). init writes both as services of the world's
+/// PostgreSQL and Redis, the addresses once under [defaults.env]; `up` as written answers
+/// through the proxy with the world's database and the worker's heartbeat from the
+/// world's Redis.
+#[test]
+fn a_node_api_and_worker_with_only_package_json_run_as_init_wrote_them() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let modules = test_cache(
+        "BINKY_TEST_NODE_CLIENTS",
+        "node-clients",
+        &["node_modules/pg", "node_modules/redis"],
+    )
+    .join("node_modules");
+    let (env, text, said) = init_project("node-worker", &[]);
+    assert!(said.contains("from package.json"), "{said}");
+    assert!(
+        text.contains(
+            "[defaults.env]\nDATABASE_URL = \"${db.url}\"\nREDIS_URL = \"${redis.url}\"\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"npm run dev\"\nurl = true\ndepends_on = [\"db\", \"redis\"]\n\n[services.web.env]\nPORT = \"${self.port}\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("[services.worker]\n# cmd: from the worker script of package.json\ncmd = \"npm run worker\"\ndepends_on = [\"db\", \"redis\"]"),
+        "{text}"
+    );
+    // `npm install`'s node_modules, from the test cache.
+    let modules = modules.display().to_string();
+    let out = env.binky_env(
+        &["up", "w"],
+        &[("PATH", &path_with_tools()), ("NODE_PATH", &modules)],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let mut last = serde_json::Value::Null;
+    wait_until(
+        "the worker's heartbeat through the proxy",
+        Duration::from_secs(30),
+        || {
+            last = json_of(&get_200(&env, "web", "w", "/"));
+            last["worker"] == "alive"
+        },
+    );
+    assert!(
+        last["database"].as_str().unwrap().starts_with("bk_repo_w_"),
+        "{last}"
     );
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
