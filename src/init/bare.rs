@@ -244,20 +244,21 @@ pub(super) fn generate(repo: &Repo, project: &str) -> Result<Generated, InitErro
             );
         }
     }
-    if let Some((file, target)) = &asgi {
+    if let Some((file, var)) = &asgi {
         read.push(file.clone());
-        let dir = file.rsplit_once('/').map(|(d, _)| d.to_owned());
-        // Run where alembic.ini is when that is the module's directory or above it.
-        let (workdir, module_target) = match (&dir, alembic.as_deref()) {
-            (Some(d), Some(a)) if a == Repo::path_in(Some(d), "alembic.ini") => (
-                Some(d.clone()),
-                target
-                    .rsplit_once('.')
-                    .map(|(_, t)| t.to_owned())
-                    .unwrap_or(target.clone()),
-            ),
-            _ => (None, target.clone()),
+        // Run where alembic.ini is when the module is below it (`backend/app/main.py`
+        // beside `backend/alembic.ini`: `app.main` in `backend`), else at the top.
+        let alembic_dir = alembic
+            .as_deref()
+            .and_then(|a| a.rsplit_once('/'))
+            .map(|(d, _)| format!("{d}/"));
+        let (workdir, rel) = match alembic_dir {
+            Some(d) if file.starts_with(&d) => {
+                (Some(d.trim_end_matches('/').to_owned()), &file[d.len()..])
+            }
+            _ => (None, file.as_str()),
         };
+        let module_target = format!("{}:{var}", rel.trim_end_matches(".py").replace('/', "."));
         init.push_svc(
             "web",
             base(
@@ -346,7 +347,7 @@ fn node_app(repo: &Repo, dir: Option<String>) -> Option<NodeApp> {
 /// An ASGI app in the project's Python dependencies' reach: the first of `main.py`,
 /// `app.py`, `asgi.py` (at the top, then one directory down) that makes one
 /// (`app = FastAPI(…)`, `Starlette(…)`, `Quart(…)`, `Litestar(…)`), when the requirements
-/// name uvicorn or the framework. Its path and uvicorn's `module:variable`.
+/// name uvicorn or the framework. Its path and the app's variable.
 fn asgi_app(repo: &Repo) -> Option<(String, String)> {
     let deps = python_deps(repo);
     if !["uvicorn", "fastapi", "starlette", "litestar"]
@@ -377,8 +378,7 @@ fn asgi_app(repo: &Repo) -> Option<(String, String)> {
                 && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                 && !line.starts_with(char::is_whitespace)
             {
-                let module = path.trim_end_matches(".py").replace('/', ".");
-                return Some((path.clone(), format!("{module}:{var}")));
+                return Some((path.clone(), var.to_owned()));
             }
         }
     }

@@ -1371,6 +1371,39 @@ fn alembic_and_an_asgi_app_without_compose_give_a_live_migrate_and_the_apps_proc
         string(&t, &["services", "db", "migrate"]),
         "alembic upgrade head"
     );
+    // The app a package down from alembic.ini's directory: its module path from there.
+    let repo = bare_repo(&[
+        (
+            "backend/requirements.txt",
+            "fastapi
+uvicorn
+psycopg
+alembic
+",
+        ),
+        (
+            "backend/alembic.ini",
+            "[alembic]
+",
+        ),
+        (
+            "backend/app/main.py",
+            "from fastapi import FastAPI
+app = FastAPI()
+",
+        ),
+    ]);
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "uvicorn app.main:app --host 127.0.0.1 --port ${self.port}"
+    );
+    assert_eq!(string(&t, &["services", "web", "workdir"]), "backend");
+    assert_eq!(
+        string(&t, &["services", "db", "migrate"]),
+        "alembic upgrade head"
+    );
 }
 
 /// What every process service of the file sets alike is written once under
