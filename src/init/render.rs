@@ -62,6 +62,11 @@ impl Init {
                     comment: None,
                 })
                 .collect();
+            let keys: Vec<&str> = shared.keys().map(String::as_str).collect();
+            self.mapped.push(format!(
+                "[defaults.env]: {} (every process service sets them alike)",
+                keys.join(", ")
+            ));
             let table = env_table("defaults.env", &lines, &BTreeMap::new());
             out = format!(
                 "# Every process service below sets these alike: each service's env starts from\n# them (its own keys win), and so does a database's migrate and seed.{table}\n{out}"

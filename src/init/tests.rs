@@ -1453,6 +1453,12 @@ services:
     );
     assert_eq!(defaults["DATABASE_URL"].as_str(), Some("${db.url}"));
     assert_eq!(defaults["DJANGO_DEBUG"].as_str(), Some("1"));
+    assert!(
+        g.mapped.iter().any(|m| m
+            == "[defaults.env]: DATABASE_URL, DJANGO_DEBUG, REDIS_URL (every process service sets them alike)"),
+        "{:?}",
+        g.mapped
+    );
     assert_eq!(string(&t, &["services", "web", "env", "ROLE"]), "web");
     assert_eq!(string(&t, &["services", "worker", "env", "ROLE"]), "worker");
     assert_eq!(
