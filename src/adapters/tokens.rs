@@ -201,144 +201,393 @@ mod tests {
         }
     }
 
-    /// Every adapter whose `resolve` needs no server, in each setting that changes its
-    /// address: after completion its slice gives exactly the documented tokens, none of
-    /// them empty but where the server takes no such thing.
-    #[test]
-    fn every_documented_token_resolves_for_every_adapter_and_setting() {
-        let slice = Slice {
-            name: "bk_acme_w_svc".into(),
-            secret: "s3cr3t".into(),
-        };
+    /// The adapter, the configuration the daemon would hand it, and the tokens that may be
+    /// empty in this setting.
+    type Resolves = (
+        fn() -> Box<dyn Adapter>,
+        AdapterConfig,
+        &'static [&'static str],
+    );
+
+    /// One way a world's adapter service can be set up: its adapter name, what binky.toml
+    /// says of it beyond `adapter`, and, where the adapter's `resolve` needs no server, the
+    /// adapter with the configuration the daemon would hand it and the tokens that may be
+    /// empty in this setting.
+    struct Setting {
+        adapter: &'static str,
+        toml: &'static str,
+        resolves: Option<Resolves>,
+    }
+
+    fn postgres() -> Box<dyn Adapter> {
+        Box::new(crate::adapters::postgres::Postgres)
+    }
+    fn mysql() -> Box<dyn Adapter> {
+        Box::new(crate::adapters::mysql::Mysql)
+    }
+    fn mongo() -> Box<dyn Adapter> {
+        Box::new(crate::adapters::mongodb::Mongo)
+    }
+    fn redis() -> Box<dyn Adapter> {
+        Box::new(crate::adapters::redis::Redis)
+    }
+    fn s3() -> Box<dyn Adapter> {
+        Box::new(crate::adapters::s3::S3)
+    }
+    fn rabbitmq() -> Box<dyn Adapter> {
+        Box::new(crate::adapters::rabbitmq::RabbitMq)
+    }
+    fn kafka() -> Box<dyn Adapter> {
+        Box::new(crate::adapters::kafka::Kafka)
+    }
+    fn qdrant() -> Box<dyn Adapter> {
+        Box::new(crate::adapters::qdrant::Qdrant)
+    }
+
+    const SLICE: &str = "bk_acme_w_db";
+
+    /// Every built-in adapter name, in each setting that changes its address (Redis: a
+    /// server of the world's own, a database of a shared one, a prefix; S3 with and without
+    /// a shared bucket; Kafka with and without topics). ClickHouse and Elasticsearch ask
+    /// their server who the slice is, so only `check`'s side is generated for them.
+    fn settings() -> Vec<Setting> {
+        let admin = "admin_url = \"${env.ADMIN_URL}\"";
         let mut recorded = cfg("redis://default:pw@127.0.0.1:6379/0", &[]);
         recorded.recorded.insert(
-            slice.name.clone(),
+            SLICE.to_owned(),
             BTreeMap::from([("database".to_owned(), "4".to_owned())]),
         );
         let own_redis = AdapterConfig {
             own_server: true,
             ..cfg("redis://default:s3cr3t@127.0.0.1:40001", &[])
         };
-        /// (adapter name, the adapter, its config, tokens that may be empty).
-        type Case = (
-            &'static str,
-            Box<dyn Adapter>,
-            AdapterConfig,
-            &'static [&'static str],
-        );
-        let cases: Vec<Case> = vec![
-            (
+        let s = |adapter, toml, resolves| Setting {
+            adapter,
+            toml,
+            resolves,
+        };
+        vec![
+            s(
                 "postgres",
-                Box::new(crate::adapters::postgres::Postgres),
-                cfg(
-                    "postgres://admin:pw@db.local:6543/postgres?sslmode=disable",
+                "",
+                Some((
+                    postgres,
+                    cfg(
+                        "postgres://admin:pw@db.local:6543/postgres?sslmode=disable",
+                        &[],
+                    ),
                     &[],
-                ),
-                &[],
+                )),
             ),
-            (
+            s(
                 "postgresql",
-                Box::new(crate::adapters::postgres::Postgres),
-                cfg("postgresql://admin:pw@[::1]/postgres", &[]),
-                &[],
+                admin,
+                Some((
+                    postgres,
+                    cfg("postgresql://admin:pw@[::1]/postgres", &[]),
+                    &[],
+                )),
             ),
-            (
+            s(
                 "mysql",
-                Box::new(crate::adapters::mysql::Mysql),
-                cfg("mysql://root:pw@db.local:3307", &[]),
-                &[],
+                admin,
+                Some((mysql, cfg("mysql://root:pw@db.local:3307", &[]), &[])),
             ),
-            (
+            s(
                 "mariadb",
-                Box::new(crate::adapters::mysql::Mysql),
-                cfg("mariadb://root:pw@db.local", &[]),
-                &[],
+                "",
+                Some((mysql, cfg("mariadb://root:pw@db.local", &[]), &[])),
             ),
-            (
+            s(
+                "percona",
+                admin,
+                Some((mysql, cfg("mysql://root:pw@db.local", &[]), &[])),
+            ),
+            s(
                 "mongodb",
-                Box::new(crate::adapters::mongodb::Mongo),
-                cfg("mongodb://admin:pw@h1:27018,h2/?replicaSet=rs0", &[]),
-                &[],
+                admin,
+                Some((
+                    mongo,
+                    cfg("mongodb://admin:pw@h1:27018,h2/?replicaSet=rs0", &[]),
+                    &[],
+                )),
             ),
-            (
-                "redis",
-                Box::new(crate::adapters::redis::Redis),
-                own_redis,
-                &["prefix"],
-            ),
-            (
-                "redis",
-                Box::new(crate::adapters::redis::Redis),
-                recorded,
-                &["prefix"],
-            ),
-            (
+            s("redis", "", Some((redis, own_redis, &["prefix"]))),
+            s("redis", admin, Some((redis, recorded, &["prefix"]))),
+            s(
                 "valkey",
-                Box::new(crate::adapters::redis::Redis),
-                cfg("redis://default:pw@h:7000/2", &[("isolation", "prefix")]),
-                &[],
+                "admin_url = \"${env.ADMIN_URL}\"\noptions = { isolation = \"prefix\" }",
+                Some((
+                    redis,
+                    cfg("redis://default:pw@h:7000/2", &[("isolation", "prefix")]),
+                    &[],
+                )),
             ),
-            (
+            s(
                 "s3",
-                Box::new(crate::adapters::s3::S3),
-                cfg("http://KEY:SECRET@minio.local:9000", &[]),
-                &["prefix"],
+                admin,
+                Some((
+                    s3,
+                    cfg("http://KEY:SECRET@minio.local:9000", &[]),
+                    &["prefix"],
+                )),
             ),
-            (
+            s(
                 "minio",
-                Box::new(crate::adapters::s3::S3),
-                cfg("https://KEY:SECRET@s3.example", &[("bucket", "shared")]),
-                &[],
+                "admin_url = \"${env.ADMIN_URL}\"\noptions = { bucket = \"shared\" }",
+                Some((
+                    s3,
+                    cfg("https://KEY:SECRET@s3.example", &[("bucket", "shared")]),
+                    &[],
+                )),
             ),
-            (
+            s(
                 "rabbitmq",
-                Box::new(crate::adapters::rabbitmq::RabbitMq),
-                cfg("http://admin:pw@mq.local:15672", &[]),
-                &[],
+                admin,
+                Some((rabbitmq, cfg("http://admin:pw@mq.local:15672", &[]), &[])),
             ),
-            (
+            s(
                 "kafka",
-                Box::new(crate::adapters::kafka::Kafka),
-                cfg("kafka://b1:9093,b2", &[("topics", "orders")]),
-                &["user", "password"],
+                "admin_url = \"${env.ADMIN_URL}\"\noptions = { topics = \"orders\" }",
+                Some((
+                    kafka,
+                    cfg("kafka://b1:9093,b2", &[("topics", "orders")]),
+                    &["user", "password"],
+                )),
             ),
-            (
+            s(
                 "redpanda",
-                Box::new(crate::adapters::kafka::Kafka),
-                cfg("kafka://b1", &[]),
-                &["user", "password", "topics"],
+                admin,
+                Some((
+                    kafka,
+                    cfg("kafka://b1", &[]),
+                    &["user", "password", "topics"],
+                )),
             ),
-        ];
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("a runtime");
-        for (name, adapter, c, may_be_empty) in cases {
-            let a = rt
-                .block_on(adapter.resolve(&slice, &c))
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            let a = complete(name, a);
-            let got: Vec<&str> = a.tokens.keys().map(String::as_str).collect();
-            assert_eq!(got, documented(name).unwrap(), "{name} {c:?}");
-            for (k, v) in &a.tokens {
-                assert!(
-                    !v.is_empty() || may_be_empty.contains(&k.as_str()),
-                    "{name}: `{k}` is empty ({c:?})"
+            s(
+                "qdrant",
+                admin,
+                Some((
+                    qdrant,
+                    cfg("http://qdrant.local:6333", &[]),
+                    &["user", "password", "api_key"],
+                )),
+            ),
+            s("clickhouse", admin, None),
+            s("elasticsearch", admin, None),
+            s("opensearch", admin, None),
+        ]
+    }
+
+    /// Where a token may be written: a process's `env`, `cmd`, `setup`, `health`, or the
+    /// adapter service's `migrate` and `seed` (run by a golden build as by a world).
+    #[derive(Clone, Copy, Debug)]
+    enum Place {
+        Env,
+        Cmd,
+        Setup,
+        Health,
+        Migrate,
+        Seed,
+    }
+
+    /// The file: the adapter service `db` in `setting`, the process `web` using it, and
+    /// `token` written in `place`.
+    fn config_text(setting: &Setting, place: Place, token: &str) -> String {
+        let mut db = format!("[services.db]\nadapter = \"{}\"\n", setting.adapter);
+        if !setting.toml.is_empty() {
+            db.push_str(setting.toml);
+            db.push('\n');
+        }
+        match place {
+            Place::Migrate => db.push_str(&format!("migrate = \"migrate --to {token}\"\n")),
+            Place::Seed => db.push_str(&format!("seed = \"seed {token}\"\n")),
+            _ => {}
+        }
+        let mut web = "[services.web]\n".to_owned();
+        let cmd_tail = match place {
+            Place::Cmd => format!(" --db {token}"),
+            _ => String::new(),
+        };
+        web.push_str(&format!(
+            "cmd = \"serve --port ${{self.port}}{cmd_tail}\"\nurl = true\ndepends_on = [\"db\"]\n"
+        ));
+        match place {
+            Place::Setup => web.push_str(&format!("setup = \"prepare {token}\"\n")),
+            Place::Health => web.push_str(&format!("health = {{ cmd = \"probe {token}\" }}\n")),
+            Place::Env => web.push_str(&format!("env = {{ DB_VALUE = \"{token}\" }}\n")),
+            _ => {}
+        }
+        format!("[project]\nname = \"acme\"\n\n{db}\n{web}")
+    }
+
+    /// What a world's processes and a golden build resolve tokens with, for this file and
+    /// the slice the adapter resolved: as `binky_controllers::env::tokens` builds it.
+    fn world_tokens(address: &Address) -> binky_controllers::tokens::Tokens {
+        let mut t = binky_controllers::tokens::Tokens {
+            world: "w".into(),
+            worktree_path: Some("/src/acme.worktrees/w".into()),
+            ..Default::default()
+        };
+        t.ports.insert(("web".into(), String::new()), 4001);
+        t.primary.insert("web".into(), String::new());
+        t.urls.insert("web".into(), "http://localhost:4001".into());
+        t.proxy_urls
+            .insert("web".into(), "http://web.w.acme.localhost:8080".into());
+        t.urls.insert("db".into(), address.url.clone());
+        for (k, v) in &address.tokens {
+            t.extra.insert(("db".into(), k.clone()), v.clone());
+        }
+        t
+    }
+
+    /// Every setting is of a built-in adapter, and every built-in adapter name has one.
+    #[test]
+    fn the_settings_cover_every_built_in_adapter_name() {
+        let names = crate::adapters::Registry::default().builtin_names();
+        let covered: Vec<&str> = settings().iter().map(|s| s.adapter).collect();
+        for n in &names {
+            assert!(covered.contains(n), "no setting of {n}");
+        }
+        for c in &covered {
+            assert!(names.contains(c), "{c} is no built-in adapter");
+        }
+    }
+
+    /// What an adapter's slice gives is exactly its documented list, none of it empty but
+    /// where the server takes no such thing, with no admin credential in any of it.
+    fn assert_address(setting: &Setting, a: &Address, may_be_empty: &[&str]) {
+        let name = setting.adapter;
+        let got: Vec<&str> = a.tokens.keys().map(String::as_str).collect();
+        assert_eq!(got, documented(name).unwrap(), "{name} ({})", setting.toml);
+        for (k, v) in &a.tokens {
+            assert!(
+                !v.is_empty() || may_be_empty.contains(&k.as_str()),
+                "{name}: `{k}` is empty ({})",
+                setting.toml
+            );
+        }
+        // The server's port is a number, its host is no URL.
+        assert!(
+            a.tokens["port"].parse::<u16>().is_ok(),
+            "{name}: {:?}",
+            a.tokens
+        );
+        assert!(!a.tokens["host"].contains('/'), "{name}: {:?}", a.tokens);
+        assert_eq!(a.tokens["name"], a.tokens["database"], "{name}");
+        assert!(
+            !a.tokens.values().any(|v| v == "pw"),
+            "{name}: {:?}",
+            a.tokens
+        );
+    }
+
+    fn place() -> impl proptest::strategy::Strategy<Value = Place> {
+        proptest::sample::select(vec![
+            Place::Env,
+            Place::Cmd,
+            Place::Setup,
+            Place::Health,
+            Place::Migrate,
+            Place::Seed,
+        ])
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any adapter in any setting, any token name, written in any place a token may be
+        /// (from the process or, in `migrate`/`seed`, as `${self.…}` too): a documented
+        /// name passes `binky check` and resolves, in the world and in a golden build, to a
+        /// value with no `${` left; any other name is a `check` error naming it, and the
+        /// daemon's resolution lists it as unresolved (so `up` refuses it) rather than
+        /// handing it to a program as text.
+        #[test]
+        fn every_token_name_of_every_adapter_and_setting_resolves_or_is_refused(
+            which in proptest::arbitrary::any::<proptest::sample::Index>(),
+            place in place(),
+            documented_name in proptest::arbitrary::any::<proptest::sample::Index>(),
+            other in "[a-z][a-z0-9_]{0,11}",
+            pick_documented in proptest::bool::weighted(0.7),
+            through_self in proptest::bool::ANY,
+        ) {
+            let settings = settings();
+            let setting = &settings[which.index(settings.len())];
+            let mut names: Vec<&str> = documented(setting.adapter).unwrap();
+            names.extend(["url", "proxy_url"]);
+            let name = if pick_documented {
+                names[documented_name.index(names.len())]
+            } else {
+                proptest::prop_assume!(!names.contains(&other.as_str()));
+                other.as_str()
+            };
+            let obj = match place {
+                Place::Migrate | Place::Seed if through_self => "self",
+                _ => "db",
+            };
+            let token = format!("${{{obj}.{name}}}");
+            let text = config_text(setting, place, &token);
+            let findings = crate::check::check(&text, std::path::Path::new("binky.toml"));
+            let errors: Vec<_> = findings
+                .iter()
+                .filter(|f| f.level == crate::check::Level::Error)
+                .collect();
+            if pick_documented {
+                proptest::prop_assert!(errors.is_empty(), "{text}\n{errors:#?}");
+            } else {
+                proptest::prop_assert_eq!(errors.len(), 1, "{}\n{:#?}", text, errors);
+                proptest::prop_assert_eq!(errors[0].code, "unresolved-token");
+                proptest::prop_assert!(errors[0].message.contains(&token), "{:?}", errors[0]);
+                // And it names what the adapter gives instead.
+                proptest::prop_assert!(
+                    errors[0].message.contains(&format!("${{{obj}.port}}")),
+                    "{:?}",
+                    errors[0]
                 );
             }
-            // The server's port is a number, its host is no URL.
-            assert!(
-                a.tokens["port"].parse::<u16>().is_ok(),
-                "{name}: {:?}",
-                a.tokens
-            );
-            assert!(!a.tokens["host"].contains('/'), "{name}: {:?}", a.tokens);
-            assert_eq!(a.tokens["name"], a.tokens["database"], "{name}");
-            // No admin credential in any token.
-            assert!(
-                !a.tokens.values().any(|v| v == "pw"),
-                "{name}: {:?}",
-                a.tokens
-            );
+            let Some((adapter, c, may_be_empty)) = &setting.resolves else {
+                return Ok(());
+            };
+            let slice = Slice {
+                name: SLICE.into(),
+                secret: "s3cr3t".into(),
+            };
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("a runtime");
+            let address = rt
+                .block_on(adapter().resolve(&slice, c))
+                .unwrap_or_else(|e| panic!("{}: {e}", setting.adapter));
+            let address = complete(setting.adapter, address);
+            assert_address(setting, &address, may_be_empty);
+            let tokens = world_tokens(&address);
+            let loaded = crate::config::parse(&text, std::path::Path::new("binky.toml"))
+                .expect("the file parses");
+            let mut seen = false;
+            for (service, svc) in &loaded.spec.services {
+                for (field, value) in svc.token_fields() {
+                    if !value.contains(&token) {
+                        continue;
+                    }
+                    seen = true;
+                    let resolved = tokens.resolve(value, service);
+                    let unresolved = tokens.unresolved(value, service);
+                    if pick_documented {
+                        proptest::prop_assert!(
+                            !resolved.contains("${"),
+                            "{service}.{field}: {value} -> {resolved}"
+                        );
+                        proptest::prop_assert!(unresolved.is_empty(), "{unresolved:?}");
+                    } else {
+                        proptest::prop_assert_eq!(&unresolved, &vec![token.clone()]);
+                    }
+                }
+            }
+            proptest::prop_assert!(seen, "{token} is in no field of {text}");
         }
     }
 

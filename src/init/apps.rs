@@ -393,12 +393,19 @@ impl Init {
             .filter_map(|l| Some((l.key, l.value?)))
             .filter(|(_, v)| !v.contains("${self."))
             .collect();
+        // Written once what every process shares is known: what [defaults.env] gives
+        // `migrate` too is not repeated (see `Init::render_services`).
         if !kept.is_empty() {
-            out.push_str(&format!("\n[services.{name}.env]\n"));
-            out.push_str("# migrate gets DATABASE_URL (this database) and the settings of the code it runs:\n");
-            for (k, v) in kept {
-                out.push_str(&format!("{} = {}\n", toml_key(&k), q(&v)));
-            }
+            out.push_str(&super::render::env_placeholder(a));
+            let lines = kept
+                .into_iter()
+                .map(|(key, v)| EnvLine {
+                    key,
+                    value: Some(v),
+                    comment: None,
+                })
+                .collect();
+            self.migrate_env.insert(a, lines);
         }
         true
     }

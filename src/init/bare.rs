@@ -72,7 +72,33 @@ pub(super) fn generate(repo: &Repo, project: &str) -> Result<Generated, InitErro
         .keys()
         .find(|p| p.rsplit('/').next() == Some("alembic.ini"))
         .cloned();
-    if procfile.is_none() && manage.is_none() && dev_dirs.is_empty() && alembic.is_none() {
+    // A Node app run by its `package.json` scripts (`dev`, else `start`; `worker` beside),
+    // where no Procfile says what runs and the package is no Vite/Next.js dev server.
+    let node_apps: Vec<NodeApp> = if procfile.is_some() {
+        Vec::new()
+    } else {
+        repo.files
+            .keys()
+            .filter(|p| p.rsplit('/').next() == Some("package.json") && p.matches('/').count() <= 1)
+            .map(|p| p.rsplit_once('/').map(|(d, _)| d.to_owned()))
+            .filter(|d| dev_server(repo, d.as_deref()).is_none())
+            .filter_map(|d| node_app(repo, d))
+            .collect()
+    };
+    // An ASGI app (`app = FastAPI()` in main.py) where neither a Procfile nor manage.py
+    // says what runs.
+    let asgi = if procfile.is_none() && manage.is_none() {
+        asgi_app(repo)
+    } else {
+        None
+    };
+    if procfile.is_none()
+        && manage.is_none()
+        && dev_dirs.is_empty()
+        && alembic.is_none()
+        && node_apps.is_empty()
+        && asgi.is_none()
+    {
         return Err(InitError::NothingToRead {
             dir: repo.dir_name.clone(),
             compose: COMPOSE_FILES.join(", "),
@@ -179,6 +205,71 @@ pub(super) fn generate(repo: &Repo, project: &str) -> Result<Generated, InitErro
             );
         }
     }
+    for app in &node_apps {
+        let pkg = Repo::path_in(app.dir.as_deref(), "package.json");
+        read.push(pkg.clone());
+        let mut def = base(&app.run(&app.web), Some(3000));
+        // Node servers listen on $PORT; binky sets it, and says so in the file.
+        let env = match def.get_mut("environment") {
+            Some(Value::Mapping(m)) => m,
+            _ => {
+                def.insert(Value::from("environment"), Value::Mapping(Mapping::new()));
+                match def.get_mut("environment") {
+                    Some(Value::Mapping(m)) => m,
+                    _ => unreachable!("just inserted"),
+                }
+            }
+        };
+        env.insert(Value::from("PORT"), Value::from("3000"));
+        let name = app
+            .dir
+            .as_deref()
+            .and_then(|d| d.rsplit('/').next())
+            .unwrap_or("web")
+            .to_owned();
+        init.push_svc(
+            &name,
+            def,
+            Kind::Process,
+            app.dir.clone(),
+            Some(format!("the {} script of {pkg}", app.web)),
+        );
+        if let Some(worker) = &app.worker {
+            init.push_svc(
+                worker,
+                base(&app.run(worker), None),
+                Kind::Process,
+                app.dir.clone(),
+                Some(format!("the {worker} script of {pkg}")),
+            );
+        }
+    }
+    if let Some((file, var)) = &asgi {
+        read.push(file.clone());
+        // Run where alembic.ini is when the module is below it (`backend/app/main.py`
+        // beside `backend/alembic.ini`: `app.main` in `backend`), else at the top.
+        let alembic_dir = alembic
+            .as_deref()
+            .and_then(|a| a.rsplit_once('/'))
+            .map(|(d, _)| format!("{d}/"));
+        let (workdir, rel) = match alembic_dir {
+            Some(d) if file.starts_with(&d) => {
+                (Some(d.trim_end_matches('/').to_owned()), &file[d.len()..])
+            }
+            _ => (None, file.as_str()),
+        };
+        let module_target = format!("{}:{var}", rel.trim_end_matches(".py").replace('/', "."));
+        init.push_svc(
+            "web",
+            base(
+                &format!("uvicorn {module_target} --host 127.0.0.1 --port 8000"),
+                Some(8000),
+            ),
+            Kind::Process,
+            workdir,
+            Some(format!("{file} (an ASGI app, run by uvicorn)")),
+        );
+    }
     if let Some(a) = &alembic {
         read.push(a.clone());
     }
@@ -212,6 +303,86 @@ pub(super) fn generate(repo: &Repo, project: &str) -> Result<Generated, InitErro
     }
     let body = init.render_services();
     Ok(init.finish(&body))
+}
+
+/// A Node app's scripts: which one serves (`dev`, else `start`) and the worker's, if any.
+struct NodeApp {
+    dir: Option<String>,
+    manager: &'static str,
+    web: String,
+    worker: Option<String>,
+}
+
+impl NodeApp {
+    fn run(&self, script: &str) -> String {
+        format!("{} run {script}", self.manager)
+    }
+}
+
+/// The package in `dir` as a Node app: its `dev` (else `start`) script serves, a `worker`
+/// script is a service beside it. `None` without either.
+fn node_app(repo: &Repo, dir: Option<String>) -> Option<NodeApp> {
+    let json: serde_json::Value =
+        serde_json::from_str(repo.file_in(dir.as_deref(), "package.json")?).ok()?;
+    let scripts = json.get("scripts")?.as_object()?;
+    let web = ["dev", "start"]
+        .into_iter()
+        .find(|s| scripts.get(*s).and_then(|v| v.as_str()).is_some())?;
+    let worker = ["worker", "work", "jobs", "queue"]
+        .into_iter()
+        .find(|s| scripts.get(*s).and_then(|v| v.as_str()).is_some());
+    let manager = if repo.file_in(dir.as_deref(), "pnpm-lock.yaml").is_some() {
+        "pnpm"
+    } else {
+        "npm"
+    };
+    Some(NodeApp {
+        dir,
+        manager,
+        web: web.to_owned(),
+        worker: worker.map(str::to_owned),
+    })
+}
+
+/// An ASGI app in the project's Python dependencies' reach: the first of `main.py`,
+/// `app.py`, `asgi.py` (at the top, then one directory down) that makes one
+/// (`app = FastAPI(…)`, `Starlette(…)`, `Quart(…)`, `Litestar(…)`), when the requirements
+/// name uvicorn or the framework. Its path and the app's variable.
+fn asgi_app(repo: &Repo) -> Option<(String, String)> {
+    let deps = python_deps(repo);
+    if !["uvicorn", "fastapi", "starlette", "litestar"]
+        .iter()
+        .any(|d| deps.contains(*d))
+    {
+        return None;
+    }
+    let mut files: Vec<&String> = repo
+        .files
+        .keys()
+        .filter(|p| matches!(p.rsplit('/').next(), Some("main.py" | "app.py" | "asgi.py")))
+        .collect();
+    files.sort_by_key(|p| (p.matches('/').count(), !p.ends_with("main.py")));
+    for path in files {
+        let text = &repo.files[path];
+        for line in text.lines() {
+            let Some((var, rest)) = line.split_once('=') else {
+                continue;
+            };
+            let var = var.trim();
+            let rest = rest.trim_start();
+            let is_app = ["FastAPI(", "Starlette(", "Quart(", "Litestar("]
+                .iter()
+                .any(|f| rest.starts_with(f));
+            if is_app
+                && !var.is_empty()
+                && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !line.starts_with(char::is_whitespace)
+            {
+                return Some((path.clone(), var.to_owned()));
+            }
+        }
+    }
+    None
 }
 
 /// A Procfile's `web` command, listening on `$PORT`, which binky sets: as written when it

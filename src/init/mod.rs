@@ -56,7 +56,7 @@ pub enum InitError {
         why: String,
     },
     /// No compose file, and nothing else that says what runs.
-    #[error("no compose file in {dir}, and nothing else that says what runs: looked for COMPOSE_FILE, {compose}, docker-compose.<local|dev|development|develop>.yml, a Procfile, a package.json with a `dev` script (Vite, Next.js), manage.py, alembic.ini\n  fix: name the compose file: `binky init -f docker-compose.prod.yml` (repeat -f to merge several), run `binky init DIR` on the directory that has the project's files, or write binky.toml by hand (docs/config.md)")]
+    #[error("no compose file in {dir}, and nothing else that says what runs: looked for COMPOSE_FILE, {compose}, docker-compose.<local|dev|development|develop>.yml, a Procfile, a package.json with a `dev` or `start` script, manage.py, alembic.ini, an ASGI app (main.py, app.py)\n  fix: name the compose file: `binky init -f docker-compose.prod.yml` (repeat -f to merge several), run `binky init DIR` on the directory that has the project's files, or write binky.toml by hand (docs/config.md)")]
     NothingToRead {
         /// The directory, as given.
         dir: String,
@@ -402,6 +402,13 @@ struct Init {
     migrations: BTreeMap<usize, Migration>,
     /// Notes on frameworks found (a `# NOTE:` each in the file, and one line to decide).
     notes: Vec<String>,
+    /// While set, a process's `[services.X.env]` is kept here (by service index) and a
+    /// placeholder written, so that what every process shares becomes `[defaults.env]`.
+    defer_env: bool,
+    env_blocks: BTreeMap<usize, Vec<EnvLine>>,
+    /// An adapter service's env for its `migrate` (the settings of the code it runs), by
+    /// service index, written with the processes' (see `env_blocks`).
+    migrate_env: BTreeMap<usize, Vec<EnvLine>>,
 }
 
 /// An adapter service's migrations, run by the migration tool of a process's code.
@@ -443,6 +450,9 @@ impl Init {
             published: HashMap::new(),
             migrations: BTreeMap::new(),
             notes: Vec::new(),
+            defer_env: false,
+            env_blocks: BTreeMap::new(),
+            migrate_env: BTreeMap::new(),
         }
     }
 

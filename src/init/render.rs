@@ -18,12 +18,59 @@ impl Init {
         }
         for i in 0..self.svcs.len() {
             match self.svcs[i].kind {
-                Kind::Process => self.render_process(i, &mut out),
+                Kind::Process => {
+                    self.defer_env = true;
+                    self.render_process(i, &mut out);
+                    self.defer_env = false;
+                }
                 Kind::Unmapped => self.unmapped(i),
                 Kind::Replaced(what) => self.replaced(i, what, &mut out),
                 Kind::Commented(why) => self.commented(i, why, &mut out),
                 Kind::Adapter(_) => {}
             }
+        }
+        // What every process service sets alike is written once, under [defaults.env].
+        let blocks = std::mem::take(&mut self.env_blocks);
+        let shared = shared_env(&blocks);
+        for (i, lines) in &blocks {
+            let name = self.svcs[*i].name.clone();
+            let block = env_table(&format!("services.{name}.env"), lines, &shared);
+            out = out.replacen(&env_placeholder(*i), &block, 1);
+        }
+        for (a, lines) in std::mem::take(&mut self.migrate_env) {
+            let name = self.svcs[a].name.clone();
+            let mut kept: Vec<EnvLine> = lines
+                .into_iter()
+                .filter(|l| l.value.as_ref() != shared.get(&l.key))
+                .collect();
+            if let Some(first) = kept.first_mut() {
+                first.comment = Some(if shared.is_empty() {
+                    "migrate gets DATABASE_URL (this database) and the settings of the code it runs:".to_owned()
+                } else {
+                    "migrate gets DATABASE_URL (this database), [defaults.env] and the rest of the settings of the code it runs:".to_owned()
+                });
+            }
+            let block = env_table(&format!("services.{name}.env"), &kept, &BTreeMap::new());
+            out = out.replacen(&env_placeholder(a), &block, 1);
+        }
+        if !shared.is_empty() {
+            let lines: Vec<EnvLine> = shared
+                .iter()
+                .map(|(k, v)| EnvLine {
+                    key: k.clone(),
+                    value: Some(v.clone()),
+                    comment: None,
+                })
+                .collect();
+            let keys: Vec<&str> = shared.keys().map(String::as_str).collect();
+            self.mapped.push(format!(
+                "[defaults.env]: {} (every process service sets them alike)",
+                keys.join(", ")
+            ));
+            let table = env_table("defaults.env", &lines, &BTreeMap::new());
+            out = format!(
+                "# Every process service below sets these alike: each service's env starts from\n# them (its own keys win), and so does a database's migrate and seed.{table}\n{out}"
+            );
         }
         out
     }
@@ -530,21 +577,25 @@ impl Init {
         // env
         let lines = self.env_lines(i);
         if !lines.is_empty() {
-            out.push_str(&format!("\n[services.{name}.env]\n"));
-            let mut mapped = Vec::new();
-            for l in &lines {
-                if let Some(c) = &l.comment {
-                    out.push_str(&format!("# {}\n", one_line(c)));
-                }
-                if let Some(v) = &l.value {
-                    out.push_str(&format!("{} = {}\n", toml_key(&l.key), q(v)));
-                    if v.contains("${") && !v.contains("${self.") {
-                        mapped.push(format!("{} → {v}", l.key));
-                    }
-                }
-            }
+            let mapped: Vec<String> = lines
+                .iter()
+                .filter_map(|l| {
+                    let v = l.value.as_ref()?;
+                    (v.contains("${") && !v.contains("${self.")).then(|| format!("{} → {v}", l.key))
+                })
+                .collect();
             if !mapped.is_empty() {
                 notes.push(format!("env {}", mapped.join(", ")));
+            }
+            if self.defer_env {
+                out.push_str(&env_placeholder(i));
+                self.env_blocks.insert(i, lines);
+            } else {
+                out.push_str(&env_table(
+                    &format!("services.{name}.env"),
+                    &lines,
+                    &BTreeMap::new(),
+                ));
             }
         }
         out.push('\n');
@@ -552,6 +603,56 @@ impl Init {
         self.mapped
             .push(format!("{name}: process; {}", notes.join("; ")));
     }
+}
+
+/// Where [`Init::render_process`] leaves the env table of service `i` while
+/// [`Init::render_services`] finds what every process shares.
+pub(super) fn env_placeholder(i: usize) -> String {
+    format!("\u{1}env of service {i}\u{1}")
+}
+
+/// `[table]` with `lines`, less the entries `skip` has with the same value (nothing at all
+/// when no line is left).
+fn env_table(table: &str, lines: &[EnvLine], skip: &BTreeMap<String, String>) -> String {
+    let kept: Vec<&EnvLine> = lines
+        .iter()
+        .filter(|l| l.value.is_none() || l.value.as_ref() != skip.get(&l.key))
+        .collect();
+    if kept.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n[{table}]\n");
+    for l in kept {
+        if let Some(c) = &l.comment {
+            out.push_str(&format!("# {}\n", one_line(c)));
+        }
+        if let Some(v) = &l.value {
+            out.push_str(&format!("{} = {}\n", toml_key(&l.key), q(v)));
+        }
+    }
+    out
+}
+
+/// The env entries every one of two or more process services sets to the same value, with
+/// no comment of their own and no `${self.…}` (which means each service's own).
+fn shared_env(blocks: &BTreeMap<usize, Vec<EnvLine>>) -> BTreeMap<String, String> {
+    if blocks.len() < 2 {
+        return BTreeMap::new();
+    }
+    let plain = |lines: &Vec<EnvLine>| -> BTreeMap<String, String> {
+        lines
+            .iter()
+            .filter(|l| l.comment.is_none())
+            .filter_map(|l| Some((l.key.clone(), l.value.clone()?)))
+            .filter(|(_, v)| !v.contains("${self."))
+            .collect()
+    };
+    let mut all = blocks.values().map(plain);
+    let mut shared = all.next().unwrap_or_default();
+    for other in all {
+        shared.retain(|k, v| other.get(k) == Some(v));
+    }
+    shared
 }
 
 /// Compose service keys that both renderings map, or that mean nothing on the host.

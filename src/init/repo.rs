@@ -113,6 +113,9 @@ pub fn wanted_file(rel: &str) -> bool {
             .any(|s| name.starts_with(s) && CONFIG_EXTS.iter().any(|e| name.ends_with(e)))
         || rel == "config/application.rb"
         || rel.ends_with("/config/application.rb")
+        // An ASGI app's module (`main.py` with `app = FastAPI()`), at the top or two
+        // directories down: what runs when nothing else says.
+        || (matches!(name, "main.py" | "app.py" | "asgi.py") && rel.matches('/').count() <= 2)
         // Python settings: do they read DATABASE_URL (what `migrate` gets)?
         || (name.ends_with(".py")
             && (matches!(name, "settings.py" | "config.py" | "env.py" | "database.py" | "db.py")

@@ -1230,3 +1230,275 @@ services:
         "{findings:?}"
     );
 }
+
+/// A project with no compose file: only `files`.
+fn bare_repo(files: &[(&str, &str)]) -> Repo {
+    Repo {
+        dir_name: "shop".into(),
+        files: files
+            .iter()
+            .map(|(p, t)| ((*p).to_owned(), (*t).to_owned()))
+            .collect(),
+        ..Repo::default()
+    }
+}
+
+/// No finding of `binky check` is an error.
+fn check_passes(g: &Generated) {
+    let findings = crate::check::check(&g.toml, Path::new("binky.toml"));
+    assert!(
+        !crate::check::has_errors(&findings),
+        "{findings:#?}\n{}",
+        g.toml
+    );
+}
+
+/// A Node app with only package.json: its `dev` script serves on $PORT (binky's port), its
+/// `worker` script is a service beside it, both get the databases their dependencies name.
+#[test]
+fn a_node_apps_package_json_alone_gives_its_web_and_worker_with_the_databases_it_uses() {
+    let repo = bare_repo(&[(
+        "package.json",
+        r#"{
+  "name": "orders",
+  "scripts": { "dev": "node --watch server.js", "worker": "node worker.js", "test": "node --test" },
+  "dependencies": { "pg": "^8.11.0", "redis": "^4.6.0", "express": "^4.19.0" }
+}"#,
+    )]);
+    let g = generate(&repo).unwrap_or_else(|e| panic!("{e}"));
+    let t = valid(&g);
+    check_passes(&g);
+    assert_eq!(string(&t, &["services", "db", "adapter"]), "postgres");
+    assert_eq!(string(&t, &["services", "redis", "adapter"]), "redis");
+    let web = svc(&t, "web");
+    assert_eq!(web["cmd"].as_str(), Some("npm run dev"), "{}", g.toml);
+    assert_eq!(web["url"].as_bool(), Some(true), "{}", g.toml);
+    assert_eq!(
+        string(&t, &["services", "web", "env", "PORT"]),
+        "${self.port}"
+    );
+    let worker = svc(&t, "worker");
+    assert_eq!(worker["cmd"].as_str(), Some("npm run worker"), "{}", g.toml);
+    assert!(worker.get("url").is_none(), "{}", g.toml);
+    for s in ["web", "worker"] {
+        let deps: Vec<&str> = svc(&t, s)["depends_on"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(deps, ["db", "redis"], "{s}: {}", g.toml);
+    }
+    // Both set the same addresses: written once, where both read them.
+    assert_eq!(
+        string(&t, &["defaults", "env", "DATABASE_URL"]),
+        "${db.url}",
+        "{}",
+        g.toml
+    );
+    assert_eq!(
+        string(&t, &["defaults", "env", "REDIS_URL"]),
+        "${redis.url}"
+    );
+    assert!(!g.toml.contains("TODO: the command"), "{}", g.toml);
+    // A package without `pg`/`redis` gets no database.
+    let plain = bare_repo(&[("package.json", r#"{"scripts": {"start": "node index.js"}}"#)]);
+    let g = generate(&plain).unwrap();
+    let t = valid(&g);
+    assert_eq!(string(&t, &["services", "web", "cmd"]), "npm run start");
+    assert!(t["services"].get("db").is_none(), "{}", g.toml);
+    assert!(t.get("defaults").is_none(), "{}", g.toml);
+}
+
+/// alembic.ini and requirements.txt beside a FastAPI app: uvicorn serves the app on the
+/// world's port, and the database's migrate is Alembic's, live.
+#[test]
+fn alembic_and_an_asgi_app_without_compose_give_a_live_migrate_and_the_apps_process() {
+    let repo = bare_repo(&[
+        (
+            "requirements.txt",
+            "fastapi==0.115.0\nuvicorn[standard]==0.30.0\nSQLAlchemy==2.0.30\nalembic==1.13.0\npsycopg2-binary==2.9.9\n",
+        ),
+        ("alembic.ini", "[alembic]\nscript_location = migrations\n"),
+        (
+            "app/main.py",
+            "import os\nfrom fastapi import FastAPI\n\napi = FastAPI(title=\"items\")\n\n@api.get(\"/\")\ndef index():\n    return {}\n",
+        ),
+    ]);
+    let g = generate(&repo).unwrap_or_else(|e| panic!("{e}"));
+    let t = valid(&g);
+    check_passes(&g);
+    let db = svc(&t, "db");
+    assert_eq!(db["adapter"].as_str(), Some("postgres"));
+    assert_eq!(
+        db["migrate"].as_str(),
+        Some("alembic upgrade head"),
+        "{}",
+        g.toml
+    );
+    assert!(!g.toml.contains("# migrate = \"alembic"), "{}", g.toml);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "uvicorn app.main:api --host 127.0.0.1 --port ${self.port}"
+    );
+    assert_eq!(svc(&t, "web")["url"].as_bool(), Some(true));
+    assert_eq!(
+        string(&t, &["services", "web", "env", "DATABASE_URL"]),
+        "${db.url}"
+    );
+    // One process: nothing is shared, so no [defaults].
+    assert!(t.get("defaults").is_none(), "{}", g.toml);
+    // In a directory of its own, it runs there.
+    let repo = bare_repo(&[
+        (
+            "backend/requirements.txt",
+            "fastapi\nuvicorn\nasyncpg\nalembic\n",
+        ),
+        ("backend/alembic.ini", "[alembic]\n"),
+        (
+            "backend/main.py",
+            "from fastapi import FastAPI\napp = FastAPI()\n",
+        ),
+    ]);
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "uvicorn main:app --host 127.0.0.1 --port ${self.port}"
+    );
+    assert_eq!(string(&t, &["services", "web", "workdir"]), "backend");
+    assert_eq!(
+        string(&t, &["services", "db", "migrate"]),
+        "alembic upgrade head"
+    );
+    // The app a package down from alembic.ini's directory: its module path from there.
+    let repo = bare_repo(&[
+        (
+            "backend/requirements.txt",
+            "fastapi
+uvicorn
+psycopg
+alembic
+",
+        ),
+        (
+            "backend/alembic.ini",
+            "[alembic]
+",
+        ),
+        (
+            "backend/app/main.py",
+            "from fastapi import FastAPI
+app = FastAPI()
+",
+        ),
+    ]);
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        "uvicorn app.main:app --host 127.0.0.1 --port ${self.port}"
+    );
+    assert_eq!(string(&t, &["services", "web", "workdir"]), "backend");
+    assert_eq!(
+        string(&t, &["services", "db", "migrate"]),
+        "alembic upgrade head"
+    );
+}
+
+/// What every process service of the file sets alike is written once under
+/// `[defaults.env]`; what one sets differently (or its own `${self.…}`) stays its own.
+#[test]
+fn env_every_process_shares_is_written_once_under_defaults() {
+    let compose = r#"
+services:
+  web:
+    build: .
+    command: python manage.py runserver 0.0.0.0:8000
+    ports: ["8000:8000"]
+    environment:
+      DATABASE_URL: postgres://app@db:5432/app
+      REDIS_URL: redis://redis:6379/0
+      DJANGO_DEBUG: "1"
+      ROLE: web
+      PORT: "8000"
+  worker:
+    build: .
+    command: rq worker
+    environment:
+      DATABASE_URL: postgres://app@db:5432/app
+      REDIS_URL: redis://redis:6379/0
+      DJANGO_DEBUG: "1"
+      ROLE: worker
+  db:
+    image: postgres:16
+  redis:
+    image: redis:7
+"#;
+    let mut repo = repo_with(compose, None);
+    repo.files.insert(
+        "manage.py".into(),
+        "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'app.settings')\n".into(),
+    );
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    check_passes(&g);
+    let defaults = t["defaults"]["env"].as_table().unwrap();
+    let keys: Vec<&str> = defaults.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["DATABASE_URL", "DJANGO_DEBUG", "REDIS_URL"],
+        "{}",
+        g.toml
+    );
+    assert_eq!(defaults["DATABASE_URL"].as_str(), Some("${db.url}"));
+    assert_eq!(defaults["DJANGO_DEBUG"].as_str(), Some("1"));
+    assert!(
+        g.mapped.iter().any(|m| m
+            == "[defaults.env]: DATABASE_URL, DJANGO_DEBUG, REDIS_URL (every process service sets them alike)"),
+        "{:?}",
+        g.mapped
+    );
+    assert_eq!(string(&t, &["services", "web", "env", "ROLE"]), "web");
+    assert_eq!(string(&t, &["services", "worker", "env", "ROLE"]), "worker");
+    assert_eq!(
+        string(&t, &["services", "web", "env", "PORT"]),
+        "${self.port}"
+    );
+    for s in ["web", "worker"] {
+        let env = svc(&t, s)["env"].as_table().unwrap();
+        assert!(!env.contains_key("DATABASE_URL"), "{s}: {}", g.toml);
+    }
+    // And what the services get is what they had: binky's own merge of the file.
+    let loaded = crate::config::parse(&g.toml, Path::new("binky.toml")).unwrap();
+    for s in ["web", "worker"] {
+        let env = &loaded.spec.services[s].process().unwrap().env;
+        assert_eq!(env["REDIS_URL"], "${redis.url}", "{s}");
+        assert_eq!(env["DJANGO_DEBUG"], "1", "{s}");
+    }
+    // The database's migrate gets [defaults.env] too: its own env repeats none of it, only
+    // what web (whose code it runs) sets of its own.
+    let db = svc(&t, "db");
+    assert_eq!(
+        db["migrate"].as_str(),
+        Some("python manage.py migrate --noinput")
+    );
+    let db_env: Vec<&str> = db["env"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(db_env, ["ROLE"], "{}", g.toml);
+    let migrate_env = &loaded.spec.services["db"].resource().unwrap().env;
+    assert_eq!(migrate_env["DATABASE_URL"], "${db.url}");
+    assert_eq!(migrate_env["ROLE"], "web");
+    // A single process keeps its env as it is.
+    let one = generate_with(
+        "services:\n  web:\n    build: .\n    command: serve\n    environment:\n      A: \"1\"\n",
+        None,
+    );
+    let t = valid(&one);
+    assert!(t.get("defaults").is_none(), "{}", one.toml);
+    assert_eq!(string(&t, &["services", "web", "env", "A"]), "1");
+}

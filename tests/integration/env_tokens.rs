@@ -294,3 +294,42 @@ web = ["api"]
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// `${db.nope}`, a name the adapter does not give, is refused by `binky up` (exit 2) naming
+/// the token and what the adapter gives, before anything is written: no world, no
+/// worktree, no branch, no slice. Written as `${db.port}`, it reaches the process as the
+/// slice's port.
+#[test]
+fn an_adapter_token_that_does_not_exist_is_refused_by_up_naming_it_and_nothing_is_written() {
+    let env = Env::new(&config(
+        r#"DB_PORT = "${db.port}", DB_NOPE = "${db.nope}""#,
+        "depends_on = [\"db\"]\n\n[services.db]\nadapter = \"postgres\"\n",
+    ));
+    let out = env.binky(&["up", "w"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("services.api.env.DB_NOPE") && err.contains("${db.nope}"),
+        "{err}"
+    );
+    assert!(err.contains("${db.port}"), "what the adapter gives: {err}");
+    assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 0);
+    assert!(!env.worktree("w").exists());
+    let branches = env.git(&["branch", "--list", "w"]);
+    assert!(branches.trim().is_empty(), "{branches}");
+    let servers = stdout(&env.binky(&["servers"]));
+    assert!(servers.starts_with("no managed servers"), "{servers}");
+    // The same file with a token the adapter gives runs, and the process has a port.
+    env.write_config(&config(
+        r#"DB_PORT = "${db.port}""#,
+        "depends_on = [\"db\"]\n\n[services.db]\nadapter = \"postgres\"\n",
+    ));
+    env.git(&["commit", "-qam", "a token postgres gives"]);
+    let out = env.binky(&["up", "w"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let served = served_env(env.port_of("w", "api"));
+    let port = served["DB_PORT"].as_str().unwrap();
+    assert!(port.parse::<u16>().is_ok(), "{port}");
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -1,7 +1,7 @@
 //! `binky init` on the shapes of real projects, then `binky up` of the file exactly as init
 //! wrote it, then a request through binky's proxy: the real binary, real git, PostgreSQL
-//! and Redis run by binky itself (no `admin_url`), real Alembic, Django and Celery from the
-//! venv `scripts/test` makes. The only change to the written file is the test's own port
+//! and Redis run by binky itself (no `admin_url`), real Alembic, Django, Celery, RQ, FastAPI
+//! and uvicorn from the venv `scripts/test` makes, and node with the npm packages it caches. The only change to the written file is the test's own port
 //! range (every test keeps to its block of ports).
 
 use std::path::{Path, PathBuf};
@@ -275,6 +275,158 @@ fn a_procfile_and_manage_py_without_compose_run_as_init_wrote_them() {
         body["notes"],
         serde_json::json!(["hello from the golden template"]),
         "{answer}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// The third shape: a Django application whose settings read the database in parts
+/// (DB_HOST, DB_PORT, DB_USER, DB_PASSWORD, DB_NAME), with Django's Redis cache and an RQ
+/// worker (`rq worker`), from a compose file. The parts become the database's tokens (in
+/// the services' env and the golden build's migrate), what web and worker share is written
+/// once under [defaults.env], and a job queued through the proxy is worked by the world's
+/// own worker into the world's own database.
+#[test]
+fn a_django_project_by_parts_with_a_redis_cache_and_an_rq_worker_runs_as_init_wrote_it() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    test_cache("BINKY_TEST_FRAMEWORKS", "frameworks", &["bin/rq"]);
+    let (env, text, said) = init_project("django-rq", &[]);
+    assert!(
+        text.contains("[defaults.env]\nDB_HOST = \"${postgres.host}\"\nDB_NAME = \"${postgres.database}\"\nDB_PASSWORD = \"${postgres.password}\"\nDB_PORT = \"${postgres.port}\"\nDB_USER = \"${postgres.user}\"\n"),
+        "{text}"
+    );
+    assert!(text.contains("REDIS_URL = \"${redis.url}\""), "{text}");
+    assert!(
+        text.contains("cmd = \"python manage.py runserver 0.0.0.0:${self.port}\"\nurl = true"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"rq worker -c shelf.rq_settings default\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \"python manage.py migrate --noinput\"\nclone_from = \"golden\""),
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("admin_url")), "{text}");
+    assert!(!text.contains("shelf-dev-password"), "{text}");
+    assert!(!said.contains("shelf-dev-password"), "{said}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "web", "w", "/");
+    let body = json_of(&answer);
+    assert_eq!(
+        body["books"],
+        serde_json::json!(["shelved by the migration"]),
+        "{answer}"
+    );
+    assert_eq!(body["db_host"], "127.0.0.1", "{answer}");
+    // The cache is the world's Redis: the second request sees the first one's count.
+    let again = json_of(&get_200(&env, "web", "w", "/"));
+    assert!(
+        again["cache_hits_before"].as_u64() > body["cache_hits_before"].as_u64(),
+        "{again} after {body}"
+    );
+    // A job queued by the web is worked by the world's RQ worker, into its database.
+    let queued = json_of(&get_200(&env, "web", "w", "/shelve?title=worked-by-rq"));
+    assert!(queued["job"].as_str().is_some(), "{queued}");
+    let mut last = serde_json::Value::Null;
+    wait_until(
+        "the worker's row through the proxy",
+        Duration::from_secs(60),
+        || {
+            last = json_of(&get_200(&env, "web", "w", "/"));
+            last["books"]
+                .as_array()
+                .is_some_and(|b| b.iter().any(|t| t == "worked-by-rq"))
+        },
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// No compose file, no Procfile: alembic.ini, requirements.txt and a FastAPI app in
+/// app/main.py. init writes uvicorn on the world's port and Alembic as the database's
+/// live migrate (a golden template); `up` as written answers with the migrated row.
+#[test]
+fn an_alembic_and_fastapi_project_without_compose_runs_as_init_wrote_it() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    test_cache("BINKY_TEST_FRAMEWORKS", "frameworks", &["bin/uvicorn"]);
+    let (env, text, said) = init_project("fastapi-alembic", &[]);
+    assert!(said.contains("from app/main.py, alembic.ini"), "{said}");
+    assert!(
+        text.contains(
+            "cmd = \"uvicorn app.main:app --host 127.0.0.1 --port ${self.port}\"\nurl = true"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \"alembic upgrade head\"\nclone_from = \"golden\""),
+        "{text}"
+    );
+    assert!(text.contains("DATABASE_URL = \"${db.url}\""), "{text}");
+
+    up(&env, "w");
+    let answer = get_200(&env, "web", "w", "/items");
+    let body = json_of(&answer);
+    assert_eq!(
+        body["items"],
+        serde_json::json!(["made by alembic"]),
+        "{answer}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// No compose file: a Node API and worker with only package.json (scripts `dev` and
+/// `worker`, dependencies `pg` and `redis`). init writes both as services of the world's
+/// PostgreSQL and Redis, the addresses once under [defaults.env]; `up` as written answers
+/// through the proxy with the world's database and the worker's heartbeat from the
+/// world's Redis.
+#[test]
+fn a_node_api_and_worker_with_only_package_json_run_as_init_wrote_them() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let modules = test_cache(
+        "BINKY_TEST_NODE_CLIENTS",
+        "node-clients",
+        &["node_modules/pg", "node_modules/redis"],
+    )
+    .join("node_modules");
+    let (env, text, said) = init_project("node-worker", &[]);
+    assert!(said.contains("from package.json"), "{said}");
+    assert!(
+        text.contains(
+            "[defaults.env]\nDATABASE_URL = \"${db.url}\"\nREDIS_URL = \"${redis.url}\"\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("cmd = \"npm run dev\"\nurl = true\ndepends_on = [\"db\", \"redis\"]\n\n[services.web.env]\nPORT = \"${self.port}\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("[services.worker]\n# cmd: from the worker script of package.json\ncmd = \"npm run worker\"\ndepends_on = [\"db\", \"redis\"]"),
+        "{text}"
+    );
+    // `npm install`'s node_modules, from the test cache.
+    let modules = modules.display().to_string();
+    let out = env.binky_env(
+        &["up", "w"],
+        &[("PATH", &path_with_tools()), ("NODE_PATH", &modules)],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let mut last = serde_json::Value::Null;
+    wait_until(
+        "the worker's heartbeat through the proxy",
+        Duration::from_secs(30),
+        || {
+            last = json_of(&get_200(&env, "web", "w", "/"));
+            last["worker"] == "alive"
+        },
+    );
+    assert!(
+        last["database"].as_str().unwrap().starts_with("bk_repo_w_"),
+        "{last}"
     );
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
