@@ -1,8 +1,9 @@
 //! What the managed servers share about running from the machine's own binaries: finding
 //! programs on `PATH`, reading their log, and, for the database servers (PostgreSQL,
 //! MariaDB), initialising a data directory in one step, starting the server detached,
-//! waiting until it answers, and, when binky is root, the system user they run as and their
-//! data directory outside the binky home. A [`Server`] says what differs between them.
+//! waiting until it answers ([`Server::start`], over the server's [`Programs`]), and, when
+//! binky is root, the system user they run as and their data directory outside the binky
+//! home. A [`Server`] says what differs between them.
 //!
 //! # Running as root
 //! The database servers refuse to run as root, so when binky is, they run as a system user
