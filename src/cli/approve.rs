@@ -6,19 +6,30 @@ use binky_controllers::store;
 use super::context::{Ctx, Failure};
 use super::exit;
 
-/// What to do.
+/// What `binky approve` is asked to do: its arguments.
+#[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Approve this key.
+    /// The command's key (or its start), from `--list`.
     pub key: Option<String>,
-    /// List commands and their state.
+    /// List commands and whether they are approved.
+    #[arg(long)]
     pub list: bool,
     /// Approve every command of this world.
+    #[arg(long, value_name = "NAME", conflicts_with = "key")]
     pub all: Option<String>,
-    /// Withdraw this approval.
+    /// Withdraw an approval.
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["key", "all"])]
     pub revoke: Option<String>,
-    /// Let `binky exec` run commands matching this pattern in the current project's worlds.
+    /// Let `binky exec` run every command matching this pattern (`*` any run of
+    /// characters, `?` one) in the worlds of the current directory's project.
+    #[arg(long, value_name = "PATTERN", conflicts_with_all = ["key", "all", "revoke"])]
     pub exec: Option<String>,
+    /// Accepted and ignored: approving always needs a person at a terminal (scripts of
+    /// older binky passed it to approve without one).
+    #[arg(long, hide = true)]
+    pub yes: bool,
     /// Machine-readable list.
+    #[arg(long)]
     pub json: bool,
 }
 

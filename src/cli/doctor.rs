@@ -119,43 +119,10 @@ fn inotify() -> Option<(u64, u64)> {
 
 /// `binky doctor`.
 pub async fn run(json: bool) -> Result<i32, Failure> {
-    let mut out = Vec::new();
-    // git
-    // (`-C` a directory that is always there: doctor must answer in a deleted one too.)
-    match binky_controllers::git::run_blocking(&std::env::temp_dir(), &["--version"], None) {
-        Ok(o) if o.status.success() => out.push(check("git", Level::Ok, o.text().trim(), "")),
-        _ => out.push(check(
-            "git",
-            Level::Fail,
-            "git is not on PATH",
-            "install git (Debian/Ubuntu: apt-get install git)",
-        )),
-    }
-    // The store.
+    let mut out = vec![git_check()];
     let ctx = match Ctx::open() {
         Ok(ctx) => {
-            let ok: Result<String, _> = ctx
-                .store
-                .read(|c| Ok(c.query_row("PRAGMA quick_check", [], |r| r.get(0))?));
-            match ok {
-                Ok(s) if s == "ok" => out.push(check(
-                    "state db",
-                    Level::Ok,
-                    format!(
-                        "{} ({} world(s))",
-                        ctx.home.db().display(),
-                        ctx.store.read(store::worlds).map(|w| w.len()).unwrap_or(0)
-                    ),
-                    "",
-                )),
-                Ok(s) => out.push(check(
-                    "state db",
-                    Level::Fail,
-                    format!("{}: {s}", ctx.home.db().display()),
-                    "stop the daemon and restore the file from a backup; `binky gc` finds slices a lost store left behind",
-                )),
-                Err(e) => out.push(check("state db", Level::Fail, e.to_string(), "check the file's permissions and disk")),
-            }
+            out.push(store_check(&ctx));
             Some(ctx)
         }
         Err(f) => {
@@ -170,69 +137,129 @@ pub async fn run(json: bool) -> Result<i32, Failure> {
     };
     if let Some(ctx) = &ctx {
         out.push(bootstrap_check(ctx));
-        // The daemon.
-        match client::ping_within(&ctx.home, Duration::from_millis(800)).await {
-            Ok(info) => {
-                let v = info.version.unwrap_or_default();
-                if v == env!("CARGO_PKG_VERSION") {
-                    out.push(check(
-                        "daemon",
-                        Level::Ok,
-                        format!("pid {} · binky {v}", info.pid.unwrap_or(0)),
-                        "",
-                    ));
-                } else {
-                    out.push(check(
-                        "daemon",
-                        Level::Warn,
-                        format!("the running daemon is binky {v}, this is {}", env!("CARGO_PKG_VERSION")),
-                        "`binky daemon stop` (services keep running); the next command starts the new one",
-                    ));
-                }
-            }
-            Err(_) => out.push(check(
-                "daemon",
-                Level::Ok,
-                "not running (commands start it when needed)",
-                "",
-            )),
-        }
-        // The proxy's ports.
-        match ctx.store.read(store::proxy_status) {
-            Ok(Some(s)) => {
-                let notes: Vec<&str> = [s.http_note.as_str(), s.https_note.as_str()]
-                    .into_iter()
-                    .filter(|n| !n.is_empty())
-                    .collect();
-                out.push(check(
-                    "proxy",
-                    if notes.is_empty() {
-                        Level::Ok
-                    } else {
-                        Level::Warn
-                    },
-                    format!(
-                        "http {} · https {}{}",
-                        s.http_port.map_or("off".into(), |p| p.to_string()),
-                        s.https_port.map_or("off".into(), |p| p.to_string()),
-                        if notes.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", notes.join("; "))
-                        }
-                    ),
-                    if notes.is_empty() {
-                        ""
-                    } else {
-                        "`binky port --proxy N --https N` picks ports it can bind"
-                    },
-                ));
-            }
-            _ => out.push(check("proxy", Level::Ok, "not started yet", "")),
-        }
+        out.push(daemon_check(ctx).await);
+        out.push(proxy_check(ctx));
     }
-    // Server binaries for managed servers.
-    for (kind, found, pkg) in [
+    out.extend(server_binary_checks());
+    out.push(inotify_check());
+    out.extend(memory_check(ctx.as_ref()));
+    out.extend(disk_check(ctx.as_ref()));
+    print(&out, json);
+    let worst = out.iter().map(|c| c.level).max().unwrap_or(Level::Ok);
+    Ok(if worst == Level::Fail {
+        exit::FAILED
+    } else {
+        exit::OK
+    })
+}
+
+/// Is git on `PATH`?
+fn git_check() -> Check {
+    // (`-C` a directory that is always there: doctor must answer in a deleted one too.)
+    match binky_controllers::git::run_blocking(&std::env::temp_dir(), &["--version"], None) {
+        Ok(o) if o.status.success() => check("git", Level::Ok, o.text().trim(), ""),
+        _ => check(
+            "git",
+            Level::Fail,
+            "git is not on PATH",
+            "install git (Debian/Ubuntu: apt-get install git)",
+        ),
+    }
+}
+
+/// Does the store pass SQLite's quick check?
+fn store_check(ctx: &Ctx) -> Check {
+    let ok: Result<String, _> = ctx
+        .store
+        .read(|c| Ok(c.query_row("PRAGMA quick_check", [], |r| r.get(0))?));
+    match ok {
+        Ok(s) if s == "ok" => check(
+            "state db",
+            Level::Ok,
+            format!(
+                "{} ({} world(s))",
+                ctx.home.db().display(),
+                ctx.store.read(store::worlds).map(|w| w.len()).unwrap_or(0)
+            ),
+            "",
+        ),
+        Ok(s) => check(
+            "state db",
+            Level::Fail,
+            format!("{}: {s}", ctx.home.db().display()),
+            "stop the daemon and restore the file from a backup; `binky gc` finds slices a lost store left behind",
+        ),
+        Err(e) => check("state db", Level::Fail, e.to_string(), "check the file's permissions and disk"),
+    }
+}
+
+/// Is the daemon running, and is it this binky?
+async fn daemon_check(ctx: &Ctx) -> Check {
+    match client::ping_within(&ctx.home, Duration::from_millis(800)).await {
+        Ok(info) => {
+            let v = info.version.unwrap_or_default();
+            if v == env!("CARGO_PKG_VERSION") {
+                check(
+                    "daemon",
+                    Level::Ok,
+                    format!("pid {} · binky {v}", info.pid.unwrap_or(0)),
+                    "",
+                )
+            } else {
+                check(
+                    "daemon",
+                    Level::Warn,
+                    format!("the running daemon is binky {v}, this is {}", env!("CARGO_PKG_VERSION")),
+                    "`binky daemon stop` (services keep running); the next command starts the new one",
+                )
+            }
+        }
+        Err(_) => check(
+            "daemon",
+            Level::Ok,
+            "not running (commands start it when needed)",
+            "",
+        ),
+    }
+}
+
+/// The proxy's ports, and what kept it from the ones it wanted.
+fn proxy_check(ctx: &Ctx) -> Check {
+    let Ok(Some(s)) = ctx.store.read(store::proxy_status) else {
+        return check("proxy", Level::Ok, "not started yet", "");
+    };
+    let notes: Vec<&str> = [s.http_note.as_str(), s.https_note.as_str()]
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .collect();
+    check(
+        "proxy",
+        if notes.is_empty() {
+            Level::Ok
+        } else {
+            Level::Warn
+        },
+        format!(
+            "http {} · https {}{}",
+            s.http_port.map_or("off".into(), |p| p.to_string()),
+            s.https_port.map_or("off".into(), |p| p.to_string()),
+            if notes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
+            }
+        ),
+        if notes.is_empty() {
+            ""
+        } else {
+            "`binky port --proxy N --https N` picks ports it can bind"
+        },
+    )
+}
+
+/// The binaries of the managed servers, one check each.
+fn server_binary_checks() -> Vec<Check> {
+    [
         (
             "postgres",
             crate::servers::postgres::find_binary(),
@@ -248,22 +275,26 @@ pub async fn run(json: bool) -> Result<i32, Failure> {
             crate::servers::mariadb::find_binary(),
             "mariadb-server",
         ),
-    ] {
-        out.push(match found {
-            Some(p) => check("server binaries", Level::Ok, format!("{kind}: {}", p.display()), ""),
-            None => check(
-                "server binaries",
-                Level::Warn,
-                format!("{kind}: not installed; adapter services without admin_url cannot get a managed {kind}"),
-                format!("apt-get install {pkg}, or give the service an admin_url"),
-            ),
-        });
-    }
-    // inotify.
+    ]
+    .into_iter()
+    .map(|(kind, found, pkg)| match found {
+        Some(p) => check("server binaries", Level::Ok, format!("{kind}: {}", p.display()), ""),
+        None => check(
+            "server binaries",
+            Level::Warn,
+            format!("{kind}: not installed; adapter services without admin_url cannot get a managed {kind}"),
+            format!("apt-get install {pkg}, or give the service an admin_url"),
+        ),
+    })
+    .collect()
+}
+
+/// Watches left under the inotify limit.
+fn inotify_check() -> Check {
     match inotify() {
         Some((max, used)) => {
             let left = max.saturating_sub(used);
-            out.push(check(
+            check(
                 "inotify",
                 if left < 1000 { Level::Warn } else { Level::Ok },
                 format!("{used} of {max} watches in use"),
@@ -272,80 +303,94 @@ pub async fn run(json: bool) -> Result<i32, Failure> {
                 } else {
                     ""
                 },
-            ));
+            )
         }
-        None => out.push(check(
+        None => check(
             "inotify",
             Level::Warn,
             "cannot read the inotify limits",
             "binky watches files by polling",
-        )),
+        ),
     }
-    // RAM and disk, against the reserves when set.
-    let setting = |k: &str| -> f64 {
-        ctx.as_ref()
-            .and_then(|c| c.store.read(|x| store::setting(x, k)).ok().flatten())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
-    if let Some((avail, total)) = crate::machine::meminfo() {
-        let pct = avail as f64 * 100.0 / total.max(1) as f64;
-        let reserve = setting("ram_reserve_percent");
-        let level = if reserve > 0.0 && pct < reserve {
-            Level::Fail
-        } else if pct < 10.0 {
-            Level::Warn
-        } else {
-            Level::Ok
-        };
-        out.push(check(
-            "memory",
-            level,
-            format!("{:.1} GiB of {:.1} GiB available ({pct:.0}%)", avail as f64 / 1048576.0, total as f64 / 1048576.0),
-            if level == Level::Ok { "" } else { "stop worlds you do not need (`binky down NAME`), or set `binky settings max_parallel=N`" },
-        ));
-    }
-    let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    if let Some(free) = crate::machine::disk_free_bytes(&here) {
-        let gib = free as f64 / (1u64 << 30) as f64;
-        let reserve = setting("disk_reserve_gib");
-        let level = if (reserve > 0.0 && gib < reserve) || gib < 1.0 {
-            Level::Fail
-        } else if gib < 5.0 {
-            Level::Warn
-        } else {
-            Level::Ok
-        };
-        out.push(check(
-            "disk",
-            level,
-            format!("{gib:.1} GiB free under {}", here.display()),
-            if level == Level::Ok {
-                ""
-            } else {
-                "free space: `binky remove` worlds you are done with, `binky gc` for leftovers"
-            },
-        ));
-    }
-    let worst = out.iter().map(|c| c.level).max().unwrap_or(Level::Ok);
-    if json {
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+}
+
+/// A reserve setting (`ram_reserve_percent`, `disk_reserve_gib`), 0 when unset or
+/// unreadable.
+fn reserve(ctx: Option<&Ctx>, key: &str) -> f64 {
+    ctx.and_then(|c| c.store.read(|x| store::setting(x, key)).ok().flatten())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Available RAM, against the reserve when set; none when it cannot be read.
+fn memory_check(ctx: Option<&Ctx>) -> Option<Check> {
+    let (avail, total) = crate::machine::meminfo()?;
+    let pct = avail as f64 * 100.0 / total.max(1) as f64;
+    let reserve = reserve(ctx, "ram_reserve_percent");
+    let level = if reserve > 0.0 && pct < reserve {
+        Level::Fail
+    } else if pct < 10.0 {
+        Level::Warn
     } else {
-        for c in &out {
-            let tag = match c.level {
-                Level::Ok => "ok  ",
-                Level::Warn => "warn",
-                Level::Fail => "FAIL",
-            };
-            println!("{tag}  {:<16} {}", c.check, c.detail);
-            if !c.fix.is_empty() {
-                println!("      {:<16} fix: {}", "", c.fix);
-            }
+        Level::Ok
+    };
+    Some(check(
+        "memory",
+        level,
+        format!(
+            "{:.1} GiB of {:.1} GiB available ({pct:.0}%)",
+            avail as f64 / 1048576.0,
+            total as f64 / 1048576.0
+        ),
+        if level == Level::Ok {
+            ""
+        } else {
+            "stop worlds you do not need (`binky down NAME`), or set `binky settings max_parallel=N`"
+        },
+    ))
+}
+
+/// Free disk under the current directory, against the reserve when set; none when it
+/// cannot be read.
+fn disk_check(ctx: Option<&Ctx>) -> Option<Check> {
+    let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let free = crate::machine::disk_free_bytes(&here)?;
+    let gib = free as f64 / (1u64 << 30) as f64;
+    let reserve = reserve(ctx, "disk_reserve_gib");
+    let level = if (reserve > 0.0 && gib < reserve) || gib < 1.0 {
+        Level::Fail
+    } else if gib < 5.0 {
+        Level::Warn
+    } else {
+        Level::Ok
+    };
+    Some(check(
+        "disk",
+        level,
+        format!("{gib:.1} GiB free under {}", here.display()),
+        if level == Level::Ok {
+            ""
+        } else {
+            "free space: `binky remove` worlds you are done with, `binky gc` for leftovers"
+        },
+    ))
+}
+
+/// The checks as JSON, or a line each with its fix below.
+fn print(out: &[Check], json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(out).unwrap_or_default());
+        return;
+    }
+    for c in out {
+        let tag = match c.level {
+            Level::Ok => "ok  ",
+            Level::Warn => "warn",
+            Level::Fail => "FAIL",
+        };
+        println!("{tag}  {:<16} {}", c.check, c.detail);
+        if !c.fix.is_empty() {
+            println!("      {:<16} fix: {}", "", c.fix);
         }
     }
-    Ok(if worst == Level::Fail {
-        exit::FAILED
-    } else {
-        exit::OK
-    })
 }

@@ -150,30 +150,7 @@ pub enum Command {
         json: bool,
     },
     /// Approve the commands worlds may run (when `approvals` is on).
-    Approve {
-        /// The command's key (or its start), from `--list`.
-        key: Option<String>,
-        /// List commands and whether they are approved.
-        #[arg(long)]
-        list: bool,
-        /// Approve every command of this world.
-        #[arg(long, value_name = "NAME", conflicts_with = "key")]
-        all: Option<String>,
-        /// Withdraw an approval.
-        #[arg(long, value_name = "KEY", conflicts_with_all = ["key", "all"])]
-        revoke: Option<String>,
-        /// Let `binky exec` run every command matching this pattern (`*` any run of
-        /// characters, `?` one) in the worlds of the current directory's project.
-        #[arg(long, value_name = "PATTERN", conflicts_with_all = ["key", "all", "revoke"])]
-        exec: Option<String>,
-        /// Accepted and ignored: approving always needs a person at a terminal (scripts of
-        /// older binky passed it to approve without one).
-        #[arg(long, hide = true)]
-        yes: bool,
-        /// Machine-readable list.
-        #[arg(long)]
-        json: bool,
-    },
+    Approve(approve::Args),
     /// Run a command in a world's worktree with the environment its services get.
     Exec {
         /// World name.
@@ -493,25 +470,7 @@ pub fn run(cli: Cli) -> i32 {
                 }
                 Ok(exit::OK)
             }
-            Command::Approve {
-                key,
-                list,
-                all,
-                revoke,
-                exec,
-                yes: _,
-                json,
-            } => {
-                approve::run(approve::Args {
-                    key,
-                    list,
-                    all,
-                    revoke,
-                    exec,
-                    json,
-                })
-                .await
-            }
+            Command::Approve(args) => approve::run(args).await,
             Command::Apply {
                 name,
                 all,

@@ -18,6 +18,8 @@ pub mod watch;
 use std::fs::File;
 use std::future::Future;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -154,28 +156,7 @@ pub async fn run(
     })?;
     let _lock = take_lock(home)?;
     let store = Store::open(&home.db())?;
-
-    let socket = home.socket();
-    if let Some(dir) = socket.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| DaemonError::Home {
-            path: dir.display().to_string(),
-            source,
-        })?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        }
-    }
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).map_err(|source| DaemonError::Home {
-        path: socket.display().to_string(),
-        source,
-    })?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
-    }
+    let (listener, socket) = bind_socket(home)?;
 
     let mut runtime = Runtime::new(store.clone(), config.runtime.clone());
     let trigger = runtime.trigger();
@@ -183,45 +164,118 @@ pub async fn run(
 
     // The proxy: routes published by the route controller, HTTPS from the local CA.
     let routes = Routes::default();
-    // The dashboard at binky.localhost: a page that cannot start leaves the proxy serving.
-    let dashboard = match crate::dashboard::Dashboard::start(home, trigger.clone()) {
-        Ok(d) => Some(d),
-        Err(err) => {
-            tracing::error!(%err, "the dashboard is off");
-            None
-        }
-    };
+    let dashboard = start_dashboard(home, &trigger);
     let site = dashboard
         .clone()
         .map(|d| d as Arc<dyn crate::proxy::OwnSite>);
     let proxy = Proxy::with_dashboard(routes.clone(), site);
-    let tls = match LocalCa::load_or_create(&home.ca()) {
-        Ok(ca) => {
-            let table = routes.clone();
-            let allow = Arc::new(move |host: &str| {
-                crate::dashboard::is_host(host)
-                    || table.load().lookup(host).is_some_and(|b| b.route.https)
-            });
-            match tls::server_config(Arc::new(HostResolver::new(Arc::new(ca), allow))) {
-                Ok(cfg) => Some(tokio_rustls::TlsAcceptor::from(cfg)),
-                Err(err) => {
-                    tracing::error!(%err, "HTTPS is off");
-                    None
-                }
-            }
-        }
-        Err(err) => {
-            tracing::error!(%err, "HTTPS is off: no local CA");
-            None
-        }
-    };
-    let https_on = tls.is_some();
+    let tls = tls_acceptor(home, &routes);
+    let ca_cert = tls.is_some().then(|| home.ca().join("ca.crt"));
     let manager = Arc::new(tokio::sync::Mutex::new(ProxyManager::new(
         store.clone(),
         proxy,
         tls,
     )));
     manager.lock().await.apply().await;
+    let supervisor = supervisor(&config, &store, &trigger);
+    let (processes, servers) =
+        add_controllers(&mut runtime, &config, &store, &supervisor, routes, ca_cert);
+
+    let controllers = Task::spawn(|stop| runtime.run(async move { stop.notified().await }));
+    let watchers = [
+        Task::spawn(|stop| watch::run(store.clone(), trigger.clone(), stop)),
+        Task::spawn(|stop| {
+            crate::servers::watch::run(servers.clone(), store.clone(), trigger.clone(), stop)
+        }),
+        // What each service uses, read from its cgroup every few seconds.
+        Task::spawn(|stop| processes.sample_until(binky_controllers::process::SAMPLE_EVERY, stop)),
+    ];
+    tracing::info!(pid = std::process::id(), home = %home.root().display(), version = env!("CARGO_PKG_VERSION"), "daemon started");
+
+    let conn = Conn {
+        trigger,
+        timings,
+        requested: Arc::new(Notify::new()),
+        started: Instant::now(),
+        home: home.clone(),
+        proxy: manager.clone(),
+        servers,
+        dashboard: dashboard.clone(),
+    };
+    accept(listener, shutdown, conn).await;
+
+    tracing::info!("daemon stopping (services keep running)");
+    for task in watchers {
+        task.stop().await;
+    }
+    controllers.stop().await;
+    manager.lock().await.stop().await;
+    if let Some(d) = &dashboard {
+        d.stop();
+    }
+    // Services keep running in their cgroups; what no service uses goes.
+    supervisor.tidy();
+    let _ = std::fs::remove_file(&socket);
+    Ok(())
+}
+
+/// The control socket, mode 0600 in a 0700 directory (an old one replaced), and its path.
+fn bind_socket(home: &Home) -> Result<(UnixListener, PathBuf), DaemonError> {
+    let socket = home.socket();
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| DaemonError::Home {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).map_err(|source| DaemonError::Home {
+        path: socket.display().to_string(),
+        source,
+    })?;
+    let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+    Ok((listener, socket))
+}
+
+/// The dashboard at binky.localhost: a page that cannot start leaves the proxy serving.
+fn start_dashboard(home: &Home, trigger: &Trigger) -> Option<Arc<crate::dashboard::Dashboard>> {
+    match crate::dashboard::Dashboard::start(home, trigger.clone()) {
+        Ok(d) => Some(d),
+        Err(err) => {
+            tracing::error!(%err, "the dashboard is off");
+            None
+        }
+    }
+}
+
+/// HTTPS from the home's local CA, for the dashboard and the routes that ask for it; none
+/// (HTTPS off) when the CA cannot be had.
+fn tls_acceptor(home: &Home, routes: &Routes) -> Option<tokio_rustls::TlsAcceptor> {
+    let ca = match LocalCa::load_or_create(&home.ca()) {
+        Ok(ca) => ca,
+        Err(err) => {
+            tracing::error!(%err, "HTTPS is off: no local CA");
+            return None;
+        }
+    };
+    let table = routes.clone();
+    let allow = Arc::new(move |host: &str| {
+        crate::dashboard::is_host(host) || table.load().lookup(host).is_some_and(|b| b.route.https)
+    });
+    match tls::server_config(Arc::new(HostResolver::new(Arc::new(ca), allow))) {
+        Ok(cfg) => Some(tokio_rustls::TlsAcceptor::from(cfg)),
+        Err(err) => {
+            tracing::error!(%err, "HTTPS is off");
+            None
+        }
+    }
+}
+
+/// The supervisor of the services' processes: secrets audited in the home, resources
+/// detected, output scrubbed when there is a scrubber.
+fn supervisor(config: &DaemonConfig, store: &Store, trigger: &Trigger) -> Arc<RealSupervisor> {
+    let home = &config.home;
     let mut sup = RealSupervisor::new(home.tag(), trigger.clone())
         .with_secrets(crate::secrets::Secrets::new(
             store.clone(),
@@ -231,13 +285,25 @@ pub async fn run(
     if let Some(binky) = &config.scrubber {
         sup = sup.with_scrubber(binky.clone());
     }
-    let supervisor = Arc::new(sup);
-    let process_supervisor = supervisor.clone();
+    Arc::new(sup)
+}
+
+/// Every controller, in the order the runtime runs them; the process controller (whose
+/// sampler runs beside them) and the managed servers.
+fn add_controllers(
+    runtime: &mut Runtime,
+    config: &DaemonConfig,
+    store: &Store,
+    supervisor: &Arc<RealSupervisor>,
+    routes: Routes,
+    ca_cert: Option<PathBuf>,
+) -> (Arc<ProcessController<RealSupervisor>>, Arc<Servers>) {
+    let home = &config.home;
+    let trigger = runtime.trigger();
     let mut pconf = ProcessConfig::new(home.logs());
     pconf.stop_grace = config.stop_grace;
     pconf.port_wait = config.port_wait;
-    pconf.ca_cert = https_on.then(|| home.ca().join("ca.crt"));
-    let ca_cert = pconf.ca_cert.clone();
+    pconf.ca_cert = ca_cert.clone();
     runtime.add(Arc::new(
         binky_controllers::gate::AdmissionController::new(
             store.clone(),
@@ -253,7 +319,7 @@ pub async fn run(
     ));
     runtime.add(Arc::new(PortController::new(store.clone(), BindProbe)));
     let processes = Arc::new(
-        ProcessController::new(store.clone(), process_supervisor, pconf)
+        ProcessController::new(store.clone(), supervisor.clone(), pconf)
             .with_trigger(trigger.clone()),
     );
     runtime.add(processes.clone());
@@ -282,66 +348,54 @@ pub async fn run(
         GoldenController::new(store.clone(), slice_work, builder)
             .with_machine(Arc::new(crate::machine::RealMachine)),
     ));
+    (processes, servers)
+}
 
-    let stop = Arc::new(Notify::new());
-    let rt_stop = stop.clone();
-    let rt = tokio::spawn(runtime.run(async move { rt_stop.notified().await }));
-    let watch_stop = Arc::new(Notify::new());
-    let watcher = tokio::spawn(watch::run(
-        store.clone(),
-        trigger.clone(),
-        watch_stop.clone(),
-    ));
-    let servers_stop = Arc::new(Notify::new());
-    let server_watch = tokio::spawn(crate::servers::watch::run(
-        servers.clone(),
-        store.clone(),
-        trigger.clone(),
-        servers_stop.clone(),
-    ));
-    // What each service uses, read from its cgroup every few seconds.
-    let sampler_stop = Arc::new(Notify::new());
-    let sampler = tokio::spawn(processes.sample_until(
-        binky_controllers::process::SAMPLE_EVERY,
-        sampler_stop.clone(),
-    ));
-    tracing::info!(pid = std::process::id(), home = %home.root().display(), version = env!("CARGO_PKG_VERSION"), "daemon started");
+/// A task running beside the accept loop, and what tells it to end.
+struct Task {
+    stop: Arc<Notify>,
+    handle: tokio::task::JoinHandle<()>,
+}
 
-    let started = Instant::now();
-    let requested = Arc::new(Notify::new());
+impl Task {
+    /// Spawn what `start` makes of its stop signal.
+    fn spawn<F>(start: impl FnOnce(Arc<Notify>) -> F) -> Task
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let stop = Arc::new(Notify::new());
+        let handle = tokio::spawn(start(stop.clone()));
+        Task { stop, handle }
+    }
+
+    /// Tell it to end, and wait until it has.
+    async fn stop(self) {
+        self.stop.notify_one();
+        let _ = self.handle.await;
+    }
+}
+
+/// Serve each connection of `listener` (with a copy of `conn`) until `shutdown` resolves or
+/// a client asks the daemon to stop.
+async fn accept(listener: UnixListener, shutdown: impl Future<Output = ()>, conn: Conn) {
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            _ = requested.notified() => break,
-            conn = listener.accept() => match conn {
+            _ = conn.requested.notified() => break,
+            accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    let ctx = Conn { trigger: trigger.clone(), timings: timings.clone(), requested: requested.clone(), started, home: home.clone(), proxy: manager.clone(), servers: servers.clone(), dashboard: dashboard.clone() };
+                    let ctx = conn.clone();
                     tokio::spawn(async move { ctx.serve(stream).await });
                 }
                 Err(err) => tracing::warn!(%err, "accept failed"),
             },
         }
     }
-    tracing::info!("daemon stopping (services keep running)");
-    watch_stop.notify_one();
-    let _ = watcher.await;
-    servers_stop.notify_one();
-    let _ = server_watch.await;
-    sampler_stop.notify_one();
-    let _ = sampler.await;
-    stop.notify_one();
-    let _ = rt.await;
-    manager.lock().await.stop().await;
-    if let Some(d) = &dashboard {
-        d.stop();
-    }
-    // Services keep running in their cgroups; what no service uses goes.
-    supervisor.tidy();
-    let _ = std::fs::remove_file(&socket);
-    Ok(())
 }
 
+/// What one connection to the control socket reaches.
+#[derive(Clone)]
 struct Conn {
     trigger: Trigger,
     timings: binky_controllers::runtime::Timings,

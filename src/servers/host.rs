@@ -1,8 +1,9 @@
 //! What the managed servers share about running from the machine's own binaries: finding
 //! programs on `PATH`, reading their log, and, for the database servers (PostgreSQL,
 //! MariaDB), initialising a data directory in one step, starting the server detached,
-//! waiting until it answers, and, when binky is root, the system user they run as and their
-//! data directory outside the binky home. A [`Server`] says what differs between them.
+//! waiting until it answers ([`Server::start`], over the server's [`Programs`]), and, when
+//! binky is root, the system user they run as and their data directory outside the binky
+//! home. A [`Server`] says what differs between them.
 //!
 //! # Running as root
 //! The database servers refuse to run as root, so when binky is, they run as a system user
@@ -16,11 +17,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use binky_controllers::runtime::doubling_delay;
 
-use super::{spawn_detached, ServerError, StartCtx};
+use super::{spawn_detached, ServerError, StartCtx, Started};
 use crate::supervisor::procfs;
 
 /// A relocated data directory younger than this is never collected (it may be being made).
 const GC_MIN_AGE: Duration = Duration::from_secs(600);
+
+/// A Unix socket path must fit in `sun_path` (108 bytes with its NUL).
+pub(super) const MAX_SOCKET_PATH: usize = 100;
 
 /// What differs between the servers that share this module.
 pub(super) struct Server {
@@ -46,6 +50,20 @@ pub(super) struct Server {
     pub(super) ready_timeout: Duration,
     /// How long a server that did not come up has after SIGTERM before SIGKILL.
     pub(super) stop_within: Duration,
+}
+
+/// A server's programs, as [`Server::start`] runs them.
+pub(super) trait Programs {
+    /// Make a whole data directory at `data` (there is none yet).
+    async fn initialise(
+        &self,
+        data: &Path,
+        ctx: &StartCtx,
+        user: Option<&RunAs>,
+    ) -> Result<(), ServerError>;
+
+    /// The command that runs the server on `data`.
+    fn server(&self, data: &Path, ctx: &StartCtx) -> std::process::Command;
 }
 
 /// One try at an authenticated connection to a starting server.
@@ -76,6 +94,35 @@ pub(super) struct Staging {
 }
 
 impl Server {
+    /// Start the server on `data` with `programs`: initialise the data directory unless it
+    /// is a whole one, spawn the server detached, and wait until `attempt` has its version;
+    /// binky's admin reaches it at `admin_url`.
+    pub(super) async fn start<F, Fut>(
+        &self,
+        programs: &impl Programs,
+        data: &Path,
+        ctx: &StartCtx,
+        user: Option<&RunAs>,
+        admin_url: String,
+        attempt: F,
+    ) -> Result<Started, ServerError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Attempt>,
+    {
+        if !(self.installed)(data) {
+            programs.initialise(data, ctx, user).await?;
+        }
+        let since = log_len(&ctx.log);
+        let pid = self.spawn(&mut programs.server(data, ctx), ctx, user)?;
+        let version = self.wait_ready(pid, ctx, since, attempt).await?;
+        Ok(Started {
+            pid,
+            admin_url,
+            version,
+        })
+    }
+
     /// The user to run the server as: none unless binky is root.
     pub(super) fn run_as(&self) -> Result<Option<RunAs>, ServerError> {
         if !nix::unistd::geteuid().is_root() {
@@ -391,7 +438,7 @@ impl Server {
     /// growing pause while that process lives, for [`Server::ready_timeout`] at most); the
     /// server's version. When it does not come up, it is stopped and the error quotes what
     /// it logged since the log was `since` bytes long.
-    pub(super) async fn wait_ready<F, Fut>(
+    async fn wait_ready<F, Fut>(
         &self,
         pid: u32,
         ctx: &StartCtx,
@@ -432,7 +479,7 @@ impl Server {
     }
 
     /// Start the server `cmd` detached, in `/` and as `user`; its pid.
-    pub(super) fn spawn(
+    fn spawn(
         &self,
         cmd: &mut std::process::Command,
         ctx: &StartCtx,

@@ -46,18 +46,14 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 
-use super::host::{self, Attempt, RunAs};
+use super::host::{self, Attempt, Programs, RunAs, MAX_SOCKET_PATH};
 use super::{ServerError, StartCtx, Started};
 
 /// Where the data of a root-run managed server lives (see the module doc).
 pub const ROOT_DATA_BASE: &str = "/var/lib/binky/mysql";
 
-/// How long the server may take to accept an authenticated connection.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `mariadb-install-db` may take.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(180);
-/// A Unix socket path must fit in `sun_path` (108 bytes with its NUL).
-const MAX_SOCKET_PATH: usize = 100;
 
 /// What [`host`] needs to know about MariaDB.
 pub(super) const SERVER: host::Server = host::Server {
@@ -73,7 +69,7 @@ pub(super) const SERVER: host::Server = host::Server {
     pid_file: "mariadbd.pid",
     installed,
     program: "mariadbd",
-    ready_timeout: READY_TIMEOUT,
+    ready_timeout: Duration::from_secs(60),
     stop_within: Duration::from_secs(10),
 };
 
@@ -85,20 +81,12 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
     })?;
     let run_as = SERVER.run_as()?;
     let data = SERVER.data_dir(ctx, run_as.as_ref())?;
-    if !installed(&data) {
-        install(&bins, &data, ctx, run_as.as_ref()).await?;
-    }
-    let since = host::log_len(&ctx.log);
-    let pid = spawn(&bins, &data, ctx, run_as.as_ref())?;
     let opts = connect_opts(ctx);
-    let version = SERVER
-        .wait_ready(pid, ctx, since, || attempt(opts.clone(), ctx))
-        .await?;
-    Ok(Started {
-        pid,
-        admin_url: admin_url(ctx),
-        version,
-    })
+    SERVER
+        .start(&bins, &data, ctx, run_as.as_ref(), admin_url(ctx), || {
+            attempt(opts.clone(), ctx)
+        })
+        .await
 }
 
 /// `mysql://root:<password>@127.0.0.1:<port>`.
@@ -171,54 +159,77 @@ fn install_sql(password: &str) -> String {
     )
 }
 
-/// `mariadb-install-db` into `<data>.init`, renamed to `data` when it succeeded.
-async fn install(
-    bins: &Binaries,
-    data: &Path,
-    ctx: &StartCtx,
-    user: Option<&RunAs>,
-) -> Result<(), ServerError> {
-    let staging = SERVER.staging(
-        data,
-        user,
-        "is not a MariaDB data directory (no `mysql` schema in it); move it away and binky \
-         installs a new one",
-        "install",
-    )?;
-    let sql_file = staging.parent.join(".install-db.sql");
-    let _remove = SERVER.private_file(
-        sql_file.clone(),
-        install_sql(&ctx.password).as_bytes(),
-        user,
-    )?;
-    let mut cmd = tokio::process::Command::new(&bins.install_db);
-    cmd.arg("--no-defaults")
-        .arg(format!("--datadir={}", staging.dir.display()))
-        .args([
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
-            "--skip-name-resolve",
-        ])
-        .arg(format!("--extra-file={}", sql_file.display()));
-    if let Some(server_dir) = bins.server.parent() {
-        // The install runs `mariadbd --bootstrap`: the same one binky starts.
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut dirs = vec![server_dir.to_path_buf()];
-        dirs.extend(std::env::split_paths(&path));
-        if let Ok(joined) = std::env::join_paths(dirs) {
-            cmd.env("PATH", joined);
-        }
-    }
-    SERVER
-        .initialise(
-            cmd,
-            "mariadb-install-db",
-            INSTALL_TIMEOUT,
-            staging,
-            ctx,
+impl Programs for Binaries {
+    /// `mariadb-install-db` into `<data>.init`, renamed to `data` when it succeeded.
+    async fn initialise(
+        &self,
+        data: &Path,
+        ctx: &StartCtx,
+        user: Option<&RunAs>,
+    ) -> Result<(), ServerError> {
+        let staging = SERVER.staging(
+            data,
             user,
-        )
-        .await
+            "is not a MariaDB data directory (no `mysql` schema in it); move it away and binky \
+             installs a new one",
+            "install",
+        )?;
+        let sql_file = staging.parent.join(".install-db.sql");
+        let _remove = SERVER.private_file(
+            sql_file.clone(),
+            install_sql(&ctx.password).as_bytes(),
+            user,
+        )?;
+        let mut cmd = tokio::process::Command::new(&self.install_db);
+        cmd.arg("--no-defaults")
+            .arg(format!("--datadir={}", staging.dir.display()))
+            .args([
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+            ])
+            .arg(format!("--extra-file={}", sql_file.display()));
+        if let Some(server_dir) = self.server.parent() {
+            // The install runs `mariadbd --bootstrap`: the same one binky starts.
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs = vec![server_dir.to_path_buf()];
+            dirs.extend(std::env::split_paths(&path));
+            if let Ok(joined) = std::env::join_paths(dirs) {
+                cmd.env("PATH", joined);
+            }
+        }
+        SERVER
+            .initialise(
+                cmd,
+                "mariadb-install-db",
+                INSTALL_TIMEOUT,
+                staging,
+                ctx,
+                user,
+            )
+            .await
+    }
+
+    /// `mariadbd` on `data`.
+    fn server(&self, data: &Path, ctx: &StartCtx) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.server);
+        // `--no-defaults` must come first.
+        cmd.arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--port={}", ctx.port))
+            .arg(format!("--socket={}", socket_path(data).display()))
+            .arg(format!(
+                "--pid-file={}",
+                data.join(SERVER.pid_file).display()
+            ))
+            .args([
+                "--bind-address=127.0.0.1",
+                "--skip-name-resolve",
+                "--character-set-server=utf8mb4",
+                "--innodb-flush-log-at-trx-commit=2",
+            ]);
+        cmd
+    }
 }
 
 /// The server's Unix socket: in the data directory, else (too long a path for a socket) in
@@ -232,32 +243,6 @@ fn socket_path(data: &Path) -> PathBuf {
     let digest = Sha256::digest(data.as_os_str().as_encoded_bytes());
     let hash: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
     std::env::temp_dir().join(format!("binky-mysqld-{hash}.sock"))
-}
-
-/// Start `mariadbd` detached; its pid.
-fn spawn(
-    bins: &Binaries,
-    data: &Path,
-    ctx: &StartCtx,
-    user: Option<&RunAs>,
-) -> Result<u32, ServerError> {
-    let mut cmd = std::process::Command::new(&bins.server);
-    // `--no-defaults` must come first.
-    cmd.arg("--no-defaults")
-        .arg(format!("--datadir={}", data.display()))
-        .arg(format!("--port={}", ctx.port))
-        .arg(format!("--socket={}", socket_path(data).display()))
-        .arg(format!(
-            "--pid-file={}",
-            data.join(SERVER.pid_file).display()
-        ))
-        .args([
-            "--bind-address=127.0.0.1",
-            "--skip-name-resolve",
-            "--character-set-server=utf8mb4",
-            "--innodb-flush-log-at-trx-commit=2",
-        ]);
-    SERVER.spawn(&mut cmd, ctx, user)
 }
 
 /// How binky's admin connects.

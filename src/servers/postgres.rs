@@ -41,18 +41,14 @@ use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
 
-use super::host::{self, Attempt, RunAs};
+use super::host::{self, Attempt, Programs, RunAs, MAX_SOCKET_PATH};
 use super::{ServerError, StartCtx, Started};
 
 /// Where the data of a root-run managed server lives (see the module doc).
 pub const ROOT_DATA_BASE: &str = "/var/lib/binky/postgres";
 
-/// How long the server may take to accept an authenticated connection.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `initdb` may take.
 const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
-/// A Unix socket path must fit in `sun_path` (108 bytes with its NUL).
-const MAX_SOCKET_PATH: usize = 100;
 
 /// What [`host`] needs to know about PostgreSQL.
 pub(super) const SERVER: host::Server = host::Server {
@@ -67,7 +63,7 @@ pub(super) const SERVER: host::Server = host::Server {
     pid_file: "postmaster.pid",
     installed,
     program: "postgres",
-    ready_timeout: READY_TIMEOUT,
+    ready_timeout: Duration::from_secs(30),
     stop_within: Duration::from_secs(5),
 };
 
@@ -79,20 +75,12 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
         what: "PostgreSQL (initdb, postgres)".into(),
         package: SERVER.package.into(),
     })?;
-    if !installed(&data) {
-        init(&bins, &data, ctx, run_as.as_ref()).await?;
-    }
-    let since = host::log_len(&ctx.log);
-    let pid = spawn(&bins, &data, ctx, run_as.as_ref())?;
     let config = connect_config(ctx);
-    let version = SERVER
-        .wait_ready(pid, ctx, since, || attempt(&config, ctx))
-        .await?;
-    Ok(Started {
-        pid,
-        admin_url: admin_url(ctx),
-        version,
-    })
+    SERVER
+        .start(&bins, &data, ctx, run_as.as_ref(), admin_url(ctx), || {
+            attempt(&config, ctx)
+        })
+        .await
 }
 
 /// `postgresql://postgres:<password>@127.0.0.1:<port>/postgres`: the scheme every client
@@ -178,69 +166,66 @@ fn installed(data: &Path) -> bool {
     data.join("PG_VERSION").is_file()
 }
 
-/// `initdb` into `<data>.init`, renamed to `data` when it succeeded.
-async fn init(
-    bins: &Binaries,
-    data: &Path,
-    ctx: &StartCtx,
-    user: Option<&RunAs>,
-) -> Result<(), ServerError> {
-    let staging = SERVER.staging(
-        data,
-        user,
-        "is not a PostgreSQL data directory (no PG_VERSION); move it away and binky \
-         initialises a new one",
-        "initdb",
-    )?;
-    let pwfile = staging.parent.join(".initdb-password");
-    let _remove = SERVER.private_file(
-        pwfile.clone(),
-        format!("{}\n", ctx.password).as_bytes(),
-        user,
-    )?;
-    let mut cmd = tokio::process::Command::new(&bins.initdb);
-    cmd.arg("-D")
-        .arg(&staging.dir)
-        .args([
-            "-U",
-            "postgres",
-            "--auth=scram-sha-256",
-            "-E",
-            "UTF8",
-            "--locale=C",
-        ])
-        .arg(format!("--pwfile={}", pwfile.display()));
-    SERVER
-        .initialise(cmd, "initdb", INITDB_TIMEOUT, staging, ctx, user)
-        .await
-}
+impl Programs for Binaries {
+    /// `initdb` into `<data>.init`, renamed to `data` when it succeeded.
+    async fn initialise(
+        &self,
+        data: &Path,
+        ctx: &StartCtx,
+        user: Option<&RunAs>,
+    ) -> Result<(), ServerError> {
+        let staging = SERVER.staging(
+            data,
+            user,
+            "is not a PostgreSQL data directory (no PG_VERSION); move it away and binky \
+             initialises a new one",
+            "initdb",
+        )?;
+        let pwfile = staging.parent.join(".initdb-password");
+        let _remove = SERVER.private_file(
+            pwfile.clone(),
+            format!("{}\n", ctx.password).as_bytes(),
+            user,
+        )?;
+        let mut cmd = tokio::process::Command::new(&self.initdb);
+        cmd.arg("-D")
+            .arg(&staging.dir)
+            .args([
+                "-U",
+                "postgres",
+                "--auth=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()));
+        SERVER
+            .initialise(cmd, "initdb", INITDB_TIMEOUT, staging, ctx, user)
+            .await
+    }
 
-/// Start the postmaster detached; its pid.
-fn spawn(
-    bins: &Binaries,
-    data: &Path,
-    ctx: &StartCtx,
-    user: Option<&RunAs>,
-) -> Result<u32, ServerError> {
-    let socket_dir = if data
-        .join(format!(".s.PGSQL.{}", ctx.port))
-        .as_os_str()
-        .len()
-        <= MAX_SOCKET_PATH
-    {
-        data.as_os_str().to_owned()
-    } else {
-        // Too long for a Unix socket: TCP only (binky itself always uses TCP).
-        std::ffi::OsString::new()
-    };
-    let mut cmd = std::process::Command::new(&bins.postgres);
-    cmd.arg("-D")
-        .arg(data)
-        .arg("-p")
-        .arg(ctx.port.to_string())
-        .args(["-c", "listen_addresses=127.0.0.1", "-k"])
-        .arg(socket_dir);
-    SERVER.spawn(&mut cmd, ctx, user)
+    /// The postmaster on `data`.
+    fn server(&self, data: &Path, ctx: &StartCtx) -> std::process::Command {
+        let socket_dir = if data
+            .join(format!(".s.PGSQL.{}", ctx.port))
+            .as_os_str()
+            .len()
+            <= MAX_SOCKET_PATH
+        {
+            data.as_os_str().to_owned()
+        } else {
+            // Too long for a Unix socket: TCP only (binky itself always uses TCP).
+            std::ffi::OsString::new()
+        };
+        let mut cmd = std::process::Command::new(&self.postgres);
+        cmd.arg("-D")
+            .arg(data)
+            .arg("-p")
+            .arg(ctx.port.to_string())
+            .args(["-c", "listen_addresses=127.0.0.1", "-k"])
+            .arg(socket_dir);
+        cmd
+    }
 }
 
 /// How binky's admin connects.

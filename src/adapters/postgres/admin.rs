@@ -285,6 +285,15 @@ impl Admin {
             .map_err(|e| self.sql_error(doing, &e))
     }
 
+    /// Run each of `steps` (what it does, its SQL) in order, stopping at the first that
+    /// fails.
+    pub(super) async fn execute_each(&self, steps: &[(&str, String)]) -> Result<()> {
+        for (doing, sql) in steps {
+            self.execute(doing, sql).await?;
+        }
+        Ok(())
+    }
+
     /// Run `sql`; `Ok(false)` when the server answers with `benign` instead.
     pub(super) async fn execute_unless(
         &self,
@@ -305,6 +314,16 @@ impl Admin {
             .await
             .map(|row| row.is_some())
             .map_err(|e| self.sql_error(doing, &e))
+    }
+
+    /// Is there a role `name`?
+    pub(super) async fn role_exists(&self, name: &str) -> Result<bool> {
+        self.exists(
+            "SELECT 1 FROM pg_roles WHERE rolname = $1",
+            name,
+            "looking up the role",
+        )
+        .await
     }
 
     pub(super) async fn database(&self, name: &str) -> Result<Option<Database>> {

@@ -20,13 +20,7 @@ pub(super) async fn ensure_role(admin: &Admin, slice: &Slice) -> Result<()> {
         slice.secret.as_bytes(),
     ));
 
-    let role_exists = admin
-        .exists(
-            "SELECT 1 FROM pg_roles WHERE rolname = $1",
-            name,
-            "looking up the role",
-        )
-        .await?;
+    let role_exists = admin.role_exists(name).await?;
     let created = !role_exists
         && admin
             .execute_unless(
@@ -111,18 +105,17 @@ pub(super) async fn close_database(admin: &Admin, id: &str) -> Result<()> {
     // Marked right after creation: a crash before this leaves a database owned by the slice
     // role, which the next provision recognises as its own.
     admin
-        .execute(
-            "marking the database",
-            &format!("COMMENT ON DATABASE {id} IS {}", escape_literal(MARK)),
-        )
-        .await?;
-    admin
-        .execute(
-            "closing the database to other roles",
-            &format!("REVOKE ALL ON DATABASE {id} FROM PUBLIC"),
-        )
-        .await?;
-    Ok(())
+        .execute_each(&[
+            (
+                "marking the database",
+                format!("COMMENT ON DATABASE {id} IS {}", escape_literal(MARK)),
+            ),
+            (
+                "closing the database to other roles",
+                format!("REVOKE ALL ON DATABASE {id} FROM PUBLIC"),
+            ),
+        ])
+        .await
 }
 
 /// A golden template takes no connections (a copy needs none open), and belongs to the
@@ -130,16 +123,16 @@ pub(super) async fn close_database(admin: &Admin, id: &str) -> Result<()> {
 pub(super) async fn seal(admin: &Admin, name: &str) -> Result<()> {
     let id = escape_identifier(name);
     admin
-        .execute(
-            "handing the template to the admin",
-            &format!("ALTER DATABASE {id} OWNER TO CURRENT_USER"),
-        )
-        .await?;
-    admin
-        .execute(
-            "closing the template",
-            &format!("ALTER DATABASE {id} ALLOW_CONNECTIONS false"),
-        )
+        .execute_each(&[
+            (
+                "handing the template to the admin",
+                format!("ALTER DATABASE {id} OWNER TO CURRENT_USER"),
+            ),
+            (
+                "closing the template",
+                format!("ALTER DATABASE {id} ALLOW_CONNECTIONS false"),
+            ),
+        ])
         .await?;
     admin.terminate(name).await
 }
@@ -297,13 +290,7 @@ pub(super) async fn teardown(admin: &Admin, name: &str) -> Result<()> {
         ),
         None => {}
     }
-    let role_exists = admin
-        .exists(
-            "SELECT 1 FROM pg_roles WHERE rolname = $1",
-            name,
-            "looking up the role",
-        )
-        .await?;
+    let role_exists = admin.role_exists(name).await?;
     if role_exists {
         // Sessions of the role in other databases (it may log in to `postgres`).
         admin.terminate(name).await?;

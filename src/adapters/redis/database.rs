@@ -122,7 +122,7 @@ pub(super) fn mentioned() -> Vec<&'static str> {
 /// The `ACL SETUSER <name>` rules of a world's user confined to database `db`, whose
 /// password is `secret`; `known` says whether the server has a command.
 pub fn acl_rules(secret: &str, db: i64, known: impl Fn(&str) -> bool) -> Vec<String> {
-    let mut rules = vec![
+    let head = vec![
         // `reset` first: whatever the user had (drift, another mode's rule) is gone.
         "reset".to_owned(),
         "on".to_owned(),
@@ -133,20 +133,17 @@ pub fn acl_rules(secret: &str, db: i64, known: impl Fn(&str) -> bool) -> Vec<Str
         "+@all".to_owned(),
         "-@admin".to_owned(),
     ];
-    rules.extend(
-        denied()
-            .filter(|(c, _)| known(c))
-            .map(|(c, _)| format!("-{c}")),
-    );
-    rules.extend(
+    super::prefix::acl_rules_from(
+        head,
+        denied().map(|(c, _)| *c),
         super::prefix::ALLOWED_BACK
             .iter()
+            .copied()
             // MEMORY is not denied here: re-allowing its subcommands would add nothing.
-            .filter(|c| !c.starts_with("memory|") && known(c))
-            .map(|c| format!("+{c}")),
-    );
-    rules.push(format!("+select|{db}"));
-    rules
+            .filter(|c| !c.starts_with("memory|")),
+        db,
+        known,
+    )
 }
 
 /// The database a user's rules pin it to (`+select|N`), if they do and allow every key (a

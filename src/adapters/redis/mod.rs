@@ -501,7 +501,8 @@ mod tests {
     use super::*;
     use crate::adapters::testing::cfg;
 
-    fn slice() -> Slice {
+    /// The slice the redis adapter's tests provision.
+    pub(super) fn slice() -> Slice {
         Slice {
             name: "bk_acme_login_fix_cache".into(),
             secret: "0123abcd".into(),

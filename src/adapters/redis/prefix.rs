@@ -155,7 +155,7 @@ pub fn prefix(slice: &Slice) -> String {
 /// whether the server has a command (`"client|setinfo"`).
 pub fn acl_rules(slice: &Slice, db: i64, known: impl Fn(&str) -> bool) -> Vec<String> {
     let prefix = prefix(slice);
-    let mut rules = vec![
+    let head = vec![
         // `reset` first: whatever the user had (drift, an older rule) is gone.
         "reset".to_owned(),
         "on".to_owned(),
@@ -168,20 +168,30 @@ pub fn acl_rules(slice: &Slice, db: i64, known: impl Fn(&str) -> bool) -> Vec<St
         "-@dangerous".to_owned(),
         "-@admin".to_owned(),
     ];
-    rules.extend(
-        denied()
-            .filter(|(c, _)| known(c))
-            .map(|(c, _)| format!("-{c}")),
-    );
-    rules.extend(
-        ALLOWED_BACK
-            .iter()
-            .filter(|c| known(c))
-            .map(|c| format!("+{c}")),
-    );
+    acl_rules_from(
+        head,
+        denied().map(|(c, _)| *c),
+        ALLOWED_BACK.iter().copied(),
+        db,
+        known,
+    )
+}
+
+/// A world's user's rules: `head` (its password, keys, channels and categories), then
+/// `-command` for each of `denied` and `+subcommand` for each of `allowed_back` that the
+/// server knows (`known`), and last `+select|db`.
+pub(super) fn acl_rules_from(
+    mut head: Vec<String>,
+    denied: impl Iterator<Item = &'static str>,
+    allowed_back: impl Iterator<Item = &'static str>,
+    db: i64,
+    known: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    head.extend(denied.filter(|c| known(c)).map(|c| format!("-{c}")));
+    head.extend(allowed_back.filter(|c| known(c)).map(|c| format!("+{c}")));
     // Clients send `SELECT <db>` for the database of their URL (some even for 0).
-    rules.push(format!("+select|{db}"));
-    rules
+    head.push(format!("+select|{db}"));
+    head
 }
 
 /// Every command a prefix user may not run, with why: [`DENIED`] and
@@ -238,14 +248,8 @@ pub(super) async fn sweep(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::slice;
     use super::*;
-
-    fn slice() -> Slice {
-        Slice {
-            name: "bk_acme_login_fix_cache".into(),
-            secret: "0123abcd".into(),
-        }
-    }
 
     #[test]
     fn the_rule_denies_keyless_commands_and_re_allows_only_known_subcommands() {
