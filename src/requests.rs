@@ -8,6 +8,11 @@ use binky_controllers::store::{self, DesiredState, Store, World};
 
 use crate::failure::Failure;
 
+/// What `binky exec` says (exiting 75) of a command it did not run because no person
+/// approved it: `binky mcp` answers `held` on it.
+pub const EXEC_HELD: &str =
+    "waits for a person's approval (approvals are on) before `binky exec` runs it";
+
 /// A command that changes a user world's desired state refuses a project's shared world:
 /// its users decide whether it runs, and it goes with the last of them.
 pub fn refuse_shared(world: &World, command: &str) -> Result<(), Failure> {

@@ -170,7 +170,8 @@ pub async fn run(
         return Err(Failure {
             code: exit::PENDING,
             message: format!(
-                "`{text}` waits for a person's approval (approvals are on) before `binky exec` runs it in `{}`; ask a person to run `binky approve {key}` (or to allow a family of commands: `binky approve --exec '{}*'`)",
+                "`{text}` {} in `{}`; ask a person to run `binky approve {key}` (or to allow a family of commands: `binky approve --exec '{}*'`)",
+                crate::requests::EXEC_HELD,
                 world.name,
                 cmd[0]
             ),

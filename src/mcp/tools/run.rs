@@ -220,6 +220,17 @@ impl Server {
         });
         match run.ended {
             Ended::Exited(0) => Ok(v),
+            // binky exec refused to run it: approvals are on and no person approved it. The
+            // agent is told to ask, never how to approve (the CLI's text says that).
+            Ended::Exited(exit::PENDING) if run.stderr.contains(crate::requests::EXEC_HELD) => Err(ToolError::new(
+                "held",
+                format!(
+                    "`{}` waits for a person's approval (approvals are on): it did not run",
+                    p.command.join(" ")
+                ),
+                "stop and ask the person to review the command (the `approvals` tool says what it is, in words they can act on); do not approve it yourself. Once they have, call `exec` again",
+            )
+            .with(json!({ "world": p.world, "ran": false }))),
             Ended::Exited(code) => Err(ToolError::new(
                 "command_failed",
                 format!("`{}` exited with code {code}", p.command.join(" ")),
