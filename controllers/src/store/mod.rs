@@ -21,6 +21,7 @@ mod migrations;
 pub mod owner;
 mod read;
 mod states;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
