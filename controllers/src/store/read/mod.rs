@@ -1,6 +1,7 @@
 //! Records as they are read from the store, and the queries that read them, by who wrote
 //! them.
 
+mod admissions;
 mod batch;
 mod daemon;
 mod observed;
@@ -10,6 +11,7 @@ mod shared;
 mod table;
 mod worlds;
 
+pub use admissions::*;
 pub use batch::*;
 pub use daemon::*;
 pub use observed::*;

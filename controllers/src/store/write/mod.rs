@@ -4,4 +4,5 @@
 //! ([`desired`](super::desired)); what a writer reads inside its transaction is in
 //! [`read`](super::read), like every other read.
 
+pub(crate) mod gate;
 pub(crate) mod runtime;
