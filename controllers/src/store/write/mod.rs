@@ -5,4 +5,5 @@
 //! [`read`](super::read), like every other read.
 
 pub(crate) mod gate;
+pub(crate) mod port;
 pub(crate) mod runtime;
