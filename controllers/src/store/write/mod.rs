@@ -6,4 +6,5 @@
 
 pub(crate) mod gate;
 pub(crate) mod port;
+pub(crate) mod route;
 pub(crate) mod runtime;
