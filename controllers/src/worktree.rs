@@ -21,11 +21,9 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::params;
-
 use crate::registry::Kind;
 use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::store::{self, now_ms, owner, Store, StoreError, WorktreeRow, World};
+use crate::store::{self, owner, write, Store, StoreError, WorktreeRow, World};
 use crate::store::{BootstrapState, WorktreeState};
 
 /// The condition this controller reports.
@@ -349,23 +347,19 @@ async fn bring_one<G: Git>(
         ),
     };
     store.write(owner::Worktree, |tx| {
-        tx.execute(
-            "UPDATE bootstrap_paths SET state = ?3, how = ?4, files = ?5, bytes = ?6,
-                took_ms = ?7, message = ?8, updated_at = ?9
-             WHERE world_id = ?1 AND path = ?2",
-            params![
-                world,
-                b.path,
+        write::worktree::set_brought(
+            tx,
+            world,
+            &b.path,
+            &write::worktree::Brought {
                 state,
                 how,
-                files as i64,
-                bytes as i64,
-                took,
-                message,
-                now_ms()
-            ],
-        )?;
-        Ok(())
+                files: files as i64,
+                bytes: bytes as i64,
+                took_ms: took,
+                message: &message,
+            },
+        )
     })?;
     store.event(world, "worktree", &event)?;
     if let Some(t) = trigger {
@@ -465,33 +459,7 @@ impl<G: Git> WorktreeController<G> {
         world: &World,
         row: &WorktreeRow,
     ) -> Result<(), StoreError> {
-        {
-            tx.execute(
-                "INSERT INTO worktrees (world_id, path, branch, head, dirty, adopted,
-                    created_branch, base_commit, state, seen_generation, updated_at)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
-                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                 ON CONFLICT (world_id) DO UPDATE SET path = excluded.path,
-                    branch = excluded.branch, head = excluded.head, dirty = excluded.dirty,
-                    adopted = excluded.adopted, created_branch = excluded.created_branch,
-                    base_commit = excluded.base_commit, state = excluded.state,
-                    seen_generation = excluded.seen_generation, updated_at = excluded.updated_at",
-                params![
-                    world.id,
-                    row.path.to_string_lossy(),
-                    row.branch,
-                    row.head,
-                    row.dirty as i64,
-                    row.adopted as i64,
-                    row.created_branch as i64,
-                    row.base_commit,
-                    row.state,
-                    row.seen_generation,
-                    now_ms()
-                ],
-            )?;
-            Ok(())
-        }
+        write::worktree::save(tx, world.id, row)
     }
 
     /// The paths a world's worktree gets (`.worktreeinclude`'s and `[project] copy`'s), from
@@ -566,19 +534,7 @@ impl<G: Git> WorktreeController<G> {
                 Self::save_in(tx, world, row)?;
             }
             for p in fresh {
-                tx.execute(
-                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, updated_at)
-                     SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                     ON CONFLICT (world_id, path) DO NOTHING",
-                    params![
-                        world.id,
-                        p.path,
-                        p.from.to_string_lossy(),
-                        p.mode.as_str(),
-                        BootstrapState::Pending,
-                        now_ms()
-                    ],
-                )?;
+                write::worktree::plan_path(tx, world.id, p)?;
             }
             Ok(())
         })
@@ -1063,10 +1019,8 @@ impl<G: Git> Controller for WorktreeController<G> {
         };
         // The main checkout a project's shared services ran in is the user's.
         if world.is_shared() {
-            self.store.write(owner::Worktree, |tx| {
-                tx.execute("DELETE FROM worktrees WHERE world_id = ?1", [world.id])?;
-                Ok(())
-            })?;
+            self.store
+                .write(owner::Worktree, |tx| write::worktree::remove(tx, world.id))?;
             return Ok(Cleanup::Done);
         }
         let repo = &world.repo_root;
@@ -1087,10 +1041,8 @@ impl<G: Git> Controller for WorktreeController<G> {
                 self.remove_branch(world, &row).await?;
             }
         }
-        self.store.write(owner::Worktree, |tx| {
-            tx.execute("DELETE FROM worktrees WHERE world_id = ?1", [world.id])?;
-            Ok(())
-        })?;
+        self.store
+            .write(owner::Worktree, |tx| write::worktree::remove(tx, world.id))?;
         Ok(Cleanup::Done)
     }
 }

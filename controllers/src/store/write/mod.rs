@@ -8,3 +8,4 @@ pub(crate) mod gate;
 pub(crate) mod port;
 pub(crate) mod route;
 pub(crate) mod runtime;
+pub(crate) mod worktree;
