@@ -8,4 +8,5 @@ pub(crate) mod gate;
 pub(crate) mod port;
 pub(crate) mod route;
 pub(crate) mod runtime;
+pub(crate) mod slice;
 pub(crate) mod worktree;
