@@ -251,6 +251,31 @@ pub fn port_numbers(conn: &Connection, world: WorldId) -> Result<Vec<u16>, Store
     Ok(ports)
 }
 
+/// The templates a world waits to be cloned from: referred to by a slice that is not ready
+/// (or stopped) yet.
+pub fn goldens_waited_for(conn: &Connection) -> Result<BTreeSet<String>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT DISTINCT r.key FROM golden_refs r LEFT JOIN slices s
+         ON s.world_id = r.world_id AND s.service = r.service
+         WHERE s.state IS NULL OR s.state NOT IN (?1, ?2)",
+    )?;
+    let waited = stmt
+        .query_map(params![SliceState::Ready, SliceState::Stopped], |r| {
+            r.get(0)
+        })?
+        .collect::<Result<BTreeSet<String>, _>>()?;
+    Ok(waited)
+}
+
+/// The templates `binky golden rm` asked to drop.
+pub fn golden_drops(conn: &Connection) -> Result<BTreeSet<String>, StoreError> {
+    let mut stmt = conn.prepare("SELECT key FROM golden_drops")?;
+    let asked = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<BTreeSet<String>, _>>()?;
+    Ok(asked)
+}
+
 /// The observed state of one service's process.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProcessRow {

@@ -5,6 +5,7 @@
 //! [`read`](super::read), like every other read.
 
 pub(crate) mod gate;
+pub(crate) mod golden;
 pub(crate) mod port;
 pub(crate) mod route;
 pub(crate) mod runtime;
