@@ -7,6 +7,7 @@
 pub(crate) mod gate;
 pub(crate) mod golden;
 pub(crate) mod port;
+pub(crate) mod process;
 pub(crate) mod route;
 pub(crate) mod runtime;
 pub(crate) mod slice;
