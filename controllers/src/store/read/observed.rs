@@ -186,6 +186,15 @@ pub fn exec_patterns(conn: &Connection, project: &str) -> Result<Vec<String>, St
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// The keys of the commands a person approved.
+pub fn approved_keys(conn: &Connection) -> Result<BTreeSet<String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT key FROM approvals")?;
+    let keys = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<BTreeSet<String>, _>>()?;
+    Ok(keys)
+}
+
 /// One port assignment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PortRow {
