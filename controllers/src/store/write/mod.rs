@@ -10,5 +10,6 @@ pub(crate) mod port;
 pub(crate) mod process;
 pub(crate) mod route;
 pub(crate) mod runtime;
+pub mod servers;
 pub(crate) mod slice;
 pub(crate) mod worktree;
