@@ -8,6 +8,7 @@ pub(crate) mod gate;
 pub(crate) mod golden;
 pub(crate) mod port;
 pub(crate) mod process;
+pub mod proxy;
 pub(crate) mod route;
 pub(crate) mod runtime;
 pub mod servers;
