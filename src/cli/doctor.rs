@@ -134,9 +134,7 @@ pub async fn run(json: bool) -> Result<i32, Failure> {
     // The store.
     let ctx = match Ctx::open() {
         Ok(ctx) => {
-            let ok: Result<String, _> = ctx
-                .store
-                .read(|c| Ok(c.query_row("PRAGMA quick_check", [], |r| r.get(0))?));
+            let ok: Result<String, _> = ctx.store.read(store::quick_check);
             match ok {
                 Ok(s) if s == "ok" => out.push(check(
                     "state db",

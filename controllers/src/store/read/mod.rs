@@ -4,6 +4,7 @@
 mod admissions;
 mod batch;
 mod daemon;
+mod file;
 mod observed;
 mod resources;
 mod routes;
@@ -15,6 +16,7 @@ mod worlds;
 pub use admissions::*;
 pub use batch::*;
 pub use daemon::*;
+pub use file::*;
 pub use observed::*;
 pub use resources::*;
 pub use routes::*;
