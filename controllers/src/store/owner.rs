@@ -19,9 +19,13 @@
 //!   crate (commands, the daemon's helpers) cannot name them, so the compiler keeps it from
 //!   opening a write on a controller's table. Commands write desired state through the store's
 //!   own methods ([`Store::put_world`](super::Store::put_world) …), which use [`Commands`].
-//! - Inside this crate, each owner is named only by the module that owns the table (a unit
-//!   test reads the sources and holds that), and a function that writes a table takes
-//!   `&Tx<'_, TheOwner>`: the compiler refuses to call it inside another owner's transaction.
+//! - The statements live in the store: each owner's in `store/write/<owner>.rs` (the
+//!   commands' in `store/desired.rs`), every read in `store/read/`. A function that writes a
+//!   table takes `&Tx<'_, TheOwner>`: the compiler refuses to call it inside another owner's
+//!   transaction. Inside this crate, each owner is named only by the module that owns the
+//!   table, which opens its transactions, and by its store module of statements; and no file
+//!   outside `store/`, in this crate or the `binky` one, runs SQL (unit tests read the sources
+//!   and hold both).
 //!
 //! # The exceptions, declared
 //! Deletion ends in other hands by design (the finalizer pattern), as delete-only grants:
@@ -612,31 +616,13 @@ mod tests {
             ("Servers", &["store/write/servers.rs"]),
             ("Proxy", &["store/write/proxy.rs"]),
         ];
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = Vec::new();
-        let mut dirs = vec![root.clone()];
-        while let Some(d) = dirs.pop() {
-            for e in std::fs::read_dir(&d).expect("read src").flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    dirs.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    files.push(p);
-                }
-            }
-        }
+        let files = sources(std::path::Path::new(env!("CARGO_MANIFEST_DIR")));
         assert!(files.len() > 20);
         let mut seen = 0;
-        for f in files {
-            let rel = f
-                .strip_prefix(&root)
-                .expect("under src")
-                .to_string_lossy()
-                .replace('\\', "/");
-            if rel == "store/owner.rs" || rel.starts_with("tests/") || rel.ends_with("tests.rs") {
+        for (rel, text) in files {
+            if rel == "store/owner.rs" {
                 continue;
             }
-            let text = std::fs::read_to_string(&f).expect("read");
             for grouped in text.split("owner::{").skip(1) {
                 let names = grouped.split('}').next().unwrap_or("");
                 assert!(
@@ -660,5 +646,86 @@ mod tests {
             }
         }
         assert!(seen >= 9, "the owners are used: {seen}");
+    }
+
+    /// The Rust sources of the crate at `dir` but its tests (`tests/`, `*tests.rs`), as
+    /// (path under `src/`, text).
+    fn sources(dir: &std::path::Path) -> Vec<(String, String)> {
+        let root = dir.join("src");
+        let mut files = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).expect("read src").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    files.push(p);
+                }
+            }
+        }
+        files
+            .into_iter()
+            .map(|f| {
+                let rel = f
+                    .strip_prefix(&root)
+                    .expect("under src")
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                (rel, f)
+            })
+            .filter(|(rel, _)| !rel.starts_with("tests/") && !rel.ends_with("tests.rs"))
+            .map(|(rel, f)| {
+                let text = std::fs::read_to_string(&f).expect("read");
+                (rel, text)
+            })
+            .collect()
+    }
+
+    /// SQL against the store is written only in the store (`controllers/src/store/`): its
+    /// reads in `store/read/`, its writes in `store/write/<owner>.rs` and the commands' in
+    /// `store/desired.rs`. Elsewhere, in this crate and in the `binky` crate, no statement is
+    /// prepared or run on a connection (the SQL sent to the databases binky manages, in
+    /// the `binky` crate's adapters and servers, is not the store's).
+    #[test]
+    fn store_sql_is_written_only_in_the_store() {
+        let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let not_the_store = ["adapters/", "servers/postgres.rs", "servers/mariadb.rs"];
+        let crates = [
+            (manifest.to_path_buf(), "controllers"),
+            (manifest.join(".."), "binky"),
+        ];
+        let calls = [
+            ".query_row(",
+            ".query_map(",
+            ".prepare_cached(",
+            ".execute_batch(",
+            ".pragma_query",
+            ".pragma_update(",
+            "tx.execute(",
+            "c.execute(",
+            "conn.execute(",
+            "tx.prepare(",
+            "c.prepare(",
+            "conn.prepare(",
+        ];
+        let mut read = 0;
+        for (dir, name) in crates {
+            for (rel, text) in sources(&dir) {
+                read += 1;
+                if (name == "controllers" && rel.starts_with("store/"))
+                    || (name == "binky" && not_the_store.iter().any(|n| rel.starts_with(n)))
+                {
+                    continue;
+                }
+                for call in calls {
+                    assert!(
+                        !text.contains(call),
+                        "{name}/src/{rel} runs SQL (`{call}`): the store's statements live in controllers/src/store/ (reads in store/read/, writes in store/write/<owner>.rs)"
+                    );
+                }
+            }
+        }
+        assert!(read > 100, "the sources of both crates are read: {read}");
     }
 }
