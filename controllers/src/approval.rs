@@ -88,13 +88,7 @@ pub fn commands(spec: &Spec, group: Option<&str>) -> Vec<Command> {
 
 /// Approved keys.
 pub fn approved(store: &Store) -> Result<BTreeSet<String>, StoreError> {
-    store.read(|c| {
-        let mut stmt = c.prepare_cached("SELECT key FROM approvals")?;
-        let keys = stmt
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<BTreeSet<String>, _>>()?;
-        Ok(keys)
-    })
+    store.read(store::approved_keys)
 }
 
 /// The commands of `world` that wait for approval (none when `approvals` is off).

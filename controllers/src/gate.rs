@@ -32,8 +32,6 @@
 
 use std::time::Duration;
 
-use rusqlite::{params, OptionalExtension};
-
 use crate::approval::{awaiting_approval, unapproved};
 use crate::hold::Hold;
 use crate::machine::Machine;
@@ -41,7 +39,7 @@ use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::settings::Settings;
 use crate::store::{
-    self, now_ms, owner, AdmissionState, DesiredState, Store, StoreError, World, WorldId,
+    self, now_ms, owner, write, AdmissionState, DesiredState, Store, StoreError, World, WorldId,
 };
 
 /// The condition it reports.
@@ -90,16 +88,7 @@ pub struct AdmissionController<M> {
 }
 
 /// A world's row of the gate's queue.
-#[derive(Clone, Debug)]
-struct Place {
-    world: WorldId,
-    state: AdmissionState,
-    queued_at: i64,
-    cooled_at: Option<i64>,
-    admitted_at: Option<i64>,
-    resumed_at: Option<i64>,
-    reason: String,
-}
+type Place = store::AdmissionPlace;
 
 impl<M: Machine> AdmissionController<M> {
     /// A controller over `store`, measuring with `machine`.
@@ -126,9 +115,9 @@ impl<M: Machine> AdmissionController<M> {
     }
 
     fn release(&self, world: &World) -> Result<(), StoreError> {
-        let released = self.store.write(owner::Gate, |tx| {
-            Ok(tx.execute("DELETE FROM admissions WHERE world_id = ?1", [world.id])? > 0)
-        })?;
+        let released = self
+            .store
+            .write(owner::Gate, |tx| write::gate::release(tx, world.id))?;
         // It may have been the memory watcher: the one now admitted last takes over (a
         // nudge it does not need, when it watched already, costs one pass).
         if released {
@@ -209,44 +198,13 @@ impl<M: Machine> AdmissionController<M> {
 
     /// A world told to stop (cooled, or down) whose processes still run, if any.
     fn stopping(&self) -> Result<Option<String>, StoreError> {
-        self.store.read(|c| {
-            Ok(c.query_row(
-                "SELECT w.name FROM worlds w WHERE (w.desired_state = ?1 OR EXISTS
-                    (SELECT 1 FROM admissions a WHERE a.world_id = w.id AND a.state = ?2))
-                 AND EXISTS
-                    (SELECT 1 FROM processes p WHERE p.world_id = w.id AND p.pid IS NOT NULL)
-                 ORDER BY w.id LIMIT 1",
-                params![DesiredState::Stopped.as_str(), AdmissionState::Cooled],
-                |r| r.get(0),
-            )
-            .optional()?)
-        })
+        self.store.read(store::stopping_world)
     }
 
     /// Every place of a world that wants to run, in the order they asked.
     fn places(&self) -> Result<Vec<Place>, StoreError> {
-        self.store.read(|c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT a.world_id, a.state, a.queued_at, a.cooled_at, a.admitted_at, a.resumed_at, a.reason
-                 FROM admissions a JOIN worlds w ON w.id = a.world_id
-                 WHERE w.deleted_at IS NULL AND w.desired_state = ?2 AND w.name != ?1
-                 ORDER BY a.queued_at, a.world_id",
-            )?;
-            let rows = stmt
-                .query_map(params![crate::shared::WORLD, DesiredState::Running.as_str()], |r| {
-                    Ok(Place {
-                        world: r.get(0)?,
-                        state: r.get(1)?,
-                        queued_at: r.get(2)?,
-                        cooled_at: r.get(3)?,
-                        admitted_at: r.get(4)?,
-                        resumed_at: r.get(5)?,
-                        reason: r.get(6)?,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })
+        self.store
+            .read(|c| store::admission_places(c, crate::shared::WORLD))
     }
 
     /// Cool `world`: its processes stop, it keeps its place at the back of the queue of
@@ -259,15 +217,7 @@ impl<M: Machine> AdmissionController<M> {
             world.name
         );
         self.store.write(owner::Gate, |tx| {
-            // To the back of the queue: behind every world that asked before it was cooled
-            // (the newcomer it makes room for included, whatever the clock says).
-            tx.execute(
-                "UPDATE admissions SET state = ?4, cooled_at = ?2,
-                    queued_at = MAX(?2, (SELECT MAX(queued_at) FROM admissions) + 1), reason = ?3
-                 WHERE world_id = ?1",
-                params![world.id, now, reason, AdmissionState::Cooled],
-            )?;
-            Ok(())
+            write::gate::cool(tx, world.id, now, &reason)
         })?;
         self.store.event(world.id, "cooled", &reason)?;
         if let Some(t) = &self.trigger {
@@ -342,12 +292,7 @@ impl<M: Machine> AdmissionController<M> {
     /// Admits a project's shared world, which takes no place.
     fn admit_shared(&self, world: &World, now: i64) -> Result<(), StoreError> {
         self.store.write(owner::Gate, |tx| {
-            tx.execute(
-                "INSERT INTO admissions (world_id, state, queued_at, reason) VALUES (?1, ?3, ?2, '')
-                 ON CONFLICT (world_id) DO UPDATE SET state = ?3, reason = ''",
-                params![world.id, now, AdmissionState::Admitted],
-            )?;
-            Ok(())
+            write::gate::admit_shared(tx, world.id, now)
         })
     }
 
@@ -355,38 +300,14 @@ impl<M: Machine> AdmissionController<M> {
     /// already in it (every pass of the memory watcher), unless `binky up` asks again for
     /// one the gate cooled.
     fn join_queue(&self, world: &World, now: i64) -> Result<(), StoreError> {
-        let placed = self.store.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT 1 FROM admissions WHERE world_id = ?1
-                   AND NOT (state = ?3 AND cooled_at < ?2)",
-            )?
-            .query_row(
-                params![world.id, world.last_used_at, AdmissionState::Cooled],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some())
-        })?;
+        let placed = self
+            .store
+            .read(|c| store::admission_placed(c, world.id, world.last_used_at))?;
         if placed {
             return Ok(());
         }
         self.store.write(owner::Gate, |tx| {
-            tx.execute(
-                "INSERT OR IGNORE INTO admissions (world_id, state, queued_at, reason) VALUES (?1, ?3, ?2, '')",
-                params![world.id, now, AdmissionState::Queued],
-            )?;
-            // `binky up` of a world the gate cooled: a request of its own again, now.
-            tx.execute(
-                "UPDATE admissions SET state = ?3, cooled_at = NULL
-                 WHERE world_id = ?1 AND state = ?4 AND cooled_at < ?2",
-                params![
-                    world.id,
-                    world.last_used_at,
-                    AdmissionState::Queued,
-                    AdmissionState::Cooled
-                ],
-            )?;
-            Ok(())
+            write::gate::join_queue(tx, world.id, world.last_used_at, now)
         })
     }
 
@@ -443,11 +364,7 @@ impl<M: Machine> AdmissionController<M> {
         let reason = queue_reason(mine, over, ahead);
         if !resuming {
             self.store.write(owner::Gate, |tx| {
-                tx.execute(
-                    "UPDATE admissions SET reason = ?2 WHERE world_id = ?1",
-                    params![world.id, reason],
-                )?;
-                Ok(())
+                write::gate::set_reason(tx, world.id, &reason)
             })?;
         }
         let hold = if resuming { Hold::Cooled } else { Hold::Queued };
@@ -526,13 +443,7 @@ impl<M: Machine> AdmissionController<M> {
     fn admit(&self, world: &World, mine: &Place, now: i64) -> Result<(), StoreError> {
         let resuming = mine.state == AdmissionState::Cooled;
         self.store.write(owner::Gate, |tx| {
-            tx.execute(
-                "UPDATE admissions SET state = ?4, reason = '', admitted_at = ?2,
-                    resumed_at = CASE WHEN ?3 THEN ?2 ELSE resumed_at END, cooled_at = NULL
-                 WHERE world_id = ?1",
-                params![world.id, now, resuming, AdmissionState::Admitted],
-            )?;
-            Ok(())
+            write::gate::admit(tx, world.id, now, resuming)
         })?;
         if resuming {
             let waited = mine.cooled_at.map_or(0, |c| (now - c).max(0) / 1000);

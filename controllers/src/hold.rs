@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use rusqlite::OptionalExtension;
-
 use crate::approval::{awaiting_approval, unapproved};
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Condition};
@@ -56,14 +54,7 @@ pub fn held(store: &Store, world: &World) -> Result<Option<(Hold, String)>, Stor
     if let Some(why) = awaiting_approval(world, &unapproved(store, approvals, world)?) {
         return Ok(Some((Hold::AwaitingApproval, why)));
     }
-    let row: Option<(AdmissionState, String)> = store.read(|c| {
-        Ok(c.query_row(
-            "SELECT state, reason FROM admissions WHERE world_id = ?1",
-            [world.id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
-    })?;
+    let row = store.read(|c| store::admission(c, world.id))?;
     Ok(match row {
         Some((AdmissionState::Admitted, _)) => None,
         Some((AdmissionState::Cooled, reason)) => Some((Hold::Cooled, reason)),

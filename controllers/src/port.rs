@@ -18,13 +18,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rusqlite::params;
 use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
 use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::owner::Tx;
-use crate::store::{self, now_ms, owner, Store, StoreError, World};
+use crate::store::{self, owner, write, Store, StoreError, World};
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Port.condition();
@@ -168,11 +167,7 @@ impl<P: PortProbe> PortController<P> {
         moved_from: Option<u16>,
     ) -> Result<(), PortError> {
         let (service, label) = key;
-        tx.execute(
-            "INSERT INTO ports (port, world_id, service, label, assigned_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![port, world.id, service, label, now_ms()],
-        )?;
+        write::port::assign(tx, world.id, service, label, port)?;
         ledger.used.insert(port);
         ledger.mine.insert(key.clone(), port);
         let what = describe(service, label);
@@ -233,19 +228,8 @@ enum Keep {
 
 impl Ledger {
     fn read(tx: &Tx<'_, owner::Port>, world: store::WorldId) -> Result<Ledger, PortError> {
-        let mut mine: BTreeMap<(String, String), u16> = BTreeMap::new();
-        let mut stmt = tx.prepare("SELECT service, label, port FROM ports WHERE world_id = ?1")?;
-        let rows = stmt.query_map([world], |r| {
-            Ok(((r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get(2)?))
-        })?;
-        for row in rows {
-            let (k, v) = row?;
-            mine.insert(k, v);
-        }
-        let mut stmt = tx.prepare("SELECT port FROM ports")?;
-        let used = stmt
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<BTreeSet<u16>, _>>()?;
+        let mine = store::ports_by_key(tx, world)?;
+        let used = store::ports_taken(tx)?;
         Ok(Ledger {
             mine,
             used,
@@ -263,7 +247,7 @@ impl Ledger {
     ) -> Result<(), PortError> {
         for (key, port) in self.mine.clone() {
             if !wanted.contains(&key) && !holding.contains(&key.0) {
-                tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
+                write::port::release(tx, port)?;
                 self.mine.remove(&key);
                 self.used.remove(&port);
                 self.events.push((
@@ -288,7 +272,7 @@ impl Ledger {
             Some(_) if holding.contains(&key.0) => Keep::Kept,
             Some(&port) if probe.is_free(port) => Keep::Kept,
             Some(&port) => {
-                tx.execute("DELETE FROM ports WHERE port = ?1", [port])?;
+                write::port::release(tx, port)?;
                 self.foreign.insert(port);
                 Keep::Taken(port)
             }
@@ -350,16 +334,9 @@ impl<P: PortProbe> Controller for PortController<P> {
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, PortError> {
         self.store.write(owner::Port, |tx| {
-            let ports: Vec<u16> = {
-                let mut stmt =
-                    tx.prepare("SELECT port FROM ports WHERE world_id = ?1 ORDER BY port")?;
-                let ports = stmt
-                    .query_map([world.id], |r| r.get(0))?
-                    .collect::<Result<Vec<_>, _>>()?;
-                ports
-            };
+            let ports = store::port_numbers(tx, world.id)?;
             if !ports.is_empty() {
-                tx.execute("DELETE FROM ports WHERE world_id = ?1", [world.id])?;
+                write::port::release_world(tx, world.id)?;
                 let list: Vec<String> = ports.iter().map(u16::to_string).collect();
                 store::add_event(
                     tx,

@@ -19,14 +19,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rusqlite::params;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
 use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::{
-    self, now_ms, owner, DesiredState, ProcState, ProcessRow, RouteState, Store, StoreError, World,
+    self, owner, write, DesiredState, ProcState, ProcessRow, RouteState, Store, StoreError, World,
 };
 
 /// The condition this controller reports.
@@ -187,46 +186,12 @@ impl ReconcileError for RouteError {
 
 /// Read the whole routing table from the store.
 pub fn load_table(store: &Store) -> Result<RouteTable, StoreError> {
-    store.read(|c| {
-        let mut stmt = c.prepare(
-            "SELECT host, project, world, service, port, https, state, note, backends FROM routes",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            Ok(Route {
-                host: r.get(0)?,
-                project: r.get(1)?,
-                world: r.get(2)?,
-                service: r.get(3)?,
-                port: r.get(4)?,
-                backends: parse_backends(&r.get::<_, String>(8)?),
-                https: r.get::<_, i64>(5)? != 0,
-                state: r.get(6)?,
-                note: r.get(7)?,
-            })
-        })?;
-        let mut routes = BTreeMap::new();
-        for r in rows {
-            let r = r?;
-            routes.insert(r.host.clone(), r);
-        }
-        Ok(RouteTable { routes })
-    })
-}
-
-/// `4001,4002` → the ports (the `backends` column; unreadable entries are skipped).
-fn parse_backends(text: &str) -> Vec<u16> {
-    text.split(',')
-        .filter_map(|p| p.trim().parse().ok())
-        .collect()
-}
-
-/// The `backends` column of a route.
-fn backends_text(ports: &[u16]) -> String {
-    ports
-        .iter()
-        .map(u16::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
+    let rows = store.read(store::routes)?;
+    let mut routes = BTreeMap::new();
+    for r in rows {
+        routes.insert(r.host.clone(), r);
+    }
+    Ok(RouteTable { routes })
 }
 
 /// Whether one instance of a service should answer, from its process row.
@@ -289,7 +254,7 @@ impl<S: RouteSink> RouteController<S> {
         world: &World,
         wanted: &[Route],
     ) -> Result<(bool, Vec<String>), RouteError> {
-        let now = self.store.read(|c| routes_of(c, world.id))?;
+        let now = self.store.read(|c| store::routes_of(c, world.id))?;
         if now == seen(wanted) {
             return Ok((false, Vec::new()));
         }
@@ -297,15 +262,10 @@ impl<S: RouteSink> RouteController<S> {
         let changed = self
             .store
             .write_with(owner::Route, |tx| -> Result<bool, RouteError> {
-                let before = routes_of(tx, world.id)?;
-                tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?;
+                let before = store::routes_of(tx, world.id)?;
+                write::route::clear(tx, world.id)?;
                 for r in wanted {
-                    let n = tx.execute(
-                        "INSERT OR IGNORE INTO routes (host, world_id, project, world, service, port, https, state, note, backends, updated_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                        params![r.host, world.id, r.project, r.world, r.service, r.port, r.https as i64, r.state, r.note, backends_text(&r.backends), now_ms()],
-                    )?;
-                    if n == 0 {
+                    if !write::route::insert(tx, world.id, r)? {
                         taken.push(r.host.clone());
                     }
                 }
@@ -321,14 +281,7 @@ impl<S: RouteSink> RouteController<S> {
 
     /// The condition of a world whose `host` another project's world holds.
     fn host_taken(&self, host: &str) -> Result<Condition, StoreError> {
-        let owner = self.store.read(|c| {
-            Ok(c.query_row(
-                "SELECT project || '/' || world FROM routes WHERE host = ?1",
-                [host],
-                |r| r.get::<_, String>(0),
-            )
-            .unwrap_or_default())
-        })?;
+        let owner = self.store.read(|c| store::route_holder(c, host))?;
         Ok(Condition::failed(
             CONDITION,
             "HostTaken",
@@ -365,9 +318,9 @@ impl<S: RouteSink> Controller for RouteController<S> {
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, RouteError> {
-        let n = self.store.write(owner::Route, |tx| {
-            Ok(tx.execute("DELETE FROM routes WHERE world_id = ?1", [world.id])?)
-        })?;
+        let n = self
+            .store
+            .write(owner::Route, |tx| write::route::clear(tx, world.id))?;
         if n > 0 {
             self.publish()?;
         }
@@ -476,7 +429,7 @@ fn service_state(
 }
 
 /// A route as compared with its row: host, service, port, state, note, backends.
-type Seen = (String, String, u16, String, String, String);
+type Seen = store::RouteSeen;
 
 /// `routes` as compared with rows, in host order.
 fn seen(routes: &[Route]) -> Vec<Seen> {
@@ -489,32 +442,12 @@ fn seen(routes: &[Route]) -> Vec<Seen> {
                 r.port,
                 r.state.as_str().to_owned(),
                 r.note.clone(),
-                backends_text(&r.backends),
+                store::backends_text(&r.backends),
             )
         })
         .collect();
     v.sort();
     v
-}
-
-/// The rows of `routes` of a world, as compared with its wanted routes.
-fn routes_of(c: &rusqlite::Connection, world: store::WorldId) -> Result<Vec<Seen>, StoreError> {
-    let mut stmt = c.prepare(
-        "SELECT host, service, port, state, note, backends FROM routes WHERE world_id = ?1 ORDER BY host",
-    )?;
-    let rows = stmt
-        .query_map([world], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
 }
 
 /// The condition of a world whose hosts are all its own: the hosts routed.

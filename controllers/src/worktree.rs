@@ -21,11 +21,9 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::params;
-
 use crate::registry::Kind;
 use crate::runtime::{Applied, Cleanup, Condition, Controller, ReconcileError};
-use crate::store::{self, now_ms, owner, Store, StoreError, WorktreeRow, World};
+use crate::store::{self, owner, write, Store, StoreError, WorktreeRow, World};
 use crate::store::{BootstrapState, WorktreeState};
 
 /// The condition this controller reports.
@@ -349,23 +347,19 @@ async fn bring_one<G: Git>(
         ),
     };
     store.write(owner::Worktree, |tx| {
-        tx.execute(
-            "UPDATE bootstrap_paths SET state = ?3, how = ?4, files = ?5, bytes = ?6,
-                took_ms = ?7, message = ?8, updated_at = ?9
-             WHERE world_id = ?1 AND path = ?2",
-            params![
-                world,
-                b.path,
+        write::worktree::set_brought(
+            tx,
+            world,
+            &b.path,
+            &write::worktree::Brought {
                 state,
                 how,
-                files as i64,
-                bytes as i64,
-                took,
-                message,
-                now_ms()
-            ],
-        )?;
-        Ok(())
+                files: files as i64,
+                bytes: bytes as i64,
+                took_ms: took,
+                message: &message,
+            },
+        )
     })?;
     store.event(world, "worktree", &event)?;
     if let Some(t) = trigger {
@@ -538,33 +532,7 @@ impl<G: Git> WorktreeController<G> {
         world: &World,
         row: &WorktreeRow,
     ) -> Result<(), StoreError> {
-        {
-            tx.execute(
-                "INSERT INTO worktrees (world_id, path, branch, head, dirty, adopted,
-                    created_branch, base_commit, state, seen_generation, updated_at)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
-                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                 ON CONFLICT (world_id) DO UPDATE SET path = excluded.path,
-                    branch = excluded.branch, head = excluded.head, dirty = excluded.dirty,
-                    adopted = excluded.adopted, created_branch = excluded.created_branch,
-                    base_commit = excluded.base_commit, state = excluded.state,
-                    seen_generation = excluded.seen_generation, updated_at = excluded.updated_at",
-                params![
-                    world.id,
-                    row.path.to_string_lossy(),
-                    row.branch,
-                    row.head,
-                    row.dirty as i64,
-                    row.adopted as i64,
-                    row.created_branch as i64,
-                    row.base_commit,
-                    row.state,
-                    row.seen_generation,
-                    now_ms()
-                ],
-            )?;
-            Ok(())
-        }
+        write::worktree::save(tx, world.id, row)
     }
 
     /// The paths a world's worktree gets (`.worktreeinclude`'s and `[project] copy`'s), from
@@ -655,24 +623,7 @@ impl<G: Git> WorktreeController<G> {
                 } else {
                     ""
                 };
-                tx.execute(
-                    "INSERT INTO bootstrap_paths (world_id, path, src, mode, state, message, updated_at)
-                     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                     ON CONFLICT (world_id, path) DO UPDATE SET state = excluded.state,
-                        message = excluded.message, updated_at = excluded.updated_at
-                     WHERE bootstrap_paths.state = ?8 AND excluded.state = ?9",
-                    params![
-                        world.id,
-                        p.path,
-                        p.from.to_string_lossy(),
-                        p.mode.as_str(),
-                        state,
-                        message,
-                        now_ms(),
-                        BootstrapState::Deferred,
-                        BootstrapState::Pending
-                    ],
-                )?;
+                write::worktree::plan_path(tx, world.id, p, *state, message)?;
             }
             Ok(())
         })
@@ -717,17 +668,7 @@ impl<G: Git> WorktreeController<G> {
         }
         self.store.write(owner::Worktree, |tx| {
             for (p, _) in &wake {
-                tx.execute(
-                    "UPDATE bootstrap_paths SET state = ?3, message = '', updated_at = ?4
-                     WHERE world_id = ?1 AND path = ?2 AND state = ?5",
-                    params![
-                        world.id,
-                        p,
-                        BootstrapState::Pending,
-                        now_ms(),
-                        BootstrapState::Deferred
-                    ],
-                )?;
+                write::worktree::wake_deferred(tx, world.id, p)?;
             }
             Ok(())
         })?;
@@ -1217,10 +1158,8 @@ impl<G: Git> Controller for WorktreeController<G> {
         };
         // The main checkout a project's shared services ran in is the user's.
         if world.is_shared() {
-            self.store.write(owner::Worktree, |tx| {
-                tx.execute("DELETE FROM worktrees WHERE world_id = ?1", [world.id])?;
-                Ok(())
-            })?;
+            self.store
+                .write(owner::Worktree, |tx| write::worktree::remove(tx, world.id))?;
             return Ok(Cleanup::Done);
         }
         let repo = &world.repo_root;
@@ -1241,10 +1180,8 @@ impl<G: Git> Controller for WorktreeController<G> {
                 self.remove_branch(world, &row).await?;
             }
         }
-        self.store.write(owner::Worktree, |tx| {
-            tx.execute("DELETE FROM worktrees WHERE world_id = ?1", [world.id])?;
-            Ok(())
-        })?;
+        self.store
+            .write(owner::Worktree, |tx| write::worktree::remove(tx, world.id))?;
         Ok(Cleanup::Done)
     }
 }

@@ -169,9 +169,7 @@ fn git_check() -> Check {
 
 /// Does the store pass SQLite's quick check?
 fn store_check(ctx: &Ctx) -> Check {
-    let ok: Result<String, _> = ctx
-        .store
-        .read(|c| Ok(c.query_row("PRAGMA quick_check", [], |r| r.get(0))?));
+    let ok: Result<String, _> = ctx.store.read(store::quick_check);
     match ok {
         Ok(s) if s == "ok" => check(
             "state db",

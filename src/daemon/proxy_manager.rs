@@ -3,10 +3,7 @@
 
 use std::sync::Arc;
 
-use binky_controllers::store::{
-    self, now_ms, owner, Store, DEFAULT_HTTPS_PORT, DEFAULT_PROXY_PORT,
-};
-use rusqlite::params;
+use binky_controllers::store::{self, owner, write, Store, DEFAULT_HTTPS_PORT, DEFAULT_PROXY_PORT};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -197,15 +194,7 @@ impl ProxyManager {
         self.tasks = tasks;
         self.serving = (http, https);
         let written = self.store.write(owner::Proxy, |tx| {
-            tx.execute(
-                "INSERT INTO proxy_status (id, pid, http_port, https_port, http_note, https_note, updated_at)
-                 VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, http_port = excluded.http_port,
-                    https_port = excluded.https_port, http_note = excluded.http_note,
-                    https_note = excluded.https_note, updated_at = excluded.updated_at",
-                params![std::process::id(), http, https, http_note, https_note, now_ms()],
-            )?;
-            Ok(())
+            write::proxy::set_status(tx, std::process::id(), http, https, &http_note, &https_note)
         });
         if let Err(err) = written {
             tracing::warn!(%err, "cannot record the proxy's ports");

@@ -307,15 +307,7 @@ pub async fn run(store: Store, trigger: Trigger, stop: Arc<Notify>) {
 /// Bring the watch set in line with the store.
 fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
     // One cheap query a second; the worlds (and their specs) are read only when it changed.
-    let seen = store
-        .read(|c| {
-            Ok(c.query_row(
-                "SELECT COUNT(*), COALESCE(SUM(generation), 0), COALESCE(MAX(id), 0) FROM worlds",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )?)
-        })
-        .ok();
+    let seen = store.read(store::worlds_summary).ok();
     if seen.is_some() && seen == w.seen && w.pending.is_empty() {
         return;
     }

@@ -135,9 +135,7 @@ fn build(
 }
 
 fn data_version(store: &Store) -> Option<i64> {
-    store
-        .read(|c| Ok(c.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))?))
-        .ok()
+    store.read(store::data_version).ok()
 }
 
 impl Snapshots {

@@ -26,8 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use binky_controllers::store::{self, now_ms, owner, ServerRow, ServerState, Store, StoreError};
-use rusqlite::params;
+use binky_controllers::store::{self, owner, write, ServerRow, ServerState, Store, StoreError};
 
 use crate::paths::Home;
 use crate::supervisor::procfs;
@@ -455,28 +454,22 @@ impl Servers {
         } else {
             admin_url.to_owned()
         };
+        let kind = name.key();
+        let data_dir = ctx.data_dir.to_string_lossy();
         self.store.write(owner::Servers, |tx| {
-            tx.execute(
-                "INSERT INTO servers (kind, pid, start_time, port, admin_url, data_dir, version, state, message, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT (kind) DO UPDATE SET pid = excluded.pid, start_time = excluded.start_time,
-                    port = excluded.port, admin_url = excluded.admin_url, data_dir = excluded.data_dir,
-                    version = excluded.version, state = excluded.state, message = excluded.message,
-                    updated_at = excluded.updated_at",
-                params![
-                    name.key(),
-                    proc_.map(|p| p.0),
-                    proc_.map(|p| p.1 as i64),
+            write::servers::record(
+                tx,
+                &write::servers::ServerRecord {
+                    kind: &kind,
+                    proc_,
                     port,
-                    admin_url,
-                    ctx.data_dir.to_string_lossy(),
+                    admin_url: &admin_url,
+                    data_dir: &data_dir,
                     version,
                     state,
                     message,
-                    now_ms()
-                ],
-            )?;
-            Ok(())
+                },
+            )
         })
     }
 
@@ -495,12 +488,7 @@ impl Servers {
             _ => return Ok(false),
         }
         self.store.write(owner::Servers, |tx| {
-            tx.execute(
-                "UPDATE servers SET state = ?1, message = ?2, pid = NULL, start_time = NULL,
-                    updated_at = ?3 WHERE kind = ?4",
-                params![ServerState::Down, message, now_ms(), name.key()],
-            )?;
-            Ok(())
+            write::servers::mark_died(tx, &name.key(), message)
         })?;
         Ok(true)
     }
@@ -520,11 +508,7 @@ impl Servers {
             }
         }
         self.store.write(owner::Servers, |tx| {
-            tx.execute(
-                "UPDATE servers SET state = 'stopped', pid = NULL, start_time = NULL, updated_at = ?1 WHERE kind = ?2",
-                params![now_ms(), row.kind],
-            )?;
-            Ok(())
+            write::servers::mark_stopped(tx, &row.kind)
         })?;
         Ok(running)
     }
@@ -607,10 +591,8 @@ impl Servers {
         }
         if row.is_some() {
             let key = name.key();
-            self.store.write(owner::Servers, |tx| {
-                tx.execute("DELETE FROM servers WHERE kind = ?1", [&key])?;
-                Ok(())
-            })?;
+            self.store
+                .write(owner::Servers, |tx| write::servers::remove(tx, &key))?;
         }
         Ok(row.is_some() || had_files)
     }

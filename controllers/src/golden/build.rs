@@ -23,9 +23,8 @@ use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::env::Layout;
 use crate::runtime::Condition;
 use crate::spec::Resource;
-use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, World};
+use crate::store::{self, now_ms, owner, write, GoldenRow, GoldenState, World};
 use crate::supervisor::Supervisor;
-use rusqlite::params;
 use std::ops::ControlFlow;
 
 /// The first 12 characters of a key, as `binky golden ls` shows them.
@@ -55,11 +54,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         admin_url: Option<&str>,
     ) -> Result<(), GoldenError> {
         self.store.write(owner::Golden, |tx| {
-            tx.execute(
-                "UPDATE goldens SET migrated = ?2, how = ?3, admin_url = COALESCE(?4, admin_url), updated_at = ?5 WHERE key = ?1",
-                params![key, migrated, how, admin_url, now_ms()],
-            )?;
-            Ok(())
+            write::golden::set_migrated(tx, key, migrated, how, admin_url)
         })?;
         Ok(())
     }
@@ -83,10 +78,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                         && super::grows_from(&b.inputs, &inputs.migrations)
                 })
                 .max_by_key(|b| (b.inputs.len(), b.created_at));
-            tx.execute(
-                "UPDATE goldens SET base = ?2 WHERE key = ?1",
-                params![g.key, pick.as_ref().map(|b| b.key.clone())],
-            )?;
+            write::golden::set_base(tx, &g.key, pick.as_ref().map(|b| b.key.clone()))?;
             Ok(pick)
         })?)
     }
@@ -141,10 +133,8 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 Ok(how) => return Ok(Stage::Made(how)),
                 Err(why) => note = why,
             }
-            self.store.write(owner::Golden, |tx| {
-                tx.execute("UPDATE goldens SET base = NULL WHERE key = ?1", [&b.g.key])?;
-                Ok(())
-            })?;
+            self.store
+                .write(owner::Golden, |tx| write::golden::clear_base(tx, &b.g.key))?;
             self.event(
                 b.world,
                 "golden_fallback",
@@ -334,11 +324,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             let _ = effects.teardown(stage).await;
         }
         self.store.write(owner::Golden, |tx| {
-            tx.execute(
-                "UPDATE goldens SET staged = ?2 WHERE key = ?1",
-                params![g.key, staged],
-            )?;
-            Ok(())
+            write::golden::set_staged(tx, &g.key, staged)
         })?;
         let how = match self.migrated_stage(b, stage).await? {
             Stage::Made(how) => how,
@@ -418,11 +404,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         self.set_migrated(&g.key, true, how, None)?;
         self.set_state(&g.key, GoldenState::Ready, "", Some(ms))?;
         self.store.write(owner::Golden, |tx| {
-            tx.execute(
-                "UPDATE goldens SET used_at = ?2 WHERE key = ?1",
-                params![g.key, now_ms()],
-            )?;
-            Ok(())
+            write::golden::set_used(tx, &g.key, now_ms())
         })?;
         self.event(
             b.world,

@@ -23,12 +23,10 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rusqlite::params;
-
 use super::GoldenController;
 use crate::adapter::{SliceEffects, SliceSpec};
 use crate::settings::Settings;
-use crate::store::{self, now_ms, owner, GoldenRow, GoldenState, SliceState, StoreError};
+use crate::store::{self, now_ms, owner, write, GoldenRow, GoldenState, StoreError};
 use crate::supervisor::Supervisor;
 
 /// Why a template goes, which decides what must still hold when its drop is claimed.
@@ -76,20 +74,8 @@ struct Facts {
 impl Facts {
     fn read(c: &rusqlite::Connection) -> Result<Facts, StoreError> {
         let used: BTreeSet<String> = store::golden_refs(c)?.into_iter().map(|r| r.2).collect();
-        let mut stmt = c.prepare(
-            "SELECT DISTINCT r.key FROM golden_refs r LEFT JOIN slices s
-             ON s.world_id = r.world_id AND s.service = r.service
-             WHERE s.state IS NULL OR s.state NOT IN (?1, ?2)",
-        )?;
-        let waited = stmt
-            .query_map(params![SliceState::Ready, SliceState::Stopped], |r| {
-                r.get(0)
-            })?
-            .collect::<Result<BTreeSet<String>, _>>()?;
-        let mut stmt = c.prepare("SELECT key FROM golden_drops")?;
-        let asked = stmt
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<BTreeSet<String>, _>>()?;
+        let waited = store::goldens_waited_for(c)?;
+        let asked = store::golden_drops(c)?;
         let goldens = store::goldens(c)?;
         let copied = goldens
             .iter()
@@ -160,13 +146,8 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             self.free_disk(kept, &facts.servers, reserve).await?;
         }
         // Requests for templates that are gone.
-        self.store.write(owner::Golden, |tx| {
-            tx.execute(
-                "DELETE FROM golden_drops WHERE key NOT IN (SELECT key FROM goldens)",
-                [],
-            )?;
-            Ok(())
-        })?;
+        self.store
+            .write(owner::Golden, write::golden::forget_stale_drops)?;
         Ok(next)
     }
 
@@ -254,36 +235,13 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         claim: Claim,
         why: &str,
     ) -> Result<(), StoreError> {
+        let claim = match claim {
+            Claim::Unused => "unused",
+            Claim::Asked => "asked",
+            Claim::Resume => "resume",
+        };
         let claimed = self.store.write(owner::Golden, |tx| {
-            // Nothing copies from it now, and (unless asked) no world uses it; asked, no
-            // world waits to be cloned from it.
-            let n = tx.execute(
-                "UPDATE goldens SET state = ?5, updated_at = ?4
-                 WHERE key = ?1 AND state = ?2
-                   AND NOT EXISTS (SELECT 1 FROM goldens b WHERE b.state = ?6 AND b.base = ?1)
-                   AND CASE ?3
-                     WHEN 'unused' THEN NOT EXISTS (SELECT 1 FROM golden_refs WHERE key = ?1)
-                     WHEN 'asked' THEN NOT EXISTS (
-                       SELECT 1 FROM golden_refs r LEFT JOIN slices s
-                       ON s.world_id = r.world_id AND s.service = r.service
-                       WHERE r.key = ?1 AND (s.state IS NULL OR s.state NOT IN (?7, ?8)))
-                     ELSE 1 END",
-                params![
-                    g.key,
-                    g.state,
-                    match claim {
-                        Claim::Unused => "unused",
-                        Claim::Asked => "asked",
-                        Claim::Resume => "resume",
-                    },
-                    now_ms(),
-                    GoldenState::Dropping,
-                    GoldenState::Building,
-                    SliceState::Ready,
-                    SliceState::Stopped
-                ],
-            )?;
-            Ok(n == 1)
+            write::golden::claim_drop(tx, &g.key, g.state, claim)
         })?;
         if !claimed {
             return Ok(());
@@ -303,14 +261,8 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 return Ok(());
             }
         }
-        self.store.write(owner::Golden, |tx| {
-            tx.execute(
-                "DELETE FROM goldens WHERE key = ?1 AND state = ?2",
-                params![g.key, GoldenState::Dropping],
-            )?;
-            tx.execute("DELETE FROM golden_drops WHERE key = ?1", [&g.key])?;
-            Ok(())
-        })?;
+        self.store
+            .write(owner::Golden, |tx| write::golden::dropped(tx, &g.key))?;
         tracing::info!(key = %g.key, name = %g.name, why, "dropped golden template");
         Ok(())
     }

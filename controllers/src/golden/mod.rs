@@ -34,8 +34,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::params;
-
 pub use self::key::{
     golden_inputs, golden_key, golden_name, grows_from, key_coverage, key_files, GoldenInputs,
     KeyCoverage,
@@ -46,7 +44,7 @@ use crate::machine::Machine;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
-use crate::store::{self, now_ms, owner, GoldenRow, Store, StoreError, World};
+use crate::store::{self, now_ms, owner, write, GoldenRow, Store, StoreError, World};
 use crate::store::{GoldenState, SliceState, WorktreeState};
 use crate::supervisor::Supervisor;
 
@@ -149,11 +147,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         build_ms: Option<i64>,
     ) -> Result<(), StoreError> {
         self.store.write(owner::Golden, |tx| {
-            tx.execute(
-                "UPDATE goldens SET state = ?2, output = ?3, build_ms = COALESCE(?4, build_ms), updated_at = ?5 WHERE key = ?1",
-                params![key, state, output, build_ms, now_ms()],
-            )?;
-            Ok(())
+            write::golden::set_state(tx, key, state, output, build_ms)
         })
     }
 
@@ -200,14 +194,8 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 if services.is_some_and(|s| !s.contains(&service)) {
                     continue;
                 }
-                tx.execute(
-                    "DELETE FROM golden_refs WHERE world_id = ?1 AND service = ?2",
-                    params![world.id, service],
-                )?;
-                tx.execute(
-                    "UPDATE goldens SET used_at = ?2 WHERE key = ?1",
-                    params![key, now],
-                )?;
+                write::golden::remove_ref(tx, world.id, &service)?;
+                write::golden::set_used(tx, &key, now)?;
             }
             Ok(true)
         })
@@ -295,21 +283,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
     /// was last used now.
     fn refer(&self, world: &World, service: &str, key: &str) -> Result<(), StoreError> {
         self.store.write(owner::Golden, |tx| {
-            // A reference it had to another template: that one was last used now.
-            tx.execute(
-                "UPDATE goldens SET used_at = ?3 WHERE key = (SELECT key FROM golden_refs WHERE world_id = ?1 AND service = ?2)",
-                params![world.id, service, now_ms()],
-            )?;
-            tx.execute(
-                "INSERT INTO golden_refs (world_id, service, key) SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                 ON CONFLICT (world_id, service) DO UPDATE SET key = excluded.key",
-                params![world.id, service, key],
-            )?;
-            tx.execute(
-                "UPDATE goldens SET used_at = ?2 WHERE key = ?1",
-                params![key, now_ms()],
-            )?;
-            Ok(())
+            write::golden::refer(tx, world.id, service, key)
         })
     }
 
@@ -325,13 +299,24 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
         let secret = random_secret()?;
         Ok(self.store.write(owner::Golden, |tx| {
-            let n = tx.execute(
-                "INSERT OR IGNORE INTO goldens (key, adapter, clone_from, name, secret, state, builder, owner_world, created_at, updated_at, lineage, inputs, used_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?11, ?6, ?7, ?8, ?8, ?9, ?10, ?8)",
-                params![inputs.key, res.adapter, res.clone_from, name, secret, self.builder, world.id, now_ms(), inputs.lineage, input_files, GoldenState::Building],
-            )?;
-            Ok(n == 1)
+            write::golden::claim(
+                tx,
+                &self.building(world),
+                res,
+                inputs,
+                &name,
+                &secret,
+                &input_files,
+            )
         })?)
+    }
+
+    /// This daemon, building a template for `world`.
+    fn building(&self, world: &World) -> write::golden::Builder<'_> {
+        write::golden::Builder {
+            builder: &self.builder,
+            world: world.id,
+        }
     }
 
     /// Whether `world` builds the template `g` another world claimed before: a build by a
@@ -358,11 +343,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             && g.owner_world == Some(world.id);
         let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
         self.store.write(owner::Golden, |tx| {
-            tx.execute(
-                "UPDATE goldens SET state = ?7, builder = ?2, owner_world = ?3, output = '', updated_at = ?4, lineage = ?5, inputs = ?6 WHERE key = ?1",
-                params![inputs.key, self.builder, world.id, now_ms(), inputs.lineage, input_files, GoldenState::Building],
-            )?;
-            Ok(())
+            write::golden::reclaim(tx, &self.building(world), inputs, &input_files)
         })?;
         if !retry {
             self.event(

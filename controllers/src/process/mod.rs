@@ -38,15 +38,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::params;
-
 use crate::env::{self, Layout};
 use crate::env::{Runner, Snapshot};
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::WorktreeState;
 use crate::store::{
-    self, now_ms, owner, CondStatus, DesiredState, ProcState, ProcessRow, Store, StoreError, World,
+    self, owner, write, CondStatus, DesiredState, ProcState, ProcessRow, Store, StoreError, World,
     WorldId, WorldRunRow,
 };
 use machine::secs;
@@ -171,53 +169,8 @@ impl<S: Supervisor> ProcessController<S> {
     }
 
     fn save(&self, world: WorldId, row: &ProcessRow) -> Result<(), StoreError> {
-        self.store.write(owner::Process, |tx| {
-            tx.execute(
-                "INSERT INTO processes (world_id, service, state, pid, start_time, spawn_token,
-                    healthy, restarts, failures, last_exit, last_exit_at, started_at, ready_at,
-                    next_start_at, spec_hash, setup_hash, up_generation, failed_generation,
-                    message, updated_at, problem, stepped_generation)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                    ?17, ?18, ?19, ?20, ?21, ?22
-                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                 ON CONFLICT (world_id, service) DO UPDATE SET state = excluded.state,
-                    pid = excluded.pid, start_time = excluded.start_time,
-                    spawn_token = excluded.spawn_token, healthy = excluded.healthy,
-                    restarts = excluded.restarts, failures = excluded.failures,
-                    last_exit = excluded.last_exit, last_exit_at = excluded.last_exit_at,
-                    started_at = excluded.started_at, ready_at = excluded.ready_at,
-                    next_start_at = excluded.next_start_at, spec_hash = excluded.spec_hash,
-                    setup_hash = excluded.setup_hash, up_generation = excluded.up_generation,
-                    failed_generation = excluded.failed_generation, message = excluded.message,
-                    updated_at = excluded.updated_at, problem = excluded.problem,
-                    stepped_generation = excluded.stepped_generation",
-                params![
-                    world,
-                    row.service,
-                    row.state,
-                    row.pid,
-                    row.start_time.map(|v| v as i64),
-                    row.spawn_token,
-                    row.healthy as i64,
-                    row.restarts,
-                    row.failures,
-                    row.last_exit,
-                    row.last_exit_at,
-                    row.started_at,
-                    row.ready_at,
-                    row.next_start_at,
-                    row.spec_hash,
-                    row.setup_hash,
-                    row.up_generation,
-                    row.failed_generation,
-                    row.message,
-                    now_ms(),
-                    row.problem,
-                    row.stepped_generation,
-                ],
-            )?;
-            Ok(())
-        })
+        self.store
+            .write(owner::Process, |tx| write::process::save(tx, world, row))
     }
 
     fn event(&self, world: WorldId, kind: &str, msg: &str) {
@@ -593,13 +546,7 @@ impl<S: Supervisor> Controller for ProcessController<S> {
             parent = p.parent();
         }
         self.store.write(owner::Process, |tx| {
-            tx.execute("DELETE FROM processes WHERE world_id = ?1", [world.id])?;
-            tx.execute("DELETE FROM world_runs WHERE world_id = ?1", [world.id])?;
-            tx.execute(
-                "DELETE FROM process_resources WHERE world_id = ?1",
-                [world.id],
-            )?;
-            Ok(())
+            write::process::forget_world(tx, world.id)
         })?;
         Ok(Cleanup::Done)
     }
@@ -742,13 +689,7 @@ impl<S: Supervisor> ProcessController<S> {
             self.save(world.id, row)?;
         }
         self.store.write(owner::Process, |tx| {
-            tx.execute(
-                "INSERT INTO world_runs (world_id, restart_nonce, updated_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (world_id) DO UPDATE SET restart_nonce = excluded.restart_nonce,
-                    updated_at = excluded.updated_at",
-                params![world.id, world.restart_nonce, now_ms()],
-            )?;
-            Ok(())
+            write::process::set_restart_nonce(tx, world.id, world.restart_nonce)
         })?;
         Ok(())
     }
@@ -788,11 +729,7 @@ impl<S: Supervisor> ProcessController<S> {
         for name in gone {
             rows.remove(&name);
             self.store.write(owner::Process, |tx| {
-                tx.execute(
-                    "DELETE FROM processes WHERE world_id = ?1 AND service = ?2",
-                    params![world.id, name],
-                )?;
-                Ok(())
+                write::process::remove(tx, world.id, &name)
             })?;
         }
         Ok(rows)
@@ -859,14 +796,7 @@ impl<S: Supervisor> ProcessController<S> {
             return Ok(());
         }
         self.store.write(owner::Process, |tx| {
-            tx.execute(
-                "INSERT INTO world_runs (world_id, restart_nonce, post_up_key, updated_at)
-                 VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (world_id) DO UPDATE SET post_up_key = excluded.post_up_key,
-                    updated_at = excluded.updated_at",
-                params![world.id, world.restart_nonce, key, now_ms()],
-            )?;
-            Ok(())
+            write::process::set_post_up_key(tx, world.id, world.restart_nonce, &key)
         })?;
         self.run_hook(world, layout, "post_up", cmd, snap).await;
         Ok(())

@@ -19,12 +19,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::params;
-
 use super::ProcessController;
 use crate::limits::{bytes, ResourceLimits};
 use crate::spec::Process;
-use crate::store::{self, now_ms, owner, ProcState, StoreError, World, WorldId};
+use crate::store::{self, now_ms, owner, write, ProcState, StoreError, World, WorldId};
 use crate::supervisor::{ProcId, Supervisor, Usage};
 
 /// How often the daemon samples what services use.
@@ -131,27 +129,7 @@ impl<S: Supervisor> ProcessController<S> {
             );
         }
         self.store.write(owner::Process, |tx| {
-            tx.execute(
-                "INSERT INTO process_resources (world_id, service, cgroup, mechanism, note,
-                    memory_limit, cpu_limit, cpu_usec, throttled, updated_at)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL, ?8
-                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                 ON CONFLICT (world_id, service) DO UPDATE SET cgroup = excluded.cgroup,
-                    mechanism = excluded.mechanism, note = excluded.note,
-                    memory_limit = excluded.memory_limit, cpu_limit = excluded.cpu_limit,
-                    cpu_usec = NULL, throttled = NULL, updated_at = excluded.updated_at",
-                params![
-                    world,
-                    name,
-                    placed.cgroup,
-                    placed.mechanism.as_str(),
-                    placed.note,
-                    limits.memory.map(|m| m as i64),
-                    limits.cpu_millis,
-                    now_ms()
-                ],
-            )?;
-            Ok(())
+            write::process::set_placement(tx, world, name, &placed, &limits)
         })
     }
 
@@ -175,14 +153,7 @@ impl<S: Supervisor> ProcessController<S> {
             });
         self.release_cgroup(world, name);
         if oom.is_some() {
-            self.write_resources(|tx| {
-                tx.execute(
-                    "UPDATE process_resources SET oom_kills = oom_kills + 1, updated_at = ?3
-                     WHERE world_id = ?1 AND service = ?2",
-                    params![world, name, now_ms()],
-                )?;
-                Ok(())
-            });
+            self.write_resources(|tx| write::process::count_oom_kill(tx, world, name));
         }
         oom
     }
@@ -220,26 +191,11 @@ impl<S: Supervisor> ProcessController<S> {
                 self.forget_cgroup(world, &name, &cgroup);
             }
         }
-        self.write_resources(|tx| {
-            tx.execute(
-                "UPDATE process_resources SET memory_bytes = NULL, cpu_percent = NULL,
-                    cpu_usec = NULL, sampled_at = NULL
-                 WHERE world_id = ?1 AND memory_bytes IS NOT NULL",
-                [world],
-            )?;
-            Ok(())
-        });
+        self.write_resources(|tx| write::process::forget_world_usage(tx, world));
     }
 
     fn forget_cgroup(&self, world: WorldId, name: &str, cgroup: &str) {
-        self.write_resources(|tx| {
-            tx.execute(
-                "UPDATE process_resources SET cgroup = NULL
-                 WHERE world_id = ?1 AND service = ?2 AND cgroup = ?3",
-                params![world, name, cgroup],
-            )?;
-            Ok(())
-        });
+        self.write_resources(|tx| write::process::forget_cgroup(tx, world, name, cgroup));
     }
 
     fn write_resources(
@@ -360,33 +316,10 @@ impl<S: Supervisor> ProcessController<S> {
     ) -> Result<(), StoreError> {
         self.store.write(owner::Process, |tx| {
             for ((world, service), u, percent) in samples {
-                tx.prepare_cached(
-                    "INSERT INTO process_resources (world_id, service, memory_bytes, cpu_percent,
-                        cpu_usec, throttled, sampled_at, updated_at)
-                     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7
-                     WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                     ON CONFLICT (world_id, service) DO UPDATE SET
-                        memory_bytes = excluded.memory_bytes, cpu_percent = excluded.cpu_percent,
-                        cpu_usec = excluded.cpu_usec, throttled = excluded.throttled,
-                        sampled_at = excluded.sampled_at",
-                )?
-                .execute(params![
-                    world,
-                    service,
-                    u.memory_bytes as i64,
-                    percent,
-                    u.cpu_usec as i64,
-                    u.throttled as i64,
-                    now
-                ])?;
+                write::process::set_usage(tx, *world, service, u, *percent, now)?;
             }
             for (world, service) in idle {
-                tx.execute(
-                    "UPDATE process_resources SET memory_bytes = NULL, cpu_percent = NULL,
-                        cpu_usec = NULL, sampled_at = NULL
-                     WHERE world_id = ?1 AND service = ?2",
-                    params![world, service],
-                )?;
+                write::process::forget_usage(tx, *world, service)?;
             }
             Ok(())
         })

@@ -31,12 +31,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{params, OptionalExtension};
 use tokio::sync::mpsc;
 
 pub use crate::registry::{Kind, Reporter};
-use crate::store::owner::Tx;
-use crate::store::{self, now_ms, owner, CondStatus, Store, StoreError, World, WorldId};
+use crate::store::{self, owner, write, CondStatus, Store, StoreError, World, WorldId};
 
 pub use self::backoff::{doubling_delay, KeyBackoff};
 pub use self::scheduler::RuntimeConfig;
@@ -442,30 +440,11 @@ fn finalized(
 /// finalizer is not held (it can no longer be added).
 fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool, StoreError> {
     // Held already (every reconcile after the first): nothing to write.
-    let held = store.read(|c| {
-        Ok(c.query_row(
-            "SELECT 1 FROM finalizers WHERE world_id = ?1 AND controller = ?2",
-            params![world, controller],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
-    })?;
-    if held {
+    if store.read(|c| store::finalizer_held(c, world, controller))? {
         return Ok(true);
     }
     store.write(owner::Runtime, |tx| {
-        tx.execute(
-            "INSERT OR IGNORE INTO finalizers (world_id, controller)
-             SELECT id, ?2 FROM worlds WHERE id = ?1 AND deleted_at IS NULL",
-            params![world, controller],
-        )?;
-        let held: i64 = tx.query_row(
-            "SELECT COUNT(*) FROM finalizers WHERE world_id = ?1 AND controller = ?2",
-            params![world, controller],
-            |r| r.get(0),
-        )?;
-        Ok(held > 0)
+        write::runtime::add_finalizer(tx, world, controller)
     })
 }
 
@@ -473,24 +452,7 @@ fn add_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool
 /// be added any more) when none is left. Returns whether the world is gone.
 fn remove_finalizer(store: &Store, world: WorldId, controller: &str) -> Result<bool, StoreError> {
     store.write(owner::Runtime, |tx| {
-        tx.execute(
-            "DELETE FROM finalizers WHERE world_id = ?1 AND controller = ?2",
-            params![world, controller],
-        )?;
-        let left: i64 = tx.query_row(
-            "SELECT COUNT(*) FROM finalizers WHERE world_id = ?1",
-            [world],
-            |r| r.get(0),
-        )?;
-        if left == 0 {
-            store::add_event(tx, world, "removed", "world removed")?;
-            tx.execute(
-                "DELETE FROM worlds WHERE id = ?1 AND deleted_at IS NOT NULL",
-                [world],
-            )?;
-            return Ok(true);
-        }
-        Ok(false)
+        write::runtime::remove_finalizer(tx, world, controller)
     })
 }
 
@@ -504,78 +466,16 @@ fn record_success(
 ) -> Result<bool, StoreError> {
     // A reconcile that found everything as it was writes nothing: an idle world costs the
     // store no write transaction (and its readers no wake-up).
-    if store.read(|c| recorded_already(c, world, controller, conditions))? {
+    if store.read(|c| store::recorded_already(c, world, controller, conditions))? {
         return Ok(false);
     }
     store.write(owner::Runtime, |tx| {
-        let mut changed = write_conditions(tx, world, controller, conditions)?;
-        let before: Option<i64> = tx
-            .query_row(
-                "SELECT observed_generation FROM controller_status
-                 WHERE world_id = ?1 AND controller = ?2",
-                params![world.id, controller],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if before != Some(world.generation) {
+        let mut changed = write::runtime::write_conditions(tx, world, controller, conditions)?;
+        if write::runtime::set_observed(tx, world, controller)? {
             changed = true;
         }
-        tx.execute(
-            "INSERT INTO controller_status (world_id, controller, observed_generation, attempts, reconciled_at)
-             SELECT ?1, ?2, ?3, 0, ?4 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-             ON CONFLICT (world_id, controller) DO UPDATE SET
-                observed_generation = excluded.observed_generation, attempts = 0,
-                reconciled_at = excluded.reconciled_at",
-            params![world.id, controller, world.generation, now_ms()],
-        )?;
         Ok(changed)
     })
-}
-
-/// Whether `controller` already recorded `conditions` at the world's generation, with no
-/// failed attempts since: then [`record_success`] has nothing to write.
-fn recorded_already(
-    c: &rusqlite::Connection,
-    world: &World,
-    controller: &str,
-    conditions: &[Condition],
-) -> Result<bool, StoreError> {
-    let status: Option<(i64, i64)> = c
-        .query_row(
-            "SELECT observed_generation, attempts FROM controller_status
-             WHERE world_id = ?1 AND controller = ?2",
-            params![world.id, controller],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    if status != Some((world.generation, 0)) {
-        return Ok(false);
-    }
-    for cond in conditions {
-        let same = c
-            .query_row(
-                "SELECT 1 FROM conditions
-                 WHERE world_id = ?1 AND type = ?2 AND controller = ?3 AND status = ?4
-                   AND reason = ?5 AND message = ?6 AND stalled = ?7 AND generation = ?8",
-                params![
-                    world.id,
-                    cond.type_,
-                    controller,
-                    cond.status.as_str(),
-                    cond.reason,
-                    cond.message,
-                    cond.stalled as i64,
-                    world.generation
-                ],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some();
-        if !same {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 /// Record a condition that no controller owns (`ConfigValid`, `FilesWatched`) for `reporter`;
@@ -587,76 +487,8 @@ pub fn set_condition(
     condition: Condition,
 ) -> Result<bool, StoreError> {
     store.write(owner::Runtime, |tx| {
-        write_conditions(tx, world, reporter.as_str(), &[condition])
+        write::runtime::write_conditions(tx, world, reporter.as_str(), &[condition])
     })
-}
-
-/// Upsert conditions; `last_transition` moves only when the status changes. Returns true
-/// when any condition's status, reason, message or stalled flag changed.
-fn write_conditions(
-    tx: &Tx<'_, owner::Runtime>,
-    world: &World,
-    controller: &str,
-    conditions: &[Condition],
-) -> Result<bool, StoreError> {
-    let mut changed = false;
-    let now = now_ms();
-    for c in conditions {
-        let before: Option<(String, String, String, i64, String, i64)> = tx
-            .query_row(
-                "SELECT status, reason, message, stalled, controller, generation FROM conditions
-                 WHERE world_id = ?1 AND type = ?2",
-                params![world.id, c.type_],
-                |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                    ))
-                },
-            )
-            .optional()?;
-        let status_changed = before.as_ref().map(|b| b.0.as_str()) != Some(c.status.as_str());
-        let same = before.as_ref().is_some_and(|b| {
-            b.0 == c.status.as_str()
-                && b.1 == c.reason
-                && b.2 == c.message
-                && (b.3 != 0) == c.stalled
-        });
-        if !same {
-            changed = true;
-        } else if before
-            .as_ref()
-            .is_some_and(|b| b.4 == controller && b.5 == world.generation)
-        {
-            // As recorded: no write.
-            continue;
-        }
-        tx.execute(
-            "INSERT INTO conditions (world_id, type, controller, status, reason, message, stalled, generation, last_transition)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-             ON CONFLICT (world_id, type) DO UPDATE SET
-                controller = excluded.controller, status = excluded.status, reason = excluded.reason,
-                message = excluded.message, stalled = excluded.stalled, generation = excluded.generation,
-                last_transition = CASE WHEN ?10 THEN excluded.last_transition ELSE conditions.last_transition END",
-            params![
-                world.id,
-                c.type_,
-                controller,
-                c.status.as_str(),
-                c.reason,
-                c.message,
-                c.stalled as i64,
-                world.generation,
-                now,
-                status_changed
-            ],
-        )?;
-    }
-    Ok(changed)
 }
 
 fn report_error<C: Controller>(
@@ -747,17 +579,12 @@ fn record_failure(
 ) {
     let message = cond.message.clone();
     let result = store.write(owner::Runtime, |tx| {
-        let changed = write_conditions(tx, world, controller, std::slice::from_ref(&cond))?;
+        let changed =
+            write::runtime::write_conditions(tx, world, controller, std::slice::from_ref(&cond))?;
         if changed {
             store::add_event(tx, world.id, "error", &format!("{controller}: {message}"))?;
         }
-        tx.execute(
-            "INSERT INTO controller_status (world_id, controller, observed_generation, attempts, reconciled_at)
-             SELECT ?1, ?2, 0, ?3, ?4 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-             ON CONFLICT (world_id, controller) DO UPDATE SET attempts = excluded.attempts,
-                reconciled_at = excluded.reconciled_at",
-            params![world.id, controller, attempts, now_ms()],
-        )?;
+        write::runtime::set_attempts(tx, world.id, controller, attempts)?;
         Ok(changed)
     });
     if let Ok(true) = result {

@@ -27,7 +27,6 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::params;
 use sha2::{Digest, Sha256};
 
 use self::clone::CloneOutcome;
@@ -39,7 +38,7 @@ use crate::env::Layout;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::spec::Resource;
-use crate::store::{self, now_ms, owner, SliceRow, Store, StoreError, World};
+use crate::store::{self, owner, write, SliceRow, Store, StoreError, World};
 use crate::store::{DesiredState, ServerState, SliceState, WorktreeState};
 use crate::supervisor::Supervisor;
 
@@ -167,35 +166,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
     fn save(&self, world: &World, row: &SliceRow) -> Result<(), StoreError> {
         let tokens = serde_json::to_string(&row.tokens).unwrap_or_else(|_| "{}".into());
         self.store.write(owner::Slice, |tx| {
-            tx.execute(
-                "INSERT INTO slices (world_id, service, adapter, name, secret, state, address, tokens,
-                    admin_url, migrate_hash, seed_hash, failed_generation, message, updated_at)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14
-                 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
-                 ON CONFLICT (world_id, service) DO UPDATE SET adapter = excluded.adapter,
-                    name = excluded.name, secret = excluded.secret, state = excluded.state,
-                    address = excluded.address, tokens = excluded.tokens,
-                    admin_url = excluded.admin_url, migrate_hash = excluded.migrate_hash,
-                    seed_hash = excluded.seed_hash, failed_generation = excluded.failed_generation,
-                    message = excluded.message, updated_at = excluded.updated_at",
-                params![
-                    world.id,
-                    row.service,
-                    row.adapter,
-                    row.name,
-                    row.secret,
-                    row.state,
-                    row.address,
-                    tokens,
-                    row.admin_url,
-                    row.migrate_hash,
-                    row.seed_hash,
-                    row.failed_generation,
-                    row.message,
-                    now_ms()
-                ],
-            )?;
-            Ok(())
+            write::slice::save(tx, world.id, row, &tokens)
         })
     }
 
@@ -917,11 +888,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     .is_some_and(|r| unset_settings(world, r).is_some());
             let dropped = !never_made && self.drop_slice(world, &row, res.as_ref()).await?;
             self.store.write(owner::Slice, |tx| {
-                tx.execute(
-                    "DELETE FROM slices WHERE world_id = ?1 AND service = ?2",
-                    params![world.id, row.service],
-                )?;
-                Ok(())
+                write::slice::remove(tx, world.id, &row.service)
             })?;
             if dropped {
                 self.event(

@@ -6,6 +6,11 @@
 //! runtime its bookkeeping (`finalizers`, `controller_status`, `conditions`), each controller
 //! its observed tables, anyone may append to `events`.
 //!
+//! # Where the SQL lives
+//! Here, and nowhere else: the reads in `read/`, the commands' writes in `desired.rs`, each
+//! other owner's statements in [`write`](mod@write) (`write/<owner>.rs`), as functions taking that
+//! owner's transaction. Controllers open the transaction and call them.
+//!
 //! # Guarantees
 //! - Every write is one transaction (`BEGIN IMMEDIATE`) of one owner, so a crash never leaves
 //!   half a record and no writer touches another's table. Schema changes are versioned migrations (`PRAGMA user_version`) applied in
@@ -21,6 +26,7 @@ mod migrations;
 pub mod owner;
 mod read;
 mod states;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

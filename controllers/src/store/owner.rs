@@ -19,9 +19,13 @@
 //!   crate (commands, the daemon's helpers) cannot name them, so the compiler keeps it from
 //!   opening a write on a controller's table. Commands write desired state through the store's
 //!   own methods ([`Store::put_world`](super::Store::put_world) …), which use [`Commands`].
-//! - Inside this crate, each owner is named only by the module that owns the table (a unit
-//!   test reads the sources and holds that), and a function that writes a table takes
-//!   `&Tx<'_, TheOwner>`: the compiler refuses to call it inside another owner's transaction.
+//! - The statements live in the store: each owner's in `store/write/<owner>.rs` (the
+//!   commands' in `store/desired.rs`), every read in `store/read/`. A function that writes a
+//!   table takes `&Tx<'_, TheOwner>`: the compiler refuses to call it inside another owner's
+//!   transaction. Inside this crate, each owner is named only by the module that owns the
+//!   table, which opens its transactions, and by its store module of statements; and no file
+//!   outside `store/`, in this crate or the `binky` one, runs SQL (unit tests read the sources
+//!   and hold both).
 //!
 //! # The exceptions, declared
 //! Deletion ends in other hands by design (the finalizer pattern), as delete-only grants:
@@ -584,22 +588,70 @@ mod tests {
         }
     }
 
-    /// Each owner is named (as `owner::X`) only by the module that owns its tables.
+    /// Each owner is named (as `owner::X`) only by the module that owns its tables and by the
+    /// store's module of that owner's statements (`store/write/<owner>.rs`): a transaction
+    /// of `X` is opened by its controller, and its statements (`&Tx<'_, owner::X>`) are
+    /// written in the store.
     #[test]
     fn each_owner_is_named_only_by_its_module() {
         let homes: &[(&str, &[&str])] = &[
             ("Commands", &["store/desired.rs"]),
-            ("Runtime", &["runtime/"]),
-            ("Gate", &["gate.rs"]),
-            ("Worktree", &["worktree.rs", "worktree/"]),
-            ("Port", &["port.rs"]),
-            ("Golden", &["golden.rs", "golden/"]),
-            ("Slice", &["slice.rs", "slice/"]),
-            ("Process", &["process.rs", "process/"]),
-            ("Route", &["route.rs"]),
+            ("Runtime", &["runtime/", "store/write/runtime.rs"]),
+            ("Gate", &["gate.rs", "store/write/gate.rs"]),
+            (
+                "Worktree",
+                &["worktree.rs", "worktree/", "store/write/worktree.rs"],
+            ),
+            ("Port", &["port.rs", "store/write/port.rs"]),
+            ("Golden", &["golden.rs", "golden/", "store/write/golden.rs"]),
+            ("Slice", &["slice.rs", "slice/", "store/write/slice.rs"]),
+            (
+                "Process",
+                &["process.rs", "process/", "store/write/process.rs"],
+            ),
+            ("Route", &["route.rs", "store/write/route.rs"]),
             ("Log", &["store/mod.rs"]),
+            // The `binky` crate opens their transactions; in this crate, only their
+            // statements name them.
+            ("Servers", &["store/write/servers.rs"]),
+            ("Proxy", &["store/write/proxy.rs"]),
         ];
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let files = sources(std::path::Path::new(env!("CARGO_MANIFEST_DIR")));
+        assert!(files.len() > 20);
+        let mut seen = 0;
+        for (rel, text) in files {
+            if rel == "store/owner.rs" {
+                continue;
+            }
+            for grouped in text.split("owner::{").skip(1) {
+                let names = grouped.split('}').next().unwrap_or("");
+                assert!(
+                    !homes
+                        .iter()
+                        .any(|(o, _)| names.split(|c: char| !c.is_alphanumeric()).any(|w| w == *o)),
+                    "{rel}: name owners as `owner::X` (a grouped import hides who writes)"
+                );
+            }
+            for (owner, home) in homes {
+                let named = [",", ")", ";", ">"]
+                    .iter()
+                    .any(|end| text.contains(&format!("owner::{owner}{end}")));
+                if named {
+                    seen += 1;
+                    assert!(
+                        home.iter().any(|h| rel == *h || rel.starts_with(h)),
+                        "{rel} names owner::{owner}, whose tables belong to {home:?}"
+                    );
+                }
+            }
+        }
+        assert!(seen >= 9, "the owners are used: {seen}");
+    }
+
+    /// The Rust sources of the crate at `dir` but its tests (`tests/`, `*tests.rs`), as
+    /// (path under `src/`, text).
+    fn sources(dir: &std::path::Path) -> Vec<(String, String)> {
+        let root = dir.join("src");
         let mut files = Vec::new();
         let mut dirs = vec![root.clone()];
         while let Some(d) = dirs.pop() {
@@ -612,40 +664,68 @@ mod tests {
                 }
             }
         }
-        assert!(files.len() > 20);
-        let mut seen = 0;
-        for f in files {
-            let rel = f
-                .strip_prefix(&root)
-                .expect("under src")
-                .to_string_lossy()
-                .replace('\\', "/");
-            if rel == "store/owner.rs" || rel.starts_with("tests/") || rel.ends_with("tests.rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&f).expect("read");
-            for grouped in text.split("owner::{").skip(1) {
-                let names = grouped.split('}').next().unwrap_or("");
-                assert!(
-                    !homes
-                        .iter()
-                        .any(|(o, _)| names.split(|c: char| !c.is_alphanumeric()).any(|w| w == *o)),
-                    "{rel}: name owners as `owner::X` (a grouped import hides who writes)"
-                );
-            }
-            for (owner, home) in homes {
-                let named = text.contains(&format!("owner::{owner},"))
-                    || text.contains(&format!("owner::{owner})"))
-                    || text.contains(&format!("owner::{owner};"));
-                if named {
-                    seen += 1;
+        files
+            .into_iter()
+            .map(|f| {
+                let rel = f
+                    .strip_prefix(&root)
+                    .expect("under src")
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                (rel, f)
+            })
+            .filter(|(rel, _)| !rel.starts_with("tests/") && !rel.ends_with("tests.rs"))
+            .map(|(rel, f)| {
+                let text = std::fs::read_to_string(&f).expect("read");
+                (rel, text)
+            })
+            .collect()
+    }
+
+    /// SQL against the store is written only in the store (`controllers/src/store/`): its
+    /// reads in `store/read/`, its writes in `store/write/<owner>.rs` and the commands' in
+    /// `store/desired.rs`. Elsewhere, in this crate and in the `binky` crate, no statement is
+    /// prepared or run on a connection (the SQL sent to the databases binky manages, in
+    /// the `binky` crate's adapters and servers, is not the store's).
+    #[test]
+    fn store_sql_is_written_only_in_the_store() {
+        let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let not_the_store = ["adapters/", "servers/postgres.rs", "servers/mariadb.rs"];
+        let crates = [
+            (manifest.to_path_buf(), "controllers"),
+            (manifest.join(".."), "binky"),
+        ];
+        let calls = [
+            ".query_row(",
+            ".query_map(",
+            ".prepare_cached(",
+            ".execute_batch(",
+            ".pragma_query",
+            ".pragma_update(",
+            "tx.execute(",
+            "c.execute(",
+            "conn.execute(",
+            "tx.prepare(",
+            "c.prepare(",
+            "conn.prepare(",
+        ];
+        let mut read = 0;
+        for (dir, name) in crates {
+            for (rel, text) in sources(&dir) {
+                read += 1;
+                if (name == "controllers" && rel.starts_with("store/"))
+                    || (name == "binky" && not_the_store.iter().any(|n| rel.starts_with(n)))
+                {
+                    continue;
+                }
+                for call in calls {
                     assert!(
-                        home.iter().any(|h| rel == *h || rel.starts_with(h)),
-                        "{rel} names owner::{owner}, whose tables belong to {home:?}"
+                        !text.contains(call),
+                        "{name}/src/{rel} runs SQL (`{call}`): the store's statements live in controllers/src/store/ (reads in store/read/, writes in store/write/<owner>.rs)"
                     );
                 }
             }
         }
-        assert!(seen >= 9, "the owners are used: {seen}");
+        assert!(read > 100, "the sources of both crates are read: {read}");
     }
 }

@@ -116,9 +116,7 @@ async fn run_loop(
         let due = app.read_at.is_none_or(|t| t.elapsed() >= MIN_REFRESH);
         let stale = app.read_at.is_none_or(|t| t.elapsed() >= MAX_REFRESH);
         if force || due {
-            let version = ctx
-                .store
-                .read(|c| Ok(c.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))?))?;
+            let version = ctx.store.read(binky_controllers::store::data_version)?;
             if force || stale || seen_version != Some(version) {
                 seen_version = Some(version);
                 refresh(ctx, app).await?;

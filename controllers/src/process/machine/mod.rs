@@ -10,8 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rusqlite::params;
-
 mod health;
 mod setup;
 

@@ -2,6 +2,7 @@
 //! before the first start, waiting only for the slices whose addresses it uses.
 
 use super::*;
+use crate::store::write;
 
 impl<S: Supervisor> ProcessController<S> {
     /// `setup` runs as a supervised task (so `binky down` stops it at once and other
@@ -224,11 +225,7 @@ impl<S: Supervisor> ProcessController<S> {
         let prints = crate::dirty::fingerprints(wt, &changed);
         let saved = self.store.write(owner::Process, |tx| {
             for (path, print) in &prints {
-                tx.execute(
-                    "INSERT INTO setup_changes (world_id, path, fingerprint) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (world_id, path) DO UPDATE SET fingerprint = excluded.fingerprint",
-                    params![world.id, path, print],
-                )?;
+                write::process::set_setup_change(tx, world.id, path, print)?;
             }
             Ok(())
         });

@@ -1,6 +1,6 @@
 //! What the controllers observed: worktrees, ports, processes, world runs, slices, golden templates.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -205,6 +205,15 @@ pub fn exec_patterns(conn: &Connection, project: &str) -> Result<Vec<String>, St
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// The keys of the commands a person approved.
+pub fn approved_keys(conn: &Connection) -> Result<BTreeSet<String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT key FROM approvals")?;
+    let keys = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<BTreeSet<String>, _>>()?;
+    Ok(keys)
+}
+
 /// One port assignment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PortRow {
@@ -233,6 +242,66 @@ pub(crate) const PORTS: Table<PortRow> = Table {
 /// A world's port assignments, by service and label.
 pub fn ports(conn: &Connection, world: WorldId) -> Result<Vec<PortRow>, StoreError> {
     PORTS.of_world(conn, world)
+}
+
+/// A world's ports by (service, label), as the port controller reads them in its write.
+pub fn ports_by_key(
+    conn: &Connection,
+    world: WorldId,
+) -> Result<BTreeMap<(String, String), u16>, StoreError> {
+    let mut mine: BTreeMap<(String, String), u16> = BTreeMap::new();
+    let mut stmt = conn.prepare("SELECT service, label, port FROM ports WHERE world_id = ?1")?;
+    let rows = stmt.query_map([world], |r| {
+        Ok(((r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get(2)?))
+    })?;
+    for row in rows {
+        let (k, v) = row?;
+        mine.insert(k, v);
+    }
+    Ok(mine)
+}
+
+/// Every port taken, machine-wide, as the port controller reads them in its write.
+pub fn ports_taken(conn: &Connection) -> Result<BTreeSet<u16>, StoreError> {
+    let mut stmt = conn.prepare("SELECT port FROM ports")?;
+    let used = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<BTreeSet<u16>, _>>()?;
+    Ok(used)
+}
+
+/// A world's port numbers, in order.
+pub fn port_numbers(conn: &Connection, world: WorldId) -> Result<Vec<u16>, StoreError> {
+    let mut stmt = conn.prepare("SELECT port FROM ports WHERE world_id = ?1 ORDER BY port")?;
+    let ports = stmt
+        .query_map([world], |r| r.get(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ports)
+}
+
+/// The templates a world waits to be cloned from: referred to by a slice that is not ready
+/// (or stopped) yet.
+pub fn goldens_waited_for(conn: &Connection) -> Result<BTreeSet<String>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT DISTINCT r.key FROM golden_refs r LEFT JOIN slices s
+         ON s.world_id = r.world_id AND s.service = r.service
+         WHERE s.state IS NULL OR s.state NOT IN (?1, ?2)",
+    )?;
+    let waited = stmt
+        .query_map(params![SliceState::Ready, SliceState::Stopped], |r| {
+            r.get(0)
+        })?
+        .collect::<Result<BTreeSet<String>, _>>()?;
+    Ok(waited)
+}
+
+/// The templates `binky golden rm` asked to drop.
+pub fn golden_drops(conn: &Connection) -> Result<BTreeSet<String>, StoreError> {
+    let mut stmt = conn.prepare("SELECT key FROM golden_drops")?;
+    let asked = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<BTreeSet<String>, _>>()?;
+    Ok(asked)
 }
 
 /// The observed state of one service's process.

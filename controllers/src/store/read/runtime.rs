@@ -2,11 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::table::Table;
-use crate::store::{StoreError, WorldId};
+use crate::runtime::Condition;
+use crate::store::{StoreError, World, WorldId};
 
 /// Status of a condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -195,4 +196,66 @@ pub fn projects_with_world_events(
 /// The id of the newest event (0 when there is none).
 pub fn last_event_id(conn: &Connection) -> Result<i64, StoreError> {
     Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
+}
+
+/// Whether `controller` holds its finalizer on `world`.
+pub fn finalizer_held(
+    conn: &Connection,
+    world: WorldId,
+    controller: &str,
+) -> Result<bool, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM finalizers WHERE world_id = ?1 AND controller = ?2",
+            params![world, controller],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// Whether `controller` already recorded `conditions` at the world's generation, with no
+/// failed attempts since: then the runtime has nothing to write.
+pub fn recorded_already(
+    c: &Connection,
+    world: &World,
+    controller: &str,
+    conditions: &[Condition],
+) -> Result<bool, StoreError> {
+    let status: Option<(i64, i64)> = c
+        .query_row(
+            "SELECT observed_generation, attempts FROM controller_status
+             WHERE world_id = ?1 AND controller = ?2",
+            params![world.id, controller],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    if status != Some((world.generation, 0)) {
+        return Ok(false);
+    }
+    for cond in conditions {
+        let same = c
+            .query_row(
+                "SELECT 1 FROM conditions
+                 WHERE world_id = ?1 AND type = ?2 AND controller = ?3 AND status = ?4
+                   AND reason = ?5 AND message = ?6 AND stalled = ?7 AND generation = ?8",
+                params![
+                    world.id,
+                    cond.type_,
+                    controller,
+                    cond.status.as_str(),
+                    cond.reason,
+                    cond.message,
+                    cond.stalled as i64,
+                    world.generation
+                ],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if !same {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

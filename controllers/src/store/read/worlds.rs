@@ -240,6 +240,16 @@ fn worlds_where(
     Ok(out)
 }
 
+/// The worlds in one glance: how many, the sum of their generations and the highest id.
+/// Any world created, changed or removed changes it (the file watcher's cheap look).
+pub fn worlds_summary(conn: &Connection) -> Result<(i64, i64, i64), StoreError> {
+    Ok(conn.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(generation), 0), COALESCE(MAX(id), 0) FROM worlds",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?)
+}
+
 /// Every world, by project then name.
 pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
     let sql = format!(
