@@ -207,11 +207,7 @@ pub fn exec_patterns(conn: &Connection, project: &str) -> Result<Vec<String>, St
 
 /// The keys of the commands a person approved.
 pub fn approved_keys(conn: &Connection) -> Result<BTreeSet<String>, StoreError> {
-    let mut stmt = conn.prepare_cached("SELECT key FROM approvals")?;
-    let keys = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<BTreeSet<String>, _>>()?;
-    Ok(keys)
+    super::column(conn, "SELECT key FROM approvals", [])
 }
 
 /// One port assignment.
@@ -263,20 +259,16 @@ pub fn ports_by_key(
 
 /// Every port taken, machine-wide, as the port controller reads them in its write.
 pub fn ports_taken(conn: &Connection) -> Result<BTreeSet<u16>, StoreError> {
-    let mut stmt = conn.prepare("SELECT port FROM ports")?;
-    let used = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<BTreeSet<u16>, _>>()?;
-    Ok(used)
+    Ok(all_ports(conn)?.into_iter().collect())
 }
 
 /// A world's port numbers, in order.
 pub fn port_numbers(conn: &Connection, world: WorldId) -> Result<Vec<u16>, StoreError> {
-    let mut stmt = conn.prepare("SELECT port FROM ports WHERE world_id = ?1 ORDER BY port")?;
-    let ports = stmt
-        .query_map([world], |r| r.get(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(ports)
+    super::column(
+        conn,
+        "SELECT port FROM ports WHERE world_id = ?1 ORDER BY port",
+        [world],
+    )
 }
 
 /// The templates a world waits to be cloned from: referred to by a slice that is not ready
@@ -297,11 +289,7 @@ pub fn goldens_waited_for(conn: &Connection) -> Result<BTreeSet<String>, StoreEr
 
 /// The templates `binky golden rm` asked to drop.
 pub fn golden_drops(conn: &Connection) -> Result<BTreeSet<String>, StoreError> {
-    let mut stmt = conn.prepare("SELECT key FROM golden_drops")?;
-    let asked = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<BTreeSet<String>, _>>()?;
-    Ok(asked)
+    super::column(conn, "SELECT key FROM golden_drops", [])
 }
 
 /// The observed state of one service's process.
@@ -441,11 +429,7 @@ fn process_from_row(r: &Row<'_>) -> rusqlite::Result<ProcessRow> {
 
 /// Every port assigned in the store, machine-wide.
 pub fn all_ports(conn: &Connection) -> Result<Vec<u16>, StoreError> {
-    let mut stmt = conn.prepare_cached("SELECT port FROM ports ORDER BY port")?;
-    let rows = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    super::column(conn, "SELECT port FROM ports ORDER BY port", [])
 }
 
 /// The process controller's world-level record.

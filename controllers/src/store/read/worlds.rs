@@ -274,11 +274,7 @@ pub fn worlds(conn: &Connection) -> Result<Vec<World>, StoreError> {
 
 /// Ids of every world (what a resync visits).
 pub fn world_ids(conn: &Connection) -> Result<Vec<WorldId>, StoreError> {
-    let mut stmt = conn.prepare_cached("SELECT id FROM worlds ORDER BY id")?;
-    let ids = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(ids)
+    super::column(conn, "SELECT id FROM worlds ORDER BY id", [])
 }
 
 /// A project row.
