@@ -236,112 +236,23 @@ pub async fn run(
     if let Verdict::Deny { reason } = admission::check_world_name(name) {
         return Err(Failure::usage(reason));
     }
-    let cwd = std::env::current_dir().map_err(|e| Failure::failed(e.to_string()))?;
-    let mut co = Checkout::discover(&cwd)?;
     let ctx = Ctx::open()?;
-    let known = known(&ctx, &co, name)?;
-    match (&co.config_path, &known) {
-        (Some(_), _) => {}
-        // Inside a world's worktree that has no binky.toml: the world's own file decides.
-        (None, Some(k)) => co.config_rel = k.config_rel.clone(),
-        (None, None) => {
-            return Err(Failure::usage(format!(
-                "no binky.toml in {} or any directory above it up to {}; write one (see README: Quickstart)",
-                cwd.display(),
-                co.toplevel.display()
-            )))
-        }
-    }
-    let from_commit = match &from {
-        Some(r) => Some(
-            git(
-                &co.toplevel,
-                &["rev-parse", "--verify", &format!("{r}^{{commit}}")],
-            )
-            .map_err(|e| {
-                Failure::usage(format!("--from {r}: not a commit in this repository ({e})"))
-            })?,
-        ),
-        None => co.head.clone(),
-    };
-    let src = source(&co, known.as_ref(), name, from_commit.as_deref())?;
+    let (co, src, from_commit) = config_of(&ctx, name, from.as_deref())?;
     // The same checks as `binky apply` and the config watcher; an adapter binky cannot find
     // is refused now, not discovered by the daemon later.
     let loaded = crate::apply::validate(&src.text, &src.path, group.as_deref())
         .map_err(|e| Failure::usage(e.to_string()))?;
-    if let Some(note) = &src.note {
-        eprintln!("binky: note: {note}");
-    }
-    for w in &loaded.warnings {
-        eprintln!("binky: warning: {}: {}", w.key, w.message);
-    }
-    // Limits this machine cannot enforce are said before anything runs (the daemon says it
-    // again in the world's events, from where it runs).
-    let limited: Vec<String> = loaded
-        .spec
-        .selected(group.as_deref())
-        .into_iter()
-        .filter(|n| {
-            loaded.spec.services[n]
-                .process()
-                .is_some_and(|p| p.limits.is_some())
-        })
-        .collect();
-    if !limited.is_empty() {
-        let (mechanism, why) = crate::supervisor::resources::look(&ctx.home.tag());
-        if !mechanism.enforces() {
-            eprintln!(
-                "binky: warning: the limits of {} are not enforced on this machine: {why}\n  fix: {}",
-                limited.join(", "),
-                crate::supervisor::resources::FIX
-            );
-        }
-    }
     // What of the caller's environment the world keeps: crate::caller_env says why.
     let (env, not_utf8) = crate::caller_env::world_env(std::env::vars_os());
     for k in not_utf8 {
         eprintln!("binky: warning: the environment variable {k} is not UTF-8; the world's services do not get it");
     }
-    // An `${env.NAME}` this environment leaves without a value would reach a process (or
-    // an adapter) as its own text: refused here, naming it.
-    let selected = loaded.spec.selected(group.as_deref());
-    if let Some(u) = crate::check::unset_env_refs(&loaded.spec, &selected, &env).first() {
-        return Err(Failure::usage(format!(
-            "{}: services.{}.{} uses ${{env.{}}}, which is not set{}: set it in the environment of `binky up` (e.g. `{}=… binky up {name}`), or give a default in binky.toml: ${{env.{}:-value}}",
-            src.path.display(),
-            u.service,
-            u.field,
-            u.var.name,
-            u.var.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default(),
-            u.var.name,
-            u.var.name
-        )));
-    }
-    // A golden template whose key would miss a new migration is said, not refused.
-    // (A world still to be made is looked at in this checkout, which it is made from.)
+    refuse_unset_env(&loaded, group.as_deref(), &env, &src, name)?;
     let config_file = match &src.in_new_worktree {
         Some(rel) => co.toplevel.join(rel),
         None => src.path.clone(),
     };
-    if let Some(dir) = config_file.parent() {
-        for f in crate::check::golden_findings(&src.text, &loaded, dir) {
-            eprintln!(
-                "binky: warning: {}: {}\n    fix: {}",
-                f.key, f.message, f.fix
-            );
-        }
-    }
-    // A `copy` path binky will not take is said, with the fix, before the world is made.
-    let prefix = config_file
-        .parent()
-        .and_then(|d| d.strip_prefix(&co.toplevel).ok())
-        .unwrap_or(std::path::Path::new(""));
-    for r in crate::bootstrap::refused(&co.repo_root, prefix, &loaded.spec.project.copy) {
-        eprintln!(
-            "binky: warning: project.copy: {} not copied: {}\n    fix: {}",
-            r.path, r.why, r.fix
-        );
-    }
+    say_before(&ctx, &co, &src, &loaded, group.as_deref(), &config_file);
     let project = loaded.spec.project.name.clone();
     let worktree_path = crate::paths::worktree_path(&co.repo_root, &project, name);
     let config_path = match &src.in_new_worktree {
@@ -363,12 +274,167 @@ pub async fn run(
         wait: Some(args.timeout),
     };
     let since = ctx.store.read(store::last_event_id)?;
-    let put = match ctx.store.put_world(&new) {
+    let world = write(&ctx, &new, &src.path, args).await?;
+    if args.no_wait {
+        println!("{name}: up requested (generation {})", world.generation);
+        return Ok(exit::OK);
+    }
+    if !args.quiet {
+        eprintln!("binky: bringing up {name} ({project})");
+    }
+    let outcome = wait::wait(&ctx, &world, world.generation, Goal::Ready, args, since).await?;
+    if let Some(code) = wait::report(name, "come up", &outcome, args.timeout) {
+        if !args.quiet {
+            eprintln!("  (`binky logs {name}` shows the services' output, `binky events {name}` what binky did)");
+        }
+        return Ok(code);
+    }
+    let Outcome::Done(Some(world)) = outcome else {
+        return Ok(exit::FAILED);
+    };
+    print_ready(&ctx, &world, started)?;
+    Ok(exit::OK)
+}
+
+/// The checkout `binky up` runs in, the `binky.toml` world `name` will run (made from
+/// `from`, else this checkout's HEAD), and that commit.
+fn config_of(
+    ctx: &Ctx,
+    name: &str,
+    from: Option<&str>,
+) -> Result<(Checkout, Source, Option<String>), Failure> {
+    let cwd = std::env::current_dir().map_err(|e| Failure::failed(e.to_string()))?;
+    let mut co = Checkout::discover(&cwd)?;
+    let known = known(ctx, &co, name)?;
+    match (&co.config_path, &known) {
+        (Some(_), _) => {}
+        // Inside a world's worktree that has no binky.toml: the world's own file decides.
+        (None, Some(k)) => co.config_rel = k.config_rel.clone(),
+        (None, None) => {
+            return Err(Failure::usage(format!(
+                "no binky.toml in {} or any directory above it up to {}; write one (see README: Quickstart)",
+                cwd.display(),
+                co.toplevel.display()
+            )))
+        }
+    }
+    let from_commit = match from {
+        Some(r) => Some(
+            git(
+                &co.toplevel,
+                &["rev-parse", "--verify", &format!("{r}^{{commit}}")],
+            )
+            .map_err(|e| {
+                Failure::usage(format!("--from {r}: not a commit in this repository ({e})"))
+            })?,
+        ),
+        None => co.head.clone(),
+    };
+    let src = source(&co, known.as_ref(), name, from_commit.as_deref())?;
+    Ok((co, src, from_commit))
+}
+
+/// An `${env.NAME}` the caller's environment `env` leaves without a value would reach a
+/// process (or an adapter) as its own text: refused, naming it.
+fn refuse_unset_env(
+    loaded: &crate::config::Loaded,
+    group: Option<&str>,
+    env: &std::collections::BTreeMap<String, String>,
+    src: &Source,
+    name: &str,
+) -> Result<(), Failure> {
+    let selected = loaded.spec.selected(group);
+    let Some(u) = crate::check::unset_env_refs(&loaded.spec, &selected, env)
+        .into_iter()
+        .next()
+    else {
+        return Ok(());
+    };
+    Err(Failure::usage(format!(
+        "{}: services.{}.{} uses ${{env.{}}}, which is not set{}: set it in the environment of `binky up` (e.g. `{}=… binky up {name}`), or give a default in binky.toml: ${{env.{}:-value}}",
+        src.path.display(),
+        u.service,
+        u.field,
+        u.var.name,
+        u.var.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default(),
+        u.var.name,
+        u.var.name
+    )))
+}
+
+/// What is said before anything runs: the source's note and the file's warnings, limits
+/// this machine cannot enforce, a golden template whose key would miss a new migration, a
+/// `copy` path binky will not take (with its fix). `config_file` is the file as this
+/// checkout has it (a world still to be made is looked at here, which it is made from).
+fn say_before(
+    ctx: &Ctx,
+    co: &Checkout,
+    src: &Source,
+    loaded: &crate::config::Loaded,
+    group: Option<&str>,
+    config_file: &std::path::Path,
+) {
+    if let Some(note) = &src.note {
+        eprintln!("binky: note: {note}");
+    }
+    for w in &loaded.warnings {
+        eprintln!("binky: warning: {}: {}", w.key, w.message);
+    }
+    // The daemon says it again in the world's events, from where it runs.
+    let limited: Vec<String> = loaded
+        .spec
+        .selected(group)
+        .into_iter()
+        .filter(|n| {
+            loaded.spec.services[n]
+                .process()
+                .is_some_and(|p| p.limits.is_some())
+        })
+        .collect();
+    if !limited.is_empty() {
+        let (mechanism, why) = crate::supervisor::resources::look(&ctx.home.tag());
+        if !mechanism.enforces() {
+            eprintln!(
+                "binky: warning: the limits of {} are not enforced on this machine: {why}\n  fix: {}",
+                limited.join(", "),
+                crate::supervisor::resources::FIX
+            );
+        }
+    }
+    if let Some(dir) = config_file.parent() {
+        for f in crate::check::golden_findings(&src.text, loaded, dir) {
+            eprintln!(
+                "binky: warning: {}: {}\n    fix: {}",
+                f.key, f.message, f.fix
+            );
+        }
+    }
+    let prefix = config_file
+        .parent()
+        .and_then(|d| d.strip_prefix(&co.toplevel).ok())
+        .unwrap_or(std::path::Path::new(""));
+    for r in crate::bootstrap::refused(&co.repo_root, prefix, &loaded.spec.project.copy) {
+        eprintln!(
+            "binky: warning: project.copy: {} not copied: {}\n    fix: {}",
+            r.path, r.why, r.fix
+        );
+    }
+}
+
+/// Write the world (`path`: the file it was read from, valid) and nudge the daemon: the
+/// world as written.
+async fn write(
+    ctx: &Ctx,
+    new: &NewWorld,
+    path: &std::path::Path,
+    args: &WaitArgs,
+) -> Result<store::World, Failure> {
+    let put = match ctx.store.put_world(new) {
         // The project's last world went a moment ago and its shared services with it:
         // they are made again for this one once they are gone.
         Err(store::StoreError::SharedBeingRemoved(_)) => {
-            wait_for_shared_removal(&ctx, &new.project, args).await?;
-            ctx.store.put_world(&new)?
+            wait_for_shared_removal(ctx, &new.project, args).await?;
+            ctx.store.put_world(new)?
         }
         other => other?,
     };
@@ -379,50 +445,34 @@ pub async fn run(
         binky_controllers::runtime::Condition::ok(
             crate::apply::CONDITION,
             "Valid",
-            format!("{} is valid", src.path.display()),
+            format!("{} is valid", path.display()),
         ),
     )?;
-    nudge(&ctx, put.world.id).await?;
-    if args.no_wait {
-        println!("{name}: up requested (generation {})", put.world.generation);
-        return Ok(exit::OK);
-    }
-    if !args.quiet {
-        eprintln!("binky: bringing up {name} ({project})");
-    }
-    let outcome = wait::wait(
-        &ctx,
-        &put.world,
-        put.world.generation,
-        Goal::Ready,
-        args,
-        since,
-    )
-    .await?;
-    if let Some(code) = wait::report(name, "come up", &outcome, args.timeout) {
-        if !args.quiet {
-            eprintln!("  (`binky logs {name}` shows the services' output, `binky events {name}` what binky did)");
-        }
-        return Ok(code);
-    }
-    let Outcome::Done(Some(world)) = outcome else {
-        return Ok(exit::FAILED);
-    };
-    let snap = binky_controllers::env::Snapshot::read(&ctx.store, &world)?;
+    nudge(ctx, put.world.id).await?;
+    Ok(put.world)
+}
+
+/// `NAME is up in …`, its worktree and each service's URL (credentials left out: `binky
+/// env` hands them out).
+fn print_ready(ctx: &Ctx, world: &store::World, started: Instant) -> Result<(), Failure> {
+    let snap = binky_controllers::env::Snapshot::read(&ctx.store, world)?;
     let tokens = &snap.tokens;
     let wt = ctx.store.read(|c| store::worktree(c, world.id))?;
-    println!("{name} is up in {:.2}s", started.elapsed().as_secs_f64());
+    println!(
+        "{} is up in {:.2}s",
+        world.name,
+        started.elapsed().as_secs_f64()
+    );
     if let Some(wt) = wt {
         println!("  worktree  {}", wt.path.display());
     }
     for svc in world.spec.selected(world.group.as_deref()) {
         match tokens.shown_url(&svc) {
-            // Credentials stay out of the summary (`binky env` hands them out).
             Some(url) => println!("  {svc:<9} {}", crate::adapters::without_credentials(url)),
             None => println!("  {svc:<9} running"),
         }
     }
-    Ok(exit::OK)
+    Ok(())
 }
 
 /// Wait (nudging the daemon, which finishes it) until the shared world of `project`, being
