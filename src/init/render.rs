@@ -364,6 +364,8 @@ impl Init {
         }
     }
 
+    /// A process service: `[services.X]` with what compose says of it, step by step; what
+    /// it maps goes to `mapped` as one line, what it cannot to the TODOs.
     pub(super) fn render_process(&mut self, i: usize, out: &mut String) {
         let name = self.svcs[i].name.clone();
         let raw = self.svcs[i].raw.clone();
@@ -373,28 +375,7 @@ impl Init {
             notes.push(format!("renamed from {raw}"));
         }
         let workdir = self.svcs[i].workdir.clone();
-
-        // cmd
-        let cmd = match command_of(&def) {
-            Some(Command::Shell(s)) => {
-                let s = self.interpolate(&s);
-                let s = self.map_addresses(i, None, &s);
-                let s = self.self_ports(i, &s, true);
-                Some(self.redact(&name, &s))
-            }
-            Some(Command::Words(ws)) => {
-                let mut words = Vec::new();
-                for w in ws {
-                    let w = self.interpolate(&w);
-                    let w = self.map_addresses(i, None, &w);
-                    let w = self.self_ports(i, &w, true);
-                    let w = self.redact(&name, &w);
-                    words.push(shell_word(&w));
-                }
-                Some(words.join(" "))
-            }
-            None => None,
-        };
+        let cmd = self.host_command(i, &def);
         // A mail catcher: its host command, one per world (a few MiB each; one shared by
         // every world once binky has shared services).
         let shared_tool = def.get("x-binky-shared").and_then(scalar);
@@ -404,6 +385,64 @@ impl Init {
             ));
         }
         out.push_str(&format!("[services.{name}]\n"));
+        self.write_cmd(i, cmd, shared_tool, out, &mut notes);
+        if let Some(w) = &workdir {
+            out.push_str(&format!("workdir = {}\n", q(w)));
+            notes.push(format!("workdir {w}"));
+        }
+        if !def.contains_key("build") {
+            if let Some(image) = &self.svcs[i].image {
+                notes.push(format!(
+                    "runs on the host, not in {}: its tools must be installed",
+                    one_line(image)
+                ));
+            }
+        }
+        self.write_url_and_ports(i, out, &mut notes);
+        self.write_health(i, out, &mut notes);
+        self.write_stopping(&name, &def, out, &mut notes);
+        self.write_depends_on(i, out, &mut notes);
+        self.write_env_file(&name, &def, workdir.as_deref(), out, &mut notes);
+        self.write_env(i, out, &mut notes);
+        out.push('\n');
+        self.other_keys(i, PROCESS_KEYS);
+        self.mapped
+            .push(format!("{name}: process; {}", notes.join("; ")));
+    }
+
+    /// Compose's `command` as a host command line: its variables interpolated, addresses of
+    /// compose services and its own container ports as tokens, credentials as `${env.…}`.
+    fn host_command(&mut self, i: usize, def: &Mapping) -> Option<String> {
+        let name = self.svcs[i].name.clone();
+        let host_word = |this: &mut Self, w: &str| {
+            let w = this.interpolate(w);
+            let w = this.map_addresses(i, None, &w);
+            let w = this.self_ports(i, &w, true);
+            this.redact(&name, &w)
+        };
+        match command_of(def)? {
+            Command::Shell(s) => Some(host_word(self, &s)),
+            Command::Words(ws) => {
+                let mut words = Vec::new();
+                for w in ws {
+                    words.push(shell_word(&host_word(self, &w)));
+                }
+                Some(words.join(" "))
+            }
+        }
+    }
+
+    /// `cmd`: the host command, or a command that fails on purpose and a TODO when compose
+    /// gives none that runs outside its image.
+    fn write_cmd(
+        &mut self,
+        i: usize,
+        cmd: Option<String>,
+        shared_tool: Option<String>,
+        out: &mut String,
+        notes: &mut Vec<String>,
+    ) {
+        let name = self.svcs[i].name.clone();
         let image_only = cmd.as_deref().and_then(image_only_command);
         match (&cmd, image_only) {
             (Some(c), None) => {
@@ -418,7 +457,7 @@ impl Init {
                 }
             }
             (cmd, why) => {
-                let built = match (&why, &workdir) {
+                let built = match (&why, &self.svcs[i].workdir) {
                     (Some(why), _) => why.clone(),
                     (None, Some(w)) => format!("compose builds its image from ./{w}"),
                     (None, None) => "compose gives no command".to_owned(),
@@ -442,47 +481,43 @@ impl Init {
                 notes.push("cmd TODO".into());
             }
         }
-        if let Some(w) = &workdir {
-            out.push_str(&format!("workdir = {}\n", q(w)));
-            notes.push(format!("workdir {w}"));
-        }
-        if !def.contains_key("build") {
-            if let Some(image) = &self.svcs[i].image {
-                notes.push(format!(
-                    "runs on the host, not in {}: its tools must be installed",
-                    one_line(image)
-                ));
-            }
-        }
+    }
 
-        // url and ports
+    /// `url` and `ports`, from the service's port layout.
+    fn write_url_and_ports(&self, i: usize, out: &mut String, notes: &mut Vec<String>) {
+        let name = &self.svcs[i].name;
         let layout = &self.layouts[i];
-        let slots = layout.slots.clone();
-        if !slots.is_empty() {
-            let sub = dns_label(&name);
-            if slots.len() == 1 && layout.url {
-                if sub == name {
-                    out.push_str("url = true\n");
-                } else {
-                    out.push_str(&format!("url = {}\n", q(&sub)));
-                }
-                notes.push(format!("url (port {})", slots[0].0));
-            } else {
-                if layout.url {
-                    out.push_str(&format!("url = {{ http = {} }}\n", q(&sub)));
-                }
-                let labels: Vec<String> = slots.iter().map(|(_, l)| l.clone()).collect();
-                out.push_str(&format!("ports = {}\n", toml_list(&labels)));
-                let desc: Vec<String> = slots.iter().map(|(p, l)| format!("{l} = {p}")).collect();
-                notes.push(format!(
-                    "{}ports {}",
-                    if layout.url { "url, " } else { "" },
-                    desc.join(", ")
-                ));
-            }
+        let slots = &layout.slots;
+        if slots.is_empty() {
+            return;
         }
+        let sub = dns_label(name);
+        if slots.len() == 1 && layout.url {
+            if sub == *name {
+                out.push_str("url = true\n");
+            } else {
+                out.push_str(&format!("url = {}\n", q(&sub)));
+            }
+            notes.push(format!("url (port {})", slots[0].0));
+        } else {
+            if layout.url {
+                out.push_str(&format!("url = {{ http = {} }}\n", q(&sub)));
+            }
+            let labels: Vec<String> = slots.iter().map(|(_, l)| l.clone()).collect();
+            out.push_str(&format!("ports = {}\n", toml_list(&labels)));
+            let desc: Vec<String> = slots.iter().map(|(p, l)| format!("{l} = {p}")).collect();
+            notes.push(format!(
+                "{}ports {}",
+                if layout.url { "url, " } else { "" },
+                desc.join(", ")
+            ));
+        }
+    }
 
-        // health
+    /// `health`, from a healthcheck that probes one of its own ports over HTTP; any other
+    /// healthcheck is a TODO.
+    fn write_health(&mut self, i: usize, out: &mut String, notes: &mut Vec<String>) {
+        let name = self.svcs[i].name.clone();
         match self.healthcheck(i) {
             Probe::None => {}
             Probe::Http { port, rest } => {
@@ -500,16 +535,23 @@ impl Init {
                 self.todo(format!("{name}: healthcheck `{text}` not translated: add health = {{ cmd = \"…\" }} (or http/tcp) if readiness matters; without it binky waits for the port"));
             }
         }
+    }
 
-        // restart
+    /// `restart`, `stop_signal` and `stop_grace_period`: compose's keys are binky's (a
+    /// Celery worker stops at once on QUIT; on TERM it waits out the grace period and is
+    /// killed).
+    fn write_stopping(
+        &mut self,
+        name: &str,
+        def: &Mapping,
+        out: &mut String,
+        notes: &mut Vec<String>,
+    ) {
         if let Some(r) = def.get("restart").and_then(scalar) {
             if matches!(r.as_str(), "always" | "unless-stopped") {
                 out.push_str("restart = \"always\"\n");
             }
         }
-
-        // stop_signal, stop_grace_period: compose's keys are binky's (a Celery worker stops
-        // at once on QUIT; on TERM it waits out the grace period and is killed).
         if let Some(raw) = def.get("stop_signal").and_then(scalar) {
             let sig = self.interpolate(&raw);
             match crate::config::parse_signal(&sig) {
@@ -534,8 +576,10 @@ impl Init {
                 )),
             }
         }
+    }
 
-        // depends_on
+    /// `depends_on`, with the services it names that are not in binky.toml noted as dropped.
+    fn write_depends_on(&mut self, i: usize, out: &mut String, notes: &mut Vec<String>) {
         let (deps, dropped) = self.depends_on(i);
         if !deps.is_empty() {
             out.push_str(&format!("depends_on = {}\n", toml_list(&deps)));
@@ -547,61 +591,73 @@ impl Init {
                 dropped.join(", ")
             ));
         }
+    }
 
-        // env_file
-        let env_files: Vec<String> = string_list_env_file(&def)
+    /// `env_file`, relative to the service's workdir; a TODO for files whose addresses of
+    /// compose services stay as they are.
+    fn write_env_file(
+        &mut self,
+        name: &str,
+        def: &Mapping,
+        workdir: Option<&str>,
+        out: &mut String,
+        notes: &mut Vec<String>,
+    ) {
+        let env_files: Vec<String> = string_list_env_file(def)
             .iter()
             .map(|f| self.interpolate(f))
-            .map(|f| rebase(&f, workdir.as_deref()))
+            .map(|f| rebase(&f, workdir))
             .collect();
-        if !env_files.is_empty() {
-            out.push_str(&format!("env_file = {}\n", toml_list(&env_files)));
-            notes.push(format!("env_file {}", env_files.join(", ")));
-            let others: Vec<&String> = string_list_env_file(&def)
-                .iter()
-                .zip(&env_files)
-                // `.env`, and files binky init read (their addresses are rewritten below),
-                // need nothing more.
-                .filter(|(orig, _)| {
-                    normalise(orig) != Dir::Below(".env".into())
-                        && !self.repo.env_files.contains_key(*orig)
-                })
-                .map(|(_, f)| f)
-                .collect();
-            if !others.is_empty() {
-                let list: Vec<&str> = others.iter().map(|s| s.as_str()).collect();
-                self.todo(format!("{name}: env_file {} is loaded as it is: an address of a compose service in it (such as db:5432) does not resolve on the host; override it in [services.{name}.env] with a token such as ${{db.url}}", list.join(", ")));
-            }
+        if env_files.is_empty() {
+            return;
         }
+        out.push_str(&format!("env_file = {}\n", toml_list(&env_files)));
+        notes.push(format!("env_file {}", env_files.join(", ")));
+        let others: Vec<&String> = string_list_env_file(def)
+            .iter()
+            .zip(&env_files)
+            // `.env`, and files binky init read (their addresses are rewritten below),
+            // need nothing more.
+            .filter(|(orig, _)| {
+                normalise(orig) != Dir::Below(".env".into())
+                    && !self.repo.env_files.contains_key(*orig)
+            })
+            .map(|(_, f)| f)
+            .collect();
+        if !others.is_empty() {
+            let list: Vec<&str> = others.iter().map(|s| s.as_str()).collect();
+            self.todo(format!("{name}: env_file {} is loaded as it is: an address of a compose service in it (such as db:5432) does not resolve on the host; override it in [services.{name}.env] with a token such as ${{db.url}}", list.join(", ")));
+        }
+    }
 
-        // env
+    /// `[services.X.env]`, or its placeholder while [`Init::render_services`] collects what
+    /// every process shares.
+    fn write_env(&mut self, i: usize, out: &mut String, notes: &mut Vec<String>) {
         let lines = self.env_lines(i);
-        if !lines.is_empty() {
-            let mapped: Vec<String> = lines
-                .iter()
-                .filter_map(|l| {
-                    let v = l.value.as_ref()?;
-                    (v.contains("${") && !v.contains("${self.")).then(|| format!("{} → {v}", l.key))
-                })
-                .collect();
-            if !mapped.is_empty() {
-                notes.push(format!("env {}", mapped.join(", ")));
-            }
-            if self.defer_env {
-                out.push_str(&env_placeholder(i));
-                self.env_blocks.insert(i, lines);
-            } else {
-                out.push_str(&env_table(
-                    &format!("services.{name}.env"),
-                    &lines,
-                    &BTreeMap::new(),
-                ));
-            }
+        if lines.is_empty() {
+            return;
         }
-        out.push('\n');
-        self.other_keys(i, PROCESS_KEYS);
-        self.mapped
-            .push(format!("{name}: process; {}", notes.join("; ")));
+        let mapped: Vec<String> = lines
+            .iter()
+            .filter_map(|l| {
+                let v = l.value.as_ref()?;
+                (v.contains("${") && !v.contains("${self.")).then(|| format!("{} → {v}", l.key))
+            })
+            .collect();
+        if !mapped.is_empty() {
+            notes.push(format!("env {}", mapped.join(", ")));
+        }
+        if self.defer_env {
+            out.push_str(&env_placeholder(i));
+            self.env_blocks.insert(i, lines);
+        } else {
+            let name = &self.svcs[i].name;
+            out.push_str(&env_table(
+                &format!("services.{name}.env"),
+                &lines,
+                &BTreeMap::new(),
+            ));
+        }
     }
 }
 
