@@ -9,7 +9,7 @@ use super::*;
 
 impl Init {
     /// Does service `i` run as a process (or would, once uncommented)?
-    pub(super) fn runs(&self, i: usize) -> bool {
+    pub(super) fn runs(&self, i: SvcId) -> bool {
         matches!(self.svcs[i].kind, Kind::Process | Kind::Commented(_))
     }
 
@@ -48,7 +48,7 @@ impl Init {
 
     /// Each process service's `workdir`.
     pub(super) fn plan_workdirs(&mut self) {
-        for i in 0..self.svcs.len() {
+        for i in self.svcs.ids() {
             if self.runs(i) {
                 self.svcs[i].workdir = self.workdir(i);
             }
@@ -60,7 +60,7 @@ impl Init {
     /// `dev` script of a Vite or Next.js `package.json` in its directory, or the
     /// Dockerfile's `CMD`.
     pub(super) fn derive_commands(&mut self) {
-        for i in 0..self.svcs.len() {
+        for i in self.svcs.ids() {
             if self.svcs[i].kind != Kind::Process {
                 continue;
             }
@@ -203,7 +203,10 @@ impl Init {
             .map(|p| p.rsplit_once('/').map(|(d, _)| d.to_owned()))
             .collect();
         for dir in dirs {
-            let covered = (0..self.svcs.len()).any(|i| self.runs(i) && self.svcs[i].workdir == dir);
+            let covered = self
+                .svcs
+                .ids()
+                .any(|i| self.runs(i) && self.svcs[i].workdir == dir);
             if covered {
                 continue;
             }
@@ -234,7 +237,7 @@ impl Init {
     /// `migrate` (and `clone_from = "golden"`) for each PostgreSQL or MySQL-family adapter
     /// service that a process whose code has `alembic.ini` or `manage.py` uses.
     pub(super) fn plan_migrations(&mut self) {
-        for a in 0..self.svcs.len() {
+        for a in self.svcs.ids() {
             let Kind::Adapter(adapter) = self.svcs[a].kind else {
                 continue;
             };
@@ -242,7 +245,7 @@ impl Init {
                 continue;
             }
             let raw = self.svcs[a].raw.clone();
-            for i in 0..self.svcs.len() {
+            for i in self.svcs.ids() {
                 if self.svcs[i].kind != Kind::Process || !self.uses(i, a, &raw) {
                     continue;
                 }
@@ -275,7 +278,7 @@ impl Init {
 
     /// Does process `i` use adapter service `a` (compose name `raw`): `depends_on` it, or
     /// name it in its settings?
-    fn uses(&mut self, i: usize, a: usize, raw: &str) -> bool {
+    fn uses(&mut self, i: SvcId, a: SvcId, raw: &str) -> bool {
         let deps: Vec<String> = match self.svcs[i].def.get("depends_on") {
             Some(Value::Mapping(m)) => m.keys().filter_map(scalar).collect(),
             v => string_list(v),
@@ -293,7 +296,7 @@ impl Init {
     /// Why `migrate` cannot reach the database of process `i`'s settings, if it cannot:
     /// they read it from parts (`DB_HOST`, `DB_PORT`, …) and none of its Python settings
     /// reads `DATABASE_URL`, which is what `migrate` gets.
-    fn reads_parts(&mut self, i: usize, a: usize, workdir: Option<&str>) -> Option<String> {
+    fn reads_parts(&mut self, i: SvcId, a: SvcId, workdir: Option<&str>) -> Option<String> {
         let texts = self.texts(i);
         let mut files: Vec<(String, String)> = Vec::new();
         for f in string_list_env_file(&self.svcs[i].def) {
@@ -327,7 +330,7 @@ impl Init {
     /// An adapter service's `migrate`, `clone_from`, `workdir` and the settings its
     /// migration tool reads (the owner's `env_file` and plain `env`), when
     /// [`Init::plan_migrations`] found them; whether it wrote any.
-    pub(super) fn render_migration(&mut self, a: usize, out: &mut String) -> bool {
+    pub(super) fn render_migration(&mut self, a: SvcId, out: &mut String) -> bool {
         let Some(m) = self.migrations.remove(&a) else {
             return false;
         };

@@ -62,7 +62,7 @@ impl Init {
                     _ => Kind::Unmapped,
                 },
             };
-            let i = self.svcs.len();
+            let i = self.svcs.next_id();
             let mut aliases = vec![raw.clone()];
             aliases.extend(def.get("container_name").and_then(scalar));
             aliases.extend(def.get("hostname").and_then(scalar));
@@ -88,7 +88,7 @@ impl Init {
             });
         }
         // `links: ["db:database"]` names another alias of `db`.
-        for i in 0..self.svcs.len() {
+        for i in self.svcs.ids() {
             for link in string_list(self.svcs[i].def.get("links")) {
                 if let Some((target, alias)) = link.split_once(':') {
                     if let Some(&j) = self.alias.get(&target.to_ascii_lowercase()) {

@@ -7,7 +7,9 @@ impl Init {
 
     pub(super) fn render_services(&mut self) -> String {
         let mut out = String::new();
-        let adapters: Vec<usize> = (0..self.svcs.len())
+        let adapters: Vec<SvcId> = self
+            .svcs
+            .ids()
             .filter(|&i| matches!(self.svcs[i].kind, Kind::Adapter(_)))
             .collect();
         if !adapters.is_empty() {
@@ -16,7 +18,7 @@ impl Init {
         for i in adapters {
             self.render_adapter(i, &mut out);
         }
-        for i in 0..self.svcs.len() {
+        for i in self.svcs.ids() {
             match self.svcs[i].kind {
                 Kind::Process => {
                     self.defer_env = true;
@@ -75,7 +77,7 @@ impl Init {
         out
     }
 
-    pub(super) fn in_output(&self, j: usize) -> bool {
+    pub(super) fn in_output(&self, j: SvcId) -> bool {
         !matches!(
             self.svcs[j].kind,
             Kind::Unmapped | Kind::Replaced(_) | Kind::Commented(_)
@@ -83,7 +85,7 @@ impl Init {
     }
 
     /// A service written commented out: what it would be, under why it is not.
-    pub(super) fn commented(&mut self, i: usize, why: Why, out: &mut String) {
+    pub(super) fn commented(&mut self, i: SvcId, why: Why, out: &mut String) {
         let name = self.svcs[i].name.clone();
         let todos = self.to_decide.len();
         let mapped = self.mapped.len();
@@ -126,7 +128,7 @@ impl Init {
     }
 
     /// Infrastructure binky replaces: a comment in the file, no service.
-    pub(super) fn replaced(&mut self, i: usize, what: &str, out: &mut String) {
+    pub(super) fn replaced(&mut self, i: SvcId, what: &str, out: &mut String) {
         let raw = self.svcs[i].raw.clone();
         out.push_str(&format!(
             "# {raw} ({what}) is left out: binky's proxy serves every world's services at\n# http://<service>.<world>.{}.localhost (and https with `https = true`); routing\n# labels and rules for it have no use here.\n\n",
@@ -138,7 +140,7 @@ impl Init {
     }
 
     /// `depends_on` (list or map form), only services that are in the file.
-    pub(super) fn depends_on(&mut self, i: usize) -> (Vec<String>, Vec<String>) {
+    pub(super) fn depends_on(&mut self, i: SvcId) -> (Vec<String>, Vec<String>) {
         let names: Vec<String> = match self.svcs[i].def.get("depends_on") {
             Some(Value::Mapping(m)) => m.keys().filter_map(scalar).collect(),
             v => string_list(v),
@@ -146,7 +148,7 @@ impl Init {
         let mut kept = Vec::new();
         let mut dropped = Vec::new();
         for d in names {
-            match self.svcs.iter().position(|s| s.raw == d) {
+            match self.svcs.find(|s| s.raw == d) {
                 Some(j) if self.in_output(j) && j != i => {
                     let n = self.svcs[j].name.clone();
                     if !kept.contains(&n) {
@@ -159,7 +161,7 @@ impl Init {
         (kept, dropped)
     }
 
-    pub(super) fn render_adapter(&mut self, i: usize, out: &mut String) {
+    pub(super) fn render_adapter(&mut self, i: SvcId, out: &mut String) {
         let Kind::Adapter(adapter) = self.svcs[i].kind else {
             return;
         };
@@ -275,7 +277,7 @@ impl Init {
         ));
     }
 
-    pub(super) fn unmapped(&mut self, i: usize) {
+    pub(super) fn unmapped(&mut self, i: SvcId) {
         let svc = &self.svcs[i];
         let what = match &svc.image {
             Some(image) => format!("runs image {image}, which binky has no adapter for"),
@@ -292,7 +294,7 @@ impl Init {
             .push(format!("{raw}: not mapped (see the TODOs)"));
     }
 
-    pub(super) fn workdir(&mut self, i: usize) -> Option<String> {
+    pub(super) fn workdir(&mut self, i: SvcId) -> Option<String> {
         let def = self.svcs[i].def.clone();
         let name = self.svcs[i].name.clone();
         let working_dir = def
@@ -366,7 +368,7 @@ impl Init {
 
     /// A process service: `[services.X]` with what compose says of it, step by step; what
     /// it maps goes to `mapped` as one line, what it cannot to the TODOs.
-    pub(super) fn render_process(&mut self, i: usize, out: &mut String) {
+    pub(super) fn render_process(&mut self, i: SvcId, out: &mut String) {
         let name = self.svcs[i].name.clone();
         let raw = self.svcs[i].raw.clone();
         let def = self.svcs[i].def.clone();
@@ -412,7 +414,7 @@ impl Init {
 
     /// Compose's `command` as a host command line: its variables interpolated, addresses of
     /// compose services and its own container ports as tokens, credentials as `${env.…}`.
-    fn host_command(&mut self, i: usize, def: &Mapping) -> Option<String> {
+    fn host_command(&mut self, i: SvcId, def: &Mapping) -> Option<String> {
         let name = self.svcs[i].name.clone();
         let host_word = |this: &mut Self, w: &str| {
             let w = this.interpolate(w);
@@ -436,7 +438,7 @@ impl Init {
     /// gives none that runs outside its image.
     fn write_cmd(
         &mut self,
-        i: usize,
+        i: SvcId,
         cmd: Option<String>,
         shared_tool: Option<String>,
         out: &mut String,
@@ -484,7 +486,7 @@ impl Init {
     }
 
     /// `url` and `ports`, from the service's port layout.
-    fn write_url_and_ports(&self, i: usize, out: &mut String, notes: &mut Vec<String>) {
+    fn write_url_and_ports(&self, i: SvcId, out: &mut String, notes: &mut Vec<String>) {
         let name = &self.svcs[i].name;
         let layout = &self.layouts[i];
         let slots = &layout.slots;
@@ -516,7 +518,7 @@ impl Init {
 
     /// `health`, from a healthcheck that probes one of its own ports over HTTP; any other
     /// healthcheck is a TODO.
-    fn write_health(&mut self, i: usize, out: &mut String, notes: &mut Vec<String>) {
+    fn write_health(&mut self, i: SvcId, out: &mut String, notes: &mut Vec<String>) {
         let name = self.svcs[i].name.clone();
         match self.healthcheck(i) {
             Probe::None => {}
@@ -579,7 +581,7 @@ impl Init {
     }
 
     /// `depends_on`, with the services it names that are not in binky.toml noted as dropped.
-    fn write_depends_on(&mut self, i: usize, out: &mut String, notes: &mut Vec<String>) {
+    fn write_depends_on(&mut self, i: SvcId, out: &mut String, notes: &mut Vec<String>) {
         let (deps, dropped) = self.depends_on(i);
         if !deps.is_empty() {
             out.push_str(&format!("depends_on = {}\n", toml_list(&deps)));
@@ -632,7 +634,7 @@ impl Init {
 
     /// `[services.X.env]`, or its placeholder while [`Init::render_services`] collects what
     /// every process shares.
-    fn write_env(&mut self, i: usize, out: &mut String, notes: &mut Vec<String>) {
+    fn write_env(&mut self, i: SvcId, out: &mut String, notes: &mut Vec<String>) {
         let lines = self.env_lines(i);
         if lines.is_empty() {
             return;
@@ -663,8 +665,8 @@ impl Init {
 
 /// Where [`Init::render_process`] leaves the env table of service `i` while
 /// [`Init::render_services`] finds what every process shares.
-pub(super) fn env_placeholder(i: usize) -> String {
-    format!("\u{1}env of service {i}\u{1}")
+pub(super) fn env_placeholder(i: SvcId) -> String {
+    format!("\u{1}env of service {}\u{1}", i.0)
 }
 
 /// `[table]` with `lines`, less the entries `skip` has with the same value (nothing at all
@@ -691,7 +693,7 @@ fn env_table(table: &str, lines: &[EnvLine], skip: &BTreeMap<String, String>) ->
 
 /// The env entries every one of two or more process services sets to the same value, with
 /// no comment of their own and no `${self.…}` (which means each service's own).
-fn shared_env(blocks: &BTreeMap<usize, Vec<EnvLine>>) -> BTreeMap<String, String> {
+fn shared_env(blocks: &BTreeMap<SvcId, Vec<EnvLine>>) -> BTreeMap<String, String> {
     if blocks.len() < 2 {
         return BTreeMap::new();
     }
