@@ -161,35 +161,58 @@ impl Init {
         (kept, dropped)
     }
 
+    /// An adapter service: `[services.X]` with `adapter` (and `admin_url` when binky does
+    /// not run the server itself), `depends_on` and `migrate`; what the container had that
+    /// a slice cannot carry becomes a TODO.
     pub(super) fn render_adapter(&mut self, i: SvcId, out: &mut String) {
         let Kind::Adapter(adapter) = self.svcs[i].kind else {
             return;
         };
         let name = self.svcs[i].name.clone();
-        let image = self.svcs[i].image.clone().unwrap_or_default();
         let def = self.svcs[i].def.clone();
-        let var = format!("{}_ADMIN_URL", name.to_ascii_uppercase().replace('-', "_"));
-        let host_port = def.get("ports").and_then(|p| match p {
-            Value::Sequence(items) => items.iter().find_map(|s| {
-                let s = scalar(s)?;
-                let parts: Vec<&str> = s.split(':').collect();
-                (parts.len() >= 2)
-                    .then(|| parts[parts.len() - 2].parse().ok())
-                    .flatten()
-            }),
-            _ => None,
-        });
-        let example = admin_example(adapter, host_port);
-        let runs_itself = managed_server(adapter);
-        if runs_itself.is_none() {
+        let admin = Admin::of(adapter, &name, &def);
+        if admin.server.is_none() {
             self.reason(
-                &var,
-                format!("the admin address of {name}'s server, e.g. {example}"),
+                &admin.var,
+                format!(
+                    "the admin address of {name}'s server, e.g. {}",
+                    admin.example
+                ),
             );
         }
+        out.push_str(&format!("[services.{name}]\n"));
+        self.write_adapter_source(i, out);
+        admin.write_comment(out);
+        out.push_str(&format!("adapter = {}\n", q(adapter)));
+        if admin.server.is_none() {
+            out.push_str(&format!(
+                "admin_url = {}\n",
+                q(&format!("${{env.{}}}", admin.var))
+            ));
+        }
+        let (deps, _) = self.depends_on(i);
+        if !deps.is_empty() {
+            out.push_str(&format!("depends_on = {}\n", toml_list(&deps)));
+        }
+        let migrated = self.render_migration(i, out);
+        if adapter == "postgres" && !migrated {
+            out.push_str("# migrate = \"psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -f schema.sql\"\n# seed = \"…\"\n# clone_from = \"golden\"   # migrate and seed once; every world is a server-side copy\n");
+        }
+        out.push('\n');
+        self.container_leftovers(&name, adapter, &def);
+        self.other_keys(i, ADAPTER_KEYS);
+        let line = self.adapter_mapped_line(i, adapter, &admin);
+        self.mapped.push(line);
+    }
 
+    /// The comment under an adapter's `[services.X]` on where it came from: the image, and
+    /// which of the container's settings a slice does not need.
+    fn write_adapter_source(&mut self, i: SvcId, out: &mut String) {
+        let name = self.svcs[i].name.clone();
+        let image = self.svcs[i].image.clone().unwrap_or_default();
+        let def = &self.svcs[i].def;
         let mut container_bits: Vec<&str> = Vec::new();
-        if !env_entries(&def).is_empty() {
+        if !env_entries(def).is_empty() {
             container_bits.push("environment");
         }
         if def.contains_key("ports") || def.contains_key("expose") {
@@ -201,7 +224,6 @@ impl Init {
         if def.contains_key("healthcheck") {
             container_bits.push("healthcheck");
         }
-        out.push_str(&format!("[services.{name}]\n"));
         if let Some(from) = self.svcs[i].cmd_from.clone().filter(|_| image.is_empty()) {
             out.push_str(&format!("# {from}\n"));
         } else {
@@ -217,30 +239,14 @@ impl Init {
             }
             out.push('\n');
         }
-        if let Some(server) = runs_itself {
-            out.push_str(&format!("# binky runs {server} for it, from the installed binaries. To use a server you\n# already run instead: admin_url = \"${{env.{var}}}\" (e.g. {example}).\n"));
-        } else {
-            out.push_str(&format!("# {var}: the shared server's admin address, e.g. {example}.\n# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out.\n"));
-        }
-        out.push_str(&format!("adapter = {}\n", q(adapter)));
-        if runs_itself.is_none() {
-            out.push_str(&format!("admin_url = {}\n", q(&format!("${{env.{var}}}"))));
-        }
-        let (deps, _) = self.depends_on(i);
-        if !deps.is_empty() {
-            out.push_str(&format!("depends_on = {}\n", toml_list(&deps)));
-        }
-        let migrated = self.render_migration(i, out);
-        if adapter == "postgres" && !migrated {
-            out.push_str("# migrate = \"psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -f schema.sql\"\n# seed = \"…\"\n# clone_from = \"golden\"   # migrate and seed once; every world is a server-side copy\n");
-        }
-        out.push('\n');
+    }
 
-        // What the container had that a slice does not need, and what it might.
-        let raw = self.svcs[i].raw.clone();
-        for (src, dst) in volumes(&def) {
+    /// What the container had that a slice does not need, and what it might: TODOs for
+    /// init scripts, mounted configuration, a custom image and server flags.
+    fn container_leftovers(&mut self, name: &str, adapter: &str, def: &Mapping) {
+        for (src, dst) in volumes(def) {
             if dst.contains("docker-entrypoint-initdb.d") {
-                let src = self.redact(&name, &src);
+                let src = self.redact(name, &src);
                 let hint = if adapter == "postgres" {
                     format!(" (e.g. migrate = \"psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -f {src}\")")
                 } else {
@@ -257,24 +263,28 @@ impl Init {
         if def.contains_key("command") {
             self.todo(format!("{name}: its `command` (server flags) is not carried: set them on the shared server if they matter"));
         }
-        self.other_keys(i, ADAPTER_KEYS);
-        let admin = if let Some(server) = runs_itself {
+    }
+
+    /// The adapter service's line in the summary of what was mapped.
+    fn adapter_mapped_line(&self, i: SvcId, adapter: &str, admin: &Admin) -> String {
+        let svc = &self.svcs[i];
+        let (name, raw) = (&svc.name, &svc.raw);
+        let image = svc.image.clone().unwrap_or_default();
+        let how = if let Some(server) = admin.server {
             format!("binky runs {server}")
         } else {
-            format!("admin_url = ${{env.{var}}}")
+            format!("admin_url = ${{env.{}}}", admin.var)
         };
         let renamed = if raw != name {
             format!(" (renamed from {raw})")
         } else {
             String::new()
         };
-        let source = match &self.svcs[i].cmd_from {
+        let source = match &svc.cmd_from {
             Some(from) if image.is_empty() => from.clone(),
             _ => format!("image {}", one_line(&image)),
         };
-        self.mapped.push(format!(
-            "{name}{renamed}: {source} → adapter {adapter} ({admin})"
-        ));
+        format!("{name}{renamed}: {source} → adapter {adapter} ({how})")
     }
 
     pub(super) fn unmapped(&mut self, i: SvcId) {
@@ -659,6 +669,46 @@ impl Init {
                 &lines,
                 &BTreeMap::new(),
             ));
+        }
+    }
+}
+
+/// How binky reaches an adapter's server: the one it runs itself, or `${env.X_ADMIN_URL}`.
+struct Admin {
+    /// `X_ADMIN_URL`.
+    var: String,
+    /// An admin address for the comment, at the port compose publishes when it does.
+    example: String,
+    /// The server binky runs itself for this adapter, when it does.
+    server: Option<&'static str>,
+}
+
+impl Admin {
+    fn of(adapter: &str, name: &str, def: &Mapping) -> Admin {
+        let host_port = def.get("ports").and_then(|p| match p {
+            Value::Sequence(items) => items.iter().find_map(|s| {
+                let s = scalar(s)?;
+                let parts: Vec<&str> = s.split(':').collect();
+                (parts.len() >= 2)
+                    .then(|| parts[parts.len() - 2].parse().ok())
+                    .flatten()
+            }),
+            _ => None,
+        });
+        Admin {
+            var: format!("{}_ADMIN_URL", name.to_ascii_uppercase().replace('-', "_")),
+            example: admin_example(adapter, host_port),
+            server: managed_server(adapter),
+        }
+    }
+
+    /// The comment on who runs the server, and how to point binky at another.
+    fn write_comment(&self, out: &mut String) {
+        let Admin { var, example, .. } = self;
+        if let Some(server) = self.server {
+            out.push_str(&format!("# binky runs {server} for it, from the installed binaries. To use a server you\n# already run instead: admin_url = \"${{env.{var}}}\" (e.g. {example}).\n"));
+        } else {
+            out.push_str(&format!("# {var}: the shared server's admin address, e.g. {example}.\n# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out.\n"));
         }
     }
 }
