@@ -237,19 +237,19 @@ impl Init {
     /// `migrate` (and `clone_from = "golden"`) for each PostgreSQL or MySQL-family adapter
     /// service that a process whose code has `alembic.ini` or `manage.py` uses.
     pub(super) fn plan_migrations(&mut self) {
-        for a in self.svcs.ids() {
-            let Kind::Adapter(adapter) = self.svcs[a].kind else {
+        for db in self.svcs.ids() {
+            let Kind::Adapter(adapter) = self.svcs[db].kind else {
                 continue;
             };
             if !matches!(adapter, "postgres" | "mysql" | "mariadb" | "percona") {
                 continue;
             }
-            let raw = self.svcs[a].raw.clone();
-            for i in self.svcs.ids() {
-                if self.svcs[i].kind != Kind::Process || !self.uses(i, a, &raw) {
+            let raw = self.svcs[db].raw.clone();
+            for process in self.svcs.ids() {
+                if self.svcs[process].kind != Kind::Process || !self.uses(process, db, &raw) {
                     continue;
                 }
-                let workdir = self.svcs[i].workdir.clone();
+                let workdir = self.svcs[process].workdir.clone();
                 let cmd = if self
                     .repo
                     .file_in(workdir.as_deref(), "alembic.ini")
@@ -261,13 +261,13 @@ impl Init {
                 } else {
                     continue;
                 };
-                let blocked = self.reads_parts(i, a, workdir.as_deref());
+                let blocked = self.reads_parts(process, db, workdir.as_deref());
                 self.migrations.insert(
-                    a,
+                    db,
                     Migration {
                         cmd: cmd.to_owned(),
                         workdir,
-                        owner: i,
+                        owner: process,
                         blocked,
                     },
                 );
@@ -276,30 +276,30 @@ impl Init {
         }
     }
 
-    /// Does process `i` use adapter service `a` (compose name `raw`): `depends_on` it, or
-    /// name it in its settings?
-    fn uses(&mut self, i: SvcId, a: SvcId, raw: &str) -> bool {
-        let deps: Vec<String> = match self.svcs[i].def.get("depends_on") {
+    /// Does `process` use the database service `db` (compose name `raw`): `depends_on` it,
+    /// or name it in its settings?
+    fn uses(&mut self, process: SvcId, db: SvcId, raw: &str) -> bool {
+        let deps: Vec<String> = match self.svcs[process].def.get("depends_on") {
             Some(Value::Mapping(m)) => m.keys().filter_map(scalar).collect(),
             v => string_list(v),
         };
         if deps.iter().any(|d| d == raw) {
             return true;
         }
-        self.texts(i).iter().any(|(_, t)| {
+        self.texts(process).iter().any(|(_, t)| {
             scan_urls(t)
                 .iter()
-                .any(|h| self.alias.get(&h.host) == Some(&a))
+                .any(|h| self.alias.get(&h.host) == Some(&db))
         })
     }
 
-    /// Why `migrate` cannot reach the database of process `i`'s settings, if it cannot:
+    /// Why `migrate` cannot reach the database of `process`'s settings, if it cannot:
     /// they read it from parts (`DB_HOST`, `DB_PORT`, …) and none of its Python settings
     /// reads `DATABASE_URL`, which is what `migrate` gets.
-    fn reads_parts(&mut self, i: SvcId, a: SvcId, workdir: Option<&str>) -> Option<String> {
-        let texts = self.texts(i);
+    fn reads_parts(&mut self, process: SvcId, db: SvcId, workdir: Option<&str>) -> Option<String> {
+        let texts = self.texts(process);
         let mut files: Vec<(String, String)> = Vec::new();
-        for f in string_list_env_file(&self.svcs[i].def) {
+        for f in string_list_env_file(&self.svcs[process].def) {
             if let Some(t) = self.repo.env_files.get(&f) {
                 files.extend(binky_controllers::env::parse_dotenv(t));
             }
@@ -313,7 +313,7 @@ impl Init {
                 ["HOST", "SERVER", "HOSTNAME"]
                     .iter()
                     .any(|s| k.ends_with(s))
-                    && self.alias.get(&v.trim().to_ascii_lowercase()) == Some(&a)
+                    && self.alias.get(&v.trim().to_ascii_lowercase()) == Some(&db)
             })
             .map(|(k, _)| k)?;
         let prefix = workdir.map(|w| format!("{w}/")).unwrap_or_default();
@@ -330,11 +330,11 @@ impl Init {
     /// An adapter service's `migrate`, `clone_from`, `workdir` and the settings its
     /// migration tool reads (the owner's `env_file` and plain `env`), when
     /// [`Init::plan_migrations`] found them; whether it wrote any.
-    pub(super) fn render_migration(&mut self, a: SvcId, out: &mut String) -> bool {
-        let Some(m) = self.migrations.remove(&a) else {
+    pub(super) fn render_migration(&mut self, db: SvcId, out: &mut String) -> bool {
+        let Some(m) = self.migrations.remove(&db) else {
             return false;
         };
-        let name = self.svcs[a].name.clone();
+        let name = self.svcs[db].name.clone();
         let owner = self.svcs[m.owner].name.clone();
         let tool = m
             .cmd
@@ -399,7 +399,7 @@ impl Init {
         // Written once what every process shares is known: what [defaults.env] gives
         // `migrate` too is not repeated (see `Init::render_services`).
         if !kept.is_empty() {
-            out.push_str(&super::render::env_placeholder(a));
+            out.push_str(&super::render::env_placeholder(db));
             let lines = kept
                 .into_iter()
                 .map(|(key, v)| EnvLine {
@@ -408,7 +408,7 @@ impl Init {
                     comment: None,
                 })
                 .collect();
-            self.migrate_env.insert(a, lines);
+            self.migrate_env.insert(db, lines);
         }
         true
     }

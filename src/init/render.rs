@@ -39,8 +39,8 @@ impl Init {
             let block = env_table(&format!("services.{name}.env"), lines, &shared);
             out = out.replacen(&env_placeholder(*i), &block, 1);
         }
-        for (a, lines) in std::mem::take(&mut self.migrate_env) {
-            let name = self.svcs[a].name.clone();
+        for (db, lines) in std::mem::take(&mut self.migrate_env) {
+            let name = self.svcs[db].name.clone();
             let mut kept: Vec<EnvLine> = lines
                 .into_iter()
                 .filter(|l| l.value.as_ref() != shared.get(&l.key))
@@ -53,7 +53,7 @@ impl Init {
                 });
             }
             let block = env_table(&format!("services.{name}.env"), &kept, &BTreeMap::new());
-            out = out.replacen(&env_placeholder(a), &block, 1);
+            out = out.replacen(&env_placeholder(db), &block, 1);
         }
         if !shared.is_empty() {
             let lines: Vec<EnvLine> = shared
