@@ -7,7 +7,7 @@ impl Init {
 
     /// Addresses of compose services written in `text` (owned by service `owner`, under
     /// env `key`) as binky tokens.
-    pub(super) fn map_addresses(&mut self, owner: usize, key: Option<&str>, text: &str) -> String {
+    pub(super) fn map_addresses(&mut self, owner: SvcId, key: Option<&str>, text: &str) -> String {
         let who = match key {
             Some(k) => format!("{}: env {k}", self.svcs[owner].name),
             None => format!("{}: cmd", self.svcs[owner].name),
@@ -131,7 +131,7 @@ impl Init {
     }
 
     /// The service publishing the host port of a `localhost` URL, and its container port.
-    fn published_at(&self, hit: &UrlHit) -> Option<(usize, u16)> {
+    fn published_at(&self, hit: &UrlHit) -> Option<(SvcId, u16)> {
         if !matches!(hit.host.as_str(), "localhost" | "127.0.0.1" | "0.0.0.0") {
             return None;
         }
@@ -143,7 +143,7 @@ impl Init {
     /// calls), or `${api.proxy_url}/v1` under a key a browser reads (`VITE_API_URL`, CORS
     /// origins, OAuth redirects: see [`read_by_browser`]); other ports and schemes →
     /// `scheme://localhost:${api.LABEL}…`.
-    pub(super) fn process_address(&self, j: usize, hit: &UrlHit, key: Option<&str>) -> String {
+    pub(super) fn process_address(&self, j: SvcId, hit: &UrlHit, key: Option<&str>) -> String {
         let name = &self.svcs[j].name;
         let layout = &self.layouts[j];
         let port = hit.port.or_else(|| default_port(&hit.scheme));
@@ -170,7 +170,7 @@ impl Init {
     /// `8000` → `${self.port}` in `text`, for each container port of service `i`. In env
     /// values (`anywhere` false) only after a `:` (`localhost:8000`), unless the key is a
     /// port's.
-    pub(super) fn self_ports(&self, i: usize, text: &str, anywhere: bool) -> String {
+    pub(super) fn self_ports(&self, i: SvcId, text: &str, anywhere: bool) -> String {
         let layout = &self.layouts[i];
         if layout.slots.is_empty() {
             return text.to_owned();

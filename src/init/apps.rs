@@ -9,7 +9,7 @@ use super::*;
 
 impl Init {
     /// Does service `i` run as a process (or would, once uncommented)?
-    pub(super) fn runs(&self, i: usize) -> bool {
+    pub(super) fn runs(&self, i: SvcId) -> bool {
         matches!(self.svcs[i].kind, Kind::Process | Kind::Commented(_))
     }
 
@@ -48,7 +48,7 @@ impl Init {
 
     /// Each process service's `workdir`.
     pub(super) fn plan_workdirs(&mut self) {
-        for i in 0..self.svcs.len() {
+        for i in self.svcs.ids() {
             if self.runs(i) {
                 self.svcs[i].workdir = self.workdir(i);
             }
@@ -60,7 +60,7 @@ impl Init {
     /// `dev` script of a Vite or Next.js `package.json` in its directory, or the
     /// Dockerfile's `CMD`.
     pub(super) fn derive_commands(&mut self) {
-        for i in 0..self.svcs.len() {
+        for i in self.svcs.ids() {
             if self.svcs[i].kind != Kind::Process {
                 continue;
             }
@@ -203,7 +203,10 @@ impl Init {
             .map(|p| p.rsplit_once('/').map(|(d, _)| d.to_owned()))
             .collect();
         for dir in dirs {
-            let covered = (0..self.svcs.len()).any(|i| self.runs(i) && self.svcs[i].workdir == dir);
+            let covered = self
+                .svcs
+                .ids()
+                .any(|i| self.runs(i) && self.svcs[i].workdir == dir);
             if covered {
                 continue;
             }
@@ -234,19 +237,19 @@ impl Init {
     /// `migrate` (and `clone_from = "golden"`) for each PostgreSQL or MySQL-family adapter
     /// service that a process whose code has `alembic.ini` or `manage.py` uses.
     pub(super) fn plan_migrations(&mut self) {
-        for a in 0..self.svcs.len() {
-            let Kind::Adapter(adapter) = self.svcs[a].kind else {
+        for db in self.svcs.ids() {
+            let Kind::Adapter(adapter) = self.svcs[db].kind else {
                 continue;
             };
             if !matches!(adapter, "postgres" | "mysql" | "mariadb" | "percona") {
                 continue;
             }
-            let raw = self.svcs[a].raw.clone();
-            for i in 0..self.svcs.len() {
-                if self.svcs[i].kind != Kind::Process || !self.uses(i, a, &raw) {
+            let raw = self.svcs[db].raw.clone();
+            for process in self.svcs.ids() {
+                if self.svcs[process].kind != Kind::Process || !self.uses(process, db, &raw) {
                     continue;
                 }
-                let workdir = self.svcs[i].workdir.clone();
+                let workdir = self.svcs[process].workdir.clone();
                 let cmd = if self
                     .repo
                     .file_in(workdir.as_deref(), "alembic.ini")
@@ -258,13 +261,13 @@ impl Init {
                 } else {
                     continue;
                 };
-                let blocked = self.reads_parts(i, a, workdir.as_deref());
+                let blocked = self.reads_parts(process, db, workdir.as_deref());
                 self.migrations.insert(
-                    a,
+                    db,
                     Migration {
                         cmd: cmd.to_owned(),
                         workdir,
-                        owner: i,
+                        owner: process,
                         blocked,
                     },
                 );
@@ -273,30 +276,30 @@ impl Init {
         }
     }
 
-    /// Does process `i` use adapter service `a` (compose name `raw`): `depends_on` it, or
-    /// name it in its settings?
-    fn uses(&mut self, i: usize, a: usize, raw: &str) -> bool {
-        let deps: Vec<String> = match self.svcs[i].def.get("depends_on") {
+    /// Does `process` use the database service `db` (compose name `raw`): `depends_on` it,
+    /// or name it in its settings?
+    fn uses(&mut self, process: SvcId, db: SvcId, raw: &str) -> bool {
+        let deps: Vec<String> = match self.svcs[process].def.get("depends_on") {
             Some(Value::Mapping(m)) => m.keys().filter_map(scalar).collect(),
             v => string_list(v),
         };
         if deps.iter().any(|d| d == raw) {
             return true;
         }
-        self.texts(i).iter().any(|(_, t)| {
+        self.texts(process).iter().any(|(_, t)| {
             scan_urls(t)
                 .iter()
-                .any(|h| self.alias.get(&h.host) == Some(&a))
+                .any(|h| self.alias.get(&h.host) == Some(&db))
         })
     }
 
-    /// Why `migrate` cannot reach the database of process `i`'s settings, if it cannot:
+    /// Why `migrate` cannot reach the database of `process`'s settings, if it cannot:
     /// they read it from parts (`DB_HOST`, `DB_PORT`, …) and none of its Python settings
     /// reads `DATABASE_URL`, which is what `migrate` gets.
-    fn reads_parts(&mut self, i: usize, a: usize, workdir: Option<&str>) -> Option<String> {
-        let texts = self.texts(i);
+    fn reads_parts(&mut self, process: SvcId, db: SvcId, workdir: Option<&str>) -> Option<String> {
+        let texts = self.texts(process);
         let mut files: Vec<(String, String)> = Vec::new();
-        for f in string_list_env_file(&self.svcs[i].def) {
+        for f in string_list_env_file(&self.svcs[process].def) {
             if let Some(t) = self.repo.env_files.get(&f) {
                 files.extend(binky_controllers::env::parse_dotenv(t));
             }
@@ -310,7 +313,7 @@ impl Init {
                 ["HOST", "SERVER", "HOSTNAME"]
                     .iter()
                     .any(|s| k.ends_with(s))
-                    && self.alias.get(&v.trim().to_ascii_lowercase()) == Some(&a)
+                    && self.alias.get(&v.trim().to_ascii_lowercase()) == Some(&db)
             })
             .map(|(k, _)| k)?;
         let prefix = workdir.map(|w| format!("{w}/")).unwrap_or_default();
@@ -327,11 +330,11 @@ impl Init {
     /// An adapter service's `migrate`, `clone_from`, `workdir` and the settings its
     /// migration tool reads (the owner's `env_file` and plain `env`), when
     /// [`Init::plan_migrations`] found them; whether it wrote any.
-    pub(super) fn render_migration(&mut self, a: usize, out: &mut String) -> bool {
-        let Some(m) = self.migrations.remove(&a) else {
+    pub(super) fn render_migration(&mut self, db: SvcId, out: &mut String) -> bool {
+        let Some(m) = self.migrations.remove(&db) else {
             return false;
         };
-        let name = self.svcs[a].name.clone();
+        let name = self.svcs[db].name.clone();
         let owner = self.svcs[m.owner].name.clone();
         let tool = m
             .cmd
@@ -396,7 +399,7 @@ impl Init {
         // Written once what every process shares is known: what [defaults.env] gives
         // `migrate` too is not repeated (see `Init::render_services`).
         if !kept.is_empty() {
-            out.push_str(&super::render::env_placeholder(a));
+            out.push_str(&super::render::env_placeholder(db));
             let lines = kept
                 .into_iter()
                 .map(|(key, v)| EnvLine {
@@ -405,7 +408,7 @@ impl Init {
                     comment: None,
                 })
                 .collect();
-            self.migrate_env.insert(a, lines);
+            self.migrate_env.insert(db, lines);
         }
         true
     }

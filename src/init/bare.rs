@@ -283,12 +283,11 @@ pub(super) fn generate(repo: &Repo, project: &str) -> Result<Generated, InitErro
     init.plan_migrations();
     // A Procfile's release phase is the migration, wherever the tool is.
     if let Some(cmd) = release {
-        if let Some(a) = (0..init.svcs.len())
-            .find(|&a| matches!(init.svcs[a].kind, Kind::Adapter("postgres" | "mysql")))
+        if let Some(a) = init
+            .svcs
+            .find(|s| matches!(s.kind, Kind::Adapter("postgres" | "mysql")))
         {
-            let owner = (0..init.svcs.len())
-                .find(|&i| init.svcs[i].kind == Kind::Process)
-                .unwrap_or(a);
+            let owner = init.svcs.find(|s| s.kind == Kind::Process).unwrap_or(a);
             let workdir = init.migrations.get(&a).and_then(|m| m.workdir.clone());
             init.migrations.insert(
                 a,
@@ -425,7 +424,7 @@ impl Init {
         let name = service_name(name, &taken);
         self.alias
             .entry(name.to_ascii_lowercase())
-            .or_insert(self.svcs.len());
+            .or_insert(self.svcs.next_id());
         self.svcs.push(Svc {
             raw: name.clone(),
             name,

@@ -224,11 +224,11 @@ pub(super) fn host_key_prefix(key: &str) -> Option<String> {
 }
 
 /// The field a key of a host's family names (`DB_PORT` of family `DB` → `port`), and the
-/// family's index in `families` (`(prefix, service index)`).
+/// family's service (`families`: `(prefix, service)`).
 pub(super) fn family_field(
     key: &str,
-    families: &[(String, usize)],
-) -> Option<(&'static str, usize)> {
+    families: &[(String, SvcId)],
+) -> Option<(&'static str, SvcId)> {
     let upper = key.to_ascii_uppercase();
     for (prefix, target) in families {
         let Some(suffix) = upper.strip_prefix(prefix.as_str()) else {

@@ -5,7 +5,7 @@ use super::*;
 
 impl Init {
     /// Service keys nobody handled: one TODO each (with advice where there is some).
-    pub(super) fn other_keys(&mut self, i: usize, handled: &[&str]) {
+    pub(super) fn other_keys(&mut self, i: SvcId, handled: &[&str]) {
         let name = self.svcs[i].name.clone();
         let def = self.svcs[i].def.clone();
         let kind = self.svcs[i].kind;

@@ -317,6 +317,78 @@ enum Why {
     OneShot,
 }
 
+/// Which compose service: a handle into [`PerService`] tables, in compose order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+struct SvcId(usize);
+
+/// One `T` per compose service, reached by [`SvcId`].
+struct PerService<T>(Vec<T>);
+
+impl<T> PerService<T> {
+    fn new() -> Self {
+        PerService(Vec::new())
+    }
+
+    /// The services' ids, in compose order.
+    fn ids(&self) -> impl Iterator<Item = SvcId> {
+        (0..self.0.len()).map(SvcId)
+    }
+
+    /// The id the next [`PerService::push`] gives.
+    fn next_id(&self) -> SvcId {
+        SvcId(self.0.len())
+    }
+
+    fn push(&mut self, value: T) -> SvcId {
+        let id = self.next_id();
+        self.0.push(value);
+        id
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.0.iter()
+    }
+
+    /// The first service `pick` holds for.
+    fn find(&self, pick: impl Fn(&T) -> bool) -> Option<SvcId> {
+        self.0.iter().position(pick).map(SvcId)
+    }
+
+    /// A table with `f` of every entry, by the same ids.
+    fn map<U>(self, f: impl FnMut(T) -> U) -> PerService<U> {
+        PerService(self.0.into_iter().map(f).collect())
+    }
+}
+
+impl<T> std::ops::Index<SvcId> for PerService<T> {
+    type Output = T;
+    fn index(&self, id: SvcId) -> &T {
+        &self.0[id.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<SvcId> for PerService<T> {
+    fn index_mut(&mut self, id: SvcId) -> &mut T {
+        &mut self.0[id.0]
+    }
+}
+
+impl<'a, T> IntoIterator for &'a PerService<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a mut PerService<T> {
+    type Item = &'a mut T;
+    type IntoIter = std::slice::IterMut<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter_mut()
+    }
+}
+
 struct Svc {
     /// The compose name.
     raw: String,
@@ -381,10 +453,10 @@ struct Init {
     vars: BTreeMap<String, String>,
     /// `(value, env name)`: credentials seen in compose or `.env`, longest first.
     secrets: Vec<(String, String)>,
-    svcs: Vec<Svc>,
-    /// Host names compose services answer to (lower-case) → index.
-    alias: HashMap<String, usize>,
-    layouts: Vec<Layout>,
+    svcs: PerService<Svc>,
+    /// Host names compose services answer to (lower-case) → the service.
+    alias: HashMap<String, SvcId>,
+    layouts: PerService<Layout>,
     /// Why each `${env.NAME}` is there.
     reasons: BTreeMap<String, String>,
     to_decide: Vec<String>,
@@ -395,20 +467,20 @@ struct Init {
     /// become once the service is uncommented (see [`Init::map_addresses`]).
     commented_refs: Vec<String>,
     /// Host ports compose publishes → (service, container port).
-    published: HashMap<u16, (usize, u16)>,
+    published: HashMap<u16, (SvcId, u16)>,
     /// Write addresses of commented-out services as their tokens (the value once they run).
     as_if_running: bool,
     /// What each adapter service's `migrate` is, when a process's code says.
-    migrations: BTreeMap<usize, Migration>,
+    migrations: BTreeMap<SvcId, Migration>,
     /// Notes on frameworks found (a `# NOTE:` each in the file, and one line to decide).
     notes: Vec<String>,
-    /// While set, a process's `[services.X.env]` is kept here (by service index) and a
+    /// While set, a process's `[services.X.env]` is kept here (by service) and a
     /// placeholder written, so that what every process shares becomes `[defaults.env]`.
     defer_env: bool,
-    env_blocks: BTreeMap<usize, Vec<EnvLine>>,
+    env_blocks: BTreeMap<SvcId, Vec<EnvLine>>,
     /// An adapter service's env for its `migrate` (the settings of the code it runs), by
-    /// service index, written with the processes' (see `env_blocks`).
-    migrate_env: BTreeMap<usize, Vec<EnvLine>>,
+    /// service, written with the processes' (see `env_blocks`).
+    migrate_env: BTreeMap<SvcId, Vec<EnvLine>>,
 }
 
 /// An adapter service's migrations, run by the migration tool of a process's code.
@@ -418,7 +490,7 @@ struct Migration {
     /// Where it runs.
     workdir: Option<String>,
     /// The process whose code and settings it uses.
-    owner: usize,
+    owner: SvcId,
     /// Set: the settings read the database from parts (`DB_HOST`, …) that `migrate` does
     /// not get: the command is written commented out, with this reason.
     blocked: Option<String>,
@@ -438,9 +510,9 @@ impl Init {
             vars: dotenv.iter().cloned().collect(),
             dotenv,
             secrets: Vec::new(),
-            svcs: Vec::new(),
+            svcs: PerService::new(),
             alias: HashMap::new(),
-            layouts: Vec::new(),
+            layouts: PerService::new(),
             reasons: BTreeMap::new(),
             to_decide: Vec::new(),
             mapped: Vec::new(),

@@ -7,7 +7,7 @@ impl Init {
     // --- ports --------------------------------------------------------------------
 
     /// Container ports a service publishes or exposes; what cannot be carried is noted.
-    pub(super) fn container_ports(&mut self, i: usize) -> Vec<u16> {
+    pub(super) fn container_ports(&mut self, i: SvcId) -> Vec<u16> {
         let mut out = Vec::new();
         let mut skipped = Vec::new();
         let def = self.svcs[i].def.clone();
@@ -54,7 +54,7 @@ impl Init {
     }
 
     /// Remember the host ports service `i` publishes (`"5173:5173"`, `"8000:80"`).
-    fn publish(&mut self, i: usize) {
+    fn publish(&mut self, i: SvcId) {
         let Some(Value::Sequence(items)) = self.svcs[i].def.get("ports").cloned() else {
             return;
         };
@@ -86,7 +86,7 @@ impl Init {
         }
     }
 
-    pub(super) fn healthcheck(&mut self, i: usize) -> Probe {
+    pub(super) fn healthcheck(&mut self, i: SvcId) -> Probe {
         let Some(Value::Mapping(h)) = self.svcs[i].def.get("healthcheck").cloned() else {
             return Probe::None;
         };
@@ -128,7 +128,7 @@ impl Init {
 
     /// The text of a process service that may name other services: its command and
     /// environment (and `.env`, when it loads it).
-    pub(super) fn texts(&mut self, i: usize) -> Vec<(Option<String>, String)> {
+    pub(super) fn texts(&mut self, i: SvcId) -> Vec<(Option<String>, String)> {
         let def = self.svcs[i].def.clone();
         let mut out = Vec::new();
         match command_of(&def) {
@@ -155,7 +155,7 @@ impl Init {
         out
     }
 
-    pub(super) fn loads_dotenv(&self, i: usize) -> bool {
+    pub(super) fn loads_dotenv(&self, i: SvcId) -> bool {
         string_list_env_file(&self.svcs[i].def)
             .iter()
             .any(|f| normalise(f) == Dir::Below(".env".into()))
@@ -164,24 +164,24 @@ impl Init {
     /// Give every process service its ports: what it publishes or exposes, what others
     /// reach it on, and where its health check probes. HTTP ones get the URL.
     pub(super) fn plan_ports(&mut self) {
-        let n = self.svcs.len();
-        let mut ports: Vec<Vec<(u16, bool)>> = vec![Vec::new(); n];
+        let mut ports: PerService<Vec<(u16, bool)>> =
+            PerService(self.svcs.iter().map(|_| Vec::new()).collect());
         fn add(list: &mut Vec<(u16, bool)>, port: u16, http: bool) {
             match list.iter_mut().find(|(p, _)| *p == port) {
                 Some(e) => e.1 |= http,
                 None => list.push((port, http)),
             }
         }
-        for (i, list) in ports.iter_mut().enumerate() {
+        for i in self.svcs.ids() {
             if !self.runs(i) {
                 continue;
             }
             for p in self.container_ports(i) {
-                add(list, p, http_looking(p));
+                add(&mut ports[i], p, http_looking(p));
             }
             self.publish(i);
         }
-        for i in 0..n {
+        for i in self.svcs.ids() {
             if !self.runs(i) {
                 continue;
             }
@@ -213,33 +213,30 @@ impl Init {
                 }
             }
         }
-        self.layouts = ports
-            .into_iter()
-            .map(|mut list| {
-                if let Some(h) = list.iter().position(|(_, http)| *http) {
-                    let first = list.remove(h);
-                    list.insert(0, first);
-                }
-                let url = list.first().is_some_and(|(_, http)| *http);
-                let mut labels = BTreeSet::new();
-                let slots = list
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (p, _))| {
-                        let mut label = if k == 0 && url {
-                            "http".to_owned()
-                        } else {
-                            port_label(*p)
-                        };
-                        if !labels.insert(label.clone()) {
-                            label = format!("p{p}");
-                            labels.insert(label.clone());
-                        }
-                        (*p, label)
-                    })
-                    .collect();
-                Layout { slots, url }
-            })
-            .collect();
+        self.layouts = ports.map(|mut list| {
+            if let Some(h) = list.iter().position(|(_, http)| *http) {
+                let first = list.remove(h);
+                list.insert(0, first);
+            }
+            let url = list.first().is_some_and(|(_, http)| *http);
+            let mut labels = BTreeSet::new();
+            let slots = list
+                .iter()
+                .enumerate()
+                .map(|(k, (p, _))| {
+                    let mut label = if k == 0 && url {
+                        "http".to_owned()
+                    } else {
+                        port_label(*p)
+                    };
+                    if !labels.insert(label.clone()) {
+                        label = format!("p{p}");
+                        labels.insert(label.clone());
+                    }
+                    (*p, label)
+                })
+                .collect();
+            Layout { slots, url }
+        });
     }
 }

@@ -2,6 +2,40 @@
 
 use super::*;
 
+/// A mail catcher runs on the host, one for every world: its usual command when compose
+/// gives none, with its SMTP and web ports exposed so that each world gets its own.
+fn run_on_the_host(def: &mut Mapping, mc: &MailCatcher) {
+    if command_of(def).is_none() {
+        def.insert(Value::from("command"), Value::from(mc.cmd));
+        let mut expose = match def.get("expose") {
+            Some(Value::Sequence(s)) => s.clone(),
+            _ => Vec::new(),
+        };
+        for port in [1025u16, 8025, 1080] {
+            let p = Value::from(port.to_string());
+            if mc.cmd.contains(&port.to_string()) && !expose.contains(&p) {
+                expose.push(p);
+            }
+        }
+        def.insert(Value::from("expose"), Value::Sequence(expose));
+    }
+    def.insert(Value::from("x-binky-shared"), Value::from(mc.tool));
+}
+
+/// The host names a compose service answers to on its network: its name, `container_name`,
+/// `hostname` and its network aliases.
+fn compose_aliases(raw: &str, def: &Mapping) -> Vec<String> {
+    let mut aliases = vec![raw.to_owned()];
+    aliases.extend(def.get("container_name").and_then(scalar));
+    aliases.extend(def.get("hostname").and_then(scalar));
+    if let Some(Value::Mapping(nets)) = def.get("networks") {
+        for (_, n) in nets {
+            aliases.extend(string_list(n.get("aliases")));
+        }
+    }
+    aliases
+}
+
 impl Init {
     // --- reading ------------------------------------------------------------------
 
@@ -20,59 +54,12 @@ impl Init {
             let mut def = def;
             let catcher = image.as_deref().and_then(mail_catcher);
             if let Some(mc) = catcher {
-                if command_of(&def).is_none() {
-                    def.insert(Value::from("command"), Value::from(mc.cmd));
-                    // Its SMTP and web ports get a port of each world's too.
-                    let mut expose = match def.get("expose") {
-                        Some(Value::Sequence(s)) => s.clone(),
-                        _ => Vec::new(),
-                    };
-                    for port in [1025u16, 8025, 1080] {
-                        let p = Value::from(port.to_string());
-                        if mc.cmd.contains(&port.to_string()) && !expose.contains(&p) {
-                            expose.push(p);
-                        }
-                    }
-                    def.insert(Value::from("expose"), Value::Sequence(expose));
-                }
-                def.insert(Value::from("x-binky-shared"), Value::from(mc.tool));
+                run_on_the_host(&mut def, mc);
             }
-            let runs_code =
-                def.get("build").is_some_and(|b| !b.is_null()) || command_of(&def).is_some();
-            let command_text = match command_of(&def) {
-                Some(Command::Shell(s)) => Some(s),
-                Some(Command::Words(ws)) => Some(ws.join(" ")),
-                None => None,
-            };
-            let tests = test_only(&raw, image.as_deref(), command_text.as_deref());
-            let kind = match (
-                image.as_deref().and_then(replaced_image),
-                image.as_deref().and_then(adapter_for_image),
-            ) {
-                (Some(what), _) => Kind::Replaced(what),
-                (None, _) if tests.is_some() && (runs_code || image.is_some()) => {
-                    Kind::Commented(Why::TestOnly(tests.unwrap_or_default()))
-                }
-                (None, Some(a)) => Kind::Adapter(a),
-                (None, None) => match catcher {
-                    Some(mc) if !self.repo.installed.contains(mc.program) => {
-                        Kind::Commented(Why::NotInstalled(mc))
-                    }
-                    _ if runs_code => Kind::Process,
-                    _ => Kind::Unmapped,
-                },
-            };
-            let i = self.svcs.len();
-            let mut aliases = vec![raw.clone()];
-            aliases.extend(def.get("container_name").and_then(scalar));
-            aliases.extend(def.get("hostname").and_then(scalar));
-            if let Some(Value::Mapping(nets)) = def.get("networks") {
-                for (_, n) in nets {
-                    aliases.extend(string_list(n.get("aliases")));
-                }
-            }
-            for a in aliases {
-                self.alias.entry(a.to_ascii_lowercase()).or_insert(i);
+            let kind = self.kind_of(&raw, image.as_deref(), &def, catcher);
+            let svc = self.svcs.next_id();
+            for a in compose_aliases(&raw, &def) {
+                self.alias.entry(a.to_ascii_lowercase()).or_insert(svc);
             }
             if def.contains_key("networks") || def.contains_key("network_mode") {
                 self.uses_networks = true;
@@ -88,14 +75,51 @@ impl Init {
             });
         }
         // `links: ["db:database"]` names another alias of `db`.
-        for i in 0..self.svcs.len() {
-            for link in string_list(self.svcs[i].def.get("links")) {
+        for svc in self.svcs.ids() {
+            for link in string_list(self.svcs[svc].def.get("links")) {
                 if let Some((target, alias)) = link.split_once(':') {
-                    if let Some(&j) = self.alias.get(&target.to_ascii_lowercase()) {
-                        self.alias.entry(alias.to_ascii_lowercase()).or_insert(j);
+                    if let Some(&linked) = self.alias.get(&target.to_ascii_lowercase()) {
+                        self.alias
+                            .entry(alias.to_ascii_lowercase())
+                            .or_insert(linked);
                     }
                 }
             }
+        }
+    }
+
+    /// What binky makes of a compose service: infrastructure it replaces, tests left out,
+    /// an adapter service, a mail catcher that is not installed, a process, or nothing.
+    fn kind_of(
+        &self,
+        raw: &str,
+        image: Option<&str>,
+        def: &Mapping,
+        catcher: Option<&'static MailCatcher>,
+    ) -> Kind {
+        let runs_code = def.get("build").is_some_and(|b| !b.is_null()) || command_of(def).is_some();
+        let command_text = match command_of(def) {
+            Some(Command::Shell(s)) => Some(s),
+            Some(Command::Words(ws)) => Some(ws.join(" ")),
+            None => None,
+        };
+        let tests = test_only(raw, image, command_text.as_deref());
+        match (
+            image.and_then(replaced_image),
+            image.and_then(adapter_for_image),
+        ) {
+            (Some(what), _) => Kind::Replaced(what),
+            (None, _) if tests.is_some() && (runs_code || image.is_some()) => {
+                Kind::Commented(Why::TestOnly(tests.unwrap_or_default()))
+            }
+            (None, Some(a)) => Kind::Adapter(a),
+            (None, None) => match catcher {
+                Some(mc) if !self.repo.installed.contains(mc.program) => {
+                    Kind::Commented(Why::NotInstalled(mc))
+                }
+                _ if runs_code => Kind::Process,
+                _ => Kind::Unmapped,
+            },
         }
     }
 

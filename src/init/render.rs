@@ -7,7 +7,9 @@ impl Init {
 
     pub(super) fn render_services(&mut self) -> String {
         let mut out = String::new();
-        let adapters: Vec<usize> = (0..self.svcs.len())
+        let adapters: Vec<SvcId> = self
+            .svcs
+            .ids()
             .filter(|&i| matches!(self.svcs[i].kind, Kind::Adapter(_)))
             .collect();
         if !adapters.is_empty() {
@@ -16,7 +18,7 @@ impl Init {
         for i in adapters {
             self.render_adapter(i, &mut out);
         }
-        for i in 0..self.svcs.len() {
+        for i in self.svcs.ids() {
             match self.svcs[i].kind {
                 Kind::Process => {
                     self.defer_env = true;
@@ -37,8 +39,8 @@ impl Init {
             let block = env_table(&format!("services.{name}.env"), lines, &shared);
             out = out.replacen(&env_placeholder(*i), &block, 1);
         }
-        for (a, lines) in std::mem::take(&mut self.migrate_env) {
-            let name = self.svcs[a].name.clone();
+        for (db, lines) in std::mem::take(&mut self.migrate_env) {
+            let name = self.svcs[db].name.clone();
             let mut kept: Vec<EnvLine> = lines
                 .into_iter()
                 .filter(|l| l.value.as_ref() != shared.get(&l.key))
@@ -51,7 +53,7 @@ impl Init {
                 });
             }
             let block = env_table(&format!("services.{name}.env"), &kept, &BTreeMap::new());
-            out = out.replacen(&env_placeholder(a), &block, 1);
+            out = out.replacen(&env_placeholder(db), &block, 1);
         }
         if !shared.is_empty() {
             let lines: Vec<EnvLine> = shared
@@ -75,7 +77,7 @@ impl Init {
         out
     }
 
-    pub(super) fn in_output(&self, j: usize) -> bool {
+    pub(super) fn in_output(&self, j: SvcId) -> bool {
         !matches!(
             self.svcs[j].kind,
             Kind::Unmapped | Kind::Replaced(_) | Kind::Commented(_)
@@ -83,7 +85,7 @@ impl Init {
     }
 
     /// A service written commented out: what it would be, under why it is not.
-    pub(super) fn commented(&mut self, i: usize, why: Why, out: &mut String) {
+    pub(super) fn commented(&mut self, i: SvcId, why: Why, out: &mut String) {
         let name = self.svcs[i].name.clone();
         let todos = self.to_decide.len();
         let mapped = self.mapped.len();
@@ -126,7 +128,7 @@ impl Init {
     }
 
     /// Infrastructure binky replaces: a comment in the file, no service.
-    pub(super) fn replaced(&mut self, i: usize, what: &str, out: &mut String) {
+    pub(super) fn replaced(&mut self, i: SvcId, what: &str, out: &mut String) {
         let raw = self.svcs[i].raw.clone();
         out.push_str(&format!(
             "# {raw} ({what}) is left out: binky's proxy serves every world's services at\n# http://<service>.<world>.{}.localhost (and https with `https = true`); routing\n# labels and rules for it have no use here.\n\n",
@@ -138,7 +140,7 @@ impl Init {
     }
 
     /// `depends_on` (list or map form), only services that are in the file.
-    pub(super) fn depends_on(&mut self, i: usize) -> (Vec<String>, Vec<String>) {
+    pub(super) fn depends_on(&mut self, i: SvcId) -> (Vec<String>, Vec<String>) {
         let names: Vec<String> = match self.svcs[i].def.get("depends_on") {
             Some(Value::Mapping(m)) => m.keys().filter_map(scalar).collect(),
             v => string_list(v),
@@ -146,7 +148,7 @@ impl Init {
         let mut kept = Vec::new();
         let mut dropped = Vec::new();
         for d in names {
-            match self.svcs.iter().position(|s| s.raw == d) {
+            match self.svcs.find(|s| s.raw == d) {
                 Some(j) if self.in_output(j) && j != i => {
                     let n = self.svcs[j].name.clone();
                     if !kept.contains(&n) {
@@ -159,35 +161,58 @@ impl Init {
         (kept, dropped)
     }
 
-    pub(super) fn render_adapter(&mut self, i: usize, out: &mut String) {
+    /// An adapter service: `[services.X]` with `adapter` (and `admin_url` when binky does
+    /// not run the server itself), `depends_on` and `migrate`; what the container had that
+    /// a slice cannot carry becomes a TODO.
+    pub(super) fn render_adapter(&mut self, i: SvcId, out: &mut String) {
         let Kind::Adapter(adapter) = self.svcs[i].kind else {
             return;
         };
         let name = self.svcs[i].name.clone();
-        let image = self.svcs[i].image.clone().unwrap_or_default();
         let def = self.svcs[i].def.clone();
-        let var = format!("{}_ADMIN_URL", name.to_ascii_uppercase().replace('-', "_"));
-        let host_port = def.get("ports").and_then(|p| match p {
-            Value::Sequence(items) => items.iter().find_map(|s| {
-                let s = scalar(s)?;
-                let parts: Vec<&str> = s.split(':').collect();
-                (parts.len() >= 2)
-                    .then(|| parts[parts.len() - 2].parse().ok())
-                    .flatten()
-            }),
-            _ => None,
-        });
-        let example = admin_example(adapter, host_port);
-        let runs_itself = managed_server(adapter);
-        if runs_itself.is_none() {
+        let admin = Admin::of(adapter, &name, &def);
+        if admin.server.is_none() {
             self.reason(
-                &var,
-                format!("the admin address of {name}'s server, e.g. {example}"),
+                &admin.var,
+                format!(
+                    "the admin address of {name}'s server, e.g. {}",
+                    admin.example
+                ),
             );
         }
+        out.push_str(&format!("[services.{name}]\n"));
+        self.write_adapter_source(i, out);
+        admin.write_comment(out);
+        out.push_str(&format!("adapter = {}\n", q(adapter)));
+        if admin.server.is_none() {
+            out.push_str(&format!(
+                "admin_url = {}\n",
+                q(&format!("${{env.{}}}", admin.var))
+            ));
+        }
+        let (deps, _) = self.depends_on(i);
+        if !deps.is_empty() {
+            out.push_str(&format!("depends_on = {}\n", toml_list(&deps)));
+        }
+        let migrated = self.render_migration(i, out);
+        if adapter == "postgres" && !migrated {
+            out.push_str("# migrate = \"psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -f schema.sql\"\n# seed = \"…\"\n# clone_from = \"golden\"   # migrate and seed once; every world is a server-side copy\n");
+        }
+        out.push('\n');
+        self.container_leftovers(&name, adapter, &def);
+        self.other_keys(i, ADAPTER_KEYS);
+        let line = self.adapter_mapped_line(i, adapter, &admin);
+        self.mapped.push(line);
+    }
 
+    /// The comment under an adapter's `[services.X]` on where it came from: the image, and
+    /// which of the container's settings a slice does not need.
+    fn write_adapter_source(&mut self, i: SvcId, out: &mut String) {
+        let name = self.svcs[i].name.clone();
+        let image = self.svcs[i].image.clone().unwrap_or_default();
+        let def = &self.svcs[i].def;
         let mut container_bits: Vec<&str> = Vec::new();
-        if !env_entries(&def).is_empty() {
+        if !env_entries(def).is_empty() {
             container_bits.push("environment");
         }
         if def.contains_key("ports") || def.contains_key("expose") {
@@ -199,7 +224,6 @@ impl Init {
         if def.contains_key("healthcheck") {
             container_bits.push("healthcheck");
         }
-        out.push_str(&format!("[services.{name}]\n"));
         if let Some(from) = self.svcs[i].cmd_from.clone().filter(|_| image.is_empty()) {
             out.push_str(&format!("# {from}\n"));
         } else {
@@ -215,30 +239,14 @@ impl Init {
             }
             out.push('\n');
         }
-        if let Some(server) = runs_itself {
-            out.push_str(&format!("# binky runs {server} for it, from the installed binaries. To use a server you\n# already run instead: admin_url = \"${{env.{var}}}\" (e.g. {example}).\n"));
-        } else {
-            out.push_str(&format!("# {var}: the shared server's admin address, e.g. {example}.\n# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out.\n"));
-        }
-        out.push_str(&format!("adapter = {}\n", q(adapter)));
-        if runs_itself.is_none() {
-            out.push_str(&format!("admin_url = {}\n", q(&format!("${{env.{var}}}"))));
-        }
-        let (deps, _) = self.depends_on(i);
-        if !deps.is_empty() {
-            out.push_str(&format!("depends_on = {}\n", toml_list(&deps)));
-        }
-        let migrated = self.render_migration(i, out);
-        if adapter == "postgres" && !migrated {
-            out.push_str("# migrate = \"psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -f schema.sql\"\n# seed = \"…\"\n# clone_from = \"golden\"   # migrate and seed once; every world is a server-side copy\n");
-        }
-        out.push('\n');
+    }
 
-        // What the container had that a slice does not need, and what it might.
-        let raw = self.svcs[i].raw.clone();
-        for (src, dst) in volumes(&def) {
+    /// What the container had that a slice does not need, and what it might: TODOs for
+    /// init scripts, mounted configuration, a custom image and server flags.
+    fn container_leftovers(&mut self, name: &str, adapter: &str, def: &Mapping) {
+        for (src, dst) in volumes(def) {
             if dst.contains("docker-entrypoint-initdb.d") {
-                let src = self.redact(&name, &src);
+                let src = self.redact(name, &src);
                 let hint = if adapter == "postgres" {
                     format!(" (e.g. migrate = \"psql \\\"$DATABASE_URL\\\" -v ON_ERROR_STOP=1 -f {src}\")")
                 } else {
@@ -255,27 +263,31 @@ impl Init {
         if def.contains_key("command") {
             self.todo(format!("{name}: its `command` (server flags) is not carried: set them on the shared server if they matter"));
         }
-        self.other_keys(i, ADAPTER_KEYS);
-        let admin = if let Some(server) = runs_itself {
+    }
+
+    /// The adapter service's line in the summary of what was mapped.
+    fn adapter_mapped_line(&self, i: SvcId, adapter: &str, admin: &Admin) -> String {
+        let svc = &self.svcs[i];
+        let (name, raw) = (&svc.name, &svc.raw);
+        let image = svc.image.clone().unwrap_or_default();
+        let how = if let Some(server) = admin.server {
             format!("binky runs {server}")
         } else {
-            format!("admin_url = ${{env.{var}}}")
+            format!("admin_url = ${{env.{}}}", admin.var)
         };
         let renamed = if raw != name {
             format!(" (renamed from {raw})")
         } else {
             String::new()
         };
-        let source = match &self.svcs[i].cmd_from {
+        let source = match &svc.cmd_from {
             Some(from) if image.is_empty() => from.clone(),
             _ => format!("image {}", one_line(&image)),
         };
-        self.mapped.push(format!(
-            "{name}{renamed}: {source} → adapter {adapter} ({admin})"
-        ));
+        format!("{name}{renamed}: {source} → adapter {adapter} ({how})")
     }
 
-    pub(super) fn unmapped(&mut self, i: usize) {
+    pub(super) fn unmapped(&mut self, i: SvcId) {
         let svc = &self.svcs[i];
         let what = match &svc.image {
             Some(image) => format!("runs image {image}, which binky has no adapter for"),
@@ -292,7 +304,7 @@ impl Init {
             .push(format!("{raw}: not mapped (see the TODOs)"));
     }
 
-    pub(super) fn workdir(&mut self, i: usize) -> Option<String> {
+    pub(super) fn workdir(&mut self, i: SvcId) -> Option<String> {
         let def = self.svcs[i].def.clone();
         let name = self.svcs[i].name.clone();
         let working_dir = def
@@ -364,7 +376,9 @@ impl Init {
         }
     }
 
-    pub(super) fn render_process(&mut self, i: usize, out: &mut String) {
+    /// A process service: `[services.X]` with what compose says of it, step by step; what
+    /// it maps goes to `mapped` as one line, what it cannot to the TODOs.
+    pub(super) fn render_process(&mut self, i: SvcId, out: &mut String) {
         let name = self.svcs[i].name.clone();
         let raw = self.svcs[i].raw.clone();
         let def = self.svcs[i].def.clone();
@@ -373,28 +387,7 @@ impl Init {
             notes.push(format!("renamed from {raw}"));
         }
         let workdir = self.svcs[i].workdir.clone();
-
-        // cmd
-        let cmd = match command_of(&def) {
-            Some(Command::Shell(s)) => {
-                let s = self.interpolate(&s);
-                let s = self.map_addresses(i, None, &s);
-                let s = self.self_ports(i, &s, true);
-                Some(self.redact(&name, &s))
-            }
-            Some(Command::Words(ws)) => {
-                let mut words = Vec::new();
-                for w in ws {
-                    let w = self.interpolate(&w);
-                    let w = self.map_addresses(i, None, &w);
-                    let w = self.self_ports(i, &w, true);
-                    let w = self.redact(&name, &w);
-                    words.push(shell_word(&w));
-                }
-                Some(words.join(" "))
-            }
-            None => None,
-        };
+        let cmd = self.host_command(i, &def);
         // A mail catcher: its host command, one per world (a few MiB each; one shared by
         // every world once binky has shared services).
         let shared_tool = def.get("x-binky-shared").and_then(scalar);
@@ -404,6 +397,64 @@ impl Init {
             ));
         }
         out.push_str(&format!("[services.{name}]\n"));
+        self.write_cmd(i, cmd, shared_tool, out, &mut notes);
+        if let Some(w) = &workdir {
+            out.push_str(&format!("workdir = {}\n", q(w)));
+            notes.push(format!("workdir {w}"));
+        }
+        if !def.contains_key("build") {
+            if let Some(image) = &self.svcs[i].image {
+                notes.push(format!(
+                    "runs on the host, not in {}: its tools must be installed",
+                    one_line(image)
+                ));
+            }
+        }
+        self.write_url_and_ports(i, out, &mut notes);
+        self.write_health(i, out, &mut notes);
+        self.write_stopping(&name, &def, out, &mut notes);
+        self.write_depends_on(i, out, &mut notes);
+        self.write_env_file(&name, &def, workdir.as_deref(), out, &mut notes);
+        self.write_env(i, out, &mut notes);
+        out.push('\n');
+        self.other_keys(i, PROCESS_KEYS);
+        self.mapped
+            .push(format!("{name}: process; {}", notes.join("; ")));
+    }
+
+    /// Compose's `command` as a host command line: its variables interpolated, addresses of
+    /// compose services and its own container ports as tokens, credentials as `${env.…}`.
+    fn host_command(&mut self, i: SvcId, def: &Mapping) -> Option<String> {
+        let name = self.svcs[i].name.clone();
+        let host_word = |this: &mut Self, w: &str| {
+            let w = this.interpolate(w);
+            let w = this.map_addresses(i, None, &w);
+            let w = this.self_ports(i, &w, true);
+            this.redact(&name, &w)
+        };
+        match command_of(def)? {
+            Command::Shell(s) => Some(host_word(self, &s)),
+            Command::Words(ws) => {
+                let mut words = Vec::new();
+                for w in ws {
+                    words.push(shell_word(&host_word(self, &w)));
+                }
+                Some(words.join(" "))
+            }
+        }
+    }
+
+    /// `cmd`: the host command, or a command that fails on purpose and a TODO when compose
+    /// gives none that runs outside its image.
+    fn write_cmd(
+        &mut self,
+        i: SvcId,
+        cmd: Option<String>,
+        shared_tool: Option<String>,
+        out: &mut String,
+        notes: &mut Vec<String>,
+    ) {
+        let name = self.svcs[i].name.clone();
         let image_only = cmd.as_deref().and_then(image_only_command);
         match (&cmd, image_only) {
             (Some(c), None) => {
@@ -418,7 +469,7 @@ impl Init {
                 }
             }
             (cmd, why) => {
-                let built = match (&why, &workdir) {
+                let built = match (&why, &self.svcs[i].workdir) {
                     (Some(why), _) => why.clone(),
                     (None, Some(w)) => format!("compose builds its image from ./{w}"),
                     (None, None) => "compose gives no command".to_owned(),
@@ -442,47 +493,43 @@ impl Init {
                 notes.push("cmd TODO".into());
             }
         }
-        if let Some(w) = &workdir {
-            out.push_str(&format!("workdir = {}\n", q(w)));
-            notes.push(format!("workdir {w}"));
-        }
-        if !def.contains_key("build") {
-            if let Some(image) = &self.svcs[i].image {
-                notes.push(format!(
-                    "runs on the host, not in {}: its tools must be installed",
-                    one_line(image)
-                ));
-            }
-        }
+    }
 
-        // url and ports
+    /// `url` and `ports`, from the service's port layout.
+    fn write_url_and_ports(&self, i: SvcId, out: &mut String, notes: &mut Vec<String>) {
+        let name = &self.svcs[i].name;
         let layout = &self.layouts[i];
-        let slots = layout.slots.clone();
-        if !slots.is_empty() {
-            let sub = dns_label(&name);
-            if slots.len() == 1 && layout.url {
-                if sub == name {
-                    out.push_str("url = true\n");
-                } else {
-                    out.push_str(&format!("url = {}\n", q(&sub)));
-                }
-                notes.push(format!("url (port {})", slots[0].0));
-            } else {
-                if layout.url {
-                    out.push_str(&format!("url = {{ http = {} }}\n", q(&sub)));
-                }
-                let labels: Vec<String> = slots.iter().map(|(_, l)| l.clone()).collect();
-                out.push_str(&format!("ports = {}\n", toml_list(&labels)));
-                let desc: Vec<String> = slots.iter().map(|(p, l)| format!("{l} = {p}")).collect();
-                notes.push(format!(
-                    "{}ports {}",
-                    if layout.url { "url, " } else { "" },
-                    desc.join(", ")
-                ));
-            }
+        let slots = &layout.slots;
+        if slots.is_empty() {
+            return;
         }
+        let sub = dns_label(name);
+        if slots.len() == 1 && layout.url {
+            if sub == *name {
+                out.push_str("url = true\n");
+            } else {
+                out.push_str(&format!("url = {}\n", q(&sub)));
+            }
+            notes.push(format!("url (port {})", slots[0].0));
+        } else {
+            if layout.url {
+                out.push_str(&format!("url = {{ http = {} }}\n", q(&sub)));
+            }
+            let labels: Vec<String> = slots.iter().map(|(_, l)| l.clone()).collect();
+            out.push_str(&format!("ports = {}\n", toml_list(&labels)));
+            let desc: Vec<String> = slots.iter().map(|(p, l)| format!("{l} = {p}")).collect();
+            notes.push(format!(
+                "{}ports {}",
+                if layout.url { "url, " } else { "" },
+                desc.join(", ")
+            ));
+        }
+    }
 
-        // health
+    /// `health`, from a healthcheck that probes one of its own ports over HTTP; any other
+    /// healthcheck is a TODO.
+    fn write_health(&mut self, i: SvcId, out: &mut String, notes: &mut Vec<String>) {
+        let name = self.svcs[i].name.clone();
         match self.healthcheck(i) {
             Probe::None => {}
             Probe::Http { port, rest } => {
@@ -500,16 +547,23 @@ impl Init {
                 self.todo(format!("{name}: healthcheck `{text}` not translated: add health = {{ cmd = \"…\" }} (or http/tcp) if readiness matters; without it binky waits for the port"));
             }
         }
+    }
 
-        // restart
+    /// `restart`, `stop_signal` and `stop_grace_period`: compose's keys are binky's (a
+    /// Celery worker stops at once on QUIT; on TERM it waits out the grace period and is
+    /// killed).
+    fn write_stopping(
+        &mut self,
+        name: &str,
+        def: &Mapping,
+        out: &mut String,
+        notes: &mut Vec<String>,
+    ) {
         if let Some(r) = def.get("restart").and_then(scalar) {
             if matches!(r.as_str(), "always" | "unless-stopped") {
                 out.push_str("restart = \"always\"\n");
             }
         }
-
-        // stop_signal, stop_grace_period: compose's keys are binky's (a Celery worker stops
-        // at once on QUIT; on TERM it waits out the grace period and is killed).
         if let Some(raw) = def.get("stop_signal").and_then(scalar) {
             let sig = self.interpolate(&raw);
             match crate::config::parse_signal(&sig) {
@@ -534,8 +588,10 @@ impl Init {
                 )),
             }
         }
+    }
 
-        // depends_on
+    /// `depends_on`, with the services it names that are not in binky.toml noted as dropped.
+    fn write_depends_on(&mut self, i: SvcId, out: &mut String, notes: &mut Vec<String>) {
         let (deps, dropped) = self.depends_on(i);
         if !deps.is_empty() {
             out.push_str(&format!("depends_on = {}\n", toml_list(&deps)));
@@ -547,68 +603,120 @@ impl Init {
                 dropped.join(", ")
             ));
         }
+    }
 
-        // env_file
-        let env_files: Vec<String> = string_list_env_file(&def)
+    /// `env_file`, relative to the service's workdir; a TODO for files whose addresses of
+    /// compose services stay as they are.
+    fn write_env_file(
+        &mut self,
+        name: &str,
+        def: &Mapping,
+        workdir: Option<&str>,
+        out: &mut String,
+        notes: &mut Vec<String>,
+    ) {
+        let env_files: Vec<String> = string_list_env_file(def)
             .iter()
             .map(|f| self.interpolate(f))
-            .map(|f| rebase(&f, workdir.as_deref()))
+            .map(|f| rebase(&f, workdir))
             .collect();
-        if !env_files.is_empty() {
-            out.push_str(&format!("env_file = {}\n", toml_list(&env_files)));
-            notes.push(format!("env_file {}", env_files.join(", ")));
-            let others: Vec<&String> = string_list_env_file(&def)
-                .iter()
-                .zip(&env_files)
-                // `.env`, and files binky init read (their addresses are rewritten below),
-                // need nothing more.
-                .filter(|(orig, _)| {
-                    normalise(orig) != Dir::Below(".env".into())
-                        && !self.repo.env_files.contains_key(*orig)
-                })
-                .map(|(_, f)| f)
-                .collect();
-            if !others.is_empty() {
-                let list: Vec<&str> = others.iter().map(|s| s.as_str()).collect();
-                self.todo(format!("{name}: env_file {} is loaded as it is: an address of a compose service in it (such as db:5432) does not resolve on the host; override it in [services.{name}.env] with a token such as ${{db.url}}", list.join(", ")));
-            }
+        if env_files.is_empty() {
+            return;
         }
+        out.push_str(&format!("env_file = {}\n", toml_list(&env_files)));
+        notes.push(format!("env_file {}", env_files.join(", ")));
+        let others: Vec<&String> = string_list_env_file(def)
+            .iter()
+            .zip(&env_files)
+            // `.env`, and files binky init read (their addresses are rewritten below),
+            // need nothing more.
+            .filter(|(orig, _)| {
+                normalise(orig) != Dir::Below(".env".into())
+                    && !self.repo.env_files.contains_key(*orig)
+            })
+            .map(|(_, f)| f)
+            .collect();
+        if !others.is_empty() {
+            let list: Vec<&str> = others.iter().map(|s| s.as_str()).collect();
+            self.todo(format!("{name}: env_file {} is loaded as it is: an address of a compose service in it (such as db:5432) does not resolve on the host; override it in [services.{name}.env] with a token such as ${{db.url}}", list.join(", ")));
+        }
+    }
 
-        // env
+    /// `[services.X.env]`, or its placeholder while [`Init::render_services`] collects what
+    /// every process shares.
+    fn write_env(&mut self, i: SvcId, out: &mut String, notes: &mut Vec<String>) {
         let lines = self.env_lines(i);
-        if !lines.is_empty() {
-            let mapped: Vec<String> = lines
-                .iter()
-                .filter_map(|l| {
-                    let v = l.value.as_ref()?;
-                    (v.contains("${") && !v.contains("${self.")).then(|| format!("{} → {v}", l.key))
-                })
-                .collect();
-            if !mapped.is_empty() {
-                notes.push(format!("env {}", mapped.join(", ")));
-            }
-            if self.defer_env {
-                out.push_str(&env_placeholder(i));
-                self.env_blocks.insert(i, lines);
-            } else {
-                out.push_str(&env_table(
-                    &format!("services.{name}.env"),
-                    &lines,
-                    &BTreeMap::new(),
-                ));
-            }
+        if lines.is_empty() {
+            return;
         }
-        out.push('\n');
-        self.other_keys(i, PROCESS_KEYS);
-        self.mapped
-            .push(format!("{name}: process; {}", notes.join("; ")));
+        let mapped: Vec<String> = lines
+            .iter()
+            .filter_map(|l| {
+                let v = l.value.as_ref()?;
+                (v.contains("${") && !v.contains("${self.")).then(|| format!("{} → {v}", l.key))
+            })
+            .collect();
+        if !mapped.is_empty() {
+            notes.push(format!("env {}", mapped.join(", ")));
+        }
+        if self.defer_env {
+            out.push_str(&env_placeholder(i));
+            self.env_blocks.insert(i, lines);
+        } else {
+            let name = &self.svcs[i].name;
+            out.push_str(&env_table(
+                &format!("services.{name}.env"),
+                &lines,
+                &BTreeMap::new(),
+            ));
+        }
+    }
+}
+
+/// How binky reaches an adapter's server: the one it runs itself, or `${env.X_ADMIN_URL}`.
+struct Admin {
+    /// `X_ADMIN_URL`.
+    var: String,
+    /// An admin address for the comment, at the port compose publishes when it does.
+    example: String,
+    /// The server binky runs itself for this adapter, when it does.
+    server: Option<&'static str>,
+}
+
+impl Admin {
+    fn of(adapter: &str, name: &str, def: &Mapping) -> Admin {
+        let host_port = def.get("ports").and_then(|p| match p {
+            Value::Sequence(items) => items.iter().find_map(|s| {
+                let s = scalar(s)?;
+                let parts: Vec<&str> = s.split(':').collect();
+                (parts.len() >= 2)
+                    .then(|| parts[parts.len() - 2].parse().ok())
+                    .flatten()
+            }),
+            _ => None,
+        });
+        Admin {
+            var: format!("{}_ADMIN_URL", name.to_ascii_uppercase().replace('-', "_")),
+            example: admin_example(adapter, host_port),
+            server: managed_server(adapter),
+        }
+    }
+
+    /// The comment on who runs the server, and how to point binky at another.
+    fn write_comment(&self, out: &mut String) {
+        let Admin { var, example, .. } = self;
+        if let Some(server) = self.server {
+            out.push_str(&format!("# binky runs {server} for it, from the installed binaries. To use a server you\n# already run instead: admin_url = \"${{env.{var}}}\" (e.g. {example}).\n"));
+        } else {
+            out.push_str(&format!("# {var}: the shared server's admin address, e.g. {example}.\n# binky runs only PostgreSQL, Redis and MariaDB itself when admin_url is left out.\n"));
+        }
     }
 }
 
 /// Where [`Init::render_process`] leaves the env table of service `i` while
 /// [`Init::render_services`] finds what every process shares.
-pub(super) fn env_placeholder(i: usize) -> String {
-    format!("\u{1}env of service {i}\u{1}")
+pub(super) fn env_placeholder(i: SvcId) -> String {
+    format!("\u{1}env of service {}\u{1}", i.0)
 }
 
 /// `[table]` with `lines`, less the entries `skip` has with the same value (nothing at all
@@ -635,7 +743,7 @@ fn env_table(table: &str, lines: &[EnvLine], skip: &BTreeMap<String, String>) ->
 
 /// The env entries every one of two or more process services sets to the same value, with
 /// no comment of their own and no `${self.…}` (which means each service's own).
-fn shared_env(blocks: &BTreeMap<usize, Vec<EnvLine>>) -> BTreeMap<String, String> {
+fn shared_env(blocks: &BTreeMap<SvcId, Vec<EnvLine>>) -> BTreeMap<String, String> {
     if blocks.len() < 2 {
         return BTreeMap::new();
     }

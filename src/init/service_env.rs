@@ -3,12 +3,12 @@
 use super::*;
 
 impl Init {
-    pub(super) fn env_lines(&mut self, i: usize) -> Vec<EnvLine> {
+    pub(super) fn env_lines(&mut self, i: SvcId) -> Vec<EnvLine> {
         let def = self.svcs[i].def.clone();
         let entries = env_entries(&def);
         // An address in parts: `DB_HOST: db` makes DB_PORT, DB_USER, DB_PASSWORD and
         // DB_NAME the slice's too; `EMAIL_HOST: mailpit` makes EMAIL_PORT its port.
-        let mut families: Vec<(String, usize)> = Vec::new();
+        let mut families: Vec<(String, SvcId)> = Vec::new();
         for (k, v) in &entries {
             let (Some(v), Some(prefix)) = (v, host_key_prefix(k)) else {
                 continue;
@@ -103,7 +103,7 @@ impl Init {
             }
         }
         // An address in parts in a file (`POSTGRES_HOST=postgres`).
-        let mut file_families: Vec<(String, usize)> = Vec::new();
+        let mut file_families: Vec<(String, SvcId)> = Vec::new();
         for (_, k, v) in &from_files {
             if let Some(prefix) = host_key_prefix(k) {
                 if let Some(&j) = self.alias.get(&v.trim().to_ascii_lowercase()) {
@@ -178,14 +178,14 @@ impl Init {
     /// `value` of env `key` of service `i` with its addresses of compose services as
     /// binky's; an address of a commented-out service is `localhost` with the same port,
     /// and [`Init::commented_refs`] names the service.
-    fn mapped_value(&mut self, i: usize, key: &str, value: &str) -> String {
+    fn mapped_value(&mut self, i: SvcId, key: &str, value: &str) -> String {
         self.commented_refs.clear();
         self.map_addresses(i, Some(key), value)
     }
 
     /// After [`Init::mapped_value`]: `; once X is uncommented: KEY = "<tokens>"` when the
     /// value named a commented-out service, else nothing.
-    fn once_uncommented(&mut self, i: usize, key: &str, value: &str) -> String {
+    fn once_uncommented(&mut self, i: SvcId, key: &str, value: &str) -> String {
         if self.commented_refs.is_empty() {
             return String::new();
         }
@@ -204,7 +204,7 @@ impl Init {
         &mut self,
         key: &str,
         value: &str,
-        families: &[(String, usize)],
+        families: &[(String, SvcId)],
         why: Option<String>,
     ) -> Option<EnvLine> {
         let (field, j) = family_field(key, families)?;
