@@ -63,12 +63,6 @@ pub enum GateError {
     Store(#[from] StoreError),
 }
 
-impl From<rusqlite::Error> for GateError {
-    fn from(e: rusqlite::Error) -> Self {
-        GateError::Store(e.into())
-    }
-}
-
 impl ReconcileError for GateError {
     fn reason(&self) -> &'static str {
         "StoreFailed"

@@ -63,12 +63,6 @@ pub enum PortError {
     },
 }
 
-impl From<rusqlite::Error> for PortError {
-    fn from(e: rusqlite::Error) -> Self {
-        PortError::Store(e.into())
-    }
-}
-
 impl ReconcileError for PortError {
     fn reason(&self) -> &'static str {
         match self {

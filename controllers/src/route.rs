@@ -172,12 +172,6 @@ pub enum RouteError {
     Store(#[from] StoreError),
 }
 
-impl From<rusqlite::Error> for RouteError {
-    fn from(e: rusqlite::Error) -> Self {
-        RouteError::Store(e.into())
-    }
-}
-
 impl ReconcileError for RouteError {
     fn reason(&self) -> &'static str {
         "StoreFailed"

@@ -71,12 +71,6 @@ pub enum GoldenError {
     },
 }
 
-impl From<rusqlite::Error> for GoldenError {
-    fn from(e: rusqlite::Error) -> Self {
-        GoldenError::Store(e.into())
-    }
-}
-
 impl ReconcileError for GoldenError {
     fn reason(&self) -> &'static str {
         match self {
