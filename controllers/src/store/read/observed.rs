@@ -141,9 +141,19 @@ pub fn bootstrap_waits(
     world: WorldId,
     workdir: &str,
 ) -> Result<Vec<String>, StoreError> {
+    waits_among(conn, world, workdir, &[BootstrapState::Pending])
+}
+
+/// The paths of `world` in one of `states` that a command in `workdir` needs.
+fn waits_among(
+    conn: &Connection,
+    world: WorldId,
+    workdir: &str,
+    states: &[BootstrapState],
+) -> Result<Vec<String>, StoreError> {
     Ok(bootstrap_paths(conn, world)?
         .into_iter()
-        .filter(|b| b.state == BootstrapState::Pending && b.needed_by(workdir))
+        .filter(|b| states.contains(&b.state) && b.needed_by(workdir))
         .map(|b| b.path)
         .collect())
 }
@@ -156,14 +166,12 @@ pub fn bootstrap_waits_to_migrate(
     world: WorldId,
     workdir: &str,
 ) -> Result<Vec<String>, StoreError> {
-    Ok(bootstrap_paths(conn, world)?
-        .into_iter()
-        .filter(|b| {
-            matches!(b.state, BootstrapState::Pending | BootstrapState::Deferred)
-                && b.needed_by(workdir)
-        })
-        .map(|b| b.path)
-        .collect())
+    waits_among(
+        conn,
+        world,
+        workdir,
+        &[BootstrapState::Pending, BootstrapState::Deferred],
+    )
 }
 
 /// A command `binky exec` was asked to run while approvals are on.
