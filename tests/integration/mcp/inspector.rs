@@ -43,14 +43,19 @@ fn call(inspector: &Path, env: &Env, tool: &str, args: &[&str]) -> (bool, Value)
     (v["isError"] == true, content)
 }
 
-#[test]
-fn the_mcp_inspector_validates_every_tool_answer_against_its_output_schema() {
-    let dir = test_cache(
+/// The inspector's CLI that `scripts/test` installed (the test fails without it).
+fn inspector() -> std::path::PathBuf {
+    test_cache(
         "BINKY_TEST_MCP_INSPECTOR",
         "mcp-inspector",
         &["node_modules/.bin/mcp-inspector"],
-    );
-    let inspector = dir.join("node_modules/.bin/mcp-inspector");
+    )
+    .join("node_modules/.bin/mcp-inspector")
+}
+
+#[test]
+fn the_mcp_inspector_validates_every_tool_answer_against_its_output_schema() {
+    let inspector = inspector();
     let env = Env::new(&config());
     let tools = inspect(&inspector, &env, &["tools/list"]);
     let tools = tools["tools"].as_array().unwrap();
@@ -110,12 +115,7 @@ fn the_mcp_inspector_validates_every_tool_answer_against_its_output_schema() {
 /// is refused, an unknown tool and a `root` that is no repository get the error shape.
 #[test]
 fn the_mcp_inspector_meets_the_guards_in_the_error_shape() {
-    let dir = test_cache(
-        "BINKY_TEST_MCP_INSPECTOR",
-        "mcp-inspector",
-        &["node_modules/.bin/mcp-inspector"],
-    );
-    let inspector = dir.join("node_modules/.bin/mcp-inspector");
+    let inspector = inspector();
     let env = Env::new(&config());
     let alpha = env.other_project("alpha");
     let out = env.binky_in(&alpha, &["up", "theirs"]);
