@@ -90,7 +90,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
 }
 
 /// `mysql://root:<password>@127.0.0.1:<port>`.
-fn admin_url(ctx: &StartCtx) -> String {
+pub(super) fn admin_url(ctx: &StartCtx) -> String {
     format!(
         "mysql://root:{}@127.0.0.1:{}",
         binky_controllers::url::percent_encode(&ctx.password),

@@ -401,6 +401,24 @@ impl Servers {
             password,
             log: dir.join("server.log"),
         };
+        // The password goes into the store before the data directory is made with it: a
+        // daemon killed between the two would otherwise leave data no recorded password
+        // opens, and the next start would make up a new one the server refuses.
+        let admin_url = match kind {
+            Kind::Postgres => postgres::admin_url(&ctx),
+            Kind::Redis => redis::admin_url(&ctx),
+            Kind::Mysql => mariadb::admin_url(&ctx),
+        };
+        self.record(
+            name,
+            None,
+            port,
+            &admin_url,
+            &ctx,
+            "",
+            ServerState::Starting,
+            "",
+        )?;
         let started = match kind {
             Kind::Postgres => postgres::start(&ctx).await,
             Kind::Redis => redis::start(&ctx).await,

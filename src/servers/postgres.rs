@@ -85,7 +85,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
 
 /// `postgresql://postgres:<password>@127.0.0.1:<port>/postgres`: the scheme every client
 /// takes (SQLAlchemy refuses `postgres://`), which the slices' URLs keep.
-fn admin_url(ctx: &StartCtx) -> String {
+pub(super) fn admin_url(ctx: &StartCtx) -> String {
     format!(
         "postgresql://postgres:{}@127.0.0.1:{}/postgres",
         binky_controllers::url::percent_encode(&ctx.password),

@@ -63,11 +63,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
         detail: format!("{}: {e}", bin.display()),
         log: ctx.log.display().to_string(),
     })?;
-    let admin_url = format!(
-        "redis://default:{}@127.0.0.1:{}",
-        binky_controllers::url::percent_encode(&ctx.password),
-        ctx.port
-    );
+    let admin_url = admin_url(ctx);
     match wait_ready(pid, &admin_url, ctx).await {
         Ok(version) => Ok(Started {
             pid,
@@ -163,6 +159,15 @@ fn io(path: &Path, e: std::io::Error) -> ServerError {
 }
 
 /// Wait until the server answers an authenticated `PING`; its version.
+/// `redis://default:<password>@127.0.0.1:<port>`: binky's admin is the `default` user.
+pub(super) fn admin_url(ctx: &StartCtx) -> String {
+    format!(
+        "redis://default:{}@127.0.0.1:{}",
+        binky_controllers::url::percent_encode(&ctx.password),
+        ctx.port
+    )
+}
+
 async fn wait_ready(pid: u32, admin_url: &str, ctx: &StartCtx) -> Result<String, ServerError> {
     let failed = |detail: String| ServerError::Start {
         kind: "redis",

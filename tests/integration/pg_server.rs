@@ -870,3 +870,101 @@ fn the_managed_server_on_a_taken_port_fails_quoting_its_log_and_leaves_no_proces
     m.pid = Some(started.pid);
     m.stop(&rt);
 }
+
+/// The pids of processes whose command line names `path`.
+fn processes_naming(path: &Path) -> Vec<u32> {
+    let needle = path.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Kills what is left of a managed server under a test home, whatever the test did.
+struct KillUnder(PathBuf);
+
+impl Drop for KillUnder {
+    fn drop(&mut self) {
+        for pid in processes_naming(&self.0) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        if let Ok(target) = std::fs::read_link(&self.0) {
+            if let Some(entry) = target.parent() {
+                let _ = std::fs::remove_dir_all(entry);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_daemon_stopped_right_after_the_data_directory_was_made_starts_the_server_again_with_its_password(
+) {
+    // The storm test once found this: the daemon killed after `initdb` made the data
+    // directory but before the server was recorded running; the next daemon made up a new
+    // password, which the data directory refused. Dropping the start there is that kill.
+    require_pg();
+    let rt = runtime();
+    let home_dir = tempfile::tempdir().unwrap();
+    let home = binky::paths::Home::at(home_dir.path().join("home"));
+    home.ensure().unwrap();
+    let data = home.root().join("servers/postgres/data");
+    let _cleanup = KillUnder(data.clone());
+    let store = binky_controllers::store::Store::open(&home.db()).unwrap();
+    let servers = binky::servers::Servers::new(home.clone(), store.clone());
+    let whole = data.join("PG_VERSION");
+    let dropped = rt.block_on(async {
+        tokio::select! {
+            started = servers.ensure(binky::servers::Kind::Postgres) => {
+                panic!("the start finished before the data directory was seen: {started:?}")
+            }
+            _ = async {
+                while !whole.exists() {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            } => true,
+        }
+    });
+    assert!(dropped);
+    drop(servers);
+    let name = binky::servers::ServerName::shared(binky::servers::Kind::Postgres);
+    let recorded = binky::servers::Servers::new(home.clone(), store.clone())
+        .row(&name)
+        .unwrap();
+    assert!(
+        recorded
+            .as_ref()
+            .is_none_or(|r| r.state != binky_controllers::store::ServerState::Running),
+        "the drop came too late to test anything"
+    );
+    // A server the dropped start spawned has written its pid file before the next start
+    // looks for it (as it has long done when a killed daemon comes back).
+    let real = std::fs::canonicalize(&data).unwrap();
+    wait_until(
+        "a spawned server to write its pid file",
+        Duration::from_secs(10),
+        || real.join("postmaster.pid").exists() || processes_naming(&real).is_empty(),
+    );
+
+    let servers = binky::servers::Servers::new(home.clone(), store);
+    let url = rt
+        .block_on(servers.ensure(binky::servers::Kind::Postgres))
+        .unwrap_or_else(|e| panic!("{e}"));
+    if let Some(recorded) = recorded {
+        assert_eq!(url, recorded.admin_url, "the recorded password is kept");
+    }
+    assert_eq!(psql(&require_pg(), &url, "SELECT 1").unwrap(), [["1"]]);
+    rt.block_on(servers.stop(None)).unwrap();
+    wait_until("no server left", Duration::from_secs(10), || {
+        processes_naming(&real).is_empty()
+    });
+}

@@ -176,6 +176,9 @@ state_enum! {
 state_enum! {
     /// Where one of the daemon's managed servers is.
     ServerState ("server") {
+        /// Being started: its port and admin password are recorded before its data
+        /// directory is made, so a daemon killed meanwhile starts it again with them.
+        Starting = "starting",
         /// Started and answering.
         Running = "running",
         /// It stopped running on its own; the daemon starts it again.
