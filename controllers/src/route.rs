@@ -19,7 +19,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::registry::Kind;
@@ -31,31 +30,7 @@ use crate::store::{
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Route.condition();
 
-/// One routed hostname.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Route {
-    /// The hostname (lower case, no port).
-    pub host: String,
-    /// Project name.
-    pub project: String,
-    /// World name.
-    pub world: String,
-    /// Service name.
-    pub service: String,
-    /// The backend port on 127.0.0.1 (replica 0's, for a replicated service).
-    pub port: u16,
-    /// The ports of a replicated service's replicas that answer (ready, or unhealthy and
-    /// kept running), which the proxy balances over round robin; empty for a service with
-    /// one replica, or none ready (then `port` is the backend).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub backends: Vec<u16>,
-    /// The project serves HTTPS too.
-    pub https: bool,
-    /// Whether the backend should answer.
-    pub state: RouteState,
-    /// Why it is not ready (for the proxy's error pages).
-    pub note: String,
-}
+pub use crate::store::Route;
 
 /// The proxy's whole routing table: an immutable snapshot, swapped as one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

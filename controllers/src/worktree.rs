@@ -167,16 +167,7 @@ impl Copied {
     }
 }
 
-/// One path a new worktree is to get: where from, and how.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Planned {
-    /// Relative to the worktree's top.
-    pub path: String,
-    /// The checkout it comes from (the main one, or another world's).
-    pub from: PathBuf,
-    /// Link (the default) or copy.
-    pub mode: crate::spec::CopyMode,
-}
+pub use crate::store::Planned;
 
 /// The git operations the worktree controller needs.
 pub trait Git: Send + Sync + 'static {

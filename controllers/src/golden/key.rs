@@ -283,19 +283,7 @@ pub fn key_files(workdir: &Path, res: &Resource) -> Vec<String> {
     key_coverage(workdir, res).files
 }
 
-/// What a service's golden template is built from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GoldenInputs {
-    /// The template's key ([`golden_key`]).
-    pub key: String,
-    /// The service the template belongs to: a hash of the project, the service, the
-    /// adapter, the server, `clone_from`, `migrate` and the workdir. Templates of one
-    /// lineage differ only in their files (and `seed`): a later one may grow from an
-    /// earlier one.
-    pub lineage: String,
-    /// `migrate`'s inputs: every key file but those only `seed` reads, path → hash.
-    pub migrations: BTreeMap<String, String>,
-}
+pub use crate::store::GoldenInputs;
 
 fn short_hex(digest: &[u8], n: usize) -> String {
     digest.iter().take(n).map(|b| format!("{b:02x}")).collect()

@@ -34,6 +34,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 pub use crate::registry::{Kind, Reporter};
+pub use crate::store::Condition;
 use crate::store::{self, owner, write, CondStatus, Store, StoreError, World, WorldId};
 
 pub use self::backoff::{doubling_delay, KeyBackoff};
@@ -56,56 +57,6 @@ pub enum Cleanup {
     Done,
     /// Not yet (waiting for another controller's part, or for a slow teardown).
     Pending(Action),
-}
-
-/// A condition a controller reports about a world.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Condition {
-    /// E.g. `WorktreeReady`.
-    pub type_: &'static str,
-    /// True, False or Unknown.
-    pub status: CondStatus,
-    /// CamelCase reason.
-    pub reason: String,
-    /// A human sentence, naming the fix where there is one.
-    pub message: String,
-    /// Waiting will not fix it: a person must act (`binky up` stops waiting and fails).
-    pub stalled: bool,
-}
-
-impl Condition {
-    /// The condition holds.
-    pub fn ok(type_: &'static str, reason: &str, message: impl Into<String>) -> Condition {
-        Condition {
-            type_,
-            status: CondStatus::True,
-            reason: reason.into(),
-            message: message.into(),
-            stalled: false,
-        }
-    }
-
-    /// Not yet: waiting fixes it.
-    pub fn waiting(type_: &'static str, reason: &str, message: impl Into<String>) -> Condition {
-        Condition {
-            type_,
-            status: CondStatus::False,
-            reason: reason.into(),
-            message: message.into(),
-            stalled: false,
-        }
-    }
-
-    /// Failed: a person has to act.
-    pub fn failed(type_: &'static str, reason: &str, message: impl Into<String>) -> Condition {
-        Condition {
-            type_,
-            status: CondStatus::False,
-            reason: reason.into(),
-            message: message.into(),
-            stalled: true,
-        }
-    }
 }
 
 /// The result of a successful `apply`.

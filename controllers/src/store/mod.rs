@@ -25,6 +25,7 @@ mod desired;
 mod migrations;
 pub mod owner;
 mod read;
+mod records;
 mod states;
 pub mod write;
 
@@ -38,6 +39,7 @@ use owner::{Mode, Owner, Refused, Tx};
 
 pub use desired::{NewWorld, PutOutcome};
 pub use read::*;
+pub use records::{Condition, GoldenInputs, Planned, Route};
 pub use states::{
     AdmissionState, BootstrapState, GoldenState, ProcState, RouteState, ServerState, SliceState,
     UnknownState, WorktreeState,

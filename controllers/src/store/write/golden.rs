@@ -4,9 +4,9 @@
 
 use rusqlite::params;
 
-use crate::golden::GoldenInputs;
 use crate::spec::Resource;
 use crate::store::owner::{self, Tx};
+use crate::store::GoldenInputs;
 use crate::store::{now_ms, GoldenState, SliceState, StoreError, WorldId};
 
 /// The template `key` is in `state`, its build said `output` (and took `build_ms`, when

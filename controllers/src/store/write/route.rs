@@ -2,8 +2,8 @@
 
 use rusqlite::params;
 
-use crate::route::Route;
 use crate::store::owner::{self, Tx};
+use crate::store::Route;
 use crate::store::{backends_text, now_ms, StoreError, WorldId};
 
 /// Delete `world`'s routes; how many there were.

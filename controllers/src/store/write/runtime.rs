@@ -3,8 +3,8 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use crate::runtime::Condition;
 use crate::store::owner::{self, Tx};
+use crate::store::Condition;
 use crate::store::{add_event, now_ms, StoreError, World, WorldId};
 
 /// Hold `controller`'s finalizer on `world` unless the world is marked deleted; whether it is

@@ -4,8 +4,8 @@
 use rusqlite::params;
 
 use crate::store::owner::{self, Tx};
+use crate::store::Planned;
 use crate::store::{now_ms, BootstrapState, StoreError, WorktreeRow, WorldId};
-use crate::worktree::Planned;
 
 /// Record `world`'s worktree as `row`.
 pub(crate) fn save(
