@@ -51,9 +51,3 @@ impl From<StoreError> for Failure {
         }
     }
 }
-
-impl From<crate::daemon::client::ClientError> for Failure {
-    fn from(e: crate::daemon::client::ClientError) -> Failure {
-        Failure::failed(e.to_string())
-    }
-}

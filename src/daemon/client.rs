@@ -27,6 +27,13 @@ pub enum ClientError {
     Refused(String),
 }
 
+/// A command that cannot reach the daemon has failed (exit 1), saying why.
+impl From<ClientError> for crate::failure::Failure {
+    fn from(e: ClientError) -> crate::failure::Failure {
+        crate::failure::Failure::failed(e.to_string())
+    }
+}
+
 /// Send one request and read one answer.
 pub async fn request(
     home: &Home,
