@@ -26,6 +26,7 @@ mod health;
 mod init;
 mod init_apps;
 mod kafka_server;
+mod layers;
 mod lifecycle;
 mod limits;
 mod live;

@@ -1,0 +1,332 @@
+//! The module graph docs/architecture.md describes: in neither crate does a module import
+//! one that imports it back, so each layer can be read (and one day built) without those
+//! above it.
+//!
+//! The graph is read from the sources as text: a file's module imports every module its
+//! `use` lines and its `crate::…`/`super::…` paths name (the deepest module of the path that
+//! is a file), leaving out comments, test modules, the crate root (which declares every
+//! module) and a child module's use of its own parents (it lives inside them, as Rust's
+//! privacy has it: `adapters::redis::prefix` may read `adapters::redis`'s helpers).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A crate's modules (`golden::key`, `store`, …) and the files they are.
+fn modules(root: &Path) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "tests" {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if !name.ends_with(".rs") || name == "tests.rs" || name == "main.rs" {
+                continue;
+            }
+            let rel = path.strip_prefix(root).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+                parts.pop();
+            }
+            out.insert(parts.join("::"), path);
+        }
+    }
+    out
+}
+
+/// `text` without comments and without a trailing `#[cfg(test)] mod tests { … }`.
+fn code_of(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed == "#[cfg(test)]"
+            && lines
+                .peek()
+                .is_some_and(|next| next.trim_start().starts_with("mod ") && next.contains('{'))
+        {
+            break;
+        }
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        let code = match line.find("// ") {
+            Some(i) if !line[..i].contains('"') => &line[..i],
+            _ => line,
+        };
+        out.push_str(code);
+        out.push('\n');
+    }
+    out
+}
+
+/// The paths a `use` tree names, each with the name it is known by in the file:
+/// `a::{self, b as c, d::{e}}` → (`a`, `a`), (`a::b`, `c`), (`a::d::e`, `e`).
+fn expand(tree: &str) -> Vec<(String, String)> {
+    let tree = tree.trim();
+    let Some(open) = tree.find('{') else {
+        let (path, name) = match tree.split_once(" as ") {
+            Some((path, name)) => (path.trim(), name.trim()),
+            None => (tree, tree.rsplit("::").next().unwrap_or(tree)),
+        };
+        let path: String = path.chars().filter(|c| !c.is_whitespace()).collect();
+        return vec![(path, name.to_owned())];
+    };
+    let prefix: String = tree[..open]
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts
+        .into_iter()
+        .filter(|p| !p.trim().is_empty())
+        .flat_map(|p| {
+            let prefix = prefix.clone();
+            expand(p).into_iter().map(move |(path, name)| {
+                let full = format!("{prefix}{path}");
+                match full.strip_suffix("::self") {
+                    Some(module) if name == "self" => {
+                        let last = module.rsplit("::").next().unwrap_or(module);
+                        (module.to_owned(), last.to_owned())
+                    }
+                    Some(module) => (module.to_owned(), name),
+                    None => (full, name),
+                }
+            })
+        })
+        .collect()
+}
+
+/// Where `code` has `word` followed by `::` as a path's first segment: each such path.
+fn paths_from(code: &str, word: &str) -> Vec<String> {
+    let anchor = format!("{word}::");
+    code.match_indices(&anchor)
+        .filter(|(i, _)| {
+            !code[..*i]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+        })
+        .map(|(i, _)| {
+            code[i..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect::<String>()
+                .trim_end_matches(':')
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The module paths `code` names (`crate::a::b`, `super::c`, `self::d`), with a path
+/// through a name a `use` brought in written out whole (`use crate::store::write;` then
+/// `write::golden::claim` → `crate::store::write::golden::claim`).
+fn named_paths(code: &str) -> Vec<String> {
+    let mut used = Vec::new();
+    let mut lines = code.lines();
+    while let Some(line) = lines.next() {
+        let t = line.trim_start();
+        let t = t
+            .strip_prefix("pub ")
+            .or_else(|| t.strip_prefix("pub(crate) "))
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .unwrap_or(t);
+        let Some(tree) = t.strip_prefix("use ") else {
+            continue;
+        };
+        let mut tree = tree.to_owned();
+        while !tree.contains(';') {
+            match lines.next() {
+                Some(more) => tree.push_str(more),
+                None => break,
+            }
+        }
+        used.extend(expand(tree.split(';').next().unwrap_or("")));
+    }
+    let mut out: Vec<String> = used.iter().map(|(path, _)| path.clone()).collect();
+    for anchor in ["crate", "super", "self"] {
+        out.extend(paths_from(code, anchor));
+    }
+    for (path, name) in &used {
+        if ["crate", "super", "self"].contains(&name.as_str()) {
+            continue;
+        }
+        for through in paths_from(code, name) {
+            out.push(format!("{path}{}", &through[name.len()..]));
+        }
+    }
+    out
+}
+
+/// The module a path written in module `from` lands in: the deepest one of its prefixes
+/// that is a file of the crate.
+fn resolve(path: &str, from: &str, known: &BTreeMap<String, PathBuf>) -> Option<String> {
+    let mut segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+    let mut base: Vec<&str> = if from.is_empty() {
+        Vec::new()
+    } else {
+        from.split("::").collect()
+    };
+    match segs.first().copied() {
+        Some("crate") => {
+            base.clear();
+            segs.remove(0);
+        }
+        Some("self") => {
+            segs.remove(0);
+        }
+        Some("super") => {
+            while segs.first() == Some(&"super") {
+                segs.remove(0);
+                base.pop();
+            }
+        }
+        _ => return None,
+    }
+    base.extend(segs);
+    (1..=base.len())
+        .rev()
+        .map(|n| base[..n].join("::"))
+        .find(|m| known.contains_key(m))
+}
+
+/// Each module's imports of the crate's other modules.
+fn graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let known = modules(root);
+    let mut graph = BTreeMap::new();
+    for (module, file) in &known {
+        if module.is_empty() {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let targets: BTreeSet<String> = named_paths(&code)
+            .iter()
+            .filter_map(|p| resolve(p, module, &known))
+            // A child reading its parent's items is inside it, not above or beside it.
+            .filter(|t| t != module && !t.is_empty() && !module.starts_with(&format!("{t}::")))
+            .collect();
+        graph.insert(module.clone(), targets);
+    }
+    graph
+}
+
+/// The loops of `graph`: each strongly connected set of more than one module.
+fn loops(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    let reach = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(m) = todo.pop() {
+            for t in graph.get(&m).into_iter().flatten() {
+                if seen.insert(t.clone()) {
+                    todo.push(t.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|m| (m, reach(m))).collect();
+    let mut out: Vec<BTreeSet<String>> = Vec::new();
+    for (m, r) in &reaches {
+        if !r.contains(*m) || out.iter().any(|l| l.contains(*m)) {
+            continue;
+        }
+        let set: BTreeSet<String> = r
+            .iter()
+            .filter(|t| reaches.get(t).is_some_and(|back| back.contains(*m)))
+            .cloned()
+            .collect();
+        out.push(set);
+    }
+    out
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn no_module_of_either_crate_imports_one_that_imports_it_back() {
+    for root in ["controllers/src", "src"] {
+        let graph = graph(&repo().join(root));
+        assert!(graph.len() > 20, "{root}: too few modules read: {graph:?}");
+        let found = loops(&graph);
+        assert!(
+            found.is_empty(),
+            "{root}: modules that import each other (in a loop): {found:?}; move what both \
+             need into the lower one, or behind a trait the lower one defines"
+        );
+    }
+}
+
+#[test]
+fn a_loop_of_imports_is_seen_whichever_way_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "lib.rs",
+        "pub mod store;\npub mod golden;\npub mod route;\npub mod paths;\n",
+    );
+    write(
+        "store/mod.rs",
+        "pub mod write;\npub use self::write::claim;\nfn helper() {}\n",
+    );
+    // A grouped `use` from below, a path through a renamed `use` from above: a loop. The
+    // child's use of its parent (which re-exports it) is none.
+    write(
+        "store/write.rs",
+        "use crate::{golden::{Inputs, other}, route};\nuse super::helper;\n",
+    );
+    write(
+        "golden.rs",
+        "//! crate::route in a comment is no import.\nuse crate::store::write as w;\n\
+         fn f() { w::claim(); }\n",
+    );
+    write("paths.rs", "pub fn p() {}\n");
+    // A `super::` path counts; a test module's imports do not.
+    write(
+        "route.rs",
+        "pub struct Route;\nfn g() { super::paths::p(); }\n\
+         #[cfg(test)]\nmod tests {\n    use crate::store;\n}\n",
+    );
+    let graph = graph(dir.path());
+    assert_eq!(
+        graph["store::write"],
+        BTreeSet::from(["golden".to_owned(), "route".to_owned()])
+    );
+    assert_eq!(graph["golden"], BTreeSet::from(["store::write".to_owned()]));
+    assert_eq!(graph["route"], BTreeSet::from(["paths".to_owned()]));
+    assert_eq!(
+        loops(&graph),
+        vec![BTreeSet::from([
+            "golden".to_owned(),
+            "store::write".to_owned()
+        ])]
+    );
+}
