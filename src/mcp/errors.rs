@@ -264,7 +264,10 @@ pub fn name(what: &str, v: &str) -> Result<(), ToolError> {
 /// says it (`WHAT `VALUE` WHY`, and the fix); accepted when there is none.
 fn refused_if(why: Option<&str>, what: &str, v: &str, fix: String) -> Result<(), ToolError> {
     match why {
-        Some(why) => Err(ToolError::invalid(format!("{what} {} {why}", shown(v)), fix)),
+        Some(why) => Err(ToolError::invalid(
+            format!("{what} {} {why}", shown(v)),
+            fix,
+        )),
         None => Ok(()),
     }
 }
