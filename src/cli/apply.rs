@@ -90,10 +90,7 @@ pub async fn run(
         }
     }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
+        super::print_json(&report);
     }
     Ok(code)
 }

@@ -81,10 +81,7 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
             return Ok(exit::OK);
         }
         if a.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&cmds).unwrap_or_default()
-            );
+            super::print_json(&cmds);
             return Ok(exit::OK);
         }
         if cmds.is_empty() {

@@ -61,7 +61,7 @@ pub fn run(path: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
             "warnings": warnings,
             "findings": findings,
         });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        super::print_json(&v);
     } else {
         for f in &findings {
             println!("{}", f.render(&file));

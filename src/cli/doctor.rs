@@ -324,14 +324,8 @@ fn reserve(ctx: Option<&Ctx>, key: &str) -> f64 {
 fn memory_check(ctx: Option<&Ctx>) -> Option<Check> {
     let (avail, total) = crate::machine::meminfo()?;
     let pct = avail as f64 * 100.0 / total.max(1) as f64;
-    let reserve = reserve(ctx, "ram_reserve_percent");
-    let level = if reserve > 0.0 && pct < reserve {
-        Level::Fail
-    } else if pct < 10.0 {
-        Level::Warn
-    } else {
-        Level::Ok
-    };
+    // No floor of its own: only the reserve fails it.
+    let level = against_reserve(pct, reserve(ctx, "ram_reserve_percent"), 0.0, 10.0);
     Some(check(
         "memory",
         level,
@@ -340,11 +334,10 @@ fn memory_check(ctx: Option<&Ctx>) -> Option<Check> {
             avail as f64 / 1048576.0,
             total as f64 / 1048576.0
         ),
-        if level == Level::Ok {
-            ""
-        } else {
-            "stop worlds you do not need (`binky down NAME`), or set `binky settings max_parallel=N`"
-        },
+        unless_ok(
+            level,
+            "stop worlds you do not need (`binky down NAME`), or set `binky settings max_parallel=N`",
+        ),
     ))
 }
 
@@ -354,30 +347,43 @@ fn disk_check(ctx: Option<&Ctx>) -> Option<Check> {
     let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
     let free = crate::machine::disk_free_bytes(&here)?;
     let gib = free as f64 / (1u64 << 30) as f64;
-    let reserve = reserve(ctx, "disk_reserve_gib");
-    let level = if (reserve > 0.0 && gib < reserve) || gib < 1.0 {
-        Level::Fail
-    } else if gib < 5.0 {
-        Level::Warn
-    } else {
-        Level::Ok
-    };
+    let level = against_reserve(gib, reserve(ctx, "disk_reserve_gib"), 1.0, 5.0);
     Some(check(
         "disk",
         level,
         format!("{gib:.1} GiB free under {}", here.display()),
-        if level == Level::Ok {
-            ""
-        } else {
-            "free space: `binky remove` worlds you are done with, `binky gc` for leftovers"
-        },
+        unless_ok(
+            level,
+            "free space: `binky remove` worlds you are done with, `binky gc` for leftovers",
+        ),
     ))
+}
+
+/// How much of a resource is free against the reserve a person set (0: none): under the
+/// reserve or under `fail_under` fails, under `warn_under` warns.
+fn against_reserve(free: f64, reserve: f64, fail_under: f64, warn_under: f64) -> Level {
+    if (reserve > 0.0 && free < reserve) || free < fail_under {
+        Level::Fail
+    } else if free < warn_under {
+        Level::Warn
+    } else {
+        Level::Ok
+    }
+}
+
+/// A check's fix, given only when it did not pass.
+fn unless_ok(level: Level, fix: &'static str) -> &'static str {
+    if level == Level::Ok {
+        ""
+    } else {
+        fix
+    }
 }
 
 /// The checks as JSON, or a line each with its fix below.
 fn print(out: &[Check], json: bool) {
     if json {
-        println!("{}", serde_json::to_string_pretty(out).unwrap_or_default());
+        super::print_json(out);
         return;
     }
     for c in out {

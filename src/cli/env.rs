@@ -24,7 +24,7 @@ pub fn run(name: Option<String>, shell: bool, json: bool) -> Result<i32, Failure
             world: &world.name,
             env: &vars,
         };
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        super::print_json(&out);
     } else {
         for (k, v) in &vars {
             if shell {

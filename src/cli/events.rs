@@ -127,7 +127,7 @@ pub fn run(name: Option<String>, lines: usize, json: bool) -> Result<i32, Failur
         );
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&evs).unwrap_or_default());
+        super::print_json(&evs);
         return Ok(exit::OK);
     }
     for e in evs {

@@ -367,7 +367,7 @@ pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
     }
     if json {
         let v = serde_json::json!({"world": world.name, "ok": failed == 0, "results": results});
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        super::print_json(&v);
     } else {
         println!(
             "{}: {} of {} verify command(s) passed",

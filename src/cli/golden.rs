@@ -34,10 +34,7 @@ pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, F
                         v
                     })
                     .collect();
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&rows).unwrap_or_default()
-                );
+                super::print_json(&rows);
                 return Ok(exit::OK);
             }
             if goldens.is_empty() {

@@ -18,6 +18,6 @@ pub async fn run() -> Result<i32, Failure> {
         .await
         .ok();
     let out = view::metrics(&ctx.store, daemon.as_ref())?;
-    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    super::print_json(&out);
     Ok(exit::OK)
 }

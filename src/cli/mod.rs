@@ -67,6 +67,12 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     crate::config::parse_duration(s)
 }
 
+/// A command's `--json` answer: pretty JSON on stdout (an empty line should it not
+/// serialise).
+fn print_json<T: serde::Serialize + ?Sized>(v: &T) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {

@@ -62,10 +62,7 @@ pub async fn run(stop: bool, kind: Option<String>, json: bool) -> Result<i32, Fa
     }
     let rows = ctx.store.read(store::servers)?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).unwrap_or_default()
-        );
+        super::print_json(&rows);
         return Ok(exit::OK);
     }
     if rows.is_empty() {

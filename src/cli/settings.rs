@@ -51,7 +51,7 @@ pub async fn run(assignments: Vec<String>, json: bool, describe: bool) -> Result
             .iter()
             .map(|(k, v, _, _)| ((*k).to_owned(), serde_json::Value::String(v.clone())))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        super::print_json(&v);
         return Ok(exit::OK);
     }
     for (k, v, default, what) in rows {

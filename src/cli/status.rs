@@ -172,7 +172,7 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
         let w = ctx.world(Some(&name))?;
         let v = crate::view::world(&ctx.store, &w)?;
         if json {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            super::print_json(&v);
             return Ok(exit::OK);
         }
         println!("{}  {}", v.project, w.repo_root.display());
@@ -212,7 +212,7 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
             daemon: daemon.as_ref(),
             worlds: &views,
         };
-        println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+        super::print_json(&all);
         return Ok(exit::OK);
     }
     if views.is_empty() {

@@ -265,7 +265,7 @@ pub async fn run(name: Option<String>, json: bool, args: &WaitArgs) -> Result<i3
             _ => world,
         };
         let v = crate::view::world(&ctx.store, &now)?;
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        super::print_json(&v);
     } else if !args.quiet {
         println!("{} is ready", world.name);
     }

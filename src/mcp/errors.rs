@@ -131,49 +131,12 @@ pub fn classify(code: i32, message: String, world: &str) -> ToolError {
             format!("pass `project` (one of: {projects}) or `root` (the repository's path) to say which"),
         );
     }
-    if message.contains(" has no service `") {
-        return ToolError::new(
-            "not_found",
-            message,
-            "use one of the services the message lists",
-        );
-    }
-    if message.contains("is not inside a git repository") {
-        return ToolError::new(
-            "invalid_argument",
-            message,
-            "pass `root` (the absolute path of the repository, or one of its worktrees) or `project` (a name from `list`): the server does not run inside a repository",
-        );
-    }
-    if message.contains("is down (stopped on purpose)") {
-        return ToolError::new(
-            "stopped",
-            message,
-            format!("call `up` with world `{world}` to start it"),
-        );
-    }
-    if message.contains("waits for a person's approval")
-        || message.contains("wait for a person's approval")
-    {
-        return ToolError::new(
-            "held",
-            message,
-            "stop and ask a person: they approve it (`binky approve KEY`, or the dashboard); never approve it yourself",
-        );
-    }
-    if message.contains("is a person's to do") {
-        return ToolError::new(
-            "refused",
-            message,
-            "ask a person to do it; an agent's process may not",
-        );
-    }
-    if message.contains("has uncommitted changes") {
-        return ToolError::new(
-            "dirty",
-            message,
-            format!("commit (or stash) the changes in the world's worktree, then call `remove` again; never discard someone's work (`exec` with world `{world}` runs git there)"),
-        );
+    // What the CLI's message says, first match wins; `{world}` in a fix is the world asked
+    // about.
+    for &(says, code, fix) in BY_MESSAGE {
+        if says.iter().any(|s| message.contains(s)) {
+            return ToolError::new(code, message, fix.replace("{world}", world));
+        }
     }
     match code {
         exit::USAGE => ToolError::new(
@@ -193,6 +156,40 @@ pub fn classify(code: i32, message: String, world: &str) -> ToolError {
         ),
     }
 }
+
+/// The kinds read from a failed command's message: (any of these words, code, fix).
+const BY_MESSAGE: &[(&[&str], &str, &str)] = &[
+    (
+        &[" has no service `"],
+        "not_found",
+        "use one of the services the message lists",
+    ),
+    (
+        &["is not inside a git repository"],
+        "invalid_argument",
+        "pass `root` (the absolute path of the repository, or one of its worktrees) or `project` (a name from `list`): the server does not run inside a repository",
+    ),
+    (
+        &["is down (stopped on purpose)"],
+        "stopped",
+        "call `up` with world `{world}` to start it",
+    ),
+    (
+        &["waits for a person's approval", "wait for a person's approval"],
+        "held",
+        "stop and ask a person: they approve it (`binky approve KEY`, or the dashboard); never approve it yourself",
+    ),
+    (
+        &["is a person's to do"],
+        "refused",
+        "ask a person to do it; an agent's process may not",
+    ),
+    (
+        &["has uncommitted changes"],
+        "dirty",
+        "commit (or stash) the changes in the world's worktree, then call `remove` again; never discard someone's work (`exec` with world `{world}` runs git there)",
+    ),
+];
 
 /// Longest name accepted (a world, project, service or group).
 const MAX_NAME: usize = 100;
@@ -260,6 +257,12 @@ pub fn name(what: &str, v: &str) -> Result<(), ToolError> {
     } else {
         None
     };
+    refused_if(why, what, v, fix)
+}
+
+/// An argument check's answer: refused when there is a `why`, said the one way every check
+/// says it (`WHAT `VALUE` WHY`, and the fix); accepted when there is none.
+fn refused_if(why: Option<&str>, what: &str, v: &str, fix: String) -> Result<(), ToolError> {
     match why {
         Some(why) => Err(ToolError::invalid(
             format!("{what} {} {why}", shown(v)),
@@ -285,13 +288,12 @@ pub fn url_path(v: &str) -> Result<(), ToolError> {
     } else {
         None
     };
-    match why {
-        Some(why) => Err(ToolError::invalid(
-            format!("path {} {why}", shown(v)),
-            format!("give the path and query of the request, e.g. `/health?x=1`, at most {MAX_PATH} characters"),
-        )),
-        None => Ok(()),
-    }
+    refused_if(
+        why,
+        "path",
+        v,
+        format!("give the path and query of the request, e.g. `/health?x=1`, at most {MAX_PATH} characters"),
+    )
 }
 
 /// An HTTP method: a few capital letters.
@@ -325,13 +327,12 @@ pub fn relative_path(what: &str, v: &str) -> Result<(), ToolError> {
     } else {
         None
     };
-    match why {
-        Some(why) => Err(ToolError::invalid(
-            format!("{what} {} {why}", shown(v)),
-            format!("give `{what}` relative to the repository, inside it (e.g. `binky.toml` or `services/api`); `root` picks the repository"),
-        )),
-        None => Ok(()),
-    }
+    refused_if(
+        why,
+        what,
+        v,
+        format!("give `{what}` relative to the repository, inside it (e.g. `binky.toml` or `services/api`); `root` picks the repository"),
+    )
 }
 
 /// An argument's text (the body of a request, a command's word): at most `max` bytes.

@@ -4,85 +4,92 @@
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
 
-/// A tool's parameters that name one world: `world` (or `worktree`), `project` and `root`,
-/// described alike in every tool's inputSchema, then the tool's own.
-macro_rules! world_params {
-    ($(#[$doc:meta])* pub struct $name:ident { $($(#[$fdoc:meta])* pub $field:ident: $ty:ty,)* }) => {
+/// A tool's parameters, as every tool takes them: read from the call's JSON, described in
+/// the tool's inputSchema (through rmcp's schemars), unknown ones refused.
+macro_rules! params {
+    ($(#[$doc:meta])* pub struct $name:ident { $($body:tt)* }) => {
         $(#[$doc])*
         #[derive(Debug, Deserialize, JsonSchema)]
         #[schemars(crate = "rmcp::schemars")]
         #[serde(deny_unknown_fields)]
-        pub struct $name {
-            /// World name (`worktree` is accepted).
-            #[serde(alias = "worktree")]
-            pub world: String,
-            /// The project (name) the world is in.
-            pub project: Option<String>,
-            /// The repository to run in (absolute path).
-            pub root: Option<String>,
-            $($(#[$fdoc])* pub $field: $ty,)*
+        pub struct $name { $($body)* }
+    };
+}
+
+/// A tool's parameters that name one world: `world` (or `worktree`), `project` and `root`,
+/// described alike in every tool's inputSchema, then the tool's own.
+macro_rules! world_params {
+    ($(#[$doc:meta])* pub struct $name:ident { $($(#[$fdoc:meta])* pub $field:ident: $ty:ty,)* }) => {
+        params! {
+            $(#[$doc])*
+            pub struct $name {
+                /// World name (`worktree` is accepted).
+                #[serde(alias = "worktree")]
+                pub world: String,
+                /// The project (name) the world is in.
+                pub project: Option<String>,
+                /// The repository to run in (absolute path).
+                pub root: Option<String>,
+                $($(#[$fdoc])* pub $field: $ty,)*
+            }
         }
     };
 }
 
-/// Parameters naming one world.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct WorldParams {
-    /// World name (also its git branch). `worktree`, binky 0.1.2's name for it, is accepted.
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project the world is in (its name, as `list` shows it), when a world name is used
-    /// by several projects; default: the project of the server's directory.
-    pub project: Option<String>,
-    /// The repository (or one of its worktrees) to run in, an absolute path: another way to
-    /// pick the project.
-    pub root: Option<String>,
+params! {
+    /// Parameters naming one world.
+    pub struct WorldParams {
+        /// World name (also its git branch). `worktree`, binky 0.1.2's name for it, is accepted.
+        #[serde(alias = "worktree")]
+        pub world: String,
+        /// The project the world is in (its name, as `list` shows it), when a world name is used
+        /// by several projects; default: the project of the server's directory.
+        pub project: Option<String>,
+        /// The repository (or one of its worktrees) to run in, an absolute path: another way to
+        /// pick the project.
+        pub root: Option<String>,
+    }
 }
 
-/// `up`'s parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct UpParams {
-    /// World name (also its git branch): letters, digits, `. _ - /`. (`worktree` is accepted.)
-    #[serde(alias = "worktree")]
-    pub world: String,
-    /// The project to make it in (its name); default: the server's directory's.
-    pub project: Option<String>,
-    /// The repository to make it in (absolute path); default: the server's directory.
-    pub root: Option<String>,
-    /// Start only this group of services (and what they depend on).
-    pub group: Option<String>,
+params! {
+    /// `up`'s parameters.
+    pub struct UpParams {
+        /// World name (also its git branch): letters, digits, `. _ - /`. (`worktree` is accepted.)
+        #[serde(alias = "worktree")]
+        pub world: String,
+        /// The project to make it in (its name); default: the server's directory's.
+        pub project: Option<String>,
+        /// The repository to make it in (absolute path); default: the server's directory.
+        pub root: Option<String>,
+        /// Start only this group of services (and what they depend on).
+        pub group: Option<String>,
+    }
 }
 
-/// `list`'s parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct ListParams {
-    /// Only this project's worlds.
-    pub project: Option<String>,
-    /// Only the worlds of the repository at this absolute path.
-    pub root: Option<String>,
+params! {
+    /// `list`'s parameters.
+    pub struct ListParams {
+        /// Only this project's worlds.
+        pub project: Option<String>,
+        /// Only the worlds of the repository at this absolute path.
+        pub root: Option<String>,
+    }
 }
 
-/// `status`' parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct StatusParams {
-    /// One world in detail; none: every world (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: Option<String>,
-    /// The project (name) to look in.
-    pub project: Option<String>,
-    /// The repository to look in (absolute path).
-    pub root: Option<String>,
-    /// Only the summary, state, services' states and URLs: of one world when true (default
-    /// false); of every world unless false (default true).
-    pub compact: Option<bool>,
+params! {
+    /// `status`' parameters.
+    pub struct StatusParams {
+        /// One world in detail; none: every world (`worktree` is accepted).
+        #[serde(alias = "worktree")]
+        pub world: Option<String>,
+        /// The project (name) to look in.
+        pub project: Option<String>,
+        /// The repository to look in (absolute path).
+        pub root: Option<String>,
+        /// Only the summary, state, services' states and URLs: of one world when true (default
+        /// false); of every world unless false (default true).
+        pub compact: Option<bool>,
+    }
 }
 
 world_params! {
@@ -149,18 +156,17 @@ world_params! {
     }
 }
 
-/// `check`'s parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct CheckParams {
-    /// The binky.toml (or its directory) relative to the repository; default: the one at
-    /// the repository's top.
-    pub path: Option<String>,
-    /// The project (name) whose repository to check in.
-    pub project: Option<String>,
-    /// The repository (or worktree) to check in (absolute path); default: the server's.
-    pub root: Option<String>,
+params! {
+    /// `check`'s parameters.
+    pub struct CheckParams {
+        /// The binky.toml (or its directory) relative to the repository; default: the one at
+        /// the repository's top.
+        pub path: Option<String>,
+        /// The project (name) whose repository to check in.
+        pub project: Option<String>,
+        /// The repository (or worktree) to check in (absolute path); default: the server's.
+        pub root: Option<String>,
+    }
 }
 
 world_params! {
@@ -171,16 +177,15 @@ world_params! {
     }
 }
 
-/// `approvals`' parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct ApprovalsParams {
-    /// Only what this world waits for (`worktree` is accepted).
-    #[serde(alias = "worktree")]
-    pub world: Option<String>,
-    /// Only this project's.
-    pub project: Option<String>,
-    /// Only the project of the repository at this absolute path.
-    pub root: Option<String>,
+params! {
+    /// `approvals`' parameters.
+    pub struct ApprovalsParams {
+        /// Only what this world waits for (`worktree` is accepted).
+        #[serde(alias = "worktree")]
+        pub world: Option<String>,
+        /// Only this project's.
+        pub project: Option<String>,
+        /// Only the project of the repository at this absolute path.
+        pub root: Option<String>,
+    }
 }

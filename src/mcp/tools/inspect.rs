@@ -1,7 +1,6 @@
 //! Tools that read: list, status, env, logs, events, approvals.
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
@@ -25,22 +24,14 @@ impl Server {
         &self,
         Parameters(p): Parameters<ListParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(
-            self.list_worlds(&ctx, p.project.as_deref(), p.root.as_deref())
-                .await,
-        )
-    }
-
-    async fn list_worlds(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        project: Option<&str>,
-        root: Option<&str>,
-    ) -> Result<Value, ToolError> {
-        let worlds = self.all_worlds(ctx, project, root).await?;
+    ) -> Reply {
+        let worlds = self
+            .all_worlds(&ctx, p.project.as_deref(), p.root.as_deref())
+            .await?;
         let compact: Vec<Value> = worlds.iter().map(compact).collect();
-        Ok(json!({ "summary": worlds_summary(&worlds), "worlds": compact }))
+        Ok(Answer(
+            json!({ "summary": worlds_summary(&worlds), "worlds": compact }),
+        ))
     }
 
     /// The worlds as `binky status --json` shows them, only `project`'s (or `root`'s
@@ -83,18 +74,10 @@ impl Server {
         &self,
         Parameters(p): Parameters<StatusParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.status_of(&ctx, p).await)
-    }
-
-    async fn status_of(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: StatusParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         let Some(world) = p.world.as_deref() else {
             let worlds = self
-                .all_worlds(ctx, p.project.as_deref(), p.root.as_deref())
+                .all_worlds(&ctx, p.project.as_deref(), p.root.as_deref())
                 .await?;
             let all = worlds_summary(&worlds);
             // Every world in detail is some 3 KB each: compact unless asked.
@@ -107,7 +90,7 @@ impl Server {
                         c
                     })
                     .collect();
-                return Ok(json!({ "summary": all, "worlds": c }));
+                return Ok(Answer(json!({ "summary": all, "worlds": c })));
             }
             let worlds: Vec<Value> = worlds
                 .into_iter()
@@ -116,20 +99,20 @@ impl Server {
                     w
                 })
                 .collect();
-            return Ok(json!({ "summary": all, "worlds": worlds }));
+            return Ok(Answer(json!({ "summary": all, "worlds": worlds })));
         };
         errors::name("world", world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
-        let v = self.world_status(ctx, dir.as_deref(), world).await?;
+        let v = self.world_status(&ctx, dir.as_deref(), world).await?;
         if p.compact == Some(true) {
             let mut c = compact(&v);
             c["summary"] = json!(summary(&v));
-            return Ok(c);
+            return Ok(Answer(c));
         }
         let mut out = v.clone();
         out["summary"] = json!(summary(&v));
         out["world"] = v["name"].clone();
-        Ok(out)
+        Ok(Answer(out))
     }
 
     /// A world's URLs and ports as environment variables.
@@ -139,19 +122,7 @@ impl Server {
         output_schema = schema::env(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn env(
-        &self,
-        Parameters(p): Parameters<WorldParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.env_of(&ctx, p).await)
-    }
-
-    async fn env_of(
-        &self,
-        _ctx: &RequestContext<RoleServer>,
-        p: WorldParams,
-    ) -> Result<Value, ToolError> {
+    async fn env(&self, Parameters(p): Parameters<WorldParams>) -> Reply {
         errors::name("world", &p.world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // From the store in this process, as `binky env --json` prints it.
@@ -159,7 +130,9 @@ impl Server {
         let snap = binky_controllers::env::Snapshot::read(store, &w)
             .map_err(|e| store_failed(e.to_string()))?;
         let vars = binky_controllers::env::exported(&w, &snap.tokens, &snap.proxy);
-        Ok(json!({ "project": w.project, "world": w.name, "env": vars }))
+        Ok(Answer(
+            json!({ "project": w.project, "world": w.name, "env": vars }),
+        ))
     }
 
     /// A world's captured output.
@@ -169,19 +142,7 @@ impl Server {
         output_schema = schema::logs(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn logs(
-        &self,
-        Parameters(p): Parameters<LogsParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.logs_of(&ctx, p).await)
-    }
-
-    async fn logs_of(
-        &self,
-        _ctx: &RequestContext<RoleServer>,
-        p: LogsParams,
-    ) -> Result<Value, ToolError> {
+    async fn logs(&self, Parameters(p): Parameters<LogsParams>) -> Reply {
         errors::name("world", &p.world)?;
         errors::opt_name("service", p.service.as_deref())?;
         let limit = errors::within("lines", p.lines, LOGS_DEFAULT, LOGS_MAX, "lines")?;
@@ -201,12 +162,12 @@ impl Server {
             );
         }
         let lines = newest(all, limit as usize);
-        Ok(json!({
+        Ok(Answer(json!({
             "returned": lines.len(),
             "limit": limit,
             "note": format!("at most {limit} lines in total: the newest, shared out evenly between the services; each service's lines are in order"),
             "lines": lines,
-        }))
+        })))
     }
 
     /// What binky did to a world and why.
@@ -216,19 +177,7 @@ impl Server {
         output_schema = schema::events(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn events(
-        &self,
-        Parameters(p): Parameters<EventsParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.events_of(&ctx, p).await)
-    }
-
-    async fn events_of(
-        &self,
-        _ctx: &RequestContext<RoleServer>,
-        p: EventsParams,
-    ) -> Result<Value, ToolError> {
+    async fn events(&self, Parameters(p): Parameters<EventsParams>) -> Reply {
         errors::name("world", &p.world)?;
         let n = errors::within("lines", p.lines, 50, 1000, "")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
@@ -240,7 +189,9 @@ impl Server {
         };
         let h = crate::cli::events::history(store, &cwd, &p.world, n as usize)
             .map_err(|f| errors::classify(f.code, f.message, &p.world))?;
-        Ok(json!({ "project": h.project, "removed": h.removed, "events": h.events }))
+        Ok(Answer(
+            json!({ "project": h.project, "removed": h.removed, "events": h.events }),
+        ))
     }
 
     /// What waits for a person.
@@ -254,15 +205,7 @@ impl Server {
         &self,
         Parameters(p): Parameters<ApprovalsParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.approvals_of(&ctx, p).await)
-    }
-
-    async fn approvals_of(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: ApprovalsParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         errors::opt_name("world", p.world.as_deref())?;
         errors::opt_name("project", p.project.as_deref())?;
         if p.project.is_some() && p.root.is_some() {
@@ -271,7 +214,7 @@ impl Server {
         // `root`: its project, as `list` finds it (no world there: no project, nothing waits).
         let project = match p.root.as_deref() {
             Some(root) => Some(
-                self.all_worlds(ctx, None, Some(root))
+                self.all_worlds(&ctx, None, Some(root))
                     .await?
                     .first()
                     .and_then(|w| w["project"].as_str().map(str::to_owned))
@@ -280,7 +223,7 @@ impl Server {
             None => p.project.clone(),
         };
         let (on, waiting) = self
-            .waiting(ctx, project.as_deref(), p.world.as_deref())
+            .waiting(&ctx, project.as_deref(), p.world.as_deref())
             .await?;
         let message = if !on {
             "approvals are off on this machine: nothing waits for a person".to_owned()
@@ -294,7 +237,9 @@ impl Server {
                 if waiting.len() == 1 { "s" } else { "" },
             )
         };
-        Ok(json!({ "approvals_on": on, "waiting": waiting, "message": message }))
+        Ok(Answer(
+            json!({ "approvals_on": on, "waiting": waiting, "message": message }),
+        ))
     }
 }
 

@@ -11,6 +11,7 @@ mod world;
 use std::path::{Path, PathBuf};
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
@@ -40,22 +41,30 @@ const EXEC_OUTPUT_MAX: usize = 1 << 20;
 const LOGS_DEFAULT: u32 = 100;
 const LOGS_MAX: u32 = 5000;
 
-/// A tool's answer from its outcome: `{ok: true, …}` or the error shape.
-/// Every string in it is for an agent: no advice to approve commands itself.
-fn done(r: Result<Value, ToolError>) -> CallToolResult {
-    match r {
-        Ok(mut v) => {
-            if let Value::Object(o) = &mut v {
-                o.insert("ok".into(), json!(true));
-            }
-            for_an_agent(&mut v);
-            CallToolResult::structured(v)
+/// What a tool answers: `{ok: true, …}` or the one error shape, turned into the call's
+/// result by rmcp (through the two conversions below).
+type Reply = Result<Answer, ToolError>;
+
+/// A tool's answer when it succeeded: an object that gets `ok: true`.
+struct Answer(Value);
+
+// Every string in a tool's answer is for an agent: no advice to approve commands itself.
+impl IntoCallToolResult for Answer {
+    fn into_call_tool_result(self) -> Result<CallToolResult, rmcp::ErrorData> {
+        let Answer(mut v) = self;
+        if let Value::Object(o) = &mut v {
+            o.insert("ok".into(), json!(true));
         }
-        Err(e) => {
-            let mut v = e.value();
-            for_an_agent(&mut v);
-            CallToolResult::structured_error(v)
-        }
+        for_an_agent(&mut v);
+        Ok(CallToolResult::structured(v))
+    }
+}
+
+impl IntoCallToolResult for ToolError {
+    fn into_call_tool_result(self) -> Result<CallToolResult, rmcp::ErrorData> {
+        let mut v = self.value();
+        for_an_agent(&mut v);
+        Ok(CallToolResult::structured_error(v))
     }
 }
 

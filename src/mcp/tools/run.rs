@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
@@ -29,23 +28,15 @@ impl Server {
         &self,
         Parameters(p): Parameters<VerifyParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.verify_world(&ctx, p).await)
-    }
-
-    async fn verify_world(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: VerifyParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         errors::name("world", &p.world)?;
         let secs = errors::within("timeout_seconds", p.timeout_seconds, 300, 1800, "seconds")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
-        let status = self.world_status(ctx, dir.as_deref(), &p.world).await?;
+        let status = self.world_status(&ctx, dir.as_deref(), &p.world).await?;
         let project = status["project"].as_str();
-        let unapproved = self.waiting(ctx, project, Some(&p.world)).await?.1;
+        let unapproved = self.waiting(&ctx, project, Some(&p.world)).await?.1;
         if is_held(&status) || !unapproved.is_empty() {
-            return Err(self.held(ctx, &status).await);
+            return Err(self.held(&ctx, &status).await);
         }
         let limits = Limits {
             timeout: Some(Duration::from_secs(secs)),
@@ -53,7 +44,7 @@ impl Server {
         };
         let run = self
             .binky(
-                ctx,
+                &ctx,
                 dir.as_deref(),
                 args(&["verify", "--json", "--", &p.world]),
                 limits,
@@ -61,7 +52,7 @@ impl Server {
             .await?;
         let v = serde_json::from_str::<Value>(&run.stdout).ok();
         match (run.ended, v) {
-            (Ended::Exited(exit::OK), Some(v)) => Ok(v),
+            (Ended::Exited(exit::OK), Some(v)) => Ok(Answer(v)),
             (Ended::Exited(exit::FAILED), Some(v)) => {
                 let failed: Vec<String> = v["results"]
                     .as_array()
@@ -92,15 +83,7 @@ impl Server {
         &self,
         Parameters(p): Parameters<CurlParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.curl_world(&ctx, p).await)
-    }
-
-    async fn curl_world(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: CurlParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         errors::name("world", &p.world)?;
         errors::name("service", &p.service)?;
         errors::url_path(&p.path)?;
@@ -124,7 +107,9 @@ impl Server {
             p.service.clone(),
             p.path.clone(),
         ]);
-        let run = self.binky(ctx, dir.as_deref(), words, Limits::JSON).await?;
+        let run = self
+            .binky(&ctx, dir.as_deref(), words, Limits::JSON)
+            .await?;
         if run.ended != Ended::Exited(exit::OK) {
             return Err(ToolError::of_run(&run, Some(&p.world)));
         }
@@ -136,7 +121,9 @@ impl Server {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|c| c.parse::<u16>().ok());
         let parsed = serde_json::from_str::<Value>(&run.stdout).unwrap_or(Value::Null);
-        Ok(json!({ "status": status, "body": run.stdout, "json": parsed }))
+        Ok(Answer(
+            json!({ "status": status, "body": run.stdout, "json": parsed }),
+        ))
     }
 
     /// A command in the world's worktree with its environment.
@@ -150,15 +137,7 @@ impl Server {
         &self,
         Parameters(p): Parameters<ExecParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.exec_in(&ctx, p).await)
-    }
-
-    async fn exec_in(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: ExecParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         errors::name("world", &p.world)?;
         errors::opt_name("service", p.service.as_deref())?;
         if p.command.is_empty() || p.command[0].is_empty() {
@@ -191,7 +170,7 @@ impl Server {
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // The world first, so that binky's own refusal is never read as the command's exit.
         self.json(
-            ctx,
+            &ctx,
             dir.as_deref(),
             Some(&p.world),
             args(&["env", "--json", "--", &p.world]),
@@ -210,7 +189,7 @@ impl Server {
             timeout: Some(Duration::from_secs(secs)),
             max_bytes: max,
         };
-        let run = self.binky(ctx, dir.as_deref(), words, limits).await?;
+        let run = self.binky(&ctx, dir.as_deref(), words, limits).await?;
         let v = json!({
             "exit_code": run.code(),
             "stdout": run.stdout,
@@ -219,7 +198,7 @@ impl Server {
             "seconds": run.elapsed.as_secs_f64(),
         });
         match run.ended {
-            Ended::Exited(0) => Ok(v),
+            Ended::Exited(0) => Ok(Answer(v)),
             // binky exec refused to run it: approvals are on and no person approved it. The
             // agent is told to ask, never how to approve (the CLI's text says that).
             Ended::Exited(exit::PENDING) if run.stderr.contains(crate::requests::EXEC_HELD) => Err(ToolError::new(
@@ -252,15 +231,7 @@ impl Server {
         &self,
         Parameters(p): Parameters<CheckParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.check_file(&ctx, p).await)
-    }
-
-    async fn check_file(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: CheckParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         if let Some(path) = &p.path {
             errors::relative_path("path", path)?;
         }
@@ -269,10 +240,12 @@ impl Server {
         if let Some(path) = &p.path {
             words.extend(["--".to_owned(), path.clone()]);
         }
-        let run = self.binky(ctx, dir.as_deref(), words, Limits::JSON).await?;
+        let run = self
+            .binky(&ctx, dir.as_deref(), words, Limits::JSON)
+            .await?;
         let v = serde_json::from_str::<Value>(&run.stdout).ok();
         match (run.ended, v) {
-            (Ended::Exited(exit::OK), Some(v)) => Ok(v),
+            (Ended::Exited(exit::OK), Some(v)) => Ok(Answer(v)),
             (Ended::Exited(exit::FAILED), Some(v)) => Err(ToolError::new(
                 "invalid_config",
                 format!(
@@ -298,15 +271,7 @@ impl Server {
         &self,
         Parameters(p): Parameters<ApplyParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.apply_world(&ctx, p).await)
-    }
-
-    async fn apply_world(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: ApplyParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         errors::name("world", &p.world)?;
         let dry = p.dry_run.unwrap_or(false);
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
@@ -315,7 +280,9 @@ impl Server {
             words.push("--dry-run".to_owned());
         }
         words.extend(["--".to_owned(), p.world.clone()]);
-        let run = self.binky(ctx, dir.as_deref(), words, Limits::JSON).await?;
+        let run = self
+            .binky(&ctx, dir.as_deref(), words, Limits::JSON)
+            .await?;
         let report = serde_json::from_str::<Value>(&run.stdout).ok();
         let invalid = report
             .as_ref()
@@ -328,9 +295,9 @@ impl Server {
         // edit first and this apply found the file unchanged.
         if !dry && invalid.is_none() && matches!(run.ended, Ended::Exited(exit::OK | exit::PENDING))
         {
-            if let Ok(status) = self.world_status(ctx, dir.as_deref(), &p.world).await {
+            if let Ok(status) = self.world_status(&ctx, dir.as_deref(), &p.world).await {
                 if is_held(&status) {
-                    let e = self.held(ctx, &status).await;
+                    let e = self.held(&ctx, &status).await;
                     return Err(match report {
                         Some(r) => e.with_more(json!({ "worlds": r, "dry_run": dry })),
                         None => e,
@@ -345,7 +312,7 @@ impl Server {
                 "fix binky.toml (`check` shows each finding with its line); the world keeps running its last good config",
             )
             .with(json!({ "worlds": r, "dry_run": dry }))),
-            (Ended::Exited(exit::OK), Some(r), None) => Ok(json!({ "worlds": r, "dry_run": dry })),
+            (Ended::Exited(exit::OK), Some(r), None) => Ok(Answer(json!({ "worlds": r, "dry_run": dry }))),
             _ => Err(ToolError::of_run(&run, Some(&p.world))),
         }
     }

@@ -1,7 +1,6 @@
 //! Tools that change a world: up, down, reload, wait (for it), remove.
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
@@ -26,19 +25,11 @@ impl Server {
         &self,
         Parameters(p): Parameters<UpParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.up_world(&ctx, p).await)
-    }
-
-    async fn up_world(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: UpParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         errors::name("world", &p.world)?;
         errors::opt_name("group", p.group.as_deref())?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
-        let existed = match self.world_status(ctx, dir.as_deref(), &p.world).await {
+        let existed = match self.world_status(&ctx, dir.as_deref(), &p.world).await {
             Ok(_) => true,
             Err(e) if e.code == "not_found" => false,
             Err(e) => return Err(e),
@@ -50,7 +41,7 @@ impl Server {
         words.extend(["--".to_owned(), p.world.clone()]);
         // A `remove` of this name waits until this call has recorded what it made.
         let _flight = (!existed).then(|| self.ups.start(&p.world));
-        let result = self.act(ctx, dir.as_deref(), &p.world, words).await;
+        let result = self.act(&ctx, dir.as_deref(), &p.world, words).await;
         if !existed {
             // Made through MCP, even when it is held or not ready yet, or the call was
             // cancelled once `binky up` had written it (the daemon makes it all the same):
@@ -64,7 +55,7 @@ impl Server {
         }
         let mut v = result?;
         v["created"] = json!(!existed);
-        Ok(v)
+        Ok(Answer(v))
     }
 
     /// Stop a world's processes.
@@ -78,8 +69,8 @@ impl Server {
         &self,
         Parameters(p): Parameters<WorldParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.simple_act(&ctx, "down", &p).await)
+    ) -> Reply {
+        self.simple_act(&ctx, "down", &p).await.map(Answer)
     }
 
     /// Restart a world's processes in place.
@@ -93,8 +84,8 @@ impl Server {
         &self,
         Parameters(p): Parameters<WorldParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.simple_act(&ctx, "reload", &p).await)
+    ) -> Reply {
+        self.simple_act(&ctx, "reload", &p).await.map(Answer)
     }
 
     async fn simple_act(
@@ -120,15 +111,7 @@ impl Server {
         &self,
         Parameters(p): Parameters<WaitParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.wait_for(&ctx, p).await)
-    }
-
-    async fn wait_for(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: WaitParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         errors::name("world", &p.world)?;
         let secs = errors::within(
             "timeout_seconds",
@@ -147,7 +130,9 @@ impl Server {
             "--",
             &p.world,
         ]);
-        self.act(ctx, dir.as_deref(), &p.world, words).await
+        self.act(&ctx, dir.as_deref(), &p.world, words)
+            .await
+            .map(Answer)
     }
 
     /// Remove a world an agent made.
@@ -161,20 +146,12 @@ impl Server {
         &self,
         Parameters(p): Parameters<WorldParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(self.remove_world(&ctx, p).await)
-    }
-
-    async fn remove_world(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        p: WorldParams,
-    ) -> Result<Value, ToolError> {
+    ) -> Reply {
         errors::name("world", &p.world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // An `up` of this name still running (or cancelled and recording what it made).
         self.ups.settled(&p.world).await;
-        let status = self.world_status(ctx, dir.as_deref(), &p.world).await?;
+        let status = self.world_status(&ctx, dir.as_deref(), &p.world).await?;
         let project = status["project"].as_str().unwrap_or_default().to_owned();
         let mine = created::by_agent(&project, &p.world).unwrap_or(false);
         if !mine && !created::remove_any_allowed().unwrap_or(false) {
@@ -192,7 +169,7 @@ impl Server {
         }
         let run = self
             .binky(
-                ctx,
+                &ctx,
                 dir.as_deref(),
                 args(&["remove", "-q", "--timeout", WAIT, "--", &p.world]),
                 Limits::JSON,
@@ -202,6 +179,8 @@ impl Server {
             return Err(ToolError::of_run(&run, Some(&p.world)));
         }
         let _ = created::forget(&project, &p.world);
-        Ok(json!({ "world": p.world, "project": project, "output": run.output() }))
+        Ok(Answer(
+            json!({ "world": p.world, "project": project, "output": run.output() }),
+        ))
     }
 }
