@@ -64,8 +64,8 @@ pub fn mark_died(tx: &Tx<'_, owner::Servers>, kind: &str, message: &str) -> Resu
 /// The server `kind` is stopped.
 pub fn mark_stopped(tx: &Tx<'_, owner::Servers>, kind: &str) -> Result<(), StoreError> {
     tx.execute(
-        "UPDATE servers SET state = 'stopped', pid = NULL, start_time = NULL, updated_at = ?1 WHERE kind = ?2",
-        params![now_ms(), kind],
+        "UPDATE servers SET state = ?1, pid = NULL, start_time = NULL, updated_at = ?2 WHERE kind = ?3",
+        params![ServerState::Stopped, now_ms(), kind],
     )?;
     Ok(())
 }
