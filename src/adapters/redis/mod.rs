@@ -391,10 +391,10 @@ impl Redis {
             return Ok(());
         }
         server.select(&mut con, db).await?;
-        redis::cmd("FLUSHDB")
-            .query_async::<()>(&mut con)
+        let doing = format!("FLUSHDB of database {db}");
+        server
+            .query(&mut con, &redis::cmd("FLUSHDB"), &doing, &[])
             .await
-            .map_err(|e| server.error(&format!("FLUSHDB of database {db}"), &e, &[]))
     }
 }
 

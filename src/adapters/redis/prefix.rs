@@ -221,21 +221,19 @@ pub(super) async fn sweep(
         server.select(con, db).await?;
         let mut cursor: u64 = 0;
         loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
                 .arg("MATCH")
                 .arg(&pattern)
                 .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .query_async(con)
-                .await
-                .map_err(|e| server.error(&format!("SCAN MATCH {pattern}"), &e, &[]))?;
+                .arg(SCAN_COUNT);
+            let (next, keys): (u64, Vec<Vec<u8>>) = server
+                .query(con, &scan, &format!("SCAN MATCH {pattern}"), &[])
+                .await?;
             if !keys.is_empty() {
-                redis::cmd("UNLINK")
-                    .arg(&keys)
-                    .query_async::<i64>(con)
-                    .await
-                    .map_err(|e| server.error("UNLINK", &e, &[]))?;
+                server
+                    .query::<i64>(con, redis::cmd("UNLINK").arg(&keys), "UNLINK", &[])
+                    .await?;
             }
             if next == 0 {
                 break;
