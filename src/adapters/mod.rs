@@ -341,18 +341,29 @@ pub fn scrub_with(text: &str, secrets: &[String], extra: &[&str]) -> String {
     )
 }
 
-/// Logs, once per adapter, server and reason, that worlds on `server` cannot get credentials
-/// of their own (`why`) and what they share instead (`consequence`): said at every resolve,
-/// it would drown the log.
-pub fn warn_shared_once(adapter: &str, server: &str, why: &str, consequence: &str) {
-    static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let first = WARNED
-        .lock()
-        .map(|mut w| w.insert(format!("{adapter} {server} {why}")))
-        .unwrap_or(true);
-    if first {
-        tracing::warn!(%server, "{adapter}: {why}; {consequence}");
+/// What an adapter logs when worlds on a server cannot get credentials of their own: its
+/// name and what the worlds share instead. Said once per adapter, server and reason (see
+/// [`SharedWarning::warn`]): said at every resolve, it would drown the log.
+pub struct SharedWarning {
+    /// The adapter's name.
+    pub adapter: &'static str,
+    /// What worlds on such a server share instead of credentials of their own.
+    pub consequence: &'static str,
+}
+
+impl SharedWarning {
+    /// Logs, the first time for this adapter, `server` and `why`, that worlds on `server`
+    /// cannot get credentials of their own (`why`) and what they share instead.
+    pub fn warn(&self, server: &str, why: &str) {
+        static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+            std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let first = WARNED
+            .lock()
+            .map(|mut w| w.insert(format!("{} {server} {why}", self.adapter)))
+            .unwrap_or(true);
+        if first {
+            tracing::warn!(%server, "{}: {why}; {}", self.adapter, self.consequence);
+        }
     }
 }
 
