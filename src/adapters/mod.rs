@@ -91,6 +91,19 @@ impl AdapterConfig {
             .filter(|u| !u.is_empty())
             .or_else(|| std::env::var(var).ok().filter(|u| !u.is_empty()))
     }
+
+    /// `admin_url` as given (an empty one is the adapter's to refuse), else the environment
+    /// variable `var` when it is set and not blank; else a configuration error saying
+    /// `missing`: what the adapter needs and where to give it.
+    pub fn admin_url_else_env(&self, var: &str, missing: &str) -> Result<String> {
+        match &self.admin_url {
+            Some(url) => Ok(url.clone()),
+            None => std::env::var(var)
+                .ok()
+                .filter(|u| !u.trim().is_empty())
+                .ok_or_else(|| AdapterError::Config(missing.to_owned())),
+        }
+    }
 }
 
 /// binky 0.1.2's environment variable naming `adapter`'s server for a service without
