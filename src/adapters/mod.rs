@@ -380,6 +380,20 @@ impl SharedWarning {
     }
 }
 
+/// `verb`, given `limit` to answer: past it `server` counts as unreachable (worth retrying).
+pub async fn bounded<T>(
+    server: &str,
+    limit: std::time::Duration,
+    verb: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
+        Err(AdapterError::Unreachable {
+            server: server.to_owned(),
+            detail: format!("no answer within {} s", limit.as_secs()),
+        })
+    })
+}
+
 /// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own
 /// names always are; a name from elsewhere could carry a path or a quote).
 pub fn check_plain_name(slice: &Slice) -> Result<()> {

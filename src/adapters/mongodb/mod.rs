@@ -72,7 +72,8 @@ use ::mongodb::{Client, Database};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Slice,
+    bounded, fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result,
+    Slice,
 };
 
 mod commands;

@@ -174,12 +174,7 @@ impl Target {
         limit: Duration,
         verb: impl Future<Output = Result<T>>,
     ) -> Result<T> {
-        tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
-            Err(AdapterError::Unreachable {
-                server: self.shown.clone(),
-                detail: format!("no answer within {} s", limit.as_secs()),
-            })
-        })
+        bounded(&self.shown, limit, verb).await
     }
 
     /// Run `cmd` in `db`.

@@ -95,14 +95,14 @@
 //!   `caching_sha2_password` over an RSA key exchange, MySQL's error codes) follow their
 //!   documentation but have not been run against a real server here.
 
-use std::future::Future;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
 use super::{
-    fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub, Slice,
+    bounded, fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub,
+    Slice,
 };
 use binky_controllers::url::{percent_decode, percent_encode, Url};
 
@@ -347,20 +347,6 @@ fn text(row: &Row, i: usize) -> Option<String> {
         Value::UInt(n) => Some(n.to_string()),
         other => Some(other.as_sql(false)),
     }
-}
-
-/// Run a verb with a bound on how long it may take.
-async fn bounded<T>(
-    server: &str,
-    limit: Duration,
-    verb: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
-        Err(AdapterError::Unreachable {
-            server: server.to_owned(),
-            detail: format!("no answer within {} s", limit.as_secs()),
-        })
-    })
 }
 
 /// The `charset` and `collation` options (or a template's).
