@@ -157,8 +157,7 @@ impl Adapter for Mongo {
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
         check_secret(slice)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, async {
                 target.ensure_user(&client, &name, &slice.secret).await?;
@@ -191,16 +190,14 @@ impl Adapter for Mongo {
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, target.drop_slice(&client, &name))
             .await
     }
 
     async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, async {
                 let mut names = client
@@ -217,8 +214,7 @@ impl Adapter for Mongo {
 
     async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         let name = slice_db(slice)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, target.database_exists(&client, &name))
             .await
@@ -229,8 +225,7 @@ impl Adapter for Mongo {
         let src = slice_db(from)?;
         let dst = slice_db(to)?;
         check_secret(to)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(CLONE_TIMEOUT, async {
                 if !target.database_exists(&client, &src).await? {
@@ -249,8 +244,7 @@ impl Adapter for Mongo {
 
     async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, async {
                 match client

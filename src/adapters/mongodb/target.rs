@@ -32,6 +32,14 @@ impl Target {
         Target::parse(&url)
     }
 
+    /// The target of `cfg` and a client for it: what every verb that talks to the server
+    /// starts with.
+    pub(super) async fn connect(cfg: &AdapterConfig) -> Result<(Target, Client)> {
+        let target = Target::from_config(cfg)?;
+        let client = target.client().await?;
+        Ok((target, client))
+    }
+
     /// `mongodb://user:pw@h1:27017,h2/?replicaSet=rs0&tls=true`.
     pub fn parse(url: &str) -> Result<Target> {
         let Some(parts) = Url::parse(url) else {
