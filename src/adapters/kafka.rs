@@ -473,14 +473,14 @@ impl Adapter for Kafka {
         let topics = plan.full_names(&prefix)?;
         let broker = Broker::from_config(cfg)?;
         let bootstrap = broker.bootstrap_list();
-        Ok(Address {
-            url: format!("kafka://{bootstrap}/{prefix}"),
-            tokens: BTreeMap::from([
-                ("prefix".to_owned(), prefix),
-                ("bootstrap".to_owned(), bootstrap),
-                ("topics".to_owned(), topics.join(",")),
-            ]),
-        })
+        Ok(Address::new(
+            format!("kafka://{bootstrap}/{prefix}"),
+            [
+                ("prefix", prefix),
+                ("bootstrap", bootstrap),
+                ("topics", topics.join(",")),
+            ],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

@@ -134,6 +134,19 @@ pub struct Address {
     pub tokens: BTreeMap<String, String>,
 }
 
+impl Address {
+    /// The address `url`, with `tokens` by name.
+    pub fn new<const N: usize>(url: String, tokens: [(&str, String); N]) -> Address {
+        Address {
+            url,
+            tokens: tokens
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
+        }
+    }
+}
+
 /// What an adapter can do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Capabilities {

@@ -55,7 +55,7 @@
 //!   machines binky is tested on): the unit tests below check names, the requests sent and
 //!   the handling of canned answers from a scripted local HTTP server.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use hyper::Method;
 use serde_json::json;
@@ -217,13 +217,13 @@ impl Adapter for Elasticsearch {
         }
         let ep = if probe.ok() { &own } else { &server.ep };
         let path = format!("/{}", percent_encode(&prefix));
-        Ok(Address {
-            url: ep.url_with_credentials(&path),
-            tokens: BTreeMap::from([
-                ("prefix".to_owned(), prefix),
-                ("endpoint".to_owned(), ep.url_with_credentials("")),
-            ]),
-        })
+        Ok(Address::new(
+            ep.url_with_credentials(&path),
+            [
+                ("prefix", prefix),
+                ("endpoint", ep.url_with_credentials("")),
+            ],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

@@ -61,7 +61,6 @@
 //! - Database names are at most 63 bytes without `/\. "$*<>:|?`: a slice name is mapped as
 //!   binky 0.1.2 did (forbidden characters to `_`, shortened with a hash suffix).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -179,13 +178,10 @@ impl Adapter for Mongo {
     async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         let name = slice_db(slice)?;
         let target = Target::from_config(cfg)?;
-        Ok(Address {
-            url: target.slice_url(&name, &name, &slice.secret),
-            tokens: BTreeMap::from([
-                ("database".to_owned(), name.clone()),
-                ("user".to_owned(), name),
-            ]),
-        })
+        Ok(Address::new(
+            target.slice_url(&name, &name, &slice.secret),
+            [("database", name.clone()), ("user", name)],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

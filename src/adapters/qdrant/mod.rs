@@ -46,7 +46,7 @@
 //!   tested on): the unit tests below check names, tokens, the requests sent and the
 //!   handling of canned answers from a scripted local HTTP server.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use hyper::Method;
 
@@ -319,14 +319,14 @@ impl Adapter for Qdrant {
                 }
             }
         };
-        Ok(Address {
-            url: server.ep.url(&format!("/{}", percent_encode(&name))),
-            tokens: BTreeMap::from([
-                ("collection".to_owned(), name),
-                ("endpoint".to_owned(), server.ep.url("")),
-                ("api_key".to_owned(), api_key),
-            ]),
-        })
+        Ok(Address::new(
+            server.ep.url(&format!("/{}", percent_encode(&name))),
+            [
+                ("collection", name),
+                ("endpoint", server.ep.url("")),
+                ("api_key", api_key),
+            ],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
