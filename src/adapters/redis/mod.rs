@@ -509,6 +509,16 @@ mod tests {
         }
     }
 
+    /// Asserts what both isolation modes' ACL rules begin with: `reset`, then `+@all`,
+    /// with each of `denied` taken back after it (a later rule wins).
+    pub(super) fn assert_denied_after_all(rules: &[String], denied: &[&str]) {
+        let at = |r: &str| rules.iter().position(|x| x == r).expect(r);
+        assert_eq!(rules[0], "reset");
+        for denied in denied {
+            assert!(at("+@all") < at(denied), "{denied}");
+        }
+    }
+
     fn options(isolation: &str) -> BTreeMap<String, String> {
         BTreeMap::from([(ISOLATION_OPTION.to_owned(), isolation.to_owned())])
     }
