@@ -83,6 +83,11 @@ const BUSY_CODES: &[u32] = &[
     209, // SOCKET_TIMEOUT
     210, // NETWORK_ERROR
 ];
+/// Logged once per server and reason when worlds there share admin_url's credentials.
+const SHARED: super::SharedWarning = super::SharedWarning {
+    adapter: "clickhouse",
+    consequence: "every world's address on this server carries admin_url's credentials and worlds are kept apart by database name only",
+};
 
 /// The clickhouse adapter.
 pub struct ClickHouse;
@@ -288,16 +293,6 @@ fn user_statements(slice: &Slice) -> Vec<String> {
     ]
 }
 
-/// Warn once per server and reason that worlds there share admin_url's credentials.
-fn warn_shared(server: &str, why: &str) {
-    super::warn_shared_once(
-        "clickhouse",
-        server,
-        why,
-        "every world's address on this server carries admin_url's credentials and worlds are kept apart by database name only",
-    );
-}
-
 #[async_trait::async_trait]
 impl Adapter for ClickHouse {
     fn names(&self) -> &'static [&'static str] {
@@ -315,7 +310,7 @@ impl Adapter for ClickHouse {
             )
             .await?;
         if !has_users(version) {
-            warn_shared(
+            SHARED.warn(
                 &server.ep.server,
                 &format!(
                     "ClickHouse {}.{} has no SQL users (20.5 added them)",
@@ -325,7 +320,7 @@ impl Adapter for ClickHouse {
             return Ok(());
         }
         if let Err(f) = server.ensure_user(slice).await? {
-            warn_shared(
+            SHARED.warn(
                 &server.ep.server,
                 &format!(
                     "admin_url's user may not create users ({}); turn on \

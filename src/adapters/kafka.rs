@@ -99,15 +99,15 @@ pub struct Broker {
 impl Broker {
     /// The broker of `cfg`: its `admin_url`, else `$BINKY_KAFKA_URL`.
     pub fn from_config(cfg: &AdapterConfig) -> Result<Broker> {
-        let env = std::env::var(ENV_URL).ok().filter(|u| !u.trim().is_empty());
-        match cfg.admin_url.as_deref().or(env.as_deref()) {
-            Some(url) => Broker::parse(url),
-            None => Err(AdapterError::Config(format!(
+        let url = cfg.admin_url_else_env(
+            ENV_URL,
+            &format!(
                 "the kafka adapter needs the broker's address: set `admin_url = \
                  \"kafka://HOST:9092\"` on the service in binky.toml (or ${ENV_URL} in the \
                  daemon's environment)"
-            ))),
-        }
+            ),
+        )?;
+        Broker::parse(&url)
     }
 
     /// `kafka://h1:9092,h2:9092`, `redpanda://h:9092` or a bare `h1:9092,h2`.
@@ -473,14 +473,14 @@ impl Adapter for Kafka {
         let topics = plan.full_names(&prefix)?;
         let broker = Broker::from_config(cfg)?;
         let bootstrap = broker.bootstrap_list();
-        Ok(Address {
-            url: format!("kafka://{bootstrap}/{prefix}"),
-            tokens: BTreeMap::from([
-                ("prefix".to_owned(), prefix),
-                ("bootstrap".to_owned(), bootstrap),
-                ("topics".to_owned(), topics.join(",")),
-            ]),
-        })
+        Ok(Address::new(
+            format!("kafka://{bootstrap}/{prefix}"),
+            [
+                ("prefix", prefix),
+                ("bootstrap", bootstrap),
+                ("topics", topics.join(",")),
+            ],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

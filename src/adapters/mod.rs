@@ -91,6 +91,19 @@ impl AdapterConfig {
             .filter(|u| !u.is_empty())
             .or_else(|| std::env::var(var).ok().filter(|u| !u.is_empty()))
     }
+
+    /// `admin_url` as given (an empty one is the adapter's to refuse), else the environment
+    /// variable `var` when it is set and not blank; else a configuration error saying
+    /// `missing`: what the adapter needs and where to give it.
+    pub fn admin_url_else_env(&self, var: &str, missing: &str) -> Result<String> {
+        match &self.admin_url {
+            Some(url) => Ok(url.clone()),
+            None => std::env::var(var)
+                .ok()
+                .filter(|u| !u.trim().is_empty())
+                .ok_or_else(|| AdapterError::Config(missing.to_owned())),
+        }
+    }
 }
 
 /// binky 0.1.2's environment variable naming `adapter`'s server for a service without
@@ -119,6 +132,19 @@ pub struct Address {
     pub url: String,
     /// Extra tokens (`${cache.prefix}`), by name.
     pub tokens: BTreeMap<String, String>,
+}
+
+impl Address {
+    /// The address `url`, with `tokens` by name.
+    pub fn new<const N: usize>(url: String, tokens: [(&str, String); N]) -> Address {
+        Address {
+            url,
+            tokens: tokens
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
+        }
+    }
 }
 
 /// What an adapter can do.
@@ -341,19 +367,44 @@ pub fn scrub_with(text: &str, secrets: &[String], extra: &[&str]) -> String {
     )
 }
 
-/// Logs, once per adapter, server and reason, that worlds on `server` cannot get credentials
-/// of their own (`why`) and what they share instead (`consequence`): said at every resolve,
-/// it would drown the log.
-pub fn warn_shared_once(adapter: &str, server: &str, why: &str, consequence: &str) {
-    static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let first = WARNED
-        .lock()
-        .map(|mut w| w.insert(format!("{adapter} {server} {why}")))
-        .unwrap_or(true);
-    if first {
-        tracing::warn!(%server, "{adapter}: {why}; {consequence}");
+/// What an adapter logs when worlds on a server cannot get credentials of their own: its
+/// name and what the worlds share instead. Said once per adapter, server and reason (see
+/// [`SharedWarning::warn`]): said at every resolve, it would drown the log.
+pub struct SharedWarning {
+    /// The adapter's name.
+    pub adapter: &'static str,
+    /// What worlds on such a server share instead of credentials of their own.
+    pub consequence: &'static str,
+}
+
+impl SharedWarning {
+    /// Logs, the first time for this adapter, `server` and `why`, that worlds on `server`
+    /// cannot get credentials of their own (`why`) and what they share instead.
+    pub fn warn(&self, server: &str, why: &str) {
+        static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+            std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let first = WARNED
+            .lock()
+            .map(|mut w| w.insert(format!("{} {server} {why}", self.adapter)))
+            .unwrap_or(true);
+        if first {
+            tracing::warn!(%server, "{}: {why}; {}", self.adapter, self.consequence);
+        }
     }
+}
+
+/// `verb`, given `limit` to answer: past it `server` counts as unreachable (worth retrying).
+pub async fn bounded<T>(
+    server: &str,
+    limit: std::time::Duration,
+    verb: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
+        Err(AdapterError::Unreachable {
+            server: server.to_owned(),
+            detail: format!("no answer within {} s", limit.as_secs()),
+        })
+    })
 }
 
 /// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own

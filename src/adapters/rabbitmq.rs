@@ -39,7 +39,7 @@
 //! - Resource limits (max connections/queues per vhost) are not set; one world can still
 //!   exhaust the broker's memory or disk alarms for all.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use hyper::Method;
 use serde_json::json;
@@ -268,15 +268,15 @@ impl Adapter for RabbitMq {
     async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         check_name(slice)?;
         let broker = Broker::from_config(cfg)?;
-        Ok(Address {
-            url: amqp_url(&broker, slice),
-            tokens: BTreeMap::from([
-                ("vhost".to_owned(), slice.name.clone()),
-                ("user".to_owned(), slice.name.clone()),
-                ("password".to_owned(), slice.secret.clone()),
-                ("management_url".to_owned(), broker.api.url("")),
-            ]),
-        })
+        Ok(Address::new(
+            amqp_url(&broker, slice),
+            [
+                ("vhost", slice.name.clone()),
+                ("user", slice.name.clone()),
+                ("password", slice.secret.clone()),
+                ("management_url", broker.api.url("")),
+            ],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

@@ -188,6 +188,14 @@ mod tests {
         assert_eq!(a.tokens["name"], "own");
     }
 
+    use crate::adapters::kafka::Kafka;
+    use crate::adapters::mongodb::Mongo;
+    use crate::adapters::mysql::Mysql;
+    use crate::adapters::postgres::Postgres;
+    use crate::adapters::qdrant::Qdrant;
+    use crate::adapters::rabbitmq::RabbitMq;
+    use crate::adapters::redis::Redis;
+    use crate::adapters::s3::S3;
     use crate::adapters::{Adapter, AdapterConfig, Slice};
 
     fn cfg(url: &str, options: &[(&str, &str)]) -> AdapterConfig {
@@ -203,11 +211,7 @@ mod tests {
 
     /// The adapter, the configuration the daemon would hand it, and the tokens that may be
     /// empty in this setting.
-    type Resolves = (
-        fn() -> Box<dyn Adapter>,
-        AdapterConfig,
-        &'static [&'static str],
-    );
+    type Resolves = (&'static dyn Adapter, AdapterConfig, &'static [&'static str]);
 
     /// One way a world's adapter service can be set up: its adapter name, what binky.toml
     /// says of it beyond `adapter`, and, where the adapter's `resolve` needs no server, the
@@ -217,31 +221,6 @@ mod tests {
         adapter: &'static str,
         toml: &'static str,
         resolves: Option<Resolves>,
-    }
-
-    fn postgres() -> Box<dyn Adapter> {
-        Box::new(crate::adapters::postgres::Postgres)
-    }
-    fn mysql() -> Box<dyn Adapter> {
-        Box::new(crate::adapters::mysql::Mysql)
-    }
-    fn mongo() -> Box<dyn Adapter> {
-        Box::new(crate::adapters::mongodb::Mongo)
-    }
-    fn redis() -> Box<dyn Adapter> {
-        Box::new(crate::adapters::redis::Redis)
-    }
-    fn s3() -> Box<dyn Adapter> {
-        Box::new(crate::adapters::s3::S3)
-    }
-    fn rabbitmq() -> Box<dyn Adapter> {
-        Box::new(crate::adapters::rabbitmq::RabbitMq)
-    }
-    fn kafka() -> Box<dyn Adapter> {
-        Box::new(crate::adapters::kafka::Kafka)
-    }
-    fn qdrant() -> Box<dyn Adapter> {
-        Box::new(crate::adapters::qdrant::Qdrant)
     }
 
     const SLICE: &str = "bk_acme_w_db";
@@ -271,7 +250,7 @@ mod tests {
                 "postgres",
                 "",
                 Some((
-                    postgres,
+                    &Postgres,
                     cfg(
                         "postgres://admin:pw@db.local:6543/postgres?sslmode=disable",
                         &[],
@@ -283,7 +262,7 @@ mod tests {
                 "postgresql",
                 admin,
                 Some((
-                    postgres,
+                    &Postgres,
                     cfg("postgresql://admin:pw@[::1]/postgres", &[]),
                     &[],
                 )),
@@ -291,34 +270,34 @@ mod tests {
             s(
                 "mysql",
                 admin,
-                Some((mysql, cfg("mysql://root:pw@db.local:3307", &[]), &[])),
+                Some((&Mysql, cfg("mysql://root:pw@db.local:3307", &[]), &[])),
             ),
             s(
                 "mariadb",
                 "",
-                Some((mysql, cfg("mariadb://root:pw@db.local", &[]), &[])),
+                Some((&Mysql, cfg("mariadb://root:pw@db.local", &[]), &[])),
             ),
             s(
                 "percona",
                 admin,
-                Some((mysql, cfg("mysql://root:pw@db.local", &[]), &[])),
+                Some((&Mysql, cfg("mysql://root:pw@db.local", &[]), &[])),
             ),
             s(
                 "mongodb",
                 admin,
                 Some((
-                    mongo,
+                    &Mongo,
                     cfg("mongodb://admin:pw@h1:27018,h2/?replicaSet=rs0", &[]),
                     &[],
                 )),
             ),
-            s("redis", "", Some((redis, own_redis, &["prefix"]))),
-            s("redis", admin, Some((redis, recorded, &["prefix"]))),
+            s("redis", "", Some((&Redis, own_redis, &["prefix"]))),
+            s("redis", admin, Some((&Redis, recorded, &["prefix"]))),
             s(
                 "valkey",
                 "admin_url = \"${env.ADMIN_URL}\"\noptions = { isolation = \"prefix\" }",
                 Some((
-                    redis,
+                    &Redis,
                     cfg("redis://default:pw@h:7000/2", &[("isolation", "prefix")]),
                     &[],
                 )),
@@ -327,7 +306,7 @@ mod tests {
                 "s3",
                 admin,
                 Some((
-                    s3,
+                    &S3,
                     cfg("http://KEY:SECRET@minio.local:9000", &[]),
                     &["prefix"],
                 )),
@@ -336,7 +315,7 @@ mod tests {
                 "minio",
                 "admin_url = \"${env.ADMIN_URL}\"\noptions = { bucket = \"shared\" }",
                 Some((
-                    s3,
+                    &S3,
                     cfg("https://KEY:SECRET@s3.example", &[("bucket", "shared")]),
                     &[],
                 )),
@@ -344,13 +323,13 @@ mod tests {
             s(
                 "rabbitmq",
                 admin,
-                Some((rabbitmq, cfg("http://admin:pw@mq.local:15672", &[]), &[])),
+                Some((&RabbitMq, cfg("http://admin:pw@mq.local:15672", &[]), &[])),
             ),
             s(
                 "kafka",
                 "admin_url = \"${env.ADMIN_URL}\"\noptions = { topics = \"orders\" }",
                 Some((
-                    kafka,
+                    &Kafka,
                     cfg("kafka://b1:9093,b2", &[("topics", "orders")]),
                     &["user", "password"],
                 )),
@@ -359,7 +338,7 @@ mod tests {
                 "redpanda",
                 admin,
                 Some((
-                    kafka,
+                    &Kafka,
                     cfg("kafka://b1", &[]),
                     &["user", "password", "topics"],
                 )),
@@ -368,7 +347,7 @@ mod tests {
                 "qdrant",
                 admin,
                 Some((
-                    qdrant,
+                    &Qdrant,
                     cfg("http://qdrant.local:6333", &[]),
                     &["user", "password", "api_key"],
                 )),
@@ -560,7 +539,7 @@ mod tests {
                 .build()
                 .expect("a runtime");
             let address = rt
-                .block_on(adapter().resolve(&slice, c))
+                .block_on(adapter.resolve(&slice, c))
                 .unwrap_or_else(|e| panic!("{}: {e}", setting.adapter));
             let address = complete(setting.adapter, address);
             assert_address(setting, &address, may_be_empty);

@@ -55,7 +55,7 @@
 //!   machines binky is tested on): the unit tests below check names, the requests sent and
 //!   the handling of canned answers from a scripted local HTTP server.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use hyper::Method;
 use serde_json::json;
@@ -80,6 +80,11 @@ pub const SEP: &str = "-";
 const MAX_INDEX: usize = 255;
 /// Slice names binky gives are at most this long.
 const MAX_PREFIX: usize = 63;
+/// Logged once per server and reason when its worlds share admin_url's credentials.
+const SHARED: super::SharedWarning = super::SharedWarning {
+    adapter: "elasticsearch",
+    consequence: "every world's address on this server carries admin_url's credentials and worlds are kept apart by index prefix only",
+};
 
 /// The elasticsearch and opensearch adapter.
 pub struct Elasticsearch;
@@ -156,16 +161,6 @@ fn password(flavour: Flavour, slice: &Slice) -> String {
     }
 }
 
-/// Warn once per server and reason that its worlds share admin_url's credentials.
-fn warn_shared(server: &str, why: &str) {
-    super::warn_shared_once(
-        "elasticsearch",
-        server,
-        why,
-        "every world's address on this server carries admin_url's credentials and worlds are kept apart by index prefix only",
-    );
-}
-
 #[async_trait::async_trait]
 impl Adapter for Elasticsearch {
     fn names(&self) -> &'static [&'static str] {
@@ -180,7 +175,7 @@ impl Adapter for Elasticsearch {
         if server.security(flavour).await? {
             server.ensure_user(flavour, slice, &prefix).await?;
         } else {
-            warn_shared(&server.ep.server, "security is off on this cluster");
+            SHARED.warn(&server.ep.server, "security is off on this cluster");
         }
         if wanted.is_empty() {
             return Ok(());
@@ -222,13 +217,13 @@ impl Adapter for Elasticsearch {
         }
         let ep = if probe.ok() { &own } else { &server.ep };
         let path = format!("/{}", percent_encode(&prefix));
-        Ok(Address {
-            url: ep.url_with_credentials(&path),
-            tokens: BTreeMap::from([
-                ("prefix".to_owned(), prefix),
-                ("endpoint".to_owned(), ep.url_with_credentials("")),
-            ]),
-        })
+        Ok(Address::new(
+            ep.url_with_credentials(&path),
+            [
+                ("prefix", prefix),
+                ("endpoint", ep.url_with_credentials("")),
+            ],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

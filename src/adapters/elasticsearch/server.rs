@@ -187,7 +187,7 @@ impl Server {
         for (path, body) in steps {
             let resp = self.call(Method::PUT, &path, Some(&body)).await?;
             if resp.status == 403 {
-                warn_shared(
+                SHARED.warn(
                     &self.ep.server,
                     &format!(
                         "admin_url's user may not manage users and roles ({}); give it \

@@ -61,7 +61,6 @@
 //! - Database names are at most 63 bytes without `/\. "$*<>:|?`: a slice name is mapped as
 //!   binky 0.1.2 did (forbidden characters to `_`, shortened with a hash suffix).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -72,7 +71,8 @@ use ::mongodb::{Client, Database};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Slice,
+    bounded, fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result,
+    Slice,
 };
 
 mod commands;
@@ -156,8 +156,7 @@ impl Adapter for Mongo {
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
         check_secret(slice)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, async {
                 target.ensure_user(&client, &name, &slice.secret).await?;
@@ -179,27 +178,22 @@ impl Adapter for Mongo {
     async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
         let name = slice_db(slice)?;
         let target = Target::from_config(cfg)?;
-        Ok(Address {
-            url: target.slice_url(&name, &name, &slice.secret),
-            tokens: BTreeMap::from([
-                ("database".to_owned(), name.clone()),
-                ("user".to_owned(), name),
-            ]),
-        })
+        Ok(Address::new(
+            target.slice_url(&name, &name, &slice.secret),
+            [("database", name.clone()), ("user", name)],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, target.drop_slice(&client, &name))
             .await
     }
 
     async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, async {
                 let mut names = client
@@ -216,8 +210,7 @@ impl Adapter for Mongo {
 
     async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         let name = slice_db(slice)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, target.database_exists(&client, &name))
             .await
@@ -228,8 +221,7 @@ impl Adapter for Mongo {
         let src = slice_db(from)?;
         let dst = slice_db(to)?;
         check_secret(to)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(CLONE_TIMEOUT, async {
                 if !target.database_exists(&client, &src).await? {
@@ -248,8 +240,7 @@ impl Adapter for Mongo {
 
     async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let name = slice_db(slice)?;
-        let target = Target::from_config(cfg)?;
-        let client = target.client().await?;
+        let (target, client) = Target::connect(cfg).await?;
         target
             .bounded(VERB_TIMEOUT, async {
                 match client

@@ -20,16 +20,24 @@ pub struct Target {
 impl Target {
     /// The target of `cfg`: its `admin_url`, else `$BINKY_MONGO_URL`.
     pub fn from_config(cfg: &AdapterConfig) -> Result<Target> {
-        let env = std::env::var(ENV_URL).ok().filter(|u| !u.trim().is_empty());
-        match cfg.admin_url.as_deref().or(env.as_deref()) {
-            Some(url) => Target::parse(url),
-            None => Err(AdapterError::Config(format!(
+        let url = cfg.admin_url_else_env(
+            ENV_URL,
+            &format!(
                 "the mongodb adapter needs the server's admin address: set `admin_url = \
                  \"mongodb://USER:PASSWORD@HOST:27017\"` on the service in binky.toml (a user \
                  that may create users and databases), or ${ENV_URL} in the daemon's \
                  environment"
-            ))),
-        }
+            ),
+        )?;
+        Target::parse(&url)
+    }
+
+    /// The target of `cfg` and a client for it: what every verb that talks to the server
+    /// starts with.
+    pub(super) async fn connect(cfg: &AdapterConfig) -> Result<(Target, Client)> {
+        let target = Target::from_config(cfg)?;
+        let client = target.client().await?;
+        Ok((target, client))
     }
 
     /// `mongodb://user:pw@h1:27017,h2/?replicaSet=rs0&tls=true`.
@@ -174,12 +182,7 @@ impl Target {
         limit: Duration,
         verb: impl Future<Output = Result<T>>,
     ) -> Result<T> {
-        tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
-            Err(AdapterError::Unreachable {
-                server: self.shown.clone(),
-                detail: format!("no answer within {} s", limit.as_secs()),
-            })
-        })
+        bounded(&self.shown, limit, verb).await
     }
 
     /// Run `cmd` in `db`.

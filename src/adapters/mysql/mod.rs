@@ -95,14 +95,14 @@
 //!   `caching_sha2_password` over an RSA key exchange, MySQL's error codes) follow their
 //!   documentation but have not been run against a real server here.
 
-use std::future::Future;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
 use super::{
-    fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub, Slice,
+    bounded, fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub,
+    Slice,
 };
 use binky_controllers::url::{percent_decode, percent_encode, Url};
 
@@ -175,15 +175,10 @@ impl Adapter for Mysql {
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_slice(slice)?;
         let charset = DbCharset::from_options(cfg)?;
-        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-        let server = admin.server.clone();
-        let result = bounded(
-            &server,
-            VERB_TIMEOUT,
-            provision(&mut admin, slice, &charset),
-        )
-        .await;
-        admin.finish(result).await
+        with_admin(cfg, &[&slice.secret], async |admin| {
+            provision(admin, slice, &charset).await
+        })
+        .await
     }
 
     async fn resolve(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Address> {
@@ -194,16 +189,14 @@ impl Adapter for Mysql {
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(&slice.name)?;
-        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-        let server = admin.server.clone();
-        let result = bounded(&server, VERB_TIMEOUT, teardown(&mut admin, &slice.name)).await;
-        admin.finish(result).await
+        with_admin(cfg, &[&slice.secret], async |admin| {
+            teardown(admin, &slice.name).await
+        })
+        .await
     }
 
     async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
-        let mut admin = Admin::connect(cfg, &[]).await?;
-        let server = admin.server.clone();
-        let result = bounded(&server, VERB_TIMEOUT, async {
+        with_admin(cfg, &[], async |admin| {
             let rows = admin
                 .rows(
                     "listing slices",
@@ -213,18 +206,16 @@ impl Adapter for Mysql {
                 .await?;
             Ok(rows.iter().filter_map(|r| text(r, 0)).collect())
         })
-        .await;
-        admin.finish(result).await
+        .await
     }
 
     async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         check_name(&slice.name)?;
-        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-        let server = admin.server.clone();
-        let result = bounded(&server, VERB_TIMEOUT, admin.database_exists(&slice.name))
-            .await
-            .map(Some);
-        admin.finish(result).await
+        with_admin(cfg, &[&slice.secret], async |admin| {
+            admin.database_exists(&slice.name).await
+        })
+        .await
+        .map(Some)
     }
 
     async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
@@ -243,10 +234,10 @@ impl Adapter for Mysql {
 
     async fn seal_template(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
         check_name(&slice.name)?;
-        let mut admin = Admin::connect(cfg, &[&slice.secret]).await?;
-        let server = admin.server.clone();
-        let result = bounded(&server, VERB_TIMEOUT, seal(&mut admin, &slice.name)).await;
-        admin.finish(result).await
+        with_admin(cfg, &[&slice.secret], async |admin| {
+            seal(admin, &slice.name).await
+        })
+        .await
     }
 }
 
@@ -349,18 +340,18 @@ fn text(row: &Row, i: usize) -> Option<String> {
     }
 }
 
-/// Run a verb with a bound on how long it may take.
-async fn bounded<T>(
-    server: &str,
-    limit: Duration,
-    verb: impl Future<Output = Result<T>>,
+/// Connects as the admin (`secrets` scrubbed from its messages too), runs `verb` on the
+/// connection within [`VERB_TIMEOUT`], and disconnects whatever the verb gave: the way
+/// every verb but clone uses the server.
+async fn with_admin<T>(
+    cfg: &AdapterConfig,
+    secrets: &[&str],
+    verb: impl AsyncFnOnce(&mut Admin) -> Result<T>,
 ) -> Result<T> {
-    tokio::time::timeout(limit, verb).await.unwrap_or_else(|_| {
-        Err(AdapterError::Unreachable {
-            server: server.to_owned(),
-            detail: format!("no answer within {} s", limit.as_secs()),
-        })
-    })
+    let mut admin = Admin::connect(cfg, secrets).await?;
+    let server = admin.server.clone();
+    let result = bounded(&server, VERB_TIMEOUT, verb(&mut admin)).await;
+    admin.finish(result).await
 }
 
 /// The `charset` and `collation` options (or a template's).

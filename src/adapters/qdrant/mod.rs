@@ -46,7 +46,7 @@
 //!   tested on): the unit tests below check names, tokens, the requests sent and the
 //!   handling of canned answers from a scripted local HTTP server.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use hyper::Method;
 
@@ -76,6 +76,11 @@ pub struct Qdrant;
 
 /// The distances Qdrant knows, as its API spells them.
 const DISTANCES: &[&str] = &["Cosine", "Euclid", "Dot", "Manhattan"];
+/// Logged once per server and reason when its worlds share the server's API key.
+const SHARED: super::SharedWarning = super::SharedWarning {
+    adapter: "qdrant",
+    consequence: "worlds on this server get the server's own API key and are kept apart by collection name only",
+};
 
 /// What `options` ask for.
 #[derive(Debug, PartialEq, Eq)]
@@ -245,16 +250,6 @@ fn owned(slice_collection: &str, name: &str) -> bool {
             .is_some_and(|rest| rest.starts_with(SEP))
 }
 
-/// Warn once per server and reason that its worlds share the server's API key.
-fn warn_shared(server: &str, why: &str) {
-    super::warn_shared_once(
-        "qdrant",
-        server,
-        why,
-        "worlds on this server get the server's own API key and are kept apart by collection name only",
-    );
-}
-
 #[async_trait::async_trait]
 impl Adapter for Qdrant {
     fn names(&self) -> &'static [&'static str] {
@@ -304,7 +299,7 @@ impl Adapter for Qdrant {
                 match resp.status {
                     200..=299 => token,
                     404 => {
-                        warn_shared(
+                        SHARED.warn(
                             &server.ep.server,
                             "binky creates a world's collection only with options.size, \
                              and a per-world token cannot create collections",
@@ -312,7 +307,7 @@ impl Adapter for Qdrant {
                         admin_key.to_owned()
                     }
                     401 | 403 => {
-                        warn_shared(
+                        SHARED.warn(
                             &server.ep.server,
                             "the server refused a per-world token (Qdrant before 1.9, or \
                              service.jwt_rbac off: QDRANT__SERVICE__JWT_RBAC=true turns \
@@ -324,14 +319,14 @@ impl Adapter for Qdrant {
                 }
             }
         };
-        Ok(Address {
-            url: server.ep.url(&format!("/{}", percent_encode(&name))),
-            tokens: BTreeMap::from([
-                ("collection".to_owned(), name),
-                ("endpoint".to_owned(), server.ep.url("")),
-                ("api_key".to_owned(), api_key),
-            ]),
-        })
+        Ok(Address::new(
+            server.ep.url(&format!("/{}", percent_encode(&name))),
+            [
+                ("collection", name),
+                ("endpoint", server.ep.url("")),
+                ("api_key", api_key),
+            ],
+        ))
     }
 
     async fn teardown(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

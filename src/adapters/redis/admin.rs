@@ -168,13 +168,25 @@ impl Server {
         }
     }
 
+    /// `cmd`'s answer on the admin connection; a failure is told as `doing`, with `extra`
+    /// (a slice's secret) scrubbed as well as the server's own.
+    pub(super) async fn query<T: redis::FromRedisValue>(
+        &self,
+        con: &mut MultiplexedConnection,
+        cmd: &redis::Cmd,
+        doing: &str,
+        extra: &[&str],
+    ) -> Result<T> {
+        cmd.query_async(con)
+            .await
+            .map_err(|e| self.error(doing, &e, extra))
+    }
+
     /// Refuse servers whose ACLs cannot isolate a world (see the module doc).
     pub(super) async fn check_version(&self, con: &mut MultiplexedConnection) -> Result<()> {
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(con)
-            .await
-            .map_err(|e| self.error("INFO server", &e, &[]))?;
+        let info: String = self
+            .query(con, redis::cmd("INFO").arg("server"), "INFO server", &[])
+            .await?;
         let version = info_field(&info, "redis_version").unwrap_or_default();
         let major: u32 = version
             .split('.')
@@ -203,12 +215,14 @@ impl Server {
         con: &mut MultiplexedConnection,
         names: &[&str],
     ) -> Result<BTreeSet<String>> {
-        let infos: Vec<Value> = redis::cmd("COMMAND")
-            .arg("INFO")
-            .arg(names)
-            .query_async(con)
-            .await
-            .map_err(|e| self.error("COMMAND INFO", &e, &[]))?;
+        let infos: Vec<Value> = self
+            .query(
+                con,
+                redis::cmd("COMMAND").arg("INFO").arg(names),
+                "COMMAND INFO",
+                &[],
+            )
+            .await?;
         Ok(names
             .iter()
             .zip(infos)
@@ -239,13 +253,10 @@ impl Server {
         rules: &[String],
         secret: &str,
     ) -> Result<()> {
-        redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg(name)
-            .arg(rules)
-            .query_async::<()>(con)
-            .await
-            .map_err(|e| self.error(&format!("ACL SETUSER {name}"), &e, &[secret]))?;
+        let doing = format!("ACL SETUSER {name}");
+        let mut set_user = redis::cmd("ACL");
+        set_user.arg("SETUSER").arg(name).arg(rules);
+        self.query::<()>(con, &set_user, &doing, &[secret]).await?;
         self.save_acl(con).await
     }
 
@@ -255,12 +266,9 @@ impl Server {
         con: &mut MultiplexedConnection,
         name: &str,
     ) -> Result<()> {
-        redis::cmd("ACL")
-            .arg("DELUSER")
-            .arg(name)
-            .query_async::<i64>(con)
-            .await
-            .map_err(|e| self.error(&format!("ACL DELUSER {name}"), &e, &[]))?;
+        let doing = format!("ACL DELUSER {name}");
+        self.query::<i64>(con, redis::cmd("ACL").arg("DELUSER").arg(name), &doing, &[])
+            .await?;
         self.save_acl(con).await
     }
 
@@ -269,11 +277,9 @@ impl Server {
         &self,
         con: &mut MultiplexedConnection,
     ) -> Result<BTreeMap<String, Vec<String>>> {
-        let lines: Vec<String> = redis::cmd("ACL")
-            .arg("LIST")
-            .query_async(con)
-            .await
-            .map_err(|e| self.error("ACL LIST", &e, &[]))?;
+        let lines: Vec<String> = self
+            .query(con, redis::cmd("ACL").arg("LIST"), "ACL LIST", &[])
+            .await?;
         Ok(lines
             .iter()
             .filter_map(|l| {
@@ -290,11 +296,14 @@ impl Server {
         &self,
         con: &mut MultiplexedConnection,
     ) -> Result<BTreeSet<i64>> {
-        let info: String = redis::cmd("INFO")
-            .arg("keyspace")
-            .query_async(con)
-            .await
-            .map_err(|e| self.error("INFO keyspace", &e, &[]))?;
+        let info: String = self
+            .query(
+                con,
+                redis::cmd("INFO").arg("keyspace"),
+                "INFO keyspace",
+                &[],
+            )
+            .await?;
         Ok(info
             .lines()
             .filter_map(|l| l.strip_prefix("db")?.split_once(':')?.0.parse().ok())
@@ -323,11 +332,9 @@ impl Server {
 
     /// `SELECT db` on the admin connection.
     pub(super) async fn select(&self, con: &mut MultiplexedConnection, db: i64) -> Result<()> {
-        redis::cmd("SELECT")
-            .arg(db)
-            .query_async::<()>(con)
+        let doing = format!("SELECT {db}");
+        self.query(con, redis::cmd("SELECT").arg(db), &doing, &[])
             .await
-            .map_err(|e| self.error(&format!("SELECT {db}"), &e, &[]))
     }
 }
 

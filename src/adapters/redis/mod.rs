@@ -391,10 +391,10 @@ impl Redis {
             return Ok(());
         }
         server.select(&mut con, db).await?;
-        redis::cmd("FLUSHDB")
-            .query_async::<()>(&mut con)
+        let doing = format!("FLUSHDB of database {db}");
+        server
+            .query(&mut con, &redis::cmd("FLUSHDB"), &doing, &[])
             .await
-            .map_err(|e| server.error(&format!("FLUSHDB of database {db}"), &e, &[]))
     }
 }
 
@@ -506,6 +506,16 @@ mod tests {
         Slice {
             name: "bk_acme_login_fix_cache".into(),
             secret: "0123abcd".into(),
+        }
+    }
+
+    /// Asserts what both isolation modes' ACL rules begin with: `reset`, then `+@all`,
+    /// with each of `denied` taken back after it (a later rule wins).
+    pub(super) fn assert_denied_after_all(rules: &[String], denied: &[&str]) {
+        let at = |r: &str| rules.iter().position(|x| x == r).expect(r);
+        assert_eq!(rules[0], "reset");
+        for denied in denied {
+            assert!(at("+@all") < at(denied), "{denied}");
         }
     }
 

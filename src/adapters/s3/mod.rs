@@ -291,11 +291,9 @@ impl Adapter for S3 {
                 let out = match out {
                     Ok(o) => o,
                     Err(e) => {
-                        let f = server.fail(&format!("ListObjectsV2 {bucket}"), e);
-                        if f.code.as_deref() == Some("NoSuchBucket") {
-                            return Ok(names);
-                        }
-                        return Err(f.error);
+                        return server
+                            .fail(&format!("ListObjectsV2 {bucket}"), e)
+                            .no_bucket_means(names)
                     }
                 };
                 names.extend(

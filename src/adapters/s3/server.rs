@@ -22,6 +22,18 @@ pub(super) struct Failure {
     pub(super) error: AdapterError,
 }
 
+impl Failure {
+    /// `gone` when the bucket does not exist (there is nothing of it left to list or
+    /// delete), else the failure's error.
+    pub(super) fn no_bucket_means<T>(self, gone: T) -> Result<T> {
+        if self.code.as_deref() == Some("NoSuchBucket") {
+            Ok(gone)
+        } else {
+            Err(self.error)
+        }
+    }
+}
+
 impl Server {
     pub(super) fn new(cfg: &AdapterConfig) -> Result<Server> {
         let settings = Settings::from_config(cfg, &real_env)?;
@@ -220,14 +232,12 @@ impl Server {
                         versioned_listing = false;
                         continue;
                     }
-                    Err(f) if f.code.as_deref() == Some("NoSuchBucket") => return Ok(false),
-                    Err(f) => return Err(f.error),
+                    Err(f) => return f.no_bucket_means(false),
                 }
             } else {
                 match self.first_objects(bucket, prefix).await {
                     Ok(b) => b,
-                    Err(f) if f.code.as_deref() == Some("NoSuchBucket") => return Ok(false),
-                    Err(f) => return Err(f.error),
+                    Err(f) => return f.no_bucket_means(false),
                 }
             };
             if batch.is_empty() {
@@ -249,11 +259,9 @@ impl Server {
             {
                 Ok(out) => out,
                 Err(e) => {
-                    let f = self.fail(&format!("DeleteObjects {bucket} ({n} keys)"), e);
-                    if f.code.as_deref() == Some("NoSuchBucket") {
-                        return Ok(false);
-                    }
-                    return Err(f.error);
+                    return self
+                        .fail(&format!("DeleteObjects {bucket} ({n} keys)"), e)
+                        .no_bucket_means(false)
                 }
             };
             if let Some(first) = out.errors().first() {
