@@ -246,17 +246,19 @@ fn decide<'a>(
     if backend.route.state == binky_controllers::store::RouteState::Stopped {
         return Decision::Other;
     }
-    head.extend_from_slice(b"x-forwarded-for: ");
-    if let Some(prev) = forwarded_for {
-        head.extend_from_slice(prev);
-        head.extend_from_slice(b", ");
-    }
-    head.extend_from_slice(super::client_address(peer.ip()).as_bytes());
-    head.extend_from_slice(b"\r\nx-forwarded-proto: ");
-    head.extend_from_slice(scheme.as_bytes());
-    head.extend_from_slice(b"\r\nx-forwarded-host: ");
-    head.extend_from_slice(host.as_bytes());
-    head.extend_from_slice(b"\r\n\r\n");
+    super::forwarded_headers(
+        forwarded_for,
+        peer.ip(),
+        scheme,
+        host.as_bytes(),
+        |name, parts| {
+            head.extend_from_slice(name.as_str().as_bytes());
+            head.extend_from_slice(b": ");
+            parts.iter().for_each(|p| head.extend_from_slice(p));
+            head.extend_from_slice(b"\r\n");
+        },
+    );
+    head.extend_from_slice(b"\r\n");
     Decision::Forward(Forward {
         consumed,
         backend,

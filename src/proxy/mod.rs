@@ -285,6 +285,27 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// The `X-Forwarded-*` headers a request goes to its backend with, decided here for both
+/// paths (the front's own and hyper's): `for` is the first one the client sent followed by
+/// the client at `peer`, `proto` and `host` are the scheme and host the proxy was asked on
+/// (the client's own are dropped by the caller). Each is handed to `put` as its name and the
+/// parts of its value, so the front writes them into its head without building a value.
+fn forwarded_headers(
+    prev_for: Option<&[u8]>,
+    peer: std::net::IpAddr,
+    scheme: &str,
+    host: &[u8],
+    mut put: impl FnMut(&'static HeaderName, &[&[u8]]),
+) {
+    let client = client_address(peer);
+    match prev_for {
+        Some(prev) => put(&X_FORWARDED_FOR, &[prev, b", ", client.as_bytes()]),
+        None => put(&X_FORWARDED_FOR, &[client.as_bytes()]),
+    }
+    put(&X_FORWARDED_PROTO, &[scheme.as_bytes()]);
+    put(&X_FORWARDED_HOST, &[host]);
+}
+
 /// How `X-Forwarded-For` names the client at `ip` (the usual loopback one without formatting).
 fn client_address(ip: std::net::IpAddr) -> std::borrow::Cow<'static, str> {
     match ip {
@@ -459,19 +480,22 @@ impl Proxy {
         if !headers.contains_key(HOST) {
             headers.insert(HOST, host_value.clone());
         }
-        let client = client_address(peer.ip());
-        let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-            Some(prev) => HeaderValue::from_str(&format!("{prev}, {client}")).ok(),
-            None => match client {
-                std::borrow::Cow::Borrowed(c) => Some(HeaderValue::from_static(c)),
-                std::borrow::Cow::Owned(c) => HeaderValue::from_str(&c).ok(),
+        // A client's `X-Forwarded-For` that is not visible ASCII is not carried on here.
+        let prev_for = headers
+            .get(&X_FORWARDED_FOR)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        forwarded_headers(
+            prev_for.as_deref().map(str::as_bytes),
+            peer.ip(),
+            scheme,
+            host_value.as_bytes(),
+            |name, parts| {
+                if let Ok(v) = HeaderValue::from_bytes(&parts.concat()) {
+                    headers.insert(name.clone(), v);
+                }
             },
-        };
-        if let Some(v) = xff {
-            headers.insert(X_FORWARDED_FOR.clone(), v);
-        }
-        headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(scheme));
-        headers.insert(X_FORWARDED_HOST.clone(), host_value);
+        );
 
         // The common request (no body, no upgrade) is answered in this task; a replica that
         // refuses the connection (it just died) costs the request nothing: the next one is
