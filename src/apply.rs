@@ -504,6 +504,14 @@ cmd = "worker"
 depends_on = ["api"]
 "#;
 
+    /// [`BASE`] with each `(from, to)` replaced; a `from` it does not hold is a broken test.
+    fn edited(edits: &[(&str, &str)]) -> String {
+        edits.iter().fold(BASE.to_owned(), |text, (from, to)| {
+            assert!(text.contains(from), "BASE has no {from:?}");
+            text.replace(from, to)
+        })
+    }
+
     fn actions(p: &Plan) -> Vec<(String, String)> {
         p.steps
             .iter()
@@ -547,29 +555,19 @@ depends_on = ["api"]
 
     #[test]
     fn removed_processes_stop_removed_slices_are_kept_new_ones_start_in_order() {
-        let new = r#"
-[project]
-name = "p"
-
-[services.cache]
-adapter = "redis"
-
-[services.api]
-cmd = "api --port ${self.port}"
-url = "api"
-depends_on = ["cache"]
-env = { DATABASE_URL = "${db.url}" }
-
-[services.web]
-cmd = "web --port ${self.port}"
-url = "web"
-env = { API = "${api.url}" }
-
-[services.new]
-cmd = "new"
-depends_on = ["web"]
-"#;
-        let p = plan(&spec(BASE), &spec(new), None);
+        // db becomes cache, worker becomes new; api and web stay as they are.
+        let new = edited(&[
+            (
+                "[services.db]\nadapter = \"postgres\"\nmigrate = \"psql -f schema.sql\"",
+                "[services.cache]\nadapter = \"redis\"",
+            ),
+            ("depends_on = [\"db\"]", "depends_on = [\"cache\"]"),
+            (
+                "[services.worker]\ncmd = \"worker\"\ndepends_on = [\"api\"]",
+                "[services.new]\ncmd = \"new\"\ndepends_on = [\"web\"]",
+            ),
+        ]);
+        let p = plan(&spec(BASE), &spec(&new), None);
         let a = actions(&p);
         assert!(a.contains(&("provision".into(), "cache".into())), "{a:?}");
         assert!(a.contains(&("start".into(), "new".into())), "{a:?}");
