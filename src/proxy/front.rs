@@ -579,6 +579,9 @@ mod tests {
 
     /// Read one answer: its head (lower case) and body, by Content-Length or chunked.
     /// Everything the front sends until it closes the connection.
+    /// The plain request most tests send: `GET /` of the `web` route, no body.
+    const GET_WEB: &[u8] = b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n";
+
     async fn until_closed(s: &mut TcpStream) -> String {
         let mut all = Vec::new();
         s.read_to_end(&mut all).await.unwrap();
@@ -651,9 +654,7 @@ mod tests {
         ])
         .await;
         let (mut c, _) = front(port).await;
-        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
-            .await
-            .unwrap();
+        c.write_all(GET_WEB).await.unwrap();
         let head = raw_head(&mut c).await;
         let lines: Vec<&str> = head.split("\r\n").collect();
         assert!(
@@ -731,9 +732,7 @@ mod tests {
             .unwrap();
         let (head, _) = answer(&mut c, true).await;
         assert!(head.contains("content-length: 1000"), "{head}");
-        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
-            .await
-            .unwrap();
+        c.write_all(GET_WEB).await.unwrap();
         assert_eq!(answer(&mut c, false).await.1, "ok");
     }
 
@@ -800,9 +799,7 @@ mod tests {
             &routes,
             vec![route("web.w.p.localhost", port, RouteState::Ready)],
         );
-        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
-            .await
-            .unwrap();
+        c.write_all(GET_WEB).await.unwrap();
         assert_eq!(answer(&mut c, false).await.1, "ok");
     }
 
@@ -813,9 +810,7 @@ mod tests {
         ])
         .await;
         let (mut c, _) = front(port).await;
-        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
-            .await
-            .unwrap();
+        c.write_all(GET_WEB).await.unwrap();
         let all = until_closed(&mut c).await;
         assert!(all.contains("content-length: 100\r\n"), "{all}");
         assert!(all.ends_with("\r\n\r\nonly this"), "{all}");
@@ -900,7 +895,7 @@ mod tests {
         proxy.set_answer_timeout(Some(Duration::from_millis(300)));
         for request in [
             // The front's request, then one with a body (hyper's client), on one connection.
-            &b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n"[..],
+            GET_WEB,
             b"POST / HTTP/1.1\r\nHost: web.w.p.localhost\r\nContent-Length: 2\r\n\r\nhi",
         ] {
             let started = Instant::now();
