@@ -427,21 +427,22 @@ mod tests {
         (port, task)
     }
 
-    async fn reply(mut s: TcpStream, bytes: &'static [u8]) {
-        use tokio::io::AsyncWriteExt;
-        let _ = s.write_all(bytes).await;
+    /// A server that answers its one request with `bytes`.
+    async fn replying(bytes: &'static [u8]) -> (u16, tokio::task::JoinHandle<String>) {
+        server(move |_, mut s| async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = s.write_all(bytes).await;
+        })
+        .await
     }
 
     const SECOND: Duration = Duration::from_secs(1);
 
     #[tokio::test]
     async fn a_redirect_is_an_answer_below_500_and_is_not_followed() {
-        let (port, task) = server(|_, s| {
-            reply(
-                s,
-                b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n",
-            )
-        })
+        let (port, task) = replying(
+            b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n",
+        )
         .await;
         let url = format!("http://localhost:{port}/health?x=1#top");
         http(&url, SECOND).await.unwrap();
@@ -456,13 +457,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_error_is_not_ready_with_its_status() {
-        let (port, _task) = server(|_, s| {
-            reply(
-                s,
-                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
-            )
-        })
-        .await;
+        let (port, _task) =
+            replying(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n").await;
         let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
             .await
             .unwrap_err();
@@ -471,7 +467,7 @@ mod tests {
 
     #[tokio::test]
     async fn bytes_that_are_not_http_or_no_bytes_are_not_an_http_answer() {
-        let (port, _task) = server(|_, s| reply(s, b"SSH-2.0-OpenSSH\r\n\r\n")).await;
+        let (port, _task) = replying(b"SSH-2.0-OpenSSH\r\n\r\n").await;
         let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
             .await
             .unwrap_err();
