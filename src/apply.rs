@@ -504,12 +504,14 @@ cmd = "worker"
 depends_on = ["api"]
 "#;
 
-    /// [`BASE`] with each `(from, to)` replaced; a `from` it does not hold is a broken test.
-    fn edited(edits: &[(&str, &str)]) -> String {
-        edits.iter().fold(BASE.to_owned(), |text, (from, to)| {
+    /// The plan from [`BASE`] to BASE with each `(from, to)` replaced; a `from` BASE does
+    /// not hold is a broken test.
+    fn plan_edit(edits: &[(&str, &str)]) -> Plan {
+        let new = edits.iter().fold(BASE.to_owned(), |text, (from, to)| {
             assert!(text.contains(from), "BASE has no {from:?}");
             text.replace(from, to)
-        })
+        });
+        plan(&spec(BASE), &spec(&new), None)
     }
 
     fn actions(p: &Plan) -> Vec<(String, String)> {
@@ -521,8 +523,7 @@ depends_on = ["api"]
 
     #[test]
     fn an_env_change_restarts_only_that_service() {
-        let new = BASE.replace("cmd = \"worker\"", "cmd = \"worker\"\nenv = { X = \"1\" }");
-        let p = plan(&spec(BASE), &spec(&new), None);
+        let p = plan_edit(&[("cmd = \"worker\"", "cmd = \"worker\"\nenv = { X = \"1\" }")]);
         assert_eq!(actions(&p), vec![("restart".into(), "worker".into())]);
         assert_eq!(p.steps[0].why, "env changed");
     }
@@ -530,11 +531,10 @@ depends_on = ["api"]
     #[test]
     fn a_changed_address_restarts_the_services_that_interpolate_it_not_the_ones_that_only_depend() {
         // api gets a second port: web interpolates ${api.url}, worker only depends on api.
-        let new = BASE.replace(
+        let p = plan_edit(&[(
             "url = \"api\"",
             "url = \"api\"\nports = [\"http\", \"grpc\"]",
-        );
-        let p = plan(&spec(BASE), &spec(&new), None);
+        )]);
         assert_eq!(
             actions(&p),
             vec![
@@ -548,15 +548,14 @@ depends_on = ["api"]
 
     #[test]
     fn a_command_change_does_not_restart_dependents() {
-        let new = BASE.replace("api --port", "api2 --port");
-        let p = plan(&spec(BASE), &spec(&new), None);
+        let p = plan_edit(&[("api --port", "api2 --port")]);
         assert_eq!(actions(&p), vec![("restart".into(), "api".into())]);
     }
 
     #[test]
     fn removed_processes_stop_removed_slices_are_kept_new_ones_start_in_order() {
         // db becomes cache, worker becomes new; api and web stay as they are.
-        let new = edited(&[
+        let p = plan_edit(&[
             (
                 "[services.db]\nadapter = \"postgres\"\nmigrate = \"psql -f schema.sql\"",
                 "[services.cache]\nadapter = \"redis\"",
@@ -567,7 +566,6 @@ depends_on = ["api"]
                 "[services.new]\ncmd = \"new\"\ndepends_on = [\"web\"]",
             ),
         ]);
-        let p = plan(&spec(BASE), &spec(&new), None);
         let a = actions(&p);
         assert!(a.contains(&("provision".into(), "cache".into())), "{a:?}");
         assert!(a.contains(&("start".into(), "new".into())), "{a:?}");
@@ -579,8 +577,7 @@ depends_on = ["api"]
 
     #[test]
     fn a_migrate_change_migrates_and_nothing_else() {
-        let new = BASE.replace("psql -f schema.sql", "psql -f schema2.sql");
-        let p = plan(&spec(BASE), &spec(&new), None);
+        let p = plan_edit(&[("psql -f schema.sql", "psql -f schema2.sql")]);
         assert_eq!(actions(&p), vec![("migrate".into(), "db".into())]);
     }
 
