@@ -438,6 +438,14 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
+    /// Why the HTTP probe of the server at `port` is not ready.
+    async fn refusal(port: u16) -> String {
+        http(&format!("http://127.0.0.1:{port}/"), SECOND)
+            .await
+            .unwrap_err()
+            .to_string()
+    }
+
     #[tokio::test]
     async fn a_redirect_is_an_answer_below_500_and_is_not_followed() {
         let (port, task) = replying(
@@ -459,24 +467,15 @@ mod tests {
     async fn a_server_error_is_not_ready_with_its_status() {
         let (port, _task) =
             replying(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n").await;
-        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
-            .await
-            .unwrap_err();
-        assert_eq!(e.to_string(), "HTTP 503");
+        assert_eq!(refusal(port).await, "HTTP 503");
     }
 
     #[tokio::test]
     async fn bytes_that_are_not_http_or_no_bytes_are_not_an_http_answer() {
         let (port, _task) = replying(b"SSH-2.0-OpenSSH\r\n\r\n").await;
-        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
-            .await
-            .unwrap_err();
-        assert_eq!(e.to_string(), "not an HTTP answer");
+        assert_eq!(refusal(port).await, "not an HTTP answer");
         let (port, _task) = server(|_, s| async move { drop(s) }).await;
-        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
-            .await
-            .unwrap_err();
-        assert_eq!(e.to_string(), "not an HTTP answer");
+        assert_eq!(refusal(port).await, "not an HTTP answer");
     }
 
     #[tokio::test]
