@@ -58,6 +58,14 @@ pub enum Leaf {
     },
 }
 
+/// The directories of a cgroup v1 leaf or home, one per hierarchy: memory, cpu, and
+/// cpuacct when it is not the cpu one.
+fn v1_dirs<'a>(memory: &'a Path, cpu: &'a Path, cpuacct: Option<&'a Path>) -> Vec<&'a Path> {
+    let mut dirs = vec![memory, cpu];
+    dirs.extend(cpuacct);
+    dirs
+}
+
 impl Leaf {
     /// What the store keeps.
     pub fn encode(&self) -> String {
@@ -79,11 +87,7 @@ impl Leaf {
                 memory,
                 cpu,
                 cpuacct,
-            } => {
-                let mut d: Vec<&Path> = vec![memory, cpu];
-                d.extend(cpuacct.as_deref());
-                d
-            }
+            } => v1_dirs(memory, cpu, cpuacct.as_deref()),
         }
     }
 
@@ -321,11 +325,7 @@ impl Cgroups {
                 memory,
                 cpu,
                 cpuacct,
-            } => {
-                let mut h: Vec<&Path> = vec![memory, cpu];
-                h.extend(cpuacct.as_deref());
-                h
-            }
+            } => v1_dirs(memory, cpu, cpuacct.as_deref()),
         }
     }
 
