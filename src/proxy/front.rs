@@ -582,6 +582,15 @@ mod tests {
     /// The plain request most tests send: `GET /` of the `web` route, no body.
     const GET_WEB: &[u8] = b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n";
 
+    /// A client connection that has sent [`GET_WEB`] through the front to a backend that
+    /// answers it with `answer` and closes.
+    async fn web_answering(answer: &'static [u8]) -> TcpStream {
+        let (port, _heads) = backend(vec![answer]).await;
+        let (mut c, _) = front(port).await;
+        c.write_all(GET_WEB).await.unwrap();
+        c
+    }
+
     async fn until_closed(s: &mut TcpStream) -> String {
         let mut all = Vec::new();
         s.read_to_end(&mut all).await.unwrap();
@@ -649,12 +658,10 @@ mod tests {
 
     #[tokio::test]
     async fn the_client_gets_the_backends_headers_in_order_in_lower_case_without_hop_by_hop_ones() {
-        let (port, _heads) = backend(vec![
+        let mut c = web_answering(
             b"HTTP/1.1 201 Created\r\nX-Secret: s\r\nSet-Cookie: a=1\r\nContent-Type: text/plain\r\nConnection: X-Secret, keep-alive\r\nKeep-Alive: timeout=5\r\nSet-Cookie: b=2\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\nUpgrade: h2c\r\nProxy-Authenticate: Basic\r\nETag: \"V1\"\r\n\r\n2\r\nok\r\n0\r\n\r\n",
-        ])
+        )
         .await;
-        let (mut c, _) = front(port).await;
-        c.write_all(GET_WEB).await.unwrap();
         let head = raw_head(&mut c).await;
         let lines: Vec<&str> = head.split("\r\n").collect();
         assert!(
@@ -805,12 +812,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_backend_that_breaks_off_its_body_closes_the_clients_connection() {
-        let (port, _heads) = backend(vec![
-            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this",
-        ])
-        .await;
-        let (mut c, _) = front(port).await;
-        c.write_all(GET_WEB).await.unwrap();
+        let mut c = web_answering(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this").await;
         let all = until_closed(&mut c).await;
         assert!(all.contains("content-length: 100\r\n"), "{all}");
         assert!(all.ends_with("\r\n\r\nonly this"), "{all}");
