@@ -285,6 +285,54 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// The request as its backend gets it: HTTP/1.1, origin-form (path and query only), no
+/// hop-by-hop headers but an upgrade it asks for, its `Host`, and the `X-Forwarded-*` ones.
+fn to_backend(
+    req: &mut Request<Incoming>,
+    upgrade: bool,
+    host_value: &HeaderValue,
+    peer: SocketAddr,
+    scheme: &str,
+) {
+    let path = req
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    *req.uri_mut() = Uri::from(path);
+    *req.version_mut() = Version::HTTP_11;
+    let headers = req.headers_mut();
+    let upgrade_value = if upgrade {
+        headers.get(UPGRADE).cloned()
+    } else {
+        None
+    };
+    strip_hop_by_hop(headers);
+    if let Some(u) = upgrade_value {
+        headers.insert(UPGRADE, u);
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+    if !headers.contains_key(HOST) {
+        headers.insert(HOST, host_value.clone());
+    }
+    // A client's `X-Forwarded-For` that is not visible ASCII is not carried on here.
+    let prev_for = headers
+        .get(&X_FORWARDED_FOR)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    forwarded_headers(
+        prev_for.as_deref().map(str::as_bytes),
+        peer.ip(),
+        scheme,
+        host_value.as_bytes(),
+        |name, parts| {
+            if let Ok(v) = HeaderValue::from_bytes(&parts.concat()) {
+                headers.insert(name.clone(), v);
+            }
+        },
+    );
+}
+
 /// The `X-Forwarded-*` headers a request goes to its backend with, decided here for both
 /// paths (the front's own and hyper's): `for` is the first one the client sent followed by
 /// the client at `peer`, `proto` and `host` are the scheme and host the proxy was asked on
@@ -458,44 +506,7 @@ impl Proxy {
         let upgrade = wants_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
 
-        // The request to the backend: HTTP/1.1, origin-form (path and query only).
-        let path = req
-            .uri()
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        *req.uri_mut() = Uri::from(path);
-        *req.version_mut() = Version::HTTP_11;
-        let headers = req.headers_mut();
-        let upgrade_value = if upgrade {
-            headers.get(UPGRADE).cloned()
-        } else {
-            None
-        };
-        strip_hop_by_hop(headers);
-        if let Some(u) = upgrade_value {
-            headers.insert(UPGRADE, u);
-            headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-        }
-        if !headers.contains_key(HOST) {
-            headers.insert(HOST, host_value.clone());
-        }
-        // A client's `X-Forwarded-For` that is not visible ASCII is not carried on here.
-        let prev_for = headers
-            .get(&X_FORWARDED_FOR)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        forwarded_headers(
-            prev_for.as_deref().map(str::as_bytes),
-            peer.ip(),
-            scheme,
-            host_value.as_bytes(),
-            |name, parts| {
-                if let Ok(v) = HeaderValue::from_bytes(&parts.concat()) {
-                    headers.insert(name.clone(), v);
-                }
-            },
-        );
+        to_backend(&mut req, upgrade, &host_value, peer, scheme);
 
         // The common request (no body, no upgrade) is answered in this task; a replica that
         // refuses the connection (it just died) costs the request nothing: the next one is
@@ -514,6 +525,20 @@ impl Proxy {
                 Err(err) => self.unreachable(route, &err, html),
             };
         }
+        self.through_pool(backend, req, client_upgrade, html).await
+    }
+
+    /// A request with a body or an upgrade, through the pool: the first replica that takes
+    /// the connection gets it; an upgrade the backend agrees to is spliced to the client.
+    async fn through_pool(
+        &self,
+        backend: &Backend,
+        req: Request<Incoming>,
+        client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+        html: bool,
+    ) -> Response<Body> {
+        let route = &backend.route;
+        let upgrade = client_upgrade.is_some();
         let mut conn = Err(pool::PoolError::Connect(
             std::io::ErrorKind::NotFound.into(),
         ));
