@@ -368,27 +368,25 @@ mod tests {
 
     #[test]
     fn http_urls_split() {
-        assert_eq!(
-            split_http_url("http://localhost:4000/health?x=1").unwrap(),
-            ("localhost".into(), 4000, "/health?x=1".into())
-        );
-        assert_eq!(
-            split_http_url("http://127.0.0.1:8080").unwrap(),
-            ("127.0.0.1".into(), 8080, "/".into())
-        );
+        for (url, host, port, target) in [
+            (
+                "http://localhost:4000/health?x=1",
+                "localhost",
+                4000,
+                "/health?x=1",
+            ),
+            ("http://127.0.0.1:8080", "127.0.0.1", 8080, "/"),
+            ("http://[::1]/up#top", "[::1]", 80, "/up"),
+            ("http://[::1]:9000?ready", "[::1]", 9000, "/?ready"),
+            ("http://u:p@h:81/x", "h", 81, "/x"),
+        ] {
+            assert_eq!(
+                split_http_url(url).unwrap(),
+                (host.into(), port, target.into()),
+                "{url}"
+            );
+        }
         assert_eq!(split_http_url("http://example").unwrap().1, 80);
-        assert_eq!(
-            split_http_url("http://[::1]/up#top").unwrap(),
-            ("[::1]".into(), 80, "/up".into())
-        );
-        assert_eq!(
-            split_http_url("http://[::1]:9000?ready").unwrap(),
-            ("[::1]".into(), 9000, "/?ready".into())
-        );
-        assert_eq!(
-            split_http_url("http://u:p@h:81/x").unwrap(),
-            ("h".into(), 81, "/x".into())
-        );
         assert_eq!(
             split_http_url("https://x").unwrap_err().to_string(),
             "`https://x` is not an http:// URL"
