@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use binky_controllers::admission::{self, Verdict};
 use binky_controllers::runtime::{self, Condition};
-use binky_controllers::spec::{Service, ServiceKind, Spec};
+use binky_controllers::spec::{Resource, Service, ServiceKind, Spec};
 use binky_controllers::store::{Store, StoreError, World};
 use binky_controllers::tokens::Tokens;
 use petgraph::graphmap::DiGraphMap;
@@ -234,18 +234,7 @@ fn process_change(old: &Service, new: &Service) -> Option<String> {
 pub fn plan(old: &Spec, new: &Spec, group: Option<&str>) -> Plan {
     let was = old.selected(group);
     let now = new.selected(group);
-    let mut graph: DiGraphMap<&str, ()> = DiGraphMap::new();
-    for name in &now {
-        graph.add_node(name.as_str());
-    }
-    for name in &now {
-        let svc = &new.services[name];
-        for dep in svc.depends_on.iter().chain(interpolated(svc).iter()) {
-            if let Some((dep, _)) = new.services.get_key_value(dep) {
-                graph.add_edge(dep.as_str(), name.as_str(), ());
-            }
-        }
-    }
+    let graph = dependency_graph(new, &now);
     // Services whose address changed (dependents that interpolate them restart).
     let moved: BTreeSet<&str> = now
         .iter()
@@ -268,68 +257,29 @@ pub fn plan(old: &Spec, new: &Spec, group: Option<&str>) -> Plan {
     for name in order.iter().filter(|n| now.contains(*n)) {
         let svc = &new.services[name];
         let before = old.services.get(name).filter(|_| was.contains(name));
-        match (before, &svc.kind) {
-            (None, ServiceKind::Process(_)) => steps.push(Step {
-                action: "start",
-                service: name.clone(),
-                why: "new service".into(),
-            }),
-            (None, ServiceKind::Resource(r)) => steps.push(Step {
-                action: "provision",
-                service: name.clone(),
-                why: format!("new {} slice", r.adapter),
-            }),
+        let change = match (before, &svc.kind) {
+            (None, ServiceKind::Process(_)) => Change::Step("start", "new service".into()),
+            (None, ServiceKind::Resource(r)) => {
+                Change::Step("provision", format!("new {} slice", r.adapter))
+            }
             (Some(o), ServiceKind::Process(_)) => {
                 let uses = interpolated(svc);
                 let via: Vec<&str> = graph
                     .neighbors_directed(name.as_str(), petgraph::Direction::Incoming)
                     .filter(|d| moved.contains(d) && uses.contains(*d))
                     .collect();
-                if let Some(why) = process_change(o, svc) {
-                    steps.push(Step {
-                        action: "restart",
-                        service: name.clone(),
-                        why,
-                    });
-                } else if !via.is_empty() {
-                    steps.push(Step {
-                        action: "restart",
-                        service: name.clone(),
-                        why: format!("uses the address of {}, which changed", via.join(", ")),
-                    });
-                } else if o != svc {
-                    other.push(format!("{name}: url, restart policy or watch list"));
-                }
+                process_change_of(name, o, svc, &via)
             }
-            (Some(o), ServiceKind::Resource(r)) => {
-                let Some(or) = o.resource() else {
-                    steps.push(Step {
-                        action: "provision",
-                        service: name.clone(),
-                        why: "changed from a process to an adapter service".into(),
-                    });
-                    continue;
-                };
-                if or.adapter != r.adapter || or.admin_url != r.admin_url {
-                    steps.push(Step {
-                        action: "provision",
-                        service: name.clone(),
-                        why:
-                            "adapter or server changed (the old slice is kept until `binky remove`)"
-                                .into(),
-                    });
-                } else if or.migrate != r.migrate {
-                    steps.push(Step {
-                        action: "migrate",
-                        service: name.clone(),
-                        why: "migrate changed; it runs on the world's own slice".into(),
-                    });
-                } else if or != r {
-                    other.push(format!(
-                        "{name}: seed, clone_from or options (they apply to new worlds)"
-                    ));
-                }
-            }
+            (Some(o), ServiceKind::Resource(r)) => resource_change_of(name, o, r),
+        };
+        match change {
+            Change::Step(action, why) => steps.push(Step {
+                action,
+                service: name.clone(),
+                why,
+            }),
+            Change::Other(what) => other.push(what),
+            Change::Nothing => {}
         }
     }
     // Gone from the file (or from the group): processes stop, slices stay.
@@ -338,19 +288,7 @@ pub fn plan(old: &Spec, new: &Spec, group: Option<&str>) -> Plan {
         .iter()
         .filter(|n| was.contains(*n) && !now.contains(*n))
     {
-        match &old.services[name].kind {
-            ServiceKind::Process(_) => steps.push(Step {
-                action: "stop",
-                service: name.clone(),
-                why: "no longer in binky.toml; its ports are released".into(),
-            }),
-            ServiceKind::Resource(_) => steps.push(Step {
-                action: "keep",
-                service: name.clone(),
-                why: "no longer in binky.toml; its slice and data are kept until `binky remove`"
-                    .into(),
-            }),
-        }
+        steps.push(gone_step(name, &old.services[name]));
     }
     if old.project != new.project {
         other.push("[project] settings".into());
@@ -359,6 +297,95 @@ pub fn plan(old: &Spec, new: &Spec, group: Option<&str>) -> Plan {
         other.push("hooks, agents or groups".into());
     }
     Plan { steps, other }
+}
+
+/// The services `now` runs of `new`, an edge from each to the ones that depend on it or
+/// interpolate its address.
+fn dependency_graph<'a>(new: &'a Spec, now: &'a BTreeSet<String>) -> DiGraphMap<&'a str, ()> {
+    let mut graph: DiGraphMap<&str, ()> = DiGraphMap::new();
+    for name in now {
+        graph.add_node(name.as_str());
+    }
+    for name in now {
+        let svc = &new.services[name];
+        for dep in svc.depends_on.iter().chain(interpolated(svc).iter()) {
+            if let Some((dep, _)) = new.services.get_key_value(dep) {
+                graph.add_edge(dep.as_str(), name.as_str(), ());
+            }
+        }
+    }
+    graph
+}
+
+/// What a service still in the file needs.
+enum Change {
+    /// A step of the plan: its action and why.
+    Step(&'static str, String),
+    /// A change that takes no step (said in [`Plan::other`]).
+    Other(String),
+    /// None.
+    Nothing,
+}
+
+/// A process service that was `o`: restarted when what it runs changed or an address it
+/// interpolates moved (`via`).
+fn process_change_of(name: &str, o: &Service, svc: &Service, via: &[&str]) -> Change {
+    if let Some(why) = process_change(o, svc) {
+        Change::Step("restart", why)
+    } else if !via.is_empty() {
+        Change::Step(
+            "restart",
+            format!("uses the address of {}, which changed", via.join(", ")),
+        )
+    } else if o != svc {
+        Change::Other(format!("{name}: url, restart policy or watch list"))
+    } else {
+        Change::Nothing
+    }
+}
+
+/// A resource service that was `o`: a new slice when its adapter or server changed, a
+/// migrate when only migrate did.
+fn resource_change_of(name: &str, o: &Service, r: &Resource) -> Change {
+    let Some(or) = o.resource() else {
+        return Change::Step(
+            "provision",
+            "changed from a process to an adapter service".into(),
+        );
+    };
+    if or.adapter != r.adapter || or.admin_url != r.admin_url {
+        Change::Step(
+            "provision",
+            "adapter or server changed (the old slice is kept until `binky remove`)".into(),
+        )
+    } else if or.migrate != r.migrate {
+        Change::Step(
+            "migrate",
+            "migrate changed; it runs on the world's own slice".into(),
+        )
+    } else if or != r {
+        Change::Other(format!(
+            "{name}: seed, clone_from or options (they apply to new worlds)"
+        ))
+    } else {
+        Change::Nothing
+    }
+}
+
+/// A service gone from the file (or the group): a process stops, a slice is kept.
+fn gone_step(name: &str, svc: &Service) -> Step {
+    let (action, why) = match &svc.kind {
+        ServiceKind::Process(_) => ("stop", "no longer in binky.toml; its ports are released"),
+        ServiceKind::Resource(_) => (
+            "keep",
+            "no longer in binky.toml; its slice and data are kept until `binky remove`",
+        ),
+    };
+    Step {
+        action,
+        service: name.to_owned(),
+        why: why.into(),
+    }
 }
 
 /// What [`apply`] did.
@@ -504,6 +531,16 @@ cmd = "worker"
 depends_on = ["api"]
 "#;
 
+    /// The plan from [`BASE`] to BASE with each `(from, to)` replaced; a `from` BASE does
+    /// not hold is a broken test.
+    fn plan_edit(edits: &[(&str, &str)]) -> Plan {
+        let new = edits.iter().fold(BASE.to_owned(), |text, (from, to)| {
+            assert!(text.contains(from), "BASE has no {from:?}");
+            text.replace(from, to)
+        });
+        plan(&spec(BASE), &spec(&new), None)
+    }
+
     fn actions(p: &Plan) -> Vec<(String, String)> {
         p.steps
             .iter()
@@ -513,8 +550,7 @@ depends_on = ["api"]
 
     #[test]
     fn an_env_change_restarts_only_that_service() {
-        let new = BASE.replace("cmd = \"worker\"", "cmd = \"worker\"\nenv = { X = \"1\" }");
-        let p = plan(&spec(BASE), &spec(&new), None);
+        let p = plan_edit(&[("cmd = \"worker\"", "cmd = \"worker\"\nenv = { X = \"1\" }")]);
         assert_eq!(actions(&p), vec![("restart".into(), "worker".into())]);
         assert_eq!(p.steps[0].why, "env changed");
     }
@@ -522,11 +558,10 @@ depends_on = ["api"]
     #[test]
     fn a_changed_address_restarts_the_services_that_interpolate_it_not_the_ones_that_only_depend() {
         // api gets a second port: web interpolates ${api.url}, worker only depends on api.
-        let new = BASE.replace(
+        let p = plan_edit(&[(
             "url = \"api\"",
             "url = \"api\"\nports = [\"http\", \"grpc\"]",
-        );
-        let p = plan(&spec(BASE), &spec(&new), None);
+        )]);
         assert_eq!(
             actions(&p),
             vec![
@@ -540,36 +575,24 @@ depends_on = ["api"]
 
     #[test]
     fn a_command_change_does_not_restart_dependents() {
-        let new = BASE.replace("api --port", "api2 --port");
-        let p = plan(&spec(BASE), &spec(&new), None);
+        let p = plan_edit(&[("api --port", "api2 --port")]);
         assert_eq!(actions(&p), vec![("restart".into(), "api".into())]);
     }
 
     #[test]
     fn removed_processes_stop_removed_slices_are_kept_new_ones_start_in_order() {
-        let new = r#"
-[project]
-name = "p"
-
-[services.cache]
-adapter = "redis"
-
-[services.api]
-cmd = "api --port ${self.port}"
-url = "api"
-depends_on = ["cache"]
-env = { DATABASE_URL = "${db.url}" }
-
-[services.web]
-cmd = "web --port ${self.port}"
-url = "web"
-env = { API = "${api.url}" }
-
-[services.new]
-cmd = "new"
-depends_on = ["web"]
-"#;
-        let p = plan(&spec(BASE), &spec(new), None);
+        // db becomes cache, worker becomes new; api and web stay as they are.
+        let p = plan_edit(&[
+            (
+                "[services.db]\nadapter = \"postgres\"\nmigrate = \"psql -f schema.sql\"",
+                "[services.cache]\nadapter = \"redis\"",
+            ),
+            ("depends_on = [\"db\"]", "depends_on = [\"cache\"]"),
+            (
+                "[services.worker]\ncmd = \"worker\"\ndepends_on = [\"api\"]",
+                "[services.new]\ncmd = \"new\"\ndepends_on = [\"web\"]",
+            ),
+        ]);
         let a = actions(&p);
         assert!(a.contains(&("provision".into(), "cache".into())), "{a:?}");
         assert!(a.contains(&("start".into(), "new".into())), "{a:?}");
@@ -581,8 +604,7 @@ depends_on = ["web"]
 
     #[test]
     fn a_migrate_change_migrates_and_nothing_else() {
-        let new = BASE.replace("psql -f schema.sql", "psql -f schema2.sql");
-        let p = plan(&spec(BASE), &spec(&new), None);
+        let p = plan_edit(&[("psql -f schema.sql", "psql -f schema2.sql")]);
         assert_eq!(actions(&p), vec![("migrate".into(), "db".into())]);
     }
 

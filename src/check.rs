@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use binky_controllers::admission::{self, Verdict};
-use binky_controllers::spec::{Probe, Service, ServiceKind};
+use binky_controllers::spec::{Probe, Process, Resource, Service, ServiceKind, Spec};
 
 use crate::config::{self, Loaded};
 use crate::credentials::{credential_kind, secret_name};
@@ -173,176 +173,220 @@ pub fn check_loaded(text: &str, loaded: &Loaded) -> Vec<Finding> {
     let mut out = Vec::new();
     let registry = crate::adapters::Registry::default();
     for (name, svc) in &spec.services {
-        let mut find = |level, code, key: String, message: String, fix: String| {
-            let last = key.rsplit('.').next().unwrap_or("").to_owned();
-            let field = key.split('.').nth(2).unwrap_or("").to_owned();
-            // The line of the key itself, else of the field holding it (`options = { … }`),
-            // else of the service's table.
-            let line = key_line(text, name, &last)
-                .or_else(|| key_line(text, name, &field))
-                .or_else(|| line_of(text, name, ""));
-            out.push(Finding {
-                level,
-                code,
-                key,
-                line,
-                message,
-                fix,
-            });
+        let mut f = Finder {
+            text,
+            name,
+            out: &mut out,
         };
-        // A command `binky init` could not know: the file is not done.
-        if let Some(p) = svc
-            .process()
-            .filter(|p| p.cmd.trim_start().starts_with("TODO"))
-        {
-            find(
-                Level::Error,
-                "todo",
-                format!("services.{name}.cmd"),
-                format!("is still a TODO ({}): binky cannot start {name}", p.cmd.trim()),
-                format!("write the command that starts {name} on the host (listening on ${{self.port}} if it has a URL); the comment above it in binky.toml says what compose ran"),
-            );
-        }
-        // Inline credentials, in any env value and in admin_url.
-        let (env, admin) = match &svc.kind {
-            ServiceKind::Process(p) => (&p.env, None),
-            ServiceKind::Resource(r) => (&r.env, r.admin_url.as_deref()),
-        };
-        // A warning, not a refusal, as in binky 0.1.2: an admin address of a local server
-        // (`postgres://postgres:postgres@localhost`) is common and running it is no less
-        // safe than refusing a file that is already committed.
-        if let Some(kind) = admin.and_then(credential_kind) {
-            find(
-                Level::Warning,
-                "inline-credential",
-                format!("services.{name}.admin_url"),
-                format!("holds {kind}: binky.toml is committed and every worktree carries it"),
-                "use a reference: admin_url = \"${env.POSTGRES_ADMIN_URL}\" (or leave admin_url out and let binky run the server)".into(),
-            );
-        }
-        for (k, v) in env {
-            let kind = credential_kind(v).or_else(|| {
-                (secret_name(k) && !v.is_empty() && !v.contains("${"))
-                    .then_some("a secret (by its name)")
-            });
-            if let Some(kind) = kind {
-                find(
-                    Level::Error,
-                    "inline-credential",
-                    format!("services.{name}.env.{k}"),
-                    format!("holds {kind} written inline"),
-                    format!("use a reference: {k} = \"${{env.{k}}}\" and set it in the environment of `binky up`"),
-                );
-            }
-        }
-        // `${secret:REF}` is resolved in env values only: anywhere else it would reach the
-        // program as its own text (`/bin/sh: Bad substitution`), and a secret on a command
-        // line is readable by every user in `ps`.
-        let fields = svc
-            .token_fields()
-            .into_iter()
-            .filter(|(field, _)| !field.starts_with("env."));
-        for (field, value) in fields {
-            if let Some(r) = crate::secrets::references(value).first() {
-                let var = crate::secrets::env_name(r)
-                    .trim_start_matches("BINKY_SECRET_")
-                    .to_owned();
-                find(
-                    Level::Error,
-                    "secret-outside-env",
-                    format!("services.{name}.{field}"),
-                    format!("uses ${{secret:{r}}}, which binky resolves only in env values: here the program would get the text itself, and a secret on a command line is visible to every user in `ps`"),
-                    format!("put it in env and use the variable: env = {{ {var} = \"${{secret:{r}}}\" }} and ${var} in {field}"),
-                );
-            }
-        }
+        todo_command(&mut f, svc);
+        inline_credentials(&mut f, svc);
+        secrets_outside_env(&mut f, svc);
         match &svc.kind {
-            ServiceKind::Process(p) => {
-                let mut texts: Vec<&str> = vec![&p.cmd];
-                texts.extend(p.env.values().map(String::as_str));
-                texts.extend(p.setup.as_deref());
-                if let Some(h) = &p.health {
-                    match &h.probe {
-                        Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t) => texts.push(t),
-                    }
-                }
-                let uses_port =
-                    |t: &str| t.contains("${self.") || t.contains("$PORT") || t.contains("${PORT");
-                if p.url.is_some() && !texts.iter().any(|t| uses_port(t)) {
-                    find(
-                        Level::Warning,
-                        "ignores-port",
-                        format!("services.{name}.cmd"),
-                        "has a url but its cmd and env never mention its port: it will listen where it likes and the proxy will route to a port nobody serves".into(),
-                        "pass the port: `--port ${self.port}` in cmd (or read $PORT in the program)".into(),
-                    );
-                }
-                for dep in &svc.depends_on {
-                    if let Some(d) = spec.services.get(dep).and_then(Service::process) {
-                        if d.health.is_none() && d.port_labels().is_empty() {
-                            find(
-                                Level::Warning,
-                                "unwaited-dependency",
-                                format!("services.{name}.depends_on"),
-                                format!("depends on `{dep}`, which has no health check and no port: binky can only wait until it has stayed up 300 ms, not until it is ready"),
-                                format!("give `{dep}` a health check: health = {{ cmd = \"…\" }} (or a port and health = \"/…\")"),
-                            );
-                        }
-                    }
-                }
-            }
-            ServiceKind::Resource(r) => {
-                // An external adapter may be installed after the file is written (binky
-                // 0.1.2 looked it up only when the world came up): the world runs, and this
-                // service's slice fails saying what to install until it is there.
-                if registry.get(&r.adapter).is_err() {
-                    let base = r.adapter.split('@').next().unwrap_or(&r.adapter);
-                    let near = registry
-                        .builtin_names()
-                        .into_iter()
-                        .find(|b| crate::config::edit_distance(b, base) <= 2);
-                    find(
-                        Level::Warning,
-                        "unknown-adapter",
-                        format!("services.{name}.adapter"),
-                        format!("no adapter `{base}`: not built in and no `binky-adapter-{base}` on PATH; `binky up` runs the world, and the slice of `{name}` fails until it is found"),
-                        match near {
-                            Some(b) => format!("did you mean adapter = \"{b}\"? Else install binky-adapter-{base} on the PATH of `binky up`"),
-                            None => format!("install binky-adapter-{base} on the PATH of `binky up`, or use a built-in adapter ({})", registry.builtin_names().join(", ")),
-                        },
-                    );
-                } else if crate::servers::Kind::for_adapter(&r.adapter)
-                    == Some(crate::servers::Kind::Redis)
-                    && registry.is_builtin(&r.adapter)
-                {
-                    for p in
-                        crate::adapters::redis::check_options(&r.options, r.admin_url.is_some())
-                    {
-                        find(
-                            Level::Error,
-                            "redis-isolation",
-                            format!("services.{name}.{}", p.key),
-                            p.message,
-                            p.fix,
-                        );
-                    }
-                }
-                if r.clone_from.is_some()
-                    && crate::adapters::can_clone_statically(&r.adapter) == Some(false)
-                {
-                    find(
-                        Level::Warning,
-                        "clone-unsupported",
-                        format!("services.{name}.clone_from"),
-                        format!("adapter `{}` cannot clone: every world runs migrate and seed itself (an event `clone_fallback` says so)", r.adapter),
-                        "remove clone_from".into(),
-                    );
-                }
-            }
+            ServiceKind::Process(p) => process_findings(&mut f, spec, svc, p),
+            ServiceKind::Resource(r) => resource_findings(&mut f, &registry, r),
         }
     }
     out.extend(token_findings(text, loaded));
     out
+}
+
+/// Where the findings of one service go, each on the line of its key.
+struct Finder<'a> {
+    text: &'a str,
+    /// The service's name.
+    name: &'a str,
+    out: &'a mut Vec<Finding>,
+}
+
+impl Finder<'_> {
+    /// A finding about `key` (`services.<name>.…`).
+    fn find(
+        &mut self,
+        level: Level,
+        code: &'static str,
+        key: String,
+        message: String,
+        fix: String,
+    ) {
+        let (text, name) = (self.text, self.name);
+        let last = key.rsplit('.').next().unwrap_or("").to_owned();
+        let field = key.split('.').nth(2).unwrap_or("").to_owned();
+        // The line of the key itself, else of the field holding it (`options = { … }`),
+        // else of the service's table.
+        let line = key_line(text, name, &last)
+            .or_else(|| key_line(text, name, &field))
+            .or_else(|| line_of(text, name, ""));
+        self.out.push(Finding {
+            level,
+            code,
+            key,
+            line,
+            message,
+            fix,
+        });
+    }
+}
+
+/// A command `binky init` could not know: the file is not done.
+fn todo_command(f: &mut Finder<'_>, svc: &Service) {
+    let name = f.name;
+    if let Some(p) = svc
+        .process()
+        .filter(|p| p.cmd.trim_start().starts_with("TODO"))
+    {
+        f.find(
+            Level::Error,
+            "todo",
+            format!("services.{name}.cmd"),
+            format!("is still a TODO ({}): binky cannot start {name}", p.cmd.trim()),
+            format!("write the command that starts {name} on the host (listening on ${{self.port}} if it has a URL); the comment above it in binky.toml says what compose ran"),
+        );
+    }
+}
+
+/// Inline credentials, in any env value and in admin_url.
+fn inline_credentials(f: &mut Finder<'_>, svc: &Service) {
+    let name = f.name;
+    let (env, admin) = match &svc.kind {
+        ServiceKind::Process(p) => (&p.env, None),
+        ServiceKind::Resource(r) => (&r.env, r.admin_url.as_deref()),
+    };
+    // A warning, not a refusal, as in binky 0.1.2: an admin address of a local server
+    // (`postgres://postgres:postgres@localhost`) is common and running it is no less
+    // safe than refusing a file that is already committed.
+    if let Some(kind) = admin.and_then(credential_kind) {
+        f.find(
+            Level::Warning,
+            "inline-credential",
+            format!("services.{name}.admin_url"),
+            format!("holds {kind}: binky.toml is committed and every worktree carries it"),
+            "use a reference: admin_url = \"${env.POSTGRES_ADMIN_URL}\" (or leave admin_url out and let binky run the server)".into(),
+        );
+    }
+    for (k, v) in env {
+        let kind = credential_kind(v).or_else(|| {
+            (secret_name(k) && !v.is_empty() && !v.contains("${"))
+                .then_some("a secret (by its name)")
+        });
+        if let Some(kind) = kind {
+            f.find(
+                Level::Error,
+                "inline-credential",
+                format!("services.{name}.env.{k}"),
+                format!("holds {kind} written inline"),
+                format!("use a reference: {k} = \"${{env.{k}}}\" and set it in the environment of `binky up`"),
+            );
+        }
+    }
+}
+
+/// A `${secret:REF}` in a field other than an env value.
+fn secrets_outside_env(f: &mut Finder<'_>, svc: &Service) {
+    let name = f.name;
+    // `${secret:REF}` is resolved in env values only: anywhere else it would reach the
+    // program as its own text (`/bin/sh: Bad substitution`), and a secret on a command
+    // line is readable by every user in `ps`.
+    let fields = svc
+        .token_fields()
+        .into_iter()
+        .filter(|(field, _)| !field.starts_with("env."));
+    for (field, value) in fields {
+        if let Some(r) = crate::secrets::references(value).first() {
+            let var = crate::secrets::env_name(r)
+                .trim_start_matches("BINKY_SECRET_")
+                .to_owned();
+            f.find(
+                Level::Error,
+                "secret-outside-env",
+                format!("services.{name}.{field}"),
+                format!("uses ${{secret:{r}}}, which binky resolves only in env values: here the program would get the text itself, and a secret on a command line is visible to every user in `ps`"),
+                format!("put it in env and use the variable: env = {{ {var} = \"${{secret:{r}}}\" }} and ${var} in {field}"),
+            );
+        }
+    }
+}
+
+/// A process service: a URL it ignores the port of, dependencies it cannot be waited on.
+fn process_findings(f: &mut Finder<'_>, spec: &Spec, svc: &Service, p: &Process) {
+    let name = f.name;
+    let mut texts: Vec<&str> = vec![&p.cmd];
+    texts.extend(p.env.values().map(String::as_str));
+    texts.extend(p.setup.as_deref());
+    if let Some(h) = &p.health {
+        match &h.probe {
+            Probe::Http(t) | Probe::Tcp(t) | Probe::Cmd(t) => texts.push(t),
+        }
+    }
+    let uses_port = |t: &str| t.contains("${self.") || t.contains("$PORT") || t.contains("${PORT");
+    if p.url.is_some() && !texts.iter().any(|t| uses_port(t)) {
+        f.find(
+            Level::Warning,
+            "ignores-port",
+            format!("services.{name}.cmd"),
+            "has a url but its cmd and env never mention its port: it will listen where it likes and the proxy will route to a port nobody serves".into(),
+            "pass the port: `--port ${self.port}` in cmd (or read $PORT in the program)".into(),
+        );
+    }
+    for dep in &svc.depends_on {
+        if let Some(d) = spec.services.get(dep).and_then(Service::process) {
+            if d.health.is_none() && d.port_labels().is_empty() {
+                f.find(
+                    Level::Warning,
+                    "unwaited-dependency",
+                    format!("services.{name}.depends_on"),
+                    format!("depends on `{dep}`, which has no health check and no port: binky can only wait until it has stayed up 300 ms, not until it is ready"),
+                    format!("give `{dep}` a health check: health = {{ cmd = \"…\" }} (or a port and health = \"/…\")"),
+                );
+            }
+        }
+    }
+}
+
+/// A resource service: an adapter that is not there, Redis options that break isolation,
+/// a `clone_from` its adapter cannot do.
+fn resource_findings(f: &mut Finder<'_>, registry: &crate::adapters::Registry, r: &Resource) {
+    let name = f.name;
+    // An external adapter may be installed after the file is written (binky
+    // 0.1.2 looked it up only when the world came up): the world runs, and this
+    // service's slice fails saying what to install until it is there.
+    if registry.get(&r.adapter).is_err() {
+        let base = r.adapter.split('@').next().unwrap_or(&r.adapter);
+        let near = registry
+            .builtin_names()
+            .into_iter()
+            .find(|b| crate::config::edit_distance(b, base) <= 2);
+        f.find(
+            Level::Warning,
+            "unknown-adapter",
+            format!("services.{name}.adapter"),
+            format!("no adapter `{base}`: not built in and no `binky-adapter-{base}` on PATH; `binky up` runs the world, and the slice of `{name}` fails until it is found"),
+            match near {
+                Some(b) => format!("did you mean adapter = \"{b}\"? Else install binky-adapter-{base} on the PATH of `binky up`"),
+                None => format!("install binky-adapter-{base} on the PATH of `binky up`, or use a built-in adapter ({})", registry.builtin_names().join(", ")),
+            },
+        );
+    } else if crate::servers::Kind::for_adapter(&r.adapter) == Some(crate::servers::Kind::Redis)
+        && registry.is_builtin(&r.adapter)
+    {
+        for p in crate::adapters::redis::check_options(&r.options, r.admin_url.is_some()) {
+            f.find(
+                Level::Error,
+                "redis-isolation",
+                format!("services.{name}.{}", p.key),
+                p.message,
+                p.fix,
+            );
+        }
+    }
+    if r.clone_from.is_some() && crate::adapters::can_clone_statically(&r.adapter) == Some(false) {
+        f.find(
+            Level::Warning,
+            "clone-unsupported",
+            format!("services.{name}.clone_from"),
+            format!("adapter `{}` cannot clone: every world runs migrate and seed itself (an event `clone_fallback` says so)", r.adapter),
+            "remove clone_from".into(),
+        );
+    }
 }
 
 /// What `${SVC.ATTR}` may name for `target`: `None` when anything may (an external

@@ -80,6 +80,39 @@ impl Cx<'_> {
         });
     }
 
+    /// The error of a value of the wrong type: "expected `expected`, found …"; always
+    /// none, for the read that refuses it.
+    pub(super) fn wrong_type<T>(
+        &mut self,
+        v: &Value<'_>,
+        path: &str,
+        expected: &str,
+        fix: impl Into<Option<String>>,
+    ) -> Option<T> {
+        let found = type_name(v.get_ref());
+        self.error(
+            v.span(),
+            path,
+            format!("expected {expected}, found {found}"),
+            fix,
+        );
+        None
+    }
+
+    /// An error on `key` of `table` (`path`): at where the key is written, else at `or`.
+    pub(super) fn key_error(
+        &mut self,
+        table: &Table<'_>,
+        path: &str,
+        key: &str,
+        or: Range<usize>,
+        message: impl Into<String>,
+        fix: impl Into<Option<String>>,
+    ) {
+        let span = Self::span_of(table, key, or);
+        self.error(span, &join(path, key), message, fix);
+    }
+
     pub(super) fn warn(&mut self, key: &str, message: impl Into<String>) {
         self.warnings.push(Warning {
             key: key.to_owned(),
@@ -141,15 +174,12 @@ impl Cx<'_> {
     ) -> Option<&'t Table<'i>> {
         match v.get_ref() {
             DeValue::Table(t) => Some(t),
-            other => {
-                self.error(
-                    v.span(),
-                    path,
-                    format!("expected a table, found {}", type_name(other)),
-                    Some(format!("write it as [{path}] with keys under it")),
-                );
-                None
-            }
+            _ => self.wrong_type(
+                v,
+                path,
+                "a table",
+                format!("write it as [{path}] with keys under it"),
+            ),
         }
     }
 
@@ -170,14 +200,17 @@ impl Cx<'_> {
                     DeValue::Boolean(b) => Some(format!("quote it: \"{b}\"")),
                     _ => None,
                 };
-                self.error(
-                    v.span(),
-                    path,
-                    format!("expected a string, found {}", type_name(other)),
-                    fix,
-                );
-                None
+                self.wrong_type(v, path, "a string", fix)
             }
+        }
+    }
+
+    /// A value written as a string or as a number (`stop_signal = 3`, `timeout = 30`), as
+    /// its text: the parser that reads it says what a number means there.
+    pub(super) fn text_or_number(&mut self, v: &Value<'_>, path: &str) -> Option<String> {
+        match v.get_ref() {
+            DeValue::Integer(i) => Some(i.as_str().to_owned()),
+            _ => self.string_value(v, path),
         }
     }
 
@@ -189,8 +222,7 @@ impl Cx<'_> {
     ) -> Option<String> {
         let s = self.string(table, path, key)?;
         if s.trim().is_empty() {
-            let span = Self::span_of(table, key, 0..0);
-            self.error(span, &join(path, key), "must not be empty", None);
+            self.key_error(table, path, key, 0..0, "must not be empty", None);
             return None;
         }
         Some(s)
@@ -200,15 +232,7 @@ impl Cx<'_> {
         let v = Self::get(table, key)?;
         match v.get_ref() {
             DeValue::Boolean(b) => Some(*b),
-            other => {
-                self.error(
-                    v.span(),
-                    &join(path, key),
-                    format!("expected true or false, found {}", type_name(other)),
-                    None,
-                );
-                None
-            }
+            _ => self.wrong_type(v, &join(path, key), "true or false", None),
         }
     }
 
@@ -221,15 +245,7 @@ impl Cx<'_> {
                     None
                 }
             },
-            other => {
-                self.error(
-                    v.span(),
-                    path,
-                    format!("expected an integer, found {}", type_name(other)),
-                    None,
-                );
-                None
-            }
+            _ => self.wrong_type(v, path, "an integer", None),
         }
     }
 
@@ -265,15 +281,12 @@ impl Cx<'_> {
                 Some(out)
             }
             DeValue::String(s) if allow_single => Some(vec![(s.to_string(), v.span())]),
-            other => {
-                self.error(
-                    v.span(),
-                    &path,
-                    format!("expected a list of strings, found {}", type_name(other)),
-                    Some(format!("write it as {key} = [\"…\"]")),
-                );
-                None
-            }
+            _ => self.wrong_type(
+                v,
+                &path,
+                "a list of strings",
+                format!("write it as {key} = [\"…\"]"),
+            ),
         }
     }
 

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use binky_controllers::spec::Service;
 use toml::de::DeValue;
 
-use super::cx::type_name;
 use super::{Cx, Table};
 
 impl Cx<'_> {
@@ -47,19 +46,18 @@ impl Cx<'_> {
                             }
                             groups.insert(k.get_ref().to_string(), members);
                         }
-                        other => self.error(
-                            gv.span(),
-                            &path,
-                            format!(
-                                "expected a list of services or \"*\", found {}",
-                                type_name(other)
-                            ),
-                            Some(format!(
-                                "{} = [\"web\", \"api\"] or {} = \"*\"",
-                                k.get_ref(),
-                                k.get_ref()
-                            )),
-                        ),
+                        _ => {
+                            self.wrong_type::<()>(
+                                gv,
+                                &path,
+                                "a list of services or \"*\"",
+                                format!(
+                                    "{} = [\"web\", \"api\"] or {} = \"*\"",
+                                    k.get_ref(),
+                                    k.get_ref()
+                                ),
+                            );
+                        }
                     }
                 }
             }

@@ -8,7 +8,7 @@ use std::ops::{Range, RangeInclusive};
 use binky_controllers::spec::{Health, OnUnhealthy, Probe, Process, UrlSpec};
 use toml::de::DeValue;
 
-use super::cx::{join, type_name};
+use super::cx::join;
 use super::defaults::Defaults;
 use super::{parse_duration, Cx, Table, Value};
 
@@ -131,10 +131,12 @@ impl Cx<'_> {
                     subdomain: sub,
                 })
             }),
-            other => {
-                self.error(v.span(), &join(path, "url"), format!("expected true, a subdomain string or {{ port_label = \"subdomain\" }}, found {}", type_name(other)), Some("e.g. url = \"web\"".to_owned()));
-                None
-            }
+            _ => self.wrong_type(
+                v,
+                &join(path, "url"),
+                "true, a subdomain string or { port_label = \"subdomain\" }",
+                "e.g. url = \"web\"".to_owned(),
+            ),
         }
     }
 
@@ -157,12 +159,14 @@ impl Cx<'_> {
                 for (k, pv) in m.iter() {
                     match pv.get_ref() {
                         DeValue::String(_) | DeValue::Integer(_) => {}
-                        other => self.error(
-                            pv.span(),
-                            &join(&ppath, k.get_ref()),
-                            format!("expected a string or integer, found {}", type_name(other)),
-                            None,
-                        ),
+                        _ => {
+                            self.wrong_type::<()>(
+                                pv,
+                                &join(&ppath, k.get_ref()),
+                                "a string or integer",
+                                None,
+                            );
+                        }
                     }
                     out.push((k.get_ref().to_string(), k.span()));
                 }
@@ -171,12 +175,12 @@ impl Cx<'_> {
                 }
                 out
             }
-            other => {
-                self.error(
-                    v.span(),
+            _ => {
+                self.wrong_type::<()>(
+                    v,
                     &ppath,
-                    format!("expected a list of port labels, found {}", type_name(other)),
-                    Some("e.g. ports = [\"http\", \"grpc\"]".to_owned()),
+                    "a list of port labels",
+                    "e.g. ports = [\"http\", \"grpc\"]".to_owned(),
                 );
                 Vec::new()
             }
@@ -218,10 +222,11 @@ impl Cx<'_> {
     ) {
         if let Some(UrlSpec::Port { label, .. }) = url {
             if !ports.is_some_and(|p| p.contains(label)) {
-                let sp = Self::span_of(t, "url", 0..0);
-                self.error(
-                    sp,
-                    &join(path, "url"),
+                self.key_error(
+                    t,
+                    path,
+                    "url",
+                    0..0,
                     format!("url points at port label `{label}`, which is not in `ports`"),
                     Some(format!("add \"{label}\" to ports")),
                 );
@@ -236,18 +241,7 @@ impl Cx<'_> {
         match v.get_ref() {
             DeValue::String(s) => Some(Health::of(Probe::Http(s.to_string()))),
             DeValue::Table(h) => self.health_table(h, &hpath, v.span()),
-            other => {
-                self.error(
-                    v.span(),
-                    &hpath,
-                    format!(
-                        "expected a URL string or a table, found {}",
-                        type_name(other)
-                    ),
-                    None,
-                );
-                None
-            }
+            _ => self.wrong_type(v, &hpath, "a URL string or a table", None),
         }
     }
 
@@ -311,10 +305,11 @@ impl Cx<'_> {
             None | Some("restart") => OnUnhealthy::Restart,
             Some("keep") => OnUnhealthy::Keep,
             Some(other) => {
-                let sp = Self::span_of(h, "on_unhealthy", span);
-                self.error(
-                    sp,
-                    &join(hpath, "on_unhealthy"),
+                self.key_error(
+                    h,
+                    hpath,
+                    "on_unhealthy",
+                    span,
                     format!("on_unhealthy is `restart` or `keep`, not `{other}`"),
                     Some("on_unhealthy = \"restart\" (the default) stops and starts it again; \"keep\" leaves it running, shown unhealthy".to_owned()),
                 );
@@ -348,10 +343,11 @@ impl Cx<'_> {
         env.extend(own);
         for k in env.keys() {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
-                let sp = Self::span_of(t, "env", 0..0);
-                self.error(
-                    sp,
-                    &join(path, "env"),
+                self.key_error(
+                    t,
+                    path,
+                    "env",
+                    0..0,
                     format!("invalid environment variable name `{k}`"),
                     None,
                 );
@@ -365,10 +361,7 @@ impl Cx<'_> {
     /// A duration key of `health` (`"30s"`, `"500ms"` or a number of seconds), in ms.
     fn health_duration(&mut self, h: &Table<'_>, hpath: &str, key: &str) -> Option<u64> {
         let tv = Self::get(h, key)?;
-        let text = match tv.get_ref() {
-            DeValue::Integer(i) => Some(i.as_str().to_owned()),
-            _ => self.string_value(tv, &join(hpath, key)),
-        };
+        let text = self.text_or_number(tv, &join(hpath, key));
         match text.as_deref().map(parse_duration) {
             Some(Ok(d)) if key == "interval" && d.is_zero() => {
                 self.error(

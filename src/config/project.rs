@@ -67,10 +67,11 @@ impl Cx<'_> {
         let domain = self.string(t, "project", "domain");
         if let Some(why) = domain.as_deref().and_then(dns_name_problem) {
             let d = domain.as_deref().unwrap_or("");
-            let span = Self::span_of(t, "domain", span.clone());
-            self.error(
-                span,
-                "project.domain",
+            self.key_error(
+                t,
+                "project",
+                "domain",
+                span.clone(),
                 format!("`{d}` is not a DNS name: {why}"),
                 Some("use dot-separated labels of letters, digits and `-` (each 1-63 characters, not starting or ending with `-`), e.g. domain = \"acme.test\"; write an international name in its punycode form (xn--…)".to_owned()),
             );
@@ -81,10 +82,11 @@ impl Cx<'_> {
             .as_deref()
             .is_some_and(|d| d.trim_end_matches('.').eq_ignore_ascii_case("localhost"))
         {
-            let span = Self::span_of(t, "domain", span.clone());
-            self.error(
-                span,
-                "project.domain",
+            self.key_error(
+                t,
+                "project",
+                "domain",
+                span.clone(),
                 "domain `localhost` would give worlds the hosts of binky's own pages (`binky.localhost` is the dashboard)".to_owned(),
                 Some("use a name of your project's under it, e.g. domain = \"acme.localhost\" (the default is `<project>.localhost`)".to_owned()),
             );
@@ -250,10 +252,11 @@ impl Cx<'_> {
                         None | Some("link") => CopyMode::Link,
                         Some("copy") => CopyMode::Copy,
                         Some(other) => {
-                            let sp = Self::span_of(entry, "mode", item.span());
-                            self.error(
-                                sp,
-                                &format!("{key}.mode"),
+                            self.key_error(
+                                entry,
+                                &key,
+                                "mode",
+                                item.span(),
                                 format!("unknown mode `{other}`"),
                                 Some("use mode = \"link\" (the default: clone, else hard-link, else copy) or mode = \"copy\" (clone, else copy: never shared)".to_owned()),
                             );
@@ -262,15 +265,12 @@ impl Cx<'_> {
                     };
                     (p, mode)
                 }
-                other => {
-                    self.error(
-                        item.span(),
+                _ => {
+                    self.wrong_type::<()>(
+                        item,
                         &key,
-                        format!(
-                            "expected a path or {{ path = \"…\", mode = \"…\" }}, found {}",
-                            super::cx::type_name(other)
-                        ),
-                        Some(FIX.to_owned()),
+                        "a path or { path = \"…\", mode = \"…\" }",
+                        FIX.to_owned(),
                     );
                     continue;
                 }

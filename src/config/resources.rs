@@ -57,10 +57,11 @@ impl Cx<'_> {
             None => SyncMode::Off,
         };
         if sync != SyncMode::Off && !shared {
-            let sp = Self::span_of(t, "sync", span.clone());
-            self.error(
-                sp,
-                &join(path, "sync"),
+            self.key_error(
+                t,
+                path,
+                "sync",
+                span.clone(),
                 "`sync` requires `shared = true`",
                 Some("add shared = true, or remove sync".to_owned()),
             );
@@ -71,10 +72,11 @@ impl Cx<'_> {
         let clone_from = self.string(t, path, "clone_from");
         let clone_key_files: Option<Vec<String>> = self.strings(t, path, "clone_key_files", false);
         if clone_key_files.is_some() && clone_from.is_none() {
-            let sp = Self::span_of(t, "clone_key_files", span.clone());
-            self.error(
-                sp,
-                &join(path, "clone_key_files"),
+            self.key_error(
+                t,
+                path,
+                "clone_key_files",
+                span.clone(),
                 "`clone_key_files` only matters with `clone_from`",
                 Some("add clone_from = \"golden\", or remove clone_key_files".to_owned()),
             );

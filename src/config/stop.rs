@@ -3,7 +3,6 @@
 
 use binky_controllers::spec::Stopping;
 use nix::sys::signal::Signal;
-use toml::de::DeValue;
 
 use super::cx::join;
 use super::{parse_duration, Cx, Table};
@@ -38,56 +37,20 @@ impl Cx<'_> {
     /// The stop keys of `t` at `path`, each one `base` (the `[defaults]`) does not set
     /// falling back to it.
     pub(super) fn stopping(&mut self, t: &Table<'_>, path: &str, base: &Stopping) -> Stopping {
-        let signal = match Self::get(t, "stop_signal") {
-            None => base.signal.clone(),
-            Some(v) => {
-                let key = join(path, "stop_signal");
-                let text = match v.get_ref() {
-                    // `stop_signal = 3`: said as a number, refused below with the fix.
-                    DeValue::Integer(i) => Some(i.as_str().to_owned()),
-                    _ => self.string_value(v, &key),
-                };
-                match text.as_deref().map(parse_signal) {
-                    Some(Ok(sig)) => Some(sig),
-                    Some(Err(e)) => {
-                        self.error(
-                            v.span(),
-                            &key,
-                            e,
-                            Some(format!(
-                                "write a signal's name, with or without SIG: stop_signal = \"SIGQUIT\" or \"QUIT\" (SIGTERM when unset); the names: {}",
-                                signal_names()
-                            )),
-                        );
-                        base.signal.clone()
-                    }
-                    None => base.signal.clone(),
-                }
-            }
-        };
-        let grace_ms = match Self::get(t, "stop_grace_period") {
-            None => base.grace_ms,
-            Some(v) => {
-                let key = join(path, "stop_grace_period");
-                let text = match v.get_ref() {
-                    DeValue::Integer(i) => Some(i.as_str().to_owned()),
-                    _ => self.string_value(v, &key),
-                };
-                match text.as_deref().map(parse_duration) {
-                    Some(Ok(d)) => Some(d.as_millis() as u64),
-                    Some(Err(e)) => {
-                        self.error(
-                            v.span(),
-                            &key,
-                            e,
-                            Some("e.g. stop_grace_period = \"3s\" (ms, s, m, h): how long it may take to stop before it is killed (5 s when unset)".to_owned()),
-                        );
-                        base.grace_ms
-                    }
-                    None => base.grace_ms,
-                }
-            }
-        };
+        let signal = self.stop_key(t, path, "stop_signal", &base.signal, parse_signal, || {
+            format!(
+                "write a signal's name, with or without SIG: stop_signal = \"SIGQUIT\" or \"QUIT\" (SIGTERM when unset); the names: {}",
+                signal_names()
+            )
+        });
+        let grace_ms = self.stop_key(
+            t,
+            path,
+            "stop_grace_period",
+            &base.grace_ms,
+            |text| parse_duration(text).map(|d| d.as_millis() as u64),
+            || "e.g. stop_grace_period = \"3s\" (ms, s, m, h): how long it may take to stop before it is killed (5 s when unset)".to_owned(),
+        );
         let after_dependents = self
             .boolean(t, path, "stop_after_dependents")
             .unwrap_or(base.after_dependents);
@@ -95,6 +58,31 @@ impl Cx<'_> {
             signal,
             grace_ms,
             after_dependents,
+        }
+    }
+
+    /// One stop key of `t`, written as a string or a number (`stop_signal = 3` is read as
+    /// its text and refused by `parse` with the fix): unset or wrong, `base`'s value.
+    fn stop_key<T: Clone>(
+        &mut self,
+        t: &Table<'_>,
+        path: &str,
+        key: &str,
+        base: &Option<T>,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+        fix: impl FnOnce() -> String,
+    ) -> Option<T> {
+        let Some(v) = Self::get(t, key) else {
+            return base.clone();
+        };
+        let key = join(path, key);
+        match self.text_or_number(v, &key).as_deref().map(parse) {
+            Some(Ok(value)) => Some(value),
+            Some(Err(e)) => {
+                self.error(v.span(), &key, e, Some(fix()));
+                base.clone()
+            }
+            None => base.clone(),
         }
     }
 }

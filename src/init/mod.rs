@@ -255,6 +255,12 @@ pub fn project_name(dir_name: &str) -> String {
             s.push('-');
         }
     }
+    label_or_app(&s)
+}
+
+/// `s` (ASCII, dashes for what a hostname cannot hold) made a hostname label: no `-` at
+/// either end, at most 63 characters; `app` when nothing is left.
+pub(super) fn label_or_app(s: &str) -> String {
     let mut s = s.trim_matches('-').to_owned();
     s.truncate(63);
     let s = s.trim_end_matches('-');

@@ -6,102 +6,16 @@ impl Init {
     pub(super) fn env_lines(&mut self, i: SvcId) -> Vec<EnvLine> {
         let def = self.svcs[i].def.clone();
         let entries = env_entries(&def);
-        // An address in parts: `DB_HOST: db` makes DB_PORT, DB_USER, DB_PASSWORD and
-        // DB_NAME the slice's too; `EMAIL_HOST: mailpit` makes EMAIL_PORT its port.
-        let mut families: Vec<(String, SvcId)> = Vec::new();
-        for (k, v) in &entries {
-            let (Some(v), Some(prefix)) = (v, host_key_prefix(k)) else {
-                continue;
-            };
-            let v = self.interpolate(v);
-            if let Some(&j) = self.alias.get(&v.trim().to_ascii_lowercase()) {
-                families.push((prefix, j));
-            }
-        }
-        let mut lines = Vec::new();
+        let families = self.compose_families(&entries);
         let keys: BTreeSet<String> = entries.iter().map(|(k, _)| k.clone()).collect();
-        for (k, raw) in entries {
-            let Some(raw) = raw else {
-                lines.push(EnvLine {
-                    key: k.clone(),
-                    value: None,
-                    comment: Some(format!("{k}: inherited from the environment of `binky up`")),
-                });
-                continue;
-            };
-            let iv = self.interpolate(&raw);
-            if let Some(line) = self.family_line(&k, &iv, &families, None) {
-                lines.push(line);
-                continue;
-            }
-            let v = self.mapped_value(i, &k, &iv);
-            let once = self.once_uncommented(i, &k, &iv);
-            let secret = (secret_name(&k) && !literal_part(&v).trim().is_empty())
-                || looks_secret(&v)
-                || self.secrets.iter().any(|(s, _)| v.contains(s.as_str()));
-            if secret {
-                let var = single_reference(&raw).unwrap_or_else(|| k.clone());
-                let from_dotenv = if self.vars.contains_key(&var) {
-                    " (.env has it)"
-                } else {
-                    ""
-                };
-                self.reason(
-                    &var,
-                    format!("a credential: not copied into binky.toml{from_dotenv}"),
-                );
-                lines.push(EnvLine {
-                    value: Some(format!("${{env.{var}}}")),
-                    comment: Some(format!("{k} looked like a credential: not copied; set {var} in the environment of `binky up` (or an env_file)")),
-                    key: k,
-                });
-                continue;
-            }
-            // `JWT_SECRET: ${JWT_SECRET}` is a reference already: say what to set.
-            let comment = env_reference(&v)
-                .filter(|_| secret_name(&k))
-                .map(|var| {
-                    format!(
-                        "{k} is a credential: set {var} in the environment of `binky up` (or an env_file){}",
-                        if self.vars.contains_key(var) { "; .env has it" } else { "" }
-                    )
-                });
-            let anywhere = k.to_ascii_uppercase().contains("PORT");
-            let v = self.self_ports(i, &v, anywhere);
-            if let Some(line) = allowed_hosts(&k, &v, "compose") {
-                lines.push(line);
-                continue;
-            }
-            let comment = match (comment, once.is_empty()) {
-                (c, true) => c,
-                (Some(c), false) => Some(format!("{c}{once}")),
-                (None, false) => Some(format!("{k}: points at a commented-out service{once}")),
-            };
-            lines.push(EnvLine {
-                key: k,
-                value: Some(v),
-                comment,
-            });
-        }
+        let mut lines: Vec<EnvLine> = entries
+            .into_iter()
+            .map(|(k, raw)| self.compose_line(i, k, raw, &families))
+            .collect();
         // compose hands `.env` (or another env_file) to the service: its addresses of
         // compose services are pointed at binky's (`REDIS_URL=redis://redis:6379/0`), the rest
         // binky loads from the file as it is.
-        let mut from_files: Vec<(String, String, String)> = Vec::new();
-        if self.loads_dotenv(i) {
-            for (k, v) in self.dotenv.clone() {
-                from_files.push((".env".into(), k, v));
-            }
-        }
-        for f in string_list_env_file(&def) {
-            if normalise(&f) == Dir::Below(".env".into()) {
-                continue;
-            }
-            if let Some(text) = self.repo.env_files.get(&f) {
-                for (k, v) in binky_controllers::env::parse_dotenv(text) {
-                    from_files.push((f.clone(), k, v));
-                }
-            }
-        }
+        let from_files = self.env_file_entries(i, &def);
         // An address in parts in a file (`POSTGRES_HOST=postgres`).
         let mut file_families: Vec<(String, SvcId)> = Vec::new();
         for (_, k, v) in &from_files {
@@ -116,63 +30,191 @@ impl Init {
             if keys.contains(&k) || !seen.insert(k.clone()) {
                 continue;
             }
-            let why = format!("{k}: {file} points at a compose service; this overrides it");
-            if let Some(line) = self.family_line(&k, &val, &file_families, Some(why)) {
-                lines.push(line);
-                continue;
-            }
-            if let Some(line) = allowed_hosts(&k, &val, &file) {
-                lines.push(line);
-                continue;
-            }
-            let v = self.mapped_value(i, &k, &val);
-            if v != val
-                && !looks_secret(&v)
-                && !self.secrets.iter().any(|(s, _)| v.contains(s.as_str()))
-            {
-                let once = self.once_uncommented(i, &k, &val);
-                lines.push(EnvLine {
-                    comment: Some(format!(
-                        "{k}: {file} points at a compose service; this overrides it{once}"
-                    )),
-                    key: k,
-                    value: Some(v),
-                });
-            }
+            lines.extend(self.file_line(i, &file, k, val, &file_families));
         }
-        // Settings in parts (`POSTGRES_HOST`, …) in front of code that reads DATABASE_URL
-        // (an image's entrypoint builds it from them): binky sets it, as the slice's URL.
         let has_url =
             lines.iter().any(|l| l.key == "DATABASE_URL") || seen.contains("DATABASE_URL");
-        let db = families
+        if !has_url {
+            lines.extend(self.database_url_line(i, &families, &file_families));
+        }
+        lines
+    }
+
+    /// Addresses in parts in the compose environment: `DB_HOST: db` makes DB_PORT,
+    /// DB_USER, DB_PASSWORD and DB_NAME the slice's too; `EMAIL_HOST: mailpit` makes
+    /// EMAIL_PORT its port. Each is its key's prefix and the service it names.
+    fn compose_families(&mut self, entries: &[(String, Option<String>)]) -> Vec<(String, SvcId)> {
+        let mut families = Vec::new();
+        for (k, v) in entries {
+            let (Some(v), Some(prefix)) = (v, host_key_prefix(k)) else {
+                continue;
+            };
+            let v = self.interpolate(v);
+            if let Some(&j) = self.alias.get(&v.trim().to_ascii_lowercase()) {
+                families.push((prefix, j));
+            }
+        }
+        families
+    }
+
+    /// The line of compose env `k` of service `i` (`raw`: its value, none when inherited):
+    /// a member of an address in parts, a credential left out, or the value with its
+    /// addresses as binky's.
+    fn compose_line(
+        &mut self,
+        i: SvcId,
+        k: String,
+        raw: Option<String>,
+        families: &[(String, SvcId)],
+    ) -> EnvLine {
+        let Some(raw) = raw else {
+            return EnvLine {
+                key: k.clone(),
+                value: None,
+                comment: Some(format!("{k}: inherited from the environment of `binky up`")),
+            };
+        };
+        let iv = self.interpolate(&raw);
+        if let Some(line) = self.family_line(&k, &iv, families, None) {
+            return line;
+        }
+        let v = self.mapped_value(i, &k, &iv);
+        let once = self.once_uncommented(i, &k, &iv);
+        let secret = (secret_name(&k) && !literal_part(&v).trim().is_empty())
+            || looks_secret(&v)
+            || self.secrets.iter().any(|(s, _)| v.contains(s.as_str()));
+        if secret {
+            let var = single_reference(&raw).unwrap_or_else(|| k.clone());
+            let from_dotenv = if self.vars.contains_key(&var) {
+                " (.env has it)"
+            } else {
+                ""
+            };
+            self.reason(
+                &var,
+                format!("a credential: not copied into binky.toml{from_dotenv}"),
+            );
+            return EnvLine {
+                value: Some(format!("${{env.{var}}}")),
+                comment: Some(format!("{k} looked like a credential: not copied; set {var} in the environment of `binky up` (or an env_file)")),
+                key: k,
+            };
+        }
+        // `JWT_SECRET: ${JWT_SECRET}` is a reference already: say what to set.
+        let comment = env_reference(&v)
+            .filter(|_| secret_name(&k))
+            .map(|var| {
+                format!(
+                    "{k} is a credential: set {var} in the environment of `binky up` (or an env_file){}",
+                    if self.vars.contains_key(var) { "; .env has it" } else { "" }
+                )
+            });
+        let anywhere = k.to_ascii_uppercase().contains("PORT");
+        let v = self.self_ports(i, &v, anywhere);
+        if let Some(line) = allowed_hosts(&k, &v, "compose") {
+            return line;
+        }
+        let comment = match (comment, once.is_empty()) {
+            (c, true) => c,
+            (Some(c), false) => Some(format!("{c}{once}")),
+            (None, false) => Some(format!("{k}: points at a commented-out service{once}")),
+        };
+        EnvLine {
+            key: k,
+            value: Some(v),
+            comment,
+        }
+    }
+
+    /// What the env files compose hands service `i` hold, as `(file, key, value)`: `.env`
+    /// when it loads it, then its other `env_file`s.
+    fn env_file_entries(&self, i: SvcId, def: &Mapping) -> Vec<(String, String, String)> {
+        let mut from_files: Vec<(String, String, String)> = Vec::new();
+        if self.loads_dotenv(i) {
+            for (k, v) in self.dotenv.clone() {
+                from_files.push((".env".into(), k, v));
+            }
+        }
+        for f in string_list_env_file(def) {
+            if normalise(&f) == Dir::Below(".env".into()) {
+                continue;
+            }
+            if let Some(text) = self.repo.env_files.get(&f) {
+                for (k, v) in binky_controllers::env::parse_dotenv(text) {
+                    from_files.push((f.clone(), k, v));
+                }
+            }
+        }
+        from_files
+    }
+
+    /// The line of `k` of env file `file` for service `i`, when binky must override it: a
+    /// member of an address in parts, allowed hosts, or an address of a compose service.
+    fn file_line(
+        &mut self,
+        i: SvcId,
+        file: &str,
+        k: String,
+        val: String,
+        file_families: &[(String, SvcId)],
+    ) -> Option<EnvLine> {
+        let why = format!("{k}: {file} points at a compose service; this overrides it");
+        if let Some(line) = self.family_line(&k, &val, file_families, Some(why)) {
+            return Some(line);
+        }
+        if let Some(line) = allowed_hosts(&k, &val, file) {
+            return Some(line);
+        }
+        let v = self.mapped_value(i, &k, &val);
+        if v != val
+            && !looks_secret(&v)
+            && !self.secrets.iter().any(|(s, _)| v.contains(s.as_str()))
+        {
+            let once = self.once_uncommented(i, &k, &val);
+            return Some(EnvLine {
+                comment: Some(format!(
+                    "{k}: {file} points at a compose service; this overrides it{once}"
+                )),
+                key: k,
+                value: Some(v),
+            });
+        }
+        None
+    }
+
+    /// Settings in parts (`POSTGRES_HOST`, …) in front of code that reads DATABASE_URL (an
+    /// image's entrypoint builds it from them): binky sets it, as the slice's URL, for a
+    /// service `i` that does not set it already.
+    fn database_url_line(
+        &self,
+        i: SvcId,
+        families: &[(String, SvcId)],
+        file_families: &[(String, SvcId)],
+    ) -> Option<EnvLine> {
+        let j = families
             .iter()
-            .chain(&file_families)
+            .chain(file_families)
             .map(|(_, j)| *j)
             .find(|&j| {
                 matches!(
                     self.svcs[j].kind,
                     Kind::Adapter("postgres" | "mysql" | "mariadb" | "percona")
                 )
-            });
-        if let (false, Some(j)) = (has_url, db) {
-            let prefix = self.svcs[i]
-                .workdir
-                .as_deref()
-                .map(|w| format!("{w}/"))
-                .unwrap_or_default();
-            let reader = self.repo.files.iter().find(|(p, t)| {
-                p.starts_with(&prefix) && p.ends_with(".py") && t.contains("DATABASE_URL")
-            });
-            if let Some((path, _)) = reader {
-                let target = self.svcs[j].name.clone();
-                lines.push(EnvLine {
-                    comment: Some(format!("DATABASE_URL: {path} reads it; compose gives the database in parts (its image builds the URL from them)")),
-                    key: "DATABASE_URL".into(),
-                    value: Some(format!("${{{target}.url}}")),
-                });
-            }
-        }
-        lines
+            })?;
+        let prefix = self.svcs[i]
+            .workdir
+            .as_deref()
+            .map(|w| format!("{w}/"))
+            .unwrap_or_default();
+        let (path, _) = self.repo.files.iter().find(|(p, t)| {
+            p.starts_with(&prefix) && p.ends_with(".py") && t.contains("DATABASE_URL")
+        })?;
+        let target = self.svcs[j].name.clone();
+        Some(EnvLine {
+            comment: Some(format!("DATABASE_URL: {path} reads it; compose gives the database in parts (its image builds the URL from them)")),
+            key: "DATABASE_URL".into(),
+            value: Some(format!("${{{target}.url}}")),
+        })
     }
 
     /// `value` of env `key` of service `i` with its addresses of compose services as

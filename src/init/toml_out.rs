@@ -42,8 +42,10 @@ pub(super) fn shell_word(w: &str) -> String {
     }
 }
 
+/// A hostname label for a name: lower-case letters and digits, `-` for anything else (one
+/// `-` a character: `a__b` is `a--b`).
 pub(super) fn dns_label(s: &str) -> String {
-    let mut out: String = s
+    let out: String = s
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -53,14 +55,7 @@ pub(super) fn dns_label(s: &str) -> String {
             }
         })
         .collect();
-    out = out.trim_matches('-').to_owned();
-    out.truncate(63);
-    let out = out.trim_end_matches('-');
-    if out.is_empty() {
-        "app".into()
-    } else {
-        out.into()
-    }
+    label_or_app(&out)
 }
 
 // ------------------------------------------------------------------------------------

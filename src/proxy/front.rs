@@ -246,17 +246,19 @@ fn decide<'a>(
     if backend.route.state == binky_controllers::store::RouteState::Stopped {
         return Decision::Other;
     }
-    head.extend_from_slice(b"x-forwarded-for: ");
-    if let Some(prev) = forwarded_for {
-        head.extend_from_slice(prev);
-        head.extend_from_slice(b", ");
-    }
-    head.extend_from_slice(super::client_address(peer.ip()).as_bytes());
-    head.extend_from_slice(b"\r\nx-forwarded-proto: ");
-    head.extend_from_slice(scheme.as_bytes());
-    head.extend_from_slice(b"\r\nx-forwarded-host: ");
-    head.extend_from_slice(host.as_bytes());
-    head.extend_from_slice(b"\r\n\r\n");
+    super::forwarded_headers(
+        forwarded_for,
+        peer.ip(),
+        scheme,
+        host.as_bytes(),
+        |name, parts| {
+            head.extend_from_slice(name.as_str().as_bytes());
+            head.extend_from_slice(b": ");
+            parts.iter().for_each(|p| head.extend_from_slice(p));
+            head.extend_from_slice(b"\r\n");
+        },
+    );
+    head.extend_from_slice(b"\r\n");
     Decision::Forward(Forward {
         consumed,
         backend,
@@ -577,6 +579,18 @@ mod tests {
 
     /// Read one answer: its head (lower case) and body, by Content-Length or chunked.
     /// Everything the front sends until it closes the connection.
+    /// The plain request most tests send: `GET /` of the `web` route, no body.
+    const GET_WEB: &[u8] = b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n";
+
+    /// A client connection that has sent [`GET_WEB`] through the front to a backend that
+    /// answers it with `answer` and closes.
+    async fn web_answering(answer: &'static [u8]) -> TcpStream {
+        let (port, _heads) = backend(vec![answer]).await;
+        let (mut c, _) = front(port).await;
+        c.write_all(GET_WEB).await.unwrap();
+        c
+    }
+
     async fn until_closed(s: &mut TcpStream) -> String {
         let mut all = Vec::new();
         s.read_to_end(&mut all).await.unwrap();
@@ -644,14 +658,10 @@ mod tests {
 
     #[tokio::test]
     async fn the_client_gets_the_backends_headers_in_order_in_lower_case_without_hop_by_hop_ones() {
-        let (port, _heads) = backend(vec![
+        let mut c = web_answering(
             b"HTTP/1.1 201 Created\r\nX-Secret: s\r\nSet-Cookie: a=1\r\nContent-Type: text/plain\r\nConnection: X-Secret, keep-alive\r\nKeep-Alive: timeout=5\r\nSet-Cookie: b=2\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\nUpgrade: h2c\r\nProxy-Authenticate: Basic\r\nETag: \"V1\"\r\n\r\n2\r\nok\r\n0\r\n\r\n",
-        ])
+        )
         .await;
-        let (mut c, _) = front(port).await;
-        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
-            .await
-            .unwrap();
         let head = raw_head(&mut c).await;
         let lines: Vec<&str> = head.split("\r\n").collect();
         assert!(
@@ -729,9 +739,7 @@ mod tests {
             .unwrap();
         let (head, _) = answer(&mut c, true).await;
         assert!(head.contains("content-length: 1000"), "{head}");
-        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
-            .await
-            .unwrap();
+        c.write_all(GET_WEB).await.unwrap();
         assert_eq!(answer(&mut c, false).await.1, "ok");
     }
 
@@ -798,22 +806,13 @@ mod tests {
             &routes,
             vec![route("web.w.p.localhost", port, RouteState::Ready)],
         );
-        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
-            .await
-            .unwrap();
+        c.write_all(GET_WEB).await.unwrap();
         assert_eq!(answer(&mut c, false).await.1, "ok");
     }
 
     #[tokio::test]
     async fn a_backend_that_breaks_off_its_body_closes_the_clients_connection() {
-        let (port, _heads) = backend(vec![
-            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this",
-        ])
-        .await;
-        let (mut c, _) = front(port).await;
-        c.write_all(b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n")
-            .await
-            .unwrap();
+        let mut c = web_answering(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this").await;
         let all = until_closed(&mut c).await;
         assert!(all.contains("content-length: 100\r\n"), "{all}");
         assert!(all.ends_with("\r\n\r\nonly this"), "{all}");
@@ -898,7 +897,7 @@ mod tests {
         proxy.set_answer_timeout(Some(Duration::from_millis(300)));
         for request in [
             // The front's request, then one with a body (hyper's client), on one connection.
-            &b"GET / HTTP/1.1\r\nHost: web.w.p.localhost\r\n\r\n"[..],
+            GET_WEB,
             b"POST / HTTP/1.1\r\nHost: web.w.p.localhost\r\nContent-Length: 2\r\n\r\nhi",
         ] {
             let started = Instant::now();

@@ -285,6 +285,75 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// The request as its backend gets it: HTTP/1.1, origin-form (path and query only), no
+/// hop-by-hop headers but an upgrade it asks for, its `Host`, and the `X-Forwarded-*` ones.
+fn to_backend(
+    req: &mut Request<Incoming>,
+    upgrade: bool,
+    host_value: &HeaderValue,
+    peer: SocketAddr,
+    scheme: &str,
+) {
+    let path = req
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    *req.uri_mut() = Uri::from(path);
+    *req.version_mut() = Version::HTTP_11;
+    let headers = req.headers_mut();
+    let upgrade_value = if upgrade {
+        headers.get(UPGRADE).cloned()
+    } else {
+        None
+    };
+    strip_hop_by_hop(headers);
+    if let Some(u) = upgrade_value {
+        headers.insert(UPGRADE, u);
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+    if !headers.contains_key(HOST) {
+        headers.insert(HOST, host_value.clone());
+    }
+    // A client's `X-Forwarded-For` that is not visible ASCII is not carried on here.
+    let prev_for = headers
+        .get(&X_FORWARDED_FOR)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    forwarded_headers(
+        prev_for.as_deref().map(str::as_bytes),
+        peer.ip(),
+        scheme,
+        host_value.as_bytes(),
+        |name, parts| {
+            if let Ok(v) = HeaderValue::from_bytes(&parts.concat()) {
+                headers.insert(name.clone(), v);
+            }
+        },
+    );
+}
+
+/// The `X-Forwarded-*` headers a request goes to its backend with, decided here for both
+/// paths (the front's own and hyper's): `for` is the first one the client sent followed by
+/// the client at `peer`, `proto` and `host` are the scheme and host the proxy was asked on
+/// (the client's own are dropped by the caller). Each is handed to `put` as its name and the
+/// parts of its value, so the front writes them into its head without building a value.
+fn forwarded_headers(
+    prev_for: Option<&[u8]>,
+    peer: std::net::IpAddr,
+    scheme: &str,
+    host: &[u8],
+    mut put: impl FnMut(&'static HeaderName, &[&[u8]]),
+) {
+    let client = client_address(peer);
+    match prev_for {
+        Some(prev) => put(&X_FORWARDED_FOR, &[prev, b", ", client.as_bytes()]),
+        None => put(&X_FORWARDED_FOR, &[client.as_bytes()]),
+    }
+    put(&X_FORWARDED_PROTO, &[scheme.as_bytes()]);
+    put(&X_FORWARDED_HOST, &[host]);
+}
+
 /// How `X-Forwarded-For` names the client at `ip` (the usual loopback one without formatting).
 fn client_address(ip: std::net::IpAddr) -> std::borrow::Cow<'static, str> {
     match ip {
@@ -437,41 +506,7 @@ impl Proxy {
         let upgrade = wants_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
 
-        // The request to the backend: HTTP/1.1, origin-form (path and query only).
-        let path = req
-            .uri()
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        *req.uri_mut() = Uri::from(path);
-        *req.version_mut() = Version::HTTP_11;
-        let headers = req.headers_mut();
-        let upgrade_value = if upgrade {
-            headers.get(UPGRADE).cloned()
-        } else {
-            None
-        };
-        strip_hop_by_hop(headers);
-        if let Some(u) = upgrade_value {
-            headers.insert(UPGRADE, u);
-            headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-        }
-        if !headers.contains_key(HOST) {
-            headers.insert(HOST, host_value.clone());
-        }
-        let client = client_address(peer.ip());
-        let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-            Some(prev) => HeaderValue::from_str(&format!("{prev}, {client}")).ok(),
-            None => match client {
-                std::borrow::Cow::Borrowed(c) => Some(HeaderValue::from_static(c)),
-                std::borrow::Cow::Owned(c) => HeaderValue::from_str(&c).ok(),
-            },
-        };
-        if let Some(v) = xff {
-            headers.insert(X_FORWARDED_FOR.clone(), v);
-        }
-        headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(scheme));
-        headers.insert(X_FORWARDED_HOST.clone(), host_value);
+        to_backend(&mut req, upgrade, &host_value, peer, scheme);
 
         // The common request (no body, no upgrade) is answered in this task; a replica that
         // refuses the connection (it just died) costs the request nothing: the next one is
@@ -490,6 +525,20 @@ impl Proxy {
                 Err(err) => self.unreachable(route, &err, html),
             };
         }
+        self.through_pool(backend, req, client_upgrade, html).await
+    }
+
+    /// A request with a body or an upgrade, through the pool: the first replica that takes
+    /// the connection gets it; an upgrade the backend agrees to is spliced to the client.
+    async fn through_pool(
+        &self,
+        backend: &Backend,
+        req: Request<Incoming>,
+        client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+        html: bool,
+    ) -> Response<Body> {
+        let route = &backend.route;
+        let upgrade = client_upgrade.is_some();
         let mut conn = Err(pool::PoolError::Connect(
             std::io::ErrorKind::NotFound.into(),
         ));

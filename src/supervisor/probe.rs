@@ -368,27 +368,25 @@ mod tests {
 
     #[test]
     fn http_urls_split() {
-        assert_eq!(
-            split_http_url("http://localhost:4000/health?x=1").unwrap(),
-            ("localhost".into(), 4000, "/health?x=1".into())
-        );
-        assert_eq!(
-            split_http_url("http://127.0.0.1:8080").unwrap(),
-            ("127.0.0.1".into(), 8080, "/".into())
-        );
+        for (url, host, port, target) in [
+            (
+                "http://localhost:4000/health?x=1",
+                "localhost",
+                4000,
+                "/health?x=1",
+            ),
+            ("http://127.0.0.1:8080", "127.0.0.1", 8080, "/"),
+            ("http://[::1]/up#top", "[::1]", 80, "/up"),
+            ("http://[::1]:9000?ready", "[::1]", 9000, "/?ready"),
+            ("http://u:p@h:81/x", "h", 81, "/x"),
+        ] {
+            assert_eq!(
+                split_http_url(url).unwrap(),
+                (host.into(), port, target.into()),
+                "{url}"
+            );
+        }
         assert_eq!(split_http_url("http://example").unwrap().1, 80);
-        assert_eq!(
-            split_http_url("http://[::1]/up#top").unwrap(),
-            ("[::1]".into(), 80, "/up".into())
-        );
-        assert_eq!(
-            split_http_url("http://[::1]:9000?ready").unwrap(),
-            ("[::1]".into(), 9000, "/?ready".into())
-        );
-        assert_eq!(
-            split_http_url("http://u:p@h:81/x").unwrap(),
-            ("h".into(), 81, "/x".into())
-        );
         assert_eq!(
             split_http_url("https://x").unwrap_err().to_string(),
             "`https://x` is not an http:// URL"
@@ -427,21 +425,30 @@ mod tests {
         (port, task)
     }
 
-    async fn reply(mut s: TcpStream, bytes: &'static [u8]) {
-        use tokio::io::AsyncWriteExt;
-        let _ = s.write_all(bytes).await;
+    /// A server that answers its one request with `bytes`.
+    async fn replying(bytes: &'static [u8]) -> (u16, tokio::task::JoinHandle<String>) {
+        server(move |_, mut s| async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = s.write_all(bytes).await;
+        })
+        .await
     }
 
     const SECOND: Duration = Duration::from_secs(1);
 
+    /// Why the HTTP probe of the server at `port` is not ready.
+    async fn refusal(port: u16) -> String {
+        http(&format!("http://127.0.0.1:{port}/"), SECOND)
+            .await
+            .unwrap_err()
+            .to_string()
+    }
+
     #[tokio::test]
     async fn a_redirect_is_an_answer_below_500_and_is_not_followed() {
-        let (port, task) = server(|_, s| {
-            reply(
-                s,
-                b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n",
-            )
-        })
+        let (port, task) = replying(
+            b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n",
+        )
         .await;
         let url = format!("http://localhost:{port}/health?x=1#top");
         http(&url, SECOND).await.unwrap();
@@ -456,31 +463,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_error_is_not_ready_with_its_status() {
-        let (port, _task) = server(|_, s| {
-            reply(
-                s,
-                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
-            )
-        })
-        .await;
-        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
-            .await
-            .unwrap_err();
-        assert_eq!(e.to_string(), "HTTP 503");
+        let (port, _task) =
+            replying(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n").await;
+        assert_eq!(refusal(port).await, "HTTP 503");
     }
 
     #[tokio::test]
     async fn bytes_that_are_not_http_or_no_bytes_are_not_an_http_answer() {
-        let (port, _task) = server(|_, s| reply(s, b"SSH-2.0-OpenSSH\r\n\r\n")).await;
-        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
-            .await
-            .unwrap_err();
-        assert_eq!(e.to_string(), "not an HTTP answer");
+        let (port, _task) = replying(b"SSH-2.0-OpenSSH\r\n\r\n").await;
+        assert_eq!(refusal(port).await, "not an HTTP answer");
         let (port, _task) = server(|_, s| async move { drop(s) }).await;
-        let e = http(&format!("http://127.0.0.1:{port}/"), SECOND)
-            .await
-            .unwrap_err();
-        assert_eq!(e.to_string(), "not an HTTP answer");
+        assert_eq!(refusal(port).await, "not an HTTP answer");
     }
 
     #[tokio::test]

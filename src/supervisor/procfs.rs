@@ -18,12 +18,16 @@ pub struct Stat {
     pub start_time: u64,
 }
 
+/// The fields of a `/proc/PID/stat` text from field 3 (the state) on. The command name
+/// (field 2) may hold spaces and parentheses: fields resume after the last `)`.
+fn fields_after_name(text: &str) -> Option<Vec<&str>> {
+    let rest = &text[text.rfind(')')? + 1..];
+    Some(rest.split_whitespace().collect())
+}
+
 /// Parse the text of `/proc/PID/stat`.
 pub fn parse_stat(text: &str) -> Option<Stat> {
-    // The command name (field 2) may hold spaces and parentheses: fields resume after the
-    // last `)`.
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    let f = fields_after_name(text)?;
     Some(Stat {
         state: f.first()?.chars().next()?,
         ppid: f.get(1)?.parse().ok()?,
@@ -46,8 +50,7 @@ pub struct Use {
 
 /// Parse the use fields of a `/proc/PID/stat` text (a zombie uses nothing: `None`).
 pub fn parse_use(text: &str) -> Option<Use> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    let f = fields_after_name(text)?;
     if matches!(f.first()?.chars().next()?, 'Z' | 'X' | 'x') {
         return None;
     }

@@ -58,6 +58,14 @@ pub enum Leaf {
     },
 }
 
+/// The directories of a cgroup v1 leaf or home, one per hierarchy: memory, cpu, and
+/// cpuacct when it is not the cpu one.
+fn v1_dirs<'a>(memory: &'a Path, cpu: &'a Path, cpuacct: Option<&'a Path>) -> Vec<&'a Path> {
+    let mut dirs = vec![memory, cpu];
+    dirs.extend(cpuacct);
+    dirs
+}
+
 impl Leaf {
     /// What the store keeps.
     pub fn encode(&self) -> String {
@@ -79,11 +87,7 @@ impl Leaf {
                 memory,
                 cpu,
                 cpuacct,
-            } => {
-                let mut d: Vec<&Path> = vec![memory, cpu];
-                d.extend(cpuacct.as_deref());
-                d
-            }
+            } => v1_dirs(memory, cpu, cpuacct.as_deref()),
         }
     }
 
@@ -321,11 +325,7 @@ impl Cgroups {
                 memory,
                 cpu,
                 cpuacct,
-            } => {
-                let mut h: Vec<&Path> = vec![memory, cpu];
-                h.extend(cpuacct.as_deref());
-                h
-            }
+            } => v1_dirs(memory, cpu, cpuacct.as_deref()),
         }
     }
 
@@ -522,26 +522,33 @@ mod tests {
         }
     }
 
+    /// Writes each `(name, text)` into `dir`: a cgroup's interface files as a test fakes them.
+    fn interface_files(dir: &Path, files: &[(&str, &str)]) {
+        std::fs::create_dir_all(dir).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+    }
+
     #[test]
     fn usage_is_read_from_v1_and_v2_files() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        std::fs::write(d.join("memory.current"), "10485760\n").unwrap();
-        std::fs::write(
-            d.join("memory.stat"),
-            "anon 100\ninactive_file 2097152\nactive_file 5\n",
-        )
-        .unwrap();
-        std::fs::write(
-            d.join("cpu.stat"),
-            "usage_usec 1500\nuser_usec 1000\nnr_throttled 7\n",
-        )
-        .unwrap();
-        std::fs::write(
-            d.join("memory.events"),
-            "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
-        )
-        .unwrap();
+        interface_files(
+            d,
+            &[
+                ("memory.current", "10485760\n"),
+                (
+                    "memory.stat",
+                    "anon 100\ninactive_file 2097152\nactive_file 5\n",
+                ),
+                (
+                    "cpu.stat",
+                    "usage_usec 1500\nuser_usec 1000\nnr_throttled 7\n",
+                ),
+                ("memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"),
+            ],
+        );
         let u = Leaf::V2 { path: d.into() }.usage().unwrap();
         assert_eq!(
             u,
@@ -555,21 +562,24 @@ mod tests {
         let v1 = tempfile::tempdir().unwrap();
         let m = v1.path().join("m");
         let c = v1.path().join("c");
-        std::fs::create_dir_all(&m).unwrap();
-        std::fs::create_dir_all(&c).unwrap();
-        std::fs::write(m.join("memory.usage_in_bytes"), "4194304\n").unwrap();
-        std::fs::write(
-            m.join("memory.stat"),
-            "cache 1\ntotal_inactive_file 1048576\n",
-        )
-        .unwrap();
-        std::fs::write(
-            m.join("memory.oom_control"),
-            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
-        )
-        .unwrap();
-        std::fs::write(c.join("cpuacct.usage"), "2000000\n").unwrap();
-        std::fs::write(c.join("cpu.stat"), "nr_periods 5\nnr_throttled 3\n").unwrap();
+        interface_files(
+            &m,
+            &[
+                ("memory.usage_in_bytes", "4194304\n"),
+                ("memory.stat", "cache 1\ntotal_inactive_file 1048576\n"),
+                (
+                    "memory.oom_control",
+                    "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+                ),
+            ],
+        );
+        interface_files(
+            &c,
+            &[
+                ("cpuacct.usage", "2000000\n"),
+                ("cpu.stat", "nr_periods 5\nnr_throttled 3\n"),
+            ],
+        );
         let u = Leaf::V1 {
             memory: m,
             cpu: c,
