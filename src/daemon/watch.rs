@@ -312,12 +312,8 @@ fn sync(w: &mut Watchers, store: &Store, trigger: &Trigger) {
         return;
     }
     w.seen = seen;
-    let worlds = match store.read(store::worlds) {
-        Ok(ws) => ws,
-        Err(err) => {
-            tracing::warn!(%err, "watcher cannot list worlds");
-            return;
-        }
+    let Some(worlds) = store.read_or_warn("watcher cannot list worlds", store::worlds) else {
+        return;
     };
     // A project's shared world has no file of its own to follow: the worlds that use it
     // write it (their edits go through `apply`).
@@ -482,12 +478,8 @@ fn handle(
     if configs.is_empty() && restarts.is_empty() {
         return;
     }
-    let worlds = match store.read(store::worlds) {
-        Ok(ws) => ws,
-        Err(err) => {
-            tracing::warn!(%err, "watcher cannot read worlds");
-            return;
-        }
+    let Some(worlds) = store.read_or_warn("watcher cannot read worlds", store::worlds) else {
+        return;
     };
     for id in configs {
         if let Some(world) = worlds.iter().find(|x| x.id == id && !x.deleted) {

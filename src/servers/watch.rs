@@ -42,12 +42,10 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
             _ = stop.notified() => break,
             _ = tokio::time::sleep(EVERY) => {}
         }
-        let rows = match store.read(store::servers) {
-            Ok(rows) => rows,
-            Err(err) => {
-                tracing::warn!(%err, "server watch: cannot read the servers");
-                continue;
-            }
+        let Some(rows) =
+            store.read_or_warn("server watch: cannot read the servers", store::servers)
+        else {
+            continue;
         };
         for row in rows {
             let Some(name) = ServerName::parse(&row.kind) else {

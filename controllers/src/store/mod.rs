@@ -314,6 +314,18 @@ impl Store {
         })
     }
 
+    /// [`Store::read`] for a loop that goes on without this round: a failure is logged as
+    /// `failed` (what could not be done) with the error, and is `None`.
+    pub fn read_or_warn<R>(
+        &self,
+        failed: &str,
+        f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+    ) -> Option<R> {
+        self.read(f)
+            .inspect_err(|err| tracing::warn!(%err, "{failed}"))
+            .ok()
+    }
+
     /// Run `f` in one immediate (write-locking) transaction of `owner`, committed when `f`
     /// succeeds. A statement in it that writes outside `owner`'s tables fails, and so does
     /// the transaction, with [`StoreError::NotOwner`].
