@@ -26,7 +26,7 @@ pub mod mcp;
 pub mod paths;
 pub mod person;
 pub mod ports;
-pub mod proxy;
+pub use binky_proxy as proxy;
 pub mod requests;
 pub mod scrub;
 pub mod secrets;

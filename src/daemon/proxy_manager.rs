@@ -56,7 +56,12 @@ fn bind_port(
     } else {
         listen::fallbacks(wanted, defaults)
     };
-    match listen::bind(wanted, &fallbacks, workers) {
+    match listen::bind(
+        wanted,
+        &fallbacks,
+        workers,
+        crate::supervisor::procfs::listener_of,
+    ) {
         Ok(bound) => {
             let note = bound.note.clone();
             (Some(bound), note)

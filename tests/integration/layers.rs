@@ -1,4 +1,4 @@
-//! The module graph docs/architecture.md describes: in neither crate does a module import
+//! The module graph docs/architecture.md describes: in no crate does a module import
 //! one that imports it back, so each layer can be read (and one day built) without those
 //! above it.
 //!
@@ -268,10 +268,10 @@ fn repo() -> PathBuf {
 }
 
 #[test]
-fn no_module_of_either_crate_imports_one_that_imports_it_back() {
-    for root in ["controllers/src", "src"] {
+fn no_module_of_any_crate_imports_one_that_imports_it_back() {
+    for root in ["controllers/src", "proxy/src", "src"] {
         let graph = graph(&repo().join(root));
-        assert!(graph.len() > 20, "{root}: too few modules read: {graph:?}");
+        assert!(graph.len() > 8, "{root}: too few modules read: {graph:?}");
         let found = loops(&graph);
         assert!(
             found.is_empty(),

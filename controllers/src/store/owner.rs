@@ -694,6 +694,7 @@ mod tests {
         let crates = [
             (manifest.to_path_buf(), "controllers"),
             (manifest.join(".."), "binky"),
+            (manifest.join("../proxy"), "binky-proxy"),
         ];
         let calls = [
             ".query_row(",
@@ -726,6 +727,6 @@ mod tests {
                 }
             }
         }
-        assert!(read > 100, "the sources of both crates are read: {read}");
+        assert!(read > 100, "the sources of every crate are read: {read}");
     }
 }

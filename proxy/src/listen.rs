@@ -72,13 +72,17 @@ fn try_port(port: u16, workers: usize) -> std::io::Result<Vec<Vec<TcpListener>>>
     Ok(out)
 }
 
-/// Why `port` could not be bound, in words a person can act on.
-pub fn why_not(port: u16, err: &std::io::Error) -> String {
+/// Who listens on a port, as `(pid, command name)`, when that can be seen: the daemon
+/// reads it from `/proc`.
+pub type Holder = fn(u16) -> Option<(u32, String)>;
+
+/// Why `port` could not be bound, in words a person can act on (`holder` names who has it).
+pub fn why_not(port: u16, err: &std::io::Error, holder: Holder) -> String {
     match err.kind() {
         ErrorKind::PermissionDenied => format!(
             "port {port} needs privileges (ports below 1024: run the daemon as root, give binky CAP_NET_BIND_SERVICE, or lower net.ipv4.ip_unprivileged_port_start)"
         ),
-        ErrorKind::AddrInUse => match crate::supervisor::procfs::listener_of(port) {
+        ErrorKind::AddrInUse => match holder(port) {
             Some((pid, comm)) => format!("port {port} is in use by {comm} (pid {pid})"),
             None => format!("port {port} is in use by another process"),
         },
@@ -94,8 +98,14 @@ pub fn fallbacks(wanted: u16, defaults: &[u16]) -> Vec<u16> {
     out
 }
 
-/// Bind `wanted`, else the first free fallback, with sockets for `workers` workers.
-pub fn bind(wanted: u16, fallback: &[u16], workers: usize) -> Result<Bound, String> {
+/// Bind `wanted`, else the first free fallback, with sockets for `workers` workers;
+/// `holder` names who has a port that is taken.
+pub fn bind(
+    wanted: u16,
+    fallback: &[u16],
+    workers: usize,
+    holder: Holder,
+) -> Result<Bound, String> {
     let first_err = match try_port(wanted, workers) {
         Ok(sockets) => {
             return Ok(Bound {
@@ -104,7 +114,7 @@ pub fn bind(wanted: u16, fallback: &[u16], workers: usize) -> Result<Bound, Stri
                 note: String::new(),
             })
         }
-        Err(e) => why_not(wanted, &e),
+        Err(e) => why_not(wanted, &e, holder),
     };
     for port in fallback {
         if let Ok(sockets) = try_port(*port, workers) {
@@ -124,9 +134,13 @@ pub fn bind(wanted: u16, fallback: &[u16], workers: usize) -> Result<Bound, Stri
 mod tests {
     use super::*;
 
+    fn no_holder(_: u16) -> Option<(u32, String)> {
+        None
+    }
+
     #[test]
     fn each_worker_gets_its_own_socket_and_the_port_is_then_taken() {
-        let b = bind(0, &[], 3).expect("an ephemeral port binds");
+        let b = bind(0, &[], 3, no_holder).expect("an ephemeral port binds");
         assert_eq!(b.workers.len(), 3);
         let port = b.workers[0][0].local_addr().unwrap().port();
         assert_ne!(port, 0);
@@ -142,7 +156,7 @@ mod tests {
 
     #[test]
     fn the_kernel_spreads_connections_over_the_workers_sockets() {
-        let b = bind(0, &[], 2).expect("an ephemeral port binds");
+        let b = bind(0, &[], 2, no_holder).expect("an ephemeral port binds");
         let port = b.workers[0][0].local_addr().unwrap().port();
         // Hashed by the client's address and port: 64 connections all on one of two sockets
         // would happen once in 2^63 runs.
@@ -171,7 +185,7 @@ mod tests {
         let free = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let fallback = free.local_addr().unwrap().port();
         drop(free);
-        let b = bind(held, &[fallback], 2).expect("the fallback binds");
+        let b = bind(held, &[fallback], 2, no_holder).expect("the fallback binds");
         assert_eq!(b.port, fallback);
         assert!(
             b.note.contains(&format!("port {held} is in use")),

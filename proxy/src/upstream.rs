@@ -773,10 +773,10 @@ mod tests {
     use http_body_util::BodyExt;
     use hyper::header::CONTENT_LENGTH;
 
-    use crate::proxy::scripted::Then::{self, Answer as A, AnswerClose, Close};
+    use crate::scripted::Then::{self, Answer as A, AnswerClose, Close};
 
-    async fn backend(script: Vec<Then>) -> (u16, crate::proxy::scripted::Backend) {
-        let b = crate::proxy::scripted::backend(script).await;
+    async fn backend(script: Vec<Then>) -> (u16, crate::scripted::Backend) {
+        let b = crate::scripted::backend(script).await;
         (b.port, b)
     }
 

@@ -502,7 +502,7 @@ mod tests {
     async fn backend(
         answers: Vec<&'static [u8]>,
     ) -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
-        use crate::proxy::scripted::Then;
+        use crate::scripted::Then;
         let n = answers.len();
         let script = answers
             .into_iter()
@@ -515,7 +515,7 @@ mod tests {
                 }
             })
             .collect();
-        let b = crate::proxy::scripted::backend(script).await;
+        let b = crate::scripted::backend(script).await;
         (b.port, b.heads)
     }
 
@@ -891,8 +891,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_backend_that_sends_nothing_gets_a_504_naming_it_on_every_path() {
-        use crate::proxy::scripted::Then;
-        let silent = crate::proxy::scripted::backend(vec![Then::Silent, Then::Silent]).await;
+        use crate::scripted::Then;
+        let silent = crate::scripted::backend(vec![Then::Silent, Then::Silent]).await;
         let (mut c, _, proxy) = front_proxy(silent.port, HEAD_TIMEOUT).await;
         proxy.set_answer_timeout(Some(Duration::from_millis(300)));
         for request in [
