@@ -3,6 +3,9 @@
 use clap::Parser;
 
 fn main() {
+    // Before any thread starts: the variable is taken out of the environment, so nothing
+    // this command starts inherits it.
+    binky::failure::report::take_from_env();
     let cli = binky::cli::Cli::parse();
     // A command whose reader goes away (`binky events | head`) ends quietly, as other
     // command-line tools do; the daemon keeps Rust's default (ignore SIGPIPE: a client

@@ -3,7 +3,7 @@
 
 use binky_controllers::store;
 
-use super::context::{Ctx, Failure};
+use super::context::{Ctx, Failure, Kind};
 use super::exit;
 
 /// What `binky approve` is asked to do: its arguments.
@@ -49,7 +49,7 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     if let Some(pattern) = &a.exec {
-        crate::person::require_person_at_terminal("approving commands").map_err(Failure::failed)?;
+        crate::cli::context::person_at_terminal("approving commands")?;
         let project = match ctx.world(None) {
             Ok(w) => w.project,
             Err(_) => crate::cli::context::Checkout::discover(&std::env::current_dir().unwrap_or_default())
@@ -103,7 +103,7 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
     // Approving is a person's, at a terminal: never a process binky started for a world (an
     // agent's `exec` of `binky approve … --yes`) nor an agent's own shell, whatever it
     // passes. `--yes` only spares the person the question.
-    crate::person::require_person_at_terminal("approving commands").map_err(Failure::failed)?;
+    crate::cli::context::person_at_terminal("approving commands")?;
     let chosen: Vec<&crate::requests::Approval> = match (&a.key, &a.all) {
         (Some(k), _) => {
             let c = crate::requests::approve(&ctx.store, k)?;
@@ -121,7 +121,8 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
                 return Err(Failure::usage(format!(
                     "no world `{name}`; worlds: {}",
                     names.join(", ")
-                )));
+                ))
+                .kind(Kind::NoWorld));
             }
             found
         }

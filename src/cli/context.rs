@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use binky_controllers::spec::Service;
 use binky_controllers::store::{self, Store, World};
 
-use super::exit;
-pub use super::failure::Failure;
+pub use super::failure::{Failure, Kind};
 use crate::paths::Home;
 
 /// The home and its store.
@@ -112,17 +111,40 @@ pub fn find_world(all: &[World], cwd: &Path, name: &str) -> Result<World, Failur
                 Err(Failure::usage(format!(
                     "no world `{name}`{scope}; worlds: {}{also}",
                     names(&mine)
-                )))
+                ))
+                .kind(Kind::NoWorld))
             }
-            many => Err(Failure::usage(format!(
-                "world `{name}` exists in several projects ({}); run the command inside the project's repository",
-                many.iter().map(|w| w.project.as_str()).collect::<Vec<_>>().join(", ")
-            ))),
+            many => {
+                let projects: Vec<String> = many.iter().map(|w| w.project.clone()).collect();
+                Err(Failure::usage(format!(
+                    "world `{name}` exists in several projects ({}); run the command inside the project's repository",
+                    projects.join(", ")
+                ))
+                .kind(Kind::AmbiguousWorld {
+                    world: name.to_owned(),
+                    projects,
+                }))
+            }
         }
     }
 }
 
 pub use crate::requests::refuse_shared;
+
+/// Refuse `what` (a person-only action) when binky started this process
+/// ([`crate::person::refuse_unless_person`]), as a failure of kind [`Kind::PersonOnly`].
+pub fn person(what: &str) -> Result<(), Failure> {
+    crate::person::refuse_unless_person(what)
+        .map_err(|message| Failure::failed(message).kind(Kind::PersonOnly))
+}
+
+/// Refuse `what` unless a person asks at a terminal
+/// ([`crate::person::require_person_at_terminal`]): of kind [`Kind::PersonOnly`] when binky
+/// started this process, of no kind when only the terminal is missing (a person's script).
+pub fn person_at_terminal(what: &str) -> Result<(), Failure> {
+    person(what)?;
+    crate::person::require_person_at_terminal(what).map_err(Failure::failed)
+}
 
 fn names(all: &[World]) -> String {
     if all.is_empty() {
@@ -156,6 +178,7 @@ pub fn service<'w>(world: &'w World, name: &str) -> Result<&'w Service, Failure>
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
+        .kind(Kind::NoService)
     })
 }
 
@@ -195,6 +218,7 @@ impl Checkout {
                         "{} is not inside a git repository ({e}); binky gives each git worktree its own world: run it inside a repository",
                         cwd.display()
                     ))
+                    .kind(Kind::NotInRepository)
                 })?,
                 false,
             ),
@@ -285,12 +309,9 @@ pub async fn nudge(ctx: &Ctx, world: i64) -> Result<(), Failure> {
         .map(|w| format!("world `{}`", w.name))
         .unwrap_or_else(|| "the world".to_owned());
     let why = last.map(|e| e.to_string()).unwrap_or_default();
-    Err(Failure {
-        code: exit::PENDING,
-        message: format!(
-            "the change to {name} is recorded, but the binky daemon that carries it out is not running ({why}); start it with `binky daemon start` (any binky command that needs it starts it too) and it finishes the change"
-        ),
-    })
+    Err(Failure::pending(format!(
+        "the change to {name} is recorded, but the binky daemon that carries it out is not running ({why}); start it with `binky daemon start` (any binky command that needs it starts it too) and it finishes the change"
+    )))
 }
 
 /// Whether the last try ran out of time against a daemon that runs (busy, not gone).

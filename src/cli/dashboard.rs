@@ -36,8 +36,7 @@ pub fn address(ctx: &Ctx) -> Result<String, Failure> {
 /// `binky dashboard`.
 pub async fn run(no_open: bool, json: bool) -> Result<i32, Failure> {
     // The link signs a browser in with every button a person has (approving among them).
-    crate::person::require_person_at_terminal("signing a browser in to the dashboard")
-        .map_err(Failure::failed)?;
+    crate::cli::context::person_at_terminal("signing a browser in to the dashboard")?;
     let ctx = Ctx::open()?;
     client::ensure(&ctx.home).await?;
     let answer =

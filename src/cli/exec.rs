@@ -15,7 +15,7 @@ use crate::supervisor::descendants::Subtree;
 use binky_controllers::env::{self, Layout, Runner};
 use binky_controllers::store::{self, World};
 
-use super::context::{self, Ctx, Failure};
+use super::context::{self, Ctx, Failure, Kind};
 use super::exit;
 
 /// The directory and environment a command of `world` runs with: exactly what the daemon
@@ -167,15 +167,13 @@ pub async fn run(
         let key = binky_controllers::approval::exec_key(&world.project, &text);
         ctx.store
             .request_exec(&key, &world.project, &world.name, &text)?;
-        return Err(Failure {
-            code: exit::PENDING,
-            message: format!(
-                "`{text}` {} in `{}`; ask a person to run `binky approve {key}` (or to allow a family of commands: `binky approve --exec '{}*'`)",
-                crate::requests::EXEC_HELD,
-                world.name,
-                cmd[0]
-            ),
-        });
+        return Err(Failure::pending(format!(
+            "`{text}` {} in `{}`; ask a person to run `binky approve {key}` (or to allow a family of commands: `binky approve --exec '{}*'`)",
+            crate::requests::EXEC_HELD,
+            world.name,
+            cmd[0]
+        ))
+        .kind(Kind::Held));
     }
     let (dir, mut vars) = world_env(&ctx, &world, service.as_deref())?;
     // `${secret:REF}` as a service gets it (secret_command, else BINKY_SECRET_<REF> here).
@@ -308,15 +306,13 @@ pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
             .iter()
             .map(|c| format!("  {}  {}", c.key, c.text))
             .collect();
-        return Err(Failure {
-            code: exit::PENDING,
-            message: format!(
-                "{} verify command(s) of `{}` wait for a person's approval (approvals are on):\n{}\nask a person to run `binky approve` (or `binky approve KEY`)",
-                waiting.len(),
-                world.name,
-                list.join("\n")
-            ),
-        });
+        return Err(Failure::pending(format!(
+            "{} verify command(s) of `{}` wait for a person's approval (approvals are on):\n{}\nask a person to run `binky approve` (or `binky approve KEY`)",
+            waiting.len(),
+            world.name,
+            list.join("\n")
+        ))
+        .kind(Kind::Held));
     }
     let (dir, mut vars) = world_env(&ctx, &world, None)?;
     // `${secret:REF}` as `exec` and the services get it.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use binky_controllers::store;
 
-use super::context::{Ctx, Failure};
+use super::context::{Ctx, Failure, Kind};
 use super::exit;
 
 fn emit(out: &mut impl Write, service: &str, line: &str, prefix: bool, json: bool) {
@@ -65,7 +65,8 @@ pub fn chosen(
                 "world `{}` has no service `{s}`; services: {}",
                 world.name,
                 names[..names.len() - 1].join(", ")
-            )))
+            ))
+            .kind(Kind::NoService))
         }
         None => names
             .iter()

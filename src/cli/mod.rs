@@ -539,6 +539,8 @@ pub fn run(cli: Cli) -> i32 {
         Ok(code) => code,
         Err(f) => {
             eprintln!("binky: {}", f.message);
+            // Its kind, for the `binky mcp` that runs this command (nothing otherwise).
+            crate::failure::report::write(&f);
             f.code
         }
     }

@@ -53,7 +53,7 @@ pub async fn run(proxy: Option<u16>, https: Option<u16>) -> Result<i32, Failure>
         return Ok(exit::OK);
     }
     // The proxy's ports are the machine's, which every world's URLs name: a person's.
-    crate::person::refuse_unless_person("moving the proxy's ports").map_err(Failure::failed)?;
+    crate::cli::context::person("moving the proxy's ports")?;
     if let Some(p) = proxy {
         ctx.store.set_setting("proxy_port", &p.to_string())?;
     }

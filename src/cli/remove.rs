@@ -2,7 +2,7 @@
 
 use binky_controllers::store;
 
-use super::context::{nudge, Ctx, Failure};
+use super::context::{nudge, Ctx, Failure, Kind};
 use super::wait::{self, Goal};
 use super::{exit, WaitArgs};
 
@@ -61,5 +61,6 @@ fn refuse_unless_theirs(ctx: &Ctx, world: &store::World) -> Result<(), Failure> 
     let name = &world.name;
     Err(Failure::failed(format!(
         "removing world `{name}` (its worktree and data) is a person's decision: no agent made it through `binky mcp`, and this was asked by a process binky started ({why}); ask a person to run `binky remove {name}` (they may let agents remove any world: `binky settings mcp_remove_any=true`); `binky down {name}` stops it and keeps everything"
-    )))
+    ))
+    .kind(Kind::PersonOnly))
 }

@@ -24,8 +24,7 @@ pub async fn run(assignments: Vec<String>, json: bool, describe: bool) -> Result
     // The machine's settings are a person's, at a terminal: an agent may not widen what
     // agents may do (`mcp_remove_any`, `approvals`, `secret_command`, …).
     if !writes.is_empty() {
-        crate::person::require_person_at_terminal("changing the machine's settings")
-            .map_err(Failure::failed)?;
+        crate::cli::context::person_at_terminal("changing the machine's settings")?;
     }
     for (k, v) in &writes {
         ctx.store.set_setting(k, v)?;

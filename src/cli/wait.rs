@@ -7,7 +7,7 @@ use binky_controllers::phase;
 use binky_controllers::registry::Kind;
 use binky_controllers::store::{self, CondStatus, ConditionRow, World, WorldId};
 
-use super::context::{Ctx, Failure};
+use super::context::{Ctx, Failure, Kind as FailureKind};
 use super::{exit, WaitArgs};
 
 /// What a command waits for.
@@ -33,6 +33,8 @@ pub enum Outcome {
     Failed(String),
     /// Out of time.
     Pending(String),
+    /// Held until a person approves its new commands (said as `Pending` is, exit 75).
+    Held(String),
 }
 
 /// A one-line-per-item summary of conditions that do not hold.
@@ -132,7 +134,7 @@ pub async fn wait(
                         Some((Hold::AwaitingApproval, _))
                     )
                 {
-                    return Ok(Outcome::Pending(held.message.clone()));
+                    return Ok(Outcome::Held(held.message.clone()));
                 }
             }
         }
@@ -226,7 +228,7 @@ pub fn report(world: &str, verb: &str, outcome: &Outcome, timeout: Duration) -> 
             eprintln!("binky: {world} failed to {verb}: {msg}");
             Some(exit::FAILED)
         }
-        Outcome::Pending(msg) => {
+        Outcome::Pending(msg) | Outcome::Held(msg) => {
             eprintln!(
                 "binky: {world} is still not {}after {}s (the daemon carries on; `binky status {world}` shows progress):\n{msg}",
                 match verb {
@@ -236,6 +238,11 @@ pub fn report(world: &str, verb: &str, outcome: &Outcome, timeout: Duration) -> 
                 },
                 timeout.as_secs()
             );
+            // The command ends here, exit 75: what it waits for, for the `binky mcp` that
+            // runs it (nothing otherwise).
+            if matches!(outcome, Outcome::Held(_)) {
+                crate::failure::report::write_kind(&FailureKind::Held);
+            }
             Some(exit::PENDING)
         }
     }
@@ -252,7 +259,8 @@ pub async fn run(name: Option<String>, json: bool, args: &WaitArgs) -> Result<i3
         return Err(Failure::failed(format!(
             "world `{}` is down (stopped on purpose), so it will not become ready; `binky up {}` starts it",
             world.name, world.name
-        )));
+        ))
+        .kind(FailureKind::Stopped));
     }
     let since = ctx.store.read(store::last_event_id)?;
     let outcome = wait(&ctx, &world, world.generation, Goal::Ready, args, since).await?;

@@ -1,11 +1,16 @@
 //! The one error shape of every tool, `{ok: false, error: {code, message, fix}}`, and the
 //! checks every argument from a client passes before it reaches a command line.
+//!
+//! A failed binky command's code is read from the [`Kind`] the command set where it made the
+//! failure (in this process, or reported by a child: [`crate::failure::report`]), then from
+//! its exit code. Its message's words are read only for the two failures still made without
+//! a kind (see [`BY_MESSAGE`]).
 
 use rmcp::model::CallToolResult;
 use serde_json::{json, Value};
 
 use super::runner::{Ended, Run};
-use crate::failure::exit;
+use crate::failure::{exit, Failure, Kind};
 
 /// A tool's failure: what kind (`code`), what happened, and what to do about it.
 #[derive(Debug, Clone)]
@@ -102,36 +107,22 @@ impl ToolError {
         } else {
             message
         };
-        classify(run.code(), message, w)
+        classify(run.code(), run.failure.as_ref(), message, w)
+    }
+
+    /// A failure of a call made in this process (`world`: the world asked about).
+    pub fn of_failure(f: Failure, world: &str) -> ToolError {
+        classify(f.code, f.kind.as_ref(), f.message, world)
     }
 }
 
-/// A failed command's exit code and message, as an error kind with a fix.
-pub fn classify(code: i32, message: String, world: &str) -> ToolError {
-    if message.starts_with("no world `") {
-        return ToolError::new(
-            "not_found",
-            message,
-            "call `list` to see the worlds there are, or `up` to make this one",
-        );
+/// A failed command's exit code, kind and message, as an error code with a fix: by its kind
+/// when it has one, else by [`BY_MESSAGE`], else by its exit code.
+pub fn classify(code: i32, kind: Option<&Kind>, message: String, world: &str) -> ToolError {
+    if let Some(kind) = kind {
+        return of_kind(kind, message, world);
     }
-    if message.contains("exists in several projects") {
-        let projects = message
-            .split_once('(')
-            .and_then(|(_, r)| r.split_once(')'))
-            .map(|(p, _)| p.to_owned())
-            .unwrap_or_default();
-        let message = match message.split_once("; run the command inside") {
-            Some((head, _)) => head.to_owned(),
-            None => message,
-        };
-        return ToolError::new(
-            "ambiguous",
-            message,
-            format!("pass `project` (one of: {projects}) or `root` (the repository's path) to say which"),
-        );
-    }
-    // What the CLI's message says, first match wins; `{world}` in a fix is the world asked
+    // Failures made without a kind, first match wins; `{world}` in a fix is the world asked
     // about.
     for &(says, code, fix) in BY_MESSAGE {
         if says.iter().any(|s| message.contains(s)) {
@@ -157,33 +148,56 @@ pub fn classify(code: i32, message: String, world: &str) -> ToolError {
     }
 }
 
-/// The kinds read from a failed command's message: (any of these words, code, fix).
+/// A failure of kind `kind` (its message `message`) as an error code with a fix; `world` is
+/// the world asked about.
+fn of_kind(kind: &Kind, message: String, world: &str) -> ToolError {
+    match kind {
+        Kind::NoWorld => ToolError::new(
+            "not_found",
+            message,
+            "call `list` to see the worlds there are, or `up` to make this one",
+        ),
+        // Said from the data: the CLI's advice to run it inside a repository is not one a
+        // tool call can take.
+        Kind::AmbiguousWorld { world, projects } => {
+            let list = projects.join(", ");
+            ToolError::new(
+                "ambiguous",
+                format!("world `{world}` exists in several projects ({list})"),
+                format!("pass `project` (one of: {list}) or `root` (the repository's path) to say which"),
+            )
+            .with(json!({ "projects": projects }))
+        }
+        Kind::NoService => ToolError::new(
+            "not_found",
+            message,
+            "use one of the services the message lists",
+        ),
+        Kind::NotInRepository => ToolError::new("invalid_argument", message, NOT_IN_REPOSITORY_FIX),
+        Kind::Stopped => ToolError::new(
+            "stopped",
+            message,
+            format!("call `up` with world `{world}` to start it"),
+        ),
+        Kind::Held => ToolError::new("held", message, HELD_FIX),
+        Kind::PersonOnly => ToolError::new("refused", message, REFUSED_FIX),
+    }
+}
+
+/// What to do outside every repository.
+const NOT_IN_REPOSITORY_FIX: &str = "pass `root` (the absolute path of the repository, or one of its worktrees) or `project` (a name from `list`): the server does not run inside a repository";
+/// What to do about a command held for a person's approval.
+const HELD_FIX: &str = "stop and ask a person: they approve it (`binky approve KEY`, or the dashboard); never approve it yourself";
+/// What to do about a person's action.
+const REFUSED_FIX: &str = "ask a person to do it; an agent's process may not";
+
+/// The failures still made without a kind, read from their message: (any of these words,
+/// code, fix). Both are made outside the command-line layer: `binky remove`'s refusal of
+/// uncommitted work in `requests::remove` (and the worktree controller's, in the daemon,
+/// printed by a command's wait), and the daemon's refusal of a dashboard sign-in asked by a
+/// process binky started (`person::refusal` in the daemon, which answers with text alone).
 const BY_MESSAGE: &[(&[&str], &str, &str)] = &[
-    (
-        &[" has no service `"],
-        "not_found",
-        "use one of the services the message lists",
-    ),
-    (
-        &["is not inside a git repository"],
-        "invalid_argument",
-        "pass `root` (the absolute path of the repository, or one of its worktrees) or `project` (a name from `list`): the server does not run inside a repository",
-    ),
-    (
-        &["is down (stopped on purpose)"],
-        "stopped",
-        "call `up` with world `{world}` to start it",
-    ),
-    (
-        &["waits for a person's approval", "wait for a person's approval"],
-        "held",
-        "stop and ask a person: they approve it (`binky approve KEY`, or the dashboard); never approve it yourself",
-    ),
-    (
-        &["is a person's to do"],
-        "refused",
-        "ask a person to do it; an agent's process may not",
-    ),
+    (&["is a person's to do"], "refused", REFUSED_FIX),
     (
         &["has uncommitted changes"],
         "dirty",
@@ -344,4 +358,88 @@ pub fn bounded(what: &str, v: &str, max: usize) -> Result<(), ToolError> {
         format!("{what} is {} bytes, more than {max}", v.len()),
         format!("give `{what}` in at most {max} bytes"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_decides_the_code_whatever_the_message_says() {
+        let cases = [
+            (Kind::NoWorld, "not_found"),
+            (Kind::NoService, "not_found"),
+            (Kind::NotInRepository, "invalid_argument"),
+            (Kind::Stopped, "stopped"),
+            (Kind::Held, "held"),
+            (Kind::PersonOnly, "refused"),
+        ];
+        for (kind, code) in cases {
+            // Words no kind is ever said with, and words of other kinds.
+            for message in ["it went wrong", "world `w` has uncommitted changes"] {
+                let e = classify(exit::FAILED, Some(&kind), message.to_owned(), "w");
+                assert_eq!(e.code, code, "{kind:?}: {message}");
+                assert_eq!(e.message, message, "{kind:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_ambiguous_world_is_said_from_its_projects_not_from_the_text() {
+        let kind = Kind::AmbiguousWorld {
+            world: "w".into(),
+            projects: vec!["shop.v2".into(), "blog".into()],
+        };
+        let e = classify(exit::USAGE, Some(&kind), "nothing to parse".into(), "w");
+        assert_eq!(e.code, "ambiguous");
+        assert_eq!(
+            e.message,
+            "world `w` exists in several projects (shop.v2, blog)"
+        );
+        assert!(
+            e.fix.contains("`project` (one of: shop.v2, blog)"),
+            "{}",
+            e.fix
+        );
+        assert_eq!(e.value()["projects"], json!(["shop.v2", "blog"]));
+    }
+
+    #[test]
+    fn without_a_kind_the_words_of_typed_failures_are_not_read() {
+        // The CLI's own messages, but no kind: the exit code decides.
+        let cases = [
+            (exit::USAGE, "no world `x`; worlds: w", "invalid_argument"),
+            (
+                exit::USAGE,
+                "world `w` exists in several projects (a, b); run the command inside the project's repository",
+                "invalid_argument",
+            ),
+            (exit::USAGE, "world `w` has no service `x`; services: api", "invalid_argument"),
+            (exit::FAILED, "world `w` is down (stopped on purpose), so it will not become ready", "failed"),
+            (exit::PENDING, "`true` waits for a person's approval (approvals are on) before `binky exec` runs it", "pending"),
+        ];
+        for (code, message, expected) in cases {
+            let e = classify(code, None, message.to_owned(), "w");
+            assert_eq!(e.code, expected, "{message}");
+        }
+    }
+
+    #[test]
+    fn failures_made_without_a_kind_are_still_read_from_their_words() {
+        let dirty = classify(
+            exit::FAILED,
+            None,
+            "worktree /x has uncommitted changes:\n    M a.txt\ncommit or stash them".into(),
+            "w",
+        );
+        assert_eq!(dirty.code, "dirty");
+        assert!(dirty.fix.contains("world `w`"), "{}", dirty.fix);
+        let refused = classify(
+            exit::FAILED,
+            None,
+            "signing a browser in to the dashboard is a person's to do, and …".into(),
+            "w",
+        );
+        assert_eq!(refused.code, "refused");
+    }
 }

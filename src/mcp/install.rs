@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::own_binary;
-use crate::failure::{exit, Failure};
+use crate::failure::{exit, Failure, Kind};
 
 /// The MCP clients `binky mcp install` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -170,6 +170,7 @@ fn checkout() -> Result<Checkout, Failure> {
             cwd.display(),
             e.trim()
         ))
+        .kind(Kind::NotInRepository)
     })?;
     let mut lines = out.lines();
     let top = PathBuf::from(lines.next().unwrap_or_default());

@@ -2,6 +2,10 @@
 //! bounded, stopped when the call is cancelled or runs out of time: SIGTERM to the binky
 //! command, which ends what it started (`binky exec`: everything below it, `setsid` or not),
 //! then SIGKILL to what is left of its group.
+//!
+//! A failed command's kind comes back typed ([`Run::failure`]), through the report line of
+//! [`crate::failure::report`]: each run is given a token of its own, and the line is taken
+//! off its stderr, so the output shown is what a person would have seen.
 
 use std::future::Future;
 use std::path::Path;
@@ -11,6 +15,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::failure::{report, Kind};
 
 /// How one command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +42,9 @@ pub struct Run {
     pub truncated: bool,
     /// How long it ran.
     pub elapsed: Duration,
+    /// The kind of its failure, as the command reported it (none when it did not fail, or
+    /// failed in a way that has none).
+    pub failure: Option<Kind>,
 }
 
 impl Run {
@@ -86,6 +95,10 @@ impl Limits {
         max_bytes: 64 << 20,
     };
 }
+
+/// Room kept on stderr beyond the bytes asked for, so that a report line is read whole
+/// however little output the caller keeps (the line is taken off before the output is cut).
+const REPORT_ROOM: usize = 16 * 1024;
 
 /// How long the command has to end by itself once stopped (SIGTERM) before its group is
 /// killed: `binky exec` ends everything its command started in that time.
@@ -179,6 +192,12 @@ pub async fn run(
     if let Some(dir) = dir {
         cmd.current_dir(dir);
     }
+    // Without randomness there is no token, and the failure is read by its exit code and
+    // text, as from a binky that reports none.
+    let token = binky_controllers::random::hex(16).ok();
+    if let Some(token) = &token {
+        cmd.env(report::VAR, token);
+    }
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
@@ -186,7 +205,7 @@ pub async fn run(
     let out = child.stdout.take().expect("stdout is piped");
     let err = child.stderr.take().expect("stderr is piped");
     let out = tokio::spawn(read_tail(out, limits.max_bytes));
-    let err = tokio::spawn(read_tail(err, limits.max_bytes));
+    let err = tokio::spawn(read_tail(err, limits.max_bytes.saturating_add(REPORT_ROOM)));
     let timeout = async {
         match limits.timeout {
             Some(t) => tokio::time::sleep(t).await,
@@ -219,11 +238,43 @@ pub async fn run(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
+    let mut stderr = String::from_utf8_lossy(&stderr).into_owned();
+    let failure = match (&token, ended) {
+        (Some(token), Ended::Exited(code)) if code != 0 => report::take(&mut stderr, token),
+        _ => None,
+    };
+    let (stderr, cut_room) = newest(stderr, limits.max_bytes);
     Ok(Run {
         ended,
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        truncated: cut_out || cut_err,
+        stderr,
+        truncated: cut_out || cut_err || cut_room,
         elapsed: started.elapsed(),
+        failure,
     })
+}
+
+/// The newest `max` bytes of `s` (from a character's start), and whether any were dropped.
+fn newest(s: String, max: usize) -> (String, bool) {
+    if s.len() <= max {
+        return (s, false);
+    }
+    let mut from = s.len() - max;
+    while !s.is_char_boundary(from) {
+        from += 1;
+    }
+    (s[from..].to_owned(), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_keeps_the_tail_on_a_character_boundary() {
+        assert_eq!(newest("abc".into(), 5), ("abc".into(), false));
+        assert_eq!(newest("abcdef".into(), 2), ("ef".into(), true));
+        // `é` is two bytes: cut inside it, the tail starts after it.
+        assert_eq!(newest("aéb".into(), 2), ("b".into(), true));
+    }
 }

@@ -151,7 +151,7 @@ impl Server {
         let (store, w) = self.find_world(dir.as_deref(), &p.world)?;
         let logs_dir = crate::paths::Home::from_env().map_err(store_failed)?.logs();
         let (chosen, _) = crate::cli::logs::chosen(store, &logs_dir, &w, p.service.as_deref())
-            .map_err(|f| errors::classify(f.code, f.message, &p.world))?;
+            .map_err(|f| ToolError::of_failure(f, &p.world))?;
         let mut all: Vec<Value> = Vec::new();
         for (service, path) in &chosen {
             let (lines, _) = crate::view::log_tail(path, limit as usize);
@@ -188,7 +188,7 @@ impl Server {
             None => std::env::current_dir().unwrap_or_default(),
         };
         let h = crate::cli::events::history(store, &cwd, &p.world, n as usize)
-            .map_err(|f| errors::classify(f.code, f.message, &p.world))?;
+            .map_err(|f| ToolError::of_failure(f, &p.world))?;
         Ok(Answer(
             json!({ "project": h.project, "removed": h.removed, "events": h.events }),
         ))

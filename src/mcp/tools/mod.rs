@@ -21,7 +21,7 @@ use super::errors::{self, ToolError};
 use super::runner::{self, Ended, Limits, Run};
 use super::view::{about, for_an_agent, is_held, summary};
 use super::{created, Server};
-use crate::failure::exit;
+use crate::failure::{exit, Kind};
 
 /// How long `up`, `down`, `reload`, `apply` and `remove` wait before answering "pending"
 /// (the daemon carries on). Kept under the common 60 s tool-call limit of MCP clients.
@@ -205,7 +205,7 @@ impl Server {
             None => std::env::current_dir().unwrap_or_default(),
         };
         let w = crate::cli::context::world_named(store, &cwd, world)
-            .map_err(|f| errors::classify(f.code, f.message, world))?;
+            .map_err(|f| ToolError::of_failure(f, world))?;
         Ok((store, w))
     }
 
@@ -320,14 +320,14 @@ impl Server {
                 Ok(v)
             }
             (Ended::Exited(exit::PENDING), Some(s))
-                if is_held(s) || run.output().contains("waiting for approval") =>
+                if is_held(s) || run.failure == Some(Kind::Held) =>
             {
                 Err(self.held(ctx, s).await)
             }
             _ => {
                 let mut e = ToolError::of_run(&run, Some(world));
                 if let Some(s) = &status {
-                    e = e.with(about(s));
+                    e = e.with_more(about(s));
                 }
                 Err(e)
             }

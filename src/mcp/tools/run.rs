@@ -8,7 +8,7 @@ use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::failure::exit;
+use crate::failure::{exit, Kind};
 use crate::mcp::errors::{self, ToolError};
 use crate::mcp::params::*;
 use crate::mcp::runner::{Ended, Limits};
@@ -199,9 +199,10 @@ impl Server {
         });
         match run.ended {
             Ended::Exited(0) => Ok(Answer(v)),
-            // binky exec refused to run it: approvals are on and no person approved it. The
-            // agent is told to ask, never how to approve (the CLI's text says that).
-            Ended::Exited(exit::PENDING) if run.stderr.contains(crate::requests::EXEC_HELD) => Err(ToolError::new(
+            // binky exec refused to run it: approvals are on and no person approved it (its
+            // report says so: a command's own exit 75 has none). The agent is told to ask,
+            // never how to approve (the CLI's text says that).
+            Ended::Exited(exit::PENDING) if run.failure == Some(Kind::Held) => Err(ToolError::new(
                 "held",
                 format!(
                     "`{}` waits for a person's approval (approvals are on): it did not run",
@@ -216,7 +217,7 @@ impl Server {
                 "read stdout and stderr; fix the cause and run it again",
             )
             .with(v)),
-            _ => Err(ToolError::of_run(&run, Some(&p.world)).with(v)),
+            _ => Err(ToolError::of_run(&run, Some(&p.world)).with_more(v)),
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod args;
 mod edges;
+mod failures;
 mod guards;
 mod inspector;
 mod install;

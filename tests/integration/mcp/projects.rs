@@ -35,6 +35,10 @@ async fn every_tool_reaches_a_world_name_two_projects_use() {
                 .contains("run the command inside"),
             "{tool}: {v}"
         );
+        // The projects as data, whether the tool asked in its own process or ran a binky
+        // command that reported them; the report line itself is never shown.
+        assert_eq!(v["projects"], json!(["mcp", "other"]), "{tool}: {v}");
+        assert!(!v.to_string().contains("binky_failure"), "{tool}: {v}");
     }
     // With `project`, every tool reaches the one asked for.
     for (project, service) in [("mcp", "api"), ("other", "job")] {
