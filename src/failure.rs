@@ -49,6 +49,9 @@ pub enum Kind {
     Held,
     /// A person's to do, asked by a process binky started (an agent's).
     PersonOnly,
+    /// The world's worktree has uncommitted changes, which `remove` does not discard
+    /// unless told to.
+    Dirty,
 }
 
 /// A command's failure: an exit code and a message that names the fix.

@@ -9,7 +9,7 @@ use binky_controllers::store::{self, DesiredState, Store, World};
 use crate::failure::Failure;
 
 /// What `binky exec` says (exiting 75) of a command it did not run because no person
-/// approved it: `binky mcp` answers `held` on it.
+/// approved it (its failure's kind, `Held`, is what `binky mcp` answers `held` on).
 pub const EXEC_HELD: &str =
     "waits for a person's approval (approvals are on) before `binky exec` runs it";
 
@@ -92,7 +92,8 @@ pub async fn remove(store: &Store, world: &World, force: bool) -> Result<i64, Fa
             return Err(Failure::failed(format!(
                 "worktree {path} has uncommitted changes:\n{shown}\ncommit or stash them, or run `binky remove {} --force` to discard them; nothing was changed",
                 world.name
-            )));
+            ))
+            .kind(crate::failure::Kind::Dirty));
         }
     }
     Ok(store.mark_deleted(world.id, force)?)

@@ -181,6 +181,7 @@ fn of_kind(kind: &Kind, message: String, world: &str) -> ToolError {
         ),
         Kind::Held => ToolError::new("held", message, HELD_FIX),
         Kind::PersonOnly => ToolError::new("refused", message, REFUSED_FIX),
+        Kind::Dirty => ToolError::new("dirty", message, DIRTY_FIX.replace("{world}", world)),
     }
 }
 
@@ -188,21 +189,20 @@ fn of_kind(kind: &Kind, message: String, world: &str) -> ToolError {
 const NOT_IN_REPOSITORY_FIX: &str = "pass `root` (the absolute path of the repository, or one of its worktrees) or `project` (a name from `list`): the server does not run inside a repository";
 /// What to do about a command held for a person's approval.
 const HELD_FIX: &str = "stop and ask a person: they approve it (`binky approve KEY`, or the dashboard); never approve it yourself";
+/// What to do about uncommitted work in a world's worktree (`{world}`: the world asked
+/// about).
+const DIRTY_FIX: &str = "commit (or stash) the changes in the world's worktree, then call `remove` again; never discard someone's work (`exec` with world `{world}` runs git there)";
 /// What to do about a person's action.
 const REFUSED_FIX: &str = "ask a person to do it; an agent's process may not";
 
 /// The failures still made without a kind, read from their message: (any of these words,
-/// code, fix). Both are made outside the command-line layer: `binky remove`'s refusal of
-/// uncommitted work in `requests::remove` (and the worktree controller's, in the daemon,
-/// printed by a command's wait), and the daemon's refusal of a dashboard sign-in asked by a
-/// process binky started (`person::refusal` in the daemon, which answers with text alone).
+/// code, fix). Both are made outside the command-line layer: the worktree controller's
+/// refusal of uncommitted work (in the daemon, printed by a command's wait), and the
+/// daemon's refusal of a dashboard sign-in asked by a process binky started
+/// (`person::refusal` in the daemon, which answers with text alone).
 const BY_MESSAGE: &[(&[&str], &str, &str)] = &[
     (&["is a person's to do"], "refused", REFUSED_FIX),
-    (
-        &["has uncommitted changes"],
-        "dirty",
-        "commit (or stash) the changes in the world's worktree, then call `remove` again; never discard someone's work (`exec` with world `{world}` runs git there)",
-    ),
+    (&["has uncommitted changes"], "dirty", DIRTY_FIX),
 ];
 
 /// Longest name accepted (a world, project, service or group).
@@ -373,6 +373,7 @@ mod tests {
             (Kind::Stopped, "stopped"),
             (Kind::Held, "held"),
             (Kind::PersonOnly, "refused"),
+            (Kind::Dirty, "dirty"),
         ];
         for (kind, code) in cases {
             // Words no kind is ever said with, and words of other kinds.
