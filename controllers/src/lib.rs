@@ -30,6 +30,7 @@ pub mod slice;
 pub mod spec;
 pub mod store;
 pub mod supervisor;
+pub mod template;
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]

@@ -581,7 +581,7 @@ impl<G: Git> WorktreeController<G> {
         {
             Ok(plan) => Ok(needed(world, plan, |service, res| {
                 // Not known: brought, as if the world ran its migrate.
-                crate::golden::template_ready(&self.store, world, &row.path, service, res)
+                crate::template::template_ready(&self.store, world, &row.path, service, res)
                     .unwrap_or(false)
             })),
             Err(err) => {

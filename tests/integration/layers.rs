@@ -281,6 +281,59 @@ fn no_module_of_any_crate_imports_one_that_imports_it_back() {
     }
 }
 
+/// The modules of `binky-controllers` that are controllers (each implements `Controller`).
+const CONTROLLERS: [&str; 7] = [
+    "gate", "worktree", "port", "golden", "slice", "process", "route",
+];
+
+/// The controller a module of `binky-controllers` is part of, if any.
+fn controller_of(module: &str) -> Option<&'static str> {
+    let top = module.split("::").next()?;
+    CONTROLLERS.iter().copied().find(|c| *c == top)
+}
+
+/// Where one controller's module imports another controller's: (importer, imported).
+fn controllers_importing_controllers(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<(String, String)> {
+    graph
+        .iter()
+        .filter_map(|(m, targets)| Some((m, controller_of(m)?, targets)))
+        .flat_map(|(m, from, targets)| {
+            targets
+                .iter()
+                .filter(move |t| controller_of(t).is_some_and(|to| to != from))
+                .map(move |t| (m.clone(), t.clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn no_controller_imports_another() {
+    let root = repo().join("controllers/src");
+    let graph = graph(&root);
+    for c in CONTROLLERS {
+        let text = std::fs::read_to_string(modules(&root)[c].clone()).unwrap();
+        assert!(text.contains("Controller for"), "{c} is a controller");
+    }
+    let found = controllers_importing_controllers(&graph);
+    assert!(
+        found.is_empty(),
+        "controllers import each other: {found:?}; what two controllers share belongs in a \
+         module of its own, and they talk through the store"
+    );
+    // And it is seen: a worktree module reaching into the golden controller.
+    let mut planted = graph.clone();
+    planted
+        .get_mut("worktree")
+        .unwrap()
+        .insert("golden".to_owned());
+    assert_eq!(
+        controllers_importing_controllers(&planted),
+        [("worktree".to_owned(), "golden".to_owned())]
+    );
+}
+
 #[test]
 fn a_loop_of_imports_is_seen_whichever_way_it_is_written() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,16 +28,10 @@
 
 mod build;
 mod keep;
-mod key;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use self::key::{
-    golden_inputs, golden_key, golden_name, grows_from, key_coverage, key_files, GoldenInputs,
-    KeyCoverage,
-};
 use crate::adapter::{random_secret, SliceEffects, SliceFault, SliceSpec, SliceWork};
 use crate::env::Layout;
 use crate::machine::Machine;
@@ -47,6 +41,11 @@ use crate::spec::Resource;
 use crate::store::{self, now_ms, owner, write, GoldenRow, Store, StoreError, World};
 use crate::store::{GoldenState, SliceState, WorktreeState};
 use crate::supervisor::Supervisor;
+use crate::template::template_inputs;
+pub use crate::template::{
+    golden_inputs, golden_key, golden_name, grows_from, key_coverage, key_files, GoldenInputs,
+    KeyCoverage,
+};
 
 /// The condition this controller reports.
 const CONDITION: &str = Kind::Golden.condition();
@@ -478,50 +477,6 @@ fn cloning_services(world: &World) -> Vec<(String, Resource)> {
                 .map(|r| (n.clone(), r))
         })
         .collect()
-}
-
-/// What the template of `service` is made of, read from its workdir in `layout` and the
-/// server `base` names.
-fn template_inputs(
-    world: &World,
-    layout: &Layout,
-    service: &str,
-    res: &Resource,
-    base: &SliceSpec,
-) -> GoldenInputs {
-    let dir = layout.config_dir(world);
-    let workdir: PathBuf = if res.workdir.is_empty() || res.workdir == "." {
-        dir
-    } else {
-        dir.join(&res.workdir)
-    };
-    let server = base
-        .admin_url
-        .as_deref()
-        .map(crate::url::redact_server)
-        .unwrap_or_else(|| format!("managed:{}", res.adapter));
-    golden_inputs(&world.project, service, res, &server, &workdir)
-}
-
-/// Whether the golden template `world`'s `service` would be cloned from is ready now, its
-/// key read from the worktree at `worktree` as the golden controller reads it: then the
-/// world's slice is a copy of it, and no `migrate` or `seed` of `service` runs in this
-/// world (unless cloning fails after all).
-pub(crate) fn template_ready(
-    store: &Store,
-    world: &World,
-    worktree: &std::path::Path,
-    service: &str,
-    res: &Resource,
-) -> Result<bool, StoreError> {
-    let base = crate::adapter::slice_spec(world, service, res, "", "");
-    let layout = Layout {
-        worktree: worktree.to_owned(),
-    };
-    let inputs = template_inputs(world, &layout, service, res, &base);
-    Ok(store
-        .read(|c| store::golden(c, &inputs.key))?
-        .is_some_and(|g| g.state == GoldenState::Ready))
 }
 
 /// What a world waits for or reports of a template another world claimed.

@@ -1,14 +1,20 @@
 //! The key of a golden template: what it hashes (the adapter, the server, `clone_from`, the
-//! commands and the files they depend on), so that a changed migration rebuilds it; and what
-//! a new template may grow from (its lineage and migration inputs, [`golden_inputs`]).
+//! commands and the files they depend on), so that a changed migration rebuilds it; what
+//! a new template may grow from (its lineage and migration inputs, [`golden_inputs`]); and
+//! whether a world's template is ready ([`template_ready`]). The golden controller builds
+//! templates by these keys; the worktree controller asks whether one is ready here, not of
+//! the golden controller.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::adapter::SliceSpec;
+use crate::env::Layout;
 use crate::glob::glob_match;
 use crate::spec::Resource;
+use crate::store::{self, GoldenState, Store, StoreError, World};
 
 /// Directories never walked for key files: version control, dependencies, caches, builds.
 const NOT_WALKED: &[&str] = &[
@@ -368,6 +374,50 @@ pub fn golden_name(clone_from: &str, key: &str) -> String {
         .take(30)
         .collect();
     format!("bk_golden_{cf}_{}", &key[..key.len().min(12)])
+}
+
+/// What the template of `service` is made of, read from its workdir in `layout` and the
+/// server `base` names.
+pub(crate) fn template_inputs(
+    world: &World,
+    layout: &Layout,
+    service: &str,
+    res: &Resource,
+    base: &SliceSpec,
+) -> GoldenInputs {
+    let dir = layout.config_dir(world);
+    let workdir: PathBuf = if res.workdir.is_empty() || res.workdir == "." {
+        dir
+    } else {
+        dir.join(&res.workdir)
+    };
+    let server = base
+        .admin_url
+        .as_deref()
+        .map(crate::url::redact_server)
+        .unwrap_or_else(|| format!("managed:{}", res.adapter));
+    golden_inputs(&world.project, service, res, &server, &workdir)
+}
+
+/// Whether the golden template `world`'s `service` would be cloned from is ready now, its
+/// key read from the worktree at `worktree` as the golden controller reads it: then the
+/// world's slice is a copy of it, and no `migrate` or `seed` of `service` runs in this
+/// world (unless cloning fails after all).
+pub(crate) fn template_ready(
+    store: &Store,
+    world: &World,
+    worktree: &std::path::Path,
+    service: &str,
+    res: &Resource,
+) -> Result<bool, StoreError> {
+    let base = crate::adapter::slice_spec(world, service, res, "", "");
+    let layout = Layout {
+        worktree: worktree.to_owned(),
+    };
+    let inputs = template_inputs(world, &layout, service, res, &base);
+    Ok(store
+        .read(|c| store::golden(c, &inputs.key))?
+        .is_some_and(|g| g.state == GoldenState::Ready))
 }
 
 #[cfg(test)]
