@@ -82,9 +82,8 @@ pub fn validate(text: &str, path: &Path, group: Option<&str>) -> Result<Loaded, 
             reason,
         });
     }
-    // An adapter that is not found is not refused (binky 0.1.2 looked it up only when the
-    // world came up, and it may be installed after the file is written): it is said, and
-    // the service's slice fails naming it until it is found.
+    // An adapter that is not found is not refused (it may be installed after the file is
+    // written): it is said, and the service's slice fails naming it until it is found.
     let registry = crate::adapters::Registry::default();
     for name in loaded.spec.selected(group) {
         if let Some(r) = loaded.spec.services[&name].resource() {

@@ -251,9 +251,9 @@ fn inline_credentials(f: &mut Finder<'_>, svc: &Service) {
         ServiceKind::Process(p) => (&p.env, None),
         ServiceKind::Resource(r) => (&r.env, r.admin_url.as_deref()),
     };
-    // A warning, not a refusal, as in binky 0.1.2: an admin address of a local server
-    // (`postgres://postgres:postgres@localhost`) is common and running it is no less
-    // safe than refusing a file that is already committed.
+    // A warning, not a refusal: an admin address of a local server
+    // (`postgres://postgres:postgres@localhost`) is common and running it is no less safe
+    // than refusing a file that is already committed.
     if let Some(kind) = admin.and_then(credential_kind) {
         f.find(
             Level::Warning,
@@ -346,9 +346,8 @@ fn process_findings(f: &mut Finder<'_>, spec: &Spec, svc: &Service, p: &Process)
 /// a `clone_from` its adapter cannot do.
 fn resource_findings(f: &mut Finder<'_>, registry: &crate::adapters::Registry, r: &Resource) {
     let name = f.name;
-    // An external adapter may be installed after the file is written (binky
-    // 0.1.2 looked it up only when the world came up): the world runs, and this
-    // service's slice fails saying what to install until it is there.
+    // An external adapter may be installed after the file is written: the world runs, and
+    // this service's slice fails saying what to install until it is there.
     if registry.get(&r.adapter).is_err() {
         let base = r.adapter.split('@').next().unwrap_or(&r.adapter);
         let near = registry
@@ -894,7 +893,7 @@ mod tests {
 
     #[test]
     fn self_port_without_a_port_is_a_warning_on_the_key_that_says_it() {
-        // binky 0.1.2 runs it; binky gives the service the port it names, and says so.
+        // It runs: binky gives the service the port it names, and says so.
         let bad = format!("{HEAD}\n[services.w]\ncmd = \"run --port ${{self.port}}\"\n");
         assert_eq!(codes(&bad), vec![("config", Level::Warning, Some(5))]);
         let bad = format!(
@@ -921,7 +920,7 @@ mod tests {
             3,
             "{c:?}"
         );
-        // In admin_url a warning (binky 0.1.2 warned too), in env an error.
+        // admin_url: a warning (a local server's admin address is common); env: an error.
         assert!(
             c.contains(&("inline-credential", Level::Warning, Some(6))),
             "{c:?}"

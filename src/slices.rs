@@ -23,8 +23,9 @@ impl RealSlices {
         RealSlices { registry, servers }
     }
 
-    /// The server binky 0.1.2's environment variable names for `spec`'s built-in adapter,
-    /// read here, once, and recorded with the slice (so it is dropped where it was made).
+    /// The server named by the environment variable of `spec`'s built-in adapter (see
+    /// [`crate::adapters::admin_url_env`]), read here, once, and recorded with the slice (so
+    /// it is dropped where it was made).
     fn admin_url_from_env(&self, spec: &SliceSpec) -> Option<String> {
         if !self.registry.is_builtin(&spec.adapter) {
             return None;
@@ -36,7 +37,7 @@ impl RealSlices {
     }
 
     /// The adapter's view of `spec`: where its slice lives — its `admin_url`; else the
-    /// server binky 0.1.2's environment variable names; else a server of the slice's own
+    /// server the adapter's environment variable names; else a server of the slice's own
     /// when the adapter wants one (a world's own redis-server), started here; else binky's
     /// shared managed server of its kind — and what the store recorded of the slices there.
     async fn config(
@@ -249,7 +250,8 @@ impl SliceEffects for RealSlices {
     }
 
     fn provisions_once(&self, spec: &SliceSpec) -> bool {
-        // binky 0.1.2 called an external adapter's provision once per world.
+        // External adapters are written to binky 0.1.2's contract: provision once per world,
+        // not necessarily idempotent.
         !self.registry.is_builtin(&spec.adapter)
     }
 

@@ -324,8 +324,8 @@ fn world_vars(
 
 /// `web-ui` → `WEB_UI`: an environment-variable-safe, upper-case form of a name.
 ///
-/// binky 0.1.2 kept dashes (`WEB-UI_URL`), which `/bin/sh` silently drops from a child's
-/// environment; binky replaces every character outside `[A-Za-z0-9_]` with `_`.
+/// A dash (`WEB-UI_URL`) would be silently dropped from a child's environment by `/bin/sh`,
+/// so every character outside `[A-Za-z0-9_]` becomes `_`.
 pub fn env_name(name: &str) -> String {
     name.chars()
         .map(|c| {
@@ -434,8 +434,8 @@ pub fn process_url(tokens: &Tokens, service: &str, spec_service: &Service) -> Op
 }
 
 /// The tokens of a world, from its spec, its port assignments and where the proxy listens:
-/// `${svc.url}` of a process service is its direct `http://localhost:<port>` (as in binky
-/// 0.1.2: a service-to-service call needs no name resolution of `*.localhost`, which many
+/// `${svc.url}` of a process service is its direct `http://localhost:<port>` (a
+/// service-to-service call needs no name resolution of `*.localhost`, which many
 /// runtimes lack), `${svc.proxy_url}` of a service with `url` its proxy URL.
 pub fn tokens(world: &World, ports: &[PortRow], proxy: &ProxyView, slices: &[SliceRow]) -> Tokens {
     let mut t = Tokens {

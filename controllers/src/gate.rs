@@ -16,10 +16,10 @@
 //!   that is not in focus (used within `focus_minutes`). Only `max_parallel` and the RAM
 //!   reserve cool (a cooled world frees no disk), and while a stopped or cooled world still
 //!   has processes, no other is cooled for memory (what it frees is not free yet).
-//! - With `cool_under_pressure` (on by default, as binky 0.1.2 did), while less memory than
-//!   the RAM reserve stays available for [`PRESSURE_FOR`], the world admitted last (not one
-//!   resumed within [`RESUME_GRACE`]) is cooled, one at a time; a world cooled for memory
-//!   resumes once [`RESUME_MARGIN`] more than the reserve is available.
+//! - With `cool_under_pressure` (on by default), while less memory than the RAM reserve
+//!   stays available for [`PRESSURE_FOR`], the world admitted last (not one resumed within
+//!   [`RESUME_GRACE`]) is cooled, one at a time; a world cooled for memory resumes once
+//!   [`RESUME_MARGIN`] more than the reserve is available.
 //! - With `approvals` on, every distinct command (`cmd`, `setup`, a `cmd` health check,
 //!   `migrate`, `seed`, hooks) must have been approved for its project; the key is a hash of
 //!   project and command text, so an edited command needs a new approval.
@@ -28,7 +28,7 @@
 //!   services run only while an admitted world uses them).
 //! - Limits and approvals are machine settings (the `settings` table), never read from a
 //!   repository's `binky.toml`. The reserves are on by default (20 % of memory, 5 GiB of
-//!   disk, binky 0.1.2's); no limit derives from the CPU count.
+//!   disk); no limit derives from the CPU count.
 
 use std::time::Duration;
 
@@ -46,7 +46,7 @@ use crate::store::{
 const CONDITION: &str = Kind::Admission.condition();
 
 /// How long available memory must stay under the reserve before a running world is cooled
-/// (binky 0.1.2: three ticks of 2 s): a moment's spike cools nothing.
+/// (three ticks of 2 s): a moment's spike cools nothing.
 pub const PRESSURE_FOR: Duration = Duration::from_secs(6);
 /// A world resumed this recently is not the one cooled for memory (no flapping).
 pub const RESUME_GRACE: Duration = Duration::from_secs(30);

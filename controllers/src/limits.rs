@@ -3,7 +3,8 @@
 //!
 //! # Units
 //! - `memory`: bytes (`536870912`, `512B`), or a number with `K`, `M`, `G` or `T`, each
-//!   1024 times the one before, as systemd reads `MemoryMax=` (which binky 0.1.2 handed it):
+//!   1024 times the one before, as systemd reads `MemoryMax=`, so a value written for binky
+//!   0.1.2 (which handed it to systemd) means the same:
 //!   `512M` = `512Mi` = `512MiB` = 512 × 1024² bytes. Decimals are fine (`1.5G`); case is
 //!   not (`512m` is 512 MiB, never millibytes). At least 1 MiB.
 //! - `cpu`: a share of cores: `0.5` (half a core), `2` (two cores), `500m` (500 millicores,

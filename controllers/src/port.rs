@@ -6,8 +6,8 @@
 //! - A port is handed out only after a bind probe says nobody listens on it; a port held by
 //!   a foreign process is skipped.
 //! - Assignments are stable across down/up, reload and daemon restarts. The first choice is
-//!   derived from a hash of project, world, service and label (as binky 0.1.2 does), so a
-//!   world that is removed and made again usually gets the same ports.
+//!   derived from a hash of project, world, service and label, so a world that is removed
+//!   and made again usually gets the same ports.
 //! - A kept port that a foreign process took while its service was not running is moved,
 //!   and an event says so: a service never starts into `EADDRINUSE`.
 //! - Each replica of a service (`replicas = N`) has its own ports, allocated and kept the

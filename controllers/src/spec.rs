@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Default range ports are allocated from when `[project] port_range` is not set
-/// (the same as binky 0.1.2).
+/// Default range ports are allocated from when `[project] port_range` is not set.
 pub const DEFAULT_PORT_RANGE: (u16, u16) = (4000, 4999);
 
 /// How long a service may take to pass its health check, unless `health.timeout` says.
@@ -300,8 +299,8 @@ impl Process {
     /// The ports a service that declares neither `ports` nor `url` uses anyway: its
     /// `${self.port}` (or `${self.url}`) is a primary port, its `${self.LABEL}` a named one,
     /// in the order its `cmd`, `setup`, `workdir`, `health` and `env` first name them.
-    /// binky 0.1.2 left such a token unresolved and the process died on its own arguments;
-    /// here it gets the port it asks for (`binky check` warns, naming where).
+    /// Left unresolved, such a token would reach the process as text and it would die on its
+    /// own arguments; instead it gets the port it asks for (`binky check` warns, naming where).
     pub fn implicit_ports(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for (_, text) in self.token_fields() {
@@ -405,7 +404,7 @@ pub struct Health {
     pub on_unhealthy: OnUnhealthy,
 }
 
-/// How often a running service's health is checked unless `interval` says (binky 0.1.2's).
+/// How often a running service's health is checked unless `interval` says.
 pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How long a probe of a service without `health` (its port) may take to connect.

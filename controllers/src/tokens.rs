@@ -7,7 +7,7 @@
 //! | `${SVC.port}`, `${SVC.LABEL}` | another service's ports |
 //! | `${SVC.url}` | an adapter's slice address; a process service's direct address (`http://localhost:<port>`, binky 0.1.2's meaning) |
 //! | `${SVC.proxy_url}` | the URL a browser opens: `http(s)://<sub>.<world>.<domain>` through binky's proxy (a service with `url`); else what `${SVC.url}` gives |
-//! | `${worktree}` | the world's name (as in binky 0.1.2) |
+//! | `${worktree}` | the world's name (`worktree`: binky 0.1.2's name for a world) |
 //! | `${worktree.path}` | the absolute path of the world's worktree |
 //! | `${env.NAME}` | the variable from the environment (and `env_file`) |
 //! | `${env.NAME:-default}` | the variable, or `default` when it is unset or empty (as in the shell and compose) |

@@ -14,9 +14,9 @@
 //!
 //! # Options
 //! None. `admin_url = "http://USER:PASSWORD@HOST:8123"` names the server (falling back to
-//! `$BINKY_CLICKHOUSE_URL` in the daemon's environment, as binky 0.1.2 did); its user must
-//! be allowed to create databases, and on 20.5+ users (`access_management`). A path in
-//! admin_url (a database, in DSN terms) is ignored; query parameters are not used.
+//! `$BINKY_CLICKHOUSE_URL` in the daemon's environment); its user must be allowed to create
+//! databases, and on 20.5+ users (`access_management`). A path in admin_url (a database, in
+//! DSN terms) is ignored; query parameters are not used.
 //!
 //! # Guarantees
 //! - Every verb is idempotent. Provisioning again resets the user's password to the secret
@@ -33,11 +33,11 @@
 //! - **ClickHouse before 20.5 has no SQL users** (Debian 12 ships 18.16): users live in the
 //!   server's `users.xml`, which binky does not edit. On such a server — and on a newer one
 //!   whose admin may not create users (`access_management` off, e.g. the Docker image's
-//!   default) — every world's address carries **admin_url's own credentials**, as in binky
-//!   0.1.2: worlds are kept apart by database name only, and a world that reaches for
-//!   another's database is not stopped by the server. binky logs a warning saying so, once
-//!   per server. `resolve` decides by trying the slice's own user: if the server accepts
-//!   it, the address carries it; otherwise the admin's.
+//!   default) — every world's address carries **admin_url's own credentials**: worlds are
+//!   kept apart by database name only, and a world that reaches for another's database is
+//!   not stopped by the server. binky logs a warning saying so, once per server. `resolve`
+//!   decides by trying the slice's own user: if the server accepts it, the address carries
+//!   it; otherwise the admin's.
 //! - A slice made while its server was older than 20.5 has no user; after an upgrade, the
 //!   next provision creates it and the address that follows carries it.
 //! - No clone: ClickHouse cannot copy a database server-side short of re-inserting every

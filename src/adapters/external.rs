@@ -10,8 +10,8 @@
 //! ```
 //!
 //! `config` is the service's `options` flattened, then `admin_url` (string or null) and
-//! `buckets` (both win over an option of the same name, as in 0.1.2). `capabilities` sends
-//! only `{"config": …}`; `clone` sends `"source"` and `"dest"` instead of `"slice"`.
+//! `buckets` (both win over an option of the same name). `capabilities` sends only
+//! `{"config": …}`; `clone` sends `"source"` and `"dest"` instead of `"slice"`.
 //! The adapter answers one JSON object on stdout: `{"ok": true, …}` (resolve adds
 //! `"address"`, capabilities adds `"capabilities": {"clone": bool}`) or
 //! `{"ok": false, "error": "…"}`. `examples/adapters/` holds a complete adapter.
@@ -27,7 +27,7 @@
 //!   are not tokens.
 //! - **Timeout**: every call must answer within 60 s, or `BINKY_ADAPTER_TIMEOUT` (`30s`,
 //!   `2m`, read from the daemon's environment when the adapter is looked up). Not an
-//!   `options` key: those are the adapter's own and 0.1.2 passes them through.
+//!   `options` key: those are the adapter's own and are passed through to it.
 //! - **No external failure is transient**, timeouts included: the protocol cannot tell a
 //!   server that is down from a broken adapter, and retrying a call that hangs for a minute
 //!   would keep `binky up` waiting silently. The world fails with the adapter's message and
@@ -333,7 +333,7 @@ async fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<tokio::proc
     }
 }
 
-/// `{"config": …}`: options flattened, then `admin_url` and `buckets`, as 0.1.2 builds it.
+/// `{"config": …}`: options flattened, then `admin_url` and `buckets`, as the protocol has it.
 fn config_json(cfg: &AdapterConfig) -> Value {
     let mut config: Map<String, Value> = cfg
         .options

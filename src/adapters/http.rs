@@ -84,7 +84,8 @@ impl Endpoint {
         })
     }
 
-    /// The endpoint of `admin_url` (or binky 0.1.2's variable `env`), else of `default_url`.
+    /// The endpoint of `admin_url` (or of the environment variable `env`), else of
+    /// `default_url`.
     pub fn from_config(
         cfg: &AdapterConfig,
         env: &str,

@@ -302,7 +302,7 @@ fn hint(e: &ProtocolError) -> &'static str {
     }
 }
 
-/// The options binky 0.1.2 took, checked.
+/// The topic options, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicPlan {
     /// The listed topics, without the prefix, in the order written (duplicates dropped).

@@ -84,7 +84,7 @@ impl AdapterConfig {
     }
 
     /// `admin_url` when it is given and not empty, else the environment variable `var`
-    /// (binky 0.1.2's, see [`admin_url_env`]) when it is set and not empty.
+    /// (see [`admin_url_env`]) when it is set and not empty.
     pub fn admin_url_or_env(&self, var: &str) -> Option<String> {
         self.admin_url
             .clone()
@@ -241,7 +241,7 @@ pub trait Adapter: Send + Sync {
         Ok(())
     }
     /// Does a slice configured as `cfg` (its `admin_url` the one given in binky.toml or by
-    /// binky 0.1.2's variable, if any) get a server of its own, which binky runs for it?
+    /// its environment variable, if any) get a server of its own, which binky runs for it?
     /// An error when its options ask for one that cannot be had.
     fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool> {
         let _ = cfg;
@@ -281,7 +281,8 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// The adapter for `name` (`name@version`: the version is ignored, as in binky 0.1.2).
+    /// The adapter for `name` (`name@version`, binky 0.1.2's form, is accepted: the version
+    /// is ignored).
     pub fn get(&self, name: &str) -> Result<Arc<dyn Adapter>> {
         let name = name.split('@').next().unwrap_or(name);
         if let Some(a) = self.builtins.iter().find(|a| a.names().contains(&name)) {

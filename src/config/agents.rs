@@ -21,8 +21,8 @@ impl Cx<'_> {
                     .unwrap_or_default()
                 {
                     if !declared.contains(&name) {
-                        // binky 0.1.2 runs such a file: a name that matches nothing is
-                        // kept (it exposes nothing) and said, not refused.
+                        // The file runs: a name that matches nothing is kept (it exposes
+                        // nothing) and said, not refused.
                         let known: Vec<&str> = declared.iter().map(String::as_str).collect();
                         self.warn_at(
                             span,

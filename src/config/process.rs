@@ -274,8 +274,8 @@ impl Cx<'_> {
             .filter(|k| h.get(*k).is_some())
             .collect();
         if probes.len() > 1 {
-            // binky 0.1.2 ran such a file, checking the first of http, tcp,
-            // cmd: so does binky, and says which.
+            // Such a file runs, checking the first of http, tcp, cmd (the probe existing
+            // files were written against), and says which.
             self.warn_at(
                 span.clone(),
                 hpath,

@@ -52,8 +52,8 @@ impl Cx<'_> {
             }
             let span = Self::span_of(t, "name", span.clone());
             match slug(&n) {
-                // binky 0.1.2 ran a project named `My App`: so does binky, under a name that
-                // fits hostnames and database names, and says which.
+                // A project named `My App` runs (existing files have such names), under a name
+                // that fits hostnames and database names, and says which.
                 Some(s) => {
                     self.warn_at(span, "project.name", format!("`{n}` cannot be part of hostnames and database names as written: binky calls the project `{s}` (URLs `*.{s}.localhost`); write name = \"{s}\" to say so"));
                     Some(s)

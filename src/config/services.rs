@@ -83,7 +83,8 @@ impl Cx<'_> {
                 );
             }
             if has_adapter && PROCESS_KEYS.contains(&key) && !RESOURCE_SHARED_KEYS.contains(&key) {
-                // binky 0.1.2 accepted and ignored these: the file runs, and says so.
+                // A warning, not a refusal: existing files carry these, so the file runs
+                // and says so.
                 self.warn_at(
                     k.span(),
                     &join(path, key),
@@ -164,7 +165,8 @@ impl Cx<'_> {
             let path = format!("services.{name}");
             if let Some(p) = svc.process() {
                 // No `ports`, no `url`, but `${self.port}` somewhere: it gets the ports its
-                // tokens name (binky 0.1.2 left the text unresolved), and each place says so.
+                // tokens name (unresolved, the text would reach the process as is), and each
+                // place says so.
                 if p.url.is_none() {
                     for (field, text) in p.token_fields() {
                         let labels = binky_controllers::spec::self_references(text);

@@ -836,7 +836,7 @@ fn empty_project_name_is_refused() {
 
 #[test]
 fn project_name_that_cannot_be_a_hostname_is_used_as_its_slug() {
-    // binky 0.1.2 ran these: binky does, under a name hostnames and databases take.
+    // Existing files carry such names: they run, under a name hostnames and databases take.
     let long = "a".repeat(70);
     let cut = "a".repeat(63);
     for (name, slug) in [
@@ -1215,7 +1215,7 @@ fn every_resource_only_key_is_refused_on_a_process() {
 
 #[test]
 fn a_process_only_key_on_a_resource_is_a_warning_and_ignored() {
-    // binky 0.1.2 accepted and ignored it.
+    // Accepted so existing files run; the warning says it does nothing.
     let text = with_project("[services.db]\nadapter = \"postgres\"\nurl = true\n");
     let loaded = ok(&text);
     assert_eq!(loaded.warnings.len(), 1, "{:#?}", loaded.warnings);

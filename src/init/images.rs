@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Image name fragments → the adapter binky 0.1.2 registers for them. The first fragment
+/// Image name fragments → the adapter for a service of that image. The first fragment
 /// the image's name contains wins, so the more specific come first.
 pub(super) const IMAGE_ADAPTERS: &[(&str, &str)] = &[
     ("pgvector", "postgres"),

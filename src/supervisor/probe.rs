@@ -1,4 +1,5 @@
-//! Readiness probes: http (a GET below 500 is ready, as in binky 0.1.2), tcp, and cmd.
+//! Readiness probes: http (a GET answered below 500 is ready: a 404 or a 401 still means the
+//! server is up), tcp, and cmd.
 //!
 //! An http probe is one HTTP/1.1 exchange over one connection of its own through hyper's
 //! connection-level client: no pool, no redirect followed (a 3xx is an answer below 500),

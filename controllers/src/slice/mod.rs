@@ -3,8 +3,9 @@
 //!
 //! # Guarantees
 //! - A slice is provisioned, then `migrate` and `seed` run once with its address in the
-//!   environment (`DATABASE_URL`, as binky 0.1.2 does, and `${svc.url}`), before any process
-//!   that depends on it starts (the process controller waits for `ready`).
+//!   environment (`DATABASE_URL`, which migrate commands written for binky 0.1.2 read, and
+//!   `${svc.url}`), before any process that depends on it starts (the process controller
+//!   waits for `ready`).
 //! - `migrate` runs again when its text changes; `seed` runs once per world.
 //! - A server that is down or refuses the admin credentials is retried with backoff; the
 //!   world waits with a condition naming the server and the error, and comes up by itself.
@@ -465,8 +466,9 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             .await?;
         let due = Due::of(res, &row);
         // A ready slice is provisioned again at a new generation (healing a changed
-        // password, say), unless its adapter's provision runs once per slice (0.1.2's
-        // external adapters need not be idempotent: a second provision may fail).
+        // password, say), unless its adapter's provision runs once per slice (external
+        // adapters, written to binky 0.1.2's contract, need not be idempotent: a second
+        // provision may fail).
         if row.state == SliceState::Ready
             && row.adapter == res.adapter
             && !due.any()

@@ -25,10 +25,9 @@
 //! - `api_key`: an Elasticsearch API key for the admin calls, sent as
 //!   `Authorization: ApiKey …` instead of admin_url's user and password.
 //!
-//! `admin_url` falls back to `$BINKY_ELASTICSEARCH_URL`, then `http://localhost:9200`
-//! (0.1.2's); its user (or API key) needs `manage_security` (Elasticsearch) or REST API
-//! access to the security plugin (OpenSearch: `all_access`) and the right to create and
-//! delete indices.
+//! `admin_url` falls back to `$BINKY_ELASTICSEARCH_URL`, then `http://localhost:9200`; its
+//! user (or API key) needs `manage_security` (Elasticsearch) or REST API access to the
+//! security plugin (OpenSearch: `all_access`) and the right to create and delete indices.
 //!
 //! # Guarantees
 //! - Idempotent: provisioning again rewrites the role and resets the user's password;
@@ -43,10 +42,10 @@
 //! # What it cannot guarantee
 //! - **Without security** (Elasticsearch with `xpack.security.enabled: false`, OpenSearch
 //!   without its security plugin) there are no credentials to give: the world's address
-//!   carries admin_url's, as in 0.1.2, any client reaches every index, and worlds are kept
-//!   apart only by using their prefix. The same holds when admin_url's user may not manage
-//!   users. binky logs a warning saying so, once per server; `resolve` decides by trying
-//!   the slice's own user.
+//!   carries admin_url's, any client reaches every index, and worlds are kept apart only by
+//!   using their prefix. The same holds when admin_url's user may not manage users. binky
+//!   logs a warning saying so, once per server; `resolve` decides by trying the slice's own
+//!   user.
 //! - The world's role has no cluster privileges on Elasticsearch (on OpenSearch only
 //!   `cluster_composite_ops`, which bulk and multi-get need): `GET /`, `_cat` and cluster
 //!   health are refused to it.
@@ -72,9 +71,9 @@ use server::*;
 pub const DEFAULT_PORT: u16 = 9200;
 /// Where the admin URL comes from when the service has none (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_ELASTICSEARCH_URL";
-/// binky 0.1.2's default server.
+/// The server when neither `admin_url` nor [`ENV_URL`] names one: the usual port here.
 pub const DEFAULT_URL: &str = "http://localhost:9200";
-/// Between the prefix and an index's own name (0.1.2's).
+/// Between the prefix and an index's own name (binky 0.1.2's convention).
 pub const SEP: &str = "-";
 /// Index names are at most this many bytes.
 const MAX_INDEX: usize = 255;

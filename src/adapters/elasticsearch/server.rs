@@ -20,7 +20,8 @@ impl Server {
         secrets.extend(api_key.iter().cloned());
         secrets.retain(|s| !s.is_empty());
         if api_key.is_some() {
-            // One authorization header: the key's, as in 0.1.2.
+            // A request carries one authorization header: the key, given on purpose, wins
+            // over admin_url's user and password.
             ep.user = None;
             ep.password = None;
         }

@@ -20,7 +20,7 @@
 //! `admin_url` is `mongodb://USER:PASSWORD@HOST:27017[,HOST2:27017][/?options]`, a user
 //! that may create users and databases (`root`, or `userAdminAnyDatabase` with
 //! `readWriteAnyDatabase` and `dbAdminAnyDatabase`); without it, `$BINKY_MONGO_URL` (of the
-//! daemon's environment) is used, as in binky 0.1.2.
+//! daemon's environment) is used.
 //!
 //! # Guarantees
 //! - Every verb is idempotent. `provision` creates the user or, when it exists, sets its
@@ -59,7 +59,8 @@
 //! - Capped and time-series collections cannot be copied with `$out`: a template holding
 //!   one makes `clone` fail (binky then provisions, migrates and seeds instead).
 //! - Database names are at most 63 bytes without `/\. "$*<>:|?`: a slice name is mapped as
-//!   binky 0.1.2 did (forbidden characters to `_`, shortened with a hash suffix).
+//!   binky 0.1.2 mapped it (forbidden characters to `_`, shortened with a hash suffix), so
+//!   existing databases keep their names.
 
 use std::future::Future;
 use std::time::Duration;
@@ -82,9 +83,9 @@ pub use target::*;
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_MONGO_URL";
-/// The marker collection of binky 0.1.2.
+/// The marker collection, binky 0.1.2's name: it makes an empty slice's database exist.
 pub const MARKER: &str = "__binky";
-/// MongoDB's limit on a database name, in bytes (binky 0.1.2's figure).
+/// The longest database name, in bytes: binky 0.1.2's figure, so mapped names stay the same.
 pub const MAX_DB_NAME: usize = 63;
 /// Characters MongoDB refuses in a database name.
 const FORBIDDEN: &[char] = &['/', '\\', '.', ' ', '"', '$', '*', '<', '>', ':', '|', '?'];

@@ -68,9 +68,9 @@
 //!
 //! # Decisions
 //! - **admin_url** is `mysql://USER:PASSWORD@HOST:3306[/db][?params]` (also `mariadb://`,
-//!   `percona://`, or `mysql+<driver>://`); without one, `$BINKY_MYSQL_URL` as binky 0.1.2
-//!   had it (binky itself starts its managed MariaDB for a service without `admin_url`,
-//!   see [`crate::servers::mariadb`]). `?socket=/path` connects over that Unix socket.
+//!   `percona://`, or `mysql+<driver>://`); without one, `$BINKY_MYSQL_URL` (binky itself
+//!   starts its managed MariaDB for a service without `admin_url`, see
+//!   [`crate::servers::mariadb`]). `?socket=/path` connects over that Unix socket.
 //! - **The slice URL** is `<scheme>://<user>:<secret>@<host:port as in admin_url>/<db>`,
 //!   user and secret percent-encoded, with the admin URL's query parameters kept except
 //!   those naming credentials (`user`, `username`, `password`, `pass`). Tokens: `user`,

@@ -7,8 +7,8 @@
 //!   `[a-zA-Z0-9_-]`, 255 bytes, and slice names are `[a-z0-9_]`, 63), plus, by binky 0.1.2's
 //!   convention, any collection the world made named `<slice>__<something>`.
 //! - With `options.size`, binky creates the collection (`distance` from `options.distance`,
-//!   default `Cosine`); without it, provision only checks that the server answers (as 0.1.2
-//!   did) and the application creates its collections itself.
+//!   default `Cosine`); without it, provision only checks that the server answers and the
+//!   application creates its collections itself.
 //! - `${vec.url}` is `http://host:6333/<collection>` (binky 0.1.2's form, no credentials);
 //!   tokens: `collection`, `endpoint` (`http://host:6333`, what a Qdrant client takes) and
 //!   `api_key` (empty when the server has none).
@@ -19,7 +19,7 @@
 //! - `size`: the vector size; binky creates the world's collection when it is set.
 //! - `distance`: `Cosine` (default), `Euclid`, `Dot` or `Manhattan`.
 //!
-//! `admin_url` falls back to `$BINKY_QDRANT_URL`, then `http://localhost:6333` (0.1.2's).
+//! `admin_url` falls back to `$BINKY_QDRANT_URL`, then `http://localhost:6333`.
 //!
 //! # Per-world credentials
 //! Qdrant 1.9+ with `service.jwt_rbac` on accepts JSON web tokens signed (HS256) with its API
@@ -31,9 +31,9 @@
 //! # What it cannot guarantee
 //! - A collection-scoped token cannot create collections (Qdrant grants that only globally):
 //!   a world whose application creates its own collections — no `options.size` — gets the
-//!   server's **own API key**, as in 0.1.2, and so does a world on a server that refuses the
-//!   token (before 1.9, or `jwt_rbac` off: `QDRANT__SERVICE__JWT_RBAC=true` turns it on).
-//!   Worlds there are kept apart by collection name only; binky logs a warning saying so.
+//!   server's **own API key**, and so does a world on a server that refuses the token
+//!   (before 1.9, or `jwt_rbac` off: `QDRANT__SERVICE__JWT_RBAC=true` turns it on). Worlds
+//!   there are kept apart by collection name only; binky logs a warning saying so.
 //! - A token stays valid until 2100 or until the server's API key changes: tearing a world
 //!   down deletes its collection, not its token, which then opens only a collection of the
 //!   same name (the same world, made again).
@@ -62,9 +62,9 @@ pub use token::*;
 pub const DEFAULT_PORT: u16 = 6333;
 /// Where the admin URL comes from when the service has none (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_QDRANT_URL";
-/// binky 0.1.2's default server.
+/// The server when neither `admin_url` nor [`ENV_URL`] names one: the usual port here.
 pub const DEFAULT_URL: &str = "http://localhost:6333";
-/// The separator of a world's extra collections (`<slice>__embeddings`), 0.1.2's.
+/// The separator of a world's extra collections (`<slice>__embeddings`), binky 0.1.2's.
 pub const SEP: &str = "__";
 /// The expiry of every token binky signs: 2100-01-01T00:00:00Z.
 pub const TOKEN_EXP: u64 = 4_102_444_800;

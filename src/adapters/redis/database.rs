@@ -1,6 +1,5 @@
 //! `isolation = "database"` (the default with an `admin_url`): a logical database of the
-//! shared server per world, as binky 0.1.2 gave, with an ACL user of the world's own pinned
-//! to it.
+//! shared server per world, with an ACL user of the world's own pinned to it.
 //!
 //! A slice `bk_acme_w_cache` is database `N` of the server and an ACL user of the same
 //! name whose password is the slice's secret: `${cache.url}` is

@@ -7,7 +7,7 @@
 //! prefix `bk_acme_login_fix_files/` inside the bucket `shared` (binky creates that bucket
 //! when it is missing and never deletes it). Each entry of the service's
 //! `buckets = ["uploads", …]` becomes a prefix with an empty marker object
-//! (`uploads/`, or `bk_…_files/uploads/` in prefix mode), as binky 0.1.2 did.
+//! (`uploads/`, or `bk_…_files/uploads/` in prefix mode).
 //!
 //! # Configuration
 //! - `admin_url = "http://ACCESS_KEY:SECRET@HOST:PORT"`: the endpoint, with the admin
@@ -15,7 +15,7 @@
 //!   `options.endpoint_url`, then `$AWS_ENDPOINT_URL_S3`, then `$AWS_ENDPOINT_URL`; with
 //!   none of them the adapter talks to AWS itself (`https://s3.<region>.amazonaws.com`).
 //! - Credentials, first found: admin_url's userinfo; `options.access_key_id` /
-//!   `options.secret_access_key` (or 0.1.2's `access_key` / `secret_key`);
+//!   `options.secret_access_key` (or binky 0.1.2's `access_key` / `secret_key`);
 //!   `$AWS_ACCESS_KEY_ID` / `$AWS_SECRET_ACCESS_KEY` (+ `$AWS_SESSION_TOKEN`) of the daemon.
 //!   There is no profile, SSO or instance-metadata lookup (no `aws-config` crate).
 //! - `options.region`, else `$AWS_REGION`, `$AWS_DEFAULT_REGION`, else `us-east-1`.
@@ -50,7 +50,7 @@
 //!
 //! # Caveats
 //! - No clone: copying objects is not server-side in bulk, and worlds rarely need golden
-//!   objects (binky 0.1.2 copied them one by one).
+//!   objects.
 //! - Bucket names are global on AWS: `bk-<project>-<world>-<service>` may be taken by
 //!   another account; use `options.bucket` then.
 //! - Objects under S3 Object Lock cannot be deleted; teardown reports the error.

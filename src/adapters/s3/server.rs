@@ -182,7 +182,7 @@ impl Server {
         }
         let mut req = self.client.create_bucket().bucket(bucket);
         // AWS wants the region named, except for us-east-1, which refuses it. Other
-        // servers take the region of the signature (as binky 0.1.2 assumed).
+        // servers take the region of the signature.
         if self.settings.endpoint.is_none() && self.settings.region != "us-east-1" {
             req = req.create_bucket_configuration(
                 CreateBucketConfiguration::builder()

@@ -82,7 +82,7 @@ fn admin_url_gives_endpoint_and_keys_and_options_fill_the_rest() {
         Place::Bucket("bk-a-b-files".into())
     );
 
-    // 0.1.2's option names, and the environment as the last resort.
+    // binky 0.1.2's option names, and the environment as the last resort.
     let env = |k: &str| match k {
         "AWS_DEFAULT_REGION" => Some("ap-south-1".to_owned()),
         "AWS_ACCESS_KEY_ID" => Some("ENVKEY".to_owned()),
