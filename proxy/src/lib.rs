@@ -315,13 +315,9 @@ fn to_backend(
     if !headers.contains_key(HOST) {
         headers.insert(HOST, host_value.clone());
     }
-    // A client's `X-Forwarded-For` that is not visible ASCII is not carried on here.
-    let prev_for = headers
-        .get(&X_FORWARDED_FOR)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let prev_for = headers.get(&X_FORWARDED_FOR).map(|v| v.as_bytes().to_vec());
     forwarded_headers(
-        prev_for.as_deref().map(str::as_bytes),
+        prev_for.as_deref(),
         peer.ip(),
         scheme,
         host_value.as_bytes(),
@@ -334,10 +330,12 @@ fn to_backend(
 }
 
 /// The `X-Forwarded-*` headers a request goes to its backend with, decided here for both
-/// paths (the front's own and hyper's): `for` is the first one the client sent followed by
-/// the client at `peer`, `proto` and `host` are the scheme and host the proxy was asked on
-/// (the client's own are dropped by the caller). Each is handed to `put` as its name and the
-/// parts of its value, so the front writes them into its head without building a value.
+/// paths (the front's own and hyper's): `for` is the first one the client sent (when it is
+/// visible ASCII: other bytes are no address, and a backend's framework may choke on them)
+/// followed by the client at `peer`, `proto` and `host` are the scheme and host the proxy
+/// was asked on (the client's own are dropped by the caller). Each is handed to `put` as its
+/// name and the parts of its value, so the front writes them into its head without building
+/// a value.
 fn forwarded_headers(
     prev_for: Option<&[u8]>,
     peer: std::net::IpAddr,
@@ -346,7 +344,8 @@ fn forwarded_headers(
     mut put: impl FnMut(&'static HeaderName, &[&[u8]]),
 ) {
     let client = client_address(peer);
-    match prev_for {
+    let visible = |v: &&[u8]| v.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b));
+    match prev_for.filter(visible) {
         Some(prev) => put(&X_FORWARDED_FOR, &[prev, b", ", client.as_bytes()]),
         None => put(&X_FORWARDED_FOR, &[client.as_bytes()]),
     }
@@ -723,5 +722,55 @@ where
     .await;
     if let Err(err) = served {
         tracing::debug!(%peer, %err, "proxy connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `forwarded_headers` hands over, as (name, value) pairs.
+    fn forwarded(prev: Option<&[u8]>) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        forwarded_headers(
+            prev,
+            std::net::IpAddr::from([10, 0, 0, 7]),
+            "https",
+            b"web.main.shop.localhost",
+            |name, parts| out.push((name.as_str().to_owned(), parts.concat())),
+        );
+        out
+    }
+
+    #[test]
+    fn a_clients_forwarded_for_goes_on_before_the_client_only_when_it_is_visible_ascii() {
+        let with = forwarded(Some(b"203.0.113.9,\t198.51.100.2"));
+        assert_eq!(
+            with[0],
+            (
+                "x-forwarded-for".to_owned(),
+                b"203.0.113.9,\t198.51.100.2, 10.0.0.7".to_vec()
+            )
+        );
+        assert_eq!(with[1], ("x-forwarded-proto".to_owned(), b"https".to_vec()));
+        assert_eq!(
+            with[2],
+            (
+                "x-forwarded-host".to_owned(),
+                b"web.main.shop.localhost".to_vec()
+            )
+        );
+        // Bytes no address has are not carried on, on either path: the client alone.
+        for junk in [&b"203.0.113.9\x80"[..], b"a\x01b", "é".as_bytes()] {
+            assert_eq!(
+                forwarded(Some(junk))[0],
+                ("x-forwarded-for".to_owned(), b"10.0.0.7".to_vec()),
+                "{junk:?}"
+            );
+        }
+        assert_eq!(
+            forwarded(None)[0],
+            ("x-forwarded-for".to_owned(), b"10.0.0.7".to_vec())
+        );
     }
 }
