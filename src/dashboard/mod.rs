@@ -470,20 +470,7 @@ impl Dashboard {
             }
         };
         if action == "approve" {
-            let Some(key) = args.get("key").and_then(Value::as_str) else {
-                return refuse(StatusCode::BAD_REQUEST, "approve needs {\"key\": KEY}");
-            };
-            return match crate::requests::approve(&self.store, key) {
-                Ok(a) => {
-                    self.trigger.all();
-                    self.snapshots.poke();
-                    json_response(
-                        StatusCode::OK,
-                        &json!({"ok": true, "message": format!("approved {}: {}", a.what, a.command), "approval": a}),
-                    )
-                }
-                Err(f) => failure(f),
-            };
+            return self.approve(&args);
         }
         let Some(id) = args.get("world").and_then(Value::as_i64) else {
             return refuse(
@@ -501,56 +488,20 @@ impl Dashboard {
                 format!("world `{}` is being removed", world.name),
             );
         }
-        let done = |generation: i64, message: String| {
-            self.trigger.world(world.id);
-            self.snapshots.poke();
-            json_response(
-                StatusCode::OK,
-                &json!({"ok": true, "generation": generation, "message": message}),
-            )
-        };
         match action {
             "up" => match crate::requests::start(&self.store, &world) {
-                Ok(g) => done(g, format!("{}: up requested", world.name)),
+                Ok(g) => self.requested(&world, g, "up"),
                 Err(f) => failure(f),
             },
             "down" => match crate::requests::down(&self.store, &world) {
-                Ok(g) => done(g, format!("{}: down requested", world.name)),
+                Ok(g) => self.requested(&world, g, "down"),
                 Err(f) => failure(f),
             },
             "reload" => match crate::requests::reload(&self.store, &world, None) {
-                Ok(g) => done(g, format!("{}: reload requested", world.name)),
+                Ok(g) => self.requested(&world, g, "reload"),
                 Err(f) => failure(f),
             },
-            "apply" => {
-                let dry_run = args.get("dry_run").and_then(Value::as_bool).unwrap_or(true);
-                if let Err(f) = crate::requests::refuse_shared(&world, "apply") {
-                    return failure(f);
-                }
-                match crate::apply::apply(&self.store, &world, dry_run) {
-                    Ok(crate::apply::Outcome::Unchanged) => json_response(
-                        StatusCode::OK,
-                        &json!({"ok": true, "state": "unchanged", "message": format!("{} unchanged; nothing to do", world.config_path.display())}),
-                    ),
-                    Ok(crate::apply::Outcome::Changed { plan, generation }) => {
-                        if !dry_run {
-                            self.trigger.world(world.id);
-                            self.snapshots.poke();
-                        }
-                        json_response(
-                            StatusCode::OK,
-                            &json!({"ok": true, "state": if dry_run { "would change" } else { "changed" }, "plan": plan.lines().join("\n"), "steps": plan, "generation": generation}),
-                        )
-                    }
-                    Ok(crate::apply::Outcome::Invalid(msg)) => refuse(
-                        StatusCode::BAD_REQUEST,
-                        format!(
-                            "{msg}\nnothing changed: the world keeps running its last good config"
-                        ),
-                    ),
-                    Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                }
-            }
+            "apply" => self.apply(&world, &args),
             "remove" => {
                 let confirm = args.get("confirm").and_then(Value::as_str).unwrap_or("");
                 if confirm != world.name {
@@ -561,7 +512,7 @@ impl Dashboard {
                 }
                 let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
                 match crate::requests::remove(&self.store, &world, force).await {
-                    Ok(g) => done(g, format!("{}: remove requested", world.name)),
+                    Ok(g) => self.requested(&world, g, "remove"),
                     Err(f) => failure(f),
                 }
             }
@@ -569,6 +520,65 @@ impl Dashboard {
                 StatusCode::NOT_FOUND,
                 format!("no action `{other}`; actions: up, down, reload, apply, remove, approve"),
             ),
+        }
+    }
+
+    /// A request written for `world` at `generation`: wake its controllers and the
+    /// snapshots, and say `WORLD: ACTION requested`.
+    fn requested(&self, world: &World, generation: i64, action: &str) -> Response<Body> {
+        self.trigger.world(world.id);
+        self.snapshots.poke();
+        json_response(
+            StatusCode::OK,
+            &json!({"ok": true, "generation": generation, "message": format!("{}: {action} requested", world.name)}),
+        )
+    }
+
+    /// `POST /api/approve {"key": KEY}`: approve the commands held under KEY.
+    fn approve(&self, args: &Value) -> Response<Body> {
+        let Some(key) = args.get("key").and_then(Value::as_str) else {
+            return refuse(StatusCode::BAD_REQUEST, "approve needs {\"key\": KEY}");
+        };
+        match crate::requests::approve(&self.store, key) {
+            Ok(a) => {
+                self.trigger.all();
+                self.snapshots.poke();
+                json_response(
+                    StatusCode::OK,
+                    &json!({"ok": true, "message": format!("approved {}: {}", a.what, a.command), "approval": a}),
+                )
+            }
+            Err(f) => failure(f),
+        }
+    }
+
+    /// `POST /api/apply {"world": ID, "dry_run": B}`: the world's config file against what
+    /// it runs, applied unless a dry run (the default).
+    fn apply(&self, world: &World, args: &Value) -> Response<Body> {
+        let dry_run = args.get("dry_run").and_then(Value::as_bool).unwrap_or(true);
+        if let Err(f) = crate::requests::refuse_shared(world, "apply") {
+            return failure(f);
+        }
+        match crate::apply::apply(&self.store, world, dry_run) {
+            Ok(crate::apply::Outcome::Unchanged) => json_response(
+                StatusCode::OK,
+                &json!({"ok": true, "state": "unchanged", "message": format!("{} unchanged; nothing to do", world.config_path.display())}),
+            ),
+            Ok(crate::apply::Outcome::Changed { plan, generation }) => {
+                if !dry_run {
+                    self.trigger.world(world.id);
+                    self.snapshots.poke();
+                }
+                json_response(
+                    StatusCode::OK,
+                    &json!({"ok": true, "state": if dry_run { "would change" } else { "changed" }, "plan": plan.lines().join("\n"), "steps": plan, "generation": generation}),
+                )
+            }
+            Ok(crate::apply::Outcome::Invalid(msg)) => refuse(
+                StatusCode::BAD_REQUEST,
+                format!("{msg}\nnothing changed: the world keeps running its last good config"),
+            ),
+            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
 }
