@@ -409,49 +409,8 @@ pub fn metrics(
         .read(store::worlds)?
         .into_iter()
         .partition(|w| w.is_shared());
-    let mut shared = Vec::new();
-    let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
-    let mut services: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
-    let (mut memory, mut cpu, mut oom_kills) = (0u64, 0f64, 0u64);
-    let mut usage: Vec<Value> = Vec::new();
-    // Replicas beyond the first of replicated services (each is counted as a service too).
-    let mut replicas = 0u64;
-    let all: Vec<World> = worlds.iter().chain(&shared_worlds).cloned().collect();
-    for (w, v) in all.iter().zip(self::worlds(store, &all)?) {
-        if w.is_shared() {
-            let states: BTreeMap<&str, &str> = v
-                .services
-                .iter()
-                .map(|s| (s.name.as_str(), s.state.as_str()))
-                .collect();
-            shared.push(json!({ "project": w.project, "state": v.state, "services": states }));
-        } else {
-            *by_state.entry(v.state.clone()).or_default() += 1;
-        }
-        // A shared service is counted once, with its shared world.
-        for s in v.services.iter().filter(|s| w.is_shared() || !s.shared) {
-            service_total += 1;
-            restarts += u64::from(s.restarts);
-            oom_kills += s.oom_kills;
-            *services.entry(s.state.clone()).or_default() += 1;
-            if s.replica.is_some_and(|r| r > 0) {
-                replicas += 1;
-            }
-        }
-        if let Some(u) = v.usage {
-            memory += u.memory_bytes;
-            cpu += u.cpu_percent;
-            usage.push(json!({
-                "project": w.project,
-                "world": w.name,
-                "memory_bytes": u.memory_bytes,
-                "cpu_percent": (u.cpu_percent * 10.0).round() / 10.0,
-            }));
-        }
-        slices += store.read(|c| store::slices(c, w.id))?.len() as u64;
-    }
-    let count = |k: &str| by_state.get(k).copied().unwrap_or(0);
+    let t = Tally::of(store, &worlds, &shared_worlds)?;
+    let count = |k: &str| t.by_state.get(k).copied().unwrap_or(0);
     let settings = Settings::read(store)?;
     let servers: Vec<Value> = store
         .read(store::servers)?
@@ -483,22 +442,22 @@ pub fn metrics(
             "stopped": stopped,
             "provisioning": count("starting"),
         },
-        "worlds": { "total": worlds.len(), "by_state": by_state },
+        "worlds": { "total": worlds.len(), "by_state": t.by_state },
         "services": {
-            "total": service_total,
-            "by_state": services,
-            "restarts": restarts,
-            "replicas": replicas,
-            "oom_kills": oom_kills,
+            "total": t.service_total,
+            "by_state": t.services,
+            "restarts": t.restarts,
+            "replicas": t.replicas,
+            "oom_kills": t.oom_kills,
         },
         // Sampled by the daemon every few seconds: CPU in percent of one core.
         "usage": {
-            "memory_bytes": memory,
-            "cpu_percent": (cpu * 10.0).round() / 10.0,
-            "worlds": usage,
+            "memory_bytes": t.memory,
+            "cpu_percent": (t.cpu * 10.0).round() / 10.0,
+            "worlds": t.usage,
         },
         "ports_allocated": store.read(store::all_ports)?.len(),
-        "slices": slices,
+        "slices": t.slices,
         "admission": {
             "capacity": settings.number::<u64>("max_parallel"),
             "in_use": (worlds.len() as u64).saturating_sub(
@@ -511,10 +470,75 @@ pub fn metrics(
             "disk_reserve_gib": settings.get("disk_reserve_gib"),
             "cool_under_pressure": settings.flag("cool_under_pressure"),
         },
-        "shared": shared,
+        "shared": t.shared,
         "servers": servers,
         "golden_templates": goldens,
     }))
+}
+
+/// What [`metrics`] counts over the worlds: states, services, restarts, usage, slices.
+#[derive(Default)]
+struct Tally {
+    shared: Vec<Value>,
+    by_state: BTreeMap<String, u64>,
+    services: BTreeMap<String, u64>,
+    service_total: u64,
+    restarts: u64,
+    slices: u64,
+    memory: u64,
+    cpu: f64,
+    oom_kills: u64,
+    usage: Vec<Value>,
+    /// Replicas beyond the first of replicated services (each is counted as a service too).
+    replicas: u64,
+}
+
+impl Tally {
+    /// Counts the worlds, then the projects' shared worlds.
+    fn of(store: &Store, worlds: &[World], shared_worlds: &[World]) -> Result<Tally, StoreError> {
+        let mut t = Tally::default();
+        let all: Vec<World> = worlds.iter().chain(shared_worlds).cloned().collect();
+        for (w, v) in all.iter().zip(self::worlds(store, &all)?) {
+            t.add(w, &v);
+            t.slices += store.read(|c| store::slices(c, w.id))?.len() as u64;
+        }
+        Ok(t)
+    }
+
+    /// Counts one world as `v` shows it.
+    fn add(&mut self, w: &World, v: &WorldView) {
+        if w.is_shared() {
+            let states: BTreeMap<&str, &str> = v
+                .services
+                .iter()
+                .map(|s| (s.name.as_str(), s.state.as_str()))
+                .collect();
+            self.shared
+                .push(json!({ "project": w.project, "state": v.state, "services": states }));
+        } else {
+            *self.by_state.entry(v.state.clone()).or_default() += 1;
+        }
+        // A shared service is counted once, with its shared world.
+        for s in v.services.iter().filter(|s| w.is_shared() || !s.shared) {
+            self.service_total += 1;
+            self.restarts += u64::from(s.restarts);
+            self.oom_kills += s.oom_kills;
+            *self.services.entry(s.state.clone()).or_default() += 1;
+            if s.replica.is_some_and(|r| r > 0) {
+                self.replicas += 1;
+            }
+        }
+        if let Some(u) = v.usage {
+            self.memory += u.memory_bytes;
+            self.cpu += u.cpu_percent;
+            self.usage.push(json!({
+                "project": w.project,
+                "world": w.name,
+                "memory_bytes": u.memory_bytes,
+                "cpu_percent": (u.cpu_percent * 10.0).round() / 10.0,
+            }));
+        }
+    }
 }
 
 /// A world's log files, in the order `binky logs` shows them: each process service's (each
