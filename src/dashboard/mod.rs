@@ -257,77 +257,94 @@ impl Dashboard {
                 respond(StatusCode::OK, "text/css; charset=utf-8", APP_CSS)
             }
             (&Method::GET, "/login") => self.login(&req, at),
-            (_, p) if p.starts_with("/api/") => {
-                if method == Method::POST {
-                    if let Err(why) = origin_ok(req.headers(), at) {
-                        return refuse(StatusCode::FORBIDDEN, why);
-                    }
-                }
-                let ids = session_ids(&req);
-                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-                if method == Method::POST && p == "/api/signout" {
-                    return self.sign_out(&ids, at);
-                }
-                let Some(lease) = self.sessions.check(&ids, Instant::now()) else {
-                    return refuse(
-                        StatusCode::UNAUTHORIZED,
-                        "not signed in (or the session ended: signed out, unused for 12 h, or a day old): open the link `binky dashboard` prints",
-                    );
-                };
-                match (&method, p) {
-                    (&Method::GET, "/api/session") => json_response(
-                        StatusCode::OK,
-                        &json!({"ok": true, "idle_secs": session::IDLE.as_secs(), "max_age_secs": session::MAX_AGE.as_secs()}),
-                    ),
-                    (&Method::GET, "/api/stream" | "/api/events" | "/api/logs") => {
-                        // Store reads and the streams' tasks run on the daemon's runtime:
-                        // a proxy worker only passes the bytes on.
-                        let ask = Ask {
-                            world: query(&req, "world"),
-                            service: query(&req, "service"),
-                            n: query(&req, "n"),
-                        };
-                        let this = self.clone();
-                        let what = p.to_owned();
-                        match self
-                            .runtime
-                            .spawn(async move {
-                                match what.as_str() {
-                                    "/api/stream" => this.snapshots.stream(lease),
-                                    "/api/events" => this.events(ask).await,
-                                    _ => this.logs(ask, lease).await,
-                                }
-                            })
-                            .await
-                        {
-                            Ok(r) => r,
-                            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                        }
-                    }
-                    (&Method::POST, action) => {
-                        let action = action.trim_start_matches("/api/").to_owned();
-                        let body = match read_body(req).await {
-                            Ok(b) => b,
-                            Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
-                        };
-                        let this = self.clone();
-                        match self
-                            .runtime
-                            .spawn(async move { this.act(&action, &body).await })
-                            .await
-                        {
-                            Ok(r) => r,
-                            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                        }
-                    }
-                    _ => refuse(StatusCode::NOT_FOUND, format!("no {method} {p}")),
-                }
-            }
+            (_, p) if p.starts_with("/api/") => self.api(req, at, &method, p).await,
             _ => respond(
                 StatusCode::NOT_FOUND,
                 "text/plain; charset=utf-8",
                 format!("binky dashboard: no page {path}; the dashboard is at /\n"),
             ),
+        }
+    }
+
+    /// An `/api/` request: a POST must come from the dashboard's own page, and every request
+    /// but signing out needs a session; then what it asks.
+    async fn api(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        at: Listener,
+        method: &Method,
+        p: &str,
+    ) -> Response<Body> {
+        if *method == Method::POST {
+            if let Err(why) = origin_ok(req.headers(), at) {
+                return refuse(StatusCode::FORBIDDEN, why);
+            }
+        }
+        let ids = session_ids(&req);
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        if *method == Method::POST && p == "/api/signout" {
+            return self.sign_out(&ids, at);
+        }
+        let Some(lease) = self.sessions.check(&ids, Instant::now()) else {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "not signed in (or the session ended: signed out, unused for 12 h, or a day old): open the link `binky dashboard` prints",
+            );
+        };
+        match (method, p) {
+            (&Method::GET, "/api/session") => json_response(
+                StatusCode::OK,
+                &json!({"ok": true, "idle_secs": session::IDLE.as_secs(), "max_age_secs": session::MAX_AGE.as_secs()}),
+            ),
+            (&Method::GET, "/api/stream" | "/api/events" | "/api/logs") => {
+                let ask = Ask {
+                    world: query(&req, "world"),
+                    service: query(&req, "service"),
+                    n: query(&req, "n"),
+                };
+                self.read(ask, p, lease).await
+            }
+            (&Method::POST, action) => self.post(req, action).await,
+            _ => refuse(StatusCode::NOT_FOUND, format!("no {method} {p}")),
+        }
+    }
+
+    /// `GET /api/stream`, `/api/events` and `/api/logs`. Store reads and the streams' tasks
+    /// run on the daemon's runtime: a proxy worker only passes the bytes on.
+    async fn read(self: &Arc<Self>, ask: Ask, p: &str, lease: session::Lease) -> Response<Body> {
+        let this = self.clone();
+        let what = p.to_owned();
+        match self
+            .runtime
+            .spawn(async move {
+                match what.as_str() {
+                    "/api/stream" => this.snapshots.stream(lease),
+                    "/api/events" => this.events(ask).await,
+                    _ => this.logs(ask, lease).await,
+                }
+            })
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+
+    /// `POST /api/ACTION`: its body read here, the action run on the daemon's runtime.
+    async fn post(self: &Arc<Self>, req: Request<Incoming>, action: &str) -> Response<Body> {
+        let action = action.trim_start_matches("/api/").to_owned();
+        let body = match read_body(req).await {
+            Ok(b) => b,
+            Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+        };
+        let this = self.clone();
+        match self
+            .runtime
+            .spawn(async move { this.act(&action, &body).await })
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
 
