@@ -185,36 +185,50 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
     };
     let name = name.filter(|n| n != ".");
     if let Some(name) = name {
-        let w = ctx.world(Some(&name))?;
-        let v = crate::view::world(&ctx.store, &w)?;
-        if json {
-            super::print_json(&v);
-            return Ok(exit::OK);
-        }
-        println!("{}  {}", v.project, w.repo_root.display());
-        print_world(&v, true);
-        let evs = ctx
-            .store
-            .read(|c| store::events(c, &w.project, &w.name, 0, 8))?;
-        if !evs.is_empty() {
-            println!("  recent events:");
-            for e in evs {
-                println!(
-                    "    {}  {}",
-                    clock(e.at),
-                    e.message.lines().next().unwrap_or("")
-                );
-            }
-        }
-        if daemon.is_none() {
-            println!(
-                "(the daemon is not running: `binky daemon start` or any `binky up` starts it)"
-            );
-        }
+        return one_world(&ctx, &name, json, daemon.is_some());
+    }
+    every_world(&ctx, only.as_ref(), json, daemon)
+}
+
+/// `binky status NAME`: the world in detail, with its recent events.
+fn one_world(ctx: &Ctx, name: &str, json: bool, daemon_running: bool) -> Result<i32, Failure> {
+    let w = ctx.world(Some(name))?;
+    let v = crate::view::world(&ctx.store, &w)?;
+    if json {
+        super::print_json(&v);
         return Ok(exit::OK);
     }
+    println!("{}  {}", v.project, w.repo_root.display());
+    print_world(&v, true);
+    let evs = ctx
+        .store
+        .read(|c| store::events(c, &w.project, &w.name, 0, 8))?;
+    if !evs.is_empty() {
+        println!("  recent events:");
+        for e in evs {
+            println!(
+                "    {}  {}",
+                clock(e.at),
+                e.message.lines().next().unwrap_or("")
+            );
+        }
+    }
+    if !daemon_running {
+        println!("(the daemon is not running: `binky daemon start` or any `binky up` starts it)");
+    }
+    Ok(exit::OK)
+}
+
+/// `binky status` (or `binky status .`): every world (of the project `only`), by project,
+/// and the daemon.
+fn every_world(
+    ctx: &Ctx,
+    only: Option<&String>,
+    json: bool,
+    daemon: Option<crate::daemon::protocol::Response>,
+) -> Result<i32, Failure> {
     let mut worlds = ctx.store.read(store::worlds)?;
-    if let Some(p) = &only {
+    if let Some(p) = only {
         worlds.retain(|w| &w.project == p);
     }
     let views = crate::view::worlds(&ctx.store, &worlds)?;
@@ -248,7 +262,7 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
                 return Ok(exit::OK);
             }
             println!("daemon: pid {} · up {}s", d.pid.unwrap_or(0), d.uptime_secs.unwrap_or(0));
-            print!("{}", super::port::describe(&ctx)?);
+            print!("{}", super::port::describe(ctx)?);
         }
         None => println!("daemon: not running (`binky daemon start` or any `binky up` starts it; services keep running without it)"),
     }
