@@ -144,23 +144,121 @@ fn world_in(
     seen: store::Seen,
     proxy: &store::ProxyView,
 ) -> Result<WorldView, StoreError> {
-    let gens = &rows.generations;
     let conds = &rows.conditions;
-    // A shared service's process is the shared world's.
-    let own = &rows.processes;
-    let mut procs = own.clone();
-    procs.retain(|p| w.runs(&p.service));
-    procs.extend(seen.shared_processes);
-    let ports = seen.ports;
-    let slices = seen.slices;
-    // A world's own cgroups: a shared service's are its shared world's.
-    let resources = &rows.resources;
-    let tokens = binky_controllers::env::tokens(w, &ports, proxy, &slices);
-    let selected = w.spec.selected(w.group.as_deref());
-    // One process service's instance: the service itself, or one of its replicas.
-    let instance_view = |name: &str, replica: Option<u32>| {
-        let p = procs.iter().find(|p| p.service == name);
-        let r = resources.iter().find(|r| r.service == name && w.runs(name));
+    let services = Lines::of(w, rows, seen, proxy).services();
+    let usage = total_usage(&services);
+    let state = world_state(w, rows);
+    Ok(WorldView {
+        project: w.project.clone(),
+        name: w.name.clone(),
+        state,
+        desired: w.desired,
+        generation: w.generation,
+        group: w.group.clone(),
+        worktree: rows.worktree.clone(),
+        bootstrap: rows.bootstrap.clone(),
+        services,
+        usage,
+        conditions: conds.clone(),
+    })
+}
+
+/// What a world's service lines are made of: the processes, ports, slices and cgroups it
+/// sees (a shared service's are its shared world's) and the URLs it hands out.
+struct Lines<'a> {
+    w: &'a World,
+    procs: Vec<store::ProcessRow>,
+    ports: Vec<store::PortRow>,
+    slices: Vec<store::SliceRow>,
+    resources: &'a [store::ResourceRow],
+    conds: &'a [ConditionRow],
+    tokens: binky_controllers::tokens::Tokens,
+}
+
+impl<'a> Lines<'a> {
+    /// Gathers what world `w` sees from its rows, its shared world's and the proxy.
+    fn of(
+        w: &'a World,
+        rows: &'a store::WorldRows,
+        seen: store::Seen,
+        proxy: &store::ProxyView,
+    ) -> Self {
+        // A shared service's process is the shared world's.
+        let mut procs = rows.processes.clone();
+        procs.retain(|p| w.runs(&p.service));
+        procs.extend(seen.shared_processes);
+        let ports = seen.ports;
+        let slices = seen.slices;
+        let tokens = binky_controllers::env::tokens(w, &ports, proxy, &slices);
+        Lines {
+            w,
+            procs,
+            ports,
+            slices,
+            // A world's own cgroups: a shared service's are its shared world's.
+            resources: &rows.resources,
+            conds: &rows.conditions,
+            tokens,
+        }
+    }
+
+    /// A line for each service the world's group selects or that has a process, in the
+    /// config's order.
+    fn services(&self) -> Vec<ServiceView> {
+        let w = self.w;
+        let selected = w.spec.selected(w.group.as_deref());
+        w.spec
+            .services
+            .keys()
+            .filter(|n| {
+                selected.contains(*n)
+                    || self
+                        .procs
+                        .iter()
+                        .any(|p| binky_controllers::replica::service_of(&p.service) == *n)
+            })
+            .flat_map(|name| self.service(name))
+            .collect()
+    }
+
+    /// The lines of service `name`: its slice's, or one for each of its instances.
+    fn service(&self, name: &str) -> Vec<ServiceView> {
+        let w = self.w;
+        if let Some(sl) = self.slices.iter().find(|s| s.service == name) {
+            return vec![slice_view(w, name, sl)];
+        }
+        if w.spec.services[name].resource().is_some() {
+            return vec![slice_not_made(name, self.conds)];
+        }
+        // A shared service has the replicas its shared world runs.
+        let mut instances = w.spec.instances(name);
+        if !w.runs(name) {
+            let running: Vec<String> = self
+                .procs
+                .iter()
+                .filter(|p| binky_controllers::replica::service_of(&p.service) == name)
+                .map(|p| p.service.clone())
+                .collect();
+            if !running.is_empty() {
+                instances = running;
+            }
+        }
+        let replicated = instances.len() > 1;
+        instances
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| self.instance(&name, replicated.then_some(i as u32)))
+            .collect()
+    }
+
+    /// One process service's instance: the service itself, or one of its replicas.
+    fn instance(&self, name: &str, replica: Option<u32>) -> ServiceView {
+        let w = self.w;
+        let p = self.procs.iter().find(|p| p.service == name);
+        let r = self
+            .resources
+            .iter()
+            .find(|r| r.service == name && w.runs(name));
         let usage = r
             .filter(|_| p.is_some_and(|p| p.pid.is_some()))
             .and_then(|r| {
@@ -179,12 +277,13 @@ fn world_in(
                 .unwrap_or_else(|| "pending".into()),
             ready: p.is_some_and(|p| p.is_ready()),
             pid: p.and_then(|p| p.pid),
-            ports: ports
+            ports: self
+                .ports
                 .iter()
                 .filter(|r| r.service == name)
                 .map(|r| (r.label.clone(), r.port))
                 .collect(),
-            url: tokens.shown_url(name).cloned(),
+            url: self.tokens.shown_url(name).cloned(),
             restarts: p.map(|p| p.restarts).unwrap_or(0),
             last_exit: p.and_then(|p| p.last_exit.clone()),
             message: p.map(|p| p.message.clone()).unwrap_or_default(),
@@ -192,71 +291,46 @@ fn world_in(
             usage,
             oom_kills: r.map(|r| r.oom_kills).unwrap_or(0),
         }
-    };
-    let services = w
-        .spec
-        .services
-        .keys()
-        .filter(|n| {
-            selected.contains(*n)
-                || procs
-                    .iter()
-                    .any(|p| binky_controllers::replica::service_of(&p.service) == *n)
-        })
-        .flat_map(|name| {
-            if let Some(sl) = slices.iter().find(|s| &s.service == name) {
-                // A slice: its state, and its address without the credentials.
-                return vec![ServiceView {
-                    name: name.clone(),
-                    replica: None,
-                    shared: !w.runs(name),
-                    state: sl.state.as_str().to_owned(),
-                    ready: sl.state == store::SliceState::Ready,
-                    pid: None,
-                    ports: Default::default(),
-                    url: sl
-                        .address
-                        .as_deref()
-                        .map(crate::adapters::without_credentials),
-                    restarts: 0,
-                    last_exit: None,
-                    message: sl.message.clone(),
-                    limits: None,
-                    usage: None,
-                    oom_kills: 0,
-                }];
-            }
-            if w.spec.services[name].resource().is_some() {
-                return vec![slice_not_made(name, conds)];
-            }
-            // A shared service has the replicas its shared world runs.
-            let mut instances = w.spec.instances(name);
-            if !w.runs(name) {
-                let running: Vec<String> = procs
-                    .iter()
-                    .filter(|p| binky_controllers::replica::service_of(&p.service) == name)
-                    .map(|p| p.service.clone())
-                    .collect();
-                if !running.is_empty() {
-                    instances = running;
-                }
-            }
-            let replicated = instances.len() > 1;
-            instances
-                .into_iter()
-                .enumerate()
-                .map(|(i, name)| instance_view(&name, replicated.then_some(i as u32)))
-                .collect()
-        })
-        .collect::<Vec<ServiceView>>();
-    // What the world's own processes use (a shared service's is its shared world's).
+    }
+}
+
+/// A slice: its state, and its address without the credentials.
+fn slice_view(w: &World, name: &str, sl: &store::SliceRow) -> ServiceView {
+    ServiceView {
+        name: name.to_owned(),
+        replica: None,
+        shared: !w.runs(name),
+        state: sl.state.as_str().to_owned(),
+        ready: sl.state == store::SliceState::Ready,
+        pid: None,
+        ports: Default::default(),
+        url: sl
+            .address
+            .as_deref()
+            .map(crate::adapters::without_credentials),
+        restarts: 0,
+        last_exit: None,
+        message: sl.message.clone(),
+        limits: None,
+        usage: None,
+        oom_kills: 0,
+    }
+}
+
+/// What the world's own processes use (a shared service's is its shared world's).
+fn total_usage(services: &[ServiceView]) -> Option<UsageView> {
     let used: Vec<UsageView> = services.iter().filter_map(|s| s.usage).collect();
-    let usage = (!used.is_empty()).then(|| UsageView {
+    (!used.is_empty()).then(|| UsageView {
         memory_bytes: used.iter().map(|u| u.memory_bytes).sum(),
         cpu_percent: used.iter().map(|u| u.cpu_percent).sum(),
         sampled_at: used.iter().filter_map(|u| u.sampled_at).max(),
-    });
-    let mut state = binky_controllers::phase::phase(w, gens, conds, own)
+    })
+}
+
+/// The world's phase, shown as `idle` for a ready shared world no running world uses.
+fn world_state(w: &World, rows: &store::WorldRows) -> String {
+    let conds = &rows.conditions;
+    let mut state = binky_controllers::phase::phase(w, &rows.generations, conds, &rows.processes)
         .as_str()
         .to_owned();
     // A shared world no running world uses: its services wait for the next one.
@@ -266,19 +340,7 @@ fn world_in(
     if w.is_shared() && idle && state == "ready" {
         state = "idle".into();
     }
-    Ok(WorldView {
-        project: w.project.clone(),
-        name: w.name.clone(),
-        state,
-        desired: w.desired,
-        generation: w.generation,
-        group: w.group.clone(),
-        worktree: rows.worktree.clone(),
-        bootstrap: rows.bootstrap.clone(),
-        services,
-        usage,
-        conditions: conds.clone(),
-    })
+    state
 }
 
 /// An adapter service whose slice is not made yet: what the slice and golden controllers say
@@ -347,49 +409,8 @@ pub fn metrics(
         .read(store::worlds)?
         .into_iter()
         .partition(|w| w.is_shared());
-    let mut shared = Vec::new();
-    let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
-    let mut services: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut service_total, mut restarts, mut slices) = (0u64, 0u64, 0u64);
-    let (mut memory, mut cpu, mut oom_kills) = (0u64, 0f64, 0u64);
-    let mut usage: Vec<Value> = Vec::new();
-    // Replicas beyond the first of replicated services (each is counted as a service too).
-    let mut replicas = 0u64;
-    let all: Vec<World> = worlds.iter().chain(&shared_worlds).cloned().collect();
-    for (w, v) in all.iter().zip(self::worlds(store, &all)?) {
-        if w.is_shared() {
-            let states: BTreeMap<&str, &str> = v
-                .services
-                .iter()
-                .map(|s| (s.name.as_str(), s.state.as_str()))
-                .collect();
-            shared.push(json!({ "project": w.project, "state": v.state, "services": states }));
-        } else {
-            *by_state.entry(v.state.clone()).or_default() += 1;
-        }
-        // A shared service is counted once, with its shared world.
-        for s in v.services.iter().filter(|s| w.is_shared() || !s.shared) {
-            service_total += 1;
-            restarts += u64::from(s.restarts);
-            oom_kills += s.oom_kills;
-            *services.entry(s.state.clone()).or_default() += 1;
-            if s.replica.is_some_and(|r| r > 0) {
-                replicas += 1;
-            }
-        }
-        if let Some(u) = v.usage {
-            memory += u.memory_bytes;
-            cpu += u.cpu_percent;
-            usage.push(json!({
-                "project": w.project,
-                "world": w.name,
-                "memory_bytes": u.memory_bytes,
-                "cpu_percent": (u.cpu_percent * 10.0).round() / 10.0,
-            }));
-        }
-        slices += store.read(|c| store::slices(c, w.id))?.len() as u64;
-    }
-    let count = |k: &str| by_state.get(k).copied().unwrap_or(0);
+    let t = Tally::of(store, &worlds, &shared_worlds)?;
+    let count = |k: &str| t.by_state.get(k).copied().unwrap_or(0);
     let settings = Settings::read(store)?;
     let servers: Vec<Value> = store
         .read(store::servers)?
@@ -421,22 +442,22 @@ pub fn metrics(
             "stopped": stopped,
             "provisioning": count("starting"),
         },
-        "worlds": { "total": worlds.len(), "by_state": by_state },
+        "worlds": { "total": worlds.len(), "by_state": t.by_state },
         "services": {
-            "total": service_total,
-            "by_state": services,
-            "restarts": restarts,
-            "replicas": replicas,
-            "oom_kills": oom_kills,
+            "total": t.service_total,
+            "by_state": t.services,
+            "restarts": t.restarts,
+            "replicas": t.replicas,
+            "oom_kills": t.oom_kills,
         },
         // Sampled by the daemon every few seconds: CPU in percent of one core.
         "usage": {
-            "memory_bytes": memory,
-            "cpu_percent": (cpu * 10.0).round() / 10.0,
-            "worlds": usage,
+            "memory_bytes": t.memory,
+            "cpu_percent": (t.cpu * 10.0).round() / 10.0,
+            "worlds": t.usage,
         },
         "ports_allocated": store.read(store::all_ports)?.len(),
-        "slices": slices,
+        "slices": t.slices,
         "admission": {
             "capacity": settings.number::<u64>("max_parallel"),
             "in_use": (worlds.len() as u64).saturating_sub(
@@ -449,10 +470,75 @@ pub fn metrics(
             "disk_reserve_gib": settings.get("disk_reserve_gib"),
             "cool_under_pressure": settings.flag("cool_under_pressure"),
         },
-        "shared": shared,
+        "shared": t.shared,
         "servers": servers,
         "golden_templates": goldens,
     }))
+}
+
+/// What [`metrics`] counts over the worlds: states, services, restarts, usage, slices.
+#[derive(Default)]
+struct Tally {
+    shared: Vec<Value>,
+    by_state: BTreeMap<String, u64>,
+    services: BTreeMap<String, u64>,
+    service_total: u64,
+    restarts: u64,
+    slices: u64,
+    memory: u64,
+    cpu: f64,
+    oom_kills: u64,
+    usage: Vec<Value>,
+    /// Replicas beyond the first of replicated services (each is counted as a service too).
+    replicas: u64,
+}
+
+impl Tally {
+    /// Counts the worlds, then the projects' shared worlds.
+    fn of(store: &Store, worlds: &[World], shared_worlds: &[World]) -> Result<Tally, StoreError> {
+        let mut t = Tally::default();
+        let all: Vec<World> = worlds.iter().chain(shared_worlds).cloned().collect();
+        for (w, v) in all.iter().zip(self::worlds(store, &all)?) {
+            t.add(w, &v);
+            t.slices += store.read(|c| store::slices(c, w.id))?.len() as u64;
+        }
+        Ok(t)
+    }
+
+    /// Counts one world as `v` shows it.
+    fn add(&mut self, w: &World, v: &WorldView) {
+        if w.is_shared() {
+            let states: BTreeMap<&str, &str> = v
+                .services
+                .iter()
+                .map(|s| (s.name.as_str(), s.state.as_str()))
+                .collect();
+            self.shared
+                .push(json!({ "project": w.project, "state": v.state, "services": states }));
+        } else {
+            *self.by_state.entry(v.state.clone()).or_default() += 1;
+        }
+        // A shared service is counted once, with its shared world.
+        for s in v.services.iter().filter(|s| w.is_shared() || !s.shared) {
+            self.service_total += 1;
+            self.restarts += u64::from(s.restarts);
+            self.oom_kills += s.oom_kills;
+            *self.services.entry(s.state.clone()).or_default() += 1;
+            if s.replica.is_some_and(|r| r > 0) {
+                self.replicas += 1;
+            }
+        }
+        if let Some(u) = v.usage {
+            self.memory += u.memory_bytes;
+            self.cpu += u.cpu_percent;
+            self.usage.push(json!({
+                "project": w.project,
+                "world": w.name,
+                "memory_bytes": u.memory_bytes,
+                "cpu_percent": (u.cpu_percent * 10.0).round() / 10.0,
+            }));
+        }
+    }
 }
 
 /// A world's log files, in the order `binky logs` shows them: each process service's (each

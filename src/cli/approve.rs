@@ -39,66 +39,13 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
     let worlds = ctx.store.read(store::worlds)?;
     let cmds = crate::requests::approvals(&ctx.store)?;
     if let Some(key) = &a.revoke {
-        if !ctx.store.revoke_approval(key)? {
-            return Err(Failure::usage(format!(
-                "no approval `{key}`; see `binky approve --list`"
-            )));
-        }
-        println!("revoked {key}: worlds that run it wait for approval again");
-        let _ = crate::daemon::client::nudge(&ctx.home, None).await;
-        return Ok(exit::OK);
+        return revoke(&ctx, key).await;
     }
     if let Some(pattern) = &a.exec {
-        crate::cli::context::person_at_terminal("approving commands")?;
-        let project = match ctx.world(None) {
-            Ok(w) => w.project,
-            Err(_) => crate::cli::context::Checkout::discover(&std::env::current_dir().unwrap_or_default())
-                .map_err(|_| Failure::usage("run `binky approve --exec` inside the project's repository: the pattern is the project's"))?
-                .project_name_or_config()
-                .ok_or_else(|| Failure::usage("no binky.toml here: run `binky approve --exec` inside the project's repository"))?,
-        };
-        if pattern.trim().is_empty() || pattern.trim() == "*" {
-            return Err(Failure::usage(
-                "a pattern of one `*` lets every command run: turn approvals off instead (`binky settings approvals=false`), or name the commands (`npm test*`)",
-            ));
-        }
-        let key = format!(
-            "pattern:{}",
-            binky_controllers::approval::command_key(&project, pattern)
-        );
-        ctx.store.approve(&key, &project, pattern)?;
-        println!("approved for `binky exec` in {project}'s worlds: commands matching `{pattern}` ({key})");
-        return Ok(exit::OK);
+        return approve_pattern(&ctx, pattern);
     }
     if a.list || (a.key.is_none() && a.all.is_none()) {
-        // Off, nothing waits for a person: none is shown as pending.
-        if !crate::requests::approvals_on(&ctx.store)? {
-            if a.json {
-                println!("[]");
-            } else {
-                println!("{}", crate::requests::APPROVALS_OFF);
-            }
-            return Ok(exit::OK);
-        }
-        if a.json {
-            super::print_json(&cmds);
-            return Ok(exit::OK);
-        }
-        if cmds.is_empty() {
-            println!("no commands: no world exists");
-        }
-        for c in &cmds {
-            println!(
-                "{}  {:<9} {}: {} (worlds: {})\n    {}",
-                c.key,
-                if c.approved { "approved" } else { "pending" },
-                c.project,
-                c.what,
-                c.worlds.join(", "),
-                c.command
-            );
-        }
-        return Ok(exit::OK);
+        return list(&ctx, &cmds, a.json);
     }
     // Approving is a person's, at a terminal: never a process binky started for a world (an
     // agent's `exec` of `binky approve … --yes`) nor an agent's own shell, whatever it
@@ -136,5 +83,77 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
         );
     }
     let _ = crate::daemon::client::nudge(&ctx.home, None).await;
+    Ok(exit::OK)
+}
+
+/// `binky approve --revoke KEY`: withdraw an approval; worlds that run it wait again.
+async fn revoke(ctx: &Ctx, key: &str) -> Result<i32, Failure> {
+    if !ctx.store.revoke_approval(key)? {
+        return Err(Failure::usage(format!(
+            "no approval `{key}`; see `binky approve --list`"
+        )));
+    }
+    println!("revoked {key}: worlds that run it wait for approval again");
+    let _ = crate::daemon::client::nudge(&ctx.home, None).await;
+    Ok(exit::OK)
+}
+
+/// `binky approve --exec PATTERN`: let `binky exec` run the commands matching PATTERN in
+/// the worlds of the current directory's project.
+fn approve_pattern(ctx: &Ctx, pattern: &str) -> Result<i32, Failure> {
+    crate::cli::context::person_at_terminal("approving commands")?;
+    let project = match ctx.world(None) {
+        Ok(w) => w.project,
+        Err(_) => crate::cli::context::Checkout::discover(&std::env::current_dir().unwrap_or_default())
+            .map_err(|_| Failure::usage("run `binky approve --exec` inside the project's repository: the pattern is the project's"))?
+            .project_name_or_config()
+            .ok_or_else(|| Failure::usage("no binky.toml here: run `binky approve --exec` inside the project's repository"))?,
+    };
+    if pattern.trim().is_empty() || pattern.trim() == "*" {
+        return Err(Failure::usage(
+            "a pattern of one `*` lets every command run: turn approvals off instead (`binky settings approvals=false`), or name the commands (`npm test*`)",
+        ));
+    }
+    let key = format!(
+        "pattern:{}",
+        binky_controllers::approval::command_key(&project, pattern)
+    );
+    ctx.store.approve(&key, &project, pattern)?;
+    println!(
+        "approved for `binky exec` in {project}'s worlds: commands matching `{pattern}` ({key})"
+    );
+    Ok(exit::OK)
+}
+
+/// `binky approve --list` (and `binky approve` alone): every command and whether it is
+/// approved.
+fn list(ctx: &Ctx, cmds: &[crate::requests::Approval], json: bool) -> Result<i32, Failure> {
+    // Off, nothing waits for a person: none is shown as pending.
+    if !crate::requests::approvals_on(&ctx.store)? {
+        if json {
+            println!("[]");
+        } else {
+            println!("{}", crate::requests::APPROVALS_OFF);
+        }
+        return Ok(exit::OK);
+    }
+    if json {
+        super::print_json(cmds);
+        return Ok(exit::OK);
+    }
+    if cmds.is_empty() {
+        println!("no commands: no world exists");
+    }
+    for c in cmds {
+        println!(
+            "{}  {:<9} {}: {} (worlds: {})\n    {}",
+            c.key,
+            if c.approved { "approved" } else { "pending" },
+            c.project,
+            c.what,
+            c.worlds.join(", "),
+            c.command
+        );
+    }
     Ok(exit::OK)
 }

@@ -42,15 +42,52 @@ fn err(e: impl std::fmt::Display) -> Failure {
 pub async fn run(a: CurlArgs) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(&a.name))?;
-    let svc = service(&world, &a.service)?;
+    let to = target(&ctx, &world, &a.service)?;
+    let path = a.path.clone().unwrap_or_else(|| "/".into());
+    let path = if path.starts_with('/') {
+        path
+    } else {
+        format!("/{path}")
+    };
+    let req = request(&a, &path, &to.authority)?;
+    let resp = send(&ctx, &to, req).await?;
+    let status = resp.status();
+    eprintln!(
+        "{:?} {status}  ({}{})",
+        resp.version(),
+        to.url,
+        if path == "/" { "" } else { &path }
+    );
+    print_response(resp, a.include).await?;
+    Ok(if a.fail && status.as_u16() >= 400 {
+        22
+    } else {
+        exit::OK
+    })
+}
+
+/// Where the proxy serves a service: its URL, and the proxy port and names to reach it by.
+struct Target {
+    url: String,
+    https: bool,
+    /// The URL's host and port, the request's `Host`.
+    authority: String,
+    /// The host alone, the name TLS checks.
+    host: String,
+    port: u16,
+}
+
+/// Where the proxy serves `service` of `world`; a service without `url` it does not route.
+fn target(ctx: &Ctx, world: &store::World, service_name: &str) -> Result<Target, Failure> {
+    let svc = service(world, service_name)?;
     if svc.process().and_then(|p| p.url.as_ref()).is_none() {
         return Err(Failure::usage(format!(
             "service `{}` has no `url`, so the proxy does not route it; give it url = true, or use its port (`binky env {}`)",
-            a.service, world.name
+            service_name, world.name
         )));
     }
     let proxy = ctx.store.read(store::proxy_view)?;
-    let url = binky_controllers::env::proxy_url(&world, &a.service, &proxy)
+    let url = binky_controllers::env::proxy_url(world, service_name, &proxy)
         .ok_or_else(|| Failure::failed("the proxy is not serving; see `binky port`"))?;
     let parts = Url::parse(&url).ok_or_else(|| Failure::failed(format!("`{url}` is not a URL")))?;
     let https = parts.scheme == "https";
@@ -62,21 +99,26 @@ pub async fn run(a: CurlArgs) -> Result<i32, Failure> {
         proxy.http_port
     }
     .ok_or_else(|| Failure::failed("the proxy is not serving; see `binky port`"))?;
-    let path = a.path.clone().unwrap_or_else(|| "/".into());
-    let path = if path.starts_with('/') {
-        path
-    } else {
-        format!("/{path}")
-    };
+    Ok(Target {
+        url,
+        https,
+        authority,
+        host,
+        port,
+    })
+}
 
+/// The request to send: method, path, `Host`, the headers given, and the body (JSON unless
+/// a `Content-Type` says otherwise).
+fn request(a: &CurlArgs, path: &str, authority: &str) -> Result<Request<Full<Bytes>>, Failure> {
     let mut req = Request::builder()
         .method(
             a.method
                 .as_deref()
                 .unwrap_or(if a.data.is_some() { "POST" } else { "GET" }),
         )
-        .uri(&path)
-        .header(hyper::header::HOST, &authority)
+        .uri(path)
+        .header(hyper::header::HOST, authority)
         .header(
             hyper::header::USER_AGENT,
             concat!("binky/", env!("CARGO_PKG_VERSION")),
@@ -92,17 +134,24 @@ pub async fn run(a: CurlArgs) -> Result<i32, Failure> {
     if a.data.is_some() && !has_ctype {
         req = req.header(hyper::header::CONTENT_TYPE, "application/json");
     }
-    let req = req
-        .body(Full::new(Bytes::from(a.data.clone().unwrap_or_default())))
-        .map_err(err)?;
+    req.body(Full::new(Bytes::from(a.data.clone().unwrap_or_default())))
+        .map_err(err)
+}
 
+/// Sends `req` to the proxy, over TLS (trusting binky's own CA) when the URL is https.
+async fn send(
+    ctx: &Ctx,
+    to: &Target,
+    req: Request<Full<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
+    let port = to.port;
     let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(|e| Failure::failed(format!("cannot reach the proxy on 127.0.0.1:{port}: {e} (is the daemon running? `binky daemon status`)")))?;
-    let resp = if https {
+    if to.https {
         let ca = tls::LocalCa::load_or_create(&ctx.home.ca()).map_err(err)?;
         let cfg = tls::client_config(ca.cert_der(), &[b"http/1.1"]).map_err(err)?;
-        let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(err)?;
+        let name = rustls::pki_types::ServerName::try_from(to.host.clone()).map_err(err)?;
         let tls = tokio_rustls::TlsConnector::from(cfg)
             .connect(name, stream)
             .await
@@ -111,23 +160,26 @@ pub async fn run(a: CurlArgs) -> Result<i32, Failure> {
             .await
             .map_err(err)?;
         tokio::spawn(conn);
-        sender.send_request(req).await.map_err(err)?
+        sender.send_request(req).await.map_err(err)
     } else {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(err)?;
         tokio::spawn(conn);
-        sender.send_request(req).await.map_err(err)?
-    };
+        sender.send_request(req).await.map_err(err)
+    }
+}
+
+/// Writes the response to stdout: its status line and headers with `-i`, then the body as
+/// it comes.
+async fn print_response(
+    resp: hyper::Response<hyper::body::Incoming>,
+    include: bool,
+) -> Result<(), Failure> {
     let status = resp.status();
-    eprintln!(
-        "{:?} {status}  ({url}{})",
-        resp.version(),
-        if path == "/" { "" } else { &path }
-    );
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    if a.include {
+    if include {
         let _ = writeln!(out, "{:?} {status}", resp.version());
         for (k, v) in resp.headers() {
             let _ = writeln!(out, "{k}: {}", v.to_str().unwrap_or("<binary>"));
@@ -144,9 +196,5 @@ pub async fn run(a: CurlArgs) -> Result<i32, Failure> {
         }
     }
     let _ = out.flush();
-    Ok(if a.fail && status.as_u16() >= 400 {
-        22
-    } else {
-        exit::OK
-    })
+    Ok(())
 }

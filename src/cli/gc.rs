@@ -35,44 +35,15 @@ fn server(
     Ok((a, cfg))
 }
 
+/// A server to search: (adapter name, admin URL).
+type Target = (String, String);
+
 /// `binky gc`.
 pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let registry = Registry::default();
-    // (adapter name, admin URL) of every server to search.
-    // The shared ones: a world's own server holds that world's slice alone (below).
-    let mut targets: BTreeSet<(String, String)> = ctx
-        .store
-        .read(store::servers)?
-        .into_iter()
-        .filter(|s| s.state == store::ServerState::Running)
-        .filter_map(|s| {
-            let name = ServerName::parse(&s.kind).filter(|n| n.slice.is_none())?;
-            Some((name.kind.as_str().to_owned(), s.admin_url))
-        })
-        .collect();
-    let mut known = known_names(&ctx)?;
-    for w in ctx.store.read(store::worlds)? {
-        for s in ctx.store.read(|c| store::slices(c, w.id))? {
-            if all_servers && registry.is_builtin(&s.adapter) {
-                if let Some(u) = s.admin_url {
-                    targets.insert((s.adapter, u));
-                }
-            }
-        }
-    }
-    let mut orphans: Vec<(String, String, String)> = Vec::new();
-    for (adapter, url) in &targets {
-        let (a, cfg) = server(&registry, adapter, url)?;
-        match a.list(&cfg).await {
-            Ok(names) => {
-                for n in names.into_iter().filter(|n| !known.contains(n)) {
-                    orphans.push((adapter.clone(), url.clone(), n));
-                }
-            }
-            Err(e) => eprintln!("binky: skipped {}: {e}", redact(url)),
-        }
-    }
+    let (targets, mut known) = targets(&ctx, &registry, all_servers)?;
+    let mut orphans = orphaned_slices(&registry, &targets, &known).await?;
     // gc acts in this process, beside a daemon that may be provisioning right now: a slice
     // or template made while the servers were listed is in the store by now (controllers
     // record before they create), so read the names again and keep anything either read knows.
@@ -94,47 +65,9 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
         );
         return Ok(exit::OK);
     }
-    if !orphans.is_empty() {
-        println!("slices that belong to no world:");
-        for (adapter, url, name) in &orphans {
-            println!("  {adapter:<9} {name}  on {}", redact(url));
-        }
-    }
-    if !own.is_empty() {
-        println!("servers of a world's own whose world is gone (data and all):");
-        for name in &own {
-            println!("  redis     {name}  in servers/redis/worlds/{name}");
-        }
-    }
-    if !data.is_empty() {
-        println!("managed-server data of binky homes that no longer exist:");
-        for d in &data {
-            let home = d
-                .home
-                .as_ref()
-                .map(|h| format!(" (home {})", h.display()))
-                .unwrap_or_default();
-            println!(
-                "  {:<9} {}  {:.1} MiB{home}",
-                d.kind,
-                d.dir.display(),
-                d.bytes as f64 / (1024.0 * 1024.0)
-            );
-        }
-    }
-    if !yes {
-        if !std::io::stdin().is_terminal() {
-            println!("run `binky gc --yes` to drop them");
-            return Ok(exit::OK);
-        }
-        print!("drop them? [y/N] ");
-        let _ = std::io::stdout().flush();
-        let mut answer = String::new();
-        let _ = std::io::stdin().lock().read_line(&mut answer);
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            println!("nothing dropped");
-            return Ok(exit::OK);
-        }
+    print_found(&orphans, &own, &data);
+    if !yes && !confirmed() {
+        return Ok(exit::OK);
     }
     let mut failed = 0;
     for d in &data {
@@ -155,8 +88,124 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
             }
         }
     }
-    for (adapter, url, name) in &orphans {
-        let (a, cfg) = server(&registry, adapter, url)?;
+    failed += drop_slices(&registry, &orphans).await?;
+    Ok(if failed > 0 { exit::FAILED } else { exit::OK })
+}
+
+/// The servers to search, and the slice and template names
+/// this home knows.
+fn targets(
+    ctx: &Ctx,
+    registry: &Registry,
+    all_servers: bool,
+) -> Result<(BTreeSet<Target>, BTreeSet<String>), Failure> {
+    // The shared ones: a world's own server holds that world's slice alone (below).
+    let mut targets: BTreeSet<Target> = ctx
+        .store
+        .read(store::servers)?
+        .into_iter()
+        .filter(|s| s.state == store::ServerState::Running)
+        .filter_map(|s| {
+            let name = ServerName::parse(&s.kind).filter(|n| n.slice.is_none())?;
+            Some((name.kind.as_str().to_owned(), s.admin_url))
+        })
+        .collect();
+    let known = known_names(ctx)?;
+    for w in ctx.store.read(store::worlds)? {
+        for s in ctx.store.read(|c| store::slices(c, w.id))? {
+            if all_servers && registry.is_builtin(&s.adapter) {
+                if let Some(u) = s.admin_url {
+                    targets.insert((s.adapter, u));
+                }
+            }
+        }
+    }
+    Ok((targets, known))
+}
+
+/// Lists every target server's slices and keeps those no name in `known` accounts for, as
+/// (adapter, admin URL, slice name); a server that cannot be listed is skipped, and said so.
+async fn orphaned_slices(
+    registry: &Registry,
+    targets: &BTreeSet<Target>,
+    known: &BTreeSet<String>,
+) -> Result<Vec<(String, String, String)>, Failure> {
+    let mut orphans: Vec<(String, String, String)> = Vec::new();
+    for (adapter, url) in targets {
+        let (a, cfg) = server(registry, adapter, url)?;
+        match a.list(&cfg).await {
+            Ok(names) => {
+                for n in names.into_iter().filter(|n| !known.contains(n)) {
+                    orphans.push((adapter.clone(), url.clone(), n));
+                }
+            }
+            Err(e) => eprintln!("binky: skipped {}: {e}", redact(url)),
+        }
+    }
+    Ok(orphans)
+}
+
+/// Prints what gc found: orphaned slices, own servers of gone worlds, and data of gone homes.
+fn print_found(
+    orphans: &[(String, String, String)],
+    own: &[String],
+    data: &[crate::servers::OrphanData],
+) {
+    if !orphans.is_empty() {
+        println!("slices that belong to no world:");
+        for (adapter, url, name) in orphans {
+            println!("  {adapter:<9} {name}  on {}", redact(url));
+        }
+    }
+    if !own.is_empty() {
+        println!("servers of a world's own whose world is gone (data and all):");
+        for name in own {
+            println!("  redis     {name}  in servers/redis/worlds/{name}");
+        }
+    }
+    if !data.is_empty() {
+        println!("managed-server data of binky homes that no longer exist:");
+        for d in data {
+            let home = d
+                .home
+                .as_ref()
+                .map(|h| format!(" (home {})", h.display()))
+                .unwrap_or_default();
+            println!(
+                "  {:<9} {}  {:.1} MiB{home}",
+                d.kind,
+                d.dir.display(),
+                d.bytes as f64 / (1024.0 * 1024.0)
+            );
+        }
+    }
+}
+
+/// Asks on a terminal whether to drop what was found; off a terminal, says how to.
+fn confirmed() -> bool {
+    if !std::io::stdin().is_terminal() {
+        println!("run `binky gc --yes` to drop them");
+        return false;
+    }
+    print!("drop them? [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        println!("nothing dropped");
+        return false;
+    }
+    true
+}
+
+/// Drops the orphaned slices from their servers; how many could not be dropped.
+async fn drop_slices(
+    registry: &Registry,
+    orphans: &[(String, String, String)],
+) -> Result<usize, Failure> {
+    let mut failed = 0;
+    for (adapter, url, name) in orphans {
+        let (a, cfg) = server(registry, adapter, url)?;
         let slice = Slice {
             name: name.clone(),
             secret: String::new(),
@@ -169,7 +218,7 @@ pub async fn run(yes: bool, all_servers: bool) -> Result<i32, Failure> {
             }
         }
     }
-    Ok(if failed > 0 { exit::FAILED } else { exit::OK })
+    Ok(failed)
 }
 
 /// Every slice and template name this home knows: the recorded slices, the names every

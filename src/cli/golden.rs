@@ -11,111 +11,124 @@ pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, F
     let ctx = Ctx::open()?;
     let goldens = ctx.store.read(store::goldens)?;
     match action {
-        "ls" => {
-            let settings = binky_controllers::settings::Settings::read(&ctx.store)?;
-            let keep = settings.duration("golden_keep");
-            let listed = crate::view::goldens_with_users(&ctx.store)?;
-            // When an unused template goes by age (a template in use: never, for now).
-            let kept_until = |g: &store::GoldenRow, users: &[String]| {
-                (users.is_empty()
-                    && matches!(
-                        g.state,
-                        store::GoldenState::Ready | store::GoldenState::Failed
-                    ))
-                .then(|| g.used_at + keep.as_millis() as i64)
-            };
-            if json {
-                let rows: Vec<serde_json::Value> = listed
-                    .iter()
-                    .map(|(g, users)| {
-                        let mut v = serde_json::to_value(g).unwrap_or_default();
-                        v["used_by"] = serde_json::json!(users);
-                        v["kept_until"] = serde_json::json!(kept_until(g, users));
-                        v
-                    })
-                    .collect();
-                super::print_json(&rows);
-                return Ok(exit::OK);
-            }
-            if goldens.is_empty() {
-                println!("no golden templates (a service with `clone_from` makes one at its first `binky up`)");
-            }
-            for (g, users) in &listed {
-                println!(
-                    "{}  {:<9} {:<9} {}  built {}{}  used by {}",
-                    g.key,
-                    g.adapter,
-                    g.state,
-                    g.name,
-                    clock(g.created_at),
-                    g.build_ms
-                        .map(|ms| format!(" in {:.1}s", ms as f64 / 1000.0))
-                        .unwrap_or_default(),
-                    if users.is_empty() {
-                        "no world".to_owned()
-                    } else {
-                        users.join(", ")
-                    }
-                );
-                if !g.how.is_empty() {
-                    println!("    {}", g.how);
-                }
-                if let Some(until) = kept_until(g, users) {
-                    println!(
-                        "    kept until {} (golden_keep = {}; `binky golden rm {}` drops it now)",
-                        clock(until),
-                        settings.get("golden_keep"),
-                        &g.key[..g.key.len().min(12)]
-                    );
-                }
-                if g.state == store::GoldenState::Failed {
-                    if g.migrated {
-                        println!("    its migrated stage is kept: the next `binky up` runs the seed alone");
-                    }
-                    for line in g.output.lines() {
-                        println!("    {line}");
-                    }
-                }
-            }
-            Ok(exit::OK)
-        }
-        "rm" => {
-            let Some(key) = key else {
-                return Err(Failure::usage(
-                    "name the template: `binky golden rm KEY` (keys: `binky golden ls`)",
-                ));
-            };
-            let matches: Vec<_> = goldens.iter().filter(|g| g.key.starts_with(&key)).collect();
-            let g = match matches.as_slice() {
-                [g] => *g,
-                [] => {
-                    return Err(Failure::usage(format!(
-                        "no golden template `{key}`; templates: {} (see `binky golden ls`)",
-                        if goldens.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            goldens
-                                .iter()
-                                .map(|g| g.key.clone())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        }
-                    )))
-                }
-                _ => {
-                    return Err(Failure::usage(format!(
-                        "`{key}` names several templates; give more of the key"
-                    )))
-                }
-            };
-            ctx.store.request_golden_drop(&g.key)?;
-            crate::daemon::client::ensure(&ctx.home).await?;
-            crate::daemon::client::nudge(&ctx.home, None).await?;
-            println!("dropping golden template {} ({}); worlds keep their copies, and a world that still clones from it gets a fresh one at its next reconcile", g.key, g.name);
-            Ok(exit::OK)
-        }
+        "ls" => ls(&ctx, &goldens, json),
+        "rm" => rm(&ctx, &goldens, key).await,
         other => Err(Failure::usage(format!(
             "`binky golden {other}`: use ls or rm"
         ))),
     }
+}
+
+/// `binky golden ls`: each template, the worlds that use it and how long it is kept.
+fn ls(ctx: &Ctx, goldens: &[store::GoldenRow], json: bool) -> Result<i32, Failure> {
+    let settings = binky_controllers::settings::Settings::read(&ctx.store)?;
+    let keep = settings.duration("golden_keep");
+    let listed = crate::view::goldens_with_users(&ctx.store)?;
+    // When an unused template goes by age (a template in use: never, for now).
+    let kept_until = |g: &store::GoldenRow, users: &[String]| {
+        (users.is_empty()
+            && matches!(
+                g.state,
+                store::GoldenState::Ready | store::GoldenState::Failed
+            ))
+        .then(|| g.used_at + keep.as_millis() as i64)
+    };
+    if json {
+        let rows: Vec<serde_json::Value> = listed
+            .iter()
+            .map(|(g, users)| {
+                let mut v = serde_json::to_value(g).unwrap_or_default();
+                v["used_by"] = serde_json::json!(users);
+                v["kept_until"] = serde_json::json!(kept_until(g, users));
+                v
+            })
+            .collect();
+        super::print_json(&rows);
+        return Ok(exit::OK);
+    }
+    if goldens.is_empty() {
+        println!(
+            "no golden templates (a service with `clone_from` makes one at its first `binky up`)"
+        );
+    }
+    for (g, users) in &listed {
+        print_template(g, users, kept_until(g, users), settings.get("golden_keep"));
+    }
+    Ok(exit::OK)
+}
+
+/// One template as `binky golden ls` prints it: its line, how it was made, until when it
+/// is kept (`golden_keep`), and a failed one's output.
+fn print_template(g: &store::GoldenRow, users: &[String], kept_until: Option<i64>, keep: &str) {
+    println!(
+        "{}  {:<9} {:<9} {}  built {}{}  used by {}",
+        g.key,
+        g.adapter,
+        g.state,
+        g.name,
+        clock(g.created_at),
+        g.build_ms
+            .map(|ms| format!(" in {:.1}s", ms as f64 / 1000.0))
+            .unwrap_or_default(),
+        if users.is_empty() {
+            "no world".to_owned()
+        } else {
+            users.join(", ")
+        }
+    );
+    if !g.how.is_empty() {
+        println!("    {}", g.how);
+    }
+    if let Some(until) = kept_until {
+        println!(
+            "    kept until {} (golden_keep = {keep}; `binky golden rm {}` drops it now)",
+            clock(until),
+            &g.key[..g.key.len().min(12)]
+        );
+    }
+    if g.state == store::GoldenState::Failed {
+        if g.migrated {
+            println!("    its migrated stage is kept: the next `binky up` runs the seed alone");
+        }
+        for line in g.output.lines() {
+            println!("    {line}");
+        }
+    }
+}
+
+/// `binky golden rm KEY`: ask the daemon to drop the one template KEY begins the key of.
+async fn rm(ctx: &Ctx, goldens: &[store::GoldenRow], key: Option<String>) -> Result<i32, Failure> {
+    let Some(key) = key else {
+        return Err(Failure::usage(
+            "name the template: `binky golden rm KEY` (keys: `binky golden ls`)",
+        ));
+    };
+    let matches: Vec<_> = goldens.iter().filter(|g| g.key.starts_with(&key)).collect();
+    let g = match matches.as_slice() {
+        [g] => *g,
+        [] => {
+            return Err(Failure::usage(format!(
+                "no golden template `{key}`; templates: {} (see `binky golden ls`)",
+                if goldens.is_empty() {
+                    "none".to_owned()
+                } else {
+                    goldens
+                        .iter()
+                        .map(|g| g.key.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            )))
+        }
+        _ => {
+            return Err(Failure::usage(format!(
+                "`{key}` names several templates; give more of the key"
+            )))
+        }
+    };
+    ctx.store.request_golden_drop(&g.key)?;
+    crate::daemon::client::ensure(&ctx.home).await?;
+    crate::daemon::client::nudge(&ctx.home, None).await?;
+    println!("dropping golden template {} ({}); worlds keep their copies, and a world that still clones from it gets a fresh one at its next reconcile", g.key, g.name);
+    Ok(exit::OK)
 }

@@ -27,27 +27,42 @@ const DEV_VARIANTS: [&str; 4] = ["local", "dev", "development", "develop"];
 /// The compose files a project uses, as `docker compose` would read them, and a note on
 /// how they were chosen.
 /// No compose file at all is `Ok` with no files: init then reads what else says what runs.
-fn compose_files(dir: &Path, given: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<String>), Failure> {
+fn compose_files(dir: &Path, given: &[PathBuf]) -> Result<Chosen, Failure> {
     if !given.is_empty() {
-        let files: Vec<PathBuf> = given
-            .iter()
-            .map(|f| {
-                if f.is_absolute() {
-                    f.clone()
-                } else {
-                    dir.join(f)
-                }
-            })
-            .collect();
-        if let Some(missing) = files.iter().find(|f| !f.is_file()) {
-            return Err(Failure::usage(format!(
-                "{} does not exist; name a compose file of the project: binky init -f FILE",
-                missing.display()
-            )));
-        }
-        return Ok((files, None));
+        return given_files(dir, given);
     }
-    // COMPOSE_FILE, from the environment or the project's .env, as compose reads it.
+    Ok(compose_file_var(dir)
+        .or_else(|| default_files(dir))
+        .or_else(|| dev_variant(dir))
+        .unwrap_or_default())
+}
+
+/// Compose files and a note on how they were chosen.
+type Chosen = (Vec<PathBuf>, Option<String>);
+
+/// The files named with `-f`, each of which must exist.
+fn given_files(dir: &Path, given: &[PathBuf]) -> Result<Chosen, Failure> {
+    let files: Vec<PathBuf> = given
+        .iter()
+        .map(|f| {
+            if f.is_absolute() {
+                f.clone()
+            } else {
+                dir.join(f)
+            }
+        })
+        .collect();
+    if let Some(missing) = files.iter().find(|f| !f.is_file()) {
+        return Err(Failure::usage(format!(
+            "{} does not exist; name a compose file of the project: binky init -f FILE",
+            missing.display()
+        )));
+    }
+    Ok((files, None))
+}
+
+/// COMPOSE_FILE, from the environment or the project's .env, as compose reads it.
+fn compose_file_var(dir: &Path) -> Option<Chosen> {
     let from_env = std::env::var("COMPOSE_FILE")
         .ok()
         .map(|v| (v, "the environment"));
@@ -70,12 +85,17 @@ fn compose_files(dir: &Path, given: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<
             .collect();
         if !files.is_empty() && files.iter().all(|f| f.is_file()) {
             let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            return Ok((
+            return Some((
                 files,
                 Some(format!("COMPOSE_FILE in {whence}: {}", names.join(", "))),
             ));
         }
     }
+    None
+}
+
+/// The file `docker compose` prefers, with its override when there is one.
+fn default_files(dir: &Path) -> Option<Chosen> {
     let found: Vec<PathBuf> = COMPOSE_FILES
         .iter()
         .map(|f| dir.join(f))
@@ -110,10 +130,14 @@ fn compose_files(dir: &Path, given: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<
             ));
             files.push(over);
         }
-        return Ok((files, note));
+        return Some((files, note));
     }
-    // No default file: a development variant (docker-compose.local.yml), as projects that
-    // keep one per environment have.
+    None
+}
+
+/// No default file: a development variant (docker-compose.local.yml), as projects that
+/// keep one per environment have.
+fn dev_variant(dir: &Path) -> Option<Chosen> {
     for variant in DEV_VARIANTS {
         for stem in ["docker-compose", "compose"] {
             for ext in ["yml", "yaml"] {
@@ -139,12 +163,12 @@ fn compose_files(dir: &Path, given: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<
                             format!(" (also here: {})", others.join(", "))
                         }
                     );
-                    return Ok((vec![p], Some(note)));
+                    return Some((vec![p], Some(note)));
                 }
             }
         }
     }
-    Ok((Vec::new(), None))
+    None
 }
 
 /// `binky init`.

@@ -431,110 +431,7 @@ pub fn run(cli: Cli) -> i32 {
             return exit::FAILED;
         }
     };
-    let result = rt.block_on(async move {
-        match cli.command {
-            Command::Up {
-                name,
-                group,
-                from,
-                wait,
-            } => up::run(&name, group, from, &wait).await,
-            Command::Down { name, wait } => down::run(name, &wait).await,
-            Command::Wait { name, json, wait } => wait::run(name, json, &wait).await,
-            Command::Check { path, json } => check::run(path, json),
-            Command::Doctor { json } => doctor::run(json).await,
-            Command::Exec {
-                name,
-                service,
-                cmd,
-                leave_nothing,
-            } => exec::run(&name, service, cmd, leave_nothing).await,
-            Command::Verify { name, json } => exec::verify(name, json),
-            Command::Settings { assignments, json } => {
-                settings::run(assignments, json, false).await
-            }
-            Command::Config { json } => settings::run(Vec::new(), json, true).await,
-            Command::Reserve { ram, disk } => {
-                let mut set: Vec<String> = Vec::new();
-                set.extend(ram.map(|v| format!("ram_reserve_percent={v}")));
-                set.extend(disk.map(|v| format!("disk_reserve_gib={v}")));
-                if set.is_empty() {
-                    settings::show_reserves()
-                } else {
-                    settings::run(set, false, false).await
-                }
-            }
-            Command::Metrics => metrics::run().await,
-            Command::Dashboard { tui: true, .. } => top::run().await,
-            Command::Dashboard { no_open, json, .. } => dashboard::run(no_open, json).await,
-            Command::Version { json } => {
-                let version = env!("CARGO_PKG_VERSION");
-                if json {
-                    println!("{}", serde_json::json!({ "version": version }));
-                } else {
-                    println!("binky {version}");
-                }
-                Ok(exit::OK)
-            }
-            Command::Approve(args) => approve::run(args).await,
-            Command::Apply {
-                name,
-                all,
-                dry_run,
-                json,
-                wait,
-            } => apply::run(name, all, dry_run, json, &wait).await,
-            Command::Reload { name, group, wait } => reload::run(name, group, &wait).await,
-            Command::Remove { name, force, wait } => remove::run(&name, force, &wait).await,
-            Command::Status { name, json } => status::run(name, json).await,
-            Command::Top => top::run().await,
-            Command::Env {
-                name, shell, json, ..
-            } => env::run(name, shell, json),
-            Command::Logs {
-                name,
-                service,
-                follow,
-                lines,
-                json,
-            } => logs::run(name, service, follow, lines, json).await,
-            Command::Events { name, lines, json } => events::run(name, lines, json),
-            Command::Curl {
-                name,
-                service,
-                path,
-                request,
-                data,
-                header,
-                include,
-                fail,
-            } => {
-                curl::run(curl::CurlArgs {
-                    name,
-                    service,
-                    path,
-                    method: request,
-                    data,
-                    headers: header,
-                    include,
-                    fail,
-                })
-                .await
-            }
-            Command::Port { proxy, https } => port::run(proxy, https).await,
-            Command::Trust { uninstall } => trust::run_trust(uninstall),
-            Command::Hosts { write, remove } => hosts::run(write, remove),
-            Command::Servers { action, kind, json } => {
-                servers::run(action.is_some(), kind, json).await
-            }
-            Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
-            Command::Golden { action, key, json } => golden::run(&action, key, json).await,
-            Command::Init { dir, force, files } => init::run(dir, force, files),
-            Command::Mcp { action } => crate::mcp::run(action).await,
-            Command::Scrub { log } => Ok(crate::scrub::run_shim(&log)),
-            Command::Daemon { action } => daemon::run(action).await,
-        }
-    });
+    let result = rt.block_on(dispatch(cli.command));
     match result {
         Ok(code) => code,
         Err(f) => {
@@ -544,4 +441,112 @@ pub fn run(cli: Cli) -> i32 {
             f.code
         }
     }
+}
+
+/// Runs `command`: one arm a command, each handing its arguments to its module.
+async fn dispatch(command: Command) -> Result<i32, Failure> {
+    match command {
+        Command::Up {
+            name,
+            group,
+            from,
+            wait,
+        } => up::run(&name, group, from, &wait).await,
+        Command::Down { name, wait } => down::run(name, &wait).await,
+        Command::Wait { name, json, wait } => wait::run(name, json, &wait).await,
+        Command::Check { path, json } => check::run(path, json),
+        Command::Doctor { json } => doctor::run(json).await,
+        Command::Exec {
+            name,
+            service,
+            cmd,
+            leave_nothing,
+        } => exec::run(&name, service, cmd, leave_nothing).await,
+        Command::Verify { name, json } => exec::verify(name, json),
+        Command::Settings { assignments, json } => settings::run(assignments, json, false).await,
+        Command::Config { json } => settings::run(Vec::new(), json, true).await,
+        Command::Reserve { ram, disk } => reserve(ram, disk).await,
+        Command::Metrics => metrics::run().await,
+        Command::Dashboard { tui: true, .. } => top::run().await,
+        Command::Dashboard { no_open, json, .. } => dashboard::run(no_open, json).await,
+        Command::Version { json } => version(json),
+        Command::Approve(args) => approve::run(args).await,
+        Command::Apply {
+            name,
+            all,
+            dry_run,
+            json,
+            wait,
+        } => apply::run(name, all, dry_run, json, &wait).await,
+        Command::Reload { name, group, wait } => reload::run(name, group, &wait).await,
+        Command::Remove { name, force, wait } => remove::run(&name, force, &wait).await,
+        Command::Status { name, json } => status::run(name, json).await,
+        Command::Top => top::run().await,
+        Command::Env {
+            name, shell, json, ..
+        } => env::run(name, shell, json),
+        Command::Logs {
+            name,
+            service,
+            follow,
+            lines,
+            json,
+        } => logs::run(name, service, follow, lines, json).await,
+        Command::Events { name, lines, json } => events::run(name, lines, json),
+        Command::Curl {
+            name,
+            service,
+            path,
+            request,
+            data,
+            header,
+            include,
+            fail,
+        } => {
+            curl::run(curl::CurlArgs {
+                name,
+                service,
+                path,
+                method: request,
+                data,
+                headers: header,
+                include,
+                fail,
+            })
+            .await
+        }
+        Command::Port { proxy, https } => port::run(proxy, https).await,
+        Command::Trust { uninstall } => trust::run_trust(uninstall),
+        Command::Hosts { write, remove } => hosts::run(write, remove),
+        Command::Servers { action, kind, json } => servers::run(action.is_some(), kind, json).await,
+        Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
+        Command::Golden { action, key, json } => golden::run(&action, key, json).await,
+        Command::Init { dir, force, files } => init::run(dir, force, files),
+        Command::Mcp { action } => crate::mcp::run(action).await,
+        Command::Scrub { log } => Ok(crate::scrub::run_shim(&log)),
+        Command::Daemon { action } => daemon::run(action).await,
+    }
+}
+
+/// `binky reserve`: sets the reserves given, or shows them when none is.
+async fn reserve(ram: Option<String>, disk: Option<String>) -> Result<i32, Failure> {
+    let mut set: Vec<String> = Vec::new();
+    set.extend(ram.map(|v| format!("ram_reserve_percent={v}")));
+    set.extend(disk.map(|v| format!("disk_reserve_gib={v}")));
+    if set.is_empty() {
+        settings::show_reserves()
+    } else {
+        settings::run(set, false, false).await
+    }
+}
+
+/// `binky version`: this binary's version, as text or JSON.
+fn version(json: bool) -> Result<i32, Failure> {
+    let version = env!("CARGO_PKG_VERSION");
+    if json {
+        println!("{}", serde_json::json!({ "version": version }));
+    } else {
+        println!("binky {version}");
+    }
+    Ok(exit::OK)
 }

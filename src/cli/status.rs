@@ -24,6 +24,7 @@ pub(super) fn ports_text(s: &ServiceView) -> String {
         .join(" ")
 }
 
+/// Prints one world: its line, a line a service, the paths its worktree got, and its conditions.
 fn print_world(v: &WorldView, detail: bool) {
     let path = v
         .worktree
@@ -36,52 +37,62 @@ fn print_world(v: &WorldView, detail: bool) {
         .unwrap_or_default();
     println!("  {:<20} {:<9} {path}{used}", v.name, v.state);
     for s in &v.services {
-        let mut line = format!("    {:<12} {:<8}", s.name, s.state);
-        line.push_str(&format!(" {:<14}", ports_text(s)));
-        if let Some(pid) = s.pid {
-            line.push_str(&format!(" pid {pid:<8}"));
-        }
-        if let Some(url) = &s.url {
-            line.push_str(&format!(" {url}"));
-        }
-        if s.shared {
-            line.push_str("  (shared)");
-        }
-        if s.restarts > 0 {
-            line.push_str(&format!("  restarts {}", s.restarts));
-        }
-        if detail {
-            if let Some(u) = &s.usage {
-                line.push_str(&format!("  {}", u.text()));
-            }
-        }
-        if let Some(l) = &s.limits {
-            if detail || !l.enforced {
-                let how = match l.mechanism.as_deref() {
-                    _ if l.enforced => format!("by {}", mechanism_label(l)),
-                    Some(_) => "not enforced".to_owned(),
-                    None => "not started yet".to_owned(),
-                };
-                line.push_str(&format!("  limits {} ({how})", l.text));
-            }
-        }
-        if s.oom_kills > 0 {
-            line.push_str(&format!("  out of memory {}×", s.oom_kills));
-        }
-        if let Some(e) = &s.last_exit {
-            if s.state != "running" || detail {
-                line.push_str(&format!("  last {e}"));
-            }
-        }
-        if !s.message.is_empty() && (s.state != "running" || detail) {
-            line.push_str(&format!("  — {}", s.message.lines().next().unwrap_or("")));
-        }
-        println!("{}", line.trim_end());
+        println!("{}", service_line(s, detail).trim_end());
         if let Some(l) = s.limits.as_ref().filter(|l| detail && !l.note.is_empty()) {
             println!("      limits not enforced: {}", l.note);
         }
     }
-    // The paths the worktree got: how each came (in the detail view, or while one comes).
+    print_bootstrap(v, detail);
+    print_conditions(v, detail);
+}
+
+/// One service's line: state, ports, pid, URL, and what is worth saying of it.
+fn service_line(s: &ServiceView, detail: bool) -> String {
+    let mut line = format!("    {:<12} {:<8}", s.name, s.state);
+    line.push_str(&format!(" {:<14}", ports_text(s)));
+    if let Some(pid) = s.pid {
+        line.push_str(&format!(" pid {pid:<8}"));
+    }
+    if let Some(url) = &s.url {
+        line.push_str(&format!(" {url}"));
+    }
+    if s.shared {
+        line.push_str("  (shared)");
+    }
+    if s.restarts > 0 {
+        line.push_str(&format!("  restarts {}", s.restarts));
+    }
+    if detail {
+        if let Some(u) = &s.usage {
+            line.push_str(&format!("  {}", u.text()));
+        }
+    }
+    if let Some(l) = &s.limits {
+        if detail || !l.enforced {
+            let how = match l.mechanism.as_deref() {
+                _ if l.enforced => format!("by {}", mechanism_label(l)),
+                Some(_) => "not enforced".to_owned(),
+                None => "not started yet".to_owned(),
+            };
+            line.push_str(&format!("  limits {} ({how})", l.text));
+        }
+    }
+    if s.oom_kills > 0 {
+        line.push_str(&format!("  out of memory {}×", s.oom_kills));
+    }
+    if let Some(e) = &s.last_exit {
+        if s.state != "running" || detail {
+            line.push_str(&format!("  last {e}"));
+        }
+    }
+    if !s.message.is_empty() && (s.state != "running" || detail) {
+        line.push_str(&format!("  — {}", s.message.lines().next().unwrap_or("")));
+    }
+    line
+}
+
+/// The paths the worktree got: how each came (in the detail view, or while one comes).
+fn print_bootstrap(v: &WorldView, detail: bool) {
     for b in &v.bootstrap {
         let pending = b.state == binky_controllers::store::BootstrapState::Pending;
         if !detail && !pending {
@@ -111,6 +122,11 @@ fn print_world(v: &WorldView, detail: bool) {
         };
         println!("    path {:<24} mode {:<4} {how}", b.path, b.mode.as_str());
     }
+}
+
+/// The world's conditions: in the overview only those that need attention; in the detail
+/// view all, with a failure's output tail.
+fn print_conditions(v: &WorldView, detail: bool) {
     let mut shown_tails: Vec<&str> = Vec::new();
     for c in &v.conditions {
         // In the overview, only what needs attention: a failure, or why a world waits.
@@ -169,36 +185,50 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
     };
     let name = name.filter(|n| n != ".");
     if let Some(name) = name {
-        let w = ctx.world(Some(&name))?;
-        let v = crate::view::world(&ctx.store, &w)?;
-        if json {
-            super::print_json(&v);
-            return Ok(exit::OK);
-        }
-        println!("{}  {}", v.project, w.repo_root.display());
-        print_world(&v, true);
-        let evs = ctx
-            .store
-            .read(|c| store::events(c, &w.project, &w.name, 0, 8))?;
-        if !evs.is_empty() {
-            println!("  recent events:");
-            for e in evs {
-                println!(
-                    "    {}  {}",
-                    clock(e.at),
-                    e.message.lines().next().unwrap_or("")
-                );
-            }
-        }
-        if daemon.is_none() {
-            println!(
-                "(the daemon is not running: `binky daemon start` or any `binky up` starts it)"
-            );
-        }
+        return one_world(&ctx, &name, json, daemon.is_some());
+    }
+    every_world(&ctx, only.as_ref(), json, daemon)
+}
+
+/// `binky status NAME`: the world in detail, with its recent events.
+fn one_world(ctx: &Ctx, name: &str, json: bool, daemon_running: bool) -> Result<i32, Failure> {
+    let w = ctx.world(Some(name))?;
+    let v = crate::view::world(&ctx.store, &w)?;
+    if json {
+        super::print_json(&v);
         return Ok(exit::OK);
     }
+    println!("{}  {}", v.project, w.repo_root.display());
+    print_world(&v, true);
+    let evs = ctx
+        .store
+        .read(|c| store::events(c, &w.project, &w.name, 0, 8))?;
+    if !evs.is_empty() {
+        println!("  recent events:");
+        for e in evs {
+            println!(
+                "    {}  {}",
+                clock(e.at),
+                e.message.lines().next().unwrap_or("")
+            );
+        }
+    }
+    if !daemon_running {
+        println!("(the daemon is not running: `binky daemon start` or any `binky up` starts it)");
+    }
+    Ok(exit::OK)
+}
+
+/// `binky status` (or `binky status .`): every world (of the project `only`), by project,
+/// and the daemon.
+fn every_world(
+    ctx: &Ctx,
+    only: Option<&String>,
+    json: bool,
+    daemon: Option<crate::daemon::protocol::Response>,
+) -> Result<i32, Failure> {
     let mut worlds = ctx.store.read(store::worlds)?;
-    if let Some(p) = &only {
+    if let Some(p) = only {
         worlds.retain(|w| &w.project == p);
     }
     let views = crate::view::worlds(&ctx.store, &worlds)?;
@@ -232,7 +262,7 @@ pub async fn run(name: Option<String>, json: bool) -> Result<i32, Failure> {
                 return Ok(exit::OK);
             }
             println!("daemon: pid {} · up {}s", d.pid.unwrap_or(0), d.uptime_secs.unwrap_or(0));
-            print!("{}", super::port::describe(&ctx)?);
+            print!("{}", super::port::describe(ctx)?);
         }
         None => println!("daemon: not running (`binky daemon start` or any `binky up` starts it; services keep running without it)"),
     }

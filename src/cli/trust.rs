@@ -80,49 +80,69 @@ pub fn run_trust(uninstall: bool) -> Result<i32, Failure> {
     };
     let target = Path::new(system.dir).join(format!("{name}.crt"));
     if !root {
-        let cmds = if uninstall {
-            format!(
-                "sudo rm -f {} && sudo {}",
-                target.display(),
-                system.update.join(" ")
-            )
-        } else {
-            format!(
-                "sudo cp {} {} && sudo {}",
-                ca.cert_path().display(),
-                target.display(),
-                system.update.join(" ")
-            )
-        };
-        return Err(Failure::failed(format!(
-            "changing the system trust store needs root; run:\n  {cmds}"
-        )));
+        return Err(needs_root(system, &target, &ca, uninstall));
     }
     if uninstall {
-        let existed = target.exists();
-        if existed {
-            std::fs::remove_file(&target)
-                .map_err(|e| Failure::failed(format!("{}: {e}", target.display())))?;
-        }
-        run(system.update).map_err(Failure::failed)?;
-        if let (Some(db), true) = (nss_db(), have("certutil")) {
-            let _ = run(&[
-                "certutil",
-                "-d",
-                &format!("sql:{}", db.display()),
-                "-D",
-                "-n",
-                &nickname,
-            ]);
-        }
-        println!(
-            "{} binky's CA from the system trust store{}",
-            if existed { "removed" } else { "there was no" },
-            if existed { "" } else { " to remove" }
-        );
-        return Ok(exit::OK);
+        return uninstall_ca(system, &target, &nickname);
     }
-    std::fs::write(&target, ca.cert_pem())
+    install_ca(system, &target, &nickname, &ca)
+}
+
+/// Not root: the commands that would change the system trust store, for a person to run.
+fn needs_root(system: &SystemStore, target: &Path, ca: &LocalCa, uninstall: bool) -> Failure {
+    let cmds = if uninstall {
+        format!(
+            "sudo rm -f {} && sudo {}",
+            target.display(),
+            system.update.join(" ")
+        )
+    } else {
+        format!(
+            "sudo cp {} {} && sudo {}",
+            ca.cert_path().display(),
+            target.display(),
+            system.update.join(" ")
+        )
+    };
+    Failure::failed(format!(
+        "changing the system trust store needs root; run:\n  {cmds}"
+    ))
+}
+
+/// `binky trust --uninstall`: binky's CA out of the system trust store and Chromium's.
+fn uninstall_ca(system: &SystemStore, target: &Path, nickname: &str) -> Result<i32, Failure> {
+    let existed = target.exists();
+    if existed {
+        std::fs::remove_file(target)
+            .map_err(|e| Failure::failed(format!("{}: {e}", target.display())))?;
+    }
+    run(system.update).map_err(Failure::failed)?;
+    if let (Some(db), true) = (nss_db(), have("certutil")) {
+        let _ = run(&[
+            "certutil",
+            "-d",
+            &format!("sql:{}", db.display()),
+            "-D",
+            "-n",
+            nickname,
+        ]);
+    }
+    println!(
+        "{} binky's CA from the system trust store{}",
+        if existed { "removed" } else { "there was no" },
+        if existed { "" } else { " to remove" }
+    );
+    Ok(exit::OK)
+}
+
+/// Puts binky's CA in the system trust store and Chromium's, and says how Firefox takes it.
+fn install_ca(
+    system: &SystemStore,
+    target: &Path,
+    nickname: &str,
+    ca: &LocalCa,
+) -> Result<i32, Failure> {
+    std::fs::write(target, ca.cert_pem())
         .map_err(|e| Failure::failed(format!("{}: {e}", target.display())))?;
     run(system.update).map_err(Failure::failed)?;
     println!(
@@ -140,7 +160,7 @@ pub fn run_trust(uninstall: bool) -> Result<i32, Failure> {
                 "-t",
                 "C,,",
                 "-n",
-                &nickname,
+                nickname,
                 "-i",
                 &ca.cert_path().to_string_lossy(),
             ]) {

@@ -1,6 +1,6 @@
 //! `binky up NAME`: write the world's desired state (running) and wait until it is ready.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use binky_controllers::admission::{self, Verdict};
@@ -59,81 +59,20 @@ fn source(
     from: Option<&str>,
 ) -> Result<Source, Failure> {
     let rel = &co.config_rel;
-    let in_tree = |root: &PathBuf| {
-        let dir = if rel.is_empty() {
-            root.clone()
-        } else {
-            root.join(rel)
-        };
-        dir.join(config::FILE_NAME)
-    };
     let file_rel = if rel.is_empty() {
         config::FILE_NAME.to_owned()
     } else {
         format!("{rel}/{}", config::FILE_NAME)
     };
     // 1. The world's worktree exists: its own file, uncommitted edits included.
-    let mut existing = known
-        .and_then(|k| k.worktree.clone())
-        .filter(|p| p.is_dir());
-    let recorded = existing.is_some();
-    if existing.is_none() {
-        if let Ok(list) = git(&co.repo_root, &["worktree", "list", "--porcelain"]) {
-            existing = crate::git::parse_worktree_list(&list)
-                .into_iter()
-                .find(|w| w.branch.as_deref() == Some(name) && w.path.is_dir())
-                .map(|w| w.path);
-        }
-    }
+    let (existing, recorded) = existing_worktree(co, known, name);
     // A worktree git lists while binky is still making it (the world is known, its worktree
     // not yet finished): its files are being written, so a read may find half a binky.toml.
     // What it will hold is what it is being made from, read below.
     let making = known.is_some() && !recorded;
     if let Some(root) = existing.filter(|_| !making) {
-        let path = in_tree(&root);
-        match config::read_text(&path) {
-            Ok(text) => {
-                return Ok(Source {
-                    text,
-                    path,
-                    in_new_worktree: None,
-                    note: None,
-                })
-            }
-            // Listed by git but not binky's finished worktree: one a daemon is making (or
-            // was making when it died). The branch's committed file says what it will hold.
-            Err(config::ReadError::Io(e))
-                if !recorded && e.kind() == std::io::ErrorKind::NotFound => {}
-            // Made while binky.toml was not committed (the first `up` said so): the world
-            // runs the file it was given outside its worktree, and goes on running it.
-            Err(config::ReadError::Io(e))
-                if e.kind() == std::io::ErrorKind::NotFound
-                    && known.is_some_and(|k| {
-                        !k.config_path.starts_with(&root) && k.config_path.is_file()
-                    }) =>
-            {
-                let runs = known.map(|k| k.config_path.clone()).unwrap_or_default();
-                let text = config::read_text(&runs)
-                    .map_err(|e| Failure::usage(format!("{}: {e}", runs.display())))?;
-                return Ok(Source {
-                    text,
-                    note: Some(format!(
-                        "the worktree of `{name}` has no {file_rel} (it was not committed when the worktree was made), so `{name}` runs {} as before (commit {file_rel} and merge it into branch `{name}` so the worktree carries its own)",
-                        runs.display()
-                    )),
-                    path: runs,
-                    in_new_worktree: None,
-                });
-            }
-            Err(config::ReadError::Io(e)) => {
-                return Err(Failure::usage(format!(
-                    "{}: cannot read it ({e}); the world's worktree at {} has no binky.toml in {}",
-                    path.display(),
-                    root.display(),
-                    if rel.is_empty() { "its root" } else { rel }
-                )))
-            }
-            Err(e) => return Err(Failure::usage(format!("{}: {e}", path.display()))),
+        if let Some(found) = in_worktree(co, known, name, &root, recorded, &file_rel)? {
+            return Ok(found);
         }
     }
     // 2. The branch exists or will be made from REF: the file as committed there.
@@ -153,76 +92,171 @@ fn source(
         from.unwrap_or("HEAD").to_owned()
     };
     match git_bytes(&co.toplevel, &["show", &format!("{rev}:{file_rel}")]) {
-        Ok(bytes) => {
-            let text = config::text_of(bytes)
-                .map_err(|e| Failure::usage(format!("{file_rel} (as committed at {rev}): {e}")))?;
-            // Messages point at the file a person can open: this checkout's, when it holds
-            // the same text; else name the commit.
-            let local = co
-                .config_path
-                .as_ref()
-                .and_then(|p| config::read_text(p).ok());
-            let short: String = rev
-                .trim_start_matches("refs/heads/")
-                .chars()
-                .take(12)
-                .collect();
-            let same = local.as_deref().map(|l| l.trim_end() == text.trim_end());
-            let path = match (same, &co.config_path) {
-                (Some(true), Some(p)) => p.clone(),
-                _ => PathBuf::from(format!("{file_rel} (at {short})")),
-            };
-            // "Not committed" means this checkout's file differs from its own HEAD's (with
-            // `--from`, the commit checked out may simply have another version).
-            let uncommitted = same == Some(false)
-                && match (&local, rev == "HEAD") {
-                    (_, true) => true,
-                    (Some(l), false) => {
-                        git_bytes(&co.toplevel, &["show", &format!("HEAD:{file_rel}")])
-                            .ok()
-                            .and_then(|b| config::text_of(b).ok())
-                            .is_none_or(|head| head.trim_end() != l.trim_end())
-                    }
-                    (None, false) => false,
-                };
-            let note = (uncommitted && !branch_exists).then(|| {
-                format!(
-                    "your {file_rel} has changes that are not committed; the new worktree of `{name}` checks out {short} and runs the committed version (commit the changes to use them)"
-                )
-            });
-            Ok(Source {
-                text,
-                path,
-                in_new_worktree: Some(file_rel),
-                note,
-            })
-        }
-        Err(_) => {
-            let rev: String = rev
-                .trim_start_matches("refs/heads/")
-                .chars()
-                .take(12)
-                .collect();
-            // Not committed there: run the file of this checkout, and say so.
-            let path = co.config_path.clone().ok_or_else(|| {
-                Failure::usage(format!(
-                    "no binky.toml in {} or above",
-                    co.toplevel.display()
-                ))
-            })?;
-            let text = config::read_text(&path)
-                .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
-            Ok(Source {
-                in_new_worktree: None,
-                note: Some(format!(
-                    "{file_rel} is not committed at {rev}, so the new worktree will not have it; world `{name}` runs {} instead (commit it so every worktree carries its own)",
-                    path.display()
-                )),
-                text,
-                path,
-            })
+        Ok(bytes) => committed_at(co, name, &rev, branch_exists, file_rel, bytes),
+        Err(_) => not_committed_at(co, name, &rev, &file_rel),
+    }
+}
+
+/// Finds the world's worktree: the one the store records, else the one git lists on branch
+/// `name`; and whether the store recorded it.
+fn existing_worktree(co: &Checkout, known: Option<&Known>, name: &str) -> (Option<PathBuf>, bool) {
+    let mut existing = known
+        .and_then(|k| k.worktree.clone())
+        .filter(|p| p.is_dir());
+    let recorded = existing.is_some();
+    if existing.is_none() {
+        if let Ok(list) = git(&co.repo_root, &["worktree", "list", "--porcelain"]) {
+            existing = crate::git::parse_worktree_list(&list)
+                .into_iter()
+                .find(|w| w.branch.as_deref() == Some(name) && w.path.is_dir())
+                .map(|w| w.path);
         }
     }
+    (existing, recorded)
+}
+
+/// Reads the config of the world's existing worktree at `root`; `None` when the worktree is
+/// one still being made and the branch's committed file says what it will hold.
+fn in_worktree(
+    co: &Checkout,
+    known: Option<&Known>,
+    name: &str,
+    root: &Path,
+    recorded: bool,
+    file_rel: &str,
+) -> Result<Option<Source>, Failure> {
+    let rel = &co.config_rel;
+    let dir = if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(rel)
+    };
+    let path = dir.join(config::FILE_NAME);
+    match config::read_text(&path) {
+        Ok(text) => Ok(Some(Source {
+            text,
+            path,
+            in_new_worktree: None,
+            note: None,
+        })),
+        // Listed by git but not binky's finished worktree: one a daemon is making (or
+        // was making when it died). The branch's committed file says what it will hold.
+        Err(config::ReadError::Io(e)) if !recorded && e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        // Made while binky.toml was not committed (the first `up` said so): the world
+        // runs the file it was given outside its worktree, and goes on running it.
+        Err(config::ReadError::Io(e))
+            if e.kind() == std::io::ErrorKind::NotFound
+                && known.is_some_and(|k| {
+                    !k.config_path.starts_with(root) && k.config_path.is_file()
+                }) =>
+        {
+            let runs = known.map(|k| k.config_path.clone()).unwrap_or_default();
+            let text = config::read_text(&runs)
+                .map_err(|e| Failure::usage(format!("{}: {e}", runs.display())))?;
+            Ok(Some(Source {
+                text,
+                note: Some(format!(
+                    "the worktree of `{name}` has no {file_rel} (it was not committed when the worktree was made), so `{name}` runs {} as before (commit {file_rel} and merge it into branch `{name}` so the worktree carries its own)",
+                    runs.display()
+                )),
+                path: runs,
+                in_new_worktree: None,
+            }))
+        }
+        Err(config::ReadError::Io(e)) => Err(Failure::usage(format!(
+            "{}: cannot read it ({e}); the world's worktree at {} has no binky.toml in {}",
+            path.display(),
+            root.display(),
+            if rel.is_empty() { "its root" } else { rel }
+        ))),
+        Err(e) => Err(Failure::usage(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// The config as committed at `rev` (the world's branch, or the REF a new one is made
+/// from), named by this checkout's file when that holds the same text.
+fn committed_at(
+    co: &Checkout,
+    name: &str,
+    rev: &str,
+    branch_exists: bool,
+    file_rel: String,
+    bytes: Vec<u8>,
+) -> Result<Source, Failure> {
+    let text = config::text_of(bytes)
+        .map_err(|e| Failure::usage(format!("{file_rel} (as committed at {rev}): {e}")))?;
+    // Messages point at the file a person can open: this checkout's, when it holds
+    // the same text; else name the commit.
+    let local = co
+        .config_path
+        .as_ref()
+        .and_then(|p| config::read_text(p).ok());
+    let short: String = rev
+        .trim_start_matches("refs/heads/")
+        .chars()
+        .take(12)
+        .collect();
+    let same = local.as_deref().map(|l| l.trim_end() == text.trim_end());
+    let path = match (same, &co.config_path) {
+        (Some(true), Some(p)) => p.clone(),
+        _ => PathBuf::from(format!("{file_rel} (at {short})")),
+    };
+    // "Not committed" means this checkout's file differs from its own HEAD's (with
+    // `--from`, the commit checked out may simply have another version).
+    let uncommitted = same == Some(false)
+        && match (&local, rev == "HEAD") {
+            (_, true) => true,
+            (Some(l), false) => git_bytes(&co.toplevel, &["show", &format!("HEAD:{file_rel}")])
+                .ok()
+                .and_then(|b| config::text_of(b).ok())
+                .is_none_or(|head| head.trim_end() != l.trim_end()),
+            (None, false) => false,
+        };
+    let note = (uncommitted && !branch_exists).then(|| {
+        format!(
+            "your {file_rel} has changes that are not committed; the new worktree of `{name}` checks out {short} and runs the committed version (commit the changes to use them)"
+        )
+    });
+    Ok(Source {
+        text,
+        path,
+        in_new_worktree: Some(file_rel),
+        note,
+    })
+}
+
+/// Not committed at `rev`: the world runs this checkout's file, and the note says so.
+fn not_committed_at(
+    co: &Checkout,
+    name: &str,
+    rev: &str,
+    file_rel: &str,
+) -> Result<Source, Failure> {
+    let rev: String = rev
+        .trim_start_matches("refs/heads/")
+        .chars()
+        .take(12)
+        .collect();
+    // Not committed there: run the file of this checkout, and say so.
+    let path = co.config_path.clone().ok_or_else(|| {
+        Failure::usage(format!(
+            "no binky.toml in {} or above",
+            co.toplevel.display()
+        ))
+    })?;
+    let text =
+        config::read_text(&path).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
+    Ok(Source {
+        in_new_worktree: None,
+        note: Some(format!(
+            "{file_rel} is not committed at {rev}, so the new worktree will not have it; world `{name}` runs {} instead (commit it so every worktree carries its own)",
+            path.display()
+        )),
+        text,
+        path,
+    })
 }
 
 /// `binky up`.

@@ -62,18 +62,69 @@ pub async fn wait(
     // What the project's shared world does for this world (it starts, stops or removes the
     // shared services it uses) is shown with the world's own events.
     let shared = !world.is_shared() && !binky_controllers::shared::declared(&world.spec).is_empty();
-    // Print the world's events since the last call (events outlive a removed world).
-    let show_events = |last_event: &mut i64| -> Result<(), Failure> {
-        if args.quiet {
+    let events = Events {
+        ctx,
+        world,
+        shared,
+        quiet: args.quiet,
+    };
+    loop {
+        events.show(&mut last_event)?;
+        let current = ctx.store.read(|c| store::world(c, id))?;
+        let Some(current) = current else {
+            // What the last finalizers said just before the world went.
+            events.show(&mut last_event)?;
+            return Ok(if goal == Goal::Removed {
+                Outcome::Done(None)
+            } else {
+                Outcome::Failed(format!("world `{}` was removed meanwhile", world.name))
+            });
+        };
+        let gens = ctx.store.read(|c| store::observed_generations(c, id))?;
+        let conds = ctx.store.read(|c| store::conditions(c, id))?;
+        if let Some(outcome) = decide(ctx, current, goal, &gens, &conds, generation)? {
+            return Ok(outcome);
+        }
+        if started.elapsed() >= args.timeout {
+            let mut why = not_ready(&conds);
+            if why.is_empty() {
+                why = "the daemon has not reconciled it yet (see `binky daemon status`)".into();
+            }
+            return Ok(Outcome::Pending(why));
+        }
+        // Fast at first (a world is often ready in tens of ms), gentler later.
+        let pause = if started.elapsed() < Duration::from_secs(2) {
+            5
+        } else {
+            100
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// The events a wait prints: the world's own and, when it uses shared services, the
+/// shared world's.
+struct Events<'a> {
+    ctx: &'a Ctx,
+    world: &'a World,
+    shared: bool,
+    quiet: bool,
+}
+
+impl Events<'_> {
+    /// Print the world's events since the last call (events outlive a removed world).
+    fn show(&self, last_event: &mut i64) -> Result<(), Failure> {
+        if self.quiet {
             return Ok(());
         }
+        let (ctx, world) = (self.ctx, self.world);
         let mut evs: Vec<(store::EventRow, bool)> = ctx
             .store
             .read(|c| store::events(c, &world.project, &world.name, *last_event, 1000))?
             .into_iter()
             .map(|e| (e, false))
             .collect();
-        if shared {
+        if self.shared {
             let theirs = ctx.store.read(|c| {
                 store::events(
                     c,
@@ -99,89 +150,81 @@ pub async fn wait(
             eprintln!("  {who}{}", e.message.replace('\n', "\n    "));
         }
         Ok(())
-    };
-    loop {
-        show_events(&mut last_event)?;
-        let current = ctx.store.read(|c| store::world(c, id))?;
-        let Some(current) = current else {
-            // What the last finalizers said just before the world went.
-            show_events(&mut last_event)?;
-            return Ok(if goal == Goal::Removed {
-                Outcome::Done(None)
-            } else {
-                Outcome::Failed(format!("world `{}` was removed meanwhile", world.name))
-            });
-        };
-        let gens = ctx.store.read(|c| store::observed_generations(c, id))?;
-        let conds = ctx.store.read(|c| store::conditions(c, id))?;
-        let stalled = match goal {
-            Goal::Services(_) => phase::stalled_but_services(&conds, generation),
-            _ => phase::stalled(&conds, generation),
-        };
-        if let Some(stalled) = stalled {
-            return Ok(Outcome::Failed(stalled.message.clone()));
-        }
-        // A world held for approval waits for a person: say so now (exit 75), do not sit
-        // out the timeout.
-        if matches!(goal, Goal::Ready | Goal::Services(_)) {
-            if let Some((Hold::AwaitingApproval, held)) = Hold::of(&conds) {
-                // The condition may be older than an approval the daemon has not seen yet
-                // (`binky approve`, then `binky wait` at once): ask the store, not only it.
-                // The generation is checked first: the store is asked only when it matters.
-                if held.generation >= generation
-                    && matches!(
-                        binky_controllers::hold::held(&ctx.store, &current)?,
-                        Some((Hold::AwaitingApproval, _))
-                    )
-                {
-                    return Ok(Outcome::Held(held.message.clone()));
-                }
-            }
-        }
-        let reached = match goal {
-            Goal::Ready => phase::converged(&gens, &conds, generation),
-            Goal::Services(names) => {
-                match services_of(ctx, &current, names, &gens, &conds, generation)? {
-                    phase::Services::Ready => true,
-                    phase::Services::Failed(why) => return Ok(Outcome::Failed(why)),
-                    phase::Services::Starting => false,
-                }
-            }
-            // The slice controller has seen the world down too: a slice's own server (a
-            // world's redis-server) is stopped, its snapshot written.
-            Goal::Stopped => {
-                gens.get(Kind::Process.name()).copied().unwrap_or(0) >= generation
-                    && ctx
-                        .store
-                        .read(|c| store::processes(c, id))?
-                        .iter()
-                        .all(|p| p.pid.is_none())
-                    && conds.iter().any(|c| {
-                        c.type_ == Kind::Slice.condition()
-                            && c.status == store::CondStatus::True
-                            && c.generation >= generation
-                    })
-            }
-            Goal::Removed => false,
-        };
-        if reached {
-            return Ok(Outcome::Done(Some(Box::new(current))));
-        }
-        if started.elapsed() >= args.timeout {
-            let mut why = not_ready(&conds);
-            if why.is_empty() {
-                why = "the daemon has not reconciled it yet (see `binky daemon status`)".into();
-            }
-            return Ok(Outcome::Pending(why));
-        }
-        // Fast at first (a world is often ready in tens of ms), gentler later.
-        let pause = if started.elapsed() < Duration::from_secs(2) {
-            5
-        } else {
-            100
-        };
-        tokio::time::sleep(Duration::from_millis(pause)).await;
     }
+}
+
+/// Whether the wait for `goal` is over, and how: stalled, held for approval, or reached;
+/// `None` while it goes on.
+fn decide(
+    ctx: &Ctx,
+    current: World,
+    goal: Goal<'_>,
+    gens: &std::collections::BTreeMap<String, i64>,
+    conds: &[ConditionRow],
+    generation: i64,
+) -> Result<Option<Outcome>, Failure> {
+    let stalled = match goal {
+        Goal::Services(_) => phase::stalled_but_services(conds, generation),
+        _ => phase::stalled(conds, generation),
+    };
+    if let Some(stalled) = stalled {
+        return Ok(Some(Outcome::Failed(stalled.message.clone())));
+    }
+    // A world held for approval waits for a person: say so now (exit 75), do not sit
+    // out the timeout.
+    if matches!(goal, Goal::Ready | Goal::Services(_)) {
+        if let Some((Hold::AwaitingApproval, held)) = Hold::of(conds) {
+            // The condition may be older than an approval the daemon has not seen yet
+            // (`binky approve`, then `binky wait` at once): ask the store, not only it.
+            // The generation is checked first: the store is asked only when it matters.
+            if held.generation >= generation
+                && matches!(
+                    binky_controllers::hold::held(&ctx.store, &current)?,
+                    Some((Hold::AwaitingApproval, _))
+                )
+            {
+                return Ok(Some(Outcome::Held(held.message.clone())));
+            }
+        }
+    }
+    let reached = match goal {
+        Goal::Ready => phase::converged(gens, conds, generation),
+        Goal::Services(names) => {
+            match services_of(ctx, &current, names, gens, conds, generation)? {
+                phase::Services::Ready => true,
+                phase::Services::Failed(why) => return Ok(Some(Outcome::Failed(why))),
+                phase::Services::Starting => false,
+            }
+        }
+        Goal::Stopped => stopped(ctx, current.id, gens, conds, generation)?,
+        Goal::Removed => false,
+    };
+    Ok(reached.then(|| Outcome::Done(Some(Box::new(current)))))
+}
+
+/// Whether world `id` is stopped at `generation`: every process gone, and the slice
+/// controller has seen the world down too (a slice's own server, a world's redis-server, is
+/// stopped and its snapshot written).
+fn stopped(
+    ctx: &Ctx,
+    id: WorldId,
+    gens: &std::collections::BTreeMap<String, i64>,
+    conds: &[ConditionRow],
+    generation: i64,
+) -> Result<bool, Failure> {
+    Ok(
+        gens.get(Kind::Process.name()).copied().unwrap_or(0) >= generation
+            && ctx
+                .store
+                .read(|c| store::processes(c, id))?
+                .iter()
+                .all(|p| p.pid.is_none())
+            && conds.iter().any(|c| {
+                c.type_ == Kind::Slice.condition()
+                    && c.status == store::CondStatus::True
+                    && c.generation >= generation
+            }),
+    )
 }
 
 /// Where the services `names` of `world` stand at `generation`, on their own: each

@@ -257,77 +257,94 @@ impl Dashboard {
                 respond(StatusCode::OK, "text/css; charset=utf-8", APP_CSS)
             }
             (&Method::GET, "/login") => self.login(&req, at),
-            (_, p) if p.starts_with("/api/") => {
-                if method == Method::POST {
-                    if let Err(why) = origin_ok(req.headers(), at) {
-                        return refuse(StatusCode::FORBIDDEN, why);
-                    }
-                }
-                let ids = session_ids(&req);
-                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-                if method == Method::POST && p == "/api/signout" {
-                    return self.sign_out(&ids, at);
-                }
-                let Some(lease) = self.sessions.check(&ids, Instant::now()) else {
-                    return refuse(
-                        StatusCode::UNAUTHORIZED,
-                        "not signed in (or the session ended: signed out, unused for 12 h, or a day old): open the link `binky dashboard` prints",
-                    );
-                };
-                match (&method, p) {
-                    (&Method::GET, "/api/session") => json_response(
-                        StatusCode::OK,
-                        &json!({"ok": true, "idle_secs": session::IDLE.as_secs(), "max_age_secs": session::MAX_AGE.as_secs()}),
-                    ),
-                    (&Method::GET, "/api/stream" | "/api/events" | "/api/logs") => {
-                        // Store reads and the streams' tasks run on the daemon's runtime:
-                        // a proxy worker only passes the bytes on.
-                        let ask = Ask {
-                            world: query(&req, "world"),
-                            service: query(&req, "service"),
-                            n: query(&req, "n"),
-                        };
-                        let this = self.clone();
-                        let what = p.to_owned();
-                        match self
-                            .runtime
-                            .spawn(async move {
-                                match what.as_str() {
-                                    "/api/stream" => this.snapshots.stream(lease),
-                                    "/api/events" => this.events(ask).await,
-                                    _ => this.logs(ask, lease).await,
-                                }
-                            })
-                            .await
-                        {
-                            Ok(r) => r,
-                            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                        }
-                    }
-                    (&Method::POST, action) => {
-                        let action = action.trim_start_matches("/api/").to_owned();
-                        let body = match read_body(req).await {
-                            Ok(b) => b,
-                            Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
-                        };
-                        let this = self.clone();
-                        match self
-                            .runtime
-                            .spawn(async move { this.act(&action, &body).await })
-                            .await
-                        {
-                            Ok(r) => r,
-                            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                        }
-                    }
-                    _ => refuse(StatusCode::NOT_FOUND, format!("no {method} {p}")),
-                }
-            }
+            (_, p) if p.starts_with("/api/") => self.api(req, at, &method, p).await,
             _ => respond(
                 StatusCode::NOT_FOUND,
                 "text/plain; charset=utf-8",
                 format!("binky dashboard: no page {path}; the dashboard is at /\n"),
             ),
+        }
+    }
+
+    /// An `/api/` request: a POST must come from the dashboard's own page, and every request
+    /// but signing out needs a session; then what it asks.
+    async fn api(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        at: Listener,
+        method: &Method,
+        p: &str,
+    ) -> Response<Body> {
+        if *method == Method::POST {
+            if let Err(why) = origin_ok(req.headers(), at) {
+                return refuse(StatusCode::FORBIDDEN, why);
+            }
+        }
+        let ids = session_ids(&req);
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        if *method == Method::POST && p == "/api/signout" {
+            return self.sign_out(&ids, at);
+        }
+        let Some(lease) = self.sessions.check(&ids, Instant::now()) else {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "not signed in (or the session ended: signed out, unused for 12 h, or a day old): open the link `binky dashboard` prints",
+            );
+        };
+        match (method, p) {
+            (&Method::GET, "/api/session") => json_response(
+                StatusCode::OK,
+                &json!({"ok": true, "idle_secs": session::IDLE.as_secs(), "max_age_secs": session::MAX_AGE.as_secs()}),
+            ),
+            (&Method::GET, "/api/stream" | "/api/events" | "/api/logs") => {
+                let ask = Ask {
+                    world: query(&req, "world"),
+                    service: query(&req, "service"),
+                    n: query(&req, "n"),
+                };
+                self.read(ask, p, lease).await
+            }
+            (&Method::POST, action) => self.post(req, action).await,
+            _ => refuse(StatusCode::NOT_FOUND, format!("no {method} {p}")),
+        }
+    }
+
+    /// `GET /api/stream`, `/api/events` and `/api/logs`. Store reads and the streams' tasks
+    /// run on the daemon's runtime: a proxy worker only passes the bytes on.
+    async fn read(self: &Arc<Self>, ask: Ask, p: &str, lease: session::Lease) -> Response<Body> {
+        let this = self.clone();
+        let what = p.to_owned();
+        match self
+            .runtime
+            .spawn(async move {
+                match what.as_str() {
+                    "/api/stream" => this.snapshots.stream(lease),
+                    "/api/events" => this.events(ask).await,
+                    _ => this.logs(ask, lease).await,
+                }
+            })
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+
+    /// `POST /api/ACTION`: its body read here, the action run on the daemon's runtime.
+    async fn post(self: &Arc<Self>, req: Request<Incoming>, action: &str) -> Response<Body> {
+        let action = action.trim_start_matches("/api/").to_owned();
+        let body = match read_body(req).await {
+            Ok(b) => b,
+            Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+        };
+        let this = self.clone();
+        match self
+            .runtime
+            .spawn(async move { this.act(&action, &body).await })
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
 
@@ -470,20 +487,7 @@ impl Dashboard {
             }
         };
         if action == "approve" {
-            let Some(key) = args.get("key").and_then(Value::as_str) else {
-                return refuse(StatusCode::BAD_REQUEST, "approve needs {\"key\": KEY}");
-            };
-            return match crate::requests::approve(&self.store, key) {
-                Ok(a) => {
-                    self.trigger.all();
-                    self.snapshots.poke();
-                    json_response(
-                        StatusCode::OK,
-                        &json!({"ok": true, "message": format!("approved {}: {}", a.what, a.command), "approval": a}),
-                    )
-                }
-                Err(f) => failure(f),
-            };
+            return self.approve(&args);
         }
         let Some(id) = args.get("world").and_then(Value::as_i64) else {
             return refuse(
@@ -501,56 +505,20 @@ impl Dashboard {
                 format!("world `{}` is being removed", world.name),
             );
         }
-        let done = |generation: i64, message: String| {
-            self.trigger.world(world.id);
-            self.snapshots.poke();
-            json_response(
-                StatusCode::OK,
-                &json!({"ok": true, "generation": generation, "message": message}),
-            )
-        };
         match action {
             "up" => match crate::requests::start(&self.store, &world) {
-                Ok(g) => done(g, format!("{}: up requested", world.name)),
+                Ok(g) => self.requested(&world, g, "up"),
                 Err(f) => failure(f),
             },
             "down" => match crate::requests::down(&self.store, &world) {
-                Ok(g) => done(g, format!("{}: down requested", world.name)),
+                Ok(g) => self.requested(&world, g, "down"),
                 Err(f) => failure(f),
             },
             "reload" => match crate::requests::reload(&self.store, &world, None) {
-                Ok(g) => done(g, format!("{}: reload requested", world.name)),
+                Ok(g) => self.requested(&world, g, "reload"),
                 Err(f) => failure(f),
             },
-            "apply" => {
-                let dry_run = args.get("dry_run").and_then(Value::as_bool).unwrap_or(true);
-                if let Err(f) = crate::requests::refuse_shared(&world, "apply") {
-                    return failure(f);
-                }
-                match crate::apply::apply(&self.store, &world, dry_run) {
-                    Ok(crate::apply::Outcome::Unchanged) => json_response(
-                        StatusCode::OK,
-                        &json!({"ok": true, "state": "unchanged", "message": format!("{} unchanged; nothing to do", world.config_path.display())}),
-                    ),
-                    Ok(crate::apply::Outcome::Changed { plan, generation }) => {
-                        if !dry_run {
-                            self.trigger.world(world.id);
-                            self.snapshots.poke();
-                        }
-                        json_response(
-                            StatusCode::OK,
-                            &json!({"ok": true, "state": if dry_run { "would change" } else { "changed" }, "plan": plan.lines().join("\n"), "steps": plan, "generation": generation}),
-                        )
-                    }
-                    Ok(crate::apply::Outcome::Invalid(msg)) => refuse(
-                        StatusCode::BAD_REQUEST,
-                        format!(
-                            "{msg}\nnothing changed: the world keeps running its last good config"
-                        ),
-                    ),
-                    Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                }
-            }
+            "apply" => self.apply(&world, &args),
             "remove" => {
                 let confirm = args.get("confirm").and_then(Value::as_str).unwrap_or("");
                 if confirm != world.name {
@@ -561,7 +529,7 @@ impl Dashboard {
                 }
                 let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
                 match crate::requests::remove(&self.store, &world, force).await {
-                    Ok(g) => done(g, format!("{}: remove requested", world.name)),
+                    Ok(g) => self.requested(&world, g, "remove"),
                     Err(f) => failure(f),
                 }
             }
@@ -569,6 +537,65 @@ impl Dashboard {
                 StatusCode::NOT_FOUND,
                 format!("no action `{other}`; actions: up, down, reload, apply, remove, approve"),
             ),
+        }
+    }
+
+    /// A request written for `world` at `generation`: wake its controllers and the
+    /// snapshots, and say `WORLD: ACTION requested`.
+    fn requested(&self, world: &World, generation: i64, action: &str) -> Response<Body> {
+        self.trigger.world(world.id);
+        self.snapshots.poke();
+        json_response(
+            StatusCode::OK,
+            &json!({"ok": true, "generation": generation, "message": format!("{}: {action} requested", world.name)}),
+        )
+    }
+
+    /// `POST /api/approve {"key": KEY}`: approve the commands held under KEY.
+    fn approve(&self, args: &Value) -> Response<Body> {
+        let Some(key) = args.get("key").and_then(Value::as_str) else {
+            return refuse(StatusCode::BAD_REQUEST, "approve needs {\"key\": KEY}");
+        };
+        match crate::requests::approve(&self.store, key) {
+            Ok(a) => {
+                self.trigger.all();
+                self.snapshots.poke();
+                json_response(
+                    StatusCode::OK,
+                    &json!({"ok": true, "message": format!("approved {}: {}", a.what, a.command), "approval": a}),
+                )
+            }
+            Err(f) => failure(f),
+        }
+    }
+
+    /// `POST /api/apply {"world": ID, "dry_run": B}`: the world's config file against what
+    /// it runs, applied unless a dry run (the default).
+    fn apply(&self, world: &World, args: &Value) -> Response<Body> {
+        let dry_run = args.get("dry_run").and_then(Value::as_bool).unwrap_or(true);
+        if let Err(f) = crate::requests::refuse_shared(world, "apply") {
+            return failure(f);
+        }
+        match crate::apply::apply(&self.store, world, dry_run) {
+            Ok(crate::apply::Outcome::Unchanged) => json_response(
+                StatusCode::OK,
+                &json!({"ok": true, "state": "unchanged", "message": format!("{} unchanged; nothing to do", world.config_path.display())}),
+            ),
+            Ok(crate::apply::Outcome::Changed { plan, generation }) => {
+                if !dry_run {
+                    self.trigger.world(world.id);
+                    self.snapshots.poke();
+                }
+                json_response(
+                    StatusCode::OK,
+                    &json!({"ok": true, "state": if dry_run { "would change" } else { "changed" }, "plan": plan.lines().join("\n"), "steps": plan, "generation": generation}),
+                )
+            }
+            Ok(crate::apply::Outcome::Invalid(msg)) => refuse(
+                StatusCode::BAD_REQUEST,
+                format!("{msg}\nnothing changed: the world keeps running its last good config"),
+            ),
+            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
 }

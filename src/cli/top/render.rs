@@ -144,101 +144,10 @@ fn usage_cells(u: Option<UsageView>) -> (String, String) {
 }
 
 fn draw_table(frame: &mut Frame, app: &mut App, area: Rect) {
-    let name_width = app
-        .board
-        .lines
-        .iter()
-        .map(|l| match l {
-            Line::Project { name, .. } => name.chars().count(),
-            Line::World(w) => 2 + w.target.world.chars().count(),
-            Line::Service(s) => {
-                4 + s.target.service.as_deref().unwrap_or("").chars().count()
-                    + if s.shared { 9 } else { 0 }
-            }
-        })
-        .max()
-        .unwrap_or(4)
-        .clamp(8, 36) as u16;
     // Narrow terminals lose PID and RST first.
     let wide = area.width >= 100;
-    let mut widths = vec![
-        Constraint::Length(name_width),
-        Constraint::Length(12),
-        Constraint::Length(5),
-        Constraint::Length(6),
-        Constraint::Length(14),
-    ];
-    let mut heads = vec!["NAME", "STATE", "CPU", "MEM", "PORT"];
-    if wide {
-        widths.extend([Constraint::Length(8), Constraint::Length(3)]);
-        heads.extend(["PID", "RST"]);
-    }
-    widths.push(Constraint::Fill(1));
-    heads.push("INFO");
-    let dim = Style::new().fg(Color::DarkGray);
-    let rows = app.board.lines.iter().map(|l| {
-        let mut cells: Vec<Cell> = Vec::with_capacity(heads.len());
-        let info = match l {
-            Line::Project { name, repo } => {
-                cells.push(Cell::from(Span::styled(
-                    name.clone(),
-                    Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
-                )));
-                cells.extend((1..heads.len() - 1).map(|_| Cell::from("")));
-                Cell::from(Span::styled(repo.display().to_string(), dim))
-            }
-            Line::World(w) => {
-                let (cpu, mem) = usage_cells(w.usage);
-                cells.push(Cell::from(Span::styled(
-                    format!("  {}", w.target.world),
-                    Style::new().add_modifier(Modifier::BOLD),
-                )));
-                cells.push(Cell::from(Span::styled(
-                    w.state.clone(),
-                    state_style(&w.state),
-                )));
-                cells.extend([cpu, mem, String::new()].map(Cell::from));
-                if wide {
-                    cells.push(Cell::from(""));
-                    cells.push(Cell::from(if w.restarts > 0 {
-                        w.restarts.to_string()
-                    } else {
-                        String::new()
-                    }));
-                }
-                if w.attention {
-                    Cell::from(Span::styled(w.info.clone(), Style::new().fg(Color::Yellow)))
-                } else {
-                    Cell::from(Span::styled(w.info.clone(), dim))
-                }
-            }
-            Line::Service(s) => {
-                let (cpu, mem) = usage_cells(s.usage);
-                let name = s.target.service.as_deref().unwrap_or("");
-                cells.push(Cell::from(if s.shared {
-                    format!("    {name} (shared)")
-                } else {
-                    format!("    {name}")
-                }));
-                cells.push(Cell::from(Span::styled(
-                    s.state.clone(),
-                    state_style(&s.state),
-                )));
-                cells.extend([cpu, mem, s.ports.clone()].map(Cell::from));
-                if wide {
-                    cells.push(Cell::from(s.pid.map(|p| p.to_string()).unwrap_or_default()));
-                    cells.push(Cell::from(if s.restarts > 0 {
-                        s.restarts.to_string()
-                    } else {
-                        String::new()
-                    }));
-                }
-                Cell::from(s.info.clone())
-            }
-        };
-        cells.push(info);
-        Row::new(cells)
-    });
+    let (widths, heads) = columns(name_width(&app.board.lines), wide);
+    let rows = app.board.lines.iter().map(|l| row(l, wide, heads.len()));
     let header = Row::new(heads.iter().map(|h| Cell::from(*h)))
         .style(Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan));
     let empty = app.board.lines.is_empty();
@@ -258,6 +167,108 @@ fn draw_table(frame: &mut Frame, app: &mut App, area: Rect) {
         below.height = area.height.saturating_sub(2);
         frame.render_widget(Paragraph::new(msg), below);
     }
+}
+
+/// The NAME column's width: the longest name as indented in the table, within 8 to 36.
+fn name_width(lines: &[Line]) -> u16 {
+    lines
+        .iter()
+        .map(|l| match l {
+            Line::Project { name, .. } => name.chars().count(),
+            Line::World(w) => 2 + w.target.world.chars().count(),
+            Line::Service(s) => {
+                4 + s.target.service.as_deref().unwrap_or("").chars().count()
+                    + if s.shared { 9 } else { 0 }
+            }
+        })
+        .max()
+        .unwrap_or(4)
+        .clamp(8, 36) as u16
+}
+
+/// The table's column widths and headings; PID and RST only when `wide`.
+fn columns(name_width: u16, wide: bool) -> (Vec<Constraint>, Vec<&'static str>) {
+    let mut widths = vec![
+        Constraint::Length(name_width),
+        Constraint::Length(12),
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Length(14),
+    ];
+    let mut heads = vec!["NAME", "STATE", "CPU", "MEM", "PORT"];
+    if wide {
+        widths.extend([Constraint::Length(8), Constraint::Length(3)]);
+        heads.extend(["PID", "RST"]);
+    }
+    widths.push(Constraint::Fill(1));
+    heads.push("INFO");
+    (widths, heads)
+}
+
+/// One line of the table (a project, a world or a service) as a row of `columns` cells.
+fn row(l: &Line, wide: bool, columns: usize) -> Row<'static> {
+    let dim = Style::new().fg(Color::DarkGray);
+    let mut cells: Vec<Cell> = Vec::with_capacity(columns);
+    let info = match l {
+        Line::Project { name, repo } => {
+            cells.push(Cell::from(Span::styled(
+                name.clone(),
+                Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+            )));
+            cells.extend((1..columns - 1).map(|_| Cell::from("")));
+            Cell::from(Span::styled(repo.display().to_string(), dim))
+        }
+        Line::World(w) => {
+            let (cpu, mem) = usage_cells(w.usage);
+            cells.push(Cell::from(Span::styled(
+                format!("  {}", w.target.world),
+                Style::new().add_modifier(Modifier::BOLD),
+            )));
+            cells.push(Cell::from(Span::styled(
+                w.state.clone(),
+                state_style(&w.state),
+            )));
+            cells.extend([cpu, mem, String::new()].map(Cell::from));
+            if wide {
+                cells.push(Cell::from(""));
+                cells.push(Cell::from(if w.restarts > 0 {
+                    w.restarts.to_string()
+                } else {
+                    String::new()
+                }));
+            }
+            if w.attention {
+                Cell::from(Span::styled(w.info.clone(), Style::new().fg(Color::Yellow)))
+            } else {
+                Cell::from(Span::styled(w.info.clone(), dim))
+            }
+        }
+        Line::Service(s) => {
+            let (cpu, mem) = usage_cells(s.usage);
+            let name = s.target.service.as_deref().unwrap_or("");
+            cells.push(Cell::from(if s.shared {
+                format!("    {name} (shared)")
+            } else {
+                format!("    {name}")
+            }));
+            cells.push(Cell::from(Span::styled(
+                s.state.clone(),
+                state_style(&s.state),
+            )));
+            cells.extend([cpu, mem, s.ports.clone()].map(Cell::from));
+            if wide {
+                cells.push(Cell::from(s.pid.map(|p| p.to_string()).unwrap_or_default()));
+                cells.push(Cell::from(if s.restarts > 0 {
+                    s.restarts.to_string()
+                } else {
+                    String::new()
+                }));
+            }
+            Cell::from(s.info.clone())
+        }
+    };
+    cells.push(info);
+    Row::new(cells)
 }
 
 fn pane_title(target: &Target, what: &str) -> String {
