@@ -61,19 +61,19 @@ pub const ALL: &[Setting] = &[
         key: "ram_reserve_percent",
         default: "20",
         takes: Takes::Percent,
-        what: "percent of memory kept available (binky 0.1.2's 20 by default): a world does not start while less is, and with cool_under_pressure a running one is cooled (0: off)",
+        what: "percent of memory kept available: a world does not start while less is, and with cool_under_pressure a running one is cooled (0: off)",
     },
     Setting {
         key: "disk_reserve_gib",
         default: "5",
         takes: Takes::Gib,
-        what: "GiB kept free on the worktrees' filesystem (binky 0.1.2's 5 by default): a world does not start while less is (0: off)",
+        what: "GiB kept free on the worktrees' filesystem: a world does not start while less is (0: off)",
     },
     Setting {
         key: "cool_under_pressure",
         default: "true",
         takes: Takes::Flag,
-        what: "while less memory than ram_reserve_percent stays available for 6 s, cool the world admitted last (stopped; files, ports and data kept) and start it again by itself once memory is back, as binky 0.1.2 did",
+        what: "while less memory than ram_reserve_percent stays available for 6 s, cool the world admitted last (stopped; files, ports and data kept) and start it again by itself once memory is back",
     },
     Setting {
         key: "cool_oldest",
@@ -103,7 +103,7 @@ pub const ALL: &[Setting] = &[
         key: "nice",
         default: "10",
         takes: Takes::Nice,
-        what: "the niceness every process of a world runs at (0 to 19; 0: binky's own), so the machine stays usable with many worlds (binky 0.1.2 ran them at 10)",
+        what: "the niceness every process of a world runs at (0 to 19; 0: binky's own), so the machine (its shells, editor and browser) stays responsive with many worlds busy",
     },
     Setting {
         key: "restart_hold_cpu_percent",
