@@ -174,10 +174,16 @@ pub mod report {
         }
     }
 
-    /// Write the report line of a failure of kind `kind` that the command said itself (and
-    /// ends with, not returning a [`Failure`]): only when `binky mcp` runs this command and
-    /// stderr is not a terminal.
-    pub fn write_kind(kind: &Kind) {
+    /// Say `f` on stderr (`binky: …`), then its report line when it has a kind (for the
+    /// `binky mcp` that runs this command; nothing otherwise).
+    pub fn print(f: &Failure) {
+        eprintln!("binky: {}", f.message);
+        write(f);
+    }
+
+    /// Write the report line of a failure of kind `kind`: only when `binky mcp` runs this
+    /// command and stderr is not a terminal.
+    fn write_kind(kind: &Kind) {
         let Some(token) = TOKEN.get() else {
             return;
         };

@@ -80,8 +80,10 @@ pub async fn run(
                 }
                 let outcome =
                     wait::wait(&ctx, &world, generation, Goal::Ready, args, since).await?;
-                if let Some(c) = wait::report(&world.name, "converge", &outcome, args.timeout) {
-                    code = code.max(c);
+                if let Err(f) = wait::report(&world.name, "converge", &outcome, args.timeout) {
+                    // The other worlds are applied still: said here, not ending the command.
+                    crate::failure::report::print(&f);
+                    code = code.max(f.code);
                 } else if !json {
                     println!("{}: applied", world.name);
                 }

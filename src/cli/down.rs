@@ -18,9 +18,7 @@ pub async fn run(name: Option<String>, args: &WaitArgs) -> Result<i32, Failure> 
         return Ok(exit::OK);
     }
     let outcome = wait::wait(&ctx, &world, generation, Goal::Stopped, args, since).await?;
-    if let Some(code) = wait::report(&world.name, "stop", &outcome, args.timeout) {
-        return Ok(code);
-    }
+    wait::report(&world.name, "stop", &outcome, args.timeout)?;
     let ports = ctx.store.read(|c| store::ports(c, world.id))?;
     let kept: Vec<String> = ports
         .iter()

@@ -435,9 +435,7 @@ pub fn run(cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("binky: {}", f.message);
-            // Its kind, for the `binky mcp` that runs this command (nothing otherwise).
-            crate::failure::report::write(&f);
+            crate::failure::report::print(&f);
             f.code
         }
     }

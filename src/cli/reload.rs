@@ -80,9 +80,7 @@ pub async fn run(
         Some(_) => Goal::Services(&judged),
     };
     let outcome = wait::wait(&ctx, &world, generation, goal, args, since).await?;
-    if let Some(code) = wait::report(&world.name, "come up", &outcome, args.timeout) {
-        return Ok(code);
-    }
+    wait::report(&world.name, "come up", &outcome, args.timeout)?;
     println!("{} reloaded", world.name);
     Ok(exit::OK)
 }

@@ -20,9 +20,7 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
         return Ok(exit::OK);
     }
     let outcome = wait::wait(&ctx, &world, generation, Goal::Removed, args, since).await?;
-    if let Some(code) = wait::report(name, "be removed", &outcome, args.timeout) {
-        return Ok(code);
-    }
+    wait::report(name, "be removed", &outcome, args.timeout)?;
     println!("{name} removed");
     // The last world that used the project's shared services takes them along.
     let shared = ctx
@@ -35,9 +33,7 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
         let outcome =
             wait::wait(&ctx, &shared, shared.generation, Goal::Removed, args, since).await?;
         let what = format!("the shared services of {}", world.project);
-        if let Some(code) = wait::report(&what, "be removed", &outcome, args.timeout) {
-            return Ok(code);
-        }
+        wait::report(&what, "be removed", &outcome, args.timeout)?;
         println!("{what} removed (no world uses them any more)");
     }
     Ok(exit::OK)

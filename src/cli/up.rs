@@ -317,11 +317,11 @@ pub async fn run(
         eprintln!("binky: bringing up {name} ({project})");
     }
     let outcome = wait::wait(&ctx, &world, world.generation, Goal::Ready, args, since).await?;
-    if let Some(code) = wait::report(name, "come up", &outcome, args.timeout) {
+    if let Err(mut f) = wait::report(name, "come up", &outcome, args.timeout) {
         if !args.quiet {
-            eprintln!("  (`binky logs {name}` shows the services' output, `binky events {name}` what binky did)");
+            f.message.push_str(&format!("\n  (`binky logs {name}` shows the services' output, `binky events {name}` what binky did)"));
         }
-        return Ok(code);
+        return Err(f);
     }
     let Outcome::Done(Some(world)) = outcome else {
         return Ok(exit::FAILED);

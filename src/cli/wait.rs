@@ -263,30 +263,31 @@ fn services_of(
     Ok(phase::services(gens, conds, generation, &instances))
 }
 
-/// Turn an outcome into an exit code, printing failures.
-pub fn report(world: &str, verb: &str, outcome: &Outcome, timeout: Duration) -> Option<i32> {
+/// An outcome that is not done, as the command's failure: failed (exit 1), or still
+/// pending or held for a person (75, the held one of kind `Held`).
+pub fn report(
+    world: &str,
+    verb: &str,
+    outcome: &Outcome,
+    timeout: Duration,
+) -> Result<(), Failure> {
     match outcome {
-        Outcome::Done(_) => None,
-        Outcome::Failed(msg) => {
-            eprintln!("binky: {world} failed to {verb}: {msg}");
-            Some(exit::FAILED)
-        }
+        Outcome::Done(_) => Ok(()),
+        Outcome::Failed(msg) => Err(Failure::failed(format!("{world} failed to {verb}: {msg}"))),
         Outcome::Pending(msg) | Outcome::Held(msg) => {
-            eprintln!(
-                "binky: {world} is still not {}after {}s (the daemon carries on; `binky status {world}` shows progress):\n{msg}",
+            let pending = Failure::pending(format!(
+                "{world} is still not {}after {}s (the daemon carries on; `binky status {world}` shows progress):\n{msg}",
                 match verb {
                     "come up" => "up ",
                     "stop" => "stopped ",
                     _ => "done ",
                 },
                 timeout.as_secs()
-            );
-            // The command ends here, exit 75: what it waits for, for the `binky mcp` that
-            // runs it (nothing otherwise).
-            if matches!(outcome, Outcome::Held(_)) {
-                crate::failure::report::write_kind(&FailureKind::Held);
+            ));
+            match outcome {
+                Outcome::Held(_) => Err(pending.kind(FailureKind::Held)),
+                _ => Err(pending),
             }
-            Some(exit::PENDING)
         }
     }
 }
@@ -307,9 +308,7 @@ pub async fn run(name: Option<String>, json: bool, args: &WaitArgs) -> Result<i3
     }
     let since = ctx.store.read(store::last_event_id)?;
     let outcome = wait(&ctx, &world, world.generation, Goal::Ready, args, since).await?;
-    if let Some(code) = report(&world.name, "come up", &outcome, args.timeout) {
-        return Ok(code);
-    }
+    report(&world.name, "come up", &outcome, args.timeout)?;
     if json {
         let now = match outcome {
             Outcome::Done(Some(w)) => *w,
