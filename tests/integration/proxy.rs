@@ -830,13 +830,18 @@ url = true
     env.assert_nothing_left(&refs);
 }
 
-/// The proxy's port is held by someone else: `binky port` says by whom and serves on the next
+/// The proxy's port is held by someone else (this test): `binky port` says by whom and serves on the next
 /// port, which it returns.
 fn assert_falls_back(env: &Env) -> u16 {
     let port = env.ok(&["port"]);
     let fallback = env.proxy_port() + 1;
     assert!(
         port.contains(&format!("port {} is in use by", env.proxy_port())),
+        "{port}"
+    );
+    // The daemon names the holder (this test, which binds the port) to the proxy's listener.
+    assert!(
+        port.contains(&format!("(pid {})", std::process::id())),
         "{port}"
     );
     assert!(
