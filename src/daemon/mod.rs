@@ -325,6 +325,10 @@ fn add_controllers(
     runtime.add(processes.clone());
     runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
     let servers = Arc::new(Servers::new(home.clone(), store.clone()));
+    // One daemon a home: no start of a server is under way but one a stopped daemon left.
+    if let Err(err) = servers.fail_interrupted_starts() {
+        tracing::warn!(%err, "cannot record the managed servers a stopped daemon was starting");
+    }
     // One value does the slice work for both the slice and the golden controller.
     let slice_work = Arc::new(
         SliceWork::new(

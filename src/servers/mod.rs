@@ -496,6 +496,19 @@ impl Servers {
         name.dir(&self.home).join("server.log")
     }
 
+    /// At a daemon's start, before anything starts a server: a server left `starting` was
+    /// being started by a daemon that stopped first. It is `failed`, saying so, with its
+    /// port and password kept, so `binky servers` does not show it starting for ever and
+    /// the next world that needs it starts it with them. How many there were.
+    pub fn fail_interrupted_starts(&self) -> Result<usize, StoreError> {
+        self.store.write(owner::Servers, |tx| {
+            write::servers::fail_interrupted_starts(
+                tx,
+                "the daemon stopped while starting it; the next world that needs it starts it",
+            )
+        })
+    }
+
     /// Record that the server `name` died (`down`, its pid cleared, `message` saying how),
     /// unless it was stopped or started again meanwhile: whether it was recorded.
     pub async fn mark_died(&self, name: &ServerName, message: &str) -> Result<bool, StoreError> {

@@ -955,7 +955,14 @@ fn a_daemon_stopped_right_after_the_data_directory_was_made_starts_the_server_ag
         || real.join("postmaster.pid").exists() || processes_naming(&real).is_empty(),
     );
 
+    // The next daemon says it was not started, and starts it with its password.
     let servers = binky::servers::Servers::new(home.clone(), store);
+    if recorded.is_some() {
+        assert_eq!(servers.fail_interrupted_starts().unwrap(), 1);
+        let row = servers.row(&name).unwrap().unwrap();
+        assert_eq!(row.state, binky_controllers::store::ServerState::Failed);
+        assert!(row.message.contains("daemon stopped"), "{}", row.message);
+    }
     let url = rt
         .block_on(servers.ensure(binky::servers::Kind::Postgres))
         .unwrap_or_else(|e| panic!("{e}"));

@@ -61,6 +61,24 @@ pub fn mark_died(tx: &Tx<'_, owner::Servers>, kind: &str, message: &str) -> Resu
     Ok(())
 }
 
+/// Servers left `starting` (their daemon stopped before they ran) are `failed`, saying so:
+/// how many.
+pub fn fail_interrupted_starts(
+    tx: &Tx<'_, owner::Servers>,
+    message: &str,
+) -> Result<usize, StoreError> {
+    Ok(tx.execute(
+        "UPDATE servers SET state = ?1, message = ?2, pid = NULL, start_time = NULL,
+            updated_at = ?3 WHERE state = ?4",
+        params![
+            ServerState::Failed,
+            message,
+            now_ms(),
+            ServerState::Starting
+        ],
+    )?)
+}
+
 /// The server `kind` is stopped.
 pub fn mark_stopped(tx: &Tx<'_, owner::Servers>, kind: &str) -> Result<(), StoreError> {
     tx.execute(
