@@ -99,12 +99,11 @@ pub fn refusal(what: &str, why: Option<String>) -> Result<(), String> {
     }
 }
 
-/// Refuse `what` unless a person asks at a terminal: never from a process binky started
-/// ([`refuse_unless_person`]), and only with standard input a terminal — a person's
-/// channel, beside the dashboard. A shell an agent runs commands through has none.
-pub fn require_person_at_terminal(what: &str) -> Result<(), String> {
+/// Refuse `what` unless standard input is a terminal — a person's channel, beside the
+/// dashboard (a shell an agent runs commands through has none). Asked after
+/// [`refuse_unless_person`]: a person-only action needs both.
+pub fn require_terminal(what: &str) -> Result<(), String> {
     use std::io::IsTerminal;
-    refuse_unless_person(what)?;
     if std::io::stdin().is_terminal() {
         return Ok(());
     }

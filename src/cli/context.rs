@@ -138,12 +138,12 @@ pub fn person(what: &str) -> Result<(), Failure> {
         .map_err(|message| Failure::failed(message).kind(Kind::PersonOnly))
 }
 
-/// Refuse `what` unless a person asks at a terminal
-/// ([`crate::person::require_person_at_terminal`]): of kind [`Kind::PersonOnly`] when binky
-/// started this process, of no kind when only the terminal is missing (a person's script).
+/// Refuse `what` unless a person asks at a terminal ([`person`], then
+/// [`crate::person::require_terminal`]): of kind [`Kind::PersonOnly`] when binky started
+/// this process, of no kind when only the terminal is missing (a person's script).
 pub fn person_at_terminal(what: &str) -> Result<(), Failure> {
     person(what)?;
-    crate::person::require_person_at_terminal(what).map_err(Failure::failed)
+    crate::person::require_terminal(what).map_err(Failure::failed)
 }
 
 fn names(all: &[World]) -> String {
