@@ -31,15 +31,17 @@ fn removed_world_project(
         .into_iter()
         .filter(|p| !live.iter().any(|w| &w.project == p && w.name == name))
         .collect();
-    // Inside a repository, only its project's: never another project's world of the name
-    // (as every command that names a world).
+    // Inside a repository, only its projects': never another repository's world of the name
+    // (as every command that names a world). A repository has had several projects when its
+    // `[project] name` changed: the world of the name made there last is its history.
     if let Ok(co) = Checkout::discover(cwd) {
-        let here = store
+        let here: Vec<String> = store
             .read(store::projects)?
             .into_iter()
-            .find(|p| p.repo_root == co.repo_root)
-            .map(|p| p.name);
-        return Ok(here.filter(|p| had.contains(p)));
+            .filter(|p| p.repo_root == co.repo_root)
+            .map(|p| p.name)
+            .collect();
+        return Ok(had.into_iter().find(|p| here.contains(p)));
     }
     match had.as_slice() {
         [] => Ok(None),

@@ -446,6 +446,30 @@ fn a_second_up_of_a_world_whose_binky_toml_is_not_committed_runs_the_same_file()
     env.assert_nothing_left(&["w"]);
 }
 
+/// A repository whose `[project] name` changed has had two projects: after the last world
+/// of the new name is removed, its history is still read from inside the repository (the
+/// first project of the repository's was looked at, and the answer was "no world").
+#[test]
+fn events_of_the_last_removed_world_are_read_after_the_project_was_renamed() {
+    let env = Env::new(CONFIG);
+    env.ok(&["up", "old"]);
+    env.ok(&["remove", "old"]);
+    env.write_config(&CONFIG.replace("name = \"execrm\"", "name = \"execrm2\""));
+    env.git(&["commit", "-qam", "renamed"]);
+    env.ok(&["up", "w2"]);
+    env.ok(&["remove", "w2"]);
+    let out = env.binky(&["events", "w2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for what in ["world created", "world removed"] {
+        assert!(text.contains(what), "no `{what}` in {text}");
+    }
+    // The old project's removed world too.
+    let text = env.ok(&["events", "old"]);
+    assert!(text.contains("world removed"), "{text}");
+    env.assert_nothing_left(&["old", "w2"]);
+}
+
 /// `binky events NAME` after `remove` shows what happened, the removal included. A new world
 /// of the same name (which may get the removed one's store id) shows only its own events,
 /// and says that an earlier world of its name was removed.

@@ -178,14 +178,15 @@ pub fn world_lives(conn: &Connection, project: &str, world: &str) -> Result<i64,
     )?)
 }
 
-/// The projects whose event log holds a world named `world` (live or removed), by name.
+/// The projects whose event log holds a world named `world` (live or removed), the one
+/// whose world of the name was made last first.
 pub fn projects_with_world_events(
     conn: &Connection,
     world: &str,
 ) -> Result<Vec<String>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT DISTINCT project FROM events WHERE world = ?1 AND kind = 'created'
-         ORDER BY project",
+        "SELECT project FROM events WHERE world = ?1 AND kind = 'created'
+         GROUP BY project ORDER BY MAX(id) DESC",
     )?;
     let rows = stmt
         .query_map([world], |r| r.get(0))?
