@@ -689,8 +689,8 @@ pub fn node_extra_ca(ca: &Path, callers: Option<&str>) -> String {
 }
 
 /// What `binky env` hands out: `<SVC>_URL`, `<SVC>_PORT` and `<SVC>_PORT_<LABEL>` for each
-/// exposed service (`[agents] expose`, else every service), plus `BINKY_WORKTREE`,
-/// `BINKY_PROJECT` and `BINKY_URL` (the world's own URL).
+/// exposed service (`[agents] expose`, else every service) the world's group starts, plus
+/// `BINKY_WORKTREE`, `BINKY_PROJECT` and `BINKY_URL` (the world's own URL).
 pub fn exported(world: &World, tokens: &Tokens, proxy: &ProxyView) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     out.insert("BINKY_WORKTREE".into(), world.name.clone());
@@ -699,8 +699,10 @@ pub fn exported(world: &World, tokens: &Tokens, proxy: &ProxyView) -> BTreeMap<S
         out.insert("BINKY_URL".into(), url);
     }
     let expose = &world.spec.agents.expose;
+    // A service outside the world's group has no port and no route: no URL leads to it.
+    let selected = world.spec.selected(world.group.as_deref());
     for name in world.spec.services.keys() {
-        if !expose.is_empty() && !expose.contains(name) {
+        if (!expose.is_empty() && !expose.contains(name)) || !selected.contains(name) {
             continue;
         }
         let key = env_name(name);

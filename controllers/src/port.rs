@@ -183,13 +183,16 @@ impl<P: PortProbe> PortController<P> {
 
 /// The ports a world wants, as (service, label). Each replica of a service has ports of its
 /// own (`api`, `api.1`, … as the service). A shared service's ports are its shared world's,
-/// allocated once for every world.
+/// allocated once for every world. A world of a group (`binky up W --group G`) wants none
+/// for the services it never starts: a port held for nothing is one fewer for the other
+/// worlds, and a token of it (`${worker.port}`) would name a port nobody listens on.
 fn wanted_ports(world: &World) -> BTreeSet<(String, String)> {
+    let selected = world.spec.selected(world.group.as_deref());
     world
         .spec
         .services
         .iter()
-        .filter(|(name, _)| world.runs(name))
+        .filter(|(name, _)| world.runs(name) && selected.contains(*name))
         .flat_map(|(name, svc)| {
             let labels = svc.port_labels();
             world

@@ -105,8 +105,8 @@ pub fn domain(world: &World) -> String {
         .to_ascii_lowercase()
 }
 
-/// `(host, service, port label)` for every URL of a world, the world's own host first. A
-/// project's shared world has none: each world that uses a shared service has its own host
+/// `(host, service, port label)` for every URL of a world, the world's own host first (the
+/// first service of its group with a URL). A project's shared world has none: each world that uses a shared service has its own host
 /// for it, routed to the shared instance.
 pub fn hosts(world: &World) -> Vec<(String, String, String)> {
     if world.is_shared() {
@@ -114,8 +114,13 @@ pub fn hosts(world: &World) -> Vec<(String, String, String)> {
     }
     let domain = domain(world);
     let slug = dns_slug(&world.name);
+    // A world of a group is reached at the services it starts; the others have no port.
+    let selected = world.spec.selected(world.group.as_deref());
     let mut out = Vec::new();
     for name in world.spec.order() {
+        if !selected.contains(&name) {
+            continue;
+        }
         let Some(p) = world.spec.services.get(&name).and_then(|s| s.process()) else {
             continue;
         };
@@ -307,7 +312,6 @@ struct Backends {
 
 /// The routes `world` should have: one per host of a service with a port.
 fn wanted_routes(world: &World, seen: &Backends) -> Vec<Route> {
-    let selected = world.spec.selected(world.group.as_deref());
     let mut wanted: Vec<Route> = Vec::new();
     for (host, service, label) in hosts(world) {
         let spec = match &seen.shared {
@@ -342,9 +346,6 @@ fn wanted_routes(world: &World, seen: &Backends) -> Vec<Route> {
                 "world {} is stopped; `binky up {}` starts it",
                 world.name, world.name
             );
-            (RouteState::Stopped, note, Vec::new())
-        } else if !selected.contains(&service) {
-            let note = format!("{service} is not part of this world's group");
             (RouteState::Stopped, note, Vec::new())
         } else {
             service_state(&instances, &seen.procs)

@@ -482,7 +482,8 @@ url = true
 depends_on = ["api"]
 
 [services.worker]
-cmd = "sleep 1000"
+cmd = "SERVE"
+url = true
 
 [groups]
 front = ["web"]
@@ -490,6 +491,22 @@ front = ["web"]
         .replace("SERVE", SERVE),
     );
     env.ok(&["up", "w", "--group", "front"]);
+    // A service the group never starts gets no port and no route: `binky env` has none for
+    // it, and the proxy does not know its host.
+    let vars = env.env_of("w");
+    assert!(
+        vars.contains_key("WEB_PORT") && vars.contains_key("API_PORT"),
+        "{vars:?}"
+    );
+    assert!(!vars.contains_key("WORKER_PORT"), "{vars:?}");
+    assert!(!vars.contains_key("WORKER_URL"), "{vars:?}");
+    let routes = env.ok(&["status", "w"]);
+    assert!(!routes.contains("worker.w."), "{routes}");
+    let worker = stdout(&env.binky(&["curl", "w", "worker", "/"]));
+    assert!(
+        worker.contains("no world answers to worker.w.groups.localhost"),
+        "{worker}"
+    );
     let services = env.services("w");
     let state = |n: &str| {
         services
@@ -509,6 +526,10 @@ front = ["web"]
     );
     env.ok(&["up", "w"]);
     assert!(env.pid_of("w", "worker").is_some());
+    // The whole world: the worker has its port and is reached through the proxy.
+    assert!(env.env_of("w").contains_key("WORKER_PORT"));
+    let worker = env.ok(&["curl", "w", "worker", "/"]);
+    assert!(!worker.contains("no world answers"), "{worker}");
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
