@@ -36,5 +36,6 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 pub mod tokens;
+pub mod took;
 pub mod url;
 pub mod worktree;

@@ -989,12 +989,17 @@ impl<G: Git> WorktreeController<G> {
                 return Err(WorktreeError::Dirty(row.path.clone()));
             }
         }
+        let started = std::time::Instant::now();
         self.git.remove_worktree(repo, &row.path).await?;
         remove_empty_parents(&row.path, &world.name);
         self.store.event(
             world.id,
             "worktree",
-            &format!("removed worktree {}", row.path.display()),
+            &format!(
+                "removed worktree {} in {}",
+                row.path.display(),
+                crate::took::took(started.elapsed())
+            ),
         )?;
         Ok(())
     }
@@ -1004,13 +1009,18 @@ impl<G: Git> WorktreeController<G> {
     async fn remove_branch(&self, world: &World, row: &WorktreeRow) -> Result<(), WorktreeError> {
         let repo = &world.repo_root;
         let base = row.base_commit.clone().unwrap_or_else(|| "HEAD".into());
+        let started = std::time::Instant::now();
         let ahead = self.git.commits_ahead(repo, &base, &row.branch).await?;
         if ahead == 0 {
             self.git.delete_branch(repo, &row.branch).await?;
             self.store.event(
                 world.id,
                 "branch",
-                &format!("deleted branch {} (no commits of its own)", row.branch),
+                &format!(
+                    "deleted branch {} (no commits of its own) in {}",
+                    row.branch,
+                    crate::took::took(started.elapsed())
+                ),
             )?;
         } else {
             self.store.event(

@@ -8,6 +8,7 @@ use super::{exit, WaitArgs};
 
 /// `binky down`.
 pub async fn run(name: Option<String>, args: &WaitArgs) -> Result<i32, Failure> {
+    let started = std::time::Instant::now();
     let ctx = Ctx::open()?;
     let world = ctx.world(name.as_deref())?;
     let since = ctx.store.read(store::last_event_id)?;
@@ -30,7 +31,11 @@ pub async fn run(name: Option<String>, args: &WaitArgs) -> Result<i32, Failure> 
             }
         })
         .collect();
-    println!("{} is down", world.name);
+    println!(
+        "{} is down ({})",
+        world.name,
+        binky_controllers::took::took(started.elapsed())
+    );
     if !kept.is_empty() {
         println!("  ports kept: {}", kept.join(" "));
     }

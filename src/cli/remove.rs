@@ -8,6 +8,7 @@ use super::{exit, WaitArgs};
 
 /// `binky remove`.
 pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failure> {
+    let started = std::time::Instant::now();
     let ctx = Ctx::open()?;
     let world = ctx.world(Some(name))?;
     refuse_unless_theirs(&ctx, &world)?;
@@ -21,7 +22,10 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
     }
     let outcome = wait::wait(&ctx, &world, generation, Goal::Removed, args, since).await?;
     wait::report(name, "be removed", &outcome, args.timeout)?;
-    println!("{name} removed");
+    println!(
+        "{name} removed in {}",
+        binky_controllers::took::took(started.elapsed())
+    );
     // The last world that used the project's shared services takes them along.
     let shared = ctx
         .store

@@ -888,6 +888,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 && res
                     .as_ref()
                     .is_some_and(|r| unset_settings(world, r).is_some());
+            let started = std::time::Instant::now();
             let dropped = !never_made && self.drop_slice(world, &row, res.as_ref()).await?;
             self.store.write(owner::Slice, |tx| {
                 write::slice::remove(tx, world.id, &row.service)
@@ -897,8 +898,11 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                     world,
                     "slice",
                     &format!(
-                        "{}: dropped {} slice {}",
-                        row.service, row.adapter, row.name
+                        "{}: dropped {} slice {} in {}",
+                        row.service,
+                        row.adapter,
+                        row.name,
+                        crate::took::took(started.elapsed())
                     ),
                 );
             }
