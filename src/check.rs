@@ -327,6 +327,18 @@ fn process_findings(f: &mut Finder<'_>, spec: &Spec, svc: &Service, p: &Process)
             "pass the port: `--port ${self.port}` in cmd (or read $PORT in the program)".into(),
         );
     }
+    if let Some(w) = crate::workers::recognise(&p.cmd).filter(|_| p.stop.signal.is_none()) {
+        f.find(
+            Level::Warning,
+            "slow-stop",
+            format!("services.{name}.cmd"),
+            format!(
+                "starts {}, which binky stops with SIGTERM: {}, so `binky down`, `reload` and `remove` wait up to its stop_grace_period (5 s) for it",
+                w.what, w.why
+            ),
+            format!("stop it at once: stop_signal = \"{}\"", w.signal),
+        );
+    }
     for dep in &svc.depends_on {
         if let Some(d) = spec.services.get(dep).and_then(Service::process) {
             if d.health.is_none() && d.port_labels().is_empty() {
@@ -936,6 +948,28 @@ mod tests {
             "{HEAD}\n[services.db]\nadapter = \"postgres\"\nadmin_url = \"${{env.PG_ADMIN}}\"\n\n[services.api]\ncmd = \"x\"\nenv = {{ API_TOKEN = \"${{env.API_TOKEN}}\", DB = \"${{db.url}}\" }}\n"
         );
         assert!(codes(&good).is_empty(), "{:?}", codes(&good));
+    }
+
+    #[test]
+    fn a_worker_stopped_with_sigterm_is_told_the_signal_that_stops_it_at_once() {
+        let cfg = "[project]\nname = \"p\"\n[services.worker]\ncmd = \"celery -A app worker\"\n[services.rq]\ncmd = \"python manage.py rqworker\"\nstop_signal = \"SIGINT\"\n[services.jobs]\ncmd = \"rq worker\"\n";
+        let found = check(cfg, Path::new("binky.toml"));
+        let slow: Vec<&Finding> = found.iter().filter(|f| f.code == "slow-stop").collect();
+        assert_eq!(slow.len(), 2, "{found:?}");
+        let worker = slow
+            .iter()
+            .find(|f| f.key == "services.worker.cmd")
+            .unwrap();
+        assert_eq!(worker.level, Level::Warning);
+        assert_eq!(worker.line, Some(4));
+        assert!(
+            worker.fix.contains("stop_signal = \"SIGQUIT\""),
+            "{worker:?}"
+        );
+        let jobs = slow.iter().find(|f| f.key == "services.jobs.cmd").unwrap();
+        assert!(jobs.fix.contains("stop_signal = \"SIGKILL\""), "{jobs:?}");
+        // A stop_signal the user chose is theirs.
+        assert!(!slow.iter().any(|f| f.key == "services.rq.cmd"));
     }
 
     #[test]

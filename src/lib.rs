@@ -35,3 +35,4 @@ pub mod slices;
 pub mod supervisor;
 pub mod trash;
 pub mod view;
+pub mod workers;

@@ -397,6 +397,7 @@ impl Init {
             ));
         }
         out.push_str(&format!("[services.{name}]\n"));
+        let worker = cmd.as_deref().and_then(crate::workers::recognise);
         self.write_cmd(i, cmd, shared_tool, out, &mut notes);
         if let Some(w) = &workdir {
             out.push_str(&format!("workdir = {}\n", q(w)));
@@ -412,7 +413,7 @@ impl Init {
         }
         self.write_url_and_ports(i, out, &mut notes);
         self.write_health(i, out, &mut notes);
-        self.write_stopping(&name, &def, out, &mut notes);
+        self.write_stopping(&name, &def, worker, out, &mut notes);
         self.write_depends_on(i, out, &mut notes);
         self.write_env_file(&name, &def, workdir.as_deref(), out, &mut notes);
         self.write_env(i, out, &mut notes);
@@ -551,11 +552,13 @@ impl Init {
 
     /// `restart`, `stop_signal` and `stop_grace_period`: compose's keys are binky's (a
     /// Celery worker stops at once on QUIT; on TERM it waits out the grace period and is
-    /// killed).
+    /// killed). A `worker` binky knows by its command and compose gives no signal for gets
+    /// the one it stops on at once.
     fn write_stopping(
         &mut self,
         name: &str,
         def: &Mapping,
+        worker: Option<crate::workers::Worker>,
         out: &mut String,
         notes: &mut Vec<String>,
     ) {
@@ -575,6 +578,14 @@ impl Init {
                     "{name}: stop_signal `{sig}` not carried over ({why}): binky stops it with SIGTERM until `stop_signal` names a signal, e.g. \"SIGQUIT\""
                 )),
             }
+        } else if let Some(w) = worker {
+            out.push_str(&format!(
+                "stop_signal = {}  # {}: {}\n",
+                q(w.signal),
+                w.what,
+                w.why
+            ));
+            notes.push(format!("stop_signal {} ({})", w.signal, w.what));
         }
         if let Some(raw) = def.get("stop_grace_period").and_then(scalar) {
             let text = self.interpolate(&raw);

@@ -1502,3 +1502,63 @@ services:
     assert!(t.get("defaults").is_none(), "{}", one.toml);
     assert_eq!(string(&t, &["services", "web", "env", "A"]), "1");
 }
+
+/// A Celery or RQ worker binky knows by its command gets the signal it stops on at once,
+/// from compose (where compose gives none) and from a Procfile; a signal compose gives is
+/// kept, and what is not a worker gets none. `binky check` has nothing left to suggest.
+#[test]
+fn a_known_worker_gets_the_stop_signal_it_stops_on_at_once() {
+    let g = generate_with(
+        r#"
+services:
+  worker:
+    build: .
+    command: celery -A app worker -l info
+  quick:
+    build: .
+    command: celery -A app worker
+    stop_signal: SIGINT
+  beat:
+    build: .
+    command: celery -A app beat
+  jobs:
+    build: .
+    command: python manage.py rqworker default
+"#,
+        None,
+    );
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGQUIT"
+    );
+    assert_eq!(string(&t, &["services", "quick", "stop_signal"]), "SIGINT");
+    assert_eq!(string(&t, &["services", "jobs", "stop_signal"]), "SIGKILL");
+    assert!(!svc(&t, "beat").contains_key("stop_signal"), "{}", g.toml);
+    assert!(
+        g.toml
+            .contains("stop_signal = \"SIGQUIT\"  # a Celery worker: "),
+        "{}",
+        g.toml
+    );
+    let findings = crate::check::check(&g.toml, Path::new("binky.toml"));
+    assert!(
+        !findings.iter().any(|f| f.code == "slow-stop"),
+        "{findings:?}"
+    );
+
+    let repo = bare_repo(&[
+        (
+            "Procfile",
+            "web: gunicorn app:app --bind 0.0.0.0:$PORT\nworker: rq worker --url $REDIS_URL\n",
+        ),
+        ("requirements.txt", "gunicorn\nrq\n"),
+    ]);
+    let g = generate(&repo).unwrap_or_else(|e| panic!("{e}"));
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGKILL"
+    );
+    assert!(!svc(&t, "web").contains_key("stop_signal"), "{}", g.toml);
+}
