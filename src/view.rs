@@ -580,25 +580,128 @@ pub fn log_sources(
     Ok(out)
 }
 
-/// The last `lines` lines of a log file, and its length (where following it goes on).
+/// The last `lines` lines of a log file (a line still being written, a prompt, included),
+/// and its length.
 pub fn log_tail(path: &std::path::Path, lines: usize) -> (Vec<String>, u64) {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return (Vec::new(), 0);
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    // Read enough of the end for `lines` lines (about 512 bytes a line at most).
-    let want = (lines as u64).saturating_mul(512).max(64 * 1024).min(len);
-    let _ = f.seek(SeekFrom::Start(len - want));
-    let mut buf = Vec::new();
-    let _ = f.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf);
-    let mut all: Vec<String> = text.lines().map(str::to_owned).collect();
-    if want < len && !all.is_empty() {
-        all.remove(0); // a partial first line
-    }
+    let t = Tail::read(path, lines);
+    let mut all = t.whole;
+    all.extend(t.unfinished);
     let start = all.len().saturating_sub(lines);
-    (all.split_off(start), len)
+    (all.split_off(start), t.len)
+}
+
+/// The last `lines` whole lines of a log file, and where following it goes on: the start of
+/// a line still being written, which then comes whole with the rest of it (shown now in
+/// part, it would be cut in two, and a reader looking for its text would never find it).
+pub fn log_tail_to_follow(path: &std::path::Path, lines: usize) -> (Vec<String>, u64) {
+    let t = Tail::read(path, lines);
+    let mut all = t.whole;
+    let start = all.len().saturating_sub(lines);
+    let unfinished = t.unfinished.map_or(0, |u| u.len() as u64);
+    (all.split_off(start), t.len - unfinished.min(t.len))
+}
+
+/// The end of a log file as read once: its whole lines, the unfinished last one, and the
+/// length read up to (what is written meanwhile is the follower's, never read twice).
+struct Tail {
+    whole: Vec<String>,
+    unfinished: Option<String>,
+    len: u64,
+}
+
+impl Tail {
+    fn read(path: &std::path::Path, lines: usize) -> Tail {
+        use std::io::{Read, Seek, SeekFrom};
+        let none = Tail {
+            whole: Vec::new(),
+            unfinished: None,
+            len: 0,
+        };
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return none;
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        // Enough of the end for `lines` lines (about 512 bytes a line at most), and the byte
+        // before it, which says whether the first line read is whole.
+        let want = (lines as u64).saturating_mul(512).max(64 * 1024).min(len);
+        let from = (len - want).saturating_sub(1);
+        if f.seek(SeekFrom::Start(from)).is_err() {
+            return none;
+        }
+        let mut buf = Vec::new();
+        if (&mut f).take(len - from).read_to_end(&mut buf).is_err() {
+            return none;
+        }
+        let mut rest: &[u8] = &buf;
+        if from < len - want {
+            // Whole from here when the byte before is a line's end; else the first line read
+            // is a part of one.
+            rest = match rest.split_first() {
+                Some((b'\n', after)) => after,
+                _ => rest
+                    .iter()
+                    .position(|b| *b == b'\n')
+                    .map_or(&[][..], |nl| &rest[nl + 1..]),
+            };
+        }
+        let (done, unfinished) = match rest.iter().rposition(|b| *b == b'\n') {
+            Some(nl) => (&rest[..=nl], &rest[nl + 1..]),
+            None => (&[][..], rest),
+        };
+        let whole = String::from_utf8_lossy(done)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        Tail {
+            whole,
+            unfinished: (!unfinished.is_empty())
+                .then(|| String::from_utf8_lossy(unfinished).into_owned()),
+            len,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tail_tests {
+    use super::*;
+
+    #[test]
+    fn a_line_still_being_written_is_left_for_the_follower_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.log");
+        std::fs::write(&path, "one\ntwo\nsaid hel").unwrap();
+        let (lines, offset) = log_tail_to_follow(&path, 10);
+        assert_eq!(lines, ["one", "two"]);
+        assert_eq!(offset, "one\ntwo\n".len() as u64);
+        // Shown whole to whoever just reads the end.
+        let (lines, len) = log_tail(&path, 10);
+        assert_eq!(lines, ["one", "two", "said hel"]);
+        assert_eq!(len, "one\ntwo\nsaid hel".len() as u64);
+        assert_eq!(log_tail(&path, 2).0, ["two", "said hel"]);
+    }
+
+    #[test]
+    fn a_long_file_is_read_from_a_whole_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.log");
+        // Lines of 1,000 bytes: the 64 KiB read of the end starts inside one, which is left
+        // out rather than shown cut.
+        let line = "x".repeat(999);
+        let text: String = (0..200).map(|_| format!("{line}\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        let (lines, offset) = log_tail_to_follow(&path, 100);
+        assert_eq!(lines.len(), 65);
+        assert!(lines.iter().all(|l| *l == line));
+        assert_eq!(offset, text.len() as u64);
+        // Lines of 1,024 bytes: the read starts exactly at a line's start, which is whole
+        // and kept (64 lines, not 63).
+        let line = "y".repeat(1023);
+        let text: String = (0..200).map(|_| format!("{line}\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        let (lines, _) = log_tail(&path, 100);
+        assert_eq!(lines.len(), 64);
+        assert!(lines.iter().all(|l| *l == line));
+    }
 }
 
 /// The golden templates, each with the worlds and services cloned from it

@@ -103,7 +103,12 @@ pub async fn run(
     let mut out = stdout.lock();
     let mut offsets: Vec<(String, PathBuf, u64)> = Vec::new();
     for (svc, path) in &selected {
-        let (history, len) = crate::view::log_tail(path, lines);
+        // Followed, a line still being written comes whole with the rest of it.
+        let (history, len) = if follow {
+            crate::view::log_tail_to_follow(path, lines)
+        } else {
+            crate::view::log_tail(path, lines)
+        };
         for line in history {
             emit(&mut out, svc, &line, prefix, json);
         }

@@ -92,7 +92,7 @@ pub fn stream(
         let mut files: Vec<Followed> = Vec::new();
         let mut history: Vec<(usize, String)> = Vec::new();
         for (i, (name, path)) in sources.into_iter().enumerate() {
-            let (lines, len) = crate::view::log_tail(&path, n);
+            let (lines, len) = crate::view::log_tail_to_follow(&path, n);
             history.extend(lines.into_iter().map(|l| {
                 (
                     i,

@@ -8,6 +8,7 @@
 //!   directory), process trees.
 //! - [`git`]: repositories with commits.
 //! - [`browser`]: a headless Chromium driven over the DevTools protocol.
+//! - [`load`]: a CPU hog, to show a claim holds on a loaded machine.
 //! - [`net`], [`wait`], [`run`]: free ports, waiting for a condition, running a command
 //!   with a timeout and capturing its output.
 //! - [`stats`], [`table`], [`stop`], [`args`], [`sandbox`], [`tool`]: what the benchmarks
@@ -19,6 +20,7 @@
 pub mod args;
 pub mod browser;
 pub mod git;
+pub mod load;
 pub mod net;
 pub mod procs;
 pub mod run;

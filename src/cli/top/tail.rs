@@ -25,7 +25,7 @@ pub(super) struct Tail {
 impl Tail {
     /// The last `keep` lines of `path` (none while it does not exist).
     pub fn open(path: PathBuf, keep: usize) -> Tail {
-        let (lines, offset) = crate::view::log_tail(&path, keep);
+        let (lines, offset) = crate::view::log_tail_to_follow(&path, keep);
         Tail {
             lines: lines.iter().map(|l| text::clean(l)).collect(),
             path,
