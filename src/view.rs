@@ -661,6 +661,32 @@ impl Tail {
     }
 }
 
+/// The golden templates, each with the worlds and services cloned from it
+/// (`world/service`), as `binky golden ls` and the dashboard show them.
+pub fn goldens_with_users(
+    store: &Store,
+) -> Result<Vec<(store::GoldenRow, Vec<String>)>, StoreError> {
+    let goldens = store.read(store::goldens)?;
+    let refs = store.read(store::golden_refs)?;
+    let worlds = store.read(store::worlds)?;
+    Ok(goldens
+        .into_iter()
+        .map(|g| {
+            let users = refs
+                .iter()
+                .filter(|r| r.2 == g.key)
+                .filter_map(|r| {
+                    worlds
+                        .iter()
+                        .find(|w| w.id == r.0)
+                        .map(|w| format!("{}/{}", w.name, r.1))
+                })
+                .collect();
+            (g, users)
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tail_tests {
     use super::*;
@@ -702,30 +728,4 @@ mod tail_tests {
         assert_eq!(lines.len(), 64);
         assert!(lines.iter().all(|l| *l == line));
     }
-}
-
-/// The golden templates, each with the worlds and services cloned from it
-/// (`world/service`), as `binky golden ls` and the dashboard show them.
-pub fn goldens_with_users(
-    store: &Store,
-) -> Result<Vec<(store::GoldenRow, Vec<String>)>, StoreError> {
-    let goldens = store.read(store::goldens)?;
-    let refs = store.read(store::golden_refs)?;
-    let worlds = store.read(store::worlds)?;
-    Ok(goldens
-        .into_iter()
-        .map(|g| {
-            let users = refs
-                .iter()
-                .filter(|r| r.2 == g.key)
-                .filter_map(|r| {
-                    worlds
-                        .iter()
-                        .find(|w| w.id == r.0)
-                        .map(|w| format!("{}/{}", w.name, r.1))
-                })
-                .collect();
-            (g, users)
-        })
-        .collect())
 }
