@@ -137,6 +137,13 @@ for p in seen:
 print(f"{rss / 1024:.1f} {pss / 1024:.1f} {len(seen)}")
 PY
 }
+# The daemon's own resident memory, now and at its peak, in MiB: "RSS HWM".
+daemon_mem() { # BINKY_HOME
+    local pid
+    pid=$(BINKY_HOME="$1" "$BINKY" daemon status 2>/dev/null | sed -n 's/^binky daemon running: pid \([0-9]*\),.*/\1/p')
+    [ -n "$pid" ] || { echo "0 0"; return; }
+    awk '/^VmRSS:/ {r=$2} /^VmHWM:/ {h=$2} END {printf "%.1f %.1f\n", r/1024, h/1024}' "/proc/$pid/status"
+}
 # Pids whose working directory is inside DIR (a world's processes, for 0.1.2, which has no --json).
 pids_under() { # DIR
     local d p
@@ -201,6 +208,8 @@ run_binky() {
         wait_answers "$PROXY_PORT" "web.$w.fullstack.localhost" 30 || { log "binky $w does not answer"; return 1; }
         local t_ready; t_ready=$(elapsed "$t0")
         curl -sf -H "Host: api.$w.fullstack.localhost" "http://127.0.0.1:$PROXY_PORT/api/notes/" >"$out/api-$w.json"
+        read -r drss dhwm < <(daemon_mem "$B_HOME")
+        record binky "daemon_rss_mib.$w" "$drss" "the daemon's RSS once $w is ready (peak so far ${dhwm} MiB)"
         record binky "up_s.$w" "$t_up" "wall of binky up"
         record binky "ready_s.$w" "$t_ready" "until / and /api/notes/ answer through the proxy"
         log "binky $w ready in ${t_ready}s (up ${t_up}s)"
@@ -287,6 +296,9 @@ run_binky() {
         bk remove "w$i" >"$out/remove-w$i.txt" 2>&1 || { cat "$out/remove-w$i.txt" >&2; return 1; }
         rms+=("$(elapsed "$t0")")
     done
+    read -r drss dhwm < <(daemon_mem "$B_HOME")
+    record binky daemon_rss_mib.removed "$drss" "the daemon's RSS once every world is removed"
+    record binky daemon_hwm_mib "$dhwm" "the daemon's peak RSS over the whole run"
     record binky remove_s "$(median "${rms[@]}")" "median of $WORLDS; max $(printf '%s\n' "${rms[@]}" | sort -g | tail -1)"
     record binky remove_first_s "${rms[0]}" "w$WORLDS, running"
     bk servers stop >/dev/null 2>&1 || true
