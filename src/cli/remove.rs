@@ -23,8 +23,9 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
     let outcome = wait::wait(&ctx, &world, generation, Goal::Removed, args, since).await?;
     wait::report(name, "be removed", &outcome, args.timeout)?;
     println!(
-        "{name} removed in {}",
-        binky_controllers::took::took(started.elapsed())
+        "{name} removed in {}{}",
+        binky_controllers::took::took(started.elapsed()),
+        dropping(&ctx, &outcome)?
     );
     // The last world that used the project's shared services takes them along.
     let shared = ctx
@@ -41,6 +42,43 @@ pub async fn run(name: &str, force: bool, args: &WaitArgs) -> Result<i32, Failur
         println!("{what} removed (no world uses them any more)");
     }
     Ok(exit::OK)
+}
+
+/// What of a removed world is still being dropped by the daemon (its slices), as the end
+/// of `binky remove`'s last line: `; dropping bk_acme_w_db in the background`, and why
+/// it has not gone yet when a try failed.
+fn dropping(ctx: &Ctx, outcome: &wait::Outcome) -> Result<String, Failure> {
+    let wait::Outcome::Done(Some(world)) = outcome else {
+        return Ok(String::new());
+    };
+    let slices: Vec<String> = ctx
+        .store
+        .read(|c| store::slices(c, world.id))?
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    if slices.is_empty() {
+        return Ok(String::new());
+    }
+    let trouble = ctx
+        .store
+        .read(|c| store::conditions(c, world.id))?
+        .into_iter()
+        .find(|c| {
+            c.status != store::CondStatus::True
+                && c.controller == binky_controllers::registry::Kind::Slice.name()
+        })
+        .map(|c| {
+            format!(
+                " (not yet: {}; binky keeps trying, `binky status` says how it goes)",
+                c.message
+            )
+        })
+        .unwrap_or_default();
+    Ok(format!(
+        "; dropping {} in the background{trouble}",
+        slices.join(", ")
+    ))
 }
 
 /// From a process binky started (`binky exec` of an agent's MCP call, a service), `remove`

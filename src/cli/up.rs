@@ -470,6 +470,12 @@ async fn write(
             wait_for_shared_removal(ctx, &new.project, args).await?;
             ctx.store.put_world(new)?
         }
+        // An earlier world of the name was removed a moment ago and its slices are still
+        // being dropped: the new world is made once they are gone, never on their data.
+        Err(store::StoreError::BeingRemoved(_)) => {
+            wait_for_world_removal(ctx, &new.project, &new.name, args).await?;
+            ctx.store.put_world(new)?
+        }
         other => other?,
     };
     binky_controllers::runtime::set_condition(
@@ -505,6 +511,45 @@ fn print_ready(ctx: &Ctx, world: &store::World, started: Instant) -> Result<(), 
             Some(url) => println!("  {svc:<9} {}", crate::adapters::without_credentials(url)),
             None => println!("  {svc:<9} running"),
         }
+    }
+    Ok(())
+}
+
+/// Wait (nudging the daemon, which finishes it) until world `name` of `project`, being
+/// removed, is gone: what `binky remove` leaves to the daemon (dropping its slices) is done.
+async fn wait_for_world_removal(
+    ctx: &Ctx,
+    project: &str,
+    name: &str,
+    args: &WaitArgs,
+) -> Result<(), Failure> {
+    let find = || ctx.store.read(|c| store::world_by_name(c, project, name));
+    let Some(old) = find()? else {
+        return Ok(());
+    };
+    if !args.quiet {
+        let slices: Vec<String> = ctx
+            .store
+            .read(|c| store::slices(c, old.id))?
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        eprintln!(
+            "binky: waiting for the removed world {name} to be gone first (dropping {})",
+            if slices.is_empty() {
+                "what is left of it".to_owned()
+            } else {
+                slices.join(", ")
+            }
+        );
+    }
+    nudge(ctx, old.id).await?;
+    let started = Instant::now();
+    while find()?.is_some() {
+        if started.elapsed() >= args.timeout {
+            return Err(store::StoreError::BeingRemoved(name.to_owned()).into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     Ok(())
 }

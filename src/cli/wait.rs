@@ -197,9 +197,23 @@ fn decide(
             }
         }
         Goal::Stopped => stopped(ctx, current.id, gens, conds, generation)?,
-        Goal::Removed => false,
+        Goal::Removed => only_slices_left(ctx, &current)?,
     };
     Ok(reached.then(|| Outcome::Done(Some(Box::new(current)))))
+}
+
+/// Whether world `world`, being removed, has nothing left but its slices to drop: its
+/// processes, ports, routes, worktree and branch are gone, and no name of it can be given
+/// to a new world before the drop is done (`binky up` of the name waits for it). A drop
+/// takes a server round trip or several (PostgreSQL's `DROP DATABASE` about a second on a
+/// server that syncs to disk): `binky remove` leaves it to the daemon, as it leaves the
+/// worktree's files to the trash.
+fn only_slices_left(ctx: &Ctx, world: &World) -> Result<bool, Failure> {
+    if !world.deleted {
+        return Ok(false);
+    }
+    let left = ctx.store.read(|c| store::finalizers(c, world.id))?;
+    Ok(left.iter().all(|f| f == Kind::Slice.name()) && !left.is_empty())
 }
 
 /// Whether world `id` is stopped at `generation`: every process gone, and the slice

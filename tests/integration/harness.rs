@@ -239,10 +239,22 @@ impl Env {
             .envs(vars.iter().copied());
         // The test is the person: approving and settings get a terminal.
         let _terminal = binky_testkit::terminal::for_person(&mut cmd, args);
-        cmd.output().unwrap()
+        let out = cmd.output().unwrap();
+        self.settle_removal(args, &out);
+        out
     }
 
+    /// Run binky in `dir`. A `binky remove` that succeeded returns once the daemon has
+    /// finished the removal (dropped the world's slices, which the command leaves to it), so
+    /// a test can look at the servers right after; `raw_remove` does not wait.
     pub fn binky_in(&self, dir: &Path, args: &[&str]) -> Output {
+        let out = self.raw_in(dir, args);
+        self.settle_removal(args, &out);
+        out
+    }
+
+    /// Run binky in `dir`, as it returns.
+    pub fn raw_in(&self, dir: &Path, args: &[&str]) -> Output {
         let mut cmd = Command::new(binky_bin());
         cmd.args(args)
             .current_dir(dir)
@@ -250,6 +262,25 @@ impl Env {
             .env_remove("BINKY_WORKTREE_ROOT");
         let _terminal = binky_testkit::terminal::for_person(&mut cmd, args);
         cmd.output().unwrap()
+    }
+
+    /// After a `binky remove` that succeeded (and waited): until no world is `removing`.
+    fn settle_removal(&self, args: &[&str], out: &Output) {
+        if args.first() != Some(&"remove") || args.contains(&"--no-wait") || !out.status.success() {
+            return;
+        }
+        wait_until(
+            "the removal's slices dropped",
+            Duration::from_secs(60),
+            || {
+                let status = self.raw_in(&self.repo, &["status", "--json"]);
+                let v: serde_json::Value =
+                    serde_json::from_slice(&status.stdout).unwrap_or(serde_json::Value::Null);
+                !v["worlds"]
+                    .as_array()
+                    .is_some_and(|ws| ws.iter().any(|w| w["state"] == "removing"))
+            },
+        );
     }
 
     /// Run binky and insist on exit 0.
@@ -336,7 +367,13 @@ impl Env {
         for w in worlds {
             assert!(!self.worktree(w).exists(), "worktree of {w} left behind");
         }
-        let status = self.status();
+        // `binky remove` leaves the drop of a world's slices to the daemon: the world is
+        // listed (removing) until it is done.
+        let mut status = self.status();
+        wait_until("no world left", Duration::from_secs(30), || {
+            status = self.status();
+            status["worlds"].as_array().unwrap().is_empty()
+        });
         assert_eq!(
             status["worlds"].as_array().unwrap().len(),
             0,

@@ -136,6 +136,72 @@ fn a_failing_migrate_fails_the_world_with_its_output_and_touches_no_other_world(
     env.assert_nothing_left(&["good", "bad"]);
 }
 
+/// `binky remove` returns once the world's processes, ports, worktree and branch are gone and
+/// leaves the drop of its database to the daemon (a `DROP DATABASE` takes about a second on
+/// a server that syncs to disk). With the server away it says the drop is still to come;
+/// `binky up` of the name meanwhile waits until the drop is done, and the new world gets a
+/// new database, never the removed one's data.
+#[test]
+fn remove_leaves_the_drop_to_the_daemon_and_the_name_made_again_waits_for_it() {
+    let pg = PgServer::start();
+    let env = Env::new(&config(GOOD_MIGRATE));
+    let vars = [("PG_ADMIN", pg.admin_url.as_str())];
+    let out = env.binky_env(&["up", "w"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let url = db_url(&env, "w");
+    pg.query(&url, "insert into notes values ('of the removed world')");
+    signal(pg.pid, 19); // SIGSTOP: the server is away, its connections hang
+    let out = env.raw_in(&env.repo, &["remove", "w"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(
+        said.contains("w removed in") && said.contains("dropping bk_shop_w_db in the background"),
+        "{said}"
+    );
+    assert!(
+        !env.worktree("w").exists(),
+        "the worktree is removed at once"
+    );
+    let status = env.ok(&["status"]);
+    assert!(status.contains("removing"), "{status}");
+    // The name again, while the old database is still there: `up` waits for its drop.
+    let log = env.dir.path().join("up-again.log");
+    let mut again = std::process::Command::new(binky_bin())
+        .args(["up", "w", "--timeout", "90s"])
+        .current_dir(&env.repo)
+        .env("BINKY_HOME", &env.home)
+        .env("PG_ADMIN", &pg.admin_url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "up says it waits for the removal",
+        Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(&log).unwrap_or_default().contains(
+                "waiting for the removed world w to be gone first (dropping bk_shop_w_db)",
+            )
+        },
+    );
+    assert!(again.try_wait().unwrap().is_none(), "up did not wait");
+    signal(pg.pid, 18); // SIGCONT: the server is back, the daemon drops the old database
+    let done = again.wait().unwrap();
+    assert!(
+        done.success(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(
+        pg.query(&db_url(&env, "w"), "select body from notes"),
+        vec![vec!["w".to_owned()]],
+        "the new world sees the removed one's data"
+    );
+    env.ok(&["remove", "w"]);
+    pg.assert_no_slices();
+    env.assert_nothing_left(&["w"]);
+}
+
 #[test]
 fn a_world_waits_for_a_server_that_does_not_answer_and_comes_up_by_itself() {
     let pg = PgServer::start();
