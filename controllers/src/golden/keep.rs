@@ -3,7 +3,7 @@
 //! # The rule
 //! - A template a world uses (a `golden_refs` row) is never dropped for its age or the
 //!   disk; nor is one a build is copying from (the `base` of a building template), nor one
-//!   this daemon is building.
+//!   whose build runs in this daemon now (the drop is claimed under the builds' lock).
 //! - A template no world uses any more is kept for `golden_keep` (a machine setting, 7 days
 //!   by default; `0`: it goes with its last world) after a world last used it, so the next
 //!   world is cloned from it instead of building it again.
@@ -11,10 +11,15 @@
 //!   server's data) the unused templates on that server go sooner, the least recently used
 //!   first, one at a time until the disk has its reserve again. A server given by
 //!   `admin_url` has a disk binky cannot see: its templates go by age or `golden rm` only.
-//! - `binky golden rm` drops a template even while worlds use it (they keep their copies),
-//!   once no world is waiting to be cloned from it.
-//! - A template a dead daemon left half-built, or whose build failed and kept no migrated
-//!   stage, goes once no world uses it.
+//! - `binky golden rm` drops a template in any state, even while worlds use it (they keep
+//!   their copies): a ready one once no world is waiting to be cloned from it, one whose
+//!   build runs now once that build ends, any other at once (a world that wanted it builds
+//!   it again).
+//! - A `building` template whose build runs nowhere (its daemon is gone, or the world it
+//!   was claimed for was removed or needs another template now), or whose build failed and
+//!   kept no migrated stage, goes once no world uses it.
+//! - A drop the server refuses (it is not reachable) is said on the template's row
+//!   (`binky golden ls`) and tried again at the next sweep.
 //! - Dropping is claimed in one transaction (`dropping`), so a world never gets a reference
 //!   to a template being dropped (it waits, then builds it again), and a drop a daemon did
 //!   not finish is finished by the next sweep.
@@ -153,7 +158,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
 
     /// What becomes of the template `g` now (see the module's rule).
     fn fate(&self, g: &GoldenRow, facts: &Facts, keep: &Keep, now: i64) -> Fate {
-        if (g.state == GoldenState::Building && g.builder == self.builder)
+        if (g.state == GoldenState::Building && self.is_building(&g.key))
             || facts.copied.contains(&g.key)
         {
             return Fate::Untouched;
@@ -162,7 +167,9 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             return Fate::Drop(Claim::Resume, "its drop was not finished".into());
         }
         if facts.asked.contains(&g.key) {
-            if facts.waited.contains(&g.key) {
+            // A ready one a world is about to be cloned from stays until it is; one not
+            // ready is no world's to clone from: the world builds it again.
+            if facts.waited.contains(&g.key) && g.state == GoldenState::Ready {
                 return Fate::Untouched;
             }
             return Fate::Drop(Claim::Asked, "`binky golden rm` asked for it".into());
@@ -173,7 +180,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         if g.state == GoldenState::Building {
             return Fate::Drop(
                 Claim::Unused,
-                "a daemon that is gone left it half-built".into(),
+                "its build was left unfinished (by a daemon that is gone, or for a world that was removed or needs another template now) and no world uses it".into(),
             );
         }
         if g.state == GoldenState::Failed && !g.migrated {
@@ -240,9 +247,14 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             Claim::Asked => "asked",
             Claim::Resume => "resume",
         };
-        let claimed = self.store.write(owner::Golden, |tx| {
-            write::golden::claim_drop(tx, &g.key, g.state, claim)
-        })?;
+        let claimed = {
+            // Under the builds' lock: a build of it that starts now finds it dropping.
+            let building = self.building_now.lock().unwrap_or_else(|e| e.into_inner());
+            !building.contains(&g.key)
+                && self.store.write(owner::Golden, |tx| {
+                    write::golden::claim_drop(tx, &g.key, g.state, claim)
+                })?
+        };
         if !claimed {
             return Ok(());
         }
@@ -258,6 +270,10 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             };
             if let Err(err) = self.slices.effects().teardown(&spec).await {
                 tracing::warn!(key = %g.key, name = %spec.slice, %err, "cannot drop golden template yet");
+                // Said where `binky golden ls` and `golden rm` read it; retried at the
+                // next sweep.
+                let said = format!("cannot drop {} yet: {err}; retrying", spec.slice);
+                self.set_state(&g.key, GoldenState::Dropping, &said, None)?;
                 return Ok(());
             }
         }
