@@ -144,16 +144,33 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 }
             }
         }
+        let mut unfinished = false;
         for (g, claim, why) in doomed {
-            self.drop_template(g, claim, &why).await?;
+            unfinished |= !self.drop_template(g, claim, &why).await?;
         }
         if reserve > 0.0 {
-            self.free_disk(kept, &facts.servers, reserve).await?;
+            unfinished |= !self.free_disk(kept, &facts.servers, reserve).await?;
         }
         // Requests for templates that are gone.
         self.store
             .write(owner::Golden, write::golden::forget_stale_drops)?;
-        Ok(next)
+        // A drop its server refused is tried again soon, backing off (a server stopped
+        // mid-drop is started again for it), not at the next resync minutes later.
+        let retry = {
+            let mut failed = self.drop_failures.lock().unwrap_or_else(|e| e.into_inner());
+            *failed = if unfinished { *failed + 1 } else { 0 };
+            (*failed > 0).then(|| {
+                crate::runtime::doubling_delay(
+                    Duration::from_millis(500),
+                    *failed,
+                    Duration::from_secs(30),
+                )
+            })
+        };
+        Ok(match (next, retry) {
+            (Some(n), Some(r)) => Some(n.min(r)),
+            (n, r) => n.or(r),
+        })
     }
 
     /// What becomes of the template `g` now (see the module's rule).
@@ -205,16 +222,18 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
     }
 
     /// The disk: unused templates on a managed server whose disk is short of `reserve` go,
-    /// the least recently used first, measured again after each drop.
+    /// the least recently used first, measured again after each drop. Whether every drop
+    /// it began was finished.
     async fn free_disk(
         &self,
         mut kept: Vec<&GoldenRow>,
         servers: &[store::ServerRow],
         reserve: f64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let Some(machine) = self.machine.as_ref() else {
-            return Ok(());
+            return Ok(true);
         };
+        let mut finished = true;
         kept.sort_by_key(|g| g.used_at);
         for g in kept {
             let Some(dir) = self.data_dir(servers, g) else {
@@ -228,20 +247,20 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                     "{free:.1} GiB free on the disk of its server's data ({}), disk_reserve_gib = {reserve}; no world uses it",
                     dir.display()
                 );
-                self.drop_template(g, Claim::Unused, &why).await?;
+                finished &= self.drop_template(g, Claim::Unused, &why).await?;
             }
         }
-        Ok(())
+        Ok(finished)
     }
 
     /// Claim `g`'s drop (if what `claim` needs still holds), drop its databases and forget
-    /// it. A drop that fails stays claimed and is finished by a later sweep.
+    /// it. A drop that fails stays claimed and is finished by a later sweep: `false`.
     async fn drop_template(
         &self,
         g: &GoldenRow,
         claim: Claim,
         why: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let claim = match claim {
             Claim::Unused => "unused",
             Claim::Asked => "asked",
@@ -256,7 +275,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 })?
         };
         if !claimed {
-            return Ok(());
+            return Ok(true);
         }
         for slice in g.slices() {
             let spec = SliceSpec {
@@ -274,12 +293,12 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 // next sweep.
                 let said = format!("cannot drop {} yet: {err}; retrying", spec.slice);
                 self.set_state(&g.key, GoldenState::Dropping, &said, None)?;
-                return Ok(());
+                return Ok(false);
             }
         }
         self.store
             .write(owner::Golden, |tx| write::golden::dropped(tx, &g.key))?;
         tracing::info!(key = %g.key, name = %g.name, why, "dropped golden template");
-        Ok(())
+        Ok(true)
     }
 }

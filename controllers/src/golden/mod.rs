@@ -105,6 +105,8 @@ pub struct GoldenController<E, S> {
     /// a `building` row not here belongs to no running build. A drop is claimed under the
     /// same lock, so a build and a drop of one template never overlap.
     building_now: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Sweeps in a row that left a drop unfinished: the next comes sooner than a resync.
+    drop_failures: std::sync::Mutex<u32>,
 }
 
 /// A build of one template running in this daemon: while it lives, the key is in
@@ -135,6 +137,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             machine: None,
             sweeping: tokio::sync::Mutex::new(()),
             building_now: Default::default(),
+            drop_failures: Default::default(),
         }
     }
 

@@ -960,8 +960,14 @@ async fn a_world_whose_templates_need_each_others_slices_fails_naming_the_cycle_
     let h = h();
     h.fake.inner.lock().unwrap().can_clone = true;
     let s = spec(vec![
-        ("db", cloned_with_env("migrate db", &[("OTHER", "${db2.url}")])),
-        ("db2", cloned_with_env("migrate db2", &[("OTHER", "${db.url}")])),
+        (
+            "db",
+            cloned_with_env("migrate db", &[("OTHER", "${db2.url}")]),
+        ),
+        (
+            "db2",
+            cloned_with_env("migrate db2", &[("OTHER", "${db.url}")]),
+        ),
     ]);
     let a = h.up("a", s);
     converge_bounded(&h, a).await;
@@ -973,14 +979,16 @@ async fn a_world_whose_templates_need_each_others_slices_fails_naming_the_cycle_
     );
     assert!(
         c.stalled
-            && c.message.contains(
-                "`db` (env OTHER = ${db2.url}) → `db2` (env OTHER = ${db.url}) → `db`"
-            )
+            && c.message
+                .contains("`db` (env OTHER = ${db2.url}) → `db2` (env OTHER = ${db.url}) → `db`")
             && c.message.contains("remove clone_from from one of"),
         "{}",
         c.message
     );
-    assert!(goldens(&h).is_empty(), "a build was claimed that can never run");
+    assert!(
+        goldens(&h).is_empty(),
+        "a build was claimed that can never run"
+    );
     assert!(h.runs().is_empty());
     tokio::time::timeout(Duration::from_secs(60), remove(&h, a))
         .await
