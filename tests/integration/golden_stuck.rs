@@ -67,10 +67,6 @@ env = {{ REDIS_URL = "${{cache.url}}" }}
 [services.cache]
 adapter = "redis"
 admin_url = "${{env.REDIS_ADMIN}}"
-
-[services.app]
-cmd = "exec sleep 600"
-depends_on = ["db", "cache"]
 "#
     ));
     let check = env.binky(&["check"]);
@@ -204,8 +200,9 @@ depends_on = ["db"]
     )
     .unwrap();
     std::fs::write(env.repo.join(".gitignore"), ".venv/\n").unwrap();
-    // A few thousand tiny files, in packages with migrations/ of their own.
-    for p in 0..30 {
+    // Many tiny files, in packages with migrations/ of their own: bringing them takes a
+    // while, and the golden controller looks at the worktree meanwhile.
+    for p in 0..200 {
         let dir = env.repo.join(format!(
             ".venv/lib/python3.11/site-packages/pkg{p}/migrations"
         ));
