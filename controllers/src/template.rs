@@ -262,14 +262,10 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
         .unwrap_or_default();
     patterns.extend(by_migrate.iter().cloned());
     patterns.extend(by_seed.iter().cloned());
-    // A file the commands name is read whatever git thinks of it (`psql -f local.sql`,
-    // ignored, is read by the migration all the same); a directory they name counts with
-    // the project's files in it.
-    let mut all = project_files(workdir);
-    let named_files = by_migrate.iter().chain(&by_seed);
-    all.extend(named_files.filter(|n| !n.ends_with("/**")).cloned());
-    all.sort();
-    all.dedup();
+    // Only the project's files, even where a command names one git ignores (`test -f
+    // .venv/ok`): what is ignored differs between worktrees of one commit (brought in, or
+    // not yet, or deferred), and the key must not.
+    let all = project_files(workdir);
     // Alembic keeps its scripts where `script_location` says (often not `migrations/`).
     for ini in all
         .iter()
@@ -637,20 +633,17 @@ mod tests {
         write(&format!("env/{pkg}/0001_initial.sql"), "x");
         write("build/lib/app/migrations/001.sql", "a copy");
         assert_eq!(key(), first, "an ignored directory moved the key");
-        // An uncommitted new migration counts; so does an ignored file migrate names.
+        // An uncommitted new migration counts.
         write("migrations/002.sql", "create table b (x int);");
         let second = key();
         assert_ne!(second, first, "a new migration did not change the key");
+        // An ignored file a command names does not: a worktree that has not got it yet
+        // must compute the same key as one that has.
         let mut named = res.clone();
-        named.migrate = Some("psql -f local/extra.sql".into());
-        write("local/extra.sql", "one");
-        let k = golden_key(&named, "s", dir.path());
-        write("local/extra.sql", "two");
-        assert_ne!(
-            k,
-            golden_key(&named, "s", dir.path()),
-            "a named ignored file"
-        );
+        named.migrate = Some("test -f local/ok && psql -f migrations/001.sql".into());
+        let without = golden_key(&named, "s", dir.path());
+        write("local/ok", "installed");
+        assert_eq!(without, golden_key(&named, "s", dir.path()));
     }
 
     #[test]

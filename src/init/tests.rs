@@ -1591,11 +1591,21 @@ services:
     repo.files.insert("manage.py".into(), "import os\n".into());
     let g = generate(&repo).unwrap();
     let t = valid(&g);
-    assert_eq!(svc(&t, "db")["clone_from"].as_str(), Some("golden"), "{}", g.toml);
+    assert_eq!(
+        svc(&t, "db")["clone_from"].as_str(),
+        Some("golden"),
+        "{}",
+        g.toml
+    );
     assert!(svc(&t, "analytics").get("migrate").is_none(), "{}", g.toml);
-    assert!(svc(&t, "analytics").get("clone_from").is_none(), "{}", g.toml);
     assert!(
-        g.toml.contains("# TODO: analytics: no migrate: web's code migrates db"),
+        svc(&t, "analytics").get("clone_from").is_none(),
+        "{}",
+        g.toml
+    );
+    assert!(
+        g.toml
+            .contains("# TODO: analytics: no migrate: web's code migrates db"),
         "{}",
         g.toml
     );

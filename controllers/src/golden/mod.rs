@@ -7,7 +7,14 @@
 //!   frameworks found in the workdir (Alembic's `script_location`, `migrations/`,
 //!   `db/migrate/`, `prisma/migrations/`, `seeds/`, `*.sql`, … see [`key_coverage`]), the
 //!   files the commands name and `clone_key_files`: a changed migration, committed or not,
-//!   builds a new template by itself.
+//!   builds a new template by itself. Only the project's files count (what git tracks or
+//!   would track), so the key is the same in every worktree of a commit whatever was
+//!   brought into it, and while it is being brought.
+//! - No reconcile waits for another's work: a build is claimed only once the slices its
+//!   `migrate` and `seed` name are made, and templates whose builds need each other's
+//!   slices fail the world with `DependencyCycle` (`crate::needs`).
+//! - A `building` template is held by a build running in this daemon; one that none holds
+//!   is built by the next world that wants it, or dropped once none does.
 //! - A template is built in stages and grows (`build.rs` has the rule): its migrated,
 //!   unseeded stage is kept, so a failed `seed` is retried alone and `seed` never runs on a
 //!   seeded database; a new template starts from a copy of the migrated stage of the newest
