@@ -303,6 +303,28 @@ impl SliceEffects for RealSlices {
         }
         // The slice controller passes the server the slice was made on (recorded); one
         // made before any was recorded is looked for where its config says.
+        // On binky's own server, stopped (`binky servers stop`): started for the drop, and
+        // stopped again after it.
+        let lent = match &spec.admin_url {
+            Some(url) => self.servers.for_drop(url).await.map_err(server_fault)?,
+            None => None,
+        };
+        let dropped = self.teardown_on(spec, adapter.as_ref(), &slice).await;
+        if let Some(lent) = lent {
+            self.servers.give_back(lent).await;
+        }
+        dropped
+    }
+}
+
+impl RealSlices {
+    /// Drop `slice` (of `spec`) with `adapter` where it was made.
+    async fn teardown_on(
+        &self,
+        spec: &SliceSpec,
+        adapter: &dyn Adapter,
+        slice: &Slice,
+    ) -> Result<(), SliceFault> {
         let cfg = match &spec.admin_url {
             Some(url) => AdapterConfig {
                 admin_url: Some(url.clone()),
@@ -320,10 +342,10 @@ impl SliceEffects for RealSlices {
                     ..AdapterConfig::default()
                 },
                 // A world's own server, gone above; else the shared one.
-                None if self.wants_own_server(spec, adapter.as_ref()) => return Ok(()),
-                None => self.config(spec, adapter.as_ref()).await?,
+                None if self.wants_own_server(spec, adapter) => return Ok(()),
+                None => self.config(spec, adapter).await?,
             },
         };
-        adapter.teardown(&slice, &cfg).await.map_err(fault)
+        adapter.teardown(slice, &cfg).await.map_err(fault)
     }
 }

@@ -99,6 +99,15 @@ pub fn check_spec(spec: &Spec, group: Option<&str>) -> Verdict {
             reason: format!("{cycle}; remove one of these depends_on entries"),
         };
     }
+    // A golden template whose build needs the slice cloned from itself: the world would
+    // wait for ever. (A shared service's slice is its shared world's, made apart.)
+    let selected = spec.selected(group);
+    let makes = |n: &str| selected.contains(n) && spec.services.get(n).is_some_and(|s| !s.shared);
+    if let Some(cycle) = crate::needs::first_cycle(spec, &makes) {
+        return Verdict::Deny {
+            reason: format!("{cycle}; {}", cycle.fix()),
+        };
+    }
     // One instance for every world cannot wait for one world's own service.
     for (name, svc) in spec.services.iter().filter(|(_, s)| s.shared) {
         if let Some(dep) = svc

@@ -16,6 +16,7 @@ pub mod golden;
 pub mod hold;
 pub mod limits;
 pub mod machine;
+pub mod needs;
 pub mod phase;
 pub mod port;
 pub mod process;

@@ -34,7 +34,21 @@ const NOT_WALKED: &[&str] = &[
     "vendor",
 ];
 
-/// Files under `dir` (relative paths, sorted), skipping [`NOT_WALKED`] directories.
+/// The end of the temporary name a path brought into a worktree has until it is whole
+/// (`.venv` is made as `..venv.binky-copy`, then renamed: `src/bootstrap.rs`). Its files
+/// are a dependency directory's (Django's contrib apps have `migrations/`), never the
+/// project's: a key that counted them would change while the path is being brought.
+pub const BRINGING_SUFFIX: &str = ".binky-copy";
+
+/// Is a directory entry called `name` never looked at for key files: a [`NOT_WALKED`]
+/// directory, or a path being brought into the worktree under its temporary name.
+fn skipped(name: &str) -> bool {
+    NOT_WALKED.contains(&name) || (name.starts_with('.') && name.ends_with(BRINGING_SUFFIX))
+}
+
+/// Files under `dir` (relative paths, sorted), skipping [`skipped`] directories: every
+/// file there is, ignored by git or not (what [`project_files`] falls back to outside a
+/// git repository, and how a directory a command names is read).
 fn walk(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), String::new())];
@@ -44,7 +58,7 @@ fn walk(dir: &Path) -> Vec<String> {
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if NOT_WALKED.contains(&name.as_str()) {
+            if skipped(&name) {
                 continue;
             }
             let r = if rel.is_empty() {
@@ -61,6 +75,51 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// The project's files under `workdir` (relative, sorted): what git tracks there or would
+/// track (an uncommitted new migration counts), never what it ignores (dependency and
+/// build directories, `[project] copy` and `.worktreeinclude` paths: a package's
+/// `migrations/` in `.venv`, a copy under `build/lib/`), nor a path being brought into the
+/// worktree, nor a [`NOT_WALKED`] directory. A submodule's files are read from its
+/// directory. Outside a git repository (or without git): every file, as [`walk`] finds it.
+fn project_files(workdir: &Path) -> Vec<String> {
+    let exclude = format!("--exclude=.*{BRINGING_SUFFIX}");
+    let listed = crate::git::run_blocking(
+        workdir,
+        &[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            &exclude,
+        ],
+        None,
+    );
+    let out = match listed {
+        Ok(out) if out.status.success() => out,
+        _ => return walk(workdir),
+    };
+    let mut files = Vec::new();
+    for rel in out.text().split('\0').filter(|s| !s.is_empty()) {
+        if rel.split('/').any(skipped) {
+            continue;
+        }
+        match std::fs::symlink_metadata(workdir.join(rel)) {
+            Ok(m) if m.is_file() => files.push(rel.to_owned()),
+            // A submodule (git lists it as one entry): its files, as they are.
+            Ok(m) if m.is_dir() => files.extend(
+                walk(&workdir.join(rel))
+                    .into_iter()
+                    .map(|f| format!("{rel}/{f}")),
+            ),
+            _ => {}
+        }
+    }
+    files.sort();
+    files.dedup();
+    files
 }
 
 /// Directories whose files are migrations or seed data in the common frameworks: Django
@@ -166,6 +225,11 @@ fn named_by(workdir: &Path, cmd: &str) -> Vec<String> {
         if w.is_empty() || w.starts_with('-') || w.starts_with('$') {
             continue;
         }
+        // Only what is inside the workdir: `..`, `/etc/x` and the workdir itself name
+        // nothing of the project's.
+        if w.starts_with('/') || w == "." || w.split('/').any(|p| p == "..") {
+            continue;
+        }
         let p = workdir.join(w);
         if p.is_file() {
             out.push(w.to_owned());
@@ -181,7 +245,6 @@ fn named_by(workdir: &Path, cmd: &str) -> Vec<String> {
 /// `script_location`), the files (or directories) `migrate` and `seed` name, and
 /// `clone_key_files` globs.
 pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
-    let all = walk(workdir);
     let mut found = Vec::new();
     let mut patterns: Vec<String> = res.clone_key_files.clone().unwrap_or_default();
     if !patterns.is_empty() {
@@ -199,6 +262,10 @@ pub fn key_coverage(workdir: &Path, res: &Resource) -> KeyCoverage {
         .unwrap_or_default();
     patterns.extend(by_migrate.iter().cloned());
     patterns.extend(by_seed.iter().cloned());
+    // Only the project's files, even where a command names one git ignores (`test -f
+    // .venv/ok`): what is ignored differs between worktrees of one commit (brought in, or
+    // not yet, or deferred), and the key must not.
+    let all = project_files(workdir);
     // Alembic keeps its scripts where `script_location` says (often not `migrations/`).
     for ini in all
         .iter()
@@ -526,6 +593,70 @@ mod tests {
         let k1 = golden_key(&res, "s", dir.path());
         std::fs::write(dir.path().join("web/polls/migrations/0002_more.py"), "two").unwrap();
         assert_ne!(k1, golden_key(&res, "s", dir.path()));
+    }
+
+    #[test]
+    fn the_key_counts_the_projects_files_never_what_git_ignores_nor_a_path_being_brought() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = crate::git::run_blocking(dir.path(), args, None).unwrap();
+            assert!(out.status.success(), "git {args:?}: {}", out.stderr);
+        };
+        let write = |f: &str, text: &str| {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        git(&["init", "--quiet"]);
+        write(".gitignore", ".venv/\nenv/\nbuild/\nlocal/\n");
+        write("migrations/001.sql", "create table a (x int);");
+        git(&["add", "-A"]);
+        let res = resource("for f in migrations/*.sql; do psql -f $f; done");
+        let key = || golden_key(&res, "s", dir.path());
+        let first = key();
+        assert_eq!(key_files(dir.path(), &res), ["migrations/001.sql"]);
+        // A virtualenv brought into the worktree: under its temporary name, then its own
+        // (Django's contrib apps have migrations). The key never moves.
+        let pkg = "lib/python3.11/site-packages/django/contrib/auth/migrations";
+        for i in 0..50 {
+            write(&format!("..venv.binky-copy/{pkg}/{i:04}.sql"), "x");
+        }
+        assert_eq!(key(), first, "the key moved while .venv was being brought");
+        std::fs::rename(
+            dir.path().join("..venv.binky-copy"),
+            dir.path().join(".venv"),
+        )
+        .unwrap();
+        assert_eq!(key(), first);
+        // Other ignored directories: a virtualenv by another name, a build's copy of the
+        // migrations.
+        write(&format!("env/{pkg}/0001_initial.sql"), "x");
+        write("build/lib/app/migrations/001.sql", "a copy");
+        assert_eq!(key(), first, "an ignored directory moved the key");
+        // An uncommitted new migration counts.
+        write("migrations/002.sql", "create table b (x int);");
+        let second = key();
+        assert_ne!(second, first, "a new migration did not change the key");
+        // An ignored file a command names does not: a worktree that has not got it yet
+        // must compute the same key as one that has.
+        let mut named = res.clone();
+        named.migrate = Some("test -f local/ok && psql -f migrations/001.sql".into());
+        let without = golden_key(&named, "s", dir.path());
+        write("local/ok", "installed");
+        assert_eq!(without, golden_key(&named, "s", dir.path()));
+    }
+
+    #[test]
+    fn outside_a_repository_a_path_being_brought_is_skipped_too() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("migrations")).unwrap();
+        std::fs::write(dir.path().join("migrations/001.sql"), "one").unwrap();
+        let res = resource("sh migrate.sh");
+        let first = golden_key(&res, "s", dir.path());
+        let brought = dir.path().join(".pkgs.binky-copy/x/migrations");
+        std::fs::create_dir_all(&brought).unwrap();
+        std::fs::write(brought.join("1.sql"), "x").unwrap();
+        assert_eq!(golden_key(&res, "s", dir.path()), first);
     }
 
     #[test]

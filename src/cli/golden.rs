@@ -1,18 +1,25 @@
 //! `binky golden ls | rm KEY`: the golden templates worlds are cloned from.
 
+use std::time::{Duration, Instant};
+
 use binky_controllers::store;
 
 use super::context::{Ctx, Failure};
 use super::events::clock;
-use super::exit;
+use super::{exit, WaitArgs};
 
 /// `binky golden`.
-pub async fn run(action: &str, key: Option<String>, json: bool) -> Result<i32, Failure> {
+pub async fn run(
+    action: &str,
+    key: Option<String>,
+    json: bool,
+    wait: &WaitArgs,
+) -> Result<i32, Failure> {
     let ctx = Ctx::open()?;
     let goldens = ctx.store.read(store::goldens)?;
     match action {
         "ls" => ls(&ctx, &goldens, json),
-        "rm" => rm(&ctx, &goldens, key).await,
+        "rm" => rm(&ctx, &goldens, key, wait).await,
         other => Err(Failure::usage(format!(
             "`binky golden {other}`: use ls or rm"
         ))),
@@ -79,6 +86,9 @@ fn print_template(g: &store::GoldenRow, users: &[String], kept_until: Option<i64
     if !g.how.is_empty() {
         println!("    {}", g.how);
     }
+    if g.state == store::GoldenState::Dropping && !g.output.is_empty() {
+        println!("    {}", g.output);
+    }
     if let Some(until) = kept_until {
         println!(
             "    kept until {} (golden_keep = {keep}; `binky golden rm {}` drops it now)",
@@ -96,8 +106,15 @@ fn print_template(g: &store::GoldenRow, users: &[String], kept_until: Option<i64
     }
 }
 
-/// `binky golden rm KEY`: ask the daemon to drop the one template KEY begins the key of.
-async fn rm(ctx: &Ctx, goldens: &[store::GoldenRow], key: Option<String>) -> Result<i32, Failure> {
+/// `binky golden rm KEY`: ask the daemon to drop the one template KEY begins the key of,
+/// in whatever state it is, and wait until it is gone (`--timeout`; `--no-wait`: not at
+/// all), saying what was dropped or what holds it.
+async fn rm(
+    ctx: &Ctx,
+    goldens: &[store::GoldenRow],
+    key: Option<String>,
+    wait: &WaitArgs,
+) -> Result<i32, Failure> {
     let Some(key) = key else {
         return Err(Failure::usage(
             "name the template: `binky golden rm KEY` (keys: `binky golden ls`)",
@@ -129,6 +146,72 @@ async fn rm(ctx: &Ctx, goldens: &[store::GoldenRow], key: Option<String>) -> Res
     ctx.store.request_golden_drop(&g.key)?;
     crate::daemon::client::ensure(&ctx.home).await?;
     crate::daemon::client::nudge(&ctx.home, None).await?;
-    println!("dropping golden template {} ({}); worlds keep their copies, and a world that still clones from it gets a fresh one at its next reconcile", g.key, g.name);
-    Ok(exit::OK)
+    let what = format!("golden template {} ({}, {})", g.key, g.name, g.state);
+    if wait.no_wait {
+        println!(
+            "dropping {what}; worlds keep their copies (`binky golden ls` shows when it is gone)"
+        );
+        return Ok(exit::OK);
+    }
+    // The daemon forgets the request once the template is gone (a world may build one
+    // of the same key again at once: the request, not the row, says it was dropped).
+    let started = Instant::now();
+    loop {
+        let asked = ctx.store.read(store::golden_drops)?.contains(&g.key);
+        if !asked {
+            println!(
+                "dropped {what}: {} on its server; worlds keep their copies, and a world that clones from it again gets a fresh one",
+                g.slices().join(" and ")
+            );
+            return Ok(exit::OK);
+        }
+        if started.elapsed() >= wait.timeout {
+            let why = held_by(ctx, &g.key)?;
+            return Err(Failure::pending(format!(
+                "{what} is not dropped yet after {}s: {why}; the daemon drops it as soon as it can (`binky golden ls` shows it)",
+                wait.timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Why the template `key` is not dropped yet, as its row and the worlds say.
+fn held_by(ctx: &Ctx, key: &str) -> Result<String, Failure> {
+    let Some(g) = ctx.store.read(|c| store::golden(c, key))? else {
+        return Ok("it is being dropped".into());
+    };
+    let worlds = ctx.store.read(store::worlds)?;
+    let name_of = |id: i64| {
+        worlds
+            .iter()
+            .find(|w| w.id == id)
+            .map(|w| w.name.clone())
+            .unwrap_or_else(|| format!("#{id}"))
+    };
+    let waited = ctx.store.read(store::goldens_waited_for)?;
+    let copied_by: Vec<String> = ctx
+        .store
+        .read(store::goldens)?
+        .into_iter()
+        .filter(|b| b.state == store::GoldenState::Building && b.base.as_deref() == Some(key))
+        .map(|b| b.name)
+        .collect();
+    Ok(match g.state {
+        store::GoldenState::Dropping if !g.output.is_empty() => g.output,
+        store::GoldenState::Dropping => "its databases are being dropped".into(),
+        _ if !copied_by.is_empty() => {
+            format!("{} is being built on a copy of it", copied_by.join(", "))
+        }
+        store::GoldenState::Building => format!(
+            "its build runs{}; it is dropped when that build ends",
+            g.owner_world
+                .map(|w| format!(" in world `{}`", name_of(w)))
+                .unwrap_or_default()
+        ),
+        _ if waited.contains(key) => {
+            "a world is being cloned from it; it is dropped once that world has its copy".into()
+        }
+        _ => "the daemon has not come to it yet".into(),
+    })
 }

@@ -356,6 +356,9 @@ pub enum Command {
         /// Machine-readable output (`ls`).
         #[arg(long)]
         json: bool,
+        /// How `rm` waits for the drop.
+        #[command(flatten)]
+        wait: WaitArgs,
     },
     /// Find slices that belong to no world and drop them after confirming.
     Gc {
@@ -518,7 +521,12 @@ async fn dispatch(command: Command) -> Result<i32, Failure> {
         Command::Hosts { write, remove } => hosts::run(write, remove),
         Command::Servers { action, kind, json } => servers::run(action.is_some(), kind, json).await,
         Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
-        Command::Golden { action, key, json } => golden::run(&action, key, json).await,
+        Command::Golden {
+            action,
+            key,
+            json,
+            wait,
+        } => golden::run(&action, key, json, &wait).await,
         Command::Init { dir, force, files } => init::run(dir, force, files),
         Command::Mcp { action } => crate::mcp::run(action).await,
         Command::Scrub { log } => Ok(crate::scrub::run_shim(&log)),

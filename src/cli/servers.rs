@@ -38,6 +38,10 @@ pub async fn run(stop: bool, kind: Option<String>, json: bool) -> Result<i32, Fa
                         stopped.join(", ")
                     );
                 }
+                say_pending_drops(
+                    &ctx,
+                    "binky starts its server for a moment to finish it, and stops it again",
+                )?;
                 return Ok(exit::OK);
             }
             Err(ClientError::NotRunning) => {
@@ -55,6 +59,10 @@ pub async fn run(stop: bool, kind: Option<String>, json: bool) -> Result<i32, Fa
                         stopped.join(", ")
                     }
                 );
+                say_pending_drops(
+                    &ctx,
+                    "the daemon finishes it when it next runs, starting its server for it",
+                )?;
                 return Ok(exit::OK);
             }
             Err(e) => return Err(e.into()),
@@ -94,4 +102,54 @@ pub async fn run(stop: bool, kind: Option<String>, json: bool) -> Result<i32, Fa
         }
     }
     Ok(exit::OK)
+}
+
+/// Say the drops on binky's own servers that are not done (a golden template `binky golden
+/// rm` asked for or one being dropped, a removed world's slices), and `how` they will be.
+fn say_pending_drops(ctx: &Ctx, how: &str) -> Result<(), Failure> {
+    let (goldens, asked, worlds) = ctx.store.read(|c| {
+        Ok((
+            store::goldens(c)?,
+            store::golden_drops(c)?,
+            store::worlds(c)?,
+        ))
+    })?;
+    let managed: Vec<String> = ctx
+        .store
+        .read(store::servers)?
+        .into_iter()
+        .map(|r| r.admin_url)
+        .collect();
+    let on_managed = |url: Option<&str>| url.is_some_and(|u| managed.iter().any(|m| m == u));
+    let mut pending: Vec<String> = goldens
+        .iter()
+        .filter(|g| g.state == store::GoldenState::Dropping || asked.contains(&g.key))
+        .filter(|g| on_managed(g.admin_url.as_deref()))
+        .map(|g| {
+            format!(
+                "golden template {} ({})",
+                g.name,
+                &g.key[..g.key.len().min(12)]
+            )
+        })
+        .collect();
+    for w in worlds.iter().filter(|w| w.deleted) {
+        let slices = ctx.store.read(|c| store::slices(c, w.id))?;
+        let names: Vec<String> = slices
+            .into_iter()
+            .filter(|s| on_managed(s.admin_url.as_deref()))
+            .map(|s| s.name)
+            .collect();
+        if !names.is_empty() {
+            pending.push(format!(
+                "{} of removed world `{}`",
+                names.join(", "),
+                w.name
+            ));
+        }
+    }
+    if !pending.is_empty() {
+        println!("still to drop: {} ({how})", pending.join("; "));
+    }
+    Ok(())
 }

@@ -261,6 +261,31 @@ impl Init {
                 } else {
                     continue;
                 };
+                // One golden template per process's code: two databases whose builds each
+                // run that code's settings (naming both) would wait for each other for
+                // ever. The one its DATABASE_URL names migrates (else the first); the
+                // other is left to the person.
+                let other = self
+                    .migrations
+                    .iter()
+                    .find(|(_, m)| m.owner == process)
+                    .map(|(d, _)| *d);
+                if let Some(other) = other {
+                    let (keep, left) = if self.database_url_names(process, db) {
+                        (db, other)
+                    } else {
+                        (other, db)
+                    };
+                    let (kept, left) = (self.svcs[keep].name.clone(), self.svcs[left].name.clone());
+                    let owner = self.svcs[process].name.clone();
+                    self.todo(format!(
+                        "{left}: no migrate: {owner}'s code migrates {kept} ({cmd}, with a golden template); if it migrates {left} too, give {left} its own migrate (`python manage.py migrate --database=…`, `alembic -x …`) without clone_from: two golden templates built with settings naming both databases would wait for each other"
+                    ));
+                    if keep == other {
+                        break;
+                    }
+                    self.migrations.remove(&other);
+                }
                 let blocked = self.reads_parts(process, db, workdir.as_deref());
                 self.migrations.insert(
                     db,
@@ -274,6 +299,16 @@ impl Init {
                 break;
             }
         }
+    }
+
+    /// Does `process`'s `DATABASE_URL` name the database service `db`?
+    fn database_url_names(&mut self, process: SvcId, db: SvcId) -> bool {
+        self.texts(process).iter().any(|(k, v)| {
+            k.as_deref() == Some("DATABASE_URL")
+                && scan_urls(v)
+                    .iter()
+                    .any(|h| self.alias.get(&h.host) == Some(&db))
+        })
     }
 
     /// Does `process` use the database service `db` (compose name `raw`): `depends_on` it,

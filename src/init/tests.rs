@@ -1562,3 +1562,51 @@ services:
     );
     assert!(!svc(&t, "web").contains_key("stop_signal"), "{}", g.toml);
 }
+
+/// A Django app with two databases: one golden template, for the one its DATABASE_URL
+/// names; two, each built with settings naming both, would wait for each other for ever
+/// (`binky up` refuses such a file). The other is left to the person, saying why.
+#[test]
+fn two_databases_of_one_migrating_app_get_one_golden_template_and_a_todo_for_the_other() {
+    let compose = r#"
+services:
+  analytics:
+    image: postgres:16
+    environment:
+      POSTGRES_PASSWORD: pw
+  db:
+    image: postgres:16
+    environment:
+      POSTGRES_PASSWORD: pw
+  web:
+    build: .
+    command: python manage.py runserver 0.0.0.0:8000
+    ports: ["8000:8000"]
+    depends_on: [analytics, db]
+    environment:
+      ANALYTICS_URL: postgres://postgres:pw@analytics:5432/postgres
+      DATABASE_URL: postgres://postgres:pw@db:5432/postgres
+"#;
+    let mut repo = repo_with(compose, None);
+    repo.files.insert("manage.py".into(), "import os\n".into());
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        svc(&t, "db")["clone_from"].as_str(),
+        Some("golden"),
+        "{}",
+        g.toml
+    );
+    assert!(svc(&t, "analytics").get("migrate").is_none(), "{}", g.toml);
+    assert!(
+        svc(&t, "analytics").get("clone_from").is_none(),
+        "{}",
+        g.toml
+    );
+    assert!(
+        g.toml
+            .contains("# TODO: analytics: no migrate: web's code migrates db"),
+        "{}",
+        g.toml
+    );
+}

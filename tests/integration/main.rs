@@ -21,6 +21,7 @@ mod gate;
 mod golden;
 mod golden_frameworks;
 mod golden_stages;
+mod golden_stuck;
 mod harness;
 mod health;
 mod init;

@@ -10,7 +10,7 @@ use std::future::Future;
 use sha2::{Digest, Sha256};
 
 pub use self::work::SliceWork;
-pub(crate) use self::work::{slice_spec, unset_settings};
+pub(crate) use self::work::{slice_spec, unset_settings, CommandError};
 
 /// Everything an adapter needs to make or find one slice.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{SliceAddress, SliceEffects, SliceSpec};
 use crate::env::{self, Layout, Runner, Snapshot};
+use crate::needs::Need;
 use crate::spec::Resource;
 use crate::store::{Store, World};
 use crate::supervisor::{SpawnSpec, Supervisor};
@@ -84,12 +85,33 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         slice_spec(world, service, res, name, secret)
     }
 
+    /// The slices of other services that `service`'s `migrate` and `seed` need and that
+    /// are not made yet (`REDIS_URL = "${cache.url}"` for Django's settings, before the
+    /// cache's slice exists): the commands wait for them, outside any reconcile.
+    pub(crate) fn unmade_needs(
+        &self,
+        world: &World,
+        service: &str,
+    ) -> Result<Vec<Need>, crate::store::StoreError> {
+        let selected = world.spec.selected(world.group.as_deref());
+        let makes = |n: &str| selected.contains(n);
+        let needs = crate::needs::slice_needs(&world.spec, service, &makes);
+        if needs.is_empty() {
+            return Ok(needs);
+        }
+        let snap = Snapshot::read(&self.store, world)?;
+        Ok(needs
+            .into_iter()
+            .filter(|n| !snap.tokens.urls.contains_key(&n.target))
+            .collect())
+    }
+
     /// What `migrate` or `seed` of `service` resolve against: the world's, with the
     /// slice being built (a golden template's is no world's row yet). A token naming
-    /// another adapter service whose slice is not made yet (`REDIS_URL = "${cache.url}"`
-    /// for Django's settings) is waited for, as long as a command may run; one that can
-    /// never resolve is the error.
-    async fn command_snapshot(
+    /// another adapter service whose slice is not made yet is [`CommandError::Waits`]
+    /// (never waited for here: a reconcile that waits holds its world, `binky remove`
+    /// included); one that can never resolve is the failure.
+    fn command_snapshot(
         &self,
         world: &World,
         service: &str,
@@ -97,60 +119,52 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         which: &str,
         cmd: &str,
         address: &SliceAddress,
-    ) -> Result<Snapshot, String> {
-        let deadline = std::time::Instant::now() + self.command_timeout;
-        loop {
-            let snap = Snapshot::read(&self.store, world)
-                .map_err(|e| e.to_string())?
-                .with_slice(service, &address.url, &address.tokens);
-            let tokens = &snap.tokens;
-            let fields = std::iter::once((which.to_owned(), cmd)).chain(
-                res.env
-                    .iter()
-                    .map(|(k, v)| (format!("env.{k}"), v.as_str())),
-            );
-            let mut unmade = None;
-            for (field, text) in fields {
-                for token in tokens.unresolved(text, service) {
-                    let target = token
-                        .trim_start_matches("${")
-                        .split('.')
-                        .next()
-                        .unwrap_or("")
-                        .to_owned();
-                    let other_slice = target != service
-                        && target != "self"
-                        && world.spec.resource(&target).is_some()
-                        && !tokens.urls.contains_key(&target)
-                        && world
-                            .spec
-                            .selected(world.group.as_deref())
-                            .contains(&target);
-                    if !other_slice {
-                        return Err(format!(
-                            "{field} of `{service}` uses {token}, which resolves to nothing: {}; fix binky.toml and run `binky up {}` again",
-                            tokens.explain(&token, service),
-                            world.name
-                        ));
-                    }
-                    unmade.get_or_insert((field.clone(), token, target));
+    ) -> Result<Snapshot, CommandError> {
+        let snap = Snapshot::read(&self.store, world)
+            .map_err(|e| CommandError::Failed(e.to_string()))?
+            .with_slice(service, &address.url, &address.tokens);
+        let tokens = &snap.tokens;
+        let fields = std::iter::once((which.to_owned(), cmd)).chain(
+            res.env
+                .iter()
+                .map(|(k, v)| (format!("env.{k}"), v.as_str())),
+        );
+        let mut unmade = None;
+        for (field, text) in fields {
+            for token in tokens.unresolved(text, service) {
+                let target = token
+                    .trim_start_matches("${")
+                    .split('.')
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let other_slice = target != service
+                    && target != "self"
+                    && world.spec.resource(&target).is_some()
+                    && !tokens.urls.contains_key(&target)
+                    && world
+                        .spec
+                        .selected(world.group.as_deref())
+                        .contains(&target);
+                if !other_slice {
+                    return Err(CommandError::Failed(format!(
+                        "{field} of `{service}` uses {token}, which resolves to nothing: {}; fix binky.toml and run `binky up {}` again",
+                        tokens.explain(&token, service),
+                        world.name
+                    )));
                 }
+                unmade.get_or_insert((field.clone(), token, target));
             }
-            let Some((field, token, target)) = unmade else {
-                return Ok(snap);
-            };
-            if std::time::Instant::now() >= deadline {
-                return Err(format!(
-                    "{field} of `{service}` uses {token}, but the slice of `{target}` was not made in {}s; see `binky status {}`",
-                    self.command_timeout.as_secs(),
-                    world.name
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        match unmade {
+            None => Ok(snap),
+            Some((field, token, target)) => Err(CommandError::Waits(format!(
+                "{field} of `{service}` uses {token}: waiting for the slice of `{target}`"
+            ))),
         }
     }
 
-    /// Run `migrate` or `seed` against the slice; the error is the message to show.
+    /// Run `migrate` or `seed` against the slice.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run_command(
         &self,
@@ -161,13 +175,11 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         which: &str,
         cmd: &str,
         address: &SliceAddress,
-    ) -> Result<(), String> {
-        let snap = self
-            .command_snapshot(world, service, res, which, cmd, address)
-            .await?;
+    ) -> Result<(), CommandError> {
+        let snap = self.command_snapshot(world, service, res, which, cmd, address)?;
         let runner = Runner::Slice(service);
         let ce = env::command_env(world, layout, &snap, runner, self.ca.as_deref())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CommandError::Failed(e.to_string()))?;
         let log = crate::supervisor::log_path(&self.logs_dir, world, service);
         let spec = SpawnSpec {
             world: world.id,
@@ -199,13 +211,30 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
                     Ok(exit) => exit.to_string(),
                     Err(err) => err.to_string(),
                 };
-                Err(format!(
+                Err(CommandError::Failed(format!(
                     "{which} `{}` failed ({why}); fix it and run `binky up {}` again. Last output:\n{}",
                     spec.cmd,
                     world.name,
                     crate::supervisor::log_tail(&log, 10)
-                ))
+                )))
             }
+        }
+    }
+}
+
+/// Why `migrate` or `seed` did not run to its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum CommandError {
+    /// Not yet: a slice it names is not made (the message says which); it runs once it is.
+    Waits(String),
+    /// It failed, or can never run: the message to show, with its output.
+    Failed(String),
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandError::Waits(m) | CommandError::Failed(m) => f.write_str(m),
         }
     }
 }

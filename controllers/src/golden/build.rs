@@ -19,7 +19,7 @@
 //!   that applies every file again), said in an event and in `binky golden ls`.
 
 use super::{GoldenController, GoldenError, GoldenInputs, CONDITION};
-use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+use crate::adapter::{CommandError, SliceAddress, SliceEffects, SliceFault, SliceSpec};
 use crate::env::Layout;
 use crate::runtime::Condition;
 use crate::spec::Resource;
@@ -83,7 +83,8 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         })?)
     }
 
-    /// Run `which` of `service` against `address`; the message is the command's failure.
+    /// Run `which` of `service` against `address`: `Ok(Err(message))` is the command's
+    /// failure; a slice it needs that is not made yet is the error (retried).
     #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
@@ -93,16 +94,25 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         res: &Resource,
         which: &str,
         address: &SliceAddress,
-    ) -> Result<(), String> {
+    ) -> Result<Result<(), String>, GoldenError> {
         let cmd = if which == "migrate" {
             res.migrate.as_deref()
         } else {
             res.seed.as_deref()
         };
-        let Some(cmd) = cmd else { return Ok(()) };
-        self.slices
+        let Some(cmd) = cmd else { return Ok(Ok(())) };
+        match self
+            .slices
             .run_command(world, layout, service, res, which, cmd, address)
             .await
+        {
+            Ok(()) => Ok(Ok(())),
+            Err(CommandError::Failed(msg)) => Ok(Err(msg)),
+            Err(CommandError::Waits(why)) => Err(GoldenError::WaitsForSlice {
+                service: service.to_owned(),
+                why,
+            }),
+        }
     }
 
     /// A failed command fails the template, with its output.
@@ -151,7 +161,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         self.set_migrated(&b.g.key, false, "", address.admin_url.as_deref())?;
         if let Err(msg) = self
             .run(b.world, b.layout, b.service, b.res, "migrate", &address)
-            .await
+            .await?
         {
             return Ok(Stage::Failed(
                 self.command_failed(b.world, b.service, b.g, &msg)?,
@@ -222,7 +232,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         }
         match self
             .run(b.world, b.layout, b.service, b.res, "migrate", &address)
-            .await
+            .await?
         {
             Ok(()) => Ok(Ok(format!(
                 "grown from {}: migrate ran on a copy of its migrated stage",
@@ -376,7 +386,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 };
                 if let Err(msg) = self
                     .run(b.world, b.layout, service, b.res, "migrate", &address)
-                    .await
+                    .await?
                 {
                     return Ok(ControlFlow::Break(
                         self.command_failed(b.world, service, g, &msg)?,
@@ -387,7 +397,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         };
         if let Err(msg) = self
             .run(b.world, b.layout, service, b.res, "seed", &address)
-            .await
+            .await?
         {
             // The half-seeded copy is of no use.
             let _ = effects.teardown(template).await;

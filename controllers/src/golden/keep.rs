@@ -3,7 +3,7 @@
 //! # The rule
 //! - A template a world uses (a `golden_refs` row) is never dropped for its age or the
 //!   disk; nor is one a build is copying from (the `base` of a building template), nor one
-//!   this daemon is building.
+//!   whose build runs in this daemon now (the drop is claimed under the builds' lock).
 //! - A template no world uses any more is kept for `golden_keep` (a machine setting, 7 days
 //!   by default; `0`: it goes with its last world) after a world last used it, so the next
 //!   world is cloned from it instead of building it again.
@@ -11,10 +11,15 @@
 //!   server's data) the unused templates on that server go sooner, the least recently used
 //!   first, one at a time until the disk has its reserve again. A server given by
 //!   `admin_url` has a disk binky cannot see: its templates go by age or `golden rm` only.
-//! - `binky golden rm` drops a template even while worlds use it (they keep their copies),
-//!   once no world is waiting to be cloned from it.
-//! - A template a dead daemon left half-built, or whose build failed and kept no migrated
-//!   stage, goes once no world uses it.
+//! - `binky golden rm` drops a template in any state, even while worlds use it (they keep
+//!   their copies): a ready one once no world is waiting to be cloned from it, one whose
+//!   build runs now once that build ends, any other at once (a world that wanted it builds
+//!   it again).
+//! - A `building` template whose build runs nowhere (its daemon is gone, or the world it
+//!   was claimed for was removed or needs another template now), or whose build failed and
+//!   kept no migrated stage, goes once no world uses it.
+//! - A drop the server refuses (it is not reachable) is said on the template's row
+//!   (`binky golden ls`) and tried again at the next sweep.
 //! - Dropping is claimed in one transaction (`dropping`), so a world never gets a reference
 //!   to a template being dropped (it waits, then builds it again), and a drop a daemon did
 //!   not finish is finished by the next sweep.
@@ -139,21 +144,38 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 }
             }
         }
+        let mut unfinished = false;
         for (g, claim, why) in doomed {
-            self.drop_template(g, claim, &why).await?;
+            unfinished |= !self.drop_template(g, claim, &why).await?;
         }
         if reserve > 0.0 {
-            self.free_disk(kept, &facts.servers, reserve).await?;
+            unfinished |= !self.free_disk(kept, &facts.servers, reserve).await?;
         }
         // Requests for templates that are gone.
         self.store
             .write(owner::Golden, write::golden::forget_stale_drops)?;
-        Ok(next)
+        // A drop its server refused is tried again soon, backing off (a server stopped
+        // mid-drop is started again for it), not at the next resync minutes later.
+        let retry = {
+            let mut failed = self.drop_failures.lock().unwrap_or_else(|e| e.into_inner());
+            *failed = if unfinished { *failed + 1 } else { 0 };
+            (*failed > 0).then(|| {
+                crate::runtime::doubling_delay(
+                    Duration::from_millis(500),
+                    *failed,
+                    Duration::from_secs(30),
+                )
+            })
+        };
+        Ok(match (next, retry) {
+            (Some(n), Some(r)) => Some(n.min(r)),
+            (n, r) => n.or(r),
+        })
     }
 
     /// What becomes of the template `g` now (see the module's rule).
     fn fate(&self, g: &GoldenRow, facts: &Facts, keep: &Keep, now: i64) -> Fate {
-        if (g.state == GoldenState::Building && g.builder == self.builder)
+        if (g.state == GoldenState::Building && self.is_building(&g.key))
             || facts.copied.contains(&g.key)
         {
             return Fate::Untouched;
@@ -162,7 +184,9 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             return Fate::Drop(Claim::Resume, "its drop was not finished".into());
         }
         if facts.asked.contains(&g.key) {
-            if facts.waited.contains(&g.key) {
+            // A ready one a world is about to be cloned from stays until it is; one not
+            // ready is no world's to clone from: the world builds it again.
+            if facts.waited.contains(&g.key) && g.state == GoldenState::Ready {
                 return Fate::Untouched;
             }
             return Fate::Drop(Claim::Asked, "`binky golden rm` asked for it".into());
@@ -173,7 +197,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         if g.state == GoldenState::Building {
             return Fate::Drop(
                 Claim::Unused,
-                "a daemon that is gone left it half-built".into(),
+                "its build was left unfinished (by a daemon that is gone, or for a world that was removed or needs another template now) and no world uses it".into(),
             );
         }
         if g.state == GoldenState::Failed && !g.migrated {
@@ -198,16 +222,18 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
     }
 
     /// The disk: unused templates on a managed server whose disk is short of `reserve` go,
-    /// the least recently used first, measured again after each drop.
+    /// the least recently used first, measured again after each drop. Whether every drop
+    /// it began was finished.
     async fn free_disk(
         &self,
         mut kept: Vec<&GoldenRow>,
         servers: &[store::ServerRow],
         reserve: f64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let Some(machine) = self.machine.as_ref() else {
-            return Ok(());
+            return Ok(true);
         };
+        let mut finished = true;
         kept.sort_by_key(|g| g.used_at);
         for g in kept {
             let Some(dir) = self.data_dir(servers, g) else {
@@ -221,30 +247,35 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                     "{free:.1} GiB free on the disk of its server's data ({}), disk_reserve_gib = {reserve}; no world uses it",
                     dir.display()
                 );
-                self.drop_template(g, Claim::Unused, &why).await?;
+                finished &= self.drop_template(g, Claim::Unused, &why).await?;
             }
         }
-        Ok(())
+        Ok(finished)
     }
 
     /// Claim `g`'s drop (if what `claim` needs still holds), drop its databases and forget
-    /// it. A drop that fails stays claimed and is finished by a later sweep.
+    /// it. A drop that fails stays claimed and is finished by a later sweep: `false`.
     async fn drop_template(
         &self,
         g: &GoldenRow,
         claim: Claim,
         why: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let claim = match claim {
             Claim::Unused => "unused",
             Claim::Asked => "asked",
             Claim::Resume => "resume",
         };
-        let claimed = self.store.write(owner::Golden, |tx| {
-            write::golden::claim_drop(tx, &g.key, g.state, claim)
-        })?;
+        let claimed = {
+            // Under the builds' lock: a build of it that starts now finds it dropping.
+            let building = self.building_now.lock().unwrap_or_else(|e| e.into_inner());
+            !building.contains(&g.key)
+                && self.store.write(owner::Golden, |tx| {
+                    write::golden::claim_drop(tx, &g.key, g.state, claim)
+                })?
+        };
         if !claimed {
-            return Ok(());
+            return Ok(true);
         }
         for slice in g.slices() {
             let spec = SliceSpec {
@@ -258,12 +289,16 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             };
             if let Err(err) = self.slices.effects().teardown(&spec).await {
                 tracing::warn!(key = %g.key, name = %spec.slice, %err, "cannot drop golden template yet");
-                return Ok(());
+                // Said where `binky golden ls` and `golden rm` read it; retried at the
+                // next sweep.
+                let said = format!("cannot drop {} yet: {err}; retrying", spec.slice);
+                self.set_state(&g.key, GoldenState::Dropping, &said, None)?;
+                return Ok(false);
             }
         }
         self.store
             .write(owner::Golden, |tx| write::golden::dropped(tx, &g.key))?;
         tracing::info!(key = %g.key, name = %g.name, why, "dropped golden template");
-        Ok(())
+        Ok(true)
     }
 }

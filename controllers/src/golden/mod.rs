@@ -7,7 +7,14 @@
 //!   frameworks found in the workdir (Alembic's `script_location`, `migrations/`,
 //!   `db/migrate/`, `prisma/migrations/`, `seeds/`, `*.sql`, … see [`key_coverage`]), the
 //!   files the commands name and `clone_key_files`: a changed migration, committed or not,
-//!   builds a new template by itself.
+//!   builds a new template by itself. Only the project's files count (what git tracks or
+//!   would track), so the key is the same in every worktree of a commit whatever was
+//!   brought into it, and while it is being brought.
+//! - No reconcile waits for another's work: a build is claimed only once the slices its
+//!   `migrate` and `seed` name are made, and templates whose builds need each other's
+//!   slices fail the world with `DependencyCycle` (`crate::needs`).
+//! - A `building` template is held by a build running in this daemon; one that none holds
+//!   is built by the next world that wants it, or dropped once none does.
 //! - A template is built in stages and grows (`build.rs` has the rule): its migrated,
 //!   unseeded stage is kept, so a failed `seed` is retried alone and `seed` never runs on a
 //!   seeded database; a new template starts from a copy of the migrated stage of the newest
@@ -68,6 +75,14 @@ pub enum GoldenError {
         #[source]
         detail: crate::adapter::Cause,
     },
+    /// A command of the build needs a slice of the world that is not made yet.
+    #[error("{service}: its golden template waits: {why}")]
+    WaitsForSlice {
+        /// The service.
+        service: String,
+        /// Which slice, and what names it.
+        why: String,
+    },
 }
 
 impl ReconcileError for GoldenError {
@@ -76,6 +91,7 @@ impl ReconcileError for GoldenError {
             GoldenError::Store(_) => "StoreFailed",
             GoldenError::Random(_) => "NoRandomness",
             GoldenError::Waiting { .. } => "ServerUnavailable",
+            GoldenError::WaitsForSlice { .. } => "WaitingForSlice",
         }
     }
 }
@@ -92,6 +108,29 @@ pub struct GoldenController<E, S> {
     machine: Option<Arc<dyn Machine>>,
     /// One sweep at a time (a world's reconcile and the housekeeping both sweep).
     sweeping: tokio::sync::Mutex<()>,
+    /// The templates whose build runs in this daemon now (claimed to built, or failed):
+    /// a `building` row not here belongs to no running build. A drop is claimed under the
+    /// same lock, so a build and a drop of one template never overlap.
+    building_now: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Sweeps in a row that left a drop unfinished: the next comes sooner than a resync.
+    drop_failures: std::sync::Mutex<u32>,
+}
+
+/// A build of one template running in this daemon: while it lives, the key is in
+/// `building_now` (the sweep leaves the template alone); dropped, even by a cancelled
+/// reconcile, it is not.
+struct BuildingNow<'a> {
+    set: &'a std::sync::Mutex<std::collections::BTreeSet<String>>,
+    key: String,
+}
+
+impl Drop for BuildingNow<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
 }
 
 impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
@@ -104,6 +143,8 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
             builder,
             machine: None,
             sweeping: tokio::sync::Mutex::new(()),
+            building_now: Default::default(),
+            drop_failures: Default::default(),
         }
     }
 
@@ -236,13 +277,39 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         if slice_ready {
             return Ok(TemplateStep::Kept);
         }
-        let claimed = self.claim(world, res, &inputs)?;
+        let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &inputs.key);
+        let existing = self.golden(&inputs.key)?;
+        if let Some(g) = &existing {
+            if !self.builds_again(world, g)? {
+                return Ok(template_state(service, g));
+            }
+        }
+        // This world is to build it: its migrate and seed run with the service's env, so
+        // the slices of other services named there come first (made meanwhile by the slice
+        // controller); never claimed while they are not, so no world waits on a claim
+        // that waits.
+        if let Some(step) = self.slices_first(world, service, &name)? {
+            return Ok(step);
+        }
+        // Held from the claim to the build's end: no sweep drops it meanwhile.
+        let Some(_building) = self.start_building(&inputs.key) else {
+            return Ok(TemplateStep::WaitingForTemplate(format!(
+                "{service}: golden template {name} is being built"
+            )));
+        };
+        let claimed = match &existing {
+            None => self.claim(world, res, &inputs, &name)?,
+            Some(_) => false,
+        };
         let Some(g) = self.golden(&inputs.key)? else {
             return Ok(TemplateStep::Kept);
         };
+        if g.state == GoldenState::Dropping {
+            return Ok(template_state(service, &g));
+        }
         if claimed {
             self.event(world, "golden", &format!("{service}: building golden template {} (migrate and seed once; other worlds are cloned from it)", g.name));
-        } else if self.builds_again(world, &g) {
+        } else if self.takes_over(world, &g)? {
             self.reclaim(world, service, &g, &inputs)?;
         } else {
             return Ok(template_state(service, &g));
@@ -280,15 +347,50 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         })
     }
 
-    /// Claims the build of the template of `inputs` for this daemon and `world`, unless a
-    /// row of it exists already. Returns whether it was claimed.
+    /// What a build of `service`'s template (`name`) by `world` waits for: the slices of
+    /// other services its migrate and seed name that are not made yet; or, when those wait
+    /// (through templates of theirs) for this very template, the cycle, which fails the
+    /// world saying how to break it. `None`: nothing, it may build.
+    fn slices_first(
+        &self,
+        world: &World,
+        service: &str,
+        name: &str,
+    ) -> Result<Option<TemplateStep>, GoldenError> {
+        let unmade = self.slices.unmade_needs(world, service)?;
+        if unmade.is_empty() {
+            return Ok(None);
+        }
+        let selected = world.spec.selected(world.group.as_deref());
+        let makes = |n: &str| selected.contains(n) && world.runs(n);
+        if let Some(cycle) = crate::needs::template_cycle(&world.spec, service, &makes) {
+            return Ok(Some(TemplateStep::Report(Applied::await_change(vec![
+                Condition::failed(
+                    CONDITION,
+                    "DependencyCycle",
+                    format!(
+                        "{service}: golden template {name} can never be built: {cycle}; fix: {}",
+                        cycle.fix()
+                    ),
+                ),
+            ]))));
+        }
+        Ok(Some(TemplateStep::WaitingForSlices(
+            crate::needs::said(&unmade, &format!("build golden template {name}"))
+                .map(|why| format!("{service}: {why}"))
+                .unwrap_or_default(),
+        )))
+    }
+
+    /// Claims the build of the template of `inputs` (`name`) for this daemon and `world`,
+    /// unless a row of it exists already. Returns whether it was claimed.
     fn claim(
         &self,
         world: &World,
         res: &Resource,
         inputs: &GoldenInputs,
+        name: &str,
     ) -> Result<bool, GoldenError> {
-        let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &inputs.key);
         let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
         let secret = random_secret()?;
         Ok(self.store.write(owner::Golden, |tx| {
@@ -297,7 +399,7 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 &self.building(world),
                 res,
                 inputs,
-                &name,
+                name,
                 &secret,
                 &input_files,
             )
@@ -312,13 +414,60 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         }
     }
 
-    /// Whether `world` builds the template `g` another world claimed before: a build by a
-    /// daemon that died, this daemon's own build of this world (retried after its server
-    /// was out of reach), or a failed build the world's new `binky up` retries.
-    fn builds_again(&self, world: &World, g: &GoldenRow) -> bool {
-        (g.state == GoldenState::Building
-            && (g.builder != self.builder || g.owner_world == Some(world.id)))
-            || g.retried_for(world.last_used_at)
+    /// Whether `world` builds the template `g` claimed before: a build by a daemon that
+    /// died, this world's own (retried after its server was out of reach, or after the
+    /// paths it waited for came), a failed build the world's new `binky up` retries, or a
+    /// build nothing carries on: none runs here, and the world it was claimed for was
+    /// removed or no longer wants it (its key moved).
+    fn builds_again(&self, world: &World, g: &GoldenRow) -> Result<bool, StoreError> {
+        Ok(!self.is_building(&g.key) && self.takes_over(world, g)?)
+    }
+
+    /// [`Self::builds_again`], but for the world that holds the template's build here (it
+    /// marked it being built before it read `g` again).
+    fn takes_over(&self, world: &World, g: &GoldenRow) -> Result<bool, StoreError> {
+        if g.retried_for(world.last_used_at) {
+            return Ok(true);
+        }
+        if g.state != GoldenState::Building {
+            return Ok(false);
+        }
+        if g.builder != self.builder || g.owner_world == Some(world.id) {
+            return Ok(true);
+        }
+        Ok(!self.owner_wants(g)?)
+    }
+
+    /// Whether the world `g` was claimed for is still there and still clones from it.
+    fn owner_wants(&self, g: &GoldenRow) -> Result<bool, StoreError> {
+        let Some(owner) = g.owner_world else {
+            return Ok(false);
+        };
+        self.store.read(|c| {
+            let alive = store::world(c, owner)?.is_some_and(|w| !w.deleted);
+            Ok(alive
+                && store::golden_refs_of(c, owner)?
+                    .values()
+                    .any(|k| *k == g.key))
+        })
+    }
+
+    /// Whether a build of the template `key` runs in this daemon now.
+    pub(crate) fn is_building(&self, key: &str) -> bool {
+        self.building_now
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(key)
+    }
+
+    /// Marks the template `key` as being built here until the guard goes; `None` when a
+    /// build of it runs here already.
+    fn start_building(&self, key: &str) -> Option<BuildingNow<'_>> {
+        let mut now = self.building_now.lock().unwrap_or_else(|e| e.into_inner());
+        now.insert(key.to_owned()).then(|| BuildingNow {
+            set: &self.building_now,
+            key: key.to_owned(),
+        })
     }
 
     /// Claims the build of the existing template `g` for this daemon and `world`, saying so
@@ -413,7 +562,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for GoldenController<E, S> {
             match step {
                 TemplateStep::CannotClone(note) => notes.push(note),
                 TemplateStep::Kept => {}
-                TemplateStep::WaitingForPaths(why) => {
+                TemplateStep::WaitingForPaths(why) | TemplateStep::WaitingForSlices(why) => {
                     waiting.get_or_insert(why);
                 }
                 TemplateStep::WaitingForTemplate(why) => waiting = Some(why),
@@ -455,6 +604,8 @@ enum TemplateStep {
     Kept,
     /// This world builds it once paths are brought into its worktree: why.
     WaitingForPaths(String),
+    /// This world builds it once the slices its commands name are made: why.
+    WaitingForSlices(String),
     /// Another world builds it, or it is being dropped: why.
     WaitingForTemplate(String),
     /// The world's report, now (the template failed).

@@ -34,7 +34,7 @@ use self::clone::CloneOutcome;
 use crate::adapter::{
     random_secret, slice_name, Cause, SliceAddress, SliceEffects, SliceFault, SliceSpec,
 };
-use crate::adapter::{unset_settings, SliceWork};
+use crate::adapter::{unset_settings, CommandError, SliceWork};
 use crate::env::Layout;
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
@@ -516,27 +516,41 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             );
         }
         if due.any() {
-            if let Some(why) = self.worktree_wait(world, res, layout)? {
-                // Made at this generation: reused, not provisioned again, once it may run.
-                row.state = SliceState::Provisioned;
-                row.message = why.clone();
-                self.save(world, &row)?;
-                self.healed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, world.generation);
-                return Ok(SliceStep::WaitingForWorktree(format!("{service}: {why}")));
+            if let Some(why) = self.command_wait(world, &service, res, layout)? {
+                return self.made_waiting(world, row, key, why);
             }
         }
         if let Some(layout) = layout {
-            if let ControlFlow::Break(applied) = self
+            match self
                 .run_due(world, res, &mut row, layout, &address, due)
                 .await?
             {
-                return Ok(SliceStep::Report(applied));
+                Ran::Done => {}
+                Ran::Waits(why) => return self.made_waiting(world, row, key, why),
+                Ran::Failed(applied) => return Ok(SliceStep::Report(applied)),
             }
         }
         Ok(SliceStep::Ready(self.mark_ready(world, &mut row, key)?))
+    }
+
+    /// The slice `row` is made at this generation, and its commands wait (`why`): it is
+    /// reused, not provisioned again, once they may run; the world's other slices are made
+    /// meanwhile.
+    fn made_waiting(
+        &self,
+        world: &World,
+        mut row: SliceRow,
+        key: (i64, String),
+        why: String,
+    ) -> Result<SliceStep, SliceError> {
+        row.state = SliceState::Provisioned;
+        row.message = why.clone();
+        self.save(world, &row)?;
+        self.healed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, world.generation);
+        Ok(SliceStep::Waiting(format!("{}: {why}", row.service)))
     }
 
     /// A new slice cloned from its golden template: ready, waiting for the template, or
@@ -558,13 +572,9 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                     row.seed_hash = res.seed.as_deref().map(hash);
                     SliceStep::Ready(self.mark_ready(world, row, (world.id, service))?)
                 }
-                CloneOutcome::Wait(why) => {
-                    SliceStep::Report(Applied::await_change(vec![Condition::waiting(
-                        CONDITION,
-                        "Waiting",
-                        format!("{service}: {why}"),
-                    )]))
-                }
+                // The world's other slices are made meanwhile: a template's build may need
+                // them (`REDIS_URL = "${cache.url}"` in its env).
+                CloneOutcome::Wait(why) => SliceStep::Waiting(format!("{service}: {why}")),
                 CloneOutcome::Failed(why) => {
                     SliceStep::Report(failed("GoldenFailed", format!("{service}: {why}")))
                 }
@@ -676,10 +686,12 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
     }
 
     /// Why migrate and seed cannot run yet: they run in the worktree, once the paths their
-    /// workdir needs are brought into it (its `.venv`, say).
-    fn worktree_wait(
+    /// workdir needs are brought into it (its `.venv`, say), and once the slices of other
+    /// services they name are made.
+    fn command_wait(
         &self,
         world: &World,
+        service: &str,
         res: &Resource,
         layout: Option<&Layout>,
     ) -> Result<Option<String>, SliceError> {
@@ -695,17 +707,21 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                 &crate::env::workdir_rel(world, &res.workdir),
             )
         })?;
-        Ok((!brought.is_empty()).then(|| {
-            format!(
+        if !brought.is_empty() {
+            return Ok(Some(format!(
                 "waiting for {} to be brought into the worktree to run migrate and seed",
                 brought.join(", ")
-            )
-        }))
+            )));
+        }
+        Ok(crate::needs::said(
+            &self.work.unmade_needs(world, service)?,
+            "run migrate and seed",
+        ))
     }
 
     /// Runs the slice's due `migrate`, then its due `seed`, in the worktree with the
-    /// slice's address; a failing one fails the slice for this generation (`Break` with
-    /// the world's report).
+    /// slice's address; a failing one fails the slice for this generation (with the
+    /// world's report).
     async fn run_due(
         &self,
         world: &World,
@@ -714,7 +730,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         layout: &Layout,
         address: &SliceAddress,
         due: Due,
-    ) -> Result<ControlFlow<Applied>, SliceError> {
+    ) -> Result<Ran, SliceError> {
         let service = row.service.clone();
         for (which, cmd, due) in [
             ("migrate", res.migrate.as_deref(), due.migrate),
@@ -730,16 +746,20 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
             };
             row.message = format!("running {which}");
             self.save(world, row)?;
-            if let Err(msg) = self
+            match self
                 .work
                 .run_command(world, layout, &service, res, which, cmd, address)
                 .await
             {
-                self.fail(world, row, &format!("{which}_failed"), msg.clone())?;
-                return Ok(ControlFlow::Break(failed(
-                    "SliceFailed",
-                    format!("{service}: {msg}"),
-                )));
+                Ok(()) => {}
+                Err(CommandError::Waits(why)) => return Ok(Ran::Waits(why)),
+                Err(CommandError::Failed(msg)) => {
+                    self.fail(world, row, &format!("{which}_failed"), msg.clone())?;
+                    return Ok(Ran::Failed(failed(
+                        "SliceFailed",
+                        format!("{service}: {msg}"),
+                    )));
+                }
             }
             if which == "migrate" {
                 row.migrate_hash = Some(hash(cmd));
@@ -747,7 +767,7 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                 row.seed_hash = Some(hash(cmd));
             }
         }
-        Ok(ControlFlow::Continue(()))
+        Ok(Ran::Done)
     }
 
     /// Records the slice failed at this generation, with an event of `kind`.
@@ -776,9 +796,9 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         wanted: &[(String, Resource)],
         rows: &BTreeMap<String, SliceRow>,
         ready: Vec<String>,
-        waiting_for_worktree: Option<String>,
+        waiting: Option<String>,
     ) -> Result<Applied, SliceError> {
-        if let Some(why) = waiting_for_worktree {
+        if let Some(why) = waiting {
             return Ok(Applied {
                 // The worktree controller nudges the world as it gets each path; looked at
                 // again anyway.
@@ -849,8 +869,9 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             .map(|r| (r.service.clone(), r))
             .collect();
         let mut ready = Vec::new();
-        // A slice whose migrate waits for the worktree (or a path brought into it).
-        let mut waiting_for_worktree: Option<String> = None;
+        // A slice that waits (for the worktree, a path brought into it, its golden
+        // template, another slice its commands name): the others are made meanwhile.
+        let mut waiting: Option<String> = None;
         for (service, res) in &wanted {
             let row = match rows.get(service) {
                 Some(r) => r.clone(),
@@ -859,20 +880,13 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
             match self.converge(world, res, row, layout.as_ref()).await? {
                 SliceStep::Ready(said) => ready.push(said),
                 // The world's other slices are made meanwhile.
-                SliceStep::WaitingForWorktree(why) => {
-                    waiting_for_worktree.get_or_insert(why);
+                SliceStep::Waiting(why) => {
+                    waiting.get_or_insert(why);
                 }
                 SliceStep::Report(applied) => return Ok(applied),
             }
         }
-        self.report(
-            world,
-            &selected,
-            &wanted,
-            &rows,
-            ready,
-            waiting_for_worktree,
-        )
+        self.report(world, &selected, &wanted, &rows, ready, waiting)
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, SliceError> {
@@ -915,10 +929,22 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
 enum SliceStep {
     /// Ready: `service=slice`, for the world's condition.
     Ready(String),
-    /// Made; its migrate and seed wait for the worktree (or a path brought into it): why.
-    WaitingForWorktree(String),
-    /// The world's report, now (the slice failed, or waits for its golden template).
+    /// Not ready yet, and the world's other slices are made meanwhile: made, its migrate
+    /// and seed waiting for the worktree, a path brought into it or another slice they
+    /// name; or waiting for its golden template. Why.
+    Waiting(String),
+    /// The world's report, now (the slice failed, or its golden template did).
     Report(Applied),
+}
+
+/// What running a slice's due commands came to.
+enum Ran {
+    /// They ran.
+    Done,
+    /// One names a slice not made yet: why.
+    Waits(String),
+    /// One failed: the world's report.
+    Failed(Applied),
 }
 
 /// Which of a slice's commands are due: `migrate` when its text changed since it last

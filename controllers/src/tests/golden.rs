@@ -890,3 +890,177 @@ async fn a_data_world_cloning_a_ready_template_gets_no_venv_and_one_that_migrate
         "bringing backend/.venv now: db runs its migrate and seed in this world"
     ));
 }
+
+/// An adapter service cloned from a golden template, with `env`.
+fn cloned_with_env(migrate: &str, env: &[(&str, &str)]) -> crate::spec::Service {
+    let mut svc = cloned_from(resource("postgres", Some(migrate), None), "golden");
+    if let crate::spec::ServiceKind::Resource(r) = &mut svc.kind {
+        r.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+    svc
+}
+
+/// Converge, bounded: a reconcile that waits for ever fails the test instead of hanging it.
+async fn converge_bounded(h: &H, id: i64) {
+    tokio::time::timeout(Duration::from_secs(60), h.converge(id))
+        .await
+        .expect("a reconcile waited for something that never came");
+}
+
+/// The world: `[defaults] env` puts `${db.…}` and `${cache.…}` in every service's
+/// env, migrate's included. The template's build waits for the cache's slice (made
+/// meanwhile, not after the database's) and sees its own address for `${db.…}`.
+#[tokio::test]
+async fn a_template_build_waits_for_the_slices_its_env_names_while_the_world_makes_them() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    let defaults = [("DB", "${db.url}"), ("CACHE", "${cache.url}")];
+    let mut cache = resource("redis", None, None);
+    if let crate::spec::ServiceKind::Resource(r) = &mut cache.kind {
+        r.env = defaults
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+    let s = spec(vec![
+        ("db", cloned_with_env("migrate up", &defaults)),
+        ("cache", cache),
+    ]);
+    let a = h.up("a", s.clone());
+    converge_bounded(&h, a).await;
+    assert_eq!(h.slices_ready(a).status, CondStatus::True);
+    let g = goldens(&h);
+    assert_eq!(g.len(), 1);
+    assert_eq!(g[0].state, GoldenState::Ready);
+    let runs = h.sup.inner.lock().unwrap().runs.clone();
+    assert_eq!(runs.len(), 1);
+    // `${db.url}` is the template being migrated; `${cache.url}` the world's cache.
+    assert!(runs[0].env["DB"].ends_with(&g[0].name), "{:?}", runs[0].env);
+    assert!(
+        runs[0].env["CACHE"].ends_with("bk_acme_a_cache"),
+        "{:?}",
+        runs[0].env
+    );
+    // A second world is a copy: nothing waits, nothing runs.
+    let b = h.up("b", s);
+    converge_bounded(&h, b).await;
+    assert_eq!(h.slices_ready(b).status, CondStatus::True);
+    assert_eq!(h.runs().len(), 1);
+    remove(&h, a).await;
+    remove(&h, b).await;
+}
+
+/// A world stored with golden templates whose builds need each other's slices (written
+/// before `binky check` refused it) fails saying so, builds nothing, and is removed.
+#[tokio::test]
+async fn a_world_whose_templates_need_each_others_slices_fails_naming_the_cycle_and_is_removed() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    let s = spec(vec![
+        (
+            "db",
+            cloned_with_env("migrate db", &[("OTHER", "${db2.url}")]),
+        ),
+        (
+            "db2",
+            cloned_with_env("migrate db2", &[("OTHER", "${db.url}")]),
+        ),
+    ]);
+    let a = h.up("a", s);
+    converge_bounded(&h, a).await;
+    let c = condition(&h.store, a, Kind::Golden.condition());
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (CondStatus::False, "DependencyCycle"),
+        "{c:?}"
+    );
+    assert!(
+        c.stalled
+            && c.message
+                .contains("`db` (env OTHER = ${db2.url}) → `db2` (env OTHER = ${db.url}) → `db`")
+            && c.message.contains("remove clone_from from one of"),
+        "{}",
+        c.message
+    );
+    assert!(
+        goldens(&h).is_empty(),
+        "a build was claimed that can never run"
+    );
+    assert!(h.runs().is_empty());
+    tokio::time::timeout(Duration::from_secs(60), remove(&h, a))
+        .await
+        .expect("the removal waited");
+}
+
+/// The world a build was claimed for goes while the build waits (for a path to be
+/// brought): a world that wants the same template builds it, not waits for ever.
+#[tokio::test]
+async fn a_build_claimed_for_a_world_that_went_is_built_by_the_next_world_that_wants_it() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    {
+        let mut g = h.git().inner.lock().unwrap();
+        g.plan = vec![(".venv".into(), crate::spec::CopyMode::Link)];
+        g.bring_gate = Some(("a".into(), ".venv".into(), gate.clone()));
+    }
+    let a = h.up("a", cloning());
+    h.prepare(a).await;
+    converge_bounded(&h, a).await;
+    assert_eq!(goldens(&h)[0].state, GoldenState::Building);
+    assert_eq!(goldens(&h)[0].owner_world, Some(a));
+    let b = h.up("b", cloning());
+    converge_bounded(&h, b).await;
+    assert!(h.runs().is_empty());
+    h.store.mark_deleted(a, false).unwrap();
+    gate.notify_one();
+    converge_bounded(&h, a).await;
+    assert!(world(&h.store, a).is_none(), "a was not removed");
+    converge_bounded(&h, b).await;
+    let g = goldens(&h);
+    assert_eq!(
+        (g.len(), g[0].state, g[0].owner_world),
+        (1, GoldenState::Ready, Some(b)),
+        "{g:?}"
+    );
+    assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
+    assert_eq!(h.slices_ready(b).status, CondStatus::True);
+    assert!(has_event(&h, "b", "golden", "building golden template"));
+}
+
+/// A build claimed under one key whose world moved to another (its files changed while it
+/// waited) is dropped, not left `building` for ever.
+#[tokio::test]
+async fn a_build_whose_world_moved_to_another_key_is_dropped() {
+    let h = h();
+    h.fake.inner.lock().unwrap().can_clone = true;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    {
+        let mut g = h.git().inner.lock().unwrap();
+        g.plan = vec![(".venv".into(), crate::spec::CopyMode::Link)];
+        g.bring_gate = Some(("a".into(), ".venv".into(), gate.clone()));
+    }
+    let a = world_with(&h, "a", cloning(), ONE).await;
+    let first = goldens(&h);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].state, GoldenState::Building);
+    files(&h, "a", TWO);
+    converge_bounded(&h, a).await;
+    let now = goldens(&h);
+    assert_eq!(now.len(), 1, "the build left behind stays: {now:?}");
+    assert_ne!(now[0].key, first[0].key);
+    gate.notify_one();
+    for _ in 0..20 {
+        converge_bounded(&h, a).await;
+        if h.slices_ready(a).status == CondStatus::True {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(h.slices_ready(a).status, CondStatus::True);
+    assert_eq!(goldens(&h)[0].state, GoldenState::Ready);
+    remove(&h, a).await;
+}

@@ -173,8 +173,8 @@ pub(crate) fn forget_stale_drops(tx: &Tx<'_, owner::Golden>) -> Result<(), Store
 }
 
 /// Claim the template `key`, in `state`, for dropping, when nothing copies from it now and
-/// (`claim`: `unused`) no world uses it or (`asked`) no world waits to be cloned from it
-/// (`resume`: a drop claimed before). Whether it was claimed.
+/// (`claim`: `unused`) no world uses it or (`asked`) it is not ready or no world waits to
+/// be cloned from it (`resume`: a drop claimed before). Whether it was claimed.
 pub(crate) fn claim_drop(
     tx: &Tx<'_, owner::Golden>,
     key: &str,
@@ -189,7 +189,7 @@ pub(crate) fn claim_drop(
            AND NOT EXISTS (SELECT 1 FROM goldens b WHERE b.state = ?6 AND b.base = ?1)
            AND CASE ?3
              WHEN 'unused' THEN NOT EXISTS (SELECT 1 FROM golden_refs WHERE key = ?1)
-             WHEN 'asked' THEN NOT EXISTS (
+             WHEN 'asked' THEN ?2 <> ?9 OR NOT EXISTS (
                SELECT 1 FROM golden_refs r LEFT JOIN slices s
                ON s.world_id = r.world_id AND s.service = r.service
                WHERE r.key = ?1 AND (s.state IS NULL OR s.state NOT IN (?7, ?8)))
@@ -202,7 +202,8 @@ pub(crate) fn claim_drop(
             GoldenState::Dropping,
             GoldenState::Building,
             SliceState::Ready,
-            SliceState::Stopped
+            SliceState::Stopped,
+            GoldenState::Ready
         ],
     )?;
     Ok(n == 1)
