@@ -23,6 +23,7 @@ mod golden_frameworks;
 mod golden_stages;
 mod harness;
 mod health;
+mod homes;
 mod init;
 mod init_apps;
 mod kafka_server;

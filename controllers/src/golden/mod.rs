@@ -288,7 +288,12 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         res: &Resource,
         inputs: &GoldenInputs,
     ) -> Result<bool, GoldenError> {
-        let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &inputs.key);
+        let home = self.store.read(store::home_id)?;
+        let name = golden_name(
+            &home,
+            res.clone_from.as_deref().unwrap_or("golden"),
+            &inputs.key,
+        );
         let input_files = serde_json::to_string(&inputs.migrations).unwrap_or_default();
         let secret = random_secret()?;
         Ok(self.store.write(owner::Golden, |tx| {

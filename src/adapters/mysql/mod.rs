@@ -101,8 +101,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
 use super::{
-    bounded, fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub,
-    Slice,
+    bounded, fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Maker, Result,
+    Scrub, Slice,
 };
 use binky_controllers::url::{percent_decode, percent_encode, Url};
 
@@ -216,6 +216,22 @@ impl Adapter for Mysql {
         })
         .await
         .map(Some)
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        check_name(&slice.name)?;
+        with_admin(cfg, &[&slice.secret], async |admin| {
+            maker(admin, &slice.name).await
+        })
+        .await
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        check_name(&slice.name)?;
+        with_admin(cfg, &[&slice.secret], async |admin| {
+            claim(admin, &slice.name, home).await
+        })
+        .await
     }
 
     async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {

@@ -61,7 +61,8 @@ use tokio_postgres::{Client, Config, NoTls};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub, Slice,
+    mark, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Maker, Result,
+    Scrub, Slice,
 };
 
 mod admin;
@@ -72,8 +73,12 @@ use slice::*;
 /// The postgres adapter (`adapter = "postgres"` or `"postgresql"`).
 pub struct Postgres;
 
-/// The comment binky puts on its databases and roles.
-const MARK: &str = "binky slice";
+/// The comment binky puts on its databases and roles until the home that made them
+/// claims them ([`mark::text`]: `binky slice of home <id>`).
+const MARK: &str = mark::PREFIX;
+/// The first key of the advisory locks a claim takes (the second: a hash of the slice's
+/// name), so that two homes claiming one slice at once take turns.
+const CLAIM_LOCK: i32 = 0x626b_6879; // "bkhy"
 /// Bound on opening the TCP connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound on the whole connection handshake (TCP, startup, authentication).
@@ -146,6 +151,18 @@ impl Adapter for Postgres {
         admin.bounded(teardown(&admin, &slice.name)).await
     }
 
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        check_name(&slice.name)?;
+        let admin = Admin::connect(cfg, &slice.secret).await?;
+        admin.bounded(admin.maker(&slice.name)).await
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        check_name(&slice.name)?;
+        let admin = Admin::connect(cfg, &slice.secret).await?;
+        admin.bounded(claim(&admin, &slice.name, home)).await
+    }
+
     async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let admin = Admin::connect(cfg, "").await?;
         admin
@@ -155,7 +172,7 @@ impl Adapter for Postgres {
                     .query(
                         "SELECT d.datname FROM pg_database d \
                          WHERE left(d.datname, 3) = 'bk_' \
-                           AND shobj_description(d.oid, 'pg_database') = $1 \
+                           AND left(shobj_description(d.oid, 'pg_database'), length($1)) = $1 \
                          ORDER BY 1",
                         &[&MARK],
                     )
