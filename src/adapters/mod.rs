@@ -498,6 +498,18 @@ pub async fn bounded<T>(
     })
 }
 
+/// Refuses a home identity that is not one ([`mark::is_home_id`]) before it reaches a
+/// server (binky's own always are; a mark is written into statements and documents).
+pub fn check_home(home: &str) -> Result<()> {
+    if mark::is_home_id(home) {
+        Ok(())
+    } else {
+        Err(AdapterError::Config(format!(
+            "`{home}` is not a binky home's identity (eight characters of a-z and 2-7)"
+        )))
+    }
+}
+
 /// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own
 /// names always are; a name from elsewhere could carry a path or a quote).
 pub fn check_plain_name(slice: &Slice) -> Result<()> {

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use binky::adapters::postgres::Postgres;
-use binky::adapters::{Adapter, Slice};
+use binky::adapters::{Adapter, AdapterConfig, Maker, Slice};
 
 use crate::harness::*;
 use crate::mariadb_server::MariaDbServer;
@@ -491,4 +491,106 @@ fn gc_leaves_unmarked_slices_and_other_homes_until_told_which_to_drop() {
     env.ok(&["remove", "w"]);
     pg.assert_no_slices();
     env.assert_nothing_left(&["w"]);
+}
+
+/// What `adapter` records on a real server (`cfg`) of which home made the slice `name`: a
+/// slice made the old way has no home's mark; the first home to claim it is recorded and
+/// a second home's claim does not take it; a new provision (a heal) keeps the mark;
+/// `binky gc`'s listing finds the slice; the mark goes with the slice, and a slice of
+/// that name made again is the new maker's.
+fn server_keeps_the_makers_mark(adapter: &dyn Adapter, cfg: &AdapterConfig, name: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = Slice {
+        name: name.to_owned(),
+        secret: binky_controllers::adapter::random_secret().unwrap(),
+    };
+    let (a, b) = (
+        Maker::Home("aaaaaaaa".into()),
+        Maker::Home("bbbbbbbb".into()),
+    );
+    rt.block_on(async {
+        let maker = || adapter.maker(&s, cfg);
+        assert_eq!(maker().await.unwrap(), Maker::Absent, "{name}");
+        adapter.provision(&s, cfg).await.unwrap();
+        assert_eq!(maker().await.unwrap(), Maker::Unmarked, "{name}");
+        assert_eq!(adapter.claim(&s, cfg, "aaaaaaaa").await.unwrap(), a);
+        assert_eq!(maker().await.unwrap(), a, "{name}");
+        assert_eq!(
+            adapter.claim(&s, cfg, "bbbbbbbb").await.unwrap(),
+            a,
+            "{name}: a second home took the slice"
+        );
+        adapter.provision(&s, cfg).await.unwrap();
+        assert_eq!(maker().await.unwrap(), a, "{name}: a heal lost the mark");
+        assert!(
+            adapter.list(cfg).await.unwrap().contains(&s.name),
+            "{name} is not listed"
+        );
+        adapter.teardown(&s, cfg).await.unwrap();
+        assert_eq!(
+            maker().await.unwrap(),
+            Maker::Absent,
+            "{name}: its mark outlived it"
+        );
+        adapter.provision(&s, cfg).await.unwrap();
+        assert_eq!(adapter.claim(&s, cfg, "bbbbbbbb").await.unwrap(), b);
+        adapter.teardown(&s, cfg).await.unwrap();
+        assert_eq!(maker().await.unwrap(), Maker::Absent, "{name}");
+    });
+}
+
+#[test]
+fn clickhouse_keeps_the_mark_of_the_home_that_made_a_slice() {
+    let server = crate::clickhouse_server::ClickHouseServer::start();
+    server_keeps_the_makers_mark(
+        &binky::adapters::clickhouse::ClickHouse,
+        &server.cfg(),
+        "bk_h2k4m6p7_team_w_events",
+    );
+    assert_eq!(server.slices_left(), (Vec::new(), Vec::new()));
+}
+
+#[test]
+fn rabbitmq_keeps_the_mark_of_the_home_that_made_a_slice() {
+    let node = crate::rabbitmq_server::RabbitNode::shared();
+    server_keeps_the_makers_mark(
+        &binky::adapters::rabbitmq::RabbitMq,
+        &node.cfg(),
+        "bk_h2k4m6p7_team_w_mq",
+    );
+    assert!(!node.has_vhost("bk_h2k4m6p7_team_w_mq"));
+}
+
+#[test]
+fn s3_keeps_the_mark_of_the_home_that_made_a_slice_in_bucket_and_prefix_mode() {
+    let moto = crate::s3_server::MotoServer::start();
+    server_keeps_the_makers_mark(
+        &binky::adapters::s3::S3,
+        &moto.cfg(),
+        "bk_h2k4m6p7_team_w_files",
+    );
+    server_keeps_the_makers_mark(
+        &binky::adapters::s3::S3,
+        &moto.shared_cfg("team-shared"),
+        "bk_h2k4m6p7_team_w_files",
+    );
+    assert_eq!(
+        moto.buckets().into_iter().collect::<Vec<_>>(),
+        ["team-shared"],
+        "a slice's bucket was left"
+    );
+}
+
+#[test]
+fn kafka_keeps_the_mark_of_the_home_that_made_a_slice() {
+    let server = crate::kafka_server::KafkaServer::start();
+    server_keeps_the_makers_mark(
+        &binky::adapters::kafka::Kafka,
+        &server.cfg("orders"),
+        "bk_h2k4m6p7_team_w_events",
+    );
+    assert!(server.topics_with("bk_").is_empty());
 }

@@ -6,8 +6,12 @@
 //!   other rights (`NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`).
 //! - A database of the same name owned by that role, with `REVOKE ALL … FROM PUBLIC`, so no
 //!   other role (another world's) can connect to it; the server enforces the isolation.
-//! - Both carry the comment `binky slice`: `list` (for `binky gc`) returns only
-//!   databases named `bk_…` that carry it, so gc never sees a user's own database.
+//! - Both carry the comment `binky slice of home <id>` (the home that made the slice; see
+//!   [`crate::adapters::Maker`]; `binky slice` until it is claimed, and on slices made
+//!   before marks named a home): `list` (for `binky gc`) returns only databases named
+//!   `bk_…` that carry a binky mark, so gc never sees a user's own database. A claim takes
+//!   an advisory lock on the name, so two homes claiming one slice take turns; a provision
+//!   never rewrites a home's mark.
 //!
 //! # Guarantees
 //! - Every verb is idempotent. Provisioning an existing slice heals it: the role's password
@@ -45,9 +49,6 @@
 //!   naming it) nor dropped by `teardown` (left in place, with a warning).
 //!
 //! # Caveats
-//! - Two binky homes sharing one admin server and both naming a world alike get the same
-//!   slice name; the later provision resets the password (binky names slices per project,
-//!   world and service, not per machine).
 //! - If a slice role created objects in *other* databases (possible on a user's server
 //!   before PostgreSQL 15, where `PUBLIC` may create in `public`), `DROP ROLE` fails and the
 //!   error lists them; drop them and removal finishes by itself.

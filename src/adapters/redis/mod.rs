@@ -15,6 +15,12 @@
 //! `prefix`, empty with the others (so a config written for the prefix mode keeps working,
 //! its keys simply unprefixed).
 //!
+//! # Which home made a slice
+//! On a shared server (`database`, `prefix`), binky's catalog ([`catalog`]: the hashes
+//! `binky:slices` and `binky:databases` in the admin URL's database) records the home that
+//! made each slice and the slice holding each database, claimed with `HSETNX` (see
+//! [`crate::adapters::Maker`]). A world's own server is its home's by being in its home.
+//!
 //! # Guarantees
 //! - `server`: a world's server answers only to the slice's secret and holds nothing but
 //!   that world's data; its clients may run any command on it (it is theirs). It listens
