@@ -326,6 +326,14 @@ impl SliceEffects for RealSlices {
         let src = slice_of(from);
         let dst = slice_of(to);
         let home = self.home()?;
+        // The golden template too: one named alike by two homes before homes had an
+        // identity is adopted by the first to clone from it; another home's is not copied
+        // (its home may drop it mid-copy): the world is migrated and seeded instead.
+        if !named_by(&src.name, &home) {
+            self.refuse_others(adapter.as_ref(), &src, &cfg, &home)
+                .await?;
+            self.claim(adapter.as_ref(), &src, &cfg, &home).await?;
+        }
         self.refuse_others(adapter.as_ref(), &dst, &cfg, &home)
             .await?;
         adapter.clone_slice(&src, &dst, &cfg).await.map_err(fault)?;

@@ -126,9 +126,38 @@ async fn rm(ctx: &Ctx, goldens: &[store::GoldenRow], key: Option<String>) -> Res
             )))
         }
     };
+    let other = other_home(ctx, g).await?;
     ctx.store.request_golden_drop(&g.key)?;
     crate::daemon::client::ensure(&ctx.home).await?;
     crate::daemon::client::nudge(&ctx.home, None).await?;
-    println!("dropping golden template {} ({}); worlds keep their copies, and a world that still clones from it gets a fresh one at its next reconcile", g.key, g.name);
+    match other {
+        Some(home) => println!("golden template {} ({}) belongs to another binky home ({home}), which uses it: this home forgets it and leaves it on its server", g.key, g.name),
+        None => println!("dropping golden template {} ({}); worlds keep their copies, and a world that still clones from it gets a fresh one at its next reconcile", g.key, g.name),
+    }
     Ok(exit::OK)
+}
+
+/// The other binky home `g`'s server records as the template's maker (a template two homes
+/// named alike before homes had an identity, which that home adopted); `None` when it is
+/// this home's, unmarked, or its server cannot say now (the daemon's drop asks again).
+async fn other_home(ctx: &Ctx, g: &store::GoldenRow) -> Result<Option<String>, Failure> {
+    let home = ctx.store.read(store::home_id)?;
+    let Some(url) = g.admin_url.clone() else {
+        return Ok(None);
+    };
+    let Ok(adapter) = crate::adapters::Registry::default().get(&g.adapter) else {
+        return Ok(None);
+    };
+    let cfg = crate::adapters::AdapterConfig {
+        admin_url: Some(url),
+        ..Default::default()
+    };
+    let slice = crate::adapters::Slice {
+        name: g.name.clone(),
+        secret: g.secret.clone(),
+    };
+    Ok(match adapter.maker(&slice, &cfg).await {
+        Ok(maker) => maker.other_than(&home).map(str::to_owned),
+        Err(_) => None,
+    })
 }

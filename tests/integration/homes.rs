@@ -594,3 +594,173 @@ fn kafka_keeps_the_mark_of_the_home_that_made_a_slice() {
     );
     assert!(server.topics_with("bk_").is_empty());
 }
+
+/// A project whose `store` is a PostgreSQL slice cloned from a golden template.
+fn golden_config() -> String {
+    r#"
+[project]
+name = "team"
+{range}
+
+[services.store]
+adapter = "postgres"
+admin_url = "${env.SHARED_ADMIN}"
+clone_from = "golden"
+migrate = "psql \"$DATABASE_URL\" -v ON_ERROR_STOP=1 -q -c 'create table if not exists notes (body text)'"
+seed = "psql \"$DATABASE_URL\" -v ON_ERROR_STOP=1 -q -c \"insert into notes values ('seeded')\""
+"#
+    .to_owned()
+}
+
+/// The golden templates `env` records, by key and name.
+fn templates_of(env: &Env) -> Vec<(String, String)> {
+    let listed: serde_json::Value =
+        serde_json::from_str(&env.ok(&["golden", "ls", "--json"])).unwrap();
+    listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["key"].as_str().unwrap().to_owned(),
+                g["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Golden templates are per home: two homes with the same migrations build one each (its
+/// name carrying its home, its server's mark naming it), and `golden rm` in one drops its
+/// own alone. A template its server says another home made (two homes had named it alike
+/// before homes had an identity, and that home adopted it) is forgotten by `golden rm`,
+/// which says so, and left on the server.
+#[test]
+fn two_homes_build_their_own_golden_templates_and_golden_rm_leaves_the_others() {
+    let pg = PgServer::start();
+    let (a, b) = (Env::new(&golden_config()), Env::new(&golden_config()));
+    let (ha, hb) = (a.home_id(), b.home_id());
+    up(&a, "w", &pg);
+    up(&b, "w", &pg);
+    let (ta, tb) = (templates_of(&a), templates_of(&b));
+    assert_eq!((ta.len(), tb.len()), (1, 1), "{ta:?} {tb:?}");
+    let (name_a, name_b) = (ta[0].1.clone(), tb[0].1.clone());
+    assert!(name_a.starts_with(&format!("bk_golden_{ha}_")), "{name_a}");
+    assert!(name_b.starts_with(&format!("bk_golden_{hb}_")), "{name_b}");
+    assert_eq!(pg.maker(&name_a).as_deref(), Some(ha.as_str()));
+    assert_eq!(pg.maker(&name_b).as_deref(), Some(hb.as_str()));
+    for env in [&a, &b] {
+        assert_eq!(pg.read(&store_url(env, "w")), ["seeded"]);
+    }
+
+    // b's golden rm drops b's template, never a's.
+    let out = b.ok(&["golden", "rm", &tb[0].0]);
+    assert!(out.contains("dropping golden template"), "{out}");
+    wait_until("b's template dropped", Duration::from_secs(60), || {
+        !pg.slices().contains(&name_b)
+    });
+    assert!(pg.slices().contains(&name_a), "{:?}", pg.slices());
+    // a's next world is still cloned from a's template.
+    up(&a, "w2", &pg);
+    assert_eq!(pg.read(&store_url(&a, "w2")), ["seeded"]);
+    assert!(
+        a.ok(&["events", "w2"])
+            .contains(&format!("from golden template {name_a}")),
+        "w2 was not cloned from a's template"
+    );
+
+    // b records a's template as its own (the name two homes shared before homes had an
+    // identity, which a adopted): golden rm in b says whose it is, and leaves it.
+    up(&b, "w2", &pg);
+    let tb = templates_of(&b);
+    assert_eq!(tb.len(), 1, "{tb:?}");
+    let own_b = tb[0].1.clone();
+    b.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(b.home.join("state.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    db.execute("UPDATE goldens SET name = ?1", [&name_a])
+        .unwrap();
+    drop(db);
+    let out = b.ok(&["golden", "rm", &tb[0].0]);
+    assert!(
+        out.contains(&format!("belongs to another binky home ({ha})")) && out.contains(&name_a),
+        "{out}"
+    );
+    wait_until("b forgets a's template", Duration::from_secs(60), || {
+        templates_of(&b).is_empty()
+    });
+    assert!(pg.slices().contains(&name_a), "a's template was dropped");
+    assert_eq!(pg.read(&store_url(&a, "w2")), ["seeded"]);
+
+    // Done: b's own template (its record rewritten above) is b's orphan for gc.
+    let out = b.ok(&["gc", "--all-servers", "--yes"]);
+    assert!(out.contains(&format!("dropped {own_b}")), "{out}");
+    for env in [&a, &b] {
+        env.ok(&["settings", "golden_keep=0"]);
+        env.ok(&["remove", "w"]);
+        env.ok(&["remove", "w2"]);
+    }
+    wait_until(
+        "a's template goes with a's last world",
+        Duration::from_secs(60),
+        || pg.slices().is_empty(),
+    );
+    pg.assert_no_slices();
+    a.assert_nothing_left(&["w", "w2"]);
+    b.assert_nothing_left(&["w", "w2"]);
+}
+
+/// Two homes' daemons choose a Redis database for their worlds at once: the choice is
+/// claimed in the server's catalog before the world's user is made, so a database another
+/// home claimed a moment ago — its user not there yet, its database still empty — is never
+/// handed out again; and the catalog's record goes with the slice.
+#[test]
+fn a_redis_database_another_home_just_claimed_is_never_handed_out_again() {
+    let server = RedisServer::start();
+    let mut admin = server.admin();
+    // Another home's daemon chose database 1 and has not made its user yet.
+    let theirs = "bk_q7r2s3t4_team_feat_a_cache";
+    redis::cmd("HSET")
+        .arg("binky:databases")
+        .arg(1)
+        .arg(theirs)
+        .query::<i64>(&mut admin)
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ours = Slice {
+        name: "bk_h2k4m6p7_team_feat_a_cache".into(),
+        secret: binky_controllers::adapter::random_secret().unwrap(),
+    };
+    let redis = binky::adapters::redis::Redis;
+    let url = rt.block_on(async {
+        redis
+            .provision(&ours, &server.database_cfg())
+            .await
+            .unwrap();
+        redis
+            .resolve(&ours, &server.database_cfg())
+            .await
+            .unwrap()
+            .url
+    });
+    assert!(url.ends_with("/2"), "{url}");
+    let holder: Option<String> = redis::cmd("HGET")
+        .arg("binky:databases")
+        .arg(2)
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(holder.as_deref(), Some(ours.name.as_str()));
+    rt.block_on(redis.teardown(&ours, &server.database_cfg()))
+        .unwrap();
+    let held: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg("binky:databases")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(
+        held,
+        [("1".to_owned(), theirs.to_owned())].into(),
+        "the other home's claim was touched, or ours left"
+    );
+}
