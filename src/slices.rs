@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use binky_controllers::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+use binky_controllers::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec, Teardown};
 use binky_controllers::store::{self, StoreError};
 
 use crate::adapters::{redact, Adapter, AdapterConfig, AdapterError, Registry, Slice};
@@ -140,6 +140,87 @@ impl RealSlices {
     }
 }
 
+/// Does `name` carry the home `home`'s identity (`bk_<home>_…`, `bk_golden_<home>_…`)? Such
+/// a name is only ever made by that home (identities are random, 40 bits), so its slice
+/// cannot be another home's; a name from before homes had an identity can.
+fn named_by(name: &str, home: &str) -> bool {
+    let after = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix(home))
+            .is_some_and(|rest| rest.starts_with('_'))
+    };
+    after("bk_") || after("bk_golden_")
+}
+
+/// The error that says the slice `slice` on `cfg`'s server is the home `home`'s.
+fn other_home(cfg: &AdapterConfig, slice: &Slice, home: &str) -> SliceFault {
+    fault(AdapterError::OtherHome {
+        server: cfg.admin_url.as_deref().map(redact).unwrap_or_default(),
+        slice: slice.name.clone(),
+        home: home.to_owned(),
+    })
+}
+
+impl RealSlices {
+    /// This home's identity (the store's).
+    fn home(&self) -> Result<String, SliceFault> {
+        self.servers
+            .store()
+            .read(store::home_id)
+            .map_err(store_fault)
+    }
+
+    /// The other home `slice`'s server records as its maker, if one does. A name carrying
+    /// this home's identity is not looked up: no other home makes one.
+    async fn other_maker(
+        &self,
+        adapter: &dyn Adapter,
+        slice: &Slice,
+        cfg: &AdapterConfig,
+        home: &str,
+    ) -> Result<Option<String>, SliceFault> {
+        if named_by(&slice.name, home) {
+            return Ok(None);
+        }
+        let maker = adapter.maker(slice, cfg).await.map_err(fault)?;
+        Ok(maker.other_than(home).map(str::to_owned))
+    }
+
+    /// Refuses to touch `slice` when its server records another home as its maker.
+    async fn refuse_others(
+        &self,
+        adapter: &dyn Adapter,
+        slice: &Slice,
+        cfg: &AdapterConfig,
+        home: &str,
+    ) -> Result<(), SliceFault> {
+        match self.other_maker(adapter, slice, cfg, home).await? {
+            Some(other) => Err(other_home(cfg, slice, &other)),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks `slice` on its server as this home's (adopting one made before marks named a
+    /// home); an error when another home's mark won.
+    async fn claim(
+        &self,
+        adapter: &dyn Adapter,
+        slice: &Slice,
+        cfg: &AdapterConfig,
+        home: &str,
+    ) -> Result<(), SliceFault> {
+        match adapter
+            .claim(slice, cfg, home)
+            .await
+            .map_err(fault)?
+            .other_than(home)
+        {
+            Some(other) => Err(other_home(cfg, slice, other)),
+            None => Ok(()),
+        }
+    }
+}
+
 fn server_fault(e: crate::servers::ServerError) -> SliceFault {
     if e.permanent() {
         SliceFault::Permanent(Box::new(e))
@@ -210,7 +291,13 @@ impl SliceEffects for RealSlices {
         let adapter = self.adapter(spec)?;
         let cfg = self.config(spec, adapter.as_ref()).await?;
         let slice = slice_of(spec);
+        let home = self.home()?;
+        // Another home's slice is neither healed (its password set to this home's secret)
+        // nor used.
+        self.refuse_others(adapter.as_ref(), &slice, &cfg, &home)
+            .await?;
         adapter.provision(&slice, &cfg).await.map_err(fault)?;
+        self.claim(adapter.as_ref(), &slice, &cfg, &home).await?;
         address(adapter.as_ref(), &slice, spec, cfg).await
     }
 
@@ -238,7 +325,19 @@ impl SliceEffects for RealSlices {
         let cfg = self.config(to, adapter.as_ref()).await?;
         let src = slice_of(from);
         let dst = slice_of(to);
+        let home = self.home()?;
+        // The golden template too: one named alike by two homes before homes had an
+        // identity is adopted by the first to clone from it; another home's is not copied
+        // (its home may drop it mid-copy): the world is migrated and seeded instead.
+        if !named_by(&src.name, &home) {
+            self.refuse_others(adapter.as_ref(), &src, &cfg, &home)
+                .await?;
+            self.claim(adapter.as_ref(), &src, &cfg, &home).await?;
+        }
+        self.refuse_others(adapter.as_ref(), &dst, &cfg, &home)
+            .await?;
         adapter.clone_slice(&src, &dst, &cfg).await.map_err(fault)?;
+        self.claim(adapter.as_ref(), &dst, &cfg, &home).await?;
         address(adapter.as_ref(), &dst, to, cfg).await
     }
 
@@ -282,7 +381,7 @@ impl SliceEffects for RealSlices {
         Ok(had_one && made_there)
     }
 
-    async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
+    async fn teardown(&self, spec: &SliceSpec) -> Result<Teardown, SliceFault> {
         let adapter = self.adapter(spec)?;
         let slice = slice_of(spec);
         // A server of the slice's own goes with its files, whichever server the slice was
@@ -299,7 +398,7 @@ impl SliceEffects for RealSlices {
             None => false,
         };
         if own {
-            return Ok(());
+            return Ok(Teardown::Dropped);
         }
         // The slice controller passes the server the slice was made on (recorded); one
         // made before any was recorded is looked for where its config says.
@@ -324,7 +423,7 @@ impl RealSlices {
         spec: &SliceSpec,
         adapter: &dyn Adapter,
         slice: &Slice,
-    ) -> Result<(), SliceFault> {
+    ) -> Result<Teardown, SliceFault> {
         let cfg = match &spec.admin_url {
             Some(url) => AdapterConfig {
                 admin_url: Some(url.clone()),
@@ -342,10 +441,17 @@ impl RealSlices {
                     ..AdapterConfig::default()
                 },
                 // A world's own server, gone above; else the shared one.
-                None if self.wants_own_server(spec, adapter) => return Ok(()),
+                None if self.wants_own_server(spec, adapter) => return Ok(Teardown::Dropped),
                 None => self.config(spec, adapter).await?,
             },
         };
-        adapter.teardown(slice, &cfg).await.map_err(fault)
+        // A slice named alike before homes had an identity, which another home adopted:
+        // that home's, left as it is.
+        let home = self.home()?;
+        if let Some(other) = self.other_maker(adapter, slice, &cfg, &home).await? {
+            return Ok(Teardown::OtherHome(other));
+        }
+        adapter.teardown(slice, &cfg).await.map_err(fault)?;
+        Ok(Teardown::Dropped)
     }
 }

@@ -427,8 +427,13 @@ pub fn grows_from(base: &BTreeMap<String, String>, inputs: &BTreeMap<String, Str
     base.iter().all(|(f, h)| inputs.get(f) == Some(h))
 }
 
-/// The template's slice name: `bk_golden_<clone_from>_<key>`.
-pub fn golden_name(clone_from: &str, key: &str) -> String {
+/// The template's slice name: `bk_golden_<home>_<clone_from>_<key>`, `home` being the
+/// home's identity (`store::home_id`), so two homes sharing a server never build into, nor
+/// drop, one template (the key alone is the same for the same migrations everywhere).
+/// `clone_from` is cut so that the name and its stage's (`<name>_migrated`) fit every
+/// server (`crate::adapter::MAX_NAME`, `MAX_NAME_COST`).
+pub fn golden_name(home: &str, clone_from: &str, key: &str) -> String {
+    use crate::adapter::{head_costing, name_cost, MAX_NAME_COST};
     let cf: String = clone_from
         .chars()
         .map(|c| {
@@ -438,9 +443,12 @@ pub fn golden_name(clone_from: &str, key: &str) -> String {
                 '_'
             }
         })
-        .take(30)
         .collect();
-    format!("bk_golden_{cf}_{}", &key[..key.len().min(12)])
+    let key = &key[..key.len().min(12)];
+    // What the rest costs: `bk_golden_<home>_`, `_<key>` and the stage's `_migrated`.
+    let rest = name_cost(&format!("bk_golden_{home}__{key}_migrated"));
+    let cf = head_costing(&cf, MAX_NAME_COST.saturating_sub(rest));
+    format!("bk_golden_{home}_{cf}_{key}")
 }
 
 /// What the template of `service` is made of, read from its workdir in `layout` and the
@@ -517,7 +525,22 @@ mod tests {
             key_files(dir.path(), &listed),
             vec!["data/users.csv", "migrations/1.sql", "schema.sql"]
         );
-        assert!(golden_name("golden", &k1).len() <= 63);
+        for cf in [
+            "g".repeat(40),
+            "a_b-c.d/e_f-g_h_i-j_k_l".into(),
+            "golden".into(),
+        ] {
+            let stage = format!("{}_migrated", golden_name("h2k4m6p7", &cf, &k1));
+            assert!(
+                stage.len() <= crate::adapter::MAX_NAME
+                    && crate::adapter::name_cost(&stage) <= crate::adapter::MAX_NAME_COST,
+                "{stage}"
+            );
+        }
+        assert_eq!(
+            golden_name("h2k4m6p7", "golden", &k1),
+            format!("bk_golden_h2k4m6p7_golden_{}", &k1[..12])
+        );
     }
 
     fn resource(migrate: &str) -> Resource {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec};
+use crate::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec, Teardown};
 use crate::port::PortProbe;
 use crate::process::Mechanism;
 use crate::runtime::{reconcile_one, Controller, KeyBackoff, Trigger};
@@ -652,6 +652,8 @@ pub struct SliceState {
     pub teardown_transient: BTreeMap<String, u32>,
     /// Every teardown fails for good with this.
     pub teardown_permanent: Option<String>,
+    /// Slice name → the other binky home the server says made it: its teardown leaves it.
+    pub others: BTreeMap<String, String>,
     /// `exists` says `None` (the adapter cannot tell).
     pub blind: bool,
     /// Every slice runs a server of its own (`pause` stops it).
@@ -718,10 +720,13 @@ impl SliceEffects for FakeSlices {
         Ok(address(spec))
     }
 
-    async fn teardown(&self, spec: &SliceSpec) -> Result<(), SliceFault> {
+    async fn teardown(&self, spec: &SliceSpec) -> Result<Teardown, SliceFault> {
         let mut s = self.record(format!("teardown {}", spec.slice));
         if let Some(why) = &s.teardown_permanent {
             return Err(SliceFault::Permanent(why.clone().into()));
+        }
+        if let Some(home) = s.others.get(&spec.slice) {
+            return Ok(Teardown::OtherHome(home.clone()));
         }
         if let Some(left) = s
             .teardown_transient
@@ -732,7 +737,7 @@ impl SliceEffects for FakeSlices {
             return Err(SliceFault::Transient("server went away".into()));
         }
         s.slices.remove(&spec.slice);
-        Ok(())
+        Ok(Teardown::Dropped)
     }
 
     async fn can_clone(&self, spec: &SliceSpec) -> Result<bool, SliceFault> {

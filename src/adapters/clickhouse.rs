@@ -18,6 +18,12 @@
 //! databases, and on 20.5+ users (`access_management`). A path in admin_url (a database, in
 //! DSN terms) is ignored; query parameters are not used.
 //!
+//! # Which home made a slice
+//! A table of binky's catalog database, `binky_catalog.<slice>` (`TinyLog`, one row: the
+//! home; see [`crate::adapters::Maker`]): ClickHouse keeps no comment on a database before
+//! 22.x. `CREATE TABLE` lets one of two homes claiming at once make it; teardown drops it
+//! last.
+//!
 //! # Guarantees
 //! - Every verb is idempotent. Provisioning again resets the user's password to the secret
 //!   and re-grants its database.
@@ -53,7 +59,7 @@ use hyper::Method;
 use sha2::{Digest, Sha256};
 
 use super::http::{Endpoint, Http};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
 /// The HTTP interface's usual port.
 pub const DEFAULT_PORT: u16 = 8123;
@@ -234,6 +240,48 @@ impl Server {
     }
 }
 
+/// The database of binky's catalog on the server: which home made each slice. ClickHouse
+/// keeps no comment on a database before 22.x, so each slice's mark is a table of its own
+/// there, named after the slice, holding the maker's identity (`TinyLog`, which every
+/// release has): `CREATE TABLE` without `IF NOT EXISTS` lets one of two homes claiming at
+/// once make it, and the other read it back.
+const CATALOG: &str = "binky_catalog";
+/// `UNKNOWN_TABLE`, `UNKNOWN_DATABASE`: no mark (yet).
+const NO_MARK: &[u32] = &[60, 81];
+/// `TABLE_ALREADY_EXISTS`.
+const TABLE_EXISTS: u32 = 57;
+
+impl Server {
+    /// The home the catalog records for `slice`, if any.
+    async fn marked_home(&self, slice: &Slice) -> Result<Option<String>> {
+        let sql = format!("SELECT home FROM {CATALOG}.`{}` LIMIT 1", slice.name);
+        match self.run(&self.ep, &sql).await? {
+            Ok(out) => Ok(out
+                .lines()
+                .next()
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_owned)),
+            Err(f) if f.code.is_some_and(|c| NO_MARK.contains(&c)) => Ok(None),
+            Err(f) => Err(self.error("reading binky's catalog", &f, &[])),
+        }
+    }
+
+    /// Does the slice's database exist?
+    async fn database_exists(&self, slice: &Slice) -> Result<bool> {
+        let out = self
+            .admin(
+                &format!(
+                    "SELECT count() FROM system.databases WHERE name = '{}'",
+                    slice.name
+                ),
+                "looking for the database",
+            )
+            .await?;
+        Ok(out.trim() != "0")
+    }
+}
+
 /// `Code: 62, e.displayText() = …` (old) or `Code: 62. DB::Exception: …` (new) → 62.
 fn error_code(text: &str) -> Option<u32> {
     let rest = text.trim_start().strip_prefix("Code: ")?;
@@ -386,7 +434,64 @@ impl Adapter for ClickHouse {
                 &format!("dropping database {}", slice.name),
             )
             .await?;
-        Ok(())
+        // Its mark last: a teardown cut short before this is still its home's to finish.
+        let sql = format!("DROP TABLE IF EXISTS {CATALOG}.`{}`", slice.name);
+        match server.run(&server.ep, &sql).await? {
+            Ok(_) => Ok(()),
+            Err(f) if f.code.is_some_and(|c| NO_MARK.contains(&c)) => Ok(()),
+            Err(f) => Err(server.error("removing the slice from binky's catalog", &f, &[])),
+        }
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        check_name(slice)?;
+        let server = Server::from_config(cfg)?;
+        if let Some(home) = server.marked_home(slice).await? {
+            return Ok(Maker::Home(home));
+        }
+        Ok(if server.database_exists(slice).await? {
+            Maker::Unmarked
+        } else {
+            Maker::Absent
+        })
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        check_name(slice)?;
+        super::check_home(home)?;
+        let server = Server::from_config(cfg)?;
+        server
+            .admin(
+                &format!("CREATE DATABASE IF NOT EXISTS {CATALOG}"),
+                "making binky's catalog",
+            )
+            .await?;
+        let create = format!(
+            "CREATE TABLE {CATALOG}.`{}` (home String) ENGINE = TinyLog",
+            slice.name
+        );
+        match server.run(&server.ep, &create).await? {
+            Ok(_) => {}
+            // Claimed before (by this home or another): read below.
+            Err(f) if f.code == Some(TABLE_EXISTS) => {}
+            Err(f) => return Err(server.error("claiming the slice in binky's catalog", &f, &[])),
+        }
+        if let Some(marked) = server.marked_home(slice).await? {
+            return Ok(Maker::Home(marked));
+        }
+        server
+            .admin(
+                &format!(
+                    "INSERT INTO {CATALOG}.`{}` (home) VALUES ('{home}')",
+                    slice.name
+                ),
+                "claiming the slice in binky's catalog",
+            )
+            .await?;
+        Ok(match server.marked_home(slice).await? {
+            Some(h) => Maker::Home(h),
+            None => Maker::Unmarked,
+        })
     }
 
     async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
@@ -404,16 +509,7 @@ impl Adapter for ClickHouse {
     async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {
         check_name(slice)?;
         let server = Server::from_config(cfg)?;
-        let out = server
-            .admin(
-                &format!(
-                    "SELECT count() FROM system.databases WHERE name = '{}'",
-                    slice.name
-                ),
-                "looking for the database",
-            )
-            .await?;
-        Ok(Some(out.trim() != "0"))
+        server.database_exists(slice).await.map(Some)
     }
 }
 
@@ -543,6 +639,7 @@ mod tests {
             "POST / SELECT version()".to_owned(),
             format!("POST / DROP USER IF EXISTS {db}"),
             format!("POST / DROP DATABASE IF EXISTS {db}"),
+            format!("POST / DROP TABLE IF EXISTS binky_catalog.{db}"),
         ]);
         assert_eq!(fake.lines(), expected);
         // Admin statements as admin, the probe as the slice's user.
@@ -607,10 +704,9 @@ mod tests {
         );
         assert_eq!(done.tokens["user"], "admin");
         ClickHouse.teardown(&slice(), &c).await.expect("teardown");
-        assert_eq!(
-            fake.lines().last().map(String::as_str),
-            Some("POST / DROP DATABASE IF EXISTS `bk_acme_login_fix_events`")
-        );
+        assert!(fake
+            .lines()
+            .contains(&"POST / DROP DATABASE IF EXISTS `bk_acme_login_fix_events`".to_owned()));
     }
 
     #[tokio::test]

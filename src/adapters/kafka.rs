@@ -32,6 +32,12 @@
 //! refused rather than half-supported. The slice keeps worlds from colliding by mistake,
 //! not from a process that ignores its prefix.
 //!
+//! # Which home made a slice
+//! An empty topic `<prefix>.__binky_home_<id>` ([`marker_topic`]; see
+//! [`crate::adapters::Maker`]), made when the home claims the slice, even one without
+//! topics, and deleted last at teardown. Applications listing the topics under their prefix
+//! see it. Of two markers a race left, the first by name counts, for every home alike.
+//!
 //! # Guarantees
 //! - `provision` is idempotent: it creates the listed topics that are missing (a topic made
 //!   by a concurrent provision is fine) and leaves existing ones as they are (their
@@ -69,7 +75,7 @@ use rskafka::BackoffConfig;
 
 use binky_controllers::url::{host_port, Url};
 
-use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
 pub const ENV_URL: &str = "BINKY_KAFKA_URL";
@@ -418,6 +424,42 @@ pub fn in_slice(prefix: &str, topic: &str) -> bool {
         .is_some_and(|rest| rest.starts_with('.'))
 }
 
+/// What the topic marking a slice as a home's starts with after `<prefix>.`: the topic
+/// `<prefix>.__binky_home_<home>` (one partition, never written) is the slice's mark, the
+/// one record of a home a broker keeps without a catalog to read (rskafka has no API for
+/// topic configs). It goes with the slice's other topics at teardown, last.
+pub const HOME_MARKER: &str = "__binky_home_";
+
+/// The topic marking the slice with `prefix` as `home`'s.
+pub fn marker_topic(prefix: &str, home: &str) -> String {
+    topic_name(prefix, &format!("{HOME_MARKER}{home}"))
+}
+
+/// The home `topic` marks the slice with `prefix` as made by, if it is such a marker.
+pub fn marked_home<'a>(prefix: &str, topic: &'a str) -> Option<&'a str> {
+    let home = topic
+        .strip_prefix(prefix)?
+        .strip_prefix('.')?
+        .strip_prefix(HOME_MARKER)?;
+    super::mark::is_home_id(home).then_some(home)
+}
+
+/// Which home the markers among `topics` name for the slice with `prefix` (the first, by
+/// name, when a race left two); unmarked when only its other topics are there, absent
+/// when none is.
+pub fn maker_among(prefix: &str, topics: &[String]) -> Maker {
+    let mut homes: Vec<&str> = topics
+        .iter()
+        .filter_map(|t| marked_home(prefix, t))
+        .collect();
+    homes.sort();
+    match homes.first() {
+        Some(home) => Maker::Home((*home).to_owned()),
+        None if topics.iter().any(|t| in_slice(prefix, t)) => Maker::Unmarked,
+        None => Maker::Absent,
+    }
+}
+
 /// The slice prefixes among `topics`: the part before the first `.` of every topic that
 /// starts with `bk_` and has one.
 pub fn prefixes_of<'a>(topics: impl IntoIterator<Item = &'a str>) -> Vec<String> {
@@ -496,6 +538,10 @@ impl Adapter for Kafka {
         if doomed.is_empty() {
             return Ok(());
         }
+        // The home's mark last: a teardown cut short before it is still that home's to
+        // finish.
+        let mut doomed = doomed;
+        doomed.sort_by_key(|t| marked_home(&prefix, t).is_some());
         let controller = client
             .controller_client()
             .map_err(|e| broker.error("reaching the controller", &e))?;
@@ -527,7 +573,41 @@ impl Adapter for Kafka {
         let broker = Broker::from_config(cfg)?;
         let client = broker.connect().await?;
         let topics = broker.topics(&client).await?;
-        Ok(Some(topics.iter().any(|t| in_slice(&prefix, t))))
+        // The home's marker is binky's, not the slice's topics.
+        Ok(Some(topics.iter().any(|t| {
+            in_slice(&prefix, t) && marked_home(&prefix, t).is_none()
+        })))
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        let prefix = prefix(slice)?;
+        let broker = Broker::from_config(cfg)?;
+        let client = broker.connect().await?;
+        Ok(maker_among(&prefix, &broker.topics(&client).await?))
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        let prefix = prefix(slice)?;
+        super::check_home(home)?;
+        let plan = TopicPlan::from_options(&cfg.options)?;
+        let broker = Broker::from_config(cfg)?;
+        let client = broker.connect().await?;
+        let found = maker_among(&prefix, &broker.topics(&client).await?);
+        if found.other_than(home).is_some() || found == Maker::Home(home.to_owned()) {
+            return Ok(found);
+        }
+        // A slice without topics yet is marked too: the marker is then what makes it.
+        let marker = marker_topic(&prefix, home);
+        let controller = client
+            .controller_client()
+            .map_err(|e| broker.error("reaching the controller", &e))?;
+        let create =
+            controller.create_topic(marker.as_str(), 1, plan.replication, BROKER_TIMEOUT_MS);
+        let create = done_or_already(create, ProtocolError::TopicAlreadyExists);
+        broker
+            .bounded(&format!("creating topic {marker}"), create)
+            .await?;
+        Ok(maker_among(&prefix, &broker.topics(&client).await?))
     }
 }
 
@@ -683,5 +763,42 @@ mod tests {
             a.tokens["topics"],
             "bk_w_events.orders,bk_w_events.payments"
         );
+    }
+
+    #[test]
+    fn a_marker_topic_names_the_home_and_belongs_to_its_slice_alone() {
+        let p = "bk_h2k4m6p7_shop_w_events";
+        let marker = marker_topic(p, "h2k4m6p7");
+        assert_eq!(marker, "bk_h2k4m6p7_shop_w_events.__binky_home_h2k4m6p7");
+        assert!(in_slice(p, &marker));
+        assert_eq!(marked_home(p, &marker), Some("h2k4m6p7"));
+        assert_eq!(marked_home("bk_h2k4m6p7_shop_w", &marker), None);
+        assert_eq!(marked_home(p, &format!("{p}.__binky_home_NOTAHOME")), None);
+        assert_eq!(marked_home(p, &format!("{p}.orders")), None);
+        let topics = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(maker_among(p, &topics(&[])), Maker::Absent);
+        assert_eq!(
+            maker_among(
+                p,
+                &topics(&["bk_other.orders", "bk_h2k4m6p7_shop_w_events2.x"])
+            ),
+            Maker::Absent
+        );
+        assert_eq!(
+            maker_among(p, &topics(&[&format!("{p}.orders")])),
+            Maker::Unmarked
+        );
+        let two = [
+            marker_topic(p, "q7r2s3t4"),
+            marker.clone(),
+            format!("{p}.orders"),
+        ];
+        assert_eq!(
+            maker_among(p, &two),
+            Maker::Home("h2k4m6p7".into()),
+            "the first by name wins, for every home alike"
+        );
+        // gc finds a slice by its marker alone.
+        assert_eq!(prefixes_of([marker.as_str()]), [p]);
     }
 }

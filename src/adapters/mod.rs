@@ -147,6 +147,68 @@ impl Address {
     }
 }
 
+/// Which binky home made a slice, as its server records it (see [`Adapter::maker`]).
+///
+/// Each home has an identity (eight characters of `[a-z2-7]`, made once and kept in its
+/// store); a slice's name carries it, and the server keeps a mark of it — a comment, a row
+/// of a catalog, a tag: what the server keeps — so that any home sharing the server can
+/// tell its own slices from another's. `remove`, `binky gc` and golden templates' drops
+/// leave a slice another home's mark names (docs/shared-server.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Maker {
+    /// The server records this home (its identity).
+    Home(String),
+    /// The slice is there with no home's mark: made before binky marked its slices (by
+    /// this home or another), or its mark was lost.
+    Unmarked,
+    /// The slice is not on the server (nothing to mark).
+    Absent,
+    /// This adapter cannot tell (an external adapter; a slice that is a server of its own).
+    Untold,
+}
+
+impl Maker {
+    /// The other home this says made the slice, when it is not `home`.
+    pub fn other_than(&self, home: &str) -> Option<&str> {
+        match self {
+            Maker::Home(h) if h != home => Some(h),
+            _ => None,
+        }
+    }
+}
+
+/// How a mark that is text (a PostgreSQL comment, a RabbitMQ vhost's description, …) reads:
+/// `binky slice` (made before marks named a home) or `binky slice of home <id>`.
+pub mod mark {
+    use super::Maker;
+
+    /// What every binky mark begins with (and all a mark from before homes said).
+    pub const PREFIX: &str = "binky slice";
+
+    /// The mark of a slice `home` made.
+    pub fn text(home: &str) -> String {
+        format!("{PREFIX} of home {home}")
+    }
+
+    /// The maker a mark names; `None` when `text` is no binky mark.
+    pub fn parse(text: &str) -> Option<Maker> {
+        let rest = text.trim().strip_prefix(PREFIX)?;
+        if rest.is_empty() {
+            return Some(Maker::Unmarked);
+        }
+        let home = rest.strip_prefix(" of home ")?.trim();
+        is_home_id(home).then(|| Maker::Home(home.to_owned()))
+    }
+
+    /// Is `id` a home's identity: eight characters of `[a-z2-7]`?
+    pub fn is_home_id(id: &str) -> bool {
+        id.len() == 8
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b))
+    }
+}
+
 /// What an adapter can do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Capabilities {
@@ -197,6 +259,17 @@ pub enum AdapterError {
     /// Not supported by this adapter.
     #[error("adapter `{0}` cannot clone")]
     NoClone(String),
+    /// The slice's server records another binky home as its maker: this home neither uses
+    /// nor drops it.
+    #[error("{server}: slice `{slice}` belongs to another binky home ({home}), which made or adopted it; this home neither uses nor drops it (a world of this home gets a slice of its own, named after this home, once it is removed and brought up again)")]
+    OtherHome {
+        /// The server, without credentials.
+        server: String,
+        /// The slice.
+        slice: String,
+        /// The other home's identity.
+        home: String,
+    },
 }
 
 impl AdapterError {
@@ -246,6 +319,23 @@ pub trait Adapter: Send + Sync {
     fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool> {
         let _ = cfg;
         Ok(false)
+    }
+    /// Which binky home the server records as the slice's maker (see [`Maker`]); by
+    /// default [`Maker::Untold`]. Read before a slice is provisioned, cloned into or torn
+    /// down, and by `binky gc`, so that no home touches another's slice.
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        let _ = (slice, cfg);
+        Ok(Maker::Untold)
+    }
+    /// Record `home` as the maker of the slice (made, or made before marks named a home:
+    /// adopted), unless the server records another home: then nothing is written. The
+    /// maker recorded now, so the caller sees which home won when two claim at once (where
+    /// the server allows it, the claim is atomic). Called after `provision` and
+    /// `clone_slice`; a teardown removes the mark with the slice. By default nothing is
+    /// recorded: [`Maker::Untold`].
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        let _ = (slice, cfg, home);
+        Ok(Maker::Untold)
     }
     /// Is the slice still on the server? `None`: this adapter cannot tell. Used to notice a
     /// slice dropped from outside binky, which is then provisioned (migrated, seeded) again.
@@ -408,6 +498,18 @@ pub async fn bounded<T>(
     })
 }
 
+/// Refuses a home identity that is not one ([`mark::is_home_id`]) before it reaches a
+/// server (binky's own always are; a mark is written into statements and documents).
+pub fn check_home(home: &str) -> Result<()> {
+    if mark::is_home_id(home) {
+        Ok(())
+    } else {
+        Err(AdapterError::Config(format!(
+            "`{home}` is not a binky home's identity (eight characters of a-z and 2-7)"
+        )))
+    }
+}
+
 /// Refuses a slice name that is not `[a-z0-9_]+` before it reaches a server (binky's own
 /// names always are; a name from elsewhere could carry a path or a quote).
 pub fn check_plain_name(slice: &Slice) -> Result<()> {
@@ -480,6 +582,27 @@ mod tests {
         assert_eq!(a.len(), 32, "{a}");
         assert_ne!(a, b);
         assert_eq!(a, fit_name(&format!("bk_{}_x_db", "p".repeat(40)), 32));
+    }
+
+    #[test]
+    fn marks_name_their_home_and_a_mark_from_before_homes_names_none() {
+        assert_eq!(
+            mark::parse(&mark::text("h2k4m6p7")),
+            Some(Maker::Home("h2k4m6p7".into()))
+        );
+        assert_eq!(mark::parse("binky slice"), Some(Maker::Unmarked));
+        for not_ours in [
+            "",
+            "my database",
+            "binky slice of home",
+            "binky slice of home X1",
+        ] {
+            assert_eq!(mark::parse(not_ours), None, "{not_ours}");
+        }
+        let theirs = Maker::Home("a3b5c7d2".into());
+        assert_eq!(theirs.other_than("h2k4m6p7"), Some("a3b5c7d2"));
+        assert_eq!(theirs.other_than("a3b5c7d2"), None);
+        assert_eq!(Maker::Unmarked.other_than("h2k4m6p7"), None);
     }
 
     #[test]

@@ -22,6 +22,11 @@
 //! user, and it starts an Erlang VM per call (seconds). The price: the broker needs the
 //! `rabbitmq_management` plugin (enabled in every official image tagged `-management`).
 //!
+//! # Which home made a slice
+//! The vhost's description: `binky slice of home <id>` (see [`crate::adapters::Maker`]); a
+//! provision never rewrites an existing vhost's. The management API has no compare-and-set:
+//! of two homes claiming one vhost at once, the last write wins and the other reads it back.
+//!
 //! # Guarantees
 //! - The broker enforces isolation: a world's credentials open only its own vhost (AMQP
 //!   `Connection.Open` to another vhost is refused with `NOT_ALLOWED`, the management API
@@ -47,7 +52,7 @@ use serde_json::json;
 use binky_controllers::url::{host_port, percent_encode};
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
+use super::{mark, Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
 /// The rabbitmq adapter.
 pub struct RabbitMq;
@@ -177,6 +182,47 @@ impl Broker {
         Ok(resp)
     }
 
+    /// The vhost `name` as the management API describes it; `None` when there is none.
+    async fn vhost(&self, name: &str) -> Result<Option<serde_json::Value>> {
+        let resp = self
+            .call(
+                Method::GET,
+                &format!("/api/vhosts/{}", percent_encode(name)),
+                None,
+            )
+            .await?;
+        if resp.status == 404 {
+            return Ok(None);
+        }
+        resp.json(&self.api.server).map(Some)
+    }
+
+    /// Is there a user `name`?
+    async fn has_user(&self, name: &str) -> Result<bool> {
+        let resp = self
+            .call(
+                Method::GET,
+                &format!("/api/users/{}", percent_encode(name)),
+                None,
+            )
+            .await?;
+        Ok(resp.status != 404)
+    }
+
+    /// Which home the vhost `name`'s description names; unmarked when it names none (or
+    /// only its user is left), absent when neither is there.
+    async fn maker(&self, name: &str) -> Result<Maker> {
+        match self.vhost(name).await? {
+            Some(vhost) => Ok(vhost
+                .get("description")
+                .and_then(|d| d.as_str())
+                .and_then(mark::parse)
+                .unwrap_or(Maker::Unmarked)),
+            None if self.has_user(name).await? => Ok(Maker::Unmarked),
+            None => Ok(Maker::Absent),
+        }
+    }
+
     /// Names from a listing (`/api/vhosts`, `/api/users`).
     async fn names(&self, path: &str) -> Result<Vec<String>> {
         let resp = self.call_ok(Method::GET, path, None).await?;
@@ -219,13 +265,17 @@ impl Adapter for RabbitMq {
         check_name(slice)?;
         let broker = Broker::from_config(cfg)?;
         let name = percent_encode(&slice.name);
-        broker
-            .call_ok(
-                Method::PUT,
-                &format!("/api/vhosts/{name}"),
-                Some(json!({ "description": "a binky world's slice" })),
-            )
-            .await?;
+        // Made when missing, marked binky's; an existing vhost keeps its description (the
+        // mark of the home that made it).
+        if broker.vhost(&slice.name).await?.is_none() {
+            broker
+                .call_ok(
+                    Method::PUT,
+                    &format!("/api/vhosts/{name}"),
+                    Some(json!({ "description": mark::PREFIX })),
+                )
+                .await?;
+        }
         // PUT replaces the user whole: password and tags are rewritten every time.
         broker
             .call_ok(
@@ -308,6 +358,32 @@ impl Adapter for RabbitMq {
             );
         }
         Ok(names.into_iter().collect())
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        check_name(slice)?;
+        Broker::from_config(cfg)?.maker(&slice.name).await
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        check_name(slice)?;
+        super::check_home(home)?;
+        let broker = Broker::from_config(cfg)?;
+        let found = broker.maker(&slice.name).await?;
+        if found.other_than(home).is_some() || found == Maker::Absent {
+            return Ok(found);
+        }
+        // The management API has no compare-and-set: of two homes claiming one vhost at
+        // once (each adopting a vhost made before homes had an identity), the last write
+        // wins, and the loser finds it when it reads the mark back.
+        broker
+            .call_ok(
+                Method::PUT,
+                &format!("/api/vhosts/{}", percent_encode(&slice.name)),
+                Some(json!({ "description": mark::text(home) })),
+            )
+            .await?;
+        broker.maker(&slice.name).await
     }
 
     async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {

@@ -175,9 +175,12 @@ fn store_check(ctx: &Ctx) -> Check {
             "state db",
             Level::Ok,
             format!(
-                "{} ({} world(s))",
+                "{} ({} world(s); home {})",
                 ctx.home.db().display(),
-                ctx.store.read(store::worlds).map(|w| w.len()).unwrap_or(0)
+                ctx.store.read(store::worlds).map(|w| w.len()).unwrap_or(0),
+                ctx.store
+                    .read(store::home_id)
+                    .unwrap_or_else(|e| format!("unknown: {e}"))
             ),
             "",
         ),
@@ -185,7 +188,7 @@ fn store_check(ctx: &Ctx) -> Check {
             "state db",
             Level::Fail,
             format!("{}: {s}", ctx.home.db().display()),
-            "stop the daemon and restore the file from a backup; `binky gc` finds slices a lost store left behind",
+            "stop the daemon and restore the file from a backup (a new store is a new home: `binky gc --gone-home ID` then drops the slices the lost one left on shared servers)",
         ),
         Err(e) => check("state db", Level::Fail, e.to_string(), "check the file's permissions and disk"),
     }

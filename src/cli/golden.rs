@@ -143,6 +143,7 @@ async fn rm(
             )))
         }
     };
+    let other = other_home(ctx, g).await?;
     ctx.store.request_golden_drop(&g.key)?;
     crate::daemon::client::ensure(&ctx.home).await?;
     crate::daemon::client::nudge(&ctx.home, None).await?;
@@ -159,10 +160,15 @@ async fn rm(
     loop {
         let asked = ctx.store.read(store::golden_drops)?.contains(&g.key);
         if !asked {
-            println!(
-                "dropped {what}: {} on its server; worlds keep their copies, and a world that clones from it again gets a fresh one",
-                g.slices().join(" and ")
-            );
+            match &other {
+                Some(home) => println!(
+                    "{what} belongs to another binky home ({home}), which uses it: this home forgot it and left it on its server"
+                ),
+                None => println!(
+                    "dropped {what}: {} on its server; worlds keep their copies, and a world that clones from it again gets a fresh one",
+                    g.slices().join(" and ")
+                ),
+            }
             return Ok(exit::OK);
         }
         if started.elapsed() >= wait.timeout {
@@ -213,5 +219,30 @@ fn held_by(ctx: &Ctx, key: &str) -> Result<String, Failure> {
             "a world is being cloned from it; it is dropped once that world has its copy".into()
         }
         _ => "the daemon has not come to it yet".into(),
+    })
+}
+
+/// The other binky home `g`'s server records as the template's maker (a template two homes
+/// named alike before homes had an identity, which that home adopted); `None` when it is
+/// this home's, unmarked, or its server cannot say now (the daemon's drop asks again).
+async fn other_home(ctx: &Ctx, g: &store::GoldenRow) -> Result<Option<String>, Failure> {
+    let home = ctx.store.read(store::home_id)?;
+    let Some(url) = g.admin_url.clone() else {
+        return Ok(None);
+    };
+    let Ok(adapter) = crate::adapters::Registry::default().get(&g.adapter) else {
+        return Ok(None);
+    };
+    let cfg = crate::adapters::AdapterConfig {
+        admin_url: Some(url),
+        ..Default::default()
+    };
+    let slice = crate::adapters::Slice {
+        name: g.name.clone(),
+        secret: g.secret.clone(),
+    };
+    Ok(match adapter.maker(&slice, &cfg).await {
+        Ok(maker) => maker.other_than(&home).map(str::to_owned),
+        Err(_) => None,
     })
 }

@@ -368,6 +368,12 @@ pub enum Command {
         /// Also search shared servers named by `admin_url` (they may hold other binky homes' slices).
         #[arg(long)]
         all_servers: bool,
+        /// Also drop the slices of the binky home ID, which no longer exists (its store was deleted); repeatable.
+        #[arg(long, value_name = "ID")]
+        gone_home: Vec<String>,
+        /// Also drop slices no home's mark names (made before binky marked its slices), once no other home uses them.
+        #[arg(long)]
+        unmarked: bool,
     },
     /// Write a starting binky.toml from the docker-compose file (and .env) in DIR.
     Init {
@@ -520,7 +526,18 @@ async fn dispatch(command: Command) -> Result<i32, Failure> {
         Command::Trust { uninstall } => trust::run_trust(uninstall),
         Command::Hosts { write, remove } => hosts::run(write, remove),
         Command::Servers { action, kind, json } => servers::run(action.is_some(), kind, json).await,
-        Command::Gc { yes, all_servers } => gc::run(yes, all_servers).await,
+        Command::Gc {
+            yes,
+            all_servers,
+            gone_home,
+            unmarked,
+        } => {
+            let also = gc::Also {
+                gone_homes: gone_home,
+                unmarked,
+            };
+            gc::run(yes, all_servers, also).await
+        }
         Command::Golden {
             action,
             key,

@@ -326,6 +326,8 @@ fn doctor_reports_each_check_and_fails_on_a_reserve_the_disk_cannot_keep() {
     ] {
         assert!(text.contains(check), "no {check} check: {text}");
     }
+    // The home's identity, which its slices on shared servers carry.
+    assert!(text.contains(&format!("home {}", env.home_id())), "{text}");
     env.ok(&["settings", "disk_reserve_gib=1000000"]);
     let out = env.binky(&["doctor", "--json"]);
     assert_eq!(out.status.code(), Some(1));

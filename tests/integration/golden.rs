@@ -132,7 +132,10 @@ fn two_worlds_wait_for_one_build_and_each_gets_a_copy_it_owns_reads_writes_and_m
     for w in ["a", "b"] {
         let events = g.events(w);
         assert!(
-            events.contains("from golden template bk_golden_golden_"),
+            events.contains(&format!(
+                "from golden template bk_golden_{}_golden_",
+                g.env.home_id()
+            )),
             "{w} was not cloned: {events}"
         );
         assert!(!events.contains("clone_fallback"), "{events}");

@@ -573,6 +573,25 @@ pub fn signal(pid: u32, sig: i32) {
     }
 }
 
+/// The identity of the home at `home` (its store's), which its slices' names and marks carry.
+pub fn home_id(home: &Path) -> String {
+    binky_controllers::store::Store::open(&home.join("state.db"))
+        .and_then(|s| s.read(binky_controllers::store::home_id))
+        .unwrap_or_else(|e| panic!("the identity of home {}: {e}", home.display()))
+}
+
+impl Env {
+    /// This test's home's identity.
+    pub fn home_id(&self) -> String {
+        home_id(&self.home)
+    }
+
+    /// The name this home gives the slice of `service` in `world` of `project`.
+    pub fn slice_name(&self, project: &str, world: &str, service: &str) -> String {
+        binky_controllers::adapter::slice_name(&self.home_id(), project, world, service)
+    }
+}
+
 /// The home's tag, as binky computes it.
 pub fn home_tag(home: &Path) -> String {
     binky::paths::Home::at(home.to_owned()).tag()

@@ -425,7 +425,10 @@ fn a_node_api_and_worker_with_only_package_json_run_as_init_wrote_them() {
         },
     );
     assert!(
-        last["database"].as_str().unwrap().starts_with("bk_repo_w_"),
+        last["database"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("bk_{}_repo_w_", env.home_id())),
         "{last}"
     );
     env.ok(&["remove", "w", "--force"]);

@@ -24,6 +24,7 @@ mod golden_stages;
 mod golden_stuck;
 mod harness;
 mod health;
+mod homes;
 mod init;
 mod init_apps;
 mod kafka_server;

@@ -690,11 +690,7 @@ depends_on = ["cache"]
     let data = env
         .home
         .join("servers/redis/worlds")
-        .join(binky_controllers::adapter::slice_name(
-            "orphansrv",
-            "w",
-            "cache",
-        ))
+        .join(env.slice_name("orphansrv", "w", "cache"))
         .join("data");
     let first = servers_in("redis-server", &data);
     assert_eq!(first.len(), 1, "{first:?}");

@@ -53,7 +53,10 @@ fn two_worlds_get_their_own_database_and_remove_drops_only_its_own() {
             .to_owned(),
     );
     assert_ne!(db_a, db_b);
-    assert!(db_a.starts_with("bk_shop_a"), "{db_a}");
+    assert!(
+        db_a.starts_with(&format!("bk_{}_shop_a", env.home_id())),
+        "{db_a}"
+    );
     assert!(url_a.ends_with(&format!("/{db_a}")), "{url_a}");
     assert!(url_b.ends_with(&format!("/{db_b}")), "{url_b}");
     let mut dbs = server.slices_left().0;

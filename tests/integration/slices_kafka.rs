@@ -278,10 +278,17 @@ fn binky_up_gives_each_world_its_topics_and_remove_deletes_them() {
         served_a["KAFKA_URL"].as_str(),
         Some(format!("kafka://{}/{prefix_a}", server.bootstrap).as_str())
     );
+    // Each world's topics, and the topic marking its slice as this home's.
+    let home = env.home_id();
     for p in [&prefix_a, &prefix_b] {
         assert_eq!(
             server.topics_with(&format!("{p}.")),
-            [format!("{p}.orders"), format!("{p}.payments")].into()
+            [
+                format!("{p}.orders"),
+                format!("{p}.payments"),
+                binky::adapters::kafka::marker_topic(p, &home)
+            ]
+            .into()
         );
     }
     assert_eq!(server.partitions(&format!("{prefix_a}.orders")), Some(2));
@@ -330,7 +337,8 @@ fn a_world_waits_for_a_broker_that_is_not_there_yet_and_comes_up_with_it() {
         .as_str()
         .expect("PREFIX")
         .to_owned();
-    assert_eq!(server.topics_with(&format!("{prefix}.")).len(), 2);
+    // Its two topics and the one marking the slice as this home's.
+    assert_eq!(server.topics_with(&format!("{prefix}.")).len(), 3);
     env.ok(&["remove", "w"]);
     assert!(
         server.topics_with("bk_").is_empty(),

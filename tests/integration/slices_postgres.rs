@@ -288,7 +288,8 @@ fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
     let vars = [("PG_ADMIN", pg.admin_url.as_str())];
     let out = env.binky_env(&["up", "w"], &vars);
     assert!(out.status.success(), "{}", stderr(&out));
-    // A slice left behind by a lost store: on the server, in no world.
+    // A slice this home left behind (a crash between making it and recording it): on the
+    // server, marked as this home's, in no world.
     let orphan = Slice {
         name: "bk_gone_world_db".into(),
         secret: "x".into(),
@@ -297,7 +298,10 @@ fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
         .enable_all()
         .build()
         .unwrap()
-        .block_on(Postgres.provision(&orphan, &pg.cfg()))
+        .block_on(async {
+            Postgres.provision(&orphan, &pg.cfg()).await?;
+            Postgres.claim(&orphan, &pg.cfg(), &env.home_id()).await
+        })
         .unwrap();
     // A world the daemon has not provisioned yet (held for approval) whose slice already
     // stands on the server, as it does for a moment while the slice controller creates it:
@@ -306,7 +310,7 @@ fn gc_finds_slices_that_belong_to_no_world_and_drops_only_those() {
     let held = env.binky_env(&["up", "w2", "--no-wait"], &vars);
     assert!(held.status.success(), "{}", stderr(&held));
     let coming = Slice {
-        name: binky_controllers::adapter::slice_name("shop", "w2", "db"),
+        name: env.slice_name("shop", "w2", "db"),
         secret: "x".into(),
     };
     tokio::runtime::Builder::new_current_thread()

@@ -82,7 +82,7 @@ fn two_worlds_get_their_own_vhost_and_user_and_remove_deletes_only_its_own() {
         !node
             .names("/api/vhosts")
             .iter()
-            .any(|v| v.starts_with("bk_mqe2e_")),
+            .any(|v| v.starts_with(&format!("bk_{}_mqe2e_", env.home_id()))),
         "vhosts left: {:?}",
         node.names("/api/vhosts")
     );

@@ -65,7 +65,10 @@ fn two_worlds_get_their_own_bucket_and_remove_deletes_only_its_own() {
     let bucket_a = served_a["BUCKET"].as_str().unwrap().to_owned();
     let bucket_b = served_b["BUCKET"].as_str().unwrap().to_owned();
     assert_ne!(bucket_a, bucket_b);
-    assert!(bucket_a.starts_with("bk-shop-a"), "{bucket_a}");
+    assert!(
+        bucket_a.starts_with(&format!("bk-{}-shop-a", env.home_id())),
+        "{bucket_a}"
+    );
     assert_eq!(served_a["FILES_URL"], format!("s3://{bucket_a}").as_str());
     assert_eq!(served_a["PREFIX"], "");
     assert_eq!(served_a["AWS_ENDPOINT_URL"], server.endpoint.as_str());
@@ -108,9 +111,11 @@ fn gc_finds_a_bucket_that_belongs_to_no_world_and_drops_only_that_one() {
         .as_str()
         .unwrap()
         .to_owned();
-    // A bucket left behind by a lost store, with an object in it.
+    // A bucket this home left behind (a crash between making it and recording it), with
+    // an object in it: marked as this home's, in no world.
     let orphan = slice("bk_gone_world_files");
     block(S3.provision(&orphan, &server.cfg())).expect("provision");
+    block(S3.claim(&orphan, &server.cfg(), &env.home_id())).expect("claim");
     block(put(&server.admin(), "bk-gone-world-files", "left.txt", "x"));
     let listed = env.ok(&["gc", "--all-servers"]);
     assert!(listed.contains("bk_gone_world_files"), "{listed}");

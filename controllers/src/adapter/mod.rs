@@ -58,6 +58,16 @@ pub enum SliceFault {
     Permanent(Cause),
 }
 
+/// What tearing a slice down came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Teardown {
+    /// It is gone (or was already).
+    Dropped,
+    /// Its server records another binky home as its maker (this home's identity is not the
+    /// one there): nothing of it was touched. The other home's identity.
+    OtherHome(String),
+}
+
 /// The slice effects: adapters, and managed servers behind them.
 pub trait SliceEffects: Send + Sync + 'static {
     /// Make the slice if it does not exist, and say where it is.
@@ -65,8 +75,12 @@ pub trait SliceEffects: Send + Sync + 'static {
         &self,
         spec: &SliceSpec,
     ) -> impl Future<Output = Result<SliceAddress, SliceFault>> + Send;
-    /// Remove the slice and its credentials.
-    fn teardown(&self, spec: &SliceSpec) -> impl Future<Output = Result<(), SliceFault>> + Send;
+    /// Remove the slice and its credentials, unless its server records another binky home
+    /// as its maker: then it is left as it is, and the answer names that home.
+    fn teardown(
+        &self,
+        spec: &SliceSpec,
+    ) -> impl Future<Output = Result<Teardown, SliceFault>> + Send;
     /// Can this adapter copy a slice server-side?
     fn can_clone(&self, spec: &SliceSpec) -> impl Future<Output = Result<bool, SliceFault>> + Send;
     /// Copy the template `from` into the new slice `to`, and say where it is.
@@ -100,12 +114,16 @@ pub trait SliceEffects: Send + Sync + 'static {
     }
 }
 
-/// A slice name: `bk_<project>_<world>_<service>`, lower case, `[a-z0-9_]`, at most 63
-/// characters (PostgreSQL's limit, the tightest of the servers here); a name that had to be
-/// shortened ends in a hash of the full one, so it stays unique.
-pub fn slice_name(project: &str, world: &str, service: &str) -> String {
-    let full = format!("bk_{project}_{world}_{service}");
-    let mut name: String = full
+/// A new slice's name: `bk_<home>_<project>_<world>_<service>`, lower case, `[a-z0-9_]`, at
+/// most 63 characters (PostgreSQL's limit, the tightest of the servers here); a name that
+/// had to be shortened ends in a hash of the full one, so it stays unique. `home` is the
+/// home's identity (`store::home_id`: eight characters of `[a-z2-7]`), first so that no
+/// shortening cuts it off: two homes sharing a server never make the same name, whatever
+/// their projects and worlds are called. A slice keeps the name its record holds (one made
+/// before homes had an identity keeps `bk_<project>_<world>_<service>`).
+pub fn slice_name(home: &str, project: &str, world: &str, service: &str) -> String {
+    let full = format!("bk_{home}_{project}_{world}_{service}");
+    let name: String = full
         .chars()
         .map(|c| {
             let c = c.to_ascii_lowercase();
@@ -116,11 +134,42 @@ pub fn slice_name(project: &str, world: &str, service: &str) -> String {
             }
         })
         .collect();
-    if name.len() > 63 || name != full.to_ascii_lowercase() {
+    if name.len() > MAX_NAME
+        || name_cost(&name) > MAX_NAME_COST
+        || name != full.to_ascii_lowercase()
+    {
         let digest = Sha256::digest(full.as_bytes());
         let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
-        name.truncate(54);
-        name = format!("{}_{hash}", name.trim_end_matches('_'));
+        // `_` and the hash cost 10: the head keeps the rest.
+        let head = head_costing(&name, MAX_NAME_COST - 10);
+        return format!("{}_{hash}", head.trim_end_matches('_'));
+    }
+    name
+}
+
+/// The longest a slice's name is: PostgreSQL's identifier limit, the tightest length.
+pub const MAX_NAME: usize = 63;
+
+/// The most a slice's name may cost (see [`name_cost`]): MySQL's 64-character limit on
+/// the database name of `GRANT … ON db.*`, where each `_` is written `\_` (it would match
+/// any character otherwise).
+pub const MAX_NAME_COST: usize = 64;
+
+/// What `name` (`[a-z0-9_]`) costs where it is longest: its length, and one more for each
+/// `_`, which MySQL's grants escape. A name within [`MAX_NAME`] and [`MAX_NAME_COST`] fits
+/// every server binky knows.
+pub fn name_cost(name: &str) -> usize {
+    name.len() + name.bytes().filter(|b| *b == b'_').count()
+}
+
+/// The longest start of `name` (`[a-z0-9_]`) costing at most `budget`.
+pub fn head_costing(name: &str, budget: usize) -> &str {
+    let mut cost = 0;
+    for (i, b) in name.bytes().enumerate() {
+        cost += if b == b'_' { 2 } else { 1 };
+        if cost > budget {
+            return &name[..i];
+        }
     }
     name
 }
@@ -135,27 +184,50 @@ pub fn random_secret() -> Result<String, crate::random::RandomError> {
 mod tests {
     use super::*;
 
+    const HOME: &str = "h2k4m6p7";
+
     #[test]
     fn slice_names_are_safe_short_and_distinct() {
-        let dashed = slice_name("acme", "login-fix", "db");
+        let dashed = slice_name(HOME, "acme", "login-fix", "db");
         assert!(
-            dashed.starts_with("bk_acme_login_fix_db_")
-                && dashed.len() == "bk_acme_login_fix_db_".len() + 8,
+            dashed.starts_with("bk_h2k4m6p7_acme_login_fix_db_")
+                && dashed.len() == "bk_h2k4m6p7_acme_login_fix_db_".len() + 8,
             "{dashed}"
         );
-        assert_eq!(slice_name("acme", "login-fix", "db"), dashed);
-        let a = slice_name("acme", "feat/x", "db");
-        let b = slice_name("acme", "feat_x", "db");
+        assert_eq!(slice_name(HOME, "acme", "login-fix", "db"), dashed);
+        let a = slice_name(HOME, "acme", "feat/x", "db");
+        let b = slice_name(HOME, "acme", "feat_x", "db");
         assert_ne!(a, b, "two worlds share a slice");
-        assert_eq!(slice_name("acme", "w", "db"), "bk_acme_w_db");
-        let long = slice_name(&"p".repeat(40), &"w".repeat(40), "db");
+        assert_eq!(slice_name(HOME, "acme", "w", "db"), "bk_h2k4m6p7_acme_w_db");
+        let long = slice_name(HOME, &"p".repeat(40), &"w".repeat(40), "db");
         assert!(long.len() <= 63, "{long}");
-        for n in [a, b, long] {
+        // Many `_`: within MySQL's grant limit once each is escaped.
+        let underscored = slice_name(HOME, "a-b-c-d-e-f-g-h", "i-j-k-l-m-n-o-p-q-r-s", "t_u_v");
+        assert!(name_cost(&underscored) <= MAX_NAME_COST, "{underscored}");
+        assert!(underscored.starts_with("bk_h2k4m6p7_a_b_"), "{underscored}");
+        for n in [a, b, long, underscored] {
+            assert!(n.len() <= MAX_NAME && name_cost(&n) <= MAX_NAME_COST, "{n}");
             assert!(
                 n.bytes()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'),
                 "{n}"
             );
+        }
+    }
+
+    #[test]
+    fn two_homes_never_name_a_slice_alike_and_a_shortened_name_keeps_its_home() {
+        let other = "a3b5c7d2";
+        for (p, w) in [
+            ("team", "feat-a"),
+            ("team", "feat_a"),
+            (&*"p".repeat(60), &*"w".repeat(60)),
+        ] {
+            let (mine, theirs) = (slice_name(HOME, p, w, "db"), slice_name(other, p, w, "db"));
+            assert_ne!(mine, theirs);
+            assert!(mine.starts_with("bk_h2k4m6p7_"), "{mine}");
+            assert!(theirs.starts_with("bk_a3b5c7d2_"), "{theirs}");
+            assert!(mine.len() <= 63 && theirs.len() <= 63, "{mine} {theirs}");
         }
     }
 

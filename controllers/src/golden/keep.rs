@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::GoldenController;
-use crate::adapter::{SliceEffects, SliceSpec};
+use crate::adapter::{SliceEffects, SliceSpec, Teardown};
 use crate::settings::Settings;
 use crate::store::{self, now_ms, owner, write, GoldenRow, GoldenState, StoreError};
 use crate::supervisor::Supervisor;
@@ -287,13 +287,21 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
                 buckets: Vec::new(),
                 search_path: None,
             };
-            if let Err(err) = self.slices.effects().teardown(&spec).await {
-                tracing::warn!(key = %g.key, name = %spec.slice, %err, "cannot drop golden template yet");
-                // Said where `binky golden ls` and `golden rm` read it; retried at the
-                // next sweep.
-                let said = format!("cannot drop {} yet: {err}; retrying", spec.slice);
-                self.set_state(&g.key, GoldenState::Dropping, &said, None)?;
-                return Ok(false);
+            match self.slices.effects().teardown(&spec).await {
+                Ok(Teardown::Dropped) => {}
+                // Named alike by a home before homes had an identity, and that home's now:
+                // it is left to it, and this home forgets it.
+                Ok(Teardown::OtherHome(home)) => {
+                    tracing::info!(key = %g.key, name = %spec.slice, %home, "golden template belongs to another binky home; left to it")
+                }
+                Err(err) => {
+                    tracing::warn!(key = %g.key, name = %spec.slice, %err, "cannot drop golden template yet");
+                    // Said where `binky golden ls` and `golden rm` read it; retried at the
+                    // next sweep.
+                    let said = format!("cannot drop {} yet: {err}; retrying", spec.slice);
+                    self.set_state(&g.key, GoldenState::Dropping, &said, None)?;
+                    return Ok(false);
+                }
             }
         }
         self.store

@@ -277,7 +277,12 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
         if slice_ready {
             return Ok(TemplateStep::Kept);
         }
-        let name = golden_name(res.clone_from.as_deref().unwrap_or("golden"), &inputs.key);
+        let home = self.store.read(store::home_id)?;
+        let name = golden_name(
+            &home,
+            res.clone_from.as_deref().unwrap_or("golden"),
+            &inputs.key,
+        );
         let existing = self.golden(&inputs.key)?;
         if let Some(g) = &existing {
             if !self.builds_again(world, g)? {

@@ -14,6 +14,12 @@
 //! - Slices are torn down on removal, after the world's processes have stopped; a crash in
 //!   the middle is finished by the next daemon (the finalizer stays until it is done).
 //! - A slice whose service left `binky.toml` is kept (it holds data) until the world goes.
+//! - A slice is its home's: its name carries the home's identity (`store::home_id`), and
+//!   its adapter marks it on its server as the home's when it provisions it. A slice
+//!   recorded before homes had an identity keeps its recorded name and gets the mark at
+//!   its next provision (each daemon heals a running world's slices once: adoption); one
+//!   whose server names another home fails, saying so, and a removal leaves it to that
+//!   home (a `slice` event says so) instead of dropping it.
 //! - A world that is down provisions nothing; once its processes have stopped, a slice with
 //!   a server of its own (a redis-server per world) stops it, keeping its data
 //!   (`SliceState::Stopped`), and the next `binky up` starts it again before any process
@@ -32,7 +38,7 @@ use sha2::{Digest, Sha256};
 
 use self::clone::CloneOutcome;
 use crate::adapter::{
-    random_secret, slice_name, Cause, SliceAddress, SliceEffects, SliceFault, SliceSpec,
+    random_secret, slice_name, Cause, SliceAddress, SliceEffects, SliceFault, SliceSpec, Teardown,
 };
 use crate::adapter::{unset_settings, CommandError, SliceWork};
 use crate::env::Layout;
@@ -320,7 +326,9 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
     /// Drops the slice `row` of a removed world from its server (`res`: its service's
     /// config now, if it is still there). Returns whether it was dropped: with `--force`, a
     /// server that does not answer does not hold the removal for ever, and a slice nothing
-    /// can drop (an adapter that is gone) does not hang it; each says what may be left.
+    /// can drop (an adapter that is gone) does not hang it; each says what may be left. A
+    /// slice its server says another binky home made (one named alike before homes had an
+    /// identity, which that home adopted) is that home's: left as it is, and said so.
     async fn drop_slice(
         &self,
         world: &World,
@@ -329,7 +337,18 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
     ) -> Result<bool, SliceError> {
         let spec = self.made_spec(world, row, res);
         match self.effects().teardown(&spec).await {
-            Ok(()) => Ok(true),
+            Ok(Teardown::Dropped) => Ok(true),
+            Ok(Teardown::OtherHome(home)) => {
+                self.event(
+                    world,
+                    "slice",
+                    &format!(
+                        "{}: left {} slice {}: it belongs to another binky home ({home}), which uses it; this home forgets it",
+                        row.service, row.adapter, row.name
+                    ),
+                );
+                Ok(false)
+            }
             Err(SliceFault::Transient(detail)) if world.force_delete => {
                 self.event(
                     world,
@@ -875,7 +894,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
         for (service, res) in &wanted {
             let row = match rows.get(service) {
                 Some(r) => r.clone(),
-                None => new_row(world, service, res)?,
+                None => new_row(&self.store.read(store::home_id)?, world, service, res)?,
             };
             match self.converge(world, res, row, layout.as_ref()).await? {
                 SliceStep::Ready(said) => ready.push(said),
@@ -998,12 +1017,18 @@ fn wanted_slices(world: &World, selected: &BTreeSet<String>) -> Vec<(String, Res
     referenced_first(wanted)
 }
 
-/// The record of a slice not made yet: its name, and a new secret.
-fn new_row(world: &World, service: &str, res: &Resource) -> Result<SliceRow, SliceError> {
+/// The record of a slice not made yet: its name (carrying `home`, this home's identity),
+/// and a new secret. A slice recorded before keeps the name its record holds.
+fn new_row(
+    home: &str,
+    world: &World,
+    service: &str,
+    res: &Resource,
+) -> Result<SliceRow, SliceError> {
     Ok(SliceRow {
         service: service.to_owned(),
         adapter: res.adapter.clone(),
-        name: slice_name(&world.project, &world.name, service),
+        name: slice_name(home, &world.project, &world.name, service),
         secret: random_secret()?,
         state: SliceState::Provisioning,
         address: None,

@@ -352,12 +352,38 @@ const MIGRATIONS: &[&str] = &[
         requested_at INTEGER NOT NULL
     );
     "#,
+    // 18: this home's identity: made once, at random, for a new home and for one made
+    // before it existed alike, and never changed. Slices and golden templates carry it in
+    // their names and in the mark their server keeps of who made them, so two homes that
+    // share a server tell theirs apart (`crate::adapter::slice_name`, docs/shared-server.md).
+    // Eight characters of [a-z2-7]: 40 bits, short enough for every server's name limits.
+    r#"
+    CREATE TABLE home (
+        one         INTEGER PRIMARY KEY CHECK (one = 1),
+        id          TEXT NOT NULL CHECK (length(id) = 8),
+        created_at  INTEGER NOT NULL
+    );
+    WITH RECURSIVE letters (n, id) AS (
+        SELECT 0, ''
+        UNION ALL
+        SELECT n + 1, id || substr('abcdefghijklmnopqrstuvwxyz234567', (random() & 31) + 1, 1)
+        FROM letters WHERE n < 8
+    )
+    INSERT INTO home (one, id, created_at)
+    SELECT 1, id, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+    FROM letters WHERE n = 8;
+    "#,
 ];
 
 /// The newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    migrate_to(conn, LATEST)
+}
+
+/// Migrate up to schema version `target` (tests make a store as an older binky left it).
+pub(super) fn migrate_to(conn: &mut Connection, target: i64) -> Result<(), StoreError> {
     let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if current > LATEST {
         return Err(StoreError::TooNew {
@@ -365,7 +391,8 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             known: LATEST,
         });
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+    let upto = MIGRATIONS.len().min(target.max(0) as usize);
+    for (i, sql) in MIGRATIONS[..upto].iter().enumerate().skip(current as usize) {
         let version = i as i64 + 1;
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
         // Another process may have migrated while we waited for the lock.

@@ -34,6 +34,9 @@
 //!   references it (SQLite asks the authorizer for those deletes too, as the runtime's);
 //! - the golden controller deletes the `golden_drops` requests it has carried out
 //!   (`binky golden rm` made them).
+//!
+//! And one table has no writer at all ([`FIXED`]): `home`, the home's identity, made by its
+//! migration and only read afterwards.
 
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -120,6 +123,10 @@ pub trait Owner: sealed::Sealed + Copy {
 
 /// The table everyone may append to (never update or delete).
 pub const EVENTS: &str = "events";
+
+/// Tables their migration fills once and no owner writes afterwards: `home`, this home's
+/// identity, which must never change (the slices and templates on shared servers carry it).
+pub const FIXED: &[&str] = &["home"];
 
 /// The `PRAGMA`s a read or a write may run: queries that change nothing, without a value
 /// (`PRAGMA user_version`, never `PRAGMA user_version = 7`) …
@@ -581,6 +588,7 @@ mod tests {
         assert!(tables.len() > 15, "{tables:?}");
         for t in tables {
             let written = t == EVENTS
+                || FIXED.contains(&t.as_str())
                 || ALL
                     .iter()
                     .any(|(_, _, grants)| grants.iter().any(|g| g.table == t && g.insert));

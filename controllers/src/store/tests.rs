@@ -65,6 +65,52 @@ fn a_reopened_store_keeps_its_records_and_schema_version() {
 }
 
 #[test]
+fn a_home_gets_its_identity_once_and_keeps_it_and_no_owner_may_change_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    let id = Store::open(&a).unwrap().read(home_id).unwrap();
+    assert_eq!(id.len(), 8, "{id}");
+    assert!(
+        id.bytes()
+            .all(|c| c.is_ascii_lowercase() || (b'2'..=b'7').contains(&c)),
+        "{id}"
+    );
+    assert_eq!(Store::open(&a).unwrap().read(home_id).unwrap(), id);
+    assert_ne!(Store::open(&b).unwrap().read(home_id).unwrap(), id);
+    // No writer may change it, the commands' neither.
+    let store = Store::open(&a).unwrap();
+    let err = store
+        .write(owner::Commands, |tx| {
+            tx.execute("UPDATE home SET id = 'aaaaaaaa'", [])?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotOwner(_)), "{err}");
+    assert_eq!(store.read(home_id).unwrap(), id);
+}
+
+#[test]
+fn a_home_made_before_homes_had_an_identity_gets_one_when_it_is_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    {
+        // A store as the binky before this identity left it (schema version 17).
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        migrations::migrate_to(&mut conn, 17).unwrap();
+        let tables: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'home'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tables, 0);
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.read(home_id).unwrap().len(), 8);
+}
+
+#[test]
 fn a_store_from_a_newer_binky_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");

@@ -64,8 +64,8 @@ async fn the_template_is_migrated_and_seeded_once_and_every_world_is_cloned_from
         h.fake.calls("clone"),
         vec![
             format!("{stage} -> {template}"),
-            format!("{template} -> bk_acme_a_db"),
-            format!("{template} -> bk_acme_b_db"),
+            format!("{template} -> {}", h.bk("acme_a_db")),
+            format!("{template} -> {}", h.bk("acme_b_db")),
         ]
     );
     assert_eq!(
@@ -104,7 +104,7 @@ async fn an_adapter_that_cannot_clone_provisions_migrates_and_seeds_each_world_a
     );
     assert_eq!(
         h.fake.calls("provision"),
-        vec!["bk_acme_a_db", "bk_acme_b_db"]
+        vec![h.bk("acme_a_db"), h.bk("acme_b_db")]
     );
     assert!(h.fake.calls("clone").is_empty() && h.fake.calls("seal").is_empty());
     assert!(goldens(&h).is_empty(), "a template nobody can clone from");
@@ -129,7 +129,7 @@ async fn a_clone_the_server_refuses_falls_back_to_migrate_and_seed_naming_the_te
         let mut f = h.fake.inner.lock().unwrap();
         f.can_clone = true;
         f.clone_permanent = Some("template has open sessions".into());
-        f.clone_fails_into = Some("bk_acme_".into());
+        f.clone_fails_into = Some(h.bk("acme_"));
     }
     let a = h.up("a", cloning());
     h.converge(a).await;
@@ -138,14 +138,14 @@ async fn a_clone_the_server_refuses_falls_back_to_migrate_and_seed_naming_the_te
         h.fake.calls("clone"),
         vec![
             format!("{template}_migrated -> {template}"),
-            format!("{template} -> bk_acme_a_db")
+            format!("{template} -> {}", h.bk("acme_a_db"))
         ],
         "a refused clone was retried"
     );
     // The template's build, then the world's own slice the slow way.
     assert_eq!(
         h.fake.calls("provision"),
-        vec![format!("{template}_migrated"), "bk_acme_a_db".into()]
+        vec![format!("{template}_migrated"), h.bk("acme_a_db")]
     );
     assert_eq!(
         h.runs(),
@@ -169,7 +169,7 @@ async fn a_clone_that_fails_for_now_is_retried_and_needs_no_fallback() {
         let mut f = h.fake.inner.lock().unwrap();
         f.can_clone = true;
         f.clone_transient = 1;
-        f.clone_fails_into = Some("bk_acme_".into());
+        f.clone_fails_into = Some(h.bk("acme_"));
     }
     let a = h.up("a", cloning());
     h.prepare(a).await;
@@ -538,7 +538,7 @@ async fn a_template_outlives_its_last_world_and_the_next_world_is_cloned_from_it
     assert!(h
         .fake
         .calls("clone")
-        .contains(&format!("{} -> bk_acme_b_db", t.name)));
+        .contains(&format!("{} -> {}", t.name, h.bk("acme_b_db"))));
     assert_eq!(h.slices_ready(b).status, CondStatus::True);
 }
 
@@ -699,7 +699,7 @@ async fn golden_rm_drops_a_template_in_use_once_no_world_waits_to_be_cloned_from
     h.golden.housekeep().await;
     assert!(goldens(&h).is_empty());
     let on_server = h.fake.on_server();
-    assert!(on_server.contains("bk_acme_a_db") && on_server.contains("bk_acme_b_db"));
+    assert!(on_server.contains(&h.bk("acme_a_db")) && on_server.contains(&h.bk("acme_b_db")));
     assert!(!on_server.iter().any(|n| n.starts_with("bk_golden_")));
     let drops: i64 = h
         .store
@@ -780,7 +780,7 @@ async fn a_held_copy_holds_no_golden_build_or_slice_whose_migrate_runs_elsewhere
         .fake
         .calls("clone")
         .iter()
-        .any(|c| c.ends_with("-> bk_acme_a_db")));
+        .any(|c| c.ends_with(&format!("-> {}", h.bk("acme_a_db")))));
     // The held path comes; nothing ran again for it.
     gate.notify_one();
     wait_for("web/node_modules brought", || {
@@ -875,7 +875,7 @@ async fn a_data_world_cloning_a_ready_template_gets_no_venv_and_one_that_migrate
     {
         let mut f = h.fake.inner.lock().unwrap();
         f.clone_permanent = Some("no".into());
-        f.clone_fails_into = Some("bk_acme_d".into());
+        f.clone_fails_into = Some(h.bk("acme_d"));
     }
     let d = data_world("d");
     h.prepare(d).await;

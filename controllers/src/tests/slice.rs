@@ -103,6 +103,11 @@ impl H {
         reconcile(&self.port, &self.store, id).await;
     }
 
+    /// `bk_<this home>_<rest>`: the name of a slice this home makes.
+    pub fn bk(&self, rest: &str) -> String {
+        format!("bk_{}_{rest}", self.store.read(store::home_id).unwrap())
+    }
+
     pub fn slices_ready(&self, id: i64) -> store::ConditionRow {
         condition(&self.store, id, Kind::Slice.condition())
     }
@@ -143,7 +148,7 @@ async fn a_slice_is_provisioned_then_migrated_and_seeded_once_before_its_depende
     let h = h();
     let id = h.up("w", db_spec());
     h.converge(id).await;
-    assert_eq!(h.fake.calls("provision"), vec!["bk_acme_w_db"]);
+    assert_eq!(h.fake.calls("provision"), vec![h.bk("acme_w_db")]);
     assert_eq!(h.runs(), vec!["migrate up", "seed all"]);
     let url = h.row(id, "db").unwrap().address.unwrap();
     for run in &h.sup.inner.lock().unwrap().runs {
@@ -156,7 +161,10 @@ async fn a_slice_is_provisioned_then_migrated_and_seeded_once_before_its_depende
     let c = h.slices_ready(id);
     assert_eq!(
         (c.status, c.message.as_str()),
-        (CondStatus::True, "db=bk_acme_w_db")
+        (
+            CondStatus::True,
+            format!("db={}", h.bk("acme_w_db")).as_str()
+        )
     );
     assert_eq!(
         h.row(id, "db").unwrap().state,
@@ -253,7 +261,7 @@ async fn a_slice_dropped_outside_binky_is_made_again_but_checked_at_most_every_d
     h.converge(id).await;
     assert_eq!(h.runs().len(), 2);
     let checks = h.fake.calls("exists").len();
-    h.fake.drop_outside("bk_acme_w_db");
+    h.fake.drop_outside(&h.bk("acme_w_db"));
     for _ in 0..5 {
         reconcile(&h.slice, &h.store, id).await;
     }
@@ -267,14 +275,13 @@ async fn a_slice_dropped_outside_binky_is_made_again_but_checked_at_most_every_d
     h.slice.age_drift_checks(DRIFT_CHECK);
     reconcile(&h.slice, &h.store, id).await;
     assert_eq!(h.fake.calls("exists").len(), checks + 1);
-    assert!(h.fake.on_server().contains("bk_acme_w_db"));
+    assert!(h.fake.on_server().contains(&h.bk("acme_w_db")));
     assert_eq!(
         h.runs(),
         vec!["migrate up", "seed all", "migrate up", "seed all"]
     );
-    assert!(events(&h.store, "w")
-        .iter()
-        .any(|(k, m)| k == "slice_drift" && m.contains("bk_acme_w_db was dropped outside binky")));
+    assert!(events(&h.store, "w").iter().any(|(k, m)| k == "slice_drift"
+        && m.contains(&format!("{} was dropped outside binky", h.bk("acme_w_db")))));
     assert_eq!(h.slices_ready(id).status, CondStatus::True);
     // Healed: once checked again, quiet for DRIFT_CHECK.
     reconcile(&h.slice, &h.store, id).await;
@@ -292,7 +299,7 @@ async fn an_adapter_that_cannot_tell_is_never_made_again_behind_its_back() {
     h.fake.inner.lock().unwrap().blind = true;
     let id = h.up("w", db_spec());
     h.converge(id).await;
-    h.fake.drop_outside("bk_acme_w_db");
+    h.fake.drop_outside(&h.bk("acme_w_db"));
     h.slice.age_drift_checks(DRIFT_CHECK);
     h.converge(id).await;
     assert_eq!(h.runs().len(), 2);
@@ -307,6 +314,42 @@ fn two_slices() -> Spec {
         ("cache", resource("redis", None, None)),
         ("api", web("serve", &["db", "cache"])),
     ])
+}
+
+#[tokio::test]
+async fn removal_leaves_a_slice_its_server_says_another_home_made_and_says_so() {
+    let h = h();
+    let id = h.up("w", two_slices());
+    h.converge(id).await;
+    // The db's server names another home as its maker (a slice named alike before homes
+    // had an identity, which that home adopted first).
+    h.fake
+        .inner
+        .lock()
+        .unwrap()
+        .others
+        .insert(h.bk("acme_w_db"), "q7r2s3t4".into());
+    h.store.mark_deleted(id, false).unwrap();
+    h.converge(id).await;
+    assert!(world(&h.store, id).is_none(), "the removal did not finish");
+    assert_eq!(
+        h.fake.on_server().into_iter().collect::<Vec<_>>(),
+        vec![h.bk("acme_w_db")],
+        "the other home's slice was dropped, or the own one kept"
+    );
+    let said = events(&h.store, "w");
+    assert!(
+        said.iter().any(|(k, m)| k == "slice"
+            && m.contains(&h.bk("acme_w_db"))
+            && m.contains("belongs to another binky home (q7r2s3t4)")),
+        "{said:?}"
+    );
+    assert!(
+        !said
+            .iter()
+            .any(|(_, m)| m.contains(&format!("dropped postgres slice {}", h.bk("acme_w_db")))),
+        "{said:?}"
+    );
 }
 
 #[tokio::test]
@@ -326,7 +369,7 @@ async fn removal_drops_the_slices_after_the_processes_stopped_and_leaves_nothing
     h.converge(id).await;
     let mut dropped = h.fake.calls("teardown");
     dropped.sort();
-    assert_eq!(dropped, vec!["bk_acme_w_cache", "bk_acme_w_db"]);
+    assert_eq!(dropped, vec![h.bk("acme_w_cache"), h.bk("acme_w_db")]);
     assert!(h.fake.on_server().is_empty());
     assert!(
         world(&h.store, id).is_none(),
@@ -354,13 +397,13 @@ async fn a_teardown_cut_short_is_finished_by_the_next_daemon_without_dropping_tw
         .lock()
         .unwrap()
         .teardown_transient
-        .insert("bk_acme_w_db".into(), 1);
+        .insert(h.bk("acme_w_db"), 1);
     h.store.mark_deleted(id, false).unwrap();
     reconcile(&h.proc_, &h.store, id).await;
     reconcile(&h.slice, &h.store, id).await;
     assert_eq!(
         h.fake.on_server().into_iter().collect::<Vec<_>>(),
-        vec!["bk_acme_w_db"]
+        vec![h.bk("acme_w_db")]
     );
     assert!(h.row(id, "cache").is_none() && h.row(id, "db").is_some());
     assert!(
@@ -383,7 +426,7 @@ async fn a_teardown_cut_short_is_finished_by_the_next_daemon_without_dropping_tw
     assert!(h.row(id, "db").is_none());
     assert_eq!(
         h.fake.calls("teardown"),
-        vec!["bk_acme_w_cache", "bk_acme_w_db", "bk_acme_w_db"],
+        vec![h.bk("acme_w_cache"), h.bk("acme_w_db"), h.bk("acme_w_db")],
         "cache dropped twice, or db never retried"
     );
     h.converge(id).await;
@@ -473,13 +516,13 @@ async fn a_removed_world_whose_server_never_answers_waits_saying_so_and_force_fo
         .lock()
         .unwrap()
         .teardown_transient
-        .insert("bk_acme_w_db".into(), u32::MAX);
+        .insert(h.bk("acme_w_db"), u32::MAX);
     h.store.mark_deleted(id, false).unwrap();
     reconcile(&h.proc_, &h.store, id).await;
     let w = world(&h.store, id).unwrap();
     let err = h.slice.cleanup(&w).await.unwrap_err().to_string();
     assert!(
-        err.contains("cannot drop slice bk_acme_w_db")
+        err.contains(&format!("cannot drop slice {}", h.bk("acme_w_db")))
             && err.contains("`binky remove w --force` forgets the slice"),
         "{err}"
     );
@@ -491,7 +534,8 @@ async fn a_removed_world_whose_server_never_answers_waits_saying_so_and_force_fo
     assert!(h.row(id, "db").is_none());
     assert!(events(&h.store, "w")
         .iter()
-        .any(|(k, m)| k == "slice_failed" && m.contains("drop `bk_acme_w_db` on that server")));
+        .any(|(k, m)| k == "slice_failed"
+            && m.contains(&format!("drop `{}` on that server", h.bk("acme_w_db")))));
 }
 
 #[tokio::test]
@@ -509,8 +553,8 @@ async fn a_world_that_goes_down_stops_its_slices_own_servers_once_its_processes_
     assert!(h.fake.calls("pause").is_empty());
     assert_eq!(h.slices_ready(id).status, CondStatus::False);
     h.converge(id).await;
-    assert_eq!(h.fake.calls("pause"), vec!["bk_acme_w_db"]);
-    assert_eq!(h.fake.calls("provision"), vec!["bk_acme_w_db"]);
+    assert_eq!(h.fake.calls("pause"), vec![h.bk("acme_w_db")]);
+    assert_eq!(h.fake.calls("provision"), vec![h.bk("acme_w_db")]);
     assert_eq!(
         h.row(id, "db").unwrap().state,
         crate::store::SliceState::Stopped
@@ -538,7 +582,7 @@ async fn a_world_that_goes_down_keeps_slices_without_a_server_of_their_own_ready
         .set_desired_state(id, store::DesiredState::Stopped)
         .unwrap();
     h.converge(id).await;
-    assert_eq!(h.fake.calls("pause"), vec!["bk_acme_w_db"]);
+    assert_eq!(h.fake.calls("pause"), vec![h.bk("acme_w_db")]);
     assert_eq!(
         h.row(id, "db").unwrap().state,
         crate::store::SliceState::Ready

@@ -29,6 +29,11 @@
 //! user (or API key) needs `manage_security` (Elasticsearch) or REST API access to the
 //! security plugin (OpenSearch: `all_access`) and the right to create and delete indices.
 //!
+//! # Which home made a slice
+//! A document of binky's catalog index `binky_catalog` (its id the slice's name, its source
+//! `{"home": "<id>"}`; see [`crate::adapters::Maker`]), written with `_create`, so of two
+//! homes claiming at once one wins; deleted last at teardown.
+//!
 //! # Guarantees
 //! - Idempotent: provisioning again rewrites the role and resets the user's password;
 //!   tearing down what is gone succeeds (404 is "already gone").
@@ -62,7 +67,7 @@ use serde_json::json;
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
 mod server;
 use server::*;
@@ -244,7 +249,33 @@ impl Adapter for Elasticsearch {
                 )
                 .await?;
         }
-        Ok(())
+        // Its mark last: a teardown cut short before this is still its home's to finish.
+        server.forget(&prefix).await
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        let prefix = prefix(slice)?;
+        let server = Server::from_config(cfg)?;
+        if let Some(home) = server.marked_home(&prefix).await? {
+            return Ok(Maker::Home(home));
+        }
+        Ok(if server.owned(&prefix).await?.is_empty() {
+            Maker::Absent
+        } else {
+            Maker::Unmarked
+        })
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        let prefix = prefix(slice)?;
+        super::check_home(home)?;
+        let server = Server::from_config(cfg)?;
+        // A slice without indices yet is marked too: its prefix is its all the same.
+        server.claim(&prefix, home).await?;
+        Ok(match server.marked_home(&prefix).await? {
+            Some(h) => Maker::Home(h),
+            None => Maker::Unmarked,
+        })
     }
 
     async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {

@@ -255,6 +255,54 @@ impl Server {
             .unwrap_or_default())
     }
 
+    /// The home binky's catalog records for the slice `name` (`GET`, 404: none).
+    pub(super) async fn marked_home(&self, name: &str) -> Result<Option<String>> {
+        let resp = self.call(Method::GET, &catalog_doc(name), None).await?;
+        if resp.status == 404 {
+            return Ok(None);
+        }
+        if !resp.ok() {
+            return Err(self.error("reading binky's catalog", &resp, &[]));
+        }
+        let doc = resp.json(&self.ep.server)?;
+        Ok(doc["_source"]["home"].as_str().map(str::to_owned))
+    }
+
+    /// Records `home` as the slice `name`'s maker unless a home is recorded already
+    /// (`_create`: of two homes claiming at once, one makes the document, the other gets a
+    /// conflict). The catalog index is made first when it is missing.
+    pub(super) async fn claim(&self, name: &str, home: &str) -> Result<()> {
+        let resp = self
+            .call(Method::PUT, &format!("/{CATALOG}"), Some(&json!({})))
+            .await?;
+        let there =
+            resp.status == 400 && resp.text(400).contains("resource_already_exists_exception");
+        if !resp.ok() && !there {
+            return Err(self.error("making binky's catalog", &resp, &[]));
+        }
+        let path = format!("/{CATALOG}/_create/{}?refresh=true", percent_encode(name));
+        let resp = self
+            .call(Method::PUT, &path, Some(&json!({ "home": home })))
+            .await?;
+        if resp.ok() || resp.status == 409 {
+            return Ok(());
+        }
+        Err(self.error("claiming the slice in binky's catalog", &resp, &[]))
+    }
+
+    /// Forgets the slice `name` in binky's catalog (its mark goes last at teardown).
+    pub(super) async fn forget(&self, name: &str) -> Result<()> {
+        self.expect(
+            Method::DELETE,
+            &catalog_doc(name),
+            None,
+            "removing the slice from binky's catalog",
+            &[],
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// The prefix's indices, exactly.
     pub(super) async fn owned(&self, prefix: &str) -> Result<Vec<String>> {
         let mut all = self.indices(prefix).await?;
@@ -262,4 +310,14 @@ impl Server {
         all.sort();
         Ok(all)
     }
+}
+
+/// binky's catalog on the cluster: an index whose documents, one per slice (its name the
+/// document's id), record the home that made it (`{"home": "<id>"}`). Not `bk_…`, so no
+/// slice's prefix matches it.
+pub(super) const CATALOG: &str = "binky_catalog";
+
+/// The catalog document of the slice `name`.
+pub(super) fn catalog_doc(name: &str) -> String {
+    format!("/{CATALOG}/_doc/{}", percent_encode(name))
 }

@@ -62,10 +62,48 @@ fn scripted(
         "bk_acme_login_fix_search_other-x".to_owned(),
         "bk_acme_checkout_search-products".to_owned(),
     ])));
+    // binky's catalog: slice → home.
+    let catalog = Arc::new(Mutex::new(
+        std::collections::BTreeMap::<String, String>::new(),
+    ));
     move |req: &Recorded| {
         let mut set = indices.lock().expect("lock");
         let path = req.path.split('?').next().unwrap_or("");
         let whoami = path == "/_security/_authenticate" || path == "/_plugins/_security/authinfo";
+        let mut catalog = catalog.lock().expect("lock");
+        if let Some(rest) = path.strip_prefix("/binky_catalog/") {
+            if !set.contains("binky_catalog") {
+                return (
+                    404,
+                    r#"{"error":{"type":"index_not_found_exception"}}"#.into(),
+                );
+            }
+            let body: Value = serde_json::from_str(&req.body).unwrap_or_default();
+            let missing = (404, r#"{"found":false}"#.to_owned());
+            return match (req.method.as_str(), rest.split_once('/')) {
+                ("PUT", Some(("_create", id))) if catalog.contains_key(id) => (
+                    409,
+                    r#"{"error":{"type":"version_conflict_engine_exception"}}"#.into(),
+                ),
+                ("PUT", Some(("_create", id))) => {
+                    let home = body["home"].as_str().unwrap_or("").to_owned();
+                    catalog.insert(id.to_owned(), home);
+                    (201, r#"{"result":"created"}"#.into())
+                }
+                ("GET", Some(("_doc", id))) => match catalog.get(id) {
+                    Some(h) => (
+                        200,
+                        format!(r#"{{"found":true,"_source":{{"home":"{h}"}}}}"#),
+                    ),
+                    None => missing,
+                },
+                ("DELETE", Some(("_doc", id))) if catalog.remove(id).is_some() => {
+                    (200, r#"{"result":"deleted"}"#.into())
+                }
+                ("DELETE", _) => missing,
+                _ => (400, "{}".into()),
+            };
+        }
         match (req.method.as_str(), path) {
             ("GET", "/") => {
                 let version = match distribution {
@@ -90,6 +128,10 @@ fn scripted(
             }
             ("PUT", p) if p.starts_with("/_") => (200, r#"{"created":true}"#.into()),
             ("DELETE", p) if p.starts_with("/_") => (404, r#"{"found":false}"#.into()),
+            ("PUT", "/binky_catalog") if set.contains("binky_catalog") => (
+                400,
+                r#"{"error":{"type":"resource_already_exists_exception"}}"#.into(),
+            ),
             ("PUT", p) => {
                 set.insert(p[1..].to_owned());
                 (200, r#"{"acknowledged":true}"#.into())
@@ -168,6 +210,8 @@ async fn provision_and_teardown_on_secured_elasticsearch_scripted_server() {
             call(&list, Value::Null),
             call(&format!("DELETE /{p}-old"), Value::Null),
             call(&format!("DELETE /{p}-products"), Value::Null),
+            // and the mark of the home that made it, last
+            call(&format!("DELETE /binky_catalog/_doc/{p}"), Value::Null),
         ]
     );
     let reqs = fake.requests();
@@ -244,6 +288,7 @@ async fn opensearch_uses_its_security_plugins_api_scripted_server() {
                 Value::Null
             ),
             call(&format!("DELETE /{p}-old"), Value::Null),
+            call(&format!("DELETE /binky_catalog/_doc/{p}"), Value::Null),
         ]
     );
 }
@@ -364,4 +409,73 @@ async fn an_admin_without_security_rights_shares_its_credentials_scripted_server
         .expect("provision");
     let addr = Elasticsearch.resolve(&slice(), &c).await.expect("resolve");
     assert!(addr.url.starts_with("http://u:pw@"), "{}", addr.url);
+}
+
+#[tokio::test]
+async fn the_first_home_to_claim_a_slice_is_recorded_and_the_mark_goes_with_it_scripted_server() {
+    let fake = FakeServer::start(scripted(None, true)).await;
+    let c = cfg(&fake.url.replace("http://", "http://elastic:pw@"), &[]);
+    let s = slice();
+    // Its world made `<prefix>-old` before homes marked their slices: there, unmarked.
+    assert_eq!(
+        Elasticsearch.maker(&s, &c).await.expect("maker"),
+        Maker::Unmarked
+    );
+    let a = Maker::Home("aaaaaaaa".into());
+    assert_eq!(
+        Elasticsearch
+            .claim(&s, &c, "aaaaaaaa")
+            .await
+            .expect("claim"),
+        a
+    );
+    assert_eq!(
+        Elasticsearch
+            .claim(&s, &c, "bbbbbbbb")
+            .await
+            .expect("claim"),
+        a,
+        "a second home's claim took the slice"
+    );
+    assert_eq!(Elasticsearch.maker(&s, &c).await.expect("maker"), a);
+    let creates: Vec<(String, Value)> = fake
+        .calls()
+        .into_iter()
+        .filter(|(line, _)| line.contains("/_create/"))
+        .collect();
+    assert_eq!(
+        creates,
+        [
+            call(
+                "PUT /binky_catalog/_create/bk_acme_login_fix_search?refresh=true",
+                json!({"home": "aaaaaaaa"})
+            ),
+            call(
+                "PUT /binky_catalog/_create/bk_acme_login_fix_search?refresh=true",
+                json!({"home": "bbbbbbbb"})
+            ),
+        ]
+    );
+    // The catalog is no slice's prefix.
+    assert_eq!(
+        Elasticsearch.list(&c).await.expect("list"),
+        [
+            "bk_acme_checkout_search",
+            "bk_acme_login_fix_search",
+            "bk_acme_login_fix_search_other"
+        ]
+    );
+    Elasticsearch.teardown(&s, &c).await.expect("teardown");
+    assert_eq!(
+        Elasticsearch.maker(&s, &c).await.expect("maker"),
+        Maker::Absent
+    );
+    assert_eq!(
+        Elasticsearch
+            .claim(&s, &c, "bbbbbbbb")
+            .await
+            .expect("claim"),
+        Maker::Home("bbbbbbbb".into())
+    );
+    assert!(Elasticsearch.claim(&s, &c, "x'; drop").await.is_err());
 }

@@ -133,3 +133,26 @@ pub fn index_spec(index: &Document) -> Option<Document> {
 pub fn create_indexes_command(coll: &str, indexes: Vec<Document>) -> Document {
     doc! { "createIndexes": coll, "indexes": indexes }
 }
+
+/// The marker document's filter as a home claims it: binky's marker that names no home
+/// yet. With the update below as an upsert, one of two homes claiming at once sets its
+/// home; the other's upsert meets the marker's `_id` (a duplicate key) and reads it back.
+pub fn claim_filter() -> Document {
+    doc! { "_id": "binky", "home": { "$exists": false } }
+}
+
+/// The marker's update as `home` claims it.
+pub fn claim_update(home: &str) -> Document {
+    doc! { "$set": { "managed": true, "home": home } }
+}
+
+/// Which home a slice's marker document names (`None`: no marker); unmarked for a marker
+/// without a home, or a database without a marker (`exists`), absent otherwise.
+pub fn maker_of(marker: Option<&Document>, exists: bool) -> Maker {
+    match marker.map(|m| m.get_str("home")) {
+        Some(Ok(home)) => Maker::Home(home.to_owned()),
+        Some(Err(_)) => Maker::Unmarked,
+        None if exists => Maker::Unmarked,
+        None => Maker::Absent,
+    }
+}

@@ -9,7 +9,9 @@
 //! # What a slice is
 //! - A database named after the slice (`bk_acme_login_fix_db`), holding binky 0.1.2's
 //!   marker: collection `__binky`, document `{_id: "binky", managed: true}`. MongoDB creates
-//!   databases lazily; the marker makes an empty slice exist (and be listed).
+//!   databases lazily; the marker makes an empty slice exist (and be listed). The home that
+//!   made the slice adds its identity to it (`home`; see [`crate::adapters::Maker`]), with
+//!   an update whose filter wants no `home` yet: of two homes claiming at once, one wins.
 //! - A user of the same name, defined in that database, with the slice's secret as its
 //!   password and the roles `readWrite` and `dbAdmin` on that database only. The server
 //!   enforces the isolation: another world's user cannot read, write or list this database.
@@ -72,8 +74,8 @@ use ::mongodb::{Client, Database};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    bounded, fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result,
-    Slice,
+    bounded, fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Maker,
+    Result, Slice,
 };
 
 mod commands;
@@ -116,6 +118,8 @@ const TRANSIENT_CODES: &[i32] = &[
 ];
 /// `createUser` for a user that exists (`Location51003`; `DuplicateKey` before 4.4).
 const USER_EXISTS: &[i32] = &[51003, 11000];
+/// `DuplicateKey`.
+const DUPLICATE_KEY: i32 = 11000;
 /// `UserNotFound`.
 const USER_NOT_FOUND: i32 = 11;
 /// `NamespaceExists`.
@@ -205,6 +209,39 @@ impl Adapter for Mongo {
                 names.retain(|n| n.starts_with("bk_"));
                 names.sort();
                 Ok(names)
+            })
+            .await
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        let name = slice_db(slice)?;
+        let (target, client) = Target::connect(cfg).await?;
+        target
+            .bounded(VERB_TIMEOUT, target.maker(&client, &name))
+            .await
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        let name = slice_db(slice)?;
+        super::check_home(home)?;
+        let (target, client) = Target::connect(cfg).await?;
+        target
+            .bounded(VERB_TIMEOUT, async {
+                let claimed = client
+                    .database(&name)
+                    .collection::<Document>(MARKER)
+                    .update_one(claim_filter(), claim_update(home))
+                    .upsert(true)
+                    .await;
+                match claimed {
+                    Ok(_) => {}
+                    // Another home's marker: its `_id` is taken; read it back below.
+                    Err(e) if command_code(&e) == Some(DUPLICATE_KEY) => {}
+                    Err(e) => {
+                        return Err(target.error(&format!("claiming database {name}"), &e, &[]))
+                    }
+                }
+                target.maker(&client, &name).await
             })
             .await
     }

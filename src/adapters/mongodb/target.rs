@@ -251,6 +251,18 @@ impl Target {
     }
 
     /// Does database `name` exist (is it listed)?
+    /// Which home the marker of the slice's database `name` names (see [`maker_of`]).
+    pub(super) async fn maker(&self, client: &Client, name: &str) -> Result<Maker> {
+        let marker = client
+            .database(name)
+            .collection::<Document>(MARKER)
+            .find_one(doc! { "_id": "binky" })
+            .await
+            .map_err(|e| self.error(&format!("reading the marker of {name}"), &e, &[]))?;
+        let exists = marker.is_some() || self.database_exists(client, name).await?;
+        Ok(maker_of(marker.as_ref(), exists))
+    }
+
     pub(super) async fn database_exists(&self, client: &Client, name: &str) -> Result<bool> {
         let names = client
             .list_database_names()

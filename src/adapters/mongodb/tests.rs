@@ -326,3 +326,28 @@ fn a_listener_that_speaks_garbage_is_unreachable_not_a_hang() {
     let url = format!("mongodb://admin:garbage-pw-77@127.0.0.1:{port}/?directConnection=true");
     assert_unreachable_quickly(&url, "garbage-pw-77");
 }
+
+#[test]
+fn the_marker_names_the_home_that_claimed_the_slice_first() {
+    assert_eq!(
+        claim_filter(),
+        doc! { "_id": "binky", "home": { "$exists": false } },
+        "a marker naming a home is never claimed again"
+    );
+    assert_eq!(
+        claim_update("h2k4m6p7"),
+        doc! { "$set": { "managed": true, "home": "h2k4m6p7" } }
+    );
+    let marked = doc! { "_id": "binky", "managed": true, "home": "h2k4m6p7" };
+    assert_eq!(
+        maker_of(Some(&marked), true),
+        Maker::Home("h2k4m6p7".into())
+    );
+    let from_before = doc! { "_id": "binky", "managed": true };
+    assert_eq!(maker_of(Some(&from_before), true), Maker::Unmarked);
+    assert_eq!(maker_of(None, true), Maker::Unmarked);
+    assert_eq!(maker_of(None, false), Maker::Absent);
+    assert!(
+        block(Mongo.claim(&slice("bk_a", "x"), &cfg("mongodb://127.0.0.1:1"), "NOPE")).is_err()
+    );
+}

@@ -321,6 +321,22 @@ impl Admin {
         }
     }
 
+    /// As [`Admin::rows_with`], but a statement on binky's catalog before it exists (no
+    /// such database or table) answers no rows.
+    pub(super) async fn rows_with_missing_ok(
+        &mut self,
+        doing: &str,
+        sql: &str,
+        params: Vec<Value>,
+    ) -> Result<Vec<Row>> {
+        match self.conn.exec::<Row, _, _>(sql, params).await {
+            Ok(rows) => Ok(rows),
+            // Unknown database, unknown table.
+            Err(mysql_async::Error::Server(e)) if matches!(e.code, 1049 | 1146) => Ok(Vec::new()),
+            Err(e) => Err(self.error(doing, &e)),
+        }
+    }
+
     pub(super) async fn database_exists(&mut self, name: &str) -> Result<bool> {
         let rows = self
             .rows_with(

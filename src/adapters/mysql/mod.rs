@@ -81,10 +81,17 @@
 //!   slice), `PROCESS` and `CONNECTION ADMIN`/`SUPER` (to end a slice's sessions), and for
 //!   clone `SET USER`/`SUPER` (to name the copy's user as `DEFINER`). `root` has them all.
 //!
+//! # Which home made a slice
+//! MySQL keeps no comment on a database (MariaDB's schema comment is not MySQL 8's), so the
+//! home that made each slice is a row of a table binky makes on the server,
+//! `binky_catalog.slices` (slice name → home; see [`crate::adapters::Maker`]): a claim is an
+//! `INSERT IGNORE` against its primary key, so of two homes claiming one slice, one wins.
+//! Teardown removes the row last.
+//!
 //! # Caveats
-//! - There is no comment or owner on a MySQL database to mark it as binky's: `list` (for
-//!   `binky gc`) returns every database named `bk_…`, and a database of a slice's name that
-//!   exists already is used as it is. Keep `bk_` names for binky on a shared server.
+//! - `list` (for `binky gc`) returns every database named `bk_…`, and a database of a
+//!   slice's name that exists already is used as it is. Keep `bk_` names for binky on a
+//!   shared server.
 //! - An anonymous account (`''@'localhost'`, made by old installers) matches before
 //!   `'user'@'%'` for clients connecting through `localhost`, and the slice's login fails;
 //!   drop anonymous accounts (`mysql_secure_installation` does).
@@ -101,8 +108,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
 use super::{
-    bounded, fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub,
-    Slice,
+    bounded, fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Maker, Result,
+    Scrub, Slice,
 };
 use binky_controllers::url::{percent_decode, percent_encode, Url};
 
@@ -216,6 +223,22 @@ impl Adapter for Mysql {
         })
         .await
         .map(Some)
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        check_name(&slice.name)?;
+        with_admin(cfg, &[&slice.secret], async |admin| {
+            maker(admin, &slice.name).await
+        })
+        .await
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        check_name(&slice.name)?;
+        with_admin(cfg, &[&slice.secret], async |admin| {
+            claim(admin, &slice.name, home).await
+        })
+        .await
     }
 
     async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {

@@ -149,9 +149,14 @@ pub(super) struct Database {
 
 impl Database {
     /// binky made it: owned by the slice role (it is created so, in one statement) or
-    /// marked.
+    /// marked (by any home).
     pub(super) fn ours(&self, name: &str) -> bool {
-        self.owner == name || self.comment.as_deref() == Some(MARK)
+        self.owner == name || self.mark().is_some()
+    }
+
+    /// The maker its binky mark names, if it carries one.
+    pub(super) fn mark(&self) -> Option<Maker> {
+        self.comment.as_deref().and_then(mark::parse)
     }
 }
 
@@ -314,6 +319,41 @@ impl Admin {
             .await
             .map(|row| row.is_some())
             .map_err(|e| self.sql_error(doing, &e))
+    }
+
+    /// The role `name`'s comment: `None` without such a role, `Some(None)` for one without
+    /// a comment.
+    pub(super) async fn role_comment(&self, name: &str) -> Result<Option<Option<String>>> {
+        let doing = "looking up the role";
+        let row = self
+            .client
+            .query_opt(
+                "SELECT shobj_description(r.oid, 'pg_authid') FROM pg_roles r WHERE r.rolname = $1",
+                &[&name],
+            )
+            .await
+            .map_err(|e| self.sql_error(doing, &e))?;
+        row.map(|r| r.try_get(0).map_err(|e| self.sql_error(doing, &e)))
+            .transpose()
+    }
+
+    /// Which home the slice `name`'s database and role say made it: a home either names,
+    /// else unmarked when either is there, else absent.
+    pub(super) async fn maker(&self, name: &str) -> Result<Maker> {
+        let db = self.database(name).await?;
+        let role = self.role_comment(name).await?;
+        let marks = [
+            db.as_ref().and_then(Database::mark),
+            role.clone().flatten().as_deref().and_then(mark::parse),
+        ];
+        if let Some(home) = marks.iter().flatten().find(|m| matches!(m, Maker::Home(_))) {
+            return Ok(home.clone());
+        }
+        Ok(if db.is_some() || role.is_some() {
+            Maker::Unmarked
+        } else {
+            Maker::Absent
+        })
     }
 
     /// Is there a role `name`?

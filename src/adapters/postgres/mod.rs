@@ -6,8 +6,12 @@
 //!   other rights (`NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`).
 //! - A database of the same name owned by that role, with `REVOKE ALL … FROM PUBLIC`, so no
 //!   other role (another world's) can connect to it; the server enforces the isolation.
-//! - Both carry the comment `binky slice`: `list` (for `binky gc`) returns only
-//!   databases named `bk_…` that carry it, so gc never sees a user's own database.
+//! - Both carry the comment `binky slice of home <id>` (the home that made the slice; see
+//!   [`crate::adapters::Maker`]; `binky slice` until it is claimed, and on slices made
+//!   before marks named a home): `list` (for `binky gc`) returns only databases named
+//!   `bk_…` that carry a binky mark, so gc never sees a user's own database. A claim takes
+//!   an advisory lock on the name, so two homes claiming one slice take turns; a provision
+//!   never rewrites a home's mark.
 //!
 //! # Guarantees
 //! - Every verb is idempotent. Provisioning an existing slice heals it: the role's password
@@ -45,9 +49,6 @@
 //!   naming it) nor dropped by `teardown` (left in place, with a warning).
 //!
 //! # Caveats
-//! - Two binky homes sharing one admin server and both naming a world alike get the same
-//!   slice name; the later provision resets the password (binky names slices per project,
-//!   world and service, not per machine).
 //! - If a slice role created objects in *other* databases (possible on a user's server
 //!   before PostgreSQL 15, where `PUBLIC` may create in `public`), `DROP ROLE` fails and the
 //!   error lists them; drop them and removal finishes by itself.
@@ -61,7 +62,8 @@ use tokio_postgres::{Client, Config, NoTls};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Scrub, Slice,
+    mark, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Maker, Result,
+    Scrub, Slice,
 };
 
 mod admin;
@@ -72,8 +74,12 @@ use slice::*;
 /// The postgres adapter (`adapter = "postgres"` or `"postgresql"`).
 pub struct Postgres;
 
-/// The comment binky puts on its databases and roles.
-const MARK: &str = "binky slice";
+/// The comment binky puts on its databases and roles until the home that made them
+/// claims them ([`mark::text`]: `binky slice of home <id>`).
+const MARK: &str = mark::PREFIX;
+/// The first key of the advisory locks a claim takes (the second: a hash of the slice's
+/// name), so that two homes claiming one slice at once take turns.
+const CLAIM_LOCK: i32 = 0x626b_6879; // "bkhy"
 /// Bound on opening the TCP connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound on the whole connection handshake (TCP, startup, authentication).
@@ -146,6 +152,18 @@ impl Adapter for Postgres {
         admin.bounded(teardown(&admin, &slice.name)).await
     }
 
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        check_name(&slice.name)?;
+        let admin = Admin::connect(cfg, &slice.secret).await?;
+        admin.bounded(admin.maker(&slice.name)).await
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        check_name(&slice.name)?;
+        let admin = Admin::connect(cfg, &slice.secret).await?;
+        admin.bounded(claim(&admin, &slice.name, home)).await
+    }
+
     async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {
         let admin = Admin::connect(cfg, "").await?;
         admin
@@ -155,7 +173,7 @@ impl Adapter for Postgres {
                     .query(
                         "SELECT d.datname FROM pg_database d \
                          WHERE left(d.datname, 3) = 'bk_' \
-                           AND shobj_description(d.oid, 'pg_database') = $1 \
+                           AND left(shobj_description(d.oid, 'pg_database'), length($1)) = $1 \
                          ORDER BY 1",
                         &[&MARK],
                     )

@@ -7,7 +7,7 @@ pub(super) async fn provision(admin: &Admin, slice: &Slice) -> Result<()> {
     let name = slice.name.as_str();
     let id = escape_identifier(name);
     ensure_database(admin, name, &id).await?;
-    close_database(admin, &id).await
+    close_database(admin, name, &id).await
 }
 
 /// The slice's login role, with its password (made, or healed).
@@ -50,12 +50,20 @@ pub(super) async fn ensure_role(admin: &Admin, slice: &Slice) -> Result<()> {
             )
             .await?;
     }
-    admin
-        .execute(
-            "marking the role",
-            &format!("COMMENT ON ROLE {id} IS {}", escape_literal(MARK)),
-        )
-        .await?;
+    // Marked binky's, unless a mark is there already (a home's, which stays).
+    let marked = admin
+        .role_comment(name)
+        .await?
+        .flatten()
+        .is_some_and(|c| mark::parse(&c).is_some());
+    if !marked {
+        admin
+            .execute(
+                "marking the role",
+                &format!("COMMENT ON ROLE {id} IS {}", escape_literal(MARK)),
+            )
+            .await?;
+    }
     if !admin.superuser {
         // CREATE DATABASE … OWNER, DROP DATABASE and pg_terminate_backend need membership.
         admin
@@ -100,22 +108,83 @@ pub(super) async fn ensure_database(admin: &Admin, name: &str, id: &str) -> Resu
     Ok(())
 }
 
-/// Mark the slice's database as binky's and close it to every other role.
-pub(super) async fn close_database(admin: &Admin, id: &str) -> Result<()> {
+/// Mark the slice's database `name` (quoted: `id`) as binky's, unless a mark is there
+/// already (a home's, which stays), and close it to every other role.
+pub(super) async fn close_database(admin: &Admin, name: &str, id: &str) -> Result<()> {
     // Marked right after creation: a crash before this leaves a database owned by the slice
     // role, which the next provision recognises as its own.
-    admin
-        .execute_each(&[
-            (
+    let marked = admin
+        .database(name)
+        .await?
+        .is_some_and(|db| db.mark().is_some());
+    if !marked {
+        admin
+            .execute(
                 "marking the database",
-                format!("COMMENT ON DATABASE {id} IS {}", escape_literal(MARK)),
-            ),
-            (
-                "closing the database to other roles",
-                format!("REVOKE ALL ON DATABASE {id} FROM PUBLIC"),
-            ),
-        ])
+                &format!("COMMENT ON DATABASE {id} IS {}", escape_literal(MARK)),
+            )
+            .await?;
+    }
+    admin
+        .execute(
+            "closing the database to other roles",
+            &format!("REVOKE ALL ON DATABASE {id} FROM PUBLIC"),
+        )
         .await
+}
+
+/// Marks the slice `name`'s database and role as `home`'s, unless either names another
+/// home; the maker recorded now. Under an advisory lock on the name, so two homes claiming
+/// one slice at once (each adopting the same slice made before homes had an identity) take
+/// turns and the second finds the first's mark. Comments are the server's own record: they
+/// go with the database and the role, and `\l+` and `\du+` show them.
+pub(super) async fn claim(admin: &Admin, name: &str, home: &str) -> Result<Maker> {
+    let doing = "waiting for another claim of the slice";
+    admin
+        .client
+        .execute(
+            "SELECT pg_advisory_lock($1, hashtext($2))",
+            &[&CLAIM_LOCK, &name],
+        )
+        .await
+        .map_err(|e| admin.sql_error(doing, &e))?;
+    let claimed = claim_locked(admin, name, home).await;
+    let unlocked = admin
+        .client
+        .execute(
+            "SELECT pg_advisory_unlock($1, hashtext($2))",
+            &[&CLAIM_LOCK, &name],
+        )
+        .await
+        .map_err(|e| admin.sql_error("ending the claim", &e));
+    let maker = claimed?;
+    unlocked?;
+    Ok(maker)
+}
+
+async fn claim_locked(admin: &Admin, name: &str, home: &str) -> Result<Maker> {
+    let found = admin.maker(name).await?;
+    if found.other_than(home).is_some() || found == Maker::Absent {
+        return Ok(found);
+    }
+    let (id, text) = (escape_identifier(name), escape_literal(&mark::text(home)));
+    if admin.database(name).await?.is_some() {
+        admin
+            .execute(
+                "marking the database as this home's",
+                &format!("COMMENT ON DATABASE {id} IS {text}"),
+            )
+            .await?;
+    }
+    if admin.role_exists(name).await? {
+        admin
+            .execute(
+                "marking the role as this home's",
+                &format!("COMMENT ON ROLE {id} IS {text}"),
+            )
+            .await?;
+    }
+    Ok(Maker::Home(home.to_owned()))
 }
 
 /// A golden template takes no connections (a copy needs none open), and belongs to the
@@ -244,7 +313,7 @@ pub(super) async fn clone(
             Err(e) => return Err(admin.sql_error("copying the template", &e)),
         }
     }
-    close_database(admin, &dst).await?;
+    close_database(admin, &to.name, &dst).await?;
     // Objects in the copy belong to whoever built the template: hand them to the world's
     // role, or its application gets "permission denied".
     let inside = Admin::connect_to(cfg, &to.secret, &to.name).await?;

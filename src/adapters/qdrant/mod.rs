@@ -21,6 +21,11 @@
 //!
 //! `admin_url` falls back to `$BINKY_QDRANT_URL`, then `http://localhost:6333`.
 //!
+//! # Which home made a slice
+//! A point of binky's catalog collection [`CATALOG`] (payload `{"slice", "home"}`; see
+//! [`crate::adapters::Maker`]), written when the home claims the slice (even one without a
+//! collection yet) and deleted last at teardown.
+//!
 //! # Per-world credentials
 //! Qdrant 1.9+ with `service.jwt_rbac` on accepts JSON web tokens signed (HS256) with its API
 //! key, whose `access` claim lists collections. When an API key is configured, `${vec.api_key}`
@@ -53,7 +58,7 @@ use hyper::Method;
 use binky_controllers::url::percent_encode;
 
 use super::http::{Endpoint, Http, Response};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
 mod token;
 pub use token::*;
@@ -234,6 +239,78 @@ impl Server {
     }
 }
 
+/// binky's catalog on the server: a collection whose points, one per slice, record the
+/// home that made it (payload `{"slice": …, "home": …}`; a one-dimensional vector, as
+/// every point needs one). Not `bk_…`, so no slice's collections match it. Qdrant has no
+/// conditional write: two homes claiming one slice at once (each adopting one made before
+/// homes had an identity) — the last write wins, and the loser reads it back.
+pub const CATALOG: &str = "binky_catalog";
+
+/// The catalog point's id of the slice `name`: a UUID made of its name's SHA-256.
+pub fn catalog_point(name: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(format!("binky slice {name}").as_bytes());
+    let hex: String = d.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+impl Server {
+    /// The home the catalog records for the slice `name`.
+    async fn marked_home(&self, name: &str) -> Result<Option<String>> {
+        let path = format!("{}/points/{}", path_of(CATALOG), catalog_point(name));
+        let resp = self.call(Method::GET, &path, None).await?;
+        if resp.status == 404 {
+            return Ok(None);
+        }
+        if !resp.ok() {
+            return Err(self.error("reading binky's catalog", &resp));
+        }
+        let doc = resp.json(&self.ep.server)?;
+        Ok(doc["result"]["payload"]["home"].as_str().map(str::to_owned))
+    }
+
+    /// Records `home` as the slice `name`'s maker (the catalog made when missing).
+    async fn mark(&self, name: &str, home: &str) -> Result<()> {
+        let body = serde_json::json!({ "vectors": { "size": 1, "distance": "Dot" } });
+        let resp = self
+            .call(Method::PUT, &path_of(CATALOG), Some(&body))
+            .await?;
+        let there = resp.status == 409 || resp.text(300).contains("already exists");
+        if !resp.ok() && !there {
+            return Err(self.error("making binky's catalog", &resp));
+        }
+        let body = serde_json::json!({ "points": [{
+            "id": catalog_point(name),
+            "vector": [1.0],
+            "payload": { "slice": name, "home": home },
+        }] });
+        let path = format!("{}/points?wait=true", path_of(CATALOG));
+        let resp = self.call(Method::PUT, &path, Some(&body)).await?;
+        if !resp.ok() {
+            return Err(self.error("claiming the slice in binky's catalog", &resp));
+        }
+        Ok(())
+    }
+
+    /// Forgets the slice `name` in the catalog (404, no catalog: nothing to forget).
+    async fn forget(&self, name: &str) -> Result<()> {
+        let body = serde_json::json!({ "points": [catalog_point(name)] });
+        let path = format!("{}/points/delete?wait=true", path_of(CATALOG));
+        let resp = self.call(Method::POST, &path, Some(&body)).await?;
+        if resp.ok() || resp.status == 404 {
+            return Ok(());
+        }
+        Err(self.error("removing the slice from binky's catalog", &resp))
+    }
+}
+
 fn scrub(text: &str, key: Option<&str>) -> String {
     super::scrub(text, key)
 }
@@ -344,7 +421,33 @@ impl Adapter for Qdrant {
                 return Err(server.error(&format!("deleting collection {doomed}"), &resp));
             }
         }
-        Ok(())
+        // Its mark last: a teardown cut short before this is still its home's to finish.
+        server.forget(&name).await
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        let name = collection(slice)?;
+        let server = Server::from_config(cfg)?;
+        if let Some(home) = server.marked_home(&name).await? {
+            return Ok(Maker::Home(home));
+        }
+        let any = server.collections().await?.iter().any(|c| owned(&name, c));
+        Ok(if any { Maker::Unmarked } else { Maker::Absent })
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        let name = collection(slice)?;
+        super::check_home(home)?;
+        let server = Server::from_config(cfg)?;
+        if let Some(found) = server.marked_home(&name).await? {
+            return Ok(Maker::Home(found));
+        }
+        // A slice without a collection yet is marked too: its name is its all the same.
+        server.mark(&name, home).await?;
+        Ok(match server.marked_home(&name).await? {
+            Some(h) => Maker::Home(h),
+            None => Maker::Unmarked,
+        })
     }
 
     async fn list(&self, cfg: &AdapterConfig) -> Result<Vec<String>> {

@@ -155,6 +155,10 @@ fn scripted(
         "bk_acme_login_fix_vec__emb".to_owned(),
         "bk_acme_checkout_vec".to_owned(),
     ])));
+    // binky's catalog: point id → home.
+    let points = Arc::new(Mutex::new(
+        std::collections::BTreeMap::<String, String>::new(),
+    ));
     move |req: &Recorded| {
         let key = req.header("api-key").unwrap_or("");
         let token_ok = rbac && key.starts_with("eyJ");
@@ -162,7 +166,40 @@ fn scripted(
             return (403, r#"{"status":{"error":"Invalid api-key"}}"#.into());
         }
         let mut set = existing.lock().expect("lock");
+        let mut points = points.lock().expect("lock");
         let name = req.path.strip_prefix("/collections/").map(str::to_owned);
+        let not_found = (404, r#"{"status":{"error":"Not found"}}"#.to_owned());
+        if let Some(rest) = name
+            .as_deref()
+            .and_then(|n| n.strip_prefix("binky_catalog/"))
+        {
+            if !set.contains("binky_catalog") {
+                return not_found;
+            }
+            let body: serde_json::Value = serde_json::from_str(&req.body).unwrap_or_default();
+            return match (req.method.as_str(), rest) {
+                ("PUT", "points?wait=true") => {
+                    let p = &body["points"][0];
+                    let (id, home) = (p["id"].as_str(), p["payload"]["home"].as_str());
+                    points.insert(id.unwrap_or("").into(), home.unwrap_or("").into());
+                    (200, r#"{"result":{"status":"completed"}}"#.into())
+                }
+                ("POST", "points/delete?wait=true") => {
+                    for id in body["points"].as_array().into_iter().flatten() {
+                        points.remove(id.as_str().unwrap_or(""));
+                    }
+                    (200, r#"{"result":{"status":"completed"}}"#.into())
+                }
+                ("GET", id) => match points.get(id.strip_prefix("points/").unwrap_or("")) {
+                    Some(home) => (
+                        200,
+                        format!(r#"{{"result":{{"payload":{{"home":"{home}"}}}}}}"#),
+                    ),
+                    None => not_found,
+                },
+                _ => (400, "{}".into()),
+            };
+        }
         match (req.method.as_str(), name) {
             ("GET", None) => {
                 let list: Vec<String> =
@@ -215,6 +252,9 @@ async fn provision_and_teardown_send_exactly_these_requests_scripted_server() {
     Qdrant.teardown(&slice(), &c).await.expect("teardown again");
     let none = serde_json::Value::Null;
     let call = |line: &str, body: &serde_json::Value| (line.to_owned(), body.clone());
+    // The mark goes last (no catalog on this server: nothing to forget, and fine).
+    let forget = "POST /collections/binky_catalog/points/delete?wait=true".to_owned();
+    let forget_body = serde_json::json!({"points": [catalog_point("bk_acme_login_fix_vec")]});
     assert_eq!(
         fake.calls(),
         [
@@ -229,7 +269,9 @@ async fn provision_and_teardown_send_exactly_these_requests_scripted_server() {
             call("GET /collections", &none),
             call("DELETE /collections/bk_acme_login_fix_vec", &none),
             call("DELETE /collections/bk_acme_login_fix_vec__emb", &none),
+            call(&forget, &forget_body),
             call("GET /collections", &none),
+            call(&forget, &forget_body),
         ]
     );
     let reqs = fake.requests();
@@ -251,6 +293,56 @@ async fn provision_and_teardown_send_exactly_these_requests_scripted_server() {
         Qdrant.list(&c).await.expect("list"),
         ["bk_acme_checkout_vec"]
     );
+}
+
+#[tokio::test]
+async fn a_slice_is_marked_in_binkys_catalog_by_the_first_home_and_the_mark_goes_with_it_scripted_server(
+) {
+    let fake = FakeServer::start(scripted("k3y", true)).await;
+    let c = cfg(&fake.url, &[("api_key", "k3y"), ("size", "8")]);
+    let s = slice();
+    // Its world made `<slice>__emb` before homes marked their slices: there, unmarked.
+    assert_eq!(Qdrant.maker(&s, &c).await.expect("maker"), Maker::Unmarked);
+    Qdrant.provision(&s, &c).await.expect("provision");
+    let a = Maker::Home("aaaaaaaa".into());
+    assert_eq!(Qdrant.claim(&s, &c, "aaaaaaaa").await.expect("claim"), a);
+    assert_eq!(Qdrant.claim(&s, &c, "bbbbbbbb").await.expect("claim"), a);
+    assert_eq!(Qdrant.maker(&s, &c).await.expect("maker"), a);
+    let marked = fake
+        .calls()
+        .into_iter()
+        .find(|(line, _)| line == "PUT /collections/binky_catalog/points?wait=true")
+        .expect("the mark is written");
+    assert_eq!(
+        marked.1,
+        serde_json::json!({"points": [{
+            "id": catalog_point("bk_acme_login_fix_vec"),
+            "vector": [1.0],
+            "payload": {"slice": "bk_acme_login_fix_vec", "home": "aaaaaaaa"},
+        }]})
+    );
+    // Not a slice: the catalog is never listed as one.
+    assert_eq!(
+        Qdrant.list(&c).await.expect("list"),
+        ["bk_acme_checkout_vec", "bk_acme_login_fix_vec"]
+    );
+    Qdrant.teardown(&s, &c).await.expect("teardown");
+    assert_eq!(Qdrant.maker(&s, &c).await.expect("maker"), Maker::Absent);
+    // A slice made again (by another home) carries that home's mark, none left over.
+    assert_eq!(
+        Qdrant.claim(&s, &c, "bbbbbbbb").await.expect("claim"),
+        Maker::Home("bbbbbbbb".into())
+    );
+    assert!(Qdrant.claim(&s, &c, "Not-a-home").await.is_err());
+}
+
+#[test]
+fn catalog_points_are_uuids_one_per_slice() {
+    let a = catalog_point("bk_a_w_vec");
+    assert_eq!(a.len(), 36);
+    assert_eq!(a.matches('-').count(), 4);
+    assert_eq!(a, catalog_point("bk_a_w_vec"));
+    assert_ne!(a, catalog_point("bk_b_w_vec"));
 }
 
 #[tokio::test]

@@ -13,8 +13,11 @@
 //! restarted daemon, or a server restarted without its ACL file, gives the world the same
 //! database again. A new slice gets the lowest database that no slice in the store has,
 //! no `bk_` user on the server is pinned to (another binky home may share the server), and
-//! that holds no keys (someone else's data). Choosing and creating the user happen under
-//! one lock per server, so two worlds provisioned at once never get the same one. When
+//! that holds no keys (someone else's data), and that binky's catalog on the server
+//! ([`super::catalog`], `binky:databases`) gives no other slice. The choice is claimed in
+//! that catalog (`HSETNX`) before the user is made, so two homes' daemons provisioning at
+//! once never get the same one (the loser chooses again); within one daemon, choosing and
+//! creating the user also happen under one lock per server. When
 //! none is left the error names the fixes: raise `databases` in the server's
 //! configuration, use `options = { isolation = "prefix" }`, or leave out `admin_url` so
 //! that binky runs a server for each world.
@@ -166,6 +169,9 @@ pub(super) struct Claims {
     pub(super) others_recorded: BTreeSet<i64>,
     /// The `bk_` users on the server pinned to a database, by name (this slice's included).
     pub(super) users: BTreeMap<String, i64>,
+    /// The slice binky's catalog on the server says holds each database (any home's; see
+    /// [`super::catalog`]).
+    pub(super) catalog: BTreeMap<i64, String>,
     /// The databases that hold keys.
     pub(super) with_keys: BTreeSet<i64>,
     /// How many databases the server has.
@@ -193,6 +199,7 @@ impl Claims {
             self.users
                 .iter()
                 .any(|(user, pin)| user != slice && *pin == db)
+                || self.catalog.get(&db).is_some_and(|holder| holder != slice)
         };
         let usable = |db: i64| db > 0 && db < self.databases && db != self.admin_db;
         if let Some(db) = self
@@ -217,6 +224,12 @@ impl Claims {
                     .iter()
                     .filter(|(u, _)| u.as_str() != slice)
                     .map(|(_, db)| *db),
+            )
+            .chain(
+                self.catalog
+                    .iter()
+                    .filter(|(_, holder)| holder.as_str() != slice)
+                    .map(|(db, _)| *db),
             )
             .collect();
         (1..self.databases)
@@ -289,6 +302,20 @@ mod tests {
         c.users = [("bk_b".to_owned(), 7)].into();
         c.with_keys = [].into();
         assert_eq!(c.choose("bk_a"), Ok(1));
+    }
+
+    #[test]
+    fn a_database_the_catalog_gives_another_homes_slice_is_never_chosen() {
+        let mut c = claims();
+        // Another home claimed 1 a moment ago: its user is not on the server yet.
+        c.catalog = [(1, "bk_q7r2s3t4_team_feat_a_cache".to_owned())].into();
+        assert_eq!(c.choose("bk_h2k4m6p7_team_feat_a_cache"), Ok(2));
+        // Its own entry is no obstacle; a recorded database another slice holds is left.
+        c.catalog
+            .insert(2, "bk_h2k4m6p7_team_feat_a_cache".to_owned());
+        assert_eq!(c.choose("bk_h2k4m6p7_team_feat_a_cache"), Ok(2));
+        c.recorded = Some(1);
+        assert_eq!(c.choose("bk_h2k4m6p7_team_feat_a_cache"), Ok(2));
     }
 
     #[test]

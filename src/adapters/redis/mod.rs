@@ -15,6 +15,12 @@
 //! `prefix`, empty with the others (so a config written for the prefix mode keeps working,
 //! its keys simply unprefixed).
 //!
+//! # Which home made a slice
+//! On a shared server (`database`, `prefix`), binky's catalog ([`catalog`]: the hashes
+//! `binky:slices` and `binky:databases` in the admin URL's database) records the home that
+//! made each slice and the slice holding each database, claimed with `HSETNX` (see
+//! [`crate::adapters::Maker`]). A world's own server is its home's by being in its home.
+//!
 //! # Guarantees
 //! - `server`: a world's server answers only to the slice's secret and holds nothing but
 //!   that world's data; its clients may run any command on it (it is theirs). It listens
@@ -48,6 +54,7 @@
 //!   world goes down.
 
 mod admin;
+mod catalog;
 pub mod database;
 pub mod prefix;
 
@@ -61,7 +68,7 @@ use binky_controllers::url::percent_encode;
 
 use self::admin::Server;
 pub use self::prefix::{acl_rules, prefix, ALLOWED_BACK, DENIED};
-use super::{Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
+use super::{Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
 /// Server administration that both isolation modes deny by name, after their own list
 /// (`DENIED` of [`database`] and [`prefix`]); already in `@admin`.
@@ -285,9 +292,26 @@ impl Redis {
         claims.with_keys = server.databases_with_keys(&mut con).await?;
         claims.databases = server.databases(&mut con).await;
         claims.admin_db = server.db;
-        let db = claims
-            .choose(&slice.name)
-            .map_err(|full| AdapterError::Config(database::full_error(&server.shown, &full)))?;
+        // Claimed in the server's catalog before the user is made: another home's daemon,
+        // which the lock above does not hold, may be choosing the same one right now. The
+        // loser reads the catalog again and chooses anew.
+        let mut chosen = None;
+        for _ in 0..16 {
+            claims.catalog = catalog::databases(server, &mut con).await?;
+            let db = claims
+                .choose(&slice.name)
+                .map_err(|full| AdapterError::Config(database::full_error(&server.shown, &full)))?;
+            if catalog::claim_database(server, &mut con, db, &slice.name).await? {
+                chosen = Some(db);
+                break;
+            }
+        }
+        let Some(db) = chosen else {
+            return Err(AdapterError::Unreachable {
+                server: server.shown.clone(),
+                detail: "other binky homes claimed every database chosen for this slice meanwhile; retrying".into(),
+            });
+        };
         let known = server
             .known_commands(&mut con, &database::mentioned())
             .await?;
@@ -378,23 +402,41 @@ impl Redis {
             server.delete_user(&mut con, &slice.name).await?;
         }
         if prefixed {
-            return prefix::sweep(&server, &mut con, slice).await;
+            prefix::sweep(&server, &mut con, slice).await?;
+        } else if let Some(db) = db {
+            Self::empty_database(&server, &mut con, &users, slice, db).await?;
         }
-        let Some(db) = db else {
-            return Ok(());
-        };
+        // Its marks last (the databases it held are free once emptied): a teardown cut
+        // short before this is still this home's to finish.
+        catalog::forget_slice(&server, &mut con, &slice.name).await
+    }
+
+    /// `FLUSHDB` of the slice's database `db`, unless it is not the slice's alone (the
+    /// admin's, or another slice's by its pinned user or binky's catalog); the admin
+    /// connection is back in the admin URL's database after.
+    async fn empty_database(
+        server: &Server,
+        con: &mut MultiplexedConnection,
+        users: &BTreeMap<String, Vec<String>>,
+        slice: &Slice,
+        db: i64,
+    ) -> Result<()> {
         let held_by_other = users.iter().any(|(name, rules)| {
             name != &slice.name && name.starts_with("bk_") && database::pinned(rules) == Some(db)
-        });
+        }) || catalog::databases(server, con)
+            .await?
+            .get(&db)
+            .is_some_and(|holder| *holder != slice.name);
         if db == 0 || db == server.db || held_by_other {
             tracing::warn!(server = %server.shown, db, slice = %slice.name, "not emptying a database that is not the slice's alone");
             return Ok(());
         }
-        server.select(&mut con, db).await?;
+        server.select(con, db).await?;
         let doing = format!("FLUSHDB of database {db}");
         server
-            .query(&mut con, &redis::cmd("FLUSHDB"), &doing, &[])
-            .await
+            .query::<()>(con, &redis::cmd("FLUSHDB"), &doing, &[])
+            .await?;
+        server.select(con, server.db).await
     }
 }
 
@@ -487,12 +529,45 @@ impl Adapter for Redis {
         }
         let server = Server::from_config(cfg)?;
         let mut con = server.connect().await?;
-        Ok(server
-            .users(&mut con)
-            .await?
-            .into_keys()
+        let users = server.users(&mut con).await?.into_keys();
+        let listed: std::collections::BTreeSet<String> = users
+            .chain(catalog::slices(&server, &mut con).await?)
             .filter(|u| u.starts_with("bk_"))
-            .collect())
+            .collect();
+        Ok(listed.into_iter().collect())
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        check_name(slice)?;
+        if cfg.own_server {
+            // The server is the slice, and this home's (binky runs it in the home).
+            return Ok(Maker::Untold);
+        }
+        let server = Server::from_config(cfg)?;
+        let mut con = server.connect().await?;
+        if let Some(home) = catalog::home_of(&server, &mut con, &slice.name).await? {
+            return Ok(Maker::Home(home));
+        }
+        Ok(if server.users(&mut con).await?.contains_key(&slice.name) {
+            Maker::Unmarked
+        } else {
+            Maker::Absent
+        })
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        check_name(slice)?;
+        if cfg.own_server {
+            return Ok(Maker::Untold);
+        }
+        let server = Server::from_config(cfg)?;
+        let mut con = server.connect().await?;
+        Ok(
+            match catalog::claim_slice(&server, &mut con, &slice.name, home).await? {
+                Some(h) => Maker::Home(h),
+                None => Maker::Unmarked,
+            },
+        )
     }
 }
 

@@ -39,6 +39,13 @@
 //! stops a process that ignores them from reading or deleting any bucket those keys reach.
 //! Give binky keys limited to `bk-*` buckets (or to the shared bucket) where that matters.
 //!
+//! # Which home made a slice
+//! The bucket's tag `binky-home` (bucket mode; other tags are kept), or the metadata
+//! `binky-home` of the slice's marker object `<slice>/` in a shared bucket (see
+//! [`crate::adapters::Maker`]; a provision keeps an existing marker). The last write wins
+//! when two homes claim one slice at once. Teardown removes the bucket's tags before the
+//! bucket (moto keeps a deleted bucket's tags for the next bucket of its name).
+//!
 //! # Guarantees
 //! - Provision is idempotent: an existing bucket of ours is kept; a name taken by another
 //!   account is an error that says so.
@@ -65,19 +72,24 @@ use aws_sdk_s3::config::{
 };
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration, ObjectIdentifier};
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CreateBucketConfiguration, ObjectIdentifier, Tag, Tagging,
+};
 use aws_sdk_s3::Client;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use sha2::{Digest, Sha256};
 
 use super::http::Endpoint;
-use super::{redact, Adapter, AdapterConfig, AdapterError, Address, Result, Slice};
+use super::{redact, Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
 mod server;
 mod settings;
 use server::*;
 use settings::*;
 
+/// The bucket tag (bucket mode) or the marker object's metadata (prefix mode) naming the
+/// binky home that made the slice.
+const HOME_TAG: &str = "binky-home";
 /// `DeleteObjects` takes at most this many keys; list pages are no larger.
 const BATCH: i32 = 1000;
 /// How long connecting may take.
@@ -210,8 +222,11 @@ impl Adapter for S3 {
         let place = server.settings.place(slice);
         server.ensure_bucket(place.bucket()).await?;
         if let Place::Prefix { bucket, prefix } = &place {
-            // Lets `list` find the slice while it holds nothing else.
-            server.put_marker(bucket, prefix).await?;
+            // Lets `list` find the slice while it holds nothing else. One that is there is
+            // kept: it carries the mark of the home that made the slice.
+            if server.object_home(bucket, prefix).await?.is_none() {
+                server.put_marker(bucket, prefix).await?;
+            }
         }
         for b in &cfg.buckets {
             let b = b.trim_matches('/');
@@ -258,6 +273,9 @@ impl Adapter for S3 {
                     if !server.sweep(&bucket, "").await? {
                         return Ok(());
                     }
+                    // The home's mark goes with the bucket; some servers (moto) would
+                    // keep a deleted bucket's tags for the next bucket of its name.
+                    server.untag_bucket(&bucket).await?;
                     if server.delete_bucket(&bucket).await? {
                         return Ok(());
                     }
@@ -327,6 +345,43 @@ impl Adapter for S3 {
                 _ => return Ok(names),
             }
         }
+    }
+
+    async fn maker(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Maker> {
+        check_name(slice)?;
+        let server = Server::new(cfg)?;
+        let marked = match server.settings.place(slice) {
+            Place::Bucket(bucket) => server.bucket_home(&bucket).await?,
+            Place::Prefix { bucket, prefix } => match server.object_home(&bucket, &prefix).await? {
+                None if server.holds_any(&bucket, &prefix).await? => Some(None),
+                found => found,
+            },
+        };
+        Ok(match marked {
+            None => Maker::Absent,
+            Some(None) => Maker::Unmarked,
+            Some(Some(home)) => Maker::Home(home),
+        })
+    }
+
+    async fn claim(&self, slice: &Slice, cfg: &AdapterConfig, home: &str) -> Result<Maker> {
+        check_name(slice)?;
+        super::check_home(home)?;
+        let found = self.maker(slice, cfg).await?;
+        if found.other_than(home).is_some() || found == Maker::Home(home.to_owned()) {
+            return Ok(found);
+        }
+        // S3 has no compare-and-set here: of two homes claiming one slice at once (each
+        // adopting one made before homes had an identity), the last write wins, and the
+        // loser finds it when it reads the mark back.
+        let server = Server::new(cfg)?;
+        match server.settings.place(slice) {
+            Place::Bucket(bucket) => server.tag_bucket_home(&bucket, home).await?,
+            Place::Prefix { bucket, prefix } => {
+                server.put_home_marker(&bucket, &prefix, home).await?
+            }
+        }
+        self.maker(slice, cfg).await
     }
 
     async fn exists(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<Option<bool>> {

@@ -113,7 +113,8 @@ impl Server {
                 let hint = if code.as_deref() == Some("AccessDenied") || status == Some(403) {
                     "; the keys need s3:CreateBucket, s3:DeleteBucket, s3:ListBucket, \
                      s3:ListBucketVersions, s3:PutObject, s3:DeleteObject, \
-                     s3:DeleteObjectVersion and s3:ListAllMyBuckets on binky's buckets"
+                     s3:DeleteObjectVersion, s3:GetBucketTagging, s3:PutBucketTagging and \
+                     s3:ListAllMyBuckets on binky's buckets"
                 } else {
                     ""
                 };
@@ -203,6 +204,136 @@ impl Server {
                 }
             }
         }
+    }
+
+    /// The home the tag [`HOME_TAG`] of `bucket` names: `None` when there is no bucket,
+    /// `Some(None)` for a bucket without it.
+    pub(super) async fn bucket_home(&self, bucket: &str) -> Result<Option<Option<String>>> {
+        Ok(self.bucket_tags(bucket).await?.map(|tags| {
+            tags.into_iter()
+                .find(|t| t.key() == HOME_TAG)
+                .map(|t| t.value().to_owned())
+        }))
+    }
+
+    /// `bucket`'s tags (`None`: no bucket).
+    async fn bucket_tags(&self, bucket: &str) -> Result<Option<Vec<Tag>>> {
+        match self.client.get_bucket_tagging().bucket(bucket).send().await {
+            Ok(out) => Ok(Some(out.tag_set().to_vec())),
+            Err(e) => {
+                let f = self.fail(&format!("GetBucketTagging {bucket}"), e);
+                match f.code.as_deref() {
+                    Some("NoSuchTagSet") => Ok(Some(Vec::new())),
+                    Some("NoSuchBucket") => Ok(None),
+                    _ => Err(f.error),
+                }
+            }
+        }
+    }
+
+    /// Tags `bucket` as `home`'s, keeping its other tags.
+    pub(super) async fn tag_bucket_home(&self, bucket: &str, home: &str) -> Result<()> {
+        let doing = format!("PutBucketTagging {bucket}");
+        let mut tags: Vec<Tag> = self
+            .bucket_tags(bucket)
+            .await?
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key() != HOME_TAG)
+            .collect();
+        tags.push(
+            Tag::builder()
+                .key(HOME_TAG)
+                .value(home)
+                .build()
+                .map_err(|e| AdapterError::Config(format!("{doing}: {e}")))?,
+        );
+        let tagging = Tagging::builder()
+            .set_tag_set(Some(tags))
+            .build()
+            .map_err(|e| AdapterError::Config(format!("{doing}: {e}")))?;
+        self.client
+            .put_bucket_tagging()
+            .bucket(bucket)
+            .tagging(tagging)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.fail(&doing, e).error)
+    }
+
+    /// Removes `bucket`'s tags (a bucket already gone: nothing to remove).
+    pub(super) async fn untag_bucket(&self, bucket: &str) -> Result<()> {
+        match self
+            .client
+            .delete_bucket_tagging()
+            .bucket(bucket)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => self
+                .fail(&format!("DeleteBucketTagging {bucket}"), e)
+                .no_bucket_means(()),
+        }
+    }
+
+    /// The home the metadata [`HOME_TAG`] of the object `key` names: `None` when there is
+    /// no such object (or bucket), `Some(None)` for one without it.
+    pub(super) async fn object_home(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<Option<String>>> {
+        match self
+            .client
+            .head_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(out.metadata().and_then(|m| m.get(HOME_TAG)).cloned())),
+            Err(e) => {
+                let f = self.fail(&format!("HeadObject {bucket}/{key}"), e);
+                match f.status {
+                    Some(404) => Ok(None),
+                    _ => Err(f.error),
+                }
+            }
+        }
+    }
+
+    /// Is there any object under `prefix` in `bucket`?
+    pub(super) async fn holds_any(&self, bucket: &str, prefix: &str) -> Result<bool> {
+        match self
+            .client
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix(prefix)
+            .max_keys(1)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.key_count().unwrap_or(0) > 0 || !out.contents().is_empty()),
+            Err(e) => self
+                .fail(&format!("ListObjectsV2 {bucket}"), e)
+                .no_bucket_means(false),
+        }
+    }
+
+    /// An empty marker object carrying `home` as its metadata [`HOME_TAG`].
+    pub(super) async fn put_home_marker(&self, bucket: &str, key: &str, home: &str) -> Result<()> {
+        self.client
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .metadata(HOME_TAG, home)
+            .body(ByteStream::from_static(b""))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.fail(&format!("PutObject {bucket}/{key}"), e).error)
     }
 
     /// An empty marker object.
