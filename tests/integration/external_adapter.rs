@@ -406,7 +406,7 @@ env = {{ FILES = "${{files.url}}", FILES_DIR = "${{files.path}}" }}
     };
 
     run(&["up", "w"]);
-    let dir = root.join("bk_xa_w_files");
+    let dir = root.join(env.slice_name("xa", "w", "files"));
     assert!(dir.is_dir(), "{} was not made", dir.display());
     let vars: serde_json::Value = serde_json::from_str(&run(&["env", "w", "--json"])).unwrap();
     let port: u16 = vars["env"]["APP_PORT"].as_str().unwrap().parse().unwrap();
@@ -451,10 +451,11 @@ fn an_adapter_on_the_path_of_binky_up_is_found_by_a_daemon_started_without_it() 
         "binky up found the adapter, its daemon did not:\n{}",
         stderr(&out)
     );
-    assert!(root.join("bk_xb_w_files").is_dir());
+    let dir = root.join(env.slice_name("xb", "w", "files"));
+    assert!(dir.is_dir());
     let out = env.binky_env(&["remove", "w"], &[("PATH", &path)]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!root.join("bk_xb_w_files").exists());
+    assert!(!dir.exists());
 }
 
 #[test]
@@ -467,7 +468,7 @@ fn up_returns_only_once_the_slice_exists() {
         let out = env.binky_env(&["up", "w"], &[("PATH", &path)]);
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(
-            root.join("bk_xc_w_files").is_dir(),
+            root.join(env.slice_name("xc", "w", "files")).is_dir(),
             "binky up returned before the slice was made:\n{}",
             stdout(&out)
         );

@@ -654,7 +654,10 @@ fn two_homes_build_their_own_golden_templates_and_golden_rm_leaves_the_others() 
 
     // b's golden rm drops b's template, never a's.
     let out = b.ok(&["golden", "rm", &tb[0].0]);
-    assert!(out.contains("dropping golden template"), "{out}");
+    assert!(
+        out.contains(&format!("dropped golden template {}", tb[0].0)),
+        "{out}"
+    );
     wait_until("b's template dropped", Duration::from_secs(60), || {
         !pg.slices().contains(&name_b)
     });

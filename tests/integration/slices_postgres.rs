@@ -154,8 +154,10 @@ fn remove_leaves_the_drop_to_the_daemon_and_the_name_made_again_waits_for_it() {
     let out = env.raw_in(&env.repo, &["remove", "w"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let said = stdout(&out);
+    let slice = env.slice_name("shop", "w", "db");
     assert!(
-        said.contains("w removed in") && said.contains("dropping bk_shop_w_db in the background"),
+        said.contains("w removed in")
+            && said.contains(&format!("dropping {slice} in the background")),
         "{said}"
     );
     assert!(
@@ -179,9 +181,11 @@ fn remove_leaves_the_drop_to_the_daemon_and_the_name_made_again_waits_for_it() {
         "up says it waits for the removal",
         Duration::from_secs(30),
         || {
-            std::fs::read_to_string(&log).unwrap_or_default().contains(
-                "waiting for the removed world w to be gone first (dropping bk_shop_w_db)",
-            )
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains(&format!(
+                    "waiting for the removed world w to be gone first (dropping {slice})"
+                ))
         },
     );
     assert!(again.try_wait().unwrap().is_none(), "up did not wait");

@@ -940,7 +940,7 @@ async fn a_template_build_waits_for_the_slices_its_env_names_while_the_world_mak
     // `${db.url}` is the template being migrated; `${cache.url}` the world's cache.
     assert!(runs[0].env["DB"].ends_with(&g[0].name), "{:?}", runs[0].env);
     assert!(
-        runs[0].env["CACHE"].ends_with("bk_acme_a_cache"),
+        runs[0].env["CACHE"].ends_with(&h.bk("acme_a_cache")),
         "{:?}",
         runs[0].env
     );
