@@ -6,28 +6,40 @@
 //! has it.
 //!
 //! # How files come over
-//! Link, clone, copy — in that order of preference, per path:
+//! Clone, link, copy — in that order of preference, per path:
 //! - every file is cloned copy-on-write (`FICLONE`: btrfs, XFS, bcachefs) where the
 //!   filesystem can: no data copied, none shared;
-//! - else, for a `copy` path (mode `link`, the default), hard-linked, as pnpm links packages
-//!   from its store and uv from its cache: no data copied, and a file edited in place is
-//!   edited for every worktree that links it (replacing a file — what package managers,
-//!   compilers and editors do — gives the world its own);
-//! - else (another filesystem, `mode = "copy"`, `.worktreeinclude`'s files) copied by
-//!   several threads (`copy_file_range` in the kernel).
+//! - else, for the files inside a `copy` directory (mode `link`, the default), hard-linked,
+//!   as pnpm links packages from its store and uv from its cache: no data copied, and a file
+//!   edited in place is edited for every worktree that links it (replacing a file — what
+//!   package managers, compilers and editors do — gives the world its own);
+//! - else copied by several threads (`copy_file_range` in the kernel): another filesystem,
+//!   `mode = "copy"`, `.worktreeinclude`'s files, a file `copy` names by itself (a
+//!   lockfile, a `.env.local`: tools rewrite such files in place — npm its
+//!   `package-lock.json` — which through a link would rewrite the main checkout's), and
+//!   the bookkeeping below.
 //!
 //! Directories are made (never linked), with their modes and times; symlinks are made
-//! again; a file's mode and time are kept (incremental builds compare them). Files under a
-//! hidden name inside a linked directory (`node_modules/.package-lock.json`,
-//! `.modules.yaml`, `.cache/…`) are never linked: npm, pnpm, yarn and build tools rewrite
-//! their bookkeeping and caches there in place. But for a package store under a hidden
-//! name (pnpm's `node_modules/.pnpm`, where nearly all of a pnpm project's packages are):
-//! its packages are linked like any package, its own files (`lock.yaml`) copied.
+//! again; a file's mode and time are kept (incremental builds compare them).
+//!
+//! # Bookkeeping: what is copied inside a linked directory
+//! Only the files package managers and build tools rewrite in place (opened with
+//! `O_TRUNC`, not written anew and renamed), found by tracing the tools themselves
+//! ([`bookkeeping`]): npm's `node_modules/.package-lock.json`, yarn 1's `.yarn-integrity`,
+//! yarn 4's `.yarn-state.yml` and `.package-map.json`, build caches under `node_modules`
+//! (`.cache/`, `.vite/`), and uv's `.lock` at a virtualenv's top (a lock file: one inode
+//! would make uv in one world wait for uv in another). pnpm's `.modules.yaml` and
+//! `.pnpm/lock.yaml` are copied too, as the world's own record of its `node_modules`
+//! (pnpm 9 replaces them by rename). Everything else is a package's own files and is
+//! linked, hidden names or not: a Django app's `templates/.icons/` is package data. pip
+//! and uv remove a file before writing it; npm and yarn write a package's files into a
+//! new directory: none of them writes through a link.
 //!
 //! # Guarantees
 //! - The files binky rewrites in a copied virtualenv (its `bin/` scripts, `.pth`,
 //!   `direct_url.json`, egg-links, `pyvenv.cfg`) are written as new files and renamed into
 //!   place, never through a link: the main checkout's venv is never changed.
+//! - A path that is one file is never linked.
 //! - A path appears in the worktree only whole (made under a temporary name, renamed).
 
 use std::os::unix::fs::PermissionsExt;
@@ -262,7 +274,14 @@ fn copy_into(
     // Directories first (serially: cheap), then the files by several threads.
     let mut files: Vec<FileJob> = Vec::new();
     let mut dirs: Vec<(PathBuf, PathBuf)> = Vec::new();
-    collect(src, dst, Place::Package, &mut files, &mut dirs)?;
+    // A path that is one file (a lockfile, a `.env.local`) is the world's own: the tools
+    // that use such a file rewrite it in place (npm its `package-lock.json`).
+    let top = if std::fs::symlink_metadata(src)?.is_dir() {
+        Place::Package
+    } else {
+        Place::Own
+    };
+    collect(src, dst, top, &mut files, &mut dirs)?;
     let bytes = AtomicU64::new(0);
     let cloned = AtomicU64::new(0);
     let linked = AtomicU64::new(0);
@@ -420,8 +439,46 @@ enum Place {
     /// A package store's own directory (`node_modules/.pnpm`): its directories are
     /// packages, its files (`lock.yaml`) the package manager's bookkeeping.
     Store,
-    /// Under a hidden name (bookkeeping, a cache) or a store's bookkeeping: the world's own.
+    /// Bookkeeping, a cache, a store's bookkeeping, a path that is one file: the world's own.
     Own,
+}
+
+/// The files package managers write in place in a `node_modules` directory (traced with
+/// `strace -e openat,rename`: opened `O_WRONLY|O_TRUNC` where they are, not written anew
+/// and renamed): npm 11's hidden lockfile, yarn 1's integrity file, yarn 4's install state
+/// and package map; and pnpm's `.modules.yaml` (pnpm 9 replaces it by rename; kept the
+/// world's own as the record of its own `node_modules`).
+const NODE_MODULES_BOOKKEEPING: &[&str] = &[
+    ".package-lock.json",
+    ".yarn-integrity",
+    ".yarn-state.yml",
+    ".package-map.json",
+    ".modules.yaml",
+];
+
+/// The cache directories build tools keep in `node_modules` and rewrite as they work
+/// (`find-cache-dir`'s `.cache/`: babel-loader, terser, webpack; Vite's dependency cache).
+const NODE_MODULES_CACHES: &[&str] = &[".cache", ".vite"];
+
+/// Is `name` (a directory when `dir`) in `parent` bookkeeping that a package manager or a
+/// build tool rewrites in place, rather than a package's own file? Through a hard link,
+/// an in-place write would change the main checkout's and every other world's. Only the
+/// names the tools were seen writing so: a hidden name is not enough (packages ship their
+/// own: a Django app's `templates/.icons/`).
+fn bookkeeping(parent: &Path, name: &std::ffi::OsStr, dir: bool) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    if parent.file_name().is_some_and(|p| p == "node_modules") {
+        return if dir {
+            NODE_MODULES_CACHES.contains(&name)
+        } else {
+            NODE_MODULES_BOOKKEEPING.contains(&name)
+        };
+    }
+    // uv's lock file at a virtualenv's top, opened to lock at each `uv sync`: one inode
+    // would make uv in one world wait for uv in another.
+    !dir && name == ".lock" && parent.join("pyvenv.cfg").is_file()
 }
 
 /// Is the hidden directory `name` in `parent` a package store — packages a package manager
@@ -434,12 +491,10 @@ fn package_store(parent: &Path, name: &std::ffi::OsStr) -> bool {
 }
 
 /// Walk `src`: directories made at `dst` now (writable while they fill), symlinks made
-/// now, files listed. A file under a hidden name below the top (`.package-lock.json`,
-/// `.modules.yaml`, `.yarn-integrity`, `.cache/…`, `.vite/…`) is marked the world's own:
-/// package managers and build tools rewrite their bookkeeping and caches in place, which
-/// through a link would change the main checkout's. A package store under a hidden name
-/// (pnpm's `node_modules/.pnpm`) is packages, linked like them; the files directly in it
-/// (pnpm's `lock.yaml`) are its bookkeeping, the world's own.
+/// now, files listed, each marked the world's own when it is [`bookkeeping`], under a
+/// bookkeeping directory, directly in a package store (pnpm's `.pnpm/lock.yaml`), or when
+/// `place` says so already. A package store (pnpm's `node_modules/.pnpm`) is packages,
+/// linked like them.
 fn collect(
     src: &Path,
     dst: &Path,
@@ -458,16 +513,12 @@ fn collect(
         for e in std::fs::read_dir(src)? {
             let e = e?;
             let name = e.file_name();
+            let dir = e.file_type()?.is_dir();
             let place = match place {
                 Place::Own => Place::Own,
-                _ if name.as_encoded_bytes().starts_with(b".") => {
-                    if package_store(src, &name) {
-                        Place::Store
-                    } else {
-                        Place::Own
-                    }
-                }
-                Place::Store if !e.file_type()?.is_dir() => Place::Own,
+                _ if bookkeeping(src, &name, dir) => Place::Own,
+                _ if package_store(src, &name) => Place::Store,
+                Place::Store if !dir => Place::Own,
                 _ => Place::Package,
             };
             collect(&e.path(), &dst.join(&name), place, files, dirs)?;
@@ -611,4 +662,123 @@ pub fn plan(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn inode(p: &Path) -> u64 {
+        std::fs::metadata(p).unwrap().ino()
+    }
+
+    /// Inside a linked directory only what package managers and build tools rewrite in
+    /// place is the world's own; a package's own hidden files are linked like the rest.
+    #[test]
+    fn only_bookkeeping_is_copied_inside_a_linked_directory_and_packages_hidden_files_are_linked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("main"), dir.path().join("world"));
+        let nm = from.join("node_modules");
+        let own = [
+            "node_modules/.package-lock.json",
+            "node_modules/.yarn-integrity",
+            "node_modules/.yarn-state.yml",
+            "node_modules/.package-map.json",
+            "node_modules/.modules.yaml",
+            "node_modules/.cache/babel-loader/a.json",
+            "node_modules/.vite/deps/_metadata.json",
+            "node_modules/.pnpm/lock.yaml",
+        ];
+        let linked = [
+            "node_modules/pkg/index.js",
+            "node_modules/pkg/.npmignore",
+            "node_modules/pkg/.github/workflow.yml",
+            "node_modules/pkg/dist/.cache/data.json",
+            "node_modules/.pnpm/left-pad@1.3.0/node_modules/left-pad/index.js",
+        ];
+        for f in own.iter().chain(&linked) {
+            write(&from.join(f), f);
+        }
+        std::fs::create_dir_all(nm.join(".bin")).unwrap();
+        std::os::unix::fs::symlink("../pkg/index.js", nm.join(".bin/pkg")).unwrap();
+        std::fs::create_dir_all(&to).unwrap();
+        let came = copy_path(&from, &to, "node_modules", CopyMode::Link).unwrap();
+        if came.how == CopyHow::Cloned {
+            // A copy-on-write filesystem shares nothing: nothing to tell apart.
+            return;
+        }
+        for f in own {
+            assert_ne!(inode(&from.join(f)), inode(&to.join(f)), "{f} is linked");
+            assert_eq!(std::fs::read(to.join(f)).unwrap(), f.as_bytes());
+        }
+        for f in linked {
+            assert_eq!(
+                inode(&from.join(f)),
+                inode(&to.join(f)),
+                "{f} is not linked"
+            );
+        }
+        assert_eq!(
+            std::fs::read_link(to.join("node_modules/.bin/pkg")).unwrap(),
+            PathBuf::from("../pkg/index.js")
+        );
+        assert_eq!(came.copied, own.len() as u64);
+    }
+
+    /// A virtualenv's packages are linked, their hidden data too (a Django app's 30,000
+    /// icons under `templates/.icons/`); uv's lock file at its top is the world's own.
+    #[test]
+    fn a_venvs_package_data_under_hidden_names_is_linked_and_uvs_lock_is_the_worlds_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("main"), dir.path().join("world"));
+        let venv = from.join(".venv");
+        write(&venv.join("pyvenv.cfg"), "home = /usr/bin\n");
+        write(&venv.join(".lock"), "");
+        write(&venv.join(".gitignore"), "*\n");
+        let icon = "lib/python3.11/site-packages/app/templates/.icons/a.svg";
+        write(&venv.join(icon), "<svg/>");
+        let lock_in_a_package = "lib/python3.11/site-packages/app/.lock";
+        write(&venv.join(lock_in_a_package), "data");
+        std::fs::create_dir_all(&to).unwrap();
+        let came = copy_path(&from, &to, ".venv", CopyMode::Link).unwrap();
+        if came.how == CopyHow::Cloned {
+            return;
+        }
+        let world = to.join(".venv");
+        assert_ne!(inode(&venv.join(".lock")), inode(&world.join(".lock")));
+        for f in [icon, lock_in_a_package, ".gitignore"] {
+            assert_eq!(inode(&venv.join(f)), inode(&world.join(f)), "{f}");
+        }
+    }
+
+    /// A path that is one file (a lockfile named in `copy`) is never linked: npm rewrites
+    /// `package-lock.json` in place.
+    #[test]
+    fn a_path_that_is_one_file_is_copied_never_linked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("main"), dir.path().join("world"));
+        write(
+            &from.join("package-lock.json"),
+            "{\"lockfileVersion\": 2}\n",
+        );
+        std::fs::create_dir_all(&to).unwrap();
+        let came = copy_path(&from, &to, "package-lock.json", CopyMode::Link).unwrap();
+        assert_ne!(came.how, CopyHow::Linked);
+        assert_ne!(
+            inode(&from.join("package-lock.json")),
+            inode(&to.join("package-lock.json"))
+        );
+        assert_eq!(
+            std::fs::metadata(from.join("package-lock.json"))
+                .unwrap()
+                .nlink(),
+            1
+        );
+    }
 }
