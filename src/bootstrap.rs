@@ -598,6 +598,67 @@ fn bring_file(src: &Path, dst: &Path, ways: &Ways, own: bool) -> std::io::Result
     Ok((meta.len(), Way::Copied))
 }
 
+/// The files under `paths` of `worktree` (each with a time, ms since the epoch) that are
+/// hard links — more than one link — modified after that time, each with which of
+/// `checkouts` hold the same file (device and inode) at the same place: a write in place
+/// through a link keeps the inode and sets the modification time, making a link sets
+/// neither. One `lstat` per file under those paths (symlinks are not followed), one per
+/// checkout for each file found.
+pub fn changed_links(
+    worktree: &Path,
+    paths: &[(String, i64)],
+    checkouts: &[PathBuf],
+) -> Vec<binky_controllers::inplace::Changed> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    for (path, after) in paths {
+        let mut stack = vec![worktree.join(path)];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let Ok(kind) = e.file_type() else {
+                    continue;
+                };
+                if kind.is_dir() {
+                    stack.push(e.path());
+                    continue;
+                }
+                if !kind.is_file() {
+                    continue;
+                }
+                let Ok(meta) = e.metadata() else {
+                    continue;
+                };
+                let changed_at = meta.mtime() * 1000 + meta.mtime_nsec() / 1_000_000;
+                if meta.nlink() < 2 || changed_at <= *after {
+                    continue;
+                }
+                let file = e.path();
+                let Ok(rel) = file.strip_prefix(worktree) else {
+                    continue;
+                };
+                let holders = checkouts
+                    .iter()
+                    .filter(|c| {
+                        std::fs::symlink_metadata(c.join(rel))
+                            .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+                    })
+                    .cloned()
+                    .collect();
+                found.push(binky_controllers::inplace::Changed {
+                    file: rel.to_string_lossy().into_owned(),
+                    path: path.clone(),
+                    changed_at,
+                    holders,
+                });
+            }
+        }
+    }
+    found
+}
+
 /// What a new worktree at `worktree` of the repository whose main checkout is `repo` is to
 /// get: what the main checkout has (`.worktreeinclude`'s and `copy`'s), then a literal
 /// `copy` path it lacks from the first of `fallbacks` (other worlds' worktrees, newest
@@ -755,6 +816,56 @@ mod tests {
         for f in [icon, lock_in_a_package, ".gitignore"] {
             assert_eq!(inode(&venv.join(f)), inode(&world.join(f)), "{f}");
         }
+    }
+
+    /// A linked file written in place after its bring-in is found, with the checkouts that
+    /// hold it; one replaced (a new file renamed into place) is not, nor one written before.
+    #[test]
+    fn a_linked_file_written_in_place_is_found_with_its_holders_and_a_replaced_one_is_not() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("main"), dir.path().join("world"));
+        // Installed an hour ago.
+        let installed = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for f in ["a.js", "b.js", "c.js"] {
+            let path = from.join("node_modules/pkg").join(f);
+            write(&path, "1;\n");
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(installed).unwrap();
+        }
+        std::fs::create_dir_all(&to).unwrap();
+        // Brought a minute ago (the kernel's file times lag the clock by up to a tick).
+        let began = binky_controllers::store::now_ms() - 60_000;
+        let came = copy_path(&from, &to, "node_modules", CopyMode::Link).unwrap();
+        if came.how != CopyHow::Linked {
+            // Cloned: nothing is shared, nothing to find.
+            return;
+        }
+        // Written before: not after the bring-in.
+        assert!(changed_links(&to, &[("node_modules".into(), began)], &[from.clone()]).is_empty());
+        let pkg = to.join("node_modules/pkg");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(pkg.join("a.js"))
+            .unwrap()
+            .write_all(b"2;\n")
+            .unwrap();
+        std::fs::write(pkg.join(".b.js.new"), "replaced\n").unwrap();
+        std::fs::rename(pkg.join(".b.js.new"), pkg.join("b.js")).unwrap();
+        let found = changed_links(
+            &to,
+            &[("node_modules".into(), began)],
+            &[from.clone(), dir.path().join("elsewhere")],
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].file, "node_modules/pkg/a.js");
+        assert_eq!(found[0].path, "node_modules");
+        assert_eq!(found[0].holders, vec![from.clone()]);
+        assert_eq!(
+            std::fs::read_to_string(from.join("node_modules/pkg/a.js")).unwrap(),
+            "1;\n2;\n",
+            "what a link shares"
+        );
     }
 
     /// A path that is one file (a lockfile named in `copy`) is never linked: npm rewrites

@@ -162,6 +162,21 @@ impl Git for GitCli {
         .map_err(|e| e.to_string())?
     }
 
+    async fn changed_links(
+        &self,
+        worktree: &Path,
+        paths: &[(String, i64)],
+        checkouts: &[PathBuf],
+    ) -> Result<Vec<binky_controllers::inplace::Changed>, String> {
+        let (worktree, paths, checkouts) =
+            (worktree.to_owned(), paths.to_vec(), checkouts.to_vec());
+        tokio::task::spawn_blocking(move || {
+            crate::bootstrap::changed_links(&worktree, &paths, &checkouts)
+        })
+        .await
+        .map_err(|e| e.to_string())
+    }
+
     async fn changes(&self, worktree: &Path) -> Result<Vec<String>, GitError> {
         binky_controllers::dirty::changed_paths(worktree)
             .await

@@ -1,11 +1,13 @@
-//! "Uncommitted changes" means the user's: what a world's own `setup` created or changed
-//! (a `package-lock.json` written by `npm install`, a `.venv` that is not ignored) does not
-//! keep `binky remove` from removing the world.
+//! "Uncommitted changes" means the user's: what binky brought into a world (a lockfile
+//! `[project] copy` names, which git lists as untracked) and what a world's own `setup`
+//! created or changed (a `package-lock.json` written by `npm install`, a `.venv` that is
+//! not ignored) do not keep `binky remove` from removing the world.
 //!
 //! When a `setup` finishes, the process controller records a fingerprint of every path
-//! `git status` then lists (table `setup_changes`). A path is the user's change when it is
-//! listed now and was not listed after setup, or its fingerprint differs: an edit to the
-//! lockfile after setup makes the worktree dirty again.
+//! `git status` then lists (table `setup_changes`); when a path that is one file is brought,
+//! the worktree controller records its fingerprint as it came (`bootstrap_paths`). A path
+//! is the user's change when it is listed now and its fingerprint is neither of those: an
+//! edit to the lockfile after setup makes the worktree dirty again.
 //!
 //! A fingerprint is cheap and changes with any edit: size and modification time of a
 //! file (nanoseconds), a symlink's target, and for a directory the count, total size and
@@ -73,8 +75,27 @@ pub async fn users_uncommitted<E: From<StoreError>>(
     if changed.is_empty() {
         return Ok(changed);
     }
-    let after_setup = store.read(|c| store::setup_changes(c, world))?;
-    Ok(users_changes(&row.path, &changed, &after_setup))
+    let (after_setup, brought) = store.read(|c| {
+        Ok((
+            store::setup_changes(c, world)?,
+            store::bootstrap_paths(c, world)?,
+        ))
+    })?;
+    // A path that is one file is fingerprinted as it was brought (a lockfile no setup
+    // touched is as it came).
+    let as_brought: BTreeMap<String, String> = brought
+        .into_iter()
+        .filter(|b| !b.fingerprint.is_empty())
+        .map(|b| (b.path, b.fingerprint))
+        .collect();
+    Ok(users_changes(&row.path, &changed, &after_setup)
+        .into_iter()
+        .filter(|p| {
+            as_brought
+                .get(p)
+                .is_none_or(|f| *f != fingerprint(&row.path, p))
+        })
+        .collect())
 }
 
 /// The fingerprint of `rel` under `worktree` now.

@@ -14,6 +14,7 @@ pub mod git;
 pub mod glob;
 pub mod golden;
 pub mod hold;
+pub mod inplace;
 pub mod limits;
 pub mod machine;
 pub mod needs;

@@ -136,6 +136,10 @@ pub struct GitState {
     pub bring_gate: Option<(String, String, Arc<tokio::sync::Notify>)>,
     /// `(worktree, path)` brought, in order.
     pub brought: Vec<(PathBuf, String)>,
+    /// What looking for linked files written in place finds, by worktree.
+    pub changed_links: BTreeMap<PathBuf, Vec<crate::inplace::Changed>>,
+    /// `(worktree, paths with their times)` looked at for linked files written in place.
+    pub looked: Vec<(PathBuf, Vec<(String, i64)>)>,
 }
 
 impl Git for FakeGit {
@@ -218,6 +222,16 @@ impl Git for FakeGit {
             note: None,
             took: Duration::ZERO,
         })
+    }
+    async fn changed_links(
+        &self,
+        worktree: &Path,
+        paths: &[(String, i64)],
+        _checkouts: &[PathBuf],
+    ) -> Result<Vec<crate::inplace::Changed>, String> {
+        let mut g = self.inner.lock().unwrap();
+        g.looked.push((worktree.to_owned(), paths.to_vec()));
+        Ok(g.changed_links.get(worktree).cloned().unwrap_or_default())
     }
     async fn changes(&self, wt: &Path) -> Result<Vec<String>, GitError> {
         Ok(if self.inner.lock().unwrap().dirty.contains(wt) {

@@ -214,6 +214,16 @@ pub trait Git: Send + Sync + 'static {
         planned: &Planned,
         worktree: &Path,
     ) -> impl Future<Output = Result<Copied, String>> + Send;
+    /// The files under `paths` of `worktree` (each with a time, ms since the epoch) that
+    /// are hard links (more than one link) modified after that time, each with which of
+    /// `checkouts` hold the same file at the same place (see [`crate::inplace`]). Looks at
+    /// every file of those paths.
+    fn changed_links(
+        &self,
+        worktree: &Path,
+        paths: &[(String, i64)],
+        checkouts: &[PathBuf],
+    ) -> impl Future<Output = Result<Vec<crate::inplace::Changed>, String>> + Send;
     /// The paths with uncommitted changes, untracked files included.
     fn changes(
         &self,
@@ -296,7 +306,17 @@ pub struct WorktreeController<G> {
     trigger: Option<crate::runtime::Trigger>,
     /// The paths being brought now, by world (each in a task of its own).
     bringing: Arc<Mutex<std::collections::HashSet<(store::WorldId, String)>>>,
+    /// When each world's linked files were last looked at for writes in place, at which
+    /// generation (keyed as `planned`).
+    looked: Mutex<HashMap<(store::WorldId, i64), (i64, std::time::Instant)>>,
+    /// Worlds to look at again at their next reconcile: another world found a file they
+    /// share written in place, or a world they shared files with went.
+    look_again: Mutex<std::collections::HashSet<store::WorldId>>,
 }
+
+/// How often a world's linked files are looked at for writes in place when nothing else
+/// asks (its resync, every 5 minutes, finds this elapsed).
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(240);
 
 /// Bring one path, record how it went, and nudge the world's controllers (a command may
 /// have been waiting for it).
@@ -313,7 +333,15 @@ async fn bring_one<G: Git>(
         from: b.src.clone(),
         mode: b.mode,
     };
+    // A linked file changed after this was edited in place through the link.
+    let brought_at = crate::store::now_ms();
     let outcome = git.bring(&planned, worktree).await;
+    // A path that is one file (a lockfile) as it came: git lists it (untracked), and left
+    // so it is not the user's change.
+    let fingerprint = match &outcome {
+        Ok(_) if worktree.join(&b.path).is_file() => crate::dirty::fingerprint(worktree, &b.path),
+        _ => String::new(),
+    };
     let (state, how, files, bytes, took, message, event) = match &outcome {
         Ok(c) => (
             BootstrapState::Done,
@@ -349,6 +377,8 @@ async fn bring_one<G: Git>(
                 bytes: bytes as i64,
                 took_ms: took,
                 message: &message,
+                brought_at,
+                fingerprint: &fingerprint,
             },
         )
     })?;
@@ -489,6 +519,8 @@ impl<G: Git> WorktreeController<G> {
             planned: Mutex::new(HashMap::new()),
             trigger: None,
             bringing: Arc::default(),
+            looked: Mutex::new(HashMap::new()),
+            look_again: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -918,8 +950,149 @@ impl<G: Git> WorktreeController<G> {
         }
         if !row.adopted && !world.is_shared() {
             self.bootstrap(world, &row, false).await?;
+            self.look_for_edits(world, &row, false).await?;
         }
         Ok(row)
+    }
+
+    /// Looks for the world's linked files written in place (see [`crate::inplace`]) when
+    /// due — `always`, at a new generation (`up`, `down`, `reload`), when another world
+    /// asked, else every [`LOOK_EVERY`] — and records what it finds (`binky status` reads
+    /// it). A new finding is said in an event, and the worlds sharing the file are looked
+    /// at too.
+    async fn look_for_edits(
+        &self,
+        world: &World,
+        row: &WorktreeRow,
+        always: bool,
+    ) -> Result<(), WorktreeError> {
+        let key = (world.id, world.created_at);
+        let asked = self
+            .look_again
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&world.id);
+        let due = {
+            let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
+            let due = always
+                || asked
+                || looked
+                    .get(&key)
+                    .is_none_or(|(g, at)| *g != world.generation || at.elapsed() >= LOOK_EVERY);
+            if due {
+                looked.insert(key, (world.generation, std::time::Instant::now()));
+            }
+            due
+        };
+        if !due {
+            return Ok(());
+        }
+        let (own, others, before) = self.store.read(|c| {
+            let own = store::bootstrap_paths(c, world.id)?;
+            let mut others = Vec::new();
+            for (id, name, path) in store::worlds_of_repo(c, &world.repo_root)? {
+                if id != world.id {
+                    let brought = store::bootstrap_paths(c, id)?;
+                    let edits = store::shared_edits(c, id)?;
+                    others.push((id, name, path, brought, edits));
+                }
+            }
+            Ok((own, others, store::shared_edits(c, world.id)?))
+        })?;
+        let me = crate::inplace::World {
+            name: &world.name,
+            worktree: &row.path,
+            brought: &own,
+        };
+        let theirs: Vec<crate::inplace::World<'_>> = others
+            .iter()
+            .map(|(_, name, path, brought, _)| crate::inplace::World {
+                name,
+                worktree: path,
+                brought,
+            })
+            .collect();
+        let paths = crate::inplace::to_look_at(&me, &theirs);
+        let changed = if paths.is_empty() {
+            Vec::new()
+        } else {
+            let mut checkouts = vec![world.repo_root.clone()];
+            checkouts.extend(others.iter().map(|(_, _, path, _, _)| path.clone()));
+            match self.git.changed_links(&row.path, &paths, &checkouts).await {
+                Ok(changed) => changed,
+                Err(err) => {
+                    tracing::warn!(%err, world = %world.name, "cannot look at the linked files");
+                    return Ok(());
+                }
+            }
+        };
+        let mut found =
+            crate::inplace::findings(&me, &theirs, &world.repo_root, &changed, store::now_ms());
+        let total = found.len();
+        found.truncate(crate::inplace::MAX_RECORDED);
+        let (rows, differs) = crate::inplace::merge(&before, found);
+        if !differs {
+            return Ok(());
+        }
+        self.store.write(owner::Worktree, |tx| {
+            write::worktree::set_shared_edits(tx, world.id, &rows)
+        })?;
+        let new: Vec<store::SharedEditRow> = rows
+            .iter()
+            .filter(|r| {
+                !before
+                    .iter()
+                    .any(|b| b.file == r.file && b.changed_at == r.changed_at)
+            })
+            .cloned()
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let copy_path = |p: &str| crate::inplace::copy_path(&world.config_rel, p);
+        for line in crate::inplace::describe(&new, copy_path, |_| String::new()) {
+            self.store.event(world.id, "shared_edit", &line)?;
+        }
+        if total > rows.len() {
+            self.store.event(
+                world.id,
+                "shared_edit",
+                &format!(
+                    "{total} linked files were changed in place; the first {} are recorded",
+                    rows.len()
+                ),
+            )?;
+        }
+        // The worlds that share these files and have not found them learn of them at their
+        // next reconcile, now.
+        let sharing: Vec<store::WorldId> = others
+            .iter()
+            .filter(|(_, name, _, _, edits)| {
+                new.iter().any(|r| {
+                    r.sharers.contains(name)
+                        && !edits
+                            .iter()
+                            .any(|e| e.file == r.file && e.changed_at == r.changed_at)
+                })
+            })
+            .map(|(id, _, _, _, _)| *id)
+            .collect();
+        self.look_again_at(&sharing);
+        Ok(())
+    }
+
+    /// `worlds` are looked at for linked files written in place at their next reconcile,
+    /// which is asked for now.
+    fn look_again_at(&self, worlds: &[store::WorldId]) {
+        self.look_again
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(worlds.iter().copied());
+        if let Some(t) = &self.trigger {
+            for id in worlds {
+                t.world(*id);
+            }
+        }
     }
 
     /// The world's worktree `row` was deleted outside binky: recorded (once) and said until
@@ -1154,6 +1327,10 @@ impl<G: Git> Controller for WorktreeController<G> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&(world.id, world.created_at));
+        self.looked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(world.id, world.created_at));
         let Some(row) = self.store.read(|c| store::worktree(c, world.id))? else {
             return Ok(Cleanup::Done);
         };
@@ -1174,9 +1351,28 @@ impl<G: Git> Controller for WorktreeController<G> {
                 ),
             )?;
         } else if repo.is_dir() {
+            // What it shares and changed in place is said before it goes; the worlds it
+            // shared files with are looked at again without it.
+            if row.path.is_dir() {
+                self.look_for_edits(world, &row, true).await?;
+                self.looked
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&(world.id, world.created_at));
+            }
+            let sharing: Vec<store::WorldId> = self.store.read(|c| {
+                let mut ids = Vec::new();
+                for (id, _, _) in store::worlds_of_repo(c, repo)? {
+                    if id != world.id && !store::shared_edits(c, id)?.is_empty() {
+                        ids.push(id);
+                    }
+                }
+                Ok(ids)
+            })?;
             let lock = self.repo_lock(repo);
             let _guard = lock.lock().await;
             self.remove_worktree(world, &row).await?;
+            self.look_again_at(&sharing);
             if row.created_branch && self.git.branch_exists(repo, &row.branch).await? {
                 self.remove_branch(world, &row).await?;
             }

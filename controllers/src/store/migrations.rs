@@ -373,6 +373,28 @@ const MIGRATIONS: &[&str] = &[
     SELECT 1, id, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
     FROM letters WHERE n = 8;
     "#,
+    // 19: what a world's shared (hard-linked) files went through: when each path's bring-in
+    // began (a linked file changed later was edited in place through the link) and the
+    // fingerprint of a path that is one file as it was brought (not the user's change for
+    // `binky remove`); and the linked files found edited in place (`shared_edits`), with
+    // the main checkout and the worlds that hold the same file and those that may have
+    // changed it.
+    r#"
+    ALTER TABLE bootstrap_paths ADD COLUMN brought_at INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE bootstrap_paths ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+    UPDATE bootstrap_paths SET brought_at = updated_at - took_ms WHERE state = 'done';
+    CREATE TABLE shared_edits (
+        world_id    INTEGER NOT NULL REFERENCES worlds(id) ON DELETE CASCADE,
+        file        TEXT NOT NULL,
+        path        TEXT NOT NULL,
+        changed_at  INTEGER NOT NULL,
+        main_shares INTEGER NOT NULL,
+        sharers     TEXT NOT NULL,
+        editors     TEXT NOT NULL,
+        found_at    INTEGER NOT NULL,
+        PRIMARY KEY (world_id, file)
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -223,6 +223,7 @@ owners! {
         Grant::delete_only("setup_changes"),
         Grant::delete_only("process_resources"),
         Grant::delete_only("bootstrap_paths"),
+        Grant::delete_only("shared_edits"),
     ];
     /// The admission gate.
     pub(crate) Gate = "the admission gate": [Grant::all("admissions")];
@@ -230,6 +231,7 @@ owners! {
     pub(crate) Worktree = "the worktree controller": [
         Grant::all("worktrees"),
         Grant::all("bootstrap_paths"),
+        Grant::all("shared_edits"),
     ];
     /// The port controller.
     pub(crate) Port = "the port controller": [Grant::all("ports")];

@@ -649,3 +649,165 @@ async fn only_a_worktree_someones_work_can_be_in_is_looked_at_and_setups_paths_a
         vec!["notes.txt"]
     );
 }
+
+/// A file binky brought (a lockfile `copy` names, untracked: git lists it) is not the
+/// user's change while it is as it came; edited after, it is.
+#[tokio::test]
+async fn a_file_binky_brought_is_not_the_users_change_until_it_is_edited() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let id = store
+        .put_world(&new_world(dir.path(), "w", spec(vec![])))
+        .unwrap()
+        .world
+        .id;
+    let wt = dir.path().join("wt");
+    std::fs::create_dir_all(&wt).unwrap();
+    std::fs::write(wt.join("package-lock.json"), "{\"lockfileVersion\": 2}\n").unwrap();
+    let print = crate::dirty::fingerprint(&wt, "package-lock.json");
+    store
+        .write(crate::store::owner::Worktree, |tx| {
+            let planned = crate::worktree::Planned {
+                path: "package-lock.json".into(),
+                from: dir.path().join("repo"),
+                mode: crate::spec::CopyMode::Link,
+            };
+            store::write::worktree::plan_path(
+                tx,
+                id,
+                &planned,
+                store::BootstrapState::Pending,
+                "",
+            )?;
+            store::write::worktree::set_brought(
+                tx,
+                id,
+                "package-lock.json",
+                &store::write::worktree::Brought {
+                    state: store::BootstrapState::Done,
+                    how: Some("copied"),
+                    files: 1,
+                    bytes: 23,
+                    took_ms: 0,
+                    message: "",
+                    brought_at: store::now_ms(),
+                    fingerprint: &print,
+                },
+            )
+        })
+        .unwrap();
+    let row = store::WorktreeRow {
+        path: wt.clone(),
+        branch: "w".into(),
+        head: None,
+        dirty: false,
+        adopted: false,
+        created_branch: true,
+        base_commit: None,
+        state: WorktreeState::Ready,
+        seen_generation: 0,
+    };
+    let listed = || async { Ok::<_, store::StoreError>(vec!["package-lock.json".to_owned()]) };
+    assert!(crate::dirty::users_uncommitted(&store, id, &row, listed())
+        .await
+        .unwrap()
+        .is_empty());
+    std::fs::write(wt.join("package-lock.json"), "{\"edited\": true}\n").unwrap();
+    assert_eq!(
+        crate::dirty::users_uncommitted(&store, id, &row, listed())
+            .await
+            .unwrap(),
+        vec!["package-lock.json"]
+    );
+}
+
+/// A linked file written in place after two worlds linked it is recorded for the world
+/// that found it (with an event naming holders, writers and the fix), and the world that
+/// shares it is looked at again and records it too; nothing is looked at again until it
+/// is due.
+#[tokio::test]
+async fn a_linked_file_written_in_place_is_recorded_for_every_world_that_shares_it() {
+    let (dir, store, ctrl) = setup();
+    ctrl_git(&ctrl).inner.lock().unwrap().plan =
+        vec![("node_modules".into(), crate::spec::CopyMode::Link)];
+    let a = store
+        .put_world(&new_world(dir.path(), "a", spec(vec![])))
+        .unwrap()
+        .world;
+    let b = store
+        .put_world(&new_world(dir.path(), "b", spec(vec![])))
+        .unwrap()
+        .world;
+    let done = |id| {
+        store
+            .read(|c| store::bootstrap_paths(c, id))
+            .unwrap()
+            .iter()
+            .all(|r| crate::inplace::linked(r))
+    };
+    for w in [&a, &b] {
+        reconcile(&ctrl, &store, w.id).await;
+        crate::testing::wait_for("the path brought", || done(w.id)).await;
+    }
+    let (repo, wa, wb) = (
+        dir.path().join("repo"),
+        dir.path().join("wt/a"),
+        dir.path().join("wt/b"),
+    );
+    let written = store::now_ms() + 1000;
+    let changed = |holders: Vec<std::path::PathBuf>| {
+        vec![crate::inplace::Changed {
+            file: "node_modules/pkg/index.js".into(),
+            path: "node_modules".into(),
+            changed_at: written,
+            holders,
+        }]
+    };
+    {
+        let mut g = ctrl_git(&ctrl).inner.lock().unwrap();
+        g.changed_links
+            .insert(wa.clone(), changed(vec![repo.clone(), wb.clone()]));
+        g.changed_links
+            .insert(wb.clone(), changed(vec![repo.clone(), wa.clone()]));
+    }
+    let edits = |id| store.read(|c| store::shared_edits(c, id)).unwrap();
+    reconcile(&ctrl, &store, a.id).await;
+    let found = edits(a.id);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].main_shares);
+    assert_eq!(found[0].sharers, vec!["a", "b"]);
+    assert_eq!(found[0].editors, vec!["a", "b"]);
+    let said: Vec<String> = store
+        .read(|c| store::events(c, "acme", "a", 0, 100))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "shared_edit")
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("node_modules/pkg/index.js was changed in place")
+            && said[0].contains("the main checkout and worlds a, b hold that one file")
+            && said[0].contains("mode = \"copy\""),
+        "{}",
+        said[0]
+    );
+    // b was asked to look again: it records the same file at its next reconcile.
+    reconcile(&ctrl, &store, b.id).await;
+    assert_eq!(edits(b.id).len(), 1);
+    // Not due again: not looked at, nothing written, no second event.
+    let looked = || ctrl_git(&ctrl).inner.lock().unwrap().looked.len();
+    let before = looked();
+    reconcile(&ctrl, &store, a.id).await;
+    reconcile(&ctrl, &store, b.id).await;
+    assert_eq!(looked(), before);
+    // The file replaced (no longer found): the finding goes at the next look (a new
+    // generation: `binky up` or `down`).
+    ctrl_git(&ctrl).inner.lock().unwrap().changed_links.clear();
+    let a = store
+        .put_world(&new_world(dir.path(), "a", spec(vec![])))
+        .unwrap()
+        .world;
+    reconcile(&ctrl, &store, a.id).await;
+    assert!(edits(a.id).is_empty());
+}

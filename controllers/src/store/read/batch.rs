@@ -8,9 +8,12 @@ use rusqlite::Connection;
 use super::shared::{provider, seen, uses_shared};
 use super::WORKTREES;
 use super::{
-    BootstrapRow, ConditionRow, PortRow, ProcessRow, ResourceRow, SliceRow, WorktreeRow, World,
+    BootstrapRow, ConditionRow, PortRow, ProcessRow, ResourceRow, SharedEditRow, SliceRow,
+    WorktreeRow, World,
 };
-use super::{BOOTSTRAP_PATHS, CONDITIONS, GENERATIONS, PORTS, PROCESSES, RESOURCES, SLICES};
+use super::{
+    BOOTSTRAP_PATHS, CONDITIONS, GENERATIONS, PORTS, PROCESSES, RESOURCES, SHARED_EDITS, SLICES,
+};
 use crate::store::{StoreError, WorldId};
 
 /// One world's observed rows.
@@ -32,6 +35,8 @@ pub struct WorldRows {
     pub resources: Vec<ResourceRow>,
     /// The paths its worktree got from the main checkout, by path.
     pub bootstrap: Vec<BootstrapRow>,
+    /// Its linked files found edited in place, by path and file.
+    pub shared_edits: Vec<SharedEditRow>,
 }
 
 impl WorldRows {
@@ -46,6 +51,7 @@ impl WorldRows {
             slices: super::slices(conn, world)?,
             resources: super::resources(conn, world)?,
             bootstrap: super::bootstrap_paths(conn, world)?,
+            shared_edits: super::shared_edits(conn, world)?,
         })
     }
 }
@@ -135,6 +141,7 @@ impl Observed {
         fill!(SLICES, slices);
         fill!(RESOURCES, resources);
         fill!(BOOTSTRAP_PATHS, bootstrap);
+        fill!(SHARED_EDITS, shared_edits);
         let mut stmt = conn.prepare_cached("SELECT project_id, id FROM worlds WHERE name = ?1")?;
         let shared = stmt
             .query_map([crate::shared::WORLD], |r| Ok((r.get(0)?, r.get(1)?)))?

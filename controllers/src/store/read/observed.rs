@@ -81,6 +81,12 @@ pub struct BootstrapRow {
     pub took_ms: u64,
     /// Why it failed, or a note on how it was brought.
     pub message: String,
+    /// When its bring-in began (ms since the epoch; 0 before it did): a file linked in
+    /// that changed later was edited in place through the link.
+    pub brought_at: i64,
+    /// The fingerprint (see [`crate::dirty`]) of a path that is one file, as it was
+    /// brought: left so, it is not the user's change.
+    pub fingerprint: String,
 }
 
 impl BootstrapRow {
@@ -107,7 +113,8 @@ pub fn path_needed_by(path: &str, workdir: &str) -> bool {
 /// How `bootstrap_paths` is read.
 pub(crate) const BOOTSTRAP_PATHS: Table<BootstrapRow> = Table {
     name: "bootstrap_paths",
-    columns: "path, src, mode, state, how, files, bytes, took_ms, message",
+    columns: "path, src, mode, state, how, files, bytes, took_ms, message, brought_at,
+              fingerprint",
     order: "path",
     row: |r| {
         let mode: String = r.get(2)?;
@@ -125,6 +132,8 @@ pub(crate) const BOOTSTRAP_PATHS: Table<BootstrapRow> = Table {
             bytes: r.get::<_, i64>(6)? as u64,
             took_ms: r.get::<_, i64>(7)? as u64,
             message: r.get(8)?,
+            brought_at: r.get(9)?,
+            fingerprint: r.get(10)?,
         })
     },
 };
@@ -370,6 +379,76 @@ pub fn worktree_paths_of_repo(
         .query_map(
             params![repo_root.to_string_lossy(), WorktreeState::Ready],
             |r| Ok(PathBuf::from(r.get::<_, String>(0)?)),
+        )?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// A file linked into a world (a hard link shared with the main checkout or other worlds)
+/// that was found edited in place after it was shared: the change is every holder's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SharedEditRow {
+    /// The file, relative to the worktree's top.
+    pub file: String,
+    /// The brought path it is under (`node_modules`).
+    pub path: String,
+    /// When it was changed (its modification time, ms since the epoch).
+    pub changed_at: i64,
+    /// The main checkout holds the same file.
+    pub main_shares: bool,
+    /// The worlds that hold the same file, this one among them.
+    pub sharers: Vec<String>,
+    /// The worlds that held it when it was changed (the main checkout too when it shares
+    /// it): one of them, or the main checkout, changed it.
+    pub editors: Vec<String>,
+    /// When it was found (ms since the epoch).
+    pub found_at: i64,
+}
+
+/// How `shared_edits` is read.
+pub(crate) const SHARED_EDITS: Table<SharedEditRow> = Table {
+    name: "shared_edits",
+    columns: "file, path, changed_at, main_shares, sharers, editors, found_at",
+    order: "path, file",
+    row: |r| {
+        let names = |i: usize| -> rusqlite::Result<Vec<String>> {
+            let text: String = r.get(i)?;
+            serde_json::from_str(&text).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+            })
+        };
+        Ok(SharedEditRow {
+            file: r.get(0)?,
+            path: r.get(1)?,
+            changed_at: r.get(2)?,
+            main_shares: r.get::<_, i64>(3)? != 0,
+            sharers: names(4)?,
+            editors: names(5)?,
+            found_at: r.get(6)?,
+        })
+    },
+};
+
+/// The linked files of `world` found edited in place, by path and file.
+pub fn shared_edits(conn: &Connection, world: WorldId) -> Result<Vec<SharedEditRow>, StoreError> {
+    SHARED_EDITS.of_world(conn, world)
+}
+
+/// The worlds with a worktree of the repository whose main checkout is `repo_root`, that
+/// binky made (not adopted) and that is ready: id, name and worktree, newest first.
+pub fn worlds_of_repo(
+    conn: &Connection,
+    repo_root: &std::path::Path,
+) -> Result<Vec<(WorldId, String, PathBuf)>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT w.id, w.name, t.path FROM worktrees t JOIN worlds w ON w.id = t.world_id
+         JOIN projects p ON p.id = w.project_id
+         WHERE p.repo_root = ?1 AND t.state = ?2 AND t.adopted = 0 ORDER BY w.id DESC",
+    )?;
+    let rows = stmt
+        .query_map(
+            params![repo_root.to_string_lossy(), WorktreeState::Ready],
+            |r| Ok((r.get(0)?, r.get(1)?, PathBuf::from(r.get::<_, String>(2)?))),
         )?
         .collect::<Result<_, _>>()?;
     Ok(rows)

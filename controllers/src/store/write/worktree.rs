@@ -1,11 +1,12 @@
-//! The worktree controller's writes: each world's worktree (`worktrees`) and the paths
-//! brought into it (`bootstrap_paths`).
+//! The worktree controller's writes: each world's worktree (`worktrees`), the paths
+//! brought into it (`bootstrap_paths`) and its linked files found edited in place
+//! (`shared_edits`).
 
 use rusqlite::params;
 
 use crate::store::owner::{self, Tx};
 use crate::store::Planned;
-use crate::store::{now_ms, BootstrapState, StoreError, WorktreeRow, WorldId};
+use crate::store::{now_ms, BootstrapState, SharedEditRow, StoreError, WorktreeRow, WorldId};
 
 /// Record `world`'s worktree as `row`.
 pub(crate) fn save(
@@ -111,6 +112,10 @@ pub(crate) struct Brought<'a> {
     pub took_ms: i64,
     /// A note, or why it failed.
     pub message: &'a str,
+    /// When the bring-in began (ms since the epoch).
+    pub brought_at: i64,
+    /// The fingerprint of a path that is one file, as brought (else empty).
+    pub fingerprint: &'a str,
 }
 
 /// Record how bringing `path` into `world`'s worktree went.
@@ -122,7 +127,7 @@ pub(crate) fn set_brought(
 ) -> Result<(), StoreError> {
     tx.execute(
         "UPDATE bootstrap_paths SET state = ?3, how = ?4, files = ?5, bytes = ?6,
-            took_ms = ?7, message = ?8, updated_at = ?9
+            took_ms = ?7, message = ?8, updated_at = ?9, brought_at = ?10, fingerprint = ?11
          WHERE world_id = ?1 AND path = ?2",
         params![
             world,
@@ -133,8 +138,38 @@ pub(crate) fn set_brought(
             b.bytes,
             b.took_ms,
             b.message,
-            now_ms()
+            now_ms(),
+            b.brought_at,
+            b.fingerprint
         ],
     )?;
+    Ok(())
+}
+
+/// `world`'s linked files found edited in place are `rows` now (none: none are).
+pub(crate) fn set_shared_edits(
+    tx: &Tx<'_, owner::Worktree>,
+    world: WorldId,
+    rows: &[SharedEditRow],
+) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM shared_edits WHERE world_id = ?1", [world])?;
+    for r in rows {
+        let names = |n: &[String]| serde_json::to_string(n).unwrap_or_else(|_| "[]".into());
+        tx.execute(
+            "INSERT INTO shared_edits (world_id, file, path, changed_at, main_shares, sharers,
+                editors, found_at)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)",
+            params![
+                world,
+                r.file,
+                r.path,
+                r.changed_at,
+                r.main_shares as i64,
+                names(&r.sharers),
+                names(&r.editors),
+                r.found_at
+            ],
+        )?;
+    }
     Ok(())
 }
