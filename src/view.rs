@@ -107,6 +107,13 @@ pub struct WorldView {
     pub worktree: Option<WorktreeRow>,
     /// The paths its worktree got (or is getting) from the main checkout: how each came.
     pub bootstrap: Vec<store::BootstrapRow>,
+    /// Its linked files found changed in place (shared with the main checkout or other
+    /// worlds: the change is theirs too).
+    pub shared_edits: Vec<store::SharedEditRow>,
+    /// Where its `binky.toml` is below the repository's top (`[project] copy` paths are
+    /// relative to it).
+    #[serde(skip)]
+    pub config_rel: String,
     /// Its services (one line per replica).
     pub services: Vec<ServiceView>,
     /// What its services use together (while any runs, once sampled).
@@ -157,6 +164,8 @@ fn world_in(
         group: w.group.clone(),
         worktree: rows.worktree.clone(),
         bootstrap: rows.bootstrap.clone(),
+        shared_edits: rows.shared_edits.clone(),
+        config_rel: w.config_rel.clone(),
         services,
         usage,
         conditions: conds.clone(),

@@ -43,7 +43,21 @@ fn print_world(v: &WorldView, detail: bool) {
         }
     }
     print_bootstrap(v, detail);
+    for line in shared_edits(&v.shared_edits, &v.config_rel) {
+        println!("    ! {line}");
+    }
     print_conditions(v, detail);
+}
+
+/// What a world's linked files found changed in place say, a sentence a path: the files,
+/// their holders, who may have changed them, and the fix (see
+/// [`binky_controllers::inplace`]).
+pub(super) fn shared_edits(rows: &[store::SharedEditRow], config_rel: &str) -> Vec<String> {
+    binky_controllers::inplace::describe(
+        rows,
+        |p| binky_controllers::inplace::copy_path(config_rel, p),
+        |ms| format!("at {} UTC", clock(ms)),
+    )
 }
 
 /// One service's line: state, ports, pid, URL, and what is worth saying of it.

@@ -68,6 +68,12 @@ pub async fn wait(
         shared,
         quiet: args.quiet,
     };
+    // Linked files of the world found changed in place before: said at every command that
+    // waits on it (`up`, `down`, `remove`, …); what its new look finds comes as events.
+    let standing = ctx.store.read(|c| store::shared_edits(c, id))?;
+    for line in super::status::shared_edits(&standing, &world.config_rel) {
+        eprintln!("  warning: {line}");
+    }
     loop {
         events.show(&mut last_event)?;
         let current = ctx.store.read(|c| store::world(c, id))?;
@@ -83,6 +89,9 @@ pub async fn wait(
         let gens = ctx.store.read(|c| store::observed_generations(c, id))?;
         let conds = ctx.store.read(|c| store::conditions(c, id))?;
         if let Some(outcome) = decide(ctx, current, goal, &gens, &conds, generation)? {
+            // What the controllers said on the way there (a reconcile that converged wrote
+            // its events before its generation).
+            events.show(&mut last_event)?;
             return Ok(outcome);
         }
         if started.elapsed() >= args.timeout {
@@ -226,8 +235,11 @@ fn stopped(
     conds: &[ConditionRow],
     generation: i64,
 ) -> Result<bool, Failure> {
+    // The worktree controller too: it looks at the world's linked files at each generation,
+    // and what it finds is said before `down` returns.
     Ok(
         gens.get(Kind::Process.name()).copied().unwrap_or(0) >= generation
+            && gens.get(Kind::Worktree.name()).copied().unwrap_or(0) >= generation
             && ctx
                 .store
                 .read(|c| store::processes(c, id))?

@@ -324,35 +324,14 @@ url = true
         stderr(&out)
     );
     assert!(env.worktree("v").join(".venv/bin/python").is_file());
-    env.ok(&["remove", "w", "--force"]);
-    env.ok(&["remove", "v", "--force"]);
+    // The lockfile binky brought, as it came, is not an uncommitted change of the user's.
+    env.ok(&["remove", "w"]);
+    env.ok(&["remove", "v"]);
     env.assert_nothing_left(&["w", "v"]);
 }
 
-/// Every file under `dir` (relative path → mode and content), symlinks as their target.
-fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<String, (u32, Vec<u8>)> {
-    let mut out = std::collections::BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(dir).unwrap().display().to_string();
-            let meta = std::fs::symlink_metadata(&p).unwrap();
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&p).unwrap();
-                out.insert(rel, (0, target.display().to_string().into_bytes()));
-            } else if meta.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(rel, (meta.permissions().mode(), std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
-}
-
 /// A package tarball `name@version` whose index.js says its version, made with `npm pack`.
-fn pack(dir: &std::path::Path, name: &str, version: &str) -> std::path::PathBuf {
+pub(crate) fn pack(dir: &std::path::Path, name: &str, version: &str) -> std::path::PathBuf {
     let src = dir.join(format!("src-{version}"));
     write(
         &src.join("package.json"),
@@ -704,6 +683,7 @@ url = true
         "a glob brought an untracked file git does not ignore"
     );
     assert!(!wt.join("conf/mine.local.txt").exists());
-    env.ok(&["remove", "g", "--force"]);
+    // What was brought, as it came, is not an uncommitted change of the user's.
+    env.ok(&["remove", "g"]);
     env.assert_nothing_left(&["g"]);
 }

@@ -158,7 +158,16 @@ pub const SERVE: &str = "exec python3 server.py ${self.port}";
 impl Env {
     /// A repository holding `binky.toml` (with `{range}` replaced by this test's port range).
     pub fn new(toml: &str) -> Env {
-        let dir = tempfile::tempdir().unwrap();
+        Env::in_dir(tempfile::tempdir().unwrap(), toml)
+    }
+
+    /// As [`Env::new`], with the test's directory (repository, worktrees, home) made in
+    /// `base` (a filesystem of the test's choosing).
+    pub fn new_in(base: &Path, toml: &str) -> Env {
+        Env::in_dir(tempfile::tempdir_in(base).unwrap(), toml)
+    }
+
+    fn in_dir(dir: tempfile::TempDir, toml: &str) -> Env {
         let repo = dir.path().join("repo");
         let home = dir.path().join("home");
         let ports = PortBlock::take();
@@ -474,6 +483,29 @@ impl Env {
         }
         self.home_cgroups().is_empty()
     }
+}
+
+/// Every file under `dir` (relative path → mode and content), symlinks as their target.
+pub fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<String, (u32, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&p).unwrap();
+                out.insert(rel, (0, target.display().to_string().into_bytes()));
+            } else if meta.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, (meta.permissions().mode(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
 }
 
 /// `pid cmdline`, one a line.

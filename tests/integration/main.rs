@@ -44,6 +44,7 @@ mod replicas;
 mod s3_server;
 mod secrets;
 mod shared;
+mod shared_files;
 mod slices_clickhouse;
 mod slices_kafka;
 mod slices_mysql;
