@@ -842,7 +842,12 @@ mod tests {
             return;
         }
         // Written before: not after the bring-in.
-        assert!(changed_links(&to, &[("node_modules".into(), began)], &[from.clone()]).is_empty());
+        assert!(changed_links(
+            &to,
+            &[("node_modules".into(), began)],
+            std::slice::from_ref(&from)
+        )
+        .is_empty());
         let pkg = to.join("node_modules/pkg");
         std::fs::OpenOptions::new()
             .append(true)

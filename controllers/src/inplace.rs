@@ -162,8 +162,12 @@ pub fn merge(
     (found, differs)
 }
 
-/// The sentences that say `rows`: one a path, its files and holders, who may have written
-/// them, and the fix. `copy_path` gives a brought path as `[project] copy` writes it
+/// The files said in one sentence: of one path (first), with the same holders (the main
+/// checkout, the worlds) and writers.
+type Group<'a> = (&'a str, bool, &'a [String], &'a [String]);
+
+/// What says `rows`: for each path, a line naming its files, their holders and who may
+/// have written them, and a `fix:` line. `copy_path` gives a brought path as `[project] copy` writes it
 /// (relative to `binky.toml`); `when` a time (ms) as a person reads it.
 pub fn describe(
     rows: &[SharedEditRow],
@@ -171,8 +175,7 @@ pub fn describe(
     when: impl Fn(i64) -> String,
 ) -> Vec<String> {
     // One sentence for the files of one path with the same holders and writers.
-    let mut groups: BTreeMap<(&str, bool, &[String], &[String]), Vec<&SharedEditRow>> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<Group<'_>, Vec<&SharedEditRow>> = BTreeMap::new();
     for r in rows {
         groups
             .entry((
@@ -218,7 +221,7 @@ pub fn describe(
             let copy = copy_path(path);
             let at = when(latest);
             format!(
-                "{what} was changed in place{} through a hard link: {} hold that one file, so it changed for all of them; written in {who}. Fix: give `{copy}` its own files in each world — `copy = [{{ path = \"{copy}\", mode = \"copy\" }}]` in [project] (new worlds get copies) — and reinstall the package where it should not have changed (or replace the file rather than edit it)",
+                "{what} was changed in place{} through a hard link: {} hold that one file, so it changed for all of them; written in {who}\nfix: give `{copy}` its own files in each world — `copy = [{{ path = \"{copy}\", mode = \"copy\" }}]` in [project] (new worlds get copies) — and reinstall the package where it should not have changed (or replace the file rather than edit it)",
                 if at.is_empty() { String::new() } else { format!(" ({at})") },
                 join_and(&holders),
             )

@@ -1018,8 +1018,19 @@ impl<G: Git> WorktreeController<G> {
         } else {
             let mut checkouts = vec![world.repo_root.clone()];
             checkouts.extend(others.iter().map(|(_, _, path, _, _)| path.clone()));
+            let started = std::time::Instant::now();
             match self.git.changed_links(&row.path, &paths, &checkouts).await {
-                Ok(changed) => changed,
+                Ok(changed) => {
+                    // What the look costs (benchmarks/bring_in.sh reads it).
+                    tracing::debug!(
+                        world = %world.name,
+                        paths = paths.len(),
+                        found = changed.len(),
+                        ms = started.elapsed().as_secs_f64() * 1000.0,
+                        "looked at the linked files for writes in place"
+                    );
+                    changed
+                }
                 Err(err) => {
                     tracing::warn!(%err, world = %world.name, "cannot look at the linked files");
                     return Ok(());

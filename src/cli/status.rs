@@ -43,8 +43,8 @@ fn print_world(v: &WorldView, detail: bool) {
         }
     }
     print_bootstrap(v, detail);
-    for line in shared_edits(&v.shared_edits, &v.config_rel) {
-        println!("    ! {line}");
+    for said in shared_edits(&v.shared_edits, &v.config_rel) {
+        println!("    ! {}", said.replace('\n', "\n      "));
     }
     print_conditions(v, detail);
 }

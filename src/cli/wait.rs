@@ -71,8 +71,8 @@ pub async fn wait(
     // Linked files of the world found changed in place before: said at every command that
     // waits on it (`up`, `down`, `remove`, …); what its new look finds comes as events.
     let standing = ctx.store.read(|c| store::shared_edits(c, id))?;
-    for line in super::status::shared_edits(&standing, &world.config_rel) {
-        eprintln!("  warning: {line}");
+    for said in super::status::shared_edits(&standing, &world.config_rel) {
+        eprintln!("  warning: {}", said.replace('\n', "\n    "));
     }
     loop {
         events.show(&mut last_event)?;
@@ -236,10 +236,15 @@ fn stopped(
     generation: i64,
 ) -> Result<bool, Failure> {
     // The worktree controller too: it looks at the world's linked files at each generation,
-    // and what it finds is said before `down` returns.
+    // and what it finds is said before `down` returns. A worktree controller that cannot
+    // converge (its condition says why) does not hold `down` up.
+    let worktree_seen = gens.get(Kind::Worktree.name()).copied().unwrap_or(0) >= generation
+        || conds
+            .iter()
+            .any(|c| c.type_ == Kind::Worktree.condition() && c.status != store::CondStatus::True);
     Ok(
         gens.get(Kind::Process.name()).copied().unwrap_or(0) >= generation
-            && gens.get(Kind::Worktree.name()).copied().unwrap_or(0) >= generation
+            && worktree_seen
             && ctx
                 .store
                 .read(|c| store::processes(c, id))?

@@ -743,7 +743,7 @@ async fn a_linked_file_written_in_place_is_recorded_for_every_world_that_shares_
             .read(|c| store::bootstrap_paths(c, id))
             .unwrap()
             .iter()
-            .all(|r| crate::inplace::linked(r))
+            .all(crate::inplace::linked)
     };
     for w in [&a, &b] {
         reconcile(&ctrl, &store, w.id).await;
