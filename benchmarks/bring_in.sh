@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a world's bring-in costs — time and disk — on ext4 (files hard-linked) and on XFS
 # with reflink (files cloned), for a real dependency tree: a `node_modules` from a real
-# `npm install` of common packages (vite, react, typescript, eslint, babel, jest), its
+# `npm install` of common packages (vite, react, typescript, eslint, babel, jest, MUI with
+# its icons, lodash: 55,000 files), its
 # untracked `package-lock.json` named in `copy`, and a real `.venv` with Django, Django REST
 # framework and Celery, against `cp -a` of the same three paths into a `git worktree add`
 # checkout (a person doing it by hand). And what the look for linked files written in
@@ -36,7 +37,9 @@ if [ ! -d "$cache/js/node_modules" ]; then
     mkdir -p "$cache/js"
     (cd "$cache/js" && printf '{"name": "app", "version": "0.0.0", "private": true}\n' >package.json &&
         npm install --silent --no-audit --no-fund vite@6 react@19 react-dom@19 typescript@5 \
-            eslint@9 @babel/core@7 jest@29)
+            eslint@9 @babel/core@7 jest@29 &&
+        npm install --silent --no-audit --no-fund @mui/material@7 @mui/icons-material@7 \
+            @emotion/react@11 @emotion/styled@11 lodash@4)
 fi
 if [ ! -x "$cache/py/.venv/bin/django-admin" ]; then
     echo "installing the Python tree into $cache/py/.venv (pip, once)" >&2
@@ -209,7 +212,7 @@ for fs, rounds in by_fs.items():
 json.dump({
     "commit": commit,
     "machine": {"nproc": os.cpu_count(), "load_before": load_before, "load_after": load_after},
-    "tree": {"files": int(files), "mb": int(mb), "what": "node_modules of vite, react, react-dom, typescript, eslint, @babel/core, jest (npm install), package-lock.json, and a .venv with Django 5.2, djangorestframework, celery (pip)"},
+    "tree": {"files": int(files), "mb": int(mb), "what": "node_modules of vite, react, react-dom, typescript, eslint, @babel/core, jest, @mui/material, @mui/icons-material, @emotion, lodash (npm install), package-lock.json, and a .venv with Django 5.2, djangorestframework, celery (pip)"},
     "filesystems": result,
     "notes": {
         "up_wall_ms": "wall of `binky up wN` (returns once every path is brought); the daemon already running",

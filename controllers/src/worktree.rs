@@ -11,6 +11,10 @@
 //! - A project's shared world runs in the repository's main checkout, adopted as it is.
 //! - A worktree deleted from outside is reported (`WorktreeMissing`), not silently
 //!   recreated; the next `binky up` recreates it.
+//! - A world's linked files written in place (see [`crate::inplace`]) are looked for at
+//!   each new generation of the world, before its worktree goes, at its resync and when a
+//!   world it shares files with found one; each world that holds such a file records it
+//!   (`shared_edits`), and a new one is said in an event.
 //!
 //! # Caveats
 //! Git mutations of one repository are serialised: concurrent `git worktree add` calls
