@@ -123,7 +123,9 @@ for path in ["node_modules", ".venv", "package-lock.json"]:
             record "$fs" "$r" "how_${path#.}" "$how"
             summary="$summary $how ${took}ms"
         done <<<"$parsed"
-        # The look at the world's linked files, at its `down`.
+        # The look at the world's linked files, at its `down`, the page cache dropped (the
+        # look's worst case: every inode read from disk).
+        drop
         "$bin" down "w$r" >/dev/null 2>&1
         local look
         look=$(grep "looked at the linked files" "$home/daemon.log" | grep "world=w$r " | tail -1 |
@@ -158,7 +160,8 @@ PY
     drop
     t0=$(ms); "$bin" status >/dev/null; t1=$(ms)
     record "$fs" 0 status_ms $((t1 - t0))
-    # The last world's look, with every other world a checkout to compare with (a `down`).
+    # The last world's look, with every other world a checkout to compare with (a `down`),
+    # the inodes in the page cache (what a resync finds on a machine in use).
     "$bin" down "w$rounds" >/dev/null 2>&1
     local look
     look=$(grep "looked at the linked files" "$home/daemon.log" | grep "world=w$rounds " | tail -1 |
@@ -221,8 +224,8 @@ json.dump({
         "disk_binky_mb": "df used blocks after less before `binky up` (synced)",
         "cp_a_ms": "cp -a of the same three paths into a `git worktree add` checkout",
         "disk_cp_a_mb": "df used blocks after less before the cp -a (synced)",
-        "look_ms": "the worktree controller's look at the world's linked files for writes in place, at its `down` (daemon debug log)",
-        "look_all_up_ms": "the same for the last world, with every world up (each a checkout to compare a found file with)",
+        "look_ms": "the worktree controller's look at the world's linked files for writes in place, at its `down`, page cache dropped first (daemon debug log); -1: nothing linked to look at",
+        "look_all_up_ms": "the same for the last world with every world up, inodes cached",
         "status_ms": "wall of `binky status` with every world up",
     },
 }, open(out, "w"), indent=2, sort_keys=True)
