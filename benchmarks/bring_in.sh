@@ -75,6 +75,19 @@ bench() {
     local repo="$dir/repo" home="$dir/home"
     export BINKY_HOME="$home"
     used_kb() { sync; df -k --output=used "$dir" | tail -1 | tr -d ' '; }
+    # The last look at WORLD's linked files (ms, whole), from the daemon's log; -1: none
+    # (nothing linked to look at: cloned or copied).
+    look_ms() {
+        python3 - "$home/daemon.log" "$1" <<'PY'
+import re, sys
+ms = -1
+for line in open(sys.argv[1], errors="replace"):
+    if "looked at the linked files" in line and f"world={sys.argv[2]} " in line:
+        m = re.search(r" ms=([0-9.]+)", line)
+        ms = round(float(m.group(1))) if m else ms
+print(ms)
+PY
+    }
     mkdir -p "$repo" && cd "$repo"
     git init -q -b main
     printf 'node_modules/\n.venv/\n' >.gitignore
@@ -92,8 +105,6 @@ TOML
     cp -a "$cache/js/node_modules" "$cache/js/package-lock.json" .
     mkdir -p backend && cp -a "$cache/py/.venv" backend/
     BINKY_LOG="info,binky_controllers::worktree=debug" "$bin" daemon start >/dev/null 2>&1 || true
-    # A small image is no reason to queue a world.
-    "$bin" settings disk_reserve_gib=0 >/dev/null
     echo "== $fs: round  up (wall)  node_modules  .venv  lockfile | cp -a | disk: binky  cp -a | look"
     for r in $(seq 1 "$rounds"); do
         drop
@@ -128,8 +139,7 @@ for path in ["node_modules", ".venv", "package-lock.json"]:
         drop
         "$bin" down "w$r" >/dev/null 2>&1
         local look
-        look=$(grep "looked at the linked files" "$home/daemon.log" | grep "world=w$r " | tail -1 |
-            sed -E 's/.* ms=([0-9.]+).*/\1/')
+        look=$(look_ms "w$r")
         record "$fs" "$r" look_ms "${look:--1}"
         # By hand: the same paths into a checkout of its own.
         drop
@@ -164,8 +174,7 @@ PY
     # the inodes in the page cache (what a resync finds on a machine in use).
     "$bin" down "w$rounds" >/dev/null 2>&1
     local look
-    look=$(grep "looked at the linked files" "$home/daemon.log" | grep "world=w$rounds " | tail -1 |
-        sed -E 's/.* ms=([0-9.]+).*/\1/')
+    look=$(look_ms "w$rounds")
     record "$fs" 0 look_all_up_ms "${look:--1}"
     echo "   status with $rounds worlds up: $((t1 - t0)) ms; a look with them all: ${look:-?} ms"
     for r in $(seq 1 "$rounds"); do "$bin" remove --force "w$r" >/dev/null 2>&1; done
@@ -180,7 +189,8 @@ bench "$ext4_fs" "$work/ext4"
 
 # XFS with reflink: a sparse image, loop-mounted (root only).
 if [ "$(id -u)" -eq 0 ] && command -v mkfs.xfs >/dev/null 2>&1; then
-    truncate -s 8G "$work/xfs.img"
+    # Sparse, and large enough that its free space stays above binky's disk reserve (5 GiB).
+    truncate -s 16G "$work/xfs.img"
     mkfs.xfs -q -m reflink=1 "$work/xfs.img"
     mkdir -p "$work/xfs"
     mount -o loop "$work/xfs.img" "$work/xfs"
