@@ -75,6 +75,13 @@ bench() {
     local repo="$dir/repo" home="$dir/home"
     export BINKY_HOME="$home"
     used_kb() { sync; df -k --output=used "$dir" | tail -1 | tr -d ' '; }
+    # MB under TOP's three paths that the main checkout's paths do not hold.
+    own_mb() {
+        local top="$1"
+        du -sk "$repo/node_modules" "$repo/package-lock.json" "$repo/backend/.venv" \
+            "$top/node_modules" "$top/package-lock.json" "$top/backend/.venv" |
+            tail -3 | awk '{s += $1} END {print int(s / 1024)}'
+    }
     # The last look at WORLD's linked files (ms, whole), from the daemon's log; -1: none
     # (nothing linked to look at: cloned or copied).
     look_ms() {
@@ -105,7 +112,7 @@ TOML
     cp -a "$cache/js/node_modules" "$cache/js/package-lock.json" .
     mkdir -p backend && cp -a "$cache/py/.venv" backend/
     BINKY_LOG="info,binky_controllers::worktree=debug" "$bin" daemon start >/dev/null 2>&1 || true
-    echo "== $fs: round  up (wall)  node_modules  .venv  lockfile | cp -a | disk: binky  cp -a | look"
+    echo "== $fs: round  up (wall)  node_modules  .venv  lockfile | cp -a | disk (df, du): binky  cp -a | look"
     for r in $(seq 1 "$rounds"); do
         drop
         local before after t0 t1
@@ -117,6 +124,11 @@ TOML
         after=$(used_kb)
         record "$fs" "$r" up_wall_ms $((t1 - t0))
         record "$fs" "$r" disk_binky_mb $(( (after - before) / 1024 ))
+        # The blocks of the world's paths the main checkout's do not already hold (du counts
+        # an inode once, for the first path it meets it under): what links leave the world,
+        # whatever else writes to the filesystem meanwhile. It cannot see clones' shared
+        # blocks (df can).
+        record "$fs" "$r" du_binky_mb "$(own_mb "$dir/repo.worktrees/w$r")"
         local parsed
         parsed=$(printf '%s\n' "$out" | python3 -c '
 import re, sys
@@ -152,6 +164,7 @@ for path in ["node_modules", ".venv", "package-lock.json"]:
         after=$(used_kb)
         record "$fs" "$r" cp_a_ms $((t1 - t0))
         record "$fs" "$r" disk_cp_a_mb $(( (after - before) / 1024 ))
+        record "$fs" "$r" du_cp_a_mb "$(own_mb "$dir/hand")"
         git worktree remove --force "$dir/hand" && git branch -q -D hand
         python3 - "$res" "$fs" "$r" "$summary" <<'PY'
 import sys
@@ -161,7 +174,7 @@ for line in open(tsv):
     f, rr, k, v = line.rstrip("\n").split("\t")
     if f == fs and rr == r:
         row[k] = v
-print(f"   {r:>5}  {row['up_wall_ms']:>6} ms {summary} | {row['cp_a_ms']:>6} ms | {row['disk_binky_mb']:>6} MB {row['disk_cp_a_mb']:>6} MB | {row['look_ms']} ms")
+print(f"   {r:>5}  {row['up_wall_ms']:>6} ms {summary} | {row['cp_a_ms']:>6} ms | df {row['disk_binky_mb']:>5} MB {row['disk_cp_a_mb']:>5} MB  du {row['du_binky_mb']:>5} MB {row['du_cp_a_mb']:>5} MB | {row['look_ms']} ms")
 PY
     done
     # Every world up again (each has the whole tree, linked or cloned), then status.
@@ -234,6 +247,8 @@ json.dump({
         "disk_binky_mb": "df used blocks after less before `binky up` (synced)",
         "cp_a_ms": "cp -a of the same three paths into a `git worktree add` checkout",
         "disk_cp_a_mb": "df used blocks after less before the cp -a (synced)",
+        "du_binky_mb": "du of the world's three paths, counted after the main checkout's (an inode once): the blocks links leave the world's own; counts cloned blocks whole",
+        "du_cp_a_mb": "the same for the cp -a checkout",
         "look_ms": "the worktree controller's look at the world's linked files for writes in place, at its `down`, page cache dropped first (daemon debug log); -1: nothing linked to look at",
         "look_all_up_ms": "the same for the last world with every world up, inodes cached",
         "status_ms": "wall of `binky status` with every world up",

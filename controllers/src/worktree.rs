@@ -319,8 +319,10 @@ pub struct WorktreeController<G> {
 }
 
 /// How often a world's linked files are looked at for writes in place when nothing else
-/// asks (its resync, every 5 minutes, finds this elapsed).
-const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(240);
+/// asks (at the first resync, every 5 minutes, that finds this elapsed). A look is an
+/// `lstat` per linked file: about a second for 60,000 files on a 2-core machine
+/// (benchmarks/README.md), so twenty such worlds cost about 2 % of a core at this pace.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(14 * 60);
 
 /// Bring one path, record how it went, and nudge the world's controllers (a command may
 /// have been waiting for it).
