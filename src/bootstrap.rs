@@ -44,7 +44,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use binky_controllers::spec::CopyMode;
@@ -226,7 +226,10 @@ pub fn copy_path(from: &Path, to: &Path, rel: &str, mode: CopyMode) -> std::io::
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let dst = done.with_file_name(format!(".{name}.binky-copy"));
+    let dst = done.with_file_name(format!(
+        ".{name}{}",
+        binky_controllers::template::BRINGING_SUFFIX
+    ));
     if std::fs::symlink_metadata(&dst).is_ok() {
         crate::trash::delete_tree(&dst);
         let _ = std::fs::remove_file(&dst);
@@ -271,8 +274,10 @@ fn copy_into(
     to: &Path,
     mode: CopyMode,
 ) -> std::io::Result<Counts> {
-    // Directories first (serially: cheap), then the files by several threads.
-    let mut files: Vec<FileJob> = Vec::new();
+    // Directories are made as the walk finds them; each file it finds goes to one of
+    // several threads through a bounded queue, so what the walk holds at once does not grow
+    // with the tree (a 60,000-file `.venv` listed whole held 12 MB of paths, and the
+    // daemon's resident memory kept that high-water mark).
     let mut dirs: Vec<(PathBuf, PathBuf)> = Vec::new();
     // A path that is one file (a lockfile, a `.env.local`) is the world's own: the tools
     // that use such a file rewrite it in place (npm its `package-lock.json`).
@@ -281,7 +286,7 @@ fn copy_into(
     } else {
         Place::Own
     };
-    collect(src, dst, top, &mut files, &mut dirs)?;
+    let files = AtomicU64::new(0);
     let bytes = AtomicU64::new(0);
     let cloned = AtomicU64::new(0);
     let linked = AtomicU64::new(0);
@@ -290,44 +295,70 @@ fn copy_into(
         link: AtomicBool::new(mode == CopyMode::Link),
         cross_device: AtomicBool::new(false),
     };
-    let next = AtomicUsize::new(0);
     let failed: std::sync::Mutex<Option<std::io::Error>> = std::sync::Mutex::new(None);
+    // A file failed: the walk stops, the threads take nothing more.
+    let stop = AtomicBool::new(false);
+    let bring = |(src, dst, own): FileJob| -> bool {
+        match bring_file(&src, &dst, &ways, own) {
+            Ok((n, way)) => {
+                bytes.fetch_add(n, Ordering::Relaxed);
+                match way {
+                    Way::Cloned => cloned.fetch_add(1, Ordering::Relaxed),
+                    Way::Linked => linked.fetch_add(1, Ordering::Relaxed),
+                    Way::Copied => 0,
+                };
+                true
+            }
+            Err(e) => {
+                let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                f.get_or_insert(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", src.display()),
+                ));
+                stop.store(true, Ordering::Relaxed);
+                false
+            }
+        }
+    };
     let threads = std::thread::available_parallelism()
         .map(|n| n.get() * 4)
         .unwrap_or(8)
-        .clamp(4, 16)
-        .min(files.len().max(1));
-    std::thread::scope(|s| {
+        .clamp(4, 16);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<FileJob>(QUEUED_FILES);
+    let rx = std::sync::Mutex::new(rx);
+    let walked = std::thread::scope(|s| {
+        let (rx, bring, stop) = (&rx, &bring, &stop);
+        // Dropped when the walk returns: the queue's end lets the threads finish.
+        let tx = tx;
         for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((src, dst, own)) = files.get(i) else {
+            s.spawn(move || loop {
+                let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                // The walk is over (or failed), or a file failed: this thread is done.
+                let Ok(job) = job else { return };
+                if stop.load(Ordering::Relaxed) || !bring(job) {
                     return;
-                };
-                match bring_file(src, dst, &ways, *own) {
-                    Ok((n, way)) => {
-                        bytes.fetch_add(n, Ordering::Relaxed);
-                        match way {
-                            Way::Cloned => cloned.fetch_add(1, Ordering::Relaxed),
-                            Way::Linked => linked.fetch_add(1, Ordering::Relaxed),
-                            Way::Copied => 0,
-                        };
-                    }
-                    Err(e) => {
-                        let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
-                        f.get_or_insert(std::io::Error::new(
-                            e.kind(),
-                            format!("{}: {e}", src.display()),
-                        ));
-                        return;
-                    }
                 }
             });
         }
+        collect(
+            src,
+            dst,
+            top,
+            &mut |job| {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(std::io::Error::other("stopped: a file failed"));
+                }
+                files.fetch_add(1, Ordering::Relaxed);
+                tx.send(job)
+                    .map_err(|_| std::io::Error::other("stopped: a file failed"))
+            },
+            &mut dirs,
+        )
     });
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
+    walked?;
     // Directory times last: creating their entries changed them.
     for (src, dst) in dirs.iter().rev() {
         if let Ok(meta) = std::fs::metadata(src) {
@@ -344,7 +375,7 @@ fn copy_into(
         relocate_venv(dst, from, to);
     }
     Ok(Counts {
-        files: files.len() as u64,
+        files: files.into_inner(),
         bytes: bytes.into_inner(),
         cloned: cloned.into_inner(),
         linked: linked.into_inner(),
@@ -431,6 +462,9 @@ fn replace_file(path: &Path, bytes: &[u8], meta: &std::fs::Metadata) -> std::io:
 /// One file to bring: from, to, and whether it must be the world's own (never linked).
 type FileJob = (PathBuf, PathBuf, bool);
 
+/// How many files the walk may list ahead of the threads that bring them.
+const QUEUED_FILES: usize = 1024;
+
 /// Where a file is, for whether it may be linked.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
@@ -499,7 +533,7 @@ fn collect(
     src: &Path,
     dst: &Path,
     place: Place,
-    files: &mut Vec<FileJob>,
+    files: &mut dyn FnMut(FileJob) -> std::io::Result<()>,
     dirs: &mut Vec<(PathBuf, PathBuf)>,
 ) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(src)?;
@@ -524,7 +558,7 @@ fn collect(
             collect(&e.path(), &dst.join(&name), place, files, dirs)?;
         }
     } else if ft.is_file() {
-        files.push((src.to_owned(), dst.to_owned(), place != Place::Package));
+        files((src.to_owned(), dst.to_owned(), place != Place::Package))?;
     }
     // Sockets, fifos, devices: not the kind of thing a dependency directory needs.
     Ok(())
@@ -896,5 +930,31 @@ mod tests {
                 .nlink(),
             1
         );
+    }
+
+    /// A tree of more files than the walk may list ahead of the threads comes over whole,
+    /// each file once, with its bytes.
+    #[test]
+    fn a_tree_larger_than_the_queue_comes_over_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("main"), dir.path().join("world"));
+        let n = QUEUED_FILES * 3 + 7;
+        for i in 0..n {
+            write(
+                &from.join(format!(".venv/lib/p{}/f{i}.py", i % 40)),
+                &format!("x = {i}\n"),
+            );
+        }
+        std::fs::create_dir_all(&to).unwrap();
+        let came = copy_path(&from, &to, ".venv", CopyMode::Link).unwrap();
+        assert_eq!(came.files, n as u64);
+        for i in (0..n).step_by(97) {
+            let rel = format!(".venv/lib/p{}/f{i}.py", i % 40);
+            assert_eq!(
+                std::fs::read_to_string(to.join(&rel)).unwrap(),
+                format!("x = {i}\n")
+            );
+        }
+        assert!(!to.join("..venv.binky-copy").exists());
     }
 }
