@@ -68,6 +68,16 @@ pub fn keeps(name: &str) -> bool {
     !SHELL_AND_TERMINAL.contains(&name) && !PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
+/// Is `name` the caller's shell's, terminal's or one binky command's (what a world does not
+/// keep but its secrets)? The daemon does not keep those either.
+pub fn of_the_shell_or_one_command(name: &str) -> bool {
+    SHELL_AND_TERMINAL.contains(&name)
+        || PREFIXES
+            .iter()
+            .filter(|p| **p != "BINKY_SECRET_")
+            .any(|p| name.starts_with(p))
+}
+
 /// The world's environment from `vars` (the caller's, as the OS gives them), and the
 /// names of the variables dropped because they are not UTF-8.
 pub fn world_env(

@@ -1,71 +1,117 @@
 //! Who is asking: a person, or a process binky started for a world (a service, its setup, a
-//! hook, `binky exec`, `binky verify`, what `binky mcp` runs). Person-only actions — approving
-//! commands, changing the machine's settings, signing a browser in to the dashboard — are
-//! refused from the second, and need a terminal on standard input (a person's channel; the
-//! dashboard is the other): an agent's own shell, which has none, is refused too.
+//! hook, `binky exec`, `binky verify`, what `binky mcp` runs). Person-only actions — every
+//! one that reaches beyond the caller's own world (`crate::cli::guard` lists them):
+//! approving commands, the machine's settings, the dashboard's sign-in, the shared servers,
+//! the daemon, the trust store — are refused from the second; some also need a terminal on
+//! standard input (a person's channel; the dashboard is the other), so an agent's own shell,
+//! which has none, is refused those too.
 //!
 //! # How binky tells
 //! - Every command binky runs for a world carries `BINKY_SPAWNED_IN=<project>/<world>` in its
 //!   environment (`binky env` never hands it out);
-//! - and each of the caller's ancestors is looked at: one carrying that mark (or a service's
-//!   spawn token) in the environment it started with, or one that is `binky exec`,
-//!   `binky verify`, `binky mcp` or the daemon, makes the caller one of binky's. So
-//!   `env -u BINKY_SPAWNED_IN binky approve …` run through `binky exec` is still refused.
+//! - and each of the caller's ancestors is looked at, nearest first: one carrying that mark
+//!   (or a service's spawn token) in the environment it started with, or one that is
+//!   `binky exec`, `binky verify`, `binky mcp` or the daemon (`binky daemon run`), makes the
+//!   caller one of binky's ([`Origin`]). So `env -u BINKY_SPAWNED_IN binky approve …` run
+//!   through `binky exec` is still refused.
 //!
 //! # Caveats
 //! Within one Unix user this is a guard against an agent following its tools, not against
 //! one set on escaping it: a process that drops the mark *and* leaves its ancestry (a double
-//! fork reparents it to init) is not told apart from a person's shell, and it could edit
-//! binky's files in `$BINKY_HOME` directly. docs/security.md says what binky promises.
+//! fork outside `binky exec` reparents it to init) is not told apart from a person's shell,
+//! and it could edit binky's files in `$BINKY_HOME` directly. docs/security.md says what
+//! binky promises.
 
 use crate::supervisor::procfs;
 
 /// The environment variable every command binky runs for a world carries.
 pub const MARK: &str = binky_controllers::env::SPAWNED_IN;
 
-/// `binky` subcommands whose descendants are binky's, not a person's.
+/// `binky` subcommands whose descendants are binky's, not a person's: `daemon` only as
+/// `daemon run` (the daemon itself), so the daemon a person's `binky daemon start` spawns
+/// is a person's, as one their `binky up` spawns is.
 const BINKY_RUNNERS: &[&str] = &["exec", "verify", "mcp", "daemon", "__scrub"];
+
+/// Who a process is, as binky tells: a person's, what `binky mcp` runs for its own tools,
+/// or a process of a world (one binky started for a world, or below `binky exec`,
+/// `binky verify` or the daemon).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Nothing of binky's in its environment or among its ancestors.
+    Person,
+    /// Below `binky mcp` with no world's process between: a tool's own command.
+    Mcp,
+    /// A process of a world, and why binky tells (`it runs in world p/w`).
+    World(String),
+}
+
+impl Origin {
+    /// Why the process counts as one binky started, unless it is a person's.
+    pub fn why(self) -> Option<String> {
+        match self {
+            Origin::Person => None,
+            Origin::Mcp => Some("it runs under `binky mcp`".into()),
+            Origin::World(why) => Some(why),
+        }
+    }
+}
+
+/// Who this process is: its own environment's mark first, then its ancestors, nearest
+/// first (the nearest one binky's decides).
+pub fn origin() -> Origin {
+    if let Ok(world) = std::env::var(MARK) {
+        return Origin::World(format!("it runs in world {world}"));
+    }
+    origin_above(std::process::id())
+}
 
 /// Why this process counts as one binky started for a world, if it does: the world, or
 /// the binky command it runs under.
 pub fn started_by_binky() -> Option<String> {
-    if let Ok(world) = std::env::var(MARK) {
-        return Some(format!("it runs in world {world}"));
-    }
-    started_above(std::process::id())
+    origin().why()
 }
 
 /// Why process `pid` (a caller on the daemon's socket) counts as one binky started, if it
 /// does: what [`started_by_binky`] asks of this process, asked of that one from outside.
 pub fn pid_started_by_binky(pid: u32) -> Option<String> {
-    marked(pid).or_else(|| started_above(pid))
+    match marked(pid) {
+        Some(origin) => origin.why(),
+        None => origin_above(pid).why(),
+    }
 }
 
-/// Why one of `pid`'s ancestors makes it binky's, if one does.
-fn started_above(mut pid: u32) -> Option<String> {
+/// Who `pid` is by its nearest ancestor that is binky's, if one is.
+fn origin_above(mut pid: u32) -> Origin {
     for _ in 0..64 {
-        let parent = procfs::stat(pid)?.ppid;
+        let Some(parent) = procfs::stat(pid).map(|s| s.ppid) else {
+            return Origin::Person;
+        };
         if parent <= 1 {
-            return None;
+            return Origin::Person;
         }
-        if let Some(why) = marked(parent) {
-            return Some(why);
+        if let Some(origin) = marked(parent) {
+            return origin;
         }
         pid = parent;
     }
-    None
+    Origin::Person
 }
 
-/// Why `pid` itself is binky's: the world's mark or a service's spawn token in the
-/// environment it started with, or it is one of [`BINKY_RUNNERS`].
-fn marked(pid: u32) -> Option<String> {
+/// Who `pid` itself is, when it is binky's: the world's mark or a service's spawn token in
+/// the environment it started with, or it is one of [`BINKY_RUNNERS`].
+fn marked(pid: u32) -> Option<Origin> {
     if let Some(world) = procfs::environ_var(pid, MARK) {
-        return Some(format!("it runs in world {world}"));
+        return Some(Origin::World(format!("it runs in world {world}")));
     }
     if procfs::environ_var(pid, crate::supervisor::TOKEN_VAR).is_some() {
-        return Some("it runs under a service binky started".into());
+        return Some(Origin::World(
+            "it runs under a service binky started".into(),
+        ));
     }
-    binky_runner(pid).map(|cmd| format!("it runs under `binky {cmd}`"))
+    match binky_runner(pid)?.as_str() {
+        "mcp" => Some(Origin::Mcp),
+        cmd => Some(Origin::World(format!("it runs under `binky {cmd}`"))),
+    }
 }
 
 /// The subcommand of `pid` when it is binky running one of [`BINKY_RUNNERS`].
@@ -80,21 +126,30 @@ fn binky_runner(pid: u32) -> Option<String> {
         return None;
     }
     let sub = args.next()?.into_owned();
+    if sub == "daemon" && args.next().as_deref() != Some("run") {
+        return None;
+    }
     BINKY_RUNNERS.contains(&sub.as_str()).then_some(sub)
 }
 
+/// Who may do a person-only action instead, said at the end of its refusal: a person in
+/// their own terminal, or the dashboard, whose buttons do the same.
+pub const IN_A_TERMINAL_OR_THE_DASHBOARD: &str =
+    "ask a person to run it in their own terminal, or to use the dashboard (`binky dashboard`)";
+
 /// Refuse `what` (a person-only action) when binky started this process: the message says
-/// why and what to do instead.
-pub fn refuse_unless_person(what: &str) -> Result<(), String> {
-    refusal(what, started_by_binky())
+/// why and who may do it instead (`instead`).
+pub fn refuse_unless_person(what: &str, instead: &str) -> Result<(), String> {
+    refusal(what, instead, started_by_binky())
 }
 
-/// The refusal of `what` for a caller binky started (`why`), if it is one.
-pub fn refusal(what: &str, why: Option<String>) -> Result<(), String> {
+/// The refusal of `what` for a caller binky started (`why`), if it is one, ending with who
+/// may do it (`instead`).
+pub fn refusal(what: &str, instead: &str, why: Option<String>) -> Result<(), String> {
     match why {
         None => Ok(()),
         Some(why) => Err(format!(
-            "{what} is a person's to do, and this was asked by a process binky started ({why}); ask a person to run it in their own terminal, or to use the dashboard (`binky dashboard`)"
+            "{what} is a person's to do, and this was asked by a process binky started ({why}); {instead}"
         )),
     }
 }

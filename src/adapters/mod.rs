@@ -111,19 +111,25 @@ impl AdapterConfig {
 /// slice, so the slice is dropped where it was made even if the variable is gone by then;
 /// adapters only ever see [`AdapterConfig::admin_url`].
 pub fn admin_url_env(adapter: &str) -> Option<&'static str> {
-    match adapter.split('@').next().unwrap_or(adapter) {
-        "postgres" => Some("BINKY_DB_ADMIN_URL"),
-        "redis" => Some("BINKY_REDIS_URL"),
-        "mysql" | "mariadb" | "percona" => Some("BINKY_MYSQL_URL"),
-        "mongodb" => Some("BINKY_MONGO_URL"),
-        "clickhouse" => Some("BINKY_CLICKHOUSE_URL"),
-        "rabbitmq" => Some("BINKY_RABBITMQ_URL"),
-        "kafka" | "redpanda" => Some("BINKY_KAFKA_URL"),
-        "qdrant" => Some("BINKY_QDRANT_URL"),
-        "elasticsearch" | "opensearch" => Some("BINKY_ELASTICSEARCH_URL"),
-        _ => None,
-    }
+    let family = adapter.split('@').next().unwrap_or(adapter);
+    ADMIN_URL_ENV
+        .iter()
+        .find(|(names, _)| names.contains(&family))
+        .map(|(_, var)| *var)
 }
+
+/// Each built-in adapter family's names and the variable [`admin_url_env`] answers for it.
+pub const ADMIN_URL_ENV: &[(&[&str], &str)] = &[
+    (&["postgres"], "BINKY_DB_ADMIN_URL"),
+    (&["redis"], "BINKY_REDIS_URL"),
+    (&["mysql", "mariadb", "percona"], "BINKY_MYSQL_URL"),
+    (&["mongodb"], "BINKY_MONGO_URL"),
+    (&["clickhouse"], "BINKY_CLICKHOUSE_URL"),
+    (&["rabbitmq"], "BINKY_RABBITMQ_URL"),
+    (&["kafka", "redpanda"], "BINKY_KAFKA_URL"),
+    (&["qdrant"], "BINKY_QDRANT_URL"),
+    (&["elasticsearch", "opensearch"], "BINKY_ELASTICSEARCH_URL"),
+];
 
 /// Where a slice is.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -47,10 +47,9 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
     if a.list || (a.key.is_none() && a.all.is_none()) {
         return list(&ctx, &cmds, a.json);
     }
-    // Approving is a person's, at a terminal: never a process binky started for a world (an
-    // agent's `exec` of `binky approve … --yes`) nor an agent's own shell, whatever it
-    // passes. `--yes` only spares the person the question.
-    crate::cli::context::person_at_terminal("approving commands")?;
+    // Approving is a person's, at a terminal (`guard`): never a process binky started for a
+    // world (an agent's `exec` of `binky approve … --yes`) nor an agent's own shell,
+    // whatever it passes. `--yes` only spares the person the question.
     let chosen: Vec<&crate::requests::Approval> = match (&a.key, &a.all) {
         (Some(k), _) => {
             let c = crate::requests::approve(&ctx.store, k)?;
@@ -101,7 +100,6 @@ async fn revoke(ctx: &Ctx, key: &str) -> Result<i32, Failure> {
 /// `binky approve --exec PATTERN`: let `binky exec` run the commands matching PATTERN in
 /// the worlds of the current directory's project.
 fn approve_pattern(ctx: &Ctx, pattern: &str) -> Result<i32, Failure> {
-    crate::cli::context::person_at_terminal("approving commands")?;
     let project = match ctx.world(None) {
         Ok(w) => w.project,
         Err(_) => crate::cli::context::Checkout::discover(&std::env::current_dir().unwrap_or_default())

@@ -132,17 +132,18 @@ pub fn find_world(all: &[World], cwd: &Path, name: &str) -> Result<World, Failur
 pub use crate::requests::refuse_shared;
 
 /// Refuse `what` (a person-only action) when binky started this process
-/// ([`crate::person::refuse_unless_person`]), as a failure of kind [`Kind::PersonOnly`].
-pub fn person(what: &str) -> Result<(), Failure> {
-    crate::person::refuse_unless_person(what)
+/// ([`crate::person::refuse_unless_person`]), as a failure of kind [`Kind::PersonOnly`];
+/// the message ends with who may do it (`instead`).
+pub fn person(what: &str, instead: &str) -> Result<(), Failure> {
+    crate::person::refuse_unless_person(what, instead)
         .map_err(|message| Failure::failed(message).kind(Kind::PersonOnly))
 }
 
 /// Refuse `what` unless a person asks at a terminal ([`person`], then
 /// [`crate::person::require_terminal`]): of kind [`Kind::PersonOnly`] when binky started
 /// this process, of no kind when only the terminal is missing (a person's script).
-pub fn person_at_terminal(what: &str) -> Result<(), Failure> {
-    person(what)?;
+pub fn person_at_terminal(what: &str, instead: &str) -> Result<(), Failure> {
+    person(what, instead)?;
     crate::person::require_terminal(what).map_err(Failure::failed)
 }
 

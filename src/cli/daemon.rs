@@ -113,6 +113,8 @@ async fn stop(home: &Home) -> Result<bool, Failure> {
 
 /// `binky daemon run`: the daemon in the foreground, logging to `$BINKY_HOME/daemon.log`.
 pub fn run_foreground() -> i32 {
+    // The same clean daemon whoever started it, before anything else (one thread yet).
+    daemon_lib::clean::this_process();
     let home = match Home::from_env() {
         Ok(h) => h,
         Err(e) => {

@@ -35,8 +35,8 @@ pub fn address(ctx: &Ctx) -> Result<String, Failure> {
 
 /// `binky dashboard`.
 pub async fn run(no_open: bool, json: bool) -> Result<i32, Failure> {
-    // The link signs a browser in with every button a person has (approving among them).
-    crate::cli::context::person_at_terminal("signing a browser in to the dashboard")?;
+    // The link signs a browser in with every button a person has (approving among them):
+    // only a person at a terminal gets here (`guard`).
     let ctx = Ctx::open()?;
     client::ensure(&ctx.home).await?;
     let answer =

@@ -122,7 +122,7 @@ pub async fn run(yes: bool, all_servers: bool, also: Also) -> Result<i32, Failur
         return Ok(exit::OK);
     }
     print_found(&home, &orphans, &own, &data);
-    if !yes && !confirmed() {
+    if !yes && !confirmed()? {
         return Ok(exit::OK);
     }
     let mut failed = 0;
@@ -286,20 +286,26 @@ fn print_found(home: &str, orphans: &[Found], own: &[String], data: &[crate::ser
 }
 
 /// Asks on a terminal whether to drop what was found; off a terminal, says how to.
-fn confirmed() -> bool {
+fn confirmed() -> Result<bool, Failure> {
     if !std::io::stdin().is_terminal() {
         println!("run `binky gc --yes` to drop them");
-        return false;
+        return Ok(false);
     }
+    // `--yes` is a person's (`guard`); so is answering the question, which a process binky
+    // started could do at a terminal of its own (`script`).
+    super::context::person(
+        "dropping orphaned slices and servers' data (which may be another home's)",
+        "ask a person to run `binky gc` in their own terminal",
+    )?;
     print!("drop them? [y/N] ");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     if !matches!(answer.trim(), "y" | "Y" | "yes") {
         println!("nothing dropped");
-        return false;
+        return Ok(false);
     }
-    true
+    Ok(true)
 }
 
 /// Drops the orphaned slices from their servers; how many could not be dropped. Each

@@ -16,6 +16,7 @@ mod exec;
 pub use crate::failure;
 mod gc;
 mod golden;
+mod guard;
 mod hosts;
 mod init;
 pub mod logs;
@@ -452,6 +453,8 @@ pub fn run(cli: Cli) -> i32 {
 
 /// Runs `command`: one arm a command, each handing its arguments to its module.
 async fn dispatch(command: Command) -> Result<i32, Failure> {
+    // A person's command line is refused from a process binky started before it begins.
+    guard::refuse(&command)?;
     match command {
         Command::Up {
             name,

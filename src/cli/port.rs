@@ -52,8 +52,8 @@ pub async fn run(proxy: Option<u16>, https: Option<u16>) -> Result<i32, Failure>
         print!("{}", describe(&ctx)?);
         return Ok(exit::OK);
     }
-    // The proxy's ports are the machine's, which every world's URLs name: a person's.
-    crate::cli::context::person("moving the proxy's ports")?;
+    // The proxy's ports are the machine's, which every world's URLs name: a person's
+    // (`guard`, before this runs).
     if let Some(p) = proxy {
         ctx.store.set_setting("proxy_port", &p.to_string())?;
     }

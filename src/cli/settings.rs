@@ -21,11 +21,8 @@ pub async fn run(assignments: Vec<String>, json: bool, describe: bool) -> Result
         let value = validate(k.trim(), v).map_err(|e| Failure::usage(e.to_string()))?;
         writes.push((k.trim().to_owned(), value));
     }
-    // The machine's settings are a person's, at a terminal: an agent may not widen what
-    // agents may do (`mcp_remove_any`, `approvals`, `secret_command`, …).
-    if !writes.is_empty() {
-        crate::cli::context::person_at_terminal("changing the machine's settings")?;
-    }
+    // The machine's settings are a person's, at a terminal (`guard`, before this runs): an
+    // agent may not widen what agents may do (`mcp_remove_any`, `approvals`, …).
     for (k, v) in &writes {
         ctx.store.set_setting(k, v)?;
         println!("{k} = {v}");

@@ -124,7 +124,11 @@ pub async fn ensure(home: &Home) -> Result<Response, ClientError> {
         .open(home.daemon_log())
         .map_err(|e| ClientError::Start(format!("{}: {e}", home.daemon_log().display())))?;
     let mut cmd = std::process::Command::new(exe);
+    // The same daemon whoever starts it (`clean`): never with a world's variables or mark.
+    let origin = crate::person::origin();
     cmd.args(["daemon", "run"])
+        .env_clear()
+        .envs(super::clean::environment(std::env::vars_os(), &origin))
         .env("BINKY_HOME", home.root())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

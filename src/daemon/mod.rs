@@ -10,6 +10,7 @@
 //! - Stopping the daemon (or killing it) leaves services running; the next daemon adopts
 //!   them from the store.
 
+pub mod clean;
 pub mod client;
 pub mod protocol;
 pub mod proxy_manager;
@@ -435,6 +436,18 @@ impl Conn {
     }
 
     async fn handle(&self, req: Request, peer: Option<i32>) -> (Response, bool) {
+        // What is a person's (the CLI refuses it too) is refused to a caller binky started
+        // that speaks the socket itself.
+        if let Some((what, instead)) = req.persons() {
+            let caller = peer.and_then(|p| u32::try_from(p).ok());
+            if let Err(e) = crate::person::refusal(
+                what,
+                instead,
+                caller.and_then(crate::person::pid_started_by_binky),
+            ) {
+                return (Response::error(e), false);
+            }
+        }
         match req {
             Request::Ping => (self.info(), false),
             Request::Nudge { world } => {
@@ -451,11 +464,6 @@ impl Conn {
             }
             Request::Shutdown => (Response::ok(), true),
             Request::DashboardToken => match self.dashboard.as_ref().map(|d| {
-                let caller = peer.and_then(|p| u32::try_from(p).ok());
-                crate::person::refusal(
-                    "signing a browser in to the dashboard",
-                    caller.and_then(crate::person::pid_started_by_binky),
-                )?;
                 d.issue_token()
                     .map_err(|e| format!("cannot make a sign-in token: {e}"))
             }) {

@@ -28,6 +28,28 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// What this request does that is a person's to do, and who may do it instead: the
+    /// daemon refuses it to a caller binky started, as the command that sends it does.
+    pub fn persons(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Request::Shutdown => Some((
+                "stopping the binky daemon (which runs every world)",
+                "ask a person to run `binky daemon stop` in their own terminal",
+            )),
+            Request::StopServers { .. } => Some((
+                "stopping binky's managed servers (every world's databases on them)",
+                "ask a person to run `binky servers stop` in their own terminal",
+            )),
+            Request::DashboardToken => Some((
+                "signing a browser in to the dashboard",
+                crate::person::IN_A_TERMINAL_OR_THE_DASHBOARD,
+            )),
+            Request::Ping | Request::Nudge { .. } | Request::Reconfigure => None,
+        }
+    }
+}
+
 /// The daemon's answer.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Response {

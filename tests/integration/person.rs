@@ -297,3 +297,174 @@ fn with_approvals_on_exec_runs_only_what_a_person_approved() {
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// Every action that reaches beyond the caller's own world — the servers and the daemon
+/// every world shares, the machine's trust store and hosts file, other homes' data, the
+/// golden templates, an MCP client's configuration — is a person's: refused through MCP's
+/// `exec` and from a shell under `binky exec` (also without the mark, in a session of its
+/// own, and speaking the daemon's socket itself), with nothing done; the person's own run
+/// still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_beyond_the_callers_world_are_refused_from_mcp_exec_and_binky_exec() {
+    let bin = binky_bin();
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "guarded"
+{{range}}
+
+[services.db]
+adapter = "postgres"
+
+[services.api]
+cmd = "{SERVE}"
+url = true
+depends_on = ["db"]
+"#
+    ));
+    env.ok(&["up", "w"]);
+    let servers = env.our_servers();
+    assert!(!servers.is_empty(), "no managed PostgreSQL runs");
+    let daemon = env.daemon_pid().expect("a daemon");
+    let tag = home_tag(&env.home);
+    let ca =
+        std::path::Path::new("/usr/local/share/ca-certificates").join(format!("binky-{tag}.crt"));
+    // Should a guard fail, the machine's trust store is put back as it was.
+    let _untrust = Untrust(&env);
+    let hosts = env.dir.path().join("hosts");
+    let client_home = env.dir.path().join("client-home");
+    std::fs::create_dir_all(&client_home).unwrap();
+    let lines: Vec<String> = [
+        "servers stop",
+        "servers stop postgres",
+        "daemon stop",
+        "daemon restart",
+        "trust",
+        "trust --uninstall",
+        "gc --yes",
+        "golden rm any",
+        "hosts --write",
+        "hosts --remove",
+        "mcp install --client cursor",
+    ]
+    .iter()
+    .map(|args| {
+        format!(
+            "BINKY_HOSTS_FILE='{}' HOME='{}' '{bin}' {args}",
+            hosts.display(),
+            client_home.display()
+        )
+    })
+    .collect();
+    let client = crate::mcp::connect(&env).await;
+    for line in &lines {
+        // A shell under `binky exec`, as is and without the mark in a session of its own.
+        for shell in [
+            vec!["sh", "-c", line.as_str()],
+            vec![
+                "setsid",
+                "--wait",
+                "env",
+                "-u",
+                "BINKY_SPAWNED_IN",
+                "sh",
+                "-c",
+                line.as_str(),
+            ],
+        ] {
+            let mut args = vec!["exec", "w", "--"];
+            args.extend(shell.iter().copied());
+            let out = env.binky(&args);
+            assert!(!out.status.success(), "{shell:?} ran: {}", stdout(&out));
+            let err = stderr(&out);
+            assert!(
+                err.contains("is a person's to do") && err.contains("in their own terminal"),
+                "{shell:?}: {err}"
+            );
+        }
+        // MCP's `exec`.
+        let (err, x) = crate::mcp::call(
+            &client,
+            "exec",
+            serde_json::json!({"world": "w", "command": ["sh", "-c", line]}),
+        )
+        .await;
+        assert!(err, "{line} ran through MCP: {x}");
+        assert_ne!(x["exit_code"], 0, "{line}: {x}");
+        assert!(
+            x["stderr"]
+                .as_str()
+                .unwrap_or("")
+                .contains("is a person's to do"),
+            "{line}: {x}"
+        );
+    }
+    // The daemon's socket, spoken to directly: it refuses the same requests.
+    let socket = binky::paths::Home::at(env.home.clone()).socket();
+    for op in ["shutdown", "stop_servers"] {
+        let ask = format!(
+            "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?}); s.sendall(b'{{\"op\":\"{op}\"}}\\n'); print(s.makefile().readline())",
+            socket.display().to_string()
+        );
+        let out = env.binky(&["exec", "w", "--", "python3", "-c", &ask]);
+        let answer = stdout(&out);
+        assert!(
+            answer.contains("is a person's to do") && answer.contains("\"ok\":false"),
+            "{op}: {answer}{}",
+            stderr(&out)
+        );
+    }
+    client.cancel().await.unwrap();
+    // Nothing happened: the server and the daemon run as they did, no CA was installed, no
+    // hosts file or client configuration written, and the world is ready.
+    for pid in &servers {
+        assert!(alive(*pid), "the managed server {pid} was stopped");
+    }
+    assert_eq!(env.daemon_pid(), Some(daemon), "the daemon was stopped");
+    assert!(!ca.exists(), "a CA was installed: {}", ca.display());
+    assert!(!hosts.exists(), "the hosts file was written");
+    assert!(
+        !client_home.join(".cursor").exists(),
+        "an MCP client's configuration was written"
+    );
+    let st: serde_json::Value = serde_json::from_str(&env.ok(&["status", "w", "--json"])).unwrap();
+    assert_eq!(st["state"], "ready", "{st}");
+
+    // The person's own run of the same commands works.
+    let host_vars = [("BINKY_HOSTS_FILE", hosts.to_str().unwrap())];
+    let out = env.binky_env(&["hosts", "--write"], &host_vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(hosts.exists());
+    let out = env.binky_env(
+        &["mcp", "install", "--client", "cursor"],
+        &[("HOME", client_home.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(client_home.join(".cursor/mcp.json").is_file());
+    env.ok(&["daemon", "restart"]);
+    let restarted = env.daemon_pid().expect("a daemon");
+    assert_ne!(restarted, daemon, "the daemon was not restarted");
+    env.ok(&["servers", "stop"]);
+    wait_until(
+        "the managed server stopped",
+        std::time::Duration::from_secs(15),
+        || servers.iter().all(|p| !alive(*p)),
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// Takes this test's home's CA out of the machine's trust store when dropped, should a
+/// guard have failed and let a process binky started put it in.
+struct Untrust<'e>(&'e Env);
+
+impl Drop for Untrust<'_> {
+    fn drop(&mut self) {
+        let tag = home_tag(&self.0.home);
+        let ca = std::path::Path::new("/usr/local/share/ca-certificates")
+            .join(format!("binky-{tag}.crt"));
+        if ca.exists() {
+            let _ = self.0.binky(&["trust", "--uninstall"]);
+        }
+    }
+}
