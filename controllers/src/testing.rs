@@ -112,6 +112,7 @@ pub fn new_world(dir: &Path, name: &str, spec: Spec) -> NewWorld {
         env: BTreeMap::new(),
         group: None,
         wait: None,
+        made_by: None,
     }
 }
 

@@ -82,15 +82,13 @@ fn dropping(ctx: &Ctx, outcome: &wait::Outcome) -> Result<String, Failure> {
 }
 
 /// From a process binky started (`binky exec` of an agent's MCP call, a service), `remove`
-/// takes only what `binky mcp`'s own `remove` would: a world an agent made through it, or
-/// any once the person set `mcp_remove_any`. A person's world is theirs to remove.
+/// takes only what `binky mcp`'s own `remove` would: a world an agent made, or any once the
+/// person set `mcp_remove_any`. A person's world is theirs to remove.
 fn refuse_unless_theirs(ctx: &Ctx, world: &store::World) -> Result<(), Failure> {
     let Some(why) = crate::person::started_by_binky() else {
         return Ok(());
     };
-    let made_by_agent =
-        crate::agent_made::by_agent(&ctx.home, &ctx.store, &world.project, &world.name)
-            .map_err(Failure::failed)?;
+    let made_by_agent = crate::agent_made::by_agent(&ctx.store, world).map_err(Failure::failed)?;
     if made_by_agent
         || crate::agent_made::remove_any_allowed(&ctx.store).map_err(Failure::failed)?
     {
@@ -98,7 +96,7 @@ fn refuse_unless_theirs(ctx: &Ctx, world: &store::World) -> Result<(), Failure> 
     }
     let name = &world.name;
     Err(Failure::failed(format!(
-        "removing world `{name}` (its worktree and data) is a person's decision: no agent made it through `binky mcp`, and this was asked by a process binky started ({why}); ask a person to run `binky remove {name}` (they may let agents remove any world: `binky settings mcp_remove_any=true`); `binky down {name}` stops it and keeps everything"
+        "removing world `{name}` (its worktree and data) is a person's decision: no agent made it (through `binky mcp` or a process binky started), and this was asked by a process binky started ({why}); ask a person to run `binky remove {name}` (they may let agents remove any world: `binky settings mcp_remove_any=true`); `binky down {name}` stops it and keeps everything"
     ))
     .kind(Kind::PersonOnly))
 }

@@ -306,6 +306,10 @@ pub async fn run(
         env,
         group,
         wait: Some(args.timeout),
+        // A world a process binky started makes (an agent's MCP `up`, `binky up` under
+        // `binky exec`) is recorded as the agent's when it is made: `remove` from there may
+        // take it, and only it.
+        made_by: crate::person::started_by_binky(),
     };
     let since = ctx.store.read(store::last_event_id)?;
     let world = write(&ctx, &new, &src.path, args).await?;

@@ -540,6 +540,7 @@ mod tests {
                 env: BTreeMap::new(),
                 group: None,
                 wait: None,
+                made_by: None,
             })
             .unwrap();
         let id = put.world.id;

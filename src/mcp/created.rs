@@ -1,5 +1,5 @@
-//! The store `binky mcp` answers from, and which worlds agents made through it (kept by
-//! [`crate::agent_made`]).
+//! The store `binky mcp` answers from, and which worlds agents made (the store's record,
+//! read through [`crate::agent_made`]).
 
 use std::path::PathBuf;
 
@@ -20,25 +20,10 @@ pub fn store() -> Result<&'static Store, String> {
     Ok(STORE.get_or_init(|| store))
 }
 
-fn open() -> Result<(Home, &'static Store), String> {
-    Ok((Home::from_env()?, store()?))
-}
-
-/// Record that an agent made `project`/`name`.
-pub fn record(project: &str, name: &str) -> Result<(), String> {
-    let (home, store) = open()?;
-    crate::agent_made::record(&home, store, project, name)
-}
-
-/// Whether an agent made the world `project`/`name` that exists now.
-pub fn by_agent(project: &str, name: &str) -> Result<bool, String> {
-    let (home, store) = open()?;
-    crate::agent_made::by_agent(&home, store, project, name)
-}
-
-/// Forget `project`/`name` (removed).
-pub fn forget(project: &str, name: &str) -> Result<(), String> {
-    crate::agent_made::forget(&Home::from_env()?, project, name)
+/// Whether an agent made `world` (recorded in the store when it was made:
+/// [`crate::agent_made`]).
+pub fn by_agent(world: &World) -> Result<bool, String> {
+    crate::agent_made::by_agent(store()?, world)
 }
 
 /// Whether the person allowed agents to remove any world (`mcp_remove_any`).
@@ -49,8 +34,7 @@ pub fn remove_any_allowed() -> Result<bool, String> {
 /// The repository of project `project` (its main checkout, or a worktree of one of its
 /// worlds when that is gone), to run commands about it in.
 pub fn project_dir(project: &str) -> Result<Option<PathBuf>, String> {
-    let (_, store) = open()?;
-    let worlds = store.read(store::worlds).map_err(|e| e.to_string())?;
+    let worlds = store()?.read(store::worlds).map_err(|e| e.to_string())?;
     let mine: Vec<&World> = worlds.iter().filter(|w| w.project == project).collect();
     let dir = mine
         .iter()
@@ -62,8 +46,7 @@ pub fn project_dir(project: &str) -> Result<Option<PathBuf>, String> {
 
 /// Every project with worlds.
 pub fn projects() -> Result<Vec<String>, String> {
-    let (_, store) = open()?;
-    let mut p: Vec<String> = store
+    let mut p: Vec<String> = store()?
         .read(store::worlds)
         .map_err(|e| e.to_string())?
         .into_iter()

@@ -4,8 +4,8 @@
 //! # Guarantees
 //! - Every tool runs the binky binary itself (`current_exe()`) as a subprocess, with `--json`
 //!   where the command has it: the same code path as the CLI, so the server holds no state
-//!   of its own but the list of worlds agents made (`created`) and cannot drift from the
-//!   commands.
+//!   of its own and cannot drift from the commands. A world its `up` makes is recorded as
+//!   an agent's by `binky up`, in the store, as it is made.
 //! - Names and paths from a client are checked (`errors`) and passed after `--`: never read
 //!   as options. Every tool takes `project` (or `root`) and runs its command in that
 //!   project's repository, so a world name two projects use is reached in either.
@@ -14,7 +14,7 @@
 //! - Every tool answers `{ok: true, …}` or `{ok: false, error: {code, message, fix}}`, also
 //!   for arguments that do not parse, and declares that shape as its `outputSchema`.
 //! - stdout is the protocol channel: subprocess output is always captured, never inherited.
-//! - `remove` removes only worlds an agent made through `up` here (unless the person sets
+//! - `remove` removes only worlds an agent made (unless the person sets
 //!   `mcp_remove_any`), and never a worktree with uncommitted changes. No tool approves
 //!   commands: approving stays a person's.
 
@@ -147,8 +147,8 @@ impl Server {
 }
 
 /// The `up` calls in flight that make a world, by world name: a `remove` of that name waits
-/// for them, so a world an agent's `up` made (even one it cancelled) is recorded as the
-/// agent's before `remove` asks.
+/// for them, so it finds the world an agent's `up` made (even one it cancelled), never a
+/// world still being written.
 #[derive(Debug, Default)]
 struct Ups {
     names: std::sync::Mutex<HashMap<String, usize>>,

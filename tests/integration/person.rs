@@ -454,6 +454,78 @@ depends_on = ["db"]
     env.assert_nothing_left(&["w"]);
 }
 
+/// Which worlds an agent made is the store's record, written when the world is made: a line
+/// appended to the file that once held it, or any write a process binky started can make
+/// through the CLI (up, down, reload, apply of the person's world), never makes a person's
+/// world an agent's to remove. A world such a process makes is the agent's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_write_an_agent_can_make_turns_a_persons_world_into_the_agents() {
+    let bin = binky_bin();
+    let env = Env::new(CONFIG);
+    env.ok(&["up", "w"]);
+    env.ok(&["up", "persons"]);
+    let store = binky_controllers::store::Store::open(&env.home.join("state.db")).unwrap();
+    let persons = store
+        .read(|c| binky_controllers::store::world_by_name(c, "mine", "persons"))
+        .unwrap()
+        .expect("the person's world");
+    // The file binky kept this record in, appended to as any process could.
+    let file = env.home.join("mcp-created");
+    let line = format!("{}\tmine\tpersons\n", persons.id);
+    let out = env.binky(&[
+        "exec",
+        "w",
+        "--",
+        "sh",
+        "-c",
+        &format!("printf '{line}' >> '{}'", file.display()),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Every write of the person's world a process binky started may make.
+    for args in [
+        vec!["up", "persons"],
+        vec!["down", "persons"],
+        vec!["up", "persons"],
+        vec!["reload", "persons"],
+        vec!["apply", "persons"],
+    ] {
+        let mut line = vec!["exec", "w", "--", bin];
+        line.extend(args.iter().copied());
+        let out = env.binky(&line);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    // Restarted, the daemon and every command read the store, not the file.
+    env.ok(&["daemon", "restart"]);
+    let client = crate::mcp::connect(&env).await;
+    let (err, v) =
+        crate::mcp::call(&client, "remove", serde_json::json!({"world": "persons"})).await;
+    assert!(err, "MCP removed the person's world: {v}");
+    assert_eq!(v["error"]["code"], "refused", "{v}");
+    let out = env.binky(&["exec", "w", "--", bin, "remove", "persons", "--force"]);
+    assert!(!out.status.success(), "removed: {}", stdout(&out));
+    assert!(
+        stderr(&out).contains("a person's decision"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(env.worktree("persons").is_dir());
+    // What a process binky started makes is the agent's: MCP's `up`, and `binky up` under
+    // `binky exec`.
+    let (err, up) = crate::mcp::call(&client, "up", serde_json::json!({"world": "tool"})).await;
+    assert!(!err, "{up}");
+    let out = env.binky(&["exec", "w", "--", bin, "up", "shelled"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (err, v) =
+        crate::mcp::call(&client, "remove", serde_json::json!({"world": "shelled"})).await;
+    assert!(!err, "{v}");
+    let out = env.binky(&["exec", "w", "--", bin, "remove", "tool"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    client.cancel().await.unwrap();
+    env.ok(&["remove", "persons"]);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w", "persons", "tool", "shelled"]);
+}
+
 /// Takes this test's home's CA out of the machine's trust store when dropped, should a
 /// guard have failed and let a process binky started put it in.
 struct Untrust<'e>(&'e Env);

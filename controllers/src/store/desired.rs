@@ -40,6 +40,9 @@ pub struct NewWorld {
     /// How long the command waits (`--timeout`): a service without `health` may take as
     /// long to listen on its port.
     pub wait: Option<std::time::Duration>,
+    /// An agent asks (a process binky started, and why binky tells: `it runs under binky
+    /// mcp`): a world this makes is recorded as the agent's, in the same transaction.
+    pub made_by: Option<String>,
 }
 
 /// The result of [`Store::put_world`].
@@ -86,6 +89,12 @@ impl Store {
                 None => {
                     let id = insert_world(tx, project_id, new, &written)?;
                     add_event(tx, id, "created", "world created")?;
+                    if let Some(by) = &new.made_by {
+                        tx.execute(
+                            "INSERT INTO agent_worlds (world_id, made_by, made_at) VALUES (?1, ?2, ?3)",
+                            params![id, by, written.now],
+                        )?;
+                    }
                     (id, true)
                 }
             };

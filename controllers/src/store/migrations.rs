@@ -2,6 +2,8 @@
 //!
 //! Never edit a released migration: add a new one at the end.
 
+use std::path::{Path, PathBuf};
+
 use rusqlite::Connection;
 
 use super::StoreError;
@@ -395,7 +397,24 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (world_id, file)
     );
     "#,
+    // 20: which worlds an agent made (through `binky mcp`, or any process binky started): a
+    // record of the world, written in the transaction that makes it and gone with it. It
+    // was a text file any process could append to, `mcp-created` beside the store, whose
+    // lines are read once here ([`import_agent_made`]).
+    r#"
+    CREATE TABLE agent_worlds (
+        world_id  INTEGER PRIMARY KEY REFERENCES worlds(id) ON DELETE CASCADE,
+        made_by   TEXT NOT NULL,
+        made_at   INTEGER NOT NULL
+    );
+    "#,
 ];
+
+/// The migration that records agent-made worlds in the store, which reads `mcp-created`.
+const AGENT_WORLDS: i64 = 20;
+
+/// The file beside the store that listed agent-made worlds before [`AGENT_WORLDS`].
+pub const AGENT_MADE_FILE: &str = "mcp-created";
 
 /// The newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -423,8 +442,51 @@ pub(super) fn migrate_to(conn: &mut Connection, target: i64) -> Result<(), Store
             continue;
         }
         tx.execute_batch(sql)?;
+        let legacy = (version == AGENT_WORLDS)
+            .then(|| import_agent_made(&tx))
+            .transpose()?
+            .flatten();
         tx.pragma_update(None, "user_version", version)?;
         tx.commit()?;
+        if let Some(file) = legacy {
+            // Read once, with the migration: kept beside the store under another name for
+            // a person to look at, never read again.
+            let mut done = file.clone().into_os_string();
+            done.push(".imported");
+            let _ = std::fs::rename(&file, done);
+        }
     }
     Ok(())
+}
+
+/// Import the lines of `mcp-created` beside the store (`ID\tPROJECT\tNAME`, a world an
+/// agent made through `binky mcp`) for the worlds that exist with that id, project and
+/// name; the file read, if there was one.
+fn import_agent_made(tx: &rusqlite::Transaction<'_>) -> Result<Option<PathBuf>, StoreError> {
+    let Some(file) = tx
+        .path()
+        .filter(|p| !p.is_empty())
+        .and_then(|p| Path::new(p).parent().map(|d| d.join(AGENT_MADE_FILE)))
+    else {
+        return Ok(None);
+    };
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return Ok(None);
+    };
+    let now = super::now_ms();
+    for line in text.lines() {
+        let mut f = line.splitn(3, '\t');
+        let (Some(id), Some(project), Some(name)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let Ok(id) = id.parse::<i64>() else { continue };
+        tx.execute(
+            "INSERT OR IGNORE INTO agent_worlds (world_id, made_by, made_at)
+             SELECT w.id, 'binky mcp (recorded in mcp-created)', ?4
+             FROM worlds w JOIN projects p ON p.id = w.project_id
+             WHERE w.id = ?1 AND p.name = ?2 AND w.name = ?3",
+            rusqlite::params![id, project, name, now],
+        )?;
+    }
+    Ok(Some(file))
 }

@@ -191,7 +191,8 @@ macro_rules! owners {
 }
 
 owners! {
-    /// Commands (`binky up/down/reload/remove/settings/approve/golden rm`): the desired state.
+    /// Commands (`binky up/down/reload/remove/settings/approve/golden rm`): the desired state,
+    /// and which worlds an agent made (with the world, by `binky up`).
     pub(crate) Commands = "commands": [
         Grant::all("projects"),
         Grant::all("worlds"),
@@ -201,6 +202,7 @@ owners! {
         Grant::all("service_restarts"),
         Grant::all("approvals"),
         Grant::all("golden_drops"),
+        Grant::all("agent_worlds"),
     ];
     /// The reconcile runtime: finalizers, observed generations, and every condition (the
     /// controllers' through their outcome, the config reader's and the file watcher's through
@@ -224,6 +226,7 @@ owners! {
         Grant::delete_only("process_resources"),
         Grant::delete_only("bootstrap_paths"),
         Grant::delete_only("shared_edits"),
+        Grant::delete_only("agent_worlds"),
     ];
     /// The admission gate.
     pub(crate) Gate = "the admission gate": [Grant::all("admissions")];

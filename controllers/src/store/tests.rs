@@ -36,6 +36,7 @@ pub(crate) fn new_world(project: &str, repo: &str, name: &str) -> NewWorld {
         env: BTreeMap::from([("PATH".to_string(), "/usr/bin".to_string())]),
         group: None,
         wait: None,
+        made_by: None,
     }
 }
 
@@ -108,6 +109,103 @@ fn a_home_made_before_homes_had_an_identity_gets_one_when_it_is_opened() {
     }
     let store = Store::open(&path).unwrap();
     assert_eq!(store.read(home_id).unwrap().len(), 8);
+}
+
+/// A world an agent makes is recorded as the agent's in the transaction that makes it, and
+/// the record goes with the world: writing a person's world again from an agent's process
+/// never makes it the agent's, and a world made later under the name is not.
+#[test]
+fn a_world_an_agent_makes_is_recorded_with_it_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("state.db")).unwrap();
+    let by_agent = NewWorld {
+        made_by: Some("it runs under `binky mcp`".into()),
+        ..new_world("acme", "/r", "agents")
+    };
+    let agents = store.put_world(&by_agent).unwrap().world;
+    assert_eq!(
+        store.read(|c| agent_made(c, agents.id)).unwrap().as_deref(),
+        Some("it runs under `binky mcp`")
+    );
+    // A person's `up` of it later keeps it the agent's.
+    store.put_world(&new_world("acme", "/r", "agents")).unwrap();
+    assert!(store.read(|c| agent_made(c, agents.id)).unwrap().is_some());
+    // A person's world stays theirs, whoever writes it again.
+    let persons = store
+        .put_world(&new_world("acme", "/r", "persons"))
+        .unwrap()
+        .world;
+    store
+        .put_world(&NewWorld {
+            made_by: Some("it runs in world acme/agents".into()),
+            ..new_world("acme", "/r", "persons")
+        })
+        .unwrap();
+    assert_eq!(store.read(|c| agent_made(c, persons.id)).unwrap(), None);
+    // Removed (the runtime deletes the row once its finalizers are gone): the record goes
+    // with it, and the name made again by a person is theirs.
+    store.mark_deleted(agents.id, false).unwrap();
+    store
+        .write(owner::Runtime, |tx| {
+            tx.execute("DELETE FROM worlds WHERE id = ?1", [agents.id])?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(store.read(|c| agent_made(c, agents.id)).unwrap(), None);
+    let again = store
+        .put_world(&new_world("acme", "/r", "agents"))
+        .unwrap()
+        .world;
+    assert_ne!(again.id, agents.id);
+    assert_eq!(store.read(|c| agent_made(c, again.id)).unwrap(), None);
+}
+
+/// An upgraded home's `mcp-created` file is read once, when the store's schema takes the
+/// record in: a line counts only for the world of that id, project and name; the file is
+/// then set aside, and a line appended to a new one later makes no world the agent's.
+#[test]
+fn the_mcp_created_file_of_an_upgraded_home_is_imported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let ids = {
+        // A store as the binky before this record left it (schema version 19), with three
+        // worlds.
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        migrations::migrate_to(&mut conn, 19).unwrap();
+        conn.execute(
+            "INSERT INTO projects (id, name, repo_root, created_at) VALUES (1, 'acme', '/r', 0)",
+            [],
+        )
+        .unwrap();
+        let spec = serde_json::to_string(&spec("acme")).unwrap();
+        for (id, name) in [(5, "mine"), (6, "persons"), (7, "renamed")] {
+            conn.execute(
+                "INSERT INTO worlds (id, project_id, name, branch, worktree_path, config_rel,
+                    config_path, spec, env, desired_state, generation, created_at, updated_at,
+                    last_used_at)
+                 VALUES (?1, 1, ?2, ?2, '/w', '', '/r/binky.toml', ?3, '{}', 'running', 1, 0, 0, 0)",
+                rusqlite::params![id, name, spec],
+            )
+            .unwrap();
+        }
+        [5, 6, 7]
+    };
+    let file = dir.path().join(migrations::AGENT_MADE_FILE);
+    std::fs::write(
+        &file,
+        "5\tacme\tmine\n7\tacme\tnot-its-name\n99\tacme\tgone\nnot a line\n",
+    )
+    .unwrap();
+    let store = Store::open(&path).unwrap();
+    let made = |id| store.read(|c| agent_made(c, id)).unwrap().is_some();
+    assert_eq!(ids.map(made), [true, false, false]);
+    assert!(!file.exists(), "the file is still where binky read it");
+    assert!(dir.path().join("mcp-created.imported").is_file());
+    // Appended to afterwards (a new file): read no more.
+    std::fs::write(&file, "6\tacme\tpersons\n").unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.read(|c| agent_made(c, 6)).unwrap(), None);
 }
 
 #[test]

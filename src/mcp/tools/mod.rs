@@ -209,23 +209,6 @@ impl Server {
         Ok((store, w))
     }
 
-    /// `binky status --json -- WORLD` whether or not the call was cancelled meanwhile (for
-    /// what must be done either way), bounded in time; none when it cannot be read.
-    async fn world_status_anyway(&self, dir: Option<&Path>, world: &str) -> Option<Value> {
-        let limits = Limits {
-            timeout: Some(std::time::Duration::from_secs(30)),
-            ..Limits::JSON
-        };
-        let words = args(&["status", "--json", "--", world]);
-        let run = runner::run(&self.exe, dir, &words, limits, std::future::pending())
-            .await
-            .ok()?;
-        if run.ended != Ended::Exited(exit::OK) {
-            return None;
-        }
-        serde_json::from_str(&run.stdout).ok()
-    }
-
     /// Which commands wait for a person's approval (none while `approvals` is off).
     async fn waiting(
         &self,

@@ -39,20 +39,12 @@ impl Server {
             words.extend(["--group".to_owned(), g.clone()]);
         }
         words.extend(["--".to_owned(), p.world.clone()]);
-        // A `remove` of this name waits until this call has recorded what it made.
+        // A `remove` of this name waits until this call has ended (`binky up` gone, its
+        // world written or never made). The world it makes is recorded as an agent's with
+        // it, by `binky up` itself, even when it is held, not ready yet, or the call was
+        // cancelled once the world was written (the daemon makes it all the same).
         let _flight = (!existed).then(|| self.ups.start(&p.world));
         let result = self.act(&ctx, dir.as_deref(), &p.world, words).await;
-        if !existed {
-            // Made through MCP, even when it is held or not ready yet, or the call was
-            // cancelled once `binky up` had written it (the daemon makes it all the same):
-            // `remove` may take it. The world is asked for whether or not the call was
-            // cancelled, once `binky up` is gone (its write done or never made).
-            if let Some(s) = self.world_status_anyway(dir.as_deref(), &p.world).await {
-                if let Some(project) = s["project"].as_str() {
-                    let _ = created::record(project, &p.world);
-                }
-            }
-        }
         let mut v = result?;
         v["created"] = json!(!existed);
         Ok(Answer(v))
@@ -151,14 +143,14 @@ impl Server {
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // An `up` of this name still running (or cancelled and recording what it made).
         self.ups.settled(&p.world).await;
-        let status = self.world_status(&ctx, dir.as_deref(), &p.world).await?;
-        let project = status["project"].as_str().unwrap_or_default().to_owned();
-        let mine = created::by_agent(&project, &p.world).unwrap_or(false);
+        let (_, world) = self.find_world(dir.as_deref(), &p.world)?;
+        let project = world.project.clone();
+        let mine = created::by_agent(&world).unwrap_or(false);
         if !mine && !created::remove_any_allowed().unwrap_or(false) {
             return Err(ToolError::new(
                 "refused",
                 format!(
-                    "world `{}` of project `{project}` was not made by an agent through this MCP server, so removing it (its worktree and data) is the person's decision",
+                    "world `{}` of project `{project}` was not made by an agent (through `binky mcp` or a process binky started), so removing it (its worktree and data) is the person's decision",
                     p.world
                 ),
                 format!(
@@ -178,7 +170,6 @@ impl Server {
         if run.ended != Ended::Exited(exit::OK) {
             return Err(ToolError::of_run(&run, Some(&p.world)));
         }
-        let _ = created::forget(&project, &p.world);
         Ok(Answer(
             json!({ "world": p.world, "project": project, "output": run.output() }),
         ))

@@ -320,3 +320,12 @@ pub fn setting(conn: &Connection, key: &str) -> Result<Option<String>, StoreErro
         })
         .optional()?)
 }
+
+/// Who made world `id`, when an agent did (a process binky started, recorded with the
+/// world when `binky up` made it): none for a person's world.
+pub fn agent_made(conn: &Connection, id: WorldId) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT made_by FROM agent_worlds WHERE world_id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?)
+}
