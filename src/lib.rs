@@ -27,6 +27,7 @@ pub mod paths;
 pub mod person;
 pub mod ports;
 pub use binky_proxy as proxy;
+pub mod reach;
 pub mod requests;
 pub mod scrub;
 pub mod secrets;

@@ -41,8 +41,14 @@ pub enum Origin {
     Person,
     /// Below `binky mcp` with no world's process between: a tool's own command.
     Mcp,
-    /// A process of a world, and why binky tells (`it runs in world p/w`).
-    World(String),
+    /// A process of a world.
+    World {
+        /// Why binky tells (`it runs in world p/w`).
+        why: String,
+        /// The world, `project/name`, when its mark tells (a process that dropped it, below
+        /// `binky exec`, is a world's all the same, of a world binky cannot name).
+        world: Option<String>,
+    },
 }
 
 impl Origin {
@@ -51,8 +57,28 @@ impl Origin {
         match self {
             Origin::Person => None,
             Origin::Mcp => Some("it runs under `binky mcp`".into()),
-            Origin::World(why) => Some(why),
+            Origin::World { why, .. } => Some(why),
         }
+    }
+
+    /// The project of the world this process is one of, when it is a world's and its mark
+    /// names it.
+    pub fn project(&self) -> Option<&str> {
+        match self {
+            Origin::World { world: Some(w), .. } => w.split('/').next(),
+            _ => None,
+        }
+    }
+
+    fn of_world(world: String) -> Origin {
+        Origin::World {
+            why: format!("it runs in world {world}"),
+            world: Some(world),
+        }
+    }
+
+    fn below(why: String) -> Origin {
+        Origin::World { why, world: None }
     }
 }
 
@@ -60,7 +86,7 @@ impl Origin {
 /// first (the nearest one binky's decides).
 pub fn origin() -> Origin {
     if let Ok(world) = std::env::var(MARK) {
-        return Origin::World(format!("it runs in world {world}"));
+        return Origin::of_world(world);
     }
     origin_above(std::process::id())
 }
@@ -101,16 +127,16 @@ fn origin_above(mut pid: u32) -> Origin {
 /// the environment it started with, or it is one of [`BINKY_RUNNERS`].
 fn marked(pid: u32) -> Option<Origin> {
     if let Some(world) = procfs::environ_var(pid, MARK) {
-        return Some(Origin::World(format!("it runs in world {world}")));
+        return Some(Origin::of_world(world));
     }
     if procfs::environ_var(pid, crate::supervisor::TOKEN_VAR).is_some() {
-        return Some(Origin::World(
+        return Some(Origin::below(
             "it runs under a service binky started".into(),
         ));
     }
     match binky_runner(pid)?.as_str() {
         "mcp" => Some(Origin::Mcp),
-        cmd => Some(Origin::World(format!("it runs under `binky {cmd}`"))),
+        cmd => Some(Origin::below(format!("it runs under `binky {cmd}`"))),
     }
 }
 

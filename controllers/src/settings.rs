@@ -34,6 +34,8 @@ pub enum Takes {
     Nice,
     /// A length of time: a whole number and a unit, `s`, `m`, `h` or `d` (`0`: none).
     Duration,
+    /// Project names, comma-separated (`*`: every project; empty: none).
+    Projects,
 }
 
 /// One machine setting.
@@ -98,6 +100,12 @@ pub const ALL: &[Setting] = &[
         default: "false",
         takes: Takes::Flag,
         what: "`binky mcp`'s remove tool may remove worlds an agent did not create through it (never a worktree with uncommitted changes); off: only the worlds agents made",
+    },
+    Setting {
+        key: "agent_projects",
+        default: "",
+        takes: Takes::Projects,
+        what: "projects an agent may act on besides its own (comma-separated names; `*`: every project): its own is the repository `binky mcp` was started in, or the world a process binky started runs in; empty: only its own",
     },
     Setting {
         key: "nice",
@@ -245,6 +253,9 @@ pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
                 "a length of time: a whole number and s, m, h or d (7d, 12h, 90s; 0: none)",
             )),
         },
+        Takes::Projects => projects(v).ok_or_else(|| {
+            bad("project names separated by commas (letters, digits, `-`, `_` or `.`), or `*` for every project")
+        }),
         Takes::Template(p) if v.is_empty() || v.contains(p) => Ok(v.to_owned()),
         Takes::Template(placeholder) => Err(SettingError::Placeholder {
             key: setting.key,
@@ -257,6 +268,34 @@ pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
             value: v.to_owned(),
         }),
     }
+}
+
+/// A list of project names in its normal form (`a,b`, each once; `*` alone; empty), or
+/// `None` when a name is not one a project may have.
+fn projects(v: &str) -> Option<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for n in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let ok = n == "*"
+            || (n.len() <= 63
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')));
+        if !ok {
+            return None;
+        }
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    if names.contains(&"*") {
+        return Some("*".into());
+    }
+    Some(names.join(","))
+}
+
+/// Whether the setting `agent_projects`' value `v` lets an agent act on project `name`
+/// (besides its own).
+pub fn lists_project(v: &str, name: &str) -> bool {
+    v.split(',').map(str::trim).any(|n| n == "*" || n == name)
 }
 
 /// A length of time as settings write it: `0`, or a whole number and a unit (`90s`, `30m`,
@@ -377,6 +416,18 @@ mod tests {
             .to_string()
             .contains("must contain {ref}"));
         assert_eq!(validate("secret_command", "").unwrap(), "");
+        assert_eq!(
+            validate("agent_projects", " shop, web ,shop").unwrap(),
+            "shop,web"
+        );
+        assert_eq!(validate("agent_projects", "shop,*").unwrap(), "*");
+        assert_eq!(validate("agent_projects", "").unwrap(), "");
+        assert!(validate("agent_projects", "shop;rm")
+            .unwrap_err()
+            .to_string()
+            .contains("agent_projects takes project names"));
+        assert!(lists_project("shop,web", "web") && lists_project("*", "any"));
+        assert!(!lists_project("shop,web", "we") && !lists_project("", "shop"));
         assert!(validate("proxy_port", "8080")
             .unwrap_err()
             .to_string()

@@ -42,8 +42,16 @@ impl Ctx {
     /// Find a world by name: among the worlds of the repository the current directory is in
     /// (never another project's world of the same name), else — outside any repository —
     /// in any project (a name used by two projects must then be disambiguated by `cd`).
-    /// Without a name, the world whose worktree contains the current directory.
+    /// Without a name, the world whose worktree contains the current directory. A process
+    /// of a world reaches only its own project's and those a person allowed
+    /// ([`crate::reach`]).
     pub fn world(&self, name: Option<&str>) -> Result<World, Failure> {
+        let world = self.find(name)?;
+        crate::reach::refuse_for_a_world(&self.store, &world.project)?;
+        Ok(world)
+    }
+
+    fn find(&self, name: Option<&str>) -> Result<World, Failure> {
         let cwd = std::env::current_dir().unwrap_or_default();
         if let Some(name) = name {
             return world_named(&self.store, &cwd, name);

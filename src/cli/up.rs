@@ -276,6 +276,9 @@ pub async fn run(
     // is refused now, not discovered by the daemon later.
     let loaded = crate::apply::validate(&src.text, &src.path, group.as_deref())
         .map_err(|e| Failure::usage(e.to_string()))?;
+    // A process of a world makes or starts worlds of its own project (and those a person
+    // allowed): `crate::reach`.
+    crate::reach::refuse_for_a_world(&ctx.store, &loaded.spec.project.name)?;
     // What of the caller's environment the world keeps: crate::caller_env says why.
     let (env, not_utf8) = crate::caller_env::world_env(std::env::vars_os());
     for k in not_utf8 {

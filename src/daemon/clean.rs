@@ -73,7 +73,7 @@ pub fn keeps(name: &str, origin: &Origin) -> bool {
     }
     match origin {
         Origin::Person | Origin::Mcp => true,
-        Origin::World(_) => {
+        Origin::World { .. } => {
             SESSION.contains(&name)
                 || name.starts_with("LC_")
                 || SETTINGS.contains(&name)
@@ -189,7 +189,10 @@ mod tests {
             ("TERM", "xterm"),
             ("_", "/usr/bin/binky"),
         ]);
-        let world = Origin::World("it runs in world acme/w".into());
+        let world = Origin::World {
+            why: "it runs in world acme/w".into(),
+            world: Some("acme/w".into()),
+        };
         assert_eq!(
             names(environment(caller.clone(), &world)),
             [

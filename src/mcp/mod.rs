@@ -9,6 +9,9 @@
 //! - Names and paths from a client are checked (`errors`) and passed after `--`: never read
 //!   as options. Every tool takes `project` (or `root`) and runs its command in that
 //!   project's repository, so a world name two projects use is reached in either.
+//! - It acts on the project of the repository it was started in, and on other projects
+//!   only where a person allowed them (`agent_projects`, `scope`): a call about another
+//!   project's world is refused, and `list`, `status` and `approvals` show only these.
 //! - A cancelled call (`notifications/cancelled`) kills the process group of what it
 //!   started (`runner`); so does the server stopping.
 //! - Every tool answers `{ok: true, …}` or `{ok: false, error: {code, message, fix}}`, also
@@ -28,6 +31,7 @@ mod install;
 mod params;
 mod runner;
 mod schema;
+mod scope;
 mod tools;
 mod transport;
 mod view;
@@ -132,16 +136,22 @@ pub struct Server {
     tool_router: ToolRouter<Server>,
     /// The `up` calls making a world now.
     ups: Arc<Ups>,
+    /// The projects it acts on: its repository's, and those a person allowed.
+    scope: scope::Scope,
 }
 
 impl Server {
     /// A server running this binky binary for every tool, in `dir` by default.
     pub fn new(exe: PathBuf, dir: Option<PathBuf>) -> Server {
+        let start = dir
+            .clone()
+            .unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
         Server {
             exe,
             dir,
             tool_router: Self::router(),
             ups: Arc::default(),
+            scope: scope::Scope::at(&start),
         }
     }
 }

@@ -43,11 +43,13 @@ impl Server {
         root: Option<&str>,
     ) -> Result<Vec<Value>, ToolError> {
         errors::opt_name("project", project)?;
-        let dir = match root {
-            Some(_) => self.place(None, root)?,
-            None => None,
+        let dir = match (project, root) {
+            (_, Some(_)) => self.place(None, root)?,
+            // Refused when it is not this server's to act on; not found without worlds.
+            (Some(_), None) => self.place(project, None).map(|_| None)?,
+            (None, None) => None,
         };
-        let worlds = world_views(dir.as_deref(), project)?;
+        let worlds = world_views(&self.scope, dir.as_deref(), project)?;
         if let Some(p) = project {
             if worlds.is_empty() {
                 return Err(ToolError::new(
@@ -222,9 +224,20 @@ impl Server {
             ),
             None => p.project.clone(),
         };
-        let (on, waiting) = self
+        let (on, mut waiting) = self
             .waiting(&ctx, project.as_deref(), p.world.as_deref())
             .await?;
+        // Only the projects this server acts on.
+        let mut kept = Vec::with_capacity(waiting.len());
+        for c in waiting {
+            if self
+                .scope
+                .admits_project(c["project"].as_str().unwrap_or(""))?
+            {
+                kept.push(c);
+            }
+        }
+        waiting = kept;
         let message = if !on {
             "approvals are off on this machine: nothing waits for a person".to_owned()
         } else if waiting.is_empty() {
@@ -247,6 +260,7 @@ impl Server {
 /// repository `dir` is in (none when it is in no repository with worlds); with `project`,
 /// only that project's. Only the worlds kept are viewed.
 fn world_views(
+    scope: &crate::mcp::scope::Scope,
     dir: Option<&std::path::Path>,
     project: Option<&str>,
 ) -> Result<Vec<Value>, ToolError> {
@@ -262,6 +276,8 @@ fn world_views(
         worlds.retain(|w| repo.as_ref() == Some(&w.repo_root));
     }
     worlds.retain(|w| project.is_none_or(|p| w.project == p));
+    // Only the projects this server acts on: another's is not there for it.
+    scope.keep(&mut worlds)?;
     let views = crate::view::worlds(store, &worlds).map_err(|e| failed(e.to_string()))?;
     Ok(views
         .iter()

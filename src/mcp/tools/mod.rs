@@ -120,9 +120,24 @@ impl Server {
         })
     }
 
+    /// The directory to run a command in, as [`Server::place_anywhere`] finds it, refused
+    /// when its project is not one this server acts on (`scope`).
+    fn place(
+        &self,
+        project: Option<&str>,
+        root: Option<&str>,
+    ) -> Result<Option<PathBuf>, ToolError> {
+        let dir = self.place_anywhere(project, root)?;
+        match &dir {
+            Some(d) => self.scope.check_dir(d)?,
+            None => self.scope.check_own()?,
+        }
+        Ok(dir)
+    }
+
     /// The directory to run a command in: `root` (an existing absolute directory), or the
     /// repository of `project`, or none (the server's own).
-    fn place(
+    fn place_anywhere(
         &self,
         project: Option<&str>,
         root: Option<&str>,

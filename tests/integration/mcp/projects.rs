@@ -1,5 +1,7 @@
 //! A world name two projects use: reached in either with `project` or `root`, from a server
-//! started inside one repository or outside both; ambiguous without them, saying which.
+//! started inside one repository or outside both, where the person allowed agents to act
+//! on both; ambiguous without them, saying which. And without the person's leave, a server
+//! acts on its own repository's project alone.
 
 use serde_json::json;
 
@@ -9,6 +11,9 @@ use crate::harness::*;
 #[tokio::test]
 async fn every_tool_reaches_a_world_name_two_projects_use() {
     let env = Env::new(&config());
+    // The person lets agents act on every project (an MCP server otherwise acts on its own
+    // repository's alone: `an_mcp_server_acts_on_its_own_project_and_those_a_person_allowed`).
+    env.ok(&["settings", "agent_projects=*"]);
     env.ok(&["up", "w"]);
     // A second project in the same home with a world of the same name.
     let other = env.other_project("other");
@@ -143,6 +148,8 @@ async fn every_tool_reaches_a_world_name_two_projects_use() {
 #[tokio::test]
 async fn a_world_name_never_reaches_another_projects_world_from_a_fresh_repository() {
     let env = Env::new(&config());
+    // The server started outside both repositories may act on this one's project.
+    env.ok(&["settings", "agent_projects=mcp"]);
     let alpha = env.other_project("alpha");
     let up = env.binky_in(&alpha, &["up", "clionly"]);
     assert!(up.status.success(), "{}", stderr(&up));
@@ -205,4 +212,149 @@ async fn a_world_name_never_reaches_another_projects_world_from_a_fresh_reposito
     let rm = env.binky_in(&alpha, &["remove", "clionly"]);
     assert!(rm.status.success(), "{}", stderr(&rm));
     env.assert_nothing_left(&["clionly"]);
+}
+
+/// An MCP server acts on the project of the repository it was started in: naming another
+/// project (`project` or `root`) for exec, down, up or any tool is refused, saying who may
+/// allow it, and nothing happens; the listing shows its own project alone; a shell of its
+/// own world running the CLI in the other repository is refused the same. Once the person
+/// lists the other project (`agent_projects`), both may. A server started outside any
+/// repository has no project of its own: only listed ones, named in each call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_server_acts_on_its_own_project_and_those_a_person_allowed() {
+    let env = Env::new(&config());
+    env.ok(&["up", "w"]);
+    let other = env.other_project("other");
+    let up = env.binky_in(&other, &["up", "x"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let job = || {
+        let out = env.binky_in(&other, &["status", "x", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v["state"].clone(), v["services"][0]["pid"].clone())
+    };
+    let before = job();
+    assert_eq!(before.0, "ready", "{before:?}");
+    let client = connect(&env).await;
+    let root = other.display().to_string();
+    let exec = json!(["sh", "-c", "echo ran > ran-by-the-agent.txt"]);
+    for by in [json!({"project": "other"}), json!({"root": root})] {
+        for (tool, mut args) in [
+            ("exec", json!({"world": "x", "command": exec})),
+            ("down", json!({"world": "x"})),
+            ("up", json!({"world": "x"})),
+            ("up", json!({"world": "new"})),
+            ("reload", json!({"world": "x"})),
+            ("remove", json!({"world": "x"})),
+            ("status", json!({"world": "x"})),
+            ("env", json!({"world": "x"})),
+            ("logs", json!({"world": "x"})),
+            ("events", json!({"world": "x"})),
+            ("list", json!({})),
+        ] {
+            for (k, v) in by.as_object().unwrap() {
+                args[k] = v.clone();
+            }
+            let (err, v) = call(&client, tool, args.clone()).await;
+            assert!(err, "{tool} {args}: {v}");
+            assert_eq!(code(&v), "refused", "{tool} {args}: {v}");
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("project `other` is not this MCP server's to act on"),
+                "{tool}: {v}"
+            );
+            assert!(
+                v["error"]["fix"]
+                    .as_str()
+                    .unwrap()
+                    .contains("binky settings agent_projects="),
+                "{tool}: {v}"
+            );
+        }
+    }
+    // The listing shows this project's worlds alone.
+    let (err, l) = call(&client, "list", json!({})).await;
+    assert!(!err, "{l}");
+    let listed: Vec<&str> = l["worlds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["project"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["mcp"], "{l}");
+    // Through its own world's shell, the CLI refuses the other project's worlds too.
+    let bin = binky_bin();
+    for line in [
+        format!("cd '{root}' && '{bin}' down x"),
+        format!("cd '{root}' && '{bin}' exec x -- touch ran-by-the-agent.txt"),
+        format!("cd '{root}' && '{bin}' up fresh"),
+        format!("cd '{root}' && env -u BINKY_SPAWNED_IN '{bin}' env x"),
+    ] {
+        let (err, x) = call(
+            &client,
+            "exec",
+            json!({"world": "w", "command": ["sh", "-c", line]}),
+        )
+        .await;
+        assert!(err, "{line}: {x}");
+        assert!(
+            x["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("project `other` is not this agent's to act on"),
+            "{line}: {x}"
+        );
+    }
+    // Nothing happened to the other project.
+    assert_eq!(job(), before, "the other project's world was touched");
+    assert!(!env
+        .dir
+        .path()
+        .join("other.worktrees/x/ran-by-the-agent.txt")
+        .exists());
+    let st = env.binky_in(&other, &["status", "new", "--json"]);
+    assert!(
+        !st.status.success(),
+        "a world was made in the other project"
+    );
+
+    // The person allows it: both ways work.
+    env.ok(&["settings", "agent_projects=other"]);
+    let (err, d) = call(&client, "down", json!({"world": "x", "project": "other"})).await;
+    assert!(!err, "{d}");
+    assert_eq!(d["project"], "other", "{d}");
+    let (err, x) = call(
+        &client,
+        "exec",
+        json!({"world": "w", "command": ["sh", "-c", format!("cd '{root}' && '{bin}' up x -q")]}),
+    )
+    .await;
+    assert!(!err, "{x}");
+    client.cancel().await.unwrap();
+
+    // Outside any repository: no project of its own, only those listed, named in the call.
+    let outside = connect_in(&env, env.dir.path()).await;
+    let (err, v) = call(&outside, "status", json!({"world": "w"})).await;
+    assert!(err, "{v}");
+    assert_eq!(code(&v), "invalid_argument", "{v}");
+    assert!(
+        v["error"]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("allowed: other"),
+        "{v}"
+    );
+    let (err, v) = call(&outside, "status", json!({"world": "w", "project": "mcp"})).await;
+    assert!(err && code(&v) == "refused", "{v}");
+    let (err, v) = call(
+        &outside,
+        "status",
+        json!({"world": "x", "project": "other"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    outside.cancel().await.unwrap();
+    let out = env.binky_in(&other, &["remove", "x"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
 }
