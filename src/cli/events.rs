@@ -103,12 +103,14 @@ pub fn run(name: Option<String>, lines: usize, json: bool) -> Result<i32, Failur
     };
     let cwd = std::env::current_dir().unwrap_or_default();
     let History {
+        project,
         world,
         events: evs,
         removed,
         earlier,
-        ..
     } = history(&ctx.store, &cwd, &name, lines)?;
+    // A process of a world reads its own project's history (and those a person allowed).
+    crate::reach::refuse_for_a_world(&ctx.store, &project)?;
     if removed {
         let when = evs
             .iter()

@@ -288,6 +288,7 @@ async fn an_mcp_server_acts_on_its_own_project_and_those_a_person_allowed() {
         format!("cd '{root}' && '{bin}' exec x -- touch ran-by-the-agent.txt"),
         format!("cd '{root}' && '{bin}' up fresh"),
         format!("cd '{root}' && env -u BINKY_SPAWNED_IN '{bin}' env x"),
+        format!("cd '{root}' && '{bin}' events x"),
     ] {
         let (err, x) = call(
             &client,
