@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use binky_controllers::settings::Settings;
+use binky_controllers::slice::ServerTrouble;
 use binky_controllers::store::{
     self, CondStatus, ConditionRow, DesiredState, Store, StoreError, WorktreeRow, World,
 };
@@ -128,8 +129,52 @@ pub fn world(store: &Store, w: &World) -> Result<WorldView, StoreError> {
     store.read(|c| {
         let rows = store::WorldRows::read(c, w.id)?;
         let seen = store::Seen::read(c, w, &rows)?;
-        world_in(w, &rows, seen, &store::proxy_view(c)?)
+        let servers = ManagedServers::read(c)?;
+        world_in(w, &rows, seen, &store::proxy_view(c)?, &servers)
     })
+}
+
+/// The managed servers as a reader finds them: one recorded running whose process is gone
+/// counts as down at once (the daemon's watch records that within a second, and does not
+/// while it is not running), so no view shows a slice on it ready.
+struct ManagedServers {
+    rows: Vec<store::ServerRow>,
+    /// The keys of those recorded running whose process is gone.
+    dead: std::collections::BTreeSet<String>,
+}
+
+impl ManagedServers {
+    fn read(c: &rusqlite::Connection) -> Result<ManagedServers, StoreError> {
+        let rows = store::servers(c)?;
+        let dead = rows
+            .iter()
+            .filter(|r| r.state == store::ServerState::Running && !crate::servers::Servers::runs(r))
+            .map(|r| r.kind.clone())
+            .collect();
+        Ok(ManagedServers { rows, dead })
+    }
+
+    /// Why the server the ready slice `sl` of world `w` lives on cannot be used now: its
+    /// managed server's state, else what the slice controller last said of its server.
+    fn trouble(&self, w: &World, sl: &store::SliceRow) -> Option<ServerTrouble> {
+        if sl.state != store::SliceState::Ready {
+            return None;
+        }
+        let managed = sl
+            .admin_url
+            .as_deref()
+            .is_some_and(|u| self.rows.iter().any(|r| r.admin_url == u));
+        if managed {
+            return binky_controllers::slice::managed_trouble(&self.rows, sl, &w.name, |r| {
+                self.dead.contains(&r.kind)
+            });
+        }
+        // A ready slice's row carries a message only while its server does not answer.
+        (!sl.message.is_empty()).then(|| ServerTrouble {
+            stopped: false,
+            message: sl.message.clone(),
+        })
+    }
 }
 
 /// Every world of `worlds` as [`world`] shows it, read in one pass of the store (one query
@@ -138,9 +183,10 @@ pub fn worlds(store: &Store, worlds: &[World]) -> Result<Vec<WorldView>, StoreEr
     store.read(|c| {
         let proxy = store::proxy_view(c)?;
         let all = store::Observed::read(c)?;
+        let servers = ManagedServers::read(c)?;
         worlds
             .iter()
-            .map(|w| world_in(w, all.of(w.id), all.seen_by(w), &proxy))
+            .map(|w| world_in(w, all.of(w.id), all.seen_by(w), &proxy, &servers))
             .collect()
     })
 }
@@ -150,11 +196,19 @@ fn world_in(
     rows: &store::WorldRows,
     seen: store::Seen,
     proxy: &store::ProxyView,
+    servers: &ManagedServers,
 ) -> Result<WorldView, StoreError> {
     let conds = &rows.conditions;
-    let services = Lines::of(w, rows, seen, proxy).services();
+    let lines = Lines::of(w, rows, seen, proxy);
+    let troubles: Vec<ServerTrouble> = lines
+        .slices
+        .iter()
+        .filter(|sl| w.spec.resource(&sl.service).is_some())
+        .filter_map(|sl| servers.trouble(w, sl))
+        .collect();
+    let services = lines.services(servers);
     let usage = total_usage(&services);
-    let state = world_state(w, rows);
+    let state = world_state(w, rows, &troubles);
     Ok(WorldView {
         project: w.project.clone(),
         name: w.name.clone(),
@@ -213,7 +267,7 @@ impl<'a> Lines<'a> {
 
     /// A line for each service the world's group selects or that has a process, in the
     /// config's order.
-    fn services(&self) -> Vec<ServiceView> {
+    fn services(&self, servers: &ManagedServers) -> Vec<ServiceView> {
         let w = self.w;
         let selected = w.spec.selected(w.group.as_deref());
         w.spec
@@ -226,15 +280,15 @@ impl<'a> Lines<'a> {
                         .iter()
                         .any(|p| binky_controllers::replica::service_of(&p.service) == *n)
             })
-            .flat_map(|name| self.service(name))
+            .flat_map(|name| self.service(name, servers))
             .collect()
     }
 
     /// The lines of service `name`: its slice's, or one for each of its instances.
-    fn service(&self, name: &str) -> Vec<ServiceView> {
+    fn service(&self, name: &str, servers: &ManagedServers) -> Vec<ServiceView> {
         let w = self.w;
         if let Some(sl) = self.slices.iter().find(|s| s.service == name) {
-            return vec![slice_view(w, name, sl)];
+            return vec![slice_view(w, name, sl, servers.trouble(w, sl))];
         }
         if w.spec.services[name].resource().is_some() {
             return vec![slice_not_made(name, self.conds)];
@@ -303,14 +357,24 @@ impl<'a> Lines<'a> {
     }
 }
 
-/// A slice: its state, and its address without the credentials.
-fn slice_view(w: &World, name: &str, sl: &store::SliceRow) -> ServiceView {
+/// A slice: its state (`down` or `stopped` while a ready slice's server cannot be used:
+/// `trouble`), and its address without the credentials.
+fn slice_view(
+    w: &World,
+    name: &str,
+    sl: &store::SliceRow,
+    trouble: Option<ServerTrouble>,
+) -> ServiceView {
+    let (state, message) = match &trouble {
+        Some(t) => (t.shown_state().to_owned(), t.message.clone()),
+        None => (sl.state.as_str().to_owned(), sl.message.clone()),
+    };
     ServiceView {
         name: name.to_owned(),
         replica: None,
         shared: !w.runs(name),
-        state: sl.state.as_str().to_owned(),
-        ready: sl.state == store::SliceState::Ready,
+        state,
+        ready: sl.state == store::SliceState::Ready && trouble.is_none(),
         pid: None,
         ports: Default::default(),
         url: sl
@@ -319,7 +383,7 @@ fn slice_view(w: &World, name: &str, sl: &store::SliceRow) -> ServiceView {
             .map(crate::adapters::without_credentials),
         restarts: 0,
         last_exit: None,
-        message: sl.message.clone(),
+        message,
         limits: None,
         usage: None,
         oom_kills: 0,
@@ -336,12 +400,22 @@ fn total_usage(services: &[ServiceView]) -> Option<UsageView> {
     })
 }
 
-/// The world's phase, shown as `idle` for a ready shared world no running world uses.
-fn world_state(w: &World, rows: &store::WorldRows) -> String {
+/// The world's phase, shown as `idle` for a ready shared world no running world uses. A
+/// world whose slices' server cannot be used (`troubles`) is never shown ready, even before
+/// the daemon has said so: `failed` when a person stopped the server (a person starts it
+/// again), else `starting`.
+fn world_state(w: &World, rows: &store::WorldRows, troubles: &[ServerTrouble]) -> String {
+    use binky_controllers::phase::Phase;
     let conds = &rows.conditions;
-    let mut state = binky_controllers::phase::phase(w, &rows.generations, conds, &rows.processes)
-        .as_str()
-        .to_owned();
+    let mut phase = binky_controllers::phase::phase(w, &rows.generations, conds, &rows.processes);
+    if !troubles.is_empty() && matches!(phase, Phase::Ready | Phase::Starting) {
+        phase = if troubles.iter().any(|t| t.stopped) {
+            Phase::Failed
+        } else {
+            Phase::Starting
+        };
+    }
+    let mut state = phase.as_str().to_owned();
     // A shared world no running world uses: its services wait for the next one.
     let idle = conds.iter().any(|c| {
         c.type_ == binky_controllers::registry::Kind::Process.condition() && c.reason == "Idle"

@@ -673,6 +673,8 @@ pub struct SliceState {
     pub blind: bool,
     /// Every slice runs a server of its own (`pause` stops it).
     pub own_servers: bool,
+    /// Admin URL → why the server there did not answer when the daemon last asked it.
+    pub unanswered: BTreeMap<String, String>,
 }
 
 impl FakeSlices {
@@ -792,6 +794,15 @@ impl SliceEffects for FakeSlices {
     async fn seal(&self, template: &SliceSpec) -> Result<(), SliceFault> {
         drop(self.record(format!("seal {}", template.slice)));
         Ok(())
+    }
+
+    fn unanswered(&self, admin_url: &str) -> Option<String> {
+        self.inner
+            .lock()
+            .unwrap()
+            .unanswered
+            .get(admin_url)
+            .cloned()
     }
 
     async fn exists(&self, spec: &SliceSpec) -> Result<Option<bool>, SliceFault> {

@@ -179,7 +179,7 @@ pub async fn run(
     )));
     manager.lock().await.apply().await;
     let supervisor = supervisor(&config, &store, &trigger);
-    let (processes, servers) =
+    let (processes, servers, slices) =
         add_controllers(&mut runtime, &config, &store, &supervisor, routes, ca_cert);
 
     let controllers = Task::spawn(|stop| runtime.run(async move { stop.notified().await }));
@@ -188,6 +188,7 @@ pub async fn run(
         Task::spawn(|stop| {
             crate::servers::watch::run(servers.clone(), store.clone(), trigger.clone(), stop)
         }),
+        Task::spawn(|stop| crate::slices::named::run(slices, store.clone(), trigger.clone(), stop)),
         // What each service uses, read from its cgroup every few seconds.
         Task::spawn(|stop| processes.sample_until(binky_controllers::process::SAMPLE_EVERY, stop)),
     ];
@@ -298,7 +299,11 @@ fn add_controllers(
     supervisor: &Arc<RealSupervisor>,
     routes: Routes,
     ca_cert: Option<PathBuf>,
-) -> (Arc<ProcessController<RealSupervisor>>, Arc<Servers>) {
+) -> (
+    Arc<ProcessController<RealSupervisor>>,
+    Arc<Servers>,
+    RealSlices,
+) {
     let home = &config.home;
     let trigger = runtime.trigger();
     let mut pconf = ProcessConfig::new(home.logs());
@@ -330,11 +335,13 @@ fn add_controllers(
     if let Err(err) = servers.fail_interrupted_starts() {
         tracing::warn!(%err, "cannot record the managed servers a stopped daemon was starting");
     }
-    // One value does the slice work for both the slice and the golden controller.
+    // One value does the slice work for both the slice and the golden controller; a clone
+    // of its effects asks the servers binky.toml names whether they answer.
+    let slices = RealSlices::new(Registry::default(), servers.clone());
     let slice_work = Arc::new(
         SliceWork::new(
             store.clone(),
-            RealSlices::new(Registry::default(), servers.clone()),
+            slices.clone(),
             supervisor.clone(),
             home.logs(),
         )
@@ -353,7 +360,7 @@ fn add_controllers(
         GoldenController::new(store.clone(), slice_work, builder)
             .with_machine(Arc::new(crate::machine::RealMachine)),
     ));
-    (processes, servers)
+    (processes, servers, slices)
 }
 
 /// A task running beside the accept loop, and what tells it to end.

@@ -226,9 +226,9 @@ const WORLD_STOP_GRACE: Duration = Duration::from_secs(20);
 enum Asker {
     /// A slice needs it: started whatever its row says, on a new port if its own is taken.
     Slice,
-    /// The watch, restarting one that died: started only while it is recorded `down` (one
-    /// stopped meanwhile stays stopped), and a world's own server only on its own port
-    /// (the world's processes have its address).
+    /// The watch, restarting one that died: started only while it is recorded `down` or
+    /// `failed` (one stopped meanwhile stays stopped), and only on its own port (the
+    /// worlds' processes have its address).
     Watch,
 }
 
@@ -315,6 +315,11 @@ impl Servers {
             (Some(pid), Some(st)) => procfs::alive(pid, st),
             _ => false,
         }
+    }
+
+    /// Is the server of `row` recorded running, and is its process (pid and start time) alive?
+    pub fn runs(row: &ServerRow) -> bool {
+        row.state == ServerState::Running && Self::alive(row)
     }
 
     /// The admin URL of the shared managed server of `kind`, starting it when it is not
@@ -529,7 +534,14 @@ impl Servers {
                 return Ok(Some(row.admin_url.clone()));
             }
         }
-        if asker == Asker::Watch && existing.as_ref().map(|r| r.state) != Some(ServerState::Down) {
+        // The watch starts again what stopped on its own (or did not start again when it
+        // last tried), never what a person stopped.
+        if asker == Asker::Watch
+            && !matches!(
+                existing.as_ref().map(|r| r.state),
+                Some(ServerState::Down | ServerState::Failed)
+            )
+        {
             return Ok(None);
         }
         let kind = name.kind;
@@ -554,17 +566,23 @@ impl Servers {
             .filter(|p| crate::ports::is_free(*p));
         let port = match (kept, existing.as_ref()) {
             (Some(port), _) => port,
-            // The world's processes run with its address: moving it would cut them off
-            // without a word. The watch tries again with backoff; `binky up` may move it.
-            (None, Some(row)) if asker == Asker::Watch && name.slice.is_some() => {
+            // The worlds' processes run with its address (and their slices record it):
+            // moving it would cut them off without a word. The watch tries again with
+            // backoff, and the worlds say why they wait; `binky up` may move it.
+            (None, Some(row)) if asker == Asker::Watch => {
                 use binky_controllers::port::PortProbe;
                 let holder = crate::ports::BindProbe
                     .holder(row.port)
                     .unwrap_or_else(|| "another process".into());
-                return Err(ServerError::Io(format!(
-                    "its port {} is taken by {holder}",
-                    row.port
-                )));
+                let why = format!("its port {} is taken by {holder}", row.port);
+                // Still down, and the worlds on it say why it is not back.
+                let said = format!(
+                    "stopped running, and binky cannot start it again while {why}: it tries again with backoff (stop that process, or run `binky up` of a world on it to move the server to a free port)"
+                );
+                self.store.write(owner::Servers, |tx| {
+                    write::servers::mark_died(tx, &name.key(), &said)
+                })?;
+                return Err(ServerError::Io(why));
             }
             _ => free_port().ok_or_else(|| ServerError::Io("no free port on 127.0.0.1".into()))?,
         };

@@ -1,10 +1,12 @@
 //! Watching the managed servers while the daemon runs (the shared ones and the worlds' own
-//! redis servers alike): a server that dies is said — an
-//! event `server_down` on every world with a slice on it, its row marked `down` (the slice
-//! controller then holds those worlds' `SlicesReady` at False, reason `ServerDown`) — and
-//! started again at once, with backoff while it will not start; `server_back` says when it
-//! is. Before this, a killed PostgreSQL left every world ready/True with no event until a
-//! drift check restarted it 30 s later.
+//! redis servers alike): a server that dies is said — an event `server_down` on every world
+//! with a slice on it, its row marked `down` (the slice controller then holds those worlds'
+//! `SlicesReady` at False, reason `ServerDown`) — and started again at once, with backoff
+//! while it will not start (one recorded `down` or `failed` when the daemon starts, and used
+//! by a world, too); `server_back` says when it is. A server `binky servers stop` stopped is
+//! said too (`server_stopped`; the worlds on it fail with `ServerStopped`, naming the `binky
+//! up` that starts it again) and left stopped; when anything starts a server again, the
+//! worlds on it are nudged, so they are ready again without waiting for a resync.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,6 +39,8 @@ struct Down {
 pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Arc<Notify>) {
     // By server key.
     let mut down: HashMap<String, Down> = HashMap::new();
+    // Each server's state at the last look, by server key.
+    let mut seen: HashMap<String, ServerState> = HashMap::new();
     loop {
         tokio::select! {
             _ = stop.notified() => break,
@@ -51,6 +55,28 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
             let Some(name) = ServerName::parse(&row.kind) else {
                 continue;
             };
+            let before = seen.insert(row.kind.clone(), row.state);
+            changed(&store, &trigger, &name, &row, before);
+            // Recorded down or failed by an earlier daemon (or a start that failed): a
+            // world on it needs it, so it is started again like one seen dying.
+            let left_down = matches!(row.state, ServerState::Down | ServerState::Failed)
+                && before.is_none()
+                && !users(&store, &row.admin_url).is_empty();
+            if left_down && !down.contains_key(&row.kind) {
+                let now = Instant::now();
+                down.insert(
+                    row.kind.clone(),
+                    Down {
+                        name,
+                        since: now,
+                        retry_at: now,
+                        failures: 0,
+                        done: false,
+                        admin_url: row.admin_url.clone(),
+                    },
+                );
+                continue;
+            }
             if row.state == ServerState::Running
                 && !Servers::alive(&row)
                 && !down.contains_key(&row.kind)
@@ -105,6 +131,36 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
     }
 }
 
+/// Say what a change of `row`'s recorded state from `before` means to the worlds on it: a
+/// server a person stopped (`binky servers stop`) is told to each of them, and one that
+/// runs again (started by a `binky up`, or back after a death) nudges them, so their
+/// `SlicesReady` is judged again at once.
+fn changed(
+    store: &Store,
+    trigger: &Trigger,
+    name: &ServerName,
+    row: &ServerRow,
+    before: Option<ServerState>,
+) {
+    if before.is_none_or(|b| b == row.state) {
+        return;
+    }
+    match row.state {
+        ServerState::Stopped => {
+            let msg = format!(
+                "`binky servers stop` stopped the managed {name} server (data kept); the worlds on it are not ready until a `binky up` of one of them starts it again"
+            );
+            tell(store, trigger, &row.admin_url, "server_stopped", &msg);
+        }
+        ServerState::Running => {
+            for world in users(store, &row.admin_url) {
+                trigger.world(world);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Record that `row`'s server died, and tell the worlds that use it; false when it was
 /// stopped or started again meanwhile (nothing to say).
 async fn died(
@@ -116,7 +172,10 @@ async fn died(
 ) -> bool {
     let pid = row.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
     match servers
-        .mark_died(name, &format!("stopped running{pid}"))
+        .mark_died(
+            name,
+            &format!("stopped running{pid}; binky is starting it again"),
+        )
         .await
     {
         Ok(true) => {}

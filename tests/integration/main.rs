@@ -43,6 +43,7 @@ mod reliability;
 mod replicas;
 mod s3_server;
 mod secrets;
+mod server_down;
 mod shared;
 mod shared_files;
 mod slices_clickhouse;

@@ -104,6 +104,14 @@ pub trait SliceEffects: Send + Sync + 'static {
         let _ = spec;
         async { Ok(false) }
     }
+    /// Why the server at `admin_url` (a server binky.toml or the environment names, not a
+    /// managed one) did not answer when it was last asked, if it did not: the daemon asks
+    /// each such server a slice lives on every few seconds, once for all its worlds. The
+    /// default: nothing asks, so nothing is known against it.
+    fn unanswered(&self, admin_url: &str) -> Option<String> {
+        let _ = admin_url;
+        None
+    }
     /// Is the slice still on its server? `None`: the adapter cannot tell.
     fn exists(
         &self,

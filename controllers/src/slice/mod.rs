@@ -9,6 +9,12 @@
 //! - `migrate` runs again when its text changes; `seed` runs once per world.
 //! - A server that is down or refuses the admin credentials is retried with backoff; the
 //!   world waits with a condition naming the server and the error, and comes up by itself.
+//! - A ready world whose slice's server goes away is not ready until it is back, and says
+//!   which server and the fix ([`managed_trouble`], [`unanswered_message`]): a managed one
+//!   that died (`ServerDown`, the daemon starts it again), one `binky servers stop` stopped
+//!   (`ServerStopped`, stalled: the next `binky up` starts it; nothing here starts it, not
+//!   even the drift check), or one binky.toml names that does not answer
+//!   (`ServerUnavailable`). The slice's row carries the message while it lasts.
 //! - A failing `migrate` or `seed` fails the world with the command's output tail, touching
 //!   nothing of other worlds; the next `binky up` tries again.
 //! - Slices are torn down on removal, after the world's processes have stopped; a crash in
@@ -28,6 +34,7 @@
 //!   world's; a world that uses it waits until that slice is ready and makes none.
 
 mod clone;
+mod named;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
@@ -37,6 +44,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use self::clone::CloneOutcome;
+pub use self::named::{named_servers, NamedServer};
 use crate::adapter::{
     random_secret, slice_name, Cause, SliceAddress, SliceEffects, SliceFault, SliceSpec, Teardown,
 };
@@ -49,36 +57,89 @@ use crate::store::{self, owner, write, SliceRow, Store, StoreError, World};
 use crate::store::{DesiredState, ServerState, SliceState, WorktreeState};
 use crate::supervisor::Supervisor;
 
-/// What to say of the ready slices in `rows` (of the `wanted` services) whose managed server
-/// (the server row with the slice's admin address) is not running.
-fn servers_down(
+/// Why the server a ready slice lives on cannot be used now: what `binky status` shows on
+/// the slice's line and the slice controller says in the world's condition, written once
+/// here for both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerTrouble {
+    /// A person stopped it (`binky servers stop`): nothing starts it again but the next
+    /// `binky up` of a world on it, so the world needs a person.
+    pub stopped: bool,
+    /// Which server, what is wrong and the fix, without the service's name.
+    pub message: String,
+}
+
+impl ServerTrouble {
+    /// The state a slice with this trouble is shown in.
+    pub fn shown_state(&self) -> &'static str {
+        if self.stopped {
+            "stopped"
+        } else {
+            "down"
+        }
+    }
+}
+
+/// The trouble of the managed server the slice `slice` of world `world` lives on (the row
+/// of `servers` with the slice's admin address), if it has one: its recorded state, and
+/// `dead` for a server recorded running (the daemon's watch records a death within a
+/// second; a reader that cannot wait for it looks at the process).
+pub fn managed_trouble(
     servers: &[store::ServerRow],
-    rows: &BTreeMap<String, SliceRow>,
-    wanted: &[(String, Resource)],
-) -> Vec<String> {
-    rows.values()
-        .filter(|r| r.state == SliceState::Ready && wanted.iter().any(|(s, _)| *s == r.service))
-        .filter_map(|r| {
-            let url = r.admin_url.as_deref()?;
-            let server = servers
-                .iter()
-                .find(|s| s.admin_url == url && s.state != ServerState::Running)?;
-            let why = match server.state {
-                ServerState::Down => "it stopped running; binky is starting it again".to_owned(),
-                ServerState::Stopped => {
-                    "`binky servers stop` stopped it; the next `binky up` starts it".to_owned()
-                }
-                other if server.message.is_empty() => format!("it is {other}"),
-                other => format!("it is {other}: {}", server.message),
-            };
-            // `redis/<slice>`: the world's own server.
-            let which = match server.kind.split_once('/') {
-                Some((kind, _)) => format!("its own {kind} server"),
-                None => format!("the managed {} server its slice lives on", server.kind),
-            };
-            Some(format!("{}: {which} is not running ({why})", r.service))
-        })
-        .collect()
+    slice: &SliceRow,
+    world: &str,
+    dead: impl Fn(&store::ServerRow) -> bool,
+) -> Option<ServerTrouble> {
+    let url = slice.admin_url.as_deref()?;
+    let server = servers.iter().find(|s| s.admin_url == url)?;
+    // `redis/<slice>`: the world's own server.
+    let which = match server.kind.split_once('/') {
+        Some((kind, _)) => format!("its own {kind} server"),
+        None => format!(
+            "the managed {} server it lives on (127.0.0.1:{})",
+            server.kind, server.port
+        ),
+    };
+    let detail = |m: &str| {
+        if m.is_empty() {
+            String::new()
+        } else {
+            format!(" ({m})")
+        }
+    };
+    let (stopped, message) = match server.state {
+        ServerState::Running if !dead(server) => return None,
+        // Its record says how, and what binky does about it.
+        ServerState::Down if !server.message.is_empty() => {
+            (false, format!("{which} {}", server.message))
+        }
+        ServerState::Running | ServerState::Down => (
+            false,
+            format!("{which} stopped running; binky is starting it again"),
+        ),
+        ServerState::Starting => (false, format!("{which} is starting")),
+        ServerState::Failed => (
+            false,
+            format!(
+                "{which} is not running: binky could not start it{}; it tries again, and `binky servers` shows it",
+                detail(&server.message)
+            ),
+        ),
+        ServerState::Stopped => (
+            true,
+            format!("`binky servers stop` stopped {which}; `binky up {world}` starts it again"),
+        ),
+    };
+    Some(ServerTrouble { stopped, message })
+}
+
+/// What is said of a slice whose server at `admin_url` (its `adapter`'s, named by
+/// binky.toml or the environment) did not answer, `why`.
+pub fn unanswered_message(adapter: &str, admin_url: &str, why: &str) -> String {
+    format!(
+        "its {adapter} server {} does not answer ({why}); the world is ready again once it does: start that server, or point `admin_url` at one that runs",
+        crate::url::redact_server(admin_url)
+    )
 }
 
 /// The condition this controller reports.
@@ -616,6 +677,15 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         if row.state != SliceState::Ready || row.adapter != res.adapter {
             return Ok(());
         }
+        // A server known not to answer is not asked again here (the daemon asks it): each
+        // ask would wait out its connect timeout.
+        if row
+            .admin_url
+            .as_deref()
+            .is_some_and(|u| self.effects().unanswered(u).is_some())
+        {
+            return Ok(());
+        }
         let key = (world.id, row.service.clone());
         let due = !healed
             || self
@@ -805,6 +875,49 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         Ok(())
     }
 
+    /// The ready `wanted` slices of `world` whose server cannot be used now: (service, its
+    /// trouble, whether the server is a managed one). Each such slice's row carries the
+    /// trouble's message while it lasts (what `binky status` shows on the slice's line) and
+    /// loses it once the server is back; a row already saying so is not written again.
+    fn server_troubles(
+        &self,
+        world: &World,
+        wanted: &[(String, Resource)],
+    ) -> Result<Vec<(String, ServerTrouble, bool)>, SliceError> {
+        let (servers, rows) = self
+            .store
+            .read(|c| Ok((store::servers(c)?, store::slices(c, world.id)?)))?;
+        let mut out = Vec::new();
+        for row in rows
+            .iter()
+            .filter(|r| r.state == SliceState::Ready && wanted.iter().any(|(s, _)| *s == r.service))
+        {
+            let Some(url) = row.admin_url.as_deref() else {
+                continue;
+            };
+            let managed = servers.iter().any(|s| s.admin_url == url);
+            let trouble = if managed {
+                // The server watch records a death within a second: its record is trusted.
+                managed_trouble(&servers, row, &world.name, |_| false)
+            } else {
+                self.effects().unanswered(url).map(|why| ServerTrouble {
+                    stopped: false,
+                    message: unanswered_message(&row.adapter, url, &why),
+                })
+            };
+            let said = trouble.as_ref().map_or("", |t| t.message.as_str());
+            if row.message != said {
+                let mut changed = row.clone();
+                changed.message = said.to_owned();
+                self.save(world, &changed)?;
+            }
+            if let Some(t) = trouble {
+                out.push((row.service.clone(), t, managed));
+            }
+        }
+        Ok(out)
+    }
+
     /// The world's report once each wanted slice is ready or waits for the worktree: what
     /// still waits (the worktree, a managed server that is down, the project's shared
     /// slices), else the ready slices.
@@ -813,7 +926,6 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
         world: &World,
         selected: &BTreeSet<String>,
         wanted: &[(String, Resource)],
-        rows: &BTreeMap<String, SliceRow>,
         ready: Vec<String>,
         waiting: Option<String>,
     ) -> Result<Applied, SliceError> {
@@ -825,14 +937,32 @@ impl<E: SliceEffects, S: Supervisor> SliceController<E, S> {
                 conditions: vec![Condition::waiting(CONDITION, "Waiting", why)],
             });
         }
-        // The managed servers, to say when one a slice lives on is down.
-        let servers = self.store.read(store::servers)?;
-        let down = servers_down(&servers, rows, wanted);
-        if !down.is_empty() {
-            return Ok(Applied {
-                // The server watch nudges the world when the server is back.
-                action: Action::Requeue(Duration::from_secs(5)),
-                conditions: vec![Condition::waiting(CONDITION, "ServerDown", down.join("; "))],
+        // The servers the ready slices live on: a managed one that is not running, or one
+        // binky.toml names that does not answer.
+        let troubles = self.server_troubles(world, wanted)?;
+        if !troubles.is_empty() {
+            let said = troubles
+                .iter()
+                .map(|(service, t, _)| format!("{service}: {}", t.message))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Ok(if troubles.iter().any(|(_, t, _)| t.stopped) {
+                // A person's choice, undone by a person: the server watch nudges the world
+                // when the server runs again.
+                Applied::await_change(vec![Condition::failed(CONDITION, "ServerStopped", said)])
+            } else if troubles.iter().any(|(_, _, managed)| *managed) {
+                Applied {
+                    // The server watch nudges the world when the server is back.
+                    action: Action::Requeue(Duration::from_secs(5)),
+                    conditions: vec![Condition::waiting(CONDITION, "ServerDown", said)],
+                }
+            } else {
+                Applied {
+                    // The daemon asks the server again every few seconds and nudges the
+                    // world when its answer changes.
+                    action: Action::Requeue(Duration::from_secs(10)),
+                    conditions: vec![Condition::waiting(CONDITION, "ServerUnavailable", said)],
+                }
             });
         }
         if let Some(waiting) = self.shared_slices(world, selected)? {
@@ -905,7 +1035,7 @@ impl<E: SliceEffects, S: Supervisor> Controller for SliceController<E, S> {
                 SliceStep::Report(applied) => return Ok(applied),
             }
         }
-        self.report(world, &selected, &wanted, &rows, ready, waiting)
+        self.report(world, &selected, &wanted, ready, waiting)
     }
 
     async fn cleanup(&self, world: &World) -> Result<Cleanup, SliceError> {

@@ -499,7 +499,75 @@ async fn a_world_whose_managed_server_is_down_says_so_until_it_is_back() {
         c.message
     );
     assert!(!c.stalled, "waiting fixes it: {}", c.message);
+    // The slice's own line says it too (what `binky status` shows for `db`).
+    let row = || {
+        h.store
+            .read(|c| store::slices(c, id))
+            .unwrap()
+            .into_iter()
+            .find(|r| r.service == "db")
+            .unwrap()
+    };
+    assert!(
+        row().message.contains("stopped running"),
+        "{}",
+        row().message
+    );
+    // Stopped by a person: the world needs one, and the condition says which command.
+    server("stopped");
+    reconcile(&h.slice, &h.store, id).await;
+    let c = h.slices_ready(id);
+    assert_eq!(c.reason, "ServerStopped", "{}", c.message);
+    assert!(c.stalled, "nothing but a person starts it: {}", c.message);
+    assert!(
+        c.message
+            .contains("`binky servers stop` stopped the managed postgres server")
+            && c.message.contains("`binky up w` starts it again"),
+        "{}",
+        c.message
+    );
     server("running");
+    reconcile(&h.slice, &h.store, id).await;
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+    assert_eq!(row().message, "", "the line still says the server is down");
+}
+
+#[tokio::test]
+async fn a_world_whose_named_server_does_not_answer_waits_saying_which_until_it_does() {
+    use crate::spec::ServiceKind;
+    let h = h();
+    let admin = "postgres://postgres:pw@db.example:5432/postgres";
+    let mut s = db_spec();
+    if let ServiceKind::Resource(r) = &mut s.services.get_mut("db").unwrap().kind {
+        r.admin_url = Some(admin.into());
+    }
+    let id = h.up("w", s);
+    h.converge(id).await;
+    assert_eq!(h.slices_ready(id).status, CondStatus::True);
+    let asked_before = h.fake.calls("exists").len();
+    h.fake
+        .inner
+        .lock()
+        .unwrap()
+        .unanswered
+        .insert(admin.into(), "connection refused".into());
+    reconcile(&h.slice, &h.store, id).await;
+    let c = h.slices_ready(id);
+    assert_eq!(
+        (c.status, c.reason.as_str(), c.stalled),
+        (CondStatus::False, "ServerUnavailable", false),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.message.contains("db: its postgres server postgres://db.example:5432 does not answer (connection refused)")
+            && !c.message.contains("pw"),
+        "{}",
+        c.message
+    );
+    // Not asked again by each world while the daemon knows it does not answer.
+    assert_eq!(h.fake.calls("exists").len(), asked_before);
+    h.fake.inner.lock().unwrap().unanswered.clear();
     reconcile(&h.slice, &h.store, id).await;
     assert_eq!(h.slices_ready(id).status, CondStatus::True);
 }

@@ -2,25 +2,65 @@
 //! on binky's managed server of that kind, or (a world's own redis-server) on a server
 //! binky runs for the slice alone.
 
+pub mod named;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use binky_controllers::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSpec, Teardown};
 use binky_controllers::store::{self, StoreError};
 
+use self::named::Answers;
 use crate::adapters::{redact, Adapter, AdapterConfig, AdapterError, Registry, Slice};
 use crate::servers::{Kind, ServerName, Servers};
 
-/// Adapters plus managed servers.
+/// Adapters plus managed servers. A clone shares everything with the original (the
+/// daemon asks the servers binky.toml names with one: [`named`]).
+#[derive(Clone)]
 pub struct RealSlices {
     registry: Registry,
     servers: Arc<Servers>,
+    answers: Arc<Answers>,
 }
 
 impl RealSlices {
     /// Slices made with `registry`, on `servers` when no `admin_url` is given.
     pub fn new(registry: Registry, servers: Arc<Servers>) -> Self {
-        RealSlices { registry, servers }
+        RealSlices {
+            registry,
+            servers,
+            answers: Arc::default(),
+        }
+    }
+
+    /// What the servers binky.toml names answered when last asked.
+    pub fn answers(&self) -> &Answers {
+        &self.answers
+    }
+
+    /// Is `spec`'s slice on binky's shared managed server of its kind, and is that server
+    /// not running now (stopped by `binky servers stop`, dead, or failing to start)? Asking
+    /// such a slice anything would start the server, which only `binky up` and the server
+    /// watch do.
+    fn on_a_managed_server_not_running(
+        &self,
+        spec: &SliceSpec,
+        adapter: &dyn crate::adapters::Adapter,
+    ) -> Result<bool, SliceFault> {
+        let Some(kind) = self.kind(spec) else {
+            return Ok(false);
+        };
+        if spec.admin_url.is_some()
+            || self.admin_url_from_env(spec).is_some()
+            || self.wants_own_server(spec, adapter)
+        {
+            return Ok(false);
+        }
+        let row = self
+            .servers
+            .row(&ServerName::shared(kind))
+            .map_err(store_fault)?;
+        Ok(!row.is_some_and(|r| Servers::runs(&r)))
     }
 
     /// The server named by the environment variable of `spec`'s built-in adapter (see
@@ -354,11 +394,18 @@ impl SliceEffects for RealSlices {
         !self.registry.is_builtin(&spec.adapter)
     }
 
+    fn unanswered(&self, admin_url: &str) -> Option<String> {
+        self.answers.why_not(admin_url)
+    }
+
     async fn exists(&self, spec: &SliceSpec) -> Result<Option<bool>, SliceFault> {
         let adapter = self.adapter(spec)?;
-        // A slice with a server of its own is checked by the server watch, not here (asking
-        // would start a server stopped by `binky servers stop`).
-        if self.wants_own_server(spec, adapter.as_ref()) {
+        // A slice with a server of its own, or on a managed server that is not running, is
+        // the server watch's to look after, not asked here (asking would start a server
+        // stopped by `binky servers stop`): nothing can be told of it.
+        if self.wants_own_server(spec, adapter.as_ref())
+            || self.on_a_managed_server_not_running(spec, adapter.as_ref())?
+        {
             return Ok(None);
         }
         let cfg = self.config(spec, adapter.as_ref()).await?;
