@@ -114,6 +114,21 @@ pub struct Approval {
     pub worlds: Vec<String>,
     /// Approved already.
     pub approved: bool,
+    /// What runs it, and so what waits for it while it is not approved.
+    pub asked_by: AskedBy,
+}
+
+/// What runs a command that needs an approval, and so what waits for it: only a world's own
+/// commands hold the world at the gate; a verify or exec command holds only itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskedBy {
+    /// `binky up`: a service's `cmd`, `setup` or health check, `migrate`, `seed`, a hook.
+    Up,
+    /// `binky verify`: an `[agents] verify` command.
+    Verify,
+    /// One `binky exec` asked for.
+    Exec,
 }
 
 /// Whether the machine has approvals on (`binky settings approvals=true`): only then does a
@@ -143,6 +158,11 @@ pub fn approvals(store: &Store) -> Result<Vec<Approval>, store::StoreError> {
         .into_iter()
         .map(|(c, project, worlds)| Approval {
             approved: approved.contains(&c.key),
+            asked_by: if c.on_demand {
+                AskedBy::Verify
+            } else {
+                AskedBy::Up
+            },
             key: c.key,
             project,
             what: c.what,
@@ -162,6 +182,7 @@ pub fn approvals(store: &Store) -> Result<Vec<Approval>, store::StoreError> {
             what: format!("binky exec in {}", r.world),
             command: r.command,
             worlds: vec![r.world],
+            asked_by: AskedBy::Exec,
         });
     }
     Ok(all)

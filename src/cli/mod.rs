@@ -12,7 +12,7 @@ mod doctor;
 mod down;
 mod env;
 pub mod events;
-mod exec;
+pub(crate) mod exec;
 pub use crate::failure;
 mod gc;
 mod golden;

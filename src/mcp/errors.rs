@@ -188,7 +188,7 @@ fn of_kind(kind: &Kind, message: String, world: &str) -> ToolError {
 /// What to do outside every repository.
 const NOT_IN_REPOSITORY_FIX: &str = "pass `root` (the absolute path of the repository, or one of its worktrees) or `project` (a name from `list`): the server does not run inside a repository";
 /// What to do about a command held for a person's approval.
-const HELD_FIX: &str = "stop and ask a person: they approve it (`binky approve KEY`, or the dashboard); never approve it yourself";
+const HELD_FIX: &str = "stop and ask a person to review it (the `approvals` tool says what waits, in words they can act on): they approve it in their own terminal or the dashboard; never approve it yourself";
 /// What to do about uncommitted work in a world's worktree (`{world}`: the world asked
 /// about).
 const DIRTY_FIX: &str = "commit (or stash) the changes in the world's worktree, then call `remove` again; never discard someone's work (`exec` with world `{world}` runs git there)";

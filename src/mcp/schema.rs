@@ -179,8 +179,9 @@ pub fn approvals() -> Arc<JsonObject> {
         "properties": {
             "project": s(), "worlds": arr(s()), "what": s(), "command": s(), "key": s(),
             "for_the_person": s(),
+            "asked_by": { "type": "string", "enum": ["up", "verify", "exec"] },
         },
-        "required": ["project", "worlds", "what", "command", "for_the_person"],
+        "required": ["project", "worlds", "what", "command", "for_the_person", "asked_by"],
     });
     output(
         json!({

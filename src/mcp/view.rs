@@ -57,7 +57,10 @@ pub fn summary(v: &Value) -> String {
     if !urls.is_empty() {
         out.push_str(&format!("; {}", urls.join(", ")));
     }
-    let stuck: Vec<&str> = v["conditions"]
+    // Each condition's first line as an agent reads it (its advice to a person replaced
+    // before the lines are joined: binky's advice ends its line), each once.
+    let mut stuck: Vec<String> = Vec::new();
+    for m in v["conditions"]
         .as_array()
         .into_iter()
         .flatten()
@@ -65,8 +68,12 @@ pub fn summary(v: &Value) -> String {
         .filter_map(|c| c["message"].as_str())
         .filter_map(|m| m.lines().next())
         .filter(|m| !m.is_empty())
-        .take(2)
-        .collect();
+        .map(no_self_approval)
+    {
+        if stuck.len() < 2 && !stuck.contains(&m) {
+            stuck.push(m);
+        }
+    }
     if state != "ready" && state != "stopped" && !stuck.is_empty() {
         out.push_str(&format!("; waiting on: {}", stuck.join("; ")));
     }
@@ -82,21 +89,28 @@ pub fn is_held(status: &Value) -> bool {
         })
 }
 
-/// `text` with the CLI's advice to run `binky approve` (meant for a person at a terminal)
-/// replaced by advice for an agent: ask the person.
+/// How binky's advice to a person to run `binky approve` begins, wherever binky writes one
+/// (the hold condition, `binky exec` and `binky verify` refusals): always at the end of its
+/// line, after the command it is about.
+const ADVICE: &[&str] = &["; run `binky approve", "ask a person to run `binky approve"];
+
+/// `text` with binky's advice to run `binky approve` (meant for a person at a terminal)
+/// replaced by advice for an agent: ask the person. Only the advice goes: a command quoted
+/// before it stays whole, whatever it holds (`script -qec "binky approve …"` too), because
+/// the advice is found from the end of its line.
 pub fn no_self_approval(text: &str) -> String {
-    if !text.contains("binky approve") {
-        return text.to_owned();
-    }
     let lines: Vec<String> = text
         .lines()
-        .map(|l| match l.find("binky approve") {
-            None => l.to_owned(),
-            Some(i) => {
-                let head = l[..i].trim_end_matches('`').trim_end();
-                let head = head.strip_suffix("run").unwrap_or(head).trim_end();
-                let head = head.trim_end_matches([';', ',', '(', ':', '.']).trim_end();
-                format!("{head}; a person must approve it (the `approvals` tool says what waits): ask them, never approve it yourself")
+        .map(|l| {
+            let Some(i) = ADVICE.iter().filter_map(|a| l.rfind(a)).max() else {
+                return l.to_owned();
+            };
+            let head = l[..i].trim_end().trim_end_matches([';', ',', ':']).trim_end();
+            let advice = "a person must approve it (the `approvals` tool says what waits): ask them, never approve it yourself";
+            if head.is_empty() {
+                advice.to_owned()
+            } else {
+                format!("{head}; {advice}")
             }
         })
         .collect();
@@ -107,16 +121,23 @@ pub fn no_self_approval(text: &str) -> String {
     out
 }
 
-/// Every string of `v` through [`no_self_approval`], but the lines meant for the person
-/// and what a command or service printed (`stdout`, `stderr`, `body`, `output_tail`: given
-/// back as they were).
+/// Every string of `v` through [`no_self_approval`], but the lines meant for the person,
+/// the commands themselves (`command`) and what a command or service printed (`stdout`,
+/// `stderr`, `body`, `output_tail`: given back as they were).
 pub fn for_an_agent(v: &mut Value) {
     match v {
         Value::String(s) if s.contains("binky approve") => *s = no_self_approval(s),
         Value::Array(a) => a.iter_mut().for_each(for_an_agent),
         Value::Object(o) => {
             for (k, x) in o.iter_mut() {
-                let verbatim = ["for_the_person", "stdout", "stderr", "body", "output_tail"];
+                let verbatim = [
+                    "for_the_person",
+                    "command",
+                    "stdout",
+                    "stderr",
+                    "body",
+                    "output_tail",
+                ];
                 if !verbatim.contains(&k.as_str()) {
                     for_an_agent(x);
                 }
@@ -200,4 +221,41 @@ pub fn newest(lines: Vec<Value>, limit: usize) -> Vec<Value> {
             p.into_iter().skip(skip)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a person is told to run goes; the command it is about stays whole, whatever it
+    /// holds.
+    #[test]
+    fn only_the_advice_goes_and_a_command_naming_binky_approve_stays_whole() {
+        let cmd = r#"script -qec "binky approve 0123456789ab --yes" /dev/null"#;
+        let held = format!(
+            "waiting for approval of 2 command(s), first the setup of api: `{cmd}`; run `binky approve 0a1b2c3d4e5f` (or `binky approve --all w` after reading `binky approve --list`)"
+        );
+        assert_eq!(
+            no_self_approval(&held),
+            format!("waiting for approval of 2 command(s), first the setup of api: `{cmd}`; a person must approve it (the `approvals` tool says what waits): ask them, never approve it yourself")
+        );
+        // `binky exec`'s refusal, and `binky verify`'s list with its advice on a line of its own.
+        let exec = "`binky approve 0123` waits for a person's approval (approvals are on) before `binky exec` runs it in `w`; ask a person to run `binky approve 99aa` (or to allow a family of commands: `binky approve --exec 'binky*'`)";
+        assert_eq!(
+            no_self_approval(exec),
+            "`binky approve 0123` waits for a person's approval (approvals are on) before `binky exec` runs it in `w`; a person must approve it (the `approvals` tool says what waits): ask them, never approve it yourself"
+        );
+        let verify = format!("1 verify command(s) of `w` wait for a person's approval (approvals are on):\n  0a1b  {cmd}\nask a person to run `binky approve` (or `binky approve KEY`)\n");
+        assert_eq!(
+            no_self_approval(&verify),
+            format!("1 verify command(s) of `w` wait for a person's approval (approvals are on):\n  0a1b  {cmd}\na person must approve it (the `approvals` tool says what waits): ask them, never approve it yourself\n")
+        );
+        // A line that only quotes such a command is left as it is.
+        let quoted = format!("world `w` waits for a person: 1 new command must be approved before it runs: `{cmd}`");
+        assert_eq!(no_self_approval(&quoted), quoted);
+        // The command in an answer's `command` field is never touched.
+        let mut v = serde_json::json!({"waiting": [{"command": format!("x; run `binky approve 1`"), "what": "binky exec in w"}]});
+        for_an_agent(&mut v);
+        assert_eq!(v["waiting"][0]["command"], "x; run `binky approve 1`");
+    }
 }

@@ -225,7 +225,7 @@ impl Server {
             None => p.project.clone(),
         };
         let (on, mut waiting) = self
-            .waiting(&ctx, project.as_deref(), p.world.as_deref())
+            .waiting(&ctx, project.as_deref(), p.world.as_deref(), None)
             .await?;
         // Only the projects this server acts on.
         let mut kept = Vec::with_capacity(waiting.len());

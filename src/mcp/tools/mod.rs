@@ -22,6 +22,7 @@ use super::runner::{self, Ended, Limits, Run};
 use super::view::{about, for_an_agent, is_held, summary};
 use super::{created, Server};
 use crate::failure::{exit, Kind};
+use crate::requests::AskedBy;
 
 /// How long `up`, `down`, `reload`, `apply` and `remove` wait before answering "pending"
 /// (the daemon carries on). Kept under the common 60 s tool-call limit of MCP clients.
@@ -224,12 +225,14 @@ impl Server {
         Ok((store, w))
     }
 
-    /// Which commands wait for a person's approval (none while `approvals` is off).
+    /// Which commands wait for a person's approval (none while `approvals` is off): of
+    /// `project` and `world` when given, and only those `asked_by` runs when given.
     async fn waiting(
         &self,
         _ctx: &RequestContext<RoleServer>,
         project: Option<&str>,
         world: Option<&str>,
+        asked_by: Option<AskedBy>,
     ) -> Result<(bool, Vec<Value>), ToolError> {
         // From the store in this process, as `binky approve --list --json` lists them.
         let store = created::store().map_err(store_failed)?;
@@ -243,6 +246,7 @@ impl Server {
             .filter(|c| !c.approved)
             .filter(|c| project.is_none_or(|p| c.project == p))
             .filter(|c| world.is_none_or(|w| c.worlds.iter().any(|x| x == w)))
+            .filter(|c| asked_by.is_none_or(|a| c.asked_by == a))
             .map(|c| {
                 json!({
                     "for_the_person": format!(
@@ -257,18 +261,21 @@ impl Server {
                     "what": c.what,
                     "command": c.command,
                     "key": c.key,
+                    "asked_by": c.asked_by,
                 })
             })
             .collect();
         Ok((true, items))
     }
 
-    /// The error for a world held until a person approves its new commands.
+    /// The error for a world held until a person approves its new commands: those that
+    /// hold it (what `binky up` runs), never a verify or exec command, which holds only
+    /// itself.
     async fn held(&self, ctx: &RequestContext<RoleServer>, status: &Value) -> ToolError {
         let world = status["name"].as_str().unwrap_or("?");
         let project = status["project"].as_str();
         let waiting = self
-            .waiting(ctx, project, Some(world))
+            .waiting(ctx, project, Some(world), Some(AskedBy::Up))
             .await
             .map(|(_, w)| w)
             .unwrap_or_default();

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::failure::{exit, Kind};
+use crate::requests::AskedBy;
 use crate::mcp::errors::{self, ToolError};
 use crate::mcp::params::*;
 use crate::mcp::runner::{Ended, Limits};
@@ -20,7 +21,7 @@ impl Server {
     /// Run the world's `[agents] verify` commands.
     #[tool(
         title = "Verify a world",
-        description = "Run the project's [agents] verify commands in the world's worktree with its environment: {world, results: [{command, ok, exit, seconds, output_tail}]}; ok=false (error.code `command_failed`) when one fails. Refused while the world is held for a person's approval.",
+        description = "Run the project's [agents] verify commands in the world's worktree with its environment: {world, results: [{command, ok, exit, seconds, output_tail}]}; ok=false (error.code `command_failed`) when one fails. error.code `held` while the world is held for a person's approval, or while its verify commands wait for one (`exec` commands that wait do not hold it).",
         output_schema = schema::verify(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -33,9 +34,9 @@ impl Server {
         let secs = errors::within("timeout_seconds", p.timeout_seconds, 300, 1800, "seconds")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let status = self.world_status(&ctx, dir.as_deref(), &p.world).await?;
-        let project = status["project"].as_str();
-        let unapproved = self.waiting(&ctx, project, Some(&p.world)).await?.1;
-        if is_held(&status) || !unapproved.is_empty() {
+        // Held at the gate, its services do not run: nothing to verify. A command that
+        // waits for its own approval (an `exec` answered `held`) holds nothing else.
+        if is_held(&status) {
             return Err(self.held(&ctx, &status).await);
         }
         let limits = Limits {
@@ -67,6 +68,10 @@ impl Server {
                     "read each result's output_tail, fix the code, then call `verify` again",
                 )
                 .with(v))
+            }
+            // Its own commands wait for a person (`binky verify` refused them, exit 75).
+            (Ended::Exited(exit::PENDING), _) if run.failure == Some(Kind::Held) => {
+                Err(self.verify_held(&ctx, &status).await)
             }
             _ => Err(ToolError::of_run(&run, Some(&p.world))),
         }
@@ -206,14 +211,17 @@ impl Server {
                 "held",
                 format!(
                     "`{}` waits for a person's approval (approvals are on): it did not run",
-                    p.command.join(" ")
+                    crate::cli::exec::shown_argv(&p.command)
                 ),
                 "stop and ask the person to review the command (the `approvals` tool says what it is, in words they can act on); do not approve it yourself. Once they have, call `exec` again",
             )
             .with(json!({ "world": p.world, "ran": false }))),
             Ended::Exited(code) => Err(ToolError::new(
                 "command_failed",
-                format!("`{}` exited with code {code}", p.command.join(" ")),
+                format!(
+                    "`{}` exited with code {code}",
+                    crate::cli::exec::shown_argv(&p.command)
+                ),
                 "read stdout and stderr; fix the cause and run it again",
             )
             .with(v)),
@@ -316,5 +324,34 @@ impl Server {
             (Ended::Exited(exit::OK), Some(r), None) => Ok(Answer(json!({ "worlds": r, "dry_run": dry }))),
             _ => Err(ToolError::of_run(&run, Some(&p.world))),
         }
+    }
+}
+
+impl Server {
+    /// The error for `verify` of a world whose `[agents] verify` commands wait for a
+    /// person's approval: those commands, and nothing else that waits.
+    async fn verify_held(&self, ctx: &RequestContext<RoleServer>, status: &Value) -> ToolError {
+        let world = status["name"].as_str().unwrap_or("?");
+        let project = status["project"].as_str();
+        let waiting = self
+            .waiting(ctx, project, Some(world), Some(AskedBy::Verify))
+            .await
+            .map(|(_, w)| w)
+            .unwrap_or_default();
+        let what: Vec<String> = waiting
+            .iter()
+            .map(|c| format!("`{}`", c["command"].as_str().unwrap_or("")))
+            .collect();
+        ToolError::new(
+            "held",
+            format!(
+                "the verify command{} of world `{world}` wait{} for a person's approval (approvals are on): {}; nothing ran",
+                if what.len() == 1 { "" } else { "s" },
+                if what.len() == 1 { "s" } else { "" },
+                what.join(", ")
+            ),
+            "stop and ask the person to review these commands (the `approvals` tool says what each one is, in words they can act on); do not approve them yourself. Once they have, call `verify` again",
+        )
+        .with(json!({ "world": world, "project": project, "waiting": waiting }))
     }
 }

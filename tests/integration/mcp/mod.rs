@@ -7,6 +7,7 @@ mod args;
 mod edges;
 mod failures;
 mod guards;
+mod held;
 mod inspector;
 mod install;
 mod projects;
