@@ -188,9 +188,23 @@ pub fn approvals(store: &Store) -> Result<Vec<Approval>, store::StoreError> {
     Ok(all)
 }
 
+/// Approving is refused while approvals are off: nothing waits for a person, so an approval
+/// would only be a record that silently lets a command run once they are turned on, and
+/// neither `binky approve --list` nor the dashboard shows what it would approve. Said the
+/// same way wherever one is asked for (`binky approve`, the dashboard's button).
+pub fn refuse_while_off(store: &Store) -> Result<(), Failure> {
+    if approvals_on(store)? {
+        return Ok(());
+    }
+    Err(Failure::failed(format!(
+        "nothing to approve: {APPROVALS_OFF}; nothing was approved"
+    )))
+}
+
 /// `binky approve KEY`: approve the one command whose key is (or starts with) `key`; the
-/// approval it wrote.
+/// approval it wrote. Refused while approvals are off ([`refuse_while_off`]).
 pub fn approve(store: &Store, key: &str) -> Result<Approval, Failure> {
+    refuse_while_off(store)?;
     let all = approvals(store)?;
     let found: Vec<&Approval> = all.iter().filter(|a| a.key.starts_with(key)).collect();
     match found.as_slice() {

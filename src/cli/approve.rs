@@ -50,6 +50,7 @@ pub async fn run(a: Args) -> Result<i32, Failure> {
     // Approving is a person's, at a terminal (`guard`): never a process binky started for a
     // world (an agent's `exec` of `binky approve … --yes`) nor an agent's own shell,
     // whatever it passes. `--yes` only spares the person the question.
+    crate::requests::refuse_while_off(&ctx.store)?;
     let chosen: Vec<&crate::requests::Approval> = match (&a.key, &a.all) {
         (Some(k), _) => {
             let c = crate::requests::approve(&ctx.store, k)?;
@@ -100,6 +101,7 @@ async fn revoke(ctx: &Ctx, key: &str) -> Result<i32, Failure> {
 /// `binky approve --exec PATTERN`: let `binky exec` run the commands matching PATTERN in
 /// the worlds of the current directory's project.
 fn approve_pattern(ctx: &Ctx, pattern: &str) -> Result<i32, Failure> {
+    crate::requests::refuse_while_off(&ctx.store)?;
     let project = match ctx.world(None) {
         Ok(w) => w.project,
         Err(_) => crate::cli::context::Checkout::discover(&std::env::current_dir().unwrap_or_default())

@@ -286,6 +286,30 @@ fn refused_if(why: Option<&str>, what: &str, v: &str, fix: String) -> Result<(),
     }
 }
 
+/// A world's name from a client: first a name ([`name`]), then what `binky up` accepts as
+/// a world's name (the one rule, `admission::check_world_name`), or a project's shared
+/// world (`@shared`), so a name no world can have is refused before anything is asked
+/// (`.hidden`, `a.lock`, `HEAD`).
+pub fn world(v: &str) -> Result<(), ToolError> {
+    name("world", v)?;
+    if v == binky_controllers::shared::WORLD {
+        return Ok(());
+    }
+    match binky_controllers::admission::check_world_name(v) {
+        binky_controllers::admission::Verdict::Admit => Ok(()),
+        binky_controllers::admission::Verdict::Deny { reason }
+        | binky_controllers::admission::Verdict::Wait { reason, .. } => Err(ToolError::invalid(
+            reason,
+            "give the name of a world as `list` shows it (or, to make one, a name `up` accepts)",
+        )),
+    }
+}
+
+/// An optional world's name ([`world`]).
+pub fn opt_world(v: Option<&str>) -> Result<(), ToolError> {
+    v.map_or(Ok(()), world)
+}
+
 /// An optional name.
 pub fn opt_name(what: &str, v: Option<&str>) -> Result<(), ToolError> {
     v.map_or(Ok(()), |v| name(what, v))

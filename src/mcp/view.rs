@@ -251,7 +251,9 @@ mod tests {
             format!("1 verify command(s) of `w` wait for a person's approval (approvals are on):\n  0a1b  {cmd}\na person must approve it (the `approvals` tool says what waits): ask them, never approve it yourself\n")
         );
         // A line that only quotes such a command is left as it is.
-        let quoted = format!("world `w` waits for a person: 1 new command must be approved before it runs: `{cmd}`");
+        let quoted = format!(
+            "world `w` waits for a person: 1 new command must be approved before it runs: `{cmd}`"
+        );
         assert_eq!(no_self_approval(&quoted), quoted);
         // The command in an answer's `command` field is never touched.
         let mut v = serde_json::json!({"waiting": [{"command": format!("x; run `binky approve 1`"), "what": "binky exec in w"}]});

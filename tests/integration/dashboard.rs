@@ -851,3 +851,69 @@ fn with_approvals_off_no_command_is_pending_and_no_approve_button_is_offered() {
     env.ok(&["remove", "w"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// With approvals off nothing waits for a person, so nothing is approved either: the
+/// dashboard's approve action (which the page does not offer then) and `binky approve` are
+/// refused saying why, and nothing is recorded that would let the command run once
+/// approvals are turned on.
+#[test]
+fn with_approvals_off_approving_is_refused_saying_why_and_records_nothing() {
+    let env = Env::new(
+        "[project]\nname = \"acme\"\n{range}\n\n[services.api]\ncmd = \"sleep 600 # never-approved\"\n",
+    );
+    env.ok(&["up", "w"]);
+    // The command's key, as a person sees it while approvals are on.
+    env.ok(&["settings", "approvals=true"]);
+    let key_of = |env: &Env| -> (String, serde_json::Value) {
+        let listed: serde_json::Value =
+            serde_json::from_str(&env.ok(&["approve", "--list", "--json"])).unwrap();
+        let c = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["command"] == "sleep 600 # never-approved")
+            .cloned()
+            .unwrap_or_else(|| panic!("not listed: {listed}"));
+        (c["key"].as_str().unwrap().to_owned(), c["approved"].clone())
+    };
+    let (key, _) = key_of(&env);
+    env.ok(&["settings", "approvals=false"]);
+
+    // The dashboard, signed in and asked from its own page.
+    let port = env.proxy_port();
+    let host = format!("binky.localhost:{port}");
+    let session = session_of(&sign_in_raw(&env, None));
+    let r = post(
+        port,
+        &host,
+        &format!("Cookie: {session}\r\nOrigin: http://{host}\r\n"),
+        "/api/approve",
+        &format!(r#"{{"key": "{key}"}}"#),
+    );
+    assert_eq!(status_code(&r), 409, "{r}");
+    assert!(
+        r.contains("nothing to approve: approvals are off on this machine")
+            && r.contains("binky settings approvals=true"),
+        "{r}"
+    );
+    // The command line, by key, for a world, and a pattern for `exec`.
+    for args in [
+        vec!["approve", key.as_str(), "--yes"],
+        vec!["approve", "--all", "w", "--yes"],
+        vec!["approve", "--exec", "npm test*", "--yes"],
+    ] {
+        let out = env.binky(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("nothing to approve: approvals are off on this machine"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Nothing was recorded: with approvals on, the command still waits for a person.
+    env.ok(&["settings", "approvals=true"]);
+    assert_eq!(key_of(&env).1, false);
+    env.ok(&["settings", "approvals=false"]);
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -103,7 +103,7 @@ impl Server {
                 .collect();
             return Ok(Answer(json!({ "summary": all, "worlds": worlds })));
         };
-        errors::name("world", world)?;
+        errors::world(world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let v = self.world_status(&ctx, dir.as_deref(), world).await?;
         if p.compact == Some(true) {
@@ -125,7 +125,7 @@ impl Server {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn env(&self, Parameters(p): Parameters<WorldParams>) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // From the store in this process, as `binky env --json` prints it.
         let (store, w) = self.find_world(dir.as_deref(), &p.world)?;
@@ -145,7 +145,7 @@ impl Server {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn logs(&self, Parameters(p): Parameters<LogsParams>) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         errors::opt_name("service", p.service.as_deref())?;
         let limit = errors::within("lines", p.lines, LOGS_DEFAULT, LOGS_MAX, "lines")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
@@ -180,7 +180,7 @@ impl Server {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn events(&self, Parameters(p): Parameters<EventsParams>) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         let n = errors::within("lines", p.lines, 50, 1000, "")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // From the store in this process, as `binky events --json` prints them.
@@ -208,7 +208,7 @@ impl Server {
         Parameters(p): Parameters<ApprovalsParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        errors::opt_name("world", p.world.as_deref())?;
+        errors::opt_world(p.world.as_deref())?;
         errors::opt_name("project", p.project.as_deref())?;
         if p.project.is_some() && p.root.is_some() {
             self.place(p.project.as_deref(), p.root.as_deref())?;
@@ -224,6 +224,39 @@ impl Server {
             ),
             None => p.project.clone(),
         };
+        // A world that is not there has nothing waiting, and saying so would read as "go
+        // ahead": it is not found, as every other tool says.
+        if let Some(world) = p.world.as_deref() {
+            let store = created::store().map_err(store_failed)?;
+            let mut worlds = store
+                .read(binky_controllers::store::worlds)
+                .map_err(|e| store_failed(e.to_string()))?;
+            // Only the projects this server acts on are looked in, and named.
+            self.scope.keep(&mut worlds)?;
+            let names: Vec<&str> = worlds
+                .iter()
+                .filter(|w| !w.deleted && project.as_deref().is_none_or(|p| w.project == p))
+                .map(|w| w.name.as_str())
+                .collect();
+            if !names.contains(&world) {
+                return Err(ToolError::new(
+                    "not_found",
+                    format!(
+                        "no world `{world}`{}; worlds: {}",
+                        project
+                            .as_deref()
+                            .map(|p| format!(" in project `{p}`"))
+                            .unwrap_or_default(),
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                    "call `list` to see the worlds there are",
+                ));
+            }
+        }
         let (on, mut waiting) = self
             .waiting(&ctx, project.as_deref(), p.world.as_deref(), None)
             .await?;

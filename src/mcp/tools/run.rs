@@ -9,12 +9,12 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::failure::{exit, Kind};
-use crate::requests::AskedBy;
 use crate::mcp::errors::{self, ToolError};
 use crate::mcp::params::*;
 use crate::mcp::runner::{Ended, Limits};
 use crate::mcp::view::*;
 use crate::mcp::{schema, Server};
+use crate::requests::AskedBy;
 
 #[tool_router(router = run_router, vis = "pub(super)")]
 impl Server {
@@ -30,7 +30,7 @@ impl Server {
         Parameters(p): Parameters<VerifyParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         let secs = errors::within("timeout_seconds", p.timeout_seconds, 300, 1800, "seconds")?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let status = self.world_status(&ctx, dir.as_deref(), &p.world).await?;
@@ -89,7 +89,7 @@ impl Server {
         Parameters(p): Parameters<CurlParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         errors::name("service", &p.service)?;
         errors::url_path(&p.path)?;
         if let Some(m) = &p.method {
@@ -143,7 +143,7 @@ impl Server {
         Parameters(p): Parameters<ExecParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         errors::opt_name("service", p.service.as_deref())?;
         if p.command.is_empty() || p.command[0].is_empty() {
             return Err(ToolError::invalid(
@@ -281,7 +281,7 @@ impl Server {
         Parameters(p): Parameters<ApplyParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         let dry = p.dry_run.unwrap_or(false);
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let mut words = args(&["apply", "--json", "-q", "--timeout", WAIT]);

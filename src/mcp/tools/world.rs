@@ -26,7 +26,7 @@ impl Server {
         Parameters(p): Parameters<UpParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         errors::opt_name("group", p.group.as_deref())?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let existed = match self.world_status(&ctx, dir.as_deref(), &p.world).await {
@@ -86,7 +86,7 @@ impl Server {
         verb: &str,
         p: &WorldParams,
     ) -> Result<Value, ToolError> {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         let words = args(&[verb, "-q", "--timeout", WAIT, "--", &p.world]);
         self.act(ctx, dir.as_deref(), &p.world, words).await
@@ -104,7 +104,7 @@ impl Server {
         Parameters(p): Parameters<WaitParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         let secs = errors::within(
             "timeout_seconds",
             p.timeout_seconds,
@@ -139,7 +139,7 @@ impl Server {
         Parameters(p): Parameters<WorldParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        errors::name("world", &p.world)?;
+        errors::world(&p.world)?;
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // An `up` of this name still running (or cancelled and recording what it made).
         self.ups.settled(&p.world).await;

@@ -62,7 +62,12 @@ async fn a_held_exec_holds_only_itself_and_verify_waits_only_for_its_own_command
             "`binky approve 0123456789ab`".to_owned(),
         ),
         (
-            json!(["script", "-qec", "binky approve 0123456789ab --yes", "/dev/null"]),
+            json!([
+                "script",
+                "-qec",
+                "binky approve 0123456789ab --yes",
+                "/dev/null"
+            ]),
             "`script -qec 'binky approve 0123456789ab --yes' /dev/null`".to_owned(),
         ),
     ] {
@@ -100,7 +105,12 @@ async fn a_held_exec_holds_only_itself_and_verify_waits_only_for_its_own_command
     }
 
     // They hold nothing else: the world is ready, and verify runs its own commands.
-    let (err, w) = call(&client, "wait", json!({"world": "w", "timeout_seconds": 30})).await;
+    let (err, w) = call(
+        &client,
+        "wait",
+        json!({"world": "w", "timeout_seconds": 30}),
+    )
+    .await;
     assert!(!err, "{w}");
     assert_eq!(w["state"], "ready", "{w}");
     let (err, v) = call(&client, "verify", json!({"world": "w"})).await;
@@ -122,13 +132,22 @@ async fn a_held_exec_holds_only_itself_and_verify_waits_only_for_its_own_command
     let (err, v) = call(&client, "verify", json!({"world": "w"})).await;
     assert!(err, "{v}");
     assert_eq!(code(&v), "held", "{v}");
-    assert_eq!(waiting(&v), vec![("verify".to_owned(), echo.to_owned())], "{v}");
+    assert_eq!(
+        waiting(&v),
+        vec![("verify".to_owned(), echo.to_owned())],
+        "{v}"
+    );
     let message = v["error"]["message"].as_str().unwrap();
     assert!(
         message.contains(&format!("`{echo}`")) && !message.contains("exec"),
         "{message}"
     );
-    let (err, w) = call(&client, "wait", json!({"world": "w", "timeout_seconds": 30})).await;
+    let (err, w) = call(
+        &client,
+        "wait",
+        json!({"world": "w", "timeout_seconds": 30}),
+    )
+    .await;
     assert!(!err && w["state"] == "ready", "{w}");
     client.cancel().await.unwrap();
     env.ok(&["remove", "w"]);
@@ -155,7 +174,11 @@ cmd = '{SCRIPTED}'
     assert_eq!(code(&up), "held", "{up}");
     let message = up["error"]["message"].as_str().unwrap();
     assert!(message.ends_with(&format!(": `{SCRIPTED}`")), "{message}");
-    assert_eq!(waiting(&up), vec![("up".to_owned(), SCRIPTED.to_owned())], "{up}");
+    assert_eq!(
+        waiting(&up),
+        vec![("up".to_owned(), SCRIPTED.to_owned())],
+        "{up}"
+    );
     // The world's condition, as the summary and `status` give it: the command whole, and
     // advice for an agent where a person's was.
     let advice = "a person must approve it (the `approvals` tool says what waits): ask them, never approve it yourself";
@@ -180,7 +203,10 @@ cmd = '{SCRIPTED}'
         "{admitted}"
     );
     for answer in [&up, &st] {
-        assert!(!answer.to_string().contains("; run `binky approve"), "{answer}");
+        assert!(
+            !answer.to_string().contains("; run `binky approve"),
+            "{answer}"
+        );
     }
     // A person reads the same condition with the command to run.
     let status = env.ok(&["status", "w"]);

@@ -10,6 +10,7 @@ mod guards;
 mod held;
 mod inspector;
 mod install;
+mod names;
 mod projects;
 mod tools;
 
