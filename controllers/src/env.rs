@@ -10,7 +10,8 @@
 //!   service's, so a settings module that needs them loads under `binky exec` too.
 //! - What a service declares in its `env` wins over what binky hands out by name
 //!   (`API_URL = "${api.url}"` over the exported `API_URL`, the proxy URL), so a world's
-//!   commands see what its services see.
+//!   commands see what its services see; `binky env` and MCP's `env` give each name that
+//!   same value ([`handed_out`]): one name, one value, wherever binky gives it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -719,6 +720,41 @@ pub fn exported(world: &World, tokens: &Tokens, proxy: &ProxyView) -> BTreeMap<S
         }
     }
     out
+}
+
+/// What `binky env` (and MCP's `env`) hands out: the names of [`exported`], each with the
+/// value a command of the whole world gets ([`command_env`] with [`Runner::World`]:
+/// `binky exec`, `binky verify`, hooks), so one name has one value wherever binky gives it.
+/// That is the proxy URL for `<SVC>_URL`, unless a service's `env` (or `env_file`) sets
+/// that name itself (`API_URL = "${api.url}"`, the direct address): then its value, as the
+/// commands and services see it. `layout` is where the worktree is.
+pub fn handed_out(world: &World, layout: &Layout, snap: &Snapshot) -> BTreeMap<String, String> {
+    let names = exported(world, &snap.tokens, &snap.proxy);
+    let commands = command_env(world, layout, snap, Runner::World, None)
+        .map(|ce| ce.vars)
+        .unwrap_or_default();
+    names
+        .into_iter()
+        .map(|(k, v)| {
+            let v = commands.get(&k).cloned().unwrap_or(v);
+            (k, v)
+        })
+        .collect()
+}
+
+/// Each exported service's URL through binky's proxy (or its direct address where it has
+/// none), by service: what a browser or a request through the proxy uses.
+pub fn shown_urls(world: &World, tokens: &Tokens) -> BTreeMap<String, String> {
+    let expose = &world.spec.agents.expose;
+    let selected = world.spec.selected(world.group.as_deref());
+    world
+        .spec
+        .services
+        .keys()
+        .filter(|n| (expose.is_empty() || expose.contains(*n)) && selected.contains(*n))
+        .filter(|n| world.spec.services[*n].process().is_some())
+        .filter_map(|n| Some((n.clone(), tokens.shown_url(n)?.clone())))
+        .collect()
 }
 
 #[cfg(test)]

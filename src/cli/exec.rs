@@ -180,18 +180,29 @@ pub async fn run(
     crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
         .resolve(world.id, service.as_deref().unwrap_or("exec"), &mut vars)
         .map_err(Failure::failed)?;
-    // The caller's own variables are kept (`FOO=x binky exec …`, as with `docker compose
-    // exec -e`): the world's stored environment fills in only what the caller lacks, and
-    // what binky sets for the world or service (URLs, ports, env, env_file) goes on top.
     let mut command = tokio::process::Command::new(&cmd[0]);
-    for (k, v) in &vars {
-        let from_world = world.env.get(k) == Some(v);
-        if !from_world || std::env::var_os(k).is_none() {
-            command.env(k, v);
-        }
-    }
-    command.args(&cmd[1..]).current_dir(&dir);
+    command
+        .envs(over_callers(&world, &vars))
+        .args(&cmd[1..])
+        .current_dir(&dir);
     run_below(command, &cmd[0], ctx.home.lock(), leave_nothing).await
+}
+
+/// What a command binky runs for a caller in a world (`binky exec`, `binky verify`) gets on
+/// top of the caller's own environment, which it keeps (`FOO=x binky exec …`, `CI=1 binky
+/// verify`, as with `docker compose exec -e`): of `vars` (the world's command environment),
+/// what binky sets for the world or service (URLs, ports, `env`, `env_file`) always, and the
+/// world's stored environment (that of the `binky up` that wrote it) only where the caller
+/// lacks the variable. One rule for both commands.
+fn over_callers<'a>(
+    world: &World,
+    vars: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = (&'a String, &'a String)> {
+    let stored = world.env.clone();
+    vars.iter().filter(move |(k, v)| {
+        let from_world = stored.get(*k) == Some(*v);
+        !from_world || std::env::var_os(k).is_none()
+    })
 }
 
 /// Run `command` below this process, which is the subreaper of all it starts
@@ -327,8 +338,7 @@ pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
             .arg("-c")
             .arg(cmd)
             .current_dir(&dir)
-            .env_clear()
-            .envs(&vars)
+            .envs(over_callers(&world, &vars))
             .stdin(Stdio::null())
             .output()
             .map_err(|e| Failure::failed(format!("cannot run sh: {e}")))?;

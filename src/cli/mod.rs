@@ -10,7 +10,7 @@ mod daemon;
 mod dashboard;
 mod doctor;
 mod down;
-mod env;
+pub(crate) mod env;
 pub mod events;
 pub(crate) mod exec;
 pub use crate::failure;

@@ -100,7 +100,10 @@ pub fn lifecycle() -> Arc<JsonObject> {
 }
 
 pub fn env() -> Arc<JsonObject> {
-    output(json!({ "env": strings(), "world": s() }), &["env"])
+    output(
+        json!({ "env": strings(), "urls": strings(), "world": s() }),
+        &["env", "urls"],
+    )
 }
 
 pub fn logs() -> Arc<JsonObject> {

@@ -107,6 +107,43 @@ fn exec_sees_the_environment_the_service_gets_and_the_callers_own() {
     env.assert_nothing_left(&["w"]);
 }
 
+/// `binky exec` and `binky verify` follow one rule: the caller's own environment is kept
+/// (`FOO=x binky verify`), and what binky sets for the world goes on top of it.
+#[test]
+fn exec_and_verify_keep_the_callers_environment_with_the_worlds_on_top() {
+    let env = Env::new(&config(
+        r#"["echo \"verify FOO=$FOO API_PORT=$API_PORT\""]"#,
+    ));
+    env.ok(&["up", "w"]);
+    let port = env.port_of("w", "api");
+    let vars = [("FOO", "from-the-caller"), ("API_PORT", "1")];
+    let out = env.binky_env(
+        &[
+            "exec",
+            "w",
+            "--",
+            "sh",
+            "-c",
+            "echo \"exec FOO=$FOO API_PORT=$API_PORT\"",
+        ],
+        &vars,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("exec FOO=from-the-caller API_PORT={port}\n")
+    );
+    let out = env.binky_env(&["verify", "w"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("verify FOO=from-the-caller API_PORT={port}")),
+        "{}",
+        stdout(&out)
+    );
+    env.ok(&["remove", "w"]);
+    env.assert_nothing_left(&["w"]);
+}
+
 #[test]
 fn verify_runs_each_command_with_the_world_env_and_fails_when_one_fails() {
     let env = Env::new(&config(

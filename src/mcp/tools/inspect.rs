@@ -120,7 +120,7 @@ impl Server {
     /// A world's URLs and ports as environment variables.
     #[tool(
         title = "World environment",
-        description = "A world's environment: <SVC>_URL, <SVC>_PORT, <SVC>_PORT_<LABEL> for each service, and what its services declare: {env}. Use these; never another world's.",
+        description = "A world's environment: <SVC>_URL, <SVC>_PORT, <SVC>_PORT_<LABEL> for each service, BINKY_URL, BINKY_WORKTREE, BINKY_PROJECT, each with the value `exec`, `verify` and the services' commands get (<SVC>_URL is the service's URL through binky's proxy unless a service's env sets that name itself, e.g. to the direct http://localhost:PORT): {env, urls}; `urls`: each service's URL through the proxy (for a browser, or `curl`). Use these; never another world's.",
         output_schema = schema::env(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -129,11 +129,10 @@ impl Server {
         let dir = self.place(p.project.as_deref(), p.root.as_deref())?;
         // From the store in this process, as `binky env --json` prints it.
         let (store, w) = self.find_world(dir.as_deref(), &p.world)?;
-        let snap = binky_controllers::env::Snapshot::read(store, &w)
-            .map_err(|e| store_failed(e.to_string()))?;
-        let vars = binky_controllers::env::exported(&w, &snap.tokens, &snap.proxy);
+        let (vars, urls) =
+            crate::cli::env::handed_out(store, &w).map_err(|e| store_failed(e.to_string()))?;
         Ok(Answer(
-            json!({ "project": w.project, "world": w.name, "env": vars }),
+            json!({ "project": w.project, "world": w.name, "env": vars, "urls": urls }),
         ))
     }
 

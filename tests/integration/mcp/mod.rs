@@ -5,6 +5,7 @@
 
 mod args;
 mod edges;
+mod env;
 mod failures;
 mod guards;
 mod held;
