@@ -146,11 +146,19 @@ fn changed(
         return;
     }
     match row.state {
+        // Said only to the worlds that run: a world's own server stops with its world too
+        // (`binky down`), which is nothing to tell.
         ServerState::Stopped => {
             let msg = format!(
                 "`binky servers stop` stopped the managed {name} server (data kept); the worlds on it are not ready until a `binky up` of one of them starts it again"
             );
-            tell(store, trigger, &row.admin_url, "server_stopped", &msg);
+            let running = running_users(store, &row.admin_url);
+            for world in running {
+                if let Err(err) = store.event(world, "server_stopped", &msg) {
+                    tracing::warn!(%err, "server watch: cannot write an event");
+                }
+                trigger.world(world);
+            }
         }
         ServerState::Running => {
             for world in users(store, &row.admin_url) {
@@ -206,10 +214,27 @@ fn tell(store: &Store, trigger: &Trigger, admin_url: &str, kind: &str, msg: &str
 
 /// The worlds with a slice on the server at `admin_url`.
 fn users(store: &Store, admin_url: &str) -> Vec<WorldId> {
+    users_where(store, admin_url, |_| true)
+}
+
+/// The worlds with a slice on the server at `admin_url` that are to run (neither down nor
+/// being removed).
+fn running_users(store: &Store, admin_url: &str) -> Vec<WorldId> {
+    users_where(store, admin_url, |w| {
+        !w.deleted && w.desired == store::DesiredState::Running
+    })
+}
+
+/// The worlds of `keep` with a slice on the server at `admin_url`.
+fn users_where(
+    store: &Store,
+    admin_url: &str,
+    keep: impl Fn(&store::World) -> bool,
+) -> Vec<WorldId> {
     store
         .read(|c| {
             let mut out = Vec::new();
-            for w in store::worlds(c)? {
+            for w in store::worlds(c)?.into_iter().filter(|w| keep(w)) {
                 if store::slices(c, w.id)?
                     .iter()
                     .any(|s| s.admin_url.as_deref() == Some(admin_url))
