@@ -204,28 +204,9 @@ fn process_change(old: &Service, new: &Service) -> Option<String> {
     let (ServiceKind::Process(a), ServiceKind::Process(b)) = (&old.kind, &new.kind) else {
         return Some("changed from an adapter service to a process".into());
     };
-    let mut what = Vec::new();
-    if a.cmd != b.cmd {
-        what.push("cmd");
-    }
-    if a.env != b.env {
-        what.push("env");
-    }
-    if a.env_file != b.env_file {
-        what.push("env_file");
-    }
-    if a.workdir != b.workdir {
-        what.push("workdir");
-    }
-    if a.health != b.health {
-        what.push("health");
-    }
-    if a.port_labels() != b.port_labels() {
-        what.push("ports");
-    }
-    if a.setup != b.setup {
-        what.push("setup");
-    }
+    // The process controller restarts a running service on exactly these (its key as
+    // started against today's).
+    let what = a.restart_key().changed(&b.restart_key());
     (!what.is_empty()).then(|| format!("{} changed", what.join(", ")))
 }
 
@@ -337,7 +318,9 @@ fn process_change_of(name: &str, o: &Service, svc: &Service, via: &[&str]) -> Ch
             format!("uses the address of {}, which changed", via.join(", ")),
         )
     } else if o != svc {
-        Change::Other(format!("{name}: url, restart policy or watch list"))
+        Change::Other(format!(
+            "{name}: changed without a restart (ports, url, restart, watch, limits, the stop keys or the health check's timeout: taken at its next start, stop or probe)"
+        ))
     } else {
         Change::Nothing
     }

@@ -219,6 +219,7 @@ mod tests {
             message: String::new(),
             problem: problem.map(str::to_owned),
             stepped_generation: stepped,
+            restart_key: None,
         }
     }
 

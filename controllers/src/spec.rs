@@ -267,7 +267,69 @@ impl Stopping {
     }
 }
 
+/// The fields of a process service whose change restarts it while it runs, each with a
+/// digest of its text, in the order a message names them. The one answer to "does this
+/// edit restart the service, and why": `binky apply`'s plan asks it of the old and new
+/// spec, the process controller of the key recorded when the service started and today's.
+///
+/// `ports` is in it: each label is a variable of the service's environment
+/// (`PORT_<LABEL>`). Not in it: the health check's `timeout` (the next probe takes it),
+/// `url`, `restart`, `watch`, `limits` and the stop keys (used at the next start or stop,
+/// not by the running program).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartKey(BTreeMap<String, String>);
+
+/// The fields of a [`RestartKey`], in the order a message names them.
+const RESTART_FIELDS: [&str; 7] = [
+    "cmd", "env", "env_file", "workdir", "ports", "health", "setup",
+];
+
+impl RestartKey {
+    /// The key as recorded (JSON).
+    pub fn encode(&self) -> String {
+        serde_json::to_string(&self.0).unwrap_or_default()
+    }
+
+    /// A recorded key; `None` when it cannot be read (recorded by another binky).
+    pub fn decode(text: &str) -> Option<RestartKey> {
+        serde_json::from_str(text).ok().map(RestartKey)
+    }
+
+    /// The fields that changed from `self` (what the service started with) to `new`, and so
+    /// restart it: `setup` only when `new` has one (it runs again before the service starts
+    /// again; a setup removed has nothing left to run).
+    pub fn changed(&self, new: &RestartKey) -> Vec<&'static str> {
+        RESTART_FIELDS
+            .into_iter()
+            .filter(|f| self.0.get(*f) != new.0.get(*f))
+            .filter(|f| *f != "setup" || new.0.contains_key("setup"))
+            .collect()
+    }
+}
+
 impl Process {
+    /// What of this service restarts it when it changes ([`RestartKey`]).
+    pub fn restart_key(&self) -> RestartKey {
+        fn digest<T: Serialize + ?Sized>(v: &T) -> String {
+            use sha2::{Digest, Sha256};
+            let d = Sha256::digest(serde_json::to_vec(v).unwrap_or_default());
+            d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+        }
+        let mut key = BTreeMap::new();
+        key.insert("cmd".to_owned(), digest(&self.cmd));
+        key.insert("env".to_owned(), digest(&self.env));
+        key.insert("env_file".to_owned(), digest(&self.env_file));
+        key.insert("workdir".to_owned(), digest(&self.workdir));
+        key.insert("ports".to_owned(), digest(&self.port_labels()));
+        if let Some(h) = &self.health {
+            key.insert("health".to_owned(), digest(&h.probe));
+        }
+        if let Some(setup) = &self.setup {
+            key.insert("setup".to_owned(), digest(setup));
+        }
+        RestartKey(key)
+    }
+
     /// `cmd`, `setup`, `workdir`, `health`, `env.NAME`, with their text.
     pub fn token_fields(&self) -> Vec<(String, &str)> {
         let mut out: Vec<(String, &str)> = vec![("cmd".into(), &self.cmd)];
@@ -728,6 +790,40 @@ mod tests {
                 stop: Stopping::default(),
             }),
         }
+    }
+
+    #[test]
+    fn the_restart_key_names_what_restarts_a_running_service() {
+        let base = process("serve", &[]).process().unwrap().clone();
+        let key = base.restart_key();
+        let changed = |edit: &dyn Fn(&mut Process)| {
+            let mut p = base.clone();
+            edit(&mut p);
+            key.changed(&p.restart_key())
+        };
+        assert!(changed(&|_| {}).is_empty());
+        assert_eq!(changed(&|p| p.cmd = "serve2".into()), ["cmd"]);
+        assert_eq!(
+            changed(&|p| {
+                p.env.insert("A".into(), "1".into());
+                p.workdir = "sub".into();
+            }),
+            ["env", "workdir"]
+        );
+        assert_eq!(
+            changed(&|p| p.ports = Some(vec!["admin".into()])),
+            ["ports"]
+        );
+        assert_eq!(changed(&|p| p.setup = Some("npm ci".into())), ["setup"]);
+        // Neither restarts it: taken at the next start, stop or probe.
+        assert!(changed(&|p| p.watch = vec!["*.py".into()]).is_empty());
+        assert!(changed(&|p| p.stop.signal = Some("SIGQUIT".into())).is_empty());
+        // A setup removed has nothing left to run.
+        let mut with_setup = base.clone();
+        with_setup.setup = Some("npm ci".into());
+        assert!(with_setup.restart_key().changed(&key).is_empty());
+        // As recorded, and read back.
+        assert_eq!(RestartKey::decode(&key.encode()), Some(key));
     }
 
     fn spec(services: &[(&str, &[&str])]) -> Spec {

@@ -348,3 +348,121 @@ fn a_worktree_deleted_outside_binky_is_reported_not_recreated() {
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+/// Each field of a running service, edited alone: `binky apply --dry-run` says whether it
+/// restarts the service, and applying it does exactly that (the plan and the process
+/// controller ask one `RestartKey`). A `setup` edit restarts it (its new setup runs
+/// first); a removed setup, the health check's timeout, the restart policy, `watch` and
+/// the stop keys restart nothing.
+#[test]
+fn each_field_restarts_a_running_service_exactly_when_the_plan_says() {
+    let base = r#"
+[project]
+name = "fields"
+{range}
+
+[services.job]
+cmd = "exec sleep 600"
+workdir = "."
+env = { A = "1" }
+setup = "true"
+health = { cmd = "true", timeout = "10s" }
+stop_grace_period = "2s"
+"#;
+    let env = Env::new(base);
+    std::fs::create_dir_all(env.repo.join("sub")).unwrap();
+    std::fs::write(env.repo.join("sub/.keep"), "").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "sub"]);
+    env.ok(&["up", "w"]);
+    // (what is edited, the text before, after, whether it restarts the service)
+    let edits: &[(&str, &str, &str, bool)] = &[
+        ("cmd", "exec sleep 600", "exec sleep 601", true),
+        ("env", "A = \"1\"", "A = \"2\"", true),
+        (
+            "env_file",
+            "workdir = \".\"",
+            "workdir = \".\"\nenv_file = [\"x.env\"]",
+            true,
+        ),
+        ("workdir", "workdir = \".\"", "workdir = \"sub\"", true),
+        (
+            "ports",
+            "stop_grace_period",
+            "ports = [\"admin\"]\nstop_grace_period",
+            true,
+        ),
+        ("health", "cmd = \"true\"", "cmd = \"test 1 = 1\"", true),
+        (
+            "health timeout",
+            "timeout = \"10s\"",
+            "timeout = \"20s\"",
+            false,
+        ),
+        ("setup", "setup = \"true\"", "setup = \"echo again\"", true),
+        ("setup removed", "setup = \"echo again\"\n", "", false),
+        (
+            "restart",
+            "stop_grace_period",
+            "restart = \"always\"\nstop_grace_period",
+            false,
+        ),
+        (
+            "watch",
+            "stop_grace_period",
+            "watch = [\"*.txt\"]\nstop_grace_period",
+            false,
+        ),
+        (
+            "stop_signal",
+            "stop_grace_period",
+            "stop_signal = \"SIGINT\"\nstop_grace_period",
+            false,
+        ),
+        (
+            "stop_grace_period",
+            "stop_grace_period = \"2s\"",
+            "stop_grace_period = \"3s\"",
+            false,
+        ),
+    ];
+    let mut text = base.to_owned();
+    for (field, from, to, restarts) in edits {
+        assert!(text.contains(from), "{field}: no `{from}` in\n{text}");
+        text = text.replacen(from, to, 1);
+        let before = pids(&env, "w")["job"].expect("job runs");
+        // The daemon is stopped while the file is edited, so no watcher applies it first.
+        env.ok(&["daemon", "stop"]);
+        edit(&env, "w", &text);
+        let plan: serde_json::Value =
+            serde_json::from_str(&env.ok(&["apply", "w", "--dry-run", "--json"])).unwrap();
+        let steps = plan[0]["plan"]["steps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let planned = steps
+            .iter()
+            .any(|s| s["service"] == "job" && s["action"] == "restart");
+        assert_eq!(planned, *restarts, "{field}: the plan says {plan}");
+        env.ok(&["apply", "w"]);
+        wait_until(
+            &format!("{field}: job runs"),
+            Duration::from_secs(30),
+            || running(&env, "w", "job"),
+        );
+        let after = pids(&env, "w")["job"].expect("job runs");
+        assert_eq!(
+            after != before,
+            planned,
+            "{field}: the plan says restart={planned}, the service {} (events: {})",
+            if after != before {
+                "restarted"
+            } else {
+                "kept running"
+            },
+            env.ok(&["events", "w", "-n", "6"])
+        );
+    }
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}

@@ -408,6 +408,13 @@ const MIGRATIONS: &[&str] = &[
         made_at   INTEGER NOT NULL
     );
     "#,
+    // 21: what of a process service's spec it was started with, field by field
+    // (`spec::RestartKey`): an edit restarts it exactly when `binky apply` says so. None for
+    // a process an earlier binky started: it is taken as it runs, and restarted by nothing
+    // but a change of what it runs with (`spec_hash`).
+    r#"
+    ALTER TABLE processes ADD COLUMN restart_key TEXT;
+    "#,
 ];
 
 /// The migration that records agent-made worlds in the store, which reads `mcp-created`.

@@ -18,7 +18,7 @@ use super::{ProcessController, CONDITION};
 use crate::env::Layout;
 use crate::env::Snapshot;
 use crate::runtime::Condition;
-use crate::spec::{OnUnhealthy, Process, Restart, Service};
+use crate::spec::{OnUnhealthy, Process, Restart, RestartKey, Service};
 use crate::store::{self, now_ms, owner, ProcState, ProcessRow, SliceState, StoreError, World};
 use crate::supervisor::log_tail;
 use crate::supervisor::{Exit, Liveness, ProbeFailure, ProbeTarget, ProcId, SpawnSpec, Supervisor};
@@ -120,6 +120,7 @@ fn new_row(service: &str) -> ProcessRow {
         message: String::new(),
         problem: None,
         stepped_generation: 0,
+        restart_key: None,
     }
 }
 
@@ -260,12 +261,32 @@ impl<S: Supervisor> ProcessController<S> {
             return Ok(Flow::Next);
         };
         let id = ProcId { pid, start_time };
+        let key = s.process.restart_key();
+        let edited = match row.restart_key.as_deref().and_then(RestartKey::decode) {
+            Some(started) => started.changed(&key),
+            // Started by an earlier binky, which kept no key: what it runs with says whether
+            // it runs today's spec, whose key it then gets.
+            None => {
+                if row.spec_hash.as_deref() == Some(&s.resolved.hash) {
+                    row.restart_key = Some(key.encode());
+                    self.save(s.world.id, row)?;
+                }
+                Vec::new()
+            }
+        };
         match self.sup.liveness(s.world.id, id) {
-            Liveness::Running if row.spec_hash.as_deref() != Some(&s.resolved.hash) => {
+            Liveness::Running
+                if !edited.is_empty() || row.spec_hash.as_deref() != Some(&s.resolved.hash) =>
+            {
+                let why = if edited.is_empty() {
+                    "what it runs with changed (an address it uses, a file its env_file names, or a file it watches)".to_owned()
+                } else {
+                    format!("{} changed", edited.join(", "))
+                };
                 self.event(
                     s.world.id,
                     "restart",
-                    &format!("{}: its command, environment or health check changed, or a file it watches did; restarting", s.name),
+                    &format!("{}: {why}; restarting", s.name),
                 );
                 self.sup.stop(id, self.stop_how(Some(s.process))).await;
                 self.release_cgroup(s.world.id, s.name);
@@ -673,6 +694,7 @@ impl<S: Supervisor> ProcessController<S> {
         row.start_time = None;
         row.healthy = false;
         row.spec_hash = Some(s.resolved.hash.clone());
+        row.restart_key = Some(s.process.restart_key().encode());
         row.message = "starting".into();
         row.started_at = Some(now_ms());
         self.save(s.world.id, row)?;

@@ -342,6 +342,8 @@ pub struct ProcessRow {
     pub spec_hash: Option<String>,
     /// Hash of the setup command last run successfully.
     pub setup_hash: Option<String>,
+    /// What of its spec the running process was started with (`spec::RestartKey`, encoded).
+    pub restart_key: Option<String>,
     /// The world generation its failure counters were last reset at.
     pub up_generation: i64,
     /// The world generation it failed for good at (setup failed), if it did.
@@ -474,7 +476,7 @@ pub(crate) const PROCESSES: Table<ProcessRow> = Table {
     columns: "service, state, pid, start_time, spawn_token, healthy, restarts, failures,
               last_exit, last_exit_at, started_at, ready_at, next_start_at, spec_hash,
               setup_hash, message, up_generation, failed_generation, problem,
-              stepped_generation",
+              stepped_generation, restart_key",
     order: "service",
     row: process_from_row,
 };
@@ -511,6 +513,7 @@ fn process_from_row(r: &Row<'_>) -> rusqlite::Result<ProcessRow> {
         failed_generation: r.get(17)?,
         problem: r.get(18)?,
         stepped_generation: r.get(19)?,
+        restart_key: r.get(20)?,
     })
 }
 

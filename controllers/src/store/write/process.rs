@@ -19,9 +19,9 @@ pub(crate) fn save(
         "INSERT INTO processes (world_id, service, state, pid, start_time, spawn_token,
                 healthy, restarts, failures, last_exit, last_exit_at, started_at, ready_at,
                 next_start_at, spec_hash, setup_hash, up_generation, failed_generation,
-                message, updated_at, problem, stepped_generation)
+                message, updated_at, problem, stepped_generation, restart_key)
              SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                ?17, ?18, ?19, ?20, ?21, ?22
+                ?17, ?18, ?19, ?20, ?21, ?22, ?23
              WHERE EXISTS (SELECT 1 FROM worlds WHERE id = ?1)
              ON CONFLICT (world_id, service) DO UPDATE SET state = excluded.state,
                 pid = excluded.pid, start_time = excluded.start_time,
@@ -33,7 +33,8 @@ pub(crate) fn save(
                 setup_hash = excluded.setup_hash, up_generation = excluded.up_generation,
                 failed_generation = excluded.failed_generation, message = excluded.message,
                 updated_at = excluded.updated_at, problem = excluded.problem,
-                stepped_generation = excluded.stepped_generation",
+                stepped_generation = excluded.stepped_generation,
+                restart_key = excluded.restart_key",
         params![
             world,
             row.service,
@@ -57,6 +58,7 @@ pub(crate) fn save(
             now_ms(),
             row.problem,
             row.stepped_generation,
+            row.restart_key,
         ],
     )?;
     Ok(())
