@@ -449,14 +449,9 @@ fn relocate_venv(venv: &Path, from: &Path, to: &Path) {
 /// Write `bytes` to a new file beside `path` (with `meta`'s mode) and rename it over `path`:
 /// whatever else `path`'s old inode is linked from keeps its content.
 fn replace_file(path: &Path, bytes: &[u8], meta: &std::fs::Metadata) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.binky-new"));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::set_permissions(&tmp, meta.permissions())?;
-    std::fs::rename(&tmp, path)
+    binky_controllers::whole_file::Whole::new()
+        .mode(meta.permissions().mode() & 0o7777)
+        .write(path, bytes)
 }
 
 /// One file to bring: from, to, and whether it must be the world's own (never linked).

@@ -119,15 +119,10 @@ pub fn worktree_path(repo_root: &Path, project: &str, world: &str) -> PathBuf {
     parent.join(format!("{name}.worktrees")).join(world)
 }
 
-/// Write `content` to `path` through a temporary file renamed over it (a reader never sees
-/// half a file).
+/// Write `content` to `path` whole and durably (a reader never sees half a file; see
+/// [`binky_controllers::whole_file`]).
 pub fn write_atomically(path: &Path, content: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".binky-tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, content)?;
-    std::fs::rename(&tmp, path)
+    binky_controllers::whole_file::Whole::new()
+        .durable()
+        .write(path, content.as_bytes())
 }

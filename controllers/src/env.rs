@@ -677,8 +677,10 @@ pub fn node_extra_ca(ca: &Path, callers: Option<&str>) -> String {
                 both.push('\n');
             }
             both.push_str(&ours);
-            let tmp = bundle.with_extension("pem.tmp");
-            if std::fs::write(&tmp, both).is_ok() && std::fs::rename(&tmp, &bundle).is_ok() {
+            if crate::whole_file::Whole::new()
+                .write(&bundle, both.as_bytes())
+                .is_ok()
+            {
                 return bundle.to_string_lossy().into_owned();
             }
             theirs.to_owned()

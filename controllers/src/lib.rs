@@ -40,4 +40,5 @@ mod tests;
 pub mod tokens;
 pub mod took;
 pub mod url;
+pub mod whole_file;
 pub mod worktree;

@@ -75,16 +75,14 @@ pub fn run(write: bool, remove: bool) -> Result<i32, Failure> {
         println!("{} is up to date", path.display());
         return Ok(exit::OK);
     }
-    // Write beside, then rename: a crash never leaves half a hosts file.
-    let tmp = path.with_extension("binky-tmp");
-    let result = std::fs::write(&tmp, &new).and_then(|_| {
-        if let Ok(meta) = std::fs::metadata(&path) {
-            let _ = std::fs::set_permissions(&tmp, meta.permissions());
-        }
-        std::fs::rename(&tmp, &path)
-    });
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
+    // Whole, with the mode it has: a crash never leaves half a hosts file.
+    let mut how = binky_controllers::whole_file::Whole::new().durable();
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(&path) {
+        use std::os::unix::fs::PermissionsExt;
+        how = how.mode(meta.permissions().mode() & 0o7777);
+    }
+    if let Err(e) = how.write(&path, new.as_bytes()) {
         return Err(Failure::failed(
             if e.kind() == std::io::ErrorKind::PermissionDenied {
                 format!(

@@ -10,7 +10,6 @@
 //!   a file cannot be read, not when the result would not parse.
 //! - The file appears whole: written beside and renamed into place.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use binky_controllers::admission::{self, Verdict};
@@ -377,26 +376,12 @@ fn on_path(program: &str) -> bool {
     })
 }
 
-/// Write `text` to `path` whole: beside it first, then renamed. Without `force`, a file
-/// that appeared meanwhile is not replaced.
+/// Write `text` to `path` whole (beside it first, then renamed) and durably. Without
+/// `force`, a file that appeared meanwhile is not replaced.
 fn write_whole(path: &Path, text: &str, force: bool) -> std::io::Result<()> {
-    let tmp = path.with_file_name(format!(".{FILE_NAME}.init-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        if force {
-            std::fs::rename(&tmp, path)
-        } else {
-            // A hard link fails when the target exists: no race with another writer.
-            std::fs::hard_link(&tmp, path)?;
-            std::fs::remove_file(&tmp)
-        }
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let how = binky_controllers::whole_file::Whole::new().durable();
+    let how = if force { how } else { how.no_clobber() };
+    how.write(path, text.as_bytes())
 }
 
 fn print_summary(target: &Path, file: &str, g: &init::Generated) {

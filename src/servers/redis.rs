@@ -18,8 +18,7 @@
 //! (binky stops the server with SIGTERM, which saves). No AOF: it would double the disk
 //! writes of a write-heavy cache for durability a dev cache does not need.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -140,18 +139,11 @@ fn write_acl_file(path: &Path, password: &str) -> Result<(), ServerError> {
 /// Write a file readable by its owner only, through a temporary file and a rename (a crash
 /// never leaves half a file).
 fn write_private(path: &Path, text: &str) -> Result<(), ServerError> {
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
+    binky_controllers::whole_file::Whole::new()
         .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| io(&tmp, e))?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+        .durable()
+        .write(path, text.as_bytes())
+        .map_err(|e| io(path, e))
 }
 
 fn io(path: &Path, e: std::io::Error) -> ServerError {

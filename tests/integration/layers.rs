@@ -383,3 +383,59 @@ fn a_loop_of_imports_is_seen_whichever_way_it_is_written() {
         ])]
     );
 }
+
+/// A file is written whole in one place (`binky_controllers::whole_file`): every other
+/// `rename` of the crates' code moves a thing rather than writing a file (a log rotated, a
+/// worktree to the trash, a path brought into a worktree, a server's staged data
+/// directory, an imported record file), and is named here with why. A new one either
+/// moves something too (add it, with its reason) or writes a file: use `whole_file`.
+#[test]
+fn files_are_written_whole_in_one_place() {
+    let allowed: &[(&str, usize, &str)] = &[
+        ("controllers/src/whole_file.rs", 1, "the one place"),
+        (
+            "controllers/src/store/migrations.rs",
+            1,
+            "mcp-created, imported, set aside",
+        ),
+        ("src/supervisor/mod.rs", 2, "a service's log rotated"),
+        ("src/logging.rs", 1, "the daemon's log rotated"),
+        ("src/trash.rs", 1, "a worktree moved to the trash"),
+        (
+            "src/bootstrap.rs",
+            1,
+            "a path brought under its temporary name, renamed whole",
+        ),
+        (
+            "src/servers/host.rs",
+            1,
+            "a server's data directory staged, then put in place",
+        ),
+    ];
+    let root = repo();
+    let mut found: Vec<(String, usize)> = Vec::new();
+    for krate in ["src", "controllers/src", "proxy/src"] {
+        for path in modules(&root.join(krate)).into_values() {
+            let code = code_of(&std::fs::read_to_string(&path).unwrap());
+            let n = code.matches("fs::rename(").count();
+            if n > 0 {
+                let rel = path
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                found.push((rel, n));
+            }
+        }
+    }
+    found.sort();
+    let mut expected: Vec<(String, usize)> = allowed
+        .iter()
+        .map(|(f, n, _)| ((*f).to_owned(), *n))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        found, expected,
+        "a rename outside controllers/src/whole_file.rs: write a file with `whole_file::Whole`, or name the move here"
+    );
+}
