@@ -24,7 +24,9 @@
 # Ports 45000-45289 are used: binky 45000-45099, 0.1.2 45100-45199, by hand 45200-45280.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-BINKY="${BINKY:-$root/target/release/binky}"
+. "$root/benchmarks/lib.sh"
+BINKY="$(bench_binky)"
+load_at_start="$(bench_load)"
 WORLDS="${WORLDS:-10}"
 OTHER_WORLDS="${OTHER_WORLDS:-3}" # by hand and binky 0.1.2: each world costs them ~50 s
 ROUNDS="${ROUNDS:-3}"
@@ -34,7 +36,6 @@ HTTPS_PORT="${HTTPS_PORT:-45291}"
 PROXY012="$((PROXY_PORT + 2))"
 HTTPS012="$((PROXY_PORT + 3))"
 OUT="${OUT:-$root/benchmarks/fullstack-results.json}"
-[ -x "$BINKY" ] || { echo "binky not found at $BINKY (cargo build --release, or set BINKY)" >&2; exit 1; }
 
 work="$(mktemp -d /tmp/binky-fullstack.XXXXXX)"
 B_HOME="$work/binky-home"
@@ -443,9 +444,9 @@ for arm in $ARMS; do
 done
 
 # ---------------------------------------------------------------- table + JSON
-python3 - "$res" "$OUT" "$WORLDS" "$OTHER_WORLDS" <<'PY'
+python3 - "$res" "$OUT" "$WORLDS" "$OTHER_WORLDS" "$(bench_run_json "$load_at_start")" <<'PY'
 import json, sys, statistics
-tsv, out, n, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+tsv, out, n, m, run = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
 data, notes = {}, {}
 for line in open(tsv):
     arm, metric, value, note = line.rstrip("\n").split("\t")
@@ -456,7 +457,7 @@ for line in open(tsv):
     data.setdefault(arm, {})[metric] = value
     if note:
         notes.setdefault(arm, {})[metric] = note
-json.dump({"worlds": {"binky": n, "hand": m, "binky012": m}, "results": data, "notes": notes}, open(out, "w"), indent=2, sort_keys=True)
+json.dump({"run": run, "worlds": {"binky": n, "hand": m, "binky012": m}, "results": data, "notes": notes}, open(out, "w"), indent=2, sort_keys=True)
 
 def get(arm, key):
     return data.get(arm, {}).get(key)

@@ -14,9 +14,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 rounds="${1:-10}"
-BINKY="${BINKY:-$root/target/release/binky}"
+. "$root/benchmarks/lib.sh"
+BINKY="$(bench_binky)"
 OUT="${OUT:-$root/benchmarks/remove-results.json}"
-[ -x "$BINKY" ] || { echo "binky not found at $BINKY (cargo build --release, or set BINKY)" >&2; exit 1; }
+load_at_start="$(bench_load)"
 PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 PG_PORT="${PG_PORT:-45380}"
 work="$(mktemp -d /tmp/binky-remove.XXXXXX)"
@@ -79,7 +80,7 @@ TOML
 make_repo "$work/binky"
 make_repo "$work/hand"
 
-echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $BINKY"
+echo "machine: $(nproc) CPUs, load $load_at_start; $BINKY"
 printf '%5s %10s %10s   (remove, ms)\n' round binky "by hand"
 for r in $(seq 1 "$rounds"); do
     # binky: the world up, its service ready, then removed.
@@ -115,9 +116,9 @@ done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 sed -n 's/^/    w1 events | /p' "$work/events-w1.txt" | tail -8
 
-python3 - "$res" "$OUT" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$("$BINKY" --version)" <<'PY'
+python3 - "$res" "$OUT" "$(bench_run_json "$load_at_start")" "$("$BINKY" --version)" <<'PY'
 import json, statistics, sys
-res, out, cpus, load, version = sys.argv[1:]
+res, out, run, version = sys.argv[1:]
 runs = {}
 for line in open(res):
     arm, v = line.split()
@@ -131,7 +132,7 @@ for arm, v in runs.items():
 ratio = summary["binky"]["median_ms"] / summary["hand"]["median_ms"]
 print(f"binky / by hand: {ratio:.2f}")
 json.dump({"what": "remove of a world with a PostgreSQL slice and a service that takes 1 s to exit",
-           "binky": version, "cpus": int(cpus), "load_after": load,
+           "run": json.loads(run), "binky": version,
            "arms": summary, "ratio_binky_to_hand": round(ratio, 3)},
           open(out, "w"), indent=2)
 print(f"JSON: {out}")

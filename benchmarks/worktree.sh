@@ -19,7 +19,7 @@
 #   BUSY=2 ./benchmarks/worktree.sh
 #
 # Every round, and the medians, go to OUT (default benchmarks/worktree-results.json; with
-# BUSY, benchmarks/worktree-results-busy.json) with the machine and the commit measured.
+# BUSY, /tmp/worktree-results-busy.json: a stress run, not the benchmark's result) with the machine and the commit measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -28,11 +28,12 @@ files="${2:-30000}"
 mb="${3:-400}"
 busy="${BUSY:-0}"
 if [ "$busy" -gt 0 ]; then
-    OUT="${OUT:-$root/benchmarks/worktree-results-busy.json}"
+    OUT="${OUT:-/tmp/worktree-results-busy.json}"
 else
     OUT="${OUT:-$root/benchmarks/worktree-results.json}"
 fi
-commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src controllers || echo '+changes')"
+. "$root/benchmarks/lib.sh"
+commit="$(bench_commit)"
 cargo build --release -q
 bin="$PWD/target/release/binky"
 work="$(mktemp -d)"
