@@ -175,22 +175,32 @@ impl Secrets {
         service: &str,
         env: &mut BTreeMap<String, String>,
     ) -> Result<Vec<String>, String> {
-        let mut cache: BTreeMap<String, String> = BTreeMap::new();
+        let mut known = BTreeMap::new();
+        self.resolve_with(world, service, env, &mut known)?;
+        Ok(known.into_values().collect())
+    }
+
+    /// [`Secrets::resolve`], taking a reference's value from `known` (by reference) where it
+    /// is there, and adding each one fetched: a service's health command gets the values
+    /// its service was started with.
+    pub fn resolve_with(
+        &self,
+        world: i64,
+        service: &str,
+        env: &mut BTreeMap<String, String>,
+        known: &mut BTreeMap<String, String>,
+    ) -> Result<(), String> {
         for value in env.values_mut() {
-            let refs = references(value);
-            if refs.is_empty() {
-                continue;
-            }
-            for r in refs {
-                if !cache.contains_key(&r) {
+            for r in references(value) {
+                if !known.contains_key(&r) {
                     let (v, from) = self.fetch(&r)?;
                     self.audit(world, service, &r, from);
-                    cache.insert(r.clone(), v);
+                    known.insert(r.clone(), v);
                 }
-                *value = value.replace(&format!("${{secret:{r}}}"), &cache[&r]);
+                *value = value.replace(&format!("${{secret:{r}}}"), &known[&r]);
             }
         }
-        Ok(cache.into_values().collect())
+        Ok(())
     }
 
     fn audit(&self, world: i64, service: &str, r: &str, from: &str) {

@@ -4,8 +4,13 @@
 //! # Guarantees
 //! - Every command binky runs in a world — a service, its `setup` and health command, an
 //!   adapter's `migrate` and `seed`, a hook, `binky exec` (with or without `-s`), `binky
-//!   verify` and the MCP tools that run them — gets its directory and variables from
-//!   [`command_env`], over one [`Snapshot`] of the store read in one transaction.
+//!   verify` and the MCP tools that run them — gets its directory and variables from one
+//!   function, [`world_command_env`], over one [`Snapshot`] of the store read in one
+//!   transaction. Where their environments differ, [`WorldCommand`] says so and why.
+//! - What comes after it is the same for every command: `${secret:REF}` is resolved from
+//!   the text it leaves (by the daemon's supervisor when it starts the process or runs the
+//!   health command, by `binky exec` and `binky verify` themselves), and nothing else is
+//!   added but what [`WorldCommand`] names.
 //! - A service's `env_file`s are read for it; a command of the whole world reads every
 //!   service's, so a settings module that needs them loads under `binky exec` too.
 //! - What a service declares in its `env` wins over what binky hands out by name
@@ -74,17 +79,82 @@ impl Snapshot {
 /// never hands it out.
 pub const SPAWNED_IN: &str = "BINKY_SPAWNED_IN";
 
-/// Who runs a command in a world.
+/// Whose variables a command gets: a process service's, an adapter service's, or the
+/// world's (see [`WorldCommand`], which picks one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Runner<'a> {
-    /// A process service's instance (`api`, `api.1`): its `cmd`, `setup`, health command,
-    /// and `binky exec -s api`.
+enum Runner<'a> {
+    /// A process service's instance (`api`, `api.1`).
     Service(&'a str),
-    /// An adapter service's `migrate` and `seed`, and `binky exec -s db`: `DATABASE_URL`
-    /// is its slice's address.
+    /// An adapter service: `DATABASE_URL` is its slice's address.
     Slice(&'a str),
-    /// The world as a whole: `binky exec` without `-s`, `binky verify`, hooks.
+    /// The world as a whole.
     World,
+}
+
+/// A command binky runs for a world. Every one gets its environment from
+/// [`world_command_env`]; the kind decides only where they must differ:
+///
+/// - whose variables: a process service's own (its `cmd`, `setup` and health command see
+///   one environment: a setup prepares what the service runs with, and a health command
+///   checks the service as it runs, `pg_isready -d "$DATABASE_URL"`); an adapter
+///   service's (`migrate` and `seed` run against its slice: `DATABASE_URL` is its
+///   address); or the whole world's (hooks, `verify`, `exec` without `-s`: no service is
+///   theirs, so they see every service's URLs and declared `env`);
+/// - where: a hook runs at the worktree's top (a `post_up` of `make seed` is written for
+///   the repository, wherever `binky.toml` is); the others in their service's `workdir`
+///   or beside `binky.toml`;
+/// - under what: `binky exec` and `binky verify` keep their caller's environment beneath
+///   the world's ([`CommandEnv::over_callers`]: `FOO=x binky verify`, a terminal's `TERM`
+///   and `SSH_AUTH_SOCK`, as `docker compose exec` does), while what the daemon runs starts
+///   from the world's stored environment alone, so a daemon's own variables
+///   (`BINKY_SECRET_*`, another shell's `PATH`) never reach a service;
+/// - the name its secrets are audited under ([`WorldCommand::name`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorldCommand<'a> {
+    /// A process service's instance (`api`, `api.1`): its `cmd`, its `setup` and its health
+    /// command.
+    Service(&'a str),
+    /// An adapter service's `migrate` or `seed` (a golden template's build too).
+    Slice(&'a str),
+    /// A hook of the world (`post_up`, `pre_down`).
+    Hook(&'a str),
+    /// `binky exec`: of a service (`-s`, a process or an adapter service), or of the world.
+    Exec(Option<&'a str>),
+    /// `binky verify`.
+    Verify,
+}
+
+impl WorldCommand<'_> {
+    /// Whose variables it gets in `world`.
+    fn runner(&self, world: &World) -> Runner<'_> {
+        match *self {
+            WorldCommand::Service(s) => Runner::Service(s),
+            WorldCommand::Slice(s) => Runner::Slice(s),
+            WorldCommand::Exec(Some(s)) if world.spec.resource(s).is_some() => Runner::Slice(s),
+            WorldCommand::Exec(Some(s)) => Runner::Service(s),
+            WorldCommand::Hook(_) | WorldCommand::Exec(None) | WorldCommand::Verify => {
+                Runner::World
+            }
+        }
+    }
+
+    /// What it is called where its run is recorded (the secrets' audit, the supervisor's
+    /// spec): the service, `hook:post_up`, `exec` or `verify`.
+    pub fn name(&self) -> String {
+        match *self {
+            WorldCommand::Service(s) | WorldCommand::Slice(s) | WorldCommand::Exec(Some(s)) => {
+                s.to_owned()
+            }
+            WorldCommand::Hook(which) => format!("hook:{which}"),
+            WorldCommand::Exec(None) => "exec".into(),
+            WorldCommand::Verify => "verify".into(),
+        }
+    }
+
+    /// Whether it runs under its caller's environment (`binky exec`, `binky verify`).
+    pub fn keeps_callers_env(&self) -> bool {
+        matches!(self, WorldCommand::Exec(_) | WorldCommand::Verify)
+    }
 }
 
 /// Where a world's command runs and with what.
@@ -173,10 +243,50 @@ pub enum EnvError {
     },
 }
 
-/// The directory and variables of a command `runner` runs in `world` (checked out at
+/// The directory and variables of the command `command` of `world` (checked out at
 /// `layout`), from `snap`; `ca` is binky's CA, given to Node clients as
-/// `NODE_EXTRA_CA_CERTS` when it exists.
-pub fn command_env(
+/// `NODE_EXTRA_CA_CERTS` when it exists. The one way to a world command's environment:
+/// `${secret:…}` is left as written, for whoever starts the process to resolve at the last
+/// moment (see the module's guarantees).
+pub fn world_command_env(
+    world: &World,
+    layout: &Layout,
+    snap: &Snapshot,
+    command: WorldCommand<'_>,
+    ca: Option<&Path>,
+) -> Result<CommandEnv, EnvError> {
+    let mut ce = command_env(world, layout, snap, command.runner(world), ca)?;
+    if let WorldCommand::Hook(_) = command {
+        // A hook is the repository's: it runs at the worktree's top (see [`WorldCommand`]).
+        ce.dir = layout.worktree.clone();
+        ce.vars
+            .insert("PWD".into(), ce.dir.to_string_lossy().into_owned());
+    }
+    Ok(ce)
+}
+
+impl CommandEnv {
+    /// What a command run for a caller (`binky exec`, `binky verify`: see
+    /// [`WorldCommand::keeps_callers_env`]) sets on top of the caller's own environment,
+    /// which it keeps (`FOO=x binky exec …`, `CI=1 binky verify`, as with `docker compose
+    /// exec -e`): what binky sets for the world or service (URLs, ports, `env`, `env_file`)
+    /// always, and the world's stored environment (that of the `binky up` that wrote it)
+    /// only where the caller lacks the variable (`callers_has`).
+    pub fn over_callers<'a>(
+        &'a self,
+        world: &'a World,
+        callers_has: impl Fn(&str) -> bool + 'a,
+    ) -> impl Iterator<Item = (&'a String, &'a String)> + 'a {
+        self.vars.iter().filter(move |(k, v)| {
+            let from_world = world.env.get(*k) == Some(*v);
+            !from_world || !callers_has(k)
+        })
+    }
+}
+
+/// The directory and variables of a command `runner` runs in `world`: what
+/// [`world_command_env`] starts from.
+fn command_env(
     world: &World,
     layout: &Layout,
     snap: &Snapshot,
@@ -725,14 +835,14 @@ pub fn exported(world: &World, tokens: &Tokens, proxy: &ProxyView) -> BTreeMap<S
 }
 
 /// What `binky env` (and MCP's `env`) hands out: the names of [`exported`], each with the
-/// value a command of the whole world gets ([`command_env`] with [`Runner::World`]:
-/// `binky exec`, `binky verify`, hooks), so one name has one value wherever binky gives it.
+/// value a command of the whole world gets ([`world_command_env`] of `binky verify`, as
+/// of `binky exec` and hooks), so one name has one value wherever binky gives it.
 /// That is the proxy URL for `<SVC>_URL`, unless a service's `env` (or `env_file`) sets
 /// that name itself (`API_URL = "${api.url}"`, the direct address): then its value, as the
 /// commands and services see it. `layout` is where the worktree is.
 pub fn handed_out(world: &World, layout: &Layout, snap: &Snapshot) -> BTreeMap<String, String> {
     let names = exported(world, &snap.tokens, &snap.proxy);
-    let commands = command_env(world, layout, snap, Runner::World, None)
+    let commands = world_command_env(world, layout, snap, WorldCommand::Verify, None)
         .map(|ce| ce.vars)
         .unwrap_or_default();
     names

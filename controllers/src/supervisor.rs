@@ -150,8 +150,13 @@ pub enum ProbeTarget {
         cmd: String,
         /// Where.
         workdir: PathBuf,
-        /// With what.
+        /// With what: its service's environment, `${secret:…}` as written (resolved by the
+        /// supervisor with the values the service was started with).
         env: BTreeMap<String, String>,
+        /// The world it checks a service of.
+        world: WorldId,
+        /// The service instance it checks (what its secrets are audited under).
+        service: String,
     },
 }
 

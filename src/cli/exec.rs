@@ -12,20 +12,22 @@ use nix::sys::signal::Signal;
 
 use crate::supervisor::descendants::Subtree;
 
-use binky_controllers::env::{self, Layout, Runner};
+use binky_controllers::env::{self, Layout, WorldCommand};
 use binky_controllers::store::{self, World};
 
 use super::context::{self, Ctx, Failure, Kind};
 use super::exit;
 
-/// The directory and environment a command of `world` runs with: exactly what the daemon
-/// gives `service` (a process service: its `cmd`; an adapter service: its `migrate`), or,
-/// without a service, what every command of the whole world gets (hooks, `verify`): one
-/// function builds them all ([`env::command_env`]).
+/// The directory and environment `command` (`binky exec`, `binky verify`) runs with in
+/// `world`, ready to start: the one function every command of a world gets its environment
+/// from ([`env::world_command_env`]: with `-s`, exactly what the daemon gives that service's
+/// `cmd` or that adapter service's `migrate`; without, what hooks get), its `${secret:…}`
+/// resolved as the daemon resolves them, to be set over the caller's own environment
+/// ([`env::CommandEnv::over_callers`]).
 pub fn world_env(
     ctx: &Ctx,
     world: &World,
-    service: Option<&str>,
+    command: WorldCommand<'_>,
 ) -> Result<(PathBuf, BTreeMap<String, String>), Failure> {
     let wt = ctx
         .store
@@ -39,19 +41,32 @@ pub fn world_env(
         })?;
     let layout = Layout { worktree: wt.path };
     let snap = env::Snapshot::read(&ctx.store, world)?;
-    let runner = match service {
-        None => Runner::World,
-        Some(name) => match context::service(world, name)?.resource() {
-            Some(_) => Runner::Slice(name),
-            None => Runner::Service(name),
-        },
+    let service = match command {
+        WorldCommand::Exec(Some(name)) => {
+            // A name the world has not: the list of those it has.
+            context::service(world, name)?;
+            Some(name)
+        }
+        _ => None,
     };
     let ca = ctx.home.ca().join("ca.crt");
-    match env::command_env(world, &layout, &snap, runner, Some(&ca)) {
+    match env::world_command_env(world, &layout, &snap, command, Some(&ca)) {
         Ok(ce) => {
             refuse_unresolved(world, service, &ce.unresolved)?;
             wait_for_paths(ctx, world, &layout, &ce.dir)?;
-            Ok((ce.dir, ce.vars))
+            let mut vars: BTreeMap<String, String> = ce
+                .over_callers(world, |k| std::env::var_os(k).is_some())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            // `${secret:REF}` as the daemon resolves it for a service (secret_command, else
+            // BINKY_SECRET_<REF>, here from this command's own environment).
+            crate::secrets::Secrets::new(
+                ctx.store.clone(),
+                ctx.home.root().join("secrets-audit.log"),
+            )
+            .resolve(world.id, &command.name(), &mut vars)
+            .map_err(Failure::failed)?;
+            Ok((ce.dir, vars))
         }
         Err(env::EnvError::SliceNotMade { service, .. }) => {
             let slices = ctx.store.read(|c| store::slices_seen_by(c, world))?;
@@ -175,34 +190,10 @@ pub async fn run(
         ))
         .kind(Kind::Held));
     }
-    let (dir, mut vars) = world_env(&ctx, &world, service.as_deref())?;
-    // `${secret:REF}` as a service gets it (secret_command, else BINKY_SECRET_<REF> here).
-    crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
-        .resolve(world.id, service.as_deref().unwrap_or("exec"), &mut vars)
-        .map_err(Failure::failed)?;
+    let (dir, vars) = world_env(&ctx, &world, WorldCommand::Exec(service.as_deref()))?;
     let mut command = tokio::process::Command::new(&cmd[0]);
-    command
-        .envs(over_callers(&world, &vars))
-        .args(&cmd[1..])
-        .current_dir(&dir);
+    command.envs(&vars).args(&cmd[1..]).current_dir(&dir);
     run_below(command, &cmd[0], ctx.home.lock(), leave_nothing).await
-}
-
-/// What a command binky runs for a caller in a world (`binky exec`, `binky verify`) gets on
-/// top of the caller's own environment, which it keeps (`FOO=x binky exec …`, `CI=1 binky
-/// verify`, as with `docker compose exec -e`): of `vars` (the world's command environment),
-/// what binky sets for the world or service (URLs, ports, `env`, `env_file`) always, and the
-/// world's stored environment (that of the `binky up` that wrote it) only where the caller
-/// lacks the variable. One rule for both commands.
-fn over_callers<'a>(
-    world: &World,
-    vars: &'a BTreeMap<String, String>,
-) -> impl Iterator<Item = (&'a String, &'a String)> {
-    let stored = world.env.clone();
-    vars.iter().filter(move |(k, v)| {
-        let from_world = stored.get(*k) == Some(*v);
-        !from_world || std::env::var_os(k).is_none()
-    })
 }
 
 /// Run `command` below this process, which is the subreaper of all it starts
@@ -325,11 +316,7 @@ pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
         ))
         .kind(Kind::Held));
     }
-    let (dir, mut vars) = world_env(&ctx, &world, None)?;
-    // `${secret:REF}` as `exec` and the services get it.
-    crate::secrets::Secrets::new(ctx.store.clone(), ctx.home.root().join("secrets-audit.log"))
-        .resolve(world.id, "verify", &mut vars)
-        .map_err(Failure::failed)?;
+    let (dir, vars) = world_env(&ctx, &world, WorldCommand::Verify)?;
     let mut results = Vec::new();
     let mut failed = 0;
     for cmd in &cmds {
@@ -338,7 +325,7 @@ pub fn verify(name: Option<String>, json: bool) -> Result<i32, Failure> {
             .arg("-c")
             .arg(cmd)
             .current_dir(&dir)
-            .envs(over_callers(&world, &vars))
+            .envs(&vars)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| Failure::failed(format!("cannot run sh: {e}")))?;

@@ -66,6 +66,10 @@ pub struct RealSupervisor {
     resources: Arc<resources::Resources>,
     /// Where each service spawned lately was put, until the controller asks.
     placements: Mutex<HashMap<ProcId, Placement>>,
+    /// The secrets (by reference) each running service was started with: its health
+    /// command gets the same values (as its service sees them, and without asking a vault
+    /// again every few seconds). Forgotten when the service ends.
+    started_with: Mutex<HashMap<ProcId, BTreeMap<String, String>>>,
 }
 
 /// Where one process goes: its placement, and what the spawn needs for it.
@@ -101,6 +105,7 @@ impl RealSupervisor {
             scrub: None,
             resources: Arc::new(resources::Resources::off()),
             placements: Mutex::default(),
+            started_with: Mutex::default(),
         }
     }
 
@@ -222,17 +227,20 @@ impl RealSupervisor {
         let _ = log.write_all(&scrubber.line(line.as_bytes()));
     }
 
-    /// The environment the process gets and the secret values in it (`${secret:…}`
+    /// The environment the process gets and the secrets in it, by reference (`${secret:…}`
     /// resolved); the run's header goes into `log` whether they resolve or not.
     async fn prepare(
         &self,
         spec: &SpawnSpec,
         log: &mut std::fs::File,
-    ) -> Result<(BTreeMap<String, String>, Vec<String>), SpawnError> {
-        match self.resolve_secrets(spec).await {
-            Ok((env, secrets)) => {
-                Self::header(log, &spec.cmd, &env, &secrets);
-                Ok((env, secrets))
+    ) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>), SpawnError> {
+        match self
+            .resolve_secrets(spec.world, &spec.service, spec.env.clone(), BTreeMap::new())
+            .await
+        {
+            Ok((env, known)) => {
+                Self::header(log, &spec.cmd, &env, &values(&known));
+                Ok((env, known))
             }
             Err(e) => {
                 Self::header(log, &spec.cmd, &spec.env, &[]);
@@ -241,31 +249,45 @@ impl RealSupervisor {
         }
     }
 
-    /// The service's environment with `${secret:…}` resolved (at the last moment: the value
-    /// lives only in the child's environment and the scrubber's list), and the values.
-    /// A `secret_command` may take seconds: it runs on a blocking thread, not a worker.
+    /// The environment `env` of a command of `world` (`service`, as its audit names it)
+    /// with `${secret:…}` resolved — at the last moment, for every command the daemon
+    /// runs: a service, its setup, a hook, migrate and seed, a health command. The value
+    /// lives in the child's environment, the scrubber's list and, while a service runs, in
+    /// `started_with` for its health command. A reference in `known` takes that value;
+    /// the secrets by reference come back with the environment. A `secret_command` may take
+    /// seconds: it runs on a blocking thread, not a worker.
     async fn resolve_secrets(
         &self,
-        spec: &SpawnSpec,
-    ) -> std::io::Result<(BTreeMap<String, String>, Vec<String>)> {
-        let mut env = spec.env.clone();
+        world: WorldId,
+        service: &str,
+        mut env: BTreeMap<String, String>,
+        mut known: BTreeMap<String, String>,
+    ) -> std::io::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
         if !env.values().any(|v| v.contains("${secret:")) {
-            return Ok((env, Vec::new()));
+            return Ok((env, known));
         }
         let Some(source) = self.secrets.clone() else {
             return Err(std::io::Error::other(
                 "${secret:…} is not available here (no secret source)",
             ));
         };
-        let (world, service) = (spec.world, spec.service.clone());
+        let service = service.to_owned();
         tokio::task::spawn_blocking(move || {
-            let values = source
-                .resolve(world, &service, &mut env)
+            source
+                .resolve_with(world, &service, &mut env, &mut known)
                 .map_err(std::io::Error::other)?;
-            Ok((env, values))
+            Ok((env, known))
         })
         .await
         .map_err(std::io::Error::other)?
+    }
+
+    /// Forget what the service `id` was started with (it has ended).
+    fn forget(&self, id: ProcId) {
+        self.started_with
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
     }
 
     /// What `spawn` and `run` both start from: the environment prepared (the run's header
@@ -280,13 +302,14 @@ impl RealSupervisor {
             tokio::process::Command,
             Option<tokio::process::Child>,
             Placed,
+            BTreeMap<String, String>,
         ),
         SpawnError,
     > {
-        let (env, secrets) = self.prepare(spec, &mut log).await?;
+        let (env, known) = self.prepare(spec, &mut log).await?;
         let placed = self.place(spec).await;
-        match self.command(spec, log, env, secrets, &placed) {
-            Ok((cmd, shim)) => Ok((cmd, shim, placed)),
+        match self.command(spec, log, env, values(&known), &placed) {
+            Ok((cmd, shim)) => Ok((cmd, shim, placed, known)),
             Err(e) => {
                 placed.unused();
                 Err(Self::io_error(spec, e))
@@ -443,6 +466,11 @@ impl Drop for Done {
     }
 }
 
+/// The secrets' values of `known` (by reference), for the scrubber.
+fn values(known: &BTreeMap<String, String>) -> Vec<String> {
+    known.values().cloned().collect()
+}
+
 fn rotated(path: &Path, n: u32) -> std::path::PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(format!(".{n}"));
@@ -533,7 +561,7 @@ impl Supervisor for RealSupervisor {
                 ),
             ));
         }
-        let (mut cmd, shim, placed) = self.prepared(spec, log).await?;
+        let (mut cmd, shim, placed, known) = self.prepared(spec, log).await?;
         let spawned = cmd.spawn();
         // Our copies of the output pipe close here: the scrubber sees the end of input
         // once the service (and whatever it started) closes its own.
@@ -572,6 +600,12 @@ impl Supervisor for RealSupervisor {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(id, placement);
+            if !known.is_empty() {
+                self.started_with
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, known);
+            }
         }
         self.children
             .lock()
@@ -614,6 +648,8 @@ impl Supervisor for RealSupervisor {
             Some(ChildState::Running) => Liveness::Running,
             Some(ChildState::Exited(exit)) => {
                 children.remove(&id);
+                drop(children);
+                self.forget(id);
                 Liveness::Exited(exit)
             }
             None => {
@@ -627,6 +663,7 @@ impl Supervisor for RealSupervisor {
                     self.watch_adopted(world, id);
                     Liveness::Running
                 } else {
+                    self.forget(id);
                     Liveness::Exited(Exit {
                         code: None,
                         signal: None,
@@ -644,6 +681,7 @@ impl Supervisor for RealSupervisor {
                 .get(&id),
             Some(ChildState::Running)
         );
+        self.forget(id);
         if !ours && !procfs::alive(id.pid, id.start_time) && procfs::group_gone(id.pid) {
             return Stopped::Gone;
         }
@@ -656,7 +694,44 @@ impl Supervisor for RealSupervisor {
         owner: ProcId,
         timeout: Duration,
     ) -> Result<(), ProbeFailure> {
-        probe::probe(target, owner, timeout).await
+        let ProbeTarget::Cmd {
+            cmd,
+            workdir,
+            env,
+            world,
+            service,
+        } = target
+        else {
+            return probe::probe(target, owner, timeout).await;
+        };
+        // A health command sees what its service sees: `${secret:…}` resolved, with the
+        // values the service was started with (a service this daemon adopted: fetched once,
+        // then kept as if it had been started with them).
+        let known = self
+            .started_with
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&owner)
+            .cloned()
+            .unwrap_or_default();
+        let (env, known) = self
+            .resolve_secrets(*world, service, env.clone(), known)
+            .await
+            .map_err(|e| ProbeFailure::NotReady(e.to_string()))?;
+        if !known.is_empty() {
+            self.started_with
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(owner, known);
+        }
+        let resolved = ProbeTarget::Cmd {
+            cmd: cmd.clone(),
+            workdir: workdir.clone(),
+            env,
+            world: *world,
+            service: service.clone(),
+        };
+        probe::probe(&resolved, owner, timeout).await
     }
 
     fn saturated(&self, cpu_percent: f64) -> Option<String> {
@@ -665,7 +740,7 @@ impl Supervisor for RealSupervisor {
 
     async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {
         let log = Self::open_log(&spec.log).map_err(|e| Self::io_error(spec, e))?;
-        let (mut cmd, mut shim, placed) = self.prepared(spec, log).await?;
+        let (mut cmd, mut shim, placed, _) = self.prepared(spec, log).await?;
         let spawned = cmd.spawn();
         drop(cmd);
         // Its cgroup goes when it is done, whatever the outcome.

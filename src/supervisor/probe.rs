@@ -321,7 +321,9 @@ pub async fn probe(
             Ok(())
         }
         ProbeTarget::Http(url) => Ok(http(url, timeout).await?),
-        ProbeTarget::Cmd { cmd, workdir, env } => Ok(command(cmd, workdir, env, timeout).await?),
+        ProbeTarget::Cmd {
+            cmd, workdir, env, ..
+        } => Ok(command(cmd, workdir, env, timeout).await?),
     }
 }
 

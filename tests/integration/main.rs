@@ -56,3 +56,4 @@ mod slices_s3;
 mod stopping;
 mod storm;
 mod top;
+mod world_commands;

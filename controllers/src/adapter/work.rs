@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{SliceAddress, SliceEffects, SliceSpec};
-use crate::env::{self, Layout, Runner, Snapshot};
+use crate::env::{self, Layout, Snapshot, WorldCommand};
 use crate::needs::Need;
 use crate::spec::Resource;
 use crate::store::{Store, World};
@@ -177,13 +177,13 @@ impl<E: SliceEffects, S: Supervisor> SliceWork<E, S> {
         address: &SliceAddress,
     ) -> Result<(), CommandError> {
         let snap = self.command_snapshot(world, service, res, which, cmd, address)?;
-        let runner = Runner::Slice(service);
-        let ce = env::command_env(world, layout, &snap, runner, self.ca.as_deref())
+        let command = WorldCommand::Slice(service);
+        let ce = env::world_command_env(world, layout, &snap, command, self.ca.as_deref())
             .map_err(|e| CommandError::Failed(e.to_string()))?;
         let log = crate::supervisor::log_path(&self.logs_dir, world, service);
         let spec = SpawnSpec {
             world: world.id,
-            service: service.to_owned(),
+            service: command.name(),
             cmd: ce.tokens.resolve(cmd, service),
             workdir: ce.dir,
             env: ce.vars,

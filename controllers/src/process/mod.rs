@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::env::{self, Layout};
-use crate::env::{Runner, Snapshot};
+use crate::env::{Snapshot, WorldCommand};
 use crate::registry::Kind;
 use crate::runtime::{Action, Applied, Cleanup, Condition, Controller, ReconcileError};
 use crate::store::WorktreeState;
@@ -336,17 +336,15 @@ impl<S: Supervisor> ProcessController<S> {
         snap: &Snapshot,
     ) {
         let ca = self.config.ca_cert.as_deref();
-        let Ok(mut ce) = env::command_env(world, layout, snap, Runner::World, ca) else {
+        let command = WorldCommand::Hook(which);
+        let Ok(ce) = env::world_command_env(world, layout, snap, command, ca) else {
             return;
         };
-        // Hooks run at the worktree's top, as they always have.
-        ce.vars
-            .insert("PWD".into(), layout.worktree.to_string_lossy().into_owned());
         let spec = SpawnSpec {
             world: world.id,
-            service: format!("hook:{which}"),
+            service: command.name(),
             cmd: ce.tokens.resolve(cmd, ""),
-            workdir: layout.worktree.clone(),
+            workdir: ce.dir,
             env: ce.vars,
             log: crate::supervisor::log_path(&self.config.logs_dir, world, "hooks"),
             token: self.sup.token(world.id),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use sha2::{Digest, Sha256};
 
 use super::ProcessController;
-use crate::env::{self, Layout, Runner, Snapshot};
+use crate::env::{self, Layout, Snapshot, WorldCommand};
 use crate::spec::{Probe, Service};
 use crate::store::World;
 use crate::supervisor::{ProbeTarget, Supervisor};
@@ -47,7 +47,10 @@ impl<S: Supervisor> ProcessController<S> {
     ) -> Option<Resolved> {
         let process = svc.process()?;
         let ca = self.config.ca_cert.as_deref();
-        let ce = env::command_env(world, layout, snap, Runner::Service(name), ca).ok()?;
+        // One environment for the service's `cmd`, its `setup` and its health command
+        // (`WorldCommand::Service` says why).
+        let command = WorldCommand::Service(name);
+        let ce = env::world_command_env(world, layout, snap, command, ca).ok()?;
         let t = &ce.tokens;
         let cmd = t.resolve(&process.cmd, name);
         // A changed health check, or a restart asked for this service alone (a watched file
@@ -103,6 +106,7 @@ impl<S: Supervisor> ProcessController<S> {
 
     pub(super) fn probe_target(
         &self,
+        world: &World,
         name: &str,
         svc: &Service,
         tokens: &Tokens,
@@ -141,10 +145,13 @@ impl<S: Supervisor> ProcessController<S> {
                         _ => ProbeTarget::Tcp("127.0.0.1".into(), spec.trim().parse().unwrap_or(0)),
                     }
                 }
+                // The service's own environment (`WorldCommand::Service` says why).
                 Probe::Cmd(cmd) => ProbeTarget::Cmd {
                     cmd: t.resolve(cmd, name),
                     workdir: resolved.workdir.clone(),
                     env: resolved.env.clone(),
+                    world: world.id,
+                    service: name.to_owned(),
                 },
             }),
         }

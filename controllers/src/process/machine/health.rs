@@ -58,7 +58,7 @@ impl<S: Supervisor> ProcessController<S> {
         if since < interval {
             return Ok(Flow::Done(self.checked_step(s, row, interval - since)));
         }
-        let target = self.probe_target(s.name, s.svc, s.tokens, &s.resolved);
+        let target = self.probe_target(s.world, s.name, s.svc, s.tokens, &s.resolved);
         let result = match &target {
             Some(t) => self.sup.probe(t, id, health.timeout()).await,
             None => Ok(()),

@@ -340,7 +340,7 @@ impl<S: Supervisor> ProcessController<S> {
         id: ProcId,
     ) -> Result<Step, StoreError> {
         let name = s.name;
-        let target = self.probe_target(name, s.svc, s.tokens, &s.resolved);
+        let target = self.probe_target(s.world, name, s.svc, s.tokens, &s.resolved);
         // Nothing to probe: ready once it has survived a short settle time, so a command
         // that dies at once (a typo, a missing binary) fails `binky up` instead of passing.
         let settle = self.config.settle.saturating_sub(ms_since(row.started_at));
