@@ -19,6 +19,7 @@ pub mod daemon;
 pub mod dashboard;
 pub mod failure;
 pub mod git;
+pub mod hosts;
 pub mod init;
 pub mod logging;
 pub mod machine;

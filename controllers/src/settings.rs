@@ -36,6 +36,8 @@ pub enum Takes {
     Duration,
     /// Project names, comma-separated (`*`: every project; empty: none).
     Projects,
+    /// Set only by this command (which does more than record it).
+    SetBy(&'static str),
 }
 
 /// One machine setting.
@@ -144,6 +146,12 @@ pub const ALL: &[Setting] = &[
         what: "the proxy's HTTPS port (0: off); set it with `binky port --https N`",
     },
     Setting {
+        key: "hosts_file",
+        default: "",
+        takes: Takes::SetBy("binky hosts --write"),
+        what: "the hosts file whose binky block the daemon keeps current as worlds come and go (empty: none); set by `binky hosts --write`, cleared by `binky hosts --remove`",
+    },
+    Setting {
         key: "proxy_answer_timeout",
         default: "60s",
         takes: Takes::Duration,
@@ -189,6 +197,14 @@ pub enum SettingError {
         placeholder: &'static str,
         /// The value given.
         value: String,
+    },
+    /// A key only a command sets (it does more than record the value).
+    #[error("{key} is not set by hand: `{command}` sets it, as it does what the setting records")]
+    SetBy {
+        /// The key.
+        key: &'static str,
+        /// The command that sets it.
+        command: &'static str,
     },
     /// A key another command sets.
     #[error(
@@ -261,6 +277,10 @@ pub fn validate(key: &str, value: &str) -> Result<String, SettingError> {
             key: setting.key,
             placeholder,
             value: v.to_owned(),
+        }),
+        Takes::SetBy(command) => Err(SettingError::SetBy {
+            key: setting.key,
+            command,
         }),
         Takes::Port(flag) => Err(SettingError::SetByPort {
             key: setting.key,
@@ -442,7 +462,11 @@ mod tests {
     fn every_default_is_a_value_its_key_takes_and_the_ports_match_the_constants() {
         for s in ALL {
             match s.takes {
-                Takes::Port(_) => {}
+                // Set by their commands only: refused by hand, naming the command.
+                Takes::Port(_) | Takes::SetBy(_) => {
+                    let err = validate(s.key, s.default).unwrap_err().to_string();
+                    assert!(err.contains("binky "), "{err}");
+                }
                 _ => assert_eq!(validate(s.key, s.default).as_deref(), Ok(s.default)),
             }
         }

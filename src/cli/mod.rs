@@ -323,10 +323,11 @@ pub enum Command {
     },
     /// `/etc/hosts` lines for every routed hostname (for tools that cannot resolve *.localhost).
     Hosts {
-        /// Write them into /etc/hosts (a managed block; needs root).
+        /// Write them into /etc/hosts (a managed block binky keeps current as worlds come and
+        /// go; needs write access to the file).
         #[arg(long, conflicts_with = "remove")]
         write: bool,
-        /// Remove binky's block from /etc/hosts.
+        /// Remove binky's block from /etc/hosts (binky no longer keeps it).
         #[arg(long)]
         remove: bool,
     },

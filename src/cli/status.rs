@@ -270,6 +270,9 @@ fn every_world(
         }
         print_world(v, false);
     }
+    if let Some(behind) = crate::hosts::behind(&ctx.store, ctx.home.root()) {
+        println!("hosts: {behind}");
+    }
     match daemon {
         Some(d) => {
             if views.is_empty() {

@@ -329,7 +329,10 @@ fn add_controllers(
             .with_trigger(trigger.clone()),
     );
     runtime.add(processes.clone());
-    runtime.add(Arc::new(RouteController::new(store.clone(), routes)));
+    // Every routing table goes to the proxy, and to the hosts file a person asked binky to
+    // keep (`binky hosts --write`).
+    let sink = crate::hosts::KeptHosts::new(routes, store.clone());
+    runtime.add(Arc::new(RouteController::new(store.clone(), sink)));
     let servers = Arc::new(Servers::new(home.clone(), store.clone()));
     // One daemon a home: no start of a server is under way but one a stopped daemon left.
     if let Err(err) = servers.fail_interrupted_starts() {

@@ -25,6 +25,7 @@ mod golden_stuck;
 mod harness;
 mod health;
 mod homes;
+mod hosts;
 mod init;
 mod init_apps;
 mod kafka_server;
