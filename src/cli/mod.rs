@@ -20,6 +20,7 @@ mod guard;
 mod hosts;
 mod init;
 pub mod logs;
+pub mod mcp;
 mod metrics;
 mod port;
 mod reload;
@@ -393,7 +394,7 @@ pub enum Command {
     Mcp {
         /// `install --client claude|cursor|codex`; none: serve MCP on stdin/stdout.
         #[command(subcommand)]
-        action: Option<crate::mcp::McpAction>,
+        action: Option<mcp::McpAction>,
     },
     /// Copy stdin to LOG with credentials scrubbed (started by the daemon per service).
     #[command(name = "__scrub", hide = true)]
@@ -548,7 +549,7 @@ async fn dispatch(command: Command) -> Result<i32, Failure> {
             wait,
         } => golden::run(&action, key, json, &wait).await,
         Command::Init { dir, force, files } => init::run(dir, force, files),
-        Command::Mcp { action } => crate::mcp::run(action).await,
+        Command::Mcp { action } => mcp::run(action).await,
         Command::Scrub { log } => Ok(crate::scrub::run_shim(&log)),
         Command::Daemon { action } => daemon::run(action).await,
     }

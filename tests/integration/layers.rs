@@ -281,6 +281,92 @@ fn no_module_of_any_crate_imports_one_that_imports_it_back() {
     }
 }
 
+/// `graph` seen from the crate's root: each top-level module (`store`, `view`, `cli`) with
+/// the top-level modules its files import, and for each such import the module-level
+/// edges that make it (`view` → `daemon` because `view` imports `daemon::protocol`).
+fn top_level(graph: &BTreeMap<String, BTreeSet<String>>) -> TopLevel {
+    let top = |m: &str| m.split("::").next().unwrap_or(m).to_owned();
+    let mut out = TopLevel::new();
+    for (module, targets) in graph {
+        let from = top(module);
+        let entry = out.entry(from.clone()).or_default();
+        for t in targets {
+            let to = top(t);
+            if to != from {
+                entry.entry(to).or_default().push(format!("{module} → {t}"));
+            }
+        }
+    }
+    out
+}
+
+/// Top-level module → (top-level module it imports → the module-level imports that do it).
+type TopLevel = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+/// The loops among a crate's top-level modules, each named by its modules and the
+/// module-level imports that close it.
+fn top_level_loops(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let top = top_level(graph);
+    let plain: BTreeMap<String, BTreeSet<String>> = top
+        .iter()
+        .map(|(m, to)| (m.clone(), to.keys().cloned().collect()))
+        .collect();
+    loops(&plain)
+        .into_iter()
+        .map(|set| {
+            let edges: Vec<&String> = set
+                .iter()
+                .flat_map(|m| {
+                    top[m]
+                        .iter()
+                        .filter(|(to, _)| set.contains(*to))
+                        .flat_map(|(_, why)| why)
+                })
+                .collect();
+            let names: Vec<&str> = set.iter().map(String::as_str).collect();
+            format!("{} (through {edges:?})", names.join(" ⇄ "))
+        })
+        .collect()
+}
+
+#[test]
+fn no_top_level_module_imports_one_that_imports_it_back() {
+    for root in ["controllers/src", "proxy/src", "src"] {
+        let graph = graph(&repo().join(root));
+        let found = top_level_loops(&graph);
+        assert!(
+            found.is_empty(),
+            "{root}: top-level modules that import each other (in a loop): {found:?}; move \
+             what both need into a module below both (or into the lower one), or behind a \
+             trait the lower one defines"
+        );
+    }
+}
+
+#[test]
+fn a_loop_of_top_level_modules_is_seen_when_no_module_loops() {
+    // The loop binky had: each import reaches another file of the module, so no single
+    // module imports one that imports it back, yet `view`, `daemon` and `dashboard` do.
+    let edges = [
+        ("view", "daemon::protocol"),
+        ("daemon", "dashboard"),
+        ("dashboard::snapshot", "view"),
+        ("daemon::protocol", "person"),
+    ];
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, to) in edges {
+        graph
+            .entry(from.to_owned())
+            .or_default()
+            .insert(to.to_owned());
+    }
+    assert_eq!(loops(&graph), Vec::<BTreeSet<String>>::new());
+    assert_eq!(
+        top_level_loops(&graph),
+        ["daemon ⇄ dashboard ⇄ view (through [\"daemon → dashboard\", \"dashboard::snapshot → view\", \"view → daemon::protocol\"])"]
+    );
+}
+
 /// The modules of `binky-controllers` that are controllers (each implements `Controller`).
 const CONTROLLERS: [&str; 7] = [
     "gate", "worktree", "port", "golden", "slice", "process", "route",
