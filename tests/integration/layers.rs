@@ -470,6 +470,74 @@ fn a_loop_of_imports_is_seen_whichever_way_it_is_written() {
     );
 }
 
+/// The longest a production source file may be, in lines (its test module aside): past it,
+/// a file holds several concerns, which want a module each.
+const MOST_LINES: usize = 900;
+
+/// The lines of `text` before its test module (`#[cfg(test)]` then `mod …`), if any.
+fn production_lines(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len())
+}
+
+/// The production `.rs` files under `root` (test files and folders aside), with their
+/// paths relative to the repository.
+fn production_files(root: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "tests" {
+                    dirs.push(path);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" {
+                let rel = path.strip_prefix(repo()).unwrap_or(&path);
+                out.push((rel.to_string_lossy().into_owned(), path));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_production_file_passes_900_lines() {
+    let mut long = Vec::new();
+    let mut read = 0;
+    for root in ["src", "controllers/src", "proxy/src"] {
+        for (rel, path) in production_files(&repo().join(root)) {
+            read += 1;
+            let n = production_lines(&std::fs::read_to_string(path).unwrap());
+            if n > MOST_LINES {
+                long.push(format!("{rel}: {n} lines"));
+            }
+        }
+    }
+    assert!(read > 100, "too few files read: {read}");
+    assert!(
+        long.is_empty(),
+        "production files over {MOST_LINES} lines: {long:?}; split each into modules along \
+         the concerns it holds (one each, importing what it uses)"
+    );
+}
+
+#[test]
+fn a_file_is_measured_without_its_test_module() {
+    let code = "fn a() {}\n".repeat(3);
+    assert_eq!(production_lines(&code), 3);
+    let with_tests = format!("{code}\n#[cfg(test)]\nmod tests {{\n    fn t() {{}}\n}}\n");
+    assert_eq!(production_lines(&with_tests), 4);
+    // A `#[cfg(test)]` item that is no test module counts.
+    let gated = format!("#[cfg(test)]\nfn helper() {{}}\n{code}");
+    assert_eq!(production_lines(&gated), 5);
+}
+
 /// A file is written whole in one place (`binky_controllers::whole_file`): every other
 /// `rename` of the crates' code moves a thing rather than writing a file (a log rotated, a
 /// worktree to the trash, a path brought into a worktree, a server's staged data
