@@ -6,7 +6,7 @@
 //! # Guarantees
 //! - `binky mcp` refuses a call about another project's worlds (named by `project` or
 //!   `root`, or found by name from a server started outside any repository) unless the
-//!   person listed it (`crate::mcp`'s `place`); `list`, `status` and `approvals` show only
+//!   person listed it (`crate::cli::mcp`'s `place`); `list`, `status` and `approvals` show only
 //!   the projects it may act on.
 //! - A command run by a process of a world (`binky down`, `exec`, `env`, … of a world, or
 //!   `binky up`) refuses another project's world unless the person listed that project

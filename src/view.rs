@@ -484,7 +484,7 @@ fn limits_view(w: &World, name: &str, r: Option<&store::ResourceRow>) -> Option<
 /// worlds and services by state, usage, admission, shared services, servers, templates.
 pub fn metrics(
     store: &Store,
-    daemon: Option<&crate::daemon::protocol::Response>,
+    daemon: Option<&crate::protocol::Response>,
 ) -> Result<Value, StoreError> {
     // A project's shared world is not a worktree of the user's: its services are counted,
     // the world is listed under `shared`.

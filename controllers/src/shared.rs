@@ -13,10 +13,10 @@
 //!   of a shared service resolve to the shared world's ports and slices, and each world's
 //!   URL of it (`mail.<world>.<domain>`) routes to the shared instance.
 //! - A shared process runs while some world of the project that selects it (its group
-//!   included) is running and admitted ([`wants`]), together with the shared services it
-//!   depends on; it stops after the last such world goes down or is removed, once that
-//!   world's own processes have stopped. Its ports and
-//!   its slices stay until the shared world goes.
+//!   included) is running and admitted (the process controller asks each world), together
+//!   with the shared services it depends on; it stops after the last such world goes down
+//!   or is removed, once that world's own processes have stopped. Its ports and its slices
+//!   stay until the shared world goes.
 //! - The shared world goes (its slices torn down) with the last world of the project that
 //!   declares shared services, and only after that world's processes are gone.
 //! - The shared world takes no place of `max_parallel` and is never cooled on its own.
@@ -35,29 +35,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::spec::{Agents, Hooks, Spec};
-use crate::store::World;
 
 /// The name of a project's shared world: `@` is never part of a world name a user can give
 /// (see [`crate::admission::check_world_name`]).
 pub const WORLD: &str = "@shared";
-
-impl World {
-    /// This is a project's shared world ([`WORLD`]).
-    pub fn is_shared(&self) -> bool {
-        self.name == WORLD
-    }
-
-    /// Does this world run `service` itself? The shared world runs its services; a user
-    /// world every service but its shared ones (which the shared world runs for it).
-    pub fn runs(&self, service: &str) -> bool {
-        self.is_shared()
-            || !self
-                .spec
-                .services
-                .get(crate::replica::service_of(service))
-                .is_some_and(|s| s.shared)
-    }
-}
 
 /// The services of `spec` declared `shared = true`.
 pub fn declared(spec: &Spec) -> BTreeSet<String> {
@@ -117,42 +98,6 @@ pub fn merge(current: Option<&Spec>, writer: Option<&Spec>, others: &BTreeSet<St
         agents: Agents::default(),
         hooks: Hooks::default(),
     }
-}
-
-/// The shared services `user` wants running now: those it selects (its group and what
-/// that depends on) while it is meant to run, is not being removed and is `admitted` at
-/// the gate — or while its own processes still run (`live`: a world going down stops its
-/// processes before the shared services they use, as dependents before dependencies).
-pub fn wants(user: &World, admitted: bool, live: bool) -> BTreeSet<String> {
-    let up = !user.deleted && user.desired == crate::store::DesiredState::Running && admitted;
-    if user.is_shared() || !(up || live) {
-        return BTreeSet::new();
-    }
-    let declared = declared(&user.spec);
-    user.spec
-        .selected(user.group.as_deref())
-        .into_iter()
-        .filter(|n| declared.contains(n))
-        .collect()
-}
-
-/// The services of the shared world `shared` that run: those some world wants (the union
-/// of `wants`), and the shared services they depend on, as `shared`'s spec defines them.
-pub fn wanted(
-    shared: &World,
-    wants: impl IntoIterator<Item = BTreeSet<String>>,
-) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut stack: Vec<String> = wants.into_iter().flatten().collect();
-    while let Some(name) = stack.pop() {
-        let Some(svc) = shared.spec.services.get(&name) else {
-            continue;
-        };
-        if out.insert(name) {
-            stack.extend(svc.depends_on.iter().cloned());
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -8,8 +8,12 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::limits::{Mechanism, ResourceLimits};
+use crate::limits::ResourceLimits;
 use crate::store::{World, WorldId};
+
+// What a spawn placed and what a service uses are recorded by the store, the layer below,
+// so they are defined there; the supervisor trades in them.
+pub use crate::store::{Placement, Usage};
 
 /// What to start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,31 +39,6 @@ pub struct SpawnSpec {
     pub nice: i32,
     /// The limits it runs under (a service's `limits`; none for tasks).
     pub limits: ResourceLimits,
-}
-
-/// Where a spawned process was put: its cgroup, and what enforces its limits.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Placement {
-    /// The cgroup it runs in, as the supervisor names it (opaque to the controller: it is
-    /// recorded and handed back to [`Supervisor::usage`] and [`Supervisor::release`]).
-    pub cgroup: Option<String>,
-    /// What enforces its limits.
-    pub mechanism: Mechanism,
-    /// Why nothing enforces them, when nothing does (with the fix).
-    pub note: String,
-}
-
-/// What a service uses, read from its cgroup (or its process group without one).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Memory in use, in bytes (its working set: without file cache the kernel can drop).
-    pub memory_bytes: u64,
-    /// CPU time used since it started, in microseconds.
-    pub cpu_usec: u64,
-    /// Processes the kernel killed for running out of memory under its limit.
-    pub oom_kills: u64,
-    /// Periods in which its CPU limit held it back.
-    pub throttled: u64,
 }
 
 /// The identity of a process: a pid alone can be reused, a pid and its start time cannot.

@@ -328,7 +328,7 @@ fn busy_daemon(last: &Option<crate::daemon::client::ClientError>) -> bool {
     matches!(last, Some(crate::daemon::client::ClientError::Timeout(..)))
 }
 
-fn warn_if_other_version(info: &crate::daemon::protocol::Response) {
+fn warn_if_other_version(info: &crate::protocol::Response) {
     if let Some(v) = info
         .version
         .as_deref()

@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 use super::context::{Ctx, Failure};
 use super::{exit, DaemonAction};
 use crate::daemon::client::{self, ClientError};
-use crate::daemon::protocol::Request;
 use crate::daemon::{self as daemon_lib, DaemonConfig};
 use crate::paths::Home;
+use crate::protocol::Request;
 
 /// `binky daemon start|stop|status`.
 pub async fn run(action: DaemonAction) -> Result<i32, Failure> {
@@ -66,7 +66,7 @@ pub async fn run(action: DaemonAction) -> Result<i32, Failure> {
 }
 
 /// What each controller's work has cost since the daemon started, a line each.
-fn controller_lines(info: &crate::daemon::protocol::Response) -> String {
+fn controller_lines(info: &crate::protocol::Response) -> String {
     let ms = |us: u64| us as f64 / 1000.0;
     let mut out = String::new();
     for (name, t) in info.controllers.iter().flatten() {

@@ -9,7 +9,7 @@ use binky_controllers::store;
 use super::context::{Ctx, Failure};
 use super::exit;
 use crate::daemon::client;
-use crate::daemon::protocol::Request;
+use crate::protocol::Request;
 
 /// The dashboard's address on the proxy's ports, `http://binky.localhost:8080` (the HTTP
 /// port when the proxy serves one, else the HTTPS port).

@@ -11,7 +11,7 @@
 //! - Those that also need a person's channel (approving, the settings, the dashboard's
 //!   sign-in link) are refused without a terminal on standard input as well.
 //! - The daemon refuses the same requests on its socket to a caller binky started
-//!   ([`crate::daemon::protocol::Request::persons`]), so speaking the socket directly does
+//!   ([`crate::protocol::Request::persons`]), so speaking the socket directly does
 //!   not get around this list.
 //!
 //! Two person-only actions depend on more than the command line, and are asked where that
@@ -128,7 +128,7 @@ pub fn person_only(command: &Command) -> Option<PersonOnly> {
             &format!("binky golden rm {}", key.as_deref().unwrap_or("KEY")),
         )),
         Command::Mcp {
-            action: Some(crate::mcp::McpAction::Install { dry_run: false, .. }),
+            action: Some(crate::cli::mcp::McpAction::Install { dry_run: false, .. }),
         } => Some(PersonOnly::run(
             "registering binky's MCP server in an MCP client's configuration",
             "binky mcp install …",

@@ -20,6 +20,7 @@ mod guard;
 mod hosts;
 mod init;
 pub mod logs;
+pub mod mcp;
 mod metrics;
 mod port;
 mod reload;
@@ -118,8 +119,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Keep RAM and disk free: a world does not start while less is (binky 0.1.2's `reserve`;
-    /// the same as `binky settings ram_reserve_percent=… disk_reserve_gib=…`).
+    /// Keep RAM and disk free: a world does not start while less is (the same as
+    /// `binky settings ram_reserve_percent=… disk_reserve_gib=…`).
     Reserve {
         /// Percent of memory kept available (0 to 90; 0: off).
         #[arg(long, value_name = "PCT")]
@@ -137,14 +138,14 @@ pub enum Command {
         /// Machine-readable output.
         #[arg(long, conflicts_with = "tui")]
         json: bool,
-        /// The terminal view instead (`binky top`), as binky 0.1.2's `binky dashboard`.
+        /// The terminal view instead (`binky top`): worlds, services, logs, in this terminal.
         #[arg(long, conflicts_with = "no_open")]
         tui: bool,
     },
     /// A point-in-time JSON snapshot: daemon, worlds and services by state, ports, slices,
-    /// admission, managed servers, golden templates (a superset of binky 0.1.2's).
+    /// admission, managed servers, golden templates (works with the daemon down).
     Metrics,
-    /// Print binky's version (as binky 0.1.2's `binky version`; also `binky --version`).
+    /// Print binky's version (also `binky --version`).
     Version {
         /// Machine-readable output.
         #[arg(long)]
@@ -394,7 +395,7 @@ pub enum Command {
     Mcp {
         /// `install --client claude|cursor|codex`; none: serve MCP on stdin/stdout.
         #[command(subcommand)]
-        action: Option<crate::mcp::McpAction>,
+        action: Option<mcp::McpAction>,
     },
     /// Copy stdin to LOG with credentials scrubbed (started by the daemon per service).
     #[command(name = "__scrub", hide = true)]
@@ -549,7 +550,7 @@ async fn dispatch(command: Command) -> Result<i32, Failure> {
             wait,
         } => golden::run(&action, key, json, &wait).await,
         Command::Init { dir, force, files } => init::run(dir, force, files),
-        Command::Mcp { action } => crate::mcp::run(action).await,
+        Command::Mcp { action } => mcp::run(action).await,
         Command::Scrub { log } => Ok(crate::scrub::run_shim(&log)),
         Command::Daemon { action } => daemon::run(action).await,
     }

@@ -7,7 +7,7 @@ use binky_controllers::store::{self, DEFAULT_HTTPS_PORT, DEFAULT_PROXY_PORT};
 use super::context::{Ctx, Failure};
 use super::exit;
 use crate::daemon::client;
-use crate::daemon::protocol::Request;
+use crate::protocol::Request;
 
 /// Print what the proxy serves on, and why when it is not what was asked for.
 pub fn describe(ctx: &Ctx) -> Result<String, Failure> {

@@ -7,7 +7,7 @@ use binky_controllers::store;
 use super::context::{Ctx, Failure};
 use super::exit;
 use crate::daemon::client::{self, ClientError};
-use crate::daemon::protocol::Request;
+use crate::protocol::Request;
 use crate::supervisor::procfs;
 
 /// `binky servers`.

@@ -239,7 +239,7 @@ fn every_world(
     ctx: &Ctx,
     only: Option<&String>,
     json: bool,
-    daemon: Option<crate::daemon::protocol::Response>,
+    daemon: Option<crate::protocol::Response>,
 ) -> Result<i32, Failure> {
     let mut worlds = ctx.store.read(store::worlds)?;
     if let Some(p) = only {
@@ -249,7 +249,7 @@ fn every_world(
     if json {
         #[derive(Serialize)]
         struct All<'a> {
-            daemon: Option<&'a crate::daemon::protocol::Response>,
+            daemon: Option<&'a crate::protocol::Response>,
             worlds: &'a [WorldView],
         }
         let all = All {

@@ -280,7 +280,7 @@ impl Cx<'_> {
                 span.clone(),
                 hpath,
                 format!(
-                    "has {}: binky checks only `{}` (as binky 0.1.2 did); keep one",
+                    "has {}: binky checks only `{}` (the first of http, tcp, cmd); keep one",
                     probe_keys.join(" and "),
                     probe_keys[0]
                 ),

@@ -88,7 +88,7 @@ impl Cx<'_> {
                 self.warn_at(
                     k.span(),
                     &join(path, key),
-                    format!("`{key}` does nothing on an adapter service (it runs no process; binky 0.1.2 ignored it too): remove it"),
+                    format!("`{key}` does nothing on an adapter service (it runs no process, so binky ignores it): remove it"),
                 );
             }
         }

@@ -1474,7 +1474,7 @@ fn health_with_two_probes_checks_the_first_as_binky_0_1_2_did() {
     assert_eq!(w.line, Some(pos_of(&text, "{ tcp").0));
     assert_eq!(
         w.message,
-        "has http and tcp: binky checks only `http` (as binky 0.1.2 did); keep one"
+        "has http and tcp: binky checks only `http` (the first of http, tcp, cmd); keep one"
     );
 }
 

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-use super::protocol::{Request, Response};
 use crate::paths::Home;
+use crate::protocol::{Request, Response};
 
 /// Why the daemon could not be reached.
 #[derive(Debug, thiserror::Error)]

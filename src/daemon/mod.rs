@@ -12,7 +12,6 @@
 
 pub mod clean;
 pub mod client;
-pub mod protocol;
 pub mod proxy_manager;
 pub mod watch;
 
@@ -45,10 +44,10 @@ use crate::slices::RealSlices;
 use crate::git::GitCli;
 use crate::paths::Home;
 use crate::ports::BindProbe;
+use crate::protocol::{Request, Response};
 use crate::proxy::tls::{self, HostResolver, LocalCa};
 use crate::proxy::{Proxy, Routes};
 use crate::supervisor::RealSupervisor;
-use protocol::{Request, Response};
 use proxy_manager::ProxyManager;
 
 /// How the daemon runs.

@@ -281,6 +281,92 @@ fn no_module_of_any_crate_imports_one_that_imports_it_back() {
     }
 }
 
+/// `graph` seen from the crate's root: each top-level module (`store`, `view`, `cli`) with
+/// the top-level modules its files import, and for each such import the module-level
+/// edges that make it (`view` → `daemon` because `view` imports `daemon::protocol`).
+fn top_level(graph: &BTreeMap<String, BTreeSet<String>>) -> TopLevel {
+    let top = |m: &str| m.split("::").next().unwrap_or(m).to_owned();
+    let mut out = TopLevel::new();
+    for (module, targets) in graph {
+        let from = top(module);
+        let entry = out.entry(from.clone()).or_default();
+        for t in targets {
+            let to = top(t);
+            if to != from {
+                entry.entry(to).or_default().push(format!("{module} → {t}"));
+            }
+        }
+    }
+    out
+}
+
+/// Top-level module → (top-level module it imports → the module-level imports that do it).
+type TopLevel = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+/// The loops among a crate's top-level modules, each named by its modules and the
+/// module-level imports that close it.
+fn top_level_loops(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let top = top_level(graph);
+    let plain: BTreeMap<String, BTreeSet<String>> = top
+        .iter()
+        .map(|(m, to)| (m.clone(), to.keys().cloned().collect()))
+        .collect();
+    loops(&plain)
+        .into_iter()
+        .map(|set| {
+            let edges: Vec<&String> = set
+                .iter()
+                .flat_map(|m| {
+                    top[m]
+                        .iter()
+                        .filter(|(to, _)| set.contains(*to))
+                        .flat_map(|(_, why)| why)
+                })
+                .collect();
+            let names: Vec<&str> = set.iter().map(String::as_str).collect();
+            format!("{} (through {edges:?})", names.join(" ⇄ "))
+        })
+        .collect()
+}
+
+#[test]
+fn no_top_level_module_imports_one_that_imports_it_back() {
+    for root in ["controllers/src", "proxy/src", "src"] {
+        let graph = graph(&repo().join(root));
+        let found = top_level_loops(&graph);
+        assert!(
+            found.is_empty(),
+            "{root}: top-level modules that import each other (in a loop): {found:?}; move \
+             what both need into a module below both (or into the lower one), or behind a \
+             trait the lower one defines"
+        );
+    }
+}
+
+#[test]
+fn a_loop_of_top_level_modules_is_seen_when_no_module_loops() {
+    // The loop binky had: each import reaches another file of the module, so no single
+    // module imports one that imports it back, yet `view`, `daemon` and `dashboard` do.
+    let edges = [
+        ("view", "daemon::protocol"),
+        ("daemon", "dashboard"),
+        ("dashboard::snapshot", "view"),
+        ("daemon::protocol", "person"),
+    ];
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, to) in edges {
+        graph
+            .entry(from.to_owned())
+            .or_default()
+            .insert(to.to_owned());
+    }
+    assert_eq!(loops(&graph), Vec::<BTreeSet<String>>::new());
+    assert_eq!(
+        top_level_loops(&graph),
+        ["daemon ⇄ dashboard ⇄ view (through [\"daemon → dashboard\", \"dashboard::snapshot → view\", \"view → daemon::protocol\"])"]
+    );
+}
+
 /// The modules of `binky-controllers` that are controllers (each implements `Controller`).
 const CONTROLLERS: [&str; 7] = [
     "gate", "worktree", "port", "golden", "slice", "process", "route",
@@ -382,6 +468,74 @@ fn a_loop_of_imports_is_seen_whichever_way_it_is_written() {
             "store::write".to_owned()
         ])]
     );
+}
+
+/// The longest a production source file may be, in lines (its test module aside): past it,
+/// a file holds several concerns, which want a module each.
+const MOST_LINES: usize = 900;
+
+/// The lines of `text` before its test module (`#[cfg(test)]` then `mod …`), if any.
+fn production_lines(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len())
+}
+
+/// The production `.rs` files under `root` (test files and folders aside), with their
+/// paths relative to the repository.
+fn production_files(root: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "tests" {
+                    dirs.push(path);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" {
+                let rel = path.strip_prefix(repo()).unwrap_or(&path);
+                out.push((rel.to_string_lossy().into_owned(), path));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_production_file_passes_900_lines() {
+    let mut long = Vec::new();
+    let mut read = 0;
+    for root in ["src", "controllers/src", "proxy/src"] {
+        for (rel, path) in production_files(&repo().join(root)) {
+            read += 1;
+            let n = production_lines(&std::fs::read_to_string(path).unwrap());
+            if n > MOST_LINES {
+                long.push(format!("{rel}: {n} lines"));
+            }
+        }
+    }
+    assert!(read > 100, "too few files read: {read}");
+    assert!(
+        long.is_empty(),
+        "production files over {MOST_LINES} lines: {long:?}; split each into modules along \
+         the concerns it holds (one each, importing what it uses)"
+    );
+}
+
+#[test]
+fn a_file_is_measured_without_its_test_module() {
+    let code = "fn a() {}\n".repeat(3);
+    assert_eq!(production_lines(&code), 3);
+    let with_tests = format!("{code}\n#[cfg(test)]\nmod tests {{\n    fn t() {{}}\n}}\n");
+    assert_eq!(production_lines(&with_tests), 4);
+    // A `#[cfg(test)]` item that is no test module counts.
+    let gated = format!("#[cfg(test)]\nfn helper() {{}}\n{code}");
+    assert_eq!(production_lines(&gated), 5);
 }
 
 /// A file is written whole in one place (`binky_controllers::whole_file`): every other

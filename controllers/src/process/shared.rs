@@ -38,13 +38,9 @@ impl<S: Supervisor> ProcessController<S> {
                 .read(|c| store::user_worlds(c, world.project_id))?;
             let mut wants = Vec::new();
             for u in &users {
-                wants.push(crate::shared::wants(
-                    u,
-                    self.admitted(u)?,
-                    self.has_live_processes(u)?,
-                ));
+                wants.push(wanted_by(u, self.admitted(u)?, self.has_live_processes(u)?));
             }
-            crate::shared::wanted(world, wants)
+            wanted(world, wants)
         } else {
             world.spec.selected(world.group.as_deref())
         };
@@ -151,7 +147,7 @@ impl<S: Supervisor> ProcessController<S> {
                 .store
                 .read(|c| store::shared_world(c, world.project_id))?;
             let live = self.has_live_processes(world)?;
-            Ok((crate::shared::wants(world, admitted, live), shared))
+            Ok((wanted_by(world, admitted, live), shared))
         });
         let (wants, shared) = match read {
             Ok((wants, Some(shared))) => (wants, shared),
@@ -238,4 +234,40 @@ pub(super) fn instances_of<'r>(
 ) -> impl Iterator<Item = &'r ProcessRow> + 'r {
     rows.values()
         .filter(move |r| crate::replica::service_of(&r.service) == service)
+}
+
+/// The shared services `user` wants running now: those it selects (its group and what
+/// that depends on) while it is meant to run, is not being removed and is `admitted` at
+/// the gate — or while its own processes still run (`live`: a world going down stops its
+/// processes before the shared services they use, as dependents before dependencies).
+pub(super) fn wanted_by(user: &World, admitted: bool, live: bool) -> BTreeSet<String> {
+    let up = !user.deleted && user.desired == store::DesiredState::Running && admitted;
+    if user.is_shared() || !(up || live) {
+        return BTreeSet::new();
+    }
+    let declared = crate::shared::declared(&user.spec);
+    user.spec
+        .selected(user.group.as_deref())
+        .into_iter()
+        .filter(|n| declared.contains(n))
+        .collect()
+}
+
+/// The services of the shared world `shared` that run: those some world wants (the union
+/// of [`wanted_by`]), and the shared services they depend on, as `shared`'s spec defines them.
+pub(super) fn wanted(
+    shared: &World,
+    wants: impl IntoIterator<Item = BTreeSet<String>>,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack: Vec<String> = wants.into_iter().flatten().collect();
+    while let Some(name) = stack.pop() {
+        let Some(svc) = shared.spec.services.get(&name) else {
+            continue;
+        };
+        if out.insert(name) {
+            stack.extend(svc.depends_on.iter().cloned());
+        }
+    }
+    out
 }

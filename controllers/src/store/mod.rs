@@ -39,7 +39,7 @@ use owner::{Mode, Owner, Refused, Tx};
 
 pub use desired::{NewWorld, PutOutcome};
 pub use read::*;
-pub use records::{Condition, GoldenInputs, Planned, Route};
+pub use records::{Condition, GoldenInputs, Placement, Planned, Route, Usage};
 pub use states::{
     AdmissionState, BootstrapState, GoldenState, ProcState, RouteState, ServerState, SliceState,
     UnknownState, WorktreeState,

@@ -611,10 +611,7 @@ mod tests {
             ("Commands", &["store/desired.rs"]),
             ("Runtime", &["runtime/", "store/write/runtime.rs"]),
             ("Gate", &["gate.rs", "store/write/gate.rs"]),
-            (
-                "Worktree",
-                &["worktree.rs", "worktree/", "store/write/worktree.rs"],
-            ),
+            ("Worktree", &["worktree/", "store/write/worktree.rs"]),
             ("Port", &["port.rs", "store/write/port.rs"]),
             ("Golden", &["golden.rs", "golden/", "store/write/golden.rs"]),
             ("Slice", &["slice.rs", "slice/", "store/write/slice.rs"]),

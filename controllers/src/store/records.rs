@@ -1,12 +1,14 @@
 //! What controllers hand the store to write: their conditions, the routes, a new
-//! worktree's planned paths and a golden template's inputs. These live with the store, the
-//! layer below the controllers, so that the store's writers need nothing from above.
+//! worktree's planned paths, a golden template's inputs, and where a process was put and
+//! what it uses. These live with the store, the layer below the controllers, so that the
+//! store's writers need nothing from above.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::limits::Mechanism;
 use crate::store::{CondStatus, RouteState};
 
 /// A condition a controller reports about a world.
@@ -108,4 +110,30 @@ pub struct GoldenInputs {
     pub lineage: String,
     /// `migrate`'s inputs: every key file but those only `seed` reads, path → hash.
     pub migrations: BTreeMap<String, String>,
+}
+
+/// Where a spawned process was put: its cgroup, and what enforces its limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The cgroup it runs in, as the supervisor names it (opaque to the controller: it is
+    /// recorded and handed back to [`crate::supervisor::Supervisor::usage`] and
+    /// [`crate::supervisor::Supervisor::release`]).
+    pub cgroup: Option<String>,
+    /// What enforces its limits.
+    pub mechanism: Mechanism,
+    /// Why nothing enforces them, when nothing does (with the fix).
+    pub note: String,
+}
+
+/// What a service uses, read from its cgroup (or its process group without one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Memory in use, in bytes (its working set: without file cache the kernel can drop).
+    pub memory_bytes: u64,
+    /// CPU time used since it started, in microseconds.
+    pub cpu_usec: u64,
+    /// Processes the kernel killed for running out of memory under its limit.
+    pub oom_kills: u64,
+    /// Periods in which its CPU limit held it back.
+    pub throttled: u64,
 }

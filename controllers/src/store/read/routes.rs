@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-use crate::route::Route;
+use crate::store::records::Route;
 use crate::store::{StoreError, WorldId};
 
 /// Every route of every world.

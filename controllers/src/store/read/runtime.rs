@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::table::Table;
-use crate::runtime::Condition;
+use crate::store::records::Condition;
 use crate::store::{StoreError, World, WorldId};
 
 /// Status of a condition.

@@ -7,6 +7,24 @@ use super::{ports, processes, slices, world_by_project, worlds_of_project};
 use super::{PortRow, ProcessRow, SliceRow, World};
 use crate::store::{StoreError, WorldId};
 
+impl World {
+    /// This is a project's shared world ([`crate::shared::WORLD`]).
+    pub fn is_shared(&self) -> bool {
+        self.name == crate::shared::WORLD
+    }
+
+    /// Does this world run `service` itself? The shared world runs its services; a user
+    /// world every service but its shared ones (which the shared world runs for it).
+    pub fn runs(&self, service: &str) -> bool {
+        self.is_shared()
+            || !self
+                .spec
+                .services
+                .get(crate::replica::service_of(service))
+                .is_some_and(|s| s.shared)
+    }
+}
+
 /// The shared world of project `project_id`, if it has one.
 pub fn shared_world(conn: &Connection, project_id: i64) -> Result<Option<World>, StoreError> {
     world_by_project(conn, project_id, crate::shared::WORLD)

@@ -6,8 +6,8 @@ use rusqlite::params;
 
 use crate::limits::ResourceLimits;
 use crate::store::owner::{self, Tx};
+use crate::store::records::{Placement, Usage};
 use crate::store::{now_ms, ProcessRow, StoreError, WorldId};
-use crate::supervisor::{Placement, Usage};
 
 /// Record `world`'s process `row`.
 pub(crate) fn save(

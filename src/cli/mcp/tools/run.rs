@@ -8,12 +8,12 @@ use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
 
 use super::*;
+use crate::cli::mcp::errors::{self, ToolError};
+use crate::cli::mcp::params::*;
+use crate::cli::mcp::runner::{Ended, Limits};
+use crate::cli::mcp::view::*;
+use crate::cli::mcp::{schema, Server};
 use crate::failure::{exit, Kind};
-use crate::mcp::errors::{self, ToolError};
-use crate::mcp::params::*;
-use crate::mcp::runner::{Ended, Limits};
-use crate::mcp::view::*;
-use crate::mcp::{schema, Server};
 use crate::requests::AskedBy;
 
 #[tool_router(router = run_router, vis = "pub(super)")]

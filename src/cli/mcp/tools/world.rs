@@ -6,11 +6,11 @@ use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
 
 use super::*;
+use crate::cli::mcp::errors::{self, ToolError};
+use crate::cli::mcp::params::*;
+use crate::cli::mcp::runner::{Ended, Limits};
+use crate::cli::mcp::{created, schema, Server};
 use crate::failure::exit;
-use crate::mcp::errors::{self, ToolError};
-use crate::mcp::params::*;
-use crate::mcp::runner::{Ended, Limits};
-use crate::mcp::{created, schema, Server};
 
 #[tool_router(router = world_router, vis = "pub(super)")]
 impl Server {

@@ -1,4 +1,6 @@
-//! The control socket's protocol: one JSON object per line each way.
+//! The daemon's control socket protocol, one JSON object per line each way: what the
+//! daemon answers and what its clients (the commands, `binky status`'s and `binky metrics`'
+//! views) read, below both so neither imports the other for it.
 
 use serde::{Deserialize, Serialize};
 

@@ -39,7 +39,7 @@ macro_rules! world_params {
 params! {
     /// Parameters naming one world.
     pub struct WorldParams {
-        /// World name (also its git branch). `worktree`, binky 0.1.2's name for it, is accepted.
+        /// World name (also its git branch); `worktree` is accepted for it too.
         #[serde(alias = "worktree")]
         pub world: String,
         /// The project the world is in (its name, as `list` shows it), when a world name is used

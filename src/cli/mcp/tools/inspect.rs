@@ -6,10 +6,10 @@ use rmcp::{tool, tool_router, RoleServer};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::mcp::errors::{self, ToolError};
-use crate::mcp::params::*;
-use crate::mcp::view::*;
-use crate::mcp::{created, schema, Server};
+use crate::cli::mcp::errors::{self, ToolError};
+use crate::cli::mcp::params::*;
+use crate::cli::mcp::view::*;
+use crate::cli::mcp::{created, schema, Server};
 
 #[tool_router(router = inspect_router, vis = "pub(super)")]
 impl Server {
@@ -292,7 +292,7 @@ impl Server {
 /// repository `dir` is in (none when it is in no repository with worlds); with `project`,
 /// only that project's. Only the worlds kept are viewed.
 fn world_views(
-    scope: &crate::mcp::scope::Scope,
+    scope: &crate::cli::mcp::scope::Scope,
     dir: Option<&std::path::Path>,
     project: Option<&str>,
 ) -> Result<Vec<Value>, ToolError> {

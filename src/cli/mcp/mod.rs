@@ -64,8 +64,8 @@ world's URLs and ports: use them, never another world's), `logs`, `events` (what
 and why), `exec` (a command in the world's worktree with its environment), `verify` (the \
 project's [agents] verify commands), `curl` (a request through binky's proxy), `check` and \
 `apply` (binky.toml), `reload`, `down` (stop; files, ports and data are kept). \
-Every tool takes `world` (`worktree` as binky 0.1.2 called it) and `project` (or `root`, the \
-repository's path) when a world name is used by several projects. \
+Every tool that acts on a world takes `world`, and `project` (or `root`, the repository's \
+path) when a world name is used by several projects. \
 Every failure is {ok: false, error: {code, message, fix}}: do what `fix` says. \
 `pending`: not ready yet: call `wait`, do not retry in a loop. `held`: a person must approve \
 new commands first: stop and ask them (`approvals` says what waits, in words they can act \

@@ -76,7 +76,7 @@ fn args(words: &[&str]) -> Vec<String> {
 
 impl Server {
     /// The router of every tool.
-    pub(in crate::mcp) fn router() -> ToolRouter<Server> {
+    pub(in crate::cli::mcp) fn router() -> ToolRouter<Server> {
         Self::world_router() + Self::inspect_router() + Self::run_router()
     }
 
