@@ -75,3 +75,55 @@ env = {{ DATABASE_URL = "${{db.url}}", REDIS_URL = "${{cache.url}}" }}
     assert!(redis.keys_in(db, "*").is_empty());
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn gc_searches_a_server_once_whichever_of_its_adapters_names_the_worlds_gave() {
+    use binky::adapters::{postgres::Postgres, Adapter, Slice};
+    let pg = PgServer::start();
+    let config = |adapter: &str| {
+        format!(
+            "[project]\nname = \"names\"\n{{range}}\n\n[services.db]\nadapter = \"{adapter}\"\nadmin_url = \"${{env.PG_ADMIN}}\"\n"
+        )
+    };
+    let env = Env::new(&config("postgres"));
+    let vars = [("PG_ADMIN", pg.admin_url.as_str())];
+    let out = env.binky_env(&["up", "a"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Another world of the project names the same server's adapter by its other name.
+    env.write_config(&config("postgresql@15"));
+    binky_testkit::git::commit_all(&env.repo, "the adapter's other name");
+    let out = env.binky_env(&["up", "b"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(pg.slice_databases().len(), 2, "{:?}", pg.slice_databases());
+
+    // A slice this home left behind on that server, in no world.
+    let orphan = Slice {
+        name: "bk_gone_world_db".into(),
+        secret: "x".into(),
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(async {
+            Postgres.provision(&orphan, &pg.cfg()).await?;
+            Postgres.claim(&orphan, &pg.cfg(), &env.home_id()).await
+        })
+        .expect("the orphan");
+    let listed = env.ok(&["gc", "--all-servers"]);
+    assert_eq!(
+        listed.matches("bk_gone_world_db").count(),
+        1,
+        "the server was searched once per name of its adapter:\n{listed}"
+    );
+    let out = env.ok(&["gc", "--all-servers", "--yes"]);
+    assert_eq!(out.matches("dropped bk_gone_world_db").count(), 1, "{out}");
+    assert!(!pg
+        .slice_databases()
+        .contains(&"bk_gone_world_db".to_owned()));
+
+    env.ok(&["remove", "a"]);
+    env.ok(&["remove", "b"]);
+    pg.assert_no_slices();
+    env.assert_nothing_left(&["a", "b"]);
+}
