@@ -232,7 +232,7 @@ impl ServerKind {
     pub const ALL: [ServerKind; 3] = [ServerKind::Postgres, ServerKind::Redis, ServerKind::Mysql];
 
     /// Its name in the store and in paths.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             ServerKind::Postgres => "postgres",
             ServerKind::Redis => "redis",

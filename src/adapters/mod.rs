@@ -3,8 +3,10 @@
 //!
 //! The contract is binky 0.1.2's four verbs: `provision`, `resolve` (the slice's address),
 //! `teardown` and `capabilities`, plus `clone` where the server can copy server-side.
-//! Built-in adapters are Rust types registered by name; any other name runs the external
-//! executable `binky-adapter-<name>` (see [`external`]).
+//! Built-in adapters are Rust types, one per [`AdapterKind`]: what each is (its names,
+//! `name@version`, its admin-URL variable, tokens, clone, managed server) is the one table
+//! in [`kind`], which the rest of binky asks. Any other name runs the external executable
+//! `binky-adapter-<name>` (see [`external`]).
 //!
 //! # Guarantees
 //! - Every verb is idempotent: provisioning a slice that exists, or tearing down one that
