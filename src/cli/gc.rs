@@ -148,11 +148,10 @@ pub async fn run(yes: bool, all_servers: bool, also: Also) -> Result<i32, Failur
     Ok(if failed > 0 { exit::FAILED } else { exit::OK })
 }
 
-/// The servers to search, and the slice and template names
-/// this home knows.
+/// The servers to search, and the slice and template names this home knows. A server is
+/// searched once, under its adapter's canonical name, whichever of the adapter's names (and
+/// versions) its worlds gave.
 fn targets(ctx: &Ctx, all_servers: bool) -> Result<(BTreeSet<Target>, BTreeSet<String>), Failure> {
-    // A server is searched once, under its adapter's canonical name, whichever of the
-    // adapter's names (and versions) its worlds gave.
     // The shared ones: a world's own server holds that world's slice alone (below).
     let mut targets: BTreeSet<Target> = ctx
         .store

@@ -169,7 +169,8 @@ const PRIVILEGE: &[u16] = &[1044, 1142, 1143, 1227, 1410, 1370, 1095];
 
 #[async_trait::async_trait]
 impl Adapter for Mysql {
-    // It clones (`AdapterKind::can_clone`): Table by table inside the server (see the module doc): no client binary needed.
+    // It clones (`AdapterKind::can_clone`): table by table inside the server (see the module
+    // doc), with no client binary.
     fn kind(&self) -> Option<super::AdapterKind> {
         Some(super::AdapterKind::Mysql)
     }

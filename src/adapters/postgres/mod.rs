@@ -95,7 +95,8 @@ const MAX_NAME: usize = 63;
 
 #[async_trait::async_trait]
 impl Adapter for Postgres {
-    // It clones (`AdapterKind::can_clone`): CREATE DATABASE … TEMPLATE: a server-side copy of a golden template.
+    // It clones (`AdapterKind::can_clone`): `CREATE DATABASE … TEMPLATE` is a server-side
+    // copy of a golden template.
     fn kind(&self) -> Option<super::AdapterKind> {
         Some(super::AdapterKind::Postgres)
     }
