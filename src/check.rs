@@ -361,11 +361,8 @@ fn resource_findings(f: &mut Finder<'_>, registry: &crate::adapters::Registry, r
     // An external adapter may be installed after the file is written: the world runs, and
     // this service's slice fails saying what to install until it is there.
     if registry.get(&r.adapter).is_err() {
-        let base = r.adapter.split('@').next().unwrap_or(&r.adapter);
-        let near = registry
-            .builtin_names()
-            .into_iter()
-            .find(|b| crate::config::edit_distance(b, base) <= 2);
+        let base = crate::adapters::kind::AdapterName::read(&r.adapter).name;
+        let near = crate::config::suggest(base, &registry.builtin_names());
         f.find(
             Level::Warning,
             "unknown-adapter",
@@ -376,8 +373,8 @@ fn resource_findings(f: &mut Finder<'_>, registry: &crate::adapters::Registry, r
                 None => format!("install binky-adapter-{base} on the PATH of `binky up`, or use a built-in adapter ({})", registry.builtin_names().join(", ")),
             },
         );
-    } else if crate::servers::Kind::for_adapter(&r.adapter) == Some(crate::servers::Kind::Redis)
-        && registry.is_builtin(&r.adapter)
+    } else if crate::adapters::AdapterKind::of(&r.adapter)
+        == Some(crate::adapters::AdapterKind::Redis)
     {
         for p in crate::adapters::redis::check_options(&r.options, r.admin_url.is_some()) {
             f.find(

@@ -64,7 +64,7 @@ use super::{Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice}
 /// The HTTP interface's usual port.
 pub const DEFAULT_PORT: u16 = 8123;
 /// Where the admin URL comes from when the service has no `admin_url` (binky 0.1.2's).
-pub const ENV_URL: &str = "BINKY_CLICKHOUSE_URL";
+pub const ENV_URL: &str = super::AdapterKind::Clickhouse.env_var();
 /// The first release with `CREATE USER`.
 pub const USERS_SINCE: (u32, u32) = (20, 5);
 /// Database names binky gives: slice names, at most this long.
@@ -343,8 +343,8 @@ fn user_statements(slice: &Slice) -> Vec<String> {
 
 #[async_trait::async_trait]
 impl Adapter for ClickHouse {
-    fn names(&self) -> &'static [&'static str] {
-        &["clickhouse"]
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Clickhouse)
     }
 
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

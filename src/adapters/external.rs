@@ -54,6 +54,8 @@ use serde_json::{json, Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
+// A name an external adapter can have: the rule `binky.toml`'s `adapter` is held to too.
+use super::kind::is_external_name as safe_name;
 use super::{Adapter, AdapterConfig, AdapterError, Address, Capabilities, Result, Slice};
 
 /// The environment variable that sets how long a call may take (`30s`, `2m`).
@@ -353,9 +355,9 @@ fn config_json(cfg: &AdapterConfig) -> Value {
 
 #[async_trait::async_trait]
 impl Adapter for External {
-    fn names(&self) -> &'static [&'static str] {
-        // Looked up by `find`, never by this list.
-        &[]
+    fn kind(&self) -> Option<super::AdapterKind> {
+        // Found by its executable's name (`find`), never by a kind's.
+        None
     }
 
     async fn capabilities(&self, cfg: &AdapterConfig) -> Result<Capabilities> {
@@ -440,15 +442,6 @@ fn tokens(answer: &Map<String, Value>) -> BTreeMap<String, String> {
             Some((k.clone(), text))
         })
         .collect()
-}
-
-/// `[a-z0-9_-]`, 1 to 64 characters.
-fn safe_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
 /// A regular file (after symlinks) someone may execute.

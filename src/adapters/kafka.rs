@@ -78,7 +78,7 @@ use binky_controllers::url::{host_port, Url};
 use super::{Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
-pub const ENV_URL: &str = "BINKY_KAFKA_URL";
+pub const ENV_URL: &str = super::AdapterKind::Kafka.env_var();
 /// Kafka's limit on a topic name's length.
 pub const MAX_TOPIC: usize = 249;
 /// The port of a broker address written without one.
@@ -474,8 +474,8 @@ pub fn prefixes_of<'a>(topics: impl IntoIterator<Item = &'a str>) -> Vec<String>
 
 #[async_trait::async_trait]
 impl Adapter for Kafka {
-    fn names(&self) -> &'static [&'static str] {
-        &["kafka", "redpanda"]
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Kafka)
     }
 
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

@@ -3,8 +3,10 @@
 //!
 //! The contract is binky 0.1.2's four verbs: `provision`, `resolve` (the slice's address),
 //! `teardown` and `capabilities`, plus `clone` where the server can copy server-side.
-//! Built-in adapters are Rust types registered by name; any other name runs the external
-//! executable `binky-adapter-<name>` (see [`external`]).
+//! Built-in adapters are Rust types, one per [`AdapterKind`]: what each is (its names,
+//! `name@version`, its admin-URL variable, tokens, clone, managed server) is the one table
+//! in [`kind`], which the rest of binky asks. Any other name runs the external executable
+//! `binky-adapter-<name>` (see [`external`]).
 //!
 //! # Guarantees
 //! - Every verb is idempotent: provisioning a slice that exists, or tearing down one that
@@ -20,6 +22,7 @@ pub mod http;
 #[cfg(test)]
 mod http_fake;
 pub mod kafka;
+pub mod kind;
 pub mod mongodb;
 pub mod mysql;
 pub mod postgres;
@@ -33,6 +36,8 @@ pub mod tokens;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+pub use kind::AdapterKind;
 
 /// What an adapter's work gives: `T`, or an [`AdapterError`] (another error when named).
 pub type Result<T, E = AdapterError> = std::result::Result<T, E>;
@@ -84,7 +89,7 @@ impl AdapterConfig {
     }
 
     /// `admin_url` when it is given and not empty, else the environment variable `var`
-    /// (see [`admin_url_env`]) when it is set and not empty.
+    /// (the adapter's [`AdapterKind::admin_url_env`]) when it is set and not empty.
     pub fn admin_url_or_env(&self, var: &str) -> Option<String> {
         self.admin_url
             .clone()
@@ -106,30 +111,21 @@ impl AdapterConfig {
     }
 }
 
-/// binky 0.1.2's environment variable naming `adapter`'s server for a service without
-/// `admin_url`. The daemon reads it (see `crate::slices`) and records the value with the
-/// slice, so the slice is dropped where it was made even if the variable is gone by then;
-/// adapters only ever see [`AdapterConfig::admin_url`].
+/// The environment variable naming the server of a service of `adapter` (any of its names,
+/// with or without a version) that has no `admin_url`: binky 0.1.2's, from
+/// [`AdapterKind::admin_url_env`]. The daemon reads it (see `crate::slices`) and records the
+/// value with the slice, so the slice is dropped where it was made even if the variable is
+/// gone by then; adapters only ever see [`AdapterConfig::admin_url`].
 pub fn admin_url_env(adapter: &str) -> Option<&'static str> {
-    let family = adapter.split('@').next().unwrap_or(adapter);
-    ADMIN_URL_ENV
-        .iter()
-        .find(|(names, _)| names.contains(&family))
-        .map(|(_, var)| *var)
+    AdapterKind::of(adapter).and_then(AdapterKind::admin_url_env)
 }
 
-/// Each built-in adapter family's names and the variable [`admin_url_env`] answers for it.
-pub const ADMIN_URL_ENV: &[(&[&str], &str)] = &[
-    (&["postgres"], "BINKY_DB_ADMIN_URL"),
-    (&["redis"], "BINKY_REDIS_URL"),
-    (&["mysql", "mariadb", "percona"], "BINKY_MYSQL_URL"),
-    (&["mongodb"], "BINKY_MONGO_URL"),
-    (&["clickhouse"], "BINKY_CLICKHOUSE_URL"),
-    (&["rabbitmq"], "BINKY_RABBITMQ_URL"),
-    (&["kafka", "redpanda"], "BINKY_KAFKA_URL"),
-    (&["qdrant"], "BINKY_QDRANT_URL"),
-    (&["elasticsearch", "opensearch"], "BINKY_ELASTICSEARCH_URL"),
-];
+/// Every variable [`admin_url_env`] answers with.
+pub fn admin_url_vars() -> impl Iterator<Item = &'static str> {
+    AdapterKind::ALL
+        .into_iter()
+        .filter_map(AdapterKind::admin_url_env)
+}
 
 /// Where a slice is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -289,12 +285,20 @@ impl AdapterError {
 /// ones), so the async methods are boxed by `async_trait`.
 #[async_trait::async_trait]
 pub trait Adapter: Send + Sync {
-    /// The names it answers to (`["redis", "valkey"]`).
-    fn names(&self) -> &'static [&'static str];
-    /// What it can do; by default nothing beyond the four verbs (no server-side clone).
+    /// The built-in adapter it is (its names, variable and the rest: [`AdapterKind`]);
+    /// `None` for an external one.
+    fn kind(&self) -> Option<AdapterKind>;
+    /// The names it answers to (`["redis", "valkey"]`): its kind's; none for an external
+    /// adapter, which is found by its executable's name.
+    fn names(&self) -> &'static [&'static str] {
+        self.kind().map_or(&[], AdapterKind::names)
+    }
+    /// What it can do; by default what its kind says (a server-side clone or not).
     async fn capabilities(&self, cfg: &AdapterConfig) -> Result<Capabilities> {
         let _ = cfg;
-        Ok(Capabilities { clone: false })
+        Ok(Capabilities {
+            clone: self.kind().is_some_and(AdapterKind::can_clone),
+        })
     }
     /// Create the slice (and its own credentials) if it does not exist.
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()>;
@@ -311,7 +315,8 @@ pub trait Adapter: Send + Sync {
     /// Copy `from` into a new `to`, server-side (only with `capabilities().clone`).
     async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {
         let _ = (from, to, cfg);
-        Err(AdapterError::NoClone(self.names()[0].to_owned()))
+        let name = self.kind().map_or("external", AdapterKind::name);
+        Err(AdapterError::NoClone(name.to_owned()))
     }
     /// Make a freshly migrated and seeded slice a template: closed to connections, owned
     /// so that copies can be handed to their own roles. Adapters without clone do nothing.
@@ -351,7 +356,7 @@ pub trait Adapter: Send + Sync {
     }
 }
 
-/// The built-in adapters, by name, and the fallback to external ones.
+/// The built-in adapters, one per [`AdapterKind`], and the fallback to external ones.
 #[derive(Clone)]
 pub struct Registry {
     builtins: Vec<Arc<dyn Adapter>>,
@@ -360,42 +365,48 @@ pub struct Registry {
 impl Default for Registry {
     fn default() -> Self {
         Registry {
-            builtins: vec![
-                Arc::new(postgres::Postgres),
-                Arc::new(redis::Redis),
-                Arc::new(clickhouse::ClickHouse),
-                Arc::new(qdrant::Qdrant),
-                Arc::new(elasticsearch::Elasticsearch),
-                Arc::new(s3::S3),
-                Arc::new(rabbitmq::RabbitMq),
-                Arc::new(kafka::Kafka),
-                Arc::new(mongodb::Mongo),
-                Arc::new(mysql::Mysql),
-            ],
+            builtins: AdapterKind::ALL.into_iter().map(builtin).collect(),
         }
+    }
+}
+
+/// The adapter that drives slices of `kind`.
+fn builtin(kind: AdapterKind) -> Arc<dyn Adapter> {
+    match kind {
+        AdapterKind::Postgres => Arc::new(postgres::Postgres),
+        AdapterKind::Redis => Arc::new(redis::Redis),
+        AdapterKind::Mysql => Arc::new(mysql::Mysql),
+        AdapterKind::Mongodb => Arc::new(mongodb::Mongo),
+        AdapterKind::Clickhouse => Arc::new(clickhouse::ClickHouse),
+        AdapterKind::S3 => Arc::new(s3::S3),
+        AdapterKind::Rabbitmq => Arc::new(rabbitmq::RabbitMq),
+        AdapterKind::Kafka => Arc::new(kafka::Kafka),
+        AdapterKind::Qdrant => Arc::new(qdrant::Qdrant),
+        AdapterKind::Elasticsearch => Arc::new(elasticsearch::Elasticsearch),
     }
 }
 
 impl Registry {
     /// The adapter for `name` (`name@version`, binky 0.1.2's form, is accepted: the version
-    /// is ignored).
+    /// chooses nothing).
     pub fn get(&self, name: &str) -> Result<Arc<dyn Adapter>> {
-        let name = name.split('@').next().unwrap_or(name);
-        if let Some(a) = self.builtins.iter().find(|a| a.names().contains(&name)) {
-            return Ok(a.clone());
+        let read = kind::AdapterName::read(name);
+        if let Some(kind) = read.kind {
+            if let Some(a) = self.builtins.iter().find(|a| a.kind() == Some(kind)) {
+                return Ok(a.clone());
+            }
         }
-        external::External::find(name)
+        external::External::find(read.name)
             .map(|e| Arc::new(e) as Arc<dyn Adapter>)
             .ok_or_else(|| AdapterError::NotFound {
-                name: name.to_owned(),
+                name: read.name.to_owned(),
                 builtins: self.builtin_names().join(", "),
             })
     }
 
-    /// Is `name` a built-in adapter?
+    /// Is `name` (any of an adapter's names, with or without a version) a built-in adapter?
     pub fn is_builtin(&self, name: &str) -> bool {
-        let name = name.split('@').next().unwrap_or(name);
-        self.builtins.iter().any(|a| a.names().contains(&name))
+        AdapterKind::of(name).is_some_and(|k| self.builtins.iter().any(|a| a.kind() == Some(k)))
     }
 
     /// Every built-in name.
@@ -564,16 +575,11 @@ pub fn is_plain_name(name: &str) -> bool {
 /// to show). Both come from the one URL reader, [`binky_controllers::url`].
 pub use binky_controllers::url::{redact_server as redact, without_credentials};
 
-/// Whether a built-in adapter can clone, known without asking a server; `None` for an
-/// external adapter (its `capabilities` verb says).
+/// Whether a built-in adapter (any of its names, with or without a version) can clone,
+/// known without asking a server; `None` for an external adapter (its `capabilities` verb
+/// says).
 pub fn can_clone_statically(name: &str) -> Option<bool> {
-    match name {
-        "postgres" | "postgresql" => Some(true),
-        "mysql" | "mariadb" | "percona" | "mongodb" => Some(true),
-        "redis" | "valkey" | "clickhouse" | "s3" | "minio" | "rabbitmq" | "kafka" | "redpanda"
-        | "qdrant" | "elasticsearch" | "opensearch" => Some(false),
-        _ => None,
-    }
+    AdapterKind::of(name).map(AdapterKind::can_clone)
 }
 
 #[cfg(test)]

@@ -54,6 +54,9 @@ use binky_controllers::url::{host_port, percent_encode};
 use super::http::{Endpoint, Http, Response};
 use super::{mark, Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice};
 
+/// Where the admin URL comes from when the service has none (binky 0.1.2's variable).
+pub const ENV_URL: &str = super::AdapterKind::Rabbitmq.env_var();
+
 /// The rabbitmq adapter.
 pub struct RabbitMq;
 
@@ -70,14 +73,12 @@ struct Broker {
 
 impl Broker {
     fn from_config(cfg: &AdapterConfig) -> Result<Broker> {
-        let url = cfg.admin_url_or_env("BINKY_RABBITMQ_URL").ok_or_else(|| {
-            AdapterError::Config(
+        let url = cfg.admin_url_or_env(ENV_URL).ok_or_else(|| {
+            AdapterError::Config(format!(
                 "the rabbitmq adapter needs the management API of a broker: set \
-                         `admin_url = \"http://USER:PASSWORD@HOST:15672\"` on the service in \
-                         binky.toml (or $BINKY_RABBITMQ_URL), with the rabbitmq_management \
-                         plugin enabled"
-                    .into(),
-            )
+                 `admin_url = \"http://USER:PASSWORD@HOST:15672\"` on the service in \
+                 binky.toml (or ${ENV_URL}), with the rabbitmq_management plugin enabled"
+            ))
         })?;
         let default_port = if url.to_ascii_lowercase().starts_with("https://") {
             15671
@@ -257,8 +258,8 @@ fn amqp_url(broker: &Broker, slice: &Slice) -> String {
 
 #[async_trait::async_trait]
 impl Adapter for RabbitMq {
-    fn names(&self) -> &'static [&'static str] {
-        &["rabbitmq"]
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Rabbitmq)
     }
 
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

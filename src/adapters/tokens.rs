@@ -1,6 +1,7 @@
 //! The tokens a slice gives (`${db.host}`, `${cache.db}`, …) besides its `${svc.url}`, for
-//! every adapter: one list per built-in adapter, which `binky check` holds a config to, and
-//! the completion that makes every slice's address give at least the common ones.
+//! every adapter: one list per built-in adapter (the common tokens and its descriptor's own,
+//! [`AdapterKind::tokens`]), which `binky check` holds a config to, and the completion that
+//! makes every slice's address give at least the common ones.
 //!
 //! # Guarantees
 //! - Every adapter's slice gives [`COMMON`]: `host`, `port`, `user`, `password`,
@@ -15,54 +16,16 @@ use std::collections::BTreeMap;
 
 use binky_controllers::url::{self, Url};
 
-use super::Address;
+use super::{AdapterKind, Address};
 
 /// The tokens every adapter gives.
 pub const COMMON: [&str; 6] = ["host", "port", "user", "password", "database", "name"];
 
-/// The canonical family of a built-in adapter name (`postgresql` → `postgres`); `None` for
-/// an external adapter.
-pub fn family(adapter: &str) -> Option<&'static str> {
-    Some(match adapter.split('@').next().unwrap_or(adapter) {
-        "postgres" | "postgresql" => "postgres",
-        "redis" | "valkey" => "redis",
-        "mysql" | "mariadb" | "percona" => "mysql",
-        "mongodb" => "mongodb",
-        "clickhouse" => "clickhouse",
-        "s3" | "minio" => "s3",
-        "rabbitmq" => "rabbitmq",
-        "kafka" | "redpanda" => "kafka",
-        "qdrant" => "qdrant",
-        "elasticsearch" | "opensearch" => "elasticsearch",
-        _ => return None,
-    })
-}
-
-/// A built-in adapter's own tokens, beyond [`COMMON`] and `url`.
-fn own(family: &str) -> &'static [&'static str] {
-    match family {
-        "redis" => &["db", "prefix"],
-        "s3" => &[
-            "bucket",
-            "prefix",
-            "endpoint",
-            "region",
-            "access_key_id",
-            "secret_access_key",
-        ],
-        "rabbitmq" => &["vhost", "management_url"],
-        "kafka" => &["prefix", "bootstrap", "topics"],
-        "qdrant" => &["collection", "endpoint", "api_key"],
-        "elasticsearch" => &["prefix", "endpoint"],
-        _ => &[],
-    }
-}
-
 /// Every token a built-in adapter's slice gives besides `url` (and `proxy_url`, which is
 /// its `url`), sorted; `None` for an external adapter (its `resolve` answer says).
 pub fn documented(adapter: &str) -> Option<Vec<&'static str>> {
-    let family = family(adapter)?;
-    let mut all: Vec<&'static str> = COMMON.iter().chain(own(family)).copied().collect();
+    let kind = AdapterKind::of(adapter)?;
+    let mut all: Vec<&'static str> = COMMON.iter().chain(kind.tokens()).copied().collect();
     all.sort_unstable();
     all.dedup();
     Some(all)
@@ -90,7 +53,7 @@ fn default_port(scheme: &str) -> Option<u16> {
 /// a bucket, not a server), else from its URL; the credentials from the URL (or S3's keys,
 /// Qdrant's API key); the namespace from the adapter's own word for it, else the URL's path.
 pub fn complete(adapter: &str, mut address: Address) -> Address {
-    let family = family(adapter);
+    let kind = AdapterKind::of(adapter);
     let t = &mut address.tokens;
     let server_text = t
         .get("endpoint")
@@ -144,7 +107,7 @@ pub fn complete(adapter: &str, mut address: Address) -> Address {
     fill(t, "database", namespace);
     let database = t.get("database").cloned();
     fill(t, "name", database.clone());
-    if family == Some("redis") {
+    if kind == Some(AdapterKind::Redis) {
         fill(t, "db", database);
     }
     address

@@ -8,6 +8,7 @@ use binky_controllers::store;
 use super::context::{Ctx, Failure};
 use super::exit;
 use crate::daemon::client;
+use crate::servers::Kind;
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -262,22 +263,23 @@ fn proxy_check(ctx: &Ctx) -> Check {
 fn server_binary_checks() -> Vec<Check> {
     [
         (
-            "postgres",
+            Kind::Postgres,
             crate::servers::postgres::find_binary(),
             "postgresql",
         ),
         (
-            "redis",
+            Kind::Redis,
             crate::servers::redis::find_binary(),
             "redis-server",
         ),
         (
-            "mysql",
+            Kind::Mysql,
             crate::servers::mariadb::find_binary(),
             "mariadb-server",
         ),
     ]
     .into_iter()
+    .map(|(kind, found, pkg)| (kind.as_str(), found, pkg))
     .map(|(kind, found, pkg)| match found {
         Some(p) => check("server binaries", Level::Ok, format!("{kind}: {}", p.display()), ""),
         None => check(

@@ -25,7 +25,7 @@ use binky_controllers::store;
 
 use super::context::{Ctx, Failure};
 use super::exit;
-use crate::adapters::{redact, Adapter, AdapterConfig, Maker, Registry, Slice};
+use crate::adapters::{redact, Adapter, AdapterConfig, AdapterKind, Maker, Registry, Slice};
 use crate::servers::{Kind, ServerName, Servers};
 
 /// What `binky gc` may drop beyond this home's own orphans.
@@ -95,7 +95,7 @@ pub async fn run(yes: bool, all_servers: bool, also: Also) -> Result<i32, Failur
         )));
     }
     let registry = Registry::default();
-    let (targets, mut known) = targets(&ctx, &registry, all_servers)?;
+    let (targets, mut known) = targets(&ctx, all_servers)?;
     let mut found = unowned_slices(&registry, &targets, &known).await?;
     // gc acts in this process, beside a daemon that may be provisioning right now: a slice
     // or template made while the servers were listed is in the store by now (controllers
@@ -148,13 +148,10 @@ pub async fn run(yes: bool, all_servers: bool, also: Also) -> Result<i32, Failur
     Ok(if failed > 0 { exit::FAILED } else { exit::OK })
 }
 
-/// The servers to search, and the slice and template names
-/// this home knows.
-fn targets(
-    ctx: &Ctx,
-    registry: &Registry,
-    all_servers: bool,
-) -> Result<(BTreeSet<Target>, BTreeSet<String>), Failure> {
+/// The servers to search, and the slice and template names this home knows. A server is
+/// searched once, under its adapter's canonical name, whichever of the adapter's names (and
+/// versions) its worlds gave.
+fn targets(ctx: &Ctx, all_servers: bool) -> Result<(BTreeSet<Target>, BTreeSet<String>), Failure> {
     // The shared ones: a world's own server holds that world's slice alone (below).
     let mut targets: BTreeSet<Target> = ctx
         .store
@@ -163,15 +160,15 @@ fn targets(
         .filter(|s| s.state == store::ServerState::Running)
         .filter_map(|s| {
             let name = ServerName::parse(&s.kind).filter(|n| n.slice.is_none())?;
-            Some((name.kind.as_str().to_owned(), s.admin_url))
+            Some((name.kind.adapter().name().to_owned(), s.admin_url))
         })
         .collect();
     let known = known_names(ctx)?;
-    for w in ctx.store.read(store::worlds)? {
-        for s in ctx.store.read(|c| store::slices(c, w.id))? {
-            if all_servers && registry.is_builtin(&s.adapter) {
-                if let Some(u) = s.admin_url {
-                    targets.insert((s.adapter, u));
+    if all_servers {
+        for w in ctx.store.read(store::worlds)? {
+            for s in ctx.store.read(|c| store::slices(c, w.id))? {
+                if let (Some(kind), Some(u)) = (AdapterKind::of(&s.adapter), s.admin_url) {
+                    targets.insert((kind.name().to_owned(), u));
                 }
             }
         }

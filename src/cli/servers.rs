@@ -16,7 +16,8 @@ pub async fn run(stop: bool, kind: Option<String>, json: bool) -> Result<i32, Fa
     if let Some(k) = &kind {
         if crate::servers::Kind::parse(k).is_none() {
             return Err(Failure::usage(format!(
-                "no managed server kind `{k}`; kinds: postgres, redis, mysql (also mariadb, percona)"
+                "no managed server kind `{k}`; kinds: {}",
+                crate::servers::Kind::choices()
             )));
         }
     }

@@ -45,7 +45,9 @@ pub fn distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-fn suggest<'k>(key: &str, valid: &[&'k str]) -> Option<&'k str> {
+/// The one of `valid` nearest to `key`, when it is near enough to be what was meant (at
+/// most two edits, and fewer than its length).
+pub fn suggest<'k>(key: &str, valid: &[&'k str]) -> Option<&'k str> {
     valid
         .iter()
         .map(|v| (distance(key, v), *v))

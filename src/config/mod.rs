@@ -29,7 +29,7 @@ use binky_controllers::spec::Spec;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-pub use cx::distance as edit_distance;
+pub use cx::{distance as edit_distance, suggest};
 pub use duration::parse_duration;
 pub use project::dns_name_problem;
 use services::DepSpans;

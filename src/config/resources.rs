@@ -6,6 +6,8 @@ use std::ops::Range;
 
 use binky_controllers::spec::{Resource, SyncMode};
 
+use crate::adapters::kind::{AdapterKind, AdapterName, NameError};
+
 use super::cx::join;
 use super::defaults::Defaults;
 use super::{Cx, Table};
@@ -36,7 +38,9 @@ impl Cx<'_> {
         shared: bool,
         defaults: &Defaults,
     ) -> Option<Resource> {
-        let adapter = self.non_empty_string(t, path, "adapter");
+        let adapter = self
+            .non_empty_string(t, path, "adapter")
+            .and_then(|a| self.adapter_name(t, path, span.clone(), a));
         let sync = match Self::get(t, "sync") {
             Some(v) => match self.string_value(v, &join(path, "sync")).as_deref() {
                 Some("off") => SyncMode::Off,
@@ -105,6 +109,33 @@ impl Cx<'_> {
             env,
             env_file,
         })
+    }
+}
+
+impl Cx<'_> {
+    /// `adapter`, when it can name an adapter (a built-in one, or an external one by a name
+    /// its executable can have), with a version written like one if it has `@`; else an
+    /// error naming what is wrong and the nearest built-in name.
+    fn adapter_name(
+        &mut self,
+        t: &Table<'_>,
+        path: &str,
+        span: Range<usize>,
+        adapter: String,
+    ) -> Option<String> {
+        match AdapterName::parse(&adapter) {
+            Ok(_) => Some(adapter),
+            Err(e) => {
+                let near = match &e {
+                    NameError::BadName { name } => {
+                        super::cx::suggest(name.trim(), &AdapterKind::all_names())
+                    }
+                    _ => None,
+                };
+                self.key_error(t, path, "adapter", span, e.to_string(), Some(e.fix(near)));
+                None
+            }
+        }
     }
 }
 

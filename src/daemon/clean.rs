@@ -51,7 +51,7 @@ pub const SESSION: &[&str] = &[
 ];
 
 /// binky's own settings the daemon reads from its environment (besides the adapters'
-/// server URLs, [`crate::adapters::ADMIN_URL_ENV`]).
+/// server URLs, [`crate::adapters::admin_url_vars`]).
 pub const SETTINGS: &[&str] = &[
     "BINKY_HOME",
     "BINKY_LOG",
@@ -77,9 +77,7 @@ pub fn keeps(name: &str, origin: &Origin) -> bool {
             SESSION.contains(&name)
                 || name.starts_with("LC_")
                 || SETTINGS.contains(&name)
-                || crate::adapters::ADMIN_URL_ENV
-                    .iter()
-                    .any(|(_, var)| *var == name)
+                || crate::adapters::admin_url_vars().any(|var| var == name)
         }
     }
 }

@@ -57,7 +57,7 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// What [`host`] needs to know about MariaDB.
 pub(super) const SERVER: host::Server = host::Server {
-    kind: "mysql",
+    kind: super::Kind::Mysql.as_str(),
     product: "MariaDB",
     package: "mariadb-server",
     user: "mysql",

@@ -34,16 +34,10 @@ use self::lend::Lending;
 use crate::paths::Home;
 use crate::supervisor::procfs;
 
-/// The kinds of server binky can run itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    /// PostgreSQL.
-    Postgres,
-    /// Redis (or Valkey).
-    Redis,
-    /// MariaDB, for the MySQL-family adapters (`mysql`, `mariadb`, `percona`).
-    Mysql,
-}
+/// The kinds of server binky can run itself. Which adapter gets which, and the names a
+/// person may type for one, are the adapters' descriptor's ([`crate::adapters::kind`]);
+/// how each runs is this module's.
+pub use crate::adapters::kind::ServerKind as Kind;
 
 impl Kind {
     /// The first signal of a stop: PostgreSQL's backends run in sessions of their own and
@@ -56,34 +50,10 @@ impl Kind {
         }
     }
 
-    /// The managed server behind an adapter name, if binky runs that kind.
+    /// The managed server behind `adapter` (any of its names, with or without a version),
+    /// if binky runs that kind.
     pub fn for_adapter(adapter: &str) -> Option<Kind> {
-        match adapter.split('@').next().unwrap_or(adapter) {
-            "postgres" | "postgresql" => Some(Kind::Postgres),
-            "redis" | "valkey" => Some(Kind::Redis),
-            "mysql" | "mariadb" | "percona" => Some(Kind::Mysql),
-            _ => None,
-        }
-    }
-
-    /// Its name in the store and in paths.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Postgres => "postgres",
-            Kind::Redis => "redis",
-            Kind::Mysql => "mysql",
-        }
-    }
-
-    /// Parse a stored name.
-    pub fn parse(s: &str) -> Option<Kind> {
-        match s {
-            "postgres" => Some(Kind::Postgres),
-            "redis" => Some(Kind::Redis),
-            // The adapters' other names are accepted where a person types a kind.
-            "mysql" | "mariadb" | "percona" => Some(Kind::Mysql),
-            _ => None,
-        }
+        crate::adapters::AdapterKind::of(adapter).and_then(crate::adapters::AdapterKind::server)
     }
 }
 
@@ -779,10 +749,12 @@ mod tests {
     #[test]
     fn adapters_map_to_managed_kinds() {
         assert_eq!(Kind::for_adapter("postgres@16"), Some(Kind::Postgres));
+        assert_eq!(Kind::for_adapter("postgresql"), Some(Kind::Postgres));
         assert_eq!(Kind::for_adapter("valkey"), Some(Kind::Redis));
         assert_eq!(Kind::for_adapter("mysql"), Some(Kind::Mysql));
         assert_eq!(Kind::for_adapter("percona@8"), Some(Kind::Mysql));
         assert_eq!(Kind::parse("mariadb").map(Kind::as_str), Some("mysql"));
+        assert_eq!(Kind::parse("valkey").map(Kind::as_str), Some("redis"));
         assert_eq!(Kind::for_adapter("mongodb"), None);
     }
 }

@@ -52,7 +52,7 @@ const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What [`host`] needs to know about PostgreSQL.
 pub(super) const SERVER: host::Server = host::Server {
-    kind: "postgres",
+    kind: super::Kind::Postgres.as_str(),
     product: "PostgreSQL",
     package: "postgresql",
     user: "postgres",

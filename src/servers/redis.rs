@@ -58,7 +58,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
     let mut cmd = std::process::Command::new(&bin);
     cmd.arg(&conf).current_dir(&data_dir);
     let pid = spawn_detached(&mut cmd, &ctx.log).map_err(|e| ServerError::Start {
-        kind: "redis",
+        kind: super::Kind::Redis.as_str(),
         detail: format!("{}: {e}", bin.display()),
         log: ctx.log.display().to_string(),
     })?;
@@ -162,7 +162,7 @@ pub(super) fn admin_url(ctx: &StartCtx) -> String {
 
 async fn wait_ready(pid: u32, admin_url: &str, ctx: &StartCtx) -> Result<String, ServerError> {
     let failed = |detail: String| ServerError::Start {
-        kind: "redis",
+        kind: super::Kind::Redis.as_str(),
         detail,
         log: ctx.log.display().to_string(),
     };

@@ -11,6 +11,7 @@ use binky_controllers::adapter::{SliceAddress, SliceEffects, SliceFault, SliceSp
 use binky_controllers::store::{self, StoreError};
 
 use self::named::Answers;
+use crate::adapters::kind::AdapterName;
 use crate::adapters::{redact, Adapter, AdapterConfig, AdapterError, Registry, Slice};
 use crate::servers::{Kind, ServerName, Servers};
 
@@ -63,13 +64,10 @@ impl RealSlices {
         Ok(!row.is_some_and(|r| Servers::runs(&r)))
     }
 
-    /// The server named by the environment variable of `spec`'s built-in adapter (see
-    /// [`crate::adapters::admin_url_env`]), read here, once, and recorded with the slice (so
-    /// it is dropped where it was made).
+    /// The server named by the environment variable of `spec`'s built-in adapter, whichever
+    /// of its names the service gives (see [`crate::adapters::admin_url_env`]), read here,
+    /// once, and recorded with the slice (so it is dropped where it was made).
     fn admin_url_from_env(&self, spec: &SliceSpec) -> Option<String> {
-        if !self.registry.is_builtin(&spec.adapter) {
-            return None;
-        }
         crate::adapters::admin_url_env(&spec.adapter)
             .and_then(|var| std::env::var(var).ok())
             .map(|url| url.trim().to_owned())
@@ -122,11 +120,11 @@ impl RealSlices {
         url: &str,
     ) -> Result<BTreeMap<String, BTreeMap<String, String>>, StoreError> {
         let server = redact(url);
+        // An adapter by any of its names and versions is one adapter; an external one is
+        // its name.
         let family = |a: &str| {
-            Kind::for_adapter(a)
-                .map(Kind::as_str)
-                .unwrap_or(a)
-                .to_owned()
+            let read = AdapterName::read(a);
+            read.kind.map_or(read.name, |k| k.name()).to_owned()
         };
         let adapter = family(&spec.adapter);
         self.servers.store().read(|c| {
@@ -146,7 +144,7 @@ impl RealSlices {
     /// The kind of server binky could run for `spec` (a built-in adapter binky runs
     /// servers for).
     fn kind(&self, spec: &SliceSpec) -> Option<Kind> {
-        Kind::for_adapter(&spec.adapter).filter(|_| self.registry.is_builtin(&spec.adapter))
+        Kind::for_adapter(&spec.adapter)
     }
 
     /// Was `spec`'s slice, as recorded (its `admin_url` the server it was made on), made on
@@ -289,7 +287,7 @@ impl RealSlices {
     ) -> Result<std::sync::Arc<dyn crate::adapters::Adapter>, SliceFault> {
         if !self.registry.is_builtin(&spec.adapter) {
             if let Some(path) = &spec.search_path {
-                let name = spec.adapter.split('@').next().unwrap_or(&spec.adapter);
+                let name = AdapterName::read(&spec.adapter).name;
                 if let Some(e) =
                     crate::adapters::external::External::find_in(name, std::ffi::OsStr::new(path))
                 {

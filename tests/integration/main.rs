@@ -2,6 +2,7 @@
 //! processes, an isolated `BINKY_HOME` each. Every test cleans up and most assert that
 //! nothing is left behind.
 
+mod adapter_names;
 mod agents;
 mod bootstrap;
 mod celery_redis;

@@ -75,7 +75,7 @@ use server::*;
 /// The REST port.
 pub const DEFAULT_PORT: u16 = 9200;
 /// Where the admin URL comes from when the service has none (binky 0.1.2's).
-pub const ENV_URL: &str = "BINKY_ELASTICSEARCH_URL";
+pub const ENV_URL: &str = super::AdapterKind::Elasticsearch.env_var();
 /// The server when neither `admin_url` nor [`ENV_URL`] names one: the usual port here.
 pub const DEFAULT_URL: &str = "http://localhost:9200";
 /// Between the prefix and an index's own name (binky 0.1.2's convention).
@@ -167,8 +167,8 @@ fn password(flavour: Flavour, slice: &Slice) -> String {
 
 #[async_trait::async_trait]
 impl Adapter for Elasticsearch {
-    fn names(&self) -> &'static [&'static str] {
-        &["elasticsearch", "opensearch"]
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Elasticsearch)
     }
 
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

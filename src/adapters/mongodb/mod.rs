@@ -74,8 +74,7 @@ use ::mongodb::{Client, Database};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    bounded, fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Maker,
-    Result, Slice,
+    bounded, fit_name, redact, Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Slice,
 };
 
 mod commands;
@@ -84,7 +83,7 @@ pub use commands::*;
 pub use target::*;
 
 /// The environment variable read when a service has no `admin_url` (binky 0.1.2's).
-pub const ENV_URL: &str = "BINKY_MONGO_URL";
+pub const ENV_URL: &str = super::AdapterKind::Mongodb.env_var();
 /// The marker collection, binky 0.1.2's name: it makes an empty slice's database exist.
 pub const MARKER: &str = "__binky";
 /// The longest database name, in bytes: binky 0.1.2's figure, so mapped names stay the same.
@@ -149,13 +148,10 @@ fn check_secret(slice: &Slice) -> Result<()> {
 
 #[async_trait::async_trait]
 impl Adapter for Mongo {
-    fn names(&self) -> &'static [&'static str] {
-        &["mongodb"]
-    }
-
-    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
-        // `$out` into another database: a server-side copy of a golden template.
-        Ok(Capabilities { clone: true })
+    // It clones (`AdapterKind::can_clone`): `$out` into another database, a server-side
+    // copy of a golden template.
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Mongodb)
     }
 
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

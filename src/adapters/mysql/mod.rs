@@ -108,8 +108,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, DriverError, OptsBuilder, Row, Value};
 
 use super::{
-    bounded, fit_name, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Maker, Result,
-    Scrub, Slice,
+    bounded, fit_name, Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Scrub, Slice,
 };
 use binky_controllers::url::{percent_decode, percent_encode, Url};
 
@@ -124,7 +123,7 @@ use slice::*;
 pub struct Mysql;
 
 /// Where the admin URL comes from when the service has none (binky 0.1.2's variable).
-pub const ENV_URL: &str = "BINKY_MYSQL_URL";
+pub const ENV_URL: &str = super::AdapterKind::Mysql.env_var();
 /// Bound on opening a connection: TCP and the handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound on one verb once connected; also the server-side lock wait bound.
@@ -170,13 +169,10 @@ const PRIVILEGE: &[u16] = &[1044, 1142, 1143, 1227, 1410, 1370, 1095];
 
 #[async_trait::async_trait]
 impl Adapter for Mysql {
-    fn names(&self) -> &'static [&'static str] {
-        &["mysql", "mariadb", "percona"]
-    }
-
-    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
-        // Table by table inside the server (see the module doc): no client binary needed.
-        Ok(Capabilities { clone: true })
+    // It clones (`AdapterKind::can_clone`): table by table inside the server (see the module
+    // doc), with no client binary.
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Mysql)
     }
 
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

@@ -62,8 +62,7 @@ use tokio_postgres::{Client, Config, NoTls};
 use binky_controllers::url::{password_decoded, percent_encode, Url};
 
 use super::{
-    mark, redact, Adapter, AdapterConfig, AdapterError, Address, Capabilities, Maker, Result,
-    Scrub, Slice,
+    mark, redact, Adapter, AdapterConfig, AdapterError, Address, Maker, Result, Scrub, Slice,
 };
 
 mod admin;
@@ -96,13 +95,10 @@ const MAX_NAME: usize = 63;
 
 #[async_trait::async_trait]
 impl Adapter for Postgres {
-    fn names(&self) -> &'static [&'static str] {
-        &["postgres", "postgresql"]
-    }
-
-    async fn capabilities(&self, _cfg: &AdapterConfig) -> Result<Capabilities> {
-        // CREATE DATABASE … TEMPLATE: a server-side copy of a golden template.
-        Ok(Capabilities { clone: true })
+    // It clones (`AdapterKind::can_clone`): `CREATE DATABASE … TEMPLATE` is a server-side
+    // copy of a golden template.
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Postgres)
     }
 
     async fn clone_slice(&self, from: &Slice, to: &Slice, cfg: &AdapterConfig) -> Result<()> {

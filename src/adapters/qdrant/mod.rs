@@ -66,7 +66,7 @@ pub use token::*;
 /// Qdrant's REST port.
 pub const DEFAULT_PORT: u16 = 6333;
 /// Where the admin URL comes from when the service has none (binky 0.1.2's).
-pub const ENV_URL: &str = "BINKY_QDRANT_URL";
+pub const ENV_URL: &str = super::AdapterKind::Qdrant.env_var();
 /// The server when neither `admin_url` nor [`ENV_URL`] names one: the usual port here.
 pub const DEFAULT_URL: &str = "http://localhost:6333";
 /// The separator of a world's extra collections (`<slice>__embeddings`), binky 0.1.2's.
@@ -329,8 +329,8 @@ fn owned(slice_collection: &str, name: &str) -> bool {
 
 #[async_trait::async_trait]
 impl Adapter for Qdrant {
-    fn names(&self) -> &'static [&'static str] {
-        &["qdrant"]
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Qdrant)
     }
 
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {

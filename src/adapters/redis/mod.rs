@@ -442,8 +442,8 @@ impl Redis {
 
 #[async_trait::async_trait]
 impl Adapter for Redis {
-    fn names(&self) -> &'static [&'static str] {
-        &["redis", "valkey"]
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::Redis)
     }
 
     fn server_per_slice(&self, cfg: &AdapterConfig) -> Result<bool> {

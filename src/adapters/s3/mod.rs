@@ -212,8 +212,8 @@ use super::check_plain_name as check_name;
 
 #[async_trait::async_trait]
 impl Adapter for S3 {
-    fn names(&self) -> &'static [&'static str] {
-        &["s3", "minio"]
+    fn kind(&self) -> Option<super::AdapterKind> {
+        Some(super::AdapterKind::S3)
     }
 
     async fn provision(&self, slice: &Slice, cfg: &AdapterConfig) -> Result<()> {
