@@ -4,6 +4,16 @@
 //! the `binky.toml` text and notes for people come out. `binky init` (`src/cli/init.rs`)
 //! finds and reads the files and writes the result.
 //!
+//! # Layout
+//! - `read/`: the reading steps, one per kind of file (compose, Dockerfile, Procfile,
+//!   `package.json`, Django, Alembic, Python, frameworks' host checks), each a function
+//!   from the files it reads to a typed finding.
+//! - `plan/`: [`plan::Plan::merge`], the one place the findings meet, with the order and
+//!   precedence rules written down.
+//! - `write/`: the one writer of `binky.toml`, from the plan.
+//! - `values.rs`, `images.rs`, `secrets.rs`, `toml_out.rs`: what the three share (compose
+//!   values, what images are, what looks like a credential, TOML text).
+//!
 //! # Guarantees
 //! - The text is a valid `binky.toml`: every service is a process with a `cmd` (a loudly
 //!   failing placeholder when compose gives none) or an adapter service, and `depends_on`

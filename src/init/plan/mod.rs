@@ -57,6 +57,7 @@ pub(in crate::init) struct SvcId(pub(in crate::init) usize);
 pub(in crate::init) struct PerService<T>(pub(in crate::init) Vec<T>);
 
 impl<T> PerService<T> {
+    /// An empty table.
     pub(in crate::init) fn new() -> Self {
         PerService(Vec::new())
     }
@@ -71,12 +72,14 @@ impl<T> PerService<T> {
         SvcId(self.0.len())
     }
 
+    /// Add the next service's entry; its id.
     pub(in crate::init) fn push(&mut self, value: T) -> SvcId {
         let id = self.next_id();
         self.0.push(value);
         id
     }
 
+    /// The entries, in compose order.
     pub(in crate::init) fn iter(&self) -> std::slice::Iter<'_, T> {
         self.0.iter()
     }
@@ -146,6 +149,8 @@ pub(in crate::init) struct Layout {
 }
 
 impl Layout {
+    /// The token of container port `port` of service `svc` (`${svc.port}` for the primary,
+    /// `${svc.LABEL}` for another); `None` when it has no such port.
     pub(in crate::init) fn token(&self, svc: &str, port: u16) -> Option<String> {
         let i = self.slots.iter().position(|(p, _)| *p == port)?;
         Some(if i == 0 {
@@ -388,6 +393,7 @@ impl Plan {
         Ok(plan)
     }
 
+    /// An empty plan over `found`, written from `file`, for project `project`.
     fn new(found: Findings, file: &str, project: &str) -> Plan {
         Plan {
             vars: found.dotenv.iter().cloned().collect(),
@@ -432,5 +438,89 @@ impl Plan {
     /// Does service `i` run as a process (or would, once uncommented)?
     pub(in crate::init) fn runs(&self, i: SvcId) -> bool {
         matches!(self.svcs[i].kind, Kind::Process | Kind::Commented(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::init::repo::Repo;
+
+    fn plan_of(files: &[(&str, &str)]) -> Result<Plan, InitError> {
+        let repo = Repo {
+            dir_name: "shop".into(),
+            files: files
+                .iter()
+                .map(|(p, t)| (p.to_string(), t.to_string()))
+                .collect(),
+            ..Repo::default()
+        };
+        Plan::merge(Findings::of(&repo)?, "shop")
+    }
+
+    fn names(plan: &Plan) -> Vec<&str> {
+        plan.svcs.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_procfile_says_what_runs_before_runserver_a_node_app_or_an_asgi_app() {
+        let plan = plan_of(&[
+            (
+                "Procfile",
+                "web: gunicorn app.wsgi\nworker: celery -A app worker\n",
+            ),
+            ("manage.py", ""),
+            ("main.py", "app = FastAPI()\n"),
+            ("requirements.txt", "fastapi\nuvicorn\ncelery\n"),
+            ("package.json", r#"{"scripts":{"start":"node server.js"}}"#),
+        ])
+        .unwrap();
+        assert_eq!(names(&plan), ["redis", "web", "worker"]);
+        assert_eq!(plan.file, "Procfile, manage.py");
+    }
+
+    #[test]
+    fn without_a_procfile_runserver_comes_before_an_asgi_app_and_node_apps_join_it() {
+        let plan = plan_of(&[
+            ("manage.py", ""),
+            ("main.py", "app = FastAPI()\n"),
+            ("requirements.txt", "fastapi\nuvicorn\npsycopg\n"),
+            (
+                "api/package.json",
+                r#"{"scripts":{"start":"node server.js"}}"#,
+            ),
+        ])
+        .unwrap();
+        assert_eq!(names(&plan), ["db", "web", "api"]);
+        let web = &plan.svcs[SvcId(1)];
+        assert_eq!(
+            web.cmd_from.as_deref(),
+            Some("manage.py (Django's development server)")
+        );
+    }
+
+    #[test]
+    fn alembic_migrates_before_django_in_one_directory() {
+        let plan = plan_of(&[
+            ("manage.py", ""),
+            ("alembic.ini", "[alembic]\n"),
+            ("requirements.txt", "psycopg\n"),
+        ])
+        .unwrap();
+        let m = plan
+            .migrations
+            .get(&SvcId(0))
+            .expect("the database migrates");
+        assert_eq!(m.cmd, "alembic upgrade head");
+        assert_eq!(plan.svcs[m.owner].name, "web");
+    }
+
+    #[test]
+    fn nothing_that_runs_is_the_error_naming_what_was_looked_for() {
+        let e = plan_of(&[("README.md", "hello")])
+            .err()
+            .expect("nothing to read");
+        assert!(matches!(e, InitError::NothingToRead { .. }), "{e:?}");
+        assert!(e.to_string().contains("a Procfile"), "{e}");
     }
 }

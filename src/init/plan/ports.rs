@@ -93,6 +93,7 @@ impl Plan {
         }
     }
 
+    /// Service `i`'s compose health check, as far as binky can read it.
     pub(in crate::init) fn healthcheck(&mut self, i: SvcId) -> Probe {
         let Some(Value::Mapping(h)) = self.svcs[i].def.get("healthcheck").cloned() else {
             return Probe::None;
@@ -163,6 +164,7 @@ impl Plan {
         out
     }
 
+    /// Does service `i` load `.env` as an `env_file`?
     pub(in crate::init) fn loads_dotenv(&self, i: SvcId) -> bool {
         string_list_env_file(&self.svcs[i].def)
             .iter()

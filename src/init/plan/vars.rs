@@ -97,6 +97,8 @@ impl Plan {
         out
     }
 
+    /// One `${…}` of compose (`inner` is what is between the braces), with its `:-`, `-`,
+    /// `:+` and `+` forms.
     pub(in crate::init) fn expand(&mut self, inner: &str) -> String {
         let n = inner
             .bytes()
@@ -162,6 +164,8 @@ impl Plan {
         self.var_value(name, value)
     }
 
+    /// Variable `name`'s value as written in the file: as it is when known and harmless,
+    /// else `${env.NAME}` (with why).
     pub(in crate::init) fn var_value(&mut self, name: &str, value: Option<String>) -> String {
         let secret = secret_name(name)
             || value.as_deref().is_some_and(|v| {

@@ -240,6 +240,7 @@ struct Admin {
 }
 
 impl Admin {
+    /// How binky reaches adapter service `name`'s server (compose definition `def`).
     fn of(adapter: &str, name: &str, def: &Mapping) -> Admin {
         let host_port = def.get("ports").and_then(|p| match p {
             Value::Sequence(items) => items.iter().find_map(|s| {

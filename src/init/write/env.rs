@@ -15,6 +15,9 @@ use crate::init::values::{
 };
 
 impl Writer {
+    /// The lines of service `i`'s `[services.X.env]`: its compose environment, the entries
+    /// of the env files it loads that binky must override, and `DATABASE_URL` when its
+    /// settings read it but compose gives the database in parts.
     pub(in crate::init) fn env_lines(&mut self, i: SvcId) -> Vec<EnvLine> {
         let def = self.plan.svcs[i].def.clone();
         let entries = env_entries(&def);

@@ -58,6 +58,8 @@ impl Writer {
         }
     }
 
+    /// The compose file's top-level keys binky does not carry (named volumes, networks,
+    /// secrets, `include`, …): one TODO each.
     pub(in crate::init) fn top_level(&mut self, root: &Mapping) {
         let mut networks = self.plan.uses_networks;
         for (k, v) in root {
@@ -82,6 +84,9 @@ impl Writer {
         }
     }
 
+    /// The whole file: the header (what it was written from, what to set, the TODOs and
+    /// notes), `[project]` and `body`; every credential seen anywhere scrubbed as a last
+    /// defence.
     pub(in crate::init) fn finish(mut self, body: &str) -> Generated {
         self.host_hints(body);
         self.plan.report.notes.sort();

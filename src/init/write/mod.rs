@@ -72,6 +72,8 @@ pub(in crate::init) fn write(plan: Plan) -> Generated {
 }
 
 impl Writer {
+    /// Every service of the plan, adapter services first, then the rest in compose order;
+    /// what every process shares is written once under `[defaults.env]`.
     pub(in crate::init) fn render_services(&mut self) -> String {
         let mut out = String::new();
         let adapters: Vec<SvcId> = self
@@ -145,6 +147,7 @@ impl Writer {
         out
     }
 
+    /// Is service `j` a live `[services.X]` of the file (not left out or commented out)?
     pub(in crate::init) fn in_output(&self, j: SvcId) -> bool {
         !matches!(
             self.plan.svcs[j].kind,
@@ -229,6 +232,7 @@ impl Writer {
         (kept, dropped)
     }
 
+    /// A service binky cannot run: a TODO and a line of `mapped`.
     pub(in crate::init) fn unmapped(&mut self, i: SvcId) {
         let svc = &self.plan.svcs[i];
         let what = match &svc.image {
