@@ -1,11 +1,11 @@
 //! Images: the adapter of a database image, infrastructure binky replaces, commands that
 //! only mean something inside an image, and the ports and addresses of the usual images.
 
-use super::*;
+use super::toml_out::one_line;
 
 /// Image name fragments → the adapter for a service of that image. The first fragment
 /// the image's name contains wins, so the more specific come first.
-pub(super) const IMAGE_ADAPTERS: &[(&str, &str)] = &[
+pub(in crate::init) const IMAGE_ADAPTERS: &[(&str, &str)] = &[
     ("pgvector", "postgres"),
     ("postgis", "postgres"),
     ("timescale", "postgres"),
@@ -29,7 +29,7 @@ pub(super) const IMAGE_ADAPTERS: &[(&str, &str)] = &[
 
 /// Words in an image's name that make it a tool *around* a server (`redis-commander`,
 /// `kafka-ui`, `postgres-exporter`, `opensearch-dashboards`), not the server.
-pub(super) const NOT_A_SERVER: &[&str] = &[
+pub(in crate::init) const NOT_A_SERVER: &[&str] = &[
     "admin",
     "adminer",
     "backup",
@@ -75,7 +75,7 @@ pub fn adapter_for_image(image: &str) -> Option<&'static str> {
 }
 
 /// The server binky runs itself for `adapter` when `admin_url` is left out, if any.
-pub(super) fn managed_server(adapter: &str) -> Option<&'static str> {
+pub(in crate::init) fn managed_server(adapter: &str) -> Option<&'static str> {
     crate::servers::Kind::for_adapter(adapter).map(|kind| match kind {
         crate::servers::Kind::Postgres => "PostgreSQL",
         crate::servers::Kind::Redis => "Redis",
@@ -84,7 +84,7 @@ pub(super) fn managed_server(adapter: &str) -> Option<&'static str> {
 }
 
 /// An example admin address for each adapter, for the notes (never a real credential).
-pub(super) fn admin_example(adapter: &str, host_port: Option<u16>) -> String {
+pub(in crate::init) fn admin_example(adapter: &str, host_port: Option<u16>) -> String {
     let (url, port) = match adapter {
         "postgres" => ("postgres://postgres:…@127.0.0.1:{}/postgres", 5432),
         "mysql" | "mariadb" | "percona" => ("mysql://root:…@127.0.0.1:{}", 3306),
@@ -102,7 +102,7 @@ pub(super) fn admin_example(adapter: &str, host_port: Option<u16>) -> String {
 
 /// Ports that are HTTP more often than not in a development stack (web UIs among them:
 /// Flower's 5555, a mail catcher's 8025 or 1080, pgAdmin's 5050).
-pub(super) fn http_looking(port: u16) -> bool {
+pub(in crate::init) fn http_looking(port: u16) -> bool {
     matches!(
         port,
         80 | 81
@@ -128,7 +128,7 @@ pub(super) fn http_looking(port: u16) -> bool {
 }
 
 /// The label of a non-primary port.
-pub(super) fn port_label(port: u16) -> String {
+pub(in crate::init) fn port_label(port: u16) -> String {
     match port {
         50051 => "grpc".into(),
         9229 => "inspect".into(),
@@ -141,7 +141,7 @@ pub(super) fn port_label(port: u16) -> String {
 }
 
 /// The port a URL scheme means when none is written.
-pub(super) fn default_port(scheme: &str) -> Option<u16> {
+pub(in crate::init) fn default_port(scheme: &str) -> Option<u16> {
     Some(match scheme {
         "http" | "ws" => 80,
         "https" | "wss" => 443,
@@ -154,12 +154,8 @@ pub(super) fn default_port(scheme: &str) -> Option<u16> {
     })
 }
 
-// ------------------------------------------------------------------------------------
-// Credentials
-// ------------------------------------------------------------------------------------
-
 /// Images of infrastructure binky replaces, and what replaces them.
-pub(super) const REPLACED_IMAGES: &[(&str, &str)] = &[
+pub(in crate::init) const REPLACED_IMAGES: &[(&str, &str)] = &[
     ("traefik", "Traefik, a reverse proxy"),
     ("nginx-proxy", "nginx-proxy, a reverse proxy"),
     ("caddy-docker-proxy", "Caddy, a reverse proxy"),
@@ -170,17 +166,17 @@ pub(super) const REPLACED_IMAGES: &[(&str, &str)] = &[
 
 /// A mail catcher: one on the host per world (`shared = true` makes it one for all).
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct MailCatcher {
+pub(in crate::init) struct MailCatcher {
     /// A fragment of its image's name.
     needle: &'static str,
     /// Its name.
-    pub(super) tool: &'static str,
+    pub(in crate::init) tool: &'static str,
     /// The program it runs (looked up on `PATH`: [`super::TOOLS`]).
-    pub(super) program: &'static str,
+    pub(in crate::init) program: &'static str,
     /// Its command with the image's usual ports (SMTP, then web UI).
-    pub(super) cmd: &'static str,
+    pub(in crate::init) cmd: &'static str,
     /// How to install it on the host.
-    pub(super) install: &'static str,
+    pub(in crate::init) install: &'static str,
 }
 
 /// The mail catchers binky init knows.
@@ -216,7 +212,7 @@ const MAIL_CATCHERS: &[MailCatcher] = &[
 ];
 
 /// The mail catcher `image` runs, if it is one.
-pub(super) fn mail_catcher(image: &str) -> Option<&'static MailCatcher> {
+pub(in crate::init) fn mail_catcher(image: &str) -> Option<&'static MailCatcher> {
     let path = image
         .split(['@', ':'])
         .next()
@@ -228,7 +224,7 @@ pub(super) fn mail_catcher(image: &str) -> Option<&'static MailCatcher> {
 
 /// What a service that only runs tests is (Playwright, Cypress, a test runner), by its
 /// name, image or command: such a service is not part of a running world.
-pub(super) fn test_only(
+pub(in crate::init) fn test_only(
     name: &str,
     image: Option<&str>,
     command: Option<&str>,
@@ -281,7 +277,7 @@ pub(super) fn test_only(
 }
 
 /// What binky replaces an image with, if it is infrastructure binky replaces.
-pub(super) fn replaced_image(image: &str) -> Option<&'static str> {
+pub(in crate::init) fn replaced_image(image: &str) -> Option<&'static str> {
     let no_digest = image.split('@').next().unwrap_or(image);
     let path = no_digest
         .split(':')
@@ -301,7 +297,7 @@ pub(super) fn replaced_image(image: &str) -> Option<&'static str> {
 
 /// Why a compose `command` cannot be a host command, if it cannot: flags handed to the
 /// image's entrypoint (`--api.insecure=true`), or a path inside the image (`/start`).
-pub(super) fn image_only_command(cmd: &str) -> Option<String> {
+pub(in crate::init) fn image_only_command(cmd: &str) -> Option<String> {
     let first = cmd.split_whitespace().next()?;
     if first.starts_with('-') {
         return Some(format!(

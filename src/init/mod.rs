@@ -4,6 +4,16 @@
 //! the `binky.toml` text and notes for people come out. `binky init` (`src/cli/init.rs`)
 //! finds and reads the files and writes the result.
 //!
+//! # Layout
+//! - `read/`: the reading steps, one per kind of file (compose, Dockerfile, Procfile,
+//!   `package.json`, Django, Alembic, Python, frameworks' host checks), each a function
+//!   from the files it reads to a typed finding.
+//! - `plan/`: [`plan::Plan::merge`], the one place the findings meet, with the order and
+//!   precedence rules written down.
+//! - `write/`: the one writer of `binky.toml`, from the plan.
+//! - `values.rs`, `images.rs`, `secrets.rs`, `toml_out.rs`: what the three share (compose
+//!   values, what images are, what looks like a credential, TOML text).
+//!
 //! # Guarantees
 //! - The text is a valid `binky.toml`: every service is a process with a `cmd` (a loudly
 //!   failing placeholder when compose gives none) or an adapter service, and `depends_on`
@@ -24,9 +34,9 @@
 //!   `redis://cache:6379`, `http://api:8000`, `api:8000`); an address assembled by the
 //!   application from parts is recognised only for PostgreSQL's `*_HOST`/`*_PORT`/… family.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use serde_yaml_ng::Value;
 
-use serde_yaml_ng::{Mapping, Value};
+use values::{as_named_mapping, scalar, string_list_env_file};
 
 /// The compose file names `binky init` looks for, in the order `docker compose` prefers them.
 pub const COMPOSE_FILES: [&str; 4] = [
@@ -86,48 +96,15 @@ pub struct Generated {
 /// Build a `binky.toml` for the project `repo` describes: from its compose file when it
 /// has one, else from what its files say runs (a `Procfile`, `package.json` scripts,
 /// `manage.py`, `alembic.ini`: see [`InitError::NothingToRead`] for when there is nothing).
+///
+/// Three steps, each in its own module: the reading steps ([`read`]) turn files into
+/// typed findings; [`plan::Plan::merge`] merges them into the services of the file;
+/// [`write::write`] renders those as `binky.toml`.
 pub fn generate(repo: &Repo) -> Result<Generated, InitError> {
     let project = project_name(&repo.dir_name);
-    let Some(compose) = &repo.compose else {
-        return bare::generate(repo, &project);
-    };
-    let compose_file = compose.name.as_str();
-    let yaml_error = |e: serde_yaml_ng::Error| InitError::Yaml {
-        file: compose_file.to_owned(),
-        detail: e.to_string(),
-    };
-    let not_compose = |why: &str| InitError::NotCompose {
-        file: compose_file.to_owned(),
-        why: why.to_owned(),
-    };
-    let mut doc: Value = serde_yaml_ng::from_str(&compose.text).map_err(yaml_error)?;
-    // `<<: *defaults` merge keys are common in compose files (`x-common: &common`).
-    doc.apply_merge().map_err(yaml_error)?;
-    let root = match &doc {
-        Value::Mapping(m) => m,
-        Value::Null => return Err(not_compose("it is empty")),
-        _ => return Err(not_compose("its top level is not a mapping")),
-    };
-    let services = match root.get("services") {
-        Some(Value::Mapping(m)) if !m.is_empty() => m,
-        Some(Value::Mapping(_)) | Some(Value::Null) => {
-            return Err(not_compose("its `services:` has no service"))
-        }
-        Some(_) => return Err(not_compose("its `services:` is not a mapping")),
-        None => return Err(not_compose("it has no `services:`")),
-    };
-    let mut init = Init::new(repo, compose_file, &project);
-    init.read_services(services);
-    init.find_one_shots();
-    init.plan_workdirs();
-    init.derive_commands();
-    init.add_dev_servers();
-    init.learn_secrets();
-    init.plan_ports();
-    init.plan_migrations();
-    let body = init.render_services();
-    init.top_level(root);
-    Ok(init.finish(&body))
+    let found = read::Findings::of(repo)?;
+    let plan = plan::Plan::merge(found, &project)?;
+    Ok(write::write(plan))
 }
 
 /// Compose files read together (`-f a -f b`, `COMPOSE_FILE=a:b`, a file and its
@@ -181,25 +158,6 @@ pub fn env_file_paths(compose: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// `KEY=value` list items (compose's list form of `environment` and `labels`) as a mapping.
-fn as_named_mapping(v: Value) -> Value {
-    match v {
-        Value::Sequence(items) => {
-            let mut m = Mapping::new();
-            for item in items {
-                if let Some(s) = scalar(&item) {
-                    match s.split_once('=') {
-                        Some((k, v)) => m.insert(Value::from(k), Value::from(v)),
-                        None => m.insert(Value::from(s.as_str()), Value::Null),
-                    };
-                }
-            }
-            Value::Mapping(m)
-        }
-        v => v,
-    }
 }
 
 fn merge_value(base: Value, over: Value, key: &str) -> Value {
@@ -260,7 +218,7 @@ pub fn project_name(dir_name: &str) -> String {
 
 /// `s` (ASCII, dashes for what a hostname cannot hold) made a hostname label: no `-` at
 /// either end, at most 63 characters; `app` when nothing is left.
-pub(super) fn label_or_app(s: &str) -> String {
+pub(in crate::init) fn label_or_app(s: &str) -> String {
     let mut s = s.trim_matches('-').to_owned();
     s.truncate(63);
     let s = s.trim_end_matches('-');
@@ -271,282 +229,17 @@ pub(super) fn label_or_app(s: &str) -> String {
     }
 }
 
-mod addresses;
-mod apps;
-mod bare;
-mod compose;
-mod finish;
 mod images;
-mod ports;
-mod reading;
-mod render;
+mod plan;
+mod read;
 mod repo;
 mod secrets;
-mod service_env;
 mod toml_out;
+mod values;
+mod write;
 
-use compose::*;
-use images::*;
 pub use images::{adapter_for_image, TODO_CMD};
-use repo::*;
 pub use repo::{referenced_files, wanted_file, ComposeSource, Repo, MAX_DEPTH, SKIP_DIRS, TOOLS};
-use secrets::*;
-use toml_out::*;
-
-// The generator
-// ------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    /// A database or broker: binky slices a shared server.
-    Adapter(&'static str),
-    /// Code compose builds or a command it runs: a binky process.
-    Process,
-    /// An image binky has no adapter for and no command to run.
-    Unmapped,
-    /// Infrastructure binky replaces (a reverse proxy: binky's proxy serves every world):
-    /// left out, with what replaces it.
-    Replaced(&'static str),
-    /// Written commented out, so that `binky up` runs the rest with no edit.
-    Commented(Why),
-}
-
-/// Why a service is written commented out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Why {
-    /// It runs tests (Playwright, Cypress, a test runner): not part of a running world.
-    TestOnly(&'static str),
-    /// It runs a tool that is not installed on this machine.
-    NotInstalled(&'static MailCatcher),
-    /// It runs once before the others (migrations, a prestart script): the database's
-    /// `migrate` does that in binky.
-    OneShot,
-}
-
-/// Which compose service: a handle into [`PerService`] tables, in compose order.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-struct SvcId(usize);
-
-/// One `T` per compose service, reached by [`SvcId`].
-struct PerService<T>(Vec<T>);
-
-impl<T> PerService<T> {
-    fn new() -> Self {
-        PerService(Vec::new())
-    }
-
-    /// The services' ids, in compose order.
-    fn ids(&self) -> impl Iterator<Item = SvcId> {
-        (0..self.0.len()).map(SvcId)
-    }
-
-    /// The id the next [`PerService::push`] gives.
-    fn next_id(&self) -> SvcId {
-        SvcId(self.0.len())
-    }
-
-    fn push(&mut self, value: T) -> SvcId {
-        let id = self.next_id();
-        self.0.push(value);
-        id
-    }
-
-    fn iter(&self) -> std::slice::Iter<'_, T> {
-        self.0.iter()
-    }
-
-    /// The first service `pick` holds for.
-    fn find(&self, pick: impl Fn(&T) -> bool) -> Option<SvcId> {
-        self.0.iter().position(pick).map(SvcId)
-    }
-
-    /// A table with `f` of every entry, by the same ids.
-    fn map<U>(self, f: impl FnMut(T) -> U) -> PerService<U> {
-        PerService(self.0.into_iter().map(f).collect())
-    }
-}
-
-impl<T> std::ops::Index<SvcId> for PerService<T> {
-    type Output = T;
-    fn index(&self, id: SvcId) -> &T {
-        &self.0[id.0]
-    }
-}
-
-impl<T> std::ops::IndexMut<SvcId> for PerService<T> {
-    fn index_mut(&mut self, id: SvcId) -> &mut T {
-        &mut self.0[id.0]
-    }
-}
-
-impl<'a, T> IntoIterator for &'a PerService<T> {
-    type Item = &'a T;
-    type IntoIter = std::slice::Iter<'a, T>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
-    }
-}
-
-impl<'a, T> IntoIterator for &'a mut PerService<T> {
-    type Item = &'a mut T;
-    type IntoIter = std::slice::IterMut<'a, T>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter_mut()
-    }
-}
-
-struct Svc {
-    /// The compose name.
-    raw: String,
-    /// The binky name.
-    name: String,
-    def: Mapping,
-    kind: Kind,
-    image: Option<String>,
-    /// Where its code is, relative to binky.toml (`None`: here).
-    workdir: Option<String>,
-    /// Where its command came from when compose gives none it can use (a Dockerfile's
-    /// `CMD`, a start script, a `package.json` script).
-    cmd_from: Option<String>,
-}
-
-/// A process service's ports: the first is the primary.
-#[derive(Default)]
-struct Layout {
-    /// `(container port, label)`.
-    slots: Vec<(u16, String)>,
-    /// The primary port serves the service's URL.
-    url: bool,
-}
-
-impl Layout {
-    fn token(&self, svc: &str, port: u16) -> Option<String> {
-        let i = self.slots.iter().position(|(p, _)| *p == port)?;
-        Some(if i == 0 {
-            format!("${{{svc}.port}}")
-        } else {
-            format!("${{{svc}.{}}}", self.slots[i].1)
-        })
-    }
-}
-
-/// A compose health check, as far as binky can read it.
-enum Probe {
-    None,
-    /// `curl http://localhost:PORT/rest`.
-    Http {
-        port: u16,
-        rest: String,
-    },
-    /// Anything else: the command.
-    Other(String),
-}
-
-/// One line of `[services.X.env]`.
-struct EnvLine {
-    key: String,
-    value: Option<String>,
-    comment: Option<String>,
-}
-
-struct Init {
-    /// What the project's directory holds.
-    repo: Repo,
-    file: String,
-    /// `[project] name`.
-    project: String,
-    dotenv: Vec<(String, String)>,
-    vars: BTreeMap<String, String>,
-    /// `(value, env name)`: credentials seen in compose or `.env`, longest first.
-    secrets: Vec<(String, String)>,
-    svcs: PerService<Svc>,
-    /// Host names compose services answer to (lower-case) → the service.
-    alias: HashMap<String, SvcId>,
-    layouts: PerService<Layout>,
-    /// Why each `${env.NAME}` is there.
-    reasons: BTreeMap<String, String>,
-    to_decide: Vec<String>,
-    mapped: Vec<String>,
-    /// Some service sets `networks` or `network_mode`.
-    uses_networks: bool,
-    /// Addresses of commented-out services met while writing one value: the tokens they
-    /// become once the service is uncommented (see [`Init::map_addresses`]).
-    commented_refs: Vec<String>,
-    /// Host ports compose publishes → (service, container port).
-    published: HashMap<u16, (SvcId, u16)>,
-    /// Write addresses of commented-out services as their tokens (the value once they run).
-    as_if_running: bool,
-    /// What each adapter service's `migrate` is, when a process's code says.
-    migrations: BTreeMap<SvcId, Migration>,
-    /// Notes on frameworks found (a `# NOTE:` each in the file, and one line to decide).
-    notes: Vec<String>,
-    /// While set, a process's `[services.X.env]` is kept here (by service) and a
-    /// placeholder written, so that what every process shares becomes `[defaults.env]`.
-    defer_env: bool,
-    env_blocks: BTreeMap<SvcId, Vec<EnvLine>>,
-    /// An adapter service's env for its `migrate` (the settings of the code it runs), by
-    /// service, written with the processes' (see `env_blocks`).
-    migrate_env: BTreeMap<SvcId, Vec<EnvLine>>,
-}
-
-/// An adapter service's migrations, run by the migration tool of a process's code.
-struct Migration {
-    /// The command (`alembic upgrade head`).
-    cmd: String,
-    /// Where it runs.
-    workdir: Option<String>,
-    /// The process whose code and settings it uses.
-    owner: SvcId,
-    /// Set: the settings read the database from parts (`DB_HOST`, …) that `migrate` does
-    /// not get: the command is written commented out, with this reason.
-    blocked: Option<String>,
-}
-
-impl Init {
-    fn new(repo: &Repo, file: &str, project: &str) -> Init {
-        let dotenv = repo
-            .dotenv
-            .as_deref()
-            .map(binky_controllers::env::parse_dotenv)
-            .unwrap_or_default();
-        Init {
-            repo: repo.clone(),
-            file: file.to_owned(),
-            project: project.to_owned(),
-            vars: dotenv.iter().cloned().collect(),
-            dotenv,
-            secrets: Vec::new(),
-            svcs: PerService::new(),
-            alias: HashMap::new(),
-            layouts: PerService::new(),
-            reasons: BTreeMap::new(),
-            to_decide: Vec::new(),
-            mapped: Vec::new(),
-            uses_networks: false,
-            commented_refs: Vec::new(),
-            as_if_running: false,
-            published: HashMap::new(),
-            migrations: BTreeMap::new(),
-            notes: Vec::new(),
-            defer_env: false,
-            env_blocks: BTreeMap::new(),
-            migrate_env: BTreeMap::new(),
-        }
-    }
-
-    fn todo(&mut self, s: impl AsRef<str>) {
-        let line = one_line(s.as_ref());
-        if !self.to_decide.contains(&line) {
-            self.to_decide.push(line);
-        }
-    }
-
-    fn reason(&mut self, name: &str, why: impl Into<String>) {
-        self.reasons
-            .entry(name.to_owned())
-            .or_insert_with(|| why.into());
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,12 @@
 //! What looks like a credential, by its name or its shape, and the URLs written in text.
 
-use super::*;
 use binky_controllers::url::{find_outside_tokens, host_port, Url};
+
+use super::images::IMAGE_ADAPTERS;
 
 /// Does an environment name hold a secret (`*PASSWORD*`, `*SECRET*`, `*TOKEN*`, `*KEY*`,
 /// …)? Erring towards yes only costs an `${env.NAME}` reference.
-pub(super) fn secret_name(key: &str) -> bool {
+pub(in crate::init) fn secret_name(key: &str) -> bool {
     let k = key.to_ascii_uppercase();
     if matches!(k.as_str(), "PWD" | "OLDPWD") {
         return false;
@@ -29,7 +30,7 @@ pub(super) fn secret_name(key: &str) -> bool {
 
 /// The byte range of the first password inside a `scheme://user:password@host` in `text`
 /// that is not itself a `${…}` reference.
-pub(super) fn url_password(text: &str) -> Option<(usize, usize)> {
+pub(in crate::init) fn url_password(text: &str) -> Option<(usize, usize)> {
     scan_urls(text)
         .into_iter()
         .filter_map(|h| h.password)
@@ -38,14 +39,14 @@ pub(super) fn url_password(text: &str) -> Option<(usize, usize)> {
 
 /// A word shaped like a well-known token (cloud keys, GitHub/GitLab/Slack/Stripe tokens,
 /// `sk-…` API keys, JWTs): [`crate::credentials::token_kind`], quotes and brackets trimmed.
-pub(super) fn token_shaped(word: &str) -> bool {
+pub(in crate::init) fn token_shaped(word: &str) -> bool {
     let w = word.trim_matches(|c: char| matches!(c, '"' | '\'' | '(' | ')' | '[' | ']'));
     crate::credentials::token_kind(w).is_some()
 }
 
 /// A long random-looking value (a generated key): 32+ characters of base64 with upper
 /// case, lower case and digits, or of hex.
-pub(super) fn random_looking(v: &str) -> bool {
+pub(in crate::init) fn random_looking(v: &str) -> bool {
     let v = v.trim();
     if v.len() < 32 || v.starts_with('/') || v.contains("${") {
         return false;
@@ -64,7 +65,7 @@ pub(super) fn random_looking(v: &str) -> bool {
 }
 
 /// Does `v` look like a credential by its shape alone?
-pub(super) fn looks_secret(v: &str) -> bool {
+pub(in crate::init) fn looks_secret(v: &str) -> bool {
     url_password(v).is_some()
         || v.contains("-----BEGIN")
         || v.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '='))
@@ -74,7 +75,7 @@ pub(super) fn looks_secret(v: &str) -> bool {
 
 /// Values too short or too common to hunt for in free text (a password `postgres` is a
 /// default, not a secret; scrubbing it would break `adapter = "postgres"`).
-pub(super) fn worth_hunting(v: &str) -> bool {
+pub(in crate::init) fn worth_hunting(v: &str) -> bool {
     const COMMON: &[&str] = &[
         "admin",
         "changeme",
@@ -104,7 +105,7 @@ pub(super) fn worth_hunting(v: &str) -> bool {
 /// `changethis`, `dev-secret`, `postgres`): lower-case letters with `-`, `_` or `.`, at
 /// most 32 characters, no digit: a word, not a generated value. Copied as
 /// `${env.NAME:-devkey}`; anything else (mixed case, digits, a token's shape) is not.
-pub(super) fn placeholder(v: &str) -> bool {
+pub(in crate::init) fn placeholder(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 32
         && v.chars().any(|c| c.is_ascii_lowercase())
@@ -114,7 +115,7 @@ pub(super) fn placeholder(v: &str) -> bool {
 }
 
 /// Text without its `${…}` references: what is written literally.
-pub(super) fn literal_part(v: &str) -> String {
+pub(in crate::init) fn literal_part(v: &str) -> String {
     let mut out = String::new();
     let mut rest = v;
     while let Some(i) = rest.find("${") {
@@ -136,22 +137,22 @@ pub(super) fn literal_part(v: &str) -> String {
 
 /// A `scheme://[user[:password]@]host[:port][rest]` found in text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct UrlHit {
+pub(in crate::init) struct UrlHit {
     /// Byte range of the whole URL.
-    pub(super) start: usize,
-    pub(super) end: usize,
-    pub(super) scheme: String,
+    pub(in crate::init) start: usize,
+    pub(in crate::init) end: usize,
+    pub(in crate::init) scheme: String,
     /// Byte range of the password, when there is one.
-    pub(super) password: Option<(usize, usize)>,
+    pub(in crate::init) password: Option<(usize, usize)>,
     /// Lower-case.
-    pub(super) host: String,
-    pub(super) port: Option<u16>,
+    pub(in crate::init) host: String,
+    pub(in crate::init) port: Option<u16>,
     /// Path, query and fragment.
-    pub(super) rest: String,
+    pub(in crate::init) rest: String,
 }
 
 /// Every URL written in `text`.
-pub(super) fn scan_urls(text: &str) -> Vec<UrlHit> {
+pub(in crate::init) fn scan_urls(text: &str) -> Vec<UrlHit> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     let mut from = 0;
@@ -197,7 +198,3 @@ pub(super) fn scan_urls(text: &str) -> Vec<UrlHit> {
     }
     out
 }
-
-// ------------------------------------------------------------------------------------
-// YAML helpers
-// ------------------------------------------------------------------------------------

@@ -2,7 +2,14 @@ use std::path::Path;
 
 use binky_controllers::admission::{check_spec, Verdict};
 
-use super::*;
+use super::images::IMAGE_ADAPTERS;
+use super::secrets::{scan_urls, url_password};
+use super::toml_out::{q, toml_key, toml_list};
+use super::values::rebase;
+use super::write::compose_duration;
+use super::{
+    adapter_for_image, env_file_paths, generate, project_name, ComposeSource, Generated, Repo,
+};
 
 /// A project `shop` with `compose` as its docker-compose.yml.
 fn repo_with(compose: &str, dotenv: Option<&str>) -> Repo {
@@ -878,7 +885,6 @@ fn a_compose_stop_signal_binky_cannot_read_is_left_out_with_a_todo() {
 
 #[test]
 fn compose_durations_become_binky_durations() {
-    use render::compose_duration;
     assert_eq!(compose_duration("10s").as_deref(), Some("10s"));
     assert_eq!(compose_duration("1m30s").as_deref(), Some("90s"));
     assert_eq!(compose_duration("1h").as_deref(), Some("3600s"));
@@ -1026,36 +1032,6 @@ services:
             "./.envs/.local/.postgres",
             ".env.web"
         ]
-    );
-}
-
-#[test]
-fn a_dockerfile_says_where_image_paths_come_from() {
-    let df = Dockerfile::parse(
-        "FROM node:20 AS build\nWORKDIR /app\nCOPY . .\nFROM python:3.12\nWORKDIR /srv/\nCOPY ./requirements.txt ./alembic.ini /srv/\nCOPY ./compose/start /start\nCOPY ./src /srv/code\nCMD [\"python\", \"-m\", \"app\"]\n",
-        None,
-    );
-    assert_eq!(df.workdir.as_deref(), Some("/srv/"));
-    assert_eq!(df.cmd.as_deref(), Some("python -m app"));
-    assert_eq!(
-        df.host_path("api", "/start").as_deref(),
-        Some("api/compose/start")
-    );
-    assert_eq!(
-        df.host_path("api", "/srv/code/x.py").as_deref(),
-        Some("api/src/x.py")
-    );
-    assert_eq!(
-        df.host_path("api", "/srv/alembic.ini").as_deref(),
-        Some("api/alembic.ini")
-    );
-    // A file copied into /srv/ is not /srv itself.
-    assert_eq!(df.host_path("api", "/srv"), None);
-    let first = Dockerfile::parse("FROM a AS build\nWORKDIR /app\nFROM b\n", Some("build"));
-    assert_eq!(first.workdir.as_deref(), Some("/app"));
-    assert_eq!(
-        script_command("#!/bin/bash\nset -o errexit\npython manage.py migrate\nexec python manage.py runserver 0.0.0.0:8000\n"),
-        Some("python manage.py runserver 0.0.0.0:8000".to_owned())
     );
 }
 

@@ -1,21 +1,22 @@
 //! Writing TOML and comment text: every key and value through `toml_edit` (the lines and
-//! comments around them are laid out by [`super::render`]).
+//! comments around them are laid out by [`super::write`]).
 
-use super::*;
+use super::label_or_app;
+use super::secrets::literal_part;
 
 /// A TOML string, as `toml_edit` writes it (a basic string, or a literal one when that
 /// reads better: `'psql "$DATABASE_URL"'`).
-pub(super) fn q(s: &str) -> String {
+pub(in crate::init) fn q(s: &str) -> String {
     toml_edit::Value::from(s).to_string().trim().to_owned()
 }
 
 /// A TOML key, as `toml_edit` writes it: bare when it can be, quoted otherwise.
-pub(super) fn toml_key(k: &str) -> String {
+pub(in crate::init) fn toml_key(k: &str) -> String {
     toml_edit::Key::new(k).to_string().trim().to_owned()
 }
 
 /// A TOML array of strings, as `toml_edit` writes it.
-pub(super) fn toml_list(items: &[String]) -> String {
+pub(in crate::init) fn toml_list(items: &[String]) -> String {
     let array: toml_edit::Array = items.iter().map(String::as_str).collect();
     let mut v = toml_edit::Value::Array(array);
     v.decor_mut().clear();
@@ -23,13 +24,13 @@ pub(super) fn toml_list(items: &[String]) -> String {
 }
 
 /// One comment line's worth of text.
-pub(super) fn one_line(s: &str) -> String {
+pub(in crate::init) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A shell word, quoted only when it must be (`${svc.port}` references are fine bare:
 /// binky replaces them before the shell sees the command).
-pub(super) fn shell_word(w: &str) -> String {
+pub(in crate::init) fn shell_word(w: &str) -> String {
     let plain = literal_part(w);
     if !w.is_empty()
         && plain
@@ -44,7 +45,7 @@ pub(super) fn shell_word(w: &str) -> String {
 
 /// A hostname label for a name: lower-case letters and digits, `-` for anything else (one
 /// `-` a character: `a__b` is `a--b`).
-pub(super) fn dns_label(s: &str) -> String {
+pub(in crate::init) fn dns_label(s: &str) -> String {
     let out: String = s
         .chars()
         .map(|c| {
@@ -57,5 +58,3 @@ pub(super) fn dns_label(s: &str) -> String {
         .collect();
     label_or_app(&out)
 }
-
-// ------------------------------------------------------------------------------------

@@ -1,10 +1,25 @@
-//! The env a service gets in binky.toml: its compose environment with addresses rewritten to binky's tokens.
+//! Writing the env a service gets: its compose environment (and the env files it loads)
+//! with addresses of compose services as binky's tokens and credentials as references.
 
-use super::*;
+use std::collections::BTreeSet;
 
-impl Init {
-    pub(super) fn env_lines(&mut self, i: SvcId) -> Vec<EnvLine> {
-        let def = self.svcs[i].def.clone();
+use serde_yaml_ng::Mapping;
+
+use super::{EnvLine, Writer};
+use crate::init::plan::{Kind, SvcId};
+use crate::init::secrets::{literal_part, looks_secret, secret_name};
+use crate::init::toml_out::q;
+use crate::init::values::{
+    env_entries, env_reference, family_field, host_key_prefix, normalise, single_reference,
+    string_list_env_file, Dir,
+};
+
+impl Writer {
+    /// The lines of service `i`'s `[services.X.env]`: its compose environment, the entries
+    /// of the env files it loads that binky must override, and `DATABASE_URL` when its
+    /// settings read it but compose gives the database in parts.
+    pub(in crate::init) fn env_lines(&mut self, i: SvcId) -> Vec<EnvLine> {
+        let def = self.plan.svcs[i].def.clone();
         let entries = env_entries(&def);
         let families = self.compose_families(&entries);
         let keys: BTreeSet<String> = entries.iter().map(|(k, _)| k.clone()).collect();
@@ -20,7 +35,7 @@ impl Init {
         let mut file_families: Vec<(String, SvcId)> = Vec::new();
         for (_, k, v) in &from_files {
             if let Some(prefix) = host_key_prefix(k) {
-                if let Some(&j) = self.alias.get(&v.trim().to_ascii_lowercase()) {
+                if let Some(&j) = self.plan.alias.get(&v.trim().to_ascii_lowercase()) {
                     file_families.push((prefix, j));
                 }
             }
@@ -49,8 +64,8 @@ impl Init {
             let (Some(v), Some(prefix)) = (v, host_key_prefix(k)) else {
                 continue;
             };
-            let v = self.interpolate(v);
-            if let Some(&j) = self.alias.get(&v.trim().to_ascii_lowercase()) {
+            let v = self.plan.interpolate(v);
+            if let Some(&j) = self.plan.alias.get(&v.trim().to_ascii_lowercase()) {
                 families.push((prefix, j));
             }
         }
@@ -74,7 +89,7 @@ impl Init {
                 comment: Some(format!("{k}: inherited from the environment of `binky up`")),
             };
         };
-        let iv = self.interpolate(&raw);
+        let iv = self.plan.interpolate(&raw);
         if let Some(line) = self.family_line(&k, &iv, families, None) {
             return line;
         }
@@ -82,15 +97,19 @@ impl Init {
         let once = self.once_uncommented(i, &k, &iv);
         let secret = (secret_name(&k) && !literal_part(&v).trim().is_empty())
             || looks_secret(&v)
-            || self.secrets.iter().any(|(s, _)| v.contains(s.as_str()));
+            || self
+                .plan
+                .secrets
+                .iter()
+                .any(|(s, _)| v.contains(s.as_str()));
         if secret {
             let var = single_reference(&raw).unwrap_or_else(|| k.clone());
-            let from_dotenv = if self.vars.contains_key(&var) {
+            let from_dotenv = if self.plan.vars.contains_key(&var) {
                 " (.env has it)"
             } else {
                 ""
             };
-            self.reason(
+            self.plan.reason(
                 &var,
                 format!("a credential: not copied into binky.toml{from_dotenv}"),
             );
@@ -106,7 +125,7 @@ impl Init {
             .map(|var| {
                 format!(
                     "{k} is a credential: set {var} in the environment of `binky up` (or an env_file){}",
-                    if self.vars.contains_key(var) { "; .env has it" } else { "" }
+                    if self.plan.vars.contains_key(var) { "; .env has it" } else { "" }
                 )
             });
         let anywhere = k.to_ascii_uppercase().contains("PORT");
@@ -130,8 +149,8 @@ impl Init {
     /// when it loads it, then its other `env_file`s.
     fn env_file_entries(&self, i: SvcId, def: &Mapping) -> Vec<(String, String, String)> {
         let mut from_files: Vec<(String, String, String)> = Vec::new();
-        if self.loads_dotenv(i) {
-            for (k, v) in self.dotenv.clone() {
+        if self.plan.loads_dotenv(i) {
+            for (k, v) in self.plan.found.dotenv.clone() {
                 from_files.push((".env".into(), k, v));
             }
         }
@@ -139,8 +158,8 @@ impl Init {
             if normalise(&f) == Dir::Below(".env".into()) {
                 continue;
             }
-            if let Some(text) = self.repo.env_files.get(&f) {
-                for (k, v) in binky_controllers::env::parse_dotenv(text) {
+            if let Some(vars) = self.plan.found.env_files.get(&f) {
+                for (k, v) in vars.clone() {
                     from_files.push((f.clone(), k, v));
                 }
             }
@@ -168,7 +187,11 @@ impl Init {
         let v = self.mapped_value(i, &k, &val);
         if v != val
             && !looks_secret(&v)
-            && !self.secrets.iter().any(|(s, _)| v.contains(s.as_str()))
+            && !self
+                .plan
+                .secrets
+                .iter()
+                .any(|(s, _)| v.contains(s.as_str()))
         {
             let once = self.once_uncommented(i, &k, &val);
             return Some(EnvLine {
@@ -197,19 +220,16 @@ impl Init {
             .map(|(_, j)| *j)
             .find(|&j| {
                 matches!(
-                    self.svcs[j].kind,
+                    self.plan.svcs[j].kind,
                     Kind::Adapter("postgres" | "mysql" | "mariadb" | "percona")
                 )
             })?;
-        let prefix = self.svcs[i]
-            .workdir
-            .as_deref()
-            .map(|w| format!("{w}/"))
-            .unwrap_or_default();
-        let (path, _) = self.repo.files.iter().find(|(p, t)| {
-            p.starts_with(&prefix) && p.ends_with(".py") && t.contains("DATABASE_URL")
-        })?;
-        let target = self.svcs[j].name.clone();
+        let path = self
+            .plan
+            .found
+            .django
+            .database_url_reader(self.plan.svcs[i].workdir.as_deref())?;
+        let target = self.plan.svcs[j].name.clone();
         Some(EnvLine {
             comment: Some(format!("DATABASE_URL: {path} reads it; compose gives the database in parts (its image builds the URL from them)")),
             key: "DATABASE_URL".into(),
@@ -219,13 +239,13 @@ impl Init {
 
     /// `value` of env `key` of service `i` with its addresses of compose services as
     /// binky's; an address of a commented-out service is `localhost` with the same port,
-    /// and [`Init::commented_refs`] names the service.
+    /// and [`Writer::commented_refs`] names the service.
     fn mapped_value(&mut self, i: SvcId, key: &str, value: &str) -> String {
         self.commented_refs.clear();
         self.map_addresses(i, Some(key), value)
     }
 
-    /// After [`Init::mapped_value`]: `; once X is uncommented: KEY = "<tokens>"` when the
+    /// After [`Writer::mapped_value`]: `; once X is uncommented: KEY = "<tokens>"` when the
     /// value named a commented-out service, else nothing.
     fn once_uncommented(&mut self, i: SvcId, key: &str, value: &str) -> String {
         if self.commented_refs.is_empty() {
@@ -250,14 +270,14 @@ impl Init {
         why: Option<String>,
     ) -> Option<EnvLine> {
         let (field, j) = family_field(key, families)?;
-        let target = self.svcs[j].name.clone();
-        let commented = matches!(self.svcs[j].kind, Kind::Commented(_));
-        let token = match (self.svcs[j].kind, field) {
+        let target = self.plan.svcs[j].name.clone();
+        let commented = matches!(self.plan.svcs[j].kind, Kind::Commented(_));
+        let token = match (self.plan.svcs[j].kind, field) {
             (Kind::Adapter(a), _) if adapter_has_parts(a) => format!("${{{target}.{field}}}"),
             (Kind::Process | Kind::Commented(_), "host") => "localhost".to_owned(),
             (Kind::Process | Kind::Commented(_), "port") => {
                 let p: u16 = value.trim().parse().ok()?;
-                self.layouts[j]
+                self.plan.layouts[j]
                     .token(&target, p)
                     .unwrap_or_else(|| format!("${{{target}.port}}"))
             }
@@ -294,7 +314,7 @@ fn adapter_has_parts(adapter: &str) -> bool {
 /// A framework's list of the hosts it answers (Django's `ALLOWED_HOSTS`, as
 /// `DJANGO_ALLOWED_HOSTS` or `ALLOWED_HOSTS`, comma-separated) with binky's proxy hosts
 /// (`web.<world>.<project>.localhost`) added, or `None` for any other variable.
-pub(super) fn allowed_hosts(key: &str, value: &str, from: &str) -> Option<EnvLine> {
+pub(in crate::init) fn allowed_hosts(key: &str, value: &str, from: &str) -> Option<EnvLine> {
     let k = key.to_ascii_uppercase();
     if !(k == "ALLOWED_HOSTS" || k.ends_with("_ALLOWED_HOSTS")) {
         return None;

@@ -1,22 +1,30 @@
-//! Addresses of compose services in values and commands, pointed at binky's tokens.
+//! Writing addresses: compose services named in values and commands, as binky's tokens.
 
-use super::*;
+use super::Writer;
+use crate::init::images::default_port;
+use crate::init::plan::{Kind, SvcId};
+use crate::init::secrets::{scan_urls, UrlHit};
+use crate::init::toml_out::q;
+use crate::init::values::{host_ports, read_by_browser};
 
-impl Init {
-    // --- addresses ----------------------------------------------------------------
-
+impl Writer {
     /// Addresses of compose services written in `text` (owned by service `owner`, under
     /// env `key`) as binky tokens.
-    pub(super) fn map_addresses(&mut self, owner: SvcId, key: Option<&str>, text: &str) -> String {
+    pub(in crate::init) fn map_addresses(
+        &mut self,
+        owner: SvcId,
+        key: Option<&str>,
+        text: &str,
+    ) -> String {
         let who = match key {
-            Some(k) => format!("{}: env {k}", self.svcs[owner].name),
-            None => format!("{}: cmd", self.svcs[owner].name),
+            Some(k) => format!("{}: env {k}", self.plan.svcs[owner].name),
+            None => format!("{}: cmd", self.plan.svcs[owner].name),
         };
         let mut out = String::new();
         let mut last = 0;
         for hit in scan_urls(text) {
             // `http://localhost:5173` is the service that publishes host port 5173.
-            let (j, hit) = match self.alias.get(&hit.host) {
+            let (j, hit) = match self.plan.alias.get(&hit.host) {
                 Some(&j) => (j, hit),
                 None => match self.published_at(&hit) {
                     Some((j, container)) => {
@@ -27,11 +35,11 @@ impl Init {
                     None => continue,
                 },
             };
-            let target = self.svcs[j].name.clone();
-            let replacement = match self.svcs[j].kind {
+            let target = self.plan.svcs[j].name.clone();
+            let replacement = match self.plan.svcs[j].kind {
                 Kind::Adapter(_) => {
                     if hit.start != 0 || hit.end != text.len() {
-                        self.todo(format!("{who}: the address of {target} inside it is now ${{{target}.url}} (the slice's own URL, with its own user): check the form around it"));
+                        self.plan.todo(format!("{who}: the address of {target} inside it is now ${{{target}.url}} (the slice's own URL, with its own user): check the form around it"));
                     }
                     Some(format!("${{{target}.url}}"))
                 }
@@ -48,9 +56,9 @@ impl Init {
                 }
                 Kind::Process | Kind::Commented(_) => None,
                 Kind::Unmapped | Kind::Replaced(_) => {
-                    self.todo(format!(
+                    self.plan.todo(format!(
                         "{who} points at {}, which is not in binky.toml",
-                        self.svcs[j].raw
+                        self.plan.svcs[j].raw
                     ));
                     None
                 }
@@ -75,17 +83,17 @@ impl Init {
         if items.is_empty()
             || !items
                 .iter()
-                .all(|(h, p)| self.alias.contains_key(h) && (p.is_some() || hostish))
+                .all(|(h, p)| self.plan.alias.contains_key(h) && (p.is_some() || hostish))
         {
             return out;
         }
         let mut mapped = Vec::new();
         for (host, port) in items {
-            let j = self.alias[&host];
-            let target = self.svcs[j].name.clone();
-            let item = match (self.svcs[j].kind, port) {
+            let j = self.plan.alias[&host];
+            let target = self.plan.svcs[j].name.clone();
+            let item = match (self.plan.svcs[j].kind, port) {
                 (Kind::Process, Some(p)) => {
-                    let tok = self.layouts[j]
+                    let tok = self.plan.layouts[j]
                         .token(&target, p)
                         .unwrap_or_else(|| format!("${{{target}.port}}"));
                     format!("localhost:{tok}")
@@ -93,7 +101,7 @@ impl Init {
                 (Kind::Process, None) => "localhost".to_owned(),
                 (Kind::Commented(_), _) if self.as_if_running => match port {
                     Some(p) => {
-                        let tok = self.layouts[j]
+                        let tok = self.plan.layouts[j]
                             .token(&target, p)
                             .unwrap_or_else(|| format!("${{{target}.port}}"));
                         format!("localhost:{tok}")
@@ -114,13 +122,13 @@ impl Init {
                 }
                 (Kind::Adapter("postgres"), None) => format!("${{{target}.host}}"),
                 (Kind::Adapter(_), _) => {
-                    self.todo(format!("{who} = {} names compose's {target}: binky gives its slice as one address with its own user, ${{{target}.url}}; have the app read that", q(text.trim())));
+                    self.plan.todo(format!("{who} = {} names compose's {target}: binky gives its slice as one address with its own user, ${{{target}.url}}; have the app read that", q(text.trim())));
                     return text.to_owned();
                 }
                 (Kind::Unmapped | Kind::Replaced(_), _) => {
-                    self.todo(format!(
+                    self.plan.todo(format!(
                         "{who} points at {}, which is not in binky.toml",
-                        self.svcs[j].raw
+                        self.plan.svcs[j].raw
                     ));
                     return text.to_owned();
                 }
@@ -136,16 +144,21 @@ impl Init {
             return None;
         }
         let port = hit.port.or_else(|| default_port(&hit.scheme))?;
-        self.published.get(&port).copied()
+        self.plan.published.get(&port).copied()
     }
 
     /// `http://api:8000/v1` → `${api.url}/v1` (the direct address, for a server's own
     /// calls), or `${api.proxy_url}/v1` under a key a browser reads (`VITE_API_URL`, CORS
     /// origins, OAuth redirects: see [`read_by_browser`]); other ports and schemes →
     /// `scheme://localhost:${api.LABEL}…`.
-    pub(super) fn process_address(&self, j: SvcId, hit: &UrlHit, key: Option<&str>) -> String {
-        let name = &self.svcs[j].name;
-        let layout = &self.layouts[j];
+    pub(in crate::init) fn process_address(
+        &self,
+        j: SvcId,
+        hit: &UrlHit,
+        key: Option<&str>,
+    ) -> String {
+        let name = &self.plan.svcs[j].name;
+        let layout = &self.plan.layouts[j];
         let port = hit.port.or_else(|| default_port(&hit.scheme));
         let index = port.and_then(|p| layout.slots.iter().position(|(q, _)| *q == p));
         match (index, port) {
@@ -170,8 +183,8 @@ impl Init {
     /// `8000` → `${self.port}` in `text`, for each container port of service `i`. In env
     /// values (`anywhere` false) only after a `:` (`localhost:8000`), unless the key is a
     /// port's.
-    pub(super) fn self_ports(&self, i: SvcId, text: &str, anywhere: bool) -> String {
-        let layout = &self.layouts[i];
+    pub(in crate::init) fn self_ports(&self, i: SvcId, text: &str, anywhere: bool) -> String {
+        let layout = &self.plan.layouts[i];
         if layout.slots.is_empty() {
             return text.to_owned();
         }
@@ -214,33 +227,4 @@ impl Init {
         }
         out
     }
-}
-
-/// Is an env key one whose value a browser reads (bundled into a page by Vite, Next.js,
-/// Create React App, Nuxt, SvelteKit, Astro, Expo; or an origin/redirect a browser is sent
-/// to)? Such a value gets the proxy URL, which a browser resolves; a server's own calls
-/// get the direct address.
-pub(super) fn read_by_browser(key: &str) -> bool {
-    let k = key.to_ascii_uppercase();
-    const PUBLIC: &[&str] = &[
-        "VITE_",
-        "NEXT_PUBLIC_",
-        "REACT_APP_",
-        "NUXT_PUBLIC_",
-        "PUBLIC_",
-        "EXPO_PUBLIC_",
-        "GATSBY_",
-        "VUE_APP_",
-    ];
-    const BROWSER: &[&str] = &[
-        "ORIGIN",
-        "CORS",
-        "REDIRECT",
-        "CALLBACK",
-        "CSRF_TRUSTED",
-        "FRONTEND",
-        "PUBLIC_URL",
-        "SITE_URL",
-    ];
-    PUBLIC.iter().any(|p| k.starts_with(p)) || BROWSER.iter().any(|w| k.contains(w))
 }

@@ -1,13 +1,20 @@
-//! Each process service's ports: what it publishes or exposes, what others reach it on,
-//! where its health check probes.
+//! Merging: each process service's ports: what it publishes or exposes, what others reach
+//! it on, where its health check probes.
 
-use super::*;
+use std::collections::BTreeSet;
 
-impl Init {
-    // --- ports --------------------------------------------------------------------
+use serde_yaml_ng::Value;
 
+use super::{Layout, PerService, Plan, Probe, SvcId};
+use crate::init::images::{default_port, http_looking, port_label};
+use crate::init::secrets::scan_urls;
+use crate::init::values::{
+    command_of, env_entries, host_ports, normalise, scalar, string_list_env_file, Command, Dir,
+};
+
+impl Plan {
     /// Container ports a service publishes or exposes; what cannot be carried is noted.
-    pub(super) fn container_ports(&mut self, i: SvcId) -> Vec<u16> {
+    pub(in crate::init) fn container_ports(&mut self, i: SvcId) -> Vec<u16> {
         let mut out = Vec::new();
         let mut skipped = Vec::new();
         let def = self.svcs[i].def.clone();
@@ -86,7 +93,8 @@ impl Init {
         }
     }
 
-    pub(super) fn healthcheck(&mut self, i: SvcId) -> Probe {
+    /// Service `i`'s compose health check, as far as binky can read it.
+    pub(in crate::init) fn healthcheck(&mut self, i: SvcId) -> Probe {
         let Some(Value::Mapping(h)) = self.svcs[i].def.get("healthcheck").cloned() else {
             return Probe::None;
         };
@@ -128,7 +136,7 @@ impl Init {
 
     /// The text of a process service that may name other services: its command and
     /// environment (and `.env`, when it loads it).
-    pub(super) fn texts(&mut self, i: SvcId) -> Vec<(Option<String>, String)> {
+    pub(in crate::init) fn texts(&mut self, i: SvcId) -> Vec<(Option<String>, String)> {
         let def = self.svcs[i].def.clone();
         let mut out = Vec::new();
         match command_of(&def) {
@@ -147,7 +155,8 @@ impl Init {
         }
         if self.loads_dotenv(i) {
             out.extend(
-                self.dotenv
+                self.found
+                    .dotenv
                     .iter()
                     .map(|(k, v)| (Some(k.clone()), v.clone())),
             );
@@ -155,7 +164,8 @@ impl Init {
         out
     }
 
-    pub(super) fn loads_dotenv(&self, i: SvcId) -> bool {
+    /// Does service `i` load `.env` as an `env_file`?
+    pub(in crate::init) fn loads_dotenv(&self, i: SvcId) -> bool {
         string_list_env_file(&self.svcs[i].def)
             .iter()
             .any(|f| normalise(f) == Dir::Below(".env".into()))
@@ -163,7 +173,7 @@ impl Init {
 
     /// Give every process service its ports: what it publishes or exposes, what others
     /// reach it on, and where its health check probes. HTTP ones get the URL.
-    pub(super) fn plan_ports(&mut self) {
+    pub(in crate::init) fn plan_ports(&mut self) {
         let mut ports: PerService<Vec<(u16, bool)>> =
             PerService(self.svcs.iter().map(|_| Vec::new()).collect());
         fn add(list: &mut Vec<(u16, bool)>, port: u16, http: bool) {

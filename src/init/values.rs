@@ -1,10 +1,14 @@
 //! Reading compose values: scalars, lists, `environment`, `command`, volumes, paths,
-//! `env_file`, references, `host:port` items and service names.
+//! `env_file`, references, `host:port` items, service names and env keys a browser reads.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use serde_yaml_ng::{Mapping, Value};
+
+use crate::init::plan::SvcId;
 
 /// A scalar as text (`8000`, `true`, `"x"`); `None` for null and collections.
-pub(super) fn scalar(v: &Value) -> Option<String> {
+pub(in crate::init) fn scalar(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -15,7 +19,7 @@ pub(super) fn scalar(v: &Value) -> Option<String> {
 }
 
 /// A string or a list of scalars, as a list.
-pub(super) fn string_list(v: Option<&Value>) -> Vec<String> {
+pub(in crate::init) fn string_list(v: Option<&Value>) -> Vec<String> {
     match v {
         Some(Value::Sequence(items)) => items.iter().filter_map(scalar).collect(),
         Some(v) => scalar(v).into_iter().collect(),
@@ -25,7 +29,7 @@ pub(super) fn string_list(v: Option<&Value>) -> Vec<String> {
 
 /// `environment:` in its mapping or its `KEY=value` list form; `None` = passed through
 /// from the environment compose runs in.
-pub(super) fn env_entries(def: &Mapping) -> Vec<(String, Option<String>)> {
+pub(in crate::init) fn env_entries(def: &Mapping) -> Vec<(String, Option<String>)> {
     match def.get("environment") {
         Some(Value::Mapping(m)) => m
             .iter()
@@ -44,14 +48,14 @@ pub(super) fn env_entries(def: &Mapping) -> Vec<(String, Option<String>)> {
 }
 
 /// A compose `command:`.
-pub(super) enum Command {
+pub(in crate::init) enum Command {
     /// The string form (compose splits it like a shell; binky hands it to `sh -c`).
     Shell(String),
     /// The list form: one argument each.
     Words(Vec<String>),
 }
 
-pub(super) fn command_of(def: &Mapping) -> Option<Command> {
+pub(in crate::init) fn command_of(def: &Mapping) -> Option<Command> {
     match def.get("command")? {
         Value::Sequence(items) => {
             let words: Vec<String> = items.iter().filter_map(scalar).collect();
@@ -64,7 +68,7 @@ pub(super) fn command_of(def: &Mapping) -> Option<Command> {
 }
 
 /// `(source, target)` of each volume; `source` is empty for an anonymous volume.
-pub(super) fn volumes(def: &Mapping) -> Vec<(String, String)> {
+pub(in crate::init) fn volumes(def: &Mapping) -> Vec<(String, String)> {
     let Some(Value::Sequence(items)) = def.get("volumes") else {
         return Vec::new();
     };
@@ -89,7 +93,7 @@ pub(super) fn volumes(def: &Mapping) -> Vec<(String, String)> {
 }
 
 /// Is a volume source a path of the project (a bind mount), not a named volume?
-pub(super) fn is_project_path(source: &str) -> bool {
+pub(in crate::init) fn is_project_path(source: &str) -> bool {
     !source.is_empty()
         && !source.starts_with(['/', '~', '$'])
         && (source.starts_with('.') || source.contains('/'))
@@ -97,7 +101,7 @@ pub(super) fn is_project_path(source: &str) -> bool {
 
 /// Where a relative path leads, from the project directory.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Dir {
+pub(in crate::init) enum Dir {
     /// The project directory itself.
     Here,
     /// A directory below it (`web`, `services/api`).
@@ -106,7 +110,7 @@ pub(super) enum Dir {
     Outside,
 }
 
-pub(super) fn normalise(path: &str) -> Dir {
+pub(in crate::init) fn normalise(path: &str) -> Dir {
     let mut parts: Vec<&str> = Vec::new();
     for p in path.split('/') {
         match p {
@@ -127,7 +131,7 @@ pub(super) fn normalise(path: &str) -> Dir {
 }
 
 /// `path` (relative to the project directory) as seen from `workdir` (also relative to it).
-pub(super) fn rebase(path: &str, workdir: Option<&str>) -> String {
+pub(in crate::init) fn rebase(path: &str, workdir: Option<&str>) -> String {
     if path.starts_with('/') {
         return path.to_owned();
     }
@@ -145,12 +149,8 @@ pub(super) fn rebase(path: &str, workdir: Option<&str>) -> String {
     out.join("/")
 }
 
-// ------------------------------------------------------------------------------------
-// TOML writing
-// ------------------------------------------------------------------------------------
-
 /// `env_file:` as a string, a list of strings, or a list of `{ path, required }`.
-pub(super) fn string_list_env_file(def: &Mapping) -> Vec<String> {
+pub(in crate::init) fn string_list_env_file(def: &Mapping) -> Vec<String> {
     match def.get("env_file") {
         Some(Value::Sequence(items)) => items
             .iter()
@@ -165,7 +165,7 @@ pub(super) fn string_list_env_file(def: &Mapping) -> Vec<String> {
 }
 
 /// `${i}`-matching brace in `s` (which starts just after a `${`).
-pub(super) fn matching_brace(s: &str) -> Option<usize> {
+pub(in crate::init) fn matching_brace(s: &str) -> Option<usize> {
     let mut depth = 1usize;
     for (i, c) in s.char_indices() {
         match c {
@@ -183,7 +183,7 @@ pub(super) fn matching_brace(s: &str) -> Option<usize> {
 }
 
 /// The variable when `raw` is exactly one compose reference (`${VAR}`, `${VAR:-x}`, `$VAR`).
-pub(super) fn single_reference(raw: &str) -> Option<String> {
+pub(in crate::init) fn single_reference(raw: &str) -> Option<String> {
     let raw = raw.trim();
     let inner = if let Some(b) = raw.strip_prefix("${") {
         let end = matching_brace(b)?;
@@ -206,7 +206,7 @@ pub(super) fn single_reference(raw: &str) -> Option<String> {
 }
 
 /// `NAME` when `v` is exactly `${env.NAME}`.
-pub(super) fn env_reference(v: &str) -> Option<&str> {
+pub(in crate::init) fn env_reference(v: &str) -> Option<&str> {
     let name = v.strip_prefix("${env.")?.strip_suffix('}')?;
     (!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .then_some(name)
@@ -214,7 +214,7 @@ pub(super) fn env_reference(v: &str) -> Option<&str> {
 
 /// The prefix of a key naming a host (`DB_HOST`, `POSTGRES_SERVER`, `EMAIL_HOSTNAME` →
 /// `DB`, `POSTGRES`, `EMAIL`).
-pub(super) fn host_key_prefix(key: &str) -> Option<String> {
+pub(in crate::init) fn host_key_prefix(key: &str) -> Option<String> {
     let upper = key.to_ascii_uppercase();
     let prefix = ["HOSTNAME", "HOST", "SERVER"]
         .iter()
@@ -225,7 +225,7 @@ pub(super) fn host_key_prefix(key: &str) -> Option<String> {
 
 /// The field a key of a host's family names (`DB_PORT` of family `DB` → `port`), and the
 /// family's service (`families`: `(prefix, service)`).
-pub(super) fn family_field(
+pub(in crate::init) fn family_field(
     key: &str,
     families: &[(String, SvcId)],
 ) -> Option<(&'static str, SvcId)> {
@@ -249,7 +249,7 @@ pub(super) fn family_field(
 
 /// `host:port` items of a whole value (`api:8000`, `kafka:9092,kafka2:9092`, `db`); empty
 /// when the value is anything else.
-pub(super) fn host_ports(text: &str) -> Vec<(String, Option<u16>)> {
+pub(in crate::init) fn host_ports(text: &str) -> Vec<(String, Option<u16>)> {
     let text = text.trim();
     if text.is_empty() || text.contains("://") {
         return Vec::new();
@@ -279,7 +279,7 @@ pub(super) fn host_ports(text: &str) -> Vec<(String, Option<u16>)> {
 
 /// A binky service name for a compose one: letters, digits, `_` and `-` (a `.` would
 /// break `${svc.port}`), not a token word, not taken.
-pub(super) fn service_name(raw: &str, taken: &BTreeSet<String>) -> String {
+pub(in crate::init) fn service_name(raw: &str, taken: &BTreeSet<String>) -> String {
     let mut s: String = raw
         .chars()
         .map(|c| {
@@ -303,4 +303,52 @@ pub(super) fn service_name(raw: &str, taken: &BTreeSet<String>) -> String {
         n += 1;
     }
     s
+}
+
+/// `KEY=value` list items (compose's list form of `environment` and `labels`) as a mapping.
+pub(in crate::init) fn as_named_mapping(v: Value) -> Value {
+    match v {
+        Value::Sequence(items) => {
+            let mut m = Mapping::new();
+            for item in items {
+                if let Some(s) = scalar(&item) {
+                    match s.split_once('=') {
+                        Some((k, v)) => m.insert(Value::from(k), Value::from(v)),
+                        None => m.insert(Value::from(s.as_str()), Value::Null),
+                    };
+                }
+            }
+            Value::Mapping(m)
+        }
+        v => v,
+    }
+}
+
+/// Is an env key one whose value a browser reads (bundled into a page by Vite, Next.js,
+/// Create React App, Nuxt, SvelteKit, Astro, Expo; or an origin/redirect a browser is sent
+/// to)? Such a value gets the proxy URL, which a browser resolves; a server's own calls
+/// get the direct address.
+pub(in crate::init) fn read_by_browser(key: &str) -> bool {
+    let k = key.to_ascii_uppercase();
+    const PUBLIC: &[&str] = &[
+        "VITE_",
+        "NEXT_PUBLIC_",
+        "REACT_APP_",
+        "NUXT_PUBLIC_",
+        "PUBLIC_",
+        "EXPO_PUBLIC_",
+        "GATSBY_",
+        "VUE_APP_",
+    ];
+    const BROWSER: &[&str] = &[
+        "ORIGIN",
+        "CORS",
+        "REDIRECT",
+        "CALLBACK",
+        "CSRF_TRUSTED",
+        "FRONTEND",
+        "PUBLIC_URL",
+        "SITE_URL",
+    ];
+    PUBLIC.iter().any(|p| k.starts_with(p)) || BROWSER.iter().any(|w| k.contains(w))
 }

@@ -1,14 +1,24 @@
-//! The keys nobody handled (one TODO each), the compose file's top level, and the header and summary of the generated file.
+//! Writing the file: the keys nobody handled (one TODO each), the compose file's top
+//! level, the notes on frameworks that check the `Host`, and the header and summary.
 
-use super::render::SERVICE_KEYS;
-use super::*;
+use std::collections::BTreeSet;
 
-impl Init {
+use serde_yaml_ng::{Mapping, Value};
+
+use super::{Writer, SERVICE_KEYS};
+use crate::init::images::TODO_CMD;
+use crate::init::plan::{Kind, SvcId};
+use crate::init::read::hosts::HostCheck;
+use crate::init::toml_out::q;
+use crate::init::values::{scalar, string_list, volumes};
+use crate::init::Generated;
+
+impl Writer {
     /// Service keys nobody handled: one TODO each (with advice where there is some).
-    pub(super) fn other_keys(&mut self, i: SvcId, handled: &[&str]) {
-        let name = self.svcs[i].name.clone();
-        let def = self.svcs[i].def.clone();
-        let kind = self.svcs[i].kind;
+    pub(in crate::init) fn other_keys(&mut self, i: SvcId, handled: &[&str]) {
+        let name = self.plan.svcs[i].name.clone();
+        let def = self.plan.svcs[i].def.clone();
+        let kind = self.plan.svcs[i].kind;
         let mut generic = Vec::new();
         for key in def.keys().filter_map(scalar) {
             if SERVICE_KEYS.contains(&key.as_str())
@@ -24,32 +34,34 @@ impl Init {
                             .into_iter()
                             .map(|(s, d)| if s.is_empty() { d } else { format!("{s}:{d}") })
                             .collect();
-                        let list = self.redact(&name, &list.join(", "));
-                        self.todo(format!("{name}: volumes {list} not carried: binky runs {name} on the host, in the world's worktree"));
+                        let list = self.plan.redact(&name, &list.join(", "));
+                        self.plan.todo(format!("{name}: volumes {list} not carried: binky runs {name} on the host, in the world's worktree"));
                     }
                 }
                 "profiles" => {
                     let p = string_list(def.get("profiles")).join(", ");
-                    self.todo(format!("{name}: profiles {p}: binky starts every service; put it in a [groups] entry and use `binky up NAME --group G` to start a subset"));
+                    self.plan.todo(format!("{name}: profiles {p}: binky starts every service; put it in a [groups] entry and use `binky up NAME --group G` to start a subset"));
                 }
-                "deploy" => self.todo(format!("{name}: deploy not carried: binky runs one instance (write deploy.resources.limits as `limits = {{ cpu = \"0.5\", memory = \"512M\" }}`)")),
-                "extends" => self.todo(format!("{name}: extends not resolved: copy what it inherits into [services.{name}]")),
-                "entrypoint" => self.todo(format!("{name}: entrypoint not carried: if what it does matters on the host, put it in front of cmd")),
-                "secrets" | "configs" => self.todo(format!("{name}: {key} not carried: hand them over through the environment of `binky up` or an env_file")),
+                "deploy" => self.plan.todo(format!("{name}: deploy not carried: binky runs one instance (write deploy.resources.limits as `limits = {{ cpu = \"0.5\", memory = \"512M\" }}`)")),
+                "extends" => self.plan.todo(format!("{name}: extends not resolved: copy what it inherits into [services.{name}]")),
+                "entrypoint" => self.plan.todo(format!("{name}: entrypoint not carried: if what it does matters on the host, put it in front of cmd")),
+                "secrets" | "configs" => self.plan.todo(format!("{name}: {key} not carried: hand them over through the environment of `binky up` or an env_file")),
                 "networks" | "network_mode" => {}
                 _ => generic.push(key),
             }
         }
         if !generic.is_empty() {
-            self.todo(format!(
+            self.plan.todo(format!(
                 "{name}: {} not carried (container settings binky has no equivalent for)",
                 generic.join(", ")
             ));
         }
     }
 
-    pub(super) fn top_level(&mut self, root: &Mapping) {
-        let mut networks = self.uses_networks;
+    /// The compose file's top-level keys binky does not carry (named volumes, networks,
+    /// secrets, `include`, …): one TODO each.
+    pub(in crate::init) fn top_level(&mut self, root: &Mapping) {
+        let mut networks = self.plan.uses_networks;
         for (k, v) in root {
             let Some(k) = scalar(k) else { continue };
             if matches!(k.as_str(), "services" | "version" | "name") || k.starts_with("x-") {
@@ -60,34 +72,38 @@ impl Init {
                 v => string_list(Some(v)),
             };
             match k.as_str() {
-                "volumes" => self.todo(format!("named volumes {} not carried: each world keeps its data in its own slice and runs its processes in its worktree", names.join(", "))),
+                "volumes" => self.plan.todo(format!("named volumes {} not carried: each world keeps its data in its own slice and runs its processes in its worktree", names.join(", "))),
                 "networks" => networks = true,
-                "secrets" | "configs" => self.todo(format!("{k} {} not carried: hand them over through the environment of `binky up` or an env_file", names.join(", "))),
-                "include" => self.todo(format!("include {} not read: run binky init where those services are, or add them by hand", names.join(", "))),
-                _ => self.todo(format!("top-level `{k}` not carried")),
+                "secrets" | "configs" => self.plan.todo(format!("{k} {} not carried: hand them over through the environment of `binky up` or an env_file", names.join(", "))),
+                "include" => self.plan.todo(format!("include {} not read: run binky init where those services are, or add them by hand", names.join(", "))),
+                _ => self.plan.todo(format!("top-level `{k}` not carried")),
             }
         }
         if networks {
-            self.todo("networks not carried: a world's services reach each other on localhost, through tokens such as ${api.url}");
+            self.plan.todo("networks not carried: a world's services reach each other on localhost, through tokens such as ${api.url}");
         }
     }
 
-    pub(super) fn finish(mut self, body: &str) -> Generated {
+    /// The whole file: the header (what it was written from, what to set, the TODOs and
+    /// notes), `[project]` and `body`; every credential seen anywhere scrubbed as a last
+    /// defence.
+    pub(in crate::init) fn finish(mut self, body: &str) -> Generated {
         self.host_hints(body);
-        self.notes.sort();
+        self.plan.report.notes.sort();
         let mut head = String::new();
-        let file = if self.file.contains(", ") {
-            self.file.clone()
+        let file = if self.plan.file.contains(", ") {
+            self.plan.file.clone()
         } else {
-            self.file
+            self.plan
+                .file
                 .rsplit('/')
                 .next()
-                .unwrap_or(&self.file)
+                .unwrap_or(&self.plan.file)
                 .to_owned()
         };
         let source = format!(
             "{file}{}",
-            if self.dotenv.is_empty() {
+            if self.plan.found.dotenv.is_empty() {
                 ""
             } else {
                 " and .env"
@@ -97,6 +113,7 @@ impl Init {
             "# binky.toml, written by `binky init` from {source}.\n"
         ));
         let todo_cmds: Vec<String> = self
+            .plan
             .svcs
             .iter()
             .filter(|s| body.contains(&format!("{TODO_CMD} {} on the host", s.name)))
@@ -108,13 +125,15 @@ impl Init {
             head.push_str(&format!("# A starting point, not a conversion. Before `binky up NAME`: write the command of {}\n# (its `cmd` is a TODO that `binky check` and `binky up` refuse); read the TODOs below.\n", todo_cmds.join(", ")));
         }
         head.push_str("# No credential was copied: they are ${env.NAME} references, read from the environment\n# of `binky up` (or an env_file).\n");
-        if !self.to_decide.is_empty() {
+        if !self.plan.report.to_decide.is_empty() {
             head.push_str("#\n# To decide:\n");
-            for t in &self.to_decide {
+            for t in &self.plan.report.to_decide {
                 head.push_str(&format!("# TODO: {t}\n"));
             }
         }
         let notes: String = self
+            .plan
+            .report
             .notes
             .iter()
             .map(|n| format!("# NOTE: {n}\n"))
@@ -127,7 +146,7 @@ impl Init {
         let mut text = head.clone();
         let project_part = format!(
             "{notes}\n[project]\nname = {}\n\n{}",
-            q(&self.project),
+            q(&self.plan.project),
             body
         );
         text.push_str(&project_part);
@@ -158,6 +177,8 @@ impl Init {
             .into_iter()
             .map(|n| {
                 let why = self
+                    .plan
+                    .report
                     .reasons
                     .get(&n)
                     .cloned()
@@ -177,7 +198,7 @@ impl Init {
         }
 
         // The last line of defence: a credential seen anywhere never leaves.
-        let secrets = std::mem::take(&mut self.secrets);
+        let secrets = std::mem::take(&mut self.plan.secrets);
         let scrub = |s: &str| {
             let mut s = s.to_owned();
             for (value, name) in &secrets {
@@ -188,14 +209,19 @@ impl Init {
             s
         };
         let mut adapters: Vec<String> = Vec::new();
-        for s in &self.svcs {
+        for s in &self.plan.svcs {
             if let Kind::Adapter(a) = s.kind {
                 if !adapters.iter().any(|x| x == a) {
                     adapters.push(a.to_owned());
                 }
             }
         }
-        let to_decide = self.to_decide.iter().chain(&self.notes);
+        let to_decide = self
+            .plan
+            .report
+            .to_decide
+            .iter()
+            .chain(&self.plan.report.notes);
         Generated {
             source,
             toml: scrub(&text),
@@ -203,6 +229,23 @@ impl Init {
             to_decide: to_decide.map(|m| scrub(m)).collect(),
             to_set: to_set.into_iter().map(|(n, w)| (n, scrub(&w))).collect(),
             adapters,
+        }
+    }
+
+    /// Frameworks of the project that refuse a request whose `Host` they do not know (the
+    /// proxy sends `<service>.<world>.<project>.localhost`): what to change, for each.
+    pub(in crate::init) fn host_hints(&mut self, body: &str) {
+        let checks = self.plan.found.host_checks.clone();
+        for check in checks {
+            let hint = match check {
+                HostCheck::Django(rel) if !body.contains("ALLOWED_HOSTS") => Some(format!("Django ({rel}) refuses unknown hosts: add \".localhost\" to ALLOWED_HOSTS in the settings it runs with (or read them from an env variable and set it in [services.*.env])")),
+                HostCheck::Django(_) => None,
+                HostCheck::Rails(rel) => Some(format!("Rails ({rel}) refuses unknown hosts in development: add `config.hosts << \".localhost\"` to config/environments/development.rb")),
+                HostCheck::Vite(rel) => Some(format!("Vite ({rel}) refuses unknown hosts: set `server: {{ allowedHosts: [\".localhost\"] }}` in {rel}")),
+            };
+            if let Some(h) = hint {
+                self.plan.note(&h);
+            }
         }
     }
 }

@@ -1,131 +1,19 @@
-//! Reading the compose services, the credentials they hold, and compose interpolation.
+//! Merging: compose's `${VAR}` interpolation understood through `.env`, and the
+//! credentials compose and `.env` hold, kept out of every text the file carries.
 
-use super::*;
+use std::collections::BTreeSet;
 
-/// A mail catcher runs on the host, one for every world: its usual command when compose
-/// gives none, with its SMTP and web ports exposed so that each world gets its own.
-fn run_on_the_host(def: &mut Mapping, mc: &MailCatcher) {
-    if command_of(def).is_none() {
-        def.insert(Value::from("command"), Value::from(mc.cmd));
-        let mut expose = match def.get("expose") {
-            Some(Value::Sequence(s)) => s.clone(),
-            _ => Vec::new(),
-        };
-        for port in [1025u16, 8025, 1080] {
-            let p = Value::from(port.to_string());
-            if mc.cmd.contains(&port.to_string()) && !expose.contains(&p) {
-                expose.push(p);
-            }
-        }
-        def.insert(Value::from("expose"), Value::Sequence(expose));
-    }
-    def.insert(Value::from("x-binky-shared"), Value::from(mc.tool));
-}
+use super::Plan;
+use crate::init::secrets::{
+    looks_secret, placeholder, random_looking, secret_name, token_shaped, url_password,
+    worth_hunting,
+};
+use crate::init::values::{env_entries, matching_brace};
 
-/// The host names a compose service answers to on its network: its name, `container_name`,
-/// `hostname` and its network aliases.
-fn compose_aliases(raw: &str, def: &Mapping) -> Vec<String> {
-    let mut aliases = vec![raw.to_owned()];
-    aliases.extend(def.get("container_name").and_then(scalar));
-    aliases.extend(def.get("hostname").and_then(scalar));
-    if let Some(Value::Mapping(nets)) = def.get("networks") {
-        for (_, n) in nets {
-            aliases.extend(string_list(n.get("aliases")));
-        }
-    }
-    aliases
-}
-
-impl Init {
-    // --- reading ------------------------------------------------------------------
-
-    pub(super) fn read_services(&mut self, services: &Mapping) {
-        let mut taken = BTreeSet::new();
-        for (k, v) in services {
-            let Some(raw) = scalar(k) else { continue };
-            let def = v.as_mapping().cloned().unwrap_or_default();
-            let name = service_name(&raw, &taken);
-            taken.insert(name.clone());
-            let image = def
-                .get("image")
-                .and_then(scalar)
-                .map(|i| self.interpolate(&i));
-            // A mail catcher runs on the host, one for every world: its usual command.
-            let mut def = def;
-            let catcher = image.as_deref().and_then(mail_catcher);
-            if let Some(mc) = catcher {
-                run_on_the_host(&mut def, mc);
-            }
-            let kind = self.kind_of(&raw, image.as_deref(), &def, catcher);
-            let svc = self.svcs.next_id();
-            for a in compose_aliases(&raw, &def) {
-                self.alias.entry(a.to_ascii_lowercase()).or_insert(svc);
-            }
-            if def.contains_key("networks") || def.contains_key("network_mode") {
-                self.uses_networks = true;
-            }
-            self.svcs.push(Svc {
-                raw,
-                name,
-                def,
-                kind,
-                image,
-                workdir: None,
-                cmd_from: None,
-            });
-        }
-        // `links: ["db:database"]` names another alias of `db`.
-        for svc in self.svcs.ids() {
-            for link in string_list(self.svcs[svc].def.get("links")) {
-                if let Some((target, alias)) = link.split_once(':') {
-                    if let Some(&linked) = self.alias.get(&target.to_ascii_lowercase()) {
-                        self.alias
-                            .entry(alias.to_ascii_lowercase())
-                            .or_insert(linked);
-                    }
-                }
-            }
-        }
-    }
-
-    /// What binky makes of a compose service: infrastructure it replaces, tests left out,
-    /// an adapter service, a mail catcher that is not installed, a process, or nothing.
-    fn kind_of(
-        &self,
-        raw: &str,
-        image: Option<&str>,
-        def: &Mapping,
-        catcher: Option<&'static MailCatcher>,
-    ) -> Kind {
-        let runs_code = def.get("build").is_some_and(|b| !b.is_null()) || command_of(def).is_some();
-        let command_text = match command_of(def) {
-            Some(Command::Shell(s)) => Some(s),
-            Some(Command::Words(ws)) => Some(ws.join(" ")),
-            None => None,
-        };
-        let tests = test_only(raw, image, command_text.as_deref());
-        match (
-            image.and_then(replaced_image),
-            image.and_then(adapter_for_image),
-        ) {
-            (Some(what), _) => Kind::Replaced(what),
-            (None, _) if tests.is_some() && (runs_code || image.is_some()) => {
-                Kind::Commented(Why::TestOnly(tests.unwrap_or_default()))
-            }
-            (None, Some(a)) => Kind::Adapter(a),
-            (None, None) => match catcher {
-                Some(mc) if !self.repo.installed.contains(mc.program) => {
-                    Kind::Commented(Why::NotInstalled(mc))
-                }
-                _ if runs_code => Kind::Process,
-                _ => Kind::Unmapped,
-            },
-        }
-    }
-
+impl Plan {
     /// Remember every credential compose and `.env` hold, so that no text copied into the
     /// file (a command, a health check) can carry one.
-    pub(super) fn learn_secrets(&mut self) {
+    pub(in crate::init) fn learn_secrets(&mut self) {
         let mut found: Vec<(String, String)> = Vec::new();
         let mut learn = |name: &str, value: &str| {
             if worth_hunting(value) {
@@ -137,7 +25,7 @@ impl Init {
                 }
             }
         };
-        for (k, v) in &self.dotenv {
+        for (k, v) in &self.found.dotenv {
             if secret_name(k) || looks_secret(v) {
                 learn(k, v);
             }
@@ -165,12 +53,10 @@ impl Init {
         self.secrets = found;
     }
 
-    // --- compose interpolation ----------------------------------------------------
-
     /// Compose's `${VAR}`, `${VAR:-default}`, `$VAR` and `$$`, understood through `.env`:
     /// a known, harmless value is written as it is; a credential, or a variable `.env` does
     /// not set, becomes `${env.VAR}`.
-    pub(super) fn interpolate(&mut self, s: &str) -> String {
+    pub(in crate::init) fn interpolate(&mut self, s: &str) -> String {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
         while let Some(i) = rest.find('$') {
@@ -211,7 +97,9 @@ impl Init {
         out
     }
 
-    pub(super) fn expand(&mut self, inner: &str) -> String {
+    /// One `${…}` of compose (`inner` is what is between the braces), with its `:-`, `-`,
+    /// `:+` and `+` forms.
+    pub(in crate::init) fn expand(&mut self, inner: &str) -> String {
         let n = inner
             .bytes()
             .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
@@ -276,7 +164,9 @@ impl Init {
         self.var_value(name, value)
     }
 
-    pub(super) fn var_value(&mut self, name: &str, value: Option<String>) -> String {
+    /// Variable `name`'s value as written in the file: as it is when known and harmless,
+    /// else `${env.NAME}` (with why).
+    pub(in crate::init) fn var_value(&mut self, name: &str, value: Option<String>) -> String {
         let secret = secret_name(name)
             || value.as_deref().is_some_and(|v| {
                 v.contains("-----BEGIN")
@@ -306,7 +196,7 @@ impl Init {
 
     /// Replace every credential in free text (a command, a health check, a note) with an
     /// `${env.…}` reference.
-    pub(super) fn redact(&mut self, owner: &str, text: &str) -> String {
+    pub(in crate::init) fn redact(&mut self, owner: &str, text: &str) -> String {
         let mut out = text.to_owned();
         let secrets = self.secrets.clone();
         for (value, name) in &secrets {
