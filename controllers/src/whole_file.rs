@@ -78,18 +78,14 @@ impl Whole {
     fn fill(&self, tmp: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut opts = std::fs::OpenOptions::new();
         opts.write(true).create_new(true);
-        #[cfg(unix)]
         if let Some(mode) = self.mode {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(mode);
+            binky_platform::fs::with_mode(&mut opts, mode);
         }
         let mut f = opts.open(tmp)?;
         f.write_all(bytes)?;
-        #[cfg(unix)]
         if let Some(mode) = self.mode {
             // The process's umask narrowed what `open` made: the mode asked for, exactly.
-            use std::os::unix::fs::PermissionsExt;
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            binky_platform::fs::set_mode(tmp, mode)?;
         }
         if self.durable {
             f.sync_all()?;
@@ -111,17 +107,11 @@ fn temporary(path: &Path) -> PathBuf {
 
 /// The directory entry of `path` on disk (a rename is durable once its directory is).
 fn sync_dir(path: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    #[cfg(not(unix))]
-    let _ = path;
-    Ok(())
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    binky_platform::fs::sync_dir(dir)
 }
 
 #[cfg(test)]
@@ -182,17 +172,15 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
-    #[cfg(unix)]
     #[test]
     fn a_secret_gets_its_mode_and_a_linked_old_file_keeps_its_bytes() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let (path, other) = (dir.path().join("pw"), dir.path().join("pw-link"));
         std::fs::write(&path, "old").unwrap();
         std::fs::hard_link(&path, &other).unwrap();
         Whole::new().mode(0o600).write(&path, b"new").unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
+        let mode = binky_platform::fs::mode(&std::fs::metadata(&path).unwrap());
+        assert_eq!(mode, cfg!(unix).then_some(0o600));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         assert_eq!(std::fs::read_to_string(&other).unwrap(), "old");
     }

@@ -5,7 +5,9 @@
 //! `listen ... reuseport`): the kernel spreads new connections over the workers, where one
 //! shared socket lets whichever worker is awake take them all. A port is only taken when no
 //! one holds it: a plain socket is bound first (which fails while any other socket, reuseport
-//! or not, is bound there) and closed just before the workers' sockets are bound.
+//! or not, is bound there) and closed just before the workers' sockets are bound. Where the
+//! system cannot spread connections over sockets (Windows: `binky_platform::net`), a port gets
+//! one socket, which one worker serves.
 
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
@@ -31,10 +33,7 @@ fn socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<Socket> {
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
     }
-    s.set_reuse_address(true)?;
-    if reuse_port {
-        s.set_reuse_port(true)?;
-    }
+    binky_platform::net::prepare_listener(&s, reuse_port)?;
     s.bind(&addr.into())?;
     Ok(s)
 }
@@ -48,6 +47,12 @@ fn group(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<TcpListener>> 
         Some(a) => a,
         None => addr,
     };
+    if !binky_platform::net::SPREADS_ACCEPTS {
+        // The probe is the port's one socket.
+        probe.listen(BACKLOG)?;
+        probe.set_nonblocking(true)?;
+        return Ok(vec![probe.into()]);
+    }
     drop(probe);
     (0..workers.max(1))
         .map(|_| {
@@ -141,7 +146,12 @@ mod tests {
     #[test]
     fn each_worker_gets_its_own_socket_and_the_port_is_then_taken() {
         let b = bind(0, &[], 3, no_holder).expect("an ephemeral port binds");
-        assert_eq!(b.workers.len(), 3);
+        let workers = if binky_platform::net::SPREADS_ACCEPTS {
+            3
+        } else {
+            1
+        };
+        assert_eq!(b.workers.len(), workers);
         let port = b.workers[0][0].local_addr().unwrap().port();
         assert_ne!(port, 0);
         for sockets in &b.workers {
@@ -157,6 +167,14 @@ mod tests {
     #[test]
     fn the_kernel_spreads_connections_over_the_workers_sockets() {
         let b = bind(0, &[], 2, no_holder).expect("an ephemeral port binds");
+        if !binky_platform::net::SPREADS_ACCEPTS {
+            assert_eq!(
+                b.workers.len(),
+                1,
+                "one socket a port where accepts are not spread"
+            );
+            return;
+        }
         let port = b.workers[0][0].local_addr().unwrap().port();
         // Hashed by the client's address and port: 64 connections all on one of two sockets
         // would happen once in 2^63 runs.

@@ -89,13 +89,7 @@ fn serial() -> Result<SerialNumber, TlsError> {
 
 fn write_private(path: &Path, data: &str) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)?;
+    let mut f = binky_platform::fs::create_private(path)?;
     f.write_all(data.as_bytes())?;
     f.sync_all()
 }
@@ -110,12 +104,9 @@ impl LocalCa {
         let (crt, key, meta) = (dir.join("ca.crt"), dir.join("ca.key"), dir.join("ca.json"));
         if !(crt.exists() && key.exists() && meta.exists()) {
             std::fs::create_dir_all(dir).map_err(io(dir))?;
-            {
-                use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-            }
-            let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
-            let user = std::env::var("USER").unwrap_or_else(|_| nix::unistd::getuid().to_string());
+            let _ = binky_platform::fs::restrict_dir(dir);
+            let host = binky_platform::user::host();
+            let user = binky_platform::user::name();
             let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
             let common_name = format!("binky local CA {user}@{} {}", host.trim(), &stamp[..10]);
             let pair = KeyPair::generate()?;
@@ -294,12 +285,9 @@ mod tests {
         use rustls::client::danger::ServerCertVerifier;
         let dir = tempfile::tempdir().unwrap();
         let ca = LocalCa::load_or_create(&dir.path().join("ca")).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(dir.path().join("ca/ca.key"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        let mode =
+            binky_platform::fs::mode(&std::fs::metadata(dir.path().join("ca/ca.key")).unwrap());
+        assert_eq!(mode, cfg!(unix).then_some(0o600));
         let again = LocalCa::load_or_create(&dir.path().join("ca")).unwrap();
         assert_eq!(ca.cert_pem(), again.cert_pem(), "the CA was made twice");
 

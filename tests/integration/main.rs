@@ -38,6 +38,7 @@ mod mariadb_server;
 mod mcp;
 mod person;
 mod pg_server;
+mod platform;
 mod proxy;
 mod rabbitmq_server;
 mod redis_server;

@@ -1,0 +1,126 @@
+//! Files and folders only their owner may read: the local CA's key, a server's password file,
+//! binky's own state.
+//!
+//! Unix has permission bits, and binky sets them (0600 files, 0700 folders). Windows has access
+//! lists instead; a new file takes its folder's, and binky's home lives in the user's profile,
+//! which only the user and the administrators can read, so binky sets nothing more there.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::path::Path;
+
+/// Opens `path` for writing, created or truncated, readable and writable by its owner alone
+/// where the system has permission bits (0600 on Unix). On Windows the file takes its
+/// folder's access list.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.create(true).truncate(true).write(true);
+    with_mode(&mut options, 0o600).open(path)
+}
+
+/// Sets the permission bits a file is created with, where the system has them (Unix); on
+/// Windows `options` is returned as it was.
+pub fn with_mode(options: &mut OpenOptions, mode: u32) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = mode;
+        options
+    }
+}
+
+/// Gives `path` the permission bits `mode` where the system has them (Unix); on Windows it
+/// does nothing and says so with `Ok(false)`.
+pub fn set_mode(path: &Path, mode: u32) -> io::Result<bool> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        Ok(true)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, mode);
+        Ok(false)
+    }
+}
+
+/// Makes the folder `dir` reachable by its owner alone (0700 on Unix; see the module's note
+/// for Windows).
+pub fn restrict_dir(dir: &Path) -> io::Result<bool> {
+    set_mode(dir, 0o700)
+}
+
+/// Writes the folder `dir`'s entries to disk, so that a rename into it outlives a crash
+/// (`fsync` of the folder on Unix). On Windows NTFS journals the rename itself and a folder
+/// cannot be opened as a file: nothing to do.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// A file's permission bits (the low 12: `0o600`, …) where the system has them, else `None`.
+pub fn mode(meta: &Metadata) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        Some(meta.permissions().mode() & 0o7777)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_private_file_is_its_owners_alone_and_a_second_write_truncates_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        create_private(&path)
+            .unwrap()
+            .write_all(b"a longer secret")
+            .unwrap();
+        create_private(&path).unwrap().write_all(b"short").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"short");
+        let meta = std::fs::metadata(&path).unwrap();
+        if cfg!(unix) {
+            assert_eq!(mode(&meta), Some(0o600));
+        } else {
+            assert_eq!(mode(&meta), None);
+        }
+    }
+
+    #[test]
+    fn a_restricted_folder_is_its_owners_alone_where_modes_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("ca");
+        std::fs::create_dir(&sub).unwrap();
+        set_mode(&sub, 0o755).unwrap();
+        let changed = restrict_dir(&sub).unwrap();
+        let got = mode(&std::fs::metadata(&sub).unwrap());
+        if cfg!(unix) {
+            assert!(changed);
+            assert_eq!(got, Some(0o700));
+        } else {
+            assert!(!changed);
+            assert_eq!(got, None);
+        }
+    }
+}

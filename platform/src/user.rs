@@ -1,0 +1,45 @@
+//! Who runs binky, in words: for names a person reads (the local CA's common name).
+
+/// The user's login name: `$USER` (Unix) or `%USERNAME%` (Windows), else the numeric user id
+/// on Unix, else `"user"`.
+pub fn name() -> String {
+    for var in ["USER", "USERNAME"] {
+        if let Ok(v) = std::env::var(var) {
+            if !v.trim().is_empty() {
+                return v;
+            }
+        }
+    }
+    #[cfg(unix)]
+    {
+        nix::unistd::getuid().to_string()
+    }
+    #[cfg(not(unix))]
+    {
+        "user".to_owned()
+    }
+}
+
+/// The machine's name, or `""` when it cannot be read: `/etc/hostname` on Unix,
+/// `%COMPUTERNAME%` on Windows.
+pub fn host() -> String {
+    #[cfg(unix)]
+    let found = std::fs::read_to_string("/etc/hostname").ok();
+    #[cfg(not(unix))]
+    let found = std::env::var("COMPUTERNAME").ok();
+    found.map(|h| h.trim().to_owned()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_name_is_never_empty() {
+        assert!(!super::name().trim().is_empty());
+    }
+
+    #[test]
+    fn the_host_has_no_surrounding_space() {
+        let host = super::host();
+        assert_eq!(host, host.trim());
+    }
+}

@@ -1,0 +1,137 @@
+//! What differs between operating systems lives in one crate, `binky-platform` (platform/):
+//! no other production file names `nix`, `libc`, `std::os::unix`, `std::os::windows`, `/proc`
+//! or cgroups' files. The files that still do are listed here until they move there; the
+//! list is exact, so a file that starts to use them fails this test, and one that stops
+//! must leave the list.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// What only the platform crate may name.
+const SYSTEM_WORDS: &[&str] = &[
+    "nix::",
+    "libc::",
+    "std::os::unix",
+    "std::os::windows",
+    "\"/proc",
+    "/sys/fs/cgroup",
+    "cgroup.procs",
+];
+
+/// Production files that still reach the system directly, to move into platform/.
+const NOT_YET_MOVED: &[&str] = &[
+    "controllers/src/store/mod.rs",
+    "src/adapters/external.rs",
+    "src/bootstrap.rs",
+    "src/caller_env.rs",
+    "src/cli/daemon.rs",
+    "src/cli/doctor.rs",
+    "src/cli/exec.rs",
+    "src/cli/hosts.rs",
+    "src/cli/init.rs",
+    "src/cli/top/mod.rs",
+    "src/cli/trust.rs",
+    "src/config/stop.rs",
+    "src/daemon/clean.rs",
+    "src/daemon/client.rs",
+    "src/daemon/mod.rs",
+    "src/daemon/watch.rs",
+    "src/machine.rs",
+    "src/main.rs",
+    "src/mcp/runner.rs",
+    "src/paths.rs",
+    "src/person.rs",
+    "src/ports.rs",
+    "src/scrub.rs",
+    "src/secrets.rs",
+    "src/servers/host.rs",
+    "src/servers/mod.rs",
+    "src/servers/redis.rs",
+    "src/supervisor/cgroup/detect.rs",
+    "src/supervisor/cgroup/mod.rs",
+    "src/supervisor/descendants.rs",
+    "src/supervisor/mod.rs",
+    "src/supervisor/probe.rs",
+    "src/supervisor/procfs.rs",
+    "src/supervisor/resources.rs",
+    "src/trash.rs",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `text` with each line's comment left out (a `//` outside a string's quotes).
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find("//") {
+            Some(i) if line[..i].matches('"').count() % 2 == 0 => &line[..i],
+            _ => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The production files (src/, controllers/src/, proxy/src/) that name a system word.
+fn reaching_the_system(root: &Path) -> BTreeSet<String> {
+    let mut files = Vec::new();
+    for krate in ["src", "controllers/src", "proxy/src"] {
+        rust_files(&root.join(krate), &mut files);
+    }
+    files
+        .into_iter()
+        .filter(|path| {
+            let code = without_comments(&std::fs::read_to_string(path).unwrap());
+            SYSTEM_WORDS.iter().any(|w| code.contains(w))
+        })
+        .map(|path| {
+            path.strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/")
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_platform_crate_reaches_the_system_and_the_list_of_files_still_to_move_is_exact() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let found = reaching_the_system(&root);
+    let listed: BTreeSet<String> = NOT_YET_MOVED.iter().map(|f| (*f).to_owned()).collect();
+    let new: Vec<_> = found.difference(&listed).collect();
+    let moved: Vec<_> = listed.difference(&found).collect();
+    assert!(
+        new.is_empty(),
+        "these files reach the system directly: put what they need in platform/ (binky_platform) and call it: {new:?}"
+    );
+    assert!(
+        moved.is_empty(),
+        "these files no longer reach the system: take them off NOT_YET_MOVED: {moved:?}"
+    );
+    // The platform crate itself is where these words belong (a check that the words match).
+    let mut platform = Vec::new();
+    rust_files(&root.join("platform/src"), &mut platform);
+    assert!(
+        platform.iter().any(|p| {
+            let code = without_comments(&std::fs::read_to_string(p).unwrap());
+            SYSTEM_WORDS.iter().any(|w| code.contains(w))
+        }),
+        "the words are never found, even in platform/: the test would pass on anything"
+    );
+}
+
+#[test]
+fn a_comment_naming_the_system_is_not_code_that_reaches_it() {
+    assert_eq!(without_comments("let x = 1; // nix::unistd"), "let x = 1; ");
+    assert_eq!(
+        without_comments("let p = \"a//b\"; nix::unistd::getuid()"),
+        "let p = \"a//b\"; nix::unistd::getuid()"
+    );
+}
