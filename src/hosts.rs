@@ -112,10 +112,11 @@ pub fn with_block(text: &str, lines: &[String]) -> String {
 /// Write `new` over `path` whole, with the mode the file has (a hosts file others read).
 pub fn write(path: &std::path::Path, new: &str) -> std::io::Result<()> {
     let mut how = binky_controllers::whole_file::Whole::new().durable();
-    #[cfg(unix)]
-    if let Ok(meta) = std::fs::metadata(path) {
-        use std::os::unix::fs::PermissionsExt;
-        how = how.mode(meta.permissions().mode() & 0o7777);
+    if let Some(mode) = std::fs::metadata(path)
+        .ok()
+        .and_then(|m| binky_platform::fs::mode(&m))
+    {
+        how = how.mode(mode);
     }
     how.write(path, new.as_bytes())
 }

@@ -17,6 +17,7 @@ pub mod config;
 pub mod credentials;
 pub mod daemon;
 pub mod dashboard;
+pub mod duration;
 pub mod failure;
 pub mod git;
 pub mod hosts;

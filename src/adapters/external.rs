@@ -452,7 +452,7 @@ fn executable(path: &Path) -> bool {
 
 fn timeout_from_env() -> Duration {
     match std::env::var(TIMEOUT_VAR) {
-        Ok(text) => match crate::config::parse_duration(&text) {
+        Ok(text) => match crate::duration::parse_duration(&text) {
             Ok(d) if !d.is_zero() => d,
             Ok(_) | Err(_) => {
                 tracing::warn!(value = %text, "{TIMEOUT_VAR} is not a positive duration like `30s`; using 60 s");

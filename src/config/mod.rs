@@ -11,7 +11,6 @@
 mod agents;
 mod cx;
 mod defaults;
-mod duration;
 mod groups;
 mod hooks;
 mod process;
@@ -30,7 +29,8 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 pub use cx::{distance as edit_distance, suggest};
-pub use duration::parse_duration;
+// Durations are read below config too (an external adapter's timeout): one parser.
+pub use crate::duration::parse_duration;
 pub use project::dns_name_problem;
 use services::DepSpans;
 pub use stop::parse_signal;

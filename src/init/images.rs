@@ -1,8 +1,6 @@
 //! Images: the adapter of a database image, infrastructure binky replaces, commands that
 //! only mean something inside an image, and the ports and addresses of the usual images.
 
-use super::toml_out::one_line;
-
 /// Image name fragments → the adapter for a service of that image. The first fragment
 /// the image's name contains wins, so the more specific come first.
 pub(in crate::init) const IMAGE_ADAPTERS: &[(&str, &str)] = &[
@@ -302,7 +300,8 @@ pub(in crate::init) fn image_only_command(cmd: &str) -> Option<String> {
     if first.starts_with('-') {
         return Some(format!(
             "compose hands `{}` to its image's entrypoint as flags",
-            one_line(cmd)
+            // One line, as binky.toml writes a command.
+            cmd.split_whitespace().collect::<Vec<_>>().join(" ")
         ));
     }
     let host_dirs = [

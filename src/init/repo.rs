@@ -40,10 +40,7 @@ pub struct Repo {
 impl Repo {
     /// `dir/name`, or `name` at the top (`dir` `None`).
     pub(super) fn path_in(dir: Option<&str>, name: &str) -> String {
-        match dir {
-            Some(d) if !d.is_empty() && d != "." => format!("{d}/{name}"),
-            _ => name.to_owned(),
-        }
+        super::values::path_in(dir, name)
     }
 }
 

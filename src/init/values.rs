@@ -5,7 +5,17 @@ use std::collections::BTreeSet;
 
 use serde_yaml_ng::{Mapping, Value};
 
-use crate::init::plan::SvcId;
+/// Which compose service: a handle into the plan's `PerService` tables, in compose order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub(in crate::init) struct SvcId(pub(in crate::init) usize);
+
+/// `dir/name`, or `name` at the top (`dir` `None`).
+pub(in crate::init) fn path_in(dir: Option<&str>, name: &str) -> String {
+    match dir {
+        Some(d) if !d.is_empty() && d != "." => format!("{d}/{name}"),
+        _ => name.to_owned(),
+    }
+}
 
 /// A scalar as text (`8000`, `true`, `"x"`); `None` for null and collections.
 pub(in crate::init) fn scalar(v: &Value) -> Option<String> {

@@ -49,9 +49,8 @@ pub(in crate::init) enum Why {
     OneShot,
 }
 
-/// Which compose service: a handle into [`PerService`] tables, in compose order.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub(in crate::init) struct SvcId(pub(in crate::init) usize);
+// Which compose service: defined beside the compose values, which the reading steps share.
+pub(in crate::init) use crate::init::values::SvcId;
 
 /// One `T` per compose service, reached by [`SvcId`].
 pub(in crate::init) struct PerService<T>(pub(in crate::init) Vec<T>);

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use serde_yaml_ng::{Mapping, Value};
 
-use crate::init::repo::Repo;
 use crate::init::values::{normalise, scalar, Dir};
 
 /// A compose service's `build:`, as far as the host is concerned.
@@ -52,7 +51,10 @@ impl Build {
 
     /// The Dockerfile's path in the project.
     pub(in crate::init) fn dockerfile_path(&self) -> Option<String> {
-        match normalise(&Repo::path_in(Some(&self.context), &self.dockerfile)) {
+        match normalise(&crate::init::values::path_in(
+            Some(&self.context),
+            &self.dockerfile,
+        )) {
             Dir::Below(p) => Some(p),
             _ => None,
         }
@@ -203,7 +205,7 @@ impl Dockerfile {
                     .map(|rest| format!("{src}/{rest}"))
             };
             if let Some(rel) = found {
-                return match normalise(&Repo::path_in(Some(context), &rel)) {
+                return match normalise(&crate::init::values::path_in(Some(context), &rel)) {
                     Dir::Below(p) => Some(p),
                     Dir::Here => Some(String::new()),
                     Dir::Outside => None,
