@@ -134,3 +134,14 @@ fn a_comment_naming_the_system_is_not_code_that_reaches_it() {
         "let p = \"a//b\"; nix::unistd::getuid()"
     );
 }
+
+#[test]
+fn the_platforms_page_counts_the_files_still_to_move_as_the_list_does() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/platforms.md")).unwrap();
+    let said = format!("{} today", NOT_YET_MOVED.len());
+    assert!(
+        page.contains(&said),
+        "docs/platforms.md should say how many files still reach the system: \"{said}\""
+    );
+}
