@@ -312,6 +312,18 @@ impl<'a> AdapterName<'a> {
         }
     }
 
+    /// The name binky stores and compares for this adapter: a built-in adapter's own name
+    /// whichever of its names was written (`postgres` for `postgresql`), with the version as
+    /// written; an external adapter's name as written. The slice controller and the golden
+    /// template's key compare this text, so two spellings of one adapter are one adapter.
+    pub fn canonical(&self) -> String {
+        let name: &str = self.kind.map_or(self.name, |k| k.name());
+        match self.version {
+            Some(v) => format!("{name}@{v}"),
+            None => name.to_owned(),
+        }
+    }
+
     /// `text` read as [`AdapterName::read`] does, refused when it can name no adapter: no
     /// name before `@`, an empty version or one that is not written like a version, or a
     /// name that is neither built in nor one an external adapter can have. A name that is

@@ -124,7 +124,8 @@ impl Cx<'_> {
         adapter: String,
     ) -> Option<String> {
         match AdapterName::parse(&adapter) {
-            Ok(_) => Some(adapter),
+            // Stored as its canonical name: the controllers compare the text.
+            Ok(name) => Some(name.canonical()),
             Err(e) => {
                 let near = match &e {
                     NameError::BadName { name } => {

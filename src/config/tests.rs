@@ -2187,3 +2187,25 @@ fn a_bad_interval_retries_or_on_unhealthy_is_reported_on_its_key() {
         );
     }
 }
+
+#[test]
+fn an_adapter_is_stored_by_its_canonical_name_whichever_name_was_written() {
+    for (written, stored) in [
+        ("postgresql", "postgres"),
+        ("postgres", "postgres"),
+        ("postgresql@15", "postgres@15"),
+        ("valkey@8", "redis@8"),
+        ("mariadb", "mysql"),
+        ("my-adapter", "my-adapter"),
+    ] {
+        let spec = ok(&with_project(&format!(
+            "[services.db]\nadapter = \"{written}\"\n"
+        )))
+        .spec;
+        assert_eq!(
+            resource(&spec, "db").adapter,
+            stored,
+            "adapter = {written:?}"
+        );
+    }
+}

@@ -127,3 +127,56 @@ fn gc_searches_a_server_once_whichever_of_its_adapters_names_the_worlds_gave() {
     pg.assert_no_slices();
     env.assert_nothing_left(&["a", "b"]);
 }
+
+/// `postgresql` and `postgres` are one adapter to the controllers too: a world whose
+/// binky.toml says `postgresql` and one made after it was changed to `postgres` clone one
+/// golden template, and the first world's slice is kept as it is (its data stays).
+#[test]
+fn two_spellings_of_one_adapter_share_one_golden_template_and_keep_the_slice() {
+    let pg = PgServer::start();
+    let config = |adapter: &str| {
+        format!(
+            r#"
+[project]
+name = "spellings"
+{{range}}
+
+[services.db]
+adapter = "{adapter}"
+clone_from = "golden"
+migrate = "true"
+"#
+        )
+    };
+    let env = Env::new(&config("postgresql"));
+    let vars = [("BINKY_DB_ADMIN_URL", pg.admin_url.as_str())];
+    let out = env.binky_env(&["up", "w1"], &vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let w1_url = env.env_of("w1")["DB_URL"].as_str().unwrap().to_owned();
+    pg.try_query(&w1_url, "create table kept (x int)")
+        .expect("a table in w1's database");
+
+    let templates = || -> Vec<String> {
+        pg.slice_databases()
+            .into_iter()
+            .filter(|d| d.starts_with("bk_golden_") && !d.ends_with("_migrated"))
+            .collect()
+    };
+    let first = templates();
+    assert_eq!(first.len(), 1, "{first:?}");
+
+    // w2's branch is made from a commit whose binky.toml says `postgres`.
+    env.write_config(&config("postgres"));
+    binky_testkit::git::commit_all(&env.repo, "the adapter's other name");
+    let out = env.binky_env(&["up", "w2"], &vars);
+    assert!(out.status.success(), "w2: {}", stderr(&out));
+    assert_eq!(
+        templates(),
+        first,
+        "w2 was given another template than w1's, for the same adapter written another way"
+    );
+    assert!(
+        pg.try_query(&w1_url, "select count(*) from kept").is_ok(),
+        "w1's table is gone after its adapter was written another way"
+    );
+}
