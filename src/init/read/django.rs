@@ -63,11 +63,7 @@ pub(in crate::init) fn read(files: &BTreeMap<String, String>) -> Django {
 mod tests {
     use super::*;
 
-    fn files(list: &[(&str, &str)]) -> BTreeMap<String, String> {
-        list.iter()
-            .map(|(p, t)| (p.to_string(), t.to_string()))
-            .collect()
-    }
+    use crate::init::read::files;
 
     #[test]
     fn the_shallowest_manage_py_is_the_main_one() {

@@ -71,3 +71,11 @@ impl Findings {
         })
     }
 }
+
+/// A project's files as the reading steps get them, from `(path, text)` pairs: for their tests.
+#[cfg(test)]
+pub(in crate::init) fn files(list: &[(&str, &str)]) -> BTreeMap<String, String> {
+    list.iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect()
+}

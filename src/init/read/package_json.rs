@@ -180,11 +180,7 @@ fn node_app(
 mod tests {
     use super::*;
 
-    fn files(list: &[(&str, &str)]) -> BTreeMap<String, String> {
-        list.iter()
-            .map(|(p, t)| (p.to_string(), t.to_string()))
-            .collect()
-    }
+    use crate::init::read::files;
 
     #[test]
     fn a_vite_dev_script_is_a_dev_server_on_binkys_port_with_the_host_note() {

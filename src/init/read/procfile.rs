@@ -61,11 +61,7 @@ fn lines(text: &str) -> Vec<(String, String)> {
 mod tests {
     use super::*;
 
-    fn files(list: &[(&str, &str)]) -> BTreeMap<String, String> {
-        list.iter()
-            .map(|(p, t)| (p.to_string(), t.to_string()))
-            .collect()
-    }
+    use crate::init::read::files;
 
     #[test]
     fn process_types_come_in_order_and_release_apart() {

@@ -81,11 +81,7 @@ fn asgi_app(files: &BTreeMap<String, String>, deps: &BTreeSet<String>) -> Option
 mod tests {
     use super::*;
 
-    fn files(list: &[(&str, &str)]) -> BTreeMap<String, String> {
-        list.iter()
-            .map(|(p, t)| (p.to_string(), t.to_string()))
-            .collect()
-    }
+    use crate::init::read::files;
 
     #[test]
     fn dependency_files_name_their_packages_lower_case() {

@@ -268,21 +268,36 @@ impl Server {
         Ok((true, items))
     }
 
+    /// The commands of the world `status` describes that wait for a person's approval, asked
+    /// by `asked_by`: as the store has them, and each quoted whole for a message.
+    async fn held_by(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        status: &Value,
+        asked_by: AskedBy,
+    ) -> (Vec<Value>, Vec<String>) {
+        let world = status["name"].as_str().unwrap_or("?");
+        let waiting = self
+            .waiting(ctx, status["project"].as_str(), Some(world), Some(asked_by))
+            .await
+            .map(|(_, w)| w)
+            .unwrap_or_default();
+        let what = waiting
+            .iter()
+            .map(|c| format!("`{}`", c["command"].as_str().unwrap_or("")))
+            .collect();
+        (waiting, what)
+    }
+
     /// The error for a world held until a person approves its new commands: those that
     /// hold it (what `binky up` runs), never a verify or exec command, which holds only
     /// itself.
     async fn held(&self, ctx: &RequestContext<RoleServer>, status: &Value) -> ToolError {
-        let world = status["name"].as_str().unwrap_or("?");
-        let project = status["project"].as_str();
-        let waiting = self
-            .waiting(ctx, project, Some(world), Some(AskedBy::Up))
-            .await
-            .map(|(_, w)| w)
-            .unwrap_or_default();
-        let what: Vec<String> = waiting
-            .iter()
-            .map(|c| format!("`{}`", c["command"].as_str().unwrap_or("")))
-            .collect();
+        let (world, project) = (
+            status["name"].as_str().unwrap_or("?"),
+            status["project"].as_str(),
+        );
+        let (waiting, what) = self.held_by(ctx, status, AskedBy::Up).await;
         ToolError::new(
             "held",
             format!(

@@ -331,17 +331,11 @@ impl Server {
     /// The error for `verify` of a world whose `[agents] verify` commands wait for a
     /// person's approval: those commands, and nothing else that waits.
     async fn verify_held(&self, ctx: &RequestContext<RoleServer>, status: &Value) -> ToolError {
-        let world = status["name"].as_str().unwrap_or("?");
-        let project = status["project"].as_str();
-        let waiting = self
-            .waiting(ctx, project, Some(world), Some(AskedBy::Verify))
-            .await
-            .map(|(_, w)| w)
-            .unwrap_or_default();
-        let what: Vec<String> = waiting
-            .iter()
-            .map(|c| format!("`{}`", c["command"].as_str().unwrap_or("")))
-            .collect();
+        let (world, project) = (
+            status["name"].as_str().unwrap_or("?"),
+            status["project"].as_str(),
+        );
+        let (waiting, what) = self.held_by(ctx, status, AskedBy::Verify).await;
         ToolError::new(
             "held",
             format!(
