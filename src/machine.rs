@@ -2,28 +2,19 @@
 
 use std::path::Path;
 
-/// The real machine: `/proc/meminfo` and `statvfs`.
+/// The real machine: its memory and disk, as `binky_platform::machine` reads them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealMachine;
 
-/// `(MemAvailable, MemTotal)` in KiB.
+/// `(MemAvailable, MemTotal)` in KiB, where the system says.
 pub fn meminfo() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-    };
-    Some((field("MemAvailable:")?, field("MemTotal:")?))
+    binky_platform::machine::memory()
 }
 
 /// Bytes free (for unprivileged users) on the filesystem holding `path` (or its nearest
-/// existing parent).
+/// existing ancestor), where the system says.
 pub fn disk_free_bytes(path: &Path) -> Option<u64> {
-    let existing = path.ancestors().find(|p| p.exists())?;
-    let st = nix::sys::statvfs::statvfs(existing).ok()?;
-    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
+    binky_platform::machine::disk_free_bytes(path)
 }
 
 impl binky_controllers::machine::Machine for RealMachine {

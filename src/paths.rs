@@ -39,11 +39,7 @@ impl Home {
     pub fn ensure(&self) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.root)?;
         std::fs::create_dir_all(self.logs())?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))?;
-        }
+        binky_platform::fs::restrict_dir(&self.root)?;
         Ok(())
     }
 
@@ -92,8 +88,12 @@ impl Home {
         let base = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/tmp"));
-        base.join(format!("binky-{}-{}", nix::unistd::getuid(), self.tag()))
-            .join("daemon.sock")
+        base.join(format!(
+            "binky-{}-{}",
+            binky_platform::user::id(),
+            self.tag()
+        ))
+        .join("daemon.sock")
     }
 
     /// A short, stable tag of this home: marks the processes it starts.

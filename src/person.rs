@@ -142,17 +142,17 @@ fn marked(pid: u32) -> Option<Origin> {
 
 /// The subcommand of `pid` when it is binky running one of [`BINKY_RUNNERS`].
 fn binky_runner(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let mut args = raw.split(|b| *b == 0).map(String::from_utf8_lossy);
+    let cmdline = binky_platform::process::command_line(pid)?;
+    let mut args = cmdline.iter().map(String::as_str);
     let exe = args.next()?;
-    let is_binky = std::path::Path::new(exe.as_ref())
+    let is_binky = std::path::Path::new(exe)
         .file_name()
         .is_some_and(|n| n == "binky");
     if !is_binky {
         return None;
     }
-    let sub = args.next()?.into_owned();
-    if sub == "daemon" && args.next().as_deref() != Some("run") {
+    let sub = args.next()?.to_owned();
+    if sub == "daemon" && args.next() != Some("run") {
         return None;
     }
     BINKY_RUNNERS.contains(&sub.as_str()).then_some(sub)

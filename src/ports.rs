@@ -27,8 +27,8 @@ impl PortProbe for BindProbe {
 
     fn holder(&self, port: u16) -> Option<String> {
         let pid = *crate::supervisor::procfs::listeners_of(port).first()?;
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        Some(format!("`{}` (pid {pid})", comm.trim()))
+        let name = binky_platform::process::name(pid).unwrap_or_default();
+        Some(format!("`{name}` (pid {pid})"))
     }
 }
 

@@ -32,16 +32,17 @@ pub fn delete_tree(path: &Path) {
 }
 
 fn make_writable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return;
     };
     if !meta.is_dir() {
         return;
     }
-    let mode = meta.permissions().mode();
-    if mode & 0o700 != 0o700 {
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | 0o700));
+    // Where the system has modes, a folder its owner cannot enter or write is opened up.
+    if let Some(mode) = binky_platform::fs::mode(&meta) {
+        if mode & 0o700 != 0o700 {
+            let _ = binky_platform::fs::set_mode(path, mode | 0o700);
+        }
     }
     if let Ok(entries) = std::fs::read_dir(path) {
         for e in entries.flatten() {

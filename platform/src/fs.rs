@@ -70,6 +70,40 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// Is there a program called `program` in the folder `dir` that can be run: a file with an
+/// execute bit on Unix; `program`, or it with `.exe`, `.cmd`, `.bat` or `.com`, on Windows.
+pub fn executable_in(dir: &Path, program: &str) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(dir.join(program))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        ["", ".exe", ".cmd", ".bat", ".com"].iter().any(|ext| {
+            std::fs::metadata(dir.join(format!("{program}{ext}"))).is_ok_and(|m| m.is_file())
+        })
+    }
+}
+
+/// How many files one user may watch for changes at once, where the system has such a
+/// limit and says it (Linux: `fs.inotify.max_user_watches`).
+pub fn watch_limit() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// A file's permission bits (the low 12: `0o600`, …) where the system has them, else `None`.
 pub fn mode(meta: &Metadata) -> Option<u32> {
     #[cfg(unix)]
@@ -105,6 +139,23 @@ mod tests {
         } else {
             assert_eq!(mode(&meta), None);
         }
+    }
+
+    #[test]
+    fn a_program_is_found_only_where_it_can_be_run() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!executable_in(dir.path(), "tool"));
+        let name = if cfg!(unix) { "tool" } else { "tool.exe" };
+        std::fs::write(dir.path().join(name), b"#!/bin/sh\n").unwrap();
+        if cfg!(unix) {
+            // Not yet executable.
+            assert!(!executable_in(dir.path(), "tool"));
+            set_mode(&dir.path().join(name), 0o755).unwrap();
+        }
+        assert!(executable_in(dir.path(), "tool"));
+        // A folder of that name is no program.
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert!(!executable_in(dir.path(), "sub"));
     }
 
     #[test]

@@ -10,5 +10,7 @@
 //! choice once, in words a user can be told.
 
 pub mod fs;
+pub mod machine;
 pub mod net;
+pub mod process;
 pub mod user;

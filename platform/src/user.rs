@@ -20,6 +20,33 @@ pub fn name() -> String {
     }
 }
 
+/// Whether binky runs with the system's highest rights: root (effective uid 0) on Unix.
+/// On Windows, false (an elevated administrator is not told apart yet).
+pub fn is_root() -> bool {
+    #[cfg(unix)]
+    {
+        nix::unistd::geteuid().is_root()
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}
+
+/// Who this is, as a word for names that must differ between users of one machine (the
+/// daemon's socket under a shared `/tmp`): the numeric user id on Unix, the login name on
+/// Windows.
+pub fn id() -> String {
+    #[cfg(unix)]
+    {
+        nix::unistd::getuid().to_string()
+    }
+    #[cfg(not(unix))]
+    {
+        name()
+    }
+}
+
 /// The machine's name, or `""` when it cannot be read: `/etc/hostname` on Unix,
 /// `%COMPUTERNAME%` on Windows.
 pub fn host() -> String {

@@ -367,12 +367,8 @@ fn read_small(path: &Path) -> Option<String> {
 
 /// Is `program` an executable on `PATH`?
 fn on_path(program: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
     std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|d| {
-            std::fs::metadata(d.join(program))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        std::env::split_paths(&paths).any(|d| binky_platform::fs::executable_in(&d, program))
     })
 }
 

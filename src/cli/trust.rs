@@ -70,7 +70,7 @@ pub fn run_trust(uninstall: bool) -> Result<i32, Failure> {
     let ca = LocalCa::load_or_create(&ctx.home.ca()).map_err(|e| Failure::failed(e.to_string()))?;
     let name = format!("binky-{}", ctx.home.tag());
     let nickname = format!("binky local CA ({})", ctx.home.tag());
-    let root = nix::unistd::geteuid().is_root();
+    let root = binky_platform::user::is_root();
     let Some(system) = store() else {
         return Err(Failure::failed(format!(
             "no system trust store found (looked for {}); add {} to your system's trust store by hand",

@@ -143,9 +143,8 @@ impl Watchers {
             Err(e) => Err(match e.kind {
                 notify::ErrorKind::MaxFilesWatch => format!(
                     "the inotify watch limit is reached (fs.inotify.max_user_watches = {}); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`",
-                    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
-                        .unwrap_or_default()
-                        .trim()
+                    binky_platform::fs::watch_limit()
+                        .map_or_else(|| "?".to_owned(), |n| n.to_string())
                 ),
                 _ => e.to_string(),
             }),

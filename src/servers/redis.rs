@@ -18,7 +18,6 @@
 //! (binky stops the server with SIGTERM, which saves). No AOF: it would double the disk
 //! writes of a write-heavy cache for durability a dev cache does not need.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -48,8 +47,7 @@ pub async fn start(ctx: &StartCtx) -> Result<Started, ServerError> {
     })?;
     let data_dir = std::path::absolute(&ctx.data_dir).map_err(|e| io(&ctx.data_dir, e))?;
     std::fs::create_dir_all(&data_dir).map_err(|e| io(&data_dir, e))?;
-    std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| io(&data_dir, e))?;
+    binky_platform::fs::restrict_dir(&data_dir).map_err(|e| io(&data_dir, e))?;
     let acl_file = data_dir.join("users.acl");
     write_acl_file(&acl_file, &ctx.password)?;
     let conf = data_dir.join("redis.conf");
@@ -261,8 +259,8 @@ mod tests {
             text.contains("user bk_a on #x ~bk_a:* -@all +get\n"),
             "{text}"
         );
-        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
+        let mode = binky_platform::fs::mode(&std::fs::metadata(&path).expect("meta"));
+        assert_eq!(mode, Some(0o600));
     }
 
     #[test]

@@ -20,32 +20,23 @@ const SYSTEM_WORDS: &[&str] = &[
 
 /// Production files that still reach the system directly, to move into platform/.
 const NOT_YET_MOVED: &[&str] = &[
-    "controllers/src/store/mod.rs",
     "src/adapters/external.rs",
     "src/bootstrap.rs",
     "src/caller_env.rs",
     "src/cli/daemon.rs",
     "src/cli/doctor.rs",
     "src/cli/exec.rs",
-    "src/cli/init.rs",
     "src/cli/mcp/runner.rs",
     "src/cli/top/mod.rs",
-    "src/cli/trust.rs",
     "src/config/stop.rs",
     "src/daemon/clean.rs",
     "src/daemon/client.rs",
     "src/daemon/mod.rs",
-    "src/daemon/watch.rs",
-    "src/machine.rs",
     "src/main.rs",
-    "src/paths.rs",
-    "src/person.rs",
-    "src/ports.rs",
     "src/scrub.rs",
     "src/secrets.rs",
     "src/servers/host.rs",
     "src/servers/mod.rs",
-    "src/servers/redis.rs",
     "src/supervisor/cgroup/detect.rs",
     "src/supervisor/cgroup/mod.rs",
     "src/supervisor/descendants.rs",
@@ -53,7 +44,6 @@ const NOT_YET_MOVED: &[&str] = &[
     "src/supervisor/probe.rs",
     "src/supervisor/procfs.rs",
     "src/supervisor/resources.rs",
-    "src/trash.rs",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

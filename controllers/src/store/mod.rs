@@ -239,11 +239,7 @@ impl Store {
             }
         };
         drop(guard);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        }
+        let _ = binky_platform::fs::set_mode(path, 0o600);
         Ok(Store {
             conn: Arc::new(Mutex::new(Held {
                 conn,
