@@ -16,13 +16,8 @@ fn main() {
             action: binky::cli::DaemonAction::Run
         }
     ) {
-        // SAFETY: restoring the default disposition before any thread is started.
-        unsafe {
-            let _ = nix::sys::signal::signal(
-                nix::sys::signal::Signal::SIGPIPE,
-                nix::sys::signal::SigHandler::SigDfl,
-            );
-        }
+        // Before any thread is started.
+        binky_platform::signal::default_sigpipe();
     }
     std::process::exit(binky::cli::run(cli));
 }

@@ -13,4 +13,5 @@ pub mod fs;
 pub mod machine;
 pub mod net;
 pub mod process;
+pub mod signal;
 pub mod user;

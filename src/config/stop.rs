@@ -2,7 +2,6 @@
 //! `stop_after_dependents`, on a service or in `[defaults]`.
 
 use binky_controllers::spec::Stopping;
-use nix::sys::signal::Signal;
 
 use super::cx::join;
 use super::{parse_duration, Cx, Table};
@@ -10,27 +9,18 @@ use super::{parse_duration, Cx, Table};
 /// A signal's name as `stop_signal` takes it (`SIGQUIT`, `QUIT`, `quit`), in its one form
 /// (`SIGQUIT`); the message says why not.
 pub fn parse_signal(text: &str) -> Result<String, String> {
-    let upper = text.trim().to_ascii_uppercase();
-    let name = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
-    match name.parse::<Signal>() {
-        Ok(sig) => Ok(sig.as_str().to_owned()),
-        Err(_) if text.trim().parse::<i32>().is_ok() => Err(format!(
+    match binky_platform::signal::canonical(text) {
+        Some(name) => Ok(name.to_owned()),
+        None if text.trim().parse::<i32>().is_ok() => Err(format!(
             "`{text}` is a signal's number: binky takes its name, the same on every system"
         )),
-        Err(_) => Err(format!("`{text}` is not a signal's name")),
+        None => Err(format!("`{text}` is not a signal's name")),
     }
 }
 
 /// Every name `stop_signal` takes, for the fix of a wrong one.
 fn signal_names() -> String {
-    Signal::iterator()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+    binky_platform::signal::NAMES.join(", ")
 }
 
 impl Cx<'_> {

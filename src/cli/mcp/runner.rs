@@ -12,8 +12,6 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
-use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::failure::{report, Kind};
@@ -106,13 +104,13 @@ const GRACE: Duration = Duration::from_secs(3);
 
 /// Stops the process group when dropped, unless disarmed: a tool call whose future is
 /// dropped (the server stopping) leaves nothing running.
-struct GroupGuard(Option<Pid>);
+struct GroupGuard(Option<u32>);
 
 impl GroupGuard {
     /// SIGKILL to the group.
     fn kill(&mut self) {
         if let Some(pg) = self.0.take() {
-            let _ = killpg(pg, Signal::SIGKILL);
+            let _ = binky_platform::signal::send_group(pg, "SIGKILL");
         }
     }
 
@@ -121,7 +119,7 @@ impl GroupGuard {
     /// [`GRACE`]) is killed.
     async fn stop(&mut self, child: &mut tokio::process::Child) {
         if let Some(pg) = self.0 {
-            let _ = kill(pg, Signal::SIGTERM);
+            let _ = binky_platform::signal::send(pg, "SIGTERM");
             let _ = tokio::time::timeout(GRACE, child.wait()).await;
         }
         self.kill();
@@ -132,10 +130,10 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         // No waiting for the child here: its state is read from /proc, bounded.
         if let Some(pg) = self.0 {
-            let _ = kill(pg, Signal::SIGTERM);
+            let _ = binky_platform::signal::send(pg, "SIGTERM");
             let until = Instant::now() + GRACE;
             let ended = || {
-                crate::supervisor::procfs::stat(pg.as_raw() as u32)
+                crate::supervisor::procfs::stat(pg)
                     .is_none_or(|s| matches!(s.state, 'Z' | 'X' | 'x'))
             };
             while !ended() && Instant::now() < until {
@@ -201,7 +199,7 @@ pub async fn run(
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-    let mut guard = GroupGuard(child.id().map(|p| Pid::from_raw(p as i32)));
+    let mut guard = GroupGuard(child.id());
     let out = child.stdout.take().expect("stdout is piped");
     let err = child.stderr.take().expect("stderr is piped");
     let out = tokio::spawn(read_tail(out, limits.max_bytes));
