@@ -72,14 +72,14 @@ fn command_timeout() -> std::time::Duration {
 /// than a pipe holds does not stall), killed after [`COMMAND_TIMEOUT`].
 fn run_bounded(cmd: &str) -> Result<std::process::Output, String> {
     use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    let mut child = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
         .arg(cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
+        .stderr(Stdio::piped());
+    let mut child = binky_platform::process::in_new_group(&mut command)
         .spawn()
         .map_err(|e| format!("cannot run: {e}"))?;
     fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
@@ -103,10 +103,7 @@ fn run_bounded(cmd: &str) -> Result<std::process::Output, String> {
             }
             _ => {
                 // The whole group: a shell's children hold the pipes open too.
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+                let _ = binky_platform::signal::send_group(child.id(), "SIGKILL");
                 let _ = child.wait();
                 return Err(format!(
                     "did not answer within {} and was stopped",
@@ -213,10 +210,7 @@ impl Secrets {
             .unwrap_or_else(|| format!("world {world}"));
         let mut opts = std::fs::OpenOptions::new();
         opts.create(true).append(true);
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
+        binky_platform::fs::with_mode(&mut opts, 0o600);
         if let Ok(mut f) = opts.open(&self.audit) {
             let _ = writeln!(
                 f,

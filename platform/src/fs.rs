@@ -104,6 +104,30 @@ pub fn watch_limit() -> Option<u64> {
     }
 }
 
+/// Is `path` a file (after links) that can be run: an execute bit on Unix; on Windows an
+/// `.exe`, `.cmd`, `.bat` or `.com`.
+pub fn is_executable(path: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() {
+        return false;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        path.extension().is_some_and(|e| {
+            ["exe", "cmd", "bat", "com"]
+                .iter()
+                .any(|x| e.eq_ignore_ascii_case(x))
+        })
+    }
+}
+
 /// A file's permission bits (the low 12: `0o600`, …) where the system has them, else `None`.
 pub fn mode(meta: &Metadata) -> Option<u32> {
     #[cfg(unix)]

@@ -4,6 +4,54 @@
 //! now, and what uses them says it cannot tell (who holds a port, whether binky started a
 //! process).
 
+use std::process::ExitStatus;
+
+/// Windows' `CREATE_NEW_PROCESS_GROUP`: the child leads a console process group, which
+/// `CTRL_BREAK_EVENT` reaches without reaching binky.
+#[cfg(windows)]
+const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+
+/// Makes the child `cmd` starts lead a process group of its own, so that it and what it
+/// starts are stopped together, and a signal to binky's group does not reach it.
+pub fn in_new_group(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0)
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::process::CommandExt;
+        cmd.creation_flags(CREATE_NEW_PROCESS_GROUP)
+    }
+}
+
+/// [`in_new_group`], for tokio's commands.
+pub fn in_new_group_async(cmd: &mut tokio::process::Command) -> &mut tokio::process::Command {
+    #[cfg(unix)]
+    {
+        cmd.process_group(0)
+    }
+    #[cfg(windows)]
+    {
+        cmd.creation_flags(CREATE_NEW_PROCESS_GROUP)
+    }
+}
+
+/// The signal that ended a process, where the system has signals and one did.
+pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        status.signal()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        None
+    }
+}
+
 /// The arguments `pid` was started with, its program first, where the system says.
 pub fn command_line(pid: u32) -> Option<Vec<String>> {
     #[cfg(target_os = "linux")]
@@ -52,6 +100,24 @@ mod tests {
         assert_eq!(split_cmdline(b"binky\0mcp\0--x\0"), ["binky", "mcp", "--x"]);
         assert_eq!(split_cmdline(b"sh\0-c\0\0x\0"), ["sh", "-c", "", "x"]);
         assert!(split_cmdline(b"").is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_child_in_a_group_of_its_own_is_stopped_with_its_group_and_says_by_what() {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "sleep 30 & wait"]);
+        let mut child = in_new_group(&mut cmd).spawn().unwrap();
+        let pgid = child.id();
+        // The shell leads its own group: the group's id is its pid, not binky's.
+        assert_ne!(pgid, nix::unistd::getpgrp().as_raw() as u32);
+        crate::signal::send_group(pgid, "SIGKILL").unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(exit_signal(&status), Some(9));
+        assert_eq!(
+            exit_signal(&std::process::Command::new("true").status().unwrap()),
+            None
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -48,8 +48,6 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -155,8 +153,8 @@ impl External {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
+        binky_platform::process::in_new_group_async(&mut cmd);
         let mut child = spawn(&mut cmd)
             .await
             .map_err(|e| self.spawn_error(verb, &e))?;
@@ -242,7 +240,7 @@ impl External {
         if !o.status.success() {
             let how = match (
                 o.status.code(),
-                std::os::unix::process::ExitStatusExt::signal(&o.status),
+                binky_platform::process::exit_signal(&o.status),
             ) {
                 (Some(code), _) => format!("exit {code}"),
                 (None, Some(sig)) => format!("killed by signal {sig}"),
@@ -446,8 +444,7 @@ fn tokens(answer: &Map<String, Value>) -> BTreeMap<String, String> {
 
 /// A regular file (after symlinks) someone may execute.
 fn executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    binky_platform::fs::is_executable(path)
 }
 
 fn timeout_from_env() -> Duration {
@@ -549,7 +546,7 @@ struct GroupGuard(Option<u32>);
 impl GroupGuard {
     fn kill(&self) {
         if let Some(pid) = self.0 {
-            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let _ = binky_platform::signal::send_group(pid, "SIGKILL");
         }
     }
 

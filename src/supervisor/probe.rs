@@ -229,10 +229,7 @@ fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
         Some(pid) => ProbeError::HeldBy {
             port,
             pid: *pid,
-            comm: std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .unwrap_or_default()
-                .trim()
-                .to_owned(),
+            comm: binky_platform::process::name(*pid).unwrap_or_default(),
         },
         None => ProbeError::HeldByUnseen(port),
     })
@@ -343,8 +340,8 @@ async fn command(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .process_group(0)
         .kill_on_drop(true);
+    binky_platform::process::in_new_group_async(&mut c);
     let mut child = c.spawn().map_err(ProbeError::Spawn)?;
     match tokio::time::timeout(timeout, child.wait()).await {
         Ok(Ok(s)) if s.success() => Ok(()),
@@ -355,10 +352,7 @@ async fn command(
         Ok(Err(e)) => Err(ProbeError::Io(e)),
         Err(_) => {
             if let Some(pid) = child.id() {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+                let _ = binky_platform::signal::send_group(pid, "SIGKILL");
             }
             Err(ProbeError::CmdTimedOut(cmd.to_owned(), timeout))
         }
