@@ -128,6 +128,39 @@ pub fn is_executable(path: &Path) -> bool {
     }
 }
 
+/// How many files this user's processes watch right now, where the system says (Linux:
+/// the `inotify wd:` lines of `/proc/<pid>/fdinfo/*` of the user's processes).
+pub fn watches_in_use() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let uid = nix::unistd::getuid().as_raw();
+        let mut used = 0u64;
+        for p in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Ok(meta) = p.metadata() else { continue };
+            if meta.uid() != uid {
+                continue;
+            }
+            let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else {
+                continue;
+            };
+            for fd in fds.flatten() {
+                if let Ok(text) = std::fs::read_to_string(fd.path()) {
+                    used += text
+                        .lines()
+                        .filter(|l| l.starts_with("inotify wd:"))
+                        .count() as u64;
+                }
+            }
+        }
+        Some(used)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// A file's permission bits (the low 12: `0o600`, …) where the system has them, else `None`.
 pub fn mode(meta: &Metadata) -> Option<u32> {
     #[cfg(unix)]
@@ -180,6 +213,18 @@ mod tests {
         // A folder of that name is no program.
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         assert!(!executable_in(dir.path(), "sub"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_watch_made_here_is_counted_in_use_and_within_the_limit() {
+        let fd = nix::sys::inotify::Inotify::init(nix::sys::inotify::InitFlags::empty()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        fd.add_watch(dir.path(), nix::sys::inotify::AddWatchFlags::IN_CREATE)
+            .unwrap();
+        let during = watches_in_use().unwrap();
+        assert!(during >= 1, "our own watch is not counted");
+        assert!(watch_limit().is_some_and(|l| l >= during));
     }
 
     #[test]

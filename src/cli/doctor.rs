@@ -87,35 +87,10 @@ fn bootstrap_check(ctx: &Ctx) -> Check {
 
 /// The inotify watch limit, and how many this user has in use.
 fn inotify() -> Option<(u64, u64)> {
-    let max: u64 = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    // Watches in use by this user's processes: `inotify` lines in /proc/*/fdinfo/*.
-    let uid = nix::unistd::getuid().as_raw();
-    let mut used = 0u64;
-    for p in std::fs::read_dir("/proc").ok()?.flatten() {
-        let meta = match p.metadata() {
-            Ok(m) => m,
-            Err(_) => continue,
-        };
-        if std::os::unix::fs::MetadataExt::uid(&meta) != uid {
-            continue;
-        }
-        let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if let Ok(text) = std::fs::read_to_string(fd.path()) {
-                used += text
-                    .lines()
-                    .filter(|l| l.starts_with("inotify wd:"))
-                    .count() as u64;
-            }
-        }
-    }
-    Some((max, used))
+    Some((
+        binky_platform::fs::watch_limit()?,
+        binky_platform::fs::watches_in_use()?,
+    ))
 }
 
 /// `binky doctor`.

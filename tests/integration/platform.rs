@@ -26,7 +26,6 @@ const NOT_YET_MOVED: &[&str] = &[
     "src/bootstrap.rs",
     "src/caller_env.rs",
     "src/cli/daemon.rs",
-    "src/cli/doctor.rs",
     "src/cli/exec.rs",
     "src/cli/top/mod.rs",
     "src/daemon/clean.rs",
