@@ -169,10 +169,7 @@ pub fn run_shim(log: &Path) -> i32 {
     let scrubber = Scrubber::new(&values);
     let mut opts = std::fs::OpenOptions::new();
     opts.create(true).append(true);
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
+    binky_platform::fs::with_mode(&mut opts, 0o600);
     let Ok(mut file) = opts.open(log) else {
         // Nowhere to write: drain, so the service never blocks or dies on a closed pipe.
         let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
@@ -185,20 +182,12 @@ pub fn run_shim(log: &Path) -> i32 {
     let mut settled = false;
     loop {
         // A line that stays unfinished is written after a pause, as far as is safe.
-        if !carry.is_empty() && !settled {
-            use std::os::fd::AsFd;
-            let fd = std::io::stdin();
-            let mut fds = [nix::poll::PollFd::new(
-                fd.as_fd(),
-                nix::poll::PollFlags::POLLIN,
-            )];
-            if let Ok(0) = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(200u16)) {
-                let cut = scrubber.safe_prefix(&carry);
-                let _ = file.write_all(&scrubber.line(&carry[..cut]));
-                carry.drain(..cut);
-                settled = true;
-                continue;
-            }
+        if !carry.is_empty() && !settled && binky_platform::io::stdin_quiet_for(200) {
+            let cut = scrubber.safe_prefix(&carry);
+            let _ = file.write_all(&scrubber.line(&carry[..cut]));
+            carry.drain(..cut);
+            settled = true;
+            continue;
         }
         settled = false;
         let n = match stdin.read(&mut buf) {

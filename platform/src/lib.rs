@@ -10,6 +10,7 @@
 //! choice once, in words a user can be told.
 
 pub mod fs;
+pub mod io;
 pub mod machine;
 pub mod net;
 pub mod process;

@@ -31,7 +31,6 @@ const NOT_YET_MOVED: &[&str] = &[
     "src/daemon/clean.rs",
     "src/daemon/client.rs",
     "src/daemon/mod.rs",
-    "src/scrub.rs",
     "src/servers/host.rs",
     "src/servers/mod.rs",
     "src/supervisor/cgroup/detect.rs",
