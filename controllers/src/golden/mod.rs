@@ -424,8 +424,14 @@ impl<E: SliceEffects, S: Supervisor> GoldenController<E, S> {
     /// paths it waited for came), a failed build the world's new `binky up` retries, or a
     /// build nothing carries on: none runs here, and the world it was claimed for was
     /// removed or no longer wants it (its key moved).
+    /// A template `binky golden rm` asked to drop is not taken over: the sweep drops it,
+    /// and the world then builds a fresh one that the request does not reach (taken over,
+    /// the build would finish and be dropped under the old request after the world cloned).
     fn builds_again(&self, world: &World, g: &GoldenRow) -> Result<bool, StoreError> {
-        Ok(!self.is_building(&g.key) && self.takes_over(world, g)?)
+        if self.is_building(&g.key) || self.store.read(store::golden_drops)?.contains(&g.key) {
+            return Ok(false);
+        }
+        self.takes_over(world, g)
     }
 
     /// [`Self::builds_again`], but for the world that holds the template's build here (it
