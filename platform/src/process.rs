@@ -52,6 +52,40 @@ pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
     }
 }
 
+/// Closes every descriptor this process inherited above the standard three (Linux: those
+/// `/proc/self/fd` lists; other systems: none yet, and Windows hands a process only the
+/// handles it was told to).
+pub fn close_inherited() {
+    #[cfg(target_os = "linux")]
+    {
+        let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter(|fd| *fd > 2)
+            .collect();
+        for fd in fds {
+            // The directory's own descriptor is gone by now (closing it again fails: harmless).
+            let _ = nix::unistd::close(fd);
+        }
+    }
+}
+
+/// Narrows the process's file-creation mask to at least `mask` (Unix's umask: bits it
+/// already removes stay removed). Windows has no such mask.
+pub fn umask_at_least(mask: u32) {
+    #[cfg(unix)]
+    {
+        use nix::sys::stat::{umask, Mode};
+        let bits = Mode::from_bits_truncate(mask as nix::libc::mode_t);
+        let was = umask(bits);
+        umask(was | bits);
+    }
+    #[cfg(not(unix))]
+    let _ = mask;
+}
+
 /// The arguments `pid` was started with, its program first, where the system says.
 pub fn command_line(pid: u32) -> Option<Vec<String>> {
     #[cfg(target_os = "linux")]

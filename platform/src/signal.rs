@@ -95,6 +95,38 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Every signal back to its default action (but SIGPIPE, ignored: a daemon's write to a
+/// closed socket is an error, not its end), and none blocked: the standard ones and the
+/// real-time ones a program may use. For a process that starts clean whatever started it.
+/// Call before any thread starts. Nothing to do on Windows.
+pub fn reset_all() {
+    #[cfg(unix)]
+    {
+        use nix::libc;
+        use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow};
+        #[cfg(target_os = "linux")]
+        let last = libc::SIGRTMAX();
+        #[cfg(not(target_os = "linux"))]
+        let last = 31;
+        for sig in 1..=last {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let action = if sig == libc::SIGPIPE {
+                libc::SIG_IGN
+            } else {
+                libc::SIG_DFL
+            };
+            // SAFETY: a default or ignore disposition, before any thread is started; a signal
+            // the C library keeps for itself is refused (EINVAL) and left as it is.
+            unsafe {
+                libc::signal(sig, action);
+            }
+        }
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    }
+}
+
 #[cfg(unix)]
 fn unix_signal(name: &str) -> io::Result<nix::sys::signal::Signal> {
     name.parse().map_err(|_| {

@@ -104,49 +104,11 @@ pub fn this_process() {
         // Edition 2021: safe, and the daemon has one thread yet.
         std::env::remove_var(k);
     }
-    close_inherited();
-    reset_signals();
+    binky_platform::process::close_inherited();
+    binky_platform::signal::reset_all();
+    // The root (of the current drive, on Windows): no directory of the caller's held.
     let _ = std::env::set_current_dir("/");
-    let was = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
-    nix::sys::stat::umask(was | nix::sys::stat::Mode::from_bits_truncate(0o022));
-}
-
-/// Close every descriptor above the standard three.
-fn close_inherited() {
-    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > 2)
-        .collect();
-    for fd in fds {
-        // The directory's own descriptor is gone by now (closing it again fails: harmless).
-        let _ = nix::unistd::close(fd);
-    }
-}
-
-/// Every signal's default action (but SIGPIPE, ignored), and none blocked: the standard
-/// ones and the real-time ones a program may use (glibc keeps its own two).
-fn reset_signals() {
-    use nix::libc;
-    use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow};
-    for sig in 1..=libc::SIGRTMAX() {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        let action = if sig == libc::SIGPIPE {
-            libc::SIG_IGN
-        } else {
-            libc::SIG_DFL
-        };
-        // SAFETY: setting a default or ignore disposition, before any thread is started; a
-        // signal the C library keeps for itself is refused (EINVAL) and left as it is.
-        unsafe {
-            libc::signal(sig, action);
-        }
-    }
-    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    binky_platform::process::umask_at_least(0o022);
 }
 
 #[cfg(test)]
@@ -174,7 +136,7 @@ mod tests {
             ("LC_ALL", "C.UTF-8"),
             ("BINKY_HOME", "/home/p/.binky"),
             ("BINKY_DB_ADMIN_URL", "postgres://admin@h/db"),
-            ("BINKY_CGROUP_ROOT", "/sys/fs/cgroup"),
+            ("BINKY_CGROUP_ROOT", "/cgroups"),
             ("BINKY_SPAWNED_IN", "acme/w"),
             ("BINKY_SPAWN_TOKEN", "t"),
             ("BINKY_PROJECT", "acme"),

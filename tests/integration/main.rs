@@ -9,6 +9,9 @@ mod celery_redis;
 mod check;
 mod clickhouse_server;
 mod client_urls;
+// Reads /proc: Linux only.
+#[cfg(target_os = "linux")]
+mod clean_daemon;
 mod compat_012;
 mod daemon;
 mod dashboard;

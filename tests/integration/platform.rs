@@ -28,7 +28,6 @@ const NOT_YET_MOVED: &[&str] = &[
     "src/cli/daemon.rs",
     "src/cli/exec.rs",
     "src/cli/top/mod.rs",
-    "src/daemon/clean.rs",
     "src/daemon/client.rs",
     "src/daemon/mod.rs",
     "src/servers/host.rs",
