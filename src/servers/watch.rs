@@ -35,6 +35,21 @@ struct Down {
     admin_url: String,
 }
 
+impl Down {
+    /// A server found down now, to be started again at once.
+    fn now(name: ServerName, admin_url: &str) -> Down {
+        let now = Instant::now();
+        Down {
+            name,
+            since: now,
+            retry_at: now,
+            failures: 0,
+            done: false,
+            admin_url: admin_url.to_owned(),
+        }
+    }
+}
+
 /// Watch `servers` until `stop` is notified.
 pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Arc<Notify>) {
     // By server key.
@@ -63,18 +78,7 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
                 && before.is_none()
                 && !users(&store, &row.admin_url).is_empty();
             if left_down && !down.contains_key(&row.kind) {
-                let now = Instant::now();
-                down.insert(
-                    row.kind.clone(),
-                    Down {
-                        name,
-                        since: now,
-                        retry_at: now,
-                        failures: 0,
-                        done: false,
-                        admin_url: row.admin_url.clone(),
-                    },
-                );
+                down.insert(row.kind.clone(), Down::now(name, &row.admin_url));
                 continue;
             }
             if row.state == ServerState::Running
@@ -82,18 +86,7 @@ pub async fn run(servers: Arc<Servers>, store: Store, trigger: Trigger, stop: Ar
                 && !down.contains_key(&row.kind)
                 && died(&servers, &store, &trigger, &name, &row).await
             {
-                let now = Instant::now();
-                down.insert(
-                    row.kind.clone(),
-                    Down {
-                        name,
-                        since: now,
-                        retry_at: now,
-                        failures: 0,
-                        done: false,
-                        admin_url: row.admin_url.clone(),
-                    },
-                );
+                down.insert(row.kind.clone(), Down::now(name, &row.admin_url));
             }
         }
         for d in down.values_mut() {
