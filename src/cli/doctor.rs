@@ -302,7 +302,7 @@ fn reserve(ctx: Option<&Ctx>, key: &str) -> f64 {
 
 /// Available RAM, against the reserve when set; none when it cannot be read.
 fn memory_check(ctx: Option<&Ctx>) -> Option<Check> {
-    let (avail, total) = crate::machine::meminfo()?;
+    let (avail, total) = binky_platform::machine::memory()?;
     let pct = avail as f64 * 100.0 / total.max(1) as f64;
     // No floor of its own: only the reserve fails it.
     let level = against_reserve(pct, reserve(ctx, "ram_reserve_percent"), 0.0, 10.0);
@@ -325,7 +325,7 @@ fn memory_check(ctx: Option<&Ctx>) -> Option<Check> {
 /// cannot be read.
 fn disk_check(ctx: Option<&Ctx>) -> Option<Check> {
     let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    let free = crate::machine::disk_free_bytes(&here)?;
+    let free = binky_platform::machine::disk_free_bytes(&here)?;
     let gib = free as f64 / (1u64 << 30) as f64;
     let level = against_reserve(gib, reserve(ctx, "disk_reserve_gib"), 1.0, 5.0);
     Some(check(

@@ -37,20 +37,15 @@ pub struct Repo {
     pub installed: BTreeSet<String>,
 }
 
-impl Repo {
-    /// `dir/name`, or `name` at the top (`dir` `None`).
-    pub(super) fn path_in(dir: Option<&str>, name: &str) -> String {
-        super::values::path_in(dir, name)
-    }
-}
-
 /// The text of `name` in directory `dir` (`None`: the top) of `files`.
 pub(super) fn file_in<'f>(
     files: &'f BTreeMap<String, String>,
     dir: Option<&str>,
     name: &str,
 ) -> Option<&'f str> {
-    files.get(&Repo::path_in(dir, name)).map(String::as_str)
+    files
+        .get(&crate::init::values::path_in(dir, name))
+        .map(String::as_str)
 }
 
 /// Any `vite.config.*` / `next.config.*` (`stem`) in `dir` of `files`: its path.
@@ -61,7 +56,7 @@ pub(super) fn config_in(
 ) -> Option<String> {
     CONFIG_EXTS
         .iter()
-        .map(|ext| Repo::path_in(dir, &format!("{stem}.{ext}")))
+        .map(|ext| crate::init::values::path_in(dir, &format!("{stem}.{ext}")))
         .find(|p| files.contains_key(p))
 }
 

@@ -8,7 +8,6 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::{commands::literal, Kind, Migration, Plan};
 use crate::init::read::package_json::NodeApp;
-use crate::init::repo::Repo;
 
 /// Dependencies that mean a database, by adapter: Python packages, then npm packages.
 const DATABASE_DEPS: &[(&str, &[&str])] = &[
@@ -122,7 +121,7 @@ impl Base {
 
 /// A Node app's service (and its worker's), on port 3000; the `package.json` read.
 pub(super) fn push_node_app(plan: &mut Plan, base: &Base, app: &NodeApp) -> String {
-    let pkg = Repo::path_in(app.dir.as_deref(), "package.json");
+    let pkg = crate::init::values::path_in(app.dir.as_deref(), "package.json");
     let mut def = base.def(&app.run(&app.web), Some(3000));
     // Node servers listen on $PORT; binky sets it, and says so in the file.
     let env = match def.get_mut("environment") {

@@ -8,7 +8,6 @@ use serde_yaml_ng::{Mapping, Value};
 use super::{Kind, Plan, SvcId};
 use crate::init::images::image_only_command;
 use crate::init::read::dockerfile::{script_command, Build, Dockerfile};
-use crate::init::repo::Repo;
 use crate::init::values::{
     as_named_mapping, command_of, is_project_path, normalise, read_by_browser, scalar, volumes,
     Command, Dir,
@@ -158,7 +157,7 @@ impl Plan {
                                 .def
                                 .insert(Value::from("environment"), Value::Mapping(env));
                         }
-                        let pkg = Repo::path_in(workdir.as_deref(), "package.json");
+                        let pkg = crate::init::values::path_in(workdir.as_deref(), "package.json");
                         Some((
                             ds.cmd,
                             format!("the dev script of {pkg} ({})", ds.framework),
@@ -262,7 +261,7 @@ impl Plan {
                 Value::from("expose"),
                 Value::Sequence(vec![Value::from(port.to_string())]),
             );
-            let pkg = Repo::path_in(dir.as_deref(), "package.json");
+            let pkg = crate::init::values::path_in(dir.as_deref(), "package.json");
             let from = format!("the dev script of {pkg} ({})", ds.framework);
             self.push_svc(&base, def, Kind::Process, dir, Some(from));
         }

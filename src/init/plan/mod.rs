@@ -351,10 +351,7 @@ impl Plan {
             }
         }
         if let Some(dir) = &manage {
-            read.push(crate::init::repo::Repo::path_in(
-                dir.as_deref(),
-                "manage.py",
-            ));
+            read.push(crate::init::values::path_in(dir.as_deref(), "manage.py"));
             if procfile.is_none() {
                 plan.push_svc(
                     "web",
@@ -376,10 +373,7 @@ impl Plan {
             read.push(a.clone());
         }
         for d in &dev_dirs {
-            read.push(crate::init::repo::Repo::path_in(
-                d.as_deref(),
-                "package.json",
-            ));
+            read.push(crate::init::values::path_in(d.as_deref(), "package.json"));
         }
         plan.file = read.join(", ");
         plan.add_dev_servers();

@@ -18,7 +18,7 @@ impl Alembic {
 
     /// Is there an `alembic.ini` in `dir` (`None`: the top)?
     pub(in crate::init) fn in_dir(&self, dir: Option<&str>) -> bool {
-        let path = crate::init::repo::Repo::path_in(dir, "alembic.ini");
+        let path = crate::init::values::path_in(dir, "alembic.ini");
         self.inis.contains(&path)
     }
 

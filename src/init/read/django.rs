@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::init::repo::Repo;
-
 /// What the project's files say of Django.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(in crate::init) struct Django {
@@ -27,7 +25,8 @@ impl Django {
 
     /// Is there a `manage.py` in `dir` (`None`: the top)?
     pub(in crate::init) fn in_dir(&self, dir: Option<&str>) -> bool {
-        self.manage.contains(&Repo::path_in(dir, "manage.py"))
+        self.manage
+            .contains(&crate::init::values::path_in(dir, "manage.py"))
     }
 
     /// The first Python file under `workdir` (`None`: anywhere) that reads `DATABASE_URL`.

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::init::repo::{config_in, file_in, Repo};
+use crate::init::repo::{config_in, file_in};
 
 /// What one `package.json` says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,7 +110,7 @@ fn dev_server(
     let words: Vec<&str> = dev.split_whitespace().collect();
     if has_vite && (words.contains(&"vite") || words.first() == Some(&"vite")) {
         let config = config_in(files, dir, "vite.config")
-            .unwrap_or_else(|| Repo::path_in(dir, "vite.config.ts"));
+            .unwrap_or_else(|| crate::init::values::path_in(dir, "vite.config.ts"));
         return Some(DevServer {
             framework: "vite",
             dir: dir.map(str::to_owned),
