@@ -62,7 +62,7 @@ impl Whole {
                 std::fs::hard_link(&tmp, path)?;
                 std::fs::remove_file(&tmp)
             } else {
-                std::fs::rename(&tmp, path)
+                binky_platform::fs::replace(&tmp, path)
             }
         });
         if written.is_err() {

@@ -70,6 +70,37 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// Renames `from` over `to`, replacing it whole. On Unix one `rename(2)`. On Windows a
+/// file being replaced, or read, by another thread or program at that moment refuses with
+/// "access denied" or a sharing violation for a moment (an antivirus's scan, a second writer's
+/// rename of the same file): the rename is tried again for up to two seconds, as npm's
+/// `write-file-atomic` does, before the error is returned.
+pub fn replace(from: &Path, to: &Path) -> io::Result<()> {
+    #[cfg(windows)]
+    {
+        // ERROR_ACCESS_DENIED and ERROR_SHARING_VIOLATION: the file is busy, not forbidden.
+        const BUSY: [i32; 2] = [5, 32];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut wait = std::time::Duration::from_millis(1);
+        loop {
+            match std::fs::rename(from, to) {
+                Err(e)
+                    if e.raw_os_error().is_some_and(|c| BUSY.contains(&c))
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(std::time::Duration::from_millis(50));
+                }
+                done => return done,
+            }
+        }
+    }
+    #[cfg(not(windows))]
+    {
+        std::fs::rename(from, to)
+    }
+}
+
 /// Is there a program called `program` in the folder `dir` that can be run: a file with an
 /// execute bit on Unix; `program`, or it with `.exe`, `.cmd`, `.bat` or `.com`, on Windows.
 pub fn executable_in(dir: &Path, program: &str) -> bool {
