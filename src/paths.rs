@@ -1,4 +1,5 @@
-//! Where binky keeps its state: `$BINKY_HOME` (default `~/.binky`).
+//! Where binky keeps its state: `$BINKY_HOME` (default `~/.binky`: `%USERPROFILE%\.binky` on
+//! Windows).
 
 use std::path::{Path, PathBuf};
 
@@ -14,12 +15,12 @@ impl Home {
         if let Some(h) = std::env::var_os("BINKY_HOME").filter(|h| !h.is_empty()) {
             return Ok(Home::at(PathBuf::from(h)));
         }
-        match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            Some(home) => Ok(Home::at(PathBuf::from(home).join(".binky"))),
-            None => Err(
-                "neither BINKY_HOME nor HOME is set; set BINKY_HOME to a directory binky may use"
-                    .into(),
-            ),
+        match binky_platform::user::home() {
+            Some(home) => Ok(Home::at(home.join(".binky"))),
+            None => Err(format!(
+                "neither BINKY_HOME nor {} is set; set BINKY_HOME to a directory binky may use",
+                binky_platform::user::HOME_VAR
+            )),
         }
     }
 

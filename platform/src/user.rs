@@ -20,6 +20,18 @@ pub fn name() -> String {
     }
 }
 
+/// The variable that names the user's home folder: `HOME` on Unix, `USERPROFILE` on Windows.
+pub const HOME_VAR: &str = if cfg!(windows) { "USERPROFILE" } else { "HOME" };
+
+/// The user's home folder: `$HOME` on Unix, `%USERPROFILE%` on Windows; `None` when it is not
+/// set (or empty). Only the variable is read, never the user database, so a test or a
+/// daemon can give binky a home of its own.
+pub fn home() -> Option<std::path::PathBuf> {
+    std::env::var_os(HOME_VAR)
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
 /// Whether binky runs with the system's highest rights: root (effective uid 0) on Unix.
 /// On Windows, false (an elevated administrator is not told apart yet).
 pub fn is_root() -> bool {

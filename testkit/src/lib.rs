@@ -16,20 +16,32 @@
 //!   the tool (binky or binky 0.1.2) run there.
 //!
 //! A dev-only crate: the `binky` binary never links it, and it links nothing of binky.
+//!
+//! On Windows only what needs no Unix call builds (args, load, net, sandbox, table, wait):
+//! enough for tests/everywhere, the tests that also run there.
 
 pub mod args;
+#[cfg(unix)]
 pub mod browser;
+#[cfg(unix)]
 pub mod git;
 pub mod load;
 pub mod net;
+#[cfg(unix)]
 pub mod procs;
+#[cfg(unix)]
 pub mod run;
 pub mod sandbox;
+#[cfg(unix)]
 pub mod servers;
+#[cfg(unix)]
 pub mod stats;
+#[cfg(unix)]
 pub mod stop;
 pub mod table;
+#[cfg(unix)]
 pub mod terminal;
+#[cfg(unix)]
 pub mod tool;
 pub mod wait;
 

@@ -1,6 +1,10 @@
 //! Integration tests: the real `binky` binary, real git repositories in temp dirs, real
 //! processes, an isolated `BINKY_HOME` each. Every test cleans up and most assert that
 //! nothing is left behind.
+//!
+//! Unix only: it runs real git, real servers from Debian's packages and reads processes the
+//! Unix way. What also runs on Windows is tests/everywhere.
+#![cfg(unix)]
 
 mod adapter_names;
 mod agents;

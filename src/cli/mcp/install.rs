@@ -135,7 +135,7 @@ fn binky_home() -> Result<Option<String>, Failure> {
         return Ok(None);
     }
     let home = crate::paths::Home::from_env().map_err(Failure::usage)?;
-    let default = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".binky"));
+    let default = binky_platform::user::home().map(|h| h.join(".binky"));
     let same = |a: &Path, b: &Path| {
         a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
     };
@@ -189,10 +189,12 @@ fn config_path(client: McpClient, main: Option<&Path>) -> Result<PathBuf, Failur
         let main = main.ok_or_else(|| Failure::failed("no repository to write .mcp.json in"))?;
         return Ok(main.join(".mcp.json"));
     }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .ok_or_else(|| Failure::usage("HOME is not set; set it to your home directory"))?;
+    let home = binky_platform::user::home().ok_or_else(|| {
+        Failure::usage(format!(
+            "{} is not set; set it to your home directory",
+            binky_platform::user::HOME_VAR
+        ))
+    })?;
     Ok(match client {
         McpClient::Cursor => home.join(".cursor").join("mcp.json"),
         _ => home.join(".codex").join("config.toml"),
