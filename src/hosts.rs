@@ -29,11 +29,12 @@ pub const END: &str = "# binky end";
 /// The machine setting holding the file the daemon keeps (empty or unset: none).
 pub const SETTING: &str = "hosts_file";
 
-/// The hosts file `binky hosts` edits: `BINKY_HOSTS_FILE`, else `/etc/hosts`.
+/// The hosts file `binky hosts` edits: `BINKY_HOSTS_FILE`, else the system's (`/etc/hosts`;
+/// `C:\Windows\System32\drivers\etc\hosts` on Windows).
 pub fn default_file() -> std::path::PathBuf {
     std::env::var_os("BINKY_HOSTS_FILE")
         .map(Into::into)
-        .unwrap_or_else(|| "/etc/hosts".into())
+        .unwrap_or_else(binky_platform::fs::hosts_file)
 }
 
 /// The file the daemon keeps current, if a person asked for it.
@@ -152,10 +153,10 @@ pub fn behind(store: &Store, home_root: &std::path::Path) -> Option<String> {
         return None;
     }
     Some(format!(
-        "{} is behind the routes ({missing} name(s) missing, {stale} left over); the daemon rewrites it when the routes change, where it may write the file (its log, {}, says when it could not): bring it up to date now with `sudo env BINKY_HOME={} binky hosts --write`, or stop keeping it with `binky hosts --remove`",
+        "{} is behind the routes ({missing} name(s) missing, {stale} left over); the daemon rewrites it when the routes change, where it may write the file (its log, {}, says when it could not): bring it up to date now with {}, or stop keeping it with `binky hosts --remove`",
         path.display(),
         home_root.join("daemon.log").display(),
-        home_root.display()
+        binky_platform::user::as_admin(home_root, "hosts --write")
     ))
 }
 

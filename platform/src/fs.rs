@@ -101,6 +101,19 @@ pub fn replace(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
+/// The system's hosts file: `/etc/hosts` on Unix; `%SystemRoot%\System32\drivers\etc\hosts`
+/// on Windows (`C:\Windows` when `SystemRoot` is not set).
+pub fn hosts_file() -> std::path::PathBuf {
+    if cfg!(windows) {
+        let root = std::env::var_os("SystemRoot")
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| r"C:\Windows".into());
+        Path::new(&root).join(r"System32\drivers\etc\hosts")
+    } else {
+        "/etc/hosts".into()
+    }
+}
+
 /// Is there a program called `program` in the folder `dir` that can be run: a file with an
 /// execute bit on Unix; `program`, or it with `.exe`, `.cmd`, `.bat` or `.com`, on Windows.
 pub fn executable_in(dir: &Path, program: &str) -> bool {
@@ -209,6 +222,14 @@ pub fn mode(meta: &Metadata) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hosts_file_is_where_the_system_keeps_it() {
+        let hosts = hosts_file();
+        assert!(hosts.is_file(), "{}", hosts.display());
+        let text = std::fs::read_to_string(&hosts).unwrap();
+        assert!(text.contains("localhost"), "{}: {text}", hosts.display());
+    }
     use std::io::Write;
 
     #[test]

@@ -32,6 +32,20 @@ pub fn home() -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
 }
 
+/// How a person runs `binky ARGS` with the system's highest rights, for binky's home `home`
+/// (a message's fix): `sudo env BINKY_HOME=HOME binky ARGS` on Unix; on Windows, from a
+/// terminal opened with "Run as administrator", with `BINKY_HOME` set.
+pub fn as_admin(home: &std::path::Path, args: &str) -> String {
+    if cfg!(windows) {
+        format!(
+            "`binky {args}` in a terminal opened with \"Run as administrator\", with BINKY_HOME={}",
+            home.display()
+        )
+    } else {
+        format!("`sudo env BINKY_HOME={} binky {args}`", home.display())
+    }
+}
+
 /// Whether binky runs with the system's highest rights: root (effective uid 0) on Unix.
 /// On Windows, false (an elevated administrator is not told apart yet).
 pub fn is_root() -> bool {
@@ -71,6 +85,24 @@ pub fn host() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_admin_command_names_the_home_and_the_arguments() {
+        let home = std::env::temp_dir().join("a home");
+        let fix = super::as_admin(&home, "hosts --write");
+        assert!(fix.contains("binky hosts --write"), "{fix}");
+        assert!(fix.contains(&home.display().to_string()), "{fix}");
+        assert_eq!(fix.contains("sudo"), cfg!(unix), "{fix}");
+    }
+
+    #[test]
+    fn the_home_is_the_variable_the_system_names() {
+        assert_eq!(
+            super::home(),
+            std::env::var_os(super::HOME_VAR).map(std::path::PathBuf::from)
+        );
+        assert!(super::home().is_some(), "{} is set", super::HOME_VAR);
+    }
+
     #[test]
     fn the_name_is_never_empty() {
         assert!(!super::name().trim().is_empty());

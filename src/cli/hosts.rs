@@ -46,10 +46,16 @@ pub fn run(write: bool, remove: bool) -> Result<i32, Failure> {
         hosts::write(&path, &new).map_err(|e| {
             Failure::failed(if e.kind() == std::io::ErrorKind::PermissionDenied {
                 format!(
-                    "cannot write {} (permission denied): run `sudo env BINKY_HOME={} binky hosts {}`",
+                    "cannot write {} (permission denied): run {}",
                     path.display(),
-                    ctx.home.root().display(),
-                    if write { "--write" } else { "--remove" }
+                    binky_platform::user::as_admin(
+                        ctx.home.root(),
+                        if write {
+                            "hosts --write"
+                        } else {
+                            "hosts --remove"
+                        }
+                    )
                 )
             } else {
                 format!("cannot write {}: {e}", path.display())
