@@ -11,6 +11,8 @@
 
 pub mod fs;
 pub mod io;
+pub mod ipc;
+pub mod lock;
 pub mod machine;
 pub mod net;
 pub mod process;

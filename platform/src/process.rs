@@ -38,6 +38,85 @@ pub fn in_new_group_async(cmd: &mut tokio::process::Command) -> &mut tokio::proc
     }
 }
 
+/// Windows' `DETACHED_PROCESS`: the child has no console (none of binky's, no window).
+#[cfg(windows)]
+const DETACHED_PROCESS: u32 = 0x0000_0008;
+
+/// Makes the child `cmd` starts outlive this command and stay out of its terminal's reach
+/// (the daemon binky starts on demand). Unix: a session of its own (`setsid`), so no
+/// terminal's signals (a closed window's SIGHUP, Ctrl-C) reach it. Windows: no console
+/// (`DETACHED_PROCESS`) and a process group of its own (`CREATE_NEW_PROCESS_GROUP`), so no
+/// Ctrl-C or Ctrl-Break of the console binky ran in reaches it.
+pub fn detached(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                Ok(())
+            })
+        }
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::process::CommandExt;
+        cmd.creation_flags(DETACHED_PROCESS | CREATE_NEW_PROCESS_GROUP)
+    }
+}
+
+/// Whether a process `pid` exists (a zombie not yet waited for counts: it holds its pid).
+/// Unix: `kill(pid, 0)` succeeds, or is refused for want of rights. Windows: it opens, and
+/// has no exit code yet. Pid 0 is no process.
+pub fn alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    #[cfg(unix)]
+    {
+        let Ok(raw) = i32::try_from(pid) else {
+            return false;
+        };
+        match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+            Ok(()) => true,
+            Err(e) => e == nix::errno::Errno::EPERM,
+        }
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::Foundation::{CloseHandle, STILL_ACTIVE};
+        use windows_sys::Win32::System::Threading::{
+            GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+        };
+        // SAFETY: a handle opened here, read once, closed here.
+        unsafe {
+            let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+            if handle.is_null() {
+                // Gone, or not ours to open: an access error means it exists.
+                return std::io::Error::last_os_error().raw_os_error() == Some(5);
+            }
+            let mut code = 0u32;
+            let ok = GetExitCodeProcess(handle, &mut code);
+            CloseHandle(handle);
+            ok != 0 && code == STILL_ACTIVE as u32
+        }
+    }
+}
+
+/// Keeps the C allocator to `arenas` malloc arenas (glibc on Linux: `mallopt(M_ARENA_MAX)`;
+/// its default is eight a core, each keeping freed memory). Nothing elsewhere: other
+/// allocators size themselves. Call before any thread starts.
+pub fn limit_malloc_arenas(arenas: u8) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter, before the threads that use it start.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_ARENA_MAX, i32::from(arenas));
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = arenas;
+}
+
 /// The signal that ended a process, where the system has signals and one did.
 pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
     #[cfg(unix)]
@@ -152,6 +231,36 @@ mod tests {
             exit_signal(&std::process::Command::new("true").status().unwrap()),
             None
         );
+    }
+
+    #[test]
+    fn this_process_is_alive_and_an_ended_child_is_not_once_waited_for() {
+        assert!(alive(std::process::id()));
+        assert!(!alive(0));
+        let exe = std::env::current_exe().unwrap();
+        let mut child = std::process::Command::new(exe)
+            .arg("--list")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!alive(pid));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_detached_child_leads_a_session_of_its_own() {
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("30");
+        let mut child = detached(&mut cmd).spawn().unwrap();
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let sid = nix::unistd::getsid(Some(pid));
+        let ours = nix::unistd::getsid(None).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(sid, Ok(pid), "its session is its own");
+        assert_ne!(ours, pid);
     }
 
     #[cfg(target_os = "linux")]

@@ -127,6 +127,124 @@ pub fn reset_all() {
     }
 }
 
+/// The number of the signal `name` (one of [`NAMES`]): this system's where it has signals,
+/// else Linux's (the numbering an exit code `128 + N` is read in everywhere).
+pub fn number(name: &str) -> Option<i32> {
+    #[cfg(unix)]
+    {
+        unix_signal(name).ok().map(|s| s as i32)
+    }
+    #[cfg(not(unix))]
+    {
+        NAMES
+            .iter()
+            .position(|n| *n == name)
+            .and_then(|i| i32::try_from(i + 1).ok())
+    }
+}
+
+/// What a command waiting on something hears from the system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// Asked to stop: SIGTERM; Windows: Ctrl-Break (what binky's supervisor sends a
+    /// process group to stop it).
+    Terminate,
+    /// Its terminal went: SIGHUP; Windows: its console window was closed.
+    Hangup,
+    /// Interrupted at the terminal, or by `kill -INT`: SIGINT; Windows: Ctrl-C.
+    Interrupt,
+    /// SIGQUIT (Ctrl-\); never on Windows.
+    Quit,
+    /// A child ended: SIGCHLD; never on Windows.
+    ChildEnded,
+}
+
+impl Heard {
+    /// Its signal's name, as [`NAMES`] spells it (Windows' console events by the signal
+    /// they stand for).
+    pub fn name(self) -> &'static str {
+        match self {
+            Heard::Terminate => "SIGTERM",
+            Heard::Hangup => "SIGHUP",
+            Heard::Interrupt => "SIGINT",
+            Heard::Quit => "SIGQUIT",
+            Heard::ChildEnded => "SIGCHLD",
+        }
+    }
+}
+
+/// Listens for what [`Heard`] names, from when it is made: instead of ending the process
+/// (their default), each arrives at [`Watch::next`].
+pub struct Watch {
+    #[cfg(unix)]
+    streams: Vec<(Heard, tokio::signal::unix::Signal)>,
+    #[cfg(windows)]
+    streams: Vec<(Heard, WindowsEvent)>,
+}
+
+#[cfg(windows)]
+enum WindowsEvent {
+    C(tokio::signal::windows::CtrlC),
+    Break(tokio::signal::windows::CtrlBreak),
+    Close(tokio::signal::windows::CtrlClose),
+}
+
+impl Watch {
+    /// Starts listening for each of `what`; one the system never sends (SIGQUIT and SIGCHLD
+    /// on Windows) is simply never heard. Call within a tokio runtime.
+    pub fn new(what: &[Heard]) -> std::io::Result<Watch> {
+        let mut streams = Vec::new();
+        for heard in what {
+            #[cfg(unix)]
+            {
+                use tokio::signal::unix::{signal, SignalKind};
+                let kind = match heard {
+                    Heard::Terminate => SignalKind::terminate(),
+                    Heard::Hangup => SignalKind::hangup(),
+                    Heard::Interrupt => SignalKind::interrupt(),
+                    Heard::Quit => SignalKind::quit(),
+                    Heard::ChildEnded => SignalKind::child(),
+                };
+                streams.push((*heard, signal(kind)?));
+            }
+            #[cfg(windows)]
+            {
+                use tokio::signal::windows as w;
+                let event = match heard {
+                    Heard::Terminate => WindowsEvent::Break(w::ctrl_break()?),
+                    Heard::Hangup => WindowsEvent::Close(w::ctrl_close()?),
+                    Heard::Interrupt => WindowsEvent::C(w::ctrl_c()?),
+                    Heard::Quit | Heard::ChildEnded => continue,
+                };
+                streams.push((*heard, event));
+            }
+        }
+        Ok(Watch { streams })
+    }
+
+    /// The next thing heard (waits forever if nothing listened for comes). Cancel safe.
+    pub async fn next(&mut self) -> Heard {
+        std::future::poll_fn(|cx| {
+            for (heard, stream) in &mut self.streams {
+                #[cfg(unix)]
+                let polled = stream.poll_recv(cx);
+                #[cfg(windows)]
+                let polled = match stream {
+                    WindowsEvent::C(s) => s.poll_recv(cx),
+                    WindowsEvent::Break(s) => s.poll_recv(cx),
+                    WindowsEvent::Close(s) => s.poll_recv(cx),
+                };
+                // `None` is a stream whose runtime is gone: nothing more comes from it.
+                if let std::task::Poll::Ready(Some(())) = polled {
+                    return std::task::Poll::Ready(*heard);
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await
+    }
+}
+
 #[cfg(unix)]
 fn unix_signal(name: &str) -> io::Result<nix::sys::signal::Signal> {
     name.parse().map_err(|_| {
@@ -165,6 +283,36 @@ mod tests {
             .map(|s| s.as_str())
             .collect();
         assert_eq!(NAMES, linux.as_slice());
+    }
+
+    #[test]
+    fn the_numbers_an_exit_code_is_read_in() {
+        assert_eq!(number("SIGHUP"), Some(1));
+        assert_eq!(number("SIGINT"), Some(2));
+        assert_eq!(number("SIGKILL"), Some(9));
+        assert_eq!(number("SIGTERM"), Some(15));
+        assert_eq!(number("SIGNOPE"), None);
+        for heard in [
+            Heard::Terminate,
+            Heard::Hangup,
+            Heard::Interrupt,
+            Heard::Quit,
+        ] {
+            assert!(number(heard.name()).is_some(), "{heard:?}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_signal_listened_for_is_heard_not_obeyed() {
+        let mut watch = Watch::new(&[Heard::Terminate, Heard::Hangup]).unwrap();
+        // Without the watch, SIGHUP would end this test's process.
+        send(std::process::id(), "SIGHUP").unwrap();
+        assert_eq!(watch.next().await, Heard::Hangup);
+        let mut children = Watch::new(&[Heard::ChildEnded]).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        assert_eq!(children.next().await, Heard::ChildEnded);
+        child.wait().unwrap();
     }
 
     #[cfg(unix)]

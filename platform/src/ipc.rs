@@ -1,0 +1,293 @@
+//! The daemon's local socket: where the CLI's requests reach the daemon of one binky home,
+//! and who sent them (the peer's pid, for the guard of what only a person may do).
+//!
+//! Unix: a Unix socket at the home's socket path, mode 0600 in a 0700 folder; the peer's pid
+//! from the socket's credentials (`SO_PEERCRED` on Linux, `LOCAL_PEERPID` on macOS; `None`
+//! where the system keeps it). Windows: a named pipe whose name is made from that same path
+//! (`\\.\pipe\binky-<hash>`), refusing clients from other machines and a second server of the
+//! same name (a second daemon cannot take it over); the peer's pid from
+//! `GetNamedPipeClientProcessId`. The pipe keeps Windows' default access list: full access
+//! for its creator, SYSTEM and the administrators, reading only for everyone else, so another
+//! user of the machine cannot write a request.
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Where the daemon of one home listens.
+pub struct Listener {
+    #[cfg(unix)]
+    inner: tokio::net::UnixListener,
+    /// The socket's file, removed when the listener goes.
+    #[cfg(unix)]
+    path: std::path::PathBuf,
+    #[cfg(windows)]
+    name: String,
+    /// The pipe instance the next client connects to.
+    #[cfg(windows)]
+    next: tokio::net::windows::named_pipe::NamedPipeServer,
+}
+
+/// One connection, either side: bytes in both directions.
+pub struct Stream(Inner);
+
+enum Inner {
+    #[cfg(unix)]
+    Unix(tokio::net::UnixStream),
+    #[cfg(windows)]
+    Server(tokio::net::windows::named_pipe::NamedPipeServer),
+    #[cfg(windows)]
+    Client(tokio::net::windows::named_pipe::NamedPipeClient),
+}
+
+impl Listener {
+    /// Listens at `path` (the home's socket path). Unix: its folder is made (mode 0700), a
+    /// socket an earlier daemon left is replaced, and the new one is mode 0600. Windows: the
+    /// pipe named after `path`; an error if another process already serves that name. Call
+    /// within a tokio runtime, and only holding the home's lock (one daemon a home).
+    pub fn bind(path: &Path) -> io::Result<Listener> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+                // Best effort: a folder binky does not own (a shared runtime dir) keeps its mode.
+                let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+            }
+            let _ = std::fs::remove_file(path);
+            let inner = tokio::net::UnixListener::bind(path)?;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+            Ok(Listener {
+                inner,
+                path: path.to_owned(),
+            })
+        }
+        #[cfg(windows)]
+        {
+            let name = pipe_name(path);
+            let next = tokio::net::windows::named_pipe::ServerOptions::new()
+                .first_pipe_instance(true)
+                .reject_remote_clients(true)
+                .create(&name)?;
+            Ok(Listener { name, next })
+        }
+    }
+
+    /// The next client's connection and its pid, where the system tells it. Cancel safe: a
+    /// client not yet taken waits for the next call.
+    pub async fn accept(&mut self) -> io::Result<(Stream, Option<u32>)> {
+        #[cfg(unix)]
+        {
+            let (stream, _) = self.inner.accept().await?;
+            let pid = stream
+                .peer_cred()
+                .ok()
+                .and_then(|c| c.pid())
+                .and_then(|p| u32::try_from(p).ok());
+            Ok((Stream(Inner::Unix(stream)), pid))
+        }
+        #[cfg(windows)]
+        {
+            use std::os::windows::io::AsRawHandle;
+            self.next.connect().await?;
+            // A new instance for the next client before this one is handed over: a client
+            // finds the name served at every moment.
+            let fresh = tokio::net::windows::named_pipe::ServerOptions::new()
+                .reject_remote_clients(true)
+                .create(&self.name)?;
+            let connected = std::mem::replace(&mut self.next, fresh);
+            let mut pid = 0u32;
+            // SAFETY: the handle is the connected pipe's, alive for this call; `pid` is ours.
+            let ok = unsafe {
+                windows_sys::Win32::System::Pipes::GetNamedPipeClientProcessId(
+                    connected.as_raw_handle(),
+                    &mut pid,
+                )
+            };
+            let pid = (ok != 0 && pid != 0).then_some(pid);
+            Ok((Stream(Inner::Server(connected)), pid))
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // No daemon listens any more: a client finds no socket rather than a dead one.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Connects to the daemon listening at `path` (the home's socket path). An error when none
+/// listens.
+pub async fn connect(path: &Path) -> io::Result<Stream> {
+    #[cfg(unix)]
+    {
+        let stream = tokio::net::UnixStream::connect(path).await?;
+        Ok(Stream(Inner::Unix(stream)))
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::Foundation::ERROR_PIPE_BUSY;
+        let name = pipe_name(path);
+        // Every instance busy is a moment between a client taken and the next instance made
+        // (or many clients at once): try again, for at most about two seconds.
+        let mut tries = 0;
+        loop {
+            match tokio::net::windows::named_pipe::ClientOptions::new().open(&name) {
+                Ok(client) => return Ok(Stream(Inner::Client(client))),
+                Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY as i32) && tries < 200 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The pipe's name for a home's socket path: `\\.\pipe\binky-` and a hash of the path, so
+/// each home has its own and the same home always the same (64-bit FNV-1a: stable across
+/// builds and versions, unlike std's hasher).
+#[cfg(any(windows, test))]
+fn pipe_name(path: &Path) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!(r"\\.\pipe\binky-{hash:016x}")
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().0 {
+            #[cfg(unix)]
+            Inner::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(windows)]
+            Inner::Server(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(windows)]
+            Inner::Client(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().0 {
+            #[cfg(unix)]
+            Inner::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(windows)]
+            Inner::Server(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(windows)]
+            Inner::Client(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().0 {
+            #[cfg(unix)]
+            Inner::Unix(s) => Pin::new(s).poll_flush(cx),
+            #[cfg(windows)]
+            Inner::Server(s) => Pin::new(s).poll_flush(cx),
+            #[cfg(windows)]
+            Inner::Client(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().0 {
+            #[cfg(unix)]
+            Inner::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            #[cfg(windows)]
+            Inner::Server(s) => Pin::new(s).poll_shutdown(cx),
+            #[cfg(windows)]
+            Inner::Client(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    #[tokio::test]
+    async fn a_client_is_answered_and_its_pid_is_this_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run").join("daemon.sock");
+        let mut listener = Listener::bind(&path).unwrap();
+        let server = tokio::spawn(async move {
+            let (stream, pid) = listener.accept().await.unwrap();
+            let (read, mut write) = tokio::io::split(stream);
+            let mut line = String::new();
+            BufReader::new(read).read_line(&mut line).await.unwrap();
+            write
+                .write_all(format!("got {line}").as_bytes())
+                .await
+                .unwrap();
+            pid
+        });
+        let stream = connect(&path).await.unwrap();
+        let (read, mut write) = tokio::io::split(stream);
+        write.write_all(b"ping\n").await.unwrap();
+        let mut answer = String::new();
+        BufReader::new(read).read_line(&mut answer).await.unwrap();
+        assert_eq!(answer, "got ping\n");
+        assert_eq!(server.await.unwrap(), Some(std::process::id()));
+    }
+
+    #[tokio::test]
+    async fn nobody_listening_is_an_error_and_a_gone_listener_leaves_nothing_to_reach() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        assert!(connect(&path).await.is_err());
+        drop(Listener::bind(&path).unwrap());
+        assert!(connect(&path).await.is_err());
+        #[cfg(unix)]
+        assert!(!path.exists(), "the socket file went with its listener");
+    }
+
+    #[test]
+    fn each_home_has_its_own_pipe_name_and_keeps_it() {
+        let a = pipe_name(Path::new("/home/a/.binky/daemon.sock"));
+        assert_eq!(a, pipe_name(Path::new("/home/a/.binky/daemon.sock")));
+        assert_ne!(a, pipe_name(Path::new("/home/b/.binky/daemon.sock")));
+        assert!(a.starts_with(r"\\.\pipe\binky-"), "{a}");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_socket_is_its_owners_alone_and_an_old_one_is_replaced() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run").join("daemon.sock");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "left by a daemon that died").unwrap();
+        let _listener = Listener::bind(&path).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert!(connect(&path).await.is_ok());
+    }
+
+    #[cfg(windows)]
+    #[tokio::test]
+    async fn a_second_server_cannot_take_a_served_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        let _first = Listener::bind(&path).unwrap();
+        assert!(Listener::bind(&path).is_err());
+    }
+}
