@@ -129,12 +129,9 @@ pub fn run_foreground() -> i32 {
     crate::logging::init(&home.daemon_log());
     // Two malloc arenas, not glibc's eight per core: the daemon's threads (two workers and
     // the store calls handed off) each kept an arena of freed memory; measured at 300
-    // worlds, 83 MiB resident with the default against 48 MiB with two.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter, before the runtime starts its threads.
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 2);
-    }
+    // worlds, 83 MiB resident with the default against 48 MiB with two. Before the runtime
+    // starts its threads.
+    binky_platform::process::limit_malloc_arenas(2);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         // Store calls hand their worker over while they wait (`block_in_place`), and each
@@ -152,19 +149,14 @@ pub fn run_foreground() -> i32 {
         }
     };
     let result = rt.block_on(async {
+        // Stopped gracefully when asked (SIGTERM, SIGINT; Windows: Ctrl-Break, Ctrl-C).
         let shutdown = async {
-            use tokio::signal::unix::{signal, SignalKind};
-            match (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) {
-                (Ok(mut term), Ok(mut int)) => {
-                    tokio::select! {
-                        _ = term.recv() => {}
-                        _ = int.recv() => {}
-                    }
+            use binky_platform::signal::{Heard, Watch};
+            match Watch::new(&[Heard::Terminate, Heard::Interrupt]) {
+                Ok(mut watch) => {
+                    watch.next().await;
                 }
-                _ => std::future::pending::<()>().await,
+                Err(_) => std::future::pending::<()>().await,
             }
         };
         daemon_lib::run(DaemonConfig::new(home.clone()), shutdown).await

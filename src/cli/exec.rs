@@ -3,12 +3,11 @@
 //! `migrate` and `seed` get).
 
 use std::collections::BTreeMap;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
+use binky_platform::signal::{self as sig, Heard, Watch};
 
 use crate::supervisor::descendants::Subtree;
 
@@ -210,19 +209,16 @@ async fn run_below(
     daemon_lock: PathBuf,
     leave_nothing: bool,
 ) -> Result<i32, Failure> {
-    use tokio::signal::unix::{signal, SignalKind};
     let tree = Subtree::adopt(daemon_lock)
         .map_err(|e| Failure::failed(format!("cannot follow what `{name}` starts: {e}")))?;
-    let listen = |kind: SignalKind| {
-        signal(kind).map_err(|e| Failure::failed(format!("cannot handle signals: {e}")))
-    };
-    let (mut term, mut hup, mut int, mut quit, mut chld) = (
-        listen(SignalKind::terminate())?,
-        listen(SignalKind::hangup())?,
-        listen(SignalKind::interrupt())?,
-        listen(SignalKind::quit())?,
-        listen(SignalKind::child())?,
-    );
+    let mut heard = Watch::new(&[
+        Heard::Terminate,
+        Heard::Hangup,
+        Heard::Interrupt,
+        Heard::Quit,
+        Heard::ChildEnded,
+    ])
+    .map_err(|e| Failure::failed(format!("cannot handle signals: {e}")))?;
     let mut child = command
         .spawn()
         .map_err(|e| Failure::failed(format!("cannot run `{name}`: {e}")))?;
@@ -239,26 +235,23 @@ async fn run_below(
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
-            _ = term.recv() => {
-                end(pid);
-                return Ok(128 + Signal::SIGTERM as i32);
-            }
-            _ = hup.recv() => {
-                end(pid);
-                return Ok(128 + Signal::SIGHUP as i32);
-            }
-            // The command has the terminal's too: it decides.
-            _ = int.recv() => {}
-            _ = quit.recv() => {}
-            // A process the command left, re-parented here, ended.
-            _ = chld.recv() => tree.reap(pid),
+            what = heard.next() => match what {
+                Heard::Terminate | Heard::Hangup => {
+                    end(pid);
+                    return Ok(128 + sig::number(what.name()).unwrap_or(0));
+                }
+                // The command has the terminal's too: it decides.
+                Heard::Interrupt | Heard::Quit => {}
+                // A process the command left, re-parented here, ended.
+                Heard::ChildEnded => tree.reap(pid),
+            },
         }
     };
     let status = status.map_err(|e| Failure::failed(format!("cannot wait for `{name}`: {e}")))?;
-    let code = match (status.code(), status.signal()) {
+    let code = match (status.code(), binky_platform::process::exit_signal(&status)) {
         (Some(c), _) => c,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => 128 + Signal::SIGKILL as i32,
+        (None, Some(n)) => 128 + n,
+        (None, None) => 128 + sig::number("SIGKILL").unwrap_or(9),
     };
     if leave_nothing || status.code().is_none() {
         end(None);

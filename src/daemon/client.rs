@@ -5,7 +5,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
 
 use crate::paths::Home;
 use crate::protocol::{Request, Response};
@@ -42,10 +41,10 @@ pub async fn request(
 ) -> Result<Response, ClientError> {
     let socket = home.socket();
     let work = async {
-        let stream = UnixStream::connect(&socket)
+        let stream = binky_platform::ipc::connect(&socket)
             .await
             .map_err(|_| ClientError::NotRunning)?;
-        let (read, mut write) = stream.into_split();
+        let (read, mut write) = tokio::io::split(stream);
         let mut line =
             serde_json::to_string(req).map_err(|e| ClientError::Refused(e.to_string()))?;
         line.push('\n');
@@ -104,7 +103,7 @@ fn other_daemon_starting(home: &Home, ours: u32) -> bool {
     std::fs::read_to_string(home.lock())
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
-        .is_some_and(|pid| pid != ours && std::path::Path::new(&format!("/proc/{pid}")).exists())
+        .is_some_and(|pid| pid != ours && binky_platform::process::alive(pid))
 }
 
 /// Make sure a daemon runs for `home`, starting one (detached) if needed.
@@ -134,16 +133,9 @@ pub async fn ensure(home: &Home) -> Result<Response, ClientError> {
         .stdout(Stdio::null())
         .stderr(log)
         .current_dir("/");
-    {
-        use std::os::unix::process::CommandExt;
-        // Its own session: no terminal's signals reach it, and it outlives this command.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                Ok(())
-            });
-        }
-    }
+    // Its own session (Windows: no console, its own group): no terminal's signals reach it,
+    // and it outlives this command.
+    binky_platform::process::detached(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| ClientError::Start(e.to_string()))?;
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {

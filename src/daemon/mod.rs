@@ -4,9 +4,11 @@
 //! in-process in a temporary home.
 //!
 //! # Guarantees
-//! - One daemon per home: an exclusive `flock` on `daemon.lock` (released by the kernel if
-//!   the daemon dies, so a `kill -9` never leaves a stale lock).
-//! - The control socket is mode 0600 inside a 0700 home.
+//! - One daemon per home: an exclusive lock on `daemon.lock` (`flock` on Unix, `LockFileEx`
+//!   on Windows: released by the system if the daemon dies, so a `kill -9` never leaves a
+//!   stale lock).
+//! - The control socket is mode 0600 inside a 0700 home (Unix); on Windows a named pipe no
+//!   other machine and no second daemon can open as its server (`binky_platform::ipc`).
 //! - Stopping the daemon (or killing it) leaves services running; the next daemon adopts
 //!   them from the store.
 
@@ -15,10 +17,7 @@ pub mod client;
 pub mod proxy_manager;
 pub mod watch;
 
-use std::fs::File;
 use std::future::Future;
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +28,6 @@ use binky_controllers::runtime::{Runtime, RuntimeConfig, Trigger};
 use binky_controllers::store::{Store, StoreError};
 use binky_controllers::worktree::WorktreeController;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
 use binky_controllers::adapter::SliceWork;
@@ -109,32 +107,21 @@ pub enum DaemonError {
     Store(#[from] StoreError),
 }
 
-struct Lock {
-    _flock: nix::fcntl::Flock<File>,
-}
-
-fn take_lock(home: &Home) -> Result<Lock, DaemonError> {
+fn take_lock(home: &Home) -> Result<binky_platform::lock::Held, DaemonError> {
     let path = home.lock();
     let io = |source| DaemonError::Home {
         path: path.display().to_string(),
         source,
     };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(io)?;
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(mut flock) => {
-            // The kernel releases the lock when this descriptor closes: on drop, or when the
-            // daemon dies however it dies.
-            flock.set_len(0).map_err(io)?;
-            write!(flock, "{}", std::process::id()).map_err(io)?;
-            Ok(Lock { _flock: flock })
+    match binky_platform::lock::try_exclusive(&path).map_err(io)? {
+        Some(mut held) => {
+            // The system releases the lock when its file closes: on drop, or when the daemon
+            // dies however it dies. The pid is read by `binky daemon stop` and by a command
+            // whose own daemon lost the race to this one.
+            held.set_text(&std::process::id().to_string()).map_err(io)?;
+            Ok(held)
         }
-        Err(_) => Err(DaemonError::AlreadyRunning {
+        None => Err(DaemonError::AlreadyRunning {
             home: home.root().display().to_string(),
             pid: std::fs::read_to_string(&path)
                 .unwrap_or_default()
@@ -156,7 +143,12 @@ pub async fn run(
     })?;
     let _lock = take_lock(home)?;
     let store = Store::open(&home.db())?;
-    let (listener, socket) = bind_socket(home)?;
+    let socket = home.socket();
+    let mut listener =
+        binky_platform::ipc::Listener::bind(&socket).map_err(|source| DaemonError::Home {
+            path: socket.display().to_string(),
+            source,
+        })?;
 
     let mut runtime = Runtime::new(store.clone(), config.runtime.clone());
     let trigger = runtime.trigger();
@@ -203,7 +195,7 @@ pub async fn run(
         servers,
         dashboard: dashboard.clone(),
     };
-    accept(listener, shutdown, conn).await;
+    accept(&mut listener, shutdown, conn).await;
 
     tracing::info!("daemon stopping (services keep running)");
     for task in watchers {
@@ -216,27 +208,9 @@ pub async fn run(
     }
     // Services keep running in their cgroups; what no service uses goes.
     supervisor.tidy();
-    let _ = std::fs::remove_file(&socket);
+    // The socket goes with its listener: a client finds no daemon rather than a dead one.
+    drop(listener);
     Ok(())
-}
-
-/// The control socket, mode 0600 in a 0700 directory (an old one replaced), and its path.
-fn bind_socket(home: &Home) -> Result<(UnixListener, PathBuf), DaemonError> {
-    let socket = home.socket();
-    if let Some(dir) = socket.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| DaemonError::Home {
-            path: dir.display().to_string(),
-            source,
-        })?;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    }
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).map_err(|source| DaemonError::Home {
-        path: socket.display().to_string(),
-        source,
-    })?;
-    let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
-    Ok((listener, socket))
 }
 
 /// The dashboard at binky.localhost: a page that cannot start leaves the proxy serving.
@@ -391,16 +365,20 @@ impl Task {
 
 /// Serve each connection of `listener` (with a copy of `conn`) until `shutdown` resolves or
 /// a client asks the daemon to stop.
-async fn accept(listener: UnixListener, shutdown: impl Future<Output = ()>, conn: Conn) {
+async fn accept(
+    listener: &mut binky_platform::ipc::Listener,
+    shutdown: impl Future<Output = ()>,
+    conn: Conn,
+) {
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             _ = conn.requested.notified() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     let ctx = conn.clone();
-                    tokio::spawn(async move { ctx.serve(stream).await });
+                    tokio::spawn(async move { ctx.serve(stream, peer).await });
                 }
                 Err(err) => tracing::warn!(%err, "accept failed"),
             },
@@ -422,10 +400,10 @@ struct Conn {
 }
 
 impl Conn {
-    async fn serve(self, stream: UnixStream) {
-        // Who asks: a sign-in token is never handed to a process binky started.
-        let peer = stream.peer_cred().ok().and_then(|c| c.pid());
-        let (read, mut write) = stream.into_split();
+    /// Answer the requests of one connection; `peer` is the pid of who asks, where the
+    /// system tells it (a sign-in token is never handed to a process binky started).
+    async fn serve(self, stream: binky_platform::ipc::Stream, peer: Option<u32>) {
+        let (read, mut write) = tokio::io::split(stream);
         let mut lines = BufReader::new(read).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let (resp, stop) = match serde_json::from_str::<Request>(&line) {
@@ -444,15 +422,14 @@ impl Conn {
         }
     }
 
-    async fn handle(&self, req: Request, peer: Option<i32>) -> (Response, bool) {
+    async fn handle(&self, req: Request, peer: Option<u32>) -> (Response, bool) {
         // What is a person's (the CLI refuses it too) is refused to a caller binky started
         // that speaks the socket itself.
         if let Some((what, instead)) = req.persons() {
-            let caller = peer.and_then(|p| u32::try_from(p).ok());
             if let Err(e) = crate::person::refusal(
                 what,
                 instead,
-                caller.and_then(crate::person::pid_started_by_binky),
+                peer.and_then(crate::person::pid_started_by_binky),
             ) {
                 return (Response::error(e), false);
             }

@@ -24,12 +24,6 @@ const SYSTEM_WORDS: &[&str] = &[
 /// Production files that still reach the system directly, to move into platform/.
 const NOT_YET_MOVED: &[&str] = &[
     "src/bootstrap.rs",
-    "src/caller_env.rs",
-    "src/cli/daemon.rs",
-    "src/cli/exec.rs",
-    "src/cli/top/mod.rs",
-    "src/daemon/client.rs",
-    "src/daemon/mod.rs",
     "src/servers/host.rs",
     "src/servers/mod.rs",
     "src/supervisor/cgroup/detect.rs",
@@ -128,4 +122,35 @@ fn the_platforms_page_counts_the_files_still_to_move_as_the_list_does() {
         page.contains(&said),
         "docs/platforms.md should say how many files still reach the system: \"{said}\""
     );
+}
+
+/// A caller's variable that is no Unicode (bytes that are no UTF-8 on Unix, a lone surrogate
+/// on Windows) is named and dropped from what a world's command gets, not passed on mangled.
+#[test]
+fn a_callers_variable_that_is_not_unicode_is_named_and_dropped() {
+    use std::ffi::OsString;
+    #[cfg(unix)]
+    let (bad_value, bad_key) = {
+        use std::os::unix::ffi::OsStringExt;
+        (
+            OsString::from_vec(vec![0xff]),
+            OsString::from_vec(vec![b'K', 0xfe]),
+        )
+    };
+    #[cfg(windows)]
+    let (bad_value, bad_key) = {
+        use std::os::windows::ffi::OsStringExt;
+        (
+            OsString::from_wide(&[0xD800]),
+            OsString::from_wide(&[u16::from(b'K'), 0xDC00]),
+        )
+    };
+    let vars = vec![
+        (OsString::from("BAD"), bad_value),
+        (bad_key, OsString::from("v")),
+        (OsString::from("GOOD"), OsString::from("ok")),
+    ];
+    let (env, bad) = binky::caller_env::world_env(vars);
+    assert_eq!(env.len(), 1);
+    assert_eq!(bad, vec!["BAD".to_owned(), "K\u{fffd}".to_owned()]);
 }

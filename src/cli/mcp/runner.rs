@@ -185,8 +185,8 @@ pub async fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    binky_platform::process::in_new_group_async(&mut cmd);
     if let Some(dir) = dir {
         cmd.current_dir(dir);
     }

@@ -96,13 +96,10 @@ async fn run_loop(
     done_tx: &mpsc::UnboundedSender<action::Done>,
     done_rx: &mut mpsc::UnboundedReceiver<action::Done>,
 ) -> Result<(), Failure> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| Failure::failed(format!("cannot watch signals: {e}")))?;
-    let mut hup = signal(SignalKind::hangup())
-        .map_err(|e| Failure::failed(format!("cannot watch signals: {e}")))?;
-    // Ctrl-C is a key in raw mode; this is a SIGINT sent by `kill`.
-    let mut int = signal(SignalKind::interrupt())
+    use binky_platform::signal::{Heard, Watch};
+    // Asked to stop, its terminal gone, or interrupted (Ctrl-C is a key in raw mode; this
+    // is a SIGINT sent by `kill`): the terminal is given back on the way out.
+    let mut stops = Watch::new(&[Heard::Terminate, Heard::Hangup, Heard::Interrupt])
         .map_err(|e| Failure::failed(format!("cannot watch signals: {e}")))?;
     let mut terminal = screen.terminal()?;
     let mut tick = tokio::time::interval(TICK);
@@ -162,9 +159,7 @@ async fn run_loop(
                 }
             }
             _ = tick.tick() => {}
-            _ = term.recv() => return Ok(()),
-            _ = hup.recv() => return Ok(()),
-            _ = int.recv() => return Ok(()),
+            _ = stops.next() => return Ok(()),
         }
     }
 }
