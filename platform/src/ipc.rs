@@ -5,7 +5,8 @@
 //! from the socket's credentials (`SO_PEERCRED` on Linux, `LOCAL_PEERPID` on macOS; `None`
 //! where the system keeps it). Windows: a named pipe whose name is made from that same path
 //! (`\\.\pipe\binky-<hash>`), refusing clients from other machines and a second server of the
-//! same name (a second daemon cannot take it over); the peer's pid from
+//! same name (a second daemon cannot take it over: the first instance flag, and a look for a
+//! server before it); the peer's pid from
 //! `GetNamedPipeClientProcessId`. The pipe keeps Windows' default access list: full access
 //! for its creator, SYSTEM and the administrators, reading only for everyone else, so another
 //! user of the machine cannot write a request.
@@ -67,7 +68,23 @@ impl Listener {
         }
         #[cfg(windows)]
         {
+            use windows_sys::Win32::Foundation::ERROR_PIPE_BUSY;
             let name = pipe_name(path);
+            // Someone answering the name already: refused here too, not only by the first
+            // instance flag below (which Wine does not enforce).
+            let served = match tokio::net::windows::named_pipe::ClientOptions::new().open(&name) {
+                Ok(_) => true,
+                Err(e) => e.raw_os_error() == Some(ERROR_PIPE_BUSY as i32),
+            };
+            if served {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "another process already serves the pipe {name} of {}: a daemon of this home runs, or a program took its name; stop it, or use another BINKY_HOME",
+                        path.display()
+                    ),
+                ));
+            }
             let next = tokio::net::windows::named_pipe::ServerOptions::new()
                 .first_pipe_instance(true)
                 .reject_remote_clients(true)
