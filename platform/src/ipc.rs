@@ -7,9 +7,8 @@
 //! (`\\.\pipe\binky-<hash>`), refusing clients from other machines and a second server of the
 //! same name (a second daemon cannot take it over: the first instance flag, and a look for a
 //! server before it); the peer's pid from
-//! `GetNamedPipeClientProcessId`. The pipe keeps Windows' default access list: full access
-//! for its creator, SYSTEM and the administrators, reading only for everyone else, so another
-//! user of the machine cannot write a request.
+//! `GetNamedPipeClientProcessId`. The pipe's access list has one entry, the current user
+//! (Windows' default list would also let every other user open it to read).
 
 use std::io;
 use std::path::Path;
@@ -27,6 +26,9 @@ pub struct Listener {
     path: std::path::PathBuf,
     #[cfg(windows)]
     name: String,
+    /// Who may open the pipe: the current user alone.
+    #[cfg(windows)]
+    own: own::UsersOwn,
     /// The pipe instance the next client connects to.
     #[cfg(windows)]
     next: tokio::net::windows::named_pipe::NamedPipeServer,
@@ -85,11 +87,9 @@ impl Listener {
                     ),
                 ));
             }
-            let next = tokio::net::windows::named_pipe::ServerOptions::new()
-                .first_pipe_instance(true)
-                .reject_remote_clients(true)
-                .create(&name)?;
-            Ok(Listener { name, next })
+            let own = own::UsersOwn::new()?;
+            let next = own.create(&name, true)?;
+            Ok(Listener { name, own, next })
         }
     }
 
@@ -112,9 +112,7 @@ impl Listener {
             self.next.connect().await?;
             // A new instance for the next client before this one is handed over: a client
             // finds the name served at every moment.
-            let fresh = tokio::net::windows::named_pipe::ServerOptions::new()
-                .reject_remote_clients(true)
-                .create(&self.name)?;
+            let fresh = self.own.create(&self.name, false)?;
             let connected = std::mem::replace(&mut self.next, fresh);
             let mut pid = 0u32;
             // SAFETY: the handle is the connected pipe's, alive for this call; `pid` is ours.
@@ -177,6 +175,115 @@ fn pipe_name(path: &Path) -> String {
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     format!(r"\\.\pipe\binky-{hash:016x}")
+}
+
+/// The pipe's access list: the current user's alone.
+#[cfg(windows)]
+mod own {
+    use std::io;
+    use std::ptr::null_mut;
+
+    use tokio::net::windows::named_pipe::{NamedPipeServer, ServerOptions};
+    use windows_sys::Win32::Foundation::{CloseHandle, LocalFree, HANDLE};
+    use windows_sys::Win32::Security::Authorization::{
+        ConvertSidToStringSidW, ConvertStringSecurityDescriptorToSecurityDescriptorW,
+        SDDL_REVISION_1,
+    };
+    use windows_sys::Win32::Security::{
+        GetTokenInformation, TokenUser, PSECURITY_DESCRIPTOR, SECURITY_ATTRIBUTES, TOKEN_QUERY,
+        TOKEN_USER,
+    };
+    use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
+
+    /// A security descriptor whose one entry gives the current user every right.
+    pub struct UsersOwn(PSECURITY_DESCRIPTOR);
+
+    // SAFETY: the descriptor is memory this value alone owns, never written after it is made.
+    unsafe impl Send for UsersOwn {}
+    // SAFETY: as above: shared, it is only read.
+    unsafe impl Sync for UsersOwn {}
+
+    impl Drop for UsersOwn {
+        fn drop(&mut self) {
+            // SAFETY: allocated by ConvertStringSecurityDescriptorToSecurityDescriptorW.
+            unsafe { LocalFree(self.0) };
+        }
+    }
+
+    impl UsersOwn {
+        /// `D:P(A;;GA;;;<the current user's SID>)`: nobody else, not even by inheritance.
+        pub fn new() -> io::Result<UsersOwn> {
+            let sddl = format!("D:P(A;;GA;;;{})", current_user_sid()?);
+            let wide: Vec<u16> = sddl.encode_utf16().chain(Some(0)).collect();
+            let mut sd: PSECURITY_DESCRIPTOR = null_mut();
+            // SAFETY: `wide` ends with a NUL; `sd` receives memory freed on drop.
+            let ok = unsafe {
+                ConvertStringSecurityDescriptorToSecurityDescriptorW(
+                    wide.as_ptr(),
+                    SDDL_REVISION_1,
+                    &mut sd,
+                    null_mut(),
+                )
+            };
+            if ok == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(UsersOwn(sd))
+        }
+
+        /// A pipe instance of `name` only the current user opens; `first`: an error if the
+        /// name is served already.
+        pub fn create(&self, name: &str, first: bool) -> io::Result<NamedPipeServer> {
+            let mut attributes = SECURITY_ATTRIBUTES {
+                nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
+                lpSecurityDescriptor: self.0,
+                bInheritHandle: 0,
+            };
+            // SAFETY: the attributes and the descriptor they point at outlive the call.
+            unsafe {
+                ServerOptions::new()
+                    .first_pipe_instance(first)
+                    .reject_remote_clients(true)
+                    .create_with_security_attributes_raw(
+                        name,
+                        (&mut attributes as *mut SECURITY_ATTRIBUTES).cast(),
+                    )
+            }
+        }
+    }
+
+    /// The current user's SID as text (`S-1-5-21-…`).
+    pub fn current_user_sid() -> io::Result<String> {
+        // SAFETY: the token is opened and closed here; the buffer is sized by the first call
+        // and 8-byte aligned for TOKEN_USER; the SID's text is freed once copied.
+        unsafe {
+            let mut token: HANDLE = null_mut();
+            if OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &mut token) == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut len = 0u32;
+            GetTokenInformation(token, TokenUser, null_mut(), 0, &mut len);
+            let mut buf = vec![0u64; (len as usize).div_ceil(8).max(1)];
+            let ok = GetTokenInformation(token, TokenUser, buf.as_mut_ptr().cast(), len, &mut len);
+            let err = io::Error::last_os_error();
+            CloseHandle(token);
+            if ok == 0 {
+                return Err(err);
+            }
+            let user = &*(buf.as_ptr() as *const TOKEN_USER);
+            let mut text = null_mut();
+            if ConvertSidToStringSidW(user.User.Sid, &mut text) == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut n = 0;
+            while *text.add(n) != 0 {
+                n += 1;
+            }
+            let sid = String::from_utf16_lossy(std::slice::from_raw_parts(text, n));
+            LocalFree(text.cast());
+            Ok(sid)
+        }
+    }
 }
 
 impl AsyncRead for Stream {
@@ -297,6 +404,60 @@ mod tests {
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
         assert!(connect(&path).await.is_ok());
+    }
+
+    #[cfg(windows)]
+    #[tokio::test]
+    async fn the_pipe_is_the_current_users_alone() {
+        use std::os::windows::io::AsRawHandle;
+        use windows_sys::Win32::Foundation::LocalFree;
+        use windows_sys::Win32::Security::Authorization::{
+            ConvertSecurityDescriptorToStringSecurityDescriptorW, GetSecurityInfo, SDDL_REVISION_1,
+            SE_KERNEL_OBJECT,
+        };
+        use windows_sys::Win32::Security::DACL_SECURITY_INFORMATION;
+        let dir = tempfile::tempdir().unwrap();
+        let listener = Listener::bind(&dir.path().join("daemon.sock")).unwrap();
+        let mut sd = std::ptr::null_mut();
+        let mut text = std::ptr::null_mut();
+        let mut len = 0u32;
+        // SAFETY: the pipe's handle lives through the calls; what they allocate is freed.
+        let dacl = unsafe {
+            let rc = GetSecurityInfo(
+                listener.next.as_raw_handle(),
+                SE_KERNEL_OBJECT,
+                DACL_SECURITY_INFORMATION,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut sd,
+            );
+            assert_eq!(rc, 0, "GetSecurityInfo");
+            let ok = ConvertSecurityDescriptorToStringSecurityDescriptorW(
+                sd,
+                SDDL_REVISION_1,
+                DACL_SECURITY_INFORMATION,
+                &mut text,
+                &mut len,
+            );
+            assert_ne!(
+                ok, 0,
+                "ConvertSecurityDescriptorToStringSecurityDescriptorW"
+            );
+            let n = (0..).take_while(|i| *text.add(*i) != 0).count();
+            let dacl = String::from_utf16_lossy(std::slice::from_raw_parts(text, n));
+            LocalFree(text.cast());
+            LocalFree(sd);
+            dacl
+        };
+        let sid = own::current_user_sid().unwrap();
+        // One entry, the user's: `D:P(A;;FA;;;S-1-5-21-…)` (its rights as Windows words them).
+        assert_eq!(dacl.matches("(A;").count(), 1, "{dacl}");
+        assert!(
+            dacl.contains(&format!(";;;{sid})")),
+            "{dacl} is not {sid}'s alone"
+        );
     }
 
     #[cfg(windows)]
