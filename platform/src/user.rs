@@ -83,6 +83,54 @@ pub fn host() -> String {
     found.map(|h| h.trim().to_owned()).unwrap_or_default()
 }
 
+/// The variables the system's own libraries need in every process (its folders, the user's
+/// profile and temporary folder, how a program is found), which an environment cleared down
+/// to a session's basics keeps (the daemon started from a world's process). Windows: without
+/// `SystemRoot`, for one, a program cannot open a socket. None on Unix: a session's basics
+/// (`HOME`, `PATH`, …) are the same there for every Unix, and the caller names them.
+#[cfg(windows)]
+pub const SYSTEM_VARIABLES: &[&str] = &[
+    "SystemRoot",
+    "SystemDrive",
+    "windir",
+    "ComSpec",
+    "PATHEXT",
+    "TEMP",
+    "TMP",
+    "USERPROFILE",
+    "USERNAME",
+    "USERDOMAIN",
+    "COMPUTERNAME",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "ProgramData",
+    "ProgramFiles",
+    "ProgramFiles(x86)",
+    "ProgramW6432",
+    "CommonProgramFiles",
+    "CommonProgramFiles(x86)",
+    "CommonProgramW6432",
+    "NUMBER_OF_PROCESSORS",
+    "PROCESSOR_ARCHITECTURE",
+    "OS",
+];
+
+/// [`SYSTEM_VARIABLES`] on Unix: none.
+#[cfg(not(windows))]
+pub const SYSTEM_VARIABLES: &[&str] = &[];
+
+/// Whether `a` and `b` name one environment variable: the same text on Unix; Windows'
+/// names are the same in any case (`Path` is `PATH`).
+pub fn same_variable(a: &str, b: &str) -> bool {
+    if cfg!(windows) {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a == b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -101,6 +149,17 @@ mod tests {
             std::env::var_os(super::HOME_VAR).map(std::path::PathBuf::from)
         );
         assert!(super::home().is_some(), "{} is set", super::HOME_VAR);
+    }
+
+    #[test]
+    fn a_variables_name_is_read_as_the_system_reads_it() {
+        assert!(super::same_variable("PATH", "PATH"));
+        assert_eq!(super::same_variable("Path", "PATH"), cfg!(windows));
+        assert!(!super::same_variable("PATH", "PATHEXT"));
+        // Each is one the system sets in this very process.
+        for name in super::SYSTEM_VARIABLES.iter().take(3) {
+            assert!(std::env::var_os(name).is_some(), "{name}");
+        }
     }
 
     #[test]

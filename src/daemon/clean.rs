@@ -7,7 +7,9 @@
 //!   (`BINKY_SPAWNED_IN`), a service's spawn token, a run's failure-report token, the log
 //!   scrubber's values, nor the caller's shell and terminal (`crate::caller_env`).
 //! - Started from a process of a world, it keeps only the session's basics
-//!   ([`SESSION`], `LC_*`) and binky's own settings ([`SETTINGS`]): none of the world's
+//!   ([`SESSION`], `LC_*`, and on Windows the system's own, `SystemRoot` and the like:
+//!   `binky_platform::user::SYSTEM_VARIABLES`) and binky's own settings ([`SETTINGS`]):
+//!   none of the world's
 //!   variables (its ports and URLs, its services' `env`, its secrets), nor what an agent set
 //!   in its shell (a `PATH` of its own is the exception: the session's basics are the
 //!   caller's). Started by a person or a tool of `binky mcp`, it keeps the rest of the
@@ -74,9 +76,14 @@ pub fn keeps(name: &str, origin: &Origin) -> bool {
     match origin {
         Origin::Person | Origin::Mcp => true,
         Origin::World { .. } => {
-            SESSION.contains(&name)
+            let named = |list: &[&str]| {
+                list.iter()
+                    .any(|v| binky_platform::user::same_variable(v, name))
+            };
+            named(SESSION)
+                || named(binky_platform::user::SYSTEM_VARIABLES)
                 || name.starts_with("LC_")
-                || SETTINGS.contains(&name)
+                || named(SETTINGS)
                 || crate::adapters::admin_url_vars().any(|var| var == name)
         }
     }
@@ -181,5 +188,19 @@ mod tests {
                 assert!(kept.iter().any(|k| k == kept_one), "{kept_one}: {kept:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_daemon_started_in_a_world_keeps_what_the_system_needs_under_the_name_it_has() {
+        let world = Origin::World {
+            why: "it runs in world acme/w".into(),
+            world: None,
+        };
+        // Windows writes `Path`, and a program cannot open a socket without `SystemRoot`.
+        for name in binky_platform::user::SYSTEM_VARIABLES {
+            assert!(keeps(name, &world), "{name}");
+        }
+        assert_eq!(keeps("Path", &world), cfg!(windows));
+        assert!(keeps("PATH", &world));
     }
 }
