@@ -373,6 +373,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn clients_one_after_another_and_at_once_are_each_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        let mut listener = Listener::bind(&path).unwrap();
+        let server = tokio::spawn(async move {
+            for _ in 0..6 {
+                let (stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let (read, mut write) = tokio::io::split(stream);
+                    let mut line = String::new();
+                    BufReader::new(read).read_line(&mut line).await.unwrap();
+                    write.write_all(line.as_bytes()).await.unwrap();
+                });
+            }
+        });
+        let ask = |n: usize| {
+            let path = path.clone();
+            async move {
+                let (read, mut write) = tokio::io::split(connect(&path).await.unwrap());
+                write.write_all(format!("{n}\n").as_bytes()).await.unwrap();
+                let mut answer = String::new();
+                BufReader::new(read).read_line(&mut answer).await.unwrap();
+                answer
+            }
+        };
+        for n in 0..3 {
+            assert_eq!(ask(n).await, format!("{n}\n"));
+        }
+        let at_once = [ask(3), ask(4), ask(5)];
+        let mut answers = Vec::new();
+        for a in at_once.map(tokio::spawn) {
+            answers.push(a.await.unwrap());
+        }
+        assert_eq!(answers, ["3\n", "4\n", "5\n"]);
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
     async fn nobody_listening_is_an_error_and_a_gone_listener_leaves_nothing_to_reach() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("daemon.sock");

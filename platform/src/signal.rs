@@ -302,6 +302,21 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_watch_of_everything_is_made_on_every_system_and_hears_nothing_unsent() {
+        let mut watch = Watch::new(&[
+            Heard::Terminate,
+            Heard::Hangup,
+            Heard::Interrupt,
+            Heard::Quit,
+        ])
+        .unwrap();
+        use std::future::Future;
+        let mut next = std::pin::pin!(watch.next());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(next.as_mut().poll(&mut cx).is_pending());
+    }
+
     #[cfg(unix)]
     #[tokio::test]
     async fn a_signal_listened_for_is_heard_not_obeyed() {
