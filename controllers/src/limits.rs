@@ -88,18 +88,22 @@ pub enum Mechanism {
     CgroupV1,
     /// `systemd-run --scope` with `MemoryMax=` and `CPUQuota=`.
     SystemdRun,
+    /// The Job object each service runs in (Windows): its memory limit and CPU rate.
+    JobObject,
     /// Nothing enforces them.
     #[default]
     None,
 }
 
 impl Mechanism {
-    /// Its name in the store and `--json`: `cgroup-v2`, `cgroup-v1`, `systemd-run`, `none`.
+    /// Its name in the store and `--json`: `cgroup-v2`, `cgroup-v1`, `systemd-run`,
+    /// `job-object`, `none`.
     pub fn as_str(self) -> &'static str {
         match self {
             Mechanism::CgroupV2 => "cgroup-v2",
             Mechanism::CgroupV1 => "cgroup-v1",
             Mechanism::SystemdRun => "systemd-run",
+            Mechanism::JobObject => "job-object",
             Mechanism::None => "none",
         }
     }
@@ -110,6 +114,7 @@ impl Mechanism {
             "cgroup-v2" => Mechanism::CgroupV2,
             "cgroup-v1" => Mechanism::CgroupV1,
             "systemd-run" => Mechanism::SystemdRun,
+            "job-object" => Mechanism::JobObject,
             _ => Mechanism::None,
         }
     }
@@ -119,12 +124,13 @@ impl Mechanism {
         self != Mechanism::None
     }
 
-    /// For people: `cgroup v1`, `systemd-run scope`, `not enforced`.
+    /// For people: `cgroup v1`, `systemd-run scope`, `Job object`, `not enforced`.
     pub fn label(self) -> &'static str {
         match self {
             Mechanism::CgroupV2 => "cgroup v2",
             Mechanism::CgroupV1 => "cgroup v1",
             Mechanism::SystemdRun => "systemd-run scope",
+            Mechanism::JobObject => "Job object",
             Mechanism::None => "not enforced",
         }
     }
@@ -339,5 +345,21 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert_eq!(e.key, "cpu");
+    }
+
+    #[test]
+    fn every_mechanism_reads_back_from_its_name_and_only_none_enforces_nothing() {
+        for m in [
+            Mechanism::CgroupV2,
+            Mechanism::CgroupV1,
+            Mechanism::SystemdRun,
+            Mechanism::JobObject,
+            Mechanism::None,
+        ] {
+            assert_eq!(Mechanism::parse(m.as_str()), m, "{}", m.as_str());
+            assert_eq!(m.enforces(), m != Mechanism::None);
+        }
+        assert_eq!(Mechanism::JobObject.label(), "Job object");
+        assert_eq!(Mechanism::parse("cgroup-v3"), Mechanism::None);
     }
 }
