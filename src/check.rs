@@ -787,7 +787,7 @@ pub fn limits_findings(
             key: format!("services.{name}.limits"),
             line: line_of(text, name, "limits"),
             message: format!("not enforced on this machine: {why}"),
-            fix: crate::supervisor::resources::FIX.to_owned(),
+            fix: crate::supervisor::resources::fix().to_owned(),
         })
         .collect()
 }

@@ -438,7 +438,7 @@ fn say_before(
             eprintln!(
                 "binky: warning: the limits of {} are not enforced on this machine: {why}\n  fix: {}",
                 limited.join(", "),
-                crate::supervisor::resources::FIX
+                crate::supervisor::resources::fix()
             );
         }
     }

@@ -157,6 +157,20 @@ impl RealSupervisor {
             join: None,
             wrap: None,
         };
+        if self.resources.job_objects() {
+            // Windows: the service's own Job object holds its limits
+            // (`resources::job_limits(spec.limits)`, set when it starts).
+            return Placed {
+                placement: Placement {
+                    cgroup: None,
+                    mechanism: Mechanism::JobObject,
+                    note: String::new(),
+                },
+                leaf: None,
+                join: None,
+                wrap: None,
+            };
+        }
         if spec.limits.is_none() {
             return none(cgroup_error.unwrap_or_default());
         }
@@ -388,12 +402,7 @@ impl RealSupervisor {
             .process_group(0)
             .kill_on_drop(false);
         if let Some(join) = &placed.join {
-            let fds = join.fds();
-            // SAFETY: joining writes to descriptors opened before the fork (write(2) is
-            // async-signal-safe) and allocates nothing.
-            unsafe {
-                cmd.pre_exec(move || cgroup::Join::join(&fds));
-            }
+            join.apply(&mut cmd);
         }
         let nice = spec.nice;
         if nice != 0 {

@@ -1,9 +1,11 @@
 //! How this machine enforces `limits` and measures what services use, decided once per
-//! daemon: binky's cgroups (v2, else v1's memory and cpu hierarchies), else
-//! `systemd-run --scope` for services with limits, else nothing, said with the reasons.
+//! daemon. On Linux: binky's cgroups (v2, else v1's memory and cpu hierarchies), else
+//! `systemd-run --scope` for services with limits, else nothing, said with the reasons. On
+//! Windows: the Job object each service runs in, with its memory limit and CPU rate
+//! ([`job_limits`]). Elsewhere (macOS, the BSDs): nothing, said plainly.
 //!
-//! Two variables change where binky looks (for tests, and for machines that need it):
-//! `BINKY_CGROUP_ROOT=DIR` counts only cgroup hierarchies mounted under `DIR`, and
+//! Two variables change where binky looks on Linux (for tests, and for machines that need
+//! it): `BINKY_CGROUP_ROOT=DIR` counts only cgroup hierarchies mounted under `DIR`, and
 //! `BINKY_SYSTEMD_RUN=PATH` names the `systemd-run` program.
 
 use std::collections::HashMap;
@@ -15,8 +17,9 @@ use std::time::{Duration, Instant};
 use binky_controllers::limits::ResourceLimits;
 use binky_controllers::process::Mechanism;
 use binky_controllers::supervisor::Usage;
+use binky_platform::limits::cgroup::Mode;
+use binky_platform::limits::Native;
 
-use super::cgroup::detect::{self, Mode, Seen};
 use super::cgroup::{Cgroups, Tree};
 use super::procfs;
 
@@ -28,26 +31,37 @@ pub const SYSTEMD_RUN_VAR: &str = "BINKY_SYSTEMD_RUN";
 /// How long `systemd-run` may take to say whether it works.
 const SYSTEMD_PROBE: Duration = Duration::from_secs(10);
 
+/// Why nothing enforces limits on a system without cgroups or Job objects (macOS, the BSDs).
+const NO_MEANS: &str = "this system has neither cgroups (Linux) nor Job objects (Windows), which binky enforces limits with";
+
 /// Where binky's cgroups go on this machine, or why there are none.
 pub fn find_tree(tag: &str, mode: Mode) -> Result<Tree, String> {
-    let memberships = detect::parse_memberships(
-        &std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
-    );
-    let mounts =
-        detect::parse_mounts(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
     let only = std::env::var_os(CGROUP_ROOT_VAR)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
-    let seen = Seen {
-        memberships: &memberships,
-        mounts: &mounts,
-        only_under: only.as_deref(),
-        pid: std::process::id(),
-    };
-    detect::detect(&seen, tag, mode).map_err(|why| match &only {
+    binky_platform::limits::cgroup::find(tag, only.as_deref(), mode).map_err(|why| match &only {
         Some(dir) => format!("{why} ({CGROUP_ROOT_VAR}={})", dir.display()),
         None => why,
     })
+}
+
+/// The limits of a service's Job object (Windows), in the units the Job object takes them:
+/// the memory its processes may commit together, and their CPU rate in percent of one core
+/// (as systemd's `CPUQuota=`: `50.0` is half a core, `200.0` two).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct JobLimits {
+    /// Bytes, for all the job's processes together.
+    pub memory_max_bytes: Option<u64>,
+    /// Percent of one core.
+    pub cpu_max_percent: Option<f64>,
+}
+
+/// `limits` as a service's Job object takes them.
+pub fn job_limits(limits: ResourceLimits) -> JobLimits {
+    JobLimits {
+        memory_max_bytes: limits.memory,
+        cpu_max_percent: limits.cpu_millis.map(|m| f64::from(m) / 10.0),
+    }
 }
 
 fn systemd_run_program() -> PathBuf {
@@ -59,7 +73,7 @@ fn systemd_run_program() -> PathBuf {
 
 /// `--user` for a user's daemon; root's scopes are the system manager's.
 fn user_flag() -> Option<&'static str> {
-    (!nix::unistd::Uid::effective().is_root()).then_some("--user")
+    (!binky_platform::user::is_root()).then_some("--user")
 }
 
 /// `systemd-run [--user] --scope` with the properties for `limits`.
@@ -138,8 +152,24 @@ fn probe_systemd_run(program: &std::path::Path) -> Result<(), String> {
     }
 }
 
-/// How to get limits enforced.
-pub const FIX: &str = "run binky's daemon as root, or where cgroups are delegated to it or `systemd-run --user --scope` works (a systemd user session), or remove `limits`";
+/// How to get limits enforced on Linux.
+const FIX_LINUX: &str = "run binky's daemon as root, or where cgroups are delegated to it or `systemd-run --user --scope` works (a systemd user session), or remove `limits`";
+
+/// How to get limits enforced on a system binky enforces none on.
+const FIX_ELSEWHERE: &str =
+    "remove `limits`, or run the project on Linux or Windows, where binky enforces them";
+
+/// What to do where a service's Job object was not given its limits (Windows).
+const FIX_JOB: &str = "remove `limits`, or report this: on Windows binky sets them on the Job object each service runs in";
+
+/// How to get limits enforced, on this system.
+pub fn fix() -> &'static str {
+    match binky_platform::limits::native() {
+        Native::Cgroups => FIX_LINUX,
+        Native::JobObjects => FIX_JOB,
+        Native::None => FIX_ELSEWHERE,
+    }
+}
 
 /// Why nothing enforces limits.
 fn nothing_enforces(no_cgroups: &str, systemd: &str) -> String {
@@ -147,8 +177,13 @@ fn nothing_enforces(no_cgroups: &str, systemd: &str) -> String {
 }
 
 /// What enforces limits on this machine, as `binky check` and `binky up` see it (creating
-/// nothing), and why nothing does when nothing does (the fix is [`FIX`]).
+/// nothing), and why nothing does when nothing does (the fix is [`fix`]).
 pub fn look(tag: &str) -> (Mechanism, String) {
+    match binky_platform::limits::native() {
+        Native::Cgroups => {}
+        Native::JobObjects => return (Mechanism::JobObject, String::new()),
+        Native::None => return (Mechanism::None, NO_MEANS.to_owned()),
+    }
     match find_tree(tag, Mode::Look) {
         Ok(Tree::V2 { .. }) => (Mechanism::CgroupV2, String::new()),
         Ok(Tree::V1 { .. }) => (Mechanism::CgroupV1, String::new()),
@@ -161,6 +196,8 @@ pub fn look(tag: &str) -> (Mechanism, String) {
 
 /// The daemon's means of limiting and measuring.
 pub struct Resources {
+    /// What the system offers.
+    native: Native,
     cgroups: Option<Cgroups>,
     /// Why there are no cgroups of binky's, when there are none.
     no_cgroups: String,
@@ -177,6 +214,18 @@ type GroupUse = HashMap<u32, (u64, u64)>;
 impl Resources {
     /// Find this machine's means for the home tagged `tag` (creating `binky-<tag>`).
     pub fn detect(tag: &str) -> Resources {
+        let native = binky_platform::limits::native();
+        match native {
+            Native::Cgroups => {}
+            Native::JobObjects => {
+                tracing::info!("limits: each service's Job object");
+                return Resources::without_cgroups(native, "this system has Job objects");
+            }
+            Native::None => {
+                tracing::info!(why = NO_MEANS, "limits: none");
+                return Resources::without_cgroups(native, NO_MEANS);
+            }
+        }
         let (cgroups, no_cgroups) = match find_tree(tag, Mode::Create) {
             // Made to prove it can be; made again by the first spawn.
             Ok(tree) => {
@@ -194,6 +243,7 @@ impl Resources {
             None => tracing::info!(why = %no_cgroups, "limits: no cgroups of binky's"),
         }
         Resources {
+            native,
             cgroups,
             no_cgroups,
             systemd_run: systemd_run_program(),
@@ -204,15 +254,30 @@ impl Resources {
 
     /// No means at all (a supervisor that was not given any).
     pub fn off() -> Resources {
+        Resources::without_cgroups(
+            binky_platform::limits::native(),
+            "this supervisor was started without them",
+        )
+    }
+
+    /// No cgroups and no `systemd-run`, on a system with `native` (`why`: why no cgroups).
+    fn without_cgroups(native: Native, why: &str) -> Resources {
         Resources {
+            native,
             cgroups: None,
-            no_cgroups: "this supervisor was started without them".to_owned(),
+            no_cgroups: why.to_owned(),
             systemd_run: PathBuf::from("/nonexistent/systemd-run"),
             systemd: tokio::sync::OnceCell::new_with(Some(Err(
                 "systemd-run is not used by this supervisor".to_owned(),
             ))),
             groups: Mutex::new(None),
         }
+    }
+
+    /// Whether each service's limits are enforced by the Job object it runs in (Windows):
+    /// the supervisor sets [`job_limits`] on it, and places the service so.
+    pub fn job_objects(&self) -> bool {
+        self.native == Native::JobObjects
     }
 
     /// binky's cgroups, when it has any.
@@ -246,10 +311,21 @@ impl Resources {
     /// Why nothing enforces limits, and the fix (`cgroup_error`: why binky's own cgroup
     /// failed this time).
     pub fn nothing_enforces(&self, cgroup_error: Option<&str>, systemd: &str) -> String {
-        format!(
-            "{}; {FIX}",
-            nothing_enforces(cgroup_error.unwrap_or(&self.no_cgroups), systemd)
-        )
+        match self.native {
+            Native::Cgroups => format!(
+                "{}; {FIX_LINUX}",
+                nothing_enforces(cgroup_error.unwrap_or(&self.no_cgroups), systemd)
+            ),
+            Native::JobObjects => format!(
+                "its Job object was not given them ({}); {FIX_JOB}",
+                cgroup_error.unwrap_or(systemd)
+            ),
+            // The system has no means at all: that alone is the reason.
+            Native::None => format!(
+                "limits are not enforced on this system: {}; {FIX_ELSEWHERE}",
+                self.no_cgroups
+            ),
+        }
     }
 
     /// What the process group `pgid` uses, from `/proc` (without a cgroup to read).
@@ -268,19 +344,9 @@ impl Resources {
             *cache = Some((Instant::now(), by_group));
         }
         let (ticks, pages) = *cache.as_ref()?.1.get(&pgid)?;
-        // SAFETY: sysconf has no preconditions.
-        let (hz, page) = unsafe {
-            (
-                nix::libc::sysconf(nix::libc::_SC_CLK_TCK).max(1) as u64,
-                nix::libc::sysconf(nix::libc::_SC_PAGESIZE).max(1) as u64,
-            )
-        };
-        Some(Usage {
-            memory_bytes: pages * page,
-            cpu_usec: ticks * 1_000_000 / hz,
-            oom_kills: 0,
-            throttled: 0,
-        })
+        Some(super::cgroup::usage(binky_platform::limits::group_usage(
+            ticks, pages,
+        )))
     }
 }
 
@@ -308,6 +374,7 @@ mod tests {
         assert_eq!(text.last().map(String::as_str), Some("--"));
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_systemd_run_that_is_not_there_is_named_in_the_reason() {
         let e = probe_systemd_run(std::path::Path::new("/nonexistent/systemd-run")).unwrap_err();
@@ -326,6 +393,66 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_services_limits_become_its_job_objects_memory_and_cpu_rate() {
+        let job = job_limits(ResourceLimits {
+            memory: Some(256 << 20),
+            cpu_millis: Some(1500),
+        });
+        assert_eq!(
+            job,
+            JobLimits {
+                memory_max_bytes: Some(268_435_456),
+                cpu_max_percent: Some(150.0),
+            }
+        );
+        assert_eq!(job_limits(ResourceLimits::default()), JobLimits::default());
+        assert_eq!(
+            job_limits(ResourceLimits {
+                memory: None,
+                cpu_millis: Some(10),
+            })
+            .cpu_max_percent,
+            Some(1.0)
+        );
+    }
+
+    #[test]
+    fn each_system_is_told_its_own_reason_and_fix() {
+        // Without cgroups or Job objects (macOS, the BSDs), that alone is said.
+        let none = Resources::without_cgroups(Native::None, NO_MEANS);
+        let why = none.nothing_enforces(None, "unused");
+        assert!(
+            why.starts_with("limits are not enforced on this system"),
+            "{why}"
+        );
+        assert!(why.contains(NO_MEANS), "{why}");
+        assert!(why.ends_with(FIX_ELSEWHERE), "{why}");
+        assert!(!none.job_objects());
+        // Windows: each service's Job object enforces them.
+        let jobs = Resources::without_cgroups(Native::JobObjects, "none here");
+        assert!(jobs.job_objects());
+        // Linux: the cgroups' and systemd-run's reasons, and how to get either.
+        let linux = Resources::without_cgroups(Native::Cgroups, "cgroup v1: nope");
+        let why = linux.nothing_enforces(None, "systemd-run failed");
+        assert!(
+            why.starts_with("no cgroup binky can use (cgroup v1: nope), and systemd-run failed"),
+            "{why}"
+        );
+        assert!(why.ends_with(FIX_LINUX), "{why}");
+        assert!(!linux.job_objects());
+        let (mechanism, _) = look("t");
+        if cfg!(windows) {
+            assert_eq!(mechanism, Mechanism::JobObject);
+        } else if cfg!(target_os = "linux") {
+            assert_ne!(mechanism, Mechanism::JobObject);
+            assert_eq!(fix(), FIX_LINUX);
+        } else {
+            assert_eq!(mechanism, Mechanism::None);
+        }
+    }
+
+    #[cfg(target_os = "linux")]
     #[test]
     fn this_process_group_uses_memory_and_cpu() {
         let r = Resources::off();

@@ -435,7 +435,7 @@ impl Env {
 /// Where this process's cgroups are, one per mounted hierarchy (the daemons the tests start
 /// are in the same ones, and make their home's `binky-<tag>` there).
 pub fn own_cgroup_dirs() -> Vec<PathBuf> {
-    use binky::supervisor::cgroup::detect::{own_dir, parse_memberships, parse_mounts};
+    use binky_platform::limits::cgroup::detect::{own_dir, parse_memberships, parse_mounts};
     let mounts = parse_mounts(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
     let me = parse_memberships(&std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default());
     let mut dirs = Vec::new();

@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use binky::supervisor::cgroup::detect::{own_dir, parse_memberships, parse_mounts};
 use binky_controllers::process::Mechanism;
+use binky_platform::limits::cgroup::detect::{own_dir, parse_memberships, parse_mounts};
 
 use crate::harness::*;
 

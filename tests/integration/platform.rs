@@ -26,12 +26,9 @@ const NOT_YET_MOVED: &[&str] = &[
     "src/bootstrap.rs",
     "src/servers/host.rs",
     "src/servers/mod.rs",
-    "src/supervisor/cgroup/detect.rs",
-    "src/supervisor/cgroup/mod.rs",
     "src/supervisor/descendants.rs",
     "src/supervisor/mod.rs",
     "src/supervisor/procfs.rs",
-    "src/supervisor/resources.rs",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
