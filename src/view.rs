@@ -58,7 +58,8 @@ pub struct LimitsView {
     pub cpu: Option<f64>,
     /// `memory 512 MiB, cpu 0.5`.
     pub text: String,
-    /// `cgroup-v2`, `cgroup-v1`, `systemd-run`, or `none`; absent until it first started.
+    /// `cgroup-v2`, `cgroup-v1`, `systemd-run`, `job-object`, or `none`; absent until it
+    /// first started.
     pub mechanism: Option<String>,
     /// They are enforced (`false` until it first started, and where nothing enforces them).
     pub enforced: bool,
