@@ -226,6 +226,9 @@ fn clear(dir: &Path, patience: Duration) -> bool {
     }
 }
 
+/// A descriptor's number, as Unix's `RawFd` (Windows has none here: no cgroups to join).
+pub type Fd = i32;
+
 /// The files a process writes `0` to, between fork and exec, to join its leaf: open while
 /// this lives, so it must outlive the spawn.
 pub struct Join {
@@ -247,20 +250,30 @@ impl Join {
         }
         #[cfg(not(unix))]
         {
-            let _ = (cmd, &self.files);
+            let _ = cmd;
         }
     }
 
-    /// The raw descriptors (valid while this lives).
-    #[cfg(unix)]
-    fn fds(&self) -> Vec<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        self.files.iter().map(AsRawFd::as_raw_fd).collect()
+    /// The descriptors to write to (valid while this lives), for a caller that runs
+    /// [`Join::join`] between fork and exec itself rather than through [`Join::apply`].
+    /// None on Windows.
+    pub fn fds(&self) -> Vec<Fd> {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            self.files.iter().map(AsRawFd::as_raw_fd).collect()
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = &self.files;
+            Vec::new()
+        }
     }
 
-    /// Called in the child between fork and exec: only async-signal-safe calls.
-    #[cfg(unix)]
-    fn join(fds: &[std::os::fd::RawFd]) -> io::Result<()> {
+    /// Joins the leaf by `fds` ([`Join::fds`]): called in the child between fork and exec,
+    /// so it makes only async-signal-safe calls. Nothing to do on Windows.
+    pub fn join(fds: &[Fd]) -> io::Result<()> {
+        #[cfg(unix)]
         for fd in fds {
             // SAFETY: write(2) on a descriptor the parent opened is async-signal-safe.
             let n = unsafe { nix::libc::write(*fd, b"0".as_ptr().cast(), 1) };
@@ -268,6 +281,8 @@ impl Join {
                 return Err(io::Error::last_os_error());
             }
         }
+        #[cfg(not(unix))]
+        let _ = fds;
         Ok(())
     }
 }
