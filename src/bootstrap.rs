@@ -42,7 +42,6 @@
 //! - A path that is one file is never linked.
 //! - A path appears in the worktree only whole (made under a temporary name, renamed).
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -450,7 +449,7 @@ fn relocate_venv(venv: &Path, from: &Path, to: &Path) {
 /// whatever else `path`'s old inode is linked from keeps its content.
 fn replace_file(path: &Path, bytes: &[u8], meta: &std::fs::Metadata) -> std::io::Result<()> {
     binky_controllers::whole_file::Whole::new()
-        .mode(meta.permissions().mode() & 0o7777)
+        .mode(binky_platform::fs::mode(meta).unwrap_or(0o644))
         .write(path, bytes)
 }
 
@@ -534,10 +533,29 @@ fn collect(
     let meta = std::fs::symlink_metadata(src)?;
     let ft = meta.file_type();
     if ft.is_symlink() {
-        std::os::unix::fs::symlink(std::fs::read_link(src)?, dst)?;
+        let target = std::fs::read_link(src)?;
+        match binky_platform::clone::symlink(&target, dst) {
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                // Windows without Developer Mode: the world gets a copy of what the link
+                // points to (a link that points nowhere, or back into its own tree, is left
+                // out).
+                let Some(parent) = src.parent() else {
+                    return Ok(());
+                };
+                let resolved = parent.join(&target);
+                let Ok(real) = std::fs::canonicalize(&resolved) else {
+                    return Ok(());
+                };
+                if src.starts_with(&real) || parent.starts_with(&real) {
+                    return Ok(());
+                }
+                return collect(&real, dst, Place::Own, files, dirs);
+            }
+            made => made?,
+        }
     } else if ft.is_dir() {
         std::fs::create_dir(dst)?;
-        std::fs::set_permissions(dst, std::fs::Permissions::from_mode(0o755 | 0o200))?;
+        binky_platform::fs::set_mode(dst, 0o755 | 0o200)?;
         dirs.push((src.to_owned(), dst.to_owned()));
         for e in std::fs::read_dir(src)? {
             let e = e?;
@@ -579,42 +597,33 @@ struct Ways {
 fn bring_file(src: &Path, dst: &Path, ways: &Ways, own: bool) -> std::io::Result<(u64, Way)> {
     let meta = std::fs::metadata(src)?;
     if ways.clone.load(Ordering::Relaxed) {
-        use std::os::fd::AsRawFd;
-        let input = std::fs::File::open(src)?;
-        let output = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(dst)?;
-        // FICLONE = _IOW(0x94, 9, int)
-        const FICLONE: nix::libc::c_ulong = 0x4004_9409;
-        // SAFETY: both descriptors are open for the call; FICLONE reads only the int.
-        let r = unsafe { nix::libc::ioctl(output.as_raw_fd(), FICLONE as _, input.as_raw_fd()) };
-        if r == 0 {
+        if binky_platform::clone::clone_file(src, dst)? {
+            let output = std::fs::OpenOptions::new().write(true).open(dst)?;
             output.set_permissions(meta.permissions())?;
             if let Ok(m) = meta.modified() {
                 let _ = output.set_modified(m);
             }
             return Ok((meta.len(), Way::Cloned));
         }
-        // This filesystem cannot (EOPNOTSUPP, EXDEV, EINVAL): not again for this path.
+        // This filesystem cannot: not again for this path.
         ways.clone.store(false, Ordering::Relaxed);
-        drop(output);
-        std::fs::remove_file(dst)?;
     }
     if !own && ways.link.load(Ordering::Relaxed) {
         match std::fs::hard_link(src, dst) {
             // The same inode: its mode and time are the source's already.
             Ok(()) => return Ok((meta.len(), Way::Linked)),
-            Err(e) => {
-                if e.raw_os_error() == Some(nix::libc::EXDEV) {
+            Err(e) => match binky_platform::clone::refusal(&e) {
+                binky_platform::clone::Refusal::CrossDevice => {
                     ways.cross_device.store(true, Ordering::Relaxed);
                     ways.link.store(false, Ordering::Relaxed);
-                } else if e.raw_os_error() != Some(nix::libc::EMLINK) {
-                    // Refused here (a filesystem without links, no permission): copy the
-                    // rest; one file with too many links is copied alone.
+                }
+                // One file with too many links is copied alone.
+                binky_platform::clone::Refusal::TooManyLinks => {}
+                // Refused here (a filesystem without links, no permission): copy the rest.
+                binky_platform::clone::Refusal::Other => {
                     ways.link.store(false, Ordering::Relaxed);
                 }
-            }
+            },
         }
     }
     std::fs::copy(src, dst)?;
@@ -638,7 +647,6 @@ pub fn changed_links(
     paths: &[(String, i64)],
     checkouts: &[PathBuf],
 ) -> Vec<binky_controllers::inplace::Changed> {
-    use std::os::unix::fs::MetadataExt;
     let mut found = Vec::new();
     for (path, after) in paths {
         let mut stack = vec![worktree.join(path)];
@@ -660,8 +668,16 @@ pub fn changed_links(
                 let Ok(meta) = e.metadata() else {
                     continue;
                 };
-                let changed_at = meta.mtime() * 1000 + meta.mtime_nsec() / 1_000_000;
-                if meta.nlink() < 2 || changed_at <= *after {
+                let Some(changed_at) = modified_ms(&meta) else {
+                    continue;
+                };
+                if changed_at <= *after {
+                    continue;
+                }
+                let Ok(me) = binky_platform::clone::identity(&e.path()) else {
+                    continue;
+                };
+                if me.links < 2 {
                     continue;
                 }
                 let file = e.path();
@@ -671,8 +687,7 @@ pub fn changed_links(
                 let holders = checkouts
                     .iter()
                     .filter(|c| {
-                        std::fs::symlink_metadata(c.join(rel))
-                            .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+                        binky_platform::clone::identity(&c.join(rel)).is_ok_and(|i| i.id == me.id)
                     })
                     .cloned()
                     .collect();
@@ -686,6 +701,15 @@ pub fn changed_links(
         }
     }
     found
+}
+
+/// When `meta`'s file was last modified, in ms since the epoch (before it: negative).
+fn modified_ms(meta: &std::fs::Metadata) -> Option<i64> {
+    let at = meta.modified().ok()?;
+    Some(match at.duration_since(std::time::UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).ok()?,
+        Err(before) => -i64::try_from(before.duration().as_millis()).ok()?,
+    })
 }
 
 /// What a new worktree at `worktree` of the repository whose main checkout is `repo` is to
@@ -757,15 +781,17 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
 
     fn write(path: &Path, text: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
 
-    fn inode(p: &Path) -> u64 {
-        std::fs::metadata(p).unwrap().ino()
+    /// Which file `p` is, after links.
+    fn inode(p: &Path) -> binky_platform::clone::FileId {
+        binky_platform::clone::identity(&std::fs::canonicalize(p).unwrap())
+            .unwrap()
+            .id
     }
 
     /// Inside a linked directory only what package managers and build tools rewrite in
@@ -796,7 +822,7 @@ mod tests {
             write(&from.join(f), f);
         }
         std::fs::create_dir_all(nm.join(".bin")).unwrap();
-        std::os::unix::fs::symlink("../pkg/index.js", nm.join(".bin/pkg")).unwrap();
+        binky_platform::clone::symlink(Path::new("../pkg/index.js"), &nm.join(".bin/pkg")).unwrap();
         std::fs::create_dir_all(&to).unwrap();
         let came = copy_path(&from, &to, "node_modules", CopyMode::Link).unwrap();
         if came.how == CopyHow::Cloned {
@@ -920,9 +946,9 @@ mod tests {
             inode(&to.join("package-lock.json"))
         );
         assert_eq!(
-            std::fs::metadata(from.join("package-lock.json"))
+            binky_platform::clone::identity(&from.join("package-lock.json"))
                 .unwrap()
-                .nlink(),
+                .links,
             1
         );
     }

@@ -9,6 +9,7 @@
 //! (`false`, `None`) and its doc comment says what binky does instead, so callers make the
 //! choice once, in words a user can be told.
 
+pub mod clone;
 pub mod fs;
 pub mod io;
 pub mod ipc;
