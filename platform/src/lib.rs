@@ -11,12 +11,14 @@
 
 pub mod clone;
 pub mod fs;
+pub mod install;
 pub mod io;
 pub mod ipc;
 pub mod limits;
 pub mod lock;
 pub mod machine;
 pub mod net;
+pub mod owner;
 pub mod process;
 pub mod signal;
 pub mod user;

@@ -204,6 +204,21 @@ pub fn name(pid: u32) -> Option<String> {
     }
 }
 
+/// The working directory of `pid`, where the system says (Linux: `/proc/<pid>/cwd`;
+/// elsewhere `None`: binky cannot tell, and what asks treats the process as not the one it
+/// looks for).
+pub fn cwd(pid: u32) -> Option<std::path::PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +285,6 @@ mod tests {
         let args = command_line(me).expect("our own command line");
         assert!(!args.is_empty());
         assert!(name(me).is_some_and(|n| !n.is_empty()));
+        assert_eq!(cwd(me), std::env::current_dir().ok());
     }
 }

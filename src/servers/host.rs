@@ -75,12 +75,7 @@ pub(super) enum Attempt {
 }
 
 /// The system user a server runs as when binky is root.
-pub(super) struct RunAs {
-    /// Its uid.
-    pub(super) uid: u32,
-    /// Its primary group.
-    pub(super) gid: u32,
-}
+pub(super) type RunAs = binky_platform::owner::Account;
 
 /// A staging directory `<data>.init` that the initialisation writes into, renamed to `data`
 /// when it succeeded (so a data directory is always a whole one).
@@ -125,14 +120,11 @@ impl Server {
 
     /// The user to run the server as: none unless binky is root.
     pub(super) fn run_as(&self) -> Result<Option<RunAs>, ServerError> {
-        if !nix::unistd::geteuid().is_root() {
+        if !binky_platform::user::is_root() {
             return Ok(None);
         }
-        match nix::unistd::User::from_name(self.user) {
-            Ok(Some(user)) if !user.uid.is_root() => Ok(Some(RunAs {
-                uid: user.uid.as_raw(),
-                gid: user.gid.as_raw(),
-            })),
+        match binky_platform::owner::account(self.user) {
+            Ok(Some(user)) if !user.is_root() => Ok(Some(user)),
             Ok(_) => Err(ServerError::Missing {
                 what: self.no_user.into(),
                 package: self.package.into(),
@@ -147,7 +139,7 @@ impl Server {
     /// Hand `path` to the server's user (when there is one).
     pub(super) fn chown(&self, path: &Path, user: Option<&RunAs>) -> Result<(), ServerError> {
         match user {
-            Some(u) => std::os::unix::fs::chown(path, Some(u.uid), Some(u.gid))
+            Some(u) => binky_platform::owner::chown(path, *u)
                 .map_err(|e| io_error(&format!("cannot hand to the {} user", self.user), path, e)),
             None => Ok(()),
         }
@@ -207,7 +199,7 @@ impl Server {
         );
         self.make_entry(&entry, &link)?;
         let target = entry.join("data");
-        std::os::unix::fs::symlink(&target, &link)
+        binky_platform::clone::symlink(&target, &link)
             .map_err(|e| io_error("cannot make the symlink", &link, e))?;
         Ok(target)
     }
@@ -364,16 +356,15 @@ impl Server {
         user: Option<&RunAs>,
     ) -> Result<RemoveOnDrop, ServerError> {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let _ = std::fs::remove_file(&path);
         let guard = RemoveOnDrop(path);
         let path = &guard.0;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| io_error("cannot write", path, e))?;
+        let mut f = binky_platform::fs::with_mode(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            0o600,
+        )
+        .open(path)
+        .map_err(|e| io_error("cannot write", path, e))?;
         f.write_all(text)
             .map_err(|e| io_error("cannot write", path, e))?;
         self.chown(path, user)?;
@@ -406,7 +397,7 @@ impl Server {
             .stderr(Stdio::from(log_err))
             .kill_on_drop(true);
         if let Some(u) = user {
-            cmd.uid(u.uid).gid(u.gid);
+            binky_platform::owner::run_as_async(&mut cmd, *u);
         }
         let status = match tokio::time::timeout(timeout, cmd.status()).await {
             Err(_) => {
@@ -485,12 +476,11 @@ impl Server {
         ctx: &StartCtx,
         user: Option<&RunAs>,
     ) -> Result<u32, ServerError> {
-        use std::os::unix::process::CommandExt;
         // A directory every user may enter (the caller's may be root's).
         cmd.current_dir("/");
         if let Some(u) = user {
             // Set in the child before exec: the pid we get is the server itself.
-            cmd.uid(u.uid).gid(u.gid);
+            binky_platform::owner::run_as(cmd, *u);
         }
         let program = PathBuf::from(cmd.get_program());
         let since = log_len(&ctx.log);
@@ -557,22 +547,16 @@ fn absolute(path: &Path) -> Result<PathBuf, ServerError> {
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<(), ServerError> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    binky_platform::fs::set_mode(path, mode)
+        .map(|_| ())
         .map_err(|e| io_error("cannot set the mode of", path, e))
 }
 
-/// The first executable file named `program` in a directory of `PATH`.
+/// The program `program` in the first directory of `PATH` that has it (with `.exe` on
+/// Windows).
 pub(super) fn on_path(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(program))
-        .find(|p| is_executable(p))
-}
-
-/// A regular file (or a link to one) with an execute bit.
-pub(super) fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .find_map(|dir| binky_platform::install::program_in(&dir, program))
 }
 
 /// The live (not zombie) process the pid file `file` in `data` names (the pid on its first
@@ -592,6 +576,8 @@ pub(super) fn live_pid_in(data: &Path, file: &str) -> Option<u32> {
 mod tests {
     use super::*;
 
+    // Data is relocated only when binky is root, which only Unix tells apart.
+    #[cfg(unix)]
     #[test]
     fn garbage_collection_keeps_claimed_and_young_data() {
         let server = Server {

@@ -3,9 +3,10 @@
 //! its own process group, with a generated `root` password.
 //!
 //! # Guarantees
-//! - The binaries are `/usr/sbin/mariadbd` (else `mariadbd` or `mysqld` on `PATH`) and
-//!   `mariadb-install-db` (else `mysql_install_db`); without them the error names the
-//!   `mariadb-server` package.
+//! - The binaries are `/usr/sbin/mariadbd` (on Windows, MariaDB's MSI's `MariaDB
+//!   <version>\bin`; else `mariadbd` or `mysqld` on `PATH`) and `mariadb-install-db` (else
+//!   `mysql_install_db`); without them the error names the `mariadb-server` package (on
+//!   Windows, MariaDB's installer).
 //! - `mariadb-install-db --no-defaults --auth-root-authentication-method=normal
 //!   --skip-test-db --skip-name-resolve` runs into `<data>.init`, renamed into place when it
 //!   succeeded, so a data directory with a `mysql` schema is always a whole one; an
@@ -109,19 +110,21 @@ struct Binaries {
     install_db: PathBuf,
 }
 
+/// The installers' folders first ([`binky_platform::install::server_dirs`]: Debian's
+/// `/usr/sbin` and `/usr/bin`, a normal user's `PATH` often lacking the first; Windows'
+/// `MariaDB <version>\bin`), then `PATH`.
 fn binaries() -> Option<Binaries> {
-    // /usr/sbin first: a normal user's PATH often lacks it.
-    let find = |names: &[&str], dirs: &[&str]| {
+    let dirs = binky_platform::install::server_dirs(binky_platform::install::Server::MariaDb, None);
+    let find = |names: &[&str]| {
         names.iter().find_map(|n| {
             dirs.iter()
-                .map(|d| Path::new(d).join(n))
-                .find(|p| host::is_executable(p))
+                .find_map(|d| binky_platform::install::program_in(d, n))
                 .or_else(|| host::on_path(n))
         })
     };
     Some(Binaries {
-        server: find(&["mariadbd", "mysqld"], &["/usr/sbin"])?,
-        install_db: find(&["mariadb-install-db", "mysql_install_db"], &["/usr/bin"])?,
+        server: find(&["mariadbd", "mysqld"])?,
+        install_db: find(&["mariadb-install-db", "mysql_install_db"])?,
     })
 }
 

@@ -42,11 +42,11 @@ pub use crate::adapters::kind::ServerKind as Kind;
 impl Kind {
     /// The first signal of a stop: PostgreSQL's backends run in sessions of their own and
     /// SIGTERM waits for every client to leave, so SIGINT (its fast, clean shutdown); else
-    /// SIGTERM.
-    pub fn stop_signal(self) -> nix::sys::signal::Signal {
+    /// SIGTERM. A name of [`binky_platform::signal::NAMES`].
+    pub fn stop_signal(self) -> &'static str {
         match self {
-            Kind::Postgres => nix::sys::signal::Signal::SIGINT,
-            _ => nix::sys::signal::Signal::SIGTERM,
+            Kind::Postgres => "SIGINT",
+            _ => "SIGTERM",
         }
     }
 
@@ -61,7 +61,7 @@ impl Kind {
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// The binaries are not installed.
-    #[error("{what} is not installed: install {package} (e.g. `sudo apt-get install {package}`), or give the service an `admin_url`")]
+    #[error("{what} is not installed: {}, or give the service an `admin_url`", binky_platform::install::how_to_install(.package))]
     Missing {
         /// What was looked for.
         what: String,
@@ -353,8 +353,12 @@ impl Servers {
                 pid,
                 "stopping a managed server no daemon recorded"
             );
-            crate::supervisor::stop_group_with(pid, kind.stop_signal(), Duration::from_secs(10))
-                .await;
+            crate::supervisor::stop_group_with(
+                pid,
+                crate::supervisor::signal_named(kind.stop_signal()),
+                Duration::from_secs(10),
+            )
+            .await;
         }
         // Keep the port (and password) a server had: URLs stored in slices stay valid.
         let kept = existing
@@ -526,13 +530,18 @@ impl Servers {
     async fn stop_locked(
         &self,
         row: &ServerRow,
-        first: nix::sys::signal::Signal,
+        first: &str,
         grace: Duration,
     ) -> Result<bool, ServerError> {
         let running = Self::alive(row);
         if running {
             if let Some(pid) = row.pid {
-                crate::supervisor::stop_group_with(pid, first, grace).await;
+                crate::supervisor::stop_group_with(
+                    pid,
+                    crate::supervisor::signal_named(first),
+                    grace,
+                )
+                .await;
             }
         }
         self.store.write(owner::Servers, |tx| {
@@ -601,13 +610,12 @@ impl Servers {
         let row = self.row(&name)?;
         if let Some(row) = &row {
             // Its data goes: no snapshot to wait for.
-            self.stop_locked(row, nix::sys::signal::Signal::SIGKILL, Duration::ZERO)
-                .await?;
+            self.stop_locked(row, "SIGKILL", Duration::ZERO).await?;
         }
         if let Some(pid) = unrecorded_server(kind, &dir.join("data")) {
             crate::supervisor::stop_group_with(
                 pid,
-                nix::sys::signal::Signal::SIGKILL,
+                crate::supervisor::signal_named("SIGKILL"),
                 Duration::ZERO,
             )
             .await;
@@ -711,15 +719,14 @@ pub fn spawn_detached(
     cmd: &mut std::process::Command,
     log: &std::path::Path,
 ) -> std::io::Result<u32> {
-    use std::os::unix::process::CommandExt;
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)?;
     cmd.stdin(std::process::Stdio::null())
         .stdout(out.try_clone()?)
-        .stderr(out)
-        .process_group(0);
+        .stderr(out);
+    binky_platform::process::in_new_group(cmd);
     let mut child = cmd.spawn()?;
     let pid = child.id();
     // Reap it if it exits while this daemon lives; it normally outlives the daemon.
@@ -738,7 +745,8 @@ fn unrecorded_server(kind: Kind, data: &std::path::Path) -> Option<u32> {
         Kind::Redis => "redis.pid",
     };
     let pid = host::live_pid_in(data, file)?;
-    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    // Where the system cannot tell (Windows), the process is not taken for the server.
+    let cwd = binky_platform::process::cwd(pid)?;
     (std::fs::canonicalize(data).ok()? == cwd).then_some(pid)
 }
 
@@ -756,5 +764,32 @@ mod tests {
         assert_eq!(Kind::parse("mariadb").map(Kind::as_str), Some("mysql"));
         assert_eq!(Kind::parse("valkey").map(Kind::as_str), Some("redis"));
         assert_eq!(Kind::for_adapter("mongodb"), None);
+    }
+
+    #[test]
+    fn a_missing_server_says_how_this_system_installs_it() {
+        let err = ServerError::Missing {
+            what: "PostgreSQL".into(),
+            package: "postgresql".into(),
+        }
+        .to_string();
+        let how = if cfg!(windows) {
+            "on Windows, install PostgreSQL with its Windows installer"
+        } else {
+            "install postgresql (e.g. `sudo apt-get install postgresql`)"
+        };
+        assert!(err.contains(how), "{err}");
+        assert!(err.ends_with("or give the service an `admin_url`"), "{err}");
+    }
+
+    #[test]
+    fn every_kinds_stop_signal_is_a_signal_name() {
+        for kind in [Kind::Postgres, Kind::Mysql, Kind::Redis] {
+            assert_eq!(
+                binky_platform::signal::canonical(kind.stop_signal()),
+                Some(kind.stop_signal())
+            );
+        }
+        assert_eq!(Kind::Postgres.stop_signal(), "SIGINT");
     }
 }

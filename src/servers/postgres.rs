@@ -4,8 +4,9 @@
 //! # Guarantees
 //! - The binaries are Debian's newest `/usr/lib/postgresql/<major>/bin` (the data
 //!   directory's own major version when it has one, so an upgrade of the package does not
-//!   strand the data), else `initdb` and `postgres` on `PATH`; without them the error names
-//!   the `postgresql` package.
+//!   strand the data; on Windows the installer's `PostgreSQL\<major>\bin` alike), else
+//!   `initdb` and `postgres` on `PATH`; without them the error names the `postgresql`
+//!   package (on Windows, PostgreSQL's installer).
 //! - `initdb` runs into `<data>.init` and is renamed into place when it succeeded, so a
 //!   data directory with `PG_VERSION` is always a whole one; an interrupted `initdb` is
 //!   simply redone. The password file it reads is mode 0600 and removed right after.
@@ -103,40 +104,20 @@ pub fn find_binary() -> Option<PathBuf> {
     binaries(None).map(|b| b.postgres)
 }
 
-/// Debian's `/usr/lib/postgresql/<major>/bin` (`want`, else the highest), else `PATH`.
+/// The installers' folders ([`binky_platform::install::server_dirs`]: Debian's
+/// `/usr/lib/postgresql/<major>/bin`, Windows' `PostgreSQL\<major>\bin`; `want`, else the
+/// highest), else `PATH`.
 fn binaries(want: Option<&str>) -> Option<Binaries> {
     let in_dir = |dir: &Path| {
-        let b = Binaries {
-            initdb: dir.join("initdb"),
-            postgres: dir.join("postgres"),
-        };
-        (b.initdb.is_file() && b.postgres.is_file()).then_some(b)
-    };
-    let root = Path::new("/usr/lib/postgresql");
-    let mut majors: Vec<(Vec<u32>, String)> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let key = name
-                .split('.')
-                .map(|p| p.parse().ok())
-                .collect::<Option<Vec<u32>>>()?;
-            Some((key, name))
+        Some(Binaries {
+            initdb: binky_platform::install::program_in(dir, "initdb")?,
+            postgres: binky_platform::install::program_in(dir, "postgres")?,
         })
-        .collect();
-    majors.sort();
-    if let Some(b) = want
-        .and_then(|w| majors.iter().find(|(_, name)| name == w))
-        .and_then(|(_, name)| in_dir(&root.join(name).join("bin")))
-    {
-        return Some(b);
-    }
-    if let Some(b) = majors
-        .iter()
-        .rev()
-        .find_map(|(_, name)| in_dir(&root.join(name).join("bin")))
+    };
+    if let Some(b) =
+        binky_platform::install::server_dirs(binky_platform::install::Server::Postgres, want)
+            .iter()
+            .find_map(|dir| in_dir(dir))
     {
         return Some(b);
     }

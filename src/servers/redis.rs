@@ -1,4 +1,5 @@
-//! The managed redis server: `redis-server` (or `valkey-server`) from PATH, on 127.0.0.1,
+//! The managed redis server: `redis-server` (or `valkey-server`; Memurai on Windows) from
+//! PATH or its installer's folder, on 127.0.0.1,
 //! with its data, configuration and users under the data directory.
 //!
 //! # Files (in the data directory, mode 0700)
@@ -30,12 +31,20 @@ use crate::supervisor::procfs;
 /// snapshot takes a while).
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The binaries that can serve, in order of preference.
-const BINARIES: &[&str] = &["redis-server", "valkey-server"];
+/// The binaries that can serve, in order of preference: Redis, Valkey, and Memurai (the
+/// Redis-compatible server for Windows).
+const BINARIES: &[&str] = &["redis-server", "valkey-server", "memurai"];
 
-/// The first of [`BINARIES`] on PATH.
+/// The first of [`BINARIES`] in the installers' folders
+/// ([`binky_platform::install::server_dirs`]: none on Debian, Memurai's and Redis' under
+/// Program Files on Windows), else on `PATH`.
 pub fn find_binary() -> Option<PathBuf> {
-    BINARIES.iter().find_map(|name| host::on_path(name))
+    let dirs = binky_platform::install::server_dirs(binky_platform::install::Server::Redis, None);
+    BINARIES.iter().find_map(|name| {
+        dirs.iter()
+            .find_map(|d| binky_platform::install::program_in(d, name))
+            .or_else(|| host::on_path(name))
+    })
 }
 
 /// Start the managed redis server on `ctx.port` with `ctx.password` as the `default`

@@ -90,6 +90,8 @@ impl Target {
         }
         let host = match self.config.get_hosts().first() {
             Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            // A socket folder: tokio-postgres has this kind of host on Unix only.
+            #[cfg(unix)]
             Some(tokio_postgres::config::Host::Unix(p)) => p.to_string_lossy().into_owned(),
             None => "localhost".to_owned(),
         };
