@@ -21,4 +21,5 @@ pub mod net;
 pub mod owner;
 pub mod process;
 pub mod signal;
+pub mod trust;
 pub mod user;

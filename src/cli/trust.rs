@@ -1,6 +1,11 @@
 //! `binky trust [--uninstall]`: put binky's local CA in the system trust store (and say how
 //! for browsers), or take it out.
+//!
+//! On Linux that is the distribution's anchor folder, as root. On Windows it is the current
+//! user's Trusted Root Certification Authorities, through `certutil -user -addstore Root`
+//! ([`binky_platform::trust`]): no administrator needed, and Windows asks to confirm.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,19 +40,28 @@ fn store() -> Option<&'static SystemStore> {
     STORES.iter().find(|s| Path::new(s.dir).is_dir())
 }
 
-fn run(cmd: &[&str]) -> Result<(), String> {
-    let out = Command::new(cmd[0])
-        .args(&cmd[1..])
+fn run<S: AsRef<OsStr>>(cmd: &[S]) -> Result<(), String> {
+    let words: Vec<String> = cmd
+        .iter()
+        .map(|w| w.as_ref().to_string_lossy().into_owned())
+        .collect();
+    let Some((program, args)) = cmd.split_first() else {
+        return Err("no command to run".to_owned());
+    };
+    let out = Command::new(program)
+        .args(args)
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", cmd[0]))?;
+        .map_err(|e| format!("cannot run {}: {e}", words[0]))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{} failed: {}",
-            cmd.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        // certutil says why on stdout, the Unix tools on stderr.
+        let said = [out.stderr, out.stdout]
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).trim().to_owned())
+            .find(|t| !t.is_empty())
+            .unwrap_or_default();
+        Err(format!("{} failed: {said}", words.join(" ")))
     }
 }
 
@@ -57,11 +71,11 @@ fn nss_db() -> Option<PathBuf> {
     db.is_dir().then_some(db)
 }
 
+/// Is the program `cmd` on `PATH`?
 fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| binky_platform::fs::executable_in(&dir, cmd))
+    })
 }
 
 /// `binky trust`.
@@ -70,10 +84,17 @@ pub fn run_trust(uninstall: bool) -> Result<i32, Failure> {
     let ca = LocalCa::load_or_create(&ctx.home.ca()).map_err(|e| Failure::failed(e.to_string()))?;
     let name = format!("binky-{}", ctx.home.tag());
     let nickname = format!("binky local CA ({})", ctx.home.tag());
+    if let Some(user_store) = binky_platform::trust::user_store() {
+        return if uninstall {
+            uninstall_user(&user_store, &ca)
+        } else {
+            install_user(&user_store, &ca)
+        };
+    }
     let root = binky_platform::user::is_root();
     let Some(system) = store() else {
         return Err(Failure::failed(format!(
-            "no system trust store found (looked for {}); add {} to your system's trust store by hand",
+            "no system trust store found on this system (looked for {}); add {} to your system's trust store by hand",
             STORES.iter().map(|s| s.dir).collect::<Vec<_>>().join(", "),
             ca.cert_path().display()
         )));
@@ -86,6 +107,51 @@ pub fn run_trust(uninstall: bool) -> Result<i32, Failure> {
         return uninstall_ca(system, &target, &nickname);
     }
     install_ca(system, &target, &nickname, &ca)
+}
+
+/// The SHA-1 thumbprint of the CA's certificate (hex), the name certutil finds it by.
+fn thumbprint(ca: &LocalCa) -> String {
+    use sha1::{Digest, Sha1};
+    Sha1::digest(ca.cert_der().as_ref())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Windows: binky's CA into the current user's trust store.
+fn install_user(store: &binky_platform::trust::UserStore, ca: &LocalCa) -> Result<i32, Failure> {
+    let cmd = store.add(&ca.cert_path());
+    run(&cmd).map_err(|e| {
+        Failure::failed(format!(
+            "on Windows, binky puts its CA in {} and that failed: {e}; run `certutil -user -addstore Root {}` yourself, or import that file in certmgr.msc under Trusted Root Certification Authorities",
+            store.name,
+            ca.cert_path().display()
+        ))
+    })?;
+    println!(
+        "binky's CA is trusted for this Windows user, in {}",
+        store.name
+    );
+    println!("  Edge, Chrome, curl and the programs that use Windows' certificates now accept https://*.localhost from binky");
+    println!(
+        "  Firefox: Settings > Privacy & Security > Certificates > View Certificates > Authorities > Import {}, and tick \"Trust this CA to identify websites\" (or set security.enterprise_roots.enabled)",
+        ca.cert_path().display()
+    );
+    println!("`binky trust --uninstall` takes it out again.");
+    Ok(exit::OK)
+}
+
+/// Windows: binky's CA out of the current user's trust store.
+fn uninstall_user(store: &binky_platform::trust::UserStore, ca: &LocalCa) -> Result<i32, Failure> {
+    let print = thumbprint(ca);
+    run(&store.remove(&print)).map_err(|e| {
+        Failure::failed(format!(
+            "on Windows, taking binky's CA out of {} failed: {e}; run `certutil -user -delstore Root {print}` yourself, or delete it in certmgr.msc",
+            store.name
+        ))
+    })?;
+    println!("removed binky's CA from {}", store.name);
+    Ok(exit::OK)
 }
 
 /// Not root: the commands that would change the system trust store, for a person to run.
@@ -179,4 +245,29 @@ fn install_ca(
     );
     println!("`binky trust --uninstall` takes it out again.");
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_program_on_path_is_had_and_a_made_up_one_is_not() {
+        assert!(have("sh"));
+        assert!(!have("binky-no-such-tool"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_command_says_what_it_printed_on_either_stream() {
+        // certutil explains itself on stdout.
+        let e = run(&["sh", "-c", "echo refused by the store; exit 1"]).unwrap_err();
+        assert!(e.contains("refused by the store"), "{e}");
+        let e = run(&["sh", "-c", "echo on stderr >&2; exit 1"]).unwrap_err();
+        assert!(e.contains("on stderr"), "{e}");
+        let e = run(&["binky-no-such-tool"]).unwrap_err();
+        assert!(e.contains("cannot run binky-no-such-tool"), "{e}");
+        assert!(run(&["true"]).is_ok());
+    }
 }

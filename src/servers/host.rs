@@ -602,7 +602,7 @@ mod tests {
             std::fs::create_dir_all(d.join("data")).unwrap();
         }
         let link = home.path().join("data");
-        std::os::unix::fs::symlink(claimed.join("data"), &link).unwrap();
+        binky_platform::clone::symlink(&claimed.join("data"), &link).unwrap();
         std::fs::write(claimed.join("owner"), link.to_str().unwrap()).unwrap();
         std::fs::write(orphan.join("owner"), "/nonexistent/data").unwrap();
         std::fs::write(young.join("owner"), "/nonexistent/data").unwrap();
