@@ -912,10 +912,19 @@ mod tests {
             .unwrap();
         std::fs::write(pkg.join(".b.js.new"), "replaced\n").unwrap();
         std::fs::rename(pkg.join(".b.js.new"), pkg.join("b.js")).unwrap();
+        // Another checkout with its own file at that place, itself linked from elsewhere (as
+        // many links as the shared one): not a holder, the file is not the same.
+        let other = dir.path().join("other");
+        write(&other.join("node_modules/pkg/a.js"), "1;\n2;\n");
+        std::fs::hard_link(
+            other.join("node_modules/pkg/a.js"),
+            other.join("node_modules/pkg/a-again.js"),
+        )
+        .unwrap();
         let found = changed_links(
             &to,
             &[("node_modules".into(), began)],
-            &[from.clone(), dir.path().join("elsewhere")],
+            &[from.clone(), dir.path().join("elsewhere"), other],
         );
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].file, "node_modules/pkg/a.js");

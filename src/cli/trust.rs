@@ -262,9 +262,10 @@ mod tests {
     #[test]
     fn a_failed_command_says_what_it_printed_on_either_stream() {
         // certutil explains itself on stdout.
-        let e = run(&["sh", "-c", "echo refused by the store; exit 1"]).unwrap_err();
-        assert!(e.contains("refused by the store"), "{e}");
-        let e = run(&["sh", "-c", "echo on stderr >&2; exit 1"]).unwrap_err();
+        // (What it printed is not in the command's own words, which the error quotes too.)
+        let e = run(&["sh", "-c", "printf 'refused %s' by-the-store; exit 1"]).unwrap_err();
+        assert!(e.contains("refused by-the-store"), "{e}");
+        let e = run(&["sh", "-c", "printf 'on %s' stderr >&2; exit 1"]).unwrap_err();
         assert!(e.contains("on stderr"), "{e}");
         let e = run(&["binky-no-such-tool"]).unwrap_err();
         assert!(e.contains("cannot run binky-no-such-tool"), "{e}");
