@@ -339,11 +339,8 @@ fn copy_into(
                 }
             });
         }
-        collect(
-            src,
-            dst,
-            top,
-            &mut |job| {
+        Walk {
+            files: &mut |job| {
                 if stop.load(Ordering::Relaxed) {
                     return Err(std::io::Error::other("stopped: a file failed"));
                 }
@@ -351,8 +348,11 @@ fn copy_into(
                 tx.send(job)
                     .map_err(|_| std::io::Error::other("stopped: a file failed"))
             },
-            &mut dirs,
-        )
+            dirs: &mut dirs,
+            symlink: binky_platform::clone::symlink,
+            followed: Vec::new(),
+        }
+        .collect(src, dst, top)
     });
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
@@ -518,63 +518,80 @@ fn package_store(parent: &Path, name: &std::ffi::OsStr) -> bool {
     name == ".pnpm" && parent.file_name().is_some_and(|p| p == "node_modules")
 }
 
-/// Walk `src`: directories made at `dst` now (writable while they fill), symlinks made
-/// now, files listed, each marked the world's own when it is [`bookkeeping`], under a
-/// bookkeeping directory, directly in a package store (pnpm's `.pnpm/lock.yaml`), or when
-/// `place` says so already. A package store (pnpm's `node_modules/.pnpm`) is packages,
-/// linked like them.
-fn collect(
-    src: &Path,
-    dst: &Path,
-    place: Place,
-    files: &mut dyn FnMut(FileJob) -> std::io::Result<()>,
-    dirs: &mut Vec<(PathBuf, PathBuf)>,
-) -> std::io::Result<()> {
-    let meta = std::fs::symlink_metadata(src)?;
-    let ft = meta.file_type();
-    if ft.is_symlink() {
-        let target = std::fs::read_link(src)?;
-        match binky_platform::clone::symlink(&target, dst) {
-            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-                // Windows without Developer Mode: the world gets a copy of what the link
-                // points to (a link that points nowhere, or back into its own tree, is left
-                // out).
-                let Some(parent) = src.parent() else {
-                    return Ok(());
-                };
-                let resolved = parent.join(&target);
-                let Ok(real) = std::fs::canonicalize(&resolved) else {
-                    return Ok(());
-                };
-                if src.starts_with(&real) || parent.starts_with(&real) {
-                    return Ok(());
+/// One walk of a path to bring: where its files go, the directories it made, and how it
+/// makes a symbolic link.
+struct Walk<'a> {
+    /// Takes each file to bring.
+    files: &'a mut dyn FnMut(FileJob) -> std::io::Result<()>,
+    /// The directories made (source, made), for their modes and times at the end.
+    dirs: &'a mut Vec<(PathBuf, PathBuf)>,
+    /// Makes a symbolic link (`binky_platform::clone::symlink`; a refusing one in tests).
+    symlink: fn(&Path, &Path) -> std::io::Result<()>,
+    /// Where the links walked in place of links are (their folders, canonical): a link back
+    /// to one of them, or above, would be walked for ever.
+    followed: Vec<PathBuf>,
+}
+
+impl Walk<'_> {
+    /// Walk `src`: directories made at `dst` now (writable while they fill), symlinks made
+    /// now, files listed, each marked the world's own when it is [`bookkeeping`], under a
+    /// bookkeeping directory, directly in a package store (pnpm's `.pnpm/lock.yaml`), or
+    /// when `place` says so already. A package store (pnpm's `node_modules/.pnpm`) is
+    /// packages, linked like them.
+    fn collect(&mut self, src: &Path, dst: &Path, place: Place) -> std::io::Result<()> {
+        let meta = std::fs::symlink_metadata(src)?;
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            let target = std::fs::read_link(src)?;
+            match (self.symlink)(&target, dst) {
+                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                    return self.instead_of_link(src, &target, dst);
                 }
-                return collect(&real, dst, Place::Own, files, dirs);
+                made => made?,
             }
-            made => made?,
+        } else if ft.is_dir() {
+            std::fs::create_dir(dst)?;
+            binky_platform::fs::set_mode(dst, 0o755 | 0o200)?;
+            self.dirs.push((src.to_owned(), dst.to_owned()));
+            for e in std::fs::read_dir(src)? {
+                let e = e?;
+                let name = e.file_name();
+                let dir = e.file_type()?.is_dir();
+                let place = match place {
+                    Place::Own => Place::Own,
+                    _ if bookkeeping(src, &name, dir) => Place::Own,
+                    _ if package_store(src, &name) => Place::Store,
+                    Place::Store if !dir => Place::Own,
+                    _ => Place::Package,
+                };
+                self.collect(&e.path(), &dst.join(&name), place)?;
+            }
+        } else if ft.is_file() {
+            (self.files)((src.to_owned(), dst.to_owned(), place != Place::Package))?;
         }
-    } else if ft.is_dir() {
-        std::fs::create_dir(dst)?;
-        binky_platform::fs::set_mode(dst, 0o755 | 0o200)?;
-        dirs.push((src.to_owned(), dst.to_owned()));
-        for e in std::fs::read_dir(src)? {
-            let e = e?;
-            let name = e.file_name();
-            let dir = e.file_type()?.is_dir();
-            let place = match place {
-                Place::Own => Place::Own,
-                _ if bookkeeping(src, &name, dir) => Place::Own,
-                _ if package_store(src, &name) => Place::Store,
-                Place::Store if !dir => Place::Own,
-                _ => Place::Package,
-            };
-            collect(&e.path(), &dst.join(&name), place, files, dirs)?;
-        }
-    } else if ft.is_file() {
-        files((src.to_owned(), dst.to_owned(), place != Place::Package))?;
+        // Sockets, fifos, devices: not the kind of thing a dependency directory needs.
+        Ok(())
     }
-    // Sockets, fifos, devices: not the kind of thing a dependency directory needs.
-    Ok(())
+
+    /// The system makes no symbolic link (Windows without Developer Mode): the world gets a
+    /// copy of what the link `src` points to (`target`), its own, never linked. A link that
+    /// points nowhere, or to a folder being walked or above one (it would be walked for
+    /// ever), is left out.
+    fn instead_of_link(&mut self, src: &Path, target: &Path, dst: &Path) -> std::io::Result<()> {
+        let Some(here) = src.parent().and_then(|p| std::fs::canonicalize(p).ok()) else {
+            return Ok(());
+        };
+        let Ok(real) = std::fs::canonicalize(here.join(target)) else {
+            return Ok(());
+        };
+        if here.starts_with(&real) || self.followed.iter().any(|f| f.starts_with(&real)) {
+            return Ok(());
+        }
+        self.followed.push(here);
+        let walked = self.collect(&real, dst, Place::Own);
+        self.followed.pop();
+        walked
+    }
 }
 
 /// How one file came over.
@@ -935,6 +952,73 @@ mod tests {
             "1;\n2;\n",
             "what a link shares"
         );
+    }
+
+    /// Where the system makes no symbolic link (Windows without Developer Mode), a link
+    /// comes over as a copy of what it points to, the world's own; one that points nowhere,
+    /// or back above itself, or round through another, is left out rather than walked for
+    /// ever.
+    #[cfg(unix)]
+    #[test]
+    fn where_no_symlink_can_be_made_the_world_gets_a_copy_of_what_it_points_to_and_no_loop() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (
+            dir.path().join("main/node_modules"),
+            dir.path().join("world"),
+        );
+        write(&from.join(".pnpm/pkg@1/node_modules/pkg/index.js"), "js");
+        write(&from.join("a/x"), "x");
+        write(&from.join("b/y"), "y");
+        let link = |target: &str, at: &str| {
+            binky_platform::clone::symlink(Path::new(target), &from.join(at)).unwrap()
+        };
+        link(".pnpm/pkg@1/node_modules/pkg", "pkg");
+        link(".pnpm/pkg@1/node_modules/pkg/index.js", "main.js");
+        link("..", "up");
+        link("nowhere", "dangling");
+        link("../b", "a/to-b");
+        link("../a", "b/to-a");
+        let mut jobs = Vec::new();
+        let mut dirs = Vec::new();
+        Walk {
+            files: &mut |job| {
+                jobs.push(job);
+                Ok(())
+            },
+            dirs: &mut dirs,
+            symlink: |_, _| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "no symbolic links here",
+                ))
+            },
+            followed: Vec::new(),
+        }
+        .collect(&from, &to, Place::Package)
+        .unwrap();
+        let mut got: Vec<(String, bool)> = jobs
+            .iter()
+            .map(|(_, d, own)| (d.strip_prefix(&to).unwrap().display().to_string(), *own))
+            .collect();
+        got.sort();
+        let want = [
+            (".pnpm/pkg@1/node_modules/pkg/index.js", false),
+            ("a/to-b/y", true),
+            ("a/x", false),
+            ("b/to-a/x", true),
+            ("b/y", false),
+            ("main.js", true),
+            ("pkg/index.js", true),
+        ]
+        .map(|(d, own)| (d.to_owned(), own));
+        assert_eq!(got, want);
+        // What a link came over as reads as its target does.
+        let (src, _, _) = jobs
+            .iter()
+            .find(|(_, d, _)| d.ends_with("main.js"))
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(src).unwrap(), "js");
+        assert!(!to.join("up").exists() && !to.join("dangling").exists());
     }
 
     /// A path that is one file (a lockfile named in `copy`) is never linked: npm rewrites
