@@ -247,18 +247,17 @@ fn install_ca(
     Ok(exit::OK)
 }
 
-#[cfg(test)]
+// Their commands (sh, true) and what they test (root's relocated data) are Unix's.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
-    #[cfg(unix)]
     #[test]
     fn a_program_on_path_is_had_and_a_made_up_one_is_not() {
         assert!(have("sh"));
         assert!(!have("binky-no-such-tool"));
     }
 
-    #[cfg(unix)]
     #[test]
     fn a_failed_command_says_what_it_printed_on_either_stream() {
         // certutil explains itself on stdout.
