@@ -12,6 +12,7 @@
 pub mod fs;
 pub mod io;
 pub mod ipc;
+pub mod job;
 pub mod lock;
 pub mod machine;
 pub mod net;
