@@ -16,6 +16,7 @@ pub mod job;
 pub mod lock;
 pub mod machine;
 pub mod net;
+pub mod proc;
 pub mod process;
 pub mod signal;
 pub mod user;

@@ -331,10 +331,8 @@ async fn command(
     env: &std::collections::BTreeMap<String, String>,
     timeout: Duration,
 ) -> Result<(), ProbeError> {
-    let mut c = tokio::process::Command::new("/bin/sh");
-    c.arg("-c")
-        .arg(cmd)
-        .current_dir(workdir)
+    let mut c = binky_platform::process::shell_command(cmd);
+    c.current_dir(workdir)
         .env_clear()
         .envs(env)
         .stdin(std::process::Stdio::null())
