@@ -101,7 +101,7 @@ fn run_bounded(cmd: &str) -> Result<std::process::Output, String> {
             }
             _ => {
                 // The whole group: a shell's children hold the pipes open too.
-                let _ = binky_platform::signal::send_group(child.id(), "SIGKILL");
+                let _ = binky_platform::job::kill_group(child.id());
                 let _ = child.wait();
                 return Err(format!(
                     "did not answer within {} and was stopped",

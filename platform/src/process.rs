@@ -119,6 +119,69 @@ pub fn limit_malloc_arenas(arenas: u8) {
     let _ = arenas;
 }
 
+/// [`in_new_group_async`], the child also running at a lower priority when `nice` is above 0
+/// (Unix: `setpriority` to `nice` in the child before it runs; Windows: the below-normal
+/// priority class, or the idle class from 10 on).
+pub fn in_new_group_niced_async(
+    cmd: &mut tokio::process::Command,
+    nice: i32,
+) -> &mut tokio::process::Command {
+    #[cfg(unix)]
+    {
+        cmd.process_group(0);
+        if nice != 0 {
+            // SAFETY: setpriority is async-signal-safe, and this closure touches nothing
+            // else between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    // Lowering one's own priority cannot be refused; an error is ignored.
+                    nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, nice);
+                    Ok(())
+                });
+            }
+        }
+        cmd
+    }
+    #[cfg(windows)]
+    {
+        /// `BELOW_NORMAL_PRIORITY_CLASS`, `IDLE_PRIORITY_CLASS`.
+        const BELOW_NORMAL: u32 = 0x0000_4000;
+        const IDLE: u32 = 0x0000_0040;
+        let class = match nice {
+            n if n >= 10 => IDLE,
+            n if n > 0 => BELOW_NORMAL,
+            _ => 0,
+        };
+        cmd.creation_flags(CREATE_NEW_PROCESS_GROUP | class)
+    }
+}
+
+/// Runs `f` in the child between fork and exec (Unix), e.g. to join a cgroup through
+/// descriptors opened before. `false` where the system starts processes without a fork
+/// (Windows): `f` never runs, and the caller does its work after the spawn, if it can.
+///
+/// # Safety
+/// `f` runs in a forked child of a multi-threaded process: it may only make
+/// async-signal-safe calls and must not allocate or take locks.
+pub unsafe fn before_exec_async<F>(cmd: &mut tokio::process::Command, f: F) -> bool
+where
+    F: FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+{
+    #[cfg(unix)]
+    {
+        // SAFETY: the caller keeps `f` to what may run between fork and exec.
+        unsafe {
+            cmd.pre_exec(f);
+        }
+        true
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (cmd, f);
+        false
+    }
+}
+
 /// The signal that ended a process, where the system has signals and one did.
 pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
     #[cfg(unix)]

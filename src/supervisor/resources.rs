@@ -18,7 +18,7 @@ use binky_controllers::supervisor::Usage;
 
 use super::cgroup::detect::{self, Mode, Seen};
 use super::cgroup::{Cgroups, Tree};
-use super::procfs;
+use binky_platform::proc as procfs;
 
 /// Only cgroup hierarchies mounted under this directory count.
 pub const CGROUP_ROOT_VAR: &str = "BINKY_CGROUP_ROOT";

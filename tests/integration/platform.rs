@@ -28,9 +28,6 @@ const NOT_YET_MOVED: &[&str] = &[
     "src/servers/mod.rs",
     "src/supervisor/cgroup/detect.rs",
     "src/supervisor/cgroup/mod.rs",
-    "src/supervisor/descendants.rs",
-    "src/supervisor/mod.rs",
-    "src/supervisor/procfs.rs",
     "src/supervisor/resources.rs",
 ];
 
