@@ -124,10 +124,10 @@ fn held_ports(pid: u32, sockets: &Sockets) -> Vec<u16> {
         .collect()
 }
 
-pub fn sockets_on(port: u16) -> Sockets {
+pub fn sockets_on(port: u16) -> Option<Sockets> {
     let mut sockets = listening_sockets();
     sockets.retain(|_, p| *p == port);
-    sockets
+    Some(sockets)
 }
 
 pub fn one_holds(pids: &[u32], sockets: &Sockets) -> bool {

@@ -166,9 +166,12 @@ pub fn page_size() -> u64 {
     sys::page_size()
 }
 
-/// The sockets listening on TCP `port` (any address).
-pub fn sockets_on(port: u16) -> Sockets {
-    Sockets(sys::sockets_on(port))
+/// The sockets listening on TCP `port` (any address), or `None` when the system does not
+/// tell who holds them (other Unix systems for now; Windows under Wine, which gives no
+/// owners): what asks then cannot tell whose a port is, and says so or takes the answer
+/// it has.
+pub fn sockets_on(port: u16) -> Option<Sockets> {
+    sys::sockets_on(port).map(Sockets)
 }
 
 /// Whether one of `pids` holds one of `sockets`.
@@ -187,7 +190,7 @@ pub fn holders(sockets: &Sockets) -> Vec<u32> {
 /// Every process (this user may inspect) holding a socket that listens on TCP `port` (a
 /// forking server's workers share it).
 pub fn listeners_of(port: u16) -> Vec<u32> {
-    holders(&sockets_on(port))
+    sockets_on(port).map_or_else(Vec::new, |s| holders(&s))
 }
 
 /// The process listening on TCP `port` (any address), as `(pid, program name)`, when it is
@@ -306,17 +309,33 @@ mod tests {
         assert!(exe(me).is_some());
     }
 
+    /// Whether the system lists `port`'s listener without its owner: Linux always tells;
+    /// Windows does, but Wine (where the Windows build's tests run) gives no owners.
+    #[cfg(any(target_os = "linux", windows))]
+    fn cannot_tell_owners(port: u16) -> bool {
+        let unknown = sockets_on(port).is_none();
+        if unknown {
+            assert!(cfg!(windows), "Linux always tells who holds a port");
+            eprintln!("this system lists port {port}'s listener without its owner");
+        }
+        unknown
+    }
+
     #[cfg(any(target_os = "linux", windows))]
     #[test]
     fn the_listener_of_a_port_is_found() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
+        if cannot_tell_owners(port) {
+            assert_eq!(listener_of(port), None);
+            return;
+        }
         let (pid, _) = listener_of(port).unwrap();
         assert_eq!(pid, std::process::id());
-        assert!(one_holds(&[pid], &sockets_on(port)));
+        assert!(one_holds(&[pid], &sockets_on(port).unwrap()));
         drop(l);
         assert!(listener_of(port).is_none());
-        assert!(sockets_on(port).is_empty());
+        assert!(sockets_on(port).unwrap().is_empty());
     }
 
     #[cfg(any(target_os = "linux", windows))]
@@ -330,6 +349,10 @@ mod tests {
             a.local_addr().unwrap().port(),
             b.local_addr().unwrap().port(),
         ];
+        if cannot_tell_owners(want[0]) {
+            assert_eq!(listening_ports(&[std::process::id()]), Vec::<u16>::new());
+            return;
+        }
         // A connection is no listening socket.
         let _client = std::net::TcpStream::connect(a.local_addr().unwrap()).unwrap();
         let found = listening_ports(&[std::process::id()]);

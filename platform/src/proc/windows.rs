@@ -245,12 +245,14 @@ fn listeners() -> Vec<(u16, u32)> {
     out
 }
 
-pub fn sockets_on(port: u16) -> Sockets {
-    listeners()
+/// `None` when a listener's owner is not told (pid 0: Wine gives no owners).
+pub fn sockets_on(port: u16) -> Option<Sockets> {
+    let owners: Sockets = listeners()
         .into_iter()
         .filter(|(p, _)| *p == port)
         .map(|(_, pid)| pid)
-        .collect()
+        .collect();
+    (!owners.contains(&0)).then_some(owners)
 }
 
 pub fn one_holds(pids: &[u32], sockets: &Sockets) -> bool {
@@ -266,7 +268,7 @@ pub fn holders(sockets: &Sockets) -> Vec<u32> {
 pub fn listening_ports(pids: &[u32]) -> Vec<u16> {
     listeners()
         .into_iter()
-        .filter(|(_, pid)| pids.contains(pid))
+        .filter(|(_, pid)| *pid != 0 && pids.contains(pid))
         .map(|(port, _)| port)
         .collect()
 }
