@@ -17,6 +17,10 @@ pub fn stat(pid: u32) -> Option<Stat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+pub fn started(pid: u32) -> Option<(u64, bool)> {
+    stat(pid).map(|s| (s.start_time, !s.ended()))
+}
+
 pub fn pids() -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();

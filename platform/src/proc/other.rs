@@ -17,6 +17,10 @@ pub fn stat(_pid: u32) -> Option<Stat> {
     None
 }
 
+pub fn started(_pid: u32) -> Option<(u64, bool)> {
+    None
+}
+
 pub fn pids() -> Vec<u32> {
     Vec::new()
 }

@@ -78,6 +78,21 @@ fn snapshot() -> Vec<(u32, u32)> {
 }
 
 pub fn stat(pid: u32) -> Option<Stat> {
+    let (start_time, running) = started(pid)?;
+    let ppid = snapshot()
+        .into_iter()
+        .find_map(|(p, pp)| (p == pid).then_some(pp))
+        .unwrap_or(0);
+    Some(Stat {
+        state: if running { 'R' } else { 'Z' },
+        ppid,
+        pgrp: pid,
+        start_time,
+    })
+}
+
+/// When `pid` started and whether it still runs, without a snapshot of every process.
+pub fn started(pid: u32) -> Option<(u64, bool)> {
     let p = Process::open(pid, PROCESS_QUERY_LIMITED_INFORMATION)?;
     let zero = FILETIME {
         dwLowDateTime: 0,
@@ -102,16 +117,7 @@ pub fn stat(pid: u32) -> Option<Stat> {
     // A process that exits with 259 (STILL_ACTIVE) itself is taken for running: its exit
     // time tells it apart.
     let running = code == STILL_ACTIVE as u32 && filetime(exited) == 0;
-    let ppid = snapshot()
-        .into_iter()
-        .find_map(|(p, pp)| (p == pid).then_some(pp))
-        .unwrap_or(0);
-    Some(Stat {
-        state: if running { 'R' } else { 'Z' },
-        ppid,
-        pgrp: pid,
-        start_time: filetime(created),
-    })
+    Some((filetime(created), running))
 }
 
 pub fn pids() -> Vec<u32> {
@@ -127,7 +133,7 @@ pub fn parents() -> Vec<(u32, u32)> {
 /// its parent to count.
 pub fn group_members(root: u32) -> Vec<u32> {
     let all = snapshot();
-    let started = |pid: u32| stat(pid).filter(|s| !s.ended()).map(|s| s.start_time);
+    let started = |pid: u32| started(pid).filter(|(_, running)| *running).map(|(t, _)| t);
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     for (p, pp) in &all {
         if p != pp {
