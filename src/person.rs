@@ -22,7 +22,7 @@
 //! and it could edit binky's files in `$BINKY_HOME` directly. docs/security.md says what
 //! binky promises.
 
-use crate::supervisor::procfs;
+use binky_platform::proc as procfs;
 
 /// The environment variable every command binky runs for a world carries.
 pub const MARK: &str = binky_controllers::env::SPAWNED_IN;

@@ -26,7 +26,7 @@ impl PortProbe for BindProbe {
     }
 
     fn holder(&self, port: u16) -> Option<String> {
-        let pid = *crate::supervisor::procfs::listeners_of(port).first()?;
+        let pid = *binky_platform::proc::listeners_of(port).first()?;
         let name = binky_platform::process::name(pid).unwrap_or_default();
         Some(format!("`{name}` (pid {pid})"))
     }

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use binky_controllers::store::{self, Store};
 
@@ -72,10 +72,8 @@ fn command_timeout() -> std::time::Duration {
 /// than a pipe holds does not stall), killed after [`COMMAND_TIMEOUT`].
 fn run_bounded(cmd: &str) -> Result<std::process::Output, String> {
     use std::io::Read;
-    let mut command = Command::new("sh");
+    let mut command = binky_platform::process::shell_command_std(cmd);
     command
-        .arg("-c")
-        .arg(cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -103,7 +101,7 @@ fn run_bounded(cmd: &str) -> Result<std::process::Output, String> {
             }
             _ => {
                 // The whole group: a shell's children hold the pipes open too.
-                let _ = binky_platform::signal::send_group(child.id(), "SIGKILL");
+                let _ = binky_platform::job::kill_group(child.id());
                 let _ = child.wait();
                 return Err(format!(
                     "did not answer within {} and was stopped",

@@ -1,9 +1,11 @@
-//! What binky reads of another process by its pid: its command line and its name.
+//! Processes: the shell that runs a `cmd` string, a child in a group of its own, and what binky
+//! reads of another process by its pid (its command line and its name).
 //!
 //! Linux reads `/proc/<pid>/cmdline` and `/proc/<pid>/comm`; elsewhere these are `None` for
 //! now, and what uses them says it cannot tell (who holds a port, whether binky started a
 //! process).
 
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
 /// Windows' `CREATE_NEW_PROCESS_GROUP`: the child leads a console process group, which
@@ -117,6 +119,69 @@ pub fn limit_malloc_arenas(arenas: u8) {
     let _ = arenas;
 }
 
+/// [`in_new_group_async`], the child also running at a lower priority when `nice` is above 0
+/// (Unix: `setpriority` to `nice` in the child before it runs; Windows: the below-normal
+/// priority class, or the idle class from 10 on).
+pub fn in_new_group_niced_async(
+    cmd: &mut tokio::process::Command,
+    nice: i32,
+) -> &mut tokio::process::Command {
+    #[cfg(unix)]
+    {
+        cmd.process_group(0);
+        if nice != 0 {
+            // SAFETY: setpriority is async-signal-safe, and this closure touches nothing
+            // else between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    // Lowering one's own priority cannot be refused; an error is ignored.
+                    nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, nice);
+                    Ok(())
+                });
+            }
+        }
+        cmd
+    }
+    #[cfg(windows)]
+    {
+        /// `BELOW_NORMAL_PRIORITY_CLASS`, `IDLE_PRIORITY_CLASS`.
+        const BELOW_NORMAL: u32 = 0x0000_4000;
+        const IDLE: u32 = 0x0000_0040;
+        let class = match nice {
+            n if n >= 10 => IDLE,
+            n if n > 0 => BELOW_NORMAL,
+            _ => 0,
+        };
+        cmd.creation_flags(CREATE_NEW_PROCESS_GROUP | class)
+    }
+}
+
+/// Runs `f` in the child between fork and exec (Unix), e.g. to join a cgroup through
+/// descriptors opened before. `false` where the system starts processes without a fork
+/// (Windows): `f` never runs, and the caller does its work after the spawn, if it can.
+///
+/// # Safety
+/// `f` runs in a forked child of a multi-threaded process: it may only make
+/// async-signal-safe calls and must not allocate or take locks.
+pub unsafe fn before_exec_async<F>(cmd: &mut tokio::process::Command, f: F) -> bool
+where
+    F: FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+{
+    #[cfg(unix)]
+    {
+        // SAFETY: the caller keeps `f` to what may run between fork and exec.
+        unsafe {
+            cmd.pre_exec(f);
+        }
+        true
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (cmd, f);
+        false
+    }
+}
+
 /// The signal that ended a process, where the system has signals and one did.
 pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
     #[cfg(unix)]
@@ -219,9 +284,182 @@ pub fn cwd(pid: u32) -> Option<std::path::PathBuf> {
     }
 }
 
+/// What runs a service's `cmd` string (and a health command's, a `secret_command`'s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shell {
+    /// A POSIX shell, run as `<path> -c <cmd>`: `/bin/sh` on Unix; on Windows the `sh.exe`
+    /// of Git for Windows (so one `binky.toml` works on both), or the one `BINKY_SHELL` names.
+    Posix(PathBuf),
+    /// Windows' `cmd.exe`, run as `cmd /C <cmd>`: where no `sh` is found, or
+    /// `BINKY_SHELL=cmd`.
+    Cmd,
+}
+
+/// The setting that chooses the shell on Windows: a path to a shell that takes `-c`, or the
+/// word `cmd`. Unix always uses `/bin/sh`.
+pub const SHELL_VAR: &str = "BINKY_SHELL";
+
+impl Shell {
+    /// The program to run.
+    pub fn program(&self) -> &std::ffi::OsStr {
+        match self {
+            Shell::Posix(path) => path.as_os_str(),
+            Shell::Cmd => std::ffi::OsStr::new("cmd"),
+        }
+    }
+
+    /// The argument that comes before the command string (`-c`, `/C`).
+    pub fn flag(&self) -> &'static str {
+        match self {
+            Shell::Posix(_) => "-c",
+            Shell::Cmd => "/C",
+        }
+    }
+}
+
+/// The shell, chosen from the setting's value (`BINKY_SHELL`) and, in order of preference,
+/// the candidate `sh` paths that exist: the setting if it is set (`cmd`, in any case, is
+/// `cmd.exe`; anything else is the path of a shell taking `-c`), else the first existing
+/// candidate, else `cmd.exe`. Pure, so every system's choice is tested on any system.
+pub fn choose_shell(setting: Option<&str>, existing: &[PathBuf]) -> Shell {
+    match setting.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(s) if s.eq_ignore_ascii_case("cmd") || s.eq_ignore_ascii_case("cmd.exe") => Shell::Cmd,
+        Some(s) => Shell::Posix(PathBuf::from(s)),
+        None => existing
+            .first()
+            .map_or(Shell::Cmd, |p| Shell::Posix(p.clone())),
+    }
+}
+
+/// Where Git for Windows' `sh.exe` may be, in order: beside the `git.exe` found on `PATH`
+/// (`<Git>\cmd\git.exe` and `<Git>\mingw64\bin\git.exe` both mean `<Git>\bin\sh.exe` or
+/// `<Git>\usr\bin\sh.exe`), then under the Program Files folders given.
+pub fn sh_candidates(git_exe: Option<&Path>, program_files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = git_exe.and_then(Path::parent) {
+        for root in [dir.parent(), dir.parent().and_then(Path::parent)]
+            .into_iter()
+            .flatten()
+        {
+            out.push(root.join("bin").join("sh.exe"));
+            out.push(root.join("usr").join("bin").join("sh.exe"));
+        }
+    }
+    for pf in program_files {
+        out.push(pf.join("Git").join("bin").join("sh.exe"));
+    }
+    out.dedup();
+    out
+}
+
+/// The shell of this machine: `/bin/sh` on Unix; on Windows [`choose_shell`] from
+/// `BINKY_SHELL` and the [`sh_candidates`] that exist (found once, then kept).
+pub fn shell() -> Shell {
+    #[cfg(unix)]
+    {
+        Shell::Posix(PathBuf::from("/bin/sh"))
+    }
+    #[cfg(windows)]
+    {
+        static FOUND: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+        let existing = FOUND.get_or_init(|| {
+            let git = std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|d| d.join("git.exe"))
+                    .find(|g| g.is_file())
+            });
+            let program_files: Vec<PathBuf> = ["ProgramW6432", "ProgramFiles"]
+                .iter()
+                .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
+                .collect();
+            sh_candidates(git.as_deref(), &program_files)
+                .into_iter()
+                .filter(|p| p.is_file())
+                .collect()
+        });
+        choose_shell(std::env::var(SHELL_VAR).ok().as_deref(), existing)
+    }
+}
+
+/// A command that runs `cmd` in [`shell`] (`/bin/sh -c cmd`; on Windows `sh.exe -c cmd` or
+/// `cmd /C cmd`, the string handed to `cmd.exe` as it is, since it quotes by its own rules).
+pub fn shell_command(cmd: &str) -> tokio::process::Command {
+    let shell = shell();
+    let mut c = tokio::process::Command::new(shell.program());
+    c.arg(shell.flag());
+    #[cfg(windows)]
+    if shell == Shell::Cmd {
+        c.raw_arg(cmd);
+        return c;
+    }
+    c.arg(cmd);
+    c
+}
+
+/// [`shell_command`], as a std command.
+pub fn shell_command_std(cmd: &str) -> std::process::Command {
+    let shell = shell();
+    let mut c = std::process::Command::new(shell.program());
+    c.arg(shell.flag());
+    #[cfg(windows)]
+    if shell == Shell::Cmd {
+        use std::os::windows::process::CommandExt;
+        c.raw_arg(cmd);
+        return c;
+    }
+    c.arg(cmd);
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shell_is_the_setting_else_the_first_sh_found_else_cmd() {
+        let git_sh = PathBuf::from(r"C:\Program Files\Git\bin\sh.exe");
+        let found = [git_sh.clone(), PathBuf::from(r"D:\x\sh.exe")];
+        assert_eq!(choose_shell(None, &found), Shell::Posix(git_sh.clone()));
+        assert_eq!(choose_shell(Some(""), &found), Shell::Posix(git_sh));
+        assert_eq!(choose_shell(None, &[]), Shell::Cmd);
+        for word in ["cmd", "CMD", " cmd.exe "] {
+            assert_eq!(choose_shell(Some(word), &found), Shell::Cmd, "{word}");
+        }
+        assert_eq!(
+            choose_shell(Some(r"C:\msys64\usr\bin\bash.exe"), &[]),
+            Shell::Posix(PathBuf::from(r"C:\msys64\usr\bin\bash.exe"))
+        );
+        assert_eq!(Shell::Cmd.flag(), "/C");
+        assert_eq!(Shell::Posix(PathBuf::from("/bin/sh")).flag(), "-c");
+    }
+
+    #[test]
+    fn git_for_windows_sh_is_looked_for_beside_git_then_in_program_files() {
+        let pf = PathBuf::from("PF");
+        let git = Path::new("G").join("cmd").join("git.exe");
+        let c = sh_candidates(Some(&git), std::slice::from_ref(&pf));
+        assert_eq!(c[0], Path::new("G").join("bin").join("sh.exe"));
+        assert_eq!(c[1], Path::new("G").join("usr").join("bin").join("sh.exe"));
+        assert_eq!(c.last(), Some(&pf.join("Git").join("bin").join("sh.exe")));
+        // git.exe of mingw64\bin: two folders up.
+        let deep = Path::new("G").join("mingw64").join("bin").join("git.exe");
+        assert!(
+            sh_candidates(Some(&deep), &[]).contains(&Path::new("G").join("bin").join("sh.exe"))
+        );
+        assert_eq!(sh_candidates(None, &[]), Vec::<PathBuf>::new());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_cmd_string_runs_in_the_shell_with_its_syntax() {
+        let out = shell_command("a=x; echo \"$a\" | tr x y")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "y\n");
+        let out = shell_command_std("exit 3").status().unwrap();
+        assert_eq!(out.code(), Some(3));
+    }
 
     #[test]
     fn a_command_line_splits_at_nuls_and_drops_the_trailing_one() {

@@ -2,8 +2,8 @@
 //! `binky.toml` is read alike everywhere) and how a process or its group is sent one.
 //!
 //! Unix sends them (`kill(2)`, `killpg(2)`). Windows has no signals: sending one there is
-//! `Unsupported` for now; its stop will be a Job object's (`CTRL_BREAK_EVENT`, then
-//! `TerminateJobObject`).
+//! `Unsupported`; a service's stop there is its Job object's ([`crate::job`]:
+//! `CTRL_BREAK_EVENT`, then `TerminateJobObject`).
 
 use std::io;
 

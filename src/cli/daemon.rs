@@ -91,9 +91,7 @@ async fn stop(home: &Home) -> Result<bool, Failure> {
             // Stopped means gone: wait for the process itself, not just its socket.
             let until = Instant::now() + Duration::from_secs(15);
             let gone = |pid: Option<u32>| {
-                pid.is_none_or(|p| {
-                    crate::supervisor::procfs::stat(p).is_none_or(|s| s.state == 'Z')
-                })
+                pid.is_none_or(|p| binky_platform::proc::stat(p).is_none_or(|s| s.state == 'Z'))
             };
             let pid = std::fs::read_to_string(home.lock())
                 .ok()

@@ -8,7 +8,7 @@ use super::context::{Ctx, Failure};
 use super::exit;
 use crate::daemon::client::{self, ClientError};
 use crate::protocol::Request;
-use crate::supervisor::procfs;
+use binky_platform::proc as procfs;
 
 /// `binky servers`.
 pub async fn run(stop: bool, kind: Option<String>, json: bool) -> Result<i32, Failure> {

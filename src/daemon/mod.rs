@@ -330,7 +330,7 @@ fn add_controllers(
     let builder = format!(
         "{}:{}",
         std::process::id(),
-        crate::supervisor::procfs::stat(std::process::id()).map_or(0, |s| s.start_time)
+        binky_platform::proc::stat(std::process::id()).map_or(0, |s| s.start_time)
     );
     runtime.add(Arc::new(
         GoldenController::new(store.clone(), slice_work, builder)
@@ -490,7 +490,7 @@ impl Conn {
         r.pid = Some(std::process::id());
         r.version = Some(env!("CARGO_PKG_VERSION").to_owned());
         r.uptime_secs = Some(self.started.elapsed().as_secs());
-        r.rss_bytes = crate::supervisor::procfs::rss_bytes(std::process::id());
+        r.rss_bytes = binky_platform::proc::rss_bytes(std::process::id());
         r.home = Some(self.home.root().display().to_string());
         r.controllers = Some(self.timings.snapshot());
         r

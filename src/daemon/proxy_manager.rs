@@ -60,7 +60,7 @@ fn bind_port(
         wanted,
         &fallbacks,
         workers,
-        crate::supervisor::procfs::listener_of,
+        binky_platform::proc::listener_of,
     ) {
         Ok(bound) => {
             let note = bound.note.clone();

@@ -94,7 +94,7 @@ fn globals_json(store: &Store, started: i64) -> Result<String, StoreError> {
             "pid": pid,
             "version": env!("CARGO_PKG_VERSION"),
             "started_at": started,
-            "rss_bytes": crate::supervisor::procfs::rss_bytes(pid),
+            "rss_bytes": binky_platform::proc::rss_bytes(pid),
         },
         "proxy": proxy.map(|p| json!({"http_port": p.http_port, "https_port": p.https_port})),
         "settings": settings,

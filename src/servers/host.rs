@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use binky_controllers::runtime::doubling_delay;
 
 use super::{spawn_detached, ServerError, StartCtx, Started};
-use crate::supervisor::procfs;
+use binky_platform::proc as procfs;
 
 /// A relocated data directory younger than this is never collected (it may be being made).
 const GC_MIN_AGE: Duration = Duration::from_secs(600);

@@ -32,7 +32,7 @@ use binky_controllers::store::{self, owner, write, ServerRow, ServerState, Store
 pub use self::lend::ForDrop;
 use self::lend::Lending;
 use crate::paths::Home;
-use crate::supervisor::procfs;
+use binky_platform::proc as procfs;
 
 /// The kinds of server binky can run itself. Which adapter gets which, and the names a
 /// person may type for one, are the adapters' descriptor's ([`crate::adapters::kind`]);

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::{host, spawn_detached, ServerError, StartCtx, Started};
-use crate::supervisor::procfs;
+use binky_platform::proc as procfs;
 
 /// How long the server may take to answer an authenticated `PING` (loading a big
 /// snapshot takes a while).

@@ -2,6 +2,9 @@
 //! subreaper of its children (`PR_SET_CHILD_SUBREAPER`, Linux 3.4) has every orphan below
 //! it re-parented to itself instead of init, so what a command starts stays among its
 //! descendants even through `setsid` and a double fork. `binky exec` runs its command so.
+//! Windows has no subreaper, but keeps each process's parent pid after the parent ends:
+//! descendants are found by it there. Other Unix systems have neither: an orphan there is
+//! lost to init.
 //!
 //! # Guarantees
 //! - [`Subtree::end`] kills (SIGKILL) every live descendant, pass after pass, until none is
@@ -20,11 +23,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag};
-use nix::unistd::Pid;
-
-use super::procfs;
+use binky_platform::proc;
 
 /// The processes below this one.
 #[derive(Debug)]
@@ -39,7 +38,9 @@ impl Subtree {
     /// Make this process the subreaper of what it starts from now on; the daemon holding
     /// `daemon_lock`, if one does, is never ended.
     pub fn adopt(daemon_lock: impl Into<Option<PathBuf>>) -> std::io::Result<Subtree> {
-        nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)?;
+        if !proc::become_subreaper()? {
+            tracing::debug!("no subreaper on this system; descendants are found by parent");
+        }
         Ok(Subtree {
             me: std::process::id(),
             daemon_lock: daemon_lock.into(),
@@ -49,22 +50,20 @@ impl Subtree {
     /// Every live (not zombie) descendant.
     pub fn members(&self) -> Vec<u32> {
         let spare = self.daemon_lock.as_deref().and_then(home_daemon);
-        let mut children: HashMap<u32, Vec<(u32, char)>> = HashMap::new();
-        for pid in procfs::pids() {
-            if let Some(s) = procfs::stat(pid) {
-                children.entry(s.ppid).or_default().push((pid, s.state));
+        let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (pid, ppid) in proc::parents() {
+            if pid != ppid {
+                children.entry(ppid).or_default().push(pid);
             }
         }
         let mut out = Vec::new();
         let mut next = vec![self.me];
         while let Some(p) = next.pop() {
-            for &(c, state) in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
+            for &c in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
                 if Some(c) == spare || c == self.me {
                     continue;
                 }
-                if !matches!(state, 'Z' | 'X' | 'x') {
-                    out.push(c);
-                }
+                out.push(c);
                 next.push(c);
             }
         }
@@ -79,7 +78,7 @@ impl Subtree {
         loop {
             let left = self.members();
             for p in &left {
-                let _ = kill(Pid::from_raw(*p as i32), Signal::SIGKILL);
+                let _ = proc::kill(*p);
             }
             self.reap(waited);
             if left.is_empty() {
@@ -94,14 +93,7 @@ impl Subtree {
 
     /// Reap the zombies that are this process's children, but `waited`.
     pub fn reap(&self, waited: Option<u32>) {
-        for pid in procfs::pids() {
-            if Some(pid) == waited {
-                continue;
-            }
-            if matches!(procfs::stat(pid), Some(s) if s.ppid == self.me && s.state == 'Z') {
-                let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
-            }
-        }
+        proc::reap_children(waited);
     }
 }
 
@@ -109,15 +101,15 @@ impl Subtree {
 /// runs: this binary, as `daemon run`.
 pub fn home_daemon(lock: &Path) -> Option<u32> {
     let pid: u32 = std::fs::read_to_string(lock).ok()?.trim().parse().ok()?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    let is_run = args.len() >= 3 && args[1] == b"daemon" && args[2] == b"run";
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let args = binky_platform::process::command_line(pid)?;
+    let is_run = args.len() >= 3 && args[1] == "daemon" && args[2] == "run";
+    let exe = proc::exe(pid)?;
     let ours = std::env::current_exe().ok()?;
     (is_run && exe == ours).then_some(pid)
 }
 
-#[cfg(test)]
+// What the test starts (setsid, sh) and what it proves (a subreaper) are Linux's.
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use std::process::Command;
@@ -170,10 +162,7 @@ mod tests {
         assert!(members.contains(&a) && members.contains(&b), "{members:?}");
         assert!(tree.end(None, Duration::from_secs(5)));
         for p in [a, b] {
-            assert!(
-                !matches!(procfs::stat(p), Some(s) if !matches!(s.state, 'Z' | 'X')),
-                "{p} is alive"
-            );
+            assert!(proc::stat(p).is_none_or(|s| s.ended()), "{p} is alive");
         }
         assert!(tree.members().is_empty());
     }

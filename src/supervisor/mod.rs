@@ -18,7 +18,6 @@
 pub mod cgroup;
 pub mod descendants;
 pub mod probe;
-pub mod procfs;
 pub mod resources;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -36,8 +35,7 @@ use binky_controllers::supervisor::{
     Exit, Liveness, Marked, Placement, ProbeFailure, ProbeTarget, ProcId, SpawnError, SpawnSpec,
     StopHow, Stopped, Supervisor, Usage,
 };
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use binky_platform::{job, proc};
 
 /// The environment variable that marks binky's processes.
 pub const TOKEN_VAR: &str = "BINKY_SPAWN_TOKEN";
@@ -159,7 +157,7 @@ impl RealSupervisor {
         };
         if self.resources.job_objects() {
             // Windows: the service's own Job object holds its limits
-            // (`resources::job_limits(spec.limits)`, set when it starts).
+            // (`resources::resources::job_limits(spec.limits)`, set when it starts).
             return Placed {
                 placement: Placement {
                     cgroup: None,
@@ -214,12 +212,7 @@ impl RealSupervisor {
         }
         let mut opts = OpenOptions::new();
         opts.create(true).append(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        opts.open(path)
+        binky_platform::fs::with_mode(&mut opts, 0o600).open(path)
     }
 
     /// Start a run in `log` with `--- binky <time> · <cmd> ---`, the command scrubbed as the
@@ -343,13 +336,13 @@ impl RealSupervisor {
         let (out, err, shim) = match &self.scrub {
             Some(binky) => {
                 drop(log);
-                // Close-on-exec: no other child (the scrubber itself included) may inherit
-                // the write end, or the scrubber would never see the end of its input.
-                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                    .map_err(std::io::Error::from)?;
+                // Not inherited (close-on-exec; Windows: a handle not inheritable): no other
+                // child (the scrubber itself included) may hold the write end, or the
+                // scrubber would never see the end of its input.
+                let (r, w) = std::io::pipe()?;
                 let values = crate::scrub::values_for(&env, &secrets);
-                let shim = tokio::process::Command::new(binky)
-                    .arg("__scrub")
+                let mut shim = tokio::process::Command::new(binky);
+                shim.arg("__scrub")
                     .arg(&spec.log)
                     .env_clear()
                     .env(
@@ -359,9 +352,8 @@ impl RealSupervisor {
                     .stdin(std::process::Stdio::from(r))
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
-                    .process_group(0)
-                    .kill_on_drop(false)
-                    .spawn()?;
+                    .kill_on_drop(false);
+                let shim = binky_platform::process::in_new_group_async(&mut shim).spawn()?;
                 let w2 = w.try_clone()?;
                 (
                     std::process::Stdio::from(w),
@@ -384,37 +376,27 @@ impl RealSupervisor {
                         env.insert(k.to_owned(), v);
                     }
                 }
+                let shell = binky_platform::process::shell();
                 let mut c = tokio::process::Command::new(program);
-                c.args(args).arg("/bin/sh");
+                c.args(args)
+                    .arg(shell.program())
+                    .arg(shell.flag())
+                    .arg(&spec.cmd);
                 c
             }
-            _ => tokio::process::Command::new("/bin/sh"),
+            _ => binky_platform::process::shell_command(&spec.cmd),
         };
-        cmd.arg("-c")
-            .arg(&spec.cmd)
-            .current_dir(&spec.workdir)
+        cmd.current_dir(&spec.workdir)
             .env_clear()
             .envs(&env)
             .env(TOKEN_VAR, &spec.token)
             .stdin(std::process::Stdio::null())
             .stdout(out)
             .stderr(err)
-            .process_group(0)
             .kill_on_drop(false);
+        binky_platform::process::in_new_group_niced_async(&mut cmd, spec.nice);
         if let Some(join) = &placed.join {
             join.apply(&mut cmd);
-        }
-        let nice = spec.nice;
-        if nice != 0 {
-            // SAFETY: setpriority is async-signal-safe, and this closure touches nothing
-            // else between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    // Lowering one's own priority cannot be refused; an error is ignored.
-                    nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, nice);
-                    Ok(())
-                });
-            }
         }
         Ok((cmd, shim))
     }
@@ -425,6 +407,21 @@ impl RealSupervisor {
             tokio::spawn(async move {
                 let _ = shim.wait().await;
             });
+        }
+    }
+
+    /// Holds the just-spawned process `id` of `spec` with all it will start, under its
+    /// limits (`binky_platform::job`: Windows' Job object; nothing to do on Unix, where its
+    /// process group and cgroup hold it). A process that cannot be held still runs: its
+    /// stop then reaches it and its descendants by their parents.
+    fn hold(&self, spec: &SpawnSpec, id: ProcId) {
+        if let Err(e) = job::hold(
+            &self.tag,
+            id.pid,
+            id.start_time,
+            resources::job_limits(spec.limits),
+        ) {
+            tracing::warn!(service = %spec.service, pid = id.pid, err = %e, "cannot hold the process in a job; it runs without its limits");
         }
     }
 
@@ -451,7 +448,7 @@ impl RealSupervisor {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                if !procfs::alive(id.pid, id.start_time) {
+                if !proc::alive(id.pid, id.start_time) {
                     end_orphaned_group(id.pid).await;
                     watched
                         .lock()
@@ -487,10 +484,9 @@ fn rotated(path: &Path, n: u32) -> std::path::PathBuf {
 }
 
 fn exit_of(status: std::process::ExitStatus) -> Exit {
-    use std::os::unix::process::ExitStatusExt;
     Exit {
         code: status.code(),
-        signal: status.signal(),
+        signal: binky_platform::process::exit_signal(&status),
     }
 }
 
@@ -500,7 +496,7 @@ async fn wait_group_gone(pgid: u32, limit: Duration) -> bool {
     // hundreds of worlds stopping at once do not each look 40 times a second.
     let mut pause = Duration::from_millis(10);
     loop {
-        if procfs::group_gone(pgid) {
+        if job::group_gone(pgid) {
             return true;
         }
         if Instant::now() >= until {
@@ -516,7 +512,7 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 
 /// Stop what is left of the process group `pgid` once its leader is gone.
 async fn end_orphaned_group(pgid: u32) {
-    let left = procfs::group_members(pgid);
+    let left = job::members(pgid);
     if !left.is_empty() {
         tracing::info!(
             pgid,
@@ -525,35 +521,50 @@ async fn end_orphaned_group(pgid: u32) {
         );
         stop_group(pgid, ORPHAN_GRACE).await;
     }
+    job::release(pgid);
 }
 
 /// SIGTERM to a process group, SIGKILL after `grace`; returns once it is gone.
 pub async fn stop_group(pgid: u32, grace: Duration) {
-    stop_group_with(pgid, Signal::SIGTERM, grace).await;
+    stop_group_with(pgid, "SIGTERM", grace).await;
 }
 
-/// `first` to a process group, SIGKILL after `grace`; returns once it is gone, saying how.
-pub async fn stop_group_with(pgid: u32, first: Signal, grace: Duration) -> Stopped {
-    let pg = Pid::from_raw(pgid as i32);
+/// `first` (a signal's name) to a process group, its end after `grace`; returns once it is
+/// gone, saying how. Windows: `CTRL_BREAK_EVENT` for any signal but SIGKILL, then
+/// `TerminateJobObject` (`binky_platform::job`).
+pub async fn stop_group_with(pgid: u32, first: impl AsRef<str>, grace: Duration) -> Stopped {
+    let first = first.as_ref();
     let signalled = Instant::now();
-    if killpg(pg, first).is_err() {
-        return Stopped::Gone;
+    match job::stop_gracefully(pgid, first) {
+        Ok(()) => {
+            if wait_group_gone(pgid, grace).await {
+                job::release(pgid);
+                return Stopped::Exited(signalled.elapsed());
+            }
+            tracing::info!(pgid, signal = first, "group still alive; ending it");
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            job::release(pgid);
+            return Stopped::Gone;
+        }
+        // Not allowed (another user's group), or Windows could not send the console event:
+        // what is left is ended now rather than after a grace nothing asked to use.
+        Err(e) => {
+            tracing::warn!(pgid, signal = first, err = %e, "cannot ask the group to stop; ending it")
+        }
     }
-    if wait_group_gone(pgid, grace).await {
-        return Stopped::Exited(signalled.elapsed());
-    }
-    tracing::info!(pgid, signal = ?first, "group still alive; sending SIGKILL");
-    let _ = killpg(pg, Signal::SIGKILL);
+    let _ = job::kill_group(pgid);
     wait_group_gone(pgid, Duration::from_secs(3)).await;
+    job::release(pgid);
     Stopped::Killed
 }
 
 /// The signal named `name` (`SIGQUIT`; the config reader only lets such names through), or
 /// SIGTERM.
-pub fn signal_named(name: &str) -> Signal {
-    name.parse().unwrap_or_else(|_| {
+pub fn signal_named(name: &str) -> &'static str {
+    binky_platform::signal::canonical(name).unwrap_or_else(|| {
         tracing::warn!(signal = name, "not a signal; stopping with SIGTERM");
-        Signal::SIGTERM
+        "SIGTERM"
     })
 }
 
@@ -602,8 +613,9 @@ impl Supervisor for RealSupervisor {
             .id()
             .ok_or_else(|| Self::io_error(spec, std::io::Error::other("no pid")))?;
         // The child exists until we reap it, so its stat is readable (a zombie's too).
-        let start_time = procfs::stat(pid).map(|s| s.start_time).unwrap_or(0);
+        let start_time = proc::stat(pid).map(|s| s.start_time).unwrap_or(0);
         let id = ProcId { pid, start_time };
+        self.hold(spec, id);
         if !spec.task {
             self.placements
                 .lock()
@@ -663,10 +675,12 @@ impl Supervisor for RealSupervisor {
             }
             None => {
                 drop(children);
-                if procfs::alive(id.pid, id.start_time) {
+                if proc::alive(id.pid, id.start_time) {
+                    // Its job, where the system has them and it still exists.
+                    job::reopen(&self.tag, id.pid, id.start_time);
                     self.watch_adopted(world, id);
                     Liveness::Running
-                } else if !procfs::group_gone(id.pid) {
+                } else if !job::group_gone(id.pid) {
                     // An adopted leader died while this daemon was not watching: its group
                     // is stopped first (the watcher nudges the world when it is gone).
                     self.watch_adopted(world, id);
@@ -691,7 +705,7 @@ impl Supervisor for RealSupervisor {
             Some(ChildState::Running)
         );
         self.forget(id);
-        if !ours && !procfs::alive(id.pid, id.start_time) && procfs::group_gone(id.pid) {
+        if !ours && !proc::alive(id.pid, id.start_time) && job::group_gone(id.pid) {
             return Stopped::Gone;
         }
         stop_group_with(id.pid, signal_named(&how.signal), how.grace).await
@@ -744,7 +758,7 @@ impl Supervisor for RealSupervisor {
     }
 
     fn saturated(&self, cpu_percent: f64) -> Option<String> {
-        procfs::saturation(cpu_percent)
+        proc::saturation(cpu_percent)
     }
 
     async fn run(&self, spec: &SpawnSpec, timeout: Duration) -> Result<Exit, SpawnError> {
@@ -762,12 +776,17 @@ impl Supervisor for RealSupervisor {
             }
         };
         let pid = child.id().unwrap_or(0);
+        if pid != 0 {
+            let start_time = proc::stat(pid).map(|s| s.start_time).unwrap_or(0);
+            self.hold(spec, ProcId { pid, start_time });
+        }
         match tokio::time::timeout(timeout, child.wait()).await {
             Ok(Ok(status)) => {
                 // Whatever it left running in its group goes with it.
-                if pid != 0 && !procfs::group_gone(pid) {
+                if pid != 0 && !job::group_gone(pid) {
                     stop_group(pid, Duration::from_secs(2)).await;
                 }
+                job::release(pid);
                 // The caller reads the log next: let the scrubber write it all first.
                 if let Some(sh) = shim.as_mut() {
                     let _ = tokio::time::timeout(Duration::from_secs(2), sh.wait()).await;
@@ -776,6 +795,7 @@ impl Supervisor for RealSupervisor {
                 Ok(exit_of(status))
             }
             Ok(Err(e)) => {
+                job::release(pid);
                 Self::reap(shim);
                 Err(Self::io_error(spec, e))
             }
@@ -794,16 +814,16 @@ impl Supervisor for RealSupervisor {
     fn marked(&self) -> Vec<Marked> {
         let me = std::process::id();
         let prefix = format!("{}.", self.tag);
-        procfs::pids()
+        proc::pids()
             .into_iter()
             .filter(|p| *p != me)
             .filter_map(|pid| {
-                let token = procfs::environ_var(pid, TOKEN_VAR)?;
+                let token = proc::environ_var(pid, TOKEN_VAR)?;
                 if !token.starts_with(&prefix) {
                     return None;
                 }
-                let st = procfs::stat(pid)?;
-                if matches!(st.state, 'Z' | 'X' | 'x') {
+                let st = proc::stat(pid)?;
+                if st.ended() {
                     return None;
                 }
                 Some(Marked {
@@ -836,9 +856,19 @@ impl Supervisor for RealSupervisor {
             return Some(u);
         }
         let id = id?;
-        procfs::alive(id.pid, id.start_time)
-            .then(|| self.resources.group_usage(id.pid))
-            .flatten()
+        if !proc::alive(id.pid, id.start_time) {
+            return None;
+        }
+        // Windows measures the service's Job object as a whole.
+        if let Some(u) = job::usage(id.pid) {
+            return Some(Usage {
+                memory_bytes: u.memory_bytes,
+                cpu_usec: u.cpu_usec,
+                oom_kills: 0,
+                throttled: 0,
+            });
+        }
+        self.resources.group_usage(id.pid)
     }
 
     fn cpu_usec(&self, cgroup: Option<&str>, id: Option<ProcId>) -> Option<u64> {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use binky_controllers::supervisor::{ProbeFailure, ProbeTarget, ProcId};
 use binky_controllers::url::{host_port, Url};
+use binky_platform::proc;
 use bytes::Bytes;
 use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
@@ -207,20 +208,24 @@ fn held_by(port: u16, owner: ProcId) -> Result<(), ProbeError> {
     // The service's own process first (the usual holder), then its group: only when
     // neither holds it is every process of the machine read, to name the holder. The
     // socket table is read once for all three.
-    let sockets = super::procfs::sockets_on(port);
+    let Some(sockets) = proc::sockets_on(port) else {
+        // The system does not say who holds a port: the connection that answered is
+        // taken as the service's.
+        return Ok(());
+    };
     if sockets.is_empty() {
         return Err(ProbeError::HeldByUnseen(port));
     }
-    if super::procfs::one_holds(&[owner.pid], &sockets)
-        || super::procfs::one_holds(&super::procfs::group_members(owner.pid), &sockets)
+    if proc::one_holds(&[owner.pid], &sockets)
+        || proc::one_holds(&binky_platform::job::members(owner.pid), &sockets)
     {
         return Ok(());
     }
-    let holders = super::procfs::holders(&sockets);
-    let token = super::procfs::environ_var(owner.pid, super::TOKEN_VAR);
+    let holders = proc::holders(&sockets);
+    let token = proc::environ_var(owner.pid, super::TOKEN_VAR);
     let ours = |pid: u32| {
-        super::procfs::stat(pid).is_some_and(|s| s.pgrp == owner.pid)
-            || (token.is_some() && super::procfs::environ_var(pid, super::TOKEN_VAR) == token)
+        proc::stat(pid).is_some_and(|s| s.pgrp == owner.pid)
+            || (token.is_some() && proc::environ_var(pid, super::TOKEN_VAR) == token)
     };
     if holders.iter().any(|p| ours(*p)) {
         return Ok(());
@@ -270,18 +275,18 @@ async fn own_listening_ports_lately(owner: ProcId) -> Vec<u16> {
 /// those of the processes carrying its spawn token (a child that moved to a group of its
 /// own).
 fn own_listening_ports(owner: ProcId) -> Vec<u16> {
-    let ports = super::procfs::listening_ports(&super::procfs::group_members(owner.pid));
+    let ports = proc::listening_ports(&binky_platform::job::members(owner.pid));
     if !ports.is_empty() {
         return ports;
     }
-    let Some(token) = super::procfs::environ_var(owner.pid, super::TOKEN_VAR) else {
+    let Some(token) = proc::environ_var(owner.pid, super::TOKEN_VAR) else {
         return ports;
     };
-    let carriers: Vec<u32> = super::procfs::pids()
+    let carriers: Vec<u32> = proc::pids()
         .into_iter()
-        .filter(|p| super::procfs::environ_var(*p, super::TOKEN_VAR).as_deref() == Some(&token))
+        .filter(|p| proc::environ_var(*p, super::TOKEN_VAR).as_deref() == Some(&token))
         .collect();
-    super::procfs::listening_ports(&carriers)
+    proc::listening_ports(&carriers)
 }
 
 /// Run one probe of the service running as `owner`, answered within `timeout` (a health
@@ -331,10 +336,8 @@ async fn command(
     env: &std::collections::BTreeMap<String, String>,
     timeout: Duration,
 ) -> Result<(), ProbeError> {
-    let mut c = tokio::process::Command::new("/bin/sh");
-    c.arg("-c")
-        .arg(cmd)
-        .current_dir(workdir)
+    let mut c = binky_platform::process::shell_command(cmd);
+    c.current_dir(workdir)
         .env_clear()
         .envs(env)
         .stdin(std::process::Stdio::null())
@@ -352,7 +355,7 @@ async fn command(
         Ok(Err(e)) => Err(ProbeError::Io(e)),
         Err(_) => {
             if let Some(pid) = child.id() {
-                let _ = binky_platform::signal::send_group(pid, "SIGKILL");
+                let _ = binky_platform::job::kill_group(pid);
             }
             Err(ProbeError::CmdTimedOut(cmd.to_owned(), timeout))
         }

@@ -21,7 +21,7 @@ use binky_platform::limits::cgroup::Mode;
 use binky_platform::limits::Native;
 
 use super::cgroup::{Cgroups, Tree};
-use super::procfs;
+use binky_platform::proc as procfs;
 
 /// Only cgroup hierarchies mounted under this directory count.
 pub const CGROUP_ROOT_VAR: &str = "BINKY_CGROUP_ROOT";
@@ -45,16 +45,9 @@ pub fn find_tree(tag: &str, mode: Mode) -> Result<Tree, String> {
     })
 }
 
-/// The limits of a service's Job object (Windows), in the units the Job object takes them:
-/// the memory its processes may commit together, and their CPU rate in percent of one core
+/// The limits of a service's Job object (Windows): memory in bytes, CPU in percent of one core
 /// (as systemd's `CPUQuota=`: `50.0` is half a core, `200.0` two).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct JobLimits {
-    /// Bytes, for all the job's processes together.
-    pub memory_max_bytes: Option<u64>,
-    /// Percent of one core.
-    pub cpu_max_percent: Option<f64>,
-}
+pub use binky_platform::job::Limits as JobLimits;
 
 /// `limits` as a service's Job object takes them.
 pub fn job_limits(limits: ResourceLimits) -> JobLimits {

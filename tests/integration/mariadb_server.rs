@@ -187,7 +187,7 @@ fn the_managed_mariadb_installs_with_a_password_and_keeps_its_data_across_a_rest
     // The recorded pid is mariadbd itself, leader of its own process group.
     let pidfile = std::fs::read_to_string(m.data().join("mariadbd.pid")).unwrap();
     assert_eq!(pidfile.trim(), started.pid.to_string());
-    let stat = binky::supervisor::procfs::stat(started.pid).unwrap();
+    let stat = binky_platform::proc::stat(started.pid).unwrap();
     assert_eq!(stat.pgrp, started.pid);
     if nix::unistd::geteuid().is_root() {
         // It runs as `mysql`, its data outside the 0700 home, which stays so.

@@ -716,7 +716,7 @@ fn the_managed_server_starts_and_keeps_its_data_across_a_stop_and_a_restart() {
     // The recorded pid is the postmaster itself, leader of its own process group.
     let pidfile = std::fs::read_to_string(m.data().join("postmaster.pid")).unwrap();
     assert_eq!(pidfile.lines().next().unwrap(), started.pid.to_string());
-    let stat = binky::supervisor::procfs::stat(started.pid).unwrap();
+    let stat = binky_platform::proc::stat(started.pid).unwrap();
     assert_eq!(stat.pgrp, started.pid);
     if nix::unistd::geteuid().is_root() {
         // PostgreSQL runs as `postgres`, its data outside the 0700 home, which stays so.

@@ -898,7 +898,7 @@ impl Drop for ManagedPid {
 fn process_gone(pid: u32) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        if !matches!(binky::supervisor::procfs::stat(pid), Some(s) if s.state != 'Z') {
+        if !matches!(binky_platform::proc::stat(pid), Some(s) if s.state != 'Z') {
             return true;
         }
         std::thread::sleep(Duration::from_millis(20));

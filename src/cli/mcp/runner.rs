@@ -133,8 +133,7 @@ impl Drop for GroupGuard {
             let _ = binky_platform::signal::send(pg, "SIGTERM");
             let until = Instant::now() + GRACE;
             let ended = || {
-                crate::supervisor::procfs::stat(pg)
-                    .is_none_or(|s| matches!(s.state, 'Z' | 'X' | 'x'))
+                binky_platform::proc::stat(pg).is_none_or(|s| matches!(s.state, 'Z' | 'X' | 'x'))
             };
             while !ended() && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(5));
