@@ -41,7 +41,7 @@ pub use failure::{exit, Failure};
 
 /// binky: an isolated local world for every git worktree.
 #[derive(Debug, Parser)]
-#[command(name = "binky", version, about, long_about = None, propagate_version = true)]
+#[command(name = "binky", bin_name = "binky", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
