@@ -509,11 +509,11 @@ mod tests {
         }
         let mut out = BTreeSet::new();
         walk_dirs(dir.path(), &mut out);
-        let rel: Vec<String> = out
+        let rel: Vec<&Path> = out
             .iter()
-            .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
+            .map(|p| p.strip_prefix(dir.path()).unwrap())
             .collect();
-        assert_eq!(rel, vec!["src", "src/a"]);
+        assert_eq!(rel, vec![Path::new("src"), Path::new("src/a")]);
     }
 
     #[tokio::test]

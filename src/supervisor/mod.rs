@@ -17,6 +17,8 @@
 
 pub mod cgroup;
 pub mod descendants;
+#[cfg(test)]
+mod everywhere;
 pub mod probe;
 pub mod resources;
 
