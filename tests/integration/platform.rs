@@ -1,8 +1,6 @@
 //! What differs between operating systems lives in one crate, `binky-platform` (platform/):
 //! no other production file names `nix`, `libc`, `std::os::unix`, `std::os::windows`, `/proc`
-//! or cgroups' files. The files that still do are listed here until they move there; the
-//! list is exact, so a file that starts to use them fails this test, and one that stops
-//! must leave the list.
+//! or cgroups' files: a file that starts to fails this test.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -19,10 +17,8 @@ const SYSTEM_WORDS: &[&str] = &[
     "tokio::signal::unix",
     "UnixStream",
     "UnixListener",
+    "windows_sys::",
 ];
-
-/// Production files that still reach the system directly, to move into platform/.
-const NOT_YET_MOVED: &[&str] = &[];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -68,19 +64,12 @@ fn reaching_the_system(root: &Path) -> BTreeSet<String> {
 }
 
 #[test]
-fn only_the_platform_crate_reaches_the_system_and_the_list_of_files_still_to_move_is_exact() {
+fn only_the_platform_crate_reaches_the_system() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let found = reaching_the_system(&root);
-    let listed: BTreeSet<String> = NOT_YET_MOVED.iter().map(|f| (*f).to_owned()).collect();
-    let new: Vec<_> = found.difference(&listed).collect();
-    let moved: Vec<_> = listed.difference(&found).collect();
     assert!(
-        new.is_empty(),
-        "these files reach the system directly: put what they need in platform/ (binky_platform) and call it: {new:?}"
-    );
-    assert!(
-        moved.is_empty(),
-        "these files no longer reach the system: take them off NOT_YET_MOVED: {moved:?}"
+        found.is_empty(),
+        "these files reach the system directly: put what they need in platform/ (binky_platform) and call it: {found:?}"
     );
     // The platform crate itself is where these words belong (a check that the words match).
     let mut platform = Vec::new();
@@ -100,17 +89,6 @@ fn a_comment_naming_the_system_is_not_code_that_reaches_it() {
     assert_eq!(
         without_comments("let p = \"a//b\"; nix::unistd::getuid()"),
         "let p = \"a//b\"; nix::unistd::getuid()"
-    );
-}
-
-#[test]
-fn the_platforms_page_counts_the_files_still_to_move_as_the_list_does() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let page = std::fs::read_to_string(root.join("docs/platforms.md")).unwrap();
-    let said = format!("{} today", NOT_YET_MOVED.len());
-    assert!(
-        page.contains(&said),
-        "docs/platforms.md should say how many files still reach the system: \"{said}\""
     );
 }
 
