@@ -36,14 +36,9 @@ pub struct Limits {
     pub cpu_max_percent: Option<f64>,
 }
 
-/// What a group uses, measured as a whole.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// CPU time of every process that ran in it, user and system, in microseconds.
-    pub cpu_usec: u64,
-    /// The memory its live processes hold (their working sets), in bytes.
-    pub memory_bytes: u64,
-}
+/// What a group uses, measured as a whole (no out-of-memory kills or throttling are
+/// counted: a Job object does not say).
+pub use crate::limits::Usage;
 
 /// The name of the Job object of the service whose leader is `pid`, started at
 /// `start_time`, in the binky home tagged `tag` (session-local: `Local\…`).
@@ -421,6 +416,7 @@ mod win {
                 .into_iter()
                 .filter_map(crate::proc::rss_bytes)
                 .sum(),
+            ..Usage::default()
         })
     }
 }

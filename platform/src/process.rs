@@ -405,16 +405,7 @@ pub fn shell() -> Shell {
 /// A command that runs `cmd` in [`shell`] (`/bin/sh -c cmd`; on Windows `sh.exe -c cmd` or
 /// `cmd /C cmd`, the string handed to `cmd.exe` as it is, since it quotes by its own rules).
 pub fn shell_command(cmd: &str) -> tokio::process::Command {
-    let shell = shell();
-    let mut c = tokio::process::Command::new(shell.program());
-    c.arg(shell.flag());
-    #[cfg(windows)]
-    if shell == Shell::Cmd {
-        c.raw_arg(cmd);
-        return c;
-    }
-    c.arg(cmd);
-    c
+    tokio::process::Command::from(shell_command_std(cmd))
 }
 
 /// [`shell_command`], as a std command.

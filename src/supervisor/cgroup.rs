@@ -95,7 +95,7 @@ impl Leaf {
 
     /// What it holds now; `None` once it is gone.
     pub fn usage(&self) -> Option<Usage> {
-        self.group().usage().map(usage)
+        self.group().usage()
     }
 
     /// The platform's cgroup it names.
@@ -136,16 +136,6 @@ pub fn max_of(limits: ResourceLimits) -> Max {
     Max {
         memory_bytes: limits.memory,
         cpu_cores: limits.cpu_millis.map(|m| f64::from(m) / 1000.0),
-    }
-}
-
-/// The platform's usage figures as the supervisor reports them.
-pub fn usage(u: binky_platform::limits::Usage) -> Usage {
-    Usage {
-        memory_bytes: u.memory_bytes,
-        cpu_usec: u.cpu_usec,
-        oom_kills: u.oom_kills,
-        throttled: u.throttled,
     }
 }
 

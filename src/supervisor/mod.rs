@@ -863,12 +863,7 @@ impl Supervisor for RealSupervisor {
         }
         // Windows measures the service's Job object as a whole.
         if let Some(u) = job::usage(id.pid) {
-            return Some(Usage {
-                memory_bytes: u.memory_bytes,
-                cpu_usec: u.cpu_usec,
-                oom_kills: 0,
-                throttled: 0,
-            });
+            return Some(u);
         }
         self.resources.group_usage(id.pid)
     }

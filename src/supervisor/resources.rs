@@ -337,9 +337,7 @@ impl Resources {
             *cache = Some((Instant::now(), by_group));
         }
         let (ticks, pages) = *cache.as_ref()?.1.get(&pgid)?;
-        Some(super::cgroup::usage(binky_platform::limits::group_usage(
-            ticks, pages,
-        )))
+        Some(binky_platform::limits::group_usage(ticks, pages))
     }
 }
 

@@ -125,15 +125,6 @@ pub struct Placement {
     pub note: String,
 }
 
-/// What a service uses, read from its cgroup (or its process group without one).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Memory in use, in bytes (its working set: without file cache the kernel can drop).
-    pub memory_bytes: u64,
-    /// CPU time used since it started, in microseconds.
-    pub cpu_usec: u64,
-    /// Processes the kernel killed for running out of memory under its limit.
-    pub oom_kills: u64,
-    /// Periods in which its CPU limit held it back.
-    pub throttled: u64,
-}
+/// What a service uses, read from its cgroup (or its process group without one; its Job
+/// object on Windows): the platform's figures as they are.
+pub use binky_platform::limits::Usage;

@@ -217,7 +217,15 @@ pub const SATURATED_LOAD_PER_CPU: f64 = 2.0;
 /// one-minute load of [`SATURATED_LOAD_PER_CPU`] per CPU. Elsewhere `None`: admission does
 /// not hold starts back for a busy machine.
 pub fn saturation(cpu_percent: f64) -> Option<String> {
-    sys::saturation(cpu_percent)
+    #[cfg(target_os = "linux")]
+    {
+        sys::saturation(cpu_percent)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cpu_percent;
+        None
+    }
 }
 
 /// Why the machine is saturated by Linux's CPU pressure text (`/proc/pressure/cpu`), if it is.
@@ -243,13 +251,23 @@ pub fn load_saturated(loadavg: &str, cpus: usize) -> Option<String> {
 /// process's parent pid after the parent ends, so descendants are still found by it; other
 /// Unix: an orphan goes to init and is lost).
 pub fn become_subreaper() -> std::io::Result<bool> {
-    sys::become_subreaper()
+    #[cfg(target_os = "linux")]
+    {
+        sys::become_subreaper()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Ok(false)
+    }
 }
 
 /// Reaps the ended children of this process (zombies), but `except` (a child its owner
 /// waits for). Nothing to do on Windows, which has no zombies.
 pub fn reap_children(except: Option<u32>) {
-    sys::reap_children(except)
+    #[cfg(target_os = "linux")]
+    sys::reap_children(except);
+    #[cfg(not(target_os = "linux"))]
+    let _ = except;
 }
 
 /// Ends the process `pid` at once (SIGKILL; Windows: `TerminateProcess`).

@@ -78,16 +78,6 @@ pub fn listening_ports(_pids: &[u32]) -> Vec<u16> {
     Vec::new()
 }
 
-pub fn saturation(_cpu_percent: f64) -> Option<String> {
-    None
-}
-
-pub fn become_subreaper() -> std::io::Result<bool> {
-    Ok(false)
-}
-
-pub fn reap_children(_except: Option<u32>) {}
-
 pub fn kill(pid: u32) -> std::io::Result<()> {
     crate::signal::send(pid, "SIGKILL")
 }

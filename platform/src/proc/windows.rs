@@ -279,16 +279,6 @@ pub fn listening_ports(pids: &[u32]) -> Vec<u16> {
         .collect()
 }
 
-pub fn saturation(_cpu_percent: f64) -> Option<String> {
-    None
-}
-
-pub fn become_subreaper() -> std::io::Result<bool> {
-    Ok(false)
-}
-
-pub fn reap_children(_except: Option<u32>) {}
-
 pub fn kill(pid: u32) -> std::io::Result<()> {
     let p = Process::open(pid, PROCESS_TERMINATE).ok_or_else(std::io::Error::last_os_error)?;
     // SAFETY: the handle is open with the right to terminate.
