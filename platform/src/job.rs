@@ -186,10 +186,10 @@ mod win {
         AssignProcessToJobObject, CreateJobObjectW, JobObjectBasicAccountingInformation,
         JobObjectBasicProcessIdList, JobObjectCpuRateControlInformation,
         JobObjectExtendedLimitInformation, OpenJobObjectW, QueryInformationJobObject,
-        SetInformationJobObject, TerminateJobObject, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
-        JOBOBJECT_CPU_RATE_CONTROL_INFORMATION, JOBOBJECT_EXTENDED_LIMIT_INFORMATION,
-        JOB_OBJECT_CPU_RATE_CONTROL_ENABLE, JOB_OBJECT_CPU_RATE_CONTROL_HARD_CAP,
-        JOB_OBJECT_LIMIT_JOB_MEMORY,
+        SetInformationJobObject, TerminateJobObject, JOBOBJECTINFOCLASS,
+        JOBOBJECT_BASIC_ACCOUNTING_INFORMATION, JOBOBJECT_CPU_RATE_CONTROL_INFORMATION,
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JOB_OBJECT_CPU_RATE_CONTROL_ENABLE,
+        JOB_OBJECT_CPU_RATE_CONTROL_HARD_CAP, JOB_OBJECT_LIMIT_JOB_MEMORY,
     };
     use windows_sys::Win32::System::Threading::{PROCESS_SET_QUOTA, PROCESS_TERMINATE};
 
@@ -279,15 +279,23 @@ mod win {
                 let mut info: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = std::mem::zeroed();
                 info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_JOB_MEMORY;
                 info.JobMemoryLimit = usize::try_from(bytes).unwrap_or(usize::MAX);
-                check(SetInformationJobObject(
-                    job.0,
-                    JobObjectExtendedLimitInformation,
-                    (&info as *const JOBOBJECT_EXTENDED_LIMIT_INFORMATION).cast(),
-                    std::mem::size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
-                ))?;
+                set(job, JobObjectExtendedLimitInformation, &info)?;
             }
         }
         Ok(())
+    }
+
+    /// Sets one class of the job's information to `info`, the struct that class takes.
+    ///
+    /// # Safety
+    /// `T` must be the struct Windows documents for `class`.
+    unsafe fn set<T>(job: &Job, class: JOBOBJECTINFOCLASS, info: &T) -> io::Result<()> {
+        check(SetInformationJobObject(
+            job.0,
+            class,
+            (info as *const T).cast(),
+            std::mem::size_of::<T>() as u32,
+        ))
     }
 
     fn apply_cpu(job: &Job, limits: Limits) -> io::Result<()> {
@@ -299,12 +307,7 @@ mod win {
                 info.ControlFlags =
                     JOB_OBJECT_CPU_RATE_CONTROL_ENABLE | JOB_OBJECT_CPU_RATE_CONTROL_HARD_CAP;
                 info.Anonymous.CpuRate = super::cpu_rate(percent, cpus);
-                check(SetInformationJobObject(
-                    job.0,
-                    JobObjectCpuRateControlInformation,
-                    (&info as *const JOBOBJECT_CPU_RATE_CONTROL_INFORMATION).cast(),
-                    std::mem::size_of::<JOBOBJECT_CPU_RATE_CONTROL_INFORMATION>() as u32,
-                ))?;
+                set(job, JobObjectCpuRateControlInformation, &info)?;
             }
         }
         Ok(())

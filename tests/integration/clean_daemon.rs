@@ -1,6 +1,7 @@
 //! A daemon is the same clean process whoever started it, read from Linux's `/proc` (its
 //! environment, signals, umask, session, directory, descriptors): Linux only, as what it
 //! reads is; `binky_platform` is where the daemon's cleaning itself differs per system.
+#![cfg(target_os = "linux")]
 
 use crate::daemon::config;
 use crate::harness::*;

@@ -13,8 +13,7 @@ mod celery_redis;
 mod check;
 mod clickhouse_server;
 mod client_urls;
-// Reads /proc: Linux only.
-#[cfg(target_os = "linux")]
+// Reads /proc: Linux only (the file says so itself).
 mod clean_daemon;
 mod compat_012;
 mod daemon;
