@@ -5,8 +5,14 @@
 //! Linux reads `/proc` (the parsers are pure and tested on any system). Windows asks the
 //! system: the start time from `GetProcessTimes`, alive from `GetExitCodeProcess`, memory
 //! from `K32GetProcessMemoryInfo`, parents from a Toolhelp snapshot, port holders from
-//! `GetExtendedTcpTable`. What a system cannot tell is `None` or empty, and each function
-//! says what binky does then. Other Unix systems (macOS) answer "cannot tell" for now.
+//! `GetExtendedTcpTable`. macOS asks `libproc` and `sysctl`: a process's state, parent,
+//! group and start time from `proc_pidinfo(PROC_PIDTBSDINFO)`, its CPU and memory from
+//! `PROC_PIDTASKALLINFO`, the processes of the machine and of a group from
+//! `proc_listallpids` and `proc_listpgrppids`, its environment from `KERN_PROCARGS2`, port
+//! holders from each process's descriptors (`PROC_PIDLISTFDS`, `proc_pidfdinfo`); what
+//! those answers mean is decided in `darwin`, built and tested on every system. What a
+//! system cannot tell is `None` or empty, and each function says what binky does then.
+//! Other Unix systems (the BSDs) answer "cannot tell" for now.
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -16,16 +22,24 @@ use linux as sys;
 pub(crate) mod windows;
 #[cfg(windows)]
 use windows as sys;
-#[cfg(not(any(target_os = "linux", windows)))]
+// macOS's logic, built everywhere so that its tests run on every system.
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+pub(crate) mod darwin;
+#[cfg(target_os = "macos")]
+pub(crate) mod macos;
+#[cfg(target_os = "macos")]
+use macos as sys;
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 mod other;
-#[cfg(not(any(target_os = "linux", windows)))]
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 use other as sys;
 
 /// What binky knows of a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
     /// `R`, `S`, `D`, `Z`, … (Linux); on Windows `R` while it runs and `Z` once it has
-    /// exited but is still known (a handle to it is open).
+    /// exited but is still known (a handle to it is open); on macOS `Z` ended, `R`
+    /// running, `T` stopped, else `S` (from `pbi_status`).
     pub state: char,
     /// Parent pid (0 where it is not known).
     pub ppid: u32,
@@ -33,7 +47,8 @@ pub struct Stat {
     /// pid there (binky starts each service leading a group of its own).
     pub pgrp: u32,
     /// When it started, in the system's units (Linux: clock ticks since boot; Windows:
-    /// 100 ns since 1601): with the pid, an identity that outlives a daemon restart.
+    /// 100 ns since 1601; macOS: microseconds since the epoch): with the pid, an identity
+    /// that outlives a daemon restart.
     pub start_time: u64,
 }
 
@@ -50,7 +65,8 @@ impl Stat {
 pub struct Use {
     /// Process group.
     pub pgrp: u32,
-    /// `utime + stime`, in clock ticks ([`clock_ticks_per_second`]).
+    /// `utime + stime`, in clock ticks ([`clock_ticks_per_second`]); on macOS the task's
+    /// user and system time, from Mach time units.
     pub ticks: u64,
     /// Resident set, in pages ([`page_size`]).
     pub rss_pages: u64,
@@ -134,13 +150,17 @@ pub fn group_gone(pgid: u32) -> bool {
 }
 
 /// The value of `key` in a process's initial environment (Linux: readable for our own
-/// processes). Windows: `None` (reading another process's environment is not done): what
-/// asks learns a process is binky's by other means, or cannot tell.
+/// processes; macOS: `KERN_PROCARGS2`, for this user's processes, but macOS leaves the
+/// environment out for a process code signing marks restricted — set-user-id programs,
+/// programs with restricted entitlements — while System Integrity Protection is on: `None`
+/// there). Windows: `None` (reading another process's environment is not done): what asks
+/// learns a process is binky's by other means, or cannot tell.
 pub fn environ_var(pid: u32, key: &str) -> Option<String> {
     sys::environ_var(pid, key)
 }
 
-/// Resident set size of a process, in bytes (Windows: its working set).
+/// Resident set size of a process, in bytes (Windows: its working set; macOS: the task's
+/// resident size, for this user's processes).
 pub fn rss_bytes(pid: u32) -> Option<u64> {
     sys::rss_bytes(pid)
 }
@@ -150,8 +170,9 @@ pub fn exe(pid: u32) -> Option<std::path::PathBuf> {
     sys::exe(pid)
 }
 
-/// What every live process on the machine uses (Linux). Empty elsewhere: Windows measures a
-/// service through its Job object (`job`) instead.
+/// What every live process on the machine uses (Linux; macOS: this user's processes, their
+/// CPU time from Mach time units). Empty elsewhere: Windows measures a service through its
+/// Job object (`job`) instead.
 pub fn all_use() -> Vec<Use> {
     sys::all_use()
 }
@@ -167,9 +188,10 @@ pub fn page_size() -> u64 {
 }
 
 /// The sockets listening on TCP `port` (any address), or `None` when the system does not
-/// tell who holds them (other Unix systems for now; Windows under Wine, which gives no
-/// owners): what asks then cannot tell whose a port is, and says so or takes the answer
-/// it has.
+/// tell who holds them (the BSDs for now; Windows under Wine, which gives no owners): what
+/// asks then cannot tell whose a port is, and says so or takes the answer it has. macOS
+/// sees only the sockets of processes this user may inspect (their descriptors): a port
+/// held by another user's process counts as empty there.
 pub fn sockets_on(port: u16) -> Option<Sockets> {
     sys::sockets_on(port).map(Sockets)
 }
@@ -214,14 +236,15 @@ pub const SATURATED_LOAD_PER_CPU: f64 = 2.0;
 
 /// Why the machine is saturated, if it is (Linux): tasks waited for a CPU `cpu_percent` of
 /// the last 10 s or more (the kernel's PSI, `/proc/pressure/cpu`), else, without PSI, a
-/// one-minute load of [`SATURATED_LOAD_PER_CPU`] per CPU. Elsewhere `None`: admission does
-/// not hold starts back for a busy machine.
+/// one-minute load of [`SATURATED_LOAD_PER_CPU`] per CPU. macOS has no pressure figures:
+/// the one-minute load (`getloadavg`), by the same measure. Elsewhere `None`: admission
+/// does not hold starts back for a busy machine.
 pub fn saturation(cpu_percent: f64) -> Option<String> {
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     {
         sys::saturation(cpu_percent)
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         let _ = cpu_percent;
         None
@@ -242,14 +265,20 @@ pub fn cpu_pressure_saturated(text: &str, at: f64) -> Option<String> {
 /// Why the machine is saturated by a `/proc/loadavg` text on `cpus` CPUs, if it is.
 pub fn load_saturated(loadavg: &str, cpus: usize) -> Option<String> {
     let one: f64 = loadavg.split_whitespace().next()?.parse().ok()?;
+    load_one_saturated(one, cpus)
+}
+
+/// Why the machine is saturated by its one-minute load on `cpus` CPUs, if it is.
+pub fn load_one_saturated(one: f64, cpus: usize) -> Option<String> {
     (one >= SATURATED_LOAD_PER_CPU * cpus as f64).then(|| format!("load {one:.1} on {cpus} CPU(s)"))
 }
 
 /// Makes this process the one every orphan below it is re-parented to (Linux's
 /// `PR_SET_CHILD_SUBREAPER`), so what it starts stays among its descendants even through
 /// `setsid` and a double fork. `false` where the system has no such thing (Windows keeps a
-/// process's parent pid after the parent ends, so descendants are still found by it; other
-/// Unix: an orphan goes to init and is lost).
+/// process's parent pid after the parent ends, so descendants are still found by it; macOS
+/// and other Unix: an orphan goes to launchd or init and is lost to its tree, though a
+/// service's processes are still found by their process group).
 pub fn become_subreaper() -> std::io::Result<bool> {
     #[cfg(target_os = "linux")]
     {
@@ -262,11 +291,12 @@ pub fn become_subreaper() -> std::io::Result<bool> {
 }
 
 /// Reaps the ended children of this process (zombies), but `except` (a child its owner
-/// waits for). Nothing to do on Windows, which has no zombies.
+/// waits for); macOS finds them with `proc_listchildpids`. Nothing to do on Windows, which
+/// has no zombies; the BSDs: not yet.
 pub fn reap_children(except: Option<u32>) {
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     sys::reap_children(except);
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     let _ = except;
 }
 
@@ -312,10 +342,14 @@ mod tests {
         assert_eq!(load_saturated("2.22 2.17 2.93 3/130 9497", 2), None);
         let why = load_saturated("7.50 2.17 2.93 3/130 9497", 2).unwrap();
         assert!(why.contains("load 7.5 on 2 CPU(s)"), "{why}");
+        // macOS's `getloadavg` gives the figure itself, measured the same way.
+        assert_eq!(load_one_saturated(15.9, 8), None);
+        let why = load_one_saturated(16.0, 8).unwrap();
+        assert!(why.contains("load 16.0 on 8 CPU(s)"), "{why}");
     }
 
     /// Runs on every system: this process is seen, with a start time that tells it apart.
-    #[cfg(any(target_os = "linux", windows))]
+    #[cfg(any(target_os = "linux", target_os = "macos", windows))]
     #[test]
     fn this_process_is_alive_and_a_wrong_start_time_is_not() {
         let me = std::process::id();
@@ -327,14 +361,44 @@ mod tests {
         assert!(exe(me).is_some());
     }
 
-    /// Whether the system lists `port`'s listener without its owner: Linux always tells;
-    /// Windows does, but Wine (where the Windows build's tests run) gives no owners.
-    #[cfg(any(target_os = "linux", windows))]
+    /// A child in a group of its own, carrying a mark in its environment (as binky's
+    /// services carry their spawn token), is found by its pid, its group and its mark, and
+    /// is gone once it has ended and been waited for.
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    #[test]
+    fn a_child_in_its_own_group_is_seen_with_its_mark_until_it_ends() {
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("30").env("BINKY_PROC_TEST_MARK", "mark.1");
+        crate::process::in_new_group(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id();
+        let me = std::process::id();
+        assert_eq!(
+            environ_var(pid, "BINKY_PROC_TEST_MARK").as_deref(),
+            Some("mark.1")
+        );
+        assert_eq!(environ_var(pid, "BINKY_PROC_TEST_MARK_NOT"), None);
+        let s = stat(pid).unwrap();
+        assert_eq!((s.ppid, s.pgrp), (me, pid));
+        assert!(alive(pid, s.start_time));
+        assert_eq!(group_members(pid), vec![pid]);
+        assert!(!group_gone(pid));
+        assert!(parents().contains(&(pid, me)));
+        kill(pid).unwrap();
+        child.wait().unwrap();
+        assert!(group_gone(pid));
+        assert!(!alive(pid, s.start_time));
+    }
+
+    /// Whether the system lists `port`'s listener without its owner: Linux and macOS
+    /// always tell; Windows does, but Wine (where the Windows build's tests run) gives no
+    /// owners.
+    #[cfg(any(target_os = "linux", target_os = "macos", windows))]
     fn cannot_tell_owners(port: u16) -> bool {
         let unknown = sockets_on(port).is_none();
         assert!(
-            !(unknown && cfg!(target_os = "linux")),
-            "Linux always tells who holds a port"
+            !(unknown && cfg!(any(target_os = "linux", target_os = "macos"))),
+            "Linux and macOS always tell who holds a port"
         );
         if unknown {
             eprintln!("this system lists port {port}'s listener without its owner");
@@ -342,7 +406,7 @@ mod tests {
         unknown
     }
 
-    #[cfg(any(target_os = "linux", windows))]
+    #[cfg(any(target_os = "linux", target_os = "macos", windows))]
     #[test]
     fn the_listener_of_a_port_is_found() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -359,7 +423,7 @@ mod tests {
         assert!(sockets_on(port).unwrap().is_empty());
     }
 
-    #[cfg(any(target_os = "linux", windows))]
+    #[cfg(any(target_os = "linux", target_os = "macos", windows))]
     #[test]
     fn the_ports_a_process_listens_on_are_found_and_not_those_it_only_connects_to() {
         let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
