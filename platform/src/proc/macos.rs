@@ -40,8 +40,9 @@ fn pid_arg(pid: u32) -> Option<c_int> {
     c_int::try_from(pid).ok().filter(|p| *p > 0)
 }
 
-/// `proc_pidinfo(PROC_PIDTBSDINFO)`: a zombie's too (the kernel answers for it until it is
-/// waited for).
+/// `proc_pidinfo(PROC_PIDTBSDINFO)`, for this user's processes (the kernel answers another
+/// user's only to root). Its argument 1 asks for a zombie's too (`proc_info.c`: without
+/// it, a process that ended but was not waited for is not found, and could not be reaped).
 fn bsdinfo(pid: u32) -> Option<BsdInfo> {
     let pid = pid_arg(pid)?;
     let size = std::mem::size_of::<libc::proc_bsdinfo>() as c_int;
@@ -49,7 +50,7 @@ fn bsdinfo(pid: u32) -> Option<BsdInfo> {
     // writes at most `size` bytes into it.
     let info = unsafe {
         let mut info: libc::proc_bsdinfo = std::mem::zeroed();
-        let n = libc::proc_pidinfo(pid, libc::PROC_PIDTBSDINFO, 0, (&raw mut info).cast(), size);
+        let n = libc::proc_pidinfo(pid, libc::PROC_PIDTBSDINFO, 1, (&raw mut info).cast(), size);
         (n == size).then_some(info)?
     };
     Some(BsdInfo {
@@ -166,8 +167,12 @@ pub(crate) fn procargs(pid: u32) -> Option<Vec<u8>> {
         if libc::sysctl(mib.as_mut_ptr(), 3, null_mut(), &mut size, null_mut(), 0) != 0 {
             return None;
         }
-        // A page more: a buffer smaller than the arguments gets their end, not their start.
-        size += 4096;
+        // A page more, in case the process executes anew between the two calls: a buffer
+        // smaller than the arguments gets their end, not their start. But the kernel refuses
+        // a buffer larger than `kern.argmax` and `argc`.
+        size = (size + 4096)
+            .min(arg_max() + std::mem::size_of::<c_int>())
+            .max(size);
         let mut buf = vec![0u8; size];
         if libc::sysctl(
             mib.as_mut_ptr(),
@@ -183,6 +188,32 @@ pub(crate) fn procargs(pid: u32) -> Option<Vec<u8>> {
         buf.truncate(size);
         Some(buf)
     }
+}
+
+/// `kern.argmax`, once: the largest arguments and environment a process may have.
+fn arg_max() -> usize {
+    static ARG_MAX: OnceLock<usize> = OnceLock::new();
+    *ARG_MAX.get_or_init(|| {
+        let mut mib = [libc::CTL_KERN, libc::KERN_ARGMAX];
+        let mut value: c_int = 0;
+        let mut size = std::mem::size_of::<c_int>();
+        // SAFETY: `kern.argmax` is an int, written into `value` (`size` bytes).
+        let ok = unsafe {
+            libc::sysctl(
+                mib.as_mut_ptr(),
+                2,
+                (&raw mut value).cast(),
+                &mut size,
+                null_mut(),
+                0,
+            )
+        } == 0;
+        // macOS's own value (`ARG_MAX`, <sys/syslimits.h>) where the kernel does not say.
+        usize::try_from(value)
+            .ok()
+            .filter(|v| ok && *v > 0)
+            .unwrap_or(1024 * 1024)
+    })
 }
 
 pub fn environ_var(pid: u32, key: &str) -> Option<String> {
@@ -262,7 +293,8 @@ fn listen_ports(pid: u32) -> Vec<u16> {
     let record = std::mem::size_of::<libc::proc_fdinfo>();
     // SAFETY: a size query (no buffer).
     let estimate = unsafe { libc::proc_pidinfo(pid, libc::PROC_PIDLISTFDS, 0, null_mut(), 0) };
-    let Ok(estimate) = usize::try_from(estimate) else {
+    // Nothing (0) for a process this user may not inspect.
+    let Some(estimate) = usize::try_from(estimate).ok().filter(|e| *e > 0) else {
         return Vec::new();
     };
     let mut fds = vec![0u8; estimate + 16 * record];

@@ -117,7 +117,8 @@ impl Sockets {
     }
 }
 
-/// The process `pid`, if it exists.
+/// The process `pid`, if it exists (macOS: and it is this user's, which binky's processes
+/// are; the kernel tells another user's only to root).
 pub fn stat(pid: u32) -> Option<Stat> {
     sys::stat(pid)
 }
@@ -132,7 +133,7 @@ pub fn pids() -> Vec<u32> {
     sys::pids()
 }
 
-/// Every live process with its parent: `(pid, ppid)`.
+/// Every live process with its parent: `(pid, ppid)` (macOS: this user's processes).
 pub fn parents() -> Vec<(u32, u32)> {
     sys::parents()
 }
