@@ -7,7 +7,9 @@
 
 use super::{Stat, Use};
 
-/// `p_stat` values (`<sys/proc.h>`): what `proc_bsdinfo.pbi_status` holds.
+// `p_stat` values (`<sys/proc.h>`): what `proc_bsdinfo.pbi_status` holds.
+
+/// Being created.
 pub const SIDL: u32 = 1;
 /// Running or runnable.
 pub const SRUN: u32 = 2;
@@ -82,7 +84,8 @@ pub fn mach_to_nanos(units: u64, numer: u32, denom: u32) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
-/// What a process uses, from `proc_taskinfo` (`PROC_PIDTASKINFO`): `pti_total_user` and
+/// What a process uses, from its `proc_taskinfo` (`PROC_PIDTASKINFO`, or the task half of
+/// `PROC_PIDTASKALLINFO`): `pti_total_user` and
 /// `pti_total_system` are in Mach absolute-time units (`timebase`: `numer/denom`), turned
 /// into clock ticks at `hz` (`sysconf(_SC_CLK_TCK)`, the unit [`Use::ticks`] is in on
 /// every Unix); `pti_resident_size` is in bytes, turned into pages of `page` bytes (the
@@ -182,8 +185,8 @@ pub const SOCKINFO_TCP: i32 = 2;
 pub const TSI_S_LISTEN: i32 = 1;
 
 /// The socket descriptors of a `proc_pidinfo(PROC_PIDLISTFDS)` buffer: `struct proc_fdinfo`
-/// records (`int32_t proc_fd; uint32_t proc_fdtype;`, 8 bytes each, native byte order),
-/// `len` bytes of them filled.
+/// records (`int32_t proc_fd; uint32_t proc_fdtype;`, 8 bytes each, native byte order): the
+/// part of the buffer the kernel filled.
 pub fn socket_fds(records: &[u8]) -> Vec<i32> {
     records
         .chunks_exact(8)
