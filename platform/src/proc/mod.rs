@@ -371,9 +371,24 @@ mod tests {
         let mut cmd = std::process::Command::new("sleep");
         cmd.arg("30").env("BINKY_PROC_TEST_MARK", "mark.1");
         crate::process::in_new_group(&mut cmd);
-        let mut child = cmd.spawn().unwrap();
-        let pid = child.id();
+        // Ended and waited for however the test ends.
+        struct Reaped(std::process::Child);
+        impl Drop for Reaped {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let mut child = Reaped(cmd.spawn().unwrap());
+        let pid = child.0.id();
         let me = std::process::id();
+        // Linux lets the parent go on while the child's `exec` is still setting up its new
+        // memory, where its environment is not readable yet.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while environ_var(pid, "BINKY_PROC_TEST_MARK").is_none() {
+            assert!(std::time::Instant::now() < end, "the mark is never read");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert_eq!(
             environ_var(pid, "BINKY_PROC_TEST_MARK").as_deref(),
             Some("mark.1")
@@ -386,7 +401,7 @@ mod tests {
         assert!(!group_gone(pid));
         assert!(parents().contains(&(pid, me)));
         kill(pid).unwrap();
-        child.wait().unwrap();
+        child.0.wait().unwrap();
         assert!(group_gone(pid));
         assert!(!alive(pid, s.start_time));
     }
