@@ -1,6 +1,6 @@
-//! Unix other than Linux (macOS, next): no `/proc`, so nothing is read yet; each answer is
-//! "cannot tell" (`None`, empty), and the one that can be done portably (a group is gone,
-//! a kill) is.
+//! Unix other than Linux and macOS (the BSDs): nothing is read of their processes yet; each
+//! answer is "cannot tell" (`None`, empty), and the one that can be done portably (a group
+//! is gone, a kill) is.
 
 use std::path::PathBuf;
 
