@@ -214,6 +214,18 @@ mod tests {
         assert_eq!(darwin_memory(total, odd, 16384), (0, total_kib));
     }
 
+    /// This machine's own figures are read (the figures change as programs run: only that
+    /// they are there and consistent).
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    #[test]
+    fn this_machines_memory_is_read() {
+        let (available, total) = memory().unwrap();
+        assert!(
+            total > 0 && available <= total,
+            "{available} of {total} KiB"
+        );
+    }
+
     #[test]
     fn the_disk_of_a_path_not_yet_made_is_its_ancestors() {
         let dir = tempfile::tempdir().unwrap();

@@ -362,6 +362,22 @@ mod tests {
         assert!(exe(me).is_some());
     }
 
+    /// What this process uses is among what every process uses, in the units
+    /// `limits::group_usage` converts.
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    #[test]
+    fn this_process_is_among_what_every_process_uses() {
+        let me = stat(std::process::id()).unwrap();
+        let mine: Vec<Use> = all_use()
+            .into_iter()
+            .filter(|u| u.pgrp == me.pgrp)
+            .collect();
+        assert!(mine.iter().any(|u| u.rss_pages > 0), "{mine:?}");
+        assert!(clock_ticks_per_second() > 0 && page_size() >= 4096);
+        // Whether the machine is busy is not this test's to know: only that it is asked.
+        let _ = saturation(60.0);
+    }
+
     /// A child in a group of its own, carrying a mark in its environment (as binky's
     /// services carry their spawn token), is found by its pid, its group and its mark, and
     /// is gone once it has ended and been waited for.
