@@ -251,14 +251,19 @@ pub fn umask_at_least(mask: u32) {
     let _ = mask;
 }
 
-/// The arguments `pid` was started with, its program first, where the system says.
+/// The arguments `pid` was started with, its program first, where the system says (Linux:
+/// `/proc/<pid>/cmdline`; macOS: `KERN_PROCARGS2`, for this user's processes).
 pub fn command_line(pid: u32) -> Option<Vec<String>> {
     #[cfg(target_os = "linux")]
     {
         let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         Some(split_cmdline(&raw))
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    {
+        crate::proc::macos::command_line(pid)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         let _ = pid;
         None
@@ -276,29 +281,38 @@ pub fn split_cmdline(raw: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// The short name of `pid`'s program (`postgres`, `node`), where the system says.
+/// The short name of `pid`'s program (`postgres`, `node`), where the system says (Linux:
+/// `/proc/<pid>/comm`; macOS: `proc_name`).
 pub fn name(pid: u32) -> Option<String> {
     #[cfg(target_os = "linux")]
     {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
         Some(comm.trim().to_owned())
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    {
+        crate::proc::macos::name(pid)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         let _ = pid;
         None
     }
 }
 
-/// The working directory of `pid`, where the system says (Linux: `/proc/<pid>/cwd`;
-/// elsewhere `None`: binky cannot tell, and what asks treats the process as not the one it
+/// The working directory of `pid`, where the system says (Linux: `/proc/<pid>/cwd`; macOS:
+/// `proc_pidinfo(PROC_PIDVNODEPATHINFO)`, for this user's processes; elsewhere `None`: binky cannot tell, and what asks treats the process as not the one it
 /// looks for).
 pub fn cwd(pid: u32) -> Option<std::path::PathBuf> {
     #[cfg(target_os = "linux")]
     {
         std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    {
+        crate::proc::macos::cwd(pid)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         let _ = pid;
         None

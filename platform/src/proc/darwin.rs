@@ -176,6 +176,25 @@ pub fn env_value(env: &[&[u8]], key: &str) -> Option<String> {
     })
 }
 
+/// The arguments of a `KERN_PROCARGS2` buffer as text (an argument that is not UTF-8 keeps
+/// what it can), as `/proc/<pid>/cmdline` gives them on Linux.
+pub fn arguments(buf: &[u8]) -> Option<Vec<String>> {
+    let args = parse_procargs2(buf)?;
+    Some(
+        args.argv
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
+/// The text of a fixed-size C string field the kernel filled (`proc_name`'s buffer, a
+/// `vnode_info_path`'s `vip_path`): the bytes before the first NUL, `None` when empty.
+pub fn c_field(field: &[u8]) -> Option<&[u8]> {
+    let end = field.iter().position(|b| *b == 0).unwrap_or(field.len());
+    Some(&field[..end]).filter(|f| !f.is_empty())
+}
+
 /// `PROX_FDTYPE_SOCKET` (`<sys/proc_info.h>`): a descriptor that is a socket.
 pub const PROX_FDTYPE_SOCKET: u32 = 2;
 /// `SOCKINFO_TCP`: `socket_info.soi_kind` of a TCP socket, whose `soi_proto` is a
@@ -387,6 +406,24 @@ pub fn holders_of(listeners: &[(u32, u16)], port: u16) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_command_line_and_a_c_field_are_read_as_the_kernel_wrote_them() {
+        // argc 2, the exec path padded to a word, argv, then the environment.
+        let mut buf = 2i32.to_ne_bytes().to_vec();
+        buf.extend_from_slice(b"/usr/local/bin/binky\0\0\0\0");
+        buf.extend_from_slice(b"binky\0exec\0PATH=/usr/bin\0\0");
+        assert_eq!(
+            arguments(&buf),
+            Some(vec!["binky".to_owned(), "exec".to_owned()])
+        );
+        assert_eq!(arguments(&buf[..3]), None);
+        let mut field = [0u8; 32];
+        field[..8].copy_from_slice(b"postgres");
+        assert_eq!(c_field(&field), Some(&b"postgres"[..]));
+        assert_eq!(c_field(&[0u8; 16]), None);
+        assert_eq!(c_field(b"no-nul"), Some(&b"no-nul"[..]));
+    }
     use super::*;
 
     #[test]

@@ -235,6 +235,52 @@ pub fn exe(pid: u32) -> Option<PathBuf> {
     Some(OsString::from_vec(buf).into())
 }
 
+/// `pid`'s arguments (its `KERN_PROCARGS2` buffer; this user's processes).
+pub(crate) fn command_line(pid: u32) -> Option<Vec<String>> {
+    darwin::arguments(&procargs(pid)?)
+}
+
+/// `pid`'s short name (`proc_name`: the name its program gave itself, or the file's).
+pub(crate) fn name(pid: u32) -> Option<String> {
+    let pid = pid_arg(pid)?;
+    // `proc_name` copies at most `2 * MAXCOMLEN` bytes (the kernel's `p_name`).
+    let mut buf = [0u8; 2 * libc::MAXCOMLEN + 1];
+    // SAFETY: the buffer's length is passed.
+    let n = unsafe { libc::proc_name(pid, buf.as_mut_ptr().cast(), buf.len() as u32) };
+    let n = usize::try_from(n).ok()?;
+    darwin::c_field(&buf[..n.min(buf.len())]).map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// `pid`'s working directory (`proc_pidinfo(PROC_PIDVNODEPATHINFO)`; this user's processes).
+pub(crate) fn cwd(pid: u32) -> Option<PathBuf> {
+    let pid = pid_arg(pid)?;
+    let size = std::mem::size_of::<libc::proc_vnodepathinfo>();
+    let mut info = std::mem::MaybeUninit::<libc::proc_vnodepathinfo>::zeroed();
+    // SAFETY: the kernel writes at most `size` bytes into `info`, and says how many.
+    let n = unsafe {
+        libc::proc_pidinfo(
+            pid,
+            libc::PROC_PIDVNODEPATHINFO,
+            0,
+            info.as_mut_ptr().cast(),
+            c_int::try_from(size).ok()?,
+        )
+    };
+    if usize::try_from(n).ok()? != size {
+        return None;
+    }
+    // SAFETY: zeroed, then filled whole by the kernel (checked above).
+    let info = unsafe { info.assume_init() };
+    // SAFETY: `vip_path` is `MAXPATHLEN` bytes, declared by libc as 32 × 32 chars.
+    let path: &[u8] = unsafe {
+        std::slice::from_raw_parts(
+            info.pvi_cdir.vip_path.as_ptr().cast::<u8>(),
+            std::mem::size_of_val(&info.pvi_cdir.vip_path),
+        )
+    };
+    Some(OsString::from_vec(darwin::c_field(path)?.to_vec()).into())
+}
+
 /// `mach_timebase_info`, once: the unit of a task's CPU times. (libc marks its Mach
 /// declarations deprecated in favour of another crate; this one call does not warrant it.)
 #[allow(deprecated)]
