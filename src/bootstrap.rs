@@ -615,11 +615,19 @@ fn bring_file(src: &Path, dst: &Path, ways: &Ways, own: bool) -> std::io::Result
     let meta = std::fs::metadata(src)?;
     if ways.clone.load(Ordering::Relaxed) {
         if binky_platform::clone::clone_file(src, dst)? {
-            let output = std::fs::OpenOptions::new().write(true).open(dst)?;
-            output.set_permissions(meta.permissions())?;
+            // macOS' clone has the source's mode already, a read-only one too, which refuses
+            // a handle opened to write: its time then through one opened to read (on Unix
+            // the owner sets a file's times whatever its mode), and its mode by path.
             if let Ok(m) = meta.modified() {
-                let _ = output.set_modified(m);
+                let output = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dst)
+                    .or_else(|_| std::fs::File::open(dst));
+                if let Ok(output) = output {
+                    let _ = output.set_modified(m);
+                }
             }
+            std::fs::set_permissions(dst, meta.permissions())?;
             return Ok((meta.len(), Way::Cloned));
         }
         // This filesystem cannot: not again for this path.

@@ -4,9 +4,9 @@
 //!
 //! # What each system gets
 //! - Clone: Linux `FICLONE` (btrfs, XFS, bcachefs); Windows block cloning
-//!   (`FSCTL_DUPLICATE_EXTENTS_TO_FILE`) on a volume that has it (ReFS, a Dev Drive); other
-//!   Unix: none yet (macOS' `clonefile(2)` comes with its port). Where there is none,
-//!   [`clone_file`] says so and the caller links or copies.
+//!   (`FSCTL_DUPLICATE_EXTENTS_TO_FILE`) on a volume that has it (ReFS, a Dev Drive); macOS
+//!   `fclonefileat(2)` on APFS (HFS+, FAT and shares cannot: linked there); other Unix:
+//!   none. Where there is none, [`clone_file`] says so and the caller links or copies.
 //! - Hard links: `link(2)` on Unix; NTFS and ReFS on Windows (`CreateHardLinkW`, through std).
 //!   Both refuse across filesystems (volumes) and past a file's link limit; [`refusal`] tells
 //!   those apart from a filesystem that has no links at all.
@@ -23,8 +23,23 @@ use std::path::Path;
 /// same bytes, no data copied, none shared (a write to either leaves the other as it was).
 /// `Ok(false)` when the filesystem cannot clone (nothing is left at `dst`): link or copy
 /// instead. `Err` when `src` cannot be read or `dst` cannot be made. The clone's
-/// permissions and times are the caller's to set.
+/// permissions and times are the caller's to set (macOS' clone comes with the source's
+/// mode, a read-only one too: set them by path, not through a handle opened to write).
 pub fn clone_file(src: &Path, dst: &Path) -> io::Result<bool> {
+    #[cfg(target_os = "macos")]
+    {
+        macos::clone_file(src, dst)
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        clone_by_handles(src, dst)
+    }
+}
+
+/// The clone where the system clones one open file into another (Linux, Windows; the
+/// other Unix systems answer "cannot").
+#[cfg(not(target_os = "macos"))]
+fn clone_by_handles(src: &Path, dst: &Path) -> io::Result<bool> {
     let input = std::fs::File::open(src)?;
     let output = std::fs::OpenOptions::new()
         .write(true)
@@ -49,7 +64,7 @@ fn clone_into(input: &std::fs::File, output: &std::fs::File) -> bool {
     r == 0
 }
 
-#[cfg(all(unix, not(target_os = "linux")))]
+#[cfg(all(unix, not(any(target_os = "linux", target_os = "macos"))))]
 fn clone_into(_input: &std::fs::File, _output: &std::fs::File) -> bool {
     false
 }
@@ -57,6 +72,95 @@ fn clone_into(_input: &std::fs::File, _output: &std::fs::File) -> bool {
 #[cfg(windows)]
 fn clone_into(input: &std::fs::File, output: &std::fs::File) -> bool {
     windows::duplicate_extents(input, output).unwrap_or(false)
+}
+
+/// macOS: `fclonefileat(2)`, APFS' copy-on-write clone of a whole file.
+#[cfg(target_os = "macos")]
+mod macos {
+    use std::ffi::CString;
+    use std::io;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+
+    use nix::libc;
+
+    use super::darwin;
+
+    // The values `darwin` reads errors by are this system's own.
+    const _: () = assert!(
+        darwin::EEXIST == libc::EEXIST
+            && darwin::EXDEV == libc::EXDEV
+            && darwin::EINVAL == libc::EINVAL
+            && darwin::ENOTSUP == libc::ENOTSUP
+    );
+
+    /// [`super::clone_file`] on macOS. From the open source, so what is cloned is the file
+    /// that was checked to be one (`clonefile` of a folder clones its whole tree).
+    pub(super) fn clone_file(src: &Path, dst: &Path) -> io::Result<bool> {
+        let input = std::fs::File::open(src)?;
+        if !input.metadata()?.is_file() {
+            return Ok(false);
+        }
+        let target = CString::new(dst.as_os_str().as_bytes())?;
+        // SAFETY: the descriptor is open for the call; `target` ends with a NUL and lives
+        // through it.
+        let rc = unsafe {
+            libc::fclonefileat(
+                input.as_raw_fd(),
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                // No flags: the source is the open file already (no link to follow or not),
+                // and its owner is the user who runs binky.
+                0,
+            )
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match darwin::clone_failed(e.raw_os_error().unwrap_or(0)) {
+            darwin::CloneFailed::CannotClone => Ok(false),
+            darwin::CloneFailed::Error => Err(e),
+        }
+    }
+}
+
+/// What macOS' `clonefile(2)` family answers, read as plain numbers: compiled and tested on
+/// every system, used on macOS.
+///
+/// APFS (every Mac's startup volume since macOS 10.13) clones; HFS+, FAT and exFAT volumes
+/// and network shares answer `ENOTSUP`, and binky links there (then copies).
+pub mod darwin {
+    /// `EEXIST` of `<sys/errno.h>`: `dst` is there already.
+    pub const EEXIST: i32 = 17;
+    /// `EXDEV` of `<sys/errno.h>`: `src` and `dst` are on different volumes.
+    pub const EXDEV: i32 = 18;
+    /// `EINVAL` of `<sys/errno.h>`: a flag this macOS does not know, or a source it will
+    /// not clone.
+    pub const EINVAL: i32 = 22;
+    /// `ENOTSUP` of `<sys/errno.h>`: this volume does not clone (HFS+, FAT, a share).
+    pub const ENOTSUP: i32 = 45;
+
+    /// What a failed clone means for the file.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum CloneFailed {
+        /// This volume (or this pair of volumes) does not clone: link or copy instead, as
+        /// where the system has no clone at all.
+        CannotClone,
+        /// The error is the caller's: `dst` exists, `src` is gone, no permission, no space.
+        Error,
+    }
+
+    /// The meaning of `clonefile`'s `errno`. Across volumes (`EXDEV`) is "cannot clone",
+    /// not an error: the hard link tried next fails the same way, and the refusal of that
+    /// ([`super::refusal`]) turns the rest of the tree to copies.
+    pub fn clone_failed(errno: i32) -> CloneFailed {
+        match errno {
+            ENOTSUP | EXDEV | EINVAL => CloneFailed::CannotClone,
+            _ => CloneFailed::Error,
+        }
+    }
 }
 
 /// Why a hard link was refused, for what to do with the next file.
@@ -350,6 +454,20 @@ mod tests {
         let gone = dir.path().join("gone");
         assert!(clone_file(&gone, &dir.path().join("c")).is_err());
         assert!(!dir.path().join("c").exists());
+    }
+
+    #[test]
+    fn macos_clones_or_falls_back_on_a_volume_that_cannot_and_fails_on_the_callers_errors() {
+        use darwin::{clone_failed, CloneFailed};
+        // HFS+, FAT, a share; across volumes; a flag an older macOS does not know.
+        for errno in [darwin::ENOTSUP, darwin::EXDEV, darwin::EINVAL] {
+            assert_eq!(clone_failed(errno), CloneFailed::CannotClone, "{errno}");
+        }
+        // `<sys/errno.h>`: EEXIST 17 (never replace what is there), ENOENT 2, EACCES 13,
+        // ENOSPC 28, EDQUOT 69.
+        for errno in [darwin::EEXIST, 2, 13, 28, 69] {
+            assert_eq!(clone_failed(errno), CloneFailed::Error, "{errno}");
+        }
     }
 
     #[test]

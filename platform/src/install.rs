@@ -8,6 +8,13 @@
 //! - Windows: the installers' folders under Program Files: PostgreSQL's (EDB's) installer
 //!   `PostgreSQL\<major>\bin`, MariaDB's MSI `MariaDB <version>\bin`, and for Redis, Memurai
 //!   (`Memurai\`) or the Redis port for Windows (`Redis\`).
+//! - macOS: Homebrew's formulae under its prefix (`/opt/homebrew` on Apple Silicon,
+//!   `/usr/local` on Intel; `$HOMEBREW_PREFIX` first when set), each at
+//!   `<prefix>/opt/<formula>/bin` whether it is linked or keg-only: `postgresql@<major>`,
+//!   `mariadb` and `mariadb@<version>`, `redis`, `valkey`; and Postgres.app
+//!   (`/Applications/Postgres.app/Contents/Versions/<major>/bin`, or in `~/Applications`).
+//!   Oracle's MySQL formula is not looked in: MySQL 8 ships no `mysql_install_db`, the tool
+//!   binky makes a data directory with, so binky runs MariaDB for the `mysql` kind there too.
 //!
 //! Everywhere, `PATH` is looked at after these folders (by the caller).
 
@@ -31,6 +38,8 @@ pub enum System {
     Debian,
     /// Windows' installers.
     Windows,
+    /// macOS: Homebrew and Postgres.app.
+    MacOs,
 }
 
 impl System {
@@ -38,10 +47,39 @@ impl System {
     pub fn current() -> System {
         if cfg!(windows) {
             System::Windows
+        } else if cfg!(target_os = "macos") {
+            System::MacOs
         } else {
             System::Debian
         }
     }
+}
+
+/// The folders macOS' installers put servers under, most preferred first: `homebrew_prefix`
+/// (`$HOMEBREW_PREFIX`, when set), Homebrew's prefix for this processor (`/opt/homebrew` on
+/// Apple Silicon, `arm`; `/usr/local` on Intel) then the other one (an Intel Homebrew under
+/// Rosetta), then the Applications folders Postgres.app is dragged into (`/Applications`,
+/// `home`'s).
+pub fn macos_roots(arm: bool, homebrew_prefix: Option<&Path>, home: Option<&Path>) -> Vec<PathBuf> {
+    let (native, other) = if arm {
+        ("/opt/homebrew", "/usr/local")
+    } else {
+        ("/usr/local", "/opt/homebrew")
+    };
+    let mut roots: Vec<PathBuf> = homebrew_prefix.map(Path::to_path_buf).into_iter().collect();
+    roots.extend(
+        [native, other, "/Applications"]
+            .iter()
+            .map(PathBuf::from)
+            .chain(home.map(|h| h.join("Applications"))),
+    );
+    let mut seen = Vec::new();
+    roots.retain(|r| {
+        let first = !seen.contains(r);
+        seen.push(r.clone());
+        first
+    });
+    roots
 }
 
 /// The program `program` in the folder `dir`, as it is to be run: `dir/program` with an
@@ -66,9 +104,18 @@ pub fn program_in(dir: &Path, program: &str) -> Option<PathBuf> {
 
 /// The folders where `server`'s programs are on this machine's system, most preferred
 /// first: those of [`server_dirs_of`], listed from the disk (Windows' Program Files folders
-/// from `%ProgramW6432%`, `%ProgramFiles%`, `%ProgramFiles(x86)%`).
+/// from `%ProgramW6432%`, `%ProgramFiles%`, `%ProgramFiles(x86)%`; macOS' from
+/// [`macos_roots`]).
 pub fn server_dirs(server: Server, want: Option<&str>) -> Vec<PathBuf> {
     let mut program_files: Vec<PathBuf> = Vec::new();
+    if System::current() == System::MacOs {
+        let var = |name: &str| std::env::var_os(name).map(PathBuf::from);
+        program_files = macos_roots(
+            cfg!(target_arch = "aarch64"),
+            var("HOMEBREW_PREFIX").as_deref(),
+            var("HOME").as_deref(),
+        );
+    }
     if System::current() == System::Windows {
         for var in ["ProgramW6432", "ProgramFiles", "ProgramFiles(x86)"] {
             if let Some(dir) = std::env::var_os(var).map(PathBuf::from) {
@@ -78,21 +125,27 @@ pub fn server_dirs(server: Server, want: Option<&str>) -> Vec<PathBuf> {
             }
         }
     }
-    let list = |dir: &Path| -> Vec<String> {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()
-    };
-    server_dirs_of(System::current(), server, want, &program_files, &list)
+    server_dirs_of(System::current(), server, want, &program_files, &names_in)
+}
+
+/// The names in the folder `dir` (none when it cannot be read): the listing
+/// [`server_dirs`] gives [`server_dirs_of`].
+pub fn names_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 /// The folders where `system`'s installers put `server`'s programs, most preferred first,
-/// given `list` (the names in a folder) and, for Windows, its Program Files folders. For
-/// PostgreSQL and MariaDB, one folder per installed version: `want` first when it is
-/// installed, then the newest to the oldest.
+/// given `list` (the names in a folder) and `program_files`, the folders the installers
+/// put things under: Windows' Program Files folders, macOS' [`macos_roots`] (unused on
+/// Debian). For PostgreSQL and MariaDB, one folder per installed version: `want` first
+/// when it is installed, then the newest to the oldest (on macOS PostgreSQL's versions of
+/// Homebrew and Postgres.app together; MariaDB's unversioned formula, the newest release,
+/// first).
 pub fn server_dirs_of(
     system: System,
     server: Server,
@@ -101,6 +154,16 @@ pub fn server_dirs_of(
     list: &dyn Fn(&Path) -> Vec<String>,
 ) -> Vec<PathBuf> {
     match (system, server) {
+        (System::MacOs, Server::Postgres) => macos_postgres(program_files, want, list),
+        (System::MacOs, Server::MariaDb) => macos_formulae(program_files, "mariadb", want, list),
+        (System::MacOs, Server::Redis) => program_files
+            .iter()
+            .flat_map(|root| {
+                let mut dirs = macos_formulae(std::slice::from_ref(root), "redis", None, list);
+                dirs.push(root.join("opt").join("valkey").join("bin"));
+                dirs
+            })
+            .collect(),
         (System::Debian, Server::Postgres) => {
             let root = Path::new("/usr/lib/postgresql");
             by_version(list(root), "", want)
@@ -134,17 +197,86 @@ pub fn server_dirs_of(
     }
 }
 
+/// Homebrew's `<root>/opt/<formula>/bin` then `<root>/opt/<formula>@<version>/bin` (`want`
+/// first, then the newest), for each of `roots` in turn (a Homebrew prefix is a root; a
+/// root without `opt` adds its unversioned folder only, which is not there).
+fn macos_formulae(
+    roots: &[PathBuf],
+    formula: &str,
+    want: Option<&str>,
+    list: &dyn Fn(&Path) -> Vec<String>,
+) -> Vec<PathBuf> {
+    roots
+        .iter()
+        .flat_map(|root| {
+            let opt = root.join("opt");
+            let versioned = by_version(list(&opt), &format!("{formula}@"), want);
+            std::iter::once(formula.to_owned())
+                .chain(versioned)
+                .map(move |name| opt.join(name).join("bin"))
+        })
+        .collect()
+}
+
+/// PostgreSQL's folders under `roots` on macOS: Homebrew's `opt/postgresql@<major>/bin`,
+/// Postgres.app's `Postgres.app/Contents/Versions/<major>/bin` (not its `latest` link, one
+/// of the others), all versions together `want` first then newest to oldest, a root
+/// before the next for the same version; then Homebrew's old unversioned `postgresql`
+/// formula (PostgreSQL 14), whose version its name does not say.
+fn macos_postgres(
+    roots: &[PathBuf],
+    want: Option<&str>,
+    list: &dyn Fn(&Path) -> Vec<String>,
+) -> Vec<PathBuf> {
+    let mut found: Vec<(Vec<u32>, String, PathBuf)> = Vec::new();
+    let mut unversioned = Vec::new();
+    for root in roots {
+        let opt = root.join("opt");
+        let names = list(&opt);
+        for name in &names {
+            let Some(version) = name.strip_prefix("postgresql@") else {
+                continue;
+            };
+            if let Some(key) = version_key(version) {
+                found.push((key, version.to_owned(), opt.join(name).join("bin")));
+            }
+        }
+        if names.iter().any(|n| n == "postgresql") {
+            unversioned.push(opt.join("postgresql").join("bin"));
+        }
+        let versions = root.join("Postgres.app").join("Contents").join("Versions");
+        for version in list(&versions) {
+            if let Some(key) = version_key(&version) {
+                let dir = versions.join(&version).join("bin");
+                found.push((key, version, dir));
+            }
+        }
+    }
+    // Stable: for one version, the roots' order stays.
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    if let Some(i) = want.and_then(|w| found.iter().position(|(_, v, _)| v == w)) {
+        let wanted = found.remove(i);
+        found.insert(0, wanted);
+    }
+    found
+        .into_iter()
+        .map(|(_, _, dir)| dir)
+        .chain(unversioned)
+        .collect()
+}
+
+/// A version's numbers (`11.4` is `[11, 4]`), `None` for what is not one (`latest`).
+fn version_key(text: &str) -> Option<Vec<u32>> {
+    text.split('.').map(|p| p.parse().ok()).collect()
+}
+
 /// The names of `names` that are `prefix` and a version (`16`, `11.4`), `want`'s first
 /// (the version alone, or the whole name), then the highest version to the lowest.
 fn by_version(names: Vec<String>, prefix: &str, want: Option<&str>) -> Vec<String> {
     let mut versions: Vec<(Vec<u32>, String)> = names
         .into_iter()
         .filter_map(|name| {
-            let key = name
-                .strip_prefix(prefix)?
-                .split('.')
-                .map(|p| p.parse().ok())
-                .collect::<Option<Vec<u32>>>()?;
+            let key = version_key(name.strip_prefix(prefix)?)?;
             Some((key, name))
         })
         .collect();
@@ -185,6 +317,22 @@ pub fn how_to_install_on(system: System, package: &str) -> String {
                  Redis-compatible server for Windows, which puts it in C:\\Program Files\\Memurai"
                 .to_owned(),
             other => format!("on Windows, install {other} and put its folder on PATH"),
+        },
+        System::MacOs => match package {
+            "postgresql" => "on macOS, install PostgreSQL with Homebrew (`brew install \
+                 postgresql@17`) or Postgres.app (https://postgresapp.com), which binky finds \
+                 under /opt/homebrew/opt (Intel: /usr/local/opt) and \
+                 /Applications/Postgres.app"
+                .to_owned(),
+            "mariadb-server" => "on macOS, install MariaDB with Homebrew (`brew install \
+                 mariadb`; Oracle's `mysql` formula lacks the install tool binky needs), which \
+                 binky finds under /opt/homebrew/opt (Intel: /usr/local/opt)"
+                .to_owned(),
+            "redis-server" => "on macOS, install Redis with Homebrew (`brew install redis`, or \
+                 `brew install valkey`), which binky finds under /opt/homebrew/opt (Intel: \
+                 /usr/local/opt)"
+                .to_owned(),
+            other => format!("on macOS, install {other} (e.g. `brew install {other}`) and put its folder on PATH"),
         },
     }
 }
@@ -268,7 +416,153 @@ mod tests {
     }
 
     #[test]
+    fn macos_looks_in_the_homebrew_prefix_of_its_processor_first_then_the_applications() {
+        let arm = macos_roots(true, None, Some(Path::new("/Users/me")));
+        assert_eq!(
+            arm,
+            [
+                "/opt/homebrew",
+                "/usr/local",
+                "/Applications",
+                "/Users/me/Applications"
+            ]
+            .map(PathBuf::from)
+        );
+        let intel = macos_roots(false, None, None);
+        assert_eq!(
+            intel,
+            ["/usr/local", "/opt/homebrew", "/Applications"].map(PathBuf::from)
+        );
+        // `$HOMEBREW_PREFIX` first, once.
+        let set = macos_roots(true, Some(Path::new("/opt/homebrew")), None);
+        assert_eq!(
+            set,
+            ["/opt/homebrew", "/usr/local", "/Applications"].map(PathBuf::from)
+        );
+        let custom = macos_roots(false, Some(Path::new("/Users/me/brew")), None);
+        assert_eq!(custom[0], Path::new("/Users/me/brew"));
+    }
+
+    /// Makes the folders `dirs` (relative) under `root`, each with the programs `programs`.
+    fn tree(root: &Path, dirs: &[&str], programs: &[&str]) {
+        for dir in dirs {
+            let dir = root.join(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            for program in programs {
+                std::fs::write(dir.join(program), b"#!/bin/sh\n").unwrap();
+                crate::fs::set_mode(&dir.join(program), 0o755).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn macos_finds_homebrews_formulae_and_postgres_app_in_a_tree_on_disk() {
+        let disk = tempfile::tempdir().unwrap();
+        let (arm, intel, apps) = (
+            disk.path().join("opt/homebrew"),
+            disk.path().join("usr/local"),
+            disk.path().join("Applications"),
+        );
+        tree(
+            &arm,
+            &[
+                "opt/postgresql@16/bin",
+                "opt/postgresql@17/bin",
+                "opt/postgresql/bin",
+            ],
+            &["initdb", "postgres"],
+        );
+        tree(
+            &arm,
+            &["opt/mariadb/bin", "opt/mariadb@10.11/bin"],
+            &["mariadbd"],
+        );
+        tree(&arm, &["opt/redis/bin"], &["redis-server"]);
+        // An Intel Homebrew left beside it, under Rosetta.
+        tree(
+            &intel,
+            &["opt/postgresql@15/bin", "opt/mariadb@11.4/bin"],
+            &["postgres"],
+        );
+        tree(
+            &apps,
+            &[
+                "Postgres.app/Contents/Versions/18/bin",
+                "Postgres.app/Contents/Versions/16/bin",
+            ],
+            &["initdb", "postgres"],
+        );
+        // Postgres.app's `latest` is a link to one of its versions, no version itself.
+        std::fs::create_dir_all(apps.join("Postgres.app/Contents/Versions/latest")).unwrap();
+        let roots = [arm.clone(), intel.clone(), apps.clone()];
+        let pg = server_dirs_of(System::MacOs, Server::Postgres, None, &roots, &names_in);
+        assert_eq!(
+            pg,
+            [
+                apps.join("Postgres.app/Contents/Versions/18/bin"),
+                arm.join("opt/postgresql@17/bin"),
+                arm.join("opt/postgresql@16/bin"),
+                apps.join("Postgres.app/Contents/Versions/16/bin"),
+                intel.join("opt/postgresql@15/bin"),
+                arm.join("opt/postgresql/bin"),
+            ]
+        );
+        // The data's own major first, wherever it is installed.
+        let pg = server_dirs_of(
+            System::MacOs,
+            Server::Postgres,
+            Some("15"),
+            &roots,
+            &names_in,
+        );
+        assert_eq!(pg[0], intel.join("opt/postgresql@15/bin"));
+        assert_eq!(pg.len(), 6);
+        let maria = server_dirs_of(System::MacOs, Server::MariaDb, None, &roots, &names_in);
+        assert_eq!(
+            &maria[..3],
+            [
+                arm.join("opt/mariadb/bin"),
+                arm.join("opt/mariadb@10.11/bin"),
+                intel.join("opt/mariadb/bin"),
+            ]
+        );
+        assert!(
+            maria.contains(&intel.join("opt/mariadb@11.4/bin")),
+            "{maria:?}"
+        );
+        let found = maria.iter().find_map(|d| program_in(d, "mariadbd"));
+        assert_eq!(found, Some(arm.join("opt/mariadb/bin/mariadbd")));
+        let redis = server_dirs_of(System::MacOs, Server::Redis, None, &roots, &names_in);
+        assert_eq!(
+            &redis[..2],
+            [arm.join("opt/redis/bin"), arm.join("opt/valkey/bin")]
+        );
+        let found = redis.iter().find_map(|d| program_in(d, "redis-server"));
+        assert_eq!(found, Some(arm.join("opt/redis/bin/redis-server")));
+        // Nothing installed: nowhere but PATH.
+        let empty = tempfile::tempdir().unwrap();
+        let pg = server_dirs_of(
+            System::MacOs,
+            Server::Postgres,
+            None,
+            &[empty.path().to_path_buf()],
+            &names_in,
+        );
+        assert!(pg.is_empty(), "{pg:?}");
+    }
+
+    #[test]
     fn the_way_to_install_names_the_system_and_its_installer() {
+        for (package, says) in [
+            ("postgresql", "`brew install postgresql@17`"),
+            ("mariadb-server", "`brew install mariadb`"),
+            ("redis-server", "`brew install redis`"),
+        ] {
+            let text = how_to_install_on(System::MacOs, package);
+            assert!(text.starts_with("on macOS"), "{text}");
+            assert!(text.contains(says), "{text}");
+        }
+        assert!(how_to_install_on(System::MacOs, "postgresql").contains("Postgres.app"));
         assert_eq!(
             how_to_install_on(System::Debian, "postgresql"),
             "install postgresql (e.g. `sudo apt-get install postgresql`)"

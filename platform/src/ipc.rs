@@ -3,10 +3,10 @@
 //!
 //! Unix: a Unix socket at the home's socket path, mode 0600 in a 0700 folder; the peer's pid
 //! from the socket's credentials (`SO_PEERCRED` on Linux, `LOCAL_PEERPID` on macOS; `None`
-//! where the system keeps it). Windows: a named pipe whose name is made from that same path
-//! (`\\.\pipe\binky-<hash>`), refusing clients from other machines and a second server of the
-//! same name (a second daemon cannot take it over: the first instance flag, and a look for a
-//! server before it); the peer's pid from
+//! where the system keeps it: FreeBSD, NetBSD). Windows: a named pipe whose name is made
+//! from that same path (`\\.\pipe\binky-<hash>`), refusing clients from other machines and
+//! a second server of the same name (a second daemon cannot take it over: the first
+//! instance flag, and a look for a server before it); the peer's pid from
 //! `GetNamedPipeClientProcessId`. The pipe's access list has one entry, the current user
 //! (Windows' default list would also let every other user open it to read).
 
@@ -99,11 +99,7 @@ impl Listener {
         #[cfg(unix)]
         {
             let (stream, _) = self.inner.accept().await?;
-            let pid = stream
-                .peer_cred()
-                .ok()
-                .and_then(|c| c.pid())
-                .and_then(|p| u32::try_from(p).ok());
+            let pid = peer_pid(&stream);
             Ok((Stream(Inner::Unix(stream)), pid))
         }
         #[cfg(windows)]
@@ -125,6 +121,57 @@ impl Listener {
             let pid = (ok != 0 && pid != 0).then_some(pid);
             Ok((Stream(Inner::Server(connected)), pid))
         }
+    }
+}
+
+/// The pid of the process at the other end of `stream`, from the socket's credentials taken
+/// when it connected: `SO_PEERCRED` on Linux (and OpenBSD), through tokio; `None` where the
+/// system keeps it (FreeBSD, NetBSD: only the user, through `getpeereid`).
+#[cfg(all(unix, not(target_os = "macos")))]
+fn peer_pid(stream: &tokio::net::UnixStream) -> Option<u32> {
+    stream
+        .peer_cred()
+        .ok()
+        .and_then(|c| c.pid())
+        .and_then(|p| u32::try_from(p).ok())
+}
+
+/// macOS: `getsockopt(SOL_LOCAL, LOCAL_PEERPID)`, the pid of the process that connected.
+/// Not tokio's `peer_cred`: it asks `LOCAL_PEEREPID`, the pid a process connects *on behalf
+/// of* (a delegating system service names another), while the guard of what only a person
+/// may do wants the process that is really there.
+#[cfg(target_os = "macos")]
+fn peer_pid(stream: &tokio::net::UnixStream) -> Option<u32> {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    let mut pid: libc::pid_t = 0;
+    let mut len = size_of::<libc::pid_t>() as libc::socklen_t;
+    // SAFETY: the descriptor is the connected socket's, open for the call; `pid` and `len`
+    // are ours, `len` the size of `pid`.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_LOCAL,
+            libc::LOCAL_PEERPID,
+            (&mut pid as *mut libc::pid_t).cast(),
+            &mut len,
+        )
+    };
+    darwin::peer_pid(rc, len as usize, pid)
+}
+
+/// macOS' answer about a socket's peer, read as plain numbers: compiled and tested on every
+/// system, used on macOS.
+pub mod darwin {
+    /// `getsockopt(fd, SOL_LOCAL, LOCAL_PEERPID, &pid, &len)` from `<sys/un.h>`: its
+    /// return `rc`, the `len` it set, the `pid` it wrote. A pid only when the call
+    /// succeeded, wrote a whole `pid_t` (4 bytes) and names a process (above 0: the kernel
+    /// writes 0 for a peer it no longer knows, e.g. one that has exited).
+    pub fn peer_pid(rc: i32, len: usize, pid: i32) -> Option<u32> {
+        if rc != 0 || len != size_of::<i32>() {
+            return None;
+        }
+        u32::try_from(pid).ok().filter(|p| *p > 0)
     }
 }
 
@@ -419,6 +466,18 @@ mod tests {
         assert!(connect(&path).await.is_err());
         #[cfg(unix)]
         assert!(!path.exists(), "the socket file went with its listener");
+    }
+
+    #[test]
+    fn macos_peer_pid_is_taken_only_from_a_whole_successful_answer() {
+        assert_eq!(darwin::peer_pid(0, 4, 4242), Some(4242));
+        // The call failed (EINVAL on a socket that is not connected, ENOTCONN).
+        assert_eq!(darwin::peer_pid(-1, 4, 4242), None);
+        // A short answer is not a pid.
+        assert_eq!(darwin::peer_pid(0, 2, 4242), None);
+        // No process: the kernel's 0, or garbage below it.
+        assert_eq!(darwin::peer_pid(0, 4, 0), None);
+        assert_eq!(darwin::peer_pid(0, 4, -1), None);
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! for browsers), or take it out.
 //!
 //! On Linux that is the distribution's anchor folder, as root. On Windows it is the current
-//! user's Trusted Root Certification Authorities, through `certutil -user -addstore Root`
-//! ([`binky_platform::trust`]): no administrator needed, and Windows asks to confirm.
+//! user's Trusted Root Certification Authorities, through `certutil -user -addstore Root`;
+//! on macOS the login keychain, through `security add-trusted-cert -r trustRoot`
+//! ([`binky_platform::trust`]): no administrator needed, and the system asks to confirm (on
+//! macOS with the user's password).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -109,7 +111,8 @@ pub fn run_trust(uninstall: bool) -> Result<i32, Failure> {
     install_ca(system, &target, &nickname, &ca)
 }
 
-/// The SHA-1 thumbprint of the CA's certificate (hex), the name certutil finds it by.
+/// The SHA-1 thumbprint of the CA's certificate (hex), the name certutil and macOS'
+/// `security` find it by.
 fn thumbprint(ca: &LocalCa) -> String {
     use sha1::{Digest, Sha1};
     Sha1::digest(ca.cert_der().as_ref())
@@ -118,38 +121,22 @@ fn thumbprint(ca: &LocalCa) -> String {
         .collect()
 }
 
-/// Windows: binky's CA into the current user's trust store.
+/// Windows and macOS: binky's CA into the current user's trust store.
 fn install_user(store: &binky_platform::trust::UserStore, ca: &LocalCa) -> Result<i32, Failure> {
     let cmd = store.add(&ca.cert_path());
-    run(&cmd).map_err(|e| {
-        Failure::failed(format!(
-            "on Windows, binky puts its CA in {} and that failed: {e}; run `certutil -user -addstore Root {}` yourself, or import that file in certmgr.msc under Trusted Root Certification Authorities",
-            store.name,
-            ca.cert_path().display()
-        ))
-    })?;
-    println!(
-        "binky's CA is trusted for this Windows user, in {}",
-        store.name
-    );
-    println!("  Edge, Chrome, curl and the programs that use Windows' certificates now accept https://*.localhost from binky");
-    println!(
-        "  Firefox: Settings > Privacy & Security > Certificates > View Certificates > Authorities > Import {}, and tick \"Trust this CA to identify websites\" (or set security.enterprise_roots.enabled)",
-        ca.cert_path().display()
-    );
+    run(&cmd).map_err(|e| Failure::failed(store.add_failed(&ca.cert_path(), &e)))?;
+    println!("binky's CA is trusted for this user, in {}", store.name);
+    for line in store.readers(&ca.cert_path()) {
+        println!("  {line}");
+    }
     println!("`binky trust --uninstall` takes it out again.");
     Ok(exit::OK)
 }
 
-/// Windows: binky's CA out of the current user's trust store.
+/// Windows and macOS: binky's CA out of the current user's trust store.
 fn uninstall_user(store: &binky_platform::trust::UserStore, ca: &LocalCa) -> Result<i32, Failure> {
     let print = thumbprint(ca);
-    run(&store.remove(&print)).map_err(|e| {
-        Failure::failed(format!(
-            "on Windows, taking binky's CA out of {} failed: {e}; run `certutil -user -delstore Root {print}` yourself, or delete it in certmgr.msc",
-            store.name
-        ))
-    })?;
+    run(&store.remove(&print)).map_err(|e| Failure::failed(store.remove_failed(&print, &e)))?;
     println!("removed binky's CA from {}", store.name);
     Ok(exit::OK)
 }
