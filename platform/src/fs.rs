@@ -131,8 +131,12 @@ pub fn executable_in(dir: &Path, program: &str) -> bool {
     }
 }
 
-/// How many files one user may watch for changes at once, where the system has such a
-/// limit and says it (Linux: `fs.inotify.max_user_watches`).
+/// How many files may be watched for changes at once, where the system has such a limit
+/// and says it. Linux: one user's, `fs.inotify.max_user_watches`. macOS and the BSDs: this
+/// process's soft limit of open files (`RLIMIT_NOFILE`; kqueue holds one open file a
+/// watched file or folder, besides the files the process opens for itself).
+// `rlim_t` is u64 on macOS and i64 on FreeBSD: the cast is needed on one of them.
+#[allow(clippy::unnecessary_cast)]
 pub fn watch_limit() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
@@ -142,9 +146,62 @@ pub fn watch_limit() -> Option<u64> {
             .parse()
             .ok()
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        let mut limit = nix::libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `limit` is ours, the structure the call fills.
+        let rc = unsafe { nix::libc::getrlimit(nix::libc::RLIMIT_NOFILE, &mut limit) };
+        (rc == 0 && limit.rlim_cur != nix::libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
+    }
+    #[cfg(not(unix))]
     {
         None
+    }
+}
+
+/// How the system tells binky that files changed, for what a person is told when it can
+/// take no more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watching {
+    /// Linux's inotify: a watch a folder, up to `fs.inotify.max_user_watches` a user.
+    Inotify,
+    /// kqueue (macOS, the BSDs): an open file a watched file and folder, up to the
+    /// process's limit of open files.
+    Kqueue,
+    /// Windows' `ReadDirectoryChangesW`: no count binky can run out of.
+    DirectoryChanges,
+}
+
+impl Watching {
+    /// This system's.
+    pub fn current() -> Watching {
+        if cfg!(target_os = "linux") {
+            Watching::Inotify
+        } else if cfg!(windows) {
+            Watching::DirectoryChanges
+        } else {
+            Watching::Kqueue
+        }
+    }
+}
+
+/// What the watcher says when `watching` refused one more watch for want of room, `limit`
+/// being [`watch_limit`]: which limit it is, and how a person raises it.
+pub fn watch_limit_reached(watching: Watching, limit: Option<u64>) -> String {
+    let limit = limit.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    match watching {
+        Watching::Inotify => format!(
+            "the inotify watch limit is reached (fs.inotify.max_user_watches = {limit}); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`"
+        ),
+        Watching::Kqueue => format!(
+            "the daemon has as many files open as it may ({limit}; kqueue, which watches files here, holds one open for every watched file and folder, and the daemon raised its limit at start to the hard limit, at most kern.maxfilesperproc): let a process have more with `sudo sysctl kern.maxfiles=524288 kern.maxfilesperproc=262144` and `binky daemon restart`, or narrow the services' `watch` globs"
+        ),
+        Watching::DirectoryChanges => format!(
+            "Windows refused to watch one more folder (limit {limit}); narrow the services' `watch` globs"
+        ),
     }
 }
 
@@ -221,6 +278,36 @@ pub fn mode(meta: &Metadata) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn running_out_of_watches_names_the_systems_limit_and_its_fix() {
+        let linux = super::watch_limit_reached(super::Watching::Inotify, Some(8192));
+        assert!(
+            linux.contains("fs.inotify.max_user_watches = 8192"),
+            "{linux}"
+        );
+        let mac = super::watch_limit_reached(super::Watching::Kqueue, Some(256));
+        for part in [
+            "(256;",
+            "kqueue",
+            "kern.maxfilesperproc",
+            "binky daemon restart",
+            "`watch` globs",
+        ] {
+            assert!(mac.contains(part), "{part:?} not in {mac}");
+        }
+        assert!(!mac.contains("inotify"), "{mac}");
+        let unknown = super::watch_limit_reached(super::Watching::Kqueue, None);
+        assert!(unknown.contains("(?;"), "{unknown}");
+        let expected = if cfg!(target_os = "linux") {
+            super::Watching::Inotify
+        } else if cfg!(windows) {
+            super::Watching::DirectoryChanges
+        } else {
+            super::Watching::Kqueue
+        };
+        assert_eq!(super::Watching::current(), expected);
+    }
+
     use super::*;
 
     #[test]

@@ -34,6 +34,26 @@ pub fn prepare_listener(socket: &Socket, shared: bool) -> io::Result<()> {
     }
 }
 
+/// Which programs on `system` find `<name>.localhost` (binky's URLs) without a line in the
+/// hosts file, and what a person does for the others, in words for `binky hosts`.
+pub fn localhost_names_on(system: crate::install::System) -> &'static str {
+    use crate::install::System;
+    match system {
+        System::Debian => "on Linux, systemd's `myhostname` NSS module and systemd-resolved answer `<name>.localhost` for every program that asks the system; where neither is there (musl, a minimal container), programs need these lines in /etc/hosts: `binky hosts --write` puts them there (as root) and keeps them current",
+        System::Windows => "on Windows, browsers and curl resolve `<name>.localhost` themselves; a program that asks Windows may not find it: `binky hosts --write` puts these lines in the hosts file (as an administrator) and keeps them current",
+        System::MacOs => "on macOS, curl, Chrome and Firefox resolve `<name>.localhost` themselves, but macOS answers only `localhost` itself: programs that ask the system (Node, Python, Go, Ruby, Java, through getaddrinfo) find no `<name>.localhost`; `binky hosts --write` puts these lines in /etc/hosts (with sudo) and keeps them current",
+    }
+}
+
+/// What a person is told on `system` after binky changed its hosts file: macOS' resolver
+/// may answer from its cache a name it failed to find before the change.
+pub fn after_hosts_change_on(system: crate::install::System) -> Option<&'static str> {
+    match system {
+        crate::install::System::MacOs => Some("macOS may keep answering \"not found\" from its cache for a name looked up before: `sudo killall -HUP mDNSResponder` makes it forget"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +66,27 @@ mod tests {
         s.bind(&addr.into())?;
         s.listen(16)?;
         Ok(s)
+    }
+
+    #[test]
+    fn each_system_says_who_finds_localhost_names_and_macos_says_most_programs_do_not() {
+        use crate::install::System;
+        let mac = localhost_names_on(System::MacOs);
+        for part in [
+            "on macOS",
+            "getaddrinfo",
+            "Node",
+            "/etc/hosts",
+            "sudo",
+            "binky hosts --write",
+        ] {
+            assert!(mac.contains(part), "{part:?} not in {mac}");
+        }
+        assert!(localhost_names_on(System::Debian).contains("on Linux"));
+        assert!(localhost_names_on(System::Windows).contains("administrator"));
+        assert!(after_hosts_change_on(System::MacOs).is_some_and(|t| t.contains("mDNSResponder")));
+        assert_eq!(after_hosts_change_on(System::Debian), None);
+        assert_eq!(after_hosts_change_on(System::Windows), None);
     }
 
     #[test]

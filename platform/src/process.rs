@@ -150,13 +150,28 @@ pub fn in_new_group_niced_async(
     #[cfg(unix)]
     {
         cmd.process_group(0);
-        if nice != 0 {
-            // SAFETY: setpriority is async-signal-safe, and this closure touches nothing
-            // else between fork and exec.
+        let open_files = OPEN_FILES_AT_START.load(std::sync::atomic::Ordering::Relaxed);
+        if nice != 0 || open_files != 0 {
+            // SAFETY: setpriority, getrlimit and setrlimit are async-signal-safe, and this
+            // closure touches nothing else between fork and exec.
             unsafe {
                 cmd.pre_exec(move || {
                     // Lowering one's own priority cannot be refused; an error is ignored.
-                    nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, nice);
+                    if nice != 0 {
+                        nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, nice);
+                    }
+                    // The service gets the open-file limit the daemon was started with, not
+                    // the one it raised for its watcher ([`raise_open_files_limit`]).
+                    if open_files != 0 {
+                        let mut limit = nix::libc::rlimit {
+                            rlim_cur: 0,
+                            rlim_max: 0,
+                        };
+                        if nix::libc::getrlimit(nix::libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                            limit.rlim_cur = open_files as nix::libc::rlim_t;
+                            nix::libc::setrlimit(nix::libc::RLIMIT_NOFILE, &limit);
+                        }
+                    }
                     Ok(())
                 });
             }
@@ -174,6 +189,106 @@ pub fn in_new_group_niced_async(
             _ => 0,
         };
         cmd.creation_flags(CREATE_NEW_PROCESS_GROUP | class)
+    }
+}
+
+/// The soft limit of open files this process had before [`raise_open_files_limit`] raised
+/// it (0: not raised), which a service is started with again.
+#[cfg(unix)]
+static OPEN_FILES_AT_START: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Raises this process's soft limit of open files as far as the system lets it (the
+/// daemon, at its start): on macOS and the BSDs, whose file watcher (kqueue) holds an open
+/// file for every watched file and folder, and macOS gives a process 256. To the hard
+/// limit, capped at `kern.maxfilesperproc` (macOS refuses more, and refuses "unlimited"
+/// however high the hard limit says). The services started after
+/// ([`in_new_group_niced_async`]) get the limit the process had before. The limits
+/// before and after when it raised them; `None` when it did not: on Linux (inotify needs no
+/// descriptor a watch, and a raised soft limit would reach every service's `select()`),
+/// on Windows (no such limit), or when it is as high as it goes already.
+// `rlim_t` is u64 on macOS and i64 on FreeBSD: the casts are needed on one of them.
+#[allow(clippy::unnecessary_cast)]
+pub fn raise_open_files_limit() -> Option<(u64, u64)> {
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        use nix::libc;
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `limit` is ours, the structure the call fills.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return None;
+        }
+        let (soft, hard) = (limit.rlim_cur as u64, limit.rlim_max as u64);
+        let target = darwin::open_files_target(
+            soft,
+            hard,
+            libc::RLIM_INFINITY as u64,
+            max_files_per_process(),
+        )?;
+        limit.rlim_cur = target as libc::rlim_t;
+        // SAFETY: as above; only the soft limit changes, to at most the hard one.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+            return None;
+        }
+        OPEN_FILES_AT_START.store(soft, std::sync::atomic::Ordering::Relaxed);
+        Some((soft, target))
+    }
+    #[cfg(not(all(unix, not(target_os = "linux"))))]
+    {
+        None
+    }
+}
+
+/// `kern.maxfilesperproc`: the most open files the system lets one process have (macOS,
+/// FreeBSD, DragonFly); `None` elsewhere or when it cannot be read.
+#[cfg(all(unix, not(target_os = "linux")))]
+fn max_files_per_process() -> Option<u64> {
+    #[cfg(any(target_os = "macos", target_os = "freebsd", target_os = "dragonfly"))]
+    {
+        use nix::libc;
+        let mut mib = [libc::CTL_KERN, libc::KERN_MAXFILESPERPROC];
+        let mut value: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>();
+        // SAFETY: `mib` names an int the kernel writes into `value`, `len` its size.
+        let rc = unsafe {
+            libc::sysctl(
+                mib.as_mut_ptr(),
+                2,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        (rc == 0 && len == size_of::<libc::c_int>())
+            .then_some(value)
+            .and_then(|v| u64::try_from(v).ok())
+            .filter(|v| *v > 0)
+    }
+    #[cfg(not(any(target_os = "macos", target_os = "freebsd", target_os = "dragonfly")))]
+    {
+        None
+    }
+}
+
+/// The decisions of macOS' process calls, on plain numbers: compiled and tested on every
+/// system, used on macOS.
+pub mod darwin {
+    /// The soft limit of open files to set, given the `soft` and `hard` limits
+    /// (`getrlimit(RLIMIT_NOFILE)`), the system's `infinity` (`RLIM_INFINITY`:
+    /// `0x7fff_ffff_ffff_ffff` in macOS' `<sys/resource.h>`) and `kern.maxfilesperproc`
+    /// (`per_process`): the hard limit capped at `per_process`; `None` when that is no
+    /// higher than `soft`, or still "unlimited" (no cap known: macOS would refuse it).
+    pub fn open_files_target(
+        soft: u64,
+        hard: u64,
+        infinity: u64,
+        per_process: Option<u64>,
+    ) -> Option<u64> {
+        let target = per_process.map_or(hard, |max| hard.min(max));
+        (target != infinity && target > soft).then_some(target)
     }
 }
 
@@ -218,12 +333,19 @@ pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
 }
 
 /// Closes every descriptor this process inherited above the standard three (Linux: those
-/// `/proc/self/fd` lists; other systems: none yet, and Windows hands a process only the
-/// handles it was told to).
+/// `/proc/self/fd` lists; macOS: those `/dev/fd` lists; other systems: none yet, and
+/// Windows hands a process only the handles it was told to).
 pub fn close_inherited() {
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     {
-        let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        // macOS' `/dev/fd` lists the open descriptors of the process reading it, as Linux's
+        // `/proc/self/fd` does.
+        let listing = if cfg!(target_os = "linux") {
+            "/proc/self/fd"
+        } else {
+            "/dev/fd"
+        };
+        let fds: Vec<i32> = std::fs::read_dir(listing)
             .into_iter()
             .flatten()
             .flatten()
@@ -485,6 +607,48 @@ mod tests {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "y\n");
         let out = shell_command_std("exit 3").status().unwrap();
         assert_eq!(out.code(), Some(3));
+    }
+
+    #[test]
+    fn macos_raises_the_open_file_limit_to_the_hard_one_capped_at_kern_maxfilesperproc() {
+        use darwin::open_files_target;
+        const INFINITY: u64 = 0x7fff_ffff_ffff_ffff;
+        // macOS' defaults: 256, unlimited; kern.maxfilesperproc 61440 on a 16 GiB Mac.
+        assert_eq!(
+            open_files_target(256, INFINITY, INFINITY, Some(61440)),
+            Some(61440)
+        );
+        // A hard limit below the cap (`ulimit -Hn 10240` in the shell that started it).
+        assert_eq!(
+            open_files_target(256, 10240, INFINITY, Some(61440)),
+            Some(10240)
+        );
+        // Unlimited and no cap known: setrlimit would refuse, so nothing is asked.
+        assert_eq!(open_files_target(256, INFINITY, INFINITY, None), None);
+        // As high as it goes already, or higher: left alone.
+        assert_eq!(
+            open_files_target(61440, INFINITY, INFINITY, Some(61440)),
+            None
+        );
+        assert_eq!(
+            open_files_target(100_000, INFINITY, INFINITY, Some(61440)),
+            None
+        );
+        // Linux's figures (RLIM_INFINITY is u64::MAX there), were it asked.
+        assert_eq!(
+            open_files_target(1024, 524_288, u64::MAX, None),
+            Some(524_288)
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn linux_leaves_the_open_file_limit_alone_as_inotify_needs_no_descriptors() {
+        assert_eq!(raise_open_files_limit(), None);
+        assert_eq!(
+            OPEN_FILES_AT_START.load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
     }
 
     #[test]

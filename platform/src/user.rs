@@ -73,11 +73,22 @@ pub fn id() -> String {
     }
 }
 
-/// The machine's name, or `""` when it cannot be read: `/etc/hostname` on Unix,
+/// The machine's name, or `""` when it cannot be read: `/etc/hostname` on Linux,
+/// `gethostname(2)` on the other Unix systems (macOS has no `/etc/hostname`),
 /// `%COMPUTERNAME%` on Windows.
 pub fn host() -> String {
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     let found = std::fs::read_to_string("/etc/hostname").ok();
+    #[cfg(all(unix, not(target_os = "linux")))]
+    let found = {
+        let mut buf = [0u8; 256];
+        // SAFETY: the call writes at most the buffer's size into it.
+        let rc = unsafe { nix::libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+        (rc == 0)
+            .then(|| crate::proc::darwin::c_field(&buf))
+            .flatten()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    };
     #[cfg(not(unix))]
     let found = std::env::var("COMPUTERNAME").ok();
     found.map(|h| h.trim().to_owned()).unwrap_or_default()

@@ -130,6 +130,16 @@ pub fn run_foreground() -> i32 {
     // worlds, 83 MiB resident with the default against 48 MiB with two. Before the runtime
     // starts its threads.
     binky_platform::process::limit_malloc_arenas(2);
+    // macOS watches files with kqueue, an open file a watched file or folder, and gives a
+    // process 256: as many as the system lets the daemon have (its services get the old
+    // limit back). Nothing on Linux, where inotify needs no descriptors.
+    if let Some((was, now)) = binky_platform::process::raise_open_files_limit() {
+        tracing::info!(
+            was,
+            now,
+            "raised the daemon's limit of open files for its file watcher"
+        );
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         // Store calls hand their worker over while they wait (`block_in_place`), and each

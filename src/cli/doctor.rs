@@ -267,8 +267,28 @@ fn server_binary_checks() -> Vec<Check> {
     .collect()
 }
 
-/// Watches left under the inotify limit.
+/// Watches left under the inotify limit (Linux); elsewhere, how files are watched.
 fn inotify_check() -> Check {
+    use binky_platform::fs::Watching;
+    match Watching::current() {
+        Watching::Inotify => {}
+        Watching::Kqueue => {
+            return check(
+                "file watching",
+                Level::Ok,
+                "kqueue: an open file for every watched file and folder; the daemon raises its limit of open files at start (to the hard limit, at most kern.maxfilesperproc)",
+                "",
+            )
+        }
+        Watching::DirectoryChanges => {
+            return check(
+                "file watching",
+                Level::Ok,
+                "ReadDirectoryChangesW: no limit binky can reach",
+                "",
+            )
+        }
+    }
     match inotify() {
         Some((max, used)) => {
             let left = max.saturating_sub(used);

@@ -19,6 +19,12 @@ pub fn run(write: bool, remove: bool) -> Result<i32, Failure> {
         }
         if lines.is_empty() {
             eprintln!("binky: no world has a URL yet");
+        } else if hosts::kept_file(&ctx.store)?.is_none() {
+            // Why a person would want these lines, on this system.
+            eprintln!(
+                "binky: {}",
+                binky_platform::net::localhost_names_on(binky_platform::install::System::current())
+            );
         }
         return Ok(exit::OK);
     }
@@ -85,6 +91,11 @@ pub fn run(write: bool, remove: bool) -> Result<i32, Failure> {
             path.display(),
             lines.len()
         );
+        if let Some(note) =
+            binky_platform::net::after_hosts_change_on(binky_platform::install::System::current())
+        {
+            println!("{note}");
+        }
     } else {
         println!(
             "{}: binky's block removed; binky no longer keeps it",

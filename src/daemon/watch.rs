@@ -8,9 +8,10 @@
 //! - An edit is turned into desired state through [`crate::apply::apply`], the same code as
 //!   `binky apply`; an invalid edit changes nothing and sets `ConfigValid` false.
 //! - `.git`, `target` and `node_modules` are never watched.
-//! - When inotify refuses a watch (the `fs.inotify.max_user_watches` limit), the world gets a
-//!   `FilesWatched` condition that says so and how to raise it, and its files are polled
-//!   instead (every [`POLL`]).
+//! - When the system refuses a watch for want of room (Linux: inotify's
+//!   `fs.inotify.max_user_watches`; macOS: kqueue's open files, past the daemon's limit of
+//!   them, which it raises at start), the world gets a `FilesWatched` condition that says
+//!   which limit and how to raise it, and its files are polled instead (every [`POLL`]).
 //! - The watch set follows the store: worlds added, changed or removed are picked up within
 //!   [`RESYNC`]; a world seen for the first time is compared with its file at once (a new
 //!   world's once the worktree controller has its checkout done, never half-written), so an
@@ -43,6 +44,12 @@ pub const CONDITION: &str = binky_controllers::registry::Reporter::Watch.conditi
 const NEVER: [&str; 3] = [".git", "target", "node_modules"];
 
 type Events = mpsc::UnboundedSender<notify::Result<notify::Event>>;
+
+/// Is `e` the system's "too many open files" (`EMFILE` for the process, `ENFILE` for the
+/// machine: 24 and 23 on Linux and macOS alike)?
+fn too_many_open_files(e: &std::io::Error) -> bool {
+    cfg!(unix) && matches!(e.raw_os_error(), Some(23 | 24))
+}
 
 /// What is watched for one world.
 #[derive(Default)]
@@ -140,12 +147,18 @@ impl Watchers {
                 self.refs.insert(dir.to_owned(), 1);
                 Ok(())
             }
-            Err(e) => Err(match e.kind {
-                notify::ErrorKind::MaxFilesWatch => format!(
-                    "the inotify watch limit is reached (fs.inotify.max_user_watches = {}); raise it with `sudo sysctl fs.inotify.max_user_watches=524288`",
-                    binky_platform::fs::watch_limit()
-                        .map_or_else(|| "?".to_owned(), |n| n.to_string())
+            Err(e) => Err(match &e.kind {
+                notify::ErrorKind::MaxFilesWatch => binky_platform::fs::watch_limit_reached(
+                    binky_platform::fs::Watching::current(),
+                    binky_platform::fs::watch_limit(),
                 ),
+                // kqueue (macOS) runs out of open files, not of watches: EMFILE, ENFILE.
+                notify::ErrorKind::Io(io) if too_many_open_files(io) => {
+                    binky_platform::fs::watch_limit_reached(
+                        binky_platform::fs::Watching::current(),
+                        binky_platform::fs::watch_limit(),
+                    )
+                }
                 _ => e.to_string(),
             }),
         }
@@ -496,6 +509,17 @@ fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn running_out_of_open_files_is_told_apart_from_other_errors() {
+        // EMFILE: one process past its limit (what kqueue's open gives the daemon).
+        let e = std::io::Error::from_raw_os_error(24);
+        assert!(too_many_open_files(&e), "{e}");
+        assert!(too_many_open_files(&std::io::Error::from_raw_os_error(23)));
+        assert!(!too_many_open_files(&std::io::Error::from_raw_os_error(2)));
+        assert!(!too_many_open_files(&std::io::Error::other("no code")));
+    }
 
     #[test]
     fn build_and_dependency_dirs_are_never_watched() {

@@ -935,6 +935,13 @@ fn hosts_lists_every_routed_name_and_manages_its_own_block() {
             "{listed}"
         );
     }
+    // Why a person would want the lines on this system, while no file is kept.
+    let out = env.binky(&["hosts"]);
+    assert!(
+        stderr(&out).contains("`binky hosts --write` puts"),
+        "{}",
+        stderr(&out)
+    );
     let file = env.dir.path().join("hosts");
     std::fs::write(&file, "127.0.0.1 localhost\n::1 localhost ip6-localhost\n").unwrap();
     let f = file.to_str().unwrap();
