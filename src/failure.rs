@@ -103,7 +103,9 @@ impl Failure {
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Failure {
         match e {
-            StoreError::ProjectNameTaken { .. } => Failure::usage(e.to_string()),
+            StoreError::ProjectNameTaken { .. } | StoreError::NameDiffersByCase { .. } => {
+                Failure::usage(e.to_string())
+            }
             _ => Failure::failed(e.to_string()),
         }
     }

@@ -79,6 +79,33 @@ fn unsafe_world_names_are_refused_before_anything_is_created() {
 }
 
 #[test]
+fn a_world_name_in_another_case_is_refused_as_the_same_name() {
+    let env = Env::new(&one_service(SERVE));
+    let out = env.binky(&["up", "Demo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // From the main checkout and from inside the world (as an agent there would), every
+    // other case of the name is refused before anything is made: it would share Demo's
+    // host names, and on macOS's and Windows' filesystems its worktree folder.
+    for (dir, name) in [(env.repo.clone(), "demo"), (env.worktree("Demo"), "DEMO")] {
+        let out = env.binky_in(&dir, &["up", name]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("world `{name}` differs only by case from world `Demo`")),
+            "{err}"
+        );
+        assert!(err.contains("use `Demo`"), "{err}");
+        assert!(!env.worktree(name).exists(), "{name}: a worktree was made");
+    }
+    assert_eq!(env.status()["worlds"].as_array().unwrap().len(), 1);
+    // main and Demo: no branch was made for the refused names.
+    assert_eq!(env.git(&["branch", "--list"]).lines().count(), 2);
+    // The name as it was is the same world, brought up again.
+    let out = env.binky(&["up", "Demo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
 fn a_dependency_cycle_is_refused_naming_the_cycle() {
     let env = Env::new(
         r#"

@@ -87,6 +87,7 @@ impl Store {
                     (id, false)
                 }
                 None => {
+                    refuse_a_case_twin(tx, project_id, &new.name)?;
                     let id = insert_world(tx, project_id, new, &written)?;
                     add_event(tx, id, "created", "world created")?;
                     if let Some(by) = &new.made_by {
@@ -309,6 +310,32 @@ struct Written {
 
 /// The id of the project of `new`, made (or moved to `new`'s checkout, when none of its
 /// worlds is left) as needed. Another checkout's project of the same name is refused.
+/// A new world's name must not differ only by case from another world of its project (one
+/// being removed too): see [`StoreError::NameDiffersByCase`].
+fn refuse_a_case_twin(
+    tx: &Tx<'_, owner::Commands>,
+    project_id: i64,
+    name: &str,
+) -> Result<(), StoreError> {
+    let twin: Option<String> = tx
+        .query_row(
+            "SELECT name FROM worlds WHERE project_id = ?1 AND name = ?2 COLLATE NOCASE",
+            params![project_id, name],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match twin {
+        Some(existing) => Err(StoreError::NameDiffersByCase {
+            kind: "world",
+            asked: name.to_owned(),
+            existing,
+            whose: String::new(),
+            folders: " and, there, a worktree folder",
+        }),
+        None => Ok(()),
+    }
+}
+
 fn project_of(tx: &Tx<'_, owner::Commands>, new: &NewWorld, now: i64) -> Result<i64, StoreError> {
     let repo = new.repo_root.to_string_lossy().into_owned();
     let project: Option<(i64, String)> = tx
@@ -341,6 +368,35 @@ fn project_of(tx: &Tx<'_, owner::Commands>, new: &NewWorld, now: i64) -> Result<
             id
         }
         None => {
+            let twin: Option<(i64, String, String)> = tx
+                .query_row(
+                    "SELECT id, name, repo_root FROM projects WHERE name = ?1 COLLATE NOCASE",
+                    [&new.project],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
+            if let Some((id, existing, root)) = twin {
+                // One without worlds is renamed, as one is moved to a new checkout above.
+                let worlds: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )?;
+                if worlds == 0 {
+                    tx.execute(
+                        "UPDATE projects SET name = ?1, repo_root = ?2 WHERE id = ?3",
+                        params![new.project, repo, id],
+                    )?;
+                    return Ok(id);
+                }
+                return Err(StoreError::NameDiffersByCase {
+                    kind: "project",
+                    asked: new.project.clone(),
+                    existing,
+                    whose: format!(" (registered from {root})"),
+                    folders: "",
+                });
+            }
             tx.execute(
                 "INSERT INTO projects (name, repo_root, created_at) VALUES (?1, ?2, ?3)",
                 params![new.project, repo, now],

@@ -90,6 +90,22 @@ pub enum StoreError {
         /// The repository asking.
         requested: String,
     },
+    /// A new world's or project's name differs only by case from one the store has. Host
+    /// names ignore case, so the two would share their URLs; on macOS's and Windows' usual
+    /// filesystems, which ignore case too, two worlds would also share a worktree folder.
+    #[error("{kind} `{asked}` differs only by case from {kind} `{existing}`{whose}: host names (and macOS's and Windows' file names) ignore case, so the two would share URLs{folders}; use `{existing}`, or another name")]
+    NameDiffersByCase {
+        /// `world` or `project`.
+        kind: &'static str,
+        /// The name asked for.
+        asked: String,
+        /// The name the store has.
+        existing: String,
+        /// Where the existing one comes from (a project's repository), or nothing.
+        whose: String,
+        /// What else the two would share (a world's worktree folder), or nothing.
+        folders: &'static str,
+    },
     /// A world is being removed and cannot be changed.
     #[error(
         "world `{0}` is being removed; wait for `binky remove` to finish, then run this again"

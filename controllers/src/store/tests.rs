@@ -258,6 +258,69 @@ fn a_project_name_belongs_to_one_repository() {
 }
 
 #[test]
+fn names_that_differ_only_by_case_are_one_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let demo = store.put_world(&new_world("acme", "/r", "Demo")).unwrap();
+    // The same name again is the same world, brought up again.
+    let again = store.put_world(&new_world("acme", "/r", "Demo")).unwrap();
+    assert!(!again.created);
+    assert_eq!(again.world.id, demo.world.id);
+    // Another case of it would share the world's host names (and, on macOS and Windows, its
+    // worktree folder): refused, naming the world that has it.
+    for other in ["demo", "DEMO", "dEmO"] {
+        let err = store
+            .put_world(&new_world("acme", "/r", other))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::NameDiffersByCase { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("world `{other}`")), "{msg}");
+        assert!(
+            msg.contains("world `Demo`") && msg.contains("use `Demo`"),
+            "{msg}"
+        );
+    }
+    // One being removed still holds its name's every case.
+    store.mark_deleted(demo.world.id, false).unwrap();
+    let err = store
+        .put_world(&new_world("acme", "/r", "demo"))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NameDiffersByCase { .. }), "{err}");
+    // Another project's world of that name is its own.
+    store.put_world(&new_world("other", "/r2", "demo")).unwrap();
+    // A project's name, likewise, from another repository or the same one.
+    for repo in ["/r3", "/r"] {
+        let err = store.put_world(&new_world("ACME", repo, "w1")).unwrap_err();
+        assert!(matches!(err, StoreError::NameDiffersByCase { .. }), "{err}");
+        assert!(
+            err.to_string().contains(
+                "project `ACME` differs only by case from project `acme` (registered from /r)"
+            ),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_project_without_worlds_takes_its_name_in_another_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).unwrap();
+    let w = store
+        .put_world(&new_world("acme", "/r", "w1"))
+        .unwrap()
+        .world;
+    store
+        .write_fixture(|tx| {
+            tx.execute("DELETE FROM worlds WHERE id = ?1", [w.id])?;
+            Ok(())
+        })
+        .unwrap();
+    let renamed = store.put_world(&new_world("Acme", "/r", "w1")).unwrap();
+    assert!(renamed.created);
+    assert_eq!(renamed.world.project, "Acme");
+}
+
+#[test]
 fn a_world_being_removed_cannot_be_brought_up() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("s.db")).unwrap();
