@@ -23,5 +23,7 @@ pub mod owner;
 pub mod proc;
 pub mod process;
 pub mod signal;
+#[cfg(any(target_os = "macos", target_os = "freebsd", target_os = "dragonfly"))]
+mod sysctl;
 pub mod trust;
 pub mod user;

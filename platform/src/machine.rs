@@ -60,7 +60,6 @@ pub fn darwin_memory(total_bytes: u64, pages: DarwinPages, page_size: u64) -> (u
 /// macOS's memory figures, from the kernel (the arithmetic is [`darwin_memory`]'s).
 #[cfg(target_os = "macos")]
 mod macos {
-    use std::ptr::null_mut;
     use std::sync::OnceLock;
 
     use nix::libc;
@@ -89,23 +88,7 @@ mod macos {
     }
 
     pub(super) fn memory() -> Option<(u64, u64)> {
-        let mut total: u64 = 0;
-        let mut size = std::mem::size_of::<u64>();
-        let mut mib = [libc::CTL_HW, libc::HW_MEMSIZE];
-        // SAFETY: `hw.memsize` is a u64, written into `total` (`size` bytes).
-        let ok = unsafe {
-            libc::sysctl(
-                mib.as_mut_ptr(),
-                2,
-                (&raw mut total).cast(),
-                &mut size,
-                null_mut(),
-                0,
-            )
-        } == 0;
-        if !ok || size != std::mem::size_of::<u64>() {
-            return None;
-        }
+        let total = crate::sysctl::value::<u64>(&[libc::CTL_HW, libc::HW_MEMSIZE])?;
         let mut page: libc::vm_size_t = 0;
         // SAFETY: writes one integer.
         if unsafe { host_page_size(host(), &mut page) } != libc::KERN_SUCCESS || page == 0 {

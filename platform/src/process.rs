@@ -248,22 +248,7 @@ fn max_files_per_process() -> Option<u64> {
     #[cfg(any(target_os = "macos", target_os = "freebsd", target_os = "dragonfly"))]
     {
         use nix::libc;
-        let mut mib = [libc::CTL_KERN, libc::KERN_MAXFILESPERPROC];
-        let mut value: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>();
-        // SAFETY: `mib` names an int the kernel writes into `value`, `len` its size.
-        let rc = unsafe {
-            libc::sysctl(
-                mib.as_mut_ptr(),
-                2,
-                (&mut value as *mut libc::c_int).cast(),
-                &mut len,
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        (rc == 0 && len == size_of::<libc::c_int>())
-            .then_some(value)
+        crate::sysctl::value::<libc::c_int>(&[libc::CTL_KERN, libc::KERN_MAXFILESPERPROC])
             .and_then(|v| u64::try_from(v).ok())
             .filter(|v| *v > 0)
     }

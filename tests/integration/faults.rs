@@ -91,7 +91,9 @@ fn a_world_name_in_another_case_is_refused_as_the_same_name() {
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
         let err = stderr(&out);
         assert!(
-            err.contains(&format!("world `{name}` differs only by case from world `Demo`")),
+            err.contains(&format!(
+                "world `{name}` differs only by case from world `Demo`"
+            )),
             "{err}"
         );
         assert!(err.contains("use `Demo`"), "{err}");

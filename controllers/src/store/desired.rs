@@ -336,6 +336,15 @@ fn refuse_a_case_twin(
     }
 }
 
+/// How many worlds the project has (those being removed too).
+fn worlds_of(tx: &Tx<'_, owner::Commands>, project_id: i64) -> Result<i64, StoreError> {
+    Ok(tx.query_row(
+        "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
+        [project_id],
+        |r| r.get(0),
+    )?)
+}
+
 fn project_of(tx: &Tx<'_, owner::Commands>, new: &NewWorld, now: i64) -> Result<i64, StoreError> {
     let repo = new.repo_root.to_string_lossy().into_owned();
     let project: Option<(i64, String)> = tx
@@ -349,12 +358,7 @@ fn project_of(tx: &Tx<'_, owner::Commands>, new: &NewWorld, now: i64) -> Result<
         Some((id, root)) if root == repo => id,
         Some((id, root)) => {
             // A project whose worlds are all gone can move to a new checkout.
-            let worlds: i64 = tx.query_row(
-                "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
-                [id],
-                |r| r.get(0),
-            )?;
-            if worlds > 0 {
+            if worlds_of(tx, id)? > 0 {
                 return Err(StoreError::ProjectNameTaken {
                     name: new.project.clone(),
                     existing: root,
@@ -377,12 +381,7 @@ fn project_of(tx: &Tx<'_, owner::Commands>, new: &NewWorld, now: i64) -> Result<
                 .optional()?;
             if let Some((id, existing, root)) = twin {
                 // One without worlds is renamed, as one is moved to a new checkout above.
-                let worlds: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM worlds WHERE project_id = ?1",
-                    [id],
-                    |r| r.get(0),
-                )?;
-                if worlds == 0 {
+                if worlds_of(tx, id)? == 0 {
                     tx.execute(
                         "UPDATE projects SET name = ?1, repo_root = ?2 WHERE id = ?3",
                         params![new.project, repo, id],

@@ -194,24 +194,11 @@ pub(crate) fn procargs(pid: u32) -> Option<Vec<u8>> {
 fn arg_max() -> usize {
     static ARG_MAX: OnceLock<usize> = OnceLock::new();
     *ARG_MAX.get_or_init(|| {
-        let mut mib = [libc::CTL_KERN, libc::KERN_ARGMAX];
-        let mut value: c_int = 0;
-        let mut size = std::mem::size_of::<c_int>();
-        // SAFETY: `kern.argmax` is an int, written into `value` (`size` bytes).
-        let ok = unsafe {
-            libc::sysctl(
-                mib.as_mut_ptr(),
-                2,
-                (&raw mut value).cast(),
-                &mut size,
-                null_mut(),
-                0,
-            )
-        } == 0;
+        let value = crate::sysctl::value::<c_int>(&[libc::CTL_KERN, libc::KERN_ARGMAX]);
         // macOS's own value (`ARG_MAX`, <sys/syslimits.h>) where the kernel does not say.
-        usize::try_from(value)
-            .ok()
-            .filter(|v| ok && *v > 0)
+        value
+            .and_then(|v| usize::try_from(v).ok())
+            .filter(|v| *v > 0)
             .unwrap_or(1024 * 1024)
     })
 }
