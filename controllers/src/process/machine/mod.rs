@@ -13,6 +13,7 @@ use std::time::Duration;
 mod health;
 mod setup;
 
+use super::resources::Oom;
 use super::spawn::{hash_of, Resolved};
 use super::{ProcessController, CONDITION};
 use crate::env::Layout;
@@ -274,6 +275,12 @@ impl<S: Supervisor> ProcessController<S> {
                 Vec::new()
             }
         };
+        // Over its memory limit at the last sample, where binky enforces it by polling:
+        // stopped as any stop, its end counted as out of memory by `on_exit`.
+        if let Some(over) = self.to_stop_over_memory(s.world.id, s.name, id) {
+            tracing::info!(world = %s.world.name, service = %s.name, used = over.used, limit = over.limit, "stopping a service over its memory limit");
+            self.sup.stop(id, self.stop_how(Some(s.process))).await;
+        }
         match self.sup.liveness(s.world.id, id) {
             Liveness::Running
                 if !edited.is_empty() || row.spec_hash.as_deref() != Some(&s.resolved.hash) =>
@@ -810,6 +817,7 @@ impl<S: Supervisor> ProcessController<S> {
         // Its cgroup says whether the kernel killed it (or one of its processes) for memory.
         let oom = self.run_ended(world.id, name);
         let how = match oom {
+            Some(oom) if oom.polled.is_some() => oom.describe(),
             Some(oom) if killed(exit) => format!("killed: {}", oom.describe()),
             Some(oom) => format!(
                 "{exit}; {}: the kernel killed {} of its processes",
@@ -822,9 +830,12 @@ impl<S: Supervisor> ProcessController<S> {
         row.last_exit_at = Some(now_ms());
         forget_process(row);
         row.healthy = false;
+        // Stopped over its memory limit is a failure, however the service took its stop.
+        let over_limit = oom.is_some_and(|o| o.polled.is_some());
+        let failed = !exit.success() || over_limit;
         let restart = match policy {
             Restart::Always => true,
-            Restart::OnFailure => !exit.success(),
+            Restart::OnFailure => failed,
             Restart::Never => false,
         };
         if restart {
@@ -833,7 +844,7 @@ impl<S: Supervisor> ProcessController<S> {
             row.state = ProcState::Backoff;
             row.next_start_at = Some(now_ms() + delay.as_millis() as i64);
             row.message = format!("{how} after {}; restarting in {}", secs(ran), secs(delay));
-        } else if exit.success() {
+        } else if !failed {
             row.state = ProcState::Exited;
             row.message = format!("completed ({how}) after {}", secs(ran));
         } else {
@@ -841,8 +852,17 @@ impl<S: Supervisor> ProcessController<S> {
             row.state = ProcState::Failed;
             row.message = format!("{how} after {} (restart = {})", secs(ran), policy.as_str());
         }
-        if let Some(oom) = oom {
-            self.event(
+        match oom {
+            Some(Oom {
+                polled: Some(used),
+                limit: Some(limit),
+                ..
+            }) => self.event(
+                world.id,
+                "oom",
+                &polled_oom_event(name, limit, used, restart.then_some(policy)),
+            ),
+            Some(oom) => self.event(
                 world.id,
                 "oom",
                 &format!(
@@ -850,11 +870,26 @@ impl<S: Supervisor> ProcessController<S> {
                     oom.describe(),
                     oom.kills
                 ),
-            );
+            ),
+            None => {}
         }
         self.event(world.id, "exited", &format!("{name}: {}", row.message));
         self.save(world.id, row)
     }
+}
+
+/// The `oom` event of a service binky stopped over its memory limit `limit` with `used`
+/// bytes resident (the polled mechanism), restarted under `restart` or (`None`) not.
+fn polled_oom_event(name: &str, limit: u64, used: u64, restart: Option<Restart>) -> String {
+    let then = match restart {
+        Some(policy) => format!("stopped and restarted (restart = {})", policy.as_str()),
+        None => "stopped, not restarted (restart = never)".to_owned(),
+    };
+    format!(
+        "{name} went over its memory limit of {} ({} resident): {then}, as binky does where the system cannot cap memory",
+        crate::limits::bytes(limit),
+        crate::limits::bytes(used)
+    )
 }
 
 /// It died by SIGKILL: the signal itself, or a shell reporting its child's (128 + 9).
@@ -896,6 +931,29 @@ fn why_not_ready(target: Option<&ProbeTarget>, failure: ProbeFailure, has_health
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_service_stopped_over_its_memory_limit_is_told_so_with_its_policy() {
+        assert_eq!(
+            polled_oom_event("api", 512 << 20, 600 << 20, Some(Restart::OnFailure)),
+            "api went over its memory limit of 512 MiB (600 MiB resident): stopped and restarted (restart = on-failure), as binky does where the system cannot cap memory"
+        );
+        assert_eq!(
+            polled_oom_event("api", 64 << 20, 65 << 20, None),
+            "api went over its memory limit of 64 MiB (65 MiB resident): stopped, not restarted (restart = never), as binky does where the system cannot cap memory"
+        );
+        let oom = Oom {
+            kills: 1,
+            limit: Some(512 << 20),
+            polled: Some(600 << 20),
+        };
+        assert_eq!(
+            oom.describe(),
+            "stopped over its memory limit of 512 MiB (it had 600 MiB resident), as binky does where the system cannot cap memory"
+        );
+        let kernel = Oom { polled: None, ..oom };
+        assert_eq!(kernel.describe(), "out of memory (limit 512 MiB)");
+    }
 
     #[test]
     fn restart_delays_double_from_half_a_second_to_thirty() {
