@@ -241,8 +241,7 @@ impl<S: Supervisor> ProcessController<S> {
         u: &Usage,
     ) {
         let Some(row) = row else { return };
-        let Some(limit) = over_memory_limit(row.mechanism, row.memory_limit, u.memory_bytes)
-        else {
+        let Some(limit) = over_memory_limit(row.mechanism, row.memory_limit, u.memory_bytes) else {
             return;
         };
         let mut over = self.over_memory.lock().unwrap_or_else(|e| e.into_inner());

@@ -918,7 +918,11 @@ async fn where_binky_polls_a_service_over_its_memory_limit_is_stopped_counted_an
     assert_eq!(row.last_exit.as_deref(), Some(how));
     // It took SIGTERM as any stop, yet it failed: on-failure restarts it.
     assert_eq!(row.state, ProcState::Backoff, "{}", row.message);
-    assert!(row.message.starts_with(&format!("{how} after")), "{}", row.message);
+    assert!(
+        row.message.starts_with(&format!("{how} after")),
+        "{}",
+        row.message
+    );
     assert_eq!(
         messages(&h, "oom"),
         ["hog went over its memory limit of 64 MiB (80 MiB resident): stopped and restarted (restart = on-failure), as binky does where the system cannot cap memory"]

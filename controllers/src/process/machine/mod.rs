@@ -951,7 +951,10 @@ mod tests {
             oom.describe(),
             "stopped over its memory limit of 512 MiB (it had 600 MiB resident), as binky does where the system cannot cap memory"
         );
-        let kernel = Oom { polled: None, ..oom };
+        let kernel = Oom {
+            polled: None,
+            ..oom
+        };
         assert_eq!(kernel.describe(), "out of memory (limit 512 MiB)");
     }
 
