@@ -84,8 +84,10 @@ fn service_line(s: &ServiceView, detail: bool) -> String {
     }
     if let Some(l) = &s.limits {
         // Limits nothing caps are said on every line, as limits nothing enforces are.
-        if detail || !l.enforced || l.mechanism.as_deref() == Some(Mechanism::Polled.as_str()) {
+        let polled = l.mechanism.as_deref() == Some(Mechanism::Polled.as_str());
+        if detail || !l.enforced || polled {
             let how = match l.mechanism.as_deref() {
+                _ if polled => mechanism_label(l).to_owned(),
                 _ if l.enforced => format!("by {}", mechanism_label(l)),
                 Some(_) => "not enforced".to_owned(),
                 None => "not started yet".to_owned(),
