@@ -21,7 +21,8 @@
 //! `BINKY_CGROUP_ROOT=DIR` counts only cgroup hierarchies mounted under `DIR` (Linux),
 //! `BINKY_SYSTEMD_RUN=PATH` names the `systemd-run` program (Linux), and
 //! `BINKY_LIMITS=polled` makes the daemon use binky's polling whatever the system offers (a
-//! testing and diagnostic knob: it is how the polling is tested end to end on Linux).
+//! testing and diagnostic knob: it is how the polling is tested end to end on Linux; not
+//! used on Windows, where each service's Job object holds its limits anyway).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -60,16 +61,26 @@ const FORCED: &str = "BINKY_LIMITS=polled";
 /// `BINKY_LIMITS=polled` asks for it (another value is not used, said in the daemon's log).
 pub fn native() -> Native {
     let system = binky_platform::limits::native();
-    match std::env::var(LIMITS_VAR).ok().as_deref().map(str::trim) {
-        Some("polled") => Native::Polled,
-        None | Some("") => system,
-        Some(other) => {
-            tracing::warn!(
-                value = other,
-                "{LIMITS_VAR} takes only `polled` (or nothing: the system's own means); using the system's"
-            );
-            system
-        }
+    let asked = std::env::var(LIMITS_VAR).ok();
+    chosen(asked.as_deref(), system).unwrap_or_else(|why| {
+        tracing::warn!("{why}");
+        system
+    })
+}
+
+/// The means `BINKY_LIMITS=asked` chooses on a system with `system`, or why it chooses
+/// none (the system's are used then).
+fn chosen(asked: Option<&str>, system: Native) -> Result<Native, String> {
+    match asked.map(str::trim) {
+        // Every service runs in a Job object, which holds its limits whatever binky polls.
+        Some("polled") if system == Native::JobObjects => Err(format!(
+            "{LIMITS_VAR}=polled is not used on Windows: each service's Job object holds its limits"
+        )),
+        Some("polled") => Ok(Native::Polled),
+        None | Some("") => Ok(system),
+        Some(other) => Err(format!(
+            "{LIMITS_VAR}={other} is not used: it takes only `polled` (binky's polling) or nothing (the system's own means); using the system's"
+        )),
     }
 }
 
@@ -616,6 +627,19 @@ mod tests {
         assert_eq!(nice_under_polling(cpu(8000), 10, 8), 10);
         assert_eq!(nice_under_polling(cpu(500), 0, 8), 19);
         assert_eq!(nice_under_polling(ResourceLimits::default(), 10, 8), 10);
+    }
+
+    #[test]
+    fn binky_limits_polled_chooses_the_polling_and_any_other_word_is_refused_by_name() {
+        assert_eq!(chosen(Some("polled"), Native::Cgroups), Ok(Native::Polled));
+        assert_eq!(chosen(Some(" polled "), Native::Polled), Ok(Native::Polled));
+        let windows = chosen(Some("polled"), Native::JobObjects).unwrap_err();
+        assert!(windows.contains("not used on Windows"), "{windows}");
+        assert_eq!(chosen(None, Native::Cgroups), Ok(Native::Cgroups));
+        assert_eq!(chosen(Some(""), Native::Polled), Ok(Native::Polled));
+        let e = chosen(Some("cgroups"), Native::Cgroups).unwrap_err();
+        assert!(e.starts_with("BINKY_LIMITS=cgroups is not used"), "{e}");
+        assert!(e.contains("only `polled`"), "{e}");
     }
 
     #[test]

@@ -383,11 +383,16 @@ impl<S: Supervisor> ProcessController<S> {
             })
             .and_then(|r| r.cgroup.as_deref());
         // Found idle lately: its CPU time alone says whether it still is (one small
-        // file, where the whole reading is five, one of them long).
-        if seen
-            .quiet
-            .get(key)
-            .is_some_and(|at| now - at < QUIET_FULL_MS)
+        // file, where the whole reading is five, one of them long). Not a service whose
+        // memory limit binky polls: a slow leak uses little CPU, and its memory is read
+        // at every sample.
+        let polled =
+            before.is_some_and(|r| r.mechanism == Mechanism::Polled && r.memory_limit.is_some());
+        if !polled
+            && seen
+                .quiet
+                .get(key)
+                .is_some_and(|at| now - at < QUIET_FULL_MS)
         {
             let now_used = self.sup.cpu_usec(cgroup, Some(id));
             if before.is_some_and(|r| idle_since(r, now_used, now)) {
