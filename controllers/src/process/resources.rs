@@ -174,17 +174,18 @@ impl<S: Supervisor> ProcessController<S> {
         })
     }
 
-    /// The run of `name` ended: stopped by binky over its memory limit (the polled
+    /// The run `run` of `name` ended: stopped by binky over its memory limit (the polled
     /// mechanism), or the out-of-memory kills its cgroup counted (when it had any), then
     /// its cgroup is removed.
-    pub(super) fn run_ended(&self, world: WorldId, name: &str) -> Option<Oom> {
+    pub(super) fn run_ended(&self, world: WorldId, name: &str, run: Option<ProcId>) -> Option<Oom> {
         let over = self
             .over_memory
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&(world, name.to_owned()));
-        // Found over its limit but ended before its step stopped it: not binky's doing.
-        if let Some(over) = over.filter(|o| o.stopped) {
+        // Found over its limit but ended before its step stopped it: not binky's doing; an
+        // earlier run's mark (stopped otherwise, by `down`) is not this run's.
+        if let Some(over) = over.filter(|o| o.stopped && Some(o.id) == run) {
             self.write_resources(|tx| write::process::count_oom_kill(tx, world, name));
             return Some(Oom {
                 kills: 1,

@@ -913,6 +913,8 @@ async fn where_binky_polls_a_service_over_its_memory_limit_is_stopped_counted_an
         assert_eq!(s.stopped, ["hog"]);
         assert_eq!(s.stop_hows[0].1.signal, "SIGTERM");
     }
+    // Its end is read by the next step.
+    reconcile(&h.proc_, &h.store, id).await;
     let row = h.row(id, "hog");
     let how = "stopped over its memory limit of 64 MiB (it had 80 MiB resident), as binky does where the system cannot cap memory";
     assert_eq!(row.last_exit.as_deref(), Some(how));
@@ -935,6 +937,17 @@ async fn where_binky_polls_a_service_over_its_memory_limit_is_stopped_counted_an
     assert_ne!(h.sup.live("hog"), hog, "restarted");
     // The limits were said once, not again at the restart.
     assert_eq!(messages(&h, "limits").len(), 2);
+    // A run found over its limit that ends by itself before its step is a crash of its
+    // own, not binky's stop.
+    use_("hog", 90);
+    h.proc_.sample_usage().await.unwrap();
+    h.sup.exit("hog", 1);
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.row(id, "hog").last_exit.as_deref(), Some("exit 1"));
+    assert_eq!(resources_of(&h, id, "hog").oom_kills, 1);
+    assert_eq!(h.sup.inner.lock().unwrap().stopped, ["hog"]);
+    h.pretend_restart_is_due();
+    h.converge(id).await;
     // Where the kernel enforces them (a cgroup), a sample over the limit stops nothing.
     h.sup.inner.lock().unwrap().mechanism = crate::process::Mechanism::CgroupV1;
     h.sup.exit("hog", 1);

@@ -19,7 +19,11 @@ impl<S: Supervisor> ProcessController<S> {
             row.failures = 0;
         }
         // Its cgroup says whether the kernel killed it (or one of its processes) for memory.
-        let oom = self.run_ended(world.id, name);
+        let run = row
+            .pid
+            .zip(row.start_time)
+            .map(|(pid, start_time)| ProcId { pid, start_time });
+        let oom = self.run_ended(world.id, name, run);
         let how = match oom {
             Some(oom) if oom.polled.is_some() => oom.describe(),
             Some(oom) if killed(exit) => format!("killed: {}", oom.describe()),

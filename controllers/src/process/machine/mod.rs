@@ -275,13 +275,22 @@ impl<S: Supervisor> ProcessController<S> {
                 Vec::new()
             }
         };
-        // Over its memory limit at the last sample, where binky enforces it by polling:
-        // stopped as any stop, its end counted as out of memory by `on_exit`.
-        if let Some(over) = self.to_stop_over_memory(s.world.id, s.name, id) {
-            tracing::info!(world = %s.world.name, service = %s.name, used = over.used, limit = over.limit, "stopping a service over its memory limit");
-            self.sup.stop(id, self.stop_how(Some(s.process))).await;
+        let liveness = self.sup.liveness(s.world.id, id);
+        // Over its memory limit at the last sample, where binky enforces it by polling, and
+        // still running: stopped as any stop. Its end, read by the next step (its exit
+        // nudges the world), counts as out of memory (`on_exit`).
+        if matches!(liveness, Liveness::Running) {
+            if let Some(over) = self.to_stop_over_memory(s.world.id, s.name, id) {
+                tracing::info!(world = %s.world.name, service = %s.name, used = over.used, limit = over.limit, "stopping a service over its memory limit");
+                self.sup.stop(id, self.stop_how(Some(s.process))).await;
+                return Ok(Flow::Done(Step {
+                    wake: Some(Duration::from_millis(100)),
+                    waiting: Some(format!("{}: stopping, over its memory limit", s.name)),
+                    ..Step::default()
+                }));
+            }
         }
-        match self.sup.liveness(s.world.id, id) {
+        match liveness {
             Liveness::Running
                 if !edited.is_empty() || row.spec_hash.as_deref() != Some(&s.resolved.hash) =>
             {
