@@ -23,8 +23,10 @@
 //!   use.
 //! - `RLIMIT_CPU` counts CPU seconds over a process's life and then kills it: a cap on
 //!   total work, not on a share of a core.
-//! - `RLIMIT_NOFILE` and `RLIMIT_CORE` are not limits a user states in `limits`; a service
-//!   inherits the daemon's.
+//! - `RLIMIT_NOFILE` and `RLIMIT_CORE` are not limits a user states in `limits`: a service
+//!   starts with the ones the daemon was started with (the daemon raises its own open-file
+//!   limit for its watcher and gives a service the old one back:
+//!   [`crate::process::in_new_group_niced_async`]).
 //!
 //! So on these systems binky uses `setpriority` (through
 //! [`crate::process::in_new_group_niced_async`], in the child before it runs) and its own
