@@ -758,36 +758,59 @@ pub fn unset_env_refs(
     out
 }
 
-/// Services whose `limits` this machine cannot enforce (`look`: what enforces them here
-/// and, when nothing does, why): one warning each, since `binky up` runs them anyway.
+/// Services whose `limits` this machine cannot cap (`look`: what enforces them here and,
+/// when nothing the system offers caps them, why): one warning each, since `binky up` runs
+/// them anyway. Under binky's polling the warning says what binky does instead, for that
+/// service's limits (memory restarted over the limit, CPU at a lower priority).
 pub fn limits_findings(
     text: &str,
     loaded: &Loaded,
     look: impl FnOnce() -> (binky_controllers::process::Mechanism, String),
 ) -> Vec<Finding> {
-    let limited: Vec<&String> = loaded
+    use binky_controllers::process::Mechanism;
+    let limited: Vec<(&String, &binky_controllers::spec::Limits)> = loaded
         .spec
         .services
         .iter()
-        .filter(|(_, s)| s.process().is_some_and(|p| p.limits.is_some()))
-        .map(|(n, _)| n)
+        .filter_map(|(n, s)| Some((n, s.process()?.limits.as_ref()?)))
         .collect();
     if limited.is_empty() {
         return Vec::new();
     }
     let (mechanism, why) = look();
-    if mechanism.enforces() {
+    if mechanism.caps() {
         return Vec::new();
     }
+    // The niceness the `nice` setting gives by default: `binky check` reads no home.
+    let world_nice = binky_controllers::settings::default_of("nice")
+        .parse()
+        .unwrap_or(10);
     limited
         .into_iter()
-        .map(|name| Finding {
-            level: Level::Warning,
-            code: "limits-not-enforced",
-            key: format!("services.{name}.limits"),
-            line: line_of(text, name, "limits"),
-            message: format!("not enforced on this machine: {why}"),
-            fix: crate::supervisor::resources::fix().to_owned(),
+        .map(|(name, limits)| {
+            let (code, message) = match mechanism {
+                Mechanism::Polled => {
+                    // A value that does not read is an error of its own (`limits`).
+                    let read = limits.resolve().unwrap_or_default();
+                    let what = crate::supervisor::resources::polled_here(read, world_nice);
+                    (
+                        "limits-not-capped",
+                        format!("not capped on this machine: {what} ({why})"),
+                    )
+                }
+                _ => (
+                    "limits-not-enforced",
+                    format!("not enforced on this machine: {why}"),
+                ),
+            };
+            Finding {
+                level: Level::Warning,
+                code,
+                key: format!("services.{name}.limits"),
+                line: line_of(text, name, "limits"),
+                message,
+                fix: crate::supervisor::resources::fix().to_owned(),
+            }
         })
         .collect()
 }
@@ -1062,6 +1085,26 @@ mod tests {
         }
         let enforced = limits_findings(&text, &loaded, || (Mechanism::CgroupV1, String::new()));
         assert!(enforced.is_empty());
+        // binky's polling (macOS, the BSDs, Linux without cgroups or systemd-run): what it
+        // does, and that it does not cap.
+        let polled = limits_findings(&text, &loaded, || {
+            (Mechanism::Polled, "this system has neither".into())
+        });
+        assert_eq!(polled.len(), 1, "{polled:?}");
+        let f = &polled[0];
+        assert_eq!(
+            (f.code, f.level, f.key.as_str(), f.line),
+            (
+                "limits-not-capped",
+                Level::Warning,
+                "services.api.limits",
+                Some(6)
+            )
+        );
+        assert_eq!(
+            f.message,
+            "not capped on this machine: memory: restarted over the limit (polled every 5 s), not capped (this system has neither)"
+        );
         // Without limits, the machine is not even looked at.
         let plain = format!("{HEAD}\n[services.web]\ncmd = \"run\"\n");
         let loaded = config::parse(&plain, Path::new("binky.toml")).unwrap();

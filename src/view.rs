@@ -58,12 +58,14 @@ pub struct LimitsView {
     pub cpu: Option<f64>,
     /// `memory 512 MiB, cpu 0.5`.
     pub text: String,
-    /// `cgroup-v2`, `cgroup-v1`, `systemd-run`, `job-object`, or `none`; absent until it
+    /// `cgroup-v2`, `cgroup-v1`, `systemd-run`, `job-object`, `polled` (binky restarts it
+    /// over its memory limit and lowers its priority; nothing caps it), or `none`; absent until it
     /// first started.
     pub mechanism: Option<String>,
     /// They are enforced (`false` until it first started, and where nothing enforces them).
     pub enforced: bool,
-    /// Why they are not, when they are not.
+    /// Why they are not, when they are not; under binky's polling, what it does instead
+    /// and why nothing caps them.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub note: String,
 }

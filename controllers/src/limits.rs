@@ -90,6 +90,11 @@ pub enum Mechanism {
     SystemdRun,
     /// The Job object each service runs in (Windows): its memory limit and CPU rate.
     JobObject,
+    /// binky itself, where nothing the system offers caps a service (macOS, the BSDs; Linux
+    /// without cgroups or `systemd-run`): a service over its memory limit at a sample is
+    /// stopped and restarted, and one with a CPU limit below the machine's cores runs at a
+    /// lower priority. Neither is a cap.
+    Polled,
     /// Nothing enforces them.
     #[default]
     None,
@@ -97,13 +102,14 @@ pub enum Mechanism {
 
 impl Mechanism {
     /// Its name in the store and `--json`: `cgroup-v2`, `cgroup-v1`, `systemd-run`,
-    /// `job-object`, `none`.
+    /// `job-object`, `polled`, `none`.
     pub fn as_str(self) -> &'static str {
         match self {
             Mechanism::CgroupV2 => "cgroup-v2",
             Mechanism::CgroupV1 => "cgroup-v1",
             Mechanism::SystemdRun => "systemd-run",
             Mechanism::JobObject => "job-object",
+            Mechanism::Polled => "polled",
             Mechanism::None => "none",
         }
     }
@@ -115,22 +121,32 @@ impl Mechanism {
             "cgroup-v1" => Mechanism::CgroupV1,
             "systemd-run" => Mechanism::SystemdRun,
             "job-object" => Mechanism::JobObject,
+            "polled" => Mechanism::Polled,
             _ => Mechanism::None,
         }
     }
 
-    /// It enforces limits.
+    /// It enforces limits (the polled mechanism too, which does not cap them: see
+    /// [`Mechanism::caps`]).
     pub fn enforces(self) -> bool {
         self != Mechanism::None
     }
 
-    /// For people: `cgroup v1`, `systemd-run scope`, `Job object`, `not enforced`.
+    /// The system holds the service's processes under its limits (a cgroup, a scope, a Job
+    /// object): memory cannot go over, CPU is throttled.
+    pub fn caps(self) -> bool {
+        !matches!(self, Mechanism::Polled | Mechanism::None)
+    }
+
+    /// For people: `cgroup v1`, `systemd-run scope`, `Job object`, `binky's polling, not
+    /// capped`, `not enforced`.
     pub fn label(self) -> &'static str {
         match self {
             Mechanism::CgroupV2 => "cgroup v2",
             Mechanism::CgroupV1 => "cgroup v1",
             Mechanism::SystemdRun => "systemd-run scope",
             Mechanism::JobObject => "Job object",
+            Mechanism::Polled => "binky's polling, not capped",
             Mechanism::None => "not enforced",
         }
     }
@@ -354,11 +370,19 @@ mod tests {
             Mechanism::CgroupV1,
             Mechanism::SystemdRun,
             Mechanism::JobObject,
+            Mechanism::Polled,
             Mechanism::None,
         ] {
             assert_eq!(Mechanism::parse(m.as_str()), m, "{}", m.as_str());
             assert_eq!(m.enforces(), m != Mechanism::None);
+            assert_eq!(
+                m.caps(),
+                !matches!(m, Mechanism::Polled | Mechanism::None),
+                "{}",
+                m.as_str()
+            );
         }
+        assert_eq!(Mechanism::Polled.label(), "binky's polling, not capped");
         assert_eq!(Mechanism::JobObject.label(), "Job object");
         assert_eq!(Mechanism::parse("cgroup-v3"), Mechanism::None);
     }

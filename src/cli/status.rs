@@ -9,6 +9,7 @@ use super::context::{Ctx, Failure};
 use super::events::clock;
 use super::exit;
 use crate::view::{LimitsView, ServiceView, WorldView};
+use binky_controllers::process::Mechanism;
 
 pub(super) fn ports_text(s: &ServiceView) -> String {
     s.ports
@@ -39,7 +40,7 @@ fn print_world(v: &WorldView, detail: bool) {
     for s in &v.services {
         println!("{}", service_line(s, detail).trim_end());
         if let Some(l) = s.limits.as_ref().filter(|l| detail && !l.note.is_empty()) {
-            println!("      limits not enforced: {}", l.note);
+            println!("{}", limits_note(l));
         }
     }
     print_bootstrap(v, detail);
@@ -82,8 +83,11 @@ fn service_line(s: &ServiceView, detail: bool) -> String {
         }
     }
     if let Some(l) = &s.limits {
-        if detail || !l.enforced {
+        // Limits nothing caps are said on every line, as limits nothing enforces are.
+        let polled = l.mechanism.as_deref() == Some(Mechanism::Polled.as_str());
+        if detail || !l.enforced || polled {
             let how = match l.mechanism.as_deref() {
+                _ if polled => mechanism_label(l).to_owned(),
                 _ if l.enforced => format!("by {}", mechanism_label(l)),
                 Some(_) => "not enforced".to_owned(),
                 None => "not started yet".to_owned(),
@@ -177,7 +181,17 @@ fn print_conditions(v: &WorldView, detail: bool) {
 }
 
 fn mechanism_label(l: &LimitsView) -> &'static str {
-    binky_controllers::process::Mechanism::parse(l.mechanism.as_deref().unwrap_or("")).label()
+    Mechanism::parse(l.mechanism.as_deref().unwrap_or("")).label()
+}
+
+/// The detail line under a service whose limits carry a note: what binky's polling does
+/// with them and why nothing caps them, or why nothing enforces them.
+fn limits_note(l: &LimitsView) -> String {
+    if Mechanism::parse(l.mechanism.as_deref().unwrap_or("")) == Mechanism::Polled {
+        format!("      limits: {}", l.note)
+    } else {
+        format!("      limits not enforced: {}", l.note)
+    }
 }
 
 /// `binky status`.

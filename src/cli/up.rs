@@ -440,6 +440,13 @@ fn say_before(
                 limited.join(", "),
                 crate::supervisor::resources::fix()
             );
+        } else if !mechanism.caps() {
+            eprintln!(
+                "binky: warning: the limits of {} are not capped on this machine: {}\n  fix: {}",
+                limited.join(", "),
+                crate::supervisor::resources::polled_summary(&why),
+                crate::supervisor::resources::fix()
+            );
         }
     }
     if let Some(dir) = config_file.parent() {

@@ -13,7 +13,9 @@
 //! - Where the machine allows it (`resources`), every process joins a cgroup of binky's
 //!   before it runs (`cgroup`): a service its own, with its `limits` written; a task (setup,
 //!   migrate, seed, hook) its world's task cgroup. Else a service with limits runs under
-//!   `systemd-run --scope`, else without them, and its placement says why.
+//!   `systemd-run --scope`, else under binky's polling (`resources`: restarted over its
+//!   memory limit, a lower priority for its CPU limit; nothing caps it), and its placement
+//!   says why. macOS and the BSDs have only binky's polling.
 
 pub mod cgroup;
 pub mod descendants;
@@ -174,6 +176,26 @@ impl RealSupervisor {
         if spec.limits.is_none() {
             return none(cgroup_error.unwrap_or_default());
         }
+        // Nothing the system offers caps them: binky's polling (the process controller
+        // restarts the service over its memory limit; `command` lowers its priority).
+        let polled = |note: String| Placed {
+            placement: Placement {
+                cgroup: None,
+                mechanism: Mechanism::Polled,
+                note,
+            },
+            leaf: None,
+            join: None,
+            wrap: None,
+        };
+        if self.resources.polled() {
+            return polled(self.resources.polled_note(
+                spec.limits,
+                spec.nice,
+                cgroup_error.as_deref(),
+                "",
+            ));
+        }
         match self.resources.systemd().await {
             Ok(()) => Placed {
                 placement: Placement {
@@ -185,7 +207,12 @@ impl RealSupervisor {
                 join: None,
                 wrap: Some(self.resources.systemd_prefix(spec.limits)),
             },
-            Err(e) => none(self.resources.nothing_enforces(cgroup_error.as_deref(), &e)),
+            Err(e) => polled(self.resources.polled_note(
+                spec.limits,
+                spec.nice,
+                cgroup_error.as_deref(),
+                &e,
+            )),
         }
     }
 
@@ -396,7 +423,13 @@ impl RealSupervisor {
             .stdout(out)
             .stderr(err)
             .kill_on_drop(false);
-        binky_platform::process::in_new_group_niced_async(&mut cmd, spec.nice);
+        // Under binky's polling a CPU limit is a lower priority (nothing caps it).
+        let nice = if placed.placement.mechanism == Mechanism::Polled {
+            resources::nice_under_polling(spec.limits, spec.nice, resources::machine_cores())
+        } else {
+            spec.nice
+        };
+        binky_platform::process::in_new_group_niced_async(&mut cmd, nice);
         if let Some(join) = &placed.join {
             join.apply(&mut cmd);
         }

@@ -1,12 +1,28 @@
 //! How this machine enforces `limits` and measures what services use, decided once per
 //! daemon. On Linux: binky's cgroups (v2, else v1's memory and cpu hierarchies), else
-//! `systemd-run --scope` for services with limits, else nothing, said with the reasons. On
-//! Windows: the Job object each service runs in, with its memory limit and CPU rate
-//! ([`job_limits`]). Elsewhere (macOS, the BSDs): nothing, said plainly.
+//! `systemd-run --scope` for services with limits, else binky's own polling (below), said
+//! with the reasons. On Windows: the Job object each service runs in, with its memory limit
+//! and CPU rate ([`job_limits`]). Elsewhere (macOS, the BSDs): binky's own polling.
 //!
-//! Two variables change where binky looks on Linux (for tests, and for machines that need
-//! it): `BINKY_CGROUP_ROOT=DIR` counts only cgroup hierarchies mounted under `DIR`, and
-//! `BINKY_SYSTEMD_RUN=PATH` names the `systemd-run` program.
+//! # binky's polling ([`Mechanism::Polled`]), where nothing the system offers caps a service
+//! - Memory: the daemon measures each service's resident memory (its process group's, every
+//!   [`SAMPLE_EVERY`]) and stops a service found over its limit and restarts it under its
+//!   restart policy, as PM2's `max_memory_restart` does; the process controller counts it
+//!   as an out-of-memory kill. Between two samples a service may go over.
+//! - CPU: a service whose limit is below the machine's cores starts at a lower priority
+//!   ([`polled_nice`]: under one core, nice 19; else nice 15; never above the world's own
+//!   niceness, the `nice` setting). That deprioritises; it does not cap: a niced service
+//!   still takes any CPU nothing else wants.
+//! - `setrlimit` is not used for either (see `binky_platform::limits`: RLIMIT_AS breaks
+//!   JITs and databases, RLIMIT_RSS and RLIMIT_DATA are not enforced on macOS, RLIMIT_CPU
+//!   kills after a total, not a rate).
+//!
+//! Three variables change what binky uses (for tests, and for machines that need it):
+//! `BINKY_CGROUP_ROOT=DIR` counts only cgroup hierarchies mounted under `DIR` (Linux),
+//! `BINKY_SYSTEMD_RUN=PATH` names the `systemd-run` program (Linux), and
+//! `BINKY_LIMITS=polled` makes the daemon use binky's polling whatever the system offers (a
+//! testing and diagnostic knob: it is how the polling is tested end to end on Linux; not
+//! used on Windows, where each service's Job object holds its limits anyway).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -14,8 +30,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use binky_controllers::limits::ResourceLimits;
+use binky_controllers::limits::{cores, ResourceLimits};
 use binky_controllers::process::Mechanism;
+use binky_controllers::process::SAMPLE_EVERY;
 use binky_controllers::supervisor::Usage;
 use binky_platform::limits::cgroup::Mode;
 use binky_platform::limits::Native;
@@ -27,12 +44,120 @@ use binky_platform::proc as procfs;
 pub const CGROUP_ROOT_VAR: &str = "BINKY_CGROUP_ROOT";
 /// The `systemd-run` program.
 pub const SYSTEMD_RUN_VAR: &str = "BINKY_SYSTEMD_RUN";
+/// `polled`: binky's polling, whatever the system offers.
+pub const LIMITS_VAR: &str = "BINKY_LIMITS";
 
 /// How long `systemd-run` may take to say whether it works.
 const SYSTEMD_PROBE: Duration = Duration::from_secs(10);
 
-/// Why nothing enforces limits on a system without cgroups or Job objects (macOS, the BSDs).
-const NO_MEANS: &str = "this system has neither cgroups (Linux) nor Job objects (Windows), which binky enforces limits with";
+/// Why binky polls on a system without cgroups or Job objects (macOS, the BSDs).
+const NO_MEANS: &str =
+    "this system has neither cgroups (Linux) nor Job objects (Windows), which would cap them";
+
+/// Why binky polls when `BINKY_LIMITS=polled` says so.
+const FORCED: &str = "BINKY_LIMITS=polled";
+
+/// What enforces limits here: the system's means, or binky's polling where
+/// `BINKY_LIMITS=polled` asks for it (another value is not used, said in the daemon's log).
+pub fn native() -> Native {
+    let system = binky_platform::limits::native();
+    let asked = std::env::var(LIMITS_VAR).ok();
+    chosen(asked.as_deref(), system).unwrap_or_else(|why| {
+        tracing::warn!("{why}");
+        system
+    })
+}
+
+/// The means `BINKY_LIMITS=asked` chooses on a system with `system`, or why it chooses
+/// none (the system's are used then).
+fn chosen(asked: Option<&str>, system: Native) -> Result<Native, String> {
+    match asked.map(str::trim) {
+        // Every service runs in a Job object, which holds its limits whatever binky polls.
+        Some("polled") if system == Native::JobObjects => Err(format!(
+            "{LIMITS_VAR}=polled is not used on Windows: each service's Job object holds its limits"
+        )),
+        Some("polled") => Ok(Native::Polled),
+        None | Some("") => Ok(system),
+        Some(other) => Err(format!(
+            "{LIMITS_VAR}={other} is not used: it takes only `polled` (binky's polling) or nothing (the system's own means); using the system's"
+        )),
+    }
+}
+
+/// The niceness binky's polling starts a service with a CPU limit of `cpu_millis` at, on a
+/// machine of `machine_cores`: under one core, 19 (the lowest priority); one core or more
+/// but fewer than the machine has, 15; as many as the machine has or more, none (such a
+/// limit never holds anything back).
+pub fn polled_nice(cpu_millis: u32, machine_cores: u32) -> Option<i32> {
+    if u64::from(cpu_millis) >= u64::from(machine_cores) * 1000 {
+        None
+    } else if cpu_millis < 1000 {
+        Some(19)
+    } else {
+        Some(15)
+    }
+}
+
+/// The niceness a service under binky's polling runs at: the world's (`world_nice`, the
+/// `nice` setting), or its CPU limit's ([`polled_nice`]) when that is lower priority.
+pub fn nice_under_polling(limits: ResourceLimits, world_nice: i32, machine_cores: u32) -> i32 {
+    limits
+        .cpu_millis
+        .and_then(|c| polled_nice(c, machine_cores))
+        .map_or(world_nice, |n| n.max(world_nice))
+}
+
+/// This machine's cores (as the scheduler gives them to the daemon), at least 1.
+pub fn machine_cores() -> u32 {
+    std::thread::available_parallelism()
+        .ok()
+        .and_then(|n| u32::try_from(n.get()).ok())
+        .unwrap_or(1)
+}
+
+/// What binky's polling does with `limits`, in the words `binky check` and `binky status`
+/// say: `memory: restarted over the limit (polled every 5 s), not capped; cpu: lower
+/// priority (nice 19), not capped`.
+pub fn polled_text(
+    limits: ResourceLimits,
+    world_nice: i32,
+    machine_cores: u32,
+    every: Duration,
+) -> String {
+    let mut parts = Vec::new();
+    if limits.memory.is_some() {
+        parts.push(format!(
+            "memory: restarted over the limit (polled every {} s), not capped",
+            every.as_secs().max(1)
+        ));
+    }
+    if let Some(c) = limits.cpu_millis {
+        let nice = nice_under_polling(limits, world_nice, machine_cores);
+        parts.push(match polled_nice(c, machine_cores) {
+            Some(_) => format!("cpu: lower priority (nice {nice}), not capped"),
+            None => format!(
+                "cpu: not lowered (a limit of {} is at least this machine's {machine_cores} cores), not capped",
+                cores(c)
+            ),
+        });
+    }
+    parts.join("; ")
+}
+
+/// What binky's polling does, for any limits, and `why` nothing caps them: `binky up`'s
+/// warning.
+pub fn polled_summary(why: &str) -> String {
+    format!(
+        "{why}; binky restarts a service found over its memory limit (polled every {} s) and runs one with a CPU limit below the machine's cores at a lower priority",
+        SAMPLE_EVERY.as_secs().max(1)
+    )
+}
+
+/// [`polled_text`] for this machine, at the sampling cadence (`world_nice`: the `nice`
+/// setting).
+pub fn polled_here(limits: ResourceLimits, world_nice: i32) -> String {
+    polled_text(limits, world_nice, machine_cores(), SAMPLE_EVERY)
+}
 
 /// Where binky's cgroups go on this machine, or why there are none.
 pub fn find_tree(tag: &str, mode: Mode) -> Result<Tree, String> {
@@ -148,19 +273,18 @@ fn probe_systemd_run(program: &std::path::Path) -> Result<(), String> {
 /// How to get limits enforced on Linux.
 const FIX_LINUX: &str = "run binky's daemon as root, or where cgroups are delegated to it or `systemd-run --user --scope` works (a systemd user session), or remove `limits`";
 
-/// How to get limits enforced on a system binky enforces none on.
-const FIX_ELSEWHERE: &str =
-    "remove `limits`, or run the project on Linux or Windows, where binky enforces them";
+/// What to do where binky's polling enforces limits (macOS, the BSDs, `BINKY_LIMITS=polled`).
+const FIX_POLLED: &str = "nothing, if a restart over the memory limit and a lower priority are enough; for limits the system caps, run the project on Linux (cgroups) or Windows (Job objects)";
 
 /// What to do where a service's Job object was not given its limits (Windows).
 const FIX_JOB: &str = "remove `limits`, or report this: on Windows binky sets them on the Job object each service runs in";
 
-/// How to get limits enforced, on this system.
+/// How to get limits enforced (capped), on this system.
 pub fn fix() -> &'static str {
-    match binky_platform::limits::native() {
+    match native() {
         Native::Cgroups => FIX_LINUX,
         Native::JobObjects => FIX_JOB,
-        Native::None => FIX_ELSEWHERE,
+        Native::Polled => FIX_POLLED,
     }
 }
 
@@ -170,20 +294,29 @@ fn nothing_enforces(no_cgroups: &str, systemd: &str) -> String {
 }
 
 /// What enforces limits on this machine, as `binky check` and `binky up` see it (creating
-/// nothing), and why nothing does when nothing does (the fix is [`fix`]).
+/// nothing), and why nothing caps them when binky polls (the fix is [`fix`]).
 pub fn look(tag: &str) -> (Mechanism, String) {
-    match binky_platform::limits::native() {
+    match native() {
         Native::Cgroups => {}
         Native::JobObjects => return (Mechanism::JobObject, String::new()),
-        Native::None => return (Mechanism::None, NO_MEANS.to_owned()),
+        Native::Polled => return (Mechanism::Polled, polled_because().to_owned()),
     }
     match find_tree(tag, Mode::Look) {
         Ok(Tree::V2 { .. }) => (Mechanism::CgroupV2, String::new()),
         Ok(Tree::V1 { .. }) => (Mechanism::CgroupV1, String::new()),
         Err(no_cgroups) => match probe_systemd_run(&systemd_run_program()) {
             Ok(()) => (Mechanism::SystemdRun, String::new()),
-            Err(e) => (Mechanism::None, nothing_enforces(&no_cgroups, &e)),
+            Err(e) => (Mechanism::Polled, nothing_enforces(&no_cgroups, &e)),
         },
+    }
+}
+
+/// Why binky polls where the system's means are not used at all.
+fn polled_because() -> &'static str {
+    if binky_platform::limits::native() == Native::Polled {
+        NO_MEANS
+    } else {
+        FORCED
     }
 }
 
@@ -207,16 +340,17 @@ type GroupUse = HashMap<u32, (u64, u64)>;
 impl Resources {
     /// Find this machine's means for the home tagged `tag` (creating `binky-<tag>`).
     pub fn detect(tag: &str) -> Resources {
-        let native = binky_platform::limits::native();
+        let native = native();
         match native {
             Native::Cgroups => {}
             Native::JobObjects => {
                 tracing::info!("limits: each service's Job object");
                 return Resources::without_cgroups(native, "this system has Job objects");
             }
-            Native::None => {
-                tracing::info!(why = NO_MEANS, "limits: none");
-                return Resources::without_cgroups(native, NO_MEANS);
+            Native::Polled => {
+                let why = polled_because();
+                tracing::info!(why, "limits: binky's polling");
+                return Resources::without_cgroups(native, why);
             }
         }
         let (cgroups, no_cgroups) = match find_tree(tag, Mode::Create) {
@@ -247,10 +381,7 @@ impl Resources {
 
     /// No means at all (a supervisor that was not given any).
     pub fn off() -> Resources {
-        Resources::without_cgroups(
-            binky_platform::limits::native(),
-            "this supervisor was started without them",
-        )
+        Resources::without_cgroups(native(), "this supervisor was started without them")
     }
 
     /// No cgroups and no `systemd-run`, on a system with `native` (`why`: why no cgroups).
@@ -271,6 +402,11 @@ impl Resources {
     /// the supervisor sets [`job_limits`] on it, and places the service so.
     pub fn job_objects(&self) -> bool {
         self.native == Native::JobObjects
+    }
+
+    /// Whether binky's polling is this daemon's means (nothing the system offers is used).
+    pub fn polled(&self) -> bool {
+        self.native == Native::Polled
     }
 
     /// binky's cgroups, when it has any.
@@ -301,8 +437,8 @@ impl Resources {
         systemd_args(&self.systemd_run, limits)
     }
 
-    /// Why nothing enforces limits, and the fix (`cgroup_error`: why binky's own cgroup
-    /// failed this time).
+    /// Why nothing the system offers caps the limits, and the fix (`cgroup_error`: why
+    /// binky's own cgroup failed this time; `systemd`: why `systemd-run` is not used).
     pub fn nothing_enforces(&self, cgroup_error: Option<&str>, systemd: &str) -> String {
         match self.native {
             Native::Cgroups => format!(
@@ -314,11 +450,25 @@ impl Resources {
                 cgroup_error.unwrap_or(systemd)
             ),
             // The system has no means at all: that alone is the reason.
-            Native::None => format!(
-                "limits are not enforced on this system: {}; {FIX_ELSEWHERE}",
-                self.no_cgroups
-            ),
+            Native::Polled => format!("{}; {FIX_POLLED}", self.no_cgroups),
         }
+    }
+
+    /// What binky's polling does with `limits` (`world_nice`: the `nice` setting), and why
+    /// nothing the system offers caps them: a polled placement's note (its fix is
+    /// [`fix`], which `binky check` and `binky up` say).
+    pub fn polled_note(
+        &self,
+        limits: ResourceLimits,
+        world_nice: i32,
+        cgroup_error: Option<&str>,
+        systemd: &str,
+    ) -> String {
+        let why = match self.native {
+            Native::Polled => self.no_cgroups.clone(),
+            _ => nothing_enforces(cgroup_error.unwrap_or(&self.no_cgroups), systemd),
+        };
+        format!("{} ({why})", polled_here(limits, world_nice))
     }
 
     /// What the process group `pgid` uses, from `/proc` (without a cgroup to read).
@@ -410,19 +560,30 @@ mod tests {
 
     #[test]
     fn each_system_is_told_its_own_reason_and_fix() {
-        // Without cgroups or Job objects (macOS, the BSDs), that alone is said.
-        let none = Resources::without_cgroups(Native::None, NO_MEANS);
-        let why = none.nothing_enforces(None, "unused");
-        assert!(
-            why.starts_with("limits are not enforced on this system"),
-            "{why}"
+        // Without cgroups or Job objects (macOS, the BSDs), binky polls: that is the reason
+        // nothing caps the limits, and the fix says where the system would.
+        let polled = Resources::without_cgroups(Native::Polled, NO_MEANS);
+        assert!(polled.polled());
+        let why = polled.nothing_enforces(None, "unused");
+        assert_eq!(why, format!("{NO_MEANS}; {FIX_POLLED}"));
+        assert!(!polled.job_objects());
+        let note = polled.polled_note(
+            ResourceLimits {
+                memory: Some(512 << 20),
+                cpu_millis: None,
+            },
+            10,
+            None,
+            "unused",
         );
-        assert!(why.contains(NO_MEANS), "{why}");
-        assert!(why.ends_with(FIX_ELSEWHERE), "{why}");
-        assert!(!none.job_objects());
+        assert_eq!(
+            note,
+            format!("memory: restarted over the limit (polled every 5 s), not capped ({NO_MEANS})")
+        );
         // Windows: each service's Job object enforces them.
         let jobs = Resources::without_cgroups(Native::JobObjects, "none here");
         assert!(jobs.job_objects());
+        assert!(!jobs.polled());
         // Linux: the cgroups' and systemd-run's reasons, and how to get either.
         let linux = Resources::without_cgroups(Native::Cgroups, "cgroup v1: nope");
         let why = linux.nothing_enforces(None, "systemd-run failed");
@@ -432,6 +593,7 @@ mod tests {
         );
         assert!(why.ends_with(FIX_LINUX), "{why}");
         assert!(!linux.job_objects());
+        assert!(!linux.polled());
         let (mechanism, _) = look("t");
         if cfg!(windows) {
             assert_eq!(mechanism, Mechanism::JobObject);
@@ -439,8 +601,78 @@ mod tests {
             assert_ne!(mechanism, Mechanism::JobObject);
             assert_eq!(fix(), FIX_LINUX);
         } else {
-            assert_eq!(mechanism, Mechanism::None);
+            assert_eq!(mechanism, Mechanism::Polled);
+            assert_eq!(fix(), FIX_POLLED);
         }
+    }
+
+    #[test]
+    fn a_cpu_limit_under_the_machines_cores_lowers_the_priority_and_never_raises_it() {
+        // Under one core: the lowest priority; one core or more: 15; the whole machine: none.
+        assert_eq!(polled_nice(10, 8), Some(19));
+        assert_eq!(polled_nice(999, 8), Some(19));
+        assert_eq!(polled_nice(1000, 8), Some(15));
+        assert_eq!(polled_nice(7999, 8), Some(15));
+        assert_eq!(polled_nice(8000, 8), None);
+        assert_eq!(polled_nice(500, 1), Some(19));
+        assert_eq!(polled_nice(1000, 1), None);
+        let cpu = |c| ResourceLimits {
+            memory: None,
+            cpu_millis: Some(c),
+        };
+        // The world's niceness (the `nice` setting) is the floor: a limit only lowers.
+        assert_eq!(nice_under_polling(cpu(500), 10, 8), 19);
+        assert_eq!(nice_under_polling(cpu(2000), 10, 8), 15);
+        assert_eq!(nice_under_polling(cpu(2000), 18, 8), 18);
+        assert_eq!(nice_under_polling(cpu(8000), 10, 8), 10);
+        assert_eq!(nice_under_polling(cpu(500), 0, 8), 19);
+        assert_eq!(nice_under_polling(ResourceLimits::default(), 10, 8), 10);
+    }
+
+    #[test]
+    fn binky_limits_polled_chooses_the_polling_and_any_other_word_is_refused_by_name() {
+        assert_eq!(chosen(Some("polled"), Native::Cgroups), Ok(Native::Polled));
+        assert_eq!(chosen(Some(" polled "), Native::Polled), Ok(Native::Polled));
+        let windows = chosen(Some("polled"), Native::JobObjects).unwrap_err();
+        assert!(windows.contains("not used on Windows"), "{windows}");
+        assert_eq!(chosen(None, Native::Cgroups), Ok(Native::Cgroups));
+        assert_eq!(chosen(Some(""), Native::Polled), Ok(Native::Polled));
+        let e = chosen(Some("cgroups"), Native::Cgroups).unwrap_err();
+        assert!(e.starts_with("BINKY_LIMITS=cgroups is not used"), "{e}");
+        assert!(e.contains("only `polled`"), "{e}");
+    }
+
+    #[test]
+    fn binkys_polling_says_what_it_does_and_that_it_does_not_cap() {
+        let every = Duration::from_secs(5);
+        let both = ResourceLimits {
+            memory: Some(512 << 20),
+            cpu_millis: Some(500),
+        };
+        assert_eq!(
+            polled_text(both, 10, 8, every),
+            "memory: restarted over the limit (polled every 5 s), not capped; cpu: lower priority (nice 19), not capped"
+        );
+        let two_cores = ResourceLimits {
+            memory: None,
+            cpu_millis: Some(2000),
+        };
+        assert_eq!(
+            polled_text(two_cores, 10, 8, every),
+            "cpu: lower priority (nice 15), not capped"
+        );
+        assert_eq!(
+            polled_text(two_cores, 10, 2, every),
+            "cpu: not lowered (a limit of 2 is at least this machine's 2 cores), not capped"
+        );
+        let memory = ResourceLimits {
+            memory: Some(1 << 30),
+            cpu_millis: None,
+        };
+        assert_eq!(
+            polled_text(memory, 10, 8, Duration::from_millis(500)),
+            "memory: restarted over the limit (polled every 1 s), not capped"
+        );
     }
 
     #[cfg(target_os = "linux")]

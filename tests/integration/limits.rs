@@ -1,7 +1,10 @@
 //! `limits` enforced: every service runs in a cgroup of binky's (per world, per service)
 //! with its limits written; a memory hog is killed as out of memory and says so while its
 //! neighbours run; a world's CPU and memory show in status and metrics; the cgroups go with
-//! `binky down` and `binky remove`; where nothing can enforce limits, binky says so.
+//! `binky down` and `binky remove`; where nothing caps them (no cgroups, no systemd-run; and
+//! on macOS and the BSDs, which `BINKY_LIMITS=polled` stands in for here), binky restarts a
+//! service over its memory limit and lowers the priority of one with a CPU limit, and says
+//! that neither caps.
 //!
 //! These run where binky can make cgroups (as root: this CI's cgroup v1 memory and cpu
 //! hierarchies); elsewhere the tests that need them say they are skipped, except under
@@ -300,7 +303,8 @@ setup = "true"
 }
 
 #[test]
-fn limits_nothing_can_enforce_are_said_by_check_up_status_and_events() {
+fn without_cgroups_or_systemd_run_limits_are_polled_and_check_up_status_and_events_say_not_capped()
+{
     let env = Env::new(
         r#"
 [project]
@@ -325,7 +329,7 @@ limits = { memory = "256M" }
     let text = stdout(&check);
     assert!(
         text.contains(
-            "warning: services.api.limits: not enforced on this machine: no cgroup binky can use"
+            "warning: services.api.limits: not capped on this machine: memory: restarted over the limit (polled every 5 s), not capped (no cgroup binky can use"
         ),
         "{text}"
     );
@@ -337,35 +341,45 @@ limits = { memory = "256M" }
     let err = stderr(&up);
     assert!(
         err.contains(
-            "warning: the limits of api are not enforced on this machine: no cgroup binky can use"
+            "warning: the limits of api are not capped on this machine: no cgroup binky can use"
         ),
+        "{err}"
+    );
+    assert!(
+        err.contains("binky restarts a service found over its memory limit"),
         "{err}"
     );
     let api = service(&env, "w", "api");
     assert_eq!(api["state"], "running");
-    assert_eq!(api["limits"]["enforced"], false, "{api}");
-    assert_eq!(api["limits"]["mechanism"], "none", "{api}");
+    assert_eq!(api["limits"]["enforced"], true, "{api}");
+    assert_eq!(api["limits"]["mechanism"], "polled", "{api}");
+    let note = api["limits"]["note"].as_str().unwrap();
     assert!(
-        api["limits"]["note"]
-            .as_str()
-            .unwrap()
-            .contains("BINKY_CGROUP_ROOT"),
+        note.starts_with("memory: restarted over the limit (polled every 5 s), not capped (no cgroup binky can use"),
         "{api}"
     );
+    assert!(note.contains("BINKY_CGROUP_ROOT"), "{api}");
     let evs = events(&env, "w");
     assert!(
         evs.iter().any(|(k, m)| k == "limits"
             && m.starts_with(
-                "api: limits (memory 256 MiB) are not enforced: no cgroup binky can use"
+                "api: limits (memory 256 MiB) are not capped on this machine: memory: restarted over the limit"
             )),
         "{evs:?}"
     );
     let out = stdout(&env.binky(&["status"]));
     assert!(
-        out.contains("limits memory 256 MiB (not enforced)"),
+        out.contains("limits memory 256 MiB (binky's polling, not capped)"),
         "{out}"
     );
-    // Still measured, from /proc.
+    let detail = stdout(&env.binky(&["status", "w"]));
+    assert!(
+        detail.contains(
+            "      limits: memory: restarted over the limit (polled every 5 s), not capped"
+        ),
+        "{detail}"
+    );
+    // Measured, from the process table.
     wait_until(
         "api measured without a cgroup",
         Duration::from_secs(30),
@@ -376,6 +390,114 @@ limits = { memory = "256M" }
         },
     );
     assert_eq!(env.home_cgroups(), Vec::<PathBuf>::new(), "no cgroup made");
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// The niceness of `pid`, as `ps` shows it.
+fn niceness(pid: u32) -> i32 {
+    let out = std::process::Command::new("ps")
+        .args(["-o", "ni=", "-p", &pid.to_string()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("ps -o ni= -p {pid}: {e}: {out:?}"))
+}
+
+#[test]
+fn where_binky_polls_a_service_over_its_memory_limit_is_restarted_and_says_why_and_one_within_is_left_alone(
+) {
+    let env = Env::new(&format!(
+        r#"
+[project]
+name = "acme"
+{{range}}
+
+[services.hog]
+cmd = "{HOG}"
+limits = {{ memory = "64M" }}
+
+[services.calm]
+cmd = "sleep 600"
+limits = {{ memory = "64M", cpu = "0.5" }}
+
+[services.free]
+cmd = "sleep 600"
+"#
+    ));
+    // binky's polling, as on macOS, whatever this machine offers.
+    let vars = [("BINKY_LIMITS", "polled")];
+    env.binky_env(&["daemon", "stop"], &vars);
+    let up = env.binky_env(&["up", "w", "--no-wait"], &vars);
+    assert!(up.status.success(), "{}", stderr(&up));
+    wait_until("calm runs", Duration::from_secs(20), || {
+        env.pid_of("w", "calm").is_some()
+    });
+    let calm = env.pid_of("w", "calm").unwrap();
+    // The watcher measures the service within its limit before the hog is stopped.
+    wait_until("calm measured", Duration::from_secs(30), || {
+        service(&env, "w", "calm")["usage"]["memory_bytes"]
+            .as_u64()
+            .is_some_and(|m| m > 0)
+    });
+    let stopped = "stopped over its memory limit of 64 MiB (it had ";
+    wait_until(
+        "hog stopped over its limit",
+        Duration::from_secs(30),
+        || {
+            service(&env, "w", "hog")["last_exit"]
+                .as_str()
+                .is_some_and(|e| e.starts_with(stopped))
+        },
+    );
+    let hog = service(&env, "w", "hog");
+    assert!(
+        hog["last_exit"]
+            .as_str()
+            .unwrap()
+            .ends_with("resident), as binky does where the system cannot cap memory"),
+        "{hog}"
+    );
+    assert!(hog["oom_kills"].as_u64().unwrap() >= 1, "{hog}");
+    assert_eq!(hog["limits"]["mechanism"], "polled", "{hog}");
+    let evs = events(&env, "w");
+    assert!(
+        evs.iter().any(|(k, m)| k == "oom"
+            && m.starts_with("hog went over its memory limit of 64 MiB (")
+            && m.ends_with("stopped and restarted (restart = on-failure), as binky does where the system cannot cap memory")),
+        "{evs:?}"
+    );
+    // Restarted under its policy (on-failure), though it took its SIGTERM.
+    wait_until("hog restarted", Duration::from_secs(30), || {
+        service(&env, "w", "hog")["restarts"].as_u64().unwrap_or(0) >= 1
+    });
+    // The service within its limit is measured on and left alone.
+    let after = binky_controllers::store::now_ms();
+    wait_until("calm measured again", Duration::from_secs(30), || {
+        service(&env, "w", "calm")["usage"]["sampled_at"]
+            .as_i64()
+            .is_some_and(|t| t > after)
+    });
+    let c = service(&env, "w", "calm");
+    assert_eq!(c["oom_kills"], 0, "{c}");
+    assert_eq!(c["restarts"], 0, "{c}");
+    assert_eq!(env.pid_of("w", "calm"), Some(calm));
+    assert!(alive(calm));
+    // Its CPU limit under one core: the lowest priority; a service without one keeps the
+    // world's (the `nice` setting's default, 10).
+    assert_eq!(niceness(calm), 19);
+    assert_eq!(niceness(env.pid_of("w", "free").unwrap()), 10);
+    let detail = stdout(&env.binky(&["status", "w"]));
+    assert!(
+        detail.contains("memory: restarted over the limit (polled every 5 s), not capped; cpu: lower priority (nice 19), not capped (BINKY_LIMITS=polled)"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("last stopped over its memory limit of 64 MiB"),
+        "{detail}"
+    );
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }

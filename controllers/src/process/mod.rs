@@ -144,6 +144,9 @@ pub struct ProcessController<S> {
     told: std::sync::Mutex<HashMap<WorldId, (BTreeSet<String>, i64)>>,
     /// What each shared world last told its users of its services' readiness.
     digests: std::sync::Mutex<HashMap<WorldId, String>>,
+    /// The runs the sampler found over their memory limit where binky enforces it by
+    /// polling (`resources.rs`), until their step stops them and their end is counted.
+    over_memory: std::sync::Mutex<HashMap<(WorldId, String), resources::OverMemory>>,
 }
 
 impl<S: Supervisor> ProcessController<S> {
@@ -158,6 +161,7 @@ impl<S: Supervisor> ProcessController<S> {
             trigger: None,
             told: std::sync::Mutex::default(),
             digests: std::sync::Mutex::default(),
+            over_memory: std::sync::Mutex::default(),
         }
     }
 

@@ -14,13 +14,18 @@
 //!   The location is in the store, so a restarted daemon finds the cgroups of the one before.
 //! - CPU is the percent of one core used over the last sampling interval; memory the working
 //!   set at the sample.
+//! - Where binky enforces memory limits by polling ([`Mechanism::Polled`]: macOS, the BSDs,
+//!   Linux without cgroups or `systemd-run`), a run found over its limit at a sample is
+//!   stopped (its stop signal, then SIGKILL, as any stop) by its next step, counted as an
+//!   out-of-memory kill, and restarted under its restart policy as after a failure; its
+//!   `last_exit` and an `oom` event say it went over and what it had resident.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::ProcessController;
-use crate::limits::{bytes, ResourceLimits};
+use crate::limits::{bytes, Mechanism, ResourceLimits};
 use crate::spec::Process;
 use crate::store::{self, now_ms, owner, write, ProcState, StoreError, World, WorldId};
 use crate::supervisor::{ProcId, Supervisor, Usage};
@@ -35,16 +40,49 @@ pub(super) struct Oom {
     pub(super) kills: u64,
     /// The limit, in bytes.
     pub(super) limit: Option<u64>,
+    /// binky stopped it, over its limit with this many bytes resident (the polled
+    /// mechanism), rather than the kernel.
+    pub(super) polled: Option<u64>,
 }
 
 impl Oom {
-    /// `out of memory (limit 64 MiB)`.
+    /// `out of memory (limit 64 MiB)`; polled: `stopped over its memory limit of 64 MiB
+    /// (it had 80 MiB resident), as binky does where the system cannot cap memory`.
     pub(super) fn describe(&self) -> String {
-        match self.limit {
-            Some(l) => format!("out of memory (limit {})", bytes(l)),
-            None => "out of memory".to_owned(),
+        match (self.polled, self.limit) {
+            (Some(used), Some(l)) => format!(
+                "stopped over its memory limit of {} (it had {} resident), as binky does where the system cannot cap memory",
+                bytes(l),
+                bytes(used)
+            ),
+            (_, Some(l)) => format!("out of memory (limit {})", bytes(l)),
+            (_, None) => "out of memory".to_owned(),
         }
     }
+}
+
+/// A run the sampler found over its memory limit (the polled mechanism).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OverMemory {
+    /// The run.
+    pub(crate) id: ProcId,
+    /// Bytes resident at the sample.
+    pub(crate) used: u64,
+    /// Its limit, in bytes.
+    pub(crate) limit: u64,
+    /// Its step has stopped it.
+    pub(crate) stopped: bool,
+}
+
+/// The limit a run using `used` bytes is over, when binky itself enforces it (`mechanism`
+/// is [`Mechanism::Polled`]; a cgroup, a scope or a Job object enforce theirs without
+/// binky) and `limit` is set: over means more bytes resident than the limit.
+pub(crate) fn over_memory_limit(
+    mechanism: Mechanism,
+    limit: Option<u64>,
+    used: u64,
+) -> Option<u64> {
+    limit.filter(|l| mechanism == Mechanism::Polled && used > *l)
 }
 
 /// How often a service found idle is read in full (between, only its CPU time is read).
@@ -111,21 +149,24 @@ impl<S: Supervisor> ProcessController<S> {
             .read(|c| store::resources(c, world))?
             .into_iter()
             .find(|r| r.service == name);
-        let unenforced = !limits.is_none() && !placed.mechanism.enforces();
+        // Not capped (binky's polling) or not enforced at all: said once per change.
+        let uncapped = !limits.is_none() && !placed.mechanism.caps();
         let said_before = before.as_ref().is_some_and(|b| {
-            !b.mechanism.enforces()
+            b.mechanism == placed.mechanism
                 && b.note == placed.note
                 && b.memory_limit == limits.memory
                 && b.cpu_limit == limits.cpu_millis
         });
-        if unenforced && !said_before {
+        if uncapped && !said_before {
+            let how = if placed.mechanism.enforces() {
+                "are not capped on this machine"
+            } else {
+                "are not enforced"
+            };
             self.event(
                 world,
                 "limits",
-                &format!(
-                    "{name}: limits ({limits}) are not enforced: {}",
-                    placed.note
-                ),
+                &format!("{name}: limits ({limits}) {how}: {}", placed.note),
             );
         }
         self.store.write(owner::Process, |tx| {
@@ -133,9 +174,25 @@ impl<S: Supervisor> ProcessController<S> {
         })
     }
 
-    /// The run of `name` ended: the out-of-memory kills its cgroup counted (when it had
-    /// any), then its cgroup is removed.
-    pub(super) fn run_ended(&self, world: WorldId, name: &str) -> Option<Oom> {
+    /// The run `run` of `name` ended: stopped by binky over its memory limit (the polled
+    /// mechanism), or the out-of-memory kills its cgroup counted (when it had any), then
+    /// its cgroup is removed.
+    pub(super) fn run_ended(&self, world: WorldId, name: &str, run: Option<ProcId>) -> Option<Oom> {
+        let over = self
+            .over_memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(world, name.to_owned()));
+        // Found over its limit but ended before its step stopped it: not binky's doing; an
+        // earlier run's mark (stopped otherwise, by `down`) is not this run's.
+        if let Some(over) = over.filter(|o| o.stopped && Some(o.id) == run) {
+            self.write_resources(|tx| write::process::count_oom_kill(tx, world, name));
+            return Some(Oom {
+                kills: 1,
+                limit: Some(over.limit),
+                polled: Some(over.used),
+            });
+        }
         let row = self
             .store
             .read(|c| store::resources(c, world))
@@ -150,12 +207,62 @@ impl<S: Supervisor> ProcessController<S> {
             .map(|u| Oom {
                 kills: u.oom_kills,
                 limit: row.memory_limit,
+                polled: None,
             });
         self.release_cgroup(world, name);
         if oom.is_some() {
             self.write_resources(|tx| write::process::count_oom_kill(tx, world, name));
         }
         oom
+    }
+
+    /// The run `id` of `name` is over its memory limit and not yet stopped: it is marked
+    /// stopped (its step stops it now).
+    pub(super) fn to_stop_over_memory(
+        &self,
+        world: WorldId,
+        name: &str,
+        id: ProcId,
+    ) -> Option<OverMemory> {
+        let mut over = self.over_memory.lock().unwrap_or_else(|e| e.into_inner());
+        let o = over
+            .get_mut(&(world, name.to_owned()))
+            .filter(|o| o.id == id && !o.stopped)?;
+        o.stopped = true;
+        Some(*o)
+    }
+
+    /// The sampler found the run `id` of `name` using `u`: when binky enforces its memory
+    /// limit itself and it is over, it is marked for its step to stop, and its world woken.
+    fn check_memory(
+        &self,
+        key: &(WorldId, String),
+        id: ProcId,
+        row: Option<&store::ResourceRow>,
+        u: &Usage,
+    ) {
+        let Some(row) = row else { return };
+        let Some(limit) = over_memory_limit(row.mechanism, row.memory_limit, u.memory_bytes) else {
+            return;
+        };
+        let mut over = self.over_memory.lock().unwrap_or_else(|e| e.into_inner());
+        if over.get(key).is_some_and(|o| o.id == id) {
+            return;
+        }
+        tracing::info!(world = %key.0, service = %key.1, used = u.memory_bytes, limit, "over its memory limit; stopping it");
+        over.insert(
+            key.clone(),
+            OverMemory {
+                id,
+                used: u.memory_bytes,
+                limit,
+                stopped: false,
+            },
+        );
+        drop(over);
+        if let Some(t) = &self.trigger {
+            t.world(key.0);
+        }
     }
 
     /// Remove the cgroup of `name`'s last run (its process is gone or stopped).
@@ -277,11 +384,16 @@ impl<S: Supervisor> ProcessController<S> {
             })
             .and_then(|r| r.cgroup.as_deref());
         // Found idle lately: its CPU time alone says whether it still is (one small
-        // file, where the whole reading is five, one of them long).
-        if seen
-            .quiet
-            .get(key)
-            .is_some_and(|at| now - at < QUIET_FULL_MS)
+        // file, where the whole reading is five, one of them long). Not a service whose
+        // memory limit binky polls: a slow leak uses little CPU, and its memory is read
+        // at every sample.
+        let polled =
+            before.is_some_and(|r| r.mechanism == Mechanism::Polled && r.memory_limit.is_some());
+        if !polled
+            && seen
+                .quiet
+                .get(key)
+                .is_some_and(|at| now - at < QUIET_FULL_MS)
         {
             let now_used = self.sup.cpu_usec(cgroup, Some(id));
             if before.is_some_and(|r| idle_since(r, now_used, now)) {
@@ -289,6 +401,12 @@ impl<S: Supervisor> ProcessController<S> {
             }
         }
         let u = self.sup.usage(cgroup, Some(id))?;
+        if matches!(
+            p.state,
+            ProcState::Starting | ProcState::Running | ProcState::Unhealthy
+        ) {
+            self.check_memory(key, id, before, &u);
+        }
         let recently = seen.written.get(key).is_some_and(|at| now - at < 60_000);
         let unchanged = recently
             && before.is_some_and(|r| {

@@ -860,6 +860,107 @@ async fn an_out_of_memory_kill_ends_the_run_as_such_and_it_restarts_while_neighb
 }
 
 #[tokio::test]
+async fn where_binky_polls_a_service_over_its_memory_limit_is_stopped_counted_and_restarted() {
+    let h = h();
+    let note = "memory: restarted over the limit (polled every 5 s), not capped (this system has neither cgroups nor Job objects)";
+    {
+        let mut s = h.sup.inner.lock().unwrap();
+        s.mechanism = crate::process::Mechanism::Polled;
+        s.note = note.into();
+    }
+    let id = h.up(spec(vec![
+        ("hog", limited("hog", Some("64M"), None)),
+        ("calm", limited("calm", Some("64M"), None)),
+    ]));
+    h.converge(id).await;
+    let mut said = messages(&h, "limits");
+    said.sort();
+    assert_eq!(
+        said,
+        [
+            format!("calm: limits (memory 64 MiB) are not capped on this machine: {note}"),
+            format!("hog: limits (memory 64 MiB) are not capped on this machine: {note}"),
+        ]
+    );
+    let calm = h.sup.live("calm");
+    let hog = h.sup.live("hog");
+    let use_ = |service: &str, mib: u64| {
+        h.sup.inner.lock().unwrap().usage.insert(
+            format!("fake:{id}/{service}"),
+            crate::supervisor::Usage {
+                memory_bytes: mib << 20,
+                ..Default::default()
+            },
+        );
+    };
+    // At its limit is within it: nothing is stopped.
+    use_("hog", 64);
+    use_("calm", 10);
+    h.proc_.sample_usage().await.unwrap();
+    reconcile(&h.proc_, &h.store, id).await;
+    assert!(h.sup.inner.lock().unwrap().stopped.is_empty());
+    assert_eq!(resources_of(&h, id, "hog").memory_bytes, Some(64 << 20));
+    // Over it: the sample marks it, the world's step stops it as any stop.
+    use_("hog", 80);
+    h.proc_.sample_usage().await.unwrap();
+    assert!(
+        h.sup.inner.lock().unwrap().stopped.is_empty(),
+        "the sampler only marks it"
+    );
+    reconcile(&h.proc_, &h.store, id).await;
+    {
+        let s = h.sup.inner.lock().unwrap();
+        assert_eq!(s.stopped, ["hog"]);
+        assert_eq!(s.stop_hows[0].1.signal, "SIGTERM");
+    }
+    // Its end is read by the next step.
+    reconcile(&h.proc_, &h.store, id).await;
+    let row = h.row(id, "hog");
+    let how = "stopped over its memory limit of 64 MiB (it had 80 MiB resident), as binky does where the system cannot cap memory";
+    assert_eq!(row.last_exit.as_deref(), Some(how));
+    // It took SIGTERM as any stop, yet it failed: on-failure restarts it.
+    assert_eq!(row.state, ProcState::Backoff, "{}", row.message);
+    assert!(
+        row.message.starts_with(&format!("{how} after")),
+        "{}",
+        row.message
+    );
+    assert_eq!(
+        messages(&h, "oom"),
+        ["hog went over its memory limit of 64 MiB (80 MiB resident): stopped and restarted (restart = on-failure), as binky does where the system cannot cap memory"]
+    );
+    assert_eq!(resources_of(&h, id, "hog").oom_kills, 1);
+    assert_eq!(resources_of(&h, id, "calm").oom_kills, 0);
+    assert_eq!(h.sup.live("calm"), calm, "the neighbour keeps running");
+    h.pretend_restart_is_due();
+    h.converge(id).await;
+    assert_ne!(h.sup.live("hog"), hog, "restarted");
+    // The limits were said once, not again at the restart.
+    assert_eq!(messages(&h, "limits").len(), 2);
+    // A run found over its limit that ends by itself before its step is a crash of its
+    // own, not binky's stop.
+    use_("hog", 90);
+    h.proc_.sample_usage().await.unwrap();
+    h.sup.exit("hog", 1);
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.row(id, "hog").last_exit.as_deref(), Some("exit 1"));
+    assert_eq!(resources_of(&h, id, "hog").oom_kills, 1);
+    assert_eq!(h.sup.inner.lock().unwrap().stopped, ["hog"]);
+    h.pretend_restart_is_due();
+    h.converge(id).await;
+    // Where the kernel enforces them (a cgroup), a sample over the limit stops nothing.
+    h.sup.inner.lock().unwrap().mechanism = crate::process::Mechanism::CgroupV1;
+    h.sup.exit("hog", 1);
+    reconcile(&h.proc_, &h.store, id).await;
+    h.pretend_restart_is_due();
+    h.converge(id).await;
+    use_("hog", 200);
+    h.proc_.sample_usage().await.unwrap();
+    reconcile(&h.proc_, &h.store, id).await;
+    assert_eq!(h.sup.inner.lock().unwrap().stopped, ["hog"]);
+}
+
+#[tokio::test]
 async fn down_and_remove_release_the_worlds_cgroups() {
     let h = h();
     let id = h.up(spec(vec![("api", web("api", &[]))]));

@@ -6,7 +6,31 @@
 //!   its files and its usage read from them.
 //! - Windows: a Job object per service, which the supervisor makes for every service it
 //!   starts; its memory and CPU-rate limits are set on that job when the service starts.
-//! - Other systems (macOS, the BSDs): none; limits are not enforced there.
+//! - Other systems (macOS, the BSDs): nothing the system offers caps a group of processes,
+//!   so binky limits them itself ([`Native::Polled`]): it measures each service's resident
+//!   memory on its sampling cadence and restarts a service over its limit, and starts a
+//!   service whose CPU limit is below the machine's cores at a lower priority (`nice`).
+//!   Neither caps: a service may go over its memory limit for up to one sampling interval,
+//!   and a niced service still takes any CPU nothing else wants.
+//!
+//! # `setrlimit`, and why binky sets none of its limits
+//! `setrlimit` bounds one process, not a service's group, and none of its resources is
+//! what `limits` mean:
+//! - `RLIMIT_AS` (address space) is not memory in use: a JIT (V8, the JVM) or a database
+//!   reserves far more address space than it touches, and fails at start under it.
+//! - `RLIMIT_RSS` is not enforced by macOS, nor by Linux since 2.6; `RLIMIT_DATA` is not
+//!   enforced by macOS, and bounds only the heap of `brk`, not the `mmap` most allocators
+//!   use.
+//! - `RLIMIT_CPU` counts CPU seconds over a process's life and then kills it: a cap on
+//!   total work, not on a share of a core.
+//! - `RLIMIT_NOFILE` and `RLIMIT_CORE` are not limits a user states in `limits`: a service
+//!   starts with the ones the daemon was started with (the daemon raises its own open-file
+//!   limit for its watcher and gives a service the old one back:
+//!   [`crate::process::in_new_group_niced_async`]).
+//!
+//! So on these systems binky uses `setpriority` (through
+//! [`crate::process::in_new_group_niced_async`], in the child before it runs) and its own
+//! polling, and says in `binky check` and `binky status` that neither caps.
 //!
 //! The types here are plain (bytes, a share of a core, microseconds, paths): the decisions —
 //! which limits a service has, what binky calls its directories, what it tells the user —
@@ -22,8 +46,11 @@ pub enum Native {
     /// A Job object per service (Windows): memory and CPU rate, enforced by the system for
     /// every process the service starts.
     JobObjects,
-    /// Nothing this system offers, which binky uses (macOS and the BSDs).
-    None,
+    /// Nothing this system offers caps a group of processes (macOS and the BSDs): binky
+    /// restarts a service over its memory limit, polled, and lowers the priority of one
+    /// with a CPU limit (see the module's doc). Also what binky falls back to on Linux
+    /// without cgroups or `systemd-run`.
+    Polled,
 }
 
 /// What this system enforces limits with (see [`Native`]).
@@ -38,9 +65,9 @@ pub fn native() -> Native {
     }
     #[cfg(all(unix, not(target_os = "linux")))]
     {
-        // No cgroups; `setrlimit`'s address-space limit would kill a JIT's or a database's
-        // reservations rather than bound what they use, so binky uses nothing.
-        Native::None
+        // No cgroups, no Job objects; `setrlimit` bounds none of what `limits` mean (see
+        // the module's doc).
+        Native::Polled
     }
 }
 
@@ -113,7 +140,7 @@ mod tests {
         } else if cfg!(windows) {
             Native::JobObjects
         } else {
-            Native::None
+            Native::Polled
         };
         assert_eq!(native(), expected);
     }

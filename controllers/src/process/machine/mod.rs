@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod exit;
 mod health;
 mod setup;
 
@@ -274,7 +275,22 @@ impl<S: Supervisor> ProcessController<S> {
                 Vec::new()
             }
         };
-        match self.sup.liveness(s.world.id, id) {
+        let liveness = self.sup.liveness(s.world.id, id);
+        // Over its memory limit at the last sample, where binky enforces it by polling, and
+        // still running: stopped as any stop. Its end, read by the next step (its exit
+        // nudges the world), counts as out of memory (`on_exit`).
+        if matches!(liveness, Liveness::Running) {
+            if let Some(over) = self.to_stop_over_memory(s.world.id, s.name, id) {
+                tracing::info!(world = %s.world.name, service = %s.name, used = over.used, limit = over.limit, "stopping a service over its memory limit");
+                self.sup.stop(id, self.stop_how(Some(s.process))).await;
+                return Ok(Flow::Done(Step {
+                    wake: Some(Duration::from_millis(100)),
+                    waiting: Some(format!("{}: stopping, over its memory limit", s.name)),
+                    ..Step::default()
+                }));
+            }
+        }
+        match liveness {
             Liveness::Running
                 if !edited.is_empty() || row.spec_hash.as_deref() != Some(&s.resolved.hash) =>
             {
@@ -793,73 +809,6 @@ impl<S: Supervisor> ProcessController<S> {
         }
         step
     }
-
-    /// The process exited: what its restart policy makes of it.
-    fn on_exit(
-        &self,
-        world: &World,
-        name: &str,
-        policy: Restart,
-        row: &mut ProcessRow,
-        exit: Exit,
-    ) -> Result<(), StoreError> {
-        let ran = ms_since(row.started_at);
-        if ran >= self.config.stable_after {
-            row.failures = 0;
-        }
-        // Its cgroup says whether the kernel killed it (or one of its processes) for memory.
-        let oom = self.run_ended(world.id, name);
-        let how = match oom {
-            Some(oom) if killed(exit) => format!("killed: {}", oom.describe()),
-            Some(oom) => format!(
-                "{exit}; {}: the kernel killed {} of its processes",
-                oom.describe(),
-                oom.kills
-            ),
-            None => exit.to_string(),
-        };
-        row.last_exit = Some(how.clone());
-        row.last_exit_at = Some(now_ms());
-        forget_process(row);
-        row.healthy = false;
-        let restart = match policy {
-            Restart::Always => true,
-            Restart::OnFailure => !exit.success(),
-            Restart::Never => false,
-        };
-        if restart {
-            row.failures += 1;
-            let delay = restart_delay(row.failures);
-            row.state = ProcState::Backoff;
-            row.next_start_at = Some(now_ms() + delay.as_millis() as i64);
-            row.message = format!("{how} after {}; restarting in {}", secs(ran), secs(delay));
-        } else if exit.success() {
-            row.state = ProcState::Exited;
-            row.message = format!("completed ({how}) after {}", secs(ran));
-        } else {
-            row.failures += 1;
-            row.state = ProcState::Failed;
-            row.message = format!("{how} after {} (restart = {})", secs(ran), policy.as_str());
-        }
-        if let Some(oom) = oom {
-            self.event(
-                world.id,
-                "oom",
-                &format!(
-                    "{name} ran {}: the kernel killed {} of its processes",
-                    oom.describe(),
-                    oom.kills
-                ),
-            );
-        }
-        self.event(world.id, "exited", &format!("{name}: {}", row.message));
-        self.save(world.id, row)
-    }
-}
-
-/// It died by SIGKILL: the signal itself, or a shell reporting its child's (128 + 9).
-fn killed(exit: Exit) -> bool {
-    exit.signal == Some(9) || exit.code == Some(137)
 }
 
 /// How long one probe of `process` waits for an answer: a service with a health check may
