@@ -444,6 +444,7 @@ mod tests {
     }
 
     /// Makes the folders `dirs` (relative) under `root`, each with the programs `programs`.
+    #[cfg(unix)]
     fn tree(root: &Path, dirs: &[&str], programs: &[&str]) {
         for dir in dirs {
             let dir = root.join(dir);
@@ -455,6 +456,9 @@ mod tests {
         }
     }
 
+    // macOS's paths are Unix paths: on Windows `Path::join` writes a backslash between them and an
+    // executable needs `.exe`, so these run on Unix (Linux in CI).
+    #[cfg(unix)]
     #[test]
     fn macos_finds_homebrews_formulae_and_postgres_app_in_a_tree_on_disk() {
         let disk = tempfile::tempdir().unwrap();

@@ -195,6 +195,9 @@ mod tests {
         );
     }
 
+    // macOS's paths are Unix paths: on Windows `Path::join` writes a backslash between them and an
+    // executable needs `.exe`, so these run on Unix (Linux in CI).
+    #[cfg(unix)]
     #[test]
     fn macos_takes_the_ca_into_the_login_keychain_as_a_root_and_takes_its_trust_out_with_it() {
         let store = user_store_on(System::MacOs, Some(Path::new("/Users/me"))).unwrap();
@@ -226,6 +229,9 @@ mod tests {
         assert_eq!(user_store_on(System::MacOs, None), None);
     }
 
+    // macOS's paths are Unix paths: on Windows `Path::join` writes a backslash between them and an
+    // executable needs `.exe`, so these run on Unix (Linux in CI).
+    #[cfg(unix)]
     #[test]
     fn a_failed_keychain_change_says_macos_asks_for_the_password_and_how_to_do_it_by_hand() {
         let store = user_store_on(System::MacOs, Some(Path::new("/Users/me"))).unwrap();
