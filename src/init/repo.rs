@@ -28,6 +28,12 @@ pub struct Repo {
     pub compose: Option<ComposeSource>,
     /// The text of `.env`.
     pub dotenv: Option<String>,
+    /// Git tracks `.env`: its values are the repository's own development settings,
+    /// committed for everyone (a value of it is no credential of this machine).
+    pub dotenv_tracked: bool,
+    /// The virtualenvs beside the project's code that git ignores (`backend/.venv`: a
+    /// directory with `pyvenv.cfg` and `bin/python`), each with the programs of its `bin/`.
+    pub venvs: BTreeMap<String, BTreeSet<String>>,
     /// The `env_file`s compose services name, other than `.env` (path as written → text).
     pub env_files: BTreeMap<String, String>,
     /// Files that say what runs and how, by path relative to the directory (`/`-separated,
@@ -105,6 +111,9 @@ pub fn wanted_file(rel: &str) -> bool {
                 | "alembic.ini"
                 | "pyproject.toml"
                 | "Pipfile"
+                // What a Python part runs once before it starts: the seed beside Alembic.
+                | "prestart.sh"
+                | "initial_data.py"
         )
         || (name.starts_with("requirements") && name.ends_with(".txt"))
         || (parent == "requirements" && name.ends_with(".txt"))

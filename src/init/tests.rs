@@ -1590,3 +1590,134 @@ services:
         g.toml
     );
 }
+
+/// The FastAPI monorepo shape: compose at the top, one Dockerfile under backend/ that
+/// builds the frontend in a stage and runs the API from /app/backend/, settings
+/// interpolated from `.env`, a prestart script that migrates and seeds.
+fn fastapi_monorepo(tracked: bool, venv: bool) -> Repo {
+    let compose = "services:\n  db:\n    image: postgres:17\n    environment:\n      POSTGRES_PASSWORD: ${POSTGRES_PASSWORD:?Variable not set}\n  prestart:\n    build: { context: ., dockerfile: backend/Dockerfile }\n    depends_on: [db]\n    command: bash scripts/prestart.sh\n  backend:\n    build: { context: ., dockerfile: backend/Dockerfile }\n    depends_on: [db, prestart]\n    ports: [\"8000:8000\"]\n    environment:\n      SECRET_KEY: ${SECRET_KEY:?Variable not set}\n      FIRST_SUPERUSER_PASSWORD: ${FIRST_SUPERUSER_PASSWORD:?Variable not set}\n      GITHUB_TOKEN: ${GITHUB_TOKEN}\n      FRONTEND_HOST: ${FRONTEND_HOST:-http://localhost:5173}\n      DATABASE_URL: postgresql://postgres:${POSTGRES_PASSWORD}@db:5432/app\n";
+    let dockerfile = "FROM node:22 AS frontend-build\nWORKDIR /app/frontend\nCOPY ./frontend /app/frontend\nRUN npm run build\nFROM python:3.12\nWORKDIR /app/\nCOPY ./backend/scripts /app/backend/scripts\nCOPY ./backend/alembic.ini /app/backend/\nCOPY ./backend/app /app/backend/app\nWORKDIR /app/backend/\nCMD [\"fastapi\", \"run\", \"--workers\", \"4\"]\n";
+    let mut repo = repo_with(
+        compose,
+        Some("SECRET_KEY=changethis\nFIRST_SUPERUSER_PASSWORD=changethis\nPOSTGRES_PASSWORD=changethis\nGITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"),
+    );
+    repo.dotenv_tracked = tracked;
+    repo.files = super::read::files(&[
+        ("backend/Dockerfile", dockerfile),
+        ("backend/alembic.ini", "[alembic]\n"),
+        (
+            "backend/scripts/prestart.sh",
+            "set -e\npython app/backend_pre_start.py\nalembic upgrade head\npython app/initial_data.py\n",
+        ),
+        ("backend/app/initial_data.py", ""),
+        (
+            "frontend/package.json",
+            r#"{"scripts":{"dev":"vite","build":"vite build"},"devDependencies":{"vite":"^6"}}"#,
+        ),
+    ]);
+    if venv {
+        repo.venvs.insert(
+            "backend/.venv".into(),
+            ["python", "fastapi", "alembic"]
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+        );
+    }
+    repo
+}
+
+#[test]
+fn a_credential_the_tracked_dotenv_sets_is_its_default_and_an_untracked_ones_stays_a_reference() {
+    let g = generate(&fastapi_monorepo(true, false)).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "backend", "env", "SECRET_KEY"]),
+        "${env.SECRET_KEY:-changethis}"
+    );
+    assert_eq!(
+        string(
+            &t,
+            &["services", "backend", "env", "FIRST_SUPERUSER_PASSWORD"]
+        ),
+        "${env.FIRST_SUPERUSER_PASSWORD:-changethis}"
+    );
+    // Nothing `binky up` refuses for want of it: only the token stays required.
+    assert!(
+        !g.toml.contains("Set before `binky up`: SECRET_KEY"),
+        "{}",
+        g.toml
+    );
+    // A real token's shape is not copied, tracked or not: the repository may have
+    // committed it by mistake.
+    absent(&g, "ghp_abcdefghijklmnopqrstuvwxyz0123456789");
+    assert_eq!(
+        string(&t, &["services", "backend", "env", "GITHUB_TOKEN"]),
+        "${env.GITHUB_TOKEN}"
+    );
+    assert!(
+        g.toml.contains("# Set before `binky up`: GITHUB_TOKEN\n"),
+        "{}",
+        g.toml
+    );
+
+    // Not tracked: a machine's own .env, whose values are never copied.
+    let g = generate(&fastapi_monorepo(false, false)).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "backend", "env", "SECRET_KEY"]),
+        "${env.SECRET_KEY}"
+    );
+    absent(&g, "changethis");
+}
+
+#[test]
+fn a_python_part_runs_from_its_dockerfiles_workdir_through_its_own_venv_which_each_world_copies() {
+    let g = generate(&fastapi_monorepo(true, true)).unwrap();
+    let t = valid(&g);
+    let backend = svc(&t, "backend");
+    assert_eq!(string(&t, &["services", "backend", "workdir"]), "backend");
+    assert_eq!(
+        backend["cmd"].as_str(),
+        Some(".venv/bin/fastapi run --workers 4 --port ${self.port}"),
+        "{}",
+        g.toml
+    );
+    assert_eq!(
+        t["project"]["copy"].as_array().map(Vec::as_slice),
+        Some(&[toml::Value::from("backend/.venv")][..]),
+        "{}",
+        g.toml
+    );
+    // alembic.ini beside the code: migrated and seeded once, in a golden template.
+    let db = svc(&t, "db");
+    assert_eq!(
+        db["migrate"].as_str(),
+        Some(".venv/bin/alembic upgrade head")
+    );
+    assert_eq!(
+        db["seed"].as_str(),
+        Some(".venv/bin/python app/initial_data.py")
+    );
+    assert_eq!(db["clone_from"].as_str(), Some("golden"));
+    assert_eq!(db["workdir"].as_str(), Some("backend"));
+    // The frontend only a Dockerfile stage builds: its own dev server, and the backend's
+    // browser-facing origin is that server's proxy URL.
+    assert_eq!(
+        string(&t, &["services", "frontend", "cmd"]),
+        "npm run dev -- --port ${self.port} --strictPort --host 127.0.0.1"
+    );
+    assert_eq!(
+        string(&t, &["services", "backend", "env", "FRONTEND_HOST"]),
+        "${frontend.proxy_url}"
+    );
+
+    // Without a venv: the commands as the Dockerfile has them, nothing to copy.
+    let g = generate(&fastapi_monorepo(true, false)).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "backend", "cmd"]),
+        "fastapi run --workers 4 --port ${self.port}"
+    );
+    assert!(!t["project"].as_table().unwrap().contains_key("copy"));
+}

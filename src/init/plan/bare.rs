@@ -207,6 +207,7 @@ pub(super) fn release_migration(plan: &mut Plan, cmd: String) {
                 cmd,
                 workdir,
                 owner,
+                seed: None,
                 blocked: None,
             },
         );
@@ -215,7 +216,7 @@ pub(super) fn release_migration(plan: &mut Plan, cmd: String) {
 
 /// A Procfile's `web` command, listening on `$PORT`, which binky sets: as written when it
 /// says `$PORT` or runs a server that reads it (gunicorn), else with the port given to
-/// Django's `runserver`, uvicorn or a Rails server.
+/// Django's `runserver`, uvicorn, FastAPI's `fastapi run`/`fastapi dev` or a Rails server.
 pub(super) fn listen_on_port(cmd: &str) -> String {
     if cmd.contains("PORT") || cmd.contains("gunicorn") {
         return cmd.to_owned();
@@ -230,9 +231,16 @@ pub(super) fn listen_on_port(cmd: &str) -> String {
         }
         return out.join(" ");
     }
-    if words
-        .iter()
-        .any(|w| w.ends_with("uvicorn") || *w == "rails")
+    if words.iter().any(|w| w.starts_with("--port")) {
+        return cmd.to_owned();
+    }
+    let fastapi = words
+        .windows(2)
+        .any(|w| w[0].rsplit('/').next() == Some("fastapi") && matches!(w[1], "run" | "dev"));
+    if fastapi
+        || words
+            .iter()
+            .any(|w| w.ends_with("uvicorn") || *w == "rails")
     {
         return format!("{cmd} --port 8000");
     }

@@ -222,7 +222,12 @@ impl Plan {
             return self.script_of(build, df, &cmd);
         }
         let path = build?.dockerfile_path()?;
-        Some((cmd, format!("the CMD of {path}")))
+        // A server that listens on its own default port (`fastapi run`: 8000) is given it,
+        // so that the port, written as `${self.port}`, is binky's.
+        Some((
+            super::bare::listen_on_port(&cmd),
+            format!("the CMD of {path}"),
+        ))
     }
 
     /// A service for each Vite or Next.js dev server of the project that no compose
@@ -257,9 +262,12 @@ impl Plan {
             let port = if ds.framework == "vite" { 5173 } else { 3000 };
             let mut def = Mapping::new();
             def.insert(Value::from("command"), Value::from(literal(&ds.cmd)));
+            // Published as the dev server serves it outside containers (`localhost:5173`):
+            // that address in another service's settings (a CORS origin, `FRONTEND_HOST`)
+            // is this service, and becomes its proxy URL.
             def.insert(
-                Value::from("expose"),
-                Value::Sequence(vec![Value::from(port.to_string())]),
+                Value::from("ports"),
+                Value::Sequence(vec![Value::from(format!("{port}:{port}"))]),
             );
             let pkg = crate::init::values::path_in(dir.as_deref(), "package.json");
             let from = format!("the dev script of {pkg} ({})", ds.framework);

@@ -205,14 +205,43 @@ impl Dockerfile {
                     .map(|rest| format!("{src}/{rest}"))
             };
             if let Some(rel) = found {
-                return match normalise(&crate::init::values::path_in(Some(context), &rel)) {
-                    Dir::Below(p) => Some(p),
-                    Dir::Here => Some(String::new()),
-                    Dir::Outside => None,
-                };
+                return in_context(context, &rel);
+            }
+        }
+        self.parent_of_copy(context, path)
+    }
+
+    /// `path` as the directory of something copied into it under its own name: `COPY
+    /// ./backend/app /app/backend/app` (or `COPY ./backend/alembic.ini /app/backend/`)
+    /// says `/app/backend` is `backend`. Only a source with a directory of its own counts:
+    /// `COPY ./alembic.ini /srv/` says nothing of where `/srv` is.
+    fn parent_of_copy(&self, context: &str, path: &str) -> Option<String> {
+        for (src, dst) in self.copies.iter().rev() {
+            if src.contains(['*', '?', '$']) {
+                continue;
+            }
+            let src = src.trim_end_matches('/');
+            let Some((parent, name)) = src.rsplit_once('/') else {
+                continue;
+            };
+            let at = match dst.strip_suffix('/') {
+                Some(dir) => format!("{dir}/{name}"),
+                None => dst.clone(),
+            };
+            if at == format!("{path}/{name}") && !matches!(parent, "" | ".") {
+                return in_context(context, parent);
             }
         }
         None
+    }
+}
+
+/// `rel` (a path of the build context) relative to the project; `None` outside it.
+fn in_context(context: &str, rel: &str) -> Option<String> {
+    match normalise(&crate::init::values::path_in(Some(context), rel)) {
+        Dir::Below(p) => Some(p),
+        Dir::Here => Some(String::new()),
+        Dir::Outside => None,
     }
 }
 
@@ -309,6 +338,17 @@ mod tests {
         );
         // A file copied into /srv/ is not /srv itself.
         assert_eq!(df.host_path("api", "/srv"), None);
+        // A monorepo's image: the API's directory is where its parts were copied from.
+        let mono = Dockerfile::parse(
+            "FROM node:22 AS frontend-build\nWORKDIR /app/frontend\nCOPY ./frontend /app/frontend\nFROM python:3.12\nWORKDIR /app/\nCOPY ./backend/alembic.ini /app/backend/\nCOPY ./backend/app /app/backend/app\nWORKDIR /app/backend/\nCMD [\"fastapi\", \"run\"]\n",
+            None,
+        );
+        assert_eq!(mono.workdir.as_deref(), Some("/app/backend/"));
+        assert_eq!(
+            mono.host_path(".", "/app/backend/").as_deref(),
+            Some("backend")
+        );
+        assert_eq!(mono.host_path(".", "/app"), None);
         let first = Dockerfile::parse("FROM a AS build\nWORKDIR /app\nFROM b\n", Some("build"));
         assert_eq!(first.workdir.as_deref(), Some("/app"));
         assert_eq!(

@@ -144,8 +144,17 @@ impl Writer {
             format!("\n{notes}")
         };
         let mut text = head.clone();
+        let copy = if self.plan.copy.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = self.plan.copy.iter().map(|p| q(p)).collect();
+            format!(
+                "# Each world gets its own copy of the virtualenv the commands run (git ignores it;\n# binky links its files and points its scripts at the world).\ncopy = [{}]\n",
+                list.join(", ")
+            )
+        };
         let project_part = format!(
-            "{notes}\n[project]\nname = {}\n\n{}",
+            "{notes}\n[project]\nname = {}\n{copy}\n{}",
             q(&self.plan.project),
             body
         );
