@@ -1721,3 +1721,36 @@ fn a_python_part_runs_from_its_dockerfiles_workdir_through_its_own_venv_which_ea
     );
     assert!(!t["project"].as_table().unwrap().contains_key("copy"));
 }
+
+#[test]
+fn the_header_names_only_the_todo_commands_check_and_up_name() {
+    // A test runner compose only builds: commented out, its placeholder with it; the
+    // worker compose only builds: a live TODO that `binky check` refuses.
+    let compose = "services:\n  api:\n    build: .\n    command: serve\n  playwright:\n    build: { context: ./frontend, dockerfile: Dockerfile.playwright }\n  worker:\n    build: ./worker\n";
+    let g = generate_with(compose, None);
+    assert!(g.toml.contains("# [services.playwright]"), "{}", g.toml);
+    assert!(
+        g.toml.contains("Before `binky up NAME`: write the command of worker\n"),
+        "{}",
+        g.toml
+    );
+    let loaded = crate::config::parse(&g.toml, Path::new("binky.toml")).unwrap();
+    let todos: Vec<&str> = loaded
+        .spec
+        .services
+        .iter()
+        .filter(|(_, s)| {
+            s.process()
+                .is_some_and(|p| p.cmd.trim_start().starts_with("TODO"))
+        })
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(todos, ["worker"]);
+    // Without the worker, nothing is left to write: the header says so.
+    let g = generate_with(
+        "services:\n  api:\n    build: .\n    command: serve\n  playwright:\n    build: { context: ./frontend, dockerfile: Dockerfile.playwright }\n",
+        None,
+    );
+    assert!(g.toml.contains("# [services.playwright]"), "{}", g.toml);
+    assert!(!g.toml.contains("write the command of"), "{}", g.toml);
+}

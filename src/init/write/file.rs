@@ -116,7 +116,12 @@ impl Writer {
             .plan
             .svcs
             .iter()
-            .filter(|s| body.contains(&format!("{TODO_CMD} {} on the host", s.name)))
+            // A live `cmd` only: a commented-out service's TODO is nothing `binky check`
+            // or `binky up` names, so the header does not either.
+            .filter(|s| {
+                let todo = format!("cmd = {}", q(&format!("{TODO_CMD} {} on the host", s.name)));
+                body.lines().any(|l| l == todo)
+            })
             .map(|s| s.name.clone())
             .collect();
         if todo_cmds.is_empty() {
