@@ -1730,7 +1730,8 @@ fn the_header_names_only_the_todo_commands_check_and_up_name() {
     let g = generate_with(compose, None);
     assert!(g.toml.contains("# [services.playwright]"), "{}", g.toml);
     assert!(
-        g.toml.contains("Before `binky up NAME`: write the command of worker\n"),
+        g.toml
+            .contains("Before `binky up NAME`: write the command of worker\n"),
         "{}",
         g.toml
     );
@@ -1753,4 +1754,29 @@ fn the_header_names_only_the_todo_commands_check_and_up_name() {
     );
     assert!(g.toml.contains("# [services.playwright]"), "{}", g.toml);
     assert!(!g.toml.contains("write the command of"), "{}", g.toml);
+}
+
+#[test]
+fn a_command_that_names_its_port_listens_on_binkys_instead() {
+    let compose = "services:\n  flower:\n    build: .\n    command: celery -A app flower --port=5555\n  api:\n    build: .\n    command: uvicorn app.main:app --host 0.0.0.0 --port 8000\n  web:\n    build: .\n    command: npx serve -p 3000\n  admin:\n    build: .\n    command: gunicorn app.wsgi --bind 0.0.0.0:9000\n  worker:\n    build: .\n    command: celery -A app worker -l info\n";
+    let g = generate_with(compose, None);
+    let t = valid(&g);
+    for (name, cmd) in [
+        ("flower", "celery -A app flower --port=${self.port}"),
+        (
+            "api",
+            "uvicorn app.main:app --host 0.0.0.0 --port ${self.port}",
+        ),
+        ("web", "npx serve -p ${self.port}"),
+        ("admin", "gunicorn app.wsgi --bind 0.0.0.0:${self.port}"),
+    ] {
+        assert_eq!(string(&t, &["services", name, "cmd"]), cmd, "{}", g.toml);
+        assert_eq!(svc(&t, name)["url"].as_bool(), Some(true), "{name}");
+    }
+    // A worker names no port: it gets none, and the signal it stops on at once.
+    assert!(!svc(&t, "worker").contains_key("url"), "{}", g.toml);
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGQUIT"
+    );
 }
