@@ -290,6 +290,11 @@ fn read_repo(dir: &Path, paths: &[PathBuf]) -> Result<init::Repo, Failure> {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
+    let dir_name = init::repository_name(
+        git_out(dir, &["remote", "get-url", "origin"]).as_deref(),
+        git_out(dir, &["rev-parse", "--show-toplevel"]).as_deref(),
+        &dir_name,
+    );
     let env_files = compose
         .as_ref()
         .map(|c| env_file_texts(dir, &c.text))
@@ -324,6 +329,22 @@ fn read_repo(dir: &Path, paths: &[PathBuf]) -> Result<init::Repo, Failure> {
         }
     }
     Ok(repo)
+}
+
+/// What `git ARGS` prints in `dir`, trimmed; `None` when it fails (no git, not a
+/// repository, no such remote) or prints nothing.
+fn git_out(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (!s.is_empty()).then_some(s)
 }
 
 /// Does `git ARGS` succeed in `dir`? No git, or not a repository, is no.

@@ -239,7 +239,10 @@ mod values;
 mod write;
 
 pub use images::{adapter_for_image, TODO_CMD};
-pub use repo::{referenced_files, wanted_file, ComposeSource, Repo, MAX_DEPTH, SKIP_DIRS, TOOLS};
+pub use repo::{
+    referenced_files, repository_name, wanted_file, ComposeSource, Repo, MAX_DEPTH, SKIP_DIRS,
+    TOOLS,
+};
 
 #[cfg(test)]
 mod tests;

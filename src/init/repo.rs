@@ -22,7 +22,8 @@ pub struct ComposeSource {
 /// [`super::generate`] reads nothing else, so it is pure and testable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Repo {
-    /// The directory's name: `[project] name` comes from it.
+    /// The repository's name (see [`repository_name`]), else the directory's: `[project]
+    /// name` comes from it.
     pub dir_name: String,
     /// The project's compose file(s), if it has any.
     pub compose: Option<ComposeSource>,
@@ -67,6 +68,23 @@ pub(super) fn config_in(
 }
 
 const CONFIG_EXTS: &[&str] = &["js", "ts", "mjs", "mts", "cjs", "cts"];
+
+/// The name of the repository a project is in: its `origin` remote's last path part
+/// (`git@host:org/shop.git`, `https://host/org/shop` → `shop`), else the name of its top
+/// folder (the work tree's, not a subfolder such as `app` that init runs in), else
+/// `dir_name`.
+pub fn repository_name(remote: Option<&str>, toplevel: Option<&str>, dir_name: &str) -> String {
+    let last = |s: &str| -> Option<String> {
+        let s = s.trim().trim_end_matches('/');
+        let s = s.strip_suffix(".git").unwrap_or(s);
+        let name = s.rsplit(['/', ':', '\\']).next()?;
+        (!name.is_empty()).then(|| name.to_owned())
+    };
+    remote
+        .and_then(last)
+        .or_else(|| toplevel.and_then(last))
+        .unwrap_or_else(|| dir_name.to_owned())
+}
 
 /// Directories the CLI does not look into.
 pub const SKIP_DIRS: &[&str] = &[

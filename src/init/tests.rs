@@ -1780,3 +1780,21 @@ fn a_command_that_names_its_port_listens_on_binkys_instead() {
         "SIGQUIT"
     );
 }
+
+#[test]
+fn the_project_is_named_after_the_repository_not_the_folder_init_runs_in() {
+    use super::repository_name;
+    for remote in [
+        "git@github.com:acme/Shop-Front.git",
+        "https://github.com/acme/Shop-Front",
+        "https://github.com/acme/Shop-Front.git/",
+        "/srv/git/Shop-Front.git",
+    ] {
+        let name = repository_name(Some(remote), Some("/home/me/app"), "app");
+        assert_eq!(project_name(&name), "shop-front", "{remote}");
+    }
+    // No remote: the work tree's top folder, not the subfolder `app`.
+    assert_eq!(repository_name(None, Some("/home/me/shop"), "app"), "shop");
+    // Not a repository at all: the directory.
+    assert_eq!(repository_name(None, None, "app"), "app");
+}

@@ -561,3 +561,37 @@ fn a_fastapi_monorepo_with_a_tracked_env_and_its_own_venv_runs_as_init_wrote_it(
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }
+
+#[test]
+fn init_in_a_subfolder_names_the_project_after_the_repository() {
+    let env = Env::new("[project]\nname = \"placeholder\"\n");
+    let app = env.repo.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(app.join("Procfile"), "web: python3 -m http.server $PORT\n").unwrap();
+    let init_in = |dir: &Path| {
+        let _ = std::fs::remove_file(dir.join("binky.toml"));
+        let out = std::process::Command::new(binky_bin())
+            .arg("init")
+            .current_dir(dir)
+            .env("BINKY_HOME", &env.home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+        std::fs::read_to_string(dir.join("binky.toml")).unwrap()
+    };
+    // No remote: the work tree's folder (`repo`), not `app`.
+    let text = init_in(&app);
+    assert!(text.contains("\n[project]\nname = \"repo\"\n"), "{text}");
+    // A remote: its name.
+    env.git(&[
+        "remote",
+        "add",
+        "origin",
+        "git@git.example.invalid:acme/Shop_Front.git",
+    ]);
+    let text = init_in(&app);
+    assert!(
+        text.contains("\n[project]\nname = \"shop-front\"\n"),
+        "{text}"
+    );
+}
