@@ -50,6 +50,10 @@ pub(in crate::init) enum Why {
     OneShot,
 }
 
+/// How the reason of a credential the repository's tracked `.env` sets begins (the header
+/// says what such a default is when one is written).
+pub(in crate::init) const TRACKED_DOTENV: &str = "the repository's tracked .env sets it";
+
 // Which compose service: defined beside the compose values, which the reading steps share.
 pub(in crate::init) use crate::init::values::SvcId;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::Plan;
+use super::{Plan, TRACKED_DOTENV};
 use crate::init::secrets::{
     looks_secret, placeholder, random_looking, secret_name, token_shaped, url_password,
     worth_hunting,
@@ -185,7 +185,7 @@ impl Plan {
             Some(v) if self.tracked_default(name, &v) => {
                 self.reason(
                     name,
-                    "the repository's tracked .env sets it: its value there is the default; set it in the environment of `binky up` to use another",
+                    format!("{TRACKED_DOTENV}: its value there is the default; set it in the environment of `binky up` to use another"),
                 );
                 format!("${{env.{name}:-{v}}}")
             }

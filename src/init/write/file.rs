@@ -7,6 +7,7 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::{Writer, SERVICE_KEYS};
 use crate::init::images::TODO_CMD;
+use crate::init::plan::TRACKED_DOTENV;
 use crate::init::plan::{Kind, SvcId};
 use crate::init::read::hosts::HostCheck;
 use crate::init::toml_out::q;
@@ -130,6 +131,15 @@ impl Writer {
             head.push_str(&format!("# A starting point, not a conversion. Before `binky up NAME`: write the command of {}\n# (its `cmd` is a TODO that `binky check` and `binky up` refuse); read the TODOs below.\n", todo_cmds.join(", ")));
         }
         head.push_str("# No credential was copied: they are ${env.NAME} references, read from the environment\n# of `binky up` (or an env_file).\n");
+        if self
+            .plan
+            .report
+            .reasons
+            .values()
+            .any(|r| r.starts_with(TRACKED_DOTENV))
+        {
+            head.push_str("# Those the repository's tracked .env sets have its value as their default\n# (${env.NAME:-value}): it is committed for everyone, as compose reads it.\n");
+        }
         if !self.plan.report.to_decide.is_empty() {
             head.push_str("#\n# To decide:\n");
             for t in &self.plan.report.to_decide {
