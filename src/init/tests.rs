@@ -1596,7 +1596,7 @@ services:
 /// interpolated from `.env`, a prestart script that migrates and seeds.
 fn fastapi_monorepo(tracked: bool, venv: bool) -> Repo {
     let compose = "services:\n  db:\n    image: postgres:17\n    environment:\n      POSTGRES_PASSWORD: ${POSTGRES_PASSWORD:?Variable not set}\n  prestart:\n    build: { context: ., dockerfile: backend/Dockerfile }\n    depends_on: [db]\n    command: bash scripts/prestart.sh\n  backend:\n    build: { context: ., dockerfile: backend/Dockerfile }\n    depends_on: [db, prestart]\n    ports: [\"8000:8000\"]\n    environment:\n      SECRET_KEY: ${SECRET_KEY:?Variable not set}\n      FIRST_SUPERUSER_PASSWORD: ${FIRST_SUPERUSER_PASSWORD:?Variable not set}\n      GITHUB_TOKEN: ${GITHUB_TOKEN}\n      FRONTEND_HOST: ${FRONTEND_HOST:-http://localhost:5173}\n      DATABASE_URL: postgresql://postgres:${POSTGRES_PASSWORD}@db:5432/app\n";
-    let dockerfile = "FROM node:22 AS frontend-build\nWORKDIR /app/frontend\nCOPY ./frontend /app/frontend\nRUN npm run build\nFROM python:3.12\nWORKDIR /app/\nCOPY ./backend/scripts /app/backend/scripts\nCOPY ./backend/alembic.ini /app/backend/\nCOPY ./backend/app /app/backend/app\nWORKDIR /app/backend/\nCMD [\"fastapi\", \"run\", \"--workers\", \"4\"]\n";
+    let dockerfile = "FROM node:22 AS frontend-build\nWORKDIR /app/frontend\nCOPY ./frontend /app/frontend\nARG VITE_API_URL=\nRUN npm run build\nFROM python:3.12\nWORKDIR /app/\nCOPY ./backend/scripts /app/backend/scripts\nCOPY ./backend/alembic.ini /app/backend/\nCOPY ./backend/app /app/backend/app\nWORKDIR /app/backend/\nCMD [\"fastapi\", \"run\", \"--workers\", \"4\"]\n";
     let mut repo = repo_with(
         compose,
         Some("SECRET_KEY=changethis\nFIRST_SUPERUSER_PASSWORD=changethis\nPOSTGRES_PASSWORD=changethis\nGITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"),
@@ -1710,6 +1710,11 @@ fn a_python_part_runs_from_its_dockerfiles_workdir_through_its_own_venv_which_ea
     assert_eq!(
         string(&t, &["services", "backend", "env", "FRONTEND_HOST"]),
         "${frontend.proxy_url}"
+    );
+    // What the stage that builds it passes the bundle is the dev server's env.
+    assert_eq!(
+        string(&t, &["services", "frontend", "env", "VITE_API_URL"]),
+        "${backend.proxy_url}"
     );
 
     // Without a venv: the commands as the Dockerfile has them, nothing to copy.

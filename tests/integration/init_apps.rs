@@ -557,7 +557,14 @@ fn a_fastapi_monorepo_with_a_tracked_env_and_its_own_venv_runs_as_init_wrote_it(
             .starts_with("http://frontend.w.repo.localhost"),
         "{body}"
     );
-    get_200(&env, "frontend", "w", "/");
+    let page = json_of(&get_200(&env, "frontend", "w", "/"));
+    assert!(
+        page["VITE_API_URL"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://backend.w.repo.localhost"),
+        "{page}"
+    );
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);
 }

@@ -269,6 +269,30 @@ impl Plan {
                 Value::from("ports"),
                 Value::Sequence(vec![Value::from(format!("{port}:{port}"))]),
             );
+            // A frontend built only inside another service's image (a stage that copies
+            // its directory): the build arguments the browser reads (`VITE_API_URL`) are
+            // the dev server's env, pointing at that service through the proxy.
+            if let Some(d) = dir.as_deref() {
+                let mut env = Mapping::new();
+                for i in self.svcs.ids() {
+                    if self.svcs[i].kind != Kind::Process {
+                        continue;
+                    }
+                    let Some(build) = Build::of(&self.svcs[i].def) else {
+                        continue;
+                    };
+                    let target = self.svcs[i].name.clone();
+                    for arg in build.args_of_stages_copying(&self.found.files, d) {
+                        if read_by_browser(&arg) && !env.contains_key(arg.as_str()) {
+                            let token = format!("${{{target}.proxy_url}}");
+                            env.insert(Value::from(arg), Value::from(literal(&token)));
+                        }
+                    }
+                }
+                if !env.is_empty() {
+                    def.insert(Value::from("environment"), Value::Mapping(env));
+                }
+            }
             let pkg = crate::init::values::path_in(dir.as_deref(), "package.json");
             let from = format!("the dev script of {pkg} ({})", ds.framework);
             self.push_svc(&base, def, Kind::Process, dir, Some(from));
