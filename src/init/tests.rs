@@ -1803,3 +1803,47 @@ fn the_project_is_named_after_the_repository_not_the_folder_init_runs_in() {
     // Not a repository at all: the directory.
     assert_eq!(repository_name(None, None, "app"), "app");
 }
+
+#[test]
+fn a_django_app_without_compose_runs_manage_py_and_its_workers_through_its_own_venv() {
+    let mut repo = bare_repo(&[
+        ("manage.py", ""),
+        (
+            "Procfile",
+            "web: python manage.py runserver\nworker: celery -A config worker -l info\nrelease: python manage.py migrate --noinput\n",
+        ),
+        ("requirements.txt", "Django\npsycopg\ncelery[redis]\n"),
+    ]);
+    repo.venvs.insert(
+        ".venv".into(),
+        ["python", "python3", "celery", "django-admin"]
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
+    );
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    check_passes(&g);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        ".venv/bin/python manage.py runserver 127.0.0.1:${self.port}",
+        "{}",
+        g.toml
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "cmd"]),
+        ".venv/bin/celery -A config worker -l info"
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGQUIT"
+    );
+    assert_eq!(
+        string(&t, &["services", "db", "migrate"]),
+        ".venv/bin/python manage.py migrate --noinput"
+    );
+    assert_eq!(
+        t["project"]["copy"].as_array().map(Vec::as_slice),
+        Some(&[toml::Value::from(".venv")][..])
+    );
+}
