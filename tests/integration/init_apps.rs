@@ -602,3 +602,31 @@ fn init_in_a_subfolder_names_the_project_after_the_repository() {
         "{text}"
     );
 }
+
+#[test]
+fn an_untracked_env_and_a_venv_git_does_not_ignore_are_not_taken_as_the_projects() {
+    let env = fixture_repo("fastapi-venv", &[]);
+    std::fs::remove_file(env.repo.join(".gitignore")).unwrap();
+    make_venv(&env.repo.join("backend/.venv"));
+    // The project committed without its .env (a machine's own), the venv not ignored.
+    env.git(&["add", "compose.yml", "backend", "frontend"]);
+    env.git(&["commit", "-qm", "the project"]);
+    let out = std::process::Command::new(binky_bin())
+        .arg("init")
+        .current_dir(&env.repo)
+        .env("BINKY_HOME", &env.home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let text = std::fs::read_to_string(env.repo.join("binky.toml")).unwrap();
+    assert!(
+        text.contains("SECRET_KEY = \"${env.SECRET_KEY}\""),
+        "{text}"
+    );
+    assert!(!text.contains("changethis"), "{text}");
+    assert!(!text.contains("copy = "), "{text}");
+    assert!(
+        text.contains("cmd = \"fastapi run --workers 4 --port ${self.port}\""),
+        "{text}"
+    );
+}
