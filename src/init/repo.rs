@@ -145,7 +145,16 @@ pub fn wanted_file(rel: &str) -> bool {
         || (matches!(name, "main.py" | "app.py" | "asgi.py") && rel.matches('/').count() <= 2)
         // Python settings: do they read DATABASE_URL (what `migrate` gets)?
         || (name.ends_with(".py")
-            && (matches!(name, "settings.py" | "config.py" | "env.py" | "database.py" | "db.py")
+            && (matches!(
+                name,
+                "settings.py"
+                    | "config.py"
+                    | "configuration.py"
+                    | "local_settings.py"
+                    | "env.py"
+                    | "database.py"
+                    | "db.py"
+            )
                 || parent == "settings"))
 }
 

@@ -1847,3 +1847,45 @@ fn a_django_app_without_compose_runs_manage_py_and_its_workers_through_its_own_v
         Some(&[toml::Value::from(".venv")][..])
     );
 }
+
+#[test]
+fn a_django_app_without_compose_whose_settings_read_the_database_in_parts_gets_each_part() {
+    let g = generate(&bare_repo(&[
+        ("manage.py", ""),
+        ("requirements.txt", "Django\npsycopg[binary]\nredis\ndjango-rq\n"),
+        (
+            "shop/configuration.py",
+            "DATABASE = {\n    'NAME': os.environ.get('DB_NAME', 'shop'),\n    'USER': os.environ.get('DB_USER', ''),\n    'PASSWORD': os.environ.get('DB_PASSWORD', ''),\n    'HOST': os.environ.get('DB_HOST', 'localhost'),\n    'PORT': os.environ.get('DB_PORT', ''),\n}\nREDIS = {'HOST': os.environ.get('REDIS_HOST', 'localhost'), 'PORT': int(os.environ.get('REDIS_PORT', 6379))}\n",
+        ),
+    ]))
+    .unwrap();
+    let t = valid(&g);
+    check_passes(&g);
+    let env = |k: &str| -> String {
+        t.get("defaults")
+            .and_then(|d| d.get("env"))
+            .and_then(|e| e.get(k))
+            .or_else(|| t["services"]["web"].get("env").and_then(|e| e.get(k)))
+            .and_then(|v| v.as_str())
+            .unwrap_or_else(|| panic!("no {k} in:\n{}", g.toml))
+            .to_owned()
+    };
+    for (k, v) in [
+        ("DB_HOST", "${db.host}"),
+        ("DB_PORT", "${db.port}"),
+        ("DB_USER", "${db.user}"),
+        ("DB_PASSWORD", "${db.password}"),
+        ("DB_NAME", "${db.database}"),
+        ("REDIS_HOST", "${redis.host}"),
+        ("REDIS_PORT", "${redis.port}"),
+    ] {
+        assert_eq!(env(k), v, "{k}\n{}", g.toml);
+    }
+    // The parts reach migrate too: it is live, not commented out for want of them.
+    assert_eq!(
+        string(&t, &["services", "db", "migrate"]),
+        "python manage.py migrate --noinput",
+        "{}",
+        g.toml
+    );
+}

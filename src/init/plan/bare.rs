@@ -77,6 +77,15 @@ impl Base {
             let (name, var, url) = database_service(adapter);
             adapters.push(adapter);
             env.insert(Value::from(var), Value::from(url));
+            // Settings that read the address in parts (`DB_HOST`, `DB_PORT`, …, `REDIS_HOST`)
+            // get each part as the slice's token (`$$` is compose's literal `$`).
+            let prefixes: &[&str] = match *adapter {
+                "redis" => &["REDIS", "CACHE_REDIS"],
+                _ => &["DATABASE", "DB", "POSTGRES", "PG", "MYSQL", "SQL"],
+            };
+            for (v, field) in plan.found.django.parts(prefixes) {
+                env.insert(Value::from(v), Value::from(format!("$${{{name}.{field}}}")));
+            }
             if *adapter == "redis" && deps.contains("celery") {
                 env.insert(Value::from("CELERY_BROKER_URL"), Value::from(url));
             }
