@@ -630,3 +630,42 @@ fn an_untracked_env_and_a_venv_git_does_not_ignore_are_not_taken_as_the_projects
         "{text}"
     );
 }
+
+#[test]
+fn a_django_app_by_parts_without_compose_runs_from_its_own_venv_as_init_wrote_it() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let env = fixture_repo("django-parts-venv", &[]);
+    make_venv(&env.repo.join(".venv"));
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "the project"]);
+    let (text, _) = init_and_commit(&env);
+    assert!(text.contains("copy = [\".venv\"]"), "{text}");
+    assert!(
+        text.contains("cmd = \".venv/bin/python manage.py runserver 127.0.0.1:${self.port}\""),
+        "{text}"
+    );
+    assert!(text.contains("DB_HOST = \"${db.host}\""), "{text}");
+    assert!(
+        text.contains("migrate = \".venv/bin/python manage.py migrate --noinput\""),
+        "{text}"
+    );
+
+    // Nothing of the frameworks on PATH: the world's venv, the slice's parts.
+    let out = env.binky(&["up", "w"]);
+    assert!(
+        out.status.success(),
+        "up: {}{}\n{}",
+        stdout(&out),
+        stderr(&out),
+        stdout(&env.binky(&["logs", "w", "-n", "40"]))
+    );
+    let body = json_of(&get_200(&env, "web", "w", "/"));
+    assert_eq!(body["items"], serde_json::json!(["first item"]), "{body}");
+    assert_eq!(
+        Path::new(body["prefix"].as_str().unwrap()),
+        env.worktree("w").join(".venv"),
+        "{body}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
