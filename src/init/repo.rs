@@ -132,6 +132,9 @@ pub fn wanted_file(rel: &str) -> bool {
                 // What a Python part runs once before it starts: the seed beside Alembic.
                 | "prestart.sh"
                 | "initial_data.py"
+                // A Celery app module: its workers' `-A`.
+                | "celery.py"
+                | "celery_app.py"
         )
         || (name.starts_with("requirements") && name.ends_with(".txt"))
         || (parent == "requirements" && name.ends_with(".txt"))

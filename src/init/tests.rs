@@ -1889,3 +1889,59 @@ fn a_django_app_without_compose_whose_settings_read_the_database_in_parts_gets_e
         g.toml
     );
 }
+
+#[test]
+fn a_django_app_without_a_procfile_gets_the_workers_its_requirements_name() {
+    let g = generate(&bare_repo(&[
+        ("manage.py", ""),
+        (
+            "requirements/base.txt",
+            "Django\npsycopg2-binary\ndjango-rq\ncelery[redis]\ndjango_celery_beat\n",
+        ),
+        (
+            "config/celery_app.py",
+            "from celery import Celery\napp = Celery(\"shop\")\n",
+        ),
+    ]))
+    .unwrap();
+    let t = valid(&g);
+    check_passes(&g);
+    assert_eq!(
+        string(&t, &["services", "rqworker", "cmd"]),
+        "python manage.py rqworker default"
+    );
+    assert_eq!(
+        string(&t, &["services", "rqworker", "stop_signal"]),
+        "SIGKILL"
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "cmd"]),
+        "celery -A config.celery_app worker -l info"
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGQUIT"
+    );
+    assert_eq!(
+        string(&t, &["services", "beat", "cmd"]),
+        "celery -A config.celery_app beat -l info"
+    );
+    // Celery without an app module to name: a TODO, not a command that fails later.
+    let g = generate(&bare_repo(&[
+        ("manage.py", ""),
+        ("requirements.txt", "Django\ncelery\n"),
+    ]))
+    .unwrap();
+    assert!(
+        !g.toml.lines().any(|l| l == "[services.worker]"),
+        "{}",
+        g.toml
+    );
+    assert!(
+        g.to_decide
+            .iter()
+            .any(|t| t.starts_with("celery is in the requirements but no Celery app module")),
+        "{:?}",
+        g.to_decide
+    );
+}

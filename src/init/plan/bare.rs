@@ -128,6 +128,74 @@ impl Base {
     }
 }
 
+/// The workers of a Django project its requirements name, where no Procfile says what
+/// runs: django-rq's `rqworker`, and Celery's worker (and beat, with django-celery-beat or
+/// a beat schedule) for the Celery app module beside the settings (`config/celery_app.py`
+/// → `-A config.celery_app`, `shop/celery.py` → `-A shop`). Each gets the stop signal
+/// it stops on at once when written.
+pub(super) fn push_django_workers(
+    plan: &mut Plan,
+    base: &Base,
+    deps: &BTreeSet<String>,
+    dir: Option<&str>,
+) {
+    let pkg = |p: &str| p.replace(['_', '.'], "-").to_ascii_lowercase();
+    let has = |name: &str| deps.iter().any(|d| pkg(d) == name);
+    if has("django-rq") {
+        plan.push_svc(
+            "rqworker",
+            base.def("python manage.py rqworker default", None),
+            Kind::Process,
+            dir.map(str::to_owned),
+            Some("django-rq in the requirements (its worker, queue `default`)".into()),
+        );
+    }
+    if !has("celery") {
+        return;
+    }
+    let prefix = dir.map(|d| format!("{d}/")).unwrap_or_default();
+    let app = plan
+        .found
+        .files
+        .iter()
+        .filter_map(|(p, t)| Some((p.strip_prefix(&prefix)?, t)))
+        .filter(|(p, t)| {
+            matches!(p.rsplit('/').next(), Some("celery.py" | "celery_app.py"))
+                && p.contains('/')
+                && t.contains("Celery(")
+        })
+        .min_by_key(|(p, _)| p.matches('/').count())
+        .map(|(p, t)| {
+            let module = p.trim_end_matches(".py").replace('/', ".");
+            let module = module
+                .strip_suffix(".celery")
+                .map(str::to_owned)
+                .unwrap_or(module);
+            let beat = has("django-celery-beat") || t.contains("beat_schedule");
+            (module, beat)
+        });
+    let Some((module, beat)) = app else {
+        plan.todo("celery is in the requirements but no Celery app module (`celery.py` or `celery_app.py` with `Celery(`) was found beside the settings: add [services.worker] with cmd = \"celery -A <module> worker -l info\"");
+        return;
+    };
+    plan.push_svc(
+        "worker",
+        base.def(&format!("celery -A {module} worker -l info"), None),
+        Kind::Process,
+        dir.map(str::to_owned),
+        Some(format!("celery in the requirements, its app in {module}")),
+    );
+    if beat {
+        plan.push_svc(
+            "beat",
+            base.def(&format!("celery -A {module} beat -l info"), None),
+            Kind::Process,
+            dir.map(str::to_owned),
+            Some(format!("a beat schedule of the Celery app in {module}")),
+        );
+    }
+}
+
 /// A Node app's service (and its worker's), on port 3000; the `package.json` read.
 pub(super) fn push_node_app(plan: &mut Plan, base: &Base, app: &NodeApp) -> String {
     let pkg = crate::init::values::path_in(app.dir.as_deref(), "package.json");

@@ -274,7 +274,8 @@ impl Plan {
     ///
     /// Without a compose file, the project's files say what runs, and the more explicit
     /// wins: a Procfile's process types (its `release` the database's `migrate`), else
-    /// Django's `runserver` for the main `manage.py`; a Node app's scripts only where no
+    /// Django's `runserver` for the main `manage.py` and the workers its requirements name
+    /// (django-rq's `rqworker`, Celery's worker and beat); a Node app's scripts only where no
     /// Procfile says what runs; an ASGI app only where neither a Procfile nor `manage.py`
     /// does. Databases come from the dependencies, then steps 5 to 9 as above. Nothing
     /// found at all is [`InitError::NothingToRead`].
@@ -374,6 +375,7 @@ impl Plan {
                     dir.clone(),
                     Some("manage.py (Django's development server)".into()),
                 );
+                bare::push_django_workers(&mut plan, &base, &deps, dir.as_deref());
             }
         }
         for app in &node_apps {
