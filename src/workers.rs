@@ -47,6 +47,15 @@ pub fn recognise(cmd: &str) -> Option<Worker> {
             .split_whitespace()
             .map(|w| w.trim_matches(['"', '\'']))
             .map(|w| w.rsplit('/').next().unwrap_or(w))
+            // watchfiles restarting Celery on a change (`watchfiles celery.__main__.main
+            // --args '-A app worker'`, as project templates' start scripts do).
+            .map(|w| {
+                if w == "celery.__main__.main" {
+                    "celery"
+                } else {
+                    w
+                }
+            })
             .collect();
         // `then` as a word after `name`, not as the value of an option (`-A worker`).
         let valued = [
@@ -86,6 +95,7 @@ mod tests {
             "celery -A proj -E worker",
             "python -m celery --app=proj worker --concurrency=2",
             "cd backend && uv run celery -A app.worker worker",
+            "exec watchfiles --filter python celery.__main__.main --args '-A config.celery_app worker -l INFO'",
         ] {
             assert_eq!(recognise(cmd).map(|w| w.signal), Some("SIGQUIT"), "{cmd}");
         }

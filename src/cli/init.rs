@@ -290,16 +290,28 @@ fn read_repo(dir: &Path, paths: &[PathBuf]) -> Result<init::Repo, Failure> {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
+    let dir_name = init::repository_name(
+        git_out(dir, &["remote", "get-url", "origin"]).as_deref(),
+        git_out(dir, &["rev-parse", "--show-toplevel"]).as_deref(),
+        &dir_name,
+    );
     let env_files = compose
         .as_ref()
         .map(|c| env_file_texts(dir, &c.text))
         .unwrap_or_default();
+    let (files, venv_dirs) = project_files(dir);
     let mut repo = init::Repo {
         dir_name,
         compose,
+        dotenv_tracked: dotenv.is_some()
+            && git_ok(dir, &["ls-files", "--error-unmatch", "--", ".env"]),
         dotenv,
         env_files,
-        files: project_files(dir),
+        venvs: venv_dirs
+            .into_iter()
+            .filter(|(rel, _)| git_ok(dir, &["check-ignore", "-q", "--", rel]))
+            .collect(),
+        files,
         installed: init::TOOLS
             .iter()
             .filter(|t| on_path(t))
@@ -319,9 +331,58 @@ fn read_repo(dir: &Path, paths: &[PathBuf]) -> Result<init::Repo, Failure> {
     Ok(repo)
 }
 
-/// The files of `dir` init reads, by relative path.
-fn project_files(dir: &Path) -> std::collections::BTreeMap<String, String> {
+/// What `git ARGS` prints in `dir`, trimmed; `None` when it fails (no git, not a
+/// repository, no such remote) or prints nothing.
+fn git_out(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+/// Does `git ARGS` succeed in `dir`? No git, or not a repository, is no.
+fn git_ok(dir: &Path, args: &[&str]) -> bool {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The programs in a virtualenv's `bin/`, when `path` is one (`pyvenv.cfg` and
+/// `bin/python`).
+fn venv_programs(path: &Path) -> Option<std::collections::BTreeSet<String>> {
+    if !path.join("pyvenv.cfg").is_file() || !path.join("bin/python").exists() {
+        return None;
+    }
+    let entries = std::fs::read_dir(path.join("bin")).ok()?;
+    Some(
+        entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+    )
+}
+
+/// Relative paths of virtualenvs → the programs of their `bin/`.
+type Venvs = std::collections::BTreeMap<String, std::collections::BTreeSet<String>>;
+
+/// The files of `dir` init reads, by relative path, and the virtualenvs found on the way
+/// (`.venv` or `venv` directories, which are not read into).
+fn project_files(dir: &Path) -> (std::collections::BTreeMap<String, String>, Venvs) {
     let mut out = std::collections::BTreeMap::new();
+    let mut venvs = Venvs::new();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -331,17 +392,21 @@ fn project_files(dir: &Path) -> std::collections::BTreeMap<String, String> {
             let name = e.file_name().to_string_lossy().into_owned();
             let path = e.path();
             let Ok(kind) = e.file_type() else { continue };
-            if kind.is_dir() {
-                if depth < init::MAX_DEPTH && !init::SKIP_DIRS.contains(&name.as_str()) {
-                    stack.push((path, depth + 1));
-                }
-                continue;
-            }
             let rel = path
                 .strip_prefix(dir)
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .replace('\\', "/");
+            if kind.is_dir() {
+                if matches!(name.as_str(), ".venv" | "venv") {
+                    if let Some(programs) = venv_programs(&path) {
+                        venvs.insert(rel, programs);
+                    }
+                } else if depth < init::MAX_DEPTH && !init::SKIP_DIRS.contains(&name.as_str()) {
+                    stack.push((path, depth + 1));
+                }
+                continue;
+            }
             if init::wanted_file(&rel) {
                 if let Some(text) = read_small(&path) {
                     out.insert(rel, text);
@@ -349,7 +414,7 @@ fn project_files(dir: &Path) -> std::collections::BTreeMap<String, String> {
             }
         }
     }
-    out
+    (out, venvs)
 }
 
 /// A file's text: at most 256 KiB of it is read (a larger file, such as a lock file, is

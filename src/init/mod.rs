@@ -21,7 +21,10 @@
 //! - No credential is copied. A value that looks like one (its key says PASSWORD, SECRET,
 //!   TOKEN, KEY, …; a password inside a URL; a well-known token shape; a value `.env` or
 //!   compose holds under such a key) becomes an `${env.NAME}` reference. `.env` is read to
-//!   understand `${VAR}` interpolation (a port, an address), never to copy a secret.
+//!   understand `${VAR}` interpolation (a port, an address), never to copy a secret. The
+//!   one exception is a `.env` git tracks: the repository's own development settings,
+//!   committed for everyone, which compose interpolates; its value is the default of the
+//!   reference (`${env.SECRET_KEY:-changethis}`), unless it has a real token's shape.
 //! - Nothing is dropped silently: what has no binky equivalent (volumes, networks,
 //!   profiles, deploy, extends, a health check that cannot be translated, …) is a `# TODO:`
 //!   line at the top of the file and a line of [`Generated::to_decide`].
@@ -239,7 +242,10 @@ mod values;
 mod write;
 
 pub use images::{adapter_for_image, TODO_CMD};
-pub use repo::{referenced_files, wanted_file, ComposeSource, Repo, MAX_DEPTH, SKIP_DIRS, TOOLS};
+pub use repo::{
+    referenced_files, repository_name, wanted_file, ComposeSource, Repo, MAX_DEPTH, SKIP_DIRS,
+    TOOLS,
+};
 
 #[cfg(test)]
 mod tests;

@@ -22,12 +22,19 @@ pub struct ComposeSource {
 /// [`super::generate`] reads nothing else, so it is pure and testable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Repo {
-    /// The directory's name: `[project] name` comes from it.
+    /// The repository's name (see [`repository_name`]), else the directory's: `[project]
+    /// name` comes from it.
     pub dir_name: String,
     /// The project's compose file(s), if it has any.
     pub compose: Option<ComposeSource>,
     /// The text of `.env`.
     pub dotenv: Option<String>,
+    /// Git tracks `.env`: its values are the repository's own development settings,
+    /// committed for everyone (a value of it is no credential of this machine).
+    pub dotenv_tracked: bool,
+    /// The virtualenvs beside the project's code that git ignores (`backend/.venv`: a
+    /// directory with `pyvenv.cfg` and `bin/python`), each with the programs of its `bin/`.
+    pub venvs: BTreeMap<String, BTreeSet<String>>,
     /// The `env_file`s compose services name, other than `.env` (path as written → text).
     pub env_files: BTreeMap<String, String>,
     /// Files that say what runs and how, by path relative to the directory (`/`-separated,
@@ -61,6 +68,23 @@ pub(super) fn config_in(
 }
 
 const CONFIG_EXTS: &[&str] = &["js", "ts", "mjs", "mts", "cjs", "cts"];
+
+/// The name of the repository a project is in: its `origin` remote's last path part
+/// (`git@host:org/shop.git`, `https://host/org/shop` → `shop`), else the name of its top
+/// folder (the work tree's, not a subfolder such as `app` that init runs in), else
+/// `dir_name`.
+pub fn repository_name(remote: Option<&str>, toplevel: Option<&str>, dir_name: &str) -> String {
+    let last = |s: &str| -> Option<String> {
+        let s = s.trim().trim_end_matches('/');
+        let s = s.strip_suffix(".git").unwrap_or(s);
+        let name = s.rsplit(['/', ':', '\\']).next()?;
+        (!name.is_empty()).then(|| name.to_owned())
+    };
+    remote
+        .and_then(last)
+        .or_else(|| toplevel.and_then(last))
+        .unwrap_or_else(|| dir_name.to_owned())
+}
 
 /// Directories the CLI does not look into.
 pub const SKIP_DIRS: &[&str] = &[
@@ -105,6 +129,12 @@ pub fn wanted_file(rel: &str) -> bool {
                 | "alembic.ini"
                 | "pyproject.toml"
                 | "Pipfile"
+                // What a Python part runs once before it starts: the seed beside Alembic.
+                | "prestart.sh"
+                | "initial_data.py"
+                // A Celery app module: its workers' `-A`.
+                | "celery.py"
+                | "celery_app.py"
         )
         || (name.starts_with("requirements") && name.ends_with(".txt"))
         || (parent == "requirements" && name.ends_with(".txt"))
@@ -118,7 +148,16 @@ pub fn wanted_file(rel: &str) -> bool {
         || (matches!(name, "main.py" | "app.py" | "asgi.py") && rel.matches('/').count() <= 2)
         // Python settings: do they read DATABASE_URL (what `migrate` gets)?
         || (name.ends_with(".py")
-            && (matches!(name, "settings.py" | "config.py" | "env.py" | "database.py" | "db.py")
+            && (matches!(
+                name,
+                "settings.py"
+                    | "config.py"
+                    | "configuration.py"
+                    | "local_settings.py"
+                    | "env.py"
+                    | "database.py"
+                    | "db.py"
+            )
                 || parent == "settings"))
 }
 

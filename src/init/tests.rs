@@ -1590,3 +1590,358 @@ services:
         g.toml
     );
 }
+
+/// The FastAPI monorepo shape: compose at the top, one Dockerfile under backend/ that
+/// builds the frontend in a stage and runs the API from /app/backend/, settings
+/// interpolated from `.env`, a prestart script that migrates and seeds.
+fn fastapi_monorepo(tracked: bool, venv: bool) -> Repo {
+    let compose = "services:\n  db:\n    image: postgres:17\n    environment:\n      POSTGRES_PASSWORD: ${POSTGRES_PASSWORD:?Variable not set}\n  prestart:\n    build: { context: ., dockerfile: backend/Dockerfile }\n    depends_on: [db]\n    command: bash scripts/prestart.sh\n  backend:\n    build: { context: ., dockerfile: backend/Dockerfile }\n    depends_on: [db, prestart]\n    ports: [\"8000:8000\"]\n    environment:\n      SECRET_KEY: ${SECRET_KEY:?Variable not set}\n      FIRST_SUPERUSER_PASSWORD: ${FIRST_SUPERUSER_PASSWORD:?Variable not set}\n      GITHUB_TOKEN: ${GITHUB_TOKEN}\n      FRONTEND_HOST: ${FRONTEND_HOST:-http://localhost:5173}\n      DATABASE_URL: postgresql://postgres:${POSTGRES_PASSWORD}@db:5432/app\n";
+    let dockerfile = "FROM node:22 AS frontend-build\nWORKDIR /app/frontend\nCOPY ./frontend /app/frontend\nARG VITE_API_URL=\nRUN npm run build\nFROM python:3.12\nWORKDIR /app/\nCOPY ./backend/scripts /app/backend/scripts\nCOPY ./backend/alembic.ini /app/backend/\nCOPY ./backend/app /app/backend/app\nWORKDIR /app/backend/\nCMD [\"fastapi\", \"run\", \"--workers\", \"4\"]\n";
+    let mut repo = repo_with(
+        compose,
+        Some("SECRET_KEY=changethis\nFIRST_SUPERUSER_PASSWORD=changethis\nPOSTGRES_PASSWORD=changethis\nGITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"),
+    );
+    repo.dotenv_tracked = tracked;
+    repo.files = super::read::files(&[
+        ("backend/Dockerfile", dockerfile),
+        ("backend/alembic.ini", "[alembic]\n"),
+        (
+            "backend/scripts/prestart.sh",
+            "set -e\npython app/backend_pre_start.py\nalembic upgrade head\npython app/initial_data.py\n",
+        ),
+        ("backend/app/initial_data.py", ""),
+        (
+            "frontend/package.json",
+            r#"{"scripts":{"dev":"vite","build":"vite build"},"devDependencies":{"vite":"^6"}}"#,
+        ),
+    ]);
+    if venv {
+        repo.venvs.insert(
+            "backend/.venv".into(),
+            ["python", "fastapi", "alembic"]
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+        );
+    }
+    repo
+}
+
+#[test]
+fn a_credential_the_tracked_dotenv_sets_is_its_default_and_an_untracked_ones_stays_a_reference() {
+    let g = generate(&fastapi_monorepo(true, false)).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "backend", "env", "SECRET_KEY"]),
+        "${env.SECRET_KEY:-changethis}"
+    );
+    assert_eq!(
+        string(
+            &t,
+            &["services", "backend", "env", "FIRST_SUPERUSER_PASSWORD"]
+        ),
+        "${env.FIRST_SUPERUSER_PASSWORD:-changethis}"
+    );
+    // Nothing `binky up` refuses for want of it: only the token stays required.
+    assert!(
+        !g.toml.contains("Set before `binky up`: SECRET_KEY"),
+        "{}",
+        g.toml
+    );
+    // A real token's shape is not copied, tracked or not: the repository may have
+    // committed it by mistake.
+    absent(&g, "ghp_abcdefghijklmnopqrstuvwxyz0123456789");
+    assert_eq!(
+        string(&t, &["services", "backend", "env", "GITHUB_TOKEN"]),
+        "${env.GITHUB_TOKEN}"
+    );
+    assert!(
+        g.toml.contains("# Set before `binky up`: GITHUB_TOKEN\n"),
+        "{}",
+        g.toml
+    );
+
+    // Not tracked: a machine's own .env, whose values are never copied.
+    let g = generate(&fastapi_monorepo(false, false)).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "backend", "env", "SECRET_KEY"]),
+        "${env.SECRET_KEY}"
+    );
+    absent(&g, "changethis");
+}
+
+#[test]
+fn a_python_part_runs_from_its_dockerfiles_workdir_through_its_own_venv_which_each_world_copies() {
+    let g = generate(&fastapi_monorepo(true, true)).unwrap();
+    let t = valid(&g);
+    let backend = svc(&t, "backend");
+    assert_eq!(string(&t, &["services", "backend", "workdir"]), "backend");
+    assert_eq!(
+        backend["cmd"].as_str(),
+        Some(".venv/bin/fastapi run --workers 4 --port ${self.port}"),
+        "{}",
+        g.toml
+    );
+    assert_eq!(
+        t["project"]["copy"].as_array().map(Vec::as_slice),
+        Some(&[toml::Value::from("backend/.venv")][..]),
+        "{}",
+        g.toml
+    );
+    // alembic.ini beside the code: migrated and seeded once, in a golden template.
+    let db = svc(&t, "db");
+    assert_eq!(
+        db["migrate"].as_str(),
+        Some(".venv/bin/alembic upgrade head")
+    );
+    assert_eq!(
+        db["seed"].as_str(),
+        Some(".venv/bin/python app/initial_data.py")
+    );
+    assert_eq!(db["clone_from"].as_str(), Some("golden"));
+    assert_eq!(db["workdir"].as_str(), Some("backend"));
+    // The frontend only a Dockerfile stage builds: its own dev server, and the backend's
+    // browser-facing origin is that server's proxy URL.
+    assert_eq!(
+        string(&t, &["services", "frontend", "cmd"]),
+        "npm run dev -- --port ${self.port} --strictPort --host 127.0.0.1"
+    );
+    assert_eq!(
+        string(&t, &["services", "backend", "env", "FRONTEND_HOST"]),
+        "${frontend.proxy_url}"
+    );
+    // What the stage that builds it passes the bundle is the dev server's env.
+    assert_eq!(
+        string(&t, &["services", "frontend", "env", "VITE_API_URL"]),
+        "${backend.proxy_url}"
+    );
+
+    // Without a venv: the commands as the Dockerfile has them, nothing to copy.
+    let g = generate(&fastapi_monorepo(true, false)).unwrap();
+    let t = valid(&g);
+    assert_eq!(
+        string(&t, &["services", "backend", "cmd"]),
+        "fastapi run --workers 4 --port ${self.port}"
+    );
+    assert!(!t["project"].as_table().unwrap().contains_key("copy"));
+}
+
+#[test]
+fn the_header_names_only_the_todo_commands_check_and_up_name() {
+    // A test runner compose only builds: commented out, its placeholder with it; the
+    // worker compose only builds: a live TODO that `binky check` refuses.
+    let compose = "services:\n  api:\n    build: .\n    command: serve\n  playwright:\n    build: { context: ./frontend, dockerfile: Dockerfile.playwright }\n  worker:\n    build: ./worker\n";
+    let g = generate_with(compose, None);
+    assert!(g.toml.contains("# [services.playwright]"), "{}", g.toml);
+    assert!(
+        g.toml
+            .contains("Before `binky up NAME`: write the command of worker\n"),
+        "{}",
+        g.toml
+    );
+    let loaded = crate::config::parse(&g.toml, Path::new("binky.toml")).unwrap();
+    let todos: Vec<&str> = loaded
+        .spec
+        .services
+        .iter()
+        .filter(|(_, s)| {
+            s.process()
+                .is_some_and(|p| p.cmd.trim_start().starts_with("TODO"))
+        })
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(todos, ["worker"]);
+    // Without the worker, nothing is left to write: the header says so.
+    let g = generate_with(
+        "services:\n  api:\n    build: .\n    command: serve\n  playwright:\n    build: { context: ./frontend, dockerfile: Dockerfile.playwright }\n",
+        None,
+    );
+    assert!(g.toml.contains("# [services.playwright]"), "{}", g.toml);
+    assert!(!g.toml.contains("write the command of"), "{}", g.toml);
+}
+
+#[test]
+fn a_command_that_names_its_port_listens_on_binkys_instead() {
+    let compose = "services:\n  flower:\n    build: .\n    command: celery -A app flower --port=5555\n  api:\n    build: .\n    command: uvicorn app.main:app --host 0.0.0.0 --port 8000\n  web:\n    build: .\n    command: npx serve -p 3000\n  admin:\n    build: .\n    command: gunicorn app.wsgi --bind 0.0.0.0:9000\n  worker:\n    build: .\n    command: celery -A app worker -l info\n";
+    let g = generate_with(compose, None);
+    let t = valid(&g);
+    for (name, cmd) in [
+        ("flower", "celery -A app flower --port=${self.port}"),
+        (
+            "api",
+            "uvicorn app.main:app --host 0.0.0.0 --port ${self.port}",
+        ),
+        ("web", "npx serve -p ${self.port}"),
+        ("admin", "gunicorn app.wsgi --bind 0.0.0.0:${self.port}"),
+    ] {
+        assert_eq!(string(&t, &["services", name, "cmd"]), cmd, "{}", g.toml);
+        assert_eq!(svc(&t, name)["url"].as_bool(), Some(true), "{name}");
+    }
+    // A worker names no port: it gets none, and the signal it stops on at once.
+    assert!(!svc(&t, "worker").contains_key("url"), "{}", g.toml);
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGQUIT"
+    );
+}
+
+#[test]
+fn the_project_is_named_after_the_repository_not_the_folder_init_runs_in() {
+    use super::repository_name;
+    for remote in [
+        "git@github.com:acme/Shop-Front.git",
+        "https://github.com/acme/Shop-Front",
+        "https://github.com/acme/Shop-Front.git/",
+        "/srv/git/Shop-Front.git",
+    ] {
+        let name = repository_name(Some(remote), Some("/home/me/app"), "app");
+        assert_eq!(project_name(&name), "shop-front", "{remote}");
+    }
+    // No remote: the work tree's top folder, not the subfolder `app`.
+    assert_eq!(repository_name(None, Some("/home/me/shop"), "app"), "shop");
+    // Not a repository at all: the directory.
+    assert_eq!(repository_name(None, None, "app"), "app");
+}
+
+#[test]
+fn a_django_app_without_compose_runs_manage_py_and_its_workers_through_its_own_venv() {
+    let mut repo = bare_repo(&[
+        ("manage.py", ""),
+        (
+            "Procfile",
+            "web: python manage.py runserver\nworker: celery -A config worker -l info\nrelease: python manage.py migrate --noinput\n",
+        ),
+        ("requirements.txt", "Django\npsycopg\ncelery[redis]\n"),
+    ]);
+    repo.venvs.insert(
+        ".venv".into(),
+        ["python", "python3", "celery", "django-admin"]
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
+    );
+    let g = generate(&repo).unwrap();
+    let t = valid(&g);
+    check_passes(&g);
+    assert_eq!(
+        string(&t, &["services", "web", "cmd"]),
+        ".venv/bin/python manage.py runserver 127.0.0.1:${self.port}",
+        "{}",
+        g.toml
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "cmd"]),
+        ".venv/bin/celery -A config worker -l info"
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGQUIT"
+    );
+    assert_eq!(
+        string(&t, &["services", "db", "migrate"]),
+        ".venv/bin/python manage.py migrate --noinput"
+    );
+    assert_eq!(
+        t["project"]["copy"].as_array().map(Vec::as_slice),
+        Some(&[toml::Value::from(".venv")][..])
+    );
+}
+
+#[test]
+fn a_django_app_without_compose_whose_settings_read_the_database_in_parts_gets_each_part() {
+    let g = generate(&bare_repo(&[
+        ("manage.py", ""),
+        ("requirements.txt", "Django\npsycopg[binary]\nredis\ndjango-rq\n"),
+        (
+            "shop/configuration.py",
+            "DATABASE = {\n    'NAME': os.environ.get('DB_NAME', 'shop'),\n    'USER': os.environ.get('DB_USER', ''),\n    'PASSWORD': os.environ.get('DB_PASSWORD', ''),\n    'HOST': os.environ.get('DB_HOST', 'localhost'),\n    'PORT': os.environ.get('DB_PORT', ''),\n}\nREDIS = {'HOST': os.environ.get('REDIS_HOST', 'localhost'), 'PORT': int(os.environ.get('REDIS_PORT', 6379))}\n",
+        ),
+    ]))
+    .unwrap();
+    let t = valid(&g);
+    check_passes(&g);
+    let env = |k: &str| -> String {
+        t.get("defaults")
+            .and_then(|d| d.get("env"))
+            .and_then(|e| e.get(k))
+            .or_else(|| t["services"]["web"].get("env").and_then(|e| e.get(k)))
+            .and_then(|v| v.as_str())
+            .unwrap_or_else(|| panic!("no {k} in:\n{}", g.toml))
+            .to_owned()
+    };
+    for (k, v) in [
+        ("DB_HOST", "${db.host}"),
+        ("DB_PORT", "${db.port}"),
+        ("DB_USER", "${db.user}"),
+        ("DB_PASSWORD", "${db.password}"),
+        ("DB_NAME", "${db.database}"),
+        ("REDIS_HOST", "${redis.host}"),
+        ("REDIS_PORT", "${redis.port}"),
+    ] {
+        assert_eq!(env(k), v, "{k}\n{}", g.toml);
+    }
+    // The parts reach migrate too: it is live, not commented out for want of them.
+    assert_eq!(
+        string(&t, &["services", "db", "migrate"]),
+        "python manage.py migrate --noinput",
+        "{}",
+        g.toml
+    );
+}
+
+#[test]
+fn a_django_app_without_a_procfile_gets_the_workers_its_requirements_name() {
+    let g = generate(&bare_repo(&[
+        ("manage.py", ""),
+        (
+            "requirements/base.txt",
+            "Django\npsycopg2-binary\ndjango-rq\ncelery[redis]\ndjango_celery_beat\n",
+        ),
+        (
+            "config/celery_app.py",
+            "from celery import Celery\napp = Celery(\"shop\")\n",
+        ),
+    ]))
+    .unwrap();
+    let t = valid(&g);
+    check_passes(&g);
+    assert_eq!(
+        string(&t, &["services", "rqworker", "cmd"]),
+        "python manage.py rqworker default"
+    );
+    assert_eq!(
+        string(&t, &["services", "rqworker", "stop_signal"]),
+        "SIGKILL"
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "cmd"]),
+        "celery -A config.celery_app worker -l info"
+    );
+    assert_eq!(
+        string(&t, &["services", "worker", "stop_signal"]),
+        "SIGQUIT"
+    );
+    assert_eq!(
+        string(&t, &["services", "beat", "cmd"]),
+        "celery -A config.celery_app beat -l info"
+    );
+    // Celery without an app module to name: a TODO, not a command that fails later.
+    let g = generate(&bare_repo(&[
+        ("manage.py", ""),
+        ("requirements.txt", "Django\ncelery\n"),
+    ]))
+    .unwrap();
+    assert!(
+        !g.toml.lines().any(|l| l == "[services.worker]"),
+        "{}",
+        g.toml
+    );
+    assert!(
+        g.to_decide
+            .iter()
+            .any(|t| t.starts_with("celery is in the requirements but no Celery app module")),
+        "{:?}",
+        g.to_decide
+    );
+}

@@ -24,6 +24,14 @@ fn tools() -> PathBuf {
 /// written file committed with the test's port range added. The file's text and what
 /// init printed.
 fn init_project(fixture: &str, extra: &[(&str, &str)]) -> (Env, String, String) {
+    let env = fixture_repo(fixture, extra);
+    let (text, said) = init_and_commit(&env);
+    (env, text, said)
+}
+
+/// A repository holding the fixture and the `extra` files (`.bin/` ones executable),
+/// nothing committed but the harness's first commit.
+fn fixture_repo(fixture: &str, extra: &[(&str, &str)]) -> Env {
     let env = Env::new("[project]\nname = \"placeholder\"\n");
     std::fs::remove_file(env.repo.join("binky.toml")).unwrap();
     std::fs::remove_file(env.repo.join("server.py")).unwrap();
@@ -40,6 +48,12 @@ fn init_project(fixture: &str, extra: &[(&str, &str)]) -> (Env, String, String) 
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
     }
+    env
+}
+
+/// `binky init` run in the repository (by the real binary), the written file committed
+/// with the test's port range added: the file's text and what init printed.
+fn init_and_commit(env: &Env) -> (String, String) {
     let out = std::process::Command::new(binky_bin())
         .arg("init")
         .current_dir(&env.repo)
@@ -62,7 +76,7 @@ fn init_project(fixture: &str, extra: &[(&str, &str)]) -> (Env, String, String) 
     assert!(check.status.success(), "{}\n{text}", stdout(&check));
     env.git(&["add", "-A"]);
     env.git(&["commit", "-qm", "binky init"]);
-    (env, text, said)
+    (text, said)
 }
 
 fn path_with_tools() -> String {
@@ -430,6 +444,227 @@ fn a_node_api_and_worker_with_only_package_json_run_as_init_wrote_them() {
             .unwrap()
             .starts_with(&format!("bk_{}_repo_w_", env.home_id())),
         "{last}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+/// A virtualenv at `dir` as `python -m venv` makes one, with the frameworks' packages
+/// (FastAPI, its CLI, Alembic, SQLAlchemy, psycopg2) through a `.pth` file and the
+/// scripts pip would write for `fastapi` and `alembic` (their `#!` naming this venv's
+/// python, as pip writes them).
+fn make_venv(dir: &Path) {
+    let out = std::process::Command::new(tools().join("python"))
+        .args(["-m", "venv", "--without-pip"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let version = std::fs::read_dir(dir.join("lib"))
+        .unwrap()
+        .next()
+        .expect("lib/pythonX.Y")
+        .unwrap()
+        .file_name();
+    let frameworks = tools()
+        .parent()
+        .unwrap()
+        .join("lib")
+        .join(&version)
+        .join("site-packages");
+    std::fs::write(
+        dir.join("lib")
+            .join(&version)
+            .join("site-packages/frameworks.pth"),
+        format!("{}\n", frameworks.display()),
+    )
+    .unwrap();
+    for (name, module) in [("fastapi", "fastapi.cli"), ("alembic", "alembic.config")] {
+        let script = dir.join("bin").join(name);
+        std::fs::write(
+            &script,
+            format!(
+                "#!{}\nimport sys\nfrom {module} import main\nif __name__ == \"__main__\":\n    sys.exit(main())\n",
+                dir.join("bin/python").display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+#[test]
+fn a_fastapi_monorepo_with_a_tracked_env_and_its_own_venv_runs_as_init_wrote_it() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    // As a developer has it: the project committed (its .env too), the venv beside the
+    // API made and ignored, the frontend's packages installed.
+    let env = fixture_repo(
+        "fastapi-venv",
+        &[("frontend/node_modules/.bin/vite", VITE_STAND_IN)],
+    );
+    make_venv(&env.repo.join("backend/.venv"));
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "the project"]);
+    let (text, said) = init_and_commit(&env);
+    assert!(!said.contains("Set before"), "{said}");
+    assert!(text.contains("copy = [\"backend/.venv\"]"), "{text}");
+    assert!(
+        text.contains("cmd = \".venv/bin/fastapi run --workers 4 --port ${self.port}\"\nworkdir = \"backend\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("migrate = \".venv/bin/alembic upgrade head\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("seed = \".venv/bin/python -m app.initial_data\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("SECRET_KEY = \"${env.SECRET_KEY:-changethis}\""),
+        "{text}"
+    );
+
+    // `up` with nothing of the frameworks on PATH: the world's own venv runs it all.
+    let out = env.binky(&["up", "w"]);
+    assert!(
+        out.status.success(),
+        "up: {}{}\n{}",
+        stdout(&out),
+        stderr(&out),
+        stdout(&env.binky(&["logs", "w", "-n", "40"]))
+    );
+    let answer = get_200(&env, "backend", "w", "/api/v1/users");
+    let body = json_of(&answer);
+    // The seeded row of the migrated template's copy.
+    assert_eq!(
+        body["users"],
+        serde_json::json!(["admin@example.com"]),
+        "{answer}"
+    );
+    assert_eq!(body["secret_key"], "changethis");
+    let world_venv = env.worktree("w").join("backend/.venv");
+    assert_eq!(
+        Path::new(body["prefix"].as_str().unwrap()),
+        world_venv,
+        "the world's own venv runs the API: {body}"
+    );
+    assert!(
+        body["frontend"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://frontend.w.repo.localhost"),
+        "{body}"
+    );
+    let page = json_of(&get_200(&env, "frontend", "w", "/"));
+    assert!(
+        page["VITE_API_URL"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://backend.w.repo.localhost"),
+        "{page}"
+    );
+    env.ok(&["remove", "w", "--force"]);
+    env.assert_nothing_left(&["w"]);
+}
+
+#[test]
+fn init_in_a_subfolder_names_the_project_after_the_repository() {
+    let env = Env::new("[project]\nname = \"placeholder\"\n");
+    let app = env.repo.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(app.join("Procfile"), "web: python3 -m http.server $PORT\n").unwrap();
+    let init_in = |dir: &Path| {
+        let _ = std::fs::remove_file(dir.join("binky.toml"));
+        let out = std::process::Command::new(binky_bin())
+            .arg("init")
+            .current_dir(dir)
+            .env("BINKY_HOME", &env.home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+        std::fs::read_to_string(dir.join("binky.toml")).unwrap()
+    };
+    // No remote: the work tree's folder (`repo`), not `app`.
+    let text = init_in(&app);
+    assert!(text.contains("\n[project]\nname = \"repo\"\n"), "{text}");
+    // A remote: its name.
+    env.git(&[
+        "remote",
+        "add",
+        "origin",
+        "git@git.example.invalid:acme/Shop_Front.git",
+    ]);
+    let text = init_in(&app);
+    assert!(
+        text.contains("\n[project]\nname = \"shop-front\"\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_untracked_env_and_a_venv_git_does_not_ignore_are_not_taken_as_the_projects() {
+    let env = fixture_repo("fastapi-venv", &[]);
+    std::fs::remove_file(env.repo.join(".gitignore")).unwrap();
+    make_venv(&env.repo.join("backend/.venv"));
+    // The project committed without its .env (a machine's own), the venv not ignored.
+    env.git(&["add", "compose.yml", "backend", "frontend"]);
+    env.git(&["commit", "-qm", "the project"]);
+    let out = std::process::Command::new(binky_bin())
+        .arg("init")
+        .current_dir(&env.repo)
+        .env("BINKY_HOME", &env.home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let text = std::fs::read_to_string(env.repo.join("binky.toml")).unwrap();
+    assert!(
+        text.contains("SECRET_KEY = \"${env.SECRET_KEY}\""),
+        "{text}"
+    );
+    assert!(!text.contains("changethis"), "{text}");
+    assert!(!text.contains("copy = "), "{text}");
+    assert!(
+        text.contains("cmd = \"fastapi run --workers 4 --port ${self.port}\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_django_app_by_parts_without_compose_runs_from_its_own_venv_as_init_wrote_it() {
+    crate::pg_server::pg_bin_dir().expect("postgresql installed (./scripts/test installs it)");
+    let env = fixture_repo("django-parts-venv", &[]);
+    make_venv(&env.repo.join(".venv"));
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "the project"]);
+    let (text, _) = init_and_commit(&env);
+    assert!(text.contains("copy = [\".venv\"]"), "{text}");
+    assert!(
+        text.contains("cmd = \".venv/bin/python manage.py runserver 127.0.0.1:${self.port}\""),
+        "{text}"
+    );
+    assert!(text.contains("DB_HOST = \"${db.host}\""), "{text}");
+    assert!(
+        text.contains("migrate = \".venv/bin/python manage.py migrate --noinput\""),
+        "{text}"
+    );
+
+    // Nothing of the frameworks on PATH: the world's venv, the slice's parts.
+    let out = env.binky(&["up", "w"]);
+    assert!(
+        out.status.success(),
+        "up: {}{}\n{}",
+        stdout(&out),
+        stderr(&out),
+        stdout(&env.binky(&["logs", "w", "-n", "40"]))
+    );
+    let body = json_of(&get_200(&env, "web", "w", "/"));
+    assert_eq!(body["items"], serde_json::json!(["first item"]), "{body}");
+    assert_eq!(
+        Path::new(body["prefix"].as_str().unwrap()),
+        env.worktree("w").join(".venv"),
+        "{body}"
     );
     env.ok(&["remove", "w", "--force"]);
     env.assert_nothing_left(&["w"]);

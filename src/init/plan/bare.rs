@@ -77,6 +77,15 @@ impl Base {
             let (name, var, url) = database_service(adapter);
             adapters.push(adapter);
             env.insert(Value::from(var), Value::from(url));
+            // Settings that read the address in parts (`DB_HOST`, `DB_PORT`, …, `REDIS_HOST`)
+            // get each part as the slice's token (`$$` is compose's literal `$`).
+            let prefixes: &[&str] = match *adapter {
+                "redis" => &["REDIS", "CACHE_REDIS"],
+                _ => &["DATABASE", "DB", "POSTGRES", "PG", "MYSQL", "SQL"],
+            };
+            for (v, field) in plan.found.django.parts(prefixes) {
+                env.insert(Value::from(v), Value::from(format!("$${{{name}.{field}}}")));
+            }
             if *adapter == "redis" && deps.contains("celery") {
                 env.insert(Value::from("CELERY_BROKER_URL"), Value::from(url));
             }
@@ -116,6 +125,74 @@ impl Base {
             def.insert(Value::from("environment"), Value::Mapping(self.env.clone()));
         }
         def
+    }
+}
+
+/// The workers of a Django project its requirements name, where no Procfile says what
+/// runs: django-rq's `rqworker`, and Celery's worker (and beat, with django-celery-beat or
+/// a beat schedule) for the Celery app module beside the settings (`config/celery_app.py`
+/// → `-A config.celery_app`, `shop/celery.py` → `-A shop`). Each gets the stop signal
+/// it stops on at once when written.
+pub(super) fn push_django_workers(
+    plan: &mut Plan,
+    base: &Base,
+    deps: &BTreeSet<String>,
+    dir: Option<&str>,
+) {
+    let pkg = |p: &str| p.replace(['_', '.'], "-").to_ascii_lowercase();
+    let has = |name: &str| deps.iter().any(|d| pkg(d) == name);
+    if has("django-rq") {
+        plan.push_svc(
+            "rqworker",
+            base.def("python manage.py rqworker default", None),
+            Kind::Process,
+            dir.map(str::to_owned),
+            Some("django-rq in the requirements (its worker, queue `default`)".into()),
+        );
+    }
+    if !has("celery") {
+        return;
+    }
+    let prefix = dir.map(|d| format!("{d}/")).unwrap_or_default();
+    let app = plan
+        .found
+        .files
+        .iter()
+        .filter_map(|(p, t)| Some((p.strip_prefix(&prefix)?, t)))
+        .filter(|(p, t)| {
+            matches!(p.rsplit('/').next(), Some("celery.py" | "celery_app.py"))
+                && p.contains('/')
+                && t.contains("Celery(")
+        })
+        .min_by_key(|(p, _)| p.matches('/').count())
+        .map(|(p, t)| {
+            let module = p.trim_end_matches(".py").replace('/', ".");
+            let module = module
+                .strip_suffix(".celery")
+                .map(str::to_owned)
+                .unwrap_or(module);
+            let beat = has("django-celery-beat") || t.contains("beat_schedule");
+            (module, beat)
+        });
+    let Some((module, beat)) = app else {
+        plan.todo("celery is in the requirements but no Celery app module (`celery.py` or `celery_app.py` with `Celery(`) was found beside the settings: add [services.worker] with cmd = \"celery -A <module> worker -l info\"");
+        return;
+    };
+    plan.push_svc(
+        "worker",
+        base.def(&format!("celery -A {module} worker -l info"), None),
+        Kind::Process,
+        dir.map(str::to_owned),
+        Some(format!("celery in the requirements, its app in {module}")),
+    );
+    if beat {
+        plan.push_svc(
+            "beat",
+            base.def(&format!("celery -A {module} beat -l info"), None),
+            Kind::Process,
+            dir.map(str::to_owned),
+            Some(format!("a beat schedule of the Celery app in {module}")),
+        );
     }
 }
 
@@ -207,6 +284,7 @@ pub(super) fn release_migration(plan: &mut Plan, cmd: String) {
                 cmd,
                 workdir,
                 owner,
+                seed: None,
                 blocked: None,
             },
         );
@@ -215,7 +293,7 @@ pub(super) fn release_migration(plan: &mut Plan, cmd: String) {
 
 /// A Procfile's `web` command, listening on `$PORT`, which binky sets: as written when it
 /// says `$PORT` or runs a server that reads it (gunicorn), else with the port given to
-/// Django's `runserver`, uvicorn or a Rails server.
+/// Django's `runserver`, uvicorn, FastAPI's `fastapi run`/`fastapi dev` or a Rails server.
 pub(super) fn listen_on_port(cmd: &str) -> String {
     if cmd.contains("PORT") || cmd.contains("gunicorn") {
         return cmd.to_owned();
@@ -230,9 +308,16 @@ pub(super) fn listen_on_port(cmd: &str) -> String {
         }
         return out.join(" ");
     }
-    if words
-        .iter()
-        .any(|w| w.ends_with("uvicorn") || *w == "rails")
+    if words.iter().any(|w| w.starts_with("--port")) {
+        return cmd.to_owned();
+    }
+    let fastapi = words
+        .windows(2)
+        .any(|w| w[0].rsplit('/').next() == Some("fastapi") && matches!(w[1], "run" | "dev"));
+    if fastapi
+        || words
+            .iter()
+            .any(|w| w.ends_with("uvicorn") || *w == "rails")
     {
         return format!("{cmd} --port 8000");
     }

@@ -222,7 +222,12 @@ impl Plan {
             return self.script_of(build, df, &cmd);
         }
         let path = build?.dockerfile_path()?;
-        Some((cmd, format!("the CMD of {path}")))
+        // A server that listens on its own default port (`fastapi run`: 8000) is given it,
+        // so that the port, written as `${self.port}`, is binky's.
+        Some((
+            super::bare::listen_on_port(&cmd),
+            format!("the CMD of {path}"),
+        ))
     }
 
     /// A service for each Vite or Next.js dev server of the project that no compose
@@ -257,10 +262,37 @@ impl Plan {
             let port = if ds.framework == "vite" { 5173 } else { 3000 };
             let mut def = Mapping::new();
             def.insert(Value::from("command"), Value::from(literal(&ds.cmd)));
+            // Published as the dev server serves it outside containers (`localhost:5173`):
+            // that address in another service's settings (a CORS origin, `FRONTEND_HOST`)
+            // is this service, and becomes its proxy URL.
             def.insert(
-                Value::from("expose"),
-                Value::Sequence(vec![Value::from(port.to_string())]),
+                Value::from("ports"),
+                Value::Sequence(vec![Value::from(format!("{port}:{port}"))]),
             );
+            // A frontend built only inside another service's image (a stage that copies
+            // its directory): the build arguments the browser reads (`VITE_API_URL`) are
+            // the dev server's env, pointing at that service through the proxy.
+            if let Some(d) = dir.as_deref() {
+                let mut env = Mapping::new();
+                for i in self.svcs.ids() {
+                    if self.svcs[i].kind != Kind::Process {
+                        continue;
+                    }
+                    let Some(build) = Build::of(&self.svcs[i].def) else {
+                        continue;
+                    };
+                    let target = self.svcs[i].name.clone();
+                    for arg in build.args_of_stages_copying(&self.found.files, d) {
+                        if read_by_browser(&arg) && !env.contains_key(arg.as_str()) {
+                            let token = format!("${{{target}.proxy_url}}");
+                            env.insert(Value::from(arg), Value::from(literal(&token)));
+                        }
+                    }
+                }
+                if !env.is_empty() {
+                    def.insert(Value::from("environment"), Value::Mapping(env));
+                }
+            }
             let pkg = crate::init::values::path_in(dir.as_deref(), "package.json");
             let from = format!("the dev script of {pkg} ({})", ds.framework);
             self.push_svc(&base, def, Kind::Process, dir, Some(from));

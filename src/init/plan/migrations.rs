@@ -60,12 +60,16 @@ impl Plan {
                     self.migrations.remove(&other);
                 }
                 let blocked = self.reads_parts(process, db, workdir.as_deref());
+                let seed = (cmd == Alembic::MIGRATE)
+                    .then(|| Alembic::seed(&self.found.files, workdir.as_deref()))
+                    .flatten();
                 self.migrations.insert(
                     db,
                     Migration {
                         cmd: cmd.to_owned(),
                         workdir,
                         owner: process,
+                        seed,
                         blocked,
                     },
                 );

@@ -21,6 +21,7 @@ mod migrations;
 mod ports;
 mod services;
 mod vars;
+mod venvs;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::init) enum Kind {
@@ -48,6 +49,10 @@ pub(in crate::init) enum Why {
     /// `migrate` does that in binky.
     OneShot,
 }
+
+/// How the reason of a credential the repository's tracked `.env` sets begins (the header
+/// says what such a default is when one is written).
+pub(in crate::init) const TRACKED_DOTENV: &str = "the repository's tracked .env sets it";
 
 // Which compose service: defined beside the compose values, which the reading steps share.
 pub(in crate::init) use crate::init::values::SvcId;
@@ -184,6 +189,9 @@ pub(in crate::init) struct Migration {
     pub(in crate::init) workdir: Option<String>,
     /// The process whose code and settings it uses.
     pub(in crate::init) owner: SvcId,
+    /// What seeds the migrated database (Alembic's `app/initial_data.py`), and where
+    /// that came from.
+    pub(in crate::init) seed: Option<(String, String)>,
     /// Set: the settings read the database from parts (`DB_HOST`, …) that `migrate` does
     /// not get: the command is written commented out, with this reason.
     pub(in crate::init) blocked: Option<String>,
@@ -228,6 +236,9 @@ pub(in crate::init) struct Plan {
     pub(in crate::init) migrations: BTreeMap<SvcId, Migration>,
     /// The compose file's top level, for what it holds that binky does not carry.
     pub(in crate::init) compose_root: Option<Mapping>,
+    /// The git-ignored paths `[project] copy` brings into each world (the venvs the
+    /// commands run through).
+    pub(in crate::init) copy: Vec<String>,
     /// What people should know so far.
     pub(in crate::init) report: Report,
 }
@@ -257,13 +268,16 @@ impl Plan {
     /// 7. ports (after every command is known: others reach a service on what they name);
     /// 8. `migrate` for each SQL database a process uses, from that process's directory:
     ///    `alembic.ini` before `manage.py` (a project with both migrates with Alembic),
-    ///    one golden template per process's code.
+    ///    one golden template per process's code;
+    /// 9. the programs of each command and `migrate` that a git-ignored venv of its
+    ///    directory (or one above) has, run from that venv, which `[project] copy` brings.
     ///
     /// Without a compose file, the project's files say what runs, and the more explicit
     /// wins: a Procfile's process types (its `release` the database's `migrate`), else
-    /// Django's `runserver` for the main `manage.py`; a Node app's scripts only where no
+    /// Django's `runserver` for the main `manage.py` and the workers its requirements name
+    /// (django-rq's `rqworker`, Celery's worker and beat); a Node app's scripts only where no
     /// Procfile says what runs; an ASGI app only where neither a Procfile nor `manage.py`
-    /// does. Databases come from the dependencies, then steps 5 to 8 as above. Nothing
+    /// does. Databases come from the dependencies, then steps 5 to 9 as above. Nothing
     /// found at all is [`InitError::NothingToRead`].
     pub(in crate::init) fn merge(found: Findings, project: &str) -> Result<Plan, InitError> {
         let Some(compose) = found.compose.clone() else {
@@ -278,6 +292,7 @@ impl Plan {
         plan.learn_secrets();
         plan.plan_ports();
         plan.plan_migrations();
+        plan.use_venvs();
         plan.compose_root = Some(compose.root);
         Ok(plan)
     }
@@ -360,6 +375,7 @@ impl Plan {
                     dir.clone(),
                     Some("manage.py (Django's development server)".into()),
                 );
+                bare::push_django_workers(&mut plan, &base, &deps, dir.as_deref());
             }
         }
         for app in &node_apps {
@@ -383,6 +399,7 @@ impl Plan {
         if let Some(cmd) = procfile.and_then(|p| p.release) {
             bare::release_migration(&mut plan, cmd);
         }
+        plan.use_venvs();
         Ok(plan)
     }
 
@@ -401,6 +418,7 @@ impl Plan {
             published: HashMap::new(),
             migrations: BTreeMap::new(),
             compose_root: None,
+            copy: Vec::new(),
             report: Report::default(),
         }
     }

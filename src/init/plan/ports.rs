@@ -186,8 +186,22 @@ impl Plan {
             if !self.runs(i) {
                 continue;
             }
-            for p in self.container_ports(i) {
+            let declared = self.container_ports(i);
+            for &p in &declared {
                 add(&mut ports[i], p, http_looking(p));
+            }
+            // No port declared, but the command names the one it listens on (Flower's
+            // `--port=5555`, `uvicorn --port 8000`, `serve -p 3000`): that is its port,
+            // and the command gets `${self.port}` in its place (binky's, one per world).
+            if declared.is_empty() {
+                let cmd = match command_of(&self.svcs[i].def) {
+                    Some(Command::Shell(s)) => Some(s),
+                    Some(Command::Words(ws)) => Some(ws.join(" ")),
+                    None => None,
+                };
+                if let Some(p) = cmd.as_deref().and_then(listen_port) {
+                    add(&mut ports[i], p, true);
+                }
             }
             self.publish(i);
         }
@@ -248,5 +262,64 @@ impl Plan {
                 .collect();
             Layout { slots, url }
         });
+    }
+}
+
+/// The port a server command says it listens on: `--port=N`, `--port N`, `-p N`,
+/// `--bind[=]HOST:N`, `-b HOST:N`, `runserver [HOST:]N`, `--listen[=]HOST:N`.
+pub(in crate::init) fn listen_port(cmd: &str) -> Option<u16> {
+    let words: Vec<&str> = cmd
+        .split_whitespace()
+        .map(|w| w.trim_matches(['"', '\'']))
+        .collect();
+    let port_of = |v: &str| -> Option<u16> {
+        let p = v.rsplit(':').next()?;
+        p.parse::<u16>().ok().filter(|p| *p > 0)
+    };
+    for (i, w) in words.iter().enumerate() {
+        let next = words.get(i + 1).copied();
+        let found = match *w {
+            "--port" | "-p" => next.filter(|v| !v.contains(':')).and_then(port_of),
+            "--bind" | "-b" | "--listen" => next.and_then(port_of),
+            "runserver" | "runserver_plus" => next.and_then(port_of),
+            _ => ["--port=", "--bind=", "--listen="]
+                .iter()
+                .find_map(|f| w.strip_prefix(f))
+                .and_then(port_of),
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listen_port;
+
+    #[test]
+    fn the_port_a_server_command_names_is_found_and_nothing_else_is_one() {
+        for (cmd, port) in [
+            ("celery -A app flower --port=5555", 5555),
+            ("uvicorn app:app --port 8000", 8000),
+            ("npx serve -p 3000", 3000),
+            ("gunicorn app.wsgi --bind 0.0.0.0:9000", 9000),
+            ("gunicorn app.wsgi -b :9001", 9001),
+            ("python manage.py runserver 0.0.0.0:8001", 8001),
+            ("python manage.py runserver 8002", 8002),
+            ("vite --listen=127.0.0.1:5174", 5174),
+        ] {
+            assert_eq!(listen_port(cmd), Some(port), "{cmd}");
+        }
+        for cmd in [
+            "celery -A app worker -l info",
+            "mkdir -p data && serve",
+            "docker run -p 5432:5432 postgres",
+            "uvicorn app:app --port $PORT",
+            "python manage.py runserver",
+        ] {
+            assert_eq!(listen_port(cmd), None, "{cmd}");
+        }
     }
 }

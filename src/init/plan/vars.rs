@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::Plan;
+use super::{Plan, TRACKED_DOTENV};
 use crate::init::secrets::{
     looks_secret, placeholder, random_looking, secret_name, token_shaped, url_password,
     worth_hunting,
@@ -25,7 +25,14 @@ impl Plan {
                 }
             }
         };
-        for (k, v) in &self.found.dotenv {
+        // A tracked `.env` is the repository's own: its values are committed for everyone,
+        // and hunting them would turn the defaults written from it back into references.
+        let dotenv: &[(String, String)] = if self.found.dotenv_tracked {
+            &[]
+        } else {
+            &self.found.dotenv
+        };
+        for (k, v) in dotenv {
             if secret_name(k) || looks_secret(v) {
                 learn(k, v);
             }
@@ -175,6 +182,13 @@ impl Plan {
             });
         match value {
             Some(v) if !secret => v,
+            Some(v) if self.tracked_default(name, &v) => {
+                self.reason(
+                    name,
+                    format!("{TRACKED_DOTENV}: its value there is the default; set it in the environment of `binky up` to use another"),
+                );
+                format!("${{env.{name}:-{v}}}")
+            }
             _ => {
                 if secret {
                     let why = if self.vars.contains_key(name) {
@@ -192,6 +206,21 @@ impl Plan {
                 format!("${{env.{name}}}")
             }
         }
+    }
+
+    /// Is `value` of credential `name` the repository's tracked `.env`'s, and writable as
+    /// the default of `${env.NAME:-value}`? The file is committed, so its value is the
+    /// project's development setting, not a secret of this machine (compose reads it from
+    /// there; without a default, `binky up` would refuse to start until someone copies it
+    /// into the environment). A value shaped like a real token or key is still not
+    /// copied: the repository may have committed it by mistake.
+    fn tracked_default(&self, name: &str, value: &str) -> bool {
+        self.found.dotenv_tracked
+            && !value.is_empty()
+            && self.vars.get(name).map(String::as_str) == Some(value)
+            && !value.contains(['$', '{', '}', '"', '\\', '\n'])
+            && !value.contains("-----BEGIN")
+            && !value.split_whitespace().any(token_shaped)
     }
 
     /// Replace every credential in free text (a command, a health check, a note) with an

@@ -68,6 +68,63 @@ impl Build {
         let text = files.get(&self.dockerfile_path()?)?;
         Some(Dockerfile::parse(text, self.target.as_deref()))
     }
+
+    /// The build arguments (`ARG VITE_API_URL=`) of the Dockerfile's stages that copy the
+    /// project's directory `dir` (`COPY ./frontend /app/frontend`): what a frontend built
+    /// only inside this image reads at build time, each once.
+    pub(in crate::init) fn args_of_stages_copying(
+        &self,
+        files: &BTreeMap<String, String>,
+        dir: &str,
+    ) -> Vec<String> {
+        let Some(text) = self.dockerfile_path().and_then(|p| files.get(&p)) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = Vec::new();
+        let mut args: Vec<String> = Vec::new();
+        let mut copies_dir = false;
+        let mut end_stage = |args: &mut Vec<String>, copies: &mut bool| {
+            if *copies {
+                for a in args.iter() {
+                    if !out.contains(a) {
+                        out.push(a.clone());
+                    }
+                }
+            }
+            args.clear();
+            *copies = false;
+        };
+        for line in text.lines() {
+            let t = line.trim();
+            let (word, rest) = t.split_once(char::is_whitespace).unwrap_or((t, ""));
+            match word.to_ascii_uppercase().as_str() {
+                "FROM" => end_stage(&mut args, &mut copies_dir),
+                "ARG" => {
+                    let name = rest.trim().split('=').next().unwrap_or("").trim();
+                    if !name.is_empty() {
+                        args.push(name.to_owned());
+                    }
+                }
+                "COPY" | "ADD" => {
+                    let mut words = exec_words(rest);
+                    if words.iter().any(|w| w.starts_with("--from")) {
+                        continue;
+                    }
+                    words.retain(|w| !w.starts_with("--"));
+                    words.pop();
+                    copies_dir |= words.iter().any(|src| {
+                        match normalise(&crate::init::values::path_in(Some(&self.context), src)) {
+                            Dir::Below(p) => p == dir || p.starts_with(&format!("{dir}/")),
+                            _ => false,
+                        }
+                    });
+                }
+                _ => {}
+            }
+        }
+        end_stage(&mut args, &mut copies_dir);
+        out
+    }
 }
 
 /// What a Dockerfile's stage says about where the code is and what runs.
@@ -205,14 +262,43 @@ impl Dockerfile {
                     .map(|rest| format!("{src}/{rest}"))
             };
             if let Some(rel) = found {
-                return match normalise(&crate::init::values::path_in(Some(context), &rel)) {
-                    Dir::Below(p) => Some(p),
-                    Dir::Here => Some(String::new()),
-                    Dir::Outside => None,
-                };
+                return in_context(context, &rel);
+            }
+        }
+        self.parent_of_copy(context, path)
+    }
+
+    /// `path` as the directory of something copied into it under its own name: `COPY
+    /// ./backend/app /app/backend/app` (or `COPY ./backend/alembic.ini /app/backend/`)
+    /// says `/app/backend` is `backend`. Only a source with a directory of its own counts:
+    /// `COPY ./alembic.ini /srv/` says nothing of where `/srv` is.
+    fn parent_of_copy(&self, context: &str, path: &str) -> Option<String> {
+        for (src, dst) in self.copies.iter().rev() {
+            if src.contains(['*', '?', '$']) {
+                continue;
+            }
+            let src = src.trim_end_matches('/');
+            let Some((parent, name)) = src.rsplit_once('/') else {
+                continue;
+            };
+            let at = match dst.strip_suffix('/') {
+                Some(dir) => format!("{dir}/{name}"),
+                None => dst.clone(),
+            };
+            if at == format!("{path}/{name}") && !matches!(parent, "" | ".") {
+                return in_context(context, parent);
             }
         }
         None
+    }
+}
+
+/// `rel` (a path of the build context) relative to the project; `None` outside it.
+fn in_context(context: &str, rel: &str) -> Option<String> {
+    match normalise(&crate::init::values::path_in(Some(context), rel)) {
+        Dir::Below(p) => Some(p),
+        Dir::Here => Some(String::new()),
+        Dir::Outside => None,
     }
 }
 
@@ -309,6 +395,37 @@ mod tests {
         );
         // A file copied into /srv/ is not /srv itself.
         assert_eq!(df.host_path("api", "/srv"), None);
+        // A monorepo's image: the API's directory is where its parts were copied from.
+        let mono = Dockerfile::parse(
+            "FROM node:22 AS frontend-build\nWORKDIR /app/frontend\nCOPY ./frontend /app/frontend\nFROM python:3.12\nWORKDIR /app/\nCOPY ./backend/alembic.ini /app/backend/\nCOPY ./backend/app /app/backend/app\nWORKDIR /app/backend/\nCMD [\"fastapi\", \"run\"]\n",
+            None,
+        );
+        assert_eq!(mono.workdir.as_deref(), Some("/app/backend/"));
+        assert_eq!(
+            mono.host_path(".", "/app/backend/").as_deref(),
+            Some("backend")
+        );
+        assert_eq!(mono.host_path(".", "/app"), None);
+        // The frontend built only in the API's image: its stage's build arguments.
+        let files: BTreeMap<String, String> = [(
+            "backend/Dockerfile".to_owned(),
+            "FROM node:22 AS frontend-build\nARG VITE_API_URL=\nARG NODE_ENV=production\nCOPY frontend/package.json /app/frontend/\nCOPY ./frontend /app/frontend\nRUN npm run build\nFROM python:3.12\nARG PIP_INDEX\nCOPY ./backend/app /app/backend/app\nCOPY --from=frontend-build /app/frontend/dist /app/static\n".to_owned(),
+        )]
+        .into();
+        let build = Build {
+            context: String::new(),
+            dockerfile: "backend/Dockerfile".into(),
+            target: None,
+        };
+        assert_eq!(
+            build.args_of_stages_copying(&files, "frontend"),
+            ["VITE_API_URL", "NODE_ENV"]
+        );
+        assert_eq!(
+            build.args_of_stages_copying(&files, "backend"),
+            ["PIP_INDEX"]
+        );
+        assert!(build.args_of_stages_copying(&files, "docs").is_empty());
         let first = Dockerfile::parse("FROM a AS build\nWORKDIR /app\nFROM b\n", Some("build"));
         assert_eq!(first.workdir.as_deref(), Some("/app"));
         assert_eq!(

@@ -25,6 +25,10 @@ pub(in crate::init) struct Findings {
     pub(in crate::init) compose: Option<compose::ComposeFile>,
     /// `.env`'s variables, in the file's order.
     pub(in crate::init) dotenv: Vec<(String, String)>,
+    /// Git tracks `.env` (see [`Repo::dotenv_tracked`]).
+    pub(in crate::init) dotenv_tracked: bool,
+    /// The git-ignored virtualenvs and their programs (see [`Repo::venvs`]).
+    pub(in crate::init) venvs: BTreeMap<String, BTreeSet<String>>,
     /// The variables of each `env_file` compose services name (path as written).
     pub(in crate::init) env_files: BTreeMap<String, Vec<(String, String)>>,
     /// The project's files init read (Dockerfiles and the scripts they copy are read
@@ -55,6 +59,8 @@ impl Findings {
             dir_name: repo.dir_name.clone(),
             compose: repo.compose.as_ref().map(compose::read).transpose()?,
             dotenv: repo.dotenv.as_deref().map(parse).unwrap_or_default(),
+            dotenv_tracked: repo.dotenv_tracked && repo.dotenv.is_some(),
+            venvs: repo.venvs.clone(),
             env_files: repo
                 .env_files
                 .iter()

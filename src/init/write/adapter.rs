@@ -151,10 +151,12 @@ impl Writer {
         };
         let name = self.plan.svcs[db].name.clone();
         let owner = self.plan.svcs[m.owner].name.clone();
+        // `alembic upgrade`, also when it runs from a venv (`.venv/bin/alembic upgrade`).
         let tool = m
             .cmd
             .split_whitespace()
             .take(2)
+            .map(|w| w.rsplit('/').next().unwrap_or(w))
             .collect::<Vec<_>>()
             .join(" ");
         // Settings by parts reach `migrate` when the owner's env gives them as this
@@ -171,10 +173,11 @@ impl Writer {
             if let Some(w) = &m.workdir {
                 out.push_str(&format!("# workdir = {}\n", q(w)));
             }
-            out.push_str(&format!(
-                "# migrate = {}\n# clone_from = \"golden\"\n",
-                q(&m.cmd)
-            ));
+            out.push_str(&format!("# migrate = {}\n", q(&m.cmd)));
+            if let Some((seed, _)) = &m.seed {
+                out.push_str(&format!("# seed = {}\n", q(seed)));
+            }
+            out.push_str("# clone_from = \"golden\"\n");
             self.plan.todo(format!(
                 "{name}: migrate = {} is commented out: {owner}'s {why}",
                 q(&m.cmd)
@@ -186,6 +189,9 @@ impl Writer {
             out.push_str(&format!("workdir = {}\n", q(w)));
         }
         out.push_str(&format!("migrate = {}\n", q(&m.cmd)));
+        if let Some((seed, from)) = &m.seed {
+            out.push_str(&format!("# seed: from {from}\nseed = {}\n", q(seed)));
+        }
         out.push_str("clone_from = \"golden\"\n");
         self.mapped.push(format!(
             "{name}: migrate = {} in {}, clone_from golden",

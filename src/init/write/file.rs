@@ -7,6 +7,7 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::{Writer, SERVICE_KEYS};
 use crate::init::images::TODO_CMD;
+use crate::init::plan::TRACKED_DOTENV;
 use crate::init::plan::{Kind, SvcId};
 use crate::init::read::hosts::HostCheck;
 use crate::init::toml_out::q;
@@ -116,7 +117,12 @@ impl Writer {
             .plan
             .svcs
             .iter()
-            .filter(|s| body.contains(&format!("{TODO_CMD} {} on the host", s.name)))
+            // A live `cmd` only: a commented-out service's TODO is nothing `binky check`
+            // or `binky up` names, so the header does not either.
+            .filter(|s| {
+                let todo = format!("cmd = {}", q(&format!("{TODO_CMD} {} on the host", s.name)));
+                body.lines().any(|l| l == todo)
+            })
             .map(|s| s.name.clone())
             .collect();
         if todo_cmds.is_empty() {
@@ -125,6 +131,15 @@ impl Writer {
             head.push_str(&format!("# A starting point, not a conversion. Before `binky up NAME`: write the command of {}\n# (its `cmd` is a TODO that `binky check` and `binky up` refuse); read the TODOs below.\n", todo_cmds.join(", ")));
         }
         head.push_str("# No credential was copied: they are ${env.NAME} references, read from the environment\n# of `binky up` (or an env_file).\n");
+        if self
+            .plan
+            .report
+            .reasons
+            .values()
+            .any(|r| r.starts_with(TRACKED_DOTENV))
+        {
+            head.push_str("# Those the repository's tracked .env sets have its value as their default\n# (${env.NAME:-value}): it is committed for everyone, as compose reads it.\n");
+        }
         if !self.plan.report.to_decide.is_empty() {
             head.push_str("#\n# To decide:\n");
             for t in &self.plan.report.to_decide {
@@ -144,8 +159,17 @@ impl Writer {
             format!("\n{notes}")
         };
         let mut text = head.clone();
+        let copy = if self.plan.copy.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = self.plan.copy.iter().map(|p| q(p)).collect();
+            format!(
+                "# Each world gets its own copy of the virtualenv the commands run (git ignores it;\n# binky links its files and points its scripts at the world).\ncopy = [{}]\n",
+                list.join(", ")
+            )
+        };
         let project_part = format!(
-            "{notes}\n[project]\nname = {}\n\n{}",
+            "{notes}\n[project]\nname = {}\n{copy}\n{}",
             q(&self.plan.project),
             body
         );
