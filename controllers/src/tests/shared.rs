@@ -390,3 +390,34 @@ async fn every_worlds_rows_read_at_once_are_each_worlds_own_reads() {
         })
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_world_made_before_its_shared_services_port_waits_for_the_port_not_fails() {
+    let h = h();
+    let a = up(&h, "a", config());
+    // Only a converges: the shared world (made again, as after the last world went) has no
+    // port assigned yet, so a's api resolves ${mail.port} to nothing for now.
+    h.converge(a).await;
+    let row = h.row(a, "api");
+    assert_eq!(row.state, ProcState::Pending, "{}", row.message);
+    assert!(
+        !row.message.contains("resolves to nothing"),
+        "a port still coming was taken for one that never will: {}",
+        row.message
+    );
+    assert!(
+        h.sup.live("api").is_empty(),
+        "api started without its mail port"
+    );
+    // Once the shared world has its port, the api starts with it.
+    converge_all(&h).await;
+    let shared = shared_world(&h.store).expect("the project's shared world");
+    let mail_port = ports_of(&h.store, shared.id)[0].1;
+    let sup = h.sup.inner.lock().unwrap();
+    let api = sup
+        .procs
+        .values()
+        .find(|p| p.spec.service == "api" && p.exit.is_none())
+        .expect("api runs");
+    assert_eq!(api.spec.env["MAIL_PORT"], mail_port.to_string());
+}

@@ -563,9 +563,11 @@ impl<S: Supervisor> ProcessController<S> {
     }
 
     /// A token of binky's that resolves to nothing never reaches a process as its own text
-    /// (`DB_PORT=${db.port}`). One naming an adapter service whose slice is not made yet
-    /// waits for it (`starting`: only before the start itself, so `setup` still runs beside
-    /// the database work); any other holds the service with a message naming it.
+    /// (`DB_PORT=${db.port}`). One naming an adapter service whose slice is not made yet, or
+    /// a shared service whose port the project's shared world has not assigned yet (that
+    /// world made again after the last one went), waits for it (`starting`: only before the
+    /// start itself, so `setup` still runs beside the database work); any other holds the
+    /// service with a message naming it.
     fn tokens_unresolved(
         &self,
         s: &Svc<'_>,
@@ -573,28 +575,44 @@ impl<S: Supervisor> ProcessController<S> {
         rows: &BTreeMap<String, ProcessRow>,
         starting: bool,
     ) -> Result<Flow, StoreError> {
-        let unmade = |token: &str| {
+        // What the token waits for, when it is coming.
+        let coming = |token: &str| -> Option<&'static str> {
             let expr = token.trim_start_matches("${").trim_end_matches('}');
             let target = match expr.split_once('.') {
                 Some(("self", _)) => s.name,
                 Some((obj, _)) => obj,
-                None => return false,
+                None => return None,
             };
+            // A service the world's group does not run is never coming.
+            if !s
+                .world
+                .spec
+                .selected(s.world.group.as_deref())
+                .contains(target)
+            {
+                return None;
+            }
             // Judged on the tokens the service was resolved with (one snapshot): a slice
-            // made since is seen at the next pass. A slice the world's group does not make
-            // is never coming.
-            s.world.spec.resource(target).is_some()
-                && !s.tokens.urls.contains_key(target)
-                && s.world
-                    .spec
-                    .selected(s.world.group.as_deref())
-                    .contains(target)
+            // made or a port assigned since is seen at the next pass. `binky check` and `up`
+            // refuse a token that can never resolve, so a shared service's port missing here
+            // is one not assigned yet.
+            let svc = s.world.spec.services.get(target)?;
+            if svc.resource().is_some() {
+                (!s.tokens.urls.contains_key(target)).then_some("slice")
+            } else if svc.shared {
+                s.tokens
+                    .primary_port(target)
+                    .is_none()
+                    .then_some("shared service's port")
+            } else {
+                None
+            }
         };
         let (waiting, broken): (Vec<_>, Vec<_>) = s
             .resolved
             .unresolved
             .iter()
-            .partition(|(_, token)| unmade(token));
+            .partition(|(_, token)| coming(token).is_some());
         if let Some((field, token)) = broken.first() {
             row.state = ProcState::Pending;
             row.message = format!(
@@ -617,9 +635,10 @@ impl<S: Supervisor> ProcessController<S> {
         }
         match waiting.first() {
             Some((field, token)) if starting => {
-                let msg = format!("waiting for the slice {token} names (in {field})");
-                // Looked at again soon: the slice may have been made after this pass read
-                // the tokens.
+                let what = coming(token).unwrap_or("slice");
+                let msg = format!("waiting for the {what} {token} names (in {field})");
+                // Looked at again soon: the slice may have been made, or the port assigned,
+                // after this pass read the tokens.
                 let mut step = self.pending(s, row, msg)?;
                 step.wake = Some(Duration::from_millis(250));
                 Ok(Flow::Done(step))
