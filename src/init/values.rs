@@ -362,3 +362,9 @@ pub(in crate::init) fn read_by_browser(key: &str) -> bool {
     ];
     PUBLIC.iter().any(|p| k.starts_with(p)) || BROWSER.iter().any(|w| k.contains(w))
 }
+
+/// A command that is not compose's, as compose would write it: `$` doubled, so that
+/// compose's interpolation leaves `${self.port}` and the shell's `$VAR` as they are.
+pub(in crate::init) fn literal(cmd: &str) -> String {
+    cmd.replace('$', "$$")
+}

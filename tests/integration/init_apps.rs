@@ -89,11 +89,16 @@ fn path_with_tools() -> String {
 
 fn up(env: &Env, world: &str) {
     let out = env.binky_env(&["up", world], &[("PATH", &path_with_tools())]);
+    assert_up(env, world, &out);
+}
+
+/// `up` succeeded; else the failure names its output and the world's last log lines.
+fn assert_up(env: &Env, world: &str, out: &std::process::Output) {
     assert!(
         out.status.success(),
         "up {world}: {}{}\n{}",
-        stdout(&out),
-        stderr(&out),
+        stdout(out),
+        stderr(out),
         stdout(&env.binky(&["logs", world, "-n", "40"]))
     );
 }
@@ -527,14 +532,7 @@ fn a_fastapi_monorepo_with_a_tracked_env_and_its_own_venv_runs_as_init_wrote_it(
     );
 
     // `up` with nothing of the frameworks on PATH: the world's own venv runs it all.
-    let out = env.binky(&["up", "w"]);
-    assert!(
-        out.status.success(),
-        "up: {}{}\n{}",
-        stdout(&out),
-        stderr(&out),
-        stdout(&env.binky(&["logs", "w", "-n", "40"]))
-    );
+    assert_up(&env, "w", &env.binky(&["up", "w"]));
     let answer = get_200(&env, "backend", "w", "/api/v1/users");
     let body = json_of(&answer);
     // The seeded row of the migrated template's copy.
@@ -651,14 +649,7 @@ fn a_django_app_by_parts_without_compose_runs_from_its_own_venv_as_init_wrote_it
     );
 
     // Nothing of the frameworks on PATH: the world's venv, the slice's parts.
-    let out = env.binky(&["up", "w"]);
-    assert!(
-        out.status.success(),
-        "up: {}{}\n{}",
-        stdout(&out),
-        stderr(&out),
-        stdout(&env.binky(&["logs", "w", "-n", "40"]))
-    );
+    assert_up(&env, "w", &env.binky(&["up", "w"]));
     let body = json_of(&get_200(&env, "web", "w", "/"));
     assert_eq!(body["items"], serde_json::json!(["first item"]), "{body}");
     assert_eq!(

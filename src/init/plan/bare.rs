@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 
 use serde_yaml_ng::{Mapping, Value};
 
-use super::{commands::literal, Kind, Migration, Plan};
+use super::{Kind, Migration, Plan};
 use crate::init::read::package_json::NodeApp;
+use crate::init::values::literal;
 
 /// Dependencies that mean a database, by adapter: Python packages, then npm packages.
 const DATABASE_DEPS: &[(&str, &[&str])] = &[

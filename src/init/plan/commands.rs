@@ -9,8 +9,8 @@ use super::{Kind, Plan, SvcId};
 use crate::init::images::image_only_command;
 use crate::init::read::dockerfile::{script_command, Build, Dockerfile};
 use crate::init::values::{
-    as_named_mapping, command_of, is_project_path, normalise, read_by_browser, scalar, volumes,
-    Command, Dir,
+    as_named_mapping, command_of, is_project_path, literal, normalise, read_by_browser, scalar,
+    volumes, Command, Dir,
 };
 
 impl Plan {
@@ -298,10 +298,4 @@ impl Plan {
             self.push_svc(&base, def, Kind::Process, dir, Some(from));
         }
     }
-}
-
-/// A command that is not compose's, as compose would write it: `$` doubled, so that
-/// compose's interpolation leaves `${self.port}` and the shell's `$VAR` as they are.
-pub(in crate::init) fn literal(cmd: &str) -> String {
-    cmd.replace('$', "$$")
 }
