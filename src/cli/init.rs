@@ -334,30 +334,15 @@ fn read_repo(dir: &Path, paths: &[PathBuf]) -> Result<init::Repo, Failure> {
 /// What `git ARGS` prints in `dir`, trimmed; `None` when it fails (no git, not a
 /// repository, no such remote) or prints nothing.
 fn git_out(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
+    crate::git::text(dir, args)
         .ok()
-        .filter(|o| o.status.success())?;
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (!s.is_empty()).then_some(s)
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
 }
 
 /// Does `git ARGS` succeed in `dir`? No git, or not a repository, is no.
 fn git_ok(dir: &Path, args: &[&str]) -> bool {
-    std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    crate::git::text(dir, args).is_ok()
 }
 
 /// The programs in a virtualenv's `bin/`, when `path` is one (`pyvenv.cfg` and

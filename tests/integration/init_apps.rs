@@ -44,8 +44,7 @@ fn fixture_repo(fixture: &str, extra: &[(&str, &str)]) -> Env {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, text).unwrap();
         if path.contains(".bin/") {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            binky_platform::fs::set_mode(&p, 0o755).unwrap();
         }
     }
     env
@@ -494,8 +493,7 @@ fn make_venv(dir: &Path) {
             ),
         )
         .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        binky_platform::fs::set_mode(&script, 0o755).unwrap();
     }
 }
 
